@@ -1,0 +1,78 @@
+//! Where time comes from.
+//!
+//! Everything that reads time (the attempt state machine, the budget's
+//! window) reads it through a [`Clock`], so tests can drive all of it in
+//! virtual time.
+
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// A monotonic clock.
+///
+/// ```
+/// use retry_runtime::{Clock, SystemClock};
+/// let a = SystemClock.now();
+/// let b = SystemClock.now();
+/// assert!(b >= a);
+/// ```
+pub trait Clock {
+    /// The current instant.
+    fn now(&self) -> Instant;
+}
+
+impl<C: Clock + ?Sized> Clock for &C {
+    fn now(&self) -> Instant {
+        (**self).now()
+    }
+}
+
+/// The thread's clock: [`Instant::now`], or the virtual clock while a
+/// [`VirtualTime`](crate::testing::VirtualTime) is installed on this thread.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Instant {
+        crate::testing::virtual_now().unwrap_or_else(Instant::now)
+    }
+}
+
+/// tokio's clock, which stands still and jumps under a paused runtime
+/// (`#[tokio::test(start_paused = true)]`), so async retries run in virtual
+/// time too.
+///
+/// ```
+/// use retry_runtime::{Clock, TokioClock};
+/// let _ = TokioClock.now();
+/// ```
+#[cfg(feature = "tokio")]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TokioClock;
+
+#[cfg(feature = "tokio")]
+impl Clock for TokioClock {
+    fn now(&self) -> Instant {
+        tokio::time::Instant::now().into_std()
+    }
+}
+
+/// The process-wide origin that shared state (a `static` budget) measures
+/// time from, as it cannot hold an `Instant` itself.
+///
+/// It is placed a day before its first use, so that instants read a little
+/// earlier (a paused tokio runtime started first) still land after it.
+fn origin() -> Instant {
+    static ORIGIN: OnceLock<Instant> = OnceLock::new();
+    *ORIGIN.get_or_init(|| {
+        let now = Instant::now();
+        [86_400, 3_600, 60, 1]
+            .into_iter()
+            .find_map(|s| now.checked_sub(Duration::from_secs(s)))
+            .unwrap_or(now)
+    })
+}
+
+/// Nanoseconds from the origin to `now`, saturating (0 before it).
+pub(crate) fn nanos_since_origin(now: Instant) -> u64 {
+    u64::try_from(now.saturating_duration_since(origin()).as_nanos()).unwrap_or(u64::MAX)
+}

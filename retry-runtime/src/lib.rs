@@ -1,0 +1,47 @@
+//! The policy logic behind [`backstop`](https://docs.rs/backstop)'s
+//! `#[retry]`: backoff math, classification, deadlines, retry budgets and the
+//! attempt state machine. Depend on `backstop`, which re-exports all of it.
+//!
+//! Every retry decision is made in one place, [`AttemptState`]: it is told
+//! each attempt's outcome and answers "return it" or "sleep, then attempt
+//! again". It never sleeps and reads time only through a [`Clock`], so the
+//! rules are tested in virtual time and sync and async loops are identical
+//! but for the one `sleep`.
+//!
+//! ```
+//! use std::io::{Error, ErrorKind};
+//! use retry_runtime::{call, testing::VirtualTime, Policy};
+//!
+//! let vt = VirtualTime::start();
+//! let mut attempts = 0;
+//! let out: Result<(), Error> = call(&Policy::new(), || {
+//!     attempts += 1;
+//!     Err(ErrorKind::ConnectionRefused.into())
+//! });
+//! assert!(out.is_err());
+//! assert_eq!(attempts, 3); // the default backstop
+//! assert_eq!(vt.sleeps().len(), 2);
+//! ```
+#![deny(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+pub mod backoff;
+pub mod budget;
+pub mod classify;
+pub mod clock;
+pub mod policy;
+pub mod run;
+pub mod state;
+pub mod testing;
+
+pub use backoff::{Backoff, Jitter};
+pub use budget::{BudgetStats, RetryBudget};
+pub use classify::{ByClassify, Classifier, Classify, NeverRetry, Verdict, When};
+#[cfg(feature = "tokio")]
+pub use clock::TokioClock;
+pub use clock::{Clock, SystemClock};
+pub use policy::Policy;
+#[cfg(feature = "tokio")]
+pub use run::call_async;
+pub use run::{Retry, call};
+pub use state::{AttemptState, Decision, GiveUp};

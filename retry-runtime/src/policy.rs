@@ -1,0 +1,267 @@
+//! The retry policy: schedule, limits, and what may be repeated.
+
+use std::time::Duration;
+
+use crate::backoff::{self, Backoff, Jitter};
+use crate::budget::RetryBudget;
+
+/// Everything a retry loop needs to know, built in `const` context if you
+/// like.
+///
+/// The builder methods are named after the options of `#[retry]`. Values are
+/// normalised rather than rejected, so a policy read from configuration can
+/// never make a retry loop panic: `attempts(0)` means one attempt, a
+/// `factor` below 1 (or NaN) means 1, and a `cap` below `base` simply wins.
+///
+/// ```
+/// use std::time::Duration;
+/// use retry_runtime::{Jitter, Policy};
+///
+/// static POLICY: Policy = Policy::new()
+///     .attempts(5)
+///     .base(Duration::from_millis(50))
+///     .cap(Duration::from_secs(2))
+///     .jitter(Jitter::Equal)
+///     .deadline(Some(Duration::from_secs(10)));
+///
+/// assert_eq!(POLICY.ceiling(0), Duration::from_millis(50));
+/// assert_eq!(POLICY.ceiling(10), Duration::from_secs(2));
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct Policy {
+    pub(crate) attempts: u32,
+    pub(crate) deadline: Option<Duration>,
+    pub(crate) backoff: Backoff,
+    pub(crate) base: Duration,
+    pub(crate) factor: f64,
+    pub(crate) cap: Duration,
+    pub(crate) jitter: Jitter,
+    pub(crate) idempotent: bool,
+    pub(crate) retry_after_max: Duration,
+    pub(crate) budget: Option<&'static RetryBudget>,
+}
+
+impl Policy {
+    /// The defaults: 3 attempts, a 30 s deadline, exponential backoff from
+    /// 100 ms by a factor of 2, capped at 20 s, full jitter, not idempotent,
+    /// `Retry-After` honoured up to 60 s, no budget.
+    pub const DEFAULT: Self = Self {
+        attempts: 3,
+        deadline: Some(Duration::from_secs(30)),
+        backoff: Backoff::Exponential,
+        base: Duration::from_millis(100),
+        factor: 2.0,
+        cap: Duration::from_secs(20),
+        jitter: Jitter::Full,
+        idempotent: false,
+        retry_after_max: Duration::from_secs(60),
+        budget: None,
+    };
+
+    /// [`Policy::DEFAULT`], as a `const fn`.
+    ///
+    /// ```
+    /// use retry_runtime::Policy;
+    /// assert_eq!(Policy::new(), Policy::default());
+    /// ```
+    pub const fn new() -> Self {
+        Self::DEFAULT
+    }
+
+    /// The backstop on total attempts, the first included. `0` is read as 1.
+    ///
+    /// ```
+    /// # use retry_runtime::Policy;
+    /// let p = Policy::new().attempts(5);
+    /// # let _ = p;
+    /// ```
+    #[must_use]
+    pub const fn attempts(mut self, attempts: u32) -> Self {
+        self.attempts = if attempts == 0 { 1 } else { attempts };
+        self
+    }
+
+    /// The bound on the whole call, measured from entry; `None` for none.
+    ///
+    /// No attempt starts after it, and no sleep runs into it: when the next
+    /// delay would reach it, the loop gives up instead.
+    ///
+    /// ```
+    /// # use std::time::Duration; use retry_runtime::Policy;
+    /// let p = Policy::new().deadline(Some(Duration::from_secs(2)));
+    /// # let _ = p;
+    /// ```
+    #[must_use]
+    pub const fn deadline(mut self, deadline: Option<Duration>) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
+    /// The schedule's shape.
+    ///
+    /// ```
+    /// # use retry_runtime::{Backoff, Policy};
+    /// let p = Policy::new().backoff(Backoff::Fixed);
+    /// # let _ = p;
+    /// ```
+    #[must_use]
+    pub const fn backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    /// The first delay (and the floor of decorrelated jitter).
+    ///
+    /// ```
+    /// # use std::time::Duration; use retry_runtime::Policy;
+    /// let p = Policy::new().base(Duration::from_millis(250));
+    /// # let _ = p;
+    /// ```
+    #[must_use]
+    pub const fn base(mut self, base: Duration) -> Self {
+        self.base = base;
+        self
+    }
+
+    /// The exponential multiplier. Below 1 (or NaN) is read as 1.
+    ///
+    /// ```
+    /// # use retry_runtime::Policy;
+    /// let p = Policy::new().factor(1.5);
+    /// # let _ = p;
+    /// ```
+    #[must_use]
+    pub const fn factor(mut self, factor: f64) -> Self {
+        // `!(x >= 1.0)` is also true for NaN.
+        self.factor = if factor >= 1.0 { factor } else { 1.0 };
+        self
+    }
+
+    /// No delay computed from the schedule exceeds it, jitter included.
+    ///
+    /// ```
+    /// # use std::time::Duration; use retry_runtime::Policy;
+    /// let p = Policy::new().cap(Duration::from_secs(5));
+    /// # let _ = p;
+    /// ```
+    #[must_use]
+    pub const fn cap(mut self, cap: Duration) -> Self {
+        self.cap = cap;
+        self
+    }
+
+    /// How delays are randomised.
+    ///
+    /// ```
+    /// # use retry_runtime::{Jitter, Policy};
+    /// let p = Policy::new().jitter(Jitter::Decorrelated);
+    /// # let _ = p;
+    /// ```
+    #[must_use]
+    pub const fn jitter(mut self, jitter: Jitter) -> Self {
+        self.jitter = jitter;
+        self
+    }
+
+    /// May an ambiguous failure ([`Verdict::RetryIfIdempotent`], a timeout)
+    /// be repeated? Only say yes when doing the work twice is harmless.
+    ///
+    /// [`Verdict::RetryIfIdempotent`]: crate::Verdict::RetryIfIdempotent
+    ///
+    /// ```
+    /// # use retry_runtime::Policy;
+    /// let p = Policy::new().idempotent(true);
+    /// # let _ = p;
+    /// ```
+    #[must_use]
+    pub const fn idempotent(mut self, idempotent: bool) -> Self {
+        self.idempotent = idempotent;
+        self
+    }
+
+    /// A server asking for a longer wait than this is taken at its word:
+    /// the loop gives up instead of sleeping.
+    ///
+    /// ```
+    /// # use std::time::Duration; use retry_runtime::Policy;
+    /// let p = Policy::new().retry_after_max(Duration::from_secs(5));
+    /// # let _ = p;
+    /// ```
+    #[must_use]
+    pub const fn retry_after_max(mut self, max: Duration) -> Self {
+        self.retry_after_max = max;
+        self
+    }
+
+    /// The retry budget this policy draws on.
+    ///
+    /// ```
+    /// # use std::time::Duration; use retry_runtime::{Policy, RetryBudget};
+    /// static BUDGET: RetryBudget = RetryBudget::new(0.1, 10, Duration::from_secs(10));
+    /// static POLICY: Policy = Policy::new().budget(&BUDGET);
+    /// # let _ = &POLICY;
+    /// ```
+    #[must_use]
+    pub const fn budget(mut self, budget: &'static RetryBudget) -> Self {
+        self.budget = Some(budget);
+        self
+    }
+
+    /// No retry budget.
+    ///
+    /// ```
+    /// # use retry_runtime::Policy;
+    /// let p = Policy::new().no_budget();
+    /// # let _ = p;
+    /// ```
+    #[must_use]
+    pub const fn no_budget(mut self) -> Self {
+        self.budget = None;
+        self
+    }
+
+    /// The schedule's ceiling for retry number `n` (0 for the first delay),
+    /// before jitter: `min(cap, schedule(n))`, saturating.
+    ///
+    /// ```
+    /// # use std::time::Duration; use retry_runtime::Policy;
+    /// let p = Policy::new(); // 100ms · 2^n, capped at 20s
+    /// assert_eq!(p.ceiling(3), Duration::from_millis(800));
+    /// assert_eq!(p.ceiling(u32::MAX), Duration::from_secs(20));
+    /// ```
+    pub fn ceiling(&self, n: u32) -> Duration {
+        backoff::ceiling(self.backoff, self.base, self.factor, self.cap, n)
+    }
+
+    /// The configured budget, if any.
+    pub const fn budget_ref(&self) -> Option<&'static RetryBudget> {
+        self.budget
+    }
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+impl PartialEq for Policy {
+    /// Equal schedules and limits, and the very same budget (by address).
+    fn eq(&self, other: &Self) -> bool {
+        let same_budget = match (self.budget, other.budget) {
+            (None, None) => true,
+            (Some(a), Some(b)) => std::ptr::eq(a, b),
+            _ => false,
+        };
+        same_budget
+            && self.attempts == other.attempts
+            && self.deadline == other.deadline
+            && self.backoff == other.backoff
+            && self.base == other.base
+            && self.factor.to_bits() == other.factor.to_bits()
+            && self.cap == other.cap
+            && self.jitter == other.jitter
+            && self.idempotent == other.idempotent
+            && self.retry_after_max == other.retry_after_max
+    }
+}

@@ -1,0 +1,207 @@
+//! Retry loops without the macro: [`call`], [`call_async`] and the
+//! [`Retry`] builder. `#[retry]` expands to the same state machine.
+
+use std::time::Duration;
+
+use crate::budget::RetryBudget;
+use crate::classify::{ByClassify, Classifier, Classify, NeverRetry, When};
+use crate::clock::SystemClock;
+use crate::policy::Policy;
+use crate::state::{AttemptState, Decision};
+
+/// Retries `op` under `policy`, classifying errors by [`Classify`].
+///
+/// Sleeps with [`std::thread::sleep`], or in virtual time under
+/// [`VirtualTime`](crate::testing::VirtualTime). Giving up returns the last
+/// outcome unchanged. The first attempt always runs.
+///
+/// # Errors
+///
+/// The last attempt's error, unchanged, once retrying is over: the error was
+/// not retryable, or attempts, deadline or budget ran out.
+///
+/// ```
+/// use std::io::{Error, ErrorKind};
+/// use retry_runtime::{testing::VirtualTime, Policy};
+///
+/// let _vt = VirtualTime::start();
+/// let mut failures = 2;
+/// let answer = retry_runtime::call(&Policy::new(), || {
+///     if failures > 0 {
+///         failures -= 1;
+///         return Err(Error::from(ErrorKind::ConnectionReset));
+///     }
+///     Ok(42)
+/// });
+/// assert_eq!(answer.unwrap(), 42);
+/// ```
+pub fn call<T, E, F>(policy: &Policy, op: F) -> Result<T, E>
+where
+    E: Classify,
+    F: FnMut() -> Result<T, E>,
+{
+    Retry::new(policy).call(op)
+}
+
+/// Retries the future `op` makes under `policy`, sleeping on tokio's timer.
+///
+/// Runs in virtual time under a paused tokio clock. Dropping the returned
+/// future cancels the loop between or during attempts.
+///
+/// # Errors
+///
+/// The last attempt's error, unchanged, once retrying is over: the error was
+/// not retryable, or attempts, deadline or budget ran out.
+///
+/// ```
+/// use std::io::{Error, ErrorKind};
+/// use retry_runtime::Policy;
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let out: Result<u8, Error> = retry_runtime::call_async(&Policy::new(), || async {
+///     Err(Error::from(ErrorKind::PermissionDenied)) // Stop: one attempt
+/// })
+/// .await;
+/// assert!(out.is_err());
+/// # }
+/// ```
+#[cfg(feature = "tokio")]
+pub async fn call_async<T, E, F, Fut>(policy: &Policy, op: F) -> Result<T, E>
+where
+    E: Classify,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+{
+    Retry::new(policy).call_async(op).await
+}
+
+/// Sleeps a sync retry loop's delay: in virtual time if installed on this
+/// thread, else for real.
+pub fn sleep(delay: Duration) {
+    if !crate::testing::virtual_sleep(delay) {
+        std::thread::sleep(delay);
+    }
+}
+
+/// A retry loop with more than a policy: its own budget, a `when`
+/// classifier for errors, a `when_ok` one for values.
+///
+/// ```
+/// use std::time::Duration;
+/// use retry_runtime::{testing::VirtualTime, Policy, Retry, RetryBudget, Verdict};
+///
+/// static BUDGET: RetryBudget = RetryBudget::new(0.1, 10, Duration::from_secs(10));
+///
+/// let _vt = VirtualTime::start();
+/// let policy = Policy::new();
+/// let mut statuses = vec![200, 503, 503];
+/// let status = Retry::new(&policy)
+///     .budget(&BUDGET)
+///     .when(|_: &String| Verdict::Stop)
+///     .when_ok(|status: &u16| *status == 503)
+///     .call(|| Ok::<u16, String>(statuses.pop().unwrap()));
+/// assert_eq!(status, Ok(200));
+/// assert_eq!(BUDGET.stats().retries, 2);
+/// ```
+#[derive(Clone, Copy, Debug)]
+#[must_use = "a Retry does nothing until `.call(..)` or `.call_async(..)`"]
+pub struct Retry<'a, W = ByClassify, K = NeverRetry> {
+    policy: &'a Policy,
+    budget: Option<&'a RetryBudget>,
+    when: W,
+    when_ok: K,
+}
+
+impl<'a> Retry<'a> {
+    /// A loop under `policy` (and its budget, if it has one), classifying
+    /// errors by [`Classify`] and never retrying `Ok` values.
+    pub fn new(policy: &'a Policy) -> Self {
+        Self {
+            policy,
+            budget: policy.budget_ref(),
+            when: ByClassify,
+            when_ok: NeverRetry,
+        }
+    }
+}
+
+impl<'a, W, K> Retry<'a, W, K> {
+    /// Draws on `budget` instead of the policy's.
+    pub fn budget(mut self, budget: &'a RetryBudget) -> Self {
+        self.budget = Some(budget);
+        self
+    }
+
+    /// Draws on no budget at all.
+    pub fn no_budget(mut self) -> Self {
+        self.budget = None;
+        self
+    }
+
+    /// Classifies errors with `f`, answering `bool` or [`Verdict`](crate::Verdict).
+    pub fn when<F>(self, f: F) -> Retry<'a, When<F>, K> {
+        Retry {
+            policy: self.policy,
+            budget: self.budget,
+            when: When(f),
+            when_ok: self.when_ok,
+        }
+    }
+
+    /// Retries `Ok` values too, when `f` says so (an HTTP 503 response).
+    pub fn when_ok<F>(self, f: F) -> Retry<'a, W, When<F>> {
+        Retry {
+            policy: self.policy,
+            budget: self.budget,
+            when: self.when,
+            when_ok: When(f),
+        }
+    }
+
+    /// Runs the loop around a sync operation.
+    ///
+    /// # Errors
+    ///
+    /// The last attempt's error, unchanged, once retrying is over: the error was
+    /// not retryable, or attempts, deadline or budget ran out.
+    pub fn call<T, E, F>(&self, mut op: F) -> Result<T, E>
+    where
+        W: Classifier<E>,
+        K: Classifier<T>,
+        F: FnMut() -> Result<T, E>,
+    {
+        let mut state = AttemptState::with_budget(self.policy, self.budget, SystemClock);
+        loop {
+            let outcome = op();
+            match state.decide_result(&outcome, &self.when, &self.when_ok) {
+                Decision::Retry(delay) => sleep(delay),
+                Decision::Return | Decision::GiveUp(_) => return outcome,
+            }
+        }
+    }
+
+    /// Runs the loop around an async operation, on tokio's timer and clock.
+    ///
+    /// # Errors
+    ///
+    /// The last attempt's error, unchanged, once retrying is over: the error was
+    /// not retryable, or attempts, deadline or budget ran out.
+    #[cfg(feature = "tokio")]
+    pub async fn call_async<T, E, F, Fut>(&self, mut op: F) -> Result<T, E>
+    where
+        W: Classifier<E>,
+        K: Classifier<T>,
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        let mut state =
+            AttemptState::with_budget(self.policy, self.budget, crate::clock::TokioClock);
+        loop {
+            let outcome = op().await;
+            match state.decide_result(&outcome, &self.when, &self.when_ok) {
+                Decision::Retry(delay) => tokio::time::sleep(delay).await,
+                Decision::Return | Decision::GiveUp(_) => return outcome,
+            }
+        }
+    }
+}

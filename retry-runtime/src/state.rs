@@ -1,0 +1,259 @@
+//! The attempt state machine: the only place a retry decision is made.
+//!
+//! It is told each attempt's outcome and answers "return it" or "sleep for
+//! this long, then attempt again". It never sleeps and reads time only
+//! through its [`Clock`], so every rule can be tested in virtual time, and
+//! sync and async loops differ only in how they sleep.
+
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use crate::backoff::{self, Rng};
+use crate::budget::RetryBudget;
+use crate::classify::{Classifier, Verdict};
+use crate::clock::Clock;
+use crate::policy::Policy;
+
+/// Why a retry loop stopped retrying and returned the last outcome.
+///
+/// ```
+/// use retry_runtime::GiveUp;
+/// assert_eq!(GiveUp::Budget.to_string(), "retry budget exhausted");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum GiveUp {
+    /// The classifier said [`Verdict::Stop`]: retrying cannot help.
+    Stopped,
+    /// An ambiguous failure ([`Verdict::RetryIfIdempotent`]) of an operation
+    /// not declared idempotent.
+    NotIdempotent,
+    /// The attempt backstop was reached.
+    Attempts,
+    /// The next attempt could not start before the deadline.
+    Deadline,
+    /// The retry budget had no token: the dependency is failing for many
+    /// callers, and retrying would only add load.
+    Budget,
+    /// The server asked to wait longer than `retry_after_max`.
+    RetryAfterTooLong,
+}
+
+impl GiveUp {
+    /// A short, stable name for metrics labels (`"deadline"`, `"budget"`…).
+    ///
+    /// ```
+    /// assert_eq!(retry_runtime::GiveUp::RetryAfterTooLong.as_str(), "retry_after_too_long");
+    /// ```
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Stopped => "stopped",
+            Self::NotIdempotent => "not_idempotent",
+            Self::Attempts => "attempts",
+            Self::Deadline => "deadline",
+            Self::Budget => "budget",
+            Self::RetryAfterTooLong => "retry_after_too_long",
+        }
+    }
+}
+
+impl fmt::Display for GiveUp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Stopped => "error is not retryable",
+            Self::NotIdempotent => "ambiguous failure of a non-idempotent operation",
+            Self::Attempts => "attempts exhausted",
+            Self::Deadline => "deadline would be passed",
+            Self::Budget => "retry budget exhausted",
+            Self::RetryAfterTooLong => "server asked to wait longer than retry_after_max",
+        })
+    }
+}
+
+/// What to do after an attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Return the outcome: a success nobody asked to retry.
+    Return,
+    /// Return the outcome unchanged: retrying is over, for this reason.
+    GiveUp(GiveUp),
+    /// Sleep this long, then attempt again.
+    Retry(Duration),
+}
+
+/// The state of one retry loop: one per call, never shared.
+///
+/// Creating it records the call on the budget and reads the clock once;
+/// that is all the work a call whose first attempt succeeds costs.
+///
+/// ```
+/// use std::io::{Error, ErrorKind};
+/// use retry_runtime::{AttemptState, ByClassify, Decision, GiveUp, NeverRetry, Policy, SystemClock};
+///
+/// let policy = Policy::new().attempts(2);
+/// let mut state = AttemptState::new(&policy, SystemClock);
+/// let failed: Result<(), Error> = Err(ErrorKind::ConnectionReset.into());
+/// assert!(matches!(state.decide_result(&failed, &ByClassify, &NeverRetry), Decision::Retry(_)));
+/// assert_eq!(state.attempt(), 2);
+/// assert_eq!(
+///     state.decide_result(&failed, &ByClassify, &NeverRetry),
+///     Decision::GiveUp(GiveUp::Attempts)
+/// );
+/// ```
+pub struct AttemptState<'a, C: Clock> {
+    policy: &'a Policy,
+    budget: Option<&'a RetryBudget>,
+    clock: C,
+    start: Instant,
+    deadline: Option<Instant>,
+    /// Attempts finished.
+    done: u32,
+    /// The previous backoff delay, for decorrelated jitter.
+    prev: Duration,
+    /// Drawn on the first retry only: a call that succeeds at once never
+    /// touches the random number generator.
+    rng: Option<Rng>,
+}
+
+impl<'a, C: Clock> AttemptState<'a, C> {
+    /// Starts a call under `policy`, drawing on the policy's budget.
+    pub fn new(policy: &'a Policy, clock: C) -> Self {
+        Self::with_budget(policy, policy.budget_ref(), clock)
+    }
+
+    /// Starts a call under `policy`, drawing on `budget` instead of the
+    /// policy's own.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_runtime::{AttemptState, Policy, RetryBudget, SystemClock};
+    ///
+    /// let budget = RetryBudget::new(0.1, 1, Duration::from_secs(1));
+    /// let _state = AttemptState::with_budget(&Policy::new(), Some(&budget), SystemClock);
+    /// assert_eq!(budget.stats().calls, 1);
+    /// ```
+    pub fn with_budget(policy: &'a Policy, budget: Option<&'a RetryBudget>, clock: C) -> Self {
+        let start = clock.now();
+        if let Some(budget) = budget {
+            budget.record_call(start);
+        }
+        Self {
+            policy,
+            budget,
+            deadline: policy.deadline.and_then(|d| start.checked_add(d)),
+            clock,
+            start,
+            done: 0,
+            prev: policy.base,
+            rng: None,
+        }
+    }
+
+    /// Uses `rng` for jitter instead of a fresh per-call stream (for
+    /// reproducible tests).
+    #[must_use]
+    pub fn with_rng(mut self, rng: Rng) -> Self {
+        self.rng = Some(rng);
+        self
+    }
+
+    /// The 1-based number of the attempt running now (or about to start).
+    pub fn attempt(&self) -> u32 {
+        self.done.saturating_add(1)
+    }
+
+    /// When the call began.
+    pub fn start(&self) -> Instant {
+        self.start
+    }
+
+    /// The call's deadline, if it has one.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// Classifies `outcome` (`when_ok` for `Ok`, `when` for `Err`) and
+    /// decides.
+    pub fn decide_result<T, E, W, K>(
+        &mut self,
+        outcome: &Result<T, E>,
+        when: &W,
+        when_ok: &K,
+    ) -> Decision
+    where
+        W: Classifier<E> + ?Sized,
+        K: Classifier<T> + ?Sized,
+    {
+        let verdict = match outcome {
+            Ok(value) => match when_ok.verdict(value) {
+                Verdict::Stop => None,
+                retry => Some(retry),
+            },
+            Err(error) => Some(when.verdict(error)),
+        };
+        self.decide(verdict)
+    }
+
+    /// Decides after an attempt whose outcome was classified as `verdict`
+    /// (`None`: a success nobody asked to retry).
+    ///
+    /// The order is DESIGN's: classification, attempts, delay (with
+    /// `Retry-After`), deadline, budget. The budget comes last so that a
+    /// retry refused for another reason never spends a token.
+    pub fn decide(&mut self, verdict: Option<Verdict>) -> Decision {
+        self.done = self.done.saturating_add(1);
+        let policy = self.policy;
+        let verdict = match verdict {
+            None => return Decision::Return,
+            Some(Verdict::Stop) => return Decision::GiveUp(GiveUp::Stopped),
+            Some(Verdict::RetryIfIdempotent) if !policy.idempotent => {
+                return Decision::GiveUp(GiveUp::NotIdempotent);
+            }
+            Some(verdict) => verdict,
+        };
+        if self.done >= policy.attempts {
+            return Decision::GiveUp(GiveUp::Attempts);
+        }
+        let rng = self.rng.get_or_insert_with(Rng::new);
+        let delay = if let Verdict::RetryAfter(asked) = verdict {
+            if asked > policy.retry_after_max {
+                return Decision::GiveUp(GiveUp::RetryAfterTooLong);
+            }
+            // Spread the herd that got the same header, but never come back
+            // earlier than the server asked.
+            backoff::scale(asked, 1.0 + 0.2 * rng.next_f64()).max(asked)
+        } else {
+            let retries = self.done - 1;
+            let ceil = policy.ceiling(retries);
+            let delay =
+                backoff::jittered(policy.jitter, ceil, policy.base, self.prev, policy.cap, rng);
+            self.prev = delay;
+            delay
+        };
+        let now = self.clock.now();
+        if let Some(deadline) = self.deadline {
+            // Give up rather than sleep into the deadline: an attempt that
+            // starts at it has no time to succeed and still costs the server.
+            match now.checked_add(delay) {
+                Some(wake) if wake < deadline => {}
+                _ => return Decision::GiveUp(GiveUp::Deadline),
+            }
+        }
+        if let Some(budget) = self.budget
+            && !budget.try_withdraw(now)
+        {
+            return Decision::GiveUp(GiveUp::Budget);
+        }
+        Decision::Retry(delay)
+    }
+}
+
+impl<C: Clock> fmt::Debug for AttemptState<'_, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AttemptState")
+            .field("attempt", &self.attempt())
+            .field("start", &self.start)
+            .field("deadline", &self.deadline)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,149 @@
+//! Testing retries without waiting for them.
+//!
+//! [`VirtualTime`] makes the sync retry loops of the current thread sleep in
+//! virtual time. Async loops run on tokio's clock: under
+//! `#[tokio::test(start_paused = true)]` they are virtual already.
+
+use std::cell::RefCell;
+use std::marker::PhantomData;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+struct Virtual {
+    start: Instant,
+    elapsed: Duration,
+    sleeps: Vec<Duration>,
+}
+
+thread_local! {
+    static VIRTUAL: RefCell<Option<Virtual>> = const { RefCell::new(None) };
+}
+
+/// The current virtual instant, if virtual time is installed on this thread.
+pub(crate) fn virtual_now() -> Option<Instant> {
+    VIRTUAL.with(|v| {
+        v.borrow()
+            .as_ref()
+            .map(|v| v.start.checked_add(v.elapsed).unwrap_or(v.start))
+    })
+}
+
+/// Sleeps in virtual time if it is installed: records the delay and
+/// advances the clock. `false` means real time is in force.
+pub(crate) fn virtual_sleep(d: Duration) -> bool {
+    VIRTUAL.with(|v| match v.borrow_mut().as_mut() {
+        Some(v) => {
+            v.sleeps.push(d);
+            v.elapsed = v.elapsed.saturating_add(d);
+            true
+        }
+        None => false,
+    })
+}
+
+const OUT_OF_ORDER: &str =
+    "VirtualTime handles on one thread must be dropped in reverse order of `start`";
+
+/// Virtual time for the sync retry loops of the current thread.
+///
+/// `VirtualTime::start()` installs it until the value is dropped: every
+/// sleep of a retry loop (the `call` runner, a `#[retry]` sync fn) then
+/// returns at once and advances the virtual clock, and everything that reads
+/// time through [`SystemClock`](crate::SystemClock) (the deadline, the
+/// budget's window) reads the virtual clock. A second `start` on the same
+/// thread shadows the first until it is dropped.
+///
+/// ```
+/// use std::time::Duration;
+/// use retry_runtime::{Jitter, Policy, testing::VirtualTime};
+///
+/// let vt = VirtualTime::start();
+/// let policy = Policy::new().attempts(4).jitter(Jitter::None).no_budget();
+/// let mut attempts = 0;
+/// let result: Result<(), std::io::Error> = retry_runtime::call(&policy, || {
+///     attempts += 1;
+///     Err(std::io::ErrorKind::ConnectionRefused.into())
+/// });
+/// assert!(result.is_err());
+/// assert_eq!(attempts, 4);
+/// assert_eq!(vt.sleeps(), [100, 200, 400].map(Duration::from_millis));
+/// assert_eq!(vt.elapsed(), Duration::from_millis(700));
+/// ```
+pub struct VirtualTime {
+    shadowed: Option<Virtual>,
+    /// Installed on one thread: not `Send`.
+    _thread: PhantomData<Rc<()>>,
+}
+
+impl VirtualTime {
+    /// Installs virtual time on this thread, starting at the real now.
+    pub fn start() -> Self {
+        let fresh = Virtual {
+            start: Instant::now(),
+            elapsed: Duration::ZERO,
+            sleeps: Vec::new(),
+        };
+        let shadowed = VIRTUAL.with(|v| v.borrow_mut().replace(fresh));
+        Self {
+            shadowed,
+            _thread: PhantomData,
+        }
+    }
+
+    fn with<R>(f: impl FnOnce(&mut Virtual) -> R) -> R {
+        VIRTUAL.with(|v| {
+            let mut v = v.borrow_mut();
+            f(v.as_mut().expect(OUT_OF_ORDER))
+        })
+    }
+
+    /// The virtual now.
+    ///
+    /// # Panics
+    ///
+    /// This and the other readers panic if a `VirtualTime` started before
+    /// this one was dropped first, taking this one's clock with it.
+    pub fn now(&self) -> Instant {
+        virtual_now().expect(OUT_OF_ORDER)
+    }
+
+    /// Virtual time passed since `start`.
+    pub fn elapsed(&self) -> Duration {
+        Self::with(|v| v.elapsed)
+    }
+
+    /// Moves the clock forward, as a slow attempt would.
+    ///
+    /// ```
+    /// # use std::time::Duration; use retry_runtime::testing::VirtualTime;
+    /// let vt = VirtualTime::start();
+    /// let t0 = vt.now();
+    /// vt.advance(Duration::from_secs(3));
+    /// assert_eq!(vt.now() - t0, Duration::from_secs(3));
+    /// assert!(vt.sleeps().is_empty()); // advancing is not sleeping
+    /// ```
+    pub fn advance(&self, by: Duration) {
+        Self::with(|v| v.elapsed = v.elapsed.saturating_add(by));
+    }
+
+    /// The delays retry loops slept, in order.
+    pub fn sleeps(&self) -> Vec<Duration> {
+        Self::with(|v| v.sleeps.clone())
+    }
+}
+
+impl Drop for VirtualTime {
+    fn drop(&mut self) {
+        let shadowed = self.shadowed.take();
+        // During thread teardown the slot may already be gone: nothing to restore.
+        let _ = VIRTUAL.try_with(|v| *v.borrow_mut() = shadowed);
+    }
+}
+
+impl std::fmt::Debug for VirtualTime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VirtualTime")
+            .field("elapsed", &self.elapsed())
+            .finish_non_exhaustive()
+    }
+}
