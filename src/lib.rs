@@ -5,8 +5,8 @@
 
 #[doc(inline)]
 pub use retry_runtime::{
-    AttemptState, Backoff, BudgetStats, ByClassify, Classifier, Classify, Clock, Decision,
-    GiveUp, Jitter, NeverRetry, Policy, Retry, RetryBudget, SystemClock, Verdict, When, call,
+    AttemptState, Backoff, BudgetStats, ByClassify, Classifier, Classify, Clock, Decision, GiveUp,
+    Jitter, NeverRetry, Policy, Retry, RetryBudget, SystemClock, Verdict, When, call,
 };
 #[cfg(feature = "tokio")]
 #[doc(inline)]

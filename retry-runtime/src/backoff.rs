@@ -243,7 +243,13 @@ mod tests {
     #[test]
     fn zero_base_gives_zero_delays() {
         assert_eq!(
-            ceiling(Backoff::Exponential, Duration::ZERO, 2.0, Duration::MAX, u32::MAX),
+            ceiling(
+                Backoff::Exponential,
+                Duration::ZERO,
+                2.0,
+                Duration::MAX,
+                u32::MAX
+            ),
             Duration::ZERO
         );
     }

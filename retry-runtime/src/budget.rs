@@ -7,7 +7,10 @@
 //! case is 1.1× normal traffic, however long the outage lasts.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering::{AcqRel, Acquire, Relaxed}};
+use std::sync::atomic::{
+    AtomicU64,
+    Ordering::{AcqRel, Acquire, Relaxed},
+};
 use std::time::{Duration, Instant};
 
 use crate::clock::nanos_since_origin;
@@ -129,7 +132,10 @@ impl RetryBudget {
             ratio > 0.0 && ratio <= 1.0,
             "RetryBudget::new: `ratio` must be in (0, 1], e.g. 0.1 for 10% of calls"
         );
-        assert!(!ttl.is_zero(), "RetryBudget::new: `ttl` must be greater than zero");
+        assert!(
+            !ttl.is_zero(),
+            "RetryBudget::new: `ttl` must be greater than zero"
+        );
         let ttl_nanos = ttl.as_nanos();
         let slot = ttl_nanos / SLOTS as u128;
         let slot_nanos = if slot == 0 {
@@ -141,7 +147,11 @@ impl RetryBudget {
         };
         // min_per_sec × ttl_secs retries, in units: × UNIT / 1e9 = / 1000.
         let reserve = min_per_sec as u128 * ttl_nanos / 1_000;
-        let reserve = if reserve > u64::MAX as u128 { u64::MAX } else { reserve as u64 };
+        let reserve = if reserve > u64::MAX as u128 {
+            u64::MAX
+        } else {
+            reserve as u64
+        };
         Self {
             ratio,
             min_per_sec,
@@ -216,7 +226,10 @@ impl RetryBudget {
             .calls
             .iter()
             .fold(0u64, |sum, c| sum.saturating_add(c.load(Relaxed)));
-        let allowance = self.deposit.saturating_mul(calls).saturating_add(self.reserve);
+        let allowance = self
+            .deposit
+            .saturating_mul(calls)
+            .saturating_add(self.reserve);
         // Check and take in one CAS: two callers racing for the last token
         // cannot both get it.
         let granted = self.granted.fetch_update(AcqRel, Acquire, |g| {
@@ -247,7 +260,10 @@ impl RetryBudget {
                 .fold(0u64, |sum, c| sum.saturating_add(c.load(Relaxed)))
         };
         BudgetStats {
-            calls: self.expired_calls.load(Relaxed).saturating_add(live(&self.calls)),
+            calls: self
+                .expired_calls
+                .load(Relaxed)
+                .saturating_add(live(&self.calls)),
             retries: self
                 .expired_retries
                 .load(Relaxed)
@@ -261,7 +277,10 @@ impl RetryBudget {
         let epoch = nanos_since_origin(now) / self.slot_nanos;
         let mut head = self.head.load(Acquire);
         while epoch > head {
-            match self.head.compare_exchange_weak(head, epoch, AcqRel, Acquire) {
+            match self
+                .head
+                .compare_exchange_weak(head, epoch, AcqRel, Acquire)
+            {
                 Ok(_) => {
                     self.expire(head, epoch);
                     head = epoch;

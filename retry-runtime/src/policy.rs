@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::backoff::{self, Backoff, Jitter};
+use crate::backoff::{self, Backoff, Jitter, Rng};
 use crate::budget::RetryBudget;
 
 /// Everything a retry loop needs to know, built in `const` context if you
@@ -231,6 +231,21 @@ impl Policy {
     /// ```
     pub fn ceiling(&self, n: u32) -> Duration {
         backoff::ceiling(self.backoff, self.base, self.factor, self.cap, n)
+    }
+
+    /// One backoff delay, jitter drawn from `rng`: the delay before retry
+    /// number `n` (0 for the first), `prev` being the previous delay (used by
+    /// [`Jitter::Decorrelated`]; pass `base` for the first). Never above
+    /// `cap`.
+    ///
+    /// ```
+    /// # use std::time::Duration; use retry_runtime::{backoff::Rng, Jitter, Policy};
+    /// let p = Policy::new().jitter(Jitter::Equal); // ceiling 400ms at n = 2
+    /// let d = p.delay(2, Duration::ZERO, &mut Rng::seeded(1));
+    /// assert!(d >= Duration::from_millis(200) && d <= Duration::from_millis(400));
+    /// ```
+    pub fn delay(&self, n: u32, prev: Duration, rng: &mut Rng) -> Duration {
+        backoff::jittered(self.jitter, self.ceiling(n), self.base, prev, self.cap, rng)
     }
 
     /// The configured budget, if any.

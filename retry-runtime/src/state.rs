@@ -223,10 +223,7 @@ impl<'a, C: Clock> AttemptState<'a, C> {
             // earlier than the server asked.
             backoff::scale(asked, 1.0 + 0.2 * rng.next_f64()).max(asked)
         } else {
-            let retries = self.done - 1;
-            let ceil = policy.ceiling(retries);
-            let delay =
-                backoff::jittered(policy.jitter, ceil, policy.base, self.prev, policy.cap, rng);
+            let delay = policy.delay(self.done - 1, self.prev, rng);
             self.prev = delay;
             delay
         };

@@ -1,0 +1,158 @@
+//! The async runner, in tokio's paused (virtual) time.
+#![cfg(feature = "tokio")]
+
+use std::cell::Cell;
+use std::io::{Error, ErrorKind};
+use std::time::Duration;
+
+use retry_runtime::{Jitter, Policy, Retry, RetryBudget, Verdict, call_async};
+use tokio::time::Instant;
+
+const MS: Duration = Duration::from_millis(1);
+
+fn quiet() -> Policy {
+    Policy::new().jitter(Jitter::None).no_budget()
+}
+
+#[tokio::test(start_paused = true)]
+async fn retries_with_the_schedule_in_virtual_time() {
+    let t0 = Instant::now();
+    let attempts = Cell::new(0);
+    let starts = std::cell::RefCell::new(Vec::new());
+    let out: Result<(), Error> = call_async(&quiet().attempts(4), || async {
+        attempts.set(attempts.get() + 1);
+        starts.borrow_mut().push(Instant::now() - t0);
+        Err(ErrorKind::ConnectionRefused.into())
+    })
+    .await;
+    assert_eq!(out.unwrap_err().kind(), ErrorKind::ConnectionRefused);
+    assert_eq!(attempts.get(), 4);
+    assert_eq!(*starts.borrow(), [0, 100, 300, 700].map(|ms| ms * MS));
+    assert_eq!(Instant::now() - t0, 700 * MS);
+}
+
+#[tokio::test(start_paused = true)]
+async fn succeeds_once_the_dependency_recovers() {
+    let t0 = Instant::now();
+    let attempts = Cell::new(0);
+    let out = call_async(&quiet().attempts(5), || async {
+        attempts.set(attempts.get() + 1);
+        if attempts.get() < 3 {
+            Err(Error::from(ErrorKind::ConnectionReset))
+        } else {
+            Ok("up")
+        }
+    })
+    .await;
+    assert_eq!(out.unwrap(), "up");
+    assert_eq!(attempts.get(), 3);
+    assert_eq!(Instant::now() - t0, 300 * MS);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_deadline_is_read_on_tokios_clock() {
+    let t0 = Instant::now();
+    let attempts = Cell::new(0);
+    let policy = quiet().attempts(10).deadline(Some(500 * MS));
+    let _: Result<(), Error> = call_async(&policy, || async {
+        attempts.set(attempts.get() + 1);
+        Err(ErrorKind::ConnectionRefused.into())
+    })
+    .await;
+    // 0, 100, 300: a 400ms sleep from 300ms would end past 500ms.
+    assert_eq!(attempts.get(), 3);
+    assert_eq!(Instant::now() - t0, 300 * MS);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_attempt_eats_the_deadline() {
+    let t0 = Instant::now();
+    let attempts = Cell::new(0);
+    let policy = quiet().attempts(10).deadline(Some(Duration::from_secs(1)));
+    let _: Result<(), Error> = call_async(&policy, || async {
+        attempts.set(attempts.get() + 1);
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        Err(ErrorKind::ConnectionRefused.into())
+    })
+    .await;
+    assert_eq!(attempts.get(), 1);
+    assert_eq!(Instant::now() - t0, Duration::from_secs(2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn retry_after_is_slept_not_ignored() {
+    let t0 = Instant::now();
+    let attempts = Cell::new(0);
+    let out = Retry::new(&quiet())
+        .when(|_: &u16| Verdict::RetryAfter(Duration::from_secs(3)))
+        .call_async(|| async {
+            attempts.set(attempts.get() + 1);
+            if attempts.get() == 1 {
+                Err(429u16)
+            } else {
+                Ok(())
+            }
+        })
+        .await;
+    assert_eq!(out, Ok(()));
+    let slept = Instant::now() - t0;
+    assert!(
+        slept >= Duration::from_secs(3) && slept <= Duration::from_millis(3600),
+        "{slept:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn when_ok_and_a_shared_budget() {
+    static BUDGET: RetryBudget = RetryBudget::new(0.5, 0, Duration::from_secs(10));
+    let statuses = std::cell::RefCell::new(vec![200u16, 503, 503, 503]);
+    let policy = quiet().attempts(10);
+    let retry = Retry::new(&policy)
+        .budget(&BUDGET)
+        .when(|_: &Error| false)
+        .when_ok(|s: &u16| *s == 503);
+    // First call: half a retry deposited, none granted; returns the 503.
+    let first = retry
+        .call_async(|| async { Ok(statuses.borrow_mut().pop().unwrap()) })
+        .await;
+    assert_eq!(first.unwrap(), 503);
+    // Second call: one retry granted, then refused; still a 503.
+    let second = retry
+        .call_async(|| async { Ok(statuses.borrow_mut().pop().unwrap()) })
+        .await;
+    assert_eq!(second.unwrap(), 503);
+    assert_eq!(statuses.borrow().as_slice(), &[200]);
+    let stats = BUDGET.stats();
+    assert_eq!((stats.calls, stats.retries, stats.refusals), (2, 1, 2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dropped_future_stops_retrying() {
+    let attempts = Cell::new(0);
+    let policy = quiet().attempts(10);
+    let call = call_async(&policy, || async {
+        attempts.set(attempts.get() + 1);
+        Err::<(), _>(Error::from(ErrorKind::ConnectionRefused))
+    });
+    // Cancelled during the second sleep (attempts at 0 and 100ms).
+    let out = tokio::time::timeout(150 * MS, call).await;
+    assert!(out.is_err());
+    assert_eq!(attempts.get(), 2);
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(attempts.get(), 2, "nothing runs after the drop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_future_is_send_when_the_attempts_are() {
+    let policy = quiet().attempts(2).base(Duration::ZERO);
+    let handle = tokio::spawn(async move {
+        call_async(&policy, || async {
+            Err::<(), _>(Error::from(ErrorKind::BrokenPipe))
+        })
+        .await
+    });
+    assert_eq!(
+        handle.await.unwrap().unwrap_err().kind(),
+        ErrorKind::BrokenPipe
+    );
+}

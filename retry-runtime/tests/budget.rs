@@ -1,0 +1,190 @@
+//! The retry budget: its bound, its window, and its behaviour under races.
+
+use std::io::{Error, ErrorKind};
+use std::time::{Duration, Instant};
+
+use retry_runtime::testing::VirtualTime;
+use retry_runtime::{Policy, RetryBudget, call};
+
+#[test]
+fn a_thousand_failing_calls_get_at_most_the_budget() {
+    let vt = VirtualTime::start();
+    let budget: &'static RetryBudget =
+        Box::leak(Box::new(RetryBudget::new(0.1, 10, Duration::from_secs(10))));
+    // Zero delays, so all thousand calls land inside one window.
+    let policy = Policy::new()
+        .attempts(3)
+        .base(Duration::ZERO)
+        .budget(budget);
+    let mut attempts = 0u64;
+    for _ in 0..1000 {
+        let _: Result<(), Error> = call(&policy, || {
+            attempts += 1;
+            Err(ErrorKind::ConnectionRefused.into())
+        });
+    }
+    let bound = 100 + 10 * 10; // ratio × calls + min_per_sec × ttl
+    let stats = budget.stats();
+    assert_eq!(stats.calls, 1000);
+    assert_eq!(attempts, 1000 + stats.retries);
+    assert!(stats.retries <= bound, "{stats:?}");
+    // Demand far exceeds the budget, so the budget is what binds.
+    assert_eq!(stats.retries, bound, "{stats:?}");
+    // Each refusal ends one call's retrying.
+    assert!(stats.refusals > 0 && stats.refusals <= 1000, "{stats:?}");
+    assert!((stats.retry_ratio() - 0.2).abs() < 1e-9);
+    assert_eq!(vt.elapsed(), Duration::ZERO);
+}
+
+#[test]
+fn ratios_are_exact() {
+    let budget = RetryBudget::new(0.3, 0, Duration::from_secs(10));
+    let now = Instant::now();
+    for _ in 0..10 {
+        budget.record_call(now);
+    }
+    // 10 calls at 0.3 make exactly 3 retries, not 2 (0.29999…) nor 4.
+    let granted = (0..10).filter(|_| budget.try_withdraw(now)).count();
+    assert_eq!(granted, 3);
+}
+
+#[test]
+fn after_ttl_without_traffic_the_floor_is_available_again() {
+    let vt = VirtualTime::start();
+    let ttl = Duration::from_secs(10);
+    let budget = RetryBudget::new(0.1, 2, ttl);
+    budget.record_call(vt.now());
+    let floor = (0..100).filter(|_| budget.try_withdraw(vt.now())).count();
+    assert_eq!(floor, 20, "min_per_sec × ttl");
+    assert!(!budget.try_withdraw(vt.now()));
+    vt.advance(ttl / 2);
+    assert!(
+        !budget.try_withdraw(vt.now()),
+        "half a window later, still spent"
+    );
+    vt.advance(ttl);
+    let again = (0..100).filter(|_| budget.try_withdraw(vt.now())).count();
+    assert_eq!(again, 20);
+}
+
+#[test]
+fn deposits_older_than_ttl_no_longer_pay_for_retries() {
+    let vt = VirtualTime::start();
+    let ttl = Duration::from_secs(10);
+    let budget = RetryBudget::new(0.5, 0, ttl);
+    for _ in 0..10 {
+        budget.record_call(vt.now());
+    }
+    vt.advance(ttl + Duration::from_secs(1));
+    budget.record_call(vt.now());
+    assert!(
+        !budget.try_withdraw(vt.now()),
+        "the old calls' deposits expired"
+    );
+    budget.record_call(vt.now());
+    assert!(
+        budget.try_withdraw(vt.now()),
+        "two fresh calls at 50% pay one retry"
+    );
+    assert_eq!(
+        budget.stats().calls,
+        12,
+        "stats keep counting across windows"
+    );
+}
+
+#[test]
+fn the_window_slides_in_slots() {
+    let vt = VirtualTime::start();
+    let ttl = Duration::from_secs(10);
+    let budget = RetryBudget::new(1.0, 0, ttl);
+    budget.record_call(vt.now()); // t = 0
+    vt.advance(Duration::from_secs(5));
+    budget.record_call(vt.now()); // t = 5
+    vt.advance(Duration::from_secs(6)); // t = 11: the first call has expired
+    assert!(budget.try_withdraw(vt.now()));
+    assert!(!budget.try_withdraw(vt.now()));
+    vt.advance(Duration::from_secs(5)); // t = 16: the second call expired
+    budget.record_call(vt.now());
+    // The retry granted at t = 11 still counts against this window.
+    assert!(!budget.try_withdraw(vt.now()));
+    vt.advance(Duration::from_secs(6)); // t = 22: that retry has left the window
+    assert!(
+        budget.try_withdraw(vt.now()),
+        "the t = 16 call pays for one"
+    );
+    assert!(!budget.try_withdraw(vt.now()));
+}
+
+#[test]
+fn a_long_idle_period_costs_bounded_work_and_no_overflow() {
+    let budget = RetryBudget::new(0.5, 1, Duration::from_nanos(1));
+    let t0 = Instant::now();
+    budget.record_call(t0);
+    for hours in [1u64, 1_000, 1_000_000] {
+        let t = t0 + Duration::from_secs(hours * 3600);
+        budget.record_call(t);
+        let _ = budget.try_withdraw(t);
+    }
+    assert_eq!(budget.stats().calls, 4);
+}
+
+#[test]
+fn time_running_backwards_is_harmless() {
+    let budget = RetryBudget::new(1.0, 0, Duration::from_secs(1));
+    let t0 = Instant::now() + Duration::from_secs(100);
+    budget.record_call(t0);
+    budget.record_call(t0.checked_sub(Duration::from_secs(50)).unwrap()); // a clock far behind
+    assert!(budget.try_withdraw(t0));
+    assert!(budget.try_withdraw(t0));
+    assert!(!budget.try_withdraw(t0));
+}
+
+static SHARED: RetryBudget = RetryBudget::new(0.1, 5, Duration::from_secs(10));
+
+#[test]
+fn a_static_budget_shared_by_two_threads_keeps_the_bound() {
+    const CALLS: u64 = 20_000;
+    let now = Instant::now();
+    let worker = move || {
+        let mut granted = 0u64;
+        for _ in 0..CALLS {
+            SHARED.record_call(now);
+            // Every call wants two retries: demand is ten times the supply.
+            granted += u64::from(SHARED.try_withdraw(now));
+            granted += u64::from(SHARED.try_withdraw(now));
+        }
+        granted
+    };
+    let a = std::thread::spawn(worker);
+    let b = std::thread::spawn(worker);
+    let granted = a.join().unwrap() + b.join().unwrap();
+    let bound = (0.1 * (2 * CALLS) as f64 + 5.0 * 10.0) as u64;
+    let stats = SHARED.stats();
+    assert_eq!(stats.retries, granted);
+    assert_eq!(stats.calls, 2 * CALLS);
+    assert_eq!(stats.refusals, 4 * CALLS - granted);
+    assert!(granted <= bound, "overdrawn: {granted} > {bound}");
+    assert!(
+        granted + 2 >= bound,
+        "the budget should be used: {granted} of {bound}"
+    );
+}
+
+#[test]
+#[should_panic(expected = "ratio")]
+fn a_ratio_above_one_is_rejected() {
+    let _ = RetryBudget::new(1.5, 10, Duration::from_secs(10));
+}
+
+#[test]
+#[should_panic(expected = "ratio")]
+fn a_zero_or_nan_ratio_is_rejected() {
+    let _ = RetryBudget::new(f64::NAN, 10, Duration::from_secs(10));
+}
+
+#[test]
+#[should_panic(expected = "ttl")]
+fn a_zero_ttl_is_rejected() {
+    let _ = RetryBudget::new(0.1, 10, Duration::ZERO);
+}

@@ -1,0 +1,433 @@
+//! The attempt state machine, rule by rule, in virtual time.
+
+use std::io::{Error, ErrorKind};
+use std::time::{Duration, Instant};
+
+use retry_runtime::backoff::Rng;
+use retry_runtime::testing::VirtualTime;
+use retry_runtime::{
+    AttemptState, Decision, GiveUp, Jitter, Policy, RetryBudget, SystemClock, Verdict, call, run,
+};
+
+const MS: Duration = Duration::from_millis(1);
+
+/// What one retry loop did.
+#[derive(Debug)]
+struct Run {
+    attempts: u32,
+    /// When each attempt started, relative to the call's start.
+    starts: Vec<Duration>,
+    end: Decision,
+}
+
+/// Drives a loop whose every attempt is classified `verdict(attempt)`,
+/// sleeping in virtual time, and reports what happened.
+fn drive(
+    vt: &VirtualTime,
+    policy: &Policy,
+    budget: Option<&RetryBudget>,
+    mut verdict: impl FnMut(u32) -> Option<Verdict>,
+) -> Run {
+    let t0 = vt.now();
+    let mut state = AttemptState::with_budget(policy, budget, SystemClock);
+    let mut starts = Vec::new();
+    loop {
+        starts.push(vt.now() - t0);
+        let v = verdict(state.attempt());
+        match state.decide(v) {
+            Decision::Retry(d) => run::sleep(d),
+            end => {
+                return Run {
+                    attempts: starts.len() as u32,
+                    starts,
+                    end,
+                };
+            }
+        }
+    }
+}
+
+fn always(v: Verdict) -> impl FnMut(u32) -> Option<Verdict> {
+    move |_| Some(v)
+}
+
+fn quiet() -> Policy {
+    Policy::new().jitter(Jitter::None).no_budget()
+}
+
+#[test]
+fn success_returns_at_once() {
+    let vt = VirtualTime::start();
+    let run = drive(&vt, &quiet(), None, |_| None);
+    assert_eq!((run.attempts, run.end), (1, Decision::Return));
+    assert!(vt.sleeps().is_empty());
+}
+
+#[test]
+fn stop_error_is_attempted_exactly_once() {
+    let vt = VirtualTime::start();
+    let run = drive(&vt, &quiet().attempts(10), None, always(Verdict::Stop));
+    assert_eq!(
+        (run.attempts, run.end),
+        (1, Decision::GiveUp(GiveUp::Stopped))
+    );
+
+    let mut attempts = 0;
+    let out: Result<(), Error> = call(&Policy::new().attempts(10), || {
+        attempts += 1;
+        Err(ErrorKind::PermissionDenied.into())
+    });
+    assert_eq!(out.unwrap_err().kind(), ErrorKind::PermissionDenied);
+    assert_eq!(attempts, 1);
+    assert!(vt.sleeps().is_empty());
+}
+
+#[test]
+fn ambiguous_failure_is_retried_only_when_idempotent() {
+    let vt = VirtualTime::start();
+    let run = drive(
+        &vt,
+        &quiet().attempts(4),
+        None,
+        always(Verdict::RetryIfIdempotent),
+    );
+    assert_eq!(
+        (run.attempts, run.end),
+        (1, Decision::GiveUp(GiveUp::NotIdempotent))
+    );
+
+    let run = drive(
+        &vt,
+        &quiet().attempts(4).idempotent(true),
+        None,
+        always(Verdict::RetryIfIdempotent),
+    );
+    assert_eq!(
+        (run.attempts, run.end),
+        (4, Decision::GiveUp(GiveUp::Attempts))
+    );
+
+    // The io::Error classification reaches the same rule through `call`.
+    let mut attempts = 0;
+    let _ = call(&quiet().attempts(4), || {
+        attempts += 1;
+        Err::<(), _>(Error::from(ErrorKind::TimedOut))
+    });
+    assert_eq!(attempts, 1);
+}
+
+#[test]
+fn gives_up_when_attempts_are_used_up() {
+    let vt = VirtualTime::start();
+    let run = drive(&vt, &quiet().attempts(5), None, always(Verdict::Retry));
+    assert_eq!(
+        (run.attempts, run.end),
+        (5, Decision::GiveUp(GiveUp::Attempts))
+    );
+    assert_eq!(vt.sleeps(), [100, 200, 400, 800].map(|ms| ms * MS));
+}
+
+#[test]
+fn one_attempt_policy_never_sleeps() {
+    let vt = VirtualTime::start();
+    let run = drive(&vt, &quiet().attempts(0), None, always(Verdict::Retry));
+    assert_eq!(
+        (run.attempts, run.end),
+        (1, Decision::GiveUp(GiveUp::Attempts))
+    );
+    assert!(vt.sleeps().is_empty());
+}
+
+#[test]
+fn huge_attempt_count_is_bounded_by_the_deadline() {
+    let vt = VirtualTime::start();
+    let policy = quiet()
+        .attempts(u32::MAX)
+        .cap(Duration::from_secs(1))
+        .deadline(Some(Duration::from_secs(60)));
+    let run = drive(&vt, &policy, None, always(Verdict::Retry));
+    assert_eq!(run.end, Decision::GiveUp(GiveUp::Deadline));
+    assert!(run.attempts < 70, "{} attempts", run.attempts);
+    assert!(vt.elapsed() < Duration::from_secs(60));
+}
+
+#[test]
+fn gives_up_when_delay_would_pass_deadline() {
+    let vt = VirtualTime::start();
+    let policy = quiet()
+        .attempts(10)
+        .base(400 * MS)
+        .deadline(Some(Duration::from_secs(1)));
+    let run = drive(&vt, &policy, None, always(Verdict::Retry));
+    // t=0 fails, sleeps 400ms; t=400ms fails, 800ms more would end at 1.2s.
+    assert_eq!(
+        (run.attempts, run.end),
+        (2, Decision::GiveUp(GiveUp::Deadline))
+    );
+    assert_eq!(vt.sleeps(), [400 * MS]);
+}
+
+#[test]
+fn delay_reaching_the_deadline_exactly_gives_up() {
+    let vt = VirtualTime::start();
+    let policy = quiet()
+        .attempts(10)
+        .backoff(retry_runtime::Backoff::Fixed)
+        .base(500 * MS)
+        .deadline(Some(Duration::from_secs(1)));
+    let run = drive(&vt, &policy, None, always(Verdict::Retry));
+    // Attempt 2 starts at 500ms; a second 500ms sleep would wake at the
+    // deadline itself, with no time left to succeed.
+    assert_eq!(
+        (run.attempts, run.end),
+        (2, Decision::GiveUp(GiveUp::Deadline))
+    );
+}
+
+#[test]
+fn no_attempt_ever_starts_after_the_deadline() {
+    let deadline = Duration::from_secs(3);
+    let policy = Policy::new()
+        .attempts(1000)
+        .base(50 * MS)
+        .cap(Duration::from_secs(2))
+        .deadline(Some(deadline))
+        .no_budget();
+    for jitter in [
+        Jitter::None,
+        Jitter::Full,
+        Jitter::Equal,
+        Jitter::Decorrelated,
+    ] {
+        let policy = policy.jitter(jitter);
+        for _ in 0..200 {
+            let vt = VirtualTime::start();
+            let run = drive(&vt, &policy, None, |_| {
+                vt.advance(7 * MS); // every attempt takes a little time
+                Some(Verdict::Retry)
+            });
+            assert_eq!(run.end, Decision::GiveUp(GiveUp::Deadline), "{jitter:?}");
+            assert!(
+                run.starts.iter().all(|s| *s < deadline),
+                "{jitter:?}: {run:?}"
+            );
+            // And no sleep ran into it.
+            assert!(vt.elapsed().saturating_sub(7 * MS) < deadline, "{jitter:?}");
+        }
+    }
+}
+
+#[test]
+fn slow_first_attempt_eats_the_deadline() {
+    let vt = VirtualTime::start();
+    let policy = quiet().attempts(5).deadline(Some(Duration::from_secs(1)));
+    let run = drive(&vt, &policy, None, |_| {
+        vt.advance(1500 * MS);
+        Some(Verdict::Retry)
+    });
+    assert_eq!(
+        (run.attempts, run.end),
+        (1, Decision::GiveUp(GiveUp::Deadline))
+    );
+    assert!(vt.sleeps().is_empty());
+}
+
+#[test]
+fn no_deadline_means_only_attempts_bound_the_call() {
+    let vt = VirtualTime::start();
+    let policy = quiet()
+        .attempts(30)
+        .cap(Duration::from_secs(3600))
+        .deadline(None);
+    let run = drive(&vt, &policy, None, always(Verdict::Retry));
+    assert_eq!(
+        (run.attempts, run.end),
+        (30, Decision::GiveUp(GiveUp::Attempts))
+    );
+    assert!(vt.elapsed() > Duration::from_secs(3600));
+}
+
+#[test]
+fn retry_after_is_honoured_and_jittered_upward_only() {
+    let asked = Duration::from_secs(2);
+    let policy = quiet().attempts(2).cap(100 * MS); // cap applies to backoff, not to the server
+    let mut slept = Vec::new();
+    for seed in 0..2000 {
+        let vt = VirtualTime::start();
+        let mut state = AttemptState::new(&policy, SystemClock).with_rng(Rng::seeded(seed));
+        match state.decide(Some(Verdict::RetryAfter(asked))) {
+            Decision::Retry(d) => slept.push(d),
+            other => panic!("{other:?}"),
+        }
+        drop(vt);
+    }
+    let (min, max) = (slept.iter().min().unwrap(), slept.iter().max().unwrap());
+    assert!(*min >= asked, "never earlier than asked: {min:?}");
+    assert!(*max <= asked * 6 / 5, "at most 20% later: {max:?}");
+    // Spread over the range, not a constant.
+    assert!(
+        max.saturating_sub(*min) > Duration::from_millis(300),
+        "{min:?}..{max:?}"
+    );
+}
+
+#[test]
+fn retry_after_above_the_max_gives_up_at_once() {
+    let vt = VirtualTime::start();
+    let policy = quiet().attempts(5).retry_after_max(Duration::from_secs(60));
+    let run = drive(
+        &vt,
+        &policy,
+        None,
+        always(Verdict::RetryAfter(Duration::from_secs(61))),
+    );
+    assert_eq!(
+        (run.attempts, run.end),
+        (1, Decision::GiveUp(GiveUp::RetryAfterTooLong))
+    );
+    // Exactly the max is still honoured, if the deadline allows it.
+    let policy = policy.deadline(Some(Duration::from_secs(120)));
+    let run = drive(&vt, &policy, None, |n| {
+        (n == 1).then_some(Verdict::RetryAfter(Duration::from_secs(60)))
+    });
+    assert_eq!((run.attempts, run.end), (2, Decision::Return));
+}
+
+#[test]
+fn retry_after_past_the_deadline_gives_up() {
+    let vt = VirtualTime::start();
+    let policy = quiet().attempts(5).deadline(Some(Duration::from_secs(10)));
+    let run = drive(
+        &vt,
+        &policy,
+        None,
+        always(Verdict::RetryAfter(Duration::from_secs(20))),
+    );
+    assert_eq!(
+        (run.attempts, run.end),
+        (1, Decision::GiveUp(GiveUp::Deadline))
+    );
+}
+
+#[test]
+fn gives_up_when_the_budget_is_empty() {
+    let vt = VirtualTime::start();
+    let budget = RetryBudget::new(0.5, 0, Duration::from_secs(10));
+    let policy = quiet().attempts(5);
+    // The first call alone has deposited half a retry: not enough.
+    let run = drive(&vt, &policy, Some(&budget), always(Verdict::Retry));
+    assert_eq!(
+        (run.attempts, run.end),
+        (1, Decision::GiveUp(GiveUp::Budget))
+    );
+    // A second call makes a whole retry; it spends it, then runs out again.
+    let run = drive(&vt, &policy, Some(&budget), always(Verdict::Retry));
+    assert_eq!(
+        (run.attempts, run.end),
+        (2, Decision::GiveUp(GiveUp::Budget))
+    );
+    let stats = budget.stats();
+    assert_eq!((stats.calls, stats.retries, stats.refusals), (2, 1, 2));
+}
+
+#[test]
+fn budget_is_not_spent_on_retries_refused_for_other_reasons() {
+    let vt = VirtualTime::start();
+    let budget = RetryBudget::new(1.0, 0, Duration::from_secs(10));
+    let policy = quiet().attempts(2);
+    let _ = drive(&vt, &policy, Some(&budget), always(Verdict::Stop));
+    let _ = drive(
+        &vt,
+        &policy,
+        Some(&budget),
+        always(Verdict::RetryIfIdempotent),
+    );
+    let _ = drive(
+        &vt,
+        &policy,
+        Some(&budget),
+        always(Verdict::RetryAfter(Duration::from_secs(3600))),
+    );
+    let _ = drive(
+        &vt,
+        &policy.deadline(Some(50 * MS)),
+        Some(&budget),
+        always(Verdict::Retry),
+    );
+    let stats = budget.stats();
+    assert_eq!((stats.calls, stats.retries, stats.refusals), (4, 0, 0));
+}
+
+#[test]
+fn first_attempt_runs_even_with_a_zero_deadline() {
+    let vt = VirtualTime::start();
+    let run = drive(
+        &vt,
+        &quiet().deadline(Some(Duration::ZERO)),
+        None,
+        always(Verdict::Retry),
+    );
+    assert_eq!(
+        (run.attempts, run.end),
+        (1, Decision::GiveUp(GiveUp::Deadline))
+    );
+}
+
+#[test]
+fn an_ok_value_is_retried_only_when_asked() {
+    use retry_runtime::{ByClassify, NeverRetry, When};
+    let _vt = VirtualTime::start();
+    let policy = quiet();
+    let mut state = AttemptState::new(&policy, SystemClock);
+    let ok: Result<u16, Error> = Ok(503);
+    assert_eq!(
+        state.decide_result(&ok, &ByClassify, &NeverRetry),
+        Decision::Return
+    );
+    let mut state = AttemptState::new(&policy, SystemClock);
+    let when_ok = When(|s: &u16| *s == 503);
+    assert!(matches!(
+        state.decide_result(&ok, &ByClassify, &when_ok),
+        Decision::Retry(_)
+    ));
+}
+
+#[test]
+fn huge_deadline_does_not_overflow() {
+    let vt = VirtualTime::start();
+    let policy = quiet().attempts(3).deadline(Some(Duration::MAX));
+    let run = drive(&vt, &policy, None, always(Verdict::Retry));
+    assert_eq!(
+        (run.attempts, run.end),
+        (3, Decision::GiveUp(GiveUp::Attempts))
+    );
+    let state = AttemptState::new(&policy, SystemClock);
+    assert!(state.deadline().is_none_or(|d| d > Instant::now()));
+}
+
+#[test]
+fn panicking_attempt_leaves_nothing_broken() {
+    let vt = VirtualTime::start();
+    let budget: &'static RetryBudget =
+        Box::leak(Box::new(RetryBudget::new(0.5, 1, Duration::from_secs(10))));
+    let policy = quiet().budget(budget);
+    let panicked = std::panic::catch_unwind(|| {
+        call(&policy, || -> Result<(), Error> {
+            panic!("attempt blew up")
+        })
+    });
+    assert!(panicked.is_err());
+    // The budget saw the call and is still usable; virtual time is intact.
+    assert_eq!(budget.stats().calls, 1);
+    let mut attempts = 0;
+    let out = call(&policy, || {
+        attempts += 1;
+        if attempts < 2 {
+            Err(Error::from(ErrorKind::ConnectionReset))
+        } else {
+            Ok(7)
+        }
+    });
+    assert_eq!(out.unwrap(), 7);
+    assert_eq!(vt.sleeps(), [100 * MS]);
+}
