@@ -60,11 +60,11 @@ fn main() {
 
     // Your own rule for what is worth retrying, and a retried Ok value.
     let mut statuses = vec![200, 503];
-    let status = Retry::new(&POLICY)
+    let outcome = Retry::new(&POLICY)
         .when(|_: &Error| false)
         .when_ok(|status: &u16| *status == 503)
         .call(|| Ok::<u16, Error>(statuses.pop().unwrap_or(500)));
-    println!("503 then 200: {status:?}");
+    println!("503 then 200: {outcome:?}");
 
     let stats = BUDGET.stats();
     println!(

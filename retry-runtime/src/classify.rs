@@ -187,3 +187,49 @@ where
         (self.0)(x).into()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use io::ErrorKind as K;
+
+    #[test]
+    fn io_errors_are_classified_by_kind() {
+        let transient = [
+            K::ConnectionRefused,
+            K::ConnectionReset,
+            K::ConnectionAborted,
+            K::NotConnected,
+            K::BrokenPipe,
+            K::Interrupted,
+            K::WouldBlock,
+        ];
+        for kind in transient {
+            assert_eq!(io::Error::from(kind).classify(), Verdict::Retry, "{kind:?}");
+        }
+        assert_eq!(
+            io::Error::from(K::TimedOut).classify(),
+            Verdict::RetryIfIdempotent
+        );
+        let permanent = [
+            K::NotFound,
+            K::PermissionDenied,
+            K::InvalidInput,
+            K::InvalidData,
+            K::AlreadyExists,
+            K::UnexpectedEof,
+            K::Unsupported,
+            K::Other,
+        ];
+        for kind in permanent {
+            assert_eq!(io::Error::from(kind).classify(), Verdict::Stop, "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn references_and_boxes_classify_like_their_target() {
+        let e = io::Error::from(K::BrokenPipe);
+        assert_eq!(Classify::classify(&&e), Verdict::Retry);
+        assert_eq!(Box::new(e).classify(), Verdict::Retry);
+    }
+}
