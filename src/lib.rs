@@ -191,6 +191,8 @@
 #![deny(missing_docs)]
 
 #[doc(inline)]
+pub use retry_macros::retry;
+#[doc(inline)]
 pub use retry_runtime::{
     AttemptState, Backoff, BudgetStats, ByClassify, Classifier, Classify, Clock, Decision, GiveUp,
     Jitter, NeverRetry, Policy, Retry, RetryBudget, SystemClock, Verdict, When, call,
@@ -206,5 +208,11 @@ pub use retry_runtime::{backoff, testing};
 /// any release.
 #[doc(hidden)]
 pub mod __private {
-    pub use retry_runtime::*;
+    #[cfg(feature = "tokio")]
+    pub use retry_runtime::TokioClock;
+    pub use retry_runtime::macro_support::*;
+    pub use retry_runtime::run::sleep;
+    pub use retry_runtime::{
+        AttemptState, Backoff, Decision, Jitter, Policy, RetryBudget, SystemClock, Verdict,
+    };
 }

@@ -1,5 +1,52 @@
-//! The `#[retry]` attribute of [`backstop`](https://docs.rs/backstop).
+//! The `#[retry]` attribute of [`backstop`](https://docs.rs/backstop). Use
+//! it through `backstop` (`use backstop::retry;`), whose documentation is
+//! the manual: this crate only turns the attribute into a call to
+//! backstop's runtime.
 //!
-//! Not written yet: this crate is a skeleton that the attribute (issue 3)
-//! fills in. Until then, use `backstop::call` and `backstop::call_async`.
+//! Three stages: [`args`] parses the options, [`valid`] checks the rules
+//! across them and against the function, [`expand`] writes the loop.
 #![deny(missing_docs)]
+
+mod args;
+mod expand;
+mod valid;
+
+use proc_macro::TokenStream;
+
+/// Turns a function returning `Result<T, E>` into a retry loop that is safe
+/// at fleet scale. See the `backstop` crate for the options and the
+/// guarantees.
+#[proc_macro_attribute]
+pub fn retry(args: TokenStream, item: TokenStream) -> TokenStream {
+    let item = proc_macro2::TokenStream::from(item);
+    let func: valid::Func = match syn::parse2(item.clone()) {
+        Ok(func) => func,
+        Err(_) => return expand::not_a_function(&item, &not_a_function(item.clone())).into(),
+    };
+    let mut cx = args::Ctxt::default();
+    let args = args::Args::parse(args.into(), &mut cx);
+    valid::check(&args, &func, &mut cx);
+    match cx.finish() {
+        Ok(()) => expand::expand(&args, &func),
+        Err(errors) => expand::with_errors(&func, &errors),
+    }
+    .into()
+}
+
+/// The error for an item that is not a function, spanned on its first
+/// token after attributes and visibility (`struct`, `impl`, `mod`…).
+fn not_a_function(item: proc_macro2::TokenStream) -> syn::Error {
+    let first = |input: syn::parse::ParseStream<'_>| {
+        input.call(syn::Attribute::parse_outer)?;
+        input.parse::<syn::Visibility>()?;
+        let first = input.parse::<proc_macro2::TokenTree>()?;
+        input.parse::<proc_macro2::TokenStream>()?;
+        Ok(first)
+    };
+    let span = syn::parse::Parser::parse2(first, item)
+        .map_or_else(|_| proc_macro2::Span::call_site(), |tt| tt.span());
+    syn::Error::new(
+        span,
+        "`#[retry]` can only be applied to a function or a method",
+    )
+}

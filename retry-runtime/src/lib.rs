@@ -29,6 +29,8 @@ pub mod backoff;
 pub mod budget;
 pub mod classify;
 pub mod clock;
+#[doc(hidden)]
+pub mod macro_support;
 pub mod policy;
 pub mod run;
 pub mod state;

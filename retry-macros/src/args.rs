@@ -1,0 +1,740 @@
+//! Stage 1: parse `#[retry(...)]`'s options into a typed struct.
+//!
+//! Every mistake is recorded in a [`Ctxt`] and parsing goes on, so a user
+//! sees all of them at once; each error is spanned on the offending key or
+//! value.
+
+use std::fmt::Display;
+
+use proc_macro2::{Span, TokenStream};
+use quote::ToTokens;
+use syn::meta::ParseNestedMeta;
+use syn::spanned::Spanned;
+use syn::{Expr, Lit, Path, UnOp};
+
+/// Accumulates errors, like serde's `Ctxt`.
+#[derive(Default)]
+pub(crate) struct Ctxt {
+    errors: Option<syn::Error>,
+}
+
+impl Ctxt {
+    pub(crate) fn error(&mut self, span: Span, msg: impl Display) {
+        self.push(syn::Error::new(span, msg));
+    }
+
+    pub(crate) fn error_spanned(&mut self, tokens: impl ToTokens, msg: impl Display) {
+        self.push(syn::Error::new_spanned(tokens, msg));
+    }
+
+    pub(crate) fn push(&mut self, error: syn::Error) {
+        match &mut self.errors {
+            Some(errors) => errors.combine(error),
+            None => self.errors = Some(error),
+        }
+    }
+
+    pub(crate) fn finish(self) -> Result<(), syn::Error> {
+        self.errors.map_or(Ok(()), Err)
+    }
+}
+
+/// An option given once: the key's span and the parsed value.
+pub(crate) struct Set<T> {
+    pub(crate) key: Span,
+    pub(crate) value: T,
+}
+
+/// The one set-once helper: every option goes through it, so no option can
+/// forget its duplicate check.
+pub(crate) struct Opt<T> {
+    name: &'static str,
+    set: Option<Set<T>>,
+}
+
+impl<T> Opt<T> {
+    const fn new(name: &'static str) -> Self {
+        Self { name, set: None }
+    }
+
+    fn set(&mut self, cx: &mut Ctxt, key: Span, value: T) {
+        if self.set.is_some() {
+            cx.error(
+                key,
+                format!("duplicate option `{}`: give it once", self.name),
+            );
+        } else {
+            self.set = Some(Set { key, value });
+        }
+    }
+
+    pub(crate) fn get(&self) -> Option<&Set<T>> {
+        self.set.as_ref()
+    }
+
+    pub(crate) fn value(&self) -> Option<&T> {
+        self.set.as_ref().map(|s| &s.value)
+    }
+
+    pub(crate) fn key(&self) -> Option<Span> {
+        self.set.as_ref().map(|s| s.key)
+    }
+
+    pub(crate) fn name(&self) -> &'static str {
+        self.name
+    }
+}
+
+/// A duration: a literal with a unit, validated here, or any expression of
+/// type `Duration`, checked by the compiler.
+pub(crate) enum Dur {
+    Lit {
+        nanos: u128,
+        span: Span,
+        text: String,
+    },
+    Expr(Expr),
+}
+
+impl Dur {
+    pub(crate) fn literal_nanos(&self) -> Option<u128> {
+        match self {
+            Self::Lit { nanos, .. } => Some(*nanos),
+            Self::Expr(_) => None,
+        }
+    }
+}
+
+/// An integer or float option: a literal, validated here, or an expression.
+pub(crate) enum Num<T> {
+    Lit(T),
+    Expr(Expr),
+}
+
+/// `none`, or a value.
+pub(crate) enum OrNone<T> {
+    None,
+    Some(T),
+}
+
+/// A path or a closure (`when`, `when_ok`, `on_retry`).
+pub(crate) type Callable = Expr;
+
+pub(crate) struct Args {
+    pub(crate) attempts: Opt<Num<u32>>,
+    pub(crate) deadline: Opt<OrNone<Dur>>,
+    pub(crate) backoff: Opt<Backoff>,
+    pub(crate) base: Opt<Dur>,
+    pub(crate) factor: Opt<Num<f64>>,
+    pub(crate) cap: Opt<Dur>,
+    pub(crate) jitter: Opt<Jitter>,
+    pub(crate) when: Opt<Callable>,
+    pub(crate) when_ok: Opt<Callable>,
+    pub(crate) idempotent: Opt<bool>,
+    pub(crate) budget: Opt<OrNone<Path>>,
+    pub(crate) breaker: Opt<Path>,
+    pub(crate) retry_after_max: Opt<Dur>,
+    pub(crate) attempt_timeout: Opt<Dur>,
+    pub(crate) on_retry: Opt<Callable>,
+    pub(crate) policy: Opt<Expr>,
+    pub(crate) krate: Opt<Path>,
+}
+
+#[derive(Clone, Copy)]
+pub(crate) enum Backoff {
+    Exponential,
+    Linear,
+    Fixed,
+}
+
+#[derive(Clone, Copy)]
+pub(crate) enum Jitter {
+    Full,
+    Equal,
+    Decorrelated,
+    None,
+}
+
+/// Every option, in DESIGN's order: listed in "expected one of".
+pub(crate) const OPTIONS: &[&str] = &[
+    "attempts",
+    "deadline",
+    "backoff",
+    "base",
+    "factor",
+    "cap",
+    "jitter",
+    "when",
+    "when_ok",
+    "idempotent",
+    "budget",
+    "breaker",
+    "retry_after_max",
+    "attempt_timeout",
+    "on_retry",
+    "policy",
+    "crate",
+];
+
+/// Names people bring from other retry crates, and what they mean here.
+const ALIASES: &[(&str, &str)] = &[
+    ("max_attempts", "attempts"),
+    ("retries", "attempts"),
+    ("max_retries", "attempts"),
+    ("times", "attempts"),
+    ("timeout", "deadline"),
+    ("max_elapsed_time", "deadline"),
+    ("delay", "base"),
+    ("initial_delay", "base"),
+    ("min_delay", "base"),
+    ("max_delay", "cap"),
+    ("multiplier", "factor"),
+    ("retry_if", "when"),
+    ("retry_on", "when"),
+    ("if", "when"),
+    ("strategy", "backoff"),
+];
+
+impl Args {
+    fn new() -> Self {
+        Self {
+            attempts: Opt::new("attempts"),
+            deadline: Opt::new("deadline"),
+            backoff: Opt::new("backoff"),
+            base: Opt::new("base"),
+            factor: Opt::new("factor"),
+            cap: Opt::new("cap"),
+            jitter: Opt::new("jitter"),
+            when: Opt::new("when"),
+            when_ok: Opt::new("when_ok"),
+            idempotent: Opt::new("idempotent"),
+            budget: Opt::new("budget"),
+            breaker: Opt::new("breaker"),
+            retry_after_max: Opt::new("retry_after_max"),
+            attempt_timeout: Opt::new("attempt_timeout"),
+            on_retry: Opt::new("on_retry"),
+            policy: Opt::new("policy"),
+            krate: Opt::new("crate"),
+        }
+    }
+
+    /// Parses the attribute's arguments. A syntax error the parser cannot
+    /// step over (a malformed expression) ends parsing; every other mistake
+    /// is recorded and parsing goes on.
+    pub(crate) fn parse(tokens: TokenStream, cx: &mut Ctxt) -> Self {
+        let mut args = Self::new();
+        let parser = syn::meta::parser(|meta| args.parse_one(&meta, cx));
+        if let Err(e) = syn::parse::Parser::parse2(parser, tokens) {
+            cx.push(e);
+        }
+        args
+    }
+
+    // One flat arm per option: longer than clippy likes, simpler than split.
+    #[allow(clippy::too_many_lines)]
+    fn parse_one(&mut self, meta: &ParseNestedMeta<'_>, cx: &mut Ctxt) -> syn::Result<()> {
+        let Some(key) = meta.path.get_ident() else {
+            cx.error_spanned(&meta.path, unknown_message(&path_text(&meta.path)));
+            return skip_value(meta);
+        };
+        let name = key.to_string();
+        let span = key.span();
+        if name == "idempotent" && !meta.input.peek(syn::Token![=]) {
+            // A bare `idempotent` reads as `idempotent = true`.
+            self.idempotent.set(cx, span, true);
+            return Ok(());
+        }
+        if !OPTIONS.contains(&name.as_str()) {
+            cx.error(span, unknown_message(&name));
+            return skip_value(meta);
+        }
+        if !meta.input.peek(syn::Token![=]) {
+            cx.error(
+                span,
+                format!("`{name}` needs a value: `{name} = {}`", example(&name)),
+            );
+            return skip_value(meta);
+        }
+        let value: Expr = meta.value()?.parse()?;
+        match name.as_str() {
+            "attempts" => {
+                if let Some(v) = attempts(cx, value) {
+                    self.attempts.set(cx, span, v);
+                }
+            }
+            "deadline" => {
+                if let Some(v) = or_none(value, |v| duration(cx, "deadline", v)) {
+                    self.deadline.set(cx, span, v);
+                }
+            }
+            "backoff" => {
+                let v = keyword(
+                    cx,
+                    "backoff",
+                    &value,
+                    &[
+                        ("exponential", Backoff::Exponential),
+                        ("linear", Backoff::Linear),
+                        ("fixed", Backoff::Fixed),
+                    ],
+                );
+                if let Some(v) = v {
+                    self.backoff.set(cx, span, v);
+                }
+            }
+            "base" => set_duration(cx, &mut self.base, span, value),
+            "cap" => set_duration(cx, &mut self.cap, span, value),
+            "retry_after_max" => set_duration(cx, &mut self.retry_after_max, span, value),
+            "attempt_timeout" => set_duration(cx, &mut self.attempt_timeout, span, value),
+            "factor" => {
+                if let Some(v) = factor(cx, value) {
+                    self.factor.set(cx, span, v);
+                }
+            }
+            "jitter" => {
+                let v = keyword(
+                    cx,
+                    "jitter",
+                    &value,
+                    &[
+                        ("full", Jitter::Full),
+                        ("equal", Jitter::Equal),
+                        ("decorrelated", Jitter::Decorrelated),
+                        ("none", Jitter::None),
+                    ],
+                );
+                if let Some(v) = v {
+                    self.jitter.set(cx, span, v);
+                }
+            }
+            "when" => set_callable(cx, &mut self.when, span, value, "|error| ..."),
+            "when_ok" => set_callable(cx, &mut self.when_ok, span, value, "|value| ..."),
+            "on_retry" => set_callable(cx, &mut self.on_retry, span, value, "|event| ..."),
+            "idempotent" => match value {
+                Expr::Lit(syn::ExprLit {
+                    lit: Lit::Bool(b), ..
+                }) => self.idempotent.set(cx, span, b.value),
+                other => cx.error_spanned(
+                    other,
+                    "`idempotent` takes `true` or `false`: may a timed-out attempt be repeated?",
+                ),
+            },
+            "budget" => {
+                let v = or_none(value, |v| {
+                    path(
+                        cx,
+                        v,
+                        "`budget` takes a path to a `static RetryBudget`, or `none`",
+                    )
+                });
+                if let Some(v) = v {
+                    self.budget.set(cx, span, v);
+                }
+            }
+            "breaker" => {
+                if let Some(p) = path(
+                    cx,
+                    value,
+                    "`breaker` takes a path to a `static CircuitBreaker`",
+                ) {
+                    self.breaker.set(cx, span, p);
+                }
+            }
+            "policy" => self.policy.set(cx, span, value),
+            "crate" => {
+                if let Some(p) = path(
+                    cx,
+                    value,
+                    "`crate` takes the path of the `backstop` crate, e.g. `crate = ::my_backstop`",
+                ) {
+                    self.krate.set(cx, span, p);
+                }
+            }
+            _ => unreachable!("every name in OPTIONS is handled"),
+        }
+        Ok(())
+    }
+}
+
+fn path_text(path: &Path) -> String {
+    path.to_token_stream().to_string().replace(' ', "")
+}
+
+/// "unknown option `x`", with the nearest valid one and the full list.
+fn unknown_message(name: &str) -> String {
+    let alias = ALIASES.iter().find(|(a, _)| *a == name).map(|(_, o)| *o);
+    let suggestion = alias.or_else(|| nearest(name, OPTIONS));
+    let list = OPTIONS
+        .iter()
+        .map(|o| format!("`{o}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    match suggestion {
+        Some(s) => format!("unknown option `{name}`; did you mean `{s}`? (options: {list})"),
+        None => format!("unknown option `{name}`; expected one of {list}"),
+    }
+}
+
+/// The candidate closest to `name` by edit distance, if close enough to be
+/// what was meant.
+pub(crate) fn nearest<'a>(name: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    candidates
+        .iter()
+        .map(|c| (edit_distance(name, c), *c))
+        .filter(|(d, c)| *d <= (c.len().max(name.len()) / 3).max(1))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = if ca == *cb {
+                diagonal
+            } else {
+                1 + diagonal.min(above).min(row[j])
+            };
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
+
+fn example(name: &str) -> &'static str {
+    match name {
+        "attempts" => "4",
+        "deadline" => "10s",
+        "backoff" => "exponential",
+        "base" => "100ms",
+        "factor" => "2",
+        "cap" => "5s",
+        "jitter" => "full",
+        "when" => "|error| error.is_transient()",
+        "when_ok" => "|response| response.status() == 503",
+        "budget" => "MY_BUDGET",
+        "breaker" => "MY_BREAKER",
+        "retry_after_max" => "60s",
+        "attempt_timeout" => "2s",
+        "on_retry" => "|event| log(event)",
+        "policy" => "MY_POLICY",
+        "crate" => "::backstop",
+        _ => "...",
+    }
+}
+
+/// After an error, consumes the rest of this option (`= value` or
+/// `(...)`), so parsing can go on with the next one.
+fn skip_value(meta: &ParseNestedMeta<'_>) -> syn::Result<()> {
+    if meta.input.peek(syn::Token![=]) {
+        let _: Expr = meta.value()?.parse()?;
+    } else if meta.input.peek(syn::token::Paren) {
+        let _: proc_macro2::Group = meta.input.parse()?;
+    }
+    Ok(())
+}
+
+fn or_none<T>(value: Expr, some: impl FnOnce(Expr) -> Option<T>) -> Option<OrNone<T>> {
+    if let Expr::Path(p) = &value
+        && p.qself.is_none()
+        && p.path.is_ident("none")
+    {
+        return Some(OrNone::None);
+    }
+    some(value).map(OrNone::Some)
+}
+
+fn set_duration(cx: &mut Ctxt, opt: &mut Opt<Dur>, key: Span, value: Expr) {
+    if let Some(d) = duration(cx, opt.name(), value) {
+        opt.set(cx, key, d);
+    }
+}
+
+fn set_callable(cx: &mut Ctxt, opt: &mut Opt<Callable>, key: Span, value: Expr, shape: &str) {
+    match value {
+        Expr::Path(_) | Expr::Closure(_) => opt.set(cx, key, value),
+        other => cx.error_spanned(
+            other,
+            format!(
+                "`{}` takes a path to a function or a closure, e.g. `{} = {shape}`",
+                opt.name(),
+                opt.name()
+            ),
+        ),
+    }
+}
+
+fn path(cx: &mut Ctxt, value: Expr, msg: &str) -> Option<Path> {
+    match value {
+        Expr::Path(p) if p.qself.is_none() => Some(p.path),
+        other => {
+            cx.error_spanned(other, msg);
+            None
+        }
+    }
+}
+
+/// One of a fixed set of words (`backoff = linear`), suggesting the nearest
+/// on a typo.
+fn keyword<T: Copy>(cx: &mut Ctxt, name: &str, value: &Expr, words: &[(&str, T)]) -> Option<T> {
+    let list = words
+        .iter()
+        .map(|(w, _)| format!("`{w}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let word = match value {
+        Expr::Path(p) if p.qself.is_none() => p.path.get_ident().map(ToString::to_string),
+        _ => None,
+    };
+    let Some(word) = word else {
+        cx.error_spanned(value, format!("`{name}` takes one of {list}"));
+        return None;
+    };
+    if let Some((_, v)) = words.iter().find(|(w, _)| *w == word) {
+        return Some(*v);
+    }
+    let names: Vec<&str> = words.iter().map(|(w, _)| *w).collect();
+    let hint = nearest(&word, &names).map_or(String::new(), |n| format!("; did you mean `{n}`?"));
+    cx.error_spanned(
+        value,
+        format!("unknown {name} `{word}`{hint} (expected one of {list})"),
+    );
+    None
+}
+
+fn attempts(cx: &mut Ctxt, value: Expr) -> Option<Num<u32>> {
+    let Expr::Lit(syn::ExprLit {
+        lit: Lit::Int(lit), ..
+    }) = &value
+    else {
+        return number_or_expr(cx, "attempts", value, "an integer");
+    };
+    if !lit.suffix().is_empty() {
+        cx.error_spanned(lit, "`attempts` takes a plain integer, e.g. `attempts = 4`");
+        return None;
+    }
+    let parsed = lit.base10_parse::<u64>().ok();
+    match parsed.map(u32::try_from) {
+        Some(Ok(0)) => {
+            cx.error_spanned(
+                lit,
+                "`attempts` must be at least 1: it counts the first attempt too",
+            );
+            None
+        }
+        Some(Ok(n)) => Some(Num::Lit(n)),
+        _ => {
+            cx.error_spanned(
+                lit,
+                format!(
+                    "`attempts` is at most {}: to keep retrying for a long time, \
+                     bound the call with `deadline` instead",
+                    u32::MAX
+                ),
+            );
+            None
+        }
+    }
+}
+
+fn factor(cx: &mut Ctxt, value: Expr) -> Option<Num<f64>> {
+    let (digits, lit): (String, &dyn ToTokens) = match &value {
+        Expr::Lit(syn::ExprLit {
+            lit: Lit::Int(l), ..
+        }) if l.suffix().is_empty() => (l.base10_digits().to_owned(), l),
+        Expr::Lit(syn::ExprLit {
+            lit: Lit::Float(l), ..
+        }) if l.suffix().is_empty() => (l.base10_digits().to_owned(), l),
+        _ => return number_or_expr(cx, "factor", value, "a number"),
+    };
+    match digits.parse::<f64>() {
+        Ok(f) if f > 1.0 && f.is_finite() => Some(Num::Lit(f)),
+        _ => {
+            cx.error_spanned(
+                lit,
+                "`factor` must be greater than 1: each delay is `factor` times the last",
+            );
+            None
+        }
+    }
+}
+
+/// A non-literal number is passed to the compiler as an expression; a
+/// literal of the wrong kind is an error here.
+fn number_or_expr<T>(cx: &mut Ctxt, name: &str, value: Expr, kind: &str) -> Option<Num<T>> {
+    match value {
+        Expr::Lit(_) | Expr::Unary(_) => {
+            cx.error_spanned(
+                &value,
+                format!("`{name}` takes {kind}, e.g. `{name} = {}`", example(name)),
+            );
+            None
+        }
+        other => Some(Num::Expr(other)),
+    }
+}
+
+const UNITS: &str = "`ns`, `us`, `ms`, `s`, `m` or `h`";
+
+/// Parses `250ms`, `1.5s`, `2m`; passes any other expression through.
+fn duration(cx: &mut Ctxt, name: &str, value: Expr) -> Option<Dur> {
+    let (digits, suffix, span, text) = match &value {
+        Expr::Lit(syn::ExprLit {
+            lit: Lit::Int(l), ..
+        }) => (l.base10_digits(), l.suffix(), l.span(), l.to_string()),
+        Expr::Lit(syn::ExprLit {
+            lit: Lit::Float(l), ..
+        }) => (l.base10_digits(), l.suffix(), l.span(), l.to_string()),
+        Expr::Lit(other) => {
+            cx.error_spanned(
+                other,
+                format!("`{name}` takes a duration such as `250ms` or `1.5s`, or a `Duration` expression"),
+            );
+            return None;
+        }
+        Expr::Unary(u) if matches!(u.op, UnOp::Neg(_)) => {
+            cx.error_spanned(&value, format!("`{name}` cannot be negative"));
+            return None;
+        }
+        _ => return Some(Dur::Expr(value)),
+    };
+    if suffix.is_empty() {
+        cx.error(
+            span,
+            format!("`{name} = {digits}` needs a unit: write `{digits}ms` or `{digits}s` (units: {UNITS})"),
+        );
+        return None;
+    }
+    let unit: u128 = match suffix {
+        "ns" => 1,
+        "us" => 1_000,
+        "ms" => 1_000_000,
+        "s" => 1_000_000_000,
+        "m" => 60_000_000_000,
+        "h" => 3_600_000_000_000,
+        _ => {
+            let units = ["ns", "us", "ms", "s", "m", "h"];
+            let hint = match suffix {
+                "sec" | "secs" | "second" | "seconds" => Some("s"),
+                "min" | "mins" | "minute" | "minutes" => Some("m"),
+                "hr" | "hrs" | "hour" | "hours" => Some("h"),
+                "msec" | "msecs" | "millis" => Some("ms"),
+                "µs" | "micros" => Some("us"),
+                "nanos" => Some("ns"),
+                _ => nearest(suffix, &units),
+            };
+            let hint = hint.map_or(String::new(), |h| format!("; did you mean `{digits}{h}`?"));
+            cx.error(
+                span,
+                format!("unknown unit `{suffix}`{hint} (units: {UNITS})"),
+            );
+            return None;
+        }
+    };
+    let Some(nanos) = decimal_times(digits, unit) else {
+        cx.error(span, format!("`{text}` is too large for a `Duration`"));
+        return None;
+    };
+    Some(Dur::Lit { nanos, span, text })
+}
+
+/// `digits × unit` exactly, for decimal `digits` such as `1.5` or `2e3`;
+/// `None` on overflow past `Duration::MAX`. Fractions of a nanosecond are
+/// dropped.
+fn decimal_times(digits: &str, unit: u128) -> Option<u128> {
+    let (mantissa, exp) = match digits.split_once(['e', 'E']) {
+        Some((m, e)) => (m, e.parse::<i32>().ok()?),
+        None => (digits, 0),
+    };
+    let (whole, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let mut value: u128 = 0;
+    for c in whole.chars().chain(frac.chars()) {
+        value = value
+            .checked_mul(10)?
+            .checked_add(u128::from(c.to_digit(10)?))?;
+    }
+    let scale = exp - i32::try_from(frac.len()).ok()?;
+    let mut nanos = value.checked_mul(unit)?;
+    if scale >= 0 {
+        nanos = nanos.checked_mul(10u128.checked_pow(scale.unsigned_abs())?)?;
+    } else {
+        nanos /= 10u128
+            .checked_pow(scale.unsigned_abs())
+            .unwrap_or(u128::MAX);
+    }
+    let max = u128::from(u64::MAX) * 1_000_000_000 + 999_999_999;
+    (nanos <= max).then_some(nanos)
+}
+
+/// Formats nanoseconds the way a user writes them: `100ms`, `20s`, `1500ms`.
+pub(crate) fn human(nanos: u128) -> String {
+    const UNITS: [(&str, u128); 6] = [
+        ("h", 3_600_000_000_000),
+        ("m", 60_000_000_000),
+        ("s", 1_000_000_000),
+        ("ms", 1_000_000),
+        ("us", 1_000),
+        ("ns", 1),
+    ];
+    UNITS
+        .iter()
+        .find(|(_, size)| nanos >= *size && nanos.is_multiple_of(*size))
+        .map_or_else(
+            || format!("{nanos}ns"),
+            |(unit, size)| format!("{}{unit}", nanos / size),
+        )
+}
+
+impl Dur {
+    /// The value as the user wrote it, for messages.
+    pub(crate) fn text(&self) -> String {
+        match self {
+            Self::Lit { text, .. } => text.clone(),
+            Self::Expr(e) => e.to_token_stream().to_string(),
+        }
+    }
+
+    pub(crate) fn span(&self) -> Span {
+        match self {
+            Self::Lit { span, .. } => *span,
+            Self::Expr(e) => e.span(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decimal_durations_are_exact() {
+        assert_eq!(decimal_times("250", 1_000_000), Some(250_000_000));
+        assert_eq!(decimal_times("1.5", 1_000_000_000), Some(1_500_000_000));
+        assert_eq!(decimal_times("0.1", 1_000_000_000), Some(100_000_000));
+        assert_eq!(decimal_times("2e3", 1_000_000), Some(2_000_000_000));
+        assert_eq!(decimal_times("1.5e-3", 1_000_000_000), Some(1_500_000));
+        assert_eq!(
+            decimal_times("99999999999999999999999", 3_600_000_000_000),
+            None
+        );
+    }
+
+    #[test]
+    fn nearest_suggests_close_names_only() {
+        assert_eq!(nearest("atempts", OPTIONS), Some("attempts"));
+        assert_eq!(nearest("jiter", OPTIONS), Some("jitter"));
+        assert_eq!(nearest("banana", OPTIONS), None);
+    }
+
+    #[test]
+    fn human_durations() {
+        assert_eq!(human(100_000_000), "100ms");
+        assert_eq!(human(20_000_000_000), "20s");
+        assert_eq!(human(1_500_000_000), "1500ms");
+        assert_eq!(human(120_000_000_000), "2m");
+    }
+}

@@ -1,0 +1,330 @@
+//! Stage 3: write the retry loop around the function's body.
+//!
+//! The signature, attributes and visibility are re-emitted verbatim; only
+//! the block changes. Each attempt re-evaluates the original body as a
+//! non-`move` closure (sync) or a non-`move` `async` block (async), so `?`
+//! and `return` inside it end that attempt only. Every decision is the
+//! runtime's: the loop here only asks it and sleeps.
+
+use proc_macro2::{Ident, Literal, Span, TokenStream};
+use quote::{ToTokens, format_ident, quote, quote_spanned};
+use syn::spanned::Spanned;
+use syn::visit_mut::VisitMut;
+use syn::{ReturnType, Type};
+
+use crate::args::{Args, Backoff, Dur, Jitter, Num, OrNone};
+use crate::valid::Func;
+
+/// Names of the generated locals. They live in the macro's hygiene context
+/// (`Span::mixed_site()`): a user's `state` or `policy` can neither see nor
+/// shadow them.
+struct Names {
+    policy: Ident,
+    policy_value: Ident,
+    budget: Ident,
+    own_budget: Ident,
+    state: Ident,
+    outcome: Ident,
+    verdict: Ident,
+    value: Ident,
+    error: Ident,
+    delay: Ident,
+    pinned: Ident,
+}
+
+impl Names {
+    fn new() -> Self {
+        let m = Span::mixed_site();
+        Self {
+            policy: format_ident!("__backstop_policy", span = m),
+            policy_value: format_ident!("__backstop_policy_value", span = m),
+            budget: format_ident!("__backstop_budget", span = m),
+            own_budget: format_ident!("__BACKSTOP_BUDGET"),
+            state: format_ident!("__backstop_state", span = m),
+            outcome: format_ident!("__backstop_outcome", span = m),
+            verdict: format_ident!("__backstop_verdict", span = m),
+            value: format_ident!("__backstop_value", span = m),
+            error: format_ident!("__backstop_error", span = m),
+            delay: format_ident!("__backstop_delay", span = m),
+            pinned: format_ident!("__backstop_pinned", span = m),
+        }
+    }
+}
+
+pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
+    let (Some(block), ReturnType::Type(_, ret)) = (&func.block, &func.sig.output) else {
+        unreachable!("validation rejects bodiless functions and missing return types")
+    };
+    let krate = args
+        .krate
+        .value()
+        .map_or_else(|| quote!(::backstop), ToTokens::to_token_stream);
+    let rt = quote!(#krate::__private);
+    let ret_span = ret.span();
+    let ret = erase_impl_trait(ret);
+    let n = Names::new();
+    let Names {
+        policy,
+        budget,
+        state,
+        outcome,
+        verdict,
+        delay,
+        ..
+    } = &n;
+
+    let setup = setup(args, &rt, &n);
+    let classify = classify(args, &rt, &n, ret_span);
+    let (clock, attempt, sleep) = if func.sig.asyncness.is_some() {
+        let pinned = &n.pinned;
+        (
+            quote!(#rt::TokioClock),
+            quote! {
+                async {
+                    // Pins the block's return type before the body is
+                    // checked, so `?` inside it knows what to convert into.
+                    #[allow(unreachable_code)]
+                    if false {
+                        let #pinned: #ret = loop {};
+                        return #pinned;
+                    }
+                    #block
+                }
+                .await
+            },
+            quote!(#rt::sleep_async(#delay).await),
+        )
+    } else {
+        (
+            quote!(#rt::SystemClock),
+            quote!((|| -> #ret #block)()),
+            quote!(#rt::sleep(#delay)),
+        )
+    };
+
+    let Func {
+        attrs, vis, sig, ..
+    } = func;
+    quote! {
+        #(#attrs)*
+        #vis #sig {
+            #setup
+            let mut #state = #rt::AttemptState::with_budget(#policy, #budget, #clock);
+            loop {
+                #[allow(clippy::redundant_closure_call)]
+                let #outcome: #ret = #attempt;
+                let #verdict = #classify;
+                match #rt::AttemptState::decide(&mut #state, #verdict) {
+                    #rt::Decision::Retry(#delay) => #sleep,
+                    _ => return #outcome,
+                }
+            }
+        }
+    }
+}
+
+/// The policy (built from the options, or the user's `policy = expr`) and
+/// the budget (the user's, none, or this function's own `static`).
+fn setup(args: &Args, rt: &TokenStream, n: &Names) -> TokenStream {
+    let Names {
+        policy,
+        policy_value,
+        budget,
+        own_budget,
+        ..
+    } = n;
+    let policy_init = match args.policy.value() {
+        Some(expr) => quote! {
+            let #policy_value = #expr;
+            let #policy: &#rt::Policy = #rt::policy_ref(&#policy_value);
+        },
+        None => {
+            let calls = builder_calls(args, rt);
+            quote! {
+                let #policy_value: #rt::Policy = #rt::Policy::new() #(#calls)*;
+                let #policy: &#rt::Policy = &#policy_value;
+            }
+        }
+    };
+    let (own, budget_init) = match args.budget.value() {
+        Some(OrNone::None) => (quote!(), quote!(::core::option::Option::None)),
+        Some(OrNone::Some(path)) => (quote!(), quote!(::core::option::Option::Some(&#path))),
+        None => {
+            let own = quote! {
+                static #own_budget: #rt::RetryBudget = #rt::RetryBudget::standard();
+            };
+            let init = if args.policy.value().is_some() {
+                quote!(::core::option::Option::Some(
+                    #rt::Policy::budget_ref(#policy).unwrap_or(&#own_budget)
+                ))
+            } else {
+                quote!(::core::option::Option::Some(&#own_budget))
+            };
+            (own, init)
+        }
+    };
+    quote! {
+        #own
+        #policy_init
+        let #budget: ::core::option::Option<&#rt::RetryBudget> = #budget_init;
+    }
+}
+
+/// The verdict on an outcome: `when_ok` (or never) for `Ok`, `when` (or
+/// `Classify`) for `Err`.
+fn classify(args: &Args, rt: &TokenStream, n: &Names, ret_span: Span) -> TokenStream {
+    let Names {
+        outcome,
+        value,
+        error,
+        ..
+    } = n;
+    let ok_arm = match args.when_ok.value() {
+        Some(when_ok) => quote! {
+            ::core::result::Result::Ok(#value) =>
+                #rt::ok_verdict(#rt::verdict_of(#value, #when_ok)),
+        },
+        None => quote!(::core::result::Result::Ok(_) => ::core::option::Option::None,),
+    };
+    let err_verdict = match args.when.value() {
+        Some(when) => quote!(#rt::verdict_of(#error, #when)),
+        // Spanned on the return type: an error type without `Classify` is
+        // reported there, with `Classify`'s own diagnostic.
+        None => quote_spanned!(ret_span=> #rt::classify(#error)),
+    };
+    let as_result = quote_spanned!(ret_span=> #rt::Outcome::as_result(&#outcome));
+    quote! {
+        match #as_result {
+            #ok_arm
+            ::core::result::Result::Err(#error) => ::core::option::Option::Some(#err_verdict),
+        }
+    }
+}
+
+/// `.attempts(4).base(..)…` for each option given; the rest keep
+/// `Policy::new()`'s defaults.
+fn builder_calls(args: &Args, rt: &TokenStream) -> Vec<TokenStream> {
+    let mut calls = Vec::new();
+    if let Some(n) = args.attempts.value() {
+        let n = match n {
+            Num::Lit(n) => Literal::u32_unsuffixed(*n).into_token_stream(),
+            Num::Expr(e) => e.to_token_stream(),
+        };
+        calls.push(quote!(.attempts(#n)));
+    }
+    if let Some(deadline) = args.deadline.value() {
+        let d = match deadline {
+            OrNone::None => quote!(::core::option::Option::None),
+            OrNone::Some(d) => {
+                let d = duration(d);
+                quote!(::core::option::Option::Some(#d))
+            }
+        };
+        calls.push(quote!(.deadline(#d)));
+    }
+    if let Some(backoff) = args.backoff.value() {
+        let b = match backoff {
+            Backoff::Exponential => quote!(Exponential),
+            Backoff::Linear => quote!(Linear),
+            Backoff::Fixed => quote!(Fixed),
+        };
+        calls.push(quote!(.backoff(#rt::Backoff::#b)));
+    }
+    for (name, opt) in [
+        ("base", &args.base),
+        ("cap", &args.cap),
+        ("retry_after_max", &args.retry_after_max),
+    ] {
+        if let Some(d) = opt.value() {
+            let method = format_ident!("{name}");
+            let d = duration(d);
+            calls.push(quote!(.#method(#d)));
+        }
+    }
+    if let Some(f) = args.factor.value() {
+        let f = match f {
+            Num::Lit(f) => Literal::f64_unsuffixed(*f).into_token_stream(),
+            Num::Expr(e) => e.to_token_stream(),
+        };
+        calls.push(quote!(.factor(#f)));
+    }
+    if let Some(jitter) = args.jitter.value() {
+        let j = match jitter {
+            Jitter::Full => quote!(Full),
+            Jitter::Equal => quote!(Equal),
+            Jitter::Decorrelated => quote!(Decorrelated),
+            Jitter::None => quote!(None),
+        };
+        calls.push(quote!(.jitter(#rt::Jitter::#j)));
+    }
+    if let Some(idempotent) = args.idempotent.value() {
+        calls.push(quote!(.idempotent(#idempotent)));
+    }
+    calls
+}
+
+/// A validated literal becomes `Duration::new(secs, nanos)`; an expression
+/// is passed through for the compiler to type-check.
+fn duration(d: &Dur) -> TokenStream {
+    match d {
+        Dur::Lit { nanos, span, .. } => {
+            let secs = Literal::u64_suffixed((nanos / 1_000_000_000) as u64);
+            let sub = Literal::u32_suffixed((nanos % 1_000_000_000) as u32);
+            quote_spanned!(*span=> ::core::time::Duration::new(#secs, #sub))
+        }
+        Dur::Expr(e) => e.to_token_stream(),
+    }
+}
+
+/// `impl Trait` cannot be written in a `let` type: it becomes `_`, and the
+/// compiler infers the concrete type from the body.
+fn erase_impl_trait(ty: &Type) -> Type {
+    struct Erase;
+    impl VisitMut for Erase {
+        fn visit_type_mut(&mut self, ty: &mut Type) {
+            if let Type::ImplTrait(it) = ty {
+                let span = it.impl_token.span;
+                *ty = syn::parse_quote_spanned!(span=> _);
+            } else {
+                syn::visit_mut::visit_type_mut(self, ty);
+            }
+        }
+    }
+    let mut ty = ty.clone();
+    Erase.visit_type_mut(&mut ty);
+    ty
+}
+
+/// The function as written, with the errors inside its body, so that the
+/// rest of the crate still type-checks and IDEs keep working. A trait method
+/// without a body gets one that holds the errors.
+pub(crate) fn with_errors(func: &Func, errors: &syn::Error) -> TokenStream {
+    let errors = errors.to_compile_error();
+    let Func {
+        attrs, vis, sig, ..
+    } = func;
+    let stmts = func.block.as_ref().map_or_else(
+        || quote!(loop {}),
+        |block| {
+            let stmts = &block.stmts;
+            quote!(#(#stmts)*)
+        },
+    );
+    quote! {
+        #(#attrs)*
+        #vis #sig {
+            #errors
+            #stmts
+        }
+    }
+}
+
+/// For an item that is not a function at all: the item, unchanged, and the
+/// error next to it.
+pub(crate) fn not_a_function(item: &TokenStream, errors: &syn::Error) -> TokenStream {
+    let errors = errors.to_compile_error();
+    quote! {
+        #item
+        #errors
+    }
+}

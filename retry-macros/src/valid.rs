@@ -1,0 +1,208 @@
+//! Stage 2: rules across options, and between the options and the function.
+
+use proc_macro2::TokenStream;
+use quote::ToTokens;
+use syn::parse::{Parse, ParseStream};
+use syn::{Attribute, Block, ReturnType, Signature, Token, Visibility};
+
+use crate::args::{Args, Ctxt, Dur, OrNone, human};
+
+/// The annotated item: a function, a method, or a trait method with a
+/// default body. Kept as parsed, so it is re-emitted verbatim.
+pub(crate) struct Func {
+    pub(crate) attrs: Vec<Attribute>,
+    pub(crate) vis: Visibility,
+    pub(crate) sig: Signature,
+    /// `None` for a trait method without a default body.
+    pub(crate) block: Option<Block>,
+    pub(crate) semi: Option<Token![;]>,
+}
+
+impl Parse for Func {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let attrs = input.call(Attribute::parse_outer)?;
+        let vis: Visibility = input.parse()?;
+        let sig: Signature = input.parse()?;
+        let (block, semi) = if input.peek(Token![;]) {
+            (None, Some(input.parse()?))
+        } else {
+            (Some(input.parse()?), None)
+        };
+        Ok(Self {
+            attrs,
+            vis,
+            sig,
+            block,
+            semi,
+        })
+    }
+}
+
+impl ToTokens for Func {
+    fn to_tokens(&self, tokens: &mut TokenStream) {
+        for attr in &self.attrs {
+            attr.to_tokens(tokens);
+        }
+        self.vis.to_tokens(tokens);
+        self.sig.to_tokens(tokens);
+        self.block.to_tokens(tokens);
+        self.semi.to_tokens(tokens);
+    }
+}
+
+/// DESIGN's defaults, for the `base ≤ cap` check when one side is implied.
+const DEFAULT_BASE_NANOS: u128 = 100_000_000;
+const DEFAULT_CAP_NANOS: u128 = 20_000_000_000;
+
+/// The options a `Policy` carries: `policy = expr` replaces all of them.
+fn schedule_options(args: &Args) -> [(&'static str, Option<proc_macro2::Span>); 9] {
+    [
+        (args.attempts.name(), args.attempts.key()),
+        (args.deadline.name(), args.deadline.key()),
+        (args.backoff.name(), args.backoff.key()),
+        (args.base.name(), args.base.key()),
+        (args.factor.name(), args.factor.key()),
+        (args.cap.name(), args.cap.key()),
+        (args.jitter.name(), args.jitter.key()),
+        (args.idempotent.name(), args.idempotent.key()),
+        (args.retry_after_max.name(), args.retry_after_max.key()),
+    ]
+}
+
+pub(crate) fn check(args: &Args, func: &Func, cx: &mut Ctxt) {
+    check_signature(func, cx);
+    check_options(args, cx);
+    check_against_fn(args, func, cx);
+}
+
+fn check_signature(func: &Func, cx: &mut Ctxt) {
+    let sig = &func.sig;
+    if let Some(c) = &sig.constness {
+        cx.error_spanned(
+            c,
+            "`#[retry]` cannot be applied to a `const fn`: retrying sleeps, which const evaluation cannot do",
+        );
+    }
+    if let Some(abi) = &sig.abi {
+        cx.error_spanned(
+            abi,
+            "`#[retry]` cannot be applied to an `extern` function: wrap the call in a Rust function and retry that",
+        );
+    }
+    if let Some(v) = &sig.variadic {
+        cx.error_spanned(v, "`#[retry]` cannot be applied to a variadic function");
+    }
+    if let ReturnType::Default = sig.output {
+        cx.error_spanned(
+            &sig.ident,
+            format!(
+                "`#[retry]` needs a function returning `Result<T, E>`: `{}` returns `()`, \
+                 so there is no failure to retry",
+                sig.ident
+            ),
+        );
+    }
+    if func.block.is_none() {
+        cx.error_spanned(
+            &sig.ident,
+            "`#[retry]` needs a function body: put it on the method's implementation, \
+             or give the trait method a default body",
+        );
+    }
+}
+
+fn check_options(args: &Args, cx: &mut Ctxt) {
+    if args.policy.key().is_some() {
+        for (name, key) in schedule_options(args) {
+            if let Some(key) = key {
+                cx.error(
+                    key,
+                    format!(
+                        "`{name}` cannot be combined with `policy`: set it on the policy \
+                         instead (`Policy::new().{name}(..)`)"
+                    ),
+                );
+            }
+        }
+    }
+
+    for opt in [&args.base, &args.attempt_timeout] {
+        if let Some(Dur::Lit { nanos: 0, span, .. }) = opt.value() {
+            cx.error(*span, format!("`{}` must be greater than zero", opt.name()));
+        }
+    }
+    if let Some(OrNone::Some(Dur::Lit { nanos: 0, span, .. })) = args.deadline.value() {
+        cx.error(
+            *span,
+            "a zero `deadline` leaves no time to retry; for no deadline at all, write `deadline = none`",
+        );
+    }
+
+    // base ≤ cap, with the defaults standing in for whichever is not given.
+    let base = args.base.value();
+    let cap = args.cap.value();
+    let base_nanos = base.map_or(Some(DEFAULT_BASE_NANOS), Dur::literal_nanos);
+    let cap_nanos = cap.map_or(Some(DEFAULT_CAP_NANOS), Dur::literal_nanos);
+    if let (Some(b), Some(c)) = (base_nanos, cap_nanos)
+        && b > c
+        && b > 0
+    {
+        match (base, cap) {
+            (Some(base), Some(cap)) => cx.error(
+                base.span(),
+                format!(
+                    "`base = {}` is above `cap = {}`: no delay may exceed the cap; lower `base` or raise `cap`",
+                    base.text(),
+                    cap.text()
+                ),
+            ),
+            (Some(base), None) => cx.error(
+                base.span(),
+                format!(
+                    "`base = {}` is above the default `cap` ({}): raise it with `cap = ..`",
+                    base.text(),
+                    human(c)
+                ),
+            ),
+            (None, Some(cap)) => cx.error(
+                cap.span(),
+                format!(
+                    "`cap = {}` is below the default `base` ({}): lower it with `base = ..`",
+                    cap.text(),
+                    human(b)
+                ),
+            ),
+            (None, None) => {}
+        }
+    }
+}
+
+fn check_against_fn(args: &Args, func: &Func, cx: &mut Ctxt) {
+    let is_async = func.sig.asyncness.is_some();
+    if let Some(key) = args.attempt_timeout.key() {
+        if is_async {
+            not_yet(cx, key, "attempt_timeout");
+        } else {
+            cx.error(
+                key,
+                "`attempt_timeout` needs an `async fn`: a running sync attempt cannot be interrupted; \
+                 give the blocking call its own timeout instead",
+            );
+        }
+    }
+    if let Some(set) = args.breaker.get() {
+        not_yet(cx, set.key, "breaker");
+    }
+    if let Some(set) = args.on_retry.get() {
+        not_yet(cx, set.key, "on_retry");
+    }
+}
+
+/// Options DESIGN defines that this version parses and checks but does not
+/// run yet: an error, never a silently ignored option.
+fn not_yet(cx: &mut Ctxt, key: proc_macro2::Span, name: &str) {
+    cx.error(
+        key,
+        format!("`{name}` is not supported by this version of backstop yet"),
+    );
+}
