@@ -491,7 +491,15 @@ fn keyword<T: Copy>(cx: &mut Ctxt, name: &str, value: &Expr, words: &[(&str, T)]
         _ => None,
     };
     let Some(word) = word else {
-        cx.error_spanned(value, format!("`{name}` takes one of {list}"));
+        let unquoted = match value {
+            Expr::Lit(syn::ExprLit {
+                lit: Lit::Str(s), ..
+            }) if words.iter().any(|(w, _)| *w == s.value()) => {
+                format!(": write `{name} = {}`, without quotes", s.value())
+            }
+            _ => String::new(),
+        };
+        cx.error_spanned(value, format!("`{name}` takes one of {list}{unquoted}"));
         return None;
     };
     if let Some((_, v)) = words.iter().find(|(w, _)| *w == word) {
@@ -578,6 +586,12 @@ fn number_or_expr<T>(cx: &mut Ctxt, name: &str, value: Expr, kind: &str) -> Opti
     }
 }
 
+/// Suffixes that make a literal typed rather than give it a unit.
+const TYPES: [&str; 14] = [
+    "u8", "u16", "u32", "u64", "u128", "usize", "i8", "i16", "i32", "i64", "i128", "isize", "f32",
+    "f64",
+];
+
 const UNITS: &str = "`ns`, `us`, `ms`, `s`, `m` or `h`";
 
 /// Parses `250ms`, `1.5s`, `2m`; passes any other expression through.
@@ -606,6 +620,13 @@ fn duration(cx: &mut Ctxt, name: &str, value: Expr) -> Option<Dur> {
         cx.error(
             span,
             format!("`{name} = {digits}` needs a unit: write `{digits}ms` or `{digits}s` (units: {UNITS})"),
+        );
+        return None;
+    }
+    if TYPES.contains(&suffix) {
+        cx.error(
+            span,
+            format!("`{text}` has a type suffix, not a unit: write `{digits}ms` or `{digits}s` (units: {UNITS})"),
         );
         return None;
     }

@@ -26,8 +26,6 @@ struct Names {
     state: Ident,
     outcome: Ident,
     verdict: Ident,
-    value: Ident,
-    error: Ident,
     delay: Ident,
     pinned: Ident,
 }
@@ -43,8 +41,6 @@ impl Names {
             state: format_ident!("__backstop_state", span = m),
             outcome: format_ident!("__backstop_outcome", span = m),
             verdict: format_ident!("__backstop_verdict", span = m),
-            value: format_ident!("__backstop_value", span = m),
-            error: format_ident!("__backstop_error", span = m),
             delay: format_ident!("__backstop_delay", span = m),
             pinned: format_ident!("__backstop_pinned", span = m),
         }
@@ -148,7 +144,11 @@ fn setup(args: &Args, rt: &TokenStream, n: &Names) -> TokenStream {
     };
     let (own, budget_init) = match args.budget.value() {
         Some(OrNone::None) => (quote!(), quote!(::core::option::Option::None)),
-        Some(OrNone::Some(path)) => (quote!(), quote!(::core::option::Option::Some(&#path))),
+        // Spanned on the path: a static of the wrong type is reported there.
+        Some(OrNone::Some(path)) => (
+            quote!(),
+            respan(quote!(::core::option::Option::Some(&#path)), path.span()),
+        ),
         None => {
             let own = quote! {
                 static #own_budget: #rt::RetryBudget = #rt::RetryBudget::standard();
@@ -171,34 +171,37 @@ fn setup(args: &Args, rt: &TokenStream, n: &Names) -> TokenStream {
 }
 
 /// The verdict on an outcome: `when_ok` (or never) for `Ok`, `when` (or
-/// `Classify`) for `Err`.
+/// `Classify`) for `Err`, in one runtime call spanned on the return type, so
+/// that a non-`Result` return type or an error type without `Classify` is
+/// reported there, once, with the runtime's own diagnostic.
 fn classify(args: &Args, rt: &TokenStream, n: &Names, ret_span: Span) -> TokenStream {
-    let Names {
-        outcome,
-        value,
-        error,
-        ..
-    } = n;
-    let ok_arm = match args.when_ok.value() {
-        Some(when_ok) => quote! {
-            ::core::result::Result::Ok(#value) =>
-                #rt::ok_verdict(#rt::verdict_of(#value, #when_ok)),
-        },
-        None => quote!(::core::result::Result::Ok(_) => ::core::option::Option::None,),
+    let (function, extra) = match (args.when.value(), args.when_ok.value()) {
+        (None, None) => (quote!(verdict), quote!()),
+        (Some(when), None) => (quote!(verdict_when), quote!(, #when)),
+        (None, Some(when_ok)) => (quote!(verdict_when_ok), quote!(, #when_ok)),
+        (Some(when), Some(when_ok)) => (quote!(verdict_when_both), quote!(, #when, #when_ok)),
     };
-    let err_verdict = match args.when.value() {
-        Some(when) => quote!(#rt::verdict_of(#error, #when)),
-        // Spanned on the return type: an error type without `Classify` is
-        // reported there, with `Classify`'s own diagnostic.
-        None => quote_spanned!(ret_span=> #rt::classify(#error)),
-    };
-    let as_result = quote_spanned!(ret_span=> #rt::Outcome::as_result(&#outcome));
-    quote! {
-        match #as_result {
-            #ok_arm
-            ::core::result::Result::Err(#error) => ::core::option::Option::Some(#err_verdict),
-        }
-    }
+    let function = respan(quote!(#rt::#function), ret_span);
+    let outcome = &n.outcome;
+    quote!(#function(&#outcome #extra))
+}
+
+/// Gives every token of `tokens` the span `span` (for paths only: a local's
+/// span carries its hygiene).
+fn respan(tokens: TokenStream, span: Span) -> TokenStream {
+    tokens
+        .into_iter()
+        .map(|mut tt| {
+            if let proc_macro2::TokenTree::Group(g) = &tt {
+                let mut group = proc_macro2::Group::new(g.delimiter(), respan(g.stream(), span));
+                group.set_span(span);
+                tt = group.into();
+            } else {
+                tt.set_span(span);
+            }
+            tt
+        })
+        .collect()
 }
 
 /// `.attempts(4).base(..)…` for each option given; the rest keep

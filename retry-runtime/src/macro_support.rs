@@ -30,25 +30,68 @@ impl<T, E> Outcome for Result<T, E> {
     }
 }
 
-/// The verdict of the error's own [`Classify`] impl: a direct bound, so an
-/// error type without one gets `Classify`'s diagnostic.
-pub fn classify<E: Classify + ?Sized>(error: &E) -> Verdict {
-    error.classify()
+// One function per combination of `when` / `when_ok`, each a single call
+// in the generated code: a return type that is not a `Result`, or an error
+// type without `Classify`, is then one clear error rather than several. The
+// direct `FnOnce(&R::Err)` bounds let a closure's argument type be inferred.
+
+/// The verdict on an outcome: `Ok` never retried, `Err` by its [`Classify`].
+pub fn verdict<R>(outcome: &R) -> Option<Verdict>
+where
+    R: Outcome,
+    R::Err: Classify,
+{
+    match outcome.as_result() {
+        Ok(_) => None,
+        Err(error) => Some(error.classify()),
+    }
 }
 
-/// The verdict of a `when` / `when_ok` path or closure. The direct `Fn`
-/// bound lets a closure's argument type be inferred from `x`.
-pub fn verdict_of<X: ?Sized, F, V>(x: &X, when: F) -> Verdict
+/// The verdict on an outcome: `Ok` never retried, `Err` by `when`.
+pub fn verdict_when<R, W, V>(outcome: &R, when: W) -> Option<Verdict>
 where
-    F: FnOnce(&X) -> V,
+    R: Outcome,
+    W: FnOnce(&R::Err) -> V,
     V: Into<Verdict>,
 {
-    when(x).into()
+    match outcome.as_result() {
+        Ok(_) => None,
+        Err(error) => Some(when(error).into()),
+    }
+}
+
+/// The verdict on an outcome: `Ok` by `when_ok`, `Err` by its [`Classify`].
+pub fn verdict_when_ok<R, K, V>(outcome: &R, when_ok: K) -> Option<Verdict>
+where
+    R: Outcome,
+    R::Err: Classify,
+    K: FnOnce(&R::Ok) -> V,
+    V: Into<Verdict>,
+{
+    match outcome.as_result() {
+        Ok(value) => ok_verdict(when_ok(value).into()),
+        Err(error) => Some(error.classify()),
+    }
+}
+
+/// The verdict on an outcome: `Ok` by `when_ok`, `Err` by `when`.
+pub fn verdict_when_both<R, W, V, K, U>(outcome: &R, when: W, when_ok: K) -> Option<Verdict>
+where
+    R: Outcome,
+    W: FnOnce(&R::Err) -> V,
+    V: Into<Verdict>,
+    K: FnOnce(&R::Ok) -> U,
+    U: Into<Verdict>,
+{
+    match outcome.as_result() {
+        Ok(value) => ok_verdict(when_ok(value).into()),
+        Err(error) => Some(when(error).into()),
+    }
 }
 
 /// An `Ok` value's verdict as the state machine wants it: `None` unless a
 /// retry was asked for.
-pub fn ok_verdict(verdict: Verdict) -> Option<Verdict> {
+fn ok_verdict(verdict: Verdict) -> Option<Verdict> {
     match verdict {
         Verdict::Stop => None,
         retry => Some(retry),

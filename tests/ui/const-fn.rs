@@ -1,0 +1,8 @@
+use backstop::retry;
+
+#[retry]
+const fn fetch() -> Result<(), ()> {
+    Ok(())
+}
+
+fn main() {}

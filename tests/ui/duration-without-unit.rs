@@ -1,0 +1,8 @@
+use backstop::retry;
+
+#[retry(base = 100)]
+fn fetch() -> Result<(), std::io::Error> {
+    Ok(())
+}
+
+fn main() {}

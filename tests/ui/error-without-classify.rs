@@ -1,0 +1,11 @@
+use backstop::retry;
+
+#[derive(Debug)]
+struct ApiError;
+
+#[retry]
+fn fetch() -> Result<(), ApiError> {
+    Err(ApiError)
+}
+
+fn main() {}

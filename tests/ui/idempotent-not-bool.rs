@@ -1,0 +1,8 @@
+use backstop::retry;
+
+#[retry(idempotent = yes)]
+fn fetch() -> Result<(), std::io::Error> {
+    Ok(())
+}
+
+fn main() {}

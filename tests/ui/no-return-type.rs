@@ -1,0 +1,6 @@
+use backstop::retry;
+
+#[retry]
+fn fetch() {}
+
+fn main() {}

@@ -1,0 +1,6 @@
+use backstop::retry;
+
+#[retry]
+struct Client;
+
+fn main() {}

@@ -1,0 +1,8 @@
+use backstop::retry;
+
+#[retry]
+fn fetch() -> Option<u32> {
+    Some(1)
+}
+
+fn main() {}

@@ -1,0 +1,113 @@
+//! Every option `#[retry]` accepts today, in the forms DESIGN allows.
+#![deny(warnings)]
+
+use std::io::{Error, ErrorKind};
+use std::time::Duration;
+
+use backstop::{Jitter, Policy, RetryBudget, Verdict, retry};
+
+static BUDGET: RetryBudget = RetryBudget::new(0.2, 5, Duration::from_secs(10));
+static POLICY: Policy = Policy::new().attempts(5).jitter(Jitter::Equal);
+
+fn transient(e: &Error) -> bool {
+    e.kind() == ErrorKind::ConnectionReset
+}
+
+const TIMEOUT: Duration = Duration::from_secs(3);
+
+#[retry(
+    attempts = 4,
+    deadline = 10s,
+    backoff = exponential,
+    base = 250ms,
+    factor = 1.5,
+    cap = 2m,
+    jitter = decorrelated,
+    idempotent = true,
+    budget = BUDGET,
+    retry_after_max = 30s,
+)]
+fn literals() -> Result<(), Error> {
+    Ok(())
+}
+
+#[retry(deadline = none, budget = none, backoff = linear, jitter = none, base = 1us, cap = 1h)]
+fn nones() -> Result<(), Error> {
+    Ok(())
+}
+
+#[retry(backoff = fixed, base = 0.5s, cap = 500ms, jitter = equal, idempotent)]
+fn fixed() -> Result<(), Error> {
+    Ok(())
+}
+
+#[retry(deadline = TIMEOUT, base = Duration::from_millis(20), cap = TIMEOUT / 2, factor = 3.0_f64.sqrt())]
+fn expressions() -> Result<(), Error> {
+    Ok(())
+}
+
+#[retry(deadline = timeout, attempts = tries)]
+fn arguments_as_options(timeout: Duration, tries: u32) -> Result<(), Error> {
+    let _ = (timeout, tries);
+    Ok(())
+}
+
+#[retry(when = transient)]
+fn when_path() -> Result<(), Error> {
+    Ok(())
+}
+
+#[retry(when = |e| e.kind() == ErrorKind::TimedOut)]
+fn when_closure_bool() -> Result<(), Error> {
+    Ok(())
+}
+
+#[retry(when = |e: &String| if e.is_empty() { Verdict::Stop } else { Verdict::Retry })]
+fn when_closure_verdict() -> Result<(), String> {
+    Ok(())
+}
+
+#[retry(when = |_| false, when_ok = |status| *status == 503)]
+fn when_ok(status: u16) -> Result<u16, String> {
+    Ok(status)
+}
+
+#[retry(policy = POLICY)]
+fn policy_value() -> Result<(), Error> {
+    Ok(())
+}
+
+#[retry(policy = &POLICY, budget = BUDGET)]
+fn policy_ref() -> Result<(), Error> {
+    Ok(())
+}
+
+#[retry(policy = Policy::new().attempts(n))]
+fn policy_runtime(n: u32) -> Result<(), Error> {
+    Ok(())
+}
+
+mod renamed {
+    pub use backstop as engine;
+}
+
+#[retry(crate = crate::renamed::engine, attempts = 2)]
+fn renamed_crate() -> Result<(), Error> {
+    Ok(())
+}
+
+fn main() {
+    let _ = literals();
+    let _ = nones();
+    let _ = fixed();
+    let _ = expressions();
+    let _ = arguments_as_options(Duration::from_secs(1), 3);
+    let _ = when_path();
+    let _ = when_closure_bool();
+    let _ = when_closure_verdict();
+    let _ = when_ok(200);
+    let _ = policy_value();
+    let _ = policy_ref();
+    let _ = policy_runtime(2);
+    let _ = renamed_crate();
+}

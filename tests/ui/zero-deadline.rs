@@ -1,0 +1,8 @@
+use backstop::retry;
+
+#[retry(deadline = 0s)]
+fn fetch() -> Result<(), std::io::Error> {
+    Ok(())
+}
+
+fn main() {}
