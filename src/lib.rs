@@ -189,6 +189,7 @@
 //! time only through a [`Clock`]: drive it yourself to retry inside another
 //! framework's loop.
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 #[doc(inline)]
 pub use retry_macros::retry;

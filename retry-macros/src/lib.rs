@@ -6,6 +6,7 @@
 //! Three stages: [`args`] parses the options, [`valid`] checks the rules
 //! across them and against the function, [`expand`] writes the loop.
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod args;
 mod expand;

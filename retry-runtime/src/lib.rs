@@ -23,6 +23,7 @@
 //! assert_eq!(vt.sleeps().len(), 2);
 //! ```
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod backoff;

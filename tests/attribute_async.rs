@@ -1,0 +1,275 @@
+//! `#[retry]` on async functions, in tokio's paused (virtual) time.
+
+use std::cell::Cell;
+use std::io::{Error, ErrorKind};
+use std::time::Duration;
+
+use backstop::{Classify, RetryBudget, Verdict, retry};
+use tokio::time::Instant;
+
+const MS: Duration = Duration::from_millis(1);
+
+fn reset() -> Error {
+    ErrorKind::ConnectionReset.into()
+}
+
+#[retry(attempts = 4, jitter = none, budget = none)]
+async fn always_fails(
+    starts: &std::cell::RefCell<Vec<Duration>>,
+    t0: Instant,
+) -> Result<(), Error> {
+    starts.borrow_mut().push(t0.elapsed());
+    Err(reset())
+}
+
+#[tokio::test(start_paused = true)]
+async fn attempts_follow_the_schedule_in_virtual_time() {
+    let t0 = Instant::now();
+    let starts = std::cell::RefCell::new(Vec::new());
+    let err = always_fails(&starts, t0).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::ConnectionReset);
+    assert_eq!(*starts.borrow(), [0, 100, 300, 700].map(|ms| ms * MS));
+}
+
+#[retry(attempts = 6, base = 10ms, factor = 3, cap = 200ms, jitter = none, budget = none)]
+async fn exponential(calls: &Cell<u32>) -> Result<(), Error> {
+    calls.set(calls.get() + 1);
+    Err(reset())
+}
+
+#[tokio::test(start_paused = true)]
+async fn exponential_with_factor_and_cap() {
+    let t0 = Instant::now();
+    let calls = Cell::new(0);
+    let _ = exponential(&calls).await;
+    assert_eq!(calls.get(), 6);
+    assert_eq!(t0.elapsed(), (10 + 30 + 90 + 200 + 200) * MS);
+}
+
+#[retry(attempts = 5, base = 100ms, cap = 1s, jitter = full, budget = none)]
+async fn full_jitter() -> Result<(), Error> {
+    Err(reset())
+}
+
+#[tokio::test(start_paused = true)]
+async fn full_jitter_stays_below_the_schedule() {
+    let mut totals = std::collections::HashSet::new();
+    for _ in 0..100 {
+        let t0 = Instant::now();
+        let _ = full_jitter().await;
+        let total = t0.elapsed();
+        assert!(total <= (100 + 200 + 400 + 800) * MS, "{total:?}");
+        totals.insert(total);
+    }
+    assert!(totals.len() > 90, "calls must not share a jitter sequence");
+}
+
+#[retry(attempts = 10, base = 400ms, jitter = none, deadline = 1s, budget = none)]
+async fn short_deadline(calls: &Cell<u32>) -> Result<(), Error> {
+    calls.set(calls.get() + 1);
+    Err(reset())
+}
+
+#[retry(attempts = 10, deadline = 1s, budget = none)]
+async fn slow(calls: &Cell<u32>) -> Result<(), Error> {
+    calls.set(calls.get() + 1);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    Err(reset())
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_deadline_bounds_the_call() {
+    let t0 = Instant::now();
+    let calls = Cell::new(0);
+    let _ = short_deadline(&calls).await;
+    assert_eq!(calls.get(), 2);
+    assert_eq!(t0.elapsed(), 400 * MS);
+
+    let t0 = Instant::now();
+    calls.set(0);
+    let _ = slow(&calls).await;
+    assert_eq!(calls.get(), 1, "the slow first attempt ate the deadline");
+    assert_eq!(t0.elapsed(), Duration::from_secs(2));
+}
+
+#[derive(Debug)]
+struct Throttled(Duration);
+
+impl Classify for Throttled {
+    fn classify(&self) -> Verdict {
+        Verdict::RetryAfter(self.0)
+    }
+}
+
+#[retry(attempts = 2, deadline = 1m, budget = none)]
+async fn throttled(after: Duration) -> Result<(), Throttled> {
+    Err(Throttled(after))
+}
+
+#[retry(attempts = 2, retry_after_max = 1s, budget = none)]
+async fn throttled_with_max(after: Duration) -> Result<(), Throttled> {
+    Err(Throttled(after))
+}
+
+#[tokio::test(start_paused = true)]
+async fn retry_after_is_honoured_jittered_and_bounded() {
+    let t0 = Instant::now();
+    let _ = throttled(Duration::from_secs(5)).await;
+    let slept = t0.elapsed();
+    assert!(
+        slept >= Duration::from_secs(5) && slept <= Duration::from_secs(6),
+        "{slept:?}"
+    );
+
+    let t0 = Instant::now();
+    let _ = throttled_with_max(Duration::from_secs(5)).await;
+    assert_eq!(
+        t0.elapsed(),
+        Duration::ZERO,
+        "asked for too long: gave up at once"
+    );
+}
+
+#[retry(attempts = 3, when = String::is_empty, when_ok = |n| *n < 3, budget = none)]
+async fn classified(counter: &Cell<u32>, fail_with: Option<&str>) -> Result<u32, String> {
+    counter.set(counter.get() + 1);
+    match fail_with {
+        Some(message) => Err(message.to_owned()),
+        None => Ok(counter.get()),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn when_and_when_ok() {
+    let counter = Cell::new(0);
+    assert_eq!(
+        classified(&counter, None).await,
+        Ok(3),
+        "Ok values below 3 retried"
+    );
+    counter.set(0);
+    let _ = classified(&counter, Some("")).await;
+    assert_eq!(counter.get(), 3);
+    counter.set(0);
+    let _ = classified(&counter, Some("invalid")).await;
+    assert_eq!(counter.get(), 1);
+}
+
+#[retry(attempts = 3, budget = none)]
+async fn timed_out(calls: &Cell<u32>) -> Result<(), Error> {
+    calls.set(calls.get() + 1);
+    Err(ErrorKind::TimedOut.into())
+}
+
+#[retry(attempts = 3, idempotent, budget = none)]
+async fn timed_out_idempotent(calls: &Cell<u32>) -> Result<(), Error> {
+    calls.set(calls.get() + 1);
+    Err(ErrorKind::TimedOut.into())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_timeout_is_retried_only_when_idempotent() {
+    let calls = Cell::new(0);
+    let _ = timed_out(&calls).await;
+    assert_eq!(calls.get(), 1);
+    calls.set(0);
+    let _ = timed_out_idempotent(&calls).await;
+    assert_eq!(calls.get(), 3);
+}
+
+static SHARED: RetryBudget = RetryBudget::new(0.5, 0, Duration::from_secs(10));
+
+#[retry(attempts = 5, budget = SHARED)]
+async fn budgeted(calls: &Cell<u32>) -> Result<(), Error> {
+    calls.set(calls.get() + 1);
+    Err(reset())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_shared_budget_bounds_async_retries() {
+    let calls = Cell::new(0);
+    let _ = budgeted(&calls).await;
+    let _ = budgeted(&calls).await;
+    assert_eq!(calls.get(), 3, "one retry for two calls at 50%");
+}
+
+struct Session {
+    tries: u32,
+}
+
+impl Session {
+    #[retry(attempts = 5, jitter = none, budget = none)]
+    async fn login(&mut self, user: &str) -> Result<String, Error> {
+        self.tries += 1;
+        if self.tries < 3 {
+            return Err(reset());
+        }
+        Ok(format!("{user}:{}", self.tries))
+    }
+}
+
+trait Fetch {
+    async fn raw(&self) -> Result<u32, Error>;
+
+    #[retry(attempts = 3, jitter = none, budget = none)]
+    async fn fetch(&self) -> Result<u32, Error> {
+        let n = self.raw().await?;
+        Ok(n * 2)
+    }
+}
+
+struct Flaky(Cell<u32>);
+
+impl Fetch for Flaky {
+    async fn raw(&self) -> Result<u32, Error> {
+        self.0.set(self.0.get() + 1);
+        if self.0.get() < 3 {
+            Err(reset())
+        } else {
+            Ok(self.0.get())
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn methods_and_async_fn_in_traits() {
+    let t0 = Instant::now();
+    let mut session = Session { tries: 0 };
+    assert_eq!(session.login("ada").await.unwrap(), "ada:3");
+    assert_eq!(t0.elapsed(), 300 * MS);
+
+    let flaky = Flaky(Cell::new(0));
+    assert_eq!(
+        flaky.fetch().await.unwrap(),
+        6,
+        "`?` ended only the attempt"
+    );
+}
+
+#[retry(attempts = 10, budget = none)]
+async fn forever(calls: &std::sync::atomic::AtomicU32) -> Result<(), Error> {
+    calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    Err(reset())
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_the_future_cancels_the_retries() {
+    let calls = std::sync::atomic::AtomicU32::new(0);
+    let out = tokio::time::timeout(Duration::from_millis(50), forever(&calls)).await;
+    assert!(out.is_err());
+    let seen = calls.load(std::sync::atomic::Ordering::Relaxed);
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), seen);
+}
+
+#[retry(attempts = 2, budget = none)]
+async fn send_future(x: u32) -> Result<u32, Error> {
+    tokio::task::yield_now().await;
+    Ok(x)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_generated_future_is_send() {
+    let handle = tokio::spawn(send_future(7));
+    assert_eq!(handle.await.unwrap().unwrap(), 7);
+}

@@ -1,0 +1,522 @@
+//! `#[retry]` on sync functions, option by option, in virtual time.
+
+use std::io::{Error, ErrorKind};
+use std::time::Duration;
+
+use backstop::testing::VirtualTime;
+use backstop::{Classify, Policy, RetryBudget, Verdict, retry};
+
+const MS: Duration = Duration::from_millis(1);
+
+fn reset() -> Error {
+    ErrorKind::ConnectionReset.into()
+}
+
+// --- attempts and schedules ---------------------------------------------
+
+#[retry(attempts = 5, jitter = none, budget = none)]
+fn always_fails(calls: &mut u32) -> Result<(), Error> {
+    *calls += 1;
+    Err(reset())
+}
+
+#[test]
+fn attempts_bound_the_call_and_the_default_schedule_doubles() {
+    let vt = VirtualTime::start();
+    let mut calls = 0;
+    assert_eq!(
+        always_fails(&mut calls).unwrap_err().kind(),
+        ErrorKind::ConnectionReset
+    );
+    assert_eq!(calls, 5);
+    assert_eq!(vt.sleeps(), [100, 200, 400, 800].map(|ms| ms * MS));
+}
+
+#[retry(attempts = 6, base = 10ms, factor = 3, cap = 200ms, jitter = none, budget = none)]
+fn exponential(calls: &mut u32) -> Result<(), Error> {
+    *calls += 1;
+    Err(reset())
+}
+
+#[test]
+fn exponential_schedule_with_factor_and_cap() {
+    let vt = VirtualTime::start();
+    let mut calls = 0;
+    let _ = exponential(&mut calls);
+    assert_eq!(calls, 6);
+    assert_eq!(vt.sleeps(), [10, 30, 90, 200, 200].map(|ms| ms * MS));
+}
+
+#[retry(attempts = 4, backoff = linear, base = 50ms, jitter = none, budget = none)]
+fn linear() -> Result<(), Error> {
+    Err(reset())
+}
+
+#[retry(attempts = 4, backoff = fixed, base = 0.05s, jitter = none, budget = none)]
+fn fixed() -> Result<(), Error> {
+    Err(reset())
+}
+
+#[test]
+fn linear_and_fixed_schedules() {
+    let vt = VirtualTime::start();
+    let _ = linear();
+    assert_eq!(vt.sleeps(), [50, 100, 150].map(|ms| ms * MS));
+    drop(vt);
+    let vt = VirtualTime::start();
+    let _ = fixed();
+    assert_eq!(vt.sleeps(), [50, 50, 50].map(|ms| ms * MS));
+}
+
+#[retry(attempts = 5, base = 100ms, cap = 1s, budget = none)]
+fn full_jitter() -> Result<(), Error> {
+    Err(reset())
+}
+
+#[retry(attempts = 5, base = 100ms, cap = 1s, jitter = equal, budget = none)]
+fn equal_jitter() -> Result<(), Error> {
+    Err(reset())
+}
+
+#[retry(attempts = 5, base = 100ms, cap = 1s, jitter = decorrelated, budget = none)]
+fn decorrelated_jitter() -> Result<(), Error> {
+    Err(reset())
+}
+
+/// Runs `f` 300 times, returning each call's sleeps.
+fn sleeps_of(f: fn() -> Result<(), Error>) -> Vec<Vec<Duration>> {
+    (0..300)
+        .map(|_| {
+            let vt = VirtualTime::start();
+            let _ = f();
+            vt.sleeps()
+        })
+        .collect()
+}
+
+#[test]
+fn full_jitter_stays_below_the_schedule_and_spreads() {
+    let ceilings = [100, 200, 400, 800].map(|ms| ms * MS);
+    let runs = sleeps_of(full_jitter);
+    for sleeps in &runs {
+        assert_eq!(sleeps.len(), 4);
+        assert!(
+            sleeps.iter().zip(ceilings).all(|(d, c)| *d <= c),
+            "{sleeps:?}"
+        );
+    }
+    let firsts: std::collections::HashSet<_> = runs.iter().map(|s| s[0]).collect();
+    assert!(firsts.len() > 250, "calls must not share a jitter sequence");
+}
+
+#[test]
+fn equal_jitter_keeps_half_the_schedule() {
+    let ceilings = [100, 200, 400, 800].map(|ms| ms * MS);
+    for sleeps in sleeps_of(equal_jitter) {
+        assert!(
+            sleeps
+                .iter()
+                .zip(ceilings)
+                .all(|(d, c)| *d >= c / 2 && *d <= c),
+            "{sleeps:?}"
+        );
+    }
+}
+
+#[test]
+fn decorrelated_jitter_grows_from_the_previous_delay_within_the_cap() {
+    for sleeps in sleeps_of(decorrelated_jitter) {
+        let mut prev = 100 * MS;
+        for d in &sleeps {
+            assert!(
+                *d >= 100 * MS && *d <= (prev * 3).min(Duration::from_secs(1)),
+                "{sleeps:?}"
+            );
+            prev = *d;
+        }
+    }
+}
+
+// --- deadline ------------------------------------------------------------
+
+#[retry(attempts = 10, base = 400ms, jitter = none, deadline = 1s, budget = none)]
+fn short_deadline(calls: &mut u32) -> Result<(), Error> {
+    *calls += 1;
+    Err(reset())
+}
+
+#[test]
+fn gives_up_when_the_next_delay_would_pass_the_deadline() {
+    let vt = VirtualTime::start();
+    let mut calls = 0;
+    let _ = short_deadline(&mut calls);
+    assert_eq!(calls, 2);
+    assert_eq!(vt.sleeps(), [400 * MS]);
+}
+
+#[retry(attempts = 5, deadline = 1s, budget = none)]
+fn slow(vt: &VirtualTime, calls: &mut u32) -> Result<(), Error> {
+    *calls += 1;
+    vt.advance(Duration::from_secs(2));
+    Err(reset())
+}
+
+#[test]
+fn a_slow_first_attempt_eats_the_deadline() {
+    let vt = VirtualTime::start();
+    let mut calls = 0;
+    let _ = slow(&vt, &mut calls);
+    assert_eq!(calls, 1);
+    assert!(vt.sleeps().is_empty());
+}
+
+#[retry(attempts = 30, deadline = none, cap = 1h, jitter = none, budget = none)]
+fn no_deadline(calls: &mut u32) -> Result<(), Error> {
+    *calls += 1;
+    Err(reset())
+}
+
+#[test]
+fn deadline_none_leaves_only_the_attempts() {
+    let vt = VirtualTime::start();
+    let mut calls = 0;
+    let _ = no_deadline(&mut calls);
+    assert_eq!(calls, 30);
+    assert!(vt.elapsed() > Duration::from_secs(3600));
+}
+
+#[retry(attempts = 100, deadline = limit, base = 10ms, jitter = none, budget = none)]
+fn deadline_from_argument(limit: Duration, calls: &mut u32) -> Result<(), Error> {
+    *calls += 1;
+    Err(reset())
+}
+
+#[test]
+fn a_deadline_expression_may_use_the_arguments() {
+    let vt = VirtualTime::start();
+    let mut calls = 0;
+    let _ = deadline_from_argument(Duration::from_millis(100), &mut calls);
+    // 0, 10, 30, 70 ms; the next delay (80 ms) would pass 100 ms.
+    assert_eq!(calls, 4);
+    assert!(vt.elapsed() < Duration::from_millis(100));
+}
+
+// --- Retry-After -----------------------------------------------------------
+
+#[derive(Debug)]
+struct Throttled(Duration);
+
+impl Classify for Throttled {
+    fn classify(&self) -> Verdict {
+        Verdict::RetryAfter(self.0)
+    }
+}
+
+#[retry(attempts = 2, deadline = 1m, budget = none)]
+fn throttled(after: Duration) -> Result<(), Throttled> {
+    Err(Throttled(after))
+}
+
+#[retry(attempts = 2, retry_after_max = 1s, budget = none)]
+fn throttled_with_max(after: Duration) -> Result<(), Throttled> {
+    Err(Throttled(after))
+}
+
+#[test]
+fn retry_after_is_slept_and_jittered_upward_only() {
+    for _ in 0..200 {
+        let vt = VirtualTime::start();
+        let _ = throttled(Duration::from_secs(2));
+        let sleeps = vt.sleeps();
+        assert_eq!(sleeps.len(), 1);
+        assert!(sleeps[0] >= Duration::from_secs(2), "{sleeps:?}");
+        assert!(sleeps[0] <= Duration::from_millis(2400), "{sleeps:?}");
+    }
+}
+
+#[test]
+fn retry_after_above_the_max_gives_up_at_once() {
+    let vt = VirtualTime::start();
+    let _ = throttled_with_max(Duration::from_secs(2));
+    assert!(vt.sleeps().is_empty());
+    let _ = throttled_with_max(Duration::from_millis(500));
+    assert_eq!(vt.sleeps().len(), 1);
+}
+
+// --- classification ----------------------------------------------------------
+
+fn only_resets(e: &Error) -> bool {
+    e.kind() == ErrorKind::ConnectionReset
+}
+
+#[retry(attempts = 3, when = only_resets, budget = none)]
+fn when_path(kind: ErrorKind, calls: &mut u32) -> Result<(), Error> {
+    *calls += 1;
+    Err(kind.into())
+}
+
+#[retry(attempts = 3, when = String::is_empty, budget = none)]
+fn when_closure_bool(message: &str, calls: &mut u32) -> Result<(), String> {
+    *calls += 1;
+    Err(message.to_owned())
+}
+
+#[retry(attempts = 3, when = |code: &u16| if *code == 429 { Verdict::Retry } else { Verdict::Stop }, budget = none)]
+fn when_closure_verdict(code: u16, calls: &mut u32) -> Result<(), u16> {
+    *calls += 1;
+    Err(code)
+}
+
+#[test]
+fn when_decides_which_errors_are_retried() {
+    let _vt = VirtualTime::start();
+    let mut calls = 0;
+    let _ = when_path(ErrorKind::ConnectionReset, &mut calls);
+    assert_eq!(calls, 3);
+    calls = 0;
+    let _ = when_path(ErrorKind::ConnectionRefused, &mut calls); // Classify would retry it
+    assert_eq!(calls, 1);
+    calls = 0;
+    let _ = when_closure_bool("", &mut calls);
+    assert_eq!(calls, 3);
+    calls = 0;
+    let _ = when_closure_bool("bad request", &mut calls);
+    assert_eq!(calls, 1);
+    calls = 0;
+    let _ = when_closure_verdict(429, &mut calls);
+    assert_eq!(calls, 3);
+    calls = 0;
+    let _ = when_closure_verdict(400, &mut calls);
+    assert_eq!(calls, 1);
+}
+
+#[retry(attempts = 5, when = |_| false, when_ok = |status| *status == 503, budget = none)]
+fn status(responses: &mut Vec<u16>) -> Result<u16, String> {
+    Ok(responses.pop().unwrap_or(500))
+}
+
+#[test]
+fn when_ok_retries_an_ok_value() {
+    let vt = VirtualTime::start();
+    let mut responses = vec![200, 503, 503];
+    assert_eq!(status(&mut responses), Ok(200));
+    assert!(responses.is_empty());
+    assert_eq!(vt.sleeps().len(), 2);
+    // Out of attempts, the last Ok value is returned as it is.
+    let mut responses = vec![503; 10];
+    assert_eq!(status(&mut responses), Ok(503));
+    assert_eq!(responses.len(), 5);
+}
+
+#[retry(attempts = 3, budget = none)]
+fn timed_out(calls: &mut u32) -> Result<(), Error> {
+    *calls += 1;
+    Err(ErrorKind::TimedOut.into())
+}
+
+#[retry(attempts = 3, idempotent = true, budget = none)]
+fn timed_out_idempotent(calls: &mut u32) -> Result<(), Error> {
+    *calls += 1;
+    Err(ErrorKind::TimedOut.into())
+}
+
+#[test]
+fn a_timeout_is_retried_only_when_idempotent() {
+    let _vt = VirtualTime::start();
+    let mut calls = 0;
+    let _ = timed_out(&mut calls);
+    assert_eq!(calls, 1);
+    calls = 0;
+    let _ = timed_out_idempotent(&mut calls);
+    assert_eq!(calls, 3);
+}
+
+#[retry(attempts = 10)]
+fn not_retryable(calls: &mut u32) -> Result<(), Error> {
+    *calls += 1;
+    Err(ErrorKind::PermissionDenied.into())
+}
+
+#[test]
+fn a_stop_error_is_attempted_once() {
+    let vt = VirtualTime::start();
+    let mut calls = 0;
+    let err = not_retryable(&mut calls).unwrap_err();
+    assert_eq!(
+        err.kind(),
+        ErrorKind::PermissionDenied,
+        "the caller's own error, unchanged"
+    );
+    assert_eq!(calls, 1);
+    assert!(vt.sleeps().is_empty());
+}
+
+// --- budgets -----------------------------------------------------------------
+
+static SHARED: RetryBudget = RetryBudget::new(0.5, 0, Duration::from_secs(10));
+
+#[retry(attempts = 5, base = 1ms, budget = SHARED)]
+fn shared_a(calls: &mut u32) -> Result<(), Error> {
+    *calls += 1;
+    Err(reset())
+}
+
+#[retry(attempts = 5, base = 1ms, budget = SHARED)]
+fn shared_b(calls: &mut u32) -> Result<(), Error> {
+    *calls += 1;
+    Err(reset())
+}
+
+#[retry(attempts = 5, base = 1ms, budget = none)]
+fn unbudgeted(calls: &mut u32) -> Result<(), Error> {
+    *calls += 1;
+    Err(reset())
+}
+
+#[test]
+fn a_shared_static_budget_bounds_both_functions_and_none_bounds_nothing() {
+    let _vt = VirtualTime::start();
+    let (mut a, mut b) = (0, 0);
+    let _ = shared_a(&mut a); // deposits half a retry: refused
+    let _ = shared_b(&mut b); // a whole retry now: granted once
+    assert_eq!((a, b), (1, 2));
+    let stats = SHARED.stats();
+    assert_eq!((stats.calls, stats.retries), (2, 1));
+    let mut c = 0;
+    let _ = unbudgeted(&mut c);
+    assert_eq!(c, 5);
+}
+
+#[retry(attempts = 3, base = 1ns)]
+fn own_budget(calls: &mut u32) -> Result<(), Error> {
+    *calls += 1;
+    Err(reset())
+}
+
+#[retry(attempts = 3, base = 1ns)]
+fn other_own_budget(calls: &mut u32) -> Result<(), Error> {
+    *calls += 1;
+    Err(reset())
+}
+
+#[test]
+fn every_function_has_a_budget_of_its_own_by_default() {
+    let _vt = VirtualTime::start();
+    let mut calls = 0;
+    for _ in 0..300 {
+        let _ = own_budget(&mut calls);
+    }
+    // 10% of 300 calls plus the floor of 10/s over 10 s: 130 retries at
+    // most, where 600 were wanted.
+    let retries = calls - 300;
+    assert!((100..=130).contains(&retries), "{retries} retries");
+    // Another function's budget is untouched.
+    let mut other = 0;
+    let _ = other_own_budget(&mut other);
+    assert_eq!(other, 3);
+}
+
+// --- the body ------------------------------------------------------------------
+
+#[retry(attempts = 4, budget = none)]
+fn question_mark(inputs: &mut Vec<&'static str>) -> Result<u32, Error> {
+    let raw = inputs
+        .pop()
+        .ok_or_else(|| Error::from(ErrorKind::UnexpectedEof))?;
+    if raw.is_empty() {
+        return Err(reset());
+    }
+    let n = raw.parse().map_err(|_| reset())?;
+    Ok(n)
+}
+
+#[test]
+fn question_mark_and_return_end_only_the_attempt() {
+    let _vt = VirtualTime::start();
+    let mut inputs = vec!["42", "x", ""];
+    assert_eq!(question_mark(&mut inputs).unwrap(), 42);
+    assert!(inputs.is_empty());
+}
+
+struct Connection {
+    attempts: u32,
+    healthy_after: u32,
+}
+
+impl Connection {
+    #[retry(attempts = 5, jitter = none, budget = none)]
+    fn send(&mut self, payload: &str) -> Result<usize, Error> {
+        self.attempts += 1;
+        if self.attempts < self.healthy_after {
+            return Err(reset());
+        }
+        Ok(payload.len())
+    }
+
+    #[retry(attempts = 2, budget = none)]
+    fn peek(&self) -> Result<u32, Error> {
+        Ok(self.attempts)
+    }
+}
+
+#[test]
+fn a_mut_self_method_mutates_state_across_attempts() {
+    let vt = VirtualTime::start();
+    let mut conn = Connection {
+        attempts: 0,
+        healthy_after: 3,
+    };
+    assert_eq!(conn.send("hello").unwrap(), 5);
+    assert_eq!(conn.peek().unwrap(), 3);
+    assert_eq!(vt.sleeps(), [100, 200].map(|ms| ms * MS));
+}
+
+// --- policy = expr ---------------------------------------------------------------
+
+static POLICY: Policy = Policy::new()
+    .attempts(2)
+    .base(Duration::from_millis(7))
+    .jitter(backstop::Jitter::None)
+    .no_budget();
+
+#[retry(policy = POLICY, budget = none)]
+fn with_static_policy(calls: &mut u32) -> Result<(), Error> {
+    *calls += 1;
+    Err(reset())
+}
+
+#[retry(policy = Policy::new().attempts(n).jitter(backstop::Jitter::None), budget = none)]
+fn with_runtime_policy(n: u32, calls: &mut u32) -> Result<(), Error> {
+    *calls += 1;
+    Err(reset())
+}
+
+#[test]
+fn a_policy_expression_replaces_the_schedule_options() {
+    let vt = VirtualTime::start();
+    let mut calls = 0;
+    let _ = with_static_policy(&mut calls);
+    assert_eq!(calls, 2);
+    assert_eq!(vt.sleeps(), [7 * MS]);
+    calls = 0;
+    let _ = with_runtime_policy(4, &mut calls);
+    assert_eq!(calls, 4);
+}
+
+mod facade {
+    pub(crate) use backstop as renamed;
+}
+
+#[retry(crate = crate::facade::renamed, attempts = 2, budget = none)]
+fn through_a_renamed_crate(calls: &mut u32) -> Result<(), Error> {
+    *calls += 1;
+    Err(reset())
+}
+
+#[test]
+fn crate_path_points_at_a_renamed_facade() {
+    let _vt = VirtualTime::start();
+    let mut calls = 0;
+    let _ = through_a_renamed_crate(&mut calls);
+    assert_eq!(calls, 2);
+}

@@ -1,0 +1,92 @@
+//! The success path of a `#[retry]` call allocates nothing.
+//!
+//! A counting global allocator (test-only `unsafe`: it forwards every call
+//! to the system allocator unchanged) measures calls whose first attempt
+//! succeeds.
+#![allow(unsafe_code)]
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::io::Error;
+
+use backstop::retry;
+
+struct Counting;
+
+thread_local! {
+    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+}
+
+// SAFETY: every method forwards to `System` with the caller's arguments,
+// so `System`'s guarantees are passed on unchanged; the counter is a
+// thread-local `Cell` of a `Copy` integer, which never allocates.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
+        // SAFETY: forwarded as received.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded as received.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
+        // SAFETY: forwarded as received.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static COUNTING: Counting = Counting;
+
+fn allocations() -> u64 {
+    ALLOCATIONS.with(Cell::get)
+}
+
+#[retry(attempts = 5, deadline = 10s)]
+fn succeeds(x: u64) -> Result<u64, Error> {
+    Ok(x + 1)
+}
+
+#[retry(attempts = 5)]
+async fn succeeds_async(x: u64) -> Result<u64, Error> {
+    Ok(x + 1)
+}
+
+#[test]
+fn the_sync_success_path_does_not_allocate() {
+    let before = allocations();
+    let mut sum = 0;
+    for i in 0..1000 {
+        sum += succeeds(i).unwrap();
+    }
+    assert_eq!(sum, 500_500);
+    assert_eq!(allocations() - before, 0);
+}
+
+#[test]
+fn the_async_success_path_does_not_allocate() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let before = allocations();
+        let mut sum = 0;
+        for i in 0..1000 {
+            sum += succeeds_async(i).await.unwrap();
+        }
+        assert_eq!(sum, 500_500);
+        assert_eq!(allocations() - before, 0);
+    });
+}
+
+#[test]
+fn the_counter_counts() {
+    let before = allocations();
+    let v = std::hint::black_box(vec![1u8; 64]);
+    assert!(allocations() > before, "a Vec must register: {v:?}");
+}

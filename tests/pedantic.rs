@@ -1,0 +1,121 @@
+//! `#[retry]` on every shape, under the strictest lints a user may set:
+//! `cargo clippy --all-targets -- -D warnings` in CI checks this file, so
+//! generated code must not trip a lint (nor silence one for the user's code).
+#![deny(warnings, clippy::all, clippy::pedantic)]
+
+use std::fmt::Display;
+use std::io::{Error, ErrorKind};
+
+use backstop::retry;
+
+/// Fetches a user.
+///
+/// # Errors
+///
+/// When the dependency is down.
+#[retry(attempts = 3, base = 10ms, cap = 1s, jitter = equal, deadline = 5s)]
+pub fn free(id: u64) -> Result<u64, Error> {
+    if id == 0 {
+        return Err(ErrorKind::InvalidInput.into());
+    }
+    Ok(id)
+}
+
+/// Parses with `?` inside the body.
+///
+/// # Errors
+///
+/// On bad input.
+#[retry(when = |e| e.kind() == ErrorKind::Interrupted)]
+pub fn parse(input: &str) -> Result<u32, Error> {
+    let n = input
+        .trim()
+        .parse::<u32>()
+        .map_err(|_| Error::from(ErrorKind::InvalidData))?;
+    Ok(n)
+}
+
+/// Generic, with a lifetime and `impl Trait` on both sides.
+///
+/// # Errors
+///
+/// Never.
+#[retry(budget = none)]
+pub fn generic<'a, T>(name: &'a T, extra: impl Display) -> Result<impl Display + 'a, Error>
+where
+    T: Display + ?Sized,
+{
+    let _ = extra.to_string();
+    Ok(name)
+}
+
+/// A client.
+pub struct Client {
+    count: u32,
+}
+
+impl Client {
+    /// Counts.
+    ///
+    /// # Errors
+    ///
+    /// Never.
+    #[retry]
+    pub fn count(&mut self) -> Result<u32, Error> {
+        self.count += 1;
+        Ok(self.count)
+    }
+
+    /// Reads.
+    ///
+    /// # Errors
+    ///
+    /// Never.
+    #[retry]
+    pub fn read(&self) -> Result<u32, Error> {
+        Ok(self.count)
+    }
+
+    /// Reads, async.
+    ///
+    /// # Errors
+    ///
+    /// Never.
+    #[retry(attempts = 2)]
+    pub async fn read_async(&self) -> Result<u32, Error> {
+        Ok(self.count)
+    }
+}
+
+/// A store.
+pub trait Store {
+    /// Gets.
+    ///
+    /// # Errors
+    ///
+    /// Never.
+    #[retry]
+    fn get(&self) -> Result<u8, Error> {
+        Ok(1)
+    }
+}
+
+impl Store for Client {}
+
+#[test]
+fn every_shape_compiles_cleanly_and_runs() {
+    let _vt = backstop::testing::VirtualTime::start();
+    assert_eq!(free(3).unwrap(), 3);
+    assert_eq!(parse(" 7 ").unwrap(), 7);
+    assert_eq!(generic("a", 1).unwrap().to_string(), "a");
+    let mut client = Client { count: 0 };
+    assert_eq!(client.count().unwrap(), 1);
+    assert_eq!(client.read().unwrap(), 1);
+    assert_eq!(client.get().unwrap(), 1);
+}
+
+#[tokio::test]
+async fn async_shapes() {
+    let client = Client { count: 4 };
+    assert_eq!(client.read_async().await.unwrap(), 4);
+}
