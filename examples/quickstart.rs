@@ -3,70 +3,80 @@
 //! Run with `cargo run --example quickstart`.
 
 use std::io::{Error, ErrorKind};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use backstop::{Jitter, Policy, Retry, RetryBudget};
+use backstop::{RetryBudget, Verdict, retry};
 
-/// Shared by every call to the dependency: at most 10% of calls (plus 10 a
-/// second) may be retried, however badly the dependency is failing.
-static BUDGET: RetryBudget = RetryBudget::new(0.1, 10, Duration::from_secs(10));
-
-/// Exponential backoff from 50 ms, capped at 1 s, full jitter, a 5 s
-/// deadline for the whole call, at most 4 attempts.
-static POLICY: Policy = Policy::new()
-    .attempts(4)
-    .base(Duration::from_millis(50))
-    .cap(Duration::from_secs(1))
-    .jitter(Jitter::Full)
-    .deadline(Some(Duration::from_secs(5)))
-    .budget(&BUDGET);
+/// Shared by every function that calls the user service: at most 10% of
+/// calls (plus 10 a second) may be retried, however badly it is failing.
+static USERS_BUDGET: RetryBudget = RetryBudget::new(0.1, 10, Duration::from_secs(10));
 
 /// A dependency that resets the connection twice, then answers.
-struct Flaky {
-    failures_left: u32,
+static RESETS_LEFT: AtomicU32 = AtomicU32::new(2);
+
+/// Exponential backoff from 50 ms, capped at 1 s, full jitter, at most 4
+/// attempts, and 5 s for the whole call. A reset connection is transient
+/// (`std::io::Error` knows which of its kinds are): it is retried.
+#[retry(attempts = 4, base = 50ms, cap = 1s, deadline = 5s, budget = USERS_BUDGET)]
+fn get_user(id: u64, attempts: &mut u32) -> Result<String, Error> {
+    *attempts += 1;
+    if RESETS_LEFT.load(Ordering::Relaxed) > 0 {
+        RESETS_LEFT.fetch_sub(1, Ordering::Relaxed);
+        return Err(ErrorKind::ConnectionReset.into());
+    }
+    Ok(format!("user #{id}"))
 }
 
-impl Flaky {
-    fn get_user(&mut self, id: u64) -> Result<String, Error> {
-        if self.failures_left > 0 {
-            self.failures_left -= 1;
-            return Err(ErrorKind::ConnectionReset.into());
-        }
-        Ok(format!("user #{id}"))
-    }
+/// A permission error is not something a retry can fix: one attempt.
+#[retry(attempts = 4, budget = USERS_BUDGET)]
+fn delete_user(_id: u64, attempts: &mut u32) -> Result<(), Error> {
+    *attempts += 1;
+    Err(ErrorKind::PermissionDenied.into())
+}
+
+/// Your own rule for errors, and an `Ok` value that asks for a retry (an
+/// HTTP 503 that arrives as a response, not as an error).
+#[retry(
+    attempts = 3,
+    base = 20ms,
+    when = |_: &String| Verdict::Stop,
+    when_ok = |status: &u16| *status == 503,
+    budget = USERS_BUDGET
+)]
+fn health(statuses: &mut Vec<u16>) -> Result<u16, String> {
+    Ok(statuses.pop().unwrap_or(500))
+}
+
+/// Async works the same, on tokio's timer.
+#[retry(attempts = 3, base = 20ms, budget = USERS_BUDGET)]
+async fn get_user_async(id: u64) -> Result<String, Error> {
+    Ok(format!("user #{id} (async)"))
 }
 
 fn main() {
-    let mut dep = Flaky { failures_left: 2 };
     let started = Instant::now();
     let mut attempts = 0;
-    let user = backstop::call(&POLICY, || {
-        attempts += 1;
-        dep.get_user(42)
-    });
+    let user = get_user(42, &mut attempts);
     println!(
-        "transient failures: {:?} after {attempts} attempts in {:?}",
-        user,
+        "transient failures: {user:?} after {attempts} attempts in {:?}",
         started.elapsed()
     );
 
-    // A permission error is not something a retry can fix: one attempt.
     let mut attempts = 0;
-    let denied: Result<(), Error> = backstop::call(&POLICY, || {
-        attempts += 1;
-        Err(ErrorKind::PermissionDenied.into())
-    });
+    let denied = delete_user(42, &mut attempts);
     println!("permanent failure: {denied:?} after {attempts} attempt");
 
-    // Your own rule for what is worth retrying, and a retried Ok value.
     let mut statuses = vec![200, 503];
-    let outcome = Retry::new(&POLICY)
-        .when(|_: &Error| false)
-        .when_ok(|status: &u16| *status == 503)
-        .call(|| Ok::<u16, Error>(statuses.pop().unwrap_or(500)));
-    println!("503 then 200: {outcome:?}");
+    println!("503 then 200: {:?}", health(&mut statuses));
 
-    let stats = BUDGET.stats();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("a tokio runtime");
+    println!("async: {:?}", runtime.block_on(get_user_async(7)));
+
+    let stats = USERS_BUDGET.stats();
     println!(
         "budget: {} calls, {} retries, {} refused",
         stats.calls, stats.retries, stats.refusals

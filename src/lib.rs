@@ -1,57 +1,406 @@
 //! # backstop
 //!
-//! Retries that cannot start a retry storm: exponential backoff with jitter
-//! that never breaks its cap, a deadline for the whole call, `Retry-After`
-//! honoured, a retry budget, and errors classified so that only what a retry
-//! can fix is retried.
-//!
-//! > The `#[retry(...)]` attribute is not written yet. Until it lands, the
-//! > same loop is available as [`call`], [`call_async`] and [`Retry`].
-//!
-//! ## Quick start
+//! Retries that cannot start a retry storm. One line above a function gives
+//! it exponential backoff with jitter that never breaks its cap, a deadline
+//! for the whole call, `Retry-After` honoured, a retry budget that is on by
+//! default, and retries only for what a retry can fix.
 //!
 //! ```
 //! use std::io::{Error, ErrorKind};
-//! use std::time::Duration;
-//! use backstop::{Policy, RetryBudget};
+//! use backstop::retry;
 //! # let _vt = backstop::testing::VirtualTime::start();
 //!
-//! static BUDGET: RetryBudget = RetryBudget::new(0.1, 10, Duration::from_secs(10));
-//! static POLICY: Policy = Policy::new()
-//!     .attempts(4)
-//!     .base(Duration::from_millis(100))
-//!     .cap(Duration::from_secs(5))
-//!     .deadline(Some(Duration::from_secs(10)))
-//!     .budget(&BUDGET);
+//! #[retry(attempts = 4, base = 100ms, cap = 5s, deadline = 10s)]
+//! fn fetch_user(id: u64, resets: &mut u32) -> Result<String, Error> {
+//!     if *resets > 0 {
+//!         *resets -= 1;
+//!         return Err(ErrorKind::ConnectionReset.into()); // transient: retried
+//!     }
+//!     Ok(format!("user #{id}"))
+//! }
 //!
 //! let mut resets = 2;
-//! let answer = backstop::call(&POLICY, || {
-//!     if resets > 0 {
-//!         resets -= 1;
-//!         return Err(Error::from(ErrorKind::ConnectionReset)); // transient
-//!     }
-//!     Ok(42)
-//! });
-//! assert_eq!(answer.unwrap(), 42);
+//! assert_eq!(fetch_user(7, &mut resets).unwrap(), "user #7");
+//! ```
+//!
+//! `async fn` works the same, sleeping on tokio's timer:
+//!
+//! ```
+//! # use std::io::Error;
+//! # use backstop::retry;
+//! #[retry(attempts = 4, base = 100ms, cap = 5s, deadline = 10s)]
+//! async fn fetch_user(id: u64) -> Result<String, Error> {
+//!     Ok(format!("user #{id}"))
+//! }
+//! # #[tokio::main(flavor = "current_thread")] async fn main() {
+//! assert_eq!(fetch_user(7).await.unwrap(), "user #7");
+//! # }
 //! ```
 //!
 //! Giving up returns the last outcome unchanged: callers see their own error
-//! type, never a wrapper.
+//! type, never a wrapper. The first attempt always runs.
 //!
-//! ## Classification: retry only what a retry can fix
+//! # What a call does
 //!
-//! A retried `400 Bad Request` is another `400`, forever. Errors say what
-//! they are worth through [`Classify`], or the call says it with `when`:
+//! On entry the deadline starts and the budget records one call. After each
+//! attempt, in this order:
+//!
+//! 1. **Classify.** `Ok` is returned unless `when_ok` asks for a retry. An
+//!    error is classified by `when`, or by its [`Classify`] impl: `Stop`
+//!    returns at once; `RetryIfIdempotent` (a timeout: the work may have
+//!    happened) returns unless the function is `idempotent`.
+//! 2. **Attempts.** The `attempts`-th attempt is the last.
+//! 3. **Delay.** The server's `Retry-After` (`RetryAfter(d)`), spread upward
+//!    to `d × [1.0, 1.2)` and never shortened, or refused when longer than
+//!    `retry_after_max`; otherwise the backoff schedule with jitter, never
+//!    above `cap`.
+//! 4. **Deadline.** If the delay would reach the deadline, return now:
+//!    no attempt starts after the deadline, and no sleep runs into it.
+//! 5. **Budget.** No token, no retry.
+//! 6. Sleep, and attempt again.
+//!
+//! # The options
+//!
+//! All options are optional. Durations are a literal with a unit (`ns`,
+//! `us`, `ms`, `s`, `m`, `h`: `250ms`, `1.5s`, `2m`), checked at compile
+//! time, or any expression of type [`Duration`](std::time::Duration).
+//! Expressions (durations, `attempts`, `factor`, `policy`) are evaluated on
+//! every call, before the first attempt, inside the function: they may use
+//! its arguments.
+//!
+//! | option | value | default |
+//! |---|---|---|
+//! | `attempts` | integer ≥ 1 | 3 |
+//! | `deadline` | duration, or `none` | 30s |
+//! | `backoff` | `exponential`, `linear`, `fixed` | `exponential` |
+//! | `base` | duration > 0 | 100ms |
+//! | `factor` | number > 1 | 2 |
+//! | `cap` | duration ≥ `base` | 20s |
+//! | `jitter` | `full`, `equal`, `decorrelated`, `none` | `full` |
+//! | `when` | path or closure `Fn(&E) -> bool` or `-> Verdict` | `E: Classify` |
+//! | `when_ok` | path or closure `Fn(&T) -> bool` or `-> Verdict` | never |
+//! | `idempotent` | `true`, `false` (bare `idempotent` is `true`) | `false` |
+//! | `budget` | path to a `static RetryBudget`, or `none` | one of the function's own |
+//! | `retry_after_max` | duration | 60s |
+//! | `policy` | expression giving a [`Policy`] or `&Policy` | — |
+//! | `crate` | path to this crate, if renamed | `::backstop` |
+//!
+//! `breaker`, `attempt_timeout` and `on_retry` are reserved: this version
+//! rejects them at compile time rather than ignore them.
+//!
+//! ### `attempts`
+//!
+//! A backstop on attempts, the first included; the deadline is what bounds
+//! a call in time.
+//!
+//! ```
+//! # use std::io::{Error, ErrorKind}; use backstop::retry;
+//! # let _vt = backstop::testing::VirtualTime::start();
+//! #[retry(attempts = 5)]
+//! fn reach(calls: &mut u32) -> Result<(), Error> {
+//!     *calls += 1;
+//!     Err(ErrorKind::ConnectionRefused.into())
+//! }
+//! let mut calls = 0;
+//! let _ = reach(&mut calls);
+//! assert_eq!(calls, 5);
+//! ```
+//!
+//! ### `deadline`
+//!
+//! The whole call's bound, from entry. `deadline = none` removes it.
+//!
+//! ```
+//! # use std::io::{Error, ErrorKind}; use std::time::Duration; use backstop::retry;
+//! let vt = backstop::testing::VirtualTime::start();
+//! #[retry(attempts = 100, jitter = none, deadline = 1s)]
+//! fn reach() -> Result<(), Error> {
+//!     Err(ErrorKind::ConnectionRefused.into())
+//! }
+//! let _ = reach();
+//! // Attempts at 0, 100, 300 and 700 ms: an 800 ms sleep would pass 1 s.
+//! assert_eq!(vt.sleeps().len(), 3);
+//! assert!(vt.elapsed() < Duration::from_secs(1));
+//! ```
+//!
+//! ### `backoff`, `base`, `factor`, `cap`
+//!
+//! The schedule before jitter: `base · factor^n` (exponential),
+//! `base · (n + 1)` (linear) or `base` (fixed), never above `cap`; `n`
+//! counts the retries so far. The arithmetic saturates: no retry number
+//! makes it overflow.
+//!
+//! ```
+//! # use std::io::{Error, ErrorKind}; use std::time::Duration; use backstop::retry;
+//! let vt = backstop::testing::VirtualTime::start();
+//! #[retry(attempts = 5, backoff = exponential, base = 50ms, factor = 3, cap = 1s, jitter = none)]
+//! fn exponential() -> Result<(), Error> {
+//!     Err(ErrorKind::ConnectionRefused.into())
+//! }
+//! let _ = exponential();
+//! assert_eq!(vt.sleeps(), [50, 150, 450, 1000].map(Duration::from_millis));
+//!
+//! #[retry(attempts = 4, backoff = linear, base = 1s, jitter = none)]
+//! fn linear() -> Result<(), Error> {
+//!     Err(ErrorKind::ConnectionRefused.into())
+//! }
+//! let vt = backstop::testing::VirtualTime::start();
+//! let _ = linear();
+//! assert_eq!(vt.sleeps(), [1, 2, 3].map(Duration::from_secs));
+//! ```
+//!
+//! ### `jitter`
+//!
+//! How the delay is drawn below the schedule's ceiling `c`: `full` is
+//! `uniform(0, c)`, `equal` is `c/2 + uniform(0, c/2)`, `decorrelated` is
+//! `min(cap, uniform(base, 3 × previous))`, `none` is `c`. Every call draws
+//! from its own random stream, and the result is clamped to `cap`.
+//!
+//! ```
+//! # use std::io::{Error, ErrorKind}; use std::time::Duration; use backstop::retry;
+//! let vt = backstop::testing::VirtualTime::start();
+//! #[retry(attempts = 2, base = 1s, jitter = equal)]
+//! fn reach() -> Result<(), Error> {
+//!     Err(ErrorKind::ConnectionRefused.into())
+//! }
+//! let _ = reach();
+//! let slept = vt.sleeps()[0];
+//! assert!(slept >= Duration::from_millis(500) && slept <= Duration::from_secs(1));
+//! ```
+//!
+//! ### `when` and `when_ok`
+//!
+//! `when` classifies errors instead of their [`Classify`] impl; `when_ok`
+//! retries `Ok` values (an HTTP 503 response). Both take a path or a
+//! closure answering `bool` or [`Verdict`].
+//!
+//! ```
+//! # use backstop::{retry, Verdict};
+//! # let _vt = backstop::testing::VirtualTime::start();
+//! fn transient(status: &u16) -> Verdict {
+//!     match status {
+//!         429 | 503 => Verdict::Retry,
+//!         _ => Verdict::Stop,
+//!     }
+//! }
+//!
+//! #[retry(when = transient, when_ok = |body: &String| body.is_empty())]
+//! fn get(responses: &mut Vec<Result<String, u16>>) -> Result<String, u16> {
+//!     responses.pop().unwrap()
+//! }
+//!
+//! let mut responses = vec![Ok("hello".to_owned()), Ok(String::new()), Err(503)];
+//! assert_eq!(get(&mut responses).unwrap(), "hello");
+//! ```
+//!
+//! ### `idempotent`
+//!
+//! A timeout is ambiguous: the server may have done the work. Such errors
+//! ([`Verdict::RetryIfIdempotent`]; `io::ErrorKind::TimedOut`) are retried
+//! only where repeating the work is harmless.
+//!
+//! ```
+//! # use std::io::{Error, ErrorKind}; use backstop::retry;
+//! # let _vt = backstop::testing::VirtualTime::start();
+//! #[retry(attempts = 3)]
+//! fn charge(calls: &mut u32) -> Result<(), Error> {
+//!     *calls += 1;
+//!     Err(ErrorKind::TimedOut.into())
+//! }
+//!
+//! #[retry(attempts = 3, idempotent = true)]
+//! fn read(calls: &mut u32) -> Result<(), Error> {
+//!     *calls += 1;
+//!     Err(ErrorKind::TimedOut.into())
+//! }
+//!
+//! let (mut charges, mut reads) = (0, 0);
+//! let _ = charge(&mut charges);
+//! let _ = read(&mut reads);
+//! assert_eq!((charges, reads), (1, 3));
+//! ```
+//!
+//! ### `budget`
+//!
+//! Every `#[retry]` function has a [`RetryBudget`] of its own by default
+//! (10% of calls, plus 10 retries a second, over 10 s): however long its
+//! dependency is down, it adds at most that much load. Share a `static`
+//! budget between the functions that call one dependency, or opt out with
+//! `budget = none`.
+//!
+//! ```
+//! # use std::io::{Error, ErrorKind}; use std::time::Duration; use backstop::{retry, RetryBudget};
+//! # let _vt = backstop::testing::VirtualTime::start();
+//! static DB: RetryBudget = RetryBudget::new(0.2, 5, Duration::from_secs(10));
+//!
+//! #[retry(budget = DB)]
+//! fn read_row() -> Result<(), Error> {
+//!     Err(ErrorKind::ConnectionReset.into())
+//! }
+//!
+//! #[retry(budget = DB)]
+//! fn write_row() -> Result<(), Error> {
+//!     Err(ErrorKind::ConnectionReset.into())
+//! }
+//!
+//! for _ in 0..100 {
+//!     let _ = read_row();
+//!     let _ = write_row();
+//! }
+//! // 20% of 200 calls, plus 5 a second over 10 s: 90 retries, not 400.
+//! assert_eq!(DB.stats().retries, 90);
+//! ```
+//!
+//! ### `retry_after_max`
+//!
+//! A server asking for a longer wait than this is taken at its word: the
+//! call gives up instead of sleeping.
+//!
+//! ```
+//! # use std::time::Duration; use backstop::{retry, Classify, Verdict};
+//! # let vt = backstop::testing::VirtualTime::start();
+//! struct Throttled(Duration);
+//! impl Classify for Throttled {
+//!     fn classify(&self) -> Verdict {
+//!         Verdict::RetryAfter(self.0)
+//!     }
+//! }
+//!
+//! #[retry(retry_after_max = 5s)]
+//! fn call(wait: Duration) -> Result<(), Throttled> {
+//!     Err(Throttled(wait))
+//! }
+//!
+//! let _ = call(Duration::from_secs(60)); // gives up at once
+//! assert!(vt.sleeps().is_empty());
+//! let _ = call(Duration::from_secs(2)); // sleeps 2 to 2.4 s, twice
+//! assert!(vt.sleeps().iter().all(|d| *d >= Duration::from_secs(2)));
+//! ```
+//!
+//! ### `policy`
+//!
+//! A [`Policy`] built at run time (from configuration, say) replaces the
+//! schedule options, which cannot be combined with it. It is evaluated on
+//! every call, before the first attempt. The function keeps a budget of its
+//! own unless the policy has one or `budget` says otherwise.
+//!
+//! ```
+//! # use std::io::{Error, ErrorKind}; use std::time::Duration; use backstop::{retry, Policy};
+//! # let _vt = backstop::testing::VirtualTime::start();
+//! static FAST: Policy = Policy::new().attempts(2).base(Duration::from_millis(5));
+//!
+//! #[retry(policy = FAST)]
+//! fn ping(calls: &mut u32) -> Result<(), Error> {
+//!     *calls += 1;
+//!     Err(ErrorKind::ConnectionRefused.into())
+//! }
+//!
+//! #[retry(policy = Policy::new().attempts(tries))]
+//! fn ping_n(tries: u32, calls: &mut u32) -> Result<(), Error> {
+//!     *calls += 1;
+//!     Err(ErrorKind::ConnectionRefused.into())
+//! }
+//!
+//! let (mut a, mut b) = (0, 0);
+//! let _ = ping(&mut a);
+//! let _ = ping_n(4, &mut b);
+//! assert_eq!((a, b), (2, 4));
+//! ```
+//!
+//! ### `crate`
+//!
+//! The generated code names this crate as `::backstop`; if you depend on it
+//! under another name, or re-export it, say where it is.
+//!
+//! ```
+//! # use std::io::Error;
+//! mod deps {
+//!     pub(crate) use backstop as resilience;
+//! }
+//!
+//! #[backstop::retry(crate = crate::deps::resilience)]
+//! fn ping() -> Result<(), Error> {
+//!     Ok(())
+//! }
+//! # fn main() { assert!(ping().is_ok()); }
+//! ```
+//!
+//! # Where it applies
+//!
+//! Free functions, inherent and trait-impl methods (`self`, `&self`,
+//! `&mut self`), trait methods with a default body, generic functions with
+//! lifetimes, `where` clauses and `impl Trait` arguments or return types,
+//! `async fn` everywhere, `async fn` in traits included. Attributes, doc
+//! comments and the signature are kept as written. The return type must be
+//! a `Result` (or an alias such as `std::io::Result<T>`).
+//!
+//! The body runs again on every attempt, so `?` and `return` inside it end
+//! that attempt, not the call. Because it runs again, it cannot move an
+//! argument out: the compiler reports "use of moved value … value moved
+//! into closure here, in previous iteration of loop". Take the argument by
+//! reference, or clone it inside the body:
+//!
+//! ```
+//! # use std::io::Error; use backstop::retry;
+//! fn send(_body: String) -> Result<(), Error> { Ok(()) }
+//!
+//! #[retry]
+//! fn post(body: &str) -> Result<(), Error> {
+//!     send(body.to_owned()) // a fresh copy per attempt
+//! }
+//! # assert!(post("hi").is_ok());
+//! ```
+//!
+//! Mistakes are compile errors on the offending token: an unknown option
+//! (with the nearest valid one), a duration without a unit, `base` above
+//! `cap`, `attempts = 0`, a zero deadline, `policy` mixed with schedule
+//! options, `attempt_timeout` on a sync fn, a `const` or `extern` fn, a
+//! return type that is not a `Result`, an error type that neither
+//! implements [`Classify`] nor has `when`.
+//!
+//! # What it expands to
+//!
+//! Roughly (the real names are hygienic, so they cannot clash with yours):
+//!
+//! ```
+//! # use std::io::Error;
+//! # fn fetch() -> Result<u32, Error> { Ok(1) }
+//! // #[retry(attempts = 4, base = 100ms)]
+//! // fn get() -> Result<u32, Error> { fetch() }
+//! fn get() -> Result<u32, Error> {
+//!     use backstop::__private as rt;
+//!     static BUDGET: rt::RetryBudget = rt::RetryBudget::standard();
+//!     let policy = rt::Policy::new()
+//!         .attempts(4)
+//!         .base(std::time::Duration::new(0, 100_000_000));
+//!     let budget = Some(&BUDGET);
+//!     let mut state = rt::AttemptState::with_budget(&policy, budget, rt::SystemClock);
+//!     loop {
+//!         let outcome: Result<u32, Error> = (|| -> Result<u32, Error> { fetch() })();
+//!         let verdict = rt::verdict(&outcome);
+//!         match rt::AttemptState::decide(&mut state, verdict) {
+//!             rt::Decision::Retry(delay) => rt::sleep(delay),
+//!             _ => return outcome,
+//!         }
+//!     }
+//! }
+//! # assert_eq!(get().unwrap(), 1);
+//! ```
+//!
+//! An `async fn` awaits an `async { body }` block instead of calling a
+//! closure, reads tokio's clock and sleeps with tokio's timer.
+//!
+//! # Classification
 //!
 //! | [`Verdict`] | meaning | retried |
 //! |---|---|---|
-//! | `Retry` | transient (connection reset, 503) | yes |
+//! | `Retry` | transient (a reset connection, a 503) | yes |
 //! | `RetryAfter(d)` | the server said when | after `d`…`1.2·d`, unless `d > retry_after_max` |
-//! | `RetryIfIdempotent` | ambiguous: the work may have happened (a timeout) | only if the policy is `idempotent` |
-//! | `Stop` | retrying cannot help (validation, 4xx) | never |
+//! | `RetryIfIdempotent` | ambiguous: the work may have happened | only if `idempotent` |
+//! | `Stop` | retrying cannot help (validation, most 4xx) | never |
 //!
 //! ```
-//! use backstop::{Classify, Policy, Verdict};
+//! use backstop::{retry, Classify, Verdict};
 //! # let _vt = backstop::testing::VirtualTime::start();
 //!
 //! #[derive(Debug)]
@@ -66,11 +415,13 @@
 //!     }
 //! }
 //!
-//! let mut attempts = 0;
-//! let out: Result<(), ApiError> = backstop::call(&Policy::new(), || {
-//!     attempts += 1;
+//! #[retry]
+//! fn submit(attempts: &mut u32) -> Result<(), ApiError> {
+//!     *attempts += 1;
 //!     Err(ApiError::Invalid)
-//! });
+//! }
+//! let mut attempts = 0;
+//! let _ = submit(&mut attempts);
 //! assert_eq!(attempts, 1); // not retried
 //! ```
 //!
@@ -78,119 +429,80 @@
 //! connections, broken pipes, `Interrupted` and `WouldBlock` are retried,
 //! `TimedOut` only for idempotent operations, everything else stops.
 //!
-//! ## Backoff and jitter
+//! # Without the macro
 //!
-//! `n` counts retries so far. The ceiling is `min(cap, base·factor^n)`
-//! (or `base·(n+1)`, or `base`); [`Jitter`] draws below it and the result is
-//! clamped again, so no delay ever exceeds `cap`. Arithmetic saturates: a
-//! retry number of `u32::MAX` or a cap of `Duration::MAX` cannot panic.
-//!
-//! ```
-//! use std::time::Duration;
-//! use backstop::{Backoff, Jitter, Policy};
-//!
-//! let policy = Policy::new()
-//!     .backoff(Backoff::Exponential)
-//!     .base(Duration::from_millis(100))
-//!     .factor(3.0)
-//!     .cap(Duration::from_secs(2))
-//!     .jitter(Jitter::Equal);
-//! assert_eq!(policy.ceiling(2), Duration::from_millis(900));
-//! assert_eq!(policy.ceiling(100), Duration::from_secs(2));
-//! ```
-//!
-//! ## Deadlines
-//!
-//! Every call has a deadline (30 s by default), measured from entry. The
-//! loop gives up rather than sleep into it, so no attempt starts after it;
-//! the attempt count is only a backstop. The first attempt always runs.
-//!
-//! ```
-//! use std::time::Duration;
-//! use backstop::{Jitter, Policy, testing::VirtualTime};
-//!
-//! let vt = VirtualTime::start();
-//! let policy = Policy::new()
-//!     .attempts(100)
-//!     .jitter(Jitter::None)
-//!     .deadline(Some(Duration::from_millis(500)));
-//! let mut attempts = 0;
-//! let _ = backstop::call(&policy, || {
-//!     attempts += 1;
-//!     Err::<(), _>(std::io::Error::from(std::io::ErrorKind::ConnectionRefused))
-//! });
-//! // Attempts at 0, 100 and 300 ms; a 400 ms sleep would pass the deadline.
-//! assert_eq!(attempts, 3);
-//! assert_eq!(vt.elapsed(), Duration::from_millis(300));
-//! ```
-//!
-//! ## Retry budgets
-//!
-//! A [`RetryBudget`] allows retries as a fraction of calls over a sliding
-//! window, plus a small floor per second. It is lock-free and `const`, so a
-//! `static` shared by every caller of a dependency bounds the whole
-//! process's retries. A [`Policy`] carries no budget until you give it one.
-//!
-//! ```
-//! use std::time::Duration;
-//! use backstop::{Policy, RetryBudget};
-//!
-//! static DB_BUDGET: RetryBudget = RetryBudget::new(0.2, 5, Duration::from_secs(10));
-//! static DB: Policy = Policy::new().budget(&DB_BUDGET);
-//! # let _ = &DB;
-//! ```
-//!
-//! ## Async
-//!
-//! With the default `tokio` feature, [`call_async`] sleeps on tokio's timer
-//! and reads tokio's clock. Dropping the future cancels the loop.
+//! The same loop runs closures: [`call`], [`call_async`], and [`Retry`] for
+//! a budget, `when` and `when_ok`.
 //!
 //! ```
 //! use std::io::{Error, ErrorKind};
-//! use backstop::Policy;
-//!
-//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
-//! # async fn main() {
-//! let mut attempts = 0;
-//! let out = backstop::call_async(&Policy::new(), || {
-//!     attempts += 1;
-//!     let n = attempts;
-//!     async move {
-//!         if n < 3 { Err(Error::from(ErrorKind::ConnectionReset)) } else { Ok(n) }
-//!     }
-//! })
-//! .await;
-//! assert_eq!(out.unwrap(), 3);
-//! # }
-//! ```
-//!
-//! ## Testing your retries in virtual time
-//!
-//! [`testing::VirtualTime`] makes the sync loops of the current thread sleep
-//! in virtual time and records the delays; under
-//! `#[tokio::test(start_paused = true)]` async loops run in tokio's virtual
-//! time. A test of a 30-second retry schedule takes microseconds.
-//!
-//! ```
 //! use std::time::Duration;
-//! use backstop::{Jitter, Policy, testing::VirtualTime};
+//! use backstop::{Policy, RetryBudget};
+//! # let _vt = backstop::testing::VirtualTime::start();
 //!
-//! let vt = VirtualTime::start();
-//! let policy = Policy::new().attempts(3).jitter(Jitter::None);
-//! let _ = backstop::call(&policy, || {
-//!     Err::<(), _>(std::io::Error::from(std::io::ErrorKind::ConnectionReset))
+//! static BUDGET: RetryBudget = RetryBudget::new(0.1, 10, Duration::from_secs(10));
+//! static POLICY: Policy = Policy::new().attempts(4).budget(&BUDGET);
+//!
+//! let mut resets = 2;
+//! let answer = backstop::call(&POLICY, || {
+//!     if resets > 0 {
+//!         resets -= 1;
+//!         return Err(Error::from(ErrorKind::ConnectionReset));
+//!     }
+//!     Ok(42)
 //! });
-//! assert_eq!(vt.sleeps(), [Duration::from_millis(100), Duration::from_millis(200)]);
+//! assert_eq!(answer.unwrap(), 42);
 //! ```
-//!
-//! ## Without a runner: the state machine
 //!
 //! Every decision is made by [`AttemptState`], which never sleeps and reads
 //! time only through a [`Clock`]: drive it yourself to retry inside another
 //! framework's loop.
+//!
+//! # Testing your retries in virtual time
+//!
+//! [`testing::VirtualTime`] makes the sync retry loops of the current thread
+//! sleep in virtual time and records the delays; under
+//! `#[tokio::test(start_paused = true)]`, async ones run in tokio's virtual
+//! time. A test of a 30-second retry schedule takes microseconds.
+//!
+//! ```
+//! use std::io::{Error, ErrorKind};
+//! use std::time::Duration;
+//! use backstop::{retry, testing::VirtualTime};
+//!
+//! #[retry(attempts = 3, jitter = none)]
+//! fn flaky() -> Result<(), Error> {
+//!     Err(ErrorKind::ConnectionReset.into())
+//! }
+//!
+//! let vt = VirtualTime::start();
+//! let _ = flaky();
+//! assert_eq!(vt.sleeps(), [Duration::from_millis(100), Duration::from_millis(200)]);
+//! ```
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+/// Retries the function it is placed on: see the [crate documentation](crate)
+/// for every option.
+///
+/// ```
+/// use std::io::{Error, ErrorKind};
+/// use backstop::retry;
+/// # let vt = backstop::testing::VirtualTime::start();
+///
+/// #[retry(attempts = 3, base = 50ms, jitter = none)]
+/// fn connect(refusals: &mut u32) -> Result<&'static str, Error> {
+///     if *refusals > 0 {
+///         *refusals -= 1;
+///         return Err(ErrorKind::ConnectionRefused.into());
+///     }
+///     Ok("connected")
+/// }
+///
+/// let mut refusals = 1;
+/// assert_eq!(connect(&mut refusals).unwrap(), "connected");
+/// # assert_eq!(vt.sleeps(), [std::time::Duration::from_millis(50)]);
+/// ```
 #[doc(inline)]
 pub use retry_macros::retry;
 #[doc(inline)]

@@ -3,8 +3,8 @@
 //! the manual: this crate only turns the attribute into a call to
 //! backstop's runtime.
 //!
-//! Three stages: [`args`] parses the options, [`valid`] checks the rules
-//! across them and against the function, [`expand`] writes the loop.
+//! Three stages: `args` parses the options, `valid` checks the rules
+//! across them and against the function, `expand` writes the loop.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
