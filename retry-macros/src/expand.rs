@@ -107,7 +107,6 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
             #setup
             let mut #state = #rt::AttemptState::with_budget(#policy, #budget, #clock);
             loop {
-                #[allow(clippy::redundant_closure_call)]
                 let #outcome: #ret = #attempt;
                 let #verdict = #classify;
                 match #rt::AttemptState::decide(&mut #state, #verdict) {
