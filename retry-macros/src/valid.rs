@@ -51,6 +51,8 @@ impl ToTokens for Func {
 }
 
 /// DESIGN's defaults, for the `base ≤ cap` check when one side is implied.
+/// They mirror `Policy::DEFAULT` in the runtime, which a proc-macro crate
+/// cannot depend on; `tests/defaults.rs` checks that the two agree.
 const DEFAULT_BASE_NANOS: u128 = 100_000_000;
 const DEFAULT_CAP_NANOS: u128 = 20_000_000_000;
 

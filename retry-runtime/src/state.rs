@@ -184,13 +184,11 @@ impl<'a, C: Clock> AttemptState<'a, C> {
         W: Classifier<E> + ?Sized,
         K: Classifier<T> + ?Sized,
     {
-        let verdict = match outcome {
-            Ok(value) => match when_ok.verdict(value) {
-                Verdict::Stop => None,
-                retry => Some(retry),
-            },
-            Err(error) => Some(when.verdict(error)),
-        };
+        let verdict = crate::macro_support::verdict_when_both(
+            outcome,
+            |error| when.verdict(error),
+            |value| when_ok.verdict(value),
+        );
         self.decide(verdict)
     }
 
