@@ -1,5 +1,5 @@
 //! Every shape `#[retry]` supports.
-#![deny(warnings)]
+#![deny(warnings, clippy::pedantic)]
 
 use std::fmt::{Debug, Display};
 use std::io::{Error, ErrorKind};
