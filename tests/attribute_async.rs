@@ -273,3 +273,95 @@ async fn the_generated_future_is_send() {
     let handle = tokio::spawn(send_future(7));
     assert_eq!(handle.await.unwrap().unwrap(), 7);
 }
+
+#[retry(attempts = 4, backoff = linear, base = 50ms, jitter = none, budget = none)]
+async fn linear() -> Result<(), Error> {
+    Err(reset())
+}
+
+#[retry(attempts = 4, backoff = fixed, base = 50ms, jitter = none, budget = none)]
+async fn fixed() -> Result<(), Error> {
+    Err(reset())
+}
+
+#[tokio::test(start_paused = true)]
+async fn linear_and_fixed_schedules() {
+    let t0 = Instant::now();
+    let _ = linear().await;
+    assert_eq!(t0.elapsed(), (50 + 100 + 150) * MS);
+    let t0 = Instant::now();
+    let _ = fixed().await;
+    assert_eq!(t0.elapsed(), 150 * MS);
+}
+
+#[retry(attempts = 2, base = 1s, jitter = equal, budget = none)]
+async fn equal_jitter() -> Result<(), Error> {
+    Err(reset())
+}
+
+#[retry(attempts = 3, base = 100ms, cap = 250ms, jitter = decorrelated, budget = none)]
+async fn decorrelated_jitter() -> Result<(), Error> {
+    Err(reset())
+}
+
+#[tokio::test(start_paused = true)]
+async fn equal_and_decorrelated_jitter_bounds() {
+    for _ in 0..100 {
+        let t0 = Instant::now();
+        let _ = equal_jitter().await;
+        let slept = t0.elapsed();
+        assert!(slept >= 500 * MS && slept <= 1000 * MS, "{slept:?}");
+
+        let t0 = Instant::now();
+        let _ = decorrelated_jitter().await;
+        let slept = t0.elapsed();
+        // Two delays, each in [base, cap].
+        assert!(slept >= 200 * MS && slept <= 500 * MS, "{slept:?}");
+    }
+}
+
+#[retry(attempts = 20, deadline = none, cap = 1h, jitter = none, budget = none)]
+async fn no_deadline(calls: &Cell<u32>) -> Result<(), Error> {
+    calls.set(calls.get() + 1);
+    Err(reset())
+}
+
+#[tokio::test(start_paused = true)]
+async fn deadline_none_leaves_only_the_attempts() {
+    let calls = Cell::new(0);
+    let _ = no_deadline(&calls).await;
+    assert_eq!(calls.get(), 20);
+}
+
+static POLICY: backstop::Policy = backstop::Policy::new()
+    .attempts(3)
+    .base(Duration::from_millis(7))
+    .jitter(backstop::Jitter::None);
+
+#[retry(policy = POLICY, budget = none)]
+async fn with_policy(calls: &Cell<u32>) -> Result<(), Error> {
+    calls.set(calls.get() + 1);
+    Err(reset())
+}
+
+mod facade {
+    pub(crate) use backstop as renamed;
+}
+
+#[retry(crate = crate::facade::renamed, attempts = 2, base = 1ms, budget = none)]
+async fn through_a_renamed_crate(calls: &Cell<u32>) -> Result<(), Error> {
+    calls.set(calls.get() + 1);
+    Err(reset())
+}
+
+#[tokio::test(start_paused = true)]
+async fn policy_and_crate_path() {
+    let t0 = Instant::now();
+    let calls = Cell::new(0);
+    let _ = with_policy(&calls).await;
+    assert_eq!(calls.get(), 3);
+    assert_eq!(t0.elapsed(), (7 + 14) * MS);
+    calls.set(0);
+    let _ = through_a_renamed_crate(&calls).await;
+    assert_eq!(calls.get(), 2);
+}
