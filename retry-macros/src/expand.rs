@@ -73,6 +73,7 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
     let classify = classify(args, &rt, &n, ret_span);
     let (clock, attempt, sleep) = if func.sig.asyncness.is_some() {
         let pinned = &n.pinned;
+        let stmts = &block.stmts;
         (
             quote!(#rt::TokioClock),
             quote! {
@@ -84,7 +85,9 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
                         let #pinned: #ret = loop {};
                         return #pinned;
                     }
-                    #block
+                    // The body's statements, not its block: a block as the
+                    // tail would trip `unused_braces` on one-line bodies.
+                    #(#stmts)*
                 }
                 .await
             },

@@ -2,7 +2,6 @@
 //! through `backstop::__private`, and may change in any release.
 
 use std::borrow::Borrow;
-use std::time::Duration;
 
 use crate::classify::{Classify, Verdict};
 use crate::policy::Policy;
@@ -105,6 +104,6 @@ pub fn policy_ref<P: Borrow<Policy>>(policy: &P) -> &Policy {
 
 /// The sleep of an async `#[retry]` loop: tokio's timer.
 #[cfg(feature = "tokio")]
-pub fn sleep_async(delay: Duration) -> tokio::time::Sleep {
+pub fn sleep_async(delay: std::time::Duration) -> tokio::time::Sleep {
     tokio::time::sleep(delay)
 }

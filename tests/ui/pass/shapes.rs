@@ -161,3 +161,15 @@ fn main() {
     let _ = unsafe { unsafe_fn(&byte) };
     let _ = client.by_value();
 }
+
+#[retry]
+async fn one_line_async() -> Result<(), Error> { Ok(()) }
+
+#[retry]
+fn one_line_sync() -> Result<(), Error> { Ok(()) }
+
+#[allow(dead_code)]
+fn use_one_liners() {
+    let _ = one_line_async();
+    let _ = one_line_sync();
+}
