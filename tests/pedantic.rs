@@ -49,6 +49,26 @@ where
     Ok(name)
 }
 
+/// A one-line body.
+///
+/// # Errors
+///
+/// Never.
+#[retry]
+pub fn one_line() -> Result<(), Error> {
+    Ok(())
+}
+
+/// A one-line async body.
+///
+/// # Errors
+///
+/// Never.
+#[retry]
+pub async fn one_line_async() -> Result<(), Error> {
+    Ok(())
+}
+
 /// A client.
 pub struct Client {
     count: u32,
@@ -112,10 +132,12 @@ fn every_shape_compiles_cleanly_and_runs() {
     assert_eq!(client.count().unwrap(), 1);
     assert_eq!(client.read().unwrap(), 1);
     assert_eq!(client.get().unwrap(), 1);
+    assert!(one_line().is_ok());
 }
 
 #[tokio::test]
 async fn async_shapes() {
     let client = Client { count: 4 };
     assert_eq!(client.read_async().await.unwrap(), 4);
+    assert!(one_line_async().await.is_ok());
 }

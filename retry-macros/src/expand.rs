@@ -101,24 +101,33 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
         )
     };
 
+    let body = quote! {
+        #setup
+        let mut #state = #rt::AttemptState::with_budget(#policy, #budget, #clock);
+        loop {
+            let #outcome: #ret = #attempt;
+            let #verdict = #classify;
+            match #rt::AttemptState::decide(&mut #state, #verdict) {
+                #rt::Decision::Retry(#delay) => #sleep,
+                _ => return #outcome,
+            }
+        }
+    };
+    with_body(func, Some(block.brace_token), body)
+}
+
+/// The function as written, with `body` in braces that carry the original
+/// block's spans: the item then spans the user's own code, so the user's
+/// lints (`dead_code` on an unused function…) still reach it.
+fn with_body(func: &Func, braces: Option<syn::token::Brace>, body: TokenStream) -> TokenStream {
     let Func {
         attrs, vis, sig, ..
     } = func;
-    quote! {
-        #(#attrs)*
-        #vis #sig {
-            #setup
-            let mut #state = #rt::AttemptState::with_budget(#policy, #budget, #clock);
-            loop {
-                let #outcome: #ret = #attempt;
-                let #verdict = #classify;
-                match #rt::AttemptState::decide(&mut #state, #verdict) {
-                    #rt::Decision::Retry(#delay) => #sleep,
-                    _ => return #outcome,
-                }
-            }
-        }
-    }
+    let mut item = quote!(#(#attrs)* #vis #sig);
+    braces
+        .unwrap_or_default()
+        .surround(&mut item, |inner| inner.extend(body));
+    item
 }
 
 /// The policy (built from the options, or the user's `policy = expr`) and
@@ -305,9 +314,6 @@ fn erase_impl_trait(ty: &Type) -> Type {
 /// without a body gets one that holds the errors.
 pub(crate) fn with_errors(func: &Func, errors: &syn::Error) -> TokenStream {
     let errors = errors.to_compile_error();
-    let Func {
-        attrs, vis, sig, ..
-    } = func;
     let stmts = func.block.as_ref().map_or_else(
         || quote!(loop {}),
         |block| {
@@ -315,13 +321,11 @@ pub(crate) fn with_errors(func: &Func, errors: &syn::Error) -> TokenStream {
             quote!(#(#stmts)*)
         },
     );
-    quote! {
-        #(#attrs)*
-        #vis #sig {
-            #errors
-            #stmts
-        }
-    }
+    with_body(
+        func,
+        func.block.as_ref().map(|b| b.brace_token),
+        quote!(#errors #stmts),
+    )
 }
 
 /// For an item that is not a function at all: the item, unchanged, and the
