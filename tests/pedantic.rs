@@ -35,13 +35,13 @@ pub fn parse(input: &str) -> Result<u32, Error> {
     Ok(n)
 }
 
-/// Generic, with a lifetime and `impl Trait` on both sides.
+/// Generic, with an elided lifetime and `impl Trait` on both sides.
 ///
 /// # Errors
 ///
 /// Never.
 #[retry(budget = none)]
-pub fn generic<'a, T>(name: &'a T, extra: impl Display) -> Result<impl Display + 'a, Error>
+pub fn generic<T>(name: &T, extra: impl Display) -> Result<impl Display + '_, Error>
 where
     T: Display + ?Sized,
 {
