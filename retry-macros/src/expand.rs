@@ -71,9 +71,9 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
 
     let setup = setup(args, &rt, &n);
     let classify = classify(args, &rt, &n, ret_span);
+    let stmts = &block.stmts;
     let (clock, attempt, sleep) = if func.sig.asyncness.is_some() {
         let pinned = &n.pinned;
-        let stmts = &block.stmts;
         (
             quote!(#rt::TokioClock),
             quote! {
@@ -96,7 +96,7 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
     } else {
         (
             quote!(#rt::SystemClock),
-            quote!((|| -> #ret #block)()),
+            quote!((|| -> #ret { #(#stmts)* })()),
             quote!(#rt::sleep(#delay)),
         )
     };
@@ -121,12 +121,17 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
 /// lints (`dead_code` on an unused function…) still reach it.
 fn with_body(func: &Func, braces: Option<syn::token::Brace>, body: TokenStream) -> TokenStream {
     let Func {
-        attrs, vis, sig, ..
+        attrs,
+        vis,
+        sig,
+        inner_attrs,
+        ..
     } = func;
     let mut item = quote!(#(#attrs)* #vis #sig);
-    braces
-        .unwrap_or_default()
-        .surround(&mut item, |inner| inner.extend(body));
+    braces.unwrap_or_default().surround(&mut item, |inner| {
+        inner.extend(quote!(#(#inner_attrs)*));
+        inner.extend(body);
+    });
     item
 }
 

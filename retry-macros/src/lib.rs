@@ -22,7 +22,10 @@ pub fn retry(args: TokenStream, item: TokenStream) -> TokenStream {
     let item = proc_macro2::TokenStream::from(item);
     let func: valid::Func = match syn::parse2(item.clone()) {
         Ok(func) => func,
-        Err(_) => return expand::not_a_function(&item, &not_a_function(item.clone())).into(),
+        Err(error) => {
+            let error = not_a_function(item.clone()).unwrap_or(error);
+            return expand::not_a_function(&item, &error).into();
+        }
     };
     let mut cx = args::Ctxt::default();
     let args = args::Args::parse(args.into(), &mut cx);
@@ -35,17 +38,25 @@ pub fn retry(args: TokenStream, item: TokenStream) -> TokenStream {
 }
 
 /// The error for an item that is not a function, spanned on its first
-/// token after attributes and visibility (`struct`, `impl`, `mod`…).
-fn not_a_function(item: proc_macro2::TokenStream) -> syn::Error {
+/// token after attributes and visibility (`struct`, `impl`, `mod`…);
+/// `None` if it is a function after all (its parse error is the one to show).
+fn not_a_function(item: proc_macro2::TokenStream) -> Option<syn::Error> {
     let first = |input: syn::parse::ParseStream<'_>| {
         input.call(syn::Attribute::parse_outer)?;
         input.parse::<syn::Visibility>()?;
+        let is_fn = input.fork().parse::<syn::Signature>().is_ok();
         let first = input.parse::<proc_macro2::TokenTree>()?;
         input.parse::<proc_macro2::TokenStream>()?;
-        Ok(first)
+        Ok((is_fn, first))
     };
-    let span = syn::parse::Parser::parse2(first, item)
-        .map_or_else(|_| proc_macro2::Span::call_site(), |tt| tt.span());
+    match syn::parse::Parser::parse2(first, item) {
+        Ok((true, _)) => None,
+        Ok((false, first)) => Some(error_at(first.span())),
+        Err(_) => Some(error_at(proc_macro2::Span::call_site())),
+    }
+}
+
+fn error_at(span: proc_macro2::Span) -> syn::Error {
     syn::Error::new(
         span,
         "`#[retry]` can only be applied to a function or a method",

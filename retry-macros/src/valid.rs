@@ -1,7 +1,5 @@
 //! Stage 2: rules across options, and between the options and the function.
 
-use proc_macro2::TokenStream;
-use quote::ToTokens;
 use syn::parse::{Parse, ParseStream};
 use syn::{Attribute, Block, ReturnType, Signature, Token, Visibility};
 
@@ -13,9 +11,10 @@ pub(crate) struct Func {
     pub(crate) attrs: Vec<Attribute>,
     pub(crate) vis: Visibility,
     pub(crate) sig: Signature,
+    /// `#![...]` at the top of the body: they stay at the top of the body.
+    pub(crate) inner_attrs: Vec<Attribute>,
     /// `None` for a trait method without a default body.
     pub(crate) block: Option<Block>,
-    pub(crate) semi: Option<Token![;]>,
 }
 
 impl Parse for Func {
@@ -23,30 +22,27 @@ impl Parse for Func {
         let attrs = input.call(Attribute::parse_outer)?;
         let vis: Visibility = input.parse()?;
         let sig: Signature = input.parse()?;
-        let (block, semi) = if input.peek(Token![;]) {
-            (None, Some(input.parse()?))
-        } else {
-            (Some(input.parse()?), None)
-        };
+        if input.peek(Token![;]) {
+            input.parse::<Token![;]>()?;
+            return Ok(Self {
+                attrs,
+                vis,
+                sig,
+                inner_attrs: Vec::new(),
+                block: None,
+            });
+        }
+        let content;
+        let brace_token = syn::braced!(content in input);
+        let inner_attrs = content.call(Attribute::parse_inner)?;
+        let stmts = content.call(Block::parse_within)?;
         Ok(Self {
             attrs,
             vis,
             sig,
-            block,
-            semi,
+            inner_attrs,
+            block: Some(Block { brace_token, stmts }),
         })
-    }
-}
-
-impl ToTokens for Func {
-    fn to_tokens(&self, tokens: &mut TokenStream) {
-        for attr in &self.attrs {
-            attr.to_tokens(tokens);
-        }
-        self.vis.to_tokens(tokens);
-        self.sig.to_tokens(tokens);
-        self.block.to_tokens(tokens);
-        self.semi.to_tokens(tokens);
     }
 }
 

@@ -173,3 +173,23 @@ fn use_one_liners() {
     let _ = one_line_async();
     let _ = one_line_sync();
 }
+
+#[retry]
+fn inner_attribute() -> Result<(), Error> {
+    #![allow(unused_variables)]
+    let unused = 1;
+    Ok(())
+}
+
+#[retry]
+async fn inner_attribute_async() -> Result<(), Error> {
+    #![allow(unused_variables)]
+    let unused = 1;
+    Ok(())
+}
+
+#[allow(dead_code)]
+fn use_inner_attributes() {
+    let _ = inner_attribute();
+    let _ = inner_attribute_async();
+}
