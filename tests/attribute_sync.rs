@@ -520,3 +520,19 @@ fn crate_path_points_at_a_renamed_facade() {
     let _ = through_a_renamed_crate(&mut calls);
     assert_eq!(calls, 2);
 }
+
+#[retry(attempts = 5, budget = none)]
+fn mutable_argument(mut tries: u32) -> Result<u32, Error> {
+    tries += 1;
+    if tries < 3 {
+        return Err(reset());
+    }
+    Ok(tries)
+}
+
+#[test]
+fn a_mut_argument_keeps_its_changes_across_attempts() {
+    let vt = VirtualTime::start();
+    assert_eq!(mutable_argument(0).unwrap(), 3);
+    assert_eq!(vt.sleeps().len(), 2);
+}

@@ -193,3 +193,67 @@ fn use_inner_attributes() {
     let _ = inner_attribute();
     let _ = inner_attribute_async();
 }
+
+struct Wrapper<T>(T);
+
+impl<T: Clone + Display> Wrapper<T> {
+    #[retry]
+    fn boxed(self: Box<Self>) -> Result<String, Error> {
+        Ok(self.0.to_string())
+    }
+
+    #[retry]
+    fn generic_impl<'a>(&'a self, other: &'a T) -> Result<(T, &'a T), Error> {
+        Ok((self.0.clone(), other))
+    }
+}
+
+#[retry]
+fn pattern_arguments((a, b): (u32, u32), Wrapper(c): Wrapper<u32>) -> Result<u32, Error> {
+    Ok(a + b + c)
+}
+
+#[retry]
+fn mutable_argument(mut tries: u32) -> Result<u32, Error> {
+    tries += 1;
+    if tries < 3 {
+        return Err(ErrorKind::ConnectionReset.into());
+    }
+    Ok(tries)
+}
+
+#[retry]
+fn const_generic<const N: usize>(items: [u8; N]) -> Result<usize, Error> {
+    Ok(items.len() + N)
+}
+
+#[retry]
+fn nested_impl_trait() -> Result<Vec<impl Display>, Error> {
+    Ok(vec![1, 2])
+}
+
+#[retry]
+fn items_and_labels_in_the_body(x: u32) -> Result<u32, Error> {
+    fn helper(y: u32) -> u32 {
+        y * 2
+    }
+    const LIMIT: u32 = 10;
+    let r = 'outer: {
+        if x > LIMIT {
+            break 'outer LIMIT;
+        }
+        helper(x)
+    };
+    Ok(r)
+}
+
+#[allow(dead_code)]
+fn use_more_shapes() {
+    let _ = Box::new(Wrapper(1)).boxed();
+    let _ = Wrapper(1).generic_impl(&2);
+    let _ = pattern_arguments((1, 2), Wrapper(3));
+    let _ = mutable_argument(0);
+    let _ = const_generic([1, 2, 3]);
+    let _ = nested_impl_trait().map(|v| v.len());
+    let _ = items_and_labels_in_the_body(4);
+}
