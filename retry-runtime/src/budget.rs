@@ -33,9 +33,11 @@ const UNIT: u64 = 1_000_000;
 /// `min_per_sec` × `ttl` (plus one slot, `ttl / 10`, of rounding at the
 /// window's edge).
 ///
-/// - No lock on any path. Recording a call is one atomic add; a withdrawal
-///   is one compare-and-swap of the retries granted against the allowance,
-///   so racing callers can never overdraw (a check-then-subtract can).
+/// - No lock on any path. Recording a call is one atomic add (and, for the
+///   first call of each new slot of time, clearing the slots that left the
+///   window); a withdrawal is one compare-and-swap of the retries granted
+///   against the allowance, so racing callers can never overdraw (a
+///   check-then-subtract can).
 /// - Bounded work per call: after an idle hour, the first call clears at
 ///   most ten slots.
 /// - Time is read through the retry loop's clock, so virtual time drives

@@ -188,3 +188,32 @@ fn a_zero_or_nan_ratio_is_rejected() {
 fn a_zero_ttl_is_rejected() {
     let _ = RetryBudget::new(0.1, 10, Duration::ZERO);
 }
+
+#[test]
+fn racing_callers_never_overdraw_the_last_tokens() {
+    use std::sync::{Arc, Barrier};
+    const THREADS: usize = 8;
+    for round in 0..200 {
+        // Exactly `round % 5 + 1` retries are available; eight threads
+        // released together all try to take two each.
+        let available = round % 5 + 1;
+        let budget = Arc::new(RetryBudget::new(1.0, 0, Duration::from_secs(60)));
+        let now = Instant::now();
+        for _ in 0..available {
+            budget.record_call(now);
+        }
+        let barrier = Arc::new(Barrier::new(THREADS));
+        let handles: Vec<_> = (0..THREADS)
+            .map(|_| {
+                let (budget, barrier) = (Arc::clone(&budget), Arc::clone(&barrier));
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    usize::from(budget.try_withdraw(now)) + usize::from(budget.try_withdraw(now))
+                })
+            })
+            .collect();
+        let granted: usize = handles.into_iter().map(|h| h.join().unwrap()).sum();
+        assert_eq!(granted, available, "round {round}");
+        assert_eq!(budget.stats().refusals as usize, 2 * THREADS - available);
+    }
+}
