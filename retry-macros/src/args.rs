@@ -40,9 +40,9 @@ impl Ctxt {
 }
 
 /// An option given once: the key's span and the parsed value.
-pub(crate) struct Set<T> {
-    pub(crate) key: Span,
-    pub(crate) value: T,
+struct Set<T> {
+    key: Span,
+    value: T,
 }
 
 /// The one set-once helper: every option goes through it, so no option can
@@ -66,10 +66,6 @@ impl<T> Opt<T> {
         } else {
             self.set = Some(Set { key, value });
         }
-    }
-
-    pub(crate) fn get(&self) -> Option<&Set<T>> {
-        self.set.as_ref()
     }
 
     pub(crate) fn value(&self) -> Option<&T> {

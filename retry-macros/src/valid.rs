@@ -143,7 +143,6 @@ fn check_options(args: &Args, cx: &mut Ctxt) {
     let cap_nanos = cap.map_or(Some(DEFAULT_CAP_NANOS), Dur::literal_nanos);
     if let (Some(b), Some(c)) = (base_nanos, cap_nanos)
         && b > c
-        && b > 0
     {
         match (base, cap) {
             (Some(base), Some(cap)) => cx.error(
@@ -188,11 +187,11 @@ fn check_against_fn(args: &Args, func: &Func, cx: &mut Ctxt) {
             );
         }
     }
-    if let Some(set) = args.breaker.get() {
-        not_yet(cx, set.key, "breaker");
+    if let Some(key) = args.breaker.key() {
+        not_yet(cx, key, "breaker");
     }
-    if let Some(set) = args.on_retry.get() {
-        not_yet(cx, set.key, "on_retry");
+    if let Some(key) = args.on_retry.key() {
+        not_yet(cx, key, "on_retry");
     }
 }
 
