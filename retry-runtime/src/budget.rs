@@ -184,6 +184,12 @@ impl RetryBudget {
     }
 
     /// Retries allowed per call.
+    ///
+    /// ```
+    /// # use std::time::Duration; use retry_runtime::RetryBudget;
+    /// let b = RetryBudget::new(0.25, 3, Duration::from_secs(5));
+    /// assert_eq!((b.ratio(), b.min_per_sec(), b.ttl()), (0.25, 3, Duration::from_secs(5)));
+    /// ```
     pub const fn ratio(&self) -> f64 {
         self.ratio
     }

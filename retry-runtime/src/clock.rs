@@ -28,6 +28,16 @@ impl<C: Clock + ?Sized> Clock for &C {
 
 /// The thread's clock: [`Instant::now`], or the virtual clock while a
 /// [`VirtualTime`](crate::testing::VirtualTime) is installed on this thread.
+///
+/// ```
+/// use std::time::Duration;
+/// use retry_runtime::{Clock, SystemClock, testing::VirtualTime};
+///
+/// let vt = VirtualTime::start();
+/// let before = SystemClock.now();
+/// vt.advance(Duration::from_secs(60));
+/// assert_eq!(SystemClock.now() - before, Duration::from_secs(60));
+/// ```
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SystemClock;
 

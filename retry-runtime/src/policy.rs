@@ -249,6 +249,11 @@ impl Policy {
     }
 
     /// The configured budget, if any.
+    ///
+    /// ```
+    /// # use retry_runtime::Policy;
+    /// assert!(Policy::new().budget_ref().is_none());
+    /// ```
     pub const fn budget_ref(&self) -> Option<&'static RetryBudget> {
         self.budget
     }

@@ -77,6 +77,15 @@ where
 
 /// Sleeps a sync retry loop's delay: in virtual time if installed on this
 /// thread, else for real.
+///
+/// ```
+/// use std::time::Duration;
+/// use retry_runtime::{run::sleep, testing::VirtualTime};
+///
+/// let vt = VirtualTime::start();
+/// sleep(Duration::from_secs(3600)); // returns at once
+/// assert_eq!(vt.elapsed(), Duration::from_secs(3600));
+/// ```
 pub fn sleep(delay: Duration) {
     if !crate::testing::virtual_sleep(delay) {
         std::thread::sleep(delay);
@@ -127,18 +136,45 @@ impl<'a> Retry<'a> {
 
 impl<'a, W, K> Retry<'a, W, K> {
     /// Draws on `budget` instead of the policy's.
+    ///
+    /// ```
+    /// # use std::time::Duration; use retry_runtime::{Policy, Retry, RetryBudget};
+    /// let budget = RetryBudget::new(0.5, 0, Duration::from_secs(10));
+    /// let policy = Policy::new();
+    /// let _ = Retry::new(&policy).budget(&budget).call(|| Ok::<_, std::io::Error>(()));
+    /// assert_eq!(budget.stats().calls, 1);
+    /// ```
     pub fn budget(mut self, budget: &'a RetryBudget) -> Self {
         self.budget = Some(budget);
         self
     }
 
     /// Draws on no budget at all.
+    ///
+    /// ```
+    /// # use std::time::Duration; use retry_runtime::{Policy, Retry, RetryBudget};
+    /// static BUDGET: RetryBudget = RetryBudget::new(0.5, 0, Duration::from_secs(10));
+    /// let policy = Policy::new().budget(&BUDGET);
+    /// let _ = Retry::new(&policy).no_budget().call(|| Ok::<_, std::io::Error>(()));
+    /// assert_eq!(BUDGET.stats().calls, 0);
+    /// ```
     pub fn no_budget(mut self) -> Self {
         self.budget = None;
         self
     }
 
     /// Classifies errors with `f`, answering `bool` or [`Verdict`](crate::Verdict).
+    ///
+    /// ```
+    /// # use retry_runtime::{Policy, Retry};
+    /// # let _vt = retry_runtime::testing::VirtualTime::start();
+    /// let mut attempts = 0;
+    /// let _ = Retry::new(&Policy::new()).when(|e: &String| e == "busy").call(|| {
+    ///     attempts += 1;
+    ///     Err::<(), _>("busy".to_owned())
+    /// });
+    /// assert_eq!(attempts, 3);
+    /// ```
     pub fn when<F>(self, f: F) -> Retry<'a, When<F>, K> {
         Retry {
             policy: self.policy,
@@ -149,6 +185,16 @@ impl<'a, W, K> Retry<'a, W, K> {
     }
 
     /// Retries `Ok` values too, when `f` says so (an HTTP 503 response).
+    ///
+    /// ```
+    /// # use retry_runtime::{Policy, Retry};
+    /// # let _vt = retry_runtime::testing::VirtualTime::start();
+    /// let mut statuses = vec![200, 503];
+    /// let status = Retry::new(&Policy::new())
+    ///     .when_ok(|s: &u16| *s == 503)
+    ///     .call(|| Ok::<_, std::io::Error>(statuses.pop().unwrap()));
+    /// assert_eq!(status.unwrap(), 200);
+    /// ```
     pub fn when_ok<F>(self, f: F) -> Retry<'a, W, When<F>> {
         Retry {
             policy: self.policy,
@@ -159,6 +205,12 @@ impl<'a, W, K> Retry<'a, W, K> {
     }
 
     /// Runs the loop around a sync operation.
+    ///
+    /// ```
+    /// # use retry_runtime::{Policy, Retry};
+    /// let out = Retry::new(&Policy::new()).call(|| Ok::<_, std::io::Error>(7));
+    /// assert_eq!(out.unwrap(), 7);
+    /// ```
     ///
     /// # Errors
     ///
@@ -181,6 +233,15 @@ impl<'a, W, K> Retry<'a, W, K> {
     }
 
     /// Runs the loop around an async operation, on tokio's timer and clock.
+    ///
+    /// ```
+    /// # use retry_runtime::{Policy, Retry};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let policy = Policy::new();
+    /// let out = Retry::new(&policy).call_async(|| async { Ok::<_, std::io::Error>(7) }).await;
+    /// assert_eq!(out.unwrap(), 7);
+    /// # }
+    /// ```
     ///
     /// # Errors
     ///

@@ -71,6 +71,18 @@ impl fmt::Display for GiveUp {
 }
 
 /// What to do after an attempt.
+///
+/// ```
+/// use retry_runtime::{AttemptState, Decision, GiveUp, Policy, SystemClock, Verdict};
+///
+/// let policy = Policy::new().no_budget();
+/// let mut state = AttemptState::new(&policy, SystemClock);
+/// match state.decide(Some(Verdict::Stop)) {
+///     Decision::Retry(delay) => println!("sleep {delay:?}, then attempt again"),
+///     Decision::GiveUp(reason) => assert_eq!(reason, GiveUp::Stopped),
+///     Decision::Return => unreachable!("an error is never a plain return"),
+/// }
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Decision {
     /// Return the outcome: a success nobody asked to retry.
@@ -194,6 +206,19 @@ impl<'a, C: Clock> AttemptState<'a, C> {
 
     /// Decides after an attempt whose outcome was classified as `verdict`
     /// (`None`: a success nobody asked to retry).
+    ///
+    /// ```
+    /// use retry_runtime::{AttemptState, Decision, Jitter, Policy, SystemClock, Verdict};
+    /// # let _vt = retry_runtime::testing::VirtualTime::start();
+    ///
+    /// let policy = Policy::new().jitter(Jitter::None).no_budget();
+    /// let mut state = AttemptState::new(&policy, SystemClock);
+    /// assert_eq!(
+    ///     state.decide(Some(Verdict::Retry)),
+    ///     Decision::Retry(std::time::Duration::from_millis(100))
+    /// );
+    /// assert_eq!(state.decide(None), Decision::Return);
+    /// ```
     ///
     /// The order is DESIGN's: classification, attempts, delay (with
     /// `Retry-After`), deadline, budget. The budget comes last so that a
