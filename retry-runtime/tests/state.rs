@@ -431,3 +431,72 @@ fn panicking_attempt_leaves_nothing_broken() {
     assert_eq!(out.unwrap(), 7);
     assert_eq!(vt.sleeps(), [100 * MS]);
 }
+
+#[test]
+fn random_policies_keep_every_invariant() {
+    use retry_runtime::Backoff;
+    let mut rng = Rng::seeded(0xB0B);
+    let pick = |rng: &mut Rng, n: u64| rng.next_u64() % n;
+    let (mut by_attempts, mut by_deadline) = (0, 0);
+    for case in 0..3000 {
+        let base = Duration::from_millis(1 + pick(&mut rng, 500));
+        let cap = base + Duration::from_millis(pick(&mut rng, 5000));
+        let deadline = Duration::from_millis(1 + pick(&mut rng, 20_000));
+        let attempts = 1 + pick(&mut rng, 12) as u32;
+        let backoff =
+            [Backoff::Exponential, Backoff::Linear, Backoff::Fixed][pick(&mut rng, 3) as usize];
+        let jitter = [
+            Jitter::None,
+            Jitter::Full,
+            Jitter::Equal,
+            Jitter::Decorrelated,
+        ][pick(&mut rng, 4) as usize];
+        let policy = Policy::new()
+            .attempts(attempts)
+            .base(base)
+            .cap(cap)
+            .factor(1.0 + pick(&mut rng, 40) as f64 / 10.0)
+            .backoff(backoff)
+            .jitter(jitter)
+            .deadline(Some(deadline))
+            .no_budget();
+        let work = Duration::from_millis(pick(&mut rng, 300));
+        let retry_after =
+            (pick(&mut rng, 4) == 0).then(|| Duration::from_millis(pick(&mut rng, 3000)));
+
+        let vt = VirtualTime::start();
+        let run = drive(&vt, &policy, None, |_| {
+            vt.advance(work);
+            Some(retry_after.map_or(Verdict::Retry, Verdict::RetryAfter))
+        });
+        let ctx =
+            format!("case {case}: {policy:?} work={work:?} retry_after={retry_after:?} {run:?}");
+        assert!(run.attempts >= 1 && run.attempts <= attempts, "{ctx}");
+        assert!(run.starts.iter().skip(1).all(|s| *s < deadline), "{ctx}");
+        for d in vt.sleeps() {
+            match retry_after {
+                Some(asked) => assert!(
+                    d >= asked && d <= asked * 6 / 5 + Duration::from_nanos(1),
+                    "{ctx}"
+                ),
+                None => assert!(d <= cap, "{ctx}"),
+            }
+        }
+        let expected = matches!(
+            run.end,
+            Decision::GiveUp(GiveUp::Attempts | GiveUp::Deadline | GiveUp::RetryAfterTooLong)
+        );
+        assert!(expected, "{ctx}");
+        if run.end == Decision::GiveUp(GiveUp::Attempts) {
+            assert_eq!(run.attempts, attempts, "{ctx}");
+            by_attempts += 1;
+        } else {
+            by_deadline += 1;
+        }
+    }
+    // Both limits were exercised, not one of them 3000 times.
+    assert!(
+        by_attempts > 300 && by_deadline > 300,
+        "{by_attempts} / {by_deadline}"
+    );
+}
