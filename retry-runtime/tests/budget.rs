@@ -217,3 +217,54 @@ fn racing_callers_never_overdraw_the_last_tokens() {
         assert_eq!(budget.stats().refusals as usize, 2 * THREADS - available);
     }
 }
+
+#[test]
+fn random_traffic_never_exceeds_the_windowed_bound() {
+    use retry_runtime::backoff::Rng;
+    // ratio 0.25 = 250_000 ppm, floor 2/s over ttl 10 s = 20 retries.
+    let ttl = Duration::from_secs(10);
+    let budget = RetryBudget::new(0.25, 2, ttl);
+    let t0 = Instant::now();
+    let mut rng = Rng::seeded(42);
+    let mut calls: Vec<Duration> = Vec::new();
+    let mut grants: Vec<Duration> = Vec::new();
+    let mut at = Duration::ZERO;
+    while at < Duration::from_secs(120) {
+        // Bursty traffic: quiet stretches, then storms.
+        let gap_ms = if (at.as_secs() / 15).is_multiple_of(2) {
+            1 + rng.next_u64() % 20
+        } else {
+            200 + rng.next_u64() % 2000
+        };
+        at += Duration::from_millis(gap_ms);
+        let now = t0 + at;
+        budget.record_call(now);
+        calls.push(at);
+        for _ in 0..rng.next_u64() % 4 {
+            if budget.try_withdraw(now) {
+                grants.push(at);
+                // Grants in the last 0.9 ttl never exceed what the last ttl
+                // of calls paid for, plus the floor.
+                let recent_grants = grants
+                    .iter()
+                    .filter(|g| at.saturating_sub(**g) < ttl * 9 / 10)
+                    .count() as u64;
+                let recent_calls = calls
+                    .iter()
+                    .filter(|c| at.saturating_sub(**c) < ttl)
+                    .count() as u64;
+                assert!(
+                    recent_grants * 1_000_000 <= recent_calls * 250_000 + 20 * 1_000_000,
+                    "at {at:?}: {recent_grants} grants for {recent_calls} calls"
+                );
+            }
+        }
+    }
+    let stats = budget.stats();
+    assert_eq!(stats.calls as usize, calls.len());
+    assert_eq!(stats.retries as usize, grants.len());
+    assert!(
+        grants.len() > 100,
+        "the budget granted something: {stats:?}"
+    );
+}
