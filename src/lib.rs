@@ -40,6 +40,10 @@
 //! Giving up returns the last outcome unchanged: callers see their own error
 //! type, never a wrapper. The first attempt always runs.
 //!
+//! A sync function sleeps its thread between attempts: on an async
+//! executor's thread that blocks every task on it, so there make the
+//! function `async` instead.
+//!
 //! # What a call does
 //!
 //! On entry the deadline starts and the budget records one call. After each
