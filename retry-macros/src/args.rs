@@ -9,7 +9,6 @@ use std::fmt::Display;
 use proc_macro2::{Span, TokenStream};
 use quote::ToTokens;
 use syn::meta::ParseNestedMeta;
-use syn::spanned::Spanned;
 use syn::{Expr, Lit, Path, UnOp};
 
 /// Accumulates errors, like serde's `Ctxt`.
@@ -84,21 +83,24 @@ impl<T> Opt<T> {
 /// A duration: a literal with a unit, validated here, or any expression of
 /// type `Duration`, checked by the compiler.
 pub(crate) enum Dur {
-    Lit {
-        nanos: u128,
-        span: Span,
-        text: String,
-    },
+    Lit(DurLit),
     Expr(Expr),
 }
 
 impl Dur {
-    pub(crate) fn literal_nanos(&self) -> Option<u128> {
+    pub(crate) fn as_lit(&self) -> Option<&DurLit> {
         match self {
-            Self::Lit { nanos, .. } => Some(*nanos),
+            Self::Lit(lit) => Some(lit),
             Self::Expr(_) => None,
         }
     }
+}
+
+/// A duration literal: its value, where it is, and how it was written.
+pub(crate) struct DurLit {
+    pub(crate) nanos: u128,
+    pub(crate) span: Span,
+    pub(crate) text: String,
 }
 
 /// An integer or float option: a literal, validated here, or an expression.
@@ -656,7 +658,7 @@ fn duration(cx: &mut Ctxt, name: &str, value: Expr) -> Option<Dur> {
         cx.error(span, format!("`{text}` is too large for a `Duration`"));
         return None;
     };
-    Some(Dur::Lit { nanos, span, text })
+    Some(Dur::Lit(DurLit { nanos, span, text }))
 }
 
 /// `digits × unit` exactly, for decimal `digits` such as `1.5` or `2e3`;
@@ -704,23 +706,6 @@ pub(crate) fn human(nanos: u128) -> String {
             || format!("{nanos}ns"),
             |(unit, size)| format!("{}{unit}", nanos / size),
         )
-}
-
-impl Dur {
-    /// The value as the user wrote it, for messages.
-    pub(crate) fn text(&self) -> String {
-        match self {
-            Self::Lit { text, .. } => text.clone(),
-            Self::Expr(e) => e.to_token_stream().to_string(),
-        }
-    }
-
-    pub(crate) fn span(&self) -> Span {
-        match self {
-            Self::Lit { span, .. } => *span,
-            Self::Expr(e) => e.span(),
-        }
-    }
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use syn::spanned::Spanned;
 use syn::visit_mut::VisitMut;
 use syn::{ReturnType, Type};
 
-use crate::args::{Args, Backoff, Dur, Jitter, Num, OrNone};
+use crate::args::{Args, Backoff, Dur, DurLit, Jitter, Num, OrNone};
 use crate::valid::Func;
 
 /// Names of the generated locals. They live in the macro's hygiene context
@@ -286,7 +286,7 @@ fn builder_calls(args: &Args, rt: &TokenStream) -> Vec<TokenStream> {
 /// is passed through for the compiler to type-check.
 fn duration(d: &Dur) -> TokenStream {
     match d {
-        Dur::Lit { nanos, span, .. } => {
+        Dur::Lit(DurLit { nanos, span, .. }) => {
             let secs = Literal::u64_suffixed((nanos / 1_000_000_000) as u64);
             let sub = Literal::u32_suffixed((nanos % 1_000_000_000) as u32);
             quote_spanned!(*span=> ::core::time::Duration::new(#secs, #sub))

@@ -3,7 +3,7 @@
 use syn::parse::{Parse, ParseStream};
 use syn::{Attribute, Block, ReturnType, Signature, Token, Visibility};
 
-use crate::args::{Args, Ctxt, Dur, OrNone, human};
+use crate::args::{Args, Ctxt, Dur, DurLit, OrNone, human};
 
 /// The annotated item: a function, a method, or a trait method with a
 /// default body. Kept as parsed, so it is re-emitted verbatim.
@@ -125,52 +125,60 @@ fn check_options(args: &Args, cx: &mut Ctxt) {
     }
 
     for opt in [&args.base, &args.attempt_timeout] {
-        if let Some(Dur::Lit { nanos: 0, span, .. }) = opt.value() {
+        if let Some(Dur::Lit(DurLit { nanos: 0, span, .. })) = opt.value() {
             cx.error(*span, format!("`{}` must be greater than zero", opt.name()));
         }
     }
-    if let Some(OrNone::Some(Dur::Lit { nanos: 0, span, .. })) = args.deadline.value() {
+    if let Some(OrNone::Some(Dur::Lit(DurLit { nanos: 0, span, .. }))) = args.deadline.value() {
         cx.error(
             *span,
             "a zero `deadline` leaves no time to retry; for no deadline at all, write `deadline = none`",
         );
     }
 
-    // base ≤ cap, with the defaults standing in for whichever is not given.
-    let base = args.base.value();
-    let cap = args.cap.value();
-    let base_nanos = base.map_or(Some(DEFAULT_BASE_NANOS), Dur::literal_nanos);
-    let cap_nanos = cap.map_or(Some(DEFAULT_CAP_NANOS), Dur::literal_nanos);
-    if let (Some(b), Some(c)) = (base_nanos, cap_nanos)
-        && b > c
-    {
-        match (base, cap) {
-            (Some(base), Some(cap)) => cx.error(
-                base.span(),
-                format!(
-                    "`base = {}` is above `cap = {}`: no delay may exceed the cap; lower `base` or raise `cap`",
-                    base.text(),
-                    cap.text()
-                ),
+    check_base_below_cap(args, cx);
+}
+
+/// `base ≤ cap`, with the defaults standing in for whichever is not given;
+/// an expression on either side is left to the runtime, which lets the cap
+/// win.
+fn check_base_below_cap(args: &Args, cx: &mut Ctxt) {
+    let is_expr = |d: Option<&Dur>| matches!(d, Some(Dur::Expr(_)));
+    if is_expr(args.base.value()) || is_expr(args.cap.value()) {
+        return;
+    }
+    let base = args.base.value().and_then(Dur::as_lit);
+    let cap = args.cap.value().and_then(Dur::as_lit);
+    let b = base.map_or(DEFAULT_BASE_NANOS, |l| l.nanos);
+    let c = cap.map_or(DEFAULT_CAP_NANOS, |l| l.nanos);
+    if b <= c {
+        return;
+    }
+    match (base, cap) {
+        (Some(base), Some(cap)) => cx.error(
+            base.span,
+            format!(
+                "`base = {}` is above `cap = {}`: no delay may exceed the cap; lower `base` or raise `cap`",
+                base.text, cap.text
             ),
-            (Some(base), None) => cx.error(
-                base.span(),
-                format!(
-                    "`base = {}` is above the default `cap` ({}): raise it with `cap = ..`",
-                    base.text(),
-                    human(c)
-                ),
+        ),
+        (Some(base), None) => cx.error(
+            base.span,
+            format!(
+                "`base = {}` is above the default `cap` ({}): raise it with `cap = ..`",
+                base.text,
+                human(c)
             ),
-            (None, Some(cap)) => cx.error(
-                cap.span(),
-                format!(
-                    "`cap = {}` is below the default `base` ({}): lower it with `base = ..`",
-                    cap.text(),
-                    human(b)
-                ),
+        ),
+        (None, Some(cap)) => cx.error(
+            cap.span,
+            format!(
+                "`cap = {}` is below the default `base` ({}): lower it with `base = ..`",
+                cap.text,
+                human(b)
             ),
-            (None, None) => {}
-        }
+        ),
+        (None, None) => {}
     }
 }
 

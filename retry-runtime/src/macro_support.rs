@@ -29,7 +29,8 @@ impl<T, E> Outcome for Result<T, E> {
     }
 }
 
-// One function per combination of `when` / `when_ok`, each a single call
+// One function per combination of `when` / `when_ok` (all three defaults
+// delegate to the last), each a single call
 // in the generated code: a return type that is not a `Result`, or an error
 // type without `Classify`, is then one clear error rather than several. The
 // direct `FnOnce(&R::Err)` bounds let a closure's argument type be inferred.
@@ -40,10 +41,7 @@ where
     R: Outcome,
     R::Err: Classify,
 {
-    match outcome.as_result() {
-        Ok(_) => None,
-        Err(error) => Some(error.classify()),
-    }
+    verdict_when_both(outcome, R::Err::classify, |_: &R::Ok| Verdict::Stop)
 }
 
 /// The verdict on an outcome: `Ok` never retried, `Err` by `when`.
@@ -53,10 +51,7 @@ where
     W: FnOnce(&R::Err) -> V,
     V: Into<Verdict>,
 {
-    match outcome.as_result() {
-        Ok(_) => None,
-        Err(error) => Some(when(error).into()),
-    }
+    verdict_when_both(outcome, when, |_: &R::Ok| Verdict::Stop)
 }
 
 /// The verdict on an outcome: `Ok` by `when_ok`, `Err` by its [`Classify`].
@@ -67,10 +62,7 @@ where
     K: FnOnce(&R::Ok) -> V,
     V: Into<Verdict>,
 {
-    match outcome.as_result() {
-        Ok(value) => ok_verdict(when_ok(value).into()),
-        Err(error) => Some(error.classify()),
-    }
+    verdict_when_both(outcome, R::Err::classify, when_ok)
 }
 
 /// The verdict on an outcome: `Ok` by `when_ok`, `Err` by `when`.
@@ -83,17 +75,12 @@ where
     U: Into<Verdict>,
 {
     match outcome.as_result() {
-        Ok(value) => ok_verdict(when_ok(value).into()),
+        // An `Ok` value is returned unless a retry was asked for.
+        Ok(value) => match when_ok(value).into() {
+            Verdict::Stop => None,
+            retry => Some(retry),
+        },
         Err(error) => Some(when(error).into()),
-    }
-}
-
-/// An `Ok` value's verdict as the state machine wants it: `None` unless a
-/// retry was asked for.
-fn ok_verdict(verdict: Verdict) -> Option<Verdict> {
-    match verdict {
-        Verdict::Stop => None,
-        retry => Some(retry),
     }
 }
 
