@@ -383,7 +383,13 @@
 //!         let outcome: Result<u32, Error> = (|| -> Result<u32, Error> { fetch() })();
 //!         let verdict = rt::verdict(&outcome);
 //!         match rt::AttemptState::decide(&mut state, verdict) {
-//!             rt::Decision::Retry(delay) => rt::sleep(delay),
+//!             rt::Decision::Retry(delay) => {
+//!                 rt::sleep(delay);
+//!                 // Woke at or past the deadline: return, never start late.
+//!                 if rt::AttemptState::may_resume(&state).is_err() {
+//!                     return outcome;
+//!                 }
+//!             }
 //!             _ => return outcome,
 //!         }
 //!     }
@@ -392,7 +398,13 @@
 //! ```
 //!
 //! An `async fn` awaits an `async { body }` block instead of calling a
-//! closure, reads tokio's clock and sleeps with tokio's timer.
+//! closure, reads tokio's clock and sleeps with tokio's timer. Its outcome
+//! lives in an inner block that ends before the sleep: a retried value (a
+//! 503 response and its connection) is dropped at once, and the future is
+//! `Send` whenever the plain function's would be, even for a `!Send` error
+//! such as `Box<dyn Error>`. Since it keeps no outcome to return after
+//! waking, the async loop gives up instead when the delay comes within
+//! tokio's timer resolution (1 ms) of the deadline.
 //!
 //! # Classification
 //!

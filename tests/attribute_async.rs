@@ -365,3 +365,26 @@ async fn policy_and_crate_path() {
     let _ = through_a_renamed_crate(&calls).await;
     assert_eq!(calls.get(), 2);
 }
+
+#[retry(attempts = 2, base = 10ms, jitter = none, deadline = 10500us, budget = none)]
+async fn tight_deadline(starts: &std::cell::RefCell<Vec<Instant>>) -> Result<(), Error> {
+    starts.borrow_mut().push(Instant::now());
+    Err(reset())
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_attempt_starts_after_the_deadline_when_the_timer_rounds_up() {
+    // tokio's timer fires on whole milliseconds: from +300 µs, a 10 ms
+    // sleep ends at 11 ms, past a deadline of 10.5 ms after entry.
+    tokio::time::advance(Duration::from_micros(300)).await;
+    let entry = Instant::now();
+    let starts = std::cell::RefCell::new(Vec::new());
+    let _ = tight_deadline(&starts).await;
+    for start in starts.borrow().iter() {
+        assert!(
+            *start - entry < Duration::from_micros(10_500),
+            "an attempt started {:?} after entry, at or past the 10.5 ms deadline",
+            *start - entry
+        );
+    }
+}

@@ -536,3 +536,26 @@ fn a_mut_argument_keeps_its_changes_across_attempts() {
     assert_eq!(mutable_argument(0).unwrap(), 3);
     assert_eq!(vt.sleeps().len(), 2);
 }
+
+#[retry(attempts = 2, base = 10ms, jitter = none, deadline = 10030us, budget = none)]
+fn real_time_tight_deadline(starts: &mut Vec<std::time::Instant>) -> Result<(), Error> {
+    starts.push(std::time::Instant::now());
+    Err(ErrorKind::ConnectionReset.into())
+}
+
+/// Real time, on purpose (20 × 10 ms): `thread::sleep` oversleeps by the
+/// timer slack, which virtual time cannot show.
+#[test]
+fn no_attempt_starts_after_the_deadline_when_the_thread_oversleeps() {
+    for _ in 0..20 {
+        let mut starts = Vec::new();
+        let _ = real_time_tight_deadline(&mut starts);
+        if let [first, second] = starts[..] {
+            assert!(
+                second - first < Duration::from_micros(10_030),
+                "the second attempt started {:?} after the first, past the deadline",
+                second - first
+            );
+        }
+    }
+}

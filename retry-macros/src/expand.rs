@@ -72,44 +72,60 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
     let setup = setup(args, &rt, &n);
     let classify = classify(args, &rt, &n, ret_span);
     let stmts = &block.stmts;
-    let (clock, attempt, sleep) = if func.sig.asyncness.is_some() {
+    let body = if func.sig.asyncness.is_some() {
         let pinned = &n.pinned;
-        (
-            quote!(#rt::TokioClock),
-            quote! {
-                async {
-                    // Pins the block's return type before the body is
-                    // checked, so `?` inside it knows what to convert into.
-                    #[allow(unreachable_code)]
-                    if false {
-                        let #pinned: #ret = loop {};
-                        return #pinned;
-                    }
-                    // The body's statements, not its block: a block as the
-                    // tail would trip `unused_braces` on one-line bodies.
-                    #(#stmts)*
+        let attempt = quote! {
+            async {
+                // Pins the block's return type before the body is
+                // checked, so `?` inside it knows what to convert into.
+                #[allow(unreachable_code)]
+                if false {
+                    let #pinned: #ret = loop {};
+                    return #pinned;
                 }
-                .await
-            },
-            quote!(#rt::sleep_async(#delay).await),
-        )
+                // The body's statements, not its block: a block as the
+                // tail would trip `unused_braces` on one-line bodies.
+                #(#stmts)*
+            }
+            .await
+        };
+        // The outcome lives in the inner block only: it is dropped before
+        // the sleep (a retried response releases its connection at once) and
+        // is never held across an `.await` of the loop, so the future is
+        // `Send` whenever the plain function's would be.
+        quote! {
+            #setup
+            let mut #state = #rt::AttemptState::with_budget(#policy, #budget, #rt::TokioClock);
+            loop {
+                let #delay = {
+                    let #outcome: #ret = #attempt;
+                    let #verdict = #classify;
+                    match #rt::AttemptState::decide(&mut #state, #verdict) {
+                        #rt::Decision::Retry(#delay) => #delay,
+                        _ => return #outcome,
+                    }
+                };
+                #rt::sleep_async(#delay).await;
+            }
+        }
     } else {
-        (
-            quote!(#rt::SystemClock),
-            quote!((|| -> #ret { #(#stmts)* })()),
-            quote!(#rt::sleep(#delay)),
-        )
-    };
-
-    let body = quote! {
-        #setup
-        let mut #state = #rt::AttemptState::with_budget(#policy, #budget, #clock);
-        loop {
-            let #outcome: #ret = #attempt;
-            let #verdict = #classify;
-            match #rt::AttemptState::decide(&mut #state, #verdict) {
-                #rt::Decision::Retry(#delay) => #sleep,
-                _ => return #outcome,
+        // A sync loop keeps the outcome through the sleep, and returns it if
+        // the thread woke at or past the deadline.
+        quote! {
+            #setup
+            let mut #state = #rt::AttemptState::with_budget(#policy, #budget, #rt::SystemClock);
+            loop {
+                let #outcome: #ret = (|| -> #ret { #(#stmts)* })();
+                let #verdict = #classify;
+                match #rt::AttemptState::decide(&mut #state, #verdict) {
+                    #rt::Decision::Retry(#delay) => {
+                        #rt::sleep(#delay);
+                        if #rt::AttemptState::may_resume(&#state).is_err() {
+                            return #outcome;
+                        }
+                    }
+                    _ => return #outcome,
+                }
             }
         }
     };

@@ -18,11 +18,33 @@ use std::time::{Duration, Instant};
 pub trait Clock {
     /// The current instant.
     fn now(&self) -> Instant;
+
+    /// How much later than asked a sleep on this clock's timer may end, at
+    /// most. The state machine gives up rather than sleep within this much
+    /// of the deadline, so that a timer rounding up can never start an
+    /// attempt after it.
+    ///
+    /// Zero for [`SystemClock`]: a thread's oversleep has no bound, so the
+    /// sync loop checks the deadline again after waking instead
+    /// ([`AttemptState::may_resume`](crate::AttemptState::may_resume)).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_runtime::{Clock, SystemClock};
+    /// assert_eq!(SystemClock.sleep_slack(), Duration::ZERO);
+    /// ```
+    fn sleep_slack(&self) -> Duration {
+        Duration::ZERO
+    }
 }
 
 impl<C: Clock + ?Sized> Clock for &C {
     fn now(&self) -> Instant {
         (**self).now()
+    }
+
+    fn sleep_slack(&self) -> Duration {
+        (**self).sleep_slack()
     }
 }
 
@@ -51,9 +73,16 @@ impl Clock for SystemClock {
 /// (`#[tokio::test(start_paused = true)]`), so async retries run in virtual
 /// time too.
 ///
+/// tokio's timer fires on whole milliseconds, rounding a sleep up: its
+/// [`sleep_slack`](Clock::sleep_slack) is one millisecond.
+///
 /// ```
+/// use std::time::Duration;
 /// use retry_runtime::{Clock, TokioClock};
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// let _ = TokioClock.now();
+/// assert_eq!(TokioClock.sleep_slack(), Duration::from_millis(1));
+/// # }
 /// ```
 #[cfg(feature = "tokio")]
 #[derive(Clone, Copy, Debug, Default)]
@@ -63,6 +92,12 @@ pub struct TokioClock;
 impl Clock for TokioClock {
     fn now(&self) -> Instant {
         tokio::time::Instant::now().into_std()
+    }
+
+    fn sleep_slack(&self) -> Duration {
+        // The timer wheel's resolution: a deadline is rounded up to the
+        // next millisecond tick.
+        Duration::from_millis(1)
     }
 }
 

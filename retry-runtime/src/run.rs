@@ -226,7 +226,15 @@ impl<'a, W, K> Retry<'a, W, K> {
         loop {
             let outcome = op();
             match state.decide_result(&outcome, &self.when, &self.when_ok) {
-                Decision::Retry(delay) => sleep(delay),
+                Decision::Retry(delay) => {
+                    // A sync loop can keep the outcome through the sleep: if
+                    // the thread woke at or past the deadline, it is returned
+                    // rather than start an attempt too late.
+                    sleep(delay);
+                    if state.may_resume().is_err() {
+                        return outcome;
+                    }
+                }
                 Decision::Return | Decision::GiveUp(_) => return outcome,
             }
         }
@@ -258,11 +266,19 @@ impl<'a, W, K> Retry<'a, W, K> {
         let mut state =
             AttemptState::with_budget(self.policy, self.budget, crate::clock::TokioClock);
         loop {
-            let outcome = op().await;
-            match state.decide_result(&outcome, &self.when, &self.when_ok) {
-                Decision::Retry(delay) => tokio::time::sleep(delay).await,
-                Decision::Return | Decision::GiveUp(_) => return outcome,
-            }
+            // The outcome is dropped before the sleep: a retried response
+            // releases its connection at once, and the future stays `Send`
+            // when `T` or `E` is not. So the deadline cannot be checked again
+            // after waking; the state machine leaves the timer's slack
+            // instead.
+            let delay = {
+                let outcome = op().await;
+                match state.decide_result(&outcome, &self.when, &self.when_ok) {
+                    Decision::Retry(delay) => delay,
+                    Decision::Return | Decision::GiveUp(_) => return outcome,
+                }
+            };
+            tokio::time::sleep(delay).await;
         }
     }
 }

@@ -184,6 +184,33 @@ impl<'a, C: Clock> AttemptState<'a, C> {
         self.deadline
     }
 
+    /// After sleeping a [`Decision::Retry`] delay: may the next attempt
+    /// still start? `Err(GiveUp::Deadline)` if the clock has reached the
+    /// deadline meanwhile (a thread can oversleep by its timer slack or by
+    /// being descheduled); the caller then returns the outcome it kept.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_runtime::{AttemptState, Decision, GiveUp, Jitter, Policy, SystemClock, Verdict};
+    /// let vt = retry_runtime::testing::VirtualTime::start();
+    ///
+    /// let policy = Policy::new().jitter(Jitter::None).deadline(Some(Duration::from_millis(150)));
+    /// let mut state = AttemptState::new(&policy, SystemClock);
+    /// assert_eq!(state.decide(Some(Verdict::Retry)), Decision::Retry(Duration::from_millis(100)));
+    /// vt.advance(Duration::from_millis(150)); // woke late
+    /// assert_eq!(state.may_resume(), Err(GiveUp::Deadline));
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`GiveUp::Deadline`] when the deadline has been reached.
+    pub fn may_resume(&self) -> Result<(), GiveUp> {
+        match self.deadline {
+            Some(deadline) if self.clock.now() >= deadline => Err(GiveUp::Deadline),
+            _ => Ok(()),
+        }
+    }
+
     /// Classifies `outcome` (`when_ok` for `Ok`, `when` for `Err`) and
     /// decides.
     pub fn decide_result<T, E, W, K>(
@@ -238,26 +265,38 @@ impl<'a, C: Clock> AttemptState<'a, C> {
             return Decision::GiveUp(GiveUp::Attempts);
         }
         let rng = self.rng.get_or_insert_with(Rng::new);
+        let now = self.clock.now();
+        // The latest delay after which the next attempt still starts before
+        // the deadline, however much the timer oversleeps within its slack.
+        // An attempt that starts at the deadline has no time to succeed and
+        // still costs the server: give up rather than sleep into it.
+        let latest = self.deadline.map(|deadline| {
+            deadline
+                .saturating_duration_since(now)
+                .checked_sub(self.clock.sleep_slack())
+                .and_then(|left| left.checked_sub(Duration::from_nanos(1)))
+        });
         let delay = if let Verdict::RetryAfter(asked) = verdict {
             if asked > policy.retry_after_max {
                 return Decision::GiveUp(GiveUp::RetryAfterTooLong);
             }
             // Spread the herd that got the same header, but never come back
-            // earlier than the server asked.
-            backoff::scale(asked, 1.0 + 0.2 * rng.next_f64()).max(asked)
+            // earlier than the server asked; the spread shrinks to fit the
+            // deadline, and only the server's own value not fitting gives up.
+            let spread = backoff::scale(asked, 1.0 + 0.2 * rng.next_f64()).max(asked);
+            match latest {
+                Some(Some(latest)) => spread.min(latest.max(asked)),
+                _ => spread,
+            }
         } else {
             let delay = policy.delay(self.done - 1, self.prev, rng);
             self.prev = delay;
             delay
         };
-        let now = self.clock.now();
-        if let Some(deadline) = self.deadline {
-            // Give up rather than sleep into the deadline: an attempt that
-            // starts at it has no time to succeed and still costs the server.
-            match now.checked_add(delay) {
-                Some(wake) if wake < deadline => {}
-                _ => return Decision::GiveUp(GiveUp::Deadline),
-            }
+        match latest {
+            Some(Some(latest)) if delay <= latest => {}
+            Some(_) => return Decision::GiveUp(GiveUp::Deadline),
+            None => {}
         }
         if let Some(budget) = self.budget
             && !budget.try_withdraw(now)

@@ -156,3 +156,25 @@ async fn the_future_is_send_when_the_attempts_are() {
         ErrorKind::BrokenPipe
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn no_attempt_starts_after_the_deadline_when_the_timer_rounds_up() {
+    // From +300 µs, tokio ends a 10 ms sleep at 11 ms: past a 10.5 ms deadline.
+    tokio::time::advance(Duration::from_micros(300)).await;
+    let entry = Instant::now();
+    let policy = quiet()
+        .attempts(2)
+        .base(10 * MS)
+        .deadline(Some(Duration::from_micros(10_500)));
+    let starts = std::cell::RefCell::new(Vec::new());
+    let _: Result<(), Error> = call_async(&policy, || async {
+        starts.borrow_mut().push(Instant::now() - entry);
+        Err(ErrorKind::ConnectionRefused.into())
+    })
+    .await;
+    assert_eq!(
+        *starts.borrow(),
+        [Duration::ZERO],
+        "gave up rather than start late"
+    );
+}

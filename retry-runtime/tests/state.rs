@@ -310,6 +310,36 @@ fn retry_after_past_the_deadline_gives_up() {
 }
 
 #[test]
+fn a_retry_after_that_fits_is_never_refused_for_its_jitter() {
+    // 9 s asked, 10 s left: the upward spread (up to 10.8 s) must shrink to
+    // fit, never below the server's 9 s, rather than give up.
+    let asked = Duration::from_secs(9);
+    let policy = quiet().attempts(2).deadline(Some(Duration::from_secs(10)));
+    for seed in 0..500 {
+        let _vt = VirtualTime::start();
+        let mut state = AttemptState::new(&policy, SystemClock).with_rng(Rng::seeded(seed));
+        match state.decide(Some(Verdict::RetryAfter(asked))) {
+            Decision::Retry(d) => assert!(
+                d >= asked && d < Duration::from_secs(10),
+                "seed {seed}: {d:?}"
+            ),
+            other => panic!("seed {seed}: a 9 s Retry-After fits in 10 s, yet {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_retry_after_that_does_not_fit_gives_up_with_the_deadline() {
+    let _vt = VirtualTime::start();
+    let policy = quiet().attempts(2).deadline(Some(Duration::from_secs(10)));
+    let mut state = AttemptState::new(&policy, SystemClock);
+    assert_eq!(
+        state.decide(Some(Verdict::RetryAfter(Duration::from_secs(10)))),
+        Decision::GiveUp(GiveUp::Deadline)
+    );
+}
+
+#[test]
 fn gives_up_when_the_budget_is_empty() {
     let vt = VirtualTime::start();
     let budget = RetryBudget::new(0.5, 0, Duration::from_secs(10));
@@ -499,4 +529,28 @@ fn random_policies_keep_every_invariant() {
         by_attempts > 300 && by_deadline > 300,
         "{by_attempts} / {by_deadline}"
     );
+}
+
+/// Real time, on purpose (20 × 10 ms): the thread oversleeps by the timer
+/// slack, which virtual time cannot show.
+#[test]
+fn the_sync_runner_never_starts_an_attempt_after_waking_late() {
+    let policy = quiet()
+        .attempts(2)
+        .base(10 * MS)
+        .deadline(Some(Duration::from_micros(10_030)));
+    for _ in 0..20 {
+        let mut starts = Vec::new();
+        let _: Result<(), Error> = call(&policy, || {
+            starts.push(Instant::now());
+            Err(ErrorKind::ConnectionReset.into())
+        });
+        if let [first, second] = starts[..] {
+            assert!(
+                second - first < Duration::from_micros(10_030),
+                "{:?}",
+                second - first
+            );
+        }
+    }
 }

@@ -1,0 +1,129 @@
+//! The future of an async `#[retry]` fn is `Send` whenever the plain fn's
+//! would be: no outcome is held across the sleep between attempts. And a
+//! retried outcome is dropped before the sleep, not after it.
+
+// Users name the error type as they wrote it in the signature.
+#![allow(clippy::borrowed_box)]
+
+use std::error::Error;
+use std::marker::PhantomData;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use backstop::{Policy, Retry, retry};
+use tokio::time::Instant;
+
+fn assert_send<F: Future + Send>(future: F) -> F {
+    future
+}
+
+// `Box<dyn Error>` is not `Send`: the plain fn's future is `Send` only
+// because no error is alive across an `.await`.
+#[retry(when = |_: &Box<dyn Error>| true, budget = none)]
+async fn boxed_error(fail: bool) -> Result<u8, Box<dyn Error>> {
+    tokio::task::yield_now().await;
+    if fail {
+        return Err("unavailable".into());
+    }
+    Ok(1)
+}
+
+/// A value that may not cross threads, made only at the end of the body.
+struct Local(PhantomData<*const ()>);
+
+#[retry(when_ok = |_: &Local| false, budget = none)]
+async fn not_send_value() -> Result<Local, std::io::Error> {
+    tokio::task::yield_now().await;
+    Ok(Local(PhantomData))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn futures_with_non_send_outcomes_are_send() {
+    let ok = tokio::spawn(assert_send(async { boxed_error(false).await.is_ok() }));
+    assert!(ok.await.unwrap());
+    let local = tokio::spawn(assert_send(async { not_send_value().await.is_ok() }));
+    assert!(local.await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn call_async_futures_with_non_send_errors_are_send() {
+    static POLICY: Policy = Policy::new().base(Duration::from_millis(1));
+    let out = tokio::spawn(assert_send(async {
+        Retry::new(&POLICY)
+            .when(|_: &Box<dyn Error>| true)
+            .call_async(|| async {
+                tokio::task::yield_now().await;
+                Err::<u8, Box<dyn Error>>("down".into())
+            })
+            .await
+            .is_err()
+    }));
+    assert!(out.await.unwrap());
+}
+
+/// A response holding a connection: records when it is dropped.
+struct Response {
+    status: u16,
+    t0: Instant,
+    dropped: Arc<Mutex<Vec<(u16, Duration)>>>,
+}
+
+impl Drop for Response {
+    fn drop(&mut self) {
+        let at = self.t0.elapsed();
+        self.dropped.lock().unwrap().push((self.status, at));
+    }
+}
+
+#[retry(when_ok = |r: &Response| r.status == 503, base = 5s, jitter = none, budget = none)]
+async fn get(
+    statuses: &Mutex<Vec<u16>>,
+    t0: Instant,
+    dropped: &Arc<Mutex<Vec<(u16, Duration)>>>,
+) -> Result<Response, std::io::Error> {
+    let status = statuses.lock().unwrap().remove(0);
+    Ok(Response {
+        status,
+        t0,
+        dropped: Arc::clone(dropped),
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retried_value_is_dropped_before_the_backoff() {
+    let t0 = Instant::now();
+    let dropped = Arc::new(Mutex::new(Vec::new()));
+    let statuses = Mutex::new(vec![503, 200]);
+    let response = get(&statuses, t0, &dropped).await.unwrap();
+    assert_eq!(response.status, 200);
+    assert_eq!(t0.elapsed(), Duration::from_secs(5));
+    assert_eq!(
+        *dropped.lock().unwrap(),
+        [(503, Duration::ZERO)],
+        "the 503 (and its connection) must be released at once, not after the 5 s sleep"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn call_async_drops_a_retried_value_before_the_backoff() {
+    static POLICY: Policy = Policy::new()
+        .base(Duration::from_secs(5))
+        .jitter(backstop::Jitter::None);
+    let t0 = Instant::now();
+    let dropped = Arc::new(Mutex::new(Vec::new()));
+    let statuses = Mutex::new(vec![503, 200]);
+    let response = Retry::new(&POLICY)
+        .when_ok(|r: &Response| r.status == 503)
+        .call_async(|| async {
+            let status = statuses.lock().unwrap().remove(0);
+            Ok::<_, std::io::Error>(Response {
+                status,
+                t0,
+                dropped: Arc::clone(&dropped),
+            })
+        })
+        .await
+        .unwrap();
+    assert_eq!(response.status, 200);
+    assert_eq!(*dropped.lock().unwrap(), [(503, Duration::ZERO)]);
+}
