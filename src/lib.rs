@@ -227,8 +227,11 @@
 //! ### `budget`
 //!
 //! Every `#[retry]` function has a [`RetryBudget`] of its own by default
-//! (10% of calls, plus 10 retries a second, over 10 s): however long its
-//! dependency is down, it adds at most that much load. Share a `static`
+//! (10% of calls, plus a reserve of 100 retries, over a sliding 10 s):
+//! however long its dependency is down, it adds at most that much load. In
+//! the 10 s before any retry, retries ≤ 10% of the calls of those 10 s +
+//! 100. The reserve lets a quiet function retry at all; it is not a rate
+//! limit. Share a `static`
 //! budget between the functions that call one dependency, or opt out with
 //! `budget = none`.
 //!
@@ -251,7 +254,7 @@
 //!     let _ = read_row();
 //!     let _ = write_row();
 //! }
-//! // 20% of 200 calls, plus 5 a second over 10 s: 90 retries, not 400.
+//! // 20% of 200 calls, plus a reserve of 5/s × 10 s: 90 retries, not 400.
 //! assert_eq!(DB.stats().retries, 90);
 //! ```
 //!

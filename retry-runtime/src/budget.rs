@@ -15,39 +15,87 @@ use std::time::{Duration, Instant};
 
 use crate::clock::nanos_since_origin;
 
-/// How many slots the `ttl` window is cut into. Deposits expire a slot at a
-/// time, so the window's edge is accurate to `ttl / SLOTS`.
-const SLOTS: usize = 10;
+/// How many slots the `ttl` window is cut into: calls count for the
+/// `SLOTS` newest slots, so the window's edge is accurate to `ttl / SLOTS`.
+const SLOTS: u64 = 10;
+
+/// Slots kept: retries count one slot longer than calls. A retry granted
+/// late in a slot must still count a whole `ttl` later, or a window of
+/// length `ttl` straddling a slot boundary could see the reserve spent
+/// twice.
+const RING: u64 = SLOTS + 1;
 
 /// One retry, in the budget's fixed-point units: ratios are kept to six
 /// decimal places, so `0.3` is exactly 0.3 retries per call.
 const UNIT: u64 = 1_000_000;
 
+/// A slot is one atomic word: the epoch it counts for (its low 32 bits, the
+/// tag) above the count. Whoever moves a slot to a new epoch does so by a
+/// compare-and-swap from the word it read, and accounts for exactly the
+/// count it cleared: a count written for the new epoch can never be swept
+/// away with the old one (which is how a racing caller could overdraw a
+/// budget whose slots were cleared by `swap(0)` after the window moved).
+const COUNT_BITS: u32 = 32;
+const COUNT_MASK: u64 = (1 << COUNT_BITS) - 1;
+
+const fn pack(epoch: u64, count: u64) -> u64 {
+    (epoch << COUNT_BITS) | count
+}
+
+const fn count(word: u64) -> u64 {
+    word & COUNT_MASK
+}
+
+/// How far `epoch` is ahead of the epoch tagged in `word` (negative:
+/// behind). Tags are 32 bits; epochs compared are never 2³¹ slots apart.
+const fn tag_ahead(epoch: u64, word: u64) -> i32 {
+    (epoch as u32)
+        .wrapping_sub((word >> COUNT_BITS) as u32)
+        .cast_signed()
+}
+
+/// How far logical epoch `a` is ahead of `b` (negative: behind).
+const fn ahead(a: u64, b: u64) -> i64 {
+    a.wrapping_sub(b).cast_signed()
+}
+
 /// A lock-free retry budget, shareable as a `static`.
 ///
-/// Each call deposits `ratio` of a retry; each retry withdraws one. Deposits
-/// count for `ttl` and then expire, and `min_per_sec × ttl` retries are
-/// always allowed on top, so a quiet service can still retry at all.
+/// Each call deposits `ratio` of a retry; each retry withdraws one; a
+/// deposit counts for `ttl`. The bound it keeps, checked at every grant:
 ///
-/// Over any window of length `ttl`, retries granted ≤ `ratio` × calls +
-/// `min_per_sec` × `ttl` (plus one slot, `ttl / 10`, of rounding at the
-/// window's edge).
+/// > in the `ttl` before a retry is granted (that retry included), retries
+/// > granted ≤ `ratio` × calls recorded in that `ttl` + `min_per_sec` × `ttl`
 ///
-/// - No lock on any path. Recording a call is one atomic add (and, for the
-///   first call of each new slot of time, clearing the slots that left the
-///   window); a withdrawal is one compare-and-swap of the retries granted
-///   against the allowance, so racing callers can never overdraw (a
-///   check-then-subtract can).
-/// - Bounded work per call: after an idle hour, the first call clears at
-///   most ten slots.
+/// with no slack at slot edges, so any window of length `ttl` holds at most
+/// the reserve plus `ratio` × the calls of that window and the `ttl` before
+/// it. Time is cut into ten slots of `ttl / 10`: calls leave the window
+/// between `ttl - ttl / 10` and `ttl` after they were made (the budget errs
+/// on the strict side), retries between `ttl` and `ttl + ttl / 10`.
+///
+/// `min_per_sec × ttl` is a reserve of retries per window, as Finagle's
+/// `minRetriesPerSec` is, so that a quiet service can still retry at all:
+/// it is not a rate limit, and all of it may be spent at once.
+///
+/// - No lock on any path. Recording a call is one compare-and-swap on the
+///   current slot (and, for the first call of each new slot of time,
+///   moving the slots that left the window); a withdrawal is one
+///   compare-and-swap of the retries granted against the allowance, so
+///   racing callers can never overdraw (a check-then-subtract can).
+/// - Bounded work per call: after an idle hour, the first call moves at
+///   most 22 slots.
 /// - Time is read through the retry loop's clock, so virtual time drives
-///   the window too.
+///   the window too. Callers whose clocks disagree (a test's virtual time
+///   beside real time, on one `static`) or go backwards never wedge it: a
+///   call more than a `ttl` behind the window, or more than a `ttl` ahead,
+///   starts a new window.
 ///
 /// ```
 /// use std::time::Duration;
 /// use retry_runtime::RetryBudget;
 ///
-/// // 10% of calls may be retried, plus 5 retries a second, over 10 s.
+/// // 10% of calls may be retried, plus a reserve of 5 × 10 = 50 retries
+/// // per 10 s window.
 /// static BUDGET: RetryBudget = RetryBudget::new(0.1, 5, Duration::from_secs(10));
 ///
 /// let now = std::time::Instant::now();
@@ -55,7 +103,7 @@ const UNIT: u64 = 1_000_000;
 ///     BUDGET.record_call(now);
 /// }
 /// let granted = (0..1000).filter(|_| BUDGET.try_withdraw(now)).count();
-/// assert_eq!(granted, 10 + 5 * 10); // 10% of 100 calls, plus the floor
+/// assert_eq!(granted, 10 + 5 * 10); // 10% of 100 calls, plus the reserve
 /// assert_eq!(BUDGET.stats().refusals, 1000 - 60);
 /// ```
 ///
@@ -72,14 +120,24 @@ pub struct RetryBudget {
     ttl: Duration,
     /// Units deposited per call.
     deposit: u64,
-    /// Units always available (the floor), in units.
+    /// Units always available per window (the reserve).
     reserve: u64,
     slot_nanos: u64,
-    /// The newest slot index opened; slots older than `head - SLOTS` are clear.
+    /// Added to a caller's slot number to give the budget's logical epoch.
+    /// It only grows: a caller far outside the window moves it so that the
+    /// caller lands just past the newest slot, which starts a new window
+    /// while logical time stays monotonic (so tags compare correctly).
+    offset: AtomicU64,
+    /// The newest logical epoch opened.
     head: AtomicU64,
-    calls: [AtomicU64; SLOTS],
-    retries: [AtomicU64; SLOTS],
-    /// The sum of `retries`: what the allowance is checked against, in one CAS.
+    /// Calls per slot, tagged with the slot's epoch.
+    calls: [AtomicU64; RING as usize],
+    /// Retries per slot, tagged with the slot's epoch.
+    retries: [AtomicU64; RING as usize],
+    /// Retries granted and not yet expired: what the allowance is checked
+    /// against, in one CAS. Incremented before the retry is written to its
+    /// slot, decremented only by whoever moves that slot to a new epoch, so
+    /// it never falls below the retries in the window.
     granted: AtomicU64,
     expired_calls: AtomicU64,
     expired_retries: AtomicU64,
@@ -115,8 +173,8 @@ impl BudgetStats {
 }
 
 impl RetryBudget {
-    /// A budget allowing `ratio` retries per call (0.1 = 10%), plus
-    /// `min_per_sec` retries a second, counted over a sliding `ttl`.
+    /// A budget allowing `ratio` retries per call (0.1 = 10%), plus a
+    /// reserve of `min_per_sec × ttl` retries, over a sliding `ttl`.
     ///
     /// # Panics
     ///
@@ -161,9 +219,13 @@ impl RetryBudget {
             deposit: (ratio * UNIT as f64 + 0.5) as u64,
             reserve,
             slot_nanos,
+            // Any caller is far ahead of epoch 0: the first call starts
+            // the first window at logical epoch RING, so that every slot's
+            // initial tag (0) is older than the epoch it moves to.
+            offset: AtomicU64::new(2 * RING),
             head: AtomicU64::new(0),
-            calls: [const { AtomicU64::new(0) }; SLOTS],
-            retries: [const { AtomicU64::new(0) }; SLOTS],
+            calls: [const { AtomicU64::new(0) }; RING as usize],
+            retries: [const { AtomicU64::new(0) }; RING as usize],
             granted: AtomicU64::new(0),
             expired_calls: AtomicU64::new(0),
             expired_retries: AtomicU64::new(0),
@@ -172,7 +234,7 @@ impl RetryBudget {
     }
 
     /// The budget `#[retry]` gives each function by default: 10% of calls,
-    /// 10 retries a second, over 10 s.
+    /// plus a reserve of 100 retries (10 a second), over 10 s.
     ///
     /// ```
     /// use retry_runtime::RetryBudget;
@@ -194,7 +256,8 @@ impl RetryBudget {
         self.ratio
     }
 
-    /// Retries a second allowed regardless of traffic.
+    /// The reserve, per second of `ttl`: `min_per_sec × ttl` retries per
+    /// window are allowed regardless of traffic.
     pub const fn min_per_sec(&self) -> u32 {
         self.min_per_sec
     }
@@ -213,8 +276,8 @@ impl RetryBudget {
     /// assert_eq!(b.stats().calls, 1);
     /// ```
     pub fn record_call(&self, now: Instant) {
-        let slot = self.open(now);
-        self.calls[slot].fetch_add(1, Relaxed);
+        let epoch = self.open(now);
+        self.add(&self.calls, &self.expired_calls, None, epoch);
     }
 
     /// Takes one retry from the budget if it has one; `false` is a refusal.
@@ -229,11 +292,19 @@ impl RetryBudget {
     /// assert!(!b.try_withdraw(now));
     /// ```
     pub fn try_withdraw(&self, now: Instant) -> bool {
-        let slot = self.open(now);
-        let calls = self
-            .calls
-            .iter()
-            .fold(0u64, |sum, c| sum.saturating_add(c.load(Relaxed)));
+        let epoch = self.open(now);
+        let head = self.head.load(Acquire);
+        // Calls of the SLOTS newest epochs; a slot not yet moved to its
+        // epoch in this window counts nothing (it only makes us stricter).
+        let calls = self.calls.iter().fold(0u64, |sum, slot| {
+            let word = slot.load(Acquire);
+            let age = tag_ahead(head, word);
+            if (0..SLOTS as i32).contains(&age) {
+                sum.saturating_add(count(word))
+            } else {
+                sum
+            }
+        });
         let allowance = self
             .deposit
             .saturating_mul(calls)
@@ -245,8 +316,14 @@ impl RetryBudget {
             (after.saturating_mul(UNIT) <= allowance).then_some(after)
         });
         if granted.is_ok() {
-            // After `granted`: the sum of the slots never exceeds it.
-            self.retries[slot].fetch_add(1, Relaxed);
+            // After `granted`: whoever later clears this count from its
+            // slot subtracts it from `granted`, which already holds it.
+            self.add(
+                &self.retries,
+                &self.expired_retries,
+                Some(&self.granted),
+                epoch,
+            );
             true
         } else {
             self.refusals.fetch_add(1, Relaxed);
@@ -254,7 +331,9 @@ impl RetryBudget {
         }
     }
 
-    /// Calls, retries and refusals since creation.
+    /// Calls, retries and refusals since creation (exact once concurrent
+    /// callers are done; a snapshot taken during their calls may be off by
+    /// the counts being moved out of the window at that instant).
     ///
     /// ```
     /// # use std::time::Duration; use retry_runtime::RetryBudget;
@@ -262,62 +341,135 @@ impl RetryBudget {
     /// assert_eq!(b.stats().calls, 0);
     /// ```
     pub fn stats(&self) -> BudgetStats {
-        let live = |slots: &[AtomicU64; SLOTS]| {
+        let live = |slots: &[AtomicU64; RING as usize]| {
             slots
                 .iter()
-                .fold(0u64, |sum, c| sum.saturating_add(c.load(Relaxed)))
+                .fold(0u64, |sum, c| sum.saturating_add(count(c.load(Acquire))))
         };
         BudgetStats {
             calls: self
                 .expired_calls
-                .load(Relaxed)
+                .load(Acquire)
                 .saturating_add(live(&self.calls)),
             retries: self
                 .expired_retries
-                .load(Relaxed)
+                .load(Acquire)
                 .saturating_add(live(&self.retries)),
             refusals: self.refusals.load(Relaxed),
         }
     }
 
-    /// Moves the window up to `now` and returns the slot to count in.
-    fn open(&self, now: Instant) -> usize {
-        let epoch = nanos_since_origin(now) / self.slot_nanos;
-        let mut head = self.head.load(Acquire);
-        while epoch > head {
-            match self
+    /// Moves the window up to `now` if it is ahead, and returns the logical
+    /// epoch to count in.
+    fn open(&self, now: Instant) -> u64 {
+        let slot = nanos_since_origin(now) / self.slot_nanos;
+        loop {
+            let offset = self.offset.load(Acquire);
+            let epoch = slot.wrapping_add(offset);
+            let head = self.head.load(Acquire);
+            let ahead = ahead(epoch, head);
+            if ahead > RING.cast_signed() || ahead <= -RING.cast_signed() {
+                // Idle for longer than the window, or a clock that disagrees
+                // with the window's by more than its length (virtual time,
+                // a clock gone backwards): nothing in the window applies to
+                // this caller. Shift logical time so that it lands just
+                // past the newest slot, which expires every slot; time stays
+                // monotonic, so other callers' tags keep comparing right.
+                let shift = head.wrapping_add(RING).wrapping_sub(epoch);
+                let _ = self.offset.compare_exchange(
+                    offset,
+                    offset.wrapping_add(shift),
+                    AcqRel,
+                    Acquire,
+                );
+                continue;
+            }
+            if ahead <= 0 {
+                // Within the window: count where this caller's clock says.
+                return epoch;
+            }
+            if self
                 .head
-                .compare_exchange_weak(head, epoch, AcqRel, Acquire)
+                .compare_exchange(head, epoch, AcqRel, Acquire)
+                .is_ok()
             {
-                Ok(_) => {
-                    self.expire(head, epoch);
-                    head = epoch;
-                }
-                Err(current) => head = current,
+                self.rotate(epoch);
+                return epoch;
             }
         }
-        // A caller whose clock reads behind the window (another thread's
-        // virtual time, a stale read) counts in the newest slot instead.
-        let epoch = if epoch.saturating_add(SLOTS as u64) <= head {
-            head
-        } else {
-            epoch
-        };
-        (epoch % SLOTS as u64) as usize
     }
 
-    /// Clears the slots that the move of `head` from `old` to `new` reuses.
-    /// Only the winner of the `head` CAS runs it, and it touches at most
-    /// `SLOTS` slots however long the budget sat idle.
-    fn expire(&self, old: u64, new: u64) {
-        let n = (new - old).min(SLOTS as u64);
-        for i in 1..=n {
-            let slot = (old.wrapping_add(i) % SLOTS as u64) as usize;
-            let calls = self.calls[slot].swap(0, Relaxed);
-            let retries = self.retries[slot].swap(0, Relaxed);
-            self.expired_calls.fetch_add(calls, Relaxed);
-            self.expired_retries.fetch_add(retries, Relaxed);
-            self.granted.fetch_sub(retries, AcqRel);
+    /// Moves every slot that is older than the window ending at `head` to
+    /// the epoch it stands for in that window. Run by whoever moved `head`,
+    /// and helped by callers who find their slot not moved yet: at most
+    /// `2 × RING` slots, however long the budget sat idle.
+    fn rotate(&self, head: u64) {
+        for i in 0..RING {
+            // The epoch in (head - RING, head] whose slot is `i`.
+            let epoch = head - (head - i) % RING;
+            let slot = (epoch % RING) as usize;
+            Self::advance(&self.calls[slot], epoch, &self.expired_calls, None);
+            Self::advance(
+                &self.retries[slot],
+                epoch,
+                &self.expired_retries,
+                Some(&self.granted),
+            );
+        }
+    }
+
+    /// Moves `slot` to `epoch` if it holds an older one, accounting for the
+    /// count it clears exactly once: the CAS from the word read means that
+    /// a count written for a newer epoch is never swept away.
+    fn advance(slot: &AtomicU64, epoch: u64, expired: &AtomicU64, granted: Option<&AtomicU64>) {
+        let mut word = slot.load(Acquire);
+        while tag_ahead(epoch, word) > 0 {
+            match slot.compare_exchange_weak(word, pack(epoch, 0), AcqRel, Acquire) {
+                Ok(_) => {
+                    let cleared = count(word);
+                    if cleared > 0 {
+                        expired.fetch_add(cleared, Relaxed);
+                        if let Some(granted) = granted {
+                            let _ = granted
+                                .fetch_update(AcqRel, Acquire, |g| Some(g.saturating_sub(cleared)));
+                        }
+                    }
+                    return;
+                }
+                Err(current) => word = current,
+            }
+        }
+    }
+
+    /// Adds one to the count of `epoch` in `slots`. A slot still holding an
+    /// older epoch is moved first; one already moved past `epoch` (this
+    /// caller was descheduled while the window moved on by a whole `ttl`)
+    /// counts the event in the newest epoch instead.
+    fn add(
+        &self,
+        slots: &[AtomicU64; RING as usize],
+        expired: &AtomicU64,
+        granted: Option<&AtomicU64>,
+        mut epoch: u64,
+    ) {
+        loop {
+            let slot = &slots[(epoch % RING) as usize];
+            let mut word = slot.load(Acquire);
+            loop {
+                match tag_ahead(epoch, word) {
+                    0 if count(word) == COUNT_MASK => return, // saturated
+                    0 => match slot.compare_exchange_weak(word, word + 1, AcqRel, Acquire) {
+                        Ok(_) => return,
+                        Err(current) => word = current,
+                    },
+                    1.. => {
+                        Self::advance(slot, epoch, expired, granted);
+                        word = slot.load(Acquire);
+                    }
+                    _ => break,
+                }
+            }
+            epoch = self.head.load(Acquire);
         }
     }
 }

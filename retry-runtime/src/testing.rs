@@ -19,12 +19,42 @@ thread_local! {
     static VIRTUAL: RefCell<Option<Virtual>> = const { RefCell::new(None) };
 }
 
+impl Virtual {
+    /// Moves the clock forward by `d`, stopping at the latest instant the
+    /// platform can represent rather than wrapping or going back.
+    fn advance(&mut self, d: Duration) {
+        let wanted = self.elapsed.saturating_add(d);
+        self.elapsed = if self.start.checked_add(wanted).is_some() {
+            wanted
+        } else {
+            // The largest elapsed time that still fits: a binary search on
+            // nanoseconds, 128 steps at most.
+            let (mut fits, mut overflows) = (self.elapsed.as_nanos(), wanted.as_nanos());
+            while overflows - fits > 1 {
+                let mid = fits + (overflows - fits) / 2;
+                if self.start.checked_add(nanos(mid)).is_some() {
+                    fits = mid;
+                } else {
+                    overflows = mid;
+                }
+            }
+            nanos(fits)
+        };
+    }
+}
+
+fn nanos(n: u128) -> Duration {
+    let secs = u64::try_from(n / 1_000_000_000).unwrap_or(u64::MAX);
+    Duration::new(secs, (n % 1_000_000_000) as u32)
+}
+
 /// The current virtual instant, if virtual time is installed on this thread.
 pub(crate) fn virtual_now() -> Option<Instant> {
     VIRTUAL.with(|v| {
         v.borrow()
             .as_ref()
             .map(|v| v.start.checked_add(v.elapsed).unwrap_or(v.start))
+        // `advance` keeps `start + elapsed` representable.
     })
 }
 
@@ -34,7 +64,7 @@ pub(crate) fn virtual_sleep(d: Duration) -> bool {
     VIRTUAL.with(|v| match v.borrow_mut().as_mut() {
         Some(v) => {
             v.sleeps.push(d);
-            v.elapsed = v.elapsed.saturating_add(d);
+            v.advance(d);
             true
         }
         None => false,
@@ -122,8 +152,11 @@ impl VirtualTime {
     /// assert_eq!(vt.now() - t0, Duration::from_secs(3));
     /// assert!(vt.sleeps().is_empty()); // advancing is not sleeping
     /// ```
+    ///
+    /// The clock saturates at the latest instant the platform can
+    /// represent: `advance(Duration::MAX)` parks it there, never back.
     pub fn advance(&self, by: Duration) {
-        Self::with(|v| v.elapsed = v.elapsed.saturating_add(by));
+        Self::with(|v| v.advance(by));
     }
 
     /// The delays retry loops slept, in order.

@@ -130,12 +130,18 @@ fn a_long_idle_period_costs_bounded_work_and_no_overflow() {
 }
 
 #[test]
-fn time_running_backwards_is_harmless() {
+fn a_call_far_behind_the_window_starts_a_new_one() {
     let budget = RetryBudget::new(1.0, 0, Duration::from_secs(1));
     let t0 = Instant::now() + Duration::from_secs(100);
     budget.record_call(t0);
-    budget.record_call(t0.checked_sub(Duration::from_secs(50)).unwrap()); // a clock far behind
-    assert!(budget.try_withdraw(t0));
+    // A clock 50 s behind: nothing in the window applies to it.
+    let behind = t0.checked_sub(Duration::from_secs(50)).unwrap();
+    budget.record_call(behind);
+    assert!(budget.try_withdraw(behind), "its own call pays for a retry");
+    assert!(!budget.try_withdraw(behind));
+    assert_eq!(budget.stats().calls, 2, "nothing lost from the totals");
+    // Back on the first clock: a new window again, working as before.
+    budget.record_call(t0);
     assert!(budget.try_withdraw(t0));
     assert!(!budget.try_withdraw(t0));
 }
@@ -243,11 +249,12 @@ fn random_traffic_never_exceeds_the_windowed_bound() {
         for _ in 0..rng.next_u64() % 4 {
             if budget.try_withdraw(now) {
                 grants.push(at);
-                // Grants in the last 0.9 ttl never exceed what the last ttl
-                // of calls paid for, plus the floor.
+                // The whole ttl before this grant, the grant included, holds
+                // no more retries than the calls of that ttl paid for, plus
+                // the reserve: no slack for slot edges.
                 let recent_grants = grants
                     .iter()
-                    .filter(|g| at.saturating_sub(**g) < ttl * 9 / 10)
+                    .filter(|g| at.saturating_sub(**g) <= ttl)
                     .count() as u64;
                 let recent_calls = calls
                     .iter()
@@ -260,6 +267,19 @@ fn random_traffic_never_exceeds_the_windowed_bound() {
             }
         }
     }
+    // And any window of length ttl, wherever it starts, holds no more than
+    // the reserve plus what the calls of that window and the ttl before it
+    // paid for.
+    for start in (0..120_000).step_by(50).map(Duration::from_millis) {
+        let inside = |t: &&Duration| **t > start && **t <= start + ttl;
+        let paying = |t: &&Duration| **t + ttl > start && **t <= start + ttl;
+        let in_window = grants.iter().filter(inside).count() as u64;
+        let paid = calls.iter().filter(paying).count() as u64;
+        assert!(
+            in_window * 4 <= paid + 80,
+            "window from {start:?}: {in_window} grants, {paid} calls"
+        );
+    }
     let stats = budget.stats();
     assert_eq!(stats.calls as usize, calls.len());
     assert_eq!(stats.retries as usize, grants.len());
@@ -267,4 +287,156 @@ fn random_traffic_never_exceeds_the_windowed_bound() {
         grants.len() > 100,
         "the budget granted something: {stats:?}"
     );
+}
+
+/// Runs `rounds` rounds of `threads` threads released together by a
+/// barrier; in round `r` each thread calls `work(r)`. Returns, per round,
+/// the sum of what the threads returned.
+fn race(threads: usize, rounds: usize, work: impl Fn(usize) -> usize + Sync) -> Vec<usize> {
+    use std::sync::Barrier;
+    use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+    let barrier = Barrier::new(threads);
+    let totals: Vec<AtomicUsize> = (0..rounds).map(|_| AtomicUsize::new(0)).collect();
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                for (round, total) in totals.iter().enumerate() {
+                    barrier.wait();
+                    total.fetch_add(work(round), Relaxed);
+                }
+            });
+        }
+    });
+    totals.into_iter().map(AtomicUsize::into_inner).collect()
+}
+
+#[test]
+fn racing_callers_on_a_fresh_budget_never_overdraw() {
+    // A reserve of 10 retries (1/s over 10 s), no calls: every thread's
+    // first withdrawal races to open the window.
+    const ROUNDS: usize = 3000;
+    let budgets: Vec<RetryBudget> = (0..ROUNDS)
+        .map(|_| RetryBudget::new(0.1, 1, Duration::from_secs(10)))
+        .collect();
+    let now = Instant::now();
+    let granted = race(16, ROUNDS, |round| {
+        (0..2)
+            .map(|_| usize::from(budgets[round].try_withdraw(now)))
+            .sum()
+    });
+    let overdrawn: Vec<_> = granted
+        .iter()
+        .enumerate()
+        .filter(|(_, g)| **g != 10)
+        .collect();
+    assert!(
+        overdrawn.is_empty(),
+        "(round, granted) != 10: {overdrawn:?}"
+    );
+    for budget in &budgets {
+        let stats = budget.stats();
+        assert_eq!((stats.retries, stats.refusals), (10, 22), "{stats:?}");
+    }
+}
+
+#[test]
+fn racing_callers_across_a_slot_boundary_never_overdraw() {
+    // ttl 100 ms in slots of 10 ms, one retry per call. 10 calls at t = 0
+    // are all spent at once; 10 more at t = 50 ms. At t = 115 ms the t = 0
+    // calls and their retries have left the window: exactly 10 retries are
+    // available to threads that, half of them still reading t = 109 ms,
+    // race to open the new slot.
+    const ROUNDS: usize = 2000;
+    let ms = Duration::from_millis(1);
+    let t0 = Instant::now();
+    let budgets: Vec<RetryBudget> = (0..ROUNDS)
+        .map(|_| {
+            let b = RetryBudget::new(1.0, 0, 100 * ms);
+            for _ in 0..10 {
+                b.record_call(t0);
+            }
+            for _ in 0..10 {
+                assert!(b.try_withdraw(t0));
+            }
+            for _ in 0..10 {
+                b.record_call(t0 + 50 * ms);
+            }
+            b
+        })
+        .collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let granted = race(8, ROUNDS, |round| {
+        let late = next
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            .is_multiple_of(2);
+        let now = t0 + if late { 115 * ms } else { 109 * ms };
+        (0..4)
+            .map(|_| usize::from(budgets[round].try_withdraw(now)))
+            .sum()
+    });
+    for (round, g) in granted.iter().enumerate() {
+        assert!(*g <= 10, "round {round}: {g} retries granted, 10 available");
+    }
+    assert!(granted.iter().filter(|g| **g == 10).count() > ROUNDS / 2);
+}
+
+#[test]
+fn no_window_of_ttl_grants_more_than_the_reserve() {
+    // A reserve of 100 retries per 10 s window and no calls: spending it at
+    // t = 0.95 s must keep it spent until t = 10.95 s, not only until a
+    // slot boundary at 10 s.
+    let ttl = Duration::from_secs(10);
+    let budget = RetryBudget::new(0.1, 10, ttl);
+    let t0 = Instant::now();
+    let at = |ms: u64| t0 + Duration::from_millis(ms);
+    let first = (0..200).filter(|_| budget.try_withdraw(at(950))).count();
+    assert_eq!(first, 100);
+    for ms in [1_000, 5_000, 9_999, 10_000, 10_500, 10_940] {
+        assert!(
+            !budget.try_withdraw(at(ms)),
+            "granted at {ms} ms: more than 100 retries within {:?}",
+            Duration::from_millis(ms - 950)
+        );
+    }
+    // Slots start at multiples of ttl / 10 from the budget's origin, not at
+    // t0: a retry leaves the window between ttl and ttl + ttl / 10 after it.
+    let later = (0..200).filter(|_| budget.try_withdraw(at(12_000))).count();
+    assert_eq!(later, 100, "a ttl and a slot after, the reserve is back");
+}
+
+#[test]
+fn a_caller_whose_clock_is_far_ahead_does_not_wedge_the_others() {
+    // A shared budget, and one caller on a clock an hour ahead (a test's
+    // virtual time): real-time callers must still get their reserve back
+    // once a ttl has passed on their own clock.
+    let budget = RetryBudget::new(0.1, 1, Duration::from_secs(10));
+    let t0 = Instant::now();
+    let ahead = t0 + Duration::from_secs(3600);
+    budget.record_call(ahead);
+    assert!(budget.try_withdraw(ahead));
+    for minute in 0..3u64 {
+        let now = t0 + Duration::from_secs(60 * minute);
+        let granted = (0..20).filter(|_| budget.try_withdraw(now)).count();
+        assert!(
+            granted >= 9,
+            "minute {minute}: {granted} retries granted to real-time callers"
+        );
+    }
+    // And the caller ahead keeps working too.
+    assert!(budget.try_withdraw(ahead + Duration::from_secs(60)));
+}
+
+#[test]
+fn a_clock_going_backwards_never_wedges_the_budget() {
+    let budget = RetryBudget::new(0.5, 1, Duration::from_secs(1));
+    let t0 = Instant::now() + Duration::from_secs(3600);
+    for step in 0..20u64 {
+        // Forward a minute, back half an hour, forward again…
+        let now = if step % 2 == 0 {
+            t0 + Duration::from_secs(60 * step)
+        } else {
+            t0.checked_sub(Duration::from_secs(1800)).unwrap()
+        };
+        assert!(budget.try_withdraw(now), "step {step}: refused");
+    }
 }

@@ -554,3 +554,18 @@ fn the_sync_runner_never_starts_an_attempt_after_waking_late() {
         }
     }
 }
+
+#[test]
+fn virtual_time_advanced_by_duration_max_saturates() {
+    let vt = VirtualTime::start();
+    let t0 = vt.now();
+    vt.advance(Duration::from_secs(1));
+    vt.advance(Duration::MAX);
+    assert!(
+        vt.now() > t0 + Duration::from_secs(1),
+        "the clock went back to its start"
+    );
+    let before = vt.now();
+    vt.advance(Duration::from_secs(1));
+    assert!(vt.now() >= before, "never backwards");
+}
