@@ -484,6 +484,24 @@ fn keyword<T: Copy>(cx: &mut Ctxt, name: &str, value: &Expr, words: &[(&str, T)]
         .map(|(w, _)| format!("`{w}`"))
         .collect::<Vec<_>>()
         .join(", ");
+    if let Expr::Call(call) = value
+        && let Expr::Path(f) = &*call.func
+        && let Some(word) = f.path.get_ident().map(ToString::to_string)
+        && words.iter().any(|(w, _)| *w == word)
+    {
+        let args = call.args.to_token_stream().to_string();
+        let hint = match (name, word.as_str()) {
+            ("backoff", "exponential") => {
+                format!(": write `backoff = exponential, factor = {args}`")
+            }
+            ("backoff", _) => {
+                format!(": write `backoff = {word}` and set the step with `base = ..`")
+            }
+            _ => format!(": write `{name} = {word}`"),
+        };
+        cx.error_spanned(value, format!("`{name} = {word}` takes no arguments{hint}"));
+        return None;
+    }
     let word = match value {
         Expr::Path(p) if p.qself.is_none() => p.path.get_ident().map(ToString::to_string),
         _ => None,
@@ -513,6 +531,19 @@ fn keyword<T: Copy>(cx: &mut Ctxt, name: &str, value: &Expr, words: &[(&str, T)]
 }
 
 fn attempts(cx: &mut Ctxt, value: Expr) -> Option<Num<u32>> {
+    if let Expr::Unary(syn::ExprUnary {
+        op: UnOp::Neg(_),
+        expr,
+        ..
+    }) = &value
+        && matches!(**expr, Expr::Lit(_))
+    {
+        cx.error_spanned(
+            &value,
+            "`attempts` must be at least 1: it counts the first attempt too",
+        );
+        return None;
+    }
     let Expr::Lit(syn::ExprLit {
         lit: Lit::Int(lit), ..
     }) = &value
@@ -601,6 +632,20 @@ fn duration(cx: &mut Ctxt, name: &str, value: Expr) -> Option<Dur> {
         Expr::Lit(syn::ExprLit {
             lit: Lit::Float(l), ..
         }) => (l.base10_digits(), l.suffix(), l.span(), l.to_string()),
+        Expr::Lit(syn::ExprLit {
+            lit: Lit::Str(quoted),
+            ..
+        }) => {
+            let unquoted = unquoted_duration(&quoted.value()).map_or_else(
+                || "e.g. `250ms` or `1.5s`".to_owned(),
+                |d| format!("`{name} = {d}`"),
+            );
+            cx.error_spanned(
+                quoted,
+                format!("`{name}` takes a duration literal, not a string: remove the quotes ({unquoted})"),
+            );
+            return None;
+        }
         Expr::Lit(other) => {
             cx.error_spanned(
                 other,
@@ -659,6 +704,20 @@ fn duration(cx: &mut Ctxt, name: &str, value: Expr) -> Option<Dur> {
         return None;
     };
     Some(Dur::Lit(DurLit { nanos, span, text }))
+}
+
+/// `"10s"` or `"250 ms"` written as the literal it meant (`10s`, `250ms`),
+/// if it is one.
+fn unquoted_duration(text: &str) -> Option<String> {
+    let compact: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+    let (digits, suffix) = match syn::parse_str::<Lit>(&compact).ok()? {
+        Lit::Int(l) => (l.base10_digits().to_owned(), l.suffix().to_owned()),
+        Lit::Float(l) => (l.base10_digits().to_owned(), l.suffix().to_owned()),
+        _ => return None,
+    };
+    ["ns", "us", "ms", "s", "m", "h"]
+        .contains(&suffix.as_str())
+        .then(|| format!("{digits}{suffix}"))
 }
 
 /// `digits × unit` exactly, for decimal `digits` such as `1.5` or `2e3`;

@@ -176,11 +176,20 @@ fn setup(args: &Args, rt: &TokenStream, n: &Names) -> TokenStream {
     };
     let (own, budget_init) = match args.budget.value() {
         Some(OrNone::None) => (quote!(), quote!(::core::option::Option::None)),
-        // Spanned on the path: a static of the wrong type is reported there.
-        Some(OrNone::Some(path)) => (
-            quote!(),
-            respan(quote!(::core::option::Option::Some(&#path)), path.span()),
-        ),
+        // A budget must be a `static`: a `const` would be a fresh temporary
+        // at every call, silently granting every retry. Borrowing it in a
+        // `static` makes a `const` a compile error (E0492, whose help says to
+        // use a `static`), spanned on the path like a wrong type is.
+        Some(OrNone::Some(path)) => {
+            let borrow = respan(quote!(&#path), path.span());
+            (
+                quote!(),
+                quote!({
+                    static __BACKSTOP_SHARED_BUDGET: &#rt::RetryBudget = #borrow;
+                    ::core::option::Option::Some(__BACKSTOP_SHARED_BUDGET)
+                }),
+            )
+        }
         None => {
             let own = quote! {
                 static #own_budget: #rt::RetryBudget = #rt::RetryBudget::standard();

@@ -1,5 +1,7 @@
 //! Stage 2: rules across options, and between the options and the function.
 
+use proc_macro2::{TokenStream, TokenTree};
+use quote::ToTokens;
 use syn::parse::{Parse, ParseStream};
 use syn::{Attribute, Block, ReturnType, Signature, Token, Visibility};
 
@@ -68,9 +70,102 @@ fn schedule_options(args: &Args) -> [(&'static str, Option<proc_macro2::Span>); 
 }
 
 pub(crate) fn check(args: &Args, func: &Func, cx: &mut Ctxt) {
+    if check_rewritten(func, cx) {
+        // The function is not the one the user wrote: other checks would
+        // only add noise about the rewriter's output.
+        return;
+    }
     check_signature(func, cx);
     check_options(args, cx);
     check_against_fn(args, func, cx);
+}
+
+/// Does any token of `tokens`, in any group, satisfy `pred`?
+fn any_token(tokens: TokenStream, pred: &impl Fn(&TokenTree) -> bool) -> bool {
+    tokens.into_iter().any(|tt| match &tt {
+        TokenTree::Group(g) => any_token(g.stream(), pred),
+        other => pred(other),
+    })
+}
+
+fn is_ident(tt: &TokenTree, names: &[&str]) -> bool {
+    matches!(tt, TokenTree::Ident(i) if names.iter().any(|n| i == n))
+}
+
+/// A function that another attribute rewrote before `#[retry]` saw it, or
+/// one that returns a future instead of being `async`: reports it and
+/// returns `true`.
+fn check_rewritten(func: &Func, cx: &mut Ctxt) -> bool {
+    let sig = &func.sig;
+    let body = func.block.as_ref().map(ToTokens::to_token_stream);
+    let async_trait = sig
+        .generics
+        .lifetimes()
+        .any(|l| l.lifetime.ident == "async_trait");
+    if async_trait {
+        cx.error_spanned(
+            &sig.ident,
+            "`#[retry]` does not support methods of an `#[async_trait]` impl: they return a \
+             boxed future that cannot be retried. Use native `async fn` in the trait \
+             (Rust 1.75+) and remove `#[async_trait]`: `#[retry]` supports it",
+        );
+        return true;
+    }
+    // `#[tokio::test]` / `#[tokio::main]` turn the `async fn` into a sync
+    // one that builds a runtime: retried, that runtime would be built per
+    // attempt and the sleeps would be real.
+    let tokio_test = func.attrs.iter().any(|a| {
+        let segments: Vec<String> = a
+            .path()
+            .segments
+            .iter()
+            .map(|s| s.ident.to_string())
+            .collect();
+        a.path().leading_colon.is_some() && segments == ["core", "prelude", "v1", "test"]
+    });
+    let tokio_entry = body.clone().is_some_and(|b| {
+        any_token(b, &|tt| {
+            matches!(tt, TokenTree::Literal(l) if l.to_string() == "\"Failed building the Runtime\"")
+        })
+    });
+    if sig.asyncness.is_none() && (tokio_test || tokio_entry) {
+        cx.error_spanned(
+            &sig.ident,
+            "`#[tokio::test]` or `#[tokio::main]` rewrote this `async fn` before `#[retry]` saw it: \
+             each attempt would build a runtime and sleep in real time. \
+             Write `#[retry]` above `#[tokio::test]` (or `#[tokio::main]`)",
+        );
+        return true;
+    }
+    let instrumented = body.is_some_and(|b| {
+        any_token(b, &|tt| {
+            is_ident(tt, &["__tracing_attr_span", "__tracing_instrument_future"])
+        })
+    });
+    if instrumented {
+        cx.error_spanned(
+            &sig.ident,
+            "`#[tracing::instrument]` rewrote this function before `#[retry]` saw it: \
+             there would be one span per attempt, and an owned argument would be moved \
+             by the first. Write `#[retry]` above `#[tracing::instrument]`",
+        );
+        return true;
+    }
+    if sig.asyncness.is_none()
+        && let ReturnType::Type(_, ty) = &sig.output
+        && any_token(ty.to_token_stream(), &|tt| is_ident(tt, &["Future"]))
+    {
+        cx.error_spanned(
+            ty,
+            format!(
+                "`#[retry]` needs an `async fn`, not a function returning a future: write \
+                 `async fn {}(..) -> Result<T, E>`, so that each attempt makes a fresh future",
+                sig.ident
+            ),
+        );
+        return true;
+    }
+    false
 }
 
 fn check_signature(func: &Func, cx: &mut Ctxt) {
@@ -210,4 +305,44 @@ fn not_yet(cx: &mut Ctxt, key: proc_macro2::Span, name: &str) {
         key,
         format!("`{name}` is not supported by this version of backstop yet"),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rewritten(item: TokenStream) -> Option<String> {
+        let func: Func = syn::parse2(item).unwrap();
+        let mut cx = Ctxt::default();
+        check_rewritten(&func, &mut cx).then(|| cx.finish().unwrap_err().to_string())
+    }
+
+    #[test]
+    fn a_function_rewritten_by_tokio_test_is_recognised() {
+        // What `#[tokio::test]` above `#[retry]` hands over in a test build
+        // (in other builds, `#[test]` removes the item before `#[retry]`
+        // runs, so trybuild cannot show it).
+        let message = rewritten(quote::quote! {
+            #[::core::prelude::v1::test]
+            fn flaky() -> Result<(), std::io::Error> {
+                let body = async { Ok(()) };
+                body.await_somehow()
+            }
+        });
+        assert!(
+            message.is_some_and(|m| m.contains("Write `#[retry]` above `#[tokio::test]`")),
+            "not recognised"
+        );
+    }
+
+    #[test]
+    fn an_ordinary_test_function_is_left_alone() {
+        assert_eq!(
+            rewritten(quote::quote! {
+                #[test]
+                fn flaky() -> Result<(), std::io::Error> { Ok(()) }
+            }),
+            None
+        );
+    }
 }

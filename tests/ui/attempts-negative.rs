@@ -1,0 +1,8 @@
+use backstop::retry;
+
+#[retry(attempts = -1)]
+fn fetch() -> Result<(), std::io::Error> {
+    Ok(())
+}
+
+fn main() {}
