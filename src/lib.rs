@@ -384,7 +384,11 @@
 //!     let mut state = rt::AttemptState::with_budget(&policy, budget, rt::SystemClock);
 //!     loop {
 //!         let outcome: Result<u32, Error> = (|| -> Result<u32, Error> { fetch() })();
-//!         let verdict = rt::verdict(&outcome);
+//!         // `when_ok` and `when`, where given, replace `None` and `classify`.
+//!         let verdict = match <Result<u32, Error> as rt::Outcome>::as_result(&outcome) {
+//!             Ok(_value) => None,
+//!             Err(error) => Some(rt::Classify::classify(error)),
+//!         };
 //!         match rt::AttemptState::decide(&mut state, verdict) {
 //!             rt::Decision::Retry(delay) => {
 //!                 rt::sleep(delay);
@@ -540,11 +544,10 @@ pub use retry_runtime::{backoff, testing};
 /// any release.
 #[doc(hidden)]
 pub mod __private {
-    #[cfg(feature = "tokio")]
-    pub use retry_runtime::TokioClock;
     pub use retry_runtime::macro_support::*;
     pub use retry_runtime::run::sleep;
     pub use retry_runtime::{
-        AttemptState, Backoff, Decision, Jitter, Policy, RetryBudget, SystemClock, Verdict,
+        AttemptState, Backoff, Classify, Decision, Jitter, Policy, RetryBudget, SystemClock,
+        Verdict,
     };
 }

@@ -70,10 +70,14 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
     } = &n;
 
     let setup = setup(args, &rt, &n);
-    let classify = classify(args, &rt, &n, ret_span);
+    let classify = classify(args, &rt, &n, &ret, ret_span);
     let stmts = &block.stmts;
     let body = if func.sig.asyncness.is_some() {
         let pinned = &n.pinned;
+        // Checked to be an async clock, spanned on `async`: without the
+        // `tokio` feature that is the one error, naming the feature.
+        let async_span = func.sig.asyncness.map_or_else(Span::call_site, |a| a.span);
+        let clock = respan(quote!(#rt::async_clock(#rt::TokioClock)), async_span);
         let attempt = quote! {
             async {
                 // Pins the block's return type before the body is
@@ -95,7 +99,7 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
         // `Send` whenever the plain function's would be.
         quote! {
             #setup
-            let mut #state = #rt::AttemptState::with_budget(#policy, #budget, #rt::TokioClock);
+            let mut #state = #rt::AttemptState::with_budget(#policy, #budget, #clock);
             loop {
                 let #delay = {
                     let #outcome: #ret = #attempt;
@@ -212,19 +216,75 @@ fn setup(args: &Args, rt: &TokenStream, n: &Names) -> TokenStream {
 }
 
 /// The verdict on an outcome: `when_ok` (or never) for `Ok`, `when` (or
-/// `Classify`) for `Err`, in one runtime call spanned on the return type, so
-/// that a non-`Result` return type or an error type without `Classify` is
-/// reported there, once, with the runtime's own diagnostic.
-fn classify(args: &Args, rt: &TokenStream, n: &Names, ret_span: Span) -> TokenStream {
-    let (function, extra) = match (args.when.value(), args.when_ok.value()) {
-        (None, None) => (quote!(verdict), quote!()),
-        (Some(when), None) => (quote!(verdict_when), quote!(, #when)),
-        (None, Some(when_ok)) => (quote!(verdict_when_ok), quote!(, #when_ok)),
-        (Some(when), Some(when_ok)) => (quote!(verdict_when_both), quote!(, #when, #when_ok)),
-    };
-    let function = respan(quote!(#rt::#function), ret_span);
+/// `Classify`) for `Err`. Each call is located on the user's token it is
+/// about (the return type, `when`, `when_ok`), so that a type error lands
+/// there, once, with the runtime's own diagnostic.
+fn classify(args: &Args, rt: &TokenStream, n: &Names, ret: &Type, ret_span: Span) -> TokenStream {
     let outcome = &n.outcome;
-    quote!(#function(&#outcome #extra))
+    let at = |span: Span| Ident::new(&outcome.to_string(), Span::mixed_site().located_at(span));
+    let (value, error) = (
+        Ident::new("__backstop_value", Span::mixed_site()),
+        Ident::new("__backstop_error", Span::mixed_site()),
+    );
+    let view = {
+        let outcome = at(ret_span);
+        // `Self` named as the user wrote it: the one obligation is theirs.
+        let outcome_trait = respan(quote!(#rt::Outcome), ret_span);
+        let (lt, as_, gt_method) = (
+            respan(quote!(<), ret_span),
+            respan(quote!(as), ret_span),
+            respan(quote!(>::as_result), ret_span),
+        );
+        // All of it on one span, so that the obligations this expression
+        // raises for a non-`Result` type are one identical, de-duplicated
+        // report (the user's type tokens keep their hygiene: they are the
+        // user's, respanned to the user's own token).
+        let ret = respan(ret.to_token_stream(), ret_span);
+        let call = quote!(#lt #ret #as_ #outcome_trait #gt_method);
+        let and = respan(quote!(&), ret_span);
+        let mut args =
+            proc_macro2::Group::new(proc_macro2::Delimiter::Parenthesis, quote!(#and #outcome));
+        args.set_span(ret_span);
+        quote!(#call #args)
+    };
+    let ok = match args.when_ok.value() {
+        Some(when_ok) => located_call(quote!(#rt::ok_verdict), &value, when_ok),
+        None => quote!(::core::option::Option::None),
+    };
+    let err = match args.when.value() {
+        Some(when) => located_call(quote!(#rt::err_verdict), &error, when),
+        None => {
+            let call = respan(quote!(#rt::Classify::classify), ret_span);
+            let error = Ident::new(&error.to_string(), Span::mixed_site().located_at(ret_span));
+            let mut args =
+                proc_macro2::Group::new(proc_macro2::Delimiter::Parenthesis, quote!(#error));
+            args.set_span(ret_span);
+            quote!(::core::option::Option::Some(#call #args))
+        }
+    };
+    let (ok_pat, err_pat) = (
+        respan(quote!(::core::result::Result::Ok), ret_span),
+        respan(quote!(::core::result::Result::Err), ret_span),
+    );
+    quote! {
+        match #view {
+            #ok_pat(#value) => #ok,
+            #err_pat(#error) => #err,
+        }
+    }
+}
+
+/// `function(arg, callable)`, with the generated tokens located on the
+/// user's `callable`: a closure of the wrong shape is reported there.
+fn located_call(function: TokenStream, arg: &Ident, callable: &syn::Expr) -> TokenStream {
+    let span = callable.span();
+    let function = respan(function, span);
+    let arg = Ident::new(&arg.to_string(), Span::mixed_site().located_at(span));
+    let mut args = quote!(#arg, #callable);
+    let mut group = proc_macro2::Group::new(proc_macro2::Delimiter::Parenthesis, args);
+    group.set_span(span);
+    args = group.into_token_stream();
+    quote!(#function #args)
 }
 
 /// Gives every token of `tokens` the span `span` (for paths only: a local's

@@ -3,7 +3,8 @@
 
 use std::borrow::Borrow;
 
-use crate::classify::{Classify, Verdict};
+use crate::classify::Verdict;
+use crate::clock::Clock;
 use crate::policy::Policy;
 
 /// The return type of a `#[retry]` function: a `Result`.
@@ -29,40 +30,41 @@ impl<T, E> Outcome for Result<T, E> {
     }
 }
 
-// One function per combination of `when` / `when_ok` (all three defaults
-// delegate to the last), each a single call
-// in the generated code: a return type that is not a `Result`, or an error
-// type without `Classify`, is then one clear error rather than several. The
-// direct `FnOnce(&R::Err)` bounds let a closure's argument type be inferred.
+// The generated code classifies an outcome as
+//
+//     match Outcome::as_result(&outcome) {    // spanned on the return type
+//         Ok(value) => ok_verdict(value, when_ok),   // on `when_ok`, or `None`
+//         Err(error) => err_verdict(error, when),    // on `when`, or
+//                                                    // `Some(Classify::classify(error))`
+//     }
+//
+// so that each mistake is one error on the user's own token: a return type
+// that is not a `Result` fails at `as_result` alone (rustc does not report
+// the errors that follow from it), an error type without `Classify` at the
+// UFCS call, a `when` of the wrong shape at `when`. The `FnOnce(&E)` bounds
+// let a closure's argument type be inferred.
 
-/// The verdict on an outcome: `Ok` never retried, `Err` by its [`Classify`].
-pub fn verdict<R>(outcome: &R) -> Option<Verdict>
+/// The verdict on an `Ok` value by `when_ok`: `None` unless it asks for a
+/// retry.
+pub fn ok_verdict<T, K, U>(value: &T, when_ok: K) -> Option<Verdict>
 where
-    R: Outcome,
-    R::Err: Classify,
+    K: FnOnce(&T) -> U,
+    U: Into<Verdict>,
 {
-    verdict_when_both(outcome, R::Err::classify, |_: &R::Ok| Verdict::Stop)
+    match when_ok(value).into() {
+        // An `Ok` value is returned unless a retry was asked for.
+        Verdict::Stop => None,
+        retry => Some(retry),
+    }
 }
 
-/// The verdict on an outcome: `Ok` never retried, `Err` by `when`.
-pub fn verdict_when<R, W, V>(outcome: &R, when: W) -> Option<Verdict>
+/// The verdict on an error by `when`.
+pub fn err_verdict<E, W, V>(error: &E, when: W) -> Option<Verdict>
 where
-    R: Outcome,
-    W: FnOnce(&R::Err) -> V,
+    W: FnOnce(&E) -> V,
     V: Into<Verdict>,
 {
-    verdict_when_both(outcome, when, |_: &R::Ok| Verdict::Stop)
-}
-
-/// The verdict on an outcome: `Ok` by `when_ok`, `Err` by its [`Classify`].
-pub fn verdict_when_ok<R, K, V>(outcome: &R, when_ok: K) -> Option<Verdict>
-where
-    R: Outcome,
-    R::Err: Classify,
-    K: FnOnce(&R::Ok) -> V,
-    V: Into<Verdict>,
-{
-    verdict_when_both(outcome, R::Err::classify, when_ok)
+    Some(when(error).into())
 }
 
 /// The verdict on an outcome: `Ok` by `when_ok`, `Err` by `when`.
@@ -75,12 +77,8 @@ where
     U: Into<Verdict>,
 {
     match outcome.as_result() {
-        // An `Ok` value is returned unless a retry was asked for.
-        Ok(value) => match when_ok(value).into() {
-            Verdict::Stop => None,
-            retry => Some(retry),
-        },
-        Err(error) => Some(when(error).into()),
+        Ok(value) => ok_verdict(value, when_ok),
+        Err(error) => err_verdict(error, when),
     }
 }
 
@@ -89,8 +87,49 @@ pub fn policy_ref<P: Borrow<Policy>>(policy: &P) -> &Policy {
     policy.borrow()
 }
 
+/// The clock (and timer) of an async `#[retry]` loop. Without the `tokio`
+/// feature nothing implements it: an async `#[retry]` fn is then this one
+/// error, naming the feature, rather than "cannot find" errors about the
+/// generated code.
+#[diagnostic::on_unimplemented(
+    message = "`#[retry]` on an `async fn` needs backstop's `tokio` feature",
+    label = "this `async fn` sleeps between attempts on tokio's timer",
+    note = "enable it: `backstop = {{ version = \"0.1\", features = [\"tokio\"] }}` (it is a default feature)"
+)]
+pub trait AsyncClock: Clock {}
+
+#[cfg(feature = "tokio")]
+pub use crate::clock::TokioClock;
+
+#[cfg(feature = "tokio")]
+impl AsyncClock for TokioClock {}
+
+/// Without the `tokio` feature: a stand-in, so that [`AsyncClock`]'s
+/// message is the only error an async `#[retry]` fn gets.
+#[cfg(not(feature = "tokio"))]
+#[derive(Clone, Copy, Debug)]
+pub struct TokioClock;
+
+#[cfg(not(feature = "tokio"))]
+impl Clock for TokioClock {
+    fn now(&self) -> std::time::Instant {
+        std::time::Instant::now()
+    }
+}
+
+/// The clock of an async `#[retry]` loop, checked to be one.
+pub fn async_clock<C: AsyncClock>(clock: C) -> C {
+    clock
+}
+
 /// The sleep of an async `#[retry]` loop: tokio's timer.
 #[cfg(feature = "tokio")]
 pub fn sleep_async(delay: std::time::Duration) -> tokio::time::Sleep {
     tokio::time::sleep(delay)
+}
+
+/// Without the `tokio` feature: never reached (see [`AsyncClock`]).
+#[cfg(not(feature = "tokio"))]
+pub fn sleep_async(_: std::time::Duration) -> std::future::Ready<()> {
+    std::future::ready(())
 }

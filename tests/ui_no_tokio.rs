@@ -1,0 +1,9 @@
+//! Without the `tokio` feature, an async `#[retry]` fn is one clear error
+//! naming the feature. Run with
+//! `cargo test -p backstop --no-default-features --test ui_no_tokio`.
+#![cfg(not(feature = "tokio"))]
+
+#[test]
+fn ui_without_tokio() {
+    trybuild::TestCases::new().compile_fail("tests/ui-no-tokio/*.rs");
+}
