@@ -56,10 +56,17 @@
 //! 2. **Attempts.** The `attempts`-th attempt is the last.
 //! 3. **Delay.** The server's `Retry-After` (`RetryAfter(d)`), spread upward
 //!    to `d × [1.0, 1.2)` and never shortened, or refused when longer than
-//!    `retry_after_max`; otherwise the backoff schedule with jitter, never
-//!    above `cap`.
+//!    `retry_after_max`; the spread shrinks to fit the deadline, so only
+//!    `d` itself not fitting gives up. Otherwise the backoff schedule with
+//!    jitter, never above `cap`.
 //! 4. **Deadline.** If the delay would reach the deadline, return now:
 //!    no attempt starts after the deadline, and no sleep runs into it.
+//!    Timers oversleep, so this holds after waking too: a sync function
+//!    checks the clock again when its thread wakes, and returns the last
+//!    outcome if it is late; an async one, which drops the outcome before
+//!    sleeping, gives up rather than sleep within tokio's timer resolution
+//!    (1 ms) of the deadline. (A task that its executor polls late, behind
+//!    a blocked worker thread, can still start late.)
 //! 5. **Budget.** No token, no retry.
 //! 6. Sleep, and attempt again.
 //!
@@ -84,7 +91,7 @@
 //! | `when` | path or closure `Fn(&E) -> bool` or `-> Verdict` | `E: Classify` |
 //! | `when_ok` | path or closure `Fn(&T) -> bool` or `-> Verdict` | never |
 //! | `idempotent` | `true`, `false` (bare `idempotent` is `true`) | `false` |
-//! | `budget` | path to a `static RetryBudget`, or `none` | one of the function's own |
+//! | `budget` | path to a `static RetryBudget` (not a `const`), or `none` | one of the function's own |
 //! | `retry_after_max` | duration | 60s |
 //! | `policy` | expression giving a [`Policy`] or `&Policy` | — |
 //! | `crate` | path to this crate, if renamed | `::backstop` |
@@ -233,7 +240,9 @@
 //! 100. The reserve lets a quiet function retry at all; it is not a rate
 //! limit. Share a `static`
 //! budget between the functions that call one dependency, or opt out with
-//! `budget = none`.
+//! `budget = none`. It must be a `static`: a `const` is copied at every use,
+//! so each call would draw on a fresh budget and every retry be granted;
+//! `budget = SOME_CONST` is a compile error.
 //!
 //! ```
 //! # use std::io::{Error, ErrorKind}; use std::time::Duration; use backstop::{retry, RetryBudget};
@@ -358,12 +367,33 @@
 //! # assert!(post("hi").is_ok());
 //! ```
 //!
+//! `#[retry]` goes above the other attributes that rewrite a function, so
+//! that it sees the function as written: above `#[tracing::instrument]`
+//! (one span per call, not per attempt) and above `#[tokio::test]` (one
+//! runtime, whose paused clock the sleeps then use). Written below them,
+//! it would retry their output, and says so at compile time. Methods of an
+//! `#[async_trait]` impl return boxed futures it cannot retry: use native
+//! `async fn` in traits instead.
+//!
+//! ```
+//! # use std::io::Error; use backstop::retry;
+//! #[retry(attempts = 3)]
+//! #[tokio::main(flavor = "current_thread")] // stands for #[tokio::test] here
+//! async fn main() -> Result<(), Error> {
+//!     Ok(())
+//! }
+//! ```
+//!
 //! Mistakes are compile errors on the offending token: an unknown option
 //! (with the nearest valid one), a duration without a unit, `base` above
-//! `cap`, `attempts = 0`, a zero deadline, `policy` mixed with schedule
-//! options, `attempt_timeout` on a sync fn, a `const` or `extern` fn, a
+//! `cap`, `attempts = 0` or `-1`, a quoted duration, `backoff =
+//! exponential(2)` (that is `factor = 2`), a zero deadline, `policy` mixed
+//! with schedule options, `attempt_timeout` on a sync fn, a `const` or
+//! `extern` fn, a function returning a future instead of an `async fn`, a
 //! return type that is not a `Result`, an error type that neither
-//! implements [`Classify`] nor has `when`.
+//! implements [`Classify`] nor has `when`, a `when` of the wrong shape, a
+//! `budget` that is not a `static`, an `async fn` without the `tokio`
+//! feature.
 //!
 //! # What it expands to
 //!
