@@ -47,6 +47,8 @@ impl tracing::Subscriber for SpanCounter {
     fn exit(&self, _: &tracing::span::Id) {}
 }
 
+// An owned argument on purpose: instrumenting first would move it.
+#[allow(clippy::needless_pass_by_value)]
 #[retry(attempts = 3, jitter = none, budget = none)]
 #[tracing::instrument]
 fn send(body: String, failures: &AtomicU32) -> Result<usize, Error> {
