@@ -64,9 +64,11 @@
 //!    Timers oversleep, so this holds after waking too: a sync function
 //!    checks the clock again when its thread wakes, and returns the last
 //!    outcome if it is late; an async one, which drops the outcome before
-//!    sleeping, gives up rather than sleep within tokio's timer resolution
-//!    (1 ms) of the deadline. (A task that its executor polls late, behind
-//!    a blocked worker thread, can still start late.)
+//!    sleeping, gives up rather than sleep within 2 ms of the deadline, as
+//!    late as tokio's millisecond timer ends a sleep. (An async attempt can
+//!    still start late if its task runs late: an executor that polls it
+//!    late behind a blocked worker thread, or an overloaded machine that
+//!    wakes the runtime's thread late.)
 //! 5. **Budget.** No token, no retry.
 //! 6. Sleep, and attempt again.
 //!
@@ -441,7 +443,8 @@
 //! `Send` whenever the plain function's would be, even for a `!Send` error
 //! such as `Box<dyn Error>`. Since it keeps no outcome to return after
 //! waking, the async loop gives up instead when the delay comes within
-//! tokio's timer resolution (1 ms) of the deadline.
+//! 2 ms of the deadline (tokio's timer can end a sleep up to two
+//! millisecond ticks late).
 //!
 //! # Classification
 //!

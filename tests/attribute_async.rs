@@ -388,3 +388,26 @@ async fn no_attempt_starts_after_the_deadline_when_the_timer_rounds_up() {
         );
     }
 }
+
+#[retry(attempts = 2, deadline = 11500us, backoff = fixed, base = 10101us, jitter = none, budget = none)]
+async fn odd_offset(starts: &std::cell::RefCell<Vec<Instant>>) -> Result<(), Error> {
+    starts.borrow_mut().push(Instant::now());
+    Err(reset())
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_attempt_starts_after_the_deadline_when_the_timer_parks_a_tick_late() {
+    // From +900 µs, a 10.101 ms sleep ends at 12.9 ms: two ticks of
+    // rounding, past a deadline of 11.5 ms after entry.
+    tokio::time::advance(Duration::from_micros(900)).await;
+    let entry = Instant::now();
+    let starts = std::cell::RefCell::new(Vec::new());
+    let _ = odd_offset(&starts).await;
+    for start in starts.borrow().iter() {
+        assert!(
+            *start - entry < Duration::from_micros(11_500),
+            "{:?}",
+            *start - entry
+        );
+    }
+}

@@ -6,18 +6,25 @@
 //! least able to take it (a retry storm). With a budget of 10%, the worst
 //! case is 1.1× normal traffic, however long the outage lasts.
 
+#[cfg(loom)]
+use loom::sync::atomic::AtomicU64;
 use std::fmt;
-use std::sync::atomic::{
-    AtomicU64,
-    Ordering::{AcqRel, Acquire, Relaxed},
-};
+#[cfg(not(loom))]
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
 use std::time::{Duration, Instant};
 
 use crate::clock::nanos_since_origin;
 
 /// How many slots the `ttl` window is cut into: calls count for the
 /// `SLOTS` newest slots, so the window's edge is accurate to `ttl / SLOTS`.
+#[cfg(not(loom))]
 const SLOTS: u64 = 10;
+
+/// Under loom, two slots: the algorithm does not depend on their number,
+/// and every slot word is a scheduling point the model checker explores.
+#[cfg(loom)]
+const SLOTS: u64 = 2;
 
 /// Slots kept: retries count one slot longer than calls. A retry granted
 /// late in a slot must still count a whole `ttl` later, or a window of
@@ -172,7 +179,34 @@ impl BudgetStats {
     }
 }
 
+/// A `const fn`, but a plain `fn` under `cfg(loom)`, whose atomics cannot
+/// be made in const evaluation (the loom models in `tests/loom_budget.rs`).
+macro_rules! const_unless_loom {
+    ($(#[$attr:meta])* $vis:vis fn $($rest:tt)*) => {
+        #[cfg(not(loom))]
+        $(#[$attr])* $vis const fn $($rest)*
+        #[cfg(loom)]
+        $(#[$attr])* $vis fn $($rest)*
+    };
+}
+
+/// A ring of zeroed slots.
+#[cfg(not(loom))]
+macro_rules! zeroed {
+    () => {
+        [const { AtomicU64::new(0) }; RING as usize]
+    };
+}
+
+#[cfg(loom)]
+macro_rules! zeroed {
+    () => {
+        std::array::from_fn(|_| AtomicU64::new(0))
+    };
+}
+
 impl RetryBudget {
+    const_unless_loom! {
     /// A budget allowing `ratio` retries per call (0.1 = 10%), plus a
     /// reserve of `min_per_sec × ttl` retries, over a sliding `ttl`.
     ///
@@ -187,7 +221,7 @@ impl RetryBudget {
     /// static SHARED: RetryBudget = RetryBudget::new(0.2, 10, Duration::from_secs(10));
     /// assert_eq!(SHARED.ratio(), 0.2);
     /// ```
-    pub const fn new(ratio: f64, min_per_sec: u32, ttl: Duration) -> Self {
+    pub fn new(ratio: f64, min_per_sec: u32, ttl: Duration) -> Self {
         assert!(
             ratio > 0.0 && ratio <= 1.0,
             "RetryBudget::new: `ratio` must be in (0, 1], e.g. 0.1 for 10% of calls"
@@ -224,15 +258,17 @@ impl RetryBudget {
             // initial tag (0) is older than the epoch it moves to.
             offset: AtomicU64::new(2 * RING),
             head: AtomicU64::new(0),
-            calls: [const { AtomicU64::new(0) }; RING as usize],
-            retries: [const { AtomicU64::new(0) }; RING as usize],
+            calls: zeroed!(),
+            retries: zeroed!(),
             granted: AtomicU64::new(0),
             expired_calls: AtomicU64::new(0),
             expired_retries: AtomicU64::new(0),
             refusals: AtomicU64::new(0),
         }
     }
+    }
 
+    const_unless_loom! {
     /// The budget `#[retry]` gives each function by default: 10% of calls,
     /// plus a reserve of 100 retries (10 a second), over 10 s.
     ///
@@ -241,8 +277,9 @@ impl RetryBudget {
     /// static B: RetryBudget = RetryBudget::standard();
     /// assert_eq!(B.min_per_sec(), 10);
     /// ```
-    pub const fn standard() -> Self {
+    pub fn standard() -> Self {
         Self::new(0.1, 10, Duration::from_secs(10))
+    }
     }
 
     /// Retries allowed per call.

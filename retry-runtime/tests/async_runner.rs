@@ -178,3 +178,39 @@ async fn no_attempt_starts_after_the_deadline_when_the_timer_rounds_up() {
         "gave up rather than start late"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn no_attempt_starts_after_the_deadline_at_any_clock_offset() {
+    // tokio rounds a sleep's end up to its next millisecond tick, and its
+    // driver may park up to one more tick: random offsets, delays and
+    // deadlines must never see an attempt start late.
+    let mut rng = retry_runtime::backoff::Rng::seeded(7);
+    let mut late = Vec::new();
+    for case in 0..3000 {
+        let offset = Duration::from_micros(rng.next_u64() % 1000);
+        let base = Duration::from_micros(1 + rng.next_u64() % 20_000);
+        let deadline = Duration::from_micros(1 + rng.next_u64() % 30_000);
+        tokio::time::advance(offset).await;
+        let entry = Instant::now();
+        let policy = quiet()
+            .attempts(4)
+            .base(base)
+            .backoff(retry_runtime::Backoff::Fixed)
+            .deadline(Some(deadline));
+        let starts = std::cell::RefCell::new(Vec::new());
+        let _: Result<(), Error> = call_async(&policy, || async {
+            starts.borrow_mut().push(Instant::now() - entry);
+            Err(ErrorKind::ConnectionRefused.into())
+        })
+        .await;
+        if starts.borrow().iter().any(|s| *s >= deadline) {
+            late.push((case, offset, base, deadline, starts.take()));
+        }
+    }
+    assert!(
+        late.is_empty(),
+        "{} late: {:?}",
+        late.len(),
+        &late[..late.len().min(3)]
+    );
+}
