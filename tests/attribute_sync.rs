@@ -559,3 +559,22 @@ fn no_attempt_starts_after_the_deadline_when_the_thread_oversleeps() {
         }
     }
 }
+
+static LAZY: std::sync::LazyLock<RetryBudget> =
+    std::sync::LazyLock::new(|| RetryBudget::new(0.5, 0, Duration::from_secs(10)));
+
+#[retry(attempts = 5, budget = LAZY)]
+fn lazily_budgeted(calls: &mut u32) -> Result<(), Error> {
+    *calls += 1;
+    Err(ErrorKind::ConnectionReset.into())
+}
+
+#[test]
+fn a_static_budget_built_lazily_is_drawn_on() {
+    let _vt = VirtualTime::start();
+    let mut calls = 0;
+    let _ = lazily_budgeted(&mut calls);
+    let _ = lazily_budgeted(&mut calls);
+    assert_eq!(calls, 3, "one retry for two calls at 50%");
+    assert_eq!(LAZY.stats().calls, 2);
+}

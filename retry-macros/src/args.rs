@@ -261,7 +261,8 @@ impl Args {
                 }
             }
             "deadline" => {
-                if let Some(v) = or_none(value, |v| duration(cx, "deadline", v)) {
+                if let Some(v) = or_none(cx, "deadline", value, |cx, v| duration(cx, "deadline", v))
+                {
                     self.deadline.set(cx, span, v);
                 }
             }
@@ -318,12 +319,22 @@ impl Args {
                 ),
             },
             "budget" => {
-                let v = or_none(value, |v| {
-                    path(
+                let v = or_none(cx, "budget", value, |cx, v| {
+                    let p = path(
                         cx,
                         v,
                         "`budget` takes a path to a `static RetryBudget`, or `none`",
-                    )
+                    )?;
+                    if p.segments.first().is_some_and(|s| s.ident == "Self") {
+                        cx.error_spanned(
+                            &p,
+                            "`budget` must be a `static`, and `Self::…` is an associated const: \
+                             a fresh budget at every call. Declare `static BUDGET: RetryBudget = …;` \
+                             outside the impl and write `budget = BUDGET`",
+                        );
+                        return None;
+                    }
+                    Some(p)
                 });
                 if let Some(v) = v {
                     self.budget.set(cx, span, v);
@@ -436,14 +447,27 @@ fn skip_value(meta: &ParseNestedMeta<'_>) -> syn::Result<()> {
     Ok(())
 }
 
-fn or_none<T>(value: Expr, some: impl FnOnce(Expr) -> Option<T>) -> Option<OrNone<T>> {
+fn or_none<T>(
+    cx: &mut Ctxt,
+    name: &str,
+    value: Expr,
+    some: impl FnOnce(&mut Ctxt, Expr) -> Option<T>,
+) -> Option<OrNone<T>> {
     if let Expr::Path(p) = &value
         && p.qself.is_none()
-        && p.path.is_ident("none")
     {
-        return Some(OrNone::None);
+        if p.path.is_ident("none") {
+            return Some(OrNone::None);
+        }
+        if p.path.is_ident("None") {
+            cx.error_spanned(
+                &value,
+                format!("for no {name}, write `{name} = none` (lowercase: an option word, not `Option::None`)"),
+            );
+            return None;
+        }
     }
-    some(value).map(OrNone::Some)
+    some(cx, value).map(OrNone::Some)
 }
 
 fn set_duration(cx: &mut Ctxt, opt: &mut Opt<Dur>, key: Span, value: Expr) {

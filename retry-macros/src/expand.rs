@@ -181,17 +181,30 @@ fn setup(args: &Args, rt: &TokenStream, n: &Names) -> TokenStream {
     let (own, budget_init) = match args.budget.value() {
         Some(OrNone::None) => (quote!(), quote!(::core::option::Option::None)),
         // A budget must be a `static`: a `const` would be a fresh temporary
-        // at every call, silently granting every retry. Borrowing it in a
-        // `static` makes a `const` a compile error (E0492, whose help says to
-        // use a `static`), spanned on the path like a wrong type is.
+        // at every call, silently granting every retry. Borrowing it for a
+        // `static` makes a `const` a compile error (E0492, whose help says
+        // to use a `static`); `dyn Any` accepts any static, a
+        // `LazyLock<RetryBudget>` included. Spanned on the path's last
+        // segment, the item the user named.
         Some(OrNone::Some(path)) => {
-            let borrow = respan(quote!(&#path), path.span());
+            let last = path
+                .segments
+                .last()
+                .map_or_else(|| path.span(), |s| s.ident.span());
+            let borrow = respan(quote!(&#path), last);
             (
-                quote!(),
-                quote!({
-                    static __BACKSTOP_SHARED_BUDGET: &#rt::RetryBudget = #borrow;
-                    ::core::option::Option::Some(__BACKSTOP_SHARED_BUDGET)
-                }),
+                quote! {
+                    static __BACKSTOP_BUDGET_MUST_BE_STATIC:
+                        &(dyn ::core::any::Any + ::core::marker::Sync) = #borrow;
+                },
+                {
+                    let shared = format_ident!("__backstop_shared", span = Span::mixed_site());
+                    let ty = respan(quote!(&#rt::RetryBudget), last);
+                    quote!({
+                        let #shared: #ty = #borrow;
+                        ::core::option::Option::Some(#shared)
+                    })
+                },
             )
         }
         None => {
@@ -254,11 +267,27 @@ fn classify(args: &Args, rt: &TokenStream, n: &Names, ret: &Type, ret_span: Span
     let err = match args.when.value() {
         Some(when) => located_call(quote!(#rt::err_verdict), &error, when),
         None => {
-            let call = respan(quote!(#rt::Classify::classify), ret_span);
-            let error = Ident::new(&error.to_string(), Span::mixed_site().located_at(ret_span));
+            // `<E as Classify>` with the user's own `E` when the return type
+            // is written `Result<T, E>`: the one obligation is then on their
+            // token. For an alias such as `io::Result<T>`, on the whole type.
+            let (call, err_span) = match error_type(ret) {
+                Some(ty) => {
+                    let span = ty.span();
+                    let ty = respan(ty.to_token_stream(), span);
+                    let (lt, as_, trait_, gt_method) = (
+                        respan(quote!(<), span),
+                        respan(quote!(as), span),
+                        respan(quote!(#rt::Classify), span),
+                        respan(quote!(>::classify), span),
+                    );
+                    (quote!(#lt #ty #as_ #trait_ #gt_method), span)
+                }
+                None => (respan(quote!(#rt::Classify::classify), ret_span), ret_span),
+            };
+            let error = Ident::new(&error.to_string(), Span::mixed_site().located_at(err_span));
             let mut args =
                 proc_macro2::Group::new(proc_macro2::Delimiter::Parenthesis, quote!(#error));
-            args.set_span(ret_span);
+            args.set_span(err_span);
             quote!(::core::option::Option::Some(#call #args))
         }
     };
@@ -271,6 +300,27 @@ fn classify(args: &Args, rt: &TokenStream, n: &Names, ret: &Type, ret_span: Span
             #ok_pat(#value) => #ok,
             #err_pat(#error) => #err,
         }
+    }
+}
+
+/// `E` in a return type written `Result<T, E>` (any path whose last
+/// segment has two type arguments).
+fn error_type(ret: &Type) -> Option<&Type> {
+    let Type::Path(path) = ret else { return None };
+    let syn::PathArguments::AngleBracketed(args) = &path.path.segments.last()?.arguments else {
+        return None;
+    };
+    let types: Vec<&Type> = args
+        .args
+        .iter()
+        .filter_map(|a| match a {
+            syn::GenericArgument::Type(t) => Some(t),
+            _ => None,
+        })
+        .collect();
+    match types[..] {
+        [_, error] => Some(error),
+        _ => None,
     }
 }
 

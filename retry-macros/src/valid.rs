@@ -113,22 +113,23 @@ fn check_rewritten(func: &Func, cx: &mut Ctxt) -> bool {
     }
     // `#[tokio::test]` / `#[tokio::main]` turn the `async fn` into a sync
     // one that builds a runtime: retried, that runtime would be built per
-    // attempt and the sleeps would be real.
-    let tokio_test = func.attrs.iter().any(|a| {
-        let segments: Vec<String> = a
-            .path()
-            .segments
-            .iter()
-            .map(|s| s.ident.to_string())
-            .collect();
-        a.path().leading_colon.is_some() && segments == ["core", "prelude", "v1", "test"]
-    });
-    let tokio_entry = body.clone().is_some_and(|b| {
-        any_token(b, &|tt| {
-            matches!(tt, TokenTree::Literal(l) if l.to_string() == "\"Failed building the Runtime\"")
+    // attempt and the sleeps would be real. Their output is recognised by
+    // its first statement (`let body = async …`) and its runtime's
+    // `expect` message together: neither alone is rare enough.
+    if sig.asyncness.is_none()
+        && let Some(block) = &func.block
+        && block.stmts.first().is_some_and(|first| {
+            let mut tokens = first.to_token_stream().into_iter();
+            tokens.next().is_some_and(|t| is_ident(&t, &["let"]))
+                && tokens.next().is_some_and(|t| is_ident(&t, &["body"]))
+                && tokens.next().is_some()
+                && tokens.next().is_some_and(|t| is_ident(&t, &["async"]))
         })
-    });
-    if sig.asyncness.is_none() && (tokio_test || tokio_entry) {
+        && any_token(
+            block.to_token_stream(),
+            &|tt| matches!(tt, TokenTree::Literal(l) if l.to_string() == "\"Failed building the Runtime\""),
+        )
+    {
         cx.error_spanned(
             &sig.ident,
             "`#[tokio::test]` or `#[tokio::main]` rewrote this `async fn` before `#[retry]` saw it: \
@@ -153,7 +154,7 @@ fn check_rewritten(func: &Func, cx: &mut Ctxt) -> bool {
     }
     if sig.asyncness.is_none()
         && let ReturnType::Type(_, ty) = &sig.output
-        && any_token(ty.to_token_stream(), &|tt| is_ident(tt, &["Future"]))
+        && returns_future(ty)
     {
         cx.error_spanned(
             ty,
@@ -166,6 +167,39 @@ fn check_rewritten(func: &Func, cx: &mut Ctxt) -> bool {
         return true;
     }
     false
+}
+
+/// Is the return type itself a future (`impl Future<..>`,
+/// `Pin<Box<dyn Future<..>>>`, `BoxFuture<..>`)? Only the outermost type
+/// counts: a `Result` whose `Ok` value is a future, or a type of the
+/// user's that happens to be named `Future`, is left alone.
+fn returns_future(ty: &syn::Type) -> bool {
+    let future_bound =
+        |bounds: &syn::punctuated::Punctuated<syn::TypeParamBound, syn::Token![+]>| {
+            bounds.iter().any(|b| {
+                matches!(b, syn::TypeParamBound::Trait(t)
+                if t.path.segments.last().is_some_and(|s| s.ident == "Future"))
+            })
+        };
+    match ty {
+        syn::Type::ImplTrait(it) => future_bound(&it.bounds),
+        syn::Type::Paren(p) => returns_future(&p.elem),
+        syn::Type::Path(p) => p.path.segments.last().is_some_and(|last| {
+            match last.ident.to_string().as_str() {
+                "BoxFuture" | "LocalBoxFuture" => true,
+                "Pin" | "Box" => match &last.arguments {
+                    syn::PathArguments::AngleBracketed(args) => args.args.iter().any(|a| {
+                        matches!(a, syn::GenericArgument::Type(inner)
+                            if returns_future(inner)
+                                || matches!(inner, syn::Type::TraitObject(o) if future_bound(&o.bounds)))
+                    }),
+                    _ => false,
+                },
+                _ => false,
+            }
+        }),
+        _ => false,
+    }
 }
 
 fn check_signature(func: &Func, cx: &mut Ctxt) {
@@ -326,13 +360,51 @@ mod tests {
             #[::core::prelude::v1::test]
             fn flaky() -> Result<(), std::io::Error> {
                 let body = async { Ok(()) };
-                body.await_somehow()
+                let body: ::core::pin::Pin<&mut dyn ::core::future::Future<Output = _>> = body;
+                #[allow(clippy::expect_used)]
+                {
+                    use tokio::runtime::Builder;
+                    return Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .expect("Failed building the Runtime")
+                        .block_on(body);
+                }
             }
         });
         assert!(
             message.is_some_and(|m| m.contains("Write `#[retry]` above `#[tokio::test]`")),
             "not recognised"
         );
+    }
+
+    #[test]
+    fn the_same_runtime_written_by_hand_is_left_alone() {
+        assert_eq!(
+            rewritten(quote::quote! {
+                fn blocking() -> Result<u8, std::io::Error> {
+                    let rt = Builder::new_current_thread().build().expect("Failed building the Runtime");
+                    rt.block_on(async { Ok(1) })
+                }
+            }),
+            None
+        );
+    }
+
+    #[test]
+    fn only_the_outermost_type_can_be_a_future() {
+        let ty = |t: &str| returns_future(&syn::parse_str(t).unwrap());
+        assert!(ty("impl Future<Output = Result<u8, E>>"));
+        assert!(ty(
+            "impl std::future::Future<Output = Result<u8, E>> + Send"
+        ));
+        assert!(ty(
+            "Pin<Box<dyn Future<Output = Result<u8, E>> + Send + 'a>>"
+        ));
+        assert!(ty("BoxFuture<'static, Result<u8, E>>"));
+        assert!(!ty("Result<Future, E>"));
+        assert!(!ty("Result<Pin<Box<dyn Future<Output = ()>>>, E>"));
+        assert!(!ty("Result<impl Future<Output = ()>, E>"));
     }
 
     #[test]

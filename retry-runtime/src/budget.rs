@@ -95,7 +95,11 @@ const fn ahead(a: u64, b: u64) -> i64 {
 ///   the window too. Callers whose clocks disagree (a test's virtual time
 ///   beside real time, on one `static`) or go backwards never wedge it: a
 ///   call more than a `ttl` behind the window, or more than a `ttl` ahead,
-///   starts a new window.
+///   starts a new window. A caller less than a `ttl` behind keeps the
+///   bound (its retries count in the newest slot). The bound is a promise
+///   among callers on one clock: callers whose clocks disagree by more
+///   than a `ttl` start a new window each time they alternate, so give a
+///   test running in virtual time budgets of its own.
 ///
 /// ```
 /// use std::time::Duration;
@@ -355,11 +359,15 @@ impl RetryBudget {
         if granted.is_ok() {
             // After `granted`: whoever later clears this count from its
             // slot subtracts it from `granted`, which already holds it.
+            // In the newest slot, even for a caller whose clock reads behind
+            // the window (a stale read, a clock running behind another's):
+            // at its own, older slot the retry would leave the window early,
+            // and the reserve could be spent twice within one ttl.
             self.add(
                 &self.retries,
                 &self.expired_retries,
                 Some(&self.granted),
-                epoch,
+                epoch.max(head),
             );
             true
         } else {

@@ -72,8 +72,9 @@ impl From<bool> for Verdict {
 #[diagnostic::on_unimplemented(
     message = "`{Self}` does not say which of its errors are worth retrying",
     label = "this error type does not implement `Classify`",
-    note = "implement `backstop::Classify` for `{Self}` (retry only what a retry can fix), \
-            or say it at the call: `when = |e| ...` in `#[retry]`, `.when(..)` on `Retry`"
+    note = "say which errors to retry at the call: `when = |e| ...` in `#[retry]`, \
+            `.when(..)` on `Retry`; or, if `{Self}` is a type of your own crate, \
+            implement `backstop::Classify` for it (retry only what a retry can fix)"
 )]
 pub trait Classify {
     /// The verdict for this error.

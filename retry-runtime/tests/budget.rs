@@ -440,3 +440,38 @@ fn a_clock_going_backwards_never_wedges_the_budget() {
         assert!(budget.try_withdraw(now), "step {step}: refused");
     }
 }
+
+#[test]
+fn a_caller_behind_the_window_cannot_spend_the_reserve_twice() {
+    // One caller's clock runs `skew` ahead (less than a ttl): it moves the
+    // window. A caller on real time, behind the window, must still see each
+    // of its retries counted for a whole ttl of its own time.
+    let ttl = Duration::from_secs(10);
+    for skew_ms in [2_000u64, 5_000, 9_500] {
+        let budget = RetryBudget::new(0.1, 1, ttl); // a reserve of 10
+        let t0 = Instant::now();
+        let skew = Duration::from_millis(skew_ms);
+        let mut grants: Vec<Duration> = Vec::new();
+        let mut at = Duration::ZERO;
+        while at < Duration::from_secs(60) {
+            if at.subsec_millis() == 0 {
+                budget.record_call(t0 + at + skew); // one call a second
+            }
+            if budget.try_withdraw(t0 + at) {
+                grants.push(at);
+            }
+            at += Duration::from_millis(10);
+        }
+        for g in &grants {
+            let in_ttl = grants
+                .iter()
+                .filter(|x| **x <= *g && *g - **x <= ttl)
+                .count();
+            // 0.1 × the ten calls of a ttl, plus the reserve of 10.
+            assert!(
+                in_ttl <= 11,
+                "skew {skew:?}: {in_ttl} retries in the ttl before {g:?}"
+            );
+        }
+    }
+}

@@ -10,4 +10,13 @@ fn fetch() -> Result<(), std::io::Error> {
     Ok(())
 }
 
+mod limits {
+    pub const ORDERS: backstop::RetryBudget = backstop::RetryBudget::standard();
+}
+
+#[retry(budget = limits::ORDERS)]
+fn order() -> Result<(), std::io::Error> {
+    Ok(())
+}
+
 fn main() {}
