@@ -465,7 +465,7 @@ fn a_caller_behind_the_window_cannot_spend_the_reserve_twice() {
         for g in &grants {
             let in_ttl = grants
                 .iter()
-                .filter(|x| **x <= *g && *g - **x <= ttl)
+                .filter(|x| **x <= *g && g.saturating_sub(**x) <= ttl)
                 .count();
             // 0.1 × the ten calls of a ttl, plus the reserve of 10.
             assert!(
