@@ -366,48 +366,60 @@ async fn policy_and_crate_path() {
     assert_eq!(calls.get(), 2);
 }
 
+type Starts = std::cell::RefCell<Vec<Instant>>;
+
 #[retry(attempts = 2, base = 10ms, jitter = none, deadline = 10500us, budget = none)]
-async fn tight_deadline(starts: &std::cell::RefCell<Vec<Instant>>) -> Result<(), Error> {
+async fn tight_deadline(starts: &Starts) -> Result<(), Error> {
     starts.borrow_mut().push(Instant::now());
     Err(reset())
+}
+
+#[retry(attempts = 2, deadline = 11500us, backoff = fixed, base = 10101us, jitter = none, budget = none)]
+async fn odd_offset(starts: &Starts) -> Result<(), Error> {
+    starts.borrow_mut().push(Instant::now());
+    Err(reset())
+}
+
+/// Moves the paused clock `offset` past a millisecond tick, calls `f`, and
+/// checks that every attempt started before `deadline` after entry.
+async fn starts_before_the_deadline<'a, F: Future<Output = Result<(), Error>>>(
+    offset: Duration,
+    deadline: Duration,
+    starts: &'a Starts,
+    f: impl FnOnce(&'a Starts) -> F,
+) {
+    tokio::time::advance(offset).await;
+    let entry = Instant::now();
+    let _ = f(starts).await;
+    for start in starts.borrow().iter() {
+        let after = *start - entry;
+        assert!(
+            after < deadline,
+            "an attempt started {after:?} after entry, past {deadline:?}"
+        );
+    }
 }
 
 #[tokio::test(start_paused = true)]
 async fn no_attempt_starts_after_the_deadline_when_the_timer_rounds_up() {
     // tokio's timer fires on whole milliseconds: from +300 µs, a 10 ms
     // sleep ends at 11 ms, past a deadline of 10.5 ms after entry.
-    tokio::time::advance(Duration::from_micros(300)).await;
-    let entry = Instant::now();
-    let starts = std::cell::RefCell::new(Vec::new());
-    let _ = tight_deadline(&starts).await;
-    for start in starts.borrow().iter() {
-        assert!(
-            *start - entry < Duration::from_micros(10_500),
-            "an attempt started {:?} after entry, at or past the 10.5 ms deadline",
-            *start - entry
-        );
-    }
-}
-
-#[retry(attempts = 2, deadline = 11500us, backoff = fixed, base = 10101us, jitter = none, budget = none)]
-async fn odd_offset(starts: &std::cell::RefCell<Vec<Instant>>) -> Result<(), Error> {
-    starts.borrow_mut().push(Instant::now());
-    Err(reset())
+    let starts = Starts::default();
+    let deadline = Duration::from_micros(10_500);
+    starts_before_the_deadline(
+        Duration::from_micros(300),
+        deadline,
+        &starts,
+        tight_deadline,
+    )
+    .await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn no_attempt_starts_after_the_deadline_when_the_timer_parks_a_tick_late() {
     // From +900 µs, a 10.101 ms sleep ends at 12.9 ms: two ticks of
     // rounding, past a deadline of 11.5 ms after entry.
-    tokio::time::advance(Duration::from_micros(900)).await;
-    let entry = Instant::now();
-    let starts = std::cell::RefCell::new(Vec::new());
-    let _ = odd_offset(&starts).await;
-    for start in starts.borrow().iter() {
-        assert!(
-            *start - entry < Duration::from_micros(11_500),
-            "{:?}",
-            *start - entry
-        );
-    }
+    let starts = Starts::default();
+    let deadline = Duration::from_micros(11_500);
+    starts_before_the_deadline(Duration::from_micros(900), deadline, &starts, odd_offset).await;
 }
