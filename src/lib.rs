@@ -46,20 +46,23 @@
 //!
 //! # What a call does
 //!
-//! On entry the deadline starts and the budget records one call. After each
-//! attempt, in this order:
+//! On entry the deadline starts (never later than the deadline of an
+//! enclosing `#[retry]` call, see [Composing calls](#composing-calls)) and
+//! the budget records one call. After each attempt, in this order:
 //!
 //! 1. **Classify.** `Ok` is returned unless `when_ok` asks for a retry. An
 //!    error is classified by `when`, or by its [`Classify`] impl: `Stop`
 //!    returns at once; `RetryIfIdempotent` (a timeout: the work may have
 //!    happened) returns unless the function is `idempotent`.
-//! 2. **Attempts.** The `attempts`-th attempt is the last.
-//! 3. **Delay.** The server's `Retry-After` (`RetryAfter(d)`), spread upward
+//! 2. **One layer.** If a `#[retry]` call nested in the attempt gave up
+//!    after retrying, return: it retried already.
+//! 3. **Attempts.** The `attempts`-th attempt is the last.
+//! 4. **Delay.** The server's `Retry-After` (`RetryAfter(d)`), spread upward
 //!    to `d × [1.0, 1.2)` and never shortened, or refused when longer than
 //!    `retry_after_max`; the spread shrinks to fit the deadline, so only
 //!    `d` itself not fitting gives up. Otherwise the backoff schedule with
 //!    jitter, never above `cap`.
-//! 4. **Deadline.** If the delay would reach the deadline, return now:
+//! 5. **Deadline.** If the delay would reach the deadline, return now:
 //!    no attempt starts after the deadline, and no sleep runs into it.
 //!    Timers oversleep, so this holds after waking too: a sync function
 //!    checks the clock again when its thread wakes, and returns the last
@@ -69,8 +72,8 @@
 //!    still start late if its task runs late: an executor that polls it
 //!    late behind a blocked worker thread, or an overloaded machine that
 //!    wakes the runtime's thread late.)
-//! 5. **Budget.** No token, no retry.
-//! 6. Sleep, and attempt again.
+//! 6. **Budget.** No token, no retry.
+//! 7. Sleep, and attempt again.
 //!
 //! # The options
 //!
@@ -415,7 +418,9 @@
 //!     let budget = Some(&BUDGET);
 //!     let mut state = rt::AttemptState::with_budget(&policy, budget, rt::SystemClock);
 //!     loop {
-//!         let outcome: Result<u32, Error> = (|| -> Result<u32, Error> { fetch() })();
+//!         // The attempt, with `backstop::context()` set while it runs.
+//!         let outcome: Result<u32, Error> =
+//!             rt::AttemptState::run_attempt(&mut state, || -> Result<u32, Error> { fetch() });
 //!         // `when_ok` and `when`, where given, replace `None` and `classify`.
 //!         let verdict = match <Result<u32, Error> as rt::Outcome>::as_result(&outcome) {
 //!             Ok(_value) => None,
@@ -445,6 +450,64 @@
 //! waking, the async loop gives up instead when the delay comes within
 //! 2 ms of the deadline (tokio's timer can end a sleep up to two
 //! millisecond ticks late).
+//!
+//! # Composing calls
+//!
+//! Inside an attempt, [`context()`] tells it which attempt it is, the
+//! call's idempotency key (random, the same for every attempt of the call:
+//! send it as an `Idempotency-Key` header so that a retried `POST` is done
+//! once) and the time left before the deadline (give it to the operation
+//! as its timeout). It is set around each attempt, around every poll of an
+//! async one: it holds across `.await` points and worker threads. Outside
+//! an attempt it is `None`.
+//!
+//! ```
+//! # use std::io::{Error, ErrorKind}; use std::time::Duration;
+//! use backstop::{context, retry};
+//! # let _vt = backstop::testing::VirtualTime::start();
+//!
+//! #[retry(deadline = 2s, jitter = none)]
+//! fn post(sent: &mut Vec<(u32, String, Duration)>) -> Result<(), Error> {
+//!     let cx = context().unwrap();
+//!     let key = cx.idempotency_key().to_string();
+//!     sent.push((cx.attempt(), key, cx.remaining().unwrap()));
+//!     Err(ErrorKind::ConnectionReset.into())
+//! }
+//!
+//! let mut sent = Vec::new();
+//! let _ = post(&mut sent);
+//! assert_eq!(sent.len(), 3);
+//! assert!(sent.iter().all(|s| s.1 == sent[0].1)); // one key for the call
+//! assert_eq!(sent[1].2, Duration::from_millis(1900)); // 100 ms slept
+//! ```
+//!
+//! `#[retry]` functions that call each other compose:
+//!
+//! - a nested call's deadline is its own or the enclosing call's,
+//!   whichever comes first: an inner call never outlives the outer one;
+//! - one layer retries: when a nested call gives up after retrying, the
+//!   enclosing call returns its error rather than retry on top of it
+//!   (three attempts over three would be nine calls to a dependency that
+//!   is down; they stay three).
+//!
+//! ```
+//! # use std::io::{Error, ErrorKind}; use std::cell::Cell; use backstop::retry;
+//! # let _vt = backstop::testing::VirtualTime::start();
+//! #[retry(attempts = 3)]
+//! fn query(calls: &Cell<u32>) -> Result<(), Error> {
+//!     calls.set(calls.get() + 1);
+//!     Err(ErrorKind::ConnectionRefused.into())
+//! }
+//!
+//! #[retry(attempts = 3)]
+//! fn handler(calls: &Cell<u32>) -> Result<(), Error> {
+//!     query(calls)
+//! }
+//!
+//! let calls = Cell::new(0);
+//! let _ = handler(&calls);
+//! assert_eq!(calls.get(), 3); // not 9
+//! ```
 //!
 //! # Classification
 //!
@@ -563,8 +626,9 @@
 pub use retry_macros::retry;
 #[doc(inline)]
 pub use retry_runtime::{
-    AttemptState, Backoff, BudgetStats, ByClassify, Classifier, Classify, Clock, Decision, GiveUp,
-    Jitter, NeverRetry, Policy, Retry, RetryBudget, SystemClock, Verdict, When, call,
+    AttemptState, Backoff, BudgetStats, ByClassify, Classifier, Classify, Clock, Context, Decision,
+    GiveUp, IdempotencyKey, Jitter, NeverRetry, Policy, Retry, RetryBudget, SystemClock, Verdict,
+    When, call, context,
 };
 #[cfg(feature = "tokio")]
 #[doc(inline)]

@@ -78,8 +78,10 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
         // `tokio` feature that is the one error, naming the feature.
         let async_span = func.sig.asyncness.map_or_else(Span::call_site, |a| a.span);
         let clock = respan(quote!(#rt::async_clock(#rt::TokioClock)), async_span);
+        // The attempt runs with its context set around each poll (see
+        // `backstop::context()`).
         let attempt = quote! {
-            async {
+            #rt::AttemptState::run_attempt_async(&mut #state, async {
                 // Pins the block's return type before the body is
                 // checked, so `?` inside it knows what to convert into.
                 #[allow(unreachable_code)]
@@ -90,7 +92,7 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
                 // The body's statements, not its block: a block as the
                 // tail would trip `unused_braces` on one-line bodies.
                 #(#stmts)*
-            }
+            })
             .await
         };
         // The outcome lives in the inner block only: it is dropped before
@@ -119,7 +121,8 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
             #setup
             let mut #state = #rt::AttemptState::with_budget(#policy, #budget, #rt::SystemClock);
             loop {
-                let #outcome: #ret = (|| -> #ret { #(#stmts)* })();
+                let #outcome: #ret =
+                    #rt::AttemptState::run_attempt(&mut #state, || -> #ret { #(#stmts)* });
                 let #verdict = #classify;
                 match #rt::AttemptState::decide(&mut #state, #verdict) {
                     #rt::Decision::Retry(#delay) => {

@@ -36,6 +36,19 @@ pub trait Clock {
     fn sleep_slack(&self) -> Duration {
         Duration::ZERO
     }
+
+    /// A function reading this clock, for
+    /// [`Context::remaining`](crate::Context::remaining) (a context is
+    /// `Copy` and outlives no clock). Real time unless overridden.
+    ///
+    /// ```
+    /// use retry_runtime::{Clock, SystemClock, testing::VirtualTime};
+    /// let vt = VirtualTime::start();
+    /// assert_eq!((SystemClock.now_fn())(), vt.now());
+    /// ```
+    fn now_fn(&self) -> fn() -> Instant {
+        Instant::now
+    }
 }
 
 impl<C: Clock + ?Sized> Clock for &C {
@@ -45,6 +58,10 @@ impl<C: Clock + ?Sized> Clock for &C {
 
     fn sleep_slack(&self) -> Duration {
         (**self).sleep_slack()
+    }
+
+    fn now_fn(&self) -> fn() -> Instant {
+        (**self).now_fn()
     }
 }
 
@@ -66,6 +83,10 @@ pub struct SystemClock;
 impl Clock for SystemClock {
     fn now(&self) -> Instant {
         crate::testing::virtual_now().unwrap_or_else(Instant::now)
+    }
+
+    fn now_fn(&self) -> fn() -> Instant {
+        || SystemClock.now()
     }
 }
 
@@ -93,6 +114,10 @@ pub struct TokioClock;
 impl Clock for TokioClock {
     fn now(&self) -> Instant {
         tokio::time::Instant::now().into_std()
+    }
+
+    fn now_fn(&self) -> fn() -> Instant {
+        || tokio::time::Instant::now().into_std()
     }
 
     fn sleep_slack(&self) -> Duration {

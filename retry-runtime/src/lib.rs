@@ -30,6 +30,7 @@ pub mod backoff;
 pub mod budget;
 pub mod classify;
 pub mod clock;
+pub mod context;
 #[doc(hidden)]
 pub mod macro_support;
 pub mod policy;
@@ -43,6 +44,7 @@ pub use classify::{ByClassify, Classifier, Classify, NeverRetry, Verdict, When};
 #[cfg(feature = "tokio")]
 pub use clock::TokioClock;
 pub use clock::{Clock, SystemClock};
+pub use context::{Context, IdempotencyKey, context};
 pub use policy::Policy;
 #[cfg(feature = "tokio")]
 pub use run::call_async;

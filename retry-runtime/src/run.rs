@@ -224,7 +224,7 @@ impl<'a, W, K> Retry<'a, W, K> {
     {
         let mut state = AttemptState::with_budget(self.policy, self.budget, SystemClock);
         loop {
-            let outcome = op();
+            let outcome = state.run_attempt(&mut op);
             match state.decide_result(&outcome, &self.when, &self.when_ok) {
                 Decision::Retry(delay) => {
                     // A sync loop can keep the outcome through the sleep: if
@@ -272,7 +272,7 @@ impl<'a, W, K> Retry<'a, W, K> {
             // after waking; the state machine leaves the timer's slack
             // instead.
             let delay = {
-                let outcome = op().await;
+                let outcome = state.run_attempt_async(op()).await;
                 match state.decide_result(&outcome, &self.when, &self.when_ok) {
                     Decision::Retry(delay) => delay,
                     Decision::Return | Decision::GiveUp(_) => return outcome,

@@ -12,6 +12,7 @@ use crate::backoff::{self, Rng};
 use crate::budget::RetryBudget;
 use crate::classify::{Classifier, Verdict};
 use crate::clock::Clock;
+use crate::context::{self, CallContext, Scope};
 use crate::policy::Policy;
 
 /// Why a retry loop stopped retrying and returned the last outcome.
@@ -37,6 +38,10 @@ pub enum GiveUp {
     Budget,
     /// The server asked to wait longer than `retry_after_max`.
     RetryAfterTooLong,
+    /// A `#[retry]` call nested in the attempt gave up after retrying:
+    /// retrying here too would multiply the attempts (3 × 3 = 9), so one
+    /// layer retries per failure domain, the innermost.
+    RetriedBelow,
 }
 
 impl GiveUp {
@@ -53,6 +58,7 @@ impl GiveUp {
             Self::Deadline => "deadline",
             Self::Budget => "budget",
             Self::RetryAfterTooLong => "retry_after_too_long",
+            Self::RetriedBelow => "retried_below",
         }
     }
 }
@@ -66,6 +72,7 @@ impl fmt::Display for GiveUp {
             Self::Deadline => "deadline would be passed",
             Self::Budget => "retry budget exhausted",
             Self::RetryAfterTooLong => "server asked to wait longer than retry_after_max",
+            Self::RetriedBelow => "a nested call already retried",
         })
     }
 }
@@ -125,6 +132,10 @@ pub struct AttemptState<'a, C: Clock> {
     /// Drawn on the first retry only: a call that succeeds at once never
     /// touches the random number generator.
     rng: Option<Rng>,
+    /// What the call carries from attempt to attempt (its idempotency key).
+    call: CallContext,
+    /// A call nested in the last attempt gave up after retrying.
+    retried_below: bool,
 }
 
 impl<'a, C: Clock> AttemptState<'a, C> {
@@ -149,16 +160,76 @@ impl<'a, C: Clock> AttemptState<'a, C> {
         if let Some(budget) = budget {
             budget.record_call(start);
         }
+        // A call made inside another's attempt never outlives that call.
+        let own = policy.deadline.and_then(|d| start.checked_add(d));
+        let deadline = match (own, context::enclosing_deadline()) {
+            (Some(own), Some(enclosing)) => Some(own.min(enclosing)),
+            (own, enclosing) => own.or(enclosing),
+        };
         Self {
             policy,
             budget,
-            deadline: policy.deadline.and_then(|d| start.checked_add(d)),
+            deadline,
             clock,
             start,
             done: 0,
             prev: policy.base,
             rng: None,
+            call: CallContext::default(),
+            retried_below: false,
         }
+    }
+
+    /// Runs one sync attempt with its [`Context`](crate::Context) set, so
+    /// that [`context()`](crate::context()) answers inside it and calls
+    /// nested in it see this call's deadline.
+    ///
+    /// ```
+    /// use retry_runtime::{context, AttemptState, Policy, SystemClock};
+    /// let policy = Policy::new();
+    /// let mut state = AttemptState::new(&policy, SystemClock);
+    /// let attempt = state.run_attempt(|| context().map(|cx| cx.attempt()));
+    /// assert_eq!(attempt, Some(1));
+    /// ```
+    pub fn run_attempt<R>(&mut self, attempt: impl FnOnce() -> R) -> R {
+        let (out, call, below) = self.scope().run(attempt);
+        self.call = call;
+        self.retried_below = below;
+        out
+    }
+
+    /// Runs one async attempt with its [`Context`](crate::Context) set
+    /// around each poll of `attempt`: it holds across `.await` points and
+    /// when the task moves between worker threads.
+    ///
+    /// ```
+    /// use retry_runtime::{context, AttemptState, Policy, SystemClock};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let policy = Policy::new();
+    /// let mut state = AttemptState::new(&policy, SystemClock);
+    /// let attempt = state
+    ///     .run_attempt_async(async {
+    ///         tokio::task::yield_now().await;
+    ///         context().map(|cx| cx.attempt())
+    ///     })
+    ///     .await;
+    /// assert_eq!(attempt, Some(1));
+    /// # }
+    /// ```
+    pub async fn run_attempt_async<F: Future>(&mut self, attempt: F) -> F::Output {
+        let (out, call, below) = self.scope().run_async(attempt).await;
+        self.call = call;
+        self.retried_below = below;
+        out
+    }
+
+    fn scope(&self) -> Scope {
+        Scope::new(
+            self.call,
+            self.attempt(),
+            self.deadline,
+            self.clock.now_fn(),
+        )
     }
 
     /// Uses `rng` for jitter instead of a fresh per-call stream (for
@@ -247,11 +318,23 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// assert_eq!(state.decide(None), Decision::Return);
     /// ```
     ///
-    /// The order is DESIGN's: classification, attempts, delay (with
-    /// `Retry-After`), deadline, budget. The budget comes last so that a
+    /// The order is DESIGN's: classification, a nested call that already
+    /// retried, attempts, delay (with `Retry-After`), deadline, budget. The budget comes last so that a
     /// retry refused for another reason never spends a token.
     pub fn decide(&mut self, verdict: Option<Verdict>) -> Decision {
         self.done = self.done.saturating_add(1);
+        let decision = self.decide_inner(verdict);
+        // Giving up after retrying (or because a nested call had): tell the
+        // enclosing call, if any, not to retry on top.
+        if let Decision::GiveUp(reason) = decision
+            && (self.done > 1 || reason == GiveUp::RetriedBelow)
+        {
+            context::note_retried_below();
+        }
+        decision
+    }
+
+    fn decide_inner(&mut self, verdict: Option<Verdict>) -> Decision {
         let policy = self.policy;
         let verdict = match verdict {
             None => return Decision::Return,
@@ -261,6 +344,9 @@ impl<'a, C: Clock> AttemptState<'a, C> {
             }
             Some(verdict) => verdict,
         };
+        if std::mem::take(&mut self.retried_below) {
+            return Decision::GiveUp(GiveUp::RetriedBelow);
+        }
         if self.done >= policy.attempts {
             return Decision::GiveUp(GiveUp::Attempts);
         }

@@ -1,0 +1,307 @@
+//! The attempt context: what an attempt can know about the call it is part
+//! of, and what one `#[retry]` call tells the call that encloses it.
+//!
+//! Inside an attempt, [`context()`] gives the attempt's number, the call's
+//! idempotency key and its deadline. Nested calls read it too: a call made
+//! inside another's attempt never outlives the enclosing deadline, and when
+//! it gives up after retrying, the enclosing call does not retry on top of
+//! it (one layer retries per failure domain: 3 × 3 attempts would be 9).
+//!
+//! The context lives in a thread-local set around each attempt: around the
+//! closure for a sync attempt, around each poll of the attempt's future for
+//! an async one, so it follows the task across `.await` points and worker
+//! threads.
+
+use std::cell::Cell;
+use std::fmt;
+use std::future::{Future, poll_fn};
+use std::pin::pin;
+use std::time::{Duration, Instant};
+
+use crate::backoff::Rng;
+
+/// What an attempt knows about its call: see [`context()`].
+///
+/// ```
+/// use std::io::Error;
+/// use retry_runtime::{context, Policy};
+///
+/// let out: Result<u32, Error> = retry_runtime::call(&Policy::new(), || {
+///     let cx = context().expect("inside an attempt");
+///     Ok(cx.attempt())
+/// });
+/// assert_eq!(out.unwrap(), 1);
+/// assert!(context().is_none(), "outside an attempt");
+/// ```
+#[derive(Clone, Copy)]
+pub struct Context {
+    attempt: u32,
+    key: IdempotencyKey,
+    deadline: Option<Instant>,
+    now: fn() -> Instant,
+}
+
+impl Context {
+    /// The 1-based number of this attempt.
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// A random key, the same for every attempt of one call and different
+    /// for every call: send it as an `Idempotency-Key` header, and a server
+    /// that honours it does the work of a retried `POST` once.
+    ///
+    /// ```
+    /// use retry_runtime::{context, testing::VirtualTime, Policy};
+    /// let _vt = VirtualTime::start();
+    /// let mut keys = Vec::new();
+    /// let _: Result<(), std::io::Error> = retry_runtime::call(&Policy::new(), || {
+    ///     keys.push(context().unwrap().idempotency_key());
+    ///     Err(std::io::ErrorKind::ConnectionReset.into())
+    /// });
+    /// assert_eq!(keys.len(), 3);
+    /// assert!(keys.iter().all(|k| *k == keys[0]), "stable across attempts");
+    /// assert_eq!(keys[0].to_string().len(), 36); // UUID text form
+    /// ```
+    pub fn idempotency_key(&self) -> IdempotencyKey {
+        self.key
+    }
+
+    /// When the call must be over: its own deadline, or the enclosing
+    /// call's if that is sooner. `None` without a deadline.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// Time left before the deadline, on the call's clock (virtual time
+    /// included); zero once it has passed. `None` without a deadline. Give
+    /// it to the operation as its own timeout.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_runtime::{context, testing::VirtualTime, Policy};
+    /// let _vt = VirtualTime::start();
+    /// let policy = Policy::new().deadline(Some(Duration::from_secs(5)));
+    /// let left = retry_runtime::call(&policy, || {
+    ///     Ok::<_, std::io::Error>(context().unwrap().remaining())
+    /// });
+    /// assert_eq!(left.unwrap(), Some(Duration::from_secs(5)));
+    /// ```
+    pub fn remaining(&self) -> Option<Duration> {
+        self.deadline
+            .map(|deadline| deadline.saturating_duration_since((self.now)()))
+    }
+}
+
+impl fmt::Debug for Context {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Context")
+            .field("attempt", &self.attempt)
+            .field("idempotency_key", &self.key)
+            .field("deadline", &self.deadline)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The idempotency key of a call: 128 random bits, shown as a UUID
+/// (version 4, the random kind).
+///
+/// ```
+/// use retry_runtime::context::IdempotencyKey;
+/// let key = IdempotencyKey::from_u128(0x0123_4567_89ab_4def_8123_4567_89ab_cdef);
+/// assert_eq!(key.to_string(), "01234567-89ab-4def-8123-456789abcdef");
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct IdempotencyKey(u128);
+
+impl IdempotencyKey {
+    /// A fresh random key.
+    ///
+    /// ```
+    /// use retry_runtime::context::IdempotencyKey;
+    /// assert_ne!(IdempotencyKey::random(), IdempotencyKey::random());
+    /// ```
+    pub fn random() -> Self {
+        let mut rng = Rng::new();
+        let bits = (u128::from(rng.next_u64()) << 64) | u128::from(rng.next_u64());
+        // The UUID version (4: random) and variant (RFC 9562) bits.
+        let bits = (bits & !(0xf << 76) & !(0b11 << 62)) | (0x4 << 76) | (0b10 << 62);
+        Self(bits)
+    }
+
+    /// A key with these bits, as they are (for tests, or a key received
+    /// from elsewhere).
+    pub const fn from_u128(bits: u128) -> Self {
+        Self(bits)
+    }
+
+    /// The key's bits.
+    pub const fn as_u128(self) -> u128 {
+        self.0
+    }
+}
+
+impl fmt::Display for IdempotencyKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let b = self.0;
+        write!(
+            f,
+            "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+            (b >> 96) as u32,
+            (b >> 80) as u16,
+            (b >> 64) as u16,
+            (b >> 48) as u16,
+            b & 0xffff_ffff_ffff,
+        )
+    }
+}
+
+impl fmt::Debug for IdempotencyKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+/// The context of the attempt running on this thread (or task), and what
+/// nested calls reported back to it.
+#[derive(Clone, Copy)]
+struct Frame {
+    attempt: u32,
+    /// Drawn on first use: a call that never asks for its key pays nothing.
+    key: Option<IdempotencyKey>,
+    deadline: Option<Instant>,
+    now: fn() -> Instant,
+    /// A call nested in this attempt gave up after retrying.
+    retried_below: bool,
+}
+
+thread_local! {
+    static CURRENT: Cell<Option<Frame>> = const { Cell::new(None) };
+}
+
+/// The context of the attempt running now, if any: inside a sync attempt
+/// or an async attempt's future (across `.await` points and threads).
+/// `None` outside every attempt.
+///
+/// ```
+/// use retry_runtime::{context, Policy};
+/// assert!(context().is_none());
+/// let attempt = retry_runtime::call(&Policy::new(), || {
+///     Ok::<_, std::io::Error>(context().map(|cx| cx.attempt()))
+/// });
+/// assert_eq!(attempt.unwrap(), Some(1));
+/// ```
+pub fn context() -> Option<Context> {
+    CURRENT
+        .try_with(|current| {
+            let mut frame = current.get()?;
+            let key = *frame.key.get_or_insert_with(IdempotencyKey::random);
+            current.set(Some(frame));
+            Some(Context {
+                attempt: frame.attempt,
+                key,
+                deadline: frame.deadline,
+                now: frame.now,
+            })
+        })
+        .ok()
+        .flatten()
+}
+
+/// The deadline of the enclosing attempt's call, if any: a nested call may
+/// not outlive it.
+pub(crate) fn enclosing_deadline() -> Option<Instant> {
+    CURRENT
+        .try_with(|current| current.get().and_then(|frame| frame.deadline))
+        .ok()
+        .flatten()
+}
+
+/// Tells the enclosing attempt, if any, that a call nested in it gave up
+/// after retrying.
+pub(crate) fn note_retried_below() {
+    let _ = CURRENT.try_with(|current| {
+        if let Some(mut frame) = current.get() {
+            frame.retried_below = true;
+            current.set(Some(frame));
+        }
+    });
+}
+
+/// What one call carries from attempt to attempt: its key, once drawn.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct CallContext {
+    key: Option<IdempotencyKey>,
+}
+
+/// The frame an attempt runs in.
+pub(crate) struct Scope {
+    frame: Frame,
+}
+
+impl Scope {
+    pub(crate) fn new(
+        call: CallContext,
+        attempt: u32,
+        deadline: Option<Instant>,
+        now: fn() -> Instant,
+    ) -> Self {
+        Self {
+            frame: Frame {
+                attempt,
+                key: call.key,
+                deadline,
+                now,
+                retried_below: false,
+            },
+        }
+    }
+
+    /// Runs `f` in this frame (restoring the previous one even if `f`
+    /// panics), then returns what the call must keep and whether a nested
+    /// call gave up after retrying.
+    pub(crate) fn run<R>(mut self, f: impl FnOnce() -> R) -> (R, CallContext, bool) {
+        let out = self.enter(f);
+        (
+            out,
+            CallContext {
+                key: self.frame.key,
+            },
+            self.frame.retried_below,
+        )
+    }
+
+    /// Runs `fut` in this frame around each of its polls: the context
+    /// follows the task across `.await` points and worker threads.
+    pub(crate) async fn run_async<F: Future>(mut self, fut: F) -> (F::Output, CallContext, bool) {
+        let mut fut = pin!(fut);
+        let out = poll_fn(|task| self.enter(|| fut.as_mut().poll(task))).await;
+        (
+            out,
+            CallContext {
+                key: self.frame.key,
+            },
+            self.frame.retried_below,
+        )
+    }
+
+    /// Installs the frame for `f`, then takes back what `f` (and calls
+    /// nested in it) wrote to it.
+    fn enter<R>(&mut self, f: impl FnOnce() -> R) -> R {
+        /// Puts the previous frame back, on return and on unwind alike.
+        struct Restore(Option<Frame>);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                let _ = CURRENT.try_with(|current| current.set(self.0));
+            }
+        }
+        let previous = CURRENT.with(|current| current.replace(Some(self.frame)));
+        let restore = Restore(previous);
+        let out = f();
+        if let Some(frame) = CURRENT.with(Cell::get) {
+            self.frame = frame;
+        }
+        drop(restore);
+        out
+    }
+}

@@ -1,0 +1,225 @@
+//! Composition: the attempt context, deadline propagation to nested calls,
+//! and one retry layer per failure domain (DESIGN step 2).
+
+use std::io::{Error, ErrorKind};
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use std::time::Duration;
+
+use backstop::testing::VirtualTime;
+use backstop::{IdempotencyKey, context, retry};
+
+fn reset() -> Error {
+    ErrorKind::ConnectionReset.into()
+}
+
+// --- context -------------------------------------------------------------
+
+#[retry(attempts = 3, deadline = 5s, jitter = none, budget = none)]
+fn observed(seen: &mut Vec<(u32, IdempotencyKey, Option<Duration>)>) -> Result<(), Error> {
+    let cx = context().expect("inside an attempt");
+    seen.push((cx.attempt(), cx.idempotency_key(), cx.remaining()));
+    Err(reset())
+}
+
+#[test]
+fn the_context_numbers_attempts_keeps_one_key_and_counts_down() {
+    let _vt = VirtualTime::start();
+    assert!(context().is_none(), "outside every attempt");
+    let mut seen = Vec::new();
+    let _ = observed(&mut seen);
+    let attempts: Vec<u32> = seen.iter().map(|s| s.0).collect();
+    assert_eq!(attempts, [1, 2, 3]);
+    assert!(seen.iter().all(|s| s.1 == seen[0].1), "one key per call");
+    let remaining: Vec<Option<Duration>> = seen.iter().map(|s| s.2).collect();
+    let ms = Duration::from_millis;
+    assert_eq!(remaining, [Some(ms(5000)), Some(ms(4900)), Some(ms(4700))]);
+    assert!(context().is_none(), "restored after the call");
+
+    let mut again = Vec::new();
+    let _ = observed(&mut again);
+    assert_ne!(again[0].1, seen[0].1, "a new call, a new key");
+}
+
+#[test]
+fn an_idempotency_key_is_a_version_4_uuid() {
+    let _vt = VirtualTime::start();
+    let mut seen = Vec::new();
+    let _ = observed(&mut seen);
+    let text = seen[0].1.to_string();
+    let groups: Vec<&str> = text.split('-').collect();
+    assert_eq!(
+        groups.iter().map(|g| g.len()).collect::<Vec<_>>(),
+        [8, 4, 4, 4, 12],
+        "{text}"
+    );
+    assert!(
+        text.chars().all(|c| c == '-' || c.is_ascii_hexdigit()),
+        "{text}"
+    );
+    assert!(groups[2].starts_with('4'), "version 4: {text}");
+    assert!("89ab".contains(&groups[3][..1]), "RFC 9562 variant: {text}");
+}
+
+#[retry(attempts = 2, budget = none)]
+fn panics_inside() -> Result<(), Error> {
+    panic!("boom");
+}
+
+#[test]
+fn a_panicking_attempt_leaves_no_context_behind() {
+    let caught = std::panic::catch_unwind(panics_inside);
+    assert!(caught.is_err());
+    assert!(context().is_none());
+}
+
+#[retry(attempts = 3, deadline = none, jitter = none, budget = none)]
+async fn hops(reads: &std::sync::Mutex<Vec<(IdempotencyKey, u32)>>) -> Result<(), Error> {
+    for _ in 0..20 {
+        tokio::task::yield_now().await;
+        let cx = context().expect("inside an attempt, after an .await");
+        reads
+            .lock()
+            .unwrap()
+            .push((cx.idempotency_key(), cx.attempt()));
+    }
+    Err(reset())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_context_follows_the_task_across_awaits_and_threads() {
+    // Many calls at once on four workers: tasks move between threads
+    // between polls; each must always read its own call's context.
+    let handles: Vec<_> = (0..64)
+        .map(|_| {
+            tokio::spawn(async {
+                let reads = std::sync::Mutex::new(Vec::new());
+                let _ = hops(&reads).await;
+                assert!(context().is_none(), "outside the call's attempts");
+                reads.into_inner().unwrap()
+            })
+        })
+        .collect();
+    let mut keys = std::collections::HashSet::new();
+    for handle in handles {
+        let reads = handle.await.unwrap();
+        assert_eq!(reads.len(), 60);
+        assert!(reads.iter().all(|r| r.0 == reads[0].0), "one key per call");
+        let attempts: Vec<u32> = reads.chunks(20).map(|c| c[0].1).collect();
+        assert_eq!(attempts, [1, 2, 3]);
+        assert!(reads.chunks(20).all(|c| c.iter().all(|r| r.1 == c[0].1)));
+        keys.insert(reads[0].0);
+    }
+    assert_eq!(keys.len(), 64, "every call its own key");
+}
+
+// --- one layer retries ------------------------------------------------------
+
+static DEPENDENCY_CALLS: AtomicU32 = AtomicU32::new(0);
+
+#[retry(attempts = 3, budget = none)]
+fn inner() -> Result<(), Error> {
+    DEPENDENCY_CALLS.fetch_add(1, Relaxed);
+    Err(reset())
+}
+
+#[retry(attempts = 3, budget = none)]
+fn outer() -> Result<(), Error> {
+    inner()
+}
+
+#[retry(attempts = 3, budget = none)]
+fn outermost() -> Result<(), Error> {
+    outer()
+}
+
+#[test]
+fn nested_retries_retry_at_one_layer_only() {
+    let _vt = VirtualTime::start();
+    DEPENDENCY_CALLS.store(0, Relaxed);
+    assert!(outer().is_err());
+    assert_eq!(DEPENDENCY_CALLS.load(Relaxed), 3, "3, not 3 × 3");
+    DEPENDENCY_CALLS.store(0, Relaxed);
+    assert!(outermost().is_err());
+    assert_eq!(DEPENDENCY_CALLS.load(Relaxed), 3, "3, not 3 × 3 × 3");
+}
+
+#[retry(attempts = 1, budget = none)]
+fn inner_without_retries(calls: &AtomicU32) -> Result<(), Error> {
+    calls.fetch_add(1, Relaxed);
+    Err(reset())
+}
+
+#[retry(attempts = 3, budget = none)]
+fn outer_over_a_single_attempt(calls: &AtomicU32) -> Result<(), Error> {
+    inner_without_retries(calls)
+}
+
+#[test]
+fn an_outer_call_retries_when_the_inner_one_did_not() {
+    let _vt = VirtualTime::start();
+    let calls = AtomicU32::new(0);
+    let _ = outer_over_a_single_attempt(&calls);
+    assert_eq!(
+        calls.load(Relaxed),
+        3,
+        "the inner call gave up without retrying"
+    );
+}
+
+static ASYNC_DEPENDENCY_CALLS: AtomicU32 = AtomicU32::new(0);
+
+#[retry(attempts = 3, budget = none)]
+async fn inner_async() -> Result<(), Error> {
+    tokio::task::yield_now().await;
+    ASYNC_DEPENDENCY_CALLS.fetch_add(1, Relaxed);
+    Err(reset())
+}
+
+#[retry(attempts = 3, budget = none)]
+async fn outer_async() -> Result<(), Error> {
+    tokio::task::yield_now().await;
+    inner_async().await
+}
+
+#[tokio::test(start_paused = true)]
+async fn nested_async_retries_retry_at_one_layer_only() {
+    ASYNC_DEPENDENCY_CALLS.store(0, Relaxed);
+    assert!(outer_async().await.is_err());
+    assert_eq!(ASYNC_DEPENDENCY_CALLS.load(Relaxed), 3, "3, not 3 × 3");
+}
+
+// --- deadline propagation ---------------------------------------------------
+
+#[retry(attempts = 100, base = 50ms, budget = none)]
+fn inner_default_deadline() -> Result<(), Error> {
+    Err(reset())
+}
+
+#[retry(attempts = 1, deadline = 1s, budget = none)]
+fn outer_with_a_deadline() -> Result<(), Error> {
+    inner_default_deadline()
+}
+
+#[test]
+fn a_nested_call_never_outlives_the_enclosing_deadline() {
+    let vt = VirtualTime::start();
+    let _ = outer_with_a_deadline();
+    assert!(vt.elapsed() < Duration::from_secs(1), "{:?}", vt.elapsed());
+}
+
+#[retry(attempts = 100, base = 50ms, budget = none)]
+async fn inner_default_deadline_async() -> Result<(), Error> {
+    Err(reset())
+}
+
+#[retry(attempts = 1, deadline = 1s, budget = none)]
+async fn outer_with_a_deadline_async() -> Result<(), Error> {
+    inner_default_deadline_async().await
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_nested_async_call_never_outlives_the_enclosing_deadline() {
+    let t0 = tokio::time::Instant::now();
+    let _ = outer_with_a_deadline_async().await;
+    assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
+}
