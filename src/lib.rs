@@ -430,7 +430,7 @@
 //!             rt::Decision::Retry(delay) => {
 //!                 rt::sleep(delay);
 //!                 // Woke at or past the deadline: return, never start late.
-//!                 if rt::AttemptState::may_resume(&state).is_err() {
+//!                 if rt::AttemptState::may_resume(&mut state).is_err() {
 //!                     return outcome;
 //!                 }
 //!             }
@@ -626,9 +626,9 @@
 pub use retry_macros::retry;
 #[doc(inline)]
 pub use retry_runtime::{
-    AttemptState, Backoff, BudgetStats, ByClassify, Classifier, Classify, Clock, Context, Decision,
-    GiveUp, IdempotencyKey, Jitter, NeverRetry, Policy, Retry, RetryBudget, SystemClock, Verdict,
-    When, call, context,
+    AttemptState, Backoff, BreakerState, BudgetStats, ByClassify, CircuitBreaker, CircuitOpen,
+    Classifier, Classify, Clock, Context, Decision, GiveUp, IdempotencyKey, Jitter, NeverRetry,
+    Permit, Policy, Retry, RetryBudget, SystemClock, Verdict, When, call, context,
 };
 #[cfg(feature = "tokio")]
 #[doc(inline)]
@@ -644,7 +644,7 @@ pub mod __private {
     pub use retry_runtime::macro_support::*;
     pub use retry_runtime::run::sleep;
     pub use retry_runtime::{
-        AttemptState, Backoff, Classify, Decision, Jitter, Policy, RetryBudget, SystemClock,
-        Verdict,
+        AttemptState, Backoff, CircuitOpen, Classify, Decision, Jitter, Policy, RetryBudget,
+        SystemClock, Verdict,
     };
 }

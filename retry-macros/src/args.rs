@@ -346,7 +346,16 @@ impl Args {
                     value,
                     "`breaker` takes a path to a `static CircuitBreaker`",
                 ) {
-                    self.breaker.set(cx, span, p);
+                    if p.segments.first().is_some_and(|s| s.ident == "Self") {
+                        cx.error_spanned(
+                            &p,
+                            "`breaker` must be a `static`, and `Self::…` is an associated const: \
+                             a fresh breaker at every call. Declare `static BREAKER: CircuitBreaker = …;` \
+                             outside the impl and write `breaker = BREAKER`",
+                        );
+                    } else {
+                        self.breaker.set(cx, span, p);
+                    }
                 }
             }
             "policy" => self.policy.set(cx, span, value),

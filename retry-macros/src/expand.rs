@@ -70,6 +70,7 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
     } = &n;
 
     let setup = setup(args, &rt, &n);
+    let (with_breaker, admit_first, admit_after_sleep) = breaker(args, &rt, &n, &ret);
     let classify = classify(args, &rt, &n, &ret, ret_span);
     let stmts = &block.stmts;
     let body = if func.sig.asyncness.is_some() {
@@ -95,13 +96,15 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
             })
             .await
         };
+        let init = with_breaker(quote!(#rt::AttemptState::with_budget(#policy, #budget, #clock)));
         // The outcome lives in the inner block only: it is dropped before
         // the sleep (a retried response releases its connection at once) and
         // is never held across an `.await` of the loop, so the future is
         // `Send` whenever the plain function's would be.
         quote! {
             #setup
-            let mut #state = #rt::AttemptState::with_budget(#policy, #budget, #clock);
+            let mut #state = #init;
+            #admit_first
             loop {
                 let #delay = {
                     let #outcome: #ret = #attempt;
@@ -112,14 +115,21 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
                     }
                 };
                 #rt::sleep_async(#delay).await;
+                // The outcome is gone (dropped before the sleep): a breaker
+                // that opened meanwhile makes the rejection the error.
+                #admit_after_sleep
             }
         }
     } else {
+        let init = with_breaker(quote!(
+            #rt::AttemptState::with_budget(#policy, #budget, #rt::SystemClock)
+        ));
         // A sync loop keeps the outcome through the sleep, and returns it if
         // the thread woke at or past the deadline.
         quote! {
             #setup
-            let mut #state = #rt::AttemptState::with_budget(#policy, #budget, #rt::SystemClock);
+            let mut #state = #init;
+            #admit_first
             loop {
                 let #outcome: #ret =
                     #rt::AttemptState::run_attempt(&mut #state, || -> #ret { #(#stmts)* });
@@ -127,7 +137,9 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
                 match #rt::AttemptState::decide(&mut #state, #verdict) {
                     #rt::Decision::Retry(#delay) => {
                         #rt::sleep(#delay);
-                        if #rt::AttemptState::may_resume(&#state).is_err() {
+                        // Late for the deadline, or the breaker opened:
+                        // return the outcome kept through the sleep.
+                        if #rt::AttemptState::may_resume(&mut #state).is_err() {
                             return #outcome;
                         }
                     }
@@ -137,6 +149,60 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
         }
     };
     with_body(func, Some(block.brace_token), body)
+}
+
+/// A function turning the state's constructor into one with the breaker,
+/// and the admission checks before the first attempt and after each sleep
+/// (none without a breaker).
+type WithBreaker = Box<dyn Fn(TokenStream) -> TokenStream>;
+
+fn breaker(
+    args: &Args,
+    rt: &TokenStream,
+    n: &Names,
+    ret: &Type,
+) -> (WithBreaker, TokenStream, TokenStream) {
+    let state = &n.state;
+    // With a breaker: the state machine asks it before every attempt; a
+    // rejected first attempt is the function's error, through
+    // `E: From<CircuitOpen>` (required only here, spanned on the path).
+    match args.breaker.value() {
+        Some(path) => {
+            let (check, borrow, last) = shared_static(path, "BREAKER");
+            let open = format_ident!("__backstop_open", span = Span::mixed_site());
+            // `<E as From<CircuitOpen>>::from` with the user's own `E` where
+            // the return type names it, all on the breaker's path: a missing
+            // impl is one error there, naming `E`.
+            let from = match error_type(ret) {
+                Some(error) => respan(
+                    quote!(<#error as ::core::convert::From<#rt::CircuitOpen>>::from),
+                    last,
+                ),
+                None => respan(quote!(::core::convert::From::from), last),
+            };
+            let open_arg = Ident::new(&open.to_string(), Span::mixed_site().located_at(last));
+            let mut from_args =
+                proc_macro2::Group::new(proc_macro2::Delimiter::Parenthesis, quote!(#open_arg));
+            from_args.set_span(last);
+            let reject = quote! {
+                if let ::core::result::Result::Err(#open) = #rt::AttemptState::admit(&mut #state) {
+                    return ::core::result::Result::Err(#from #from_args);
+                }
+            };
+            let rt = rt.clone();
+            let with_breaker = move |init: TokenStream| quote!({ #check #rt::AttemptState::with_breaker(#init, #borrow) });
+            (
+                Box::new(with_breaker) as WithBreaker,
+                reject.clone(),
+                reject,
+            )
+        }
+        None => (
+            Box::new(|init: TokenStream| init) as WithBreaker,
+            quote!(),
+            quote!(),
+        ),
+    }
 }
 
 /// The function as written, with `body` in braces that carry the original
@@ -183,31 +249,16 @@ fn setup(args: &Args, rt: &TokenStream, n: &Names) -> TokenStream {
     };
     let (own, budget_init) = match args.budget.value() {
         Some(OrNone::None) => (quote!(), quote!(::core::option::Option::None)),
-        // A budget must be a `static`: a `const` would be a fresh temporary
-        // at every call, silently granting every retry. Borrowing it for a
-        // `static` makes a `const` a compile error (E0492, whose help says
-        // to use a `static`); `dyn Any` accepts any static, a
-        // `LazyLock<RetryBudget>` included. Spanned on the path's last
-        // segment, the item the user named.
         Some(OrNone::Some(path)) => {
-            let last = path
-                .segments
-                .last()
-                .map_or_else(|| path.span(), |s| s.ident.span());
-            let borrow = respan(quote!(&#path), last);
+            let (check, borrow, last) = shared_static(path, "BUDGET");
+            let shared = format_ident!("__backstop_shared", span = Span::mixed_site());
+            let ty = respan(quote!(&#rt::RetryBudget), last);
             (
-                quote! {
-                    static __BACKSTOP_BUDGET_MUST_BE_STATIC:
-                        &(dyn ::core::any::Any + ::core::marker::Sync) = #borrow;
-                },
-                {
-                    let shared = format_ident!("__backstop_shared", span = Span::mixed_site());
-                    let ty = respan(quote!(&#rt::RetryBudget), last);
-                    quote!({
-                        let #shared: #ty = #borrow;
-                        ::core::option::Option::Some(#shared)
-                    })
-                },
+                check,
+                quote!({
+                    let #shared: #ty = #borrow;
+                    ::core::option::Option::Some(#shared)
+                }),
             )
         }
         None => {
@@ -229,6 +280,27 @@ fn setup(args: &Args, rt: &TokenStream, n: &Names) -> TokenStream {
         #policy_init
         let #budget: ::core::option::Option<&#rt::RetryBudget> = #budget_init;
     }
+}
+
+/// For `budget = PATH` and `breaker = PATH`: a check that `PATH` is a
+/// `static`, the borrow of it, and the span of its last segment.
+///
+/// Shared state must be a `static`: a `const` would be a fresh temporary at
+/// every call (a budget granting every retry, a breaker that never opens).
+/// Borrowing it for a `static` makes a `const` a compile error (E0492, whose
+/// help says to use a `static`); `dyn Any` accepts any static, a `LazyLock`
+/// included. Spanned on the path's last segment, the item the user named.
+fn shared_static(path: &syn::Path, what: &str) -> (TokenStream, TokenStream, Span) {
+    let last = path
+        .segments
+        .last()
+        .map_or_else(|| path.span(), |s| s.ident.span());
+    let borrow = respan(quote!(&#path), last);
+    let name = format_ident!("__BACKSTOP_{}_MUST_BE_STATIC", what);
+    let check = quote! {
+        static #name: &(dyn ::core::any::Any + ::core::marker::Sync) = #borrow;
+    };
+    (check, borrow, last)
 }
 
 /// The verdict on an outcome: `when_ok` (or never) for `Ok`, `when` (or

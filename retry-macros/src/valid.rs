@@ -324,9 +324,6 @@ fn check_against_fn(args: &Args, func: &Func, cx: &mut Ctxt) {
             );
         }
     }
-    if let Some(key) = args.breaker.key() {
-        not_yet(cx, key, "breaker");
-    }
     if let Some(key) = args.on_retry.key() {
         not_yet(cx, key, "on_retry");
     }

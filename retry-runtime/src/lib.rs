@@ -27,6 +27,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod backoff;
+pub mod breaker;
 pub mod budget;
 pub mod classify;
 pub mod clock;
@@ -39,6 +40,7 @@ pub mod state;
 pub mod testing;
 
 pub use backoff::{Backoff, Jitter};
+pub use breaker::{BreakerState, CircuitBreaker, CircuitOpen, Permit};
 pub use budget::{BudgetStats, RetryBudget};
 pub use classify::{ByClassify, Classifier, Classify, NeverRetry, Verdict, When};
 #[cfg(feature = "tokio")]
@@ -48,5 +50,5 @@ pub use context::{Context, IdempotencyKey, context};
 pub use policy::Policy;
 #[cfg(feature = "tokio")]
 pub use run::call_async;
-pub use run::{Retry, call};
+pub use run::{BreakerSlot, NoBreaker, Retry, call};
 pub use state::{AttemptState, Decision, GiveUp};

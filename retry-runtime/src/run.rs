@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crate::breaker::{CircuitBreaker, CircuitOpen};
 use crate::budget::RetryBudget;
 use crate::classify::{ByClassify, Classifier, Classify, NeverRetry, When};
 use crate::clock::SystemClock;
@@ -114,11 +115,47 @@ pub fn sleep(delay: Duration) {
 /// ```
 #[derive(Clone, Copy, Debug)]
 #[must_use = "a Retry does nothing until `.call(..)` or `.call_async(..)`"]
-pub struct Retry<'a, W = ByClassify, K = NeverRetry> {
+pub struct Retry<'a, W = ByClassify, K = NeverRetry, B = NoBreaker> {
     policy: &'a Policy,
     budget: Option<&'a RetryBudget>,
     when: W,
     when_ok: K,
+    breaker: B,
+}
+
+/// A [`Retry`] loop without a circuit breaker.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoBreaker;
+
+/// The circuit breaker of a [`Retry`] loop, if any: [`NoBreaker`] or a
+/// `&'static CircuitBreaker` (breakers are shared: a `static`), which needs
+/// the error type to represent a rejection (`E: From<CircuitOpen>`).
+pub trait BreakerSlot<E> {
+    /// The breaker.
+    fn breaker(&self) -> Option<&'static CircuitBreaker>;
+    /// A rejected first attempt as the call's error. Only called when
+    /// [`breaker`](Self::breaker) is `Some`.
+    fn rejected(open: CircuitOpen) -> E;
+}
+
+impl<E> BreakerSlot<E> for NoBreaker {
+    fn breaker(&self) -> Option<&'static CircuitBreaker> {
+        None
+    }
+
+    fn rejected(_: CircuitOpen) -> E {
+        unreachable!("a loop without a breaker is never rejected")
+    }
+}
+
+impl<E: From<CircuitOpen>> BreakerSlot<E> for &'static CircuitBreaker {
+    fn breaker(&self) -> Option<&'static CircuitBreaker> {
+        Some(self)
+    }
+
+    fn rejected(open: CircuitOpen) -> E {
+        E::from(open)
+    }
 }
 
 impl<'a> Retry<'a> {
@@ -130,11 +167,12 @@ impl<'a> Retry<'a> {
             budget: policy.budget_ref(),
             when: ByClassify,
             when_ok: NeverRetry,
+            breaker: NoBreaker,
         }
     }
 }
 
-impl<'a, W, K> Retry<'a, W, K> {
+impl<'a, W, K, B> Retry<'a, W, K, B> {
     /// Draws on `budget` instead of the policy's.
     ///
     /// ```
@@ -175,12 +213,13 @@ impl<'a, W, K> Retry<'a, W, K> {
     /// });
     /// assert_eq!(attempts, 3);
     /// ```
-    pub fn when<F>(self, f: F) -> Retry<'a, When<F>, K> {
+    pub fn when<F>(self, f: F) -> Retry<'a, When<F>, K, B> {
         Retry {
             policy: self.policy,
             budget: self.budget,
             when: When(f),
             when_ok: self.when_ok,
+            breaker: self.breaker,
         }
     }
 
@@ -195,12 +234,63 @@ impl<'a, W, K> Retry<'a, W, K> {
     ///     .call(|| Ok::<_, std::io::Error>(statuses.pop().unwrap()));
     /// assert_eq!(status.unwrap(), 200);
     /// ```
-    pub fn when_ok<F>(self, f: F) -> Retry<'a, W, When<F>> {
+    pub fn when_ok<F>(self, f: F) -> Retry<'a, W, When<F>, B> {
         Retry {
             policy: self.policy,
             budget: self.budget,
             when: self.when,
             when_ok: When(f),
+            breaker: self.breaker,
+        }
+    }
+
+    /// Puts the calls behind `breaker`: a rejected first attempt returns
+    /// `Err(E::from(CircuitOpen))`, so the error type must implement
+    /// `From<CircuitOpen>`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_runtime::{CircuitBreaker, CircuitOpen, Policy, Retry};
+    /// # let _vt = retry_runtime::testing::VirtualTime::start();
+    ///
+    /// #[derive(Debug)]
+    /// enum Error { Down, Open }
+    /// impl From<CircuitOpen> for Error {
+    ///     fn from(_: CircuitOpen) -> Self { Error::Open }
+    /// }
+    ///
+    /// static BREAKER: CircuitBreaker = CircuitBreaker::new(2, Duration::from_secs(30));
+    /// let policy = Policy::new().attempts(5);
+    /// let retry = Retry::new(&policy).when(|_: &Error| true).breaker(&BREAKER);
+    /// let mut calls = 0;
+    /// let first = retry.call(|| { calls += 1; Err::<(), _>(Error::Down) });
+    /// assert!(matches!(first, Err(Error::Down)));
+    /// assert_eq!(calls, 2, "the breaker opened after two failures");
+    /// let second = retry.call(|| { calls += 1; Err::<(), _>(Error::Down) });
+    /// assert!(matches!(second, Err(Error::Open)));
+    /// assert_eq!(calls, 2, "rejected without running");
+    /// ```
+    pub fn breaker(
+        self,
+        breaker: &'static CircuitBreaker,
+    ) -> Retry<'a, W, K, &'static CircuitBreaker> {
+        Retry {
+            policy: self.policy,
+            budget: self.budget,
+            when: self.when,
+            when_ok: self.when_ok,
+            breaker,
+        }
+    }
+
+    fn state<C: crate::clock::Clock, E>(&self, clock: C) -> AttemptState<'a, C>
+    where
+        B: BreakerSlot<E>,
+    {
+        let state = AttemptState::with_budget(self.policy, self.budget, clock);
+        match self.breaker.breaker() {
+            Some(breaker) => state.with_breaker(breaker),
+            None => state,
         }
     }
 
@@ -220,9 +310,13 @@ impl<'a, W, K> Retry<'a, W, K> {
     where
         W: Classifier<E>,
         K: Classifier<T>,
+        B: BreakerSlot<E>,
         F: FnMut() -> Result<T, E>,
     {
-        let mut state = AttemptState::with_budget(self.policy, self.budget, SystemClock);
+        let mut state = self.state(SystemClock);
+        if let Err(open) = state.admit() {
+            return Err(B::rejected(open));
+        }
         loop {
             let outcome = state.run_attempt(&mut op);
             match state.decide_result(&outcome, &self.when, &self.when_ok) {
@@ -260,11 +354,14 @@ impl<'a, W, K> Retry<'a, W, K> {
     where
         W: Classifier<E>,
         K: Classifier<T>,
+        B: BreakerSlot<E>,
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
-        let mut state =
-            AttemptState::with_budget(self.policy, self.budget, crate::clock::TokioClock);
+        let mut state = self.state(crate::clock::TokioClock);
+        if let Err(open) = state.admit() {
+            return Err(B::rejected(open));
+        }
         loop {
             // The outcome is dropped before the sleep: a retried response
             // releases its connection at once, and the future stays `Send`
@@ -279,6 +376,11 @@ impl<'a, W, K> Retry<'a, W, K> {
                 }
             };
             tokio::time::sleep(delay).await;
+            // The outcome is gone: a breaker that opened meanwhile makes the
+            // rejection the error.
+            if let Err(open) = state.admit() {
+                return Err(B::rejected(open));
+            }
         }
     }
 }

@@ -9,6 +9,7 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use crate::backoff::{self, Rng};
+use crate::breaker::{CircuitBreaker, CircuitOpen, Permit};
 use crate::budget::RetryBudget;
 use crate::classify::{Classifier, Verdict};
 use crate::clock::Clock;
@@ -38,6 +39,9 @@ pub enum GiveUp {
     Budget,
     /// The server asked to wait longer than `retry_after_max`.
     RetryAfterTooLong,
+    /// The circuit breaker is open: the dependency is known to be down (or
+    /// the attempt was the half-open probe, which is never retried).
+    BreakerOpen,
     /// A `#[retry]` call nested in the attempt gave up after retrying:
     /// retrying here too would multiply the attempts (3 × 3 = 9), so one
     /// layer retries per failure domain, the innermost.
@@ -59,6 +63,7 @@ impl GiveUp {
             Self::Budget => "budget",
             Self::RetryAfterTooLong => "retry_after_too_long",
             Self::RetriedBelow => "retried_below",
+            Self::BreakerOpen => "breaker_open",
         }
     }
 }
@@ -73,6 +78,7 @@ impl fmt::Display for GiveUp {
             Self::Budget => "retry budget exhausted",
             Self::RetryAfterTooLong => "server asked to wait longer than retry_after_max",
             Self::RetriedBelow => "a nested call already retried",
+            Self::BreakerOpen => "circuit breaker open",
         })
     }
 }
@@ -136,6 +142,12 @@ pub struct AttemptState<'a, C: Clock> {
     call: CallContext,
     /// A call nested in the last attempt gave up after retrying.
     retried_below: bool,
+    /// `'static`, as breakers are shared: the permit, which releases a probe
+    /// when dropped, then borrows nothing of the call's, and temporaries
+    /// such as `&Policy::new()` may still be passed to a state.
+    breaker: Option<&'static CircuitBreaker>,
+    /// The breaker's leave for the attempt running now.
+    permit: Option<Permit<'static>>,
 }
 
 impl<'a, C: Clock> AttemptState<'a, C> {
@@ -177,7 +189,41 @@ impl<'a, C: Clock> AttemptState<'a, C> {
             rng: None,
             call: CallContext::default(),
             retried_below: false,
+            breaker: None,
+            permit: None,
         }
+    }
+
+    /// Puts the call behind `breaker`: ask [`admit`](Self::admit) before
+    /// every attempt.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_runtime::{AttemptState, CircuitBreaker, Policy, SystemClock};
+    /// static USERS: CircuitBreaker = CircuitBreaker::new(5, Duration::from_secs(30));
+    /// let policy = Policy::new();
+    /// let mut state = AttemptState::new(&policy, SystemClock).with_breaker(&USERS);
+    /// assert!(state.admit().is_ok());
+    /// ```
+    #[must_use]
+    pub fn with_breaker(mut self, breaker: &'static CircuitBreaker) -> Self {
+        self.breaker = Some(breaker);
+        self
+    }
+
+    /// Before each attempt: may it run? Always, without a breaker; with
+    /// one, `Err(CircuitOpen)` while it is open. A rejected first attempt
+    /// is the call's error (`E: From<CircuitOpen>`); a rejected later one
+    /// ends the call with the last outcome ([`GiveUp::BreakerOpen`]).
+    ///
+    /// # Errors
+    ///
+    /// [`CircuitOpen`] when the breaker rejects the attempt.
+    pub fn admit(&mut self) -> Result<(), CircuitOpen> {
+        if let Some(breaker) = self.breaker {
+            self.permit = Some(breaker.try_acquire(self.clock.now())?);
+        }
+        Ok(())
     }
 
     /// Runs one sync attempt with its [`Context`](crate::Context) set, so
@@ -272,13 +318,17 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// assert_eq!(state.may_resume(), Err(GiveUp::Deadline));
     /// ```
     ///
+    /// With a breaker, this also [admits](Self::admit) the next attempt:
+    /// `Err(GiveUp::BreakerOpen)` if the breaker opened meanwhile.
+    ///
     /// # Errors
     ///
-    /// [`GiveUp::Deadline`] when the deadline has been reached.
-    pub fn may_resume(&self) -> Result<(), GiveUp> {
+    /// [`GiveUp::Deadline`] when the deadline has been reached,
+    /// [`GiveUp::BreakerOpen`] when the breaker rejects the next attempt.
+    pub fn may_resume(&mut self) -> Result<(), GiveUp> {
         match self.deadline {
             Some(deadline) if self.clock.now() >= deadline => Err(GiveUp::Deadline),
-            _ => Ok(()),
+            _ => self.admit().map_err(|_| GiveUp::BreakerOpen),
         }
     }
 
@@ -335,6 +385,9 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     }
 
     fn decide_inner(&mut self, verdict: Option<Verdict>) -> Decision {
+        if let Some(permit) = self.permit.take() {
+            permit.record(verdict, self.clock.now());
+        }
         let policy = self.policy;
         let verdict = match verdict {
             None => return Decision::Return,
@@ -383,6 +436,13 @@ impl<'a, C: Clock> AttemptState<'a, C> {
             Some(Some(latest)) if delay <= latest => {}
             Some(_) => return Decision::GiveUp(GiveUp::Deadline),
             None => {}
+        }
+        // A retry the breaker would reject on waking (it is open, or a
+        // probe is out; a failed probe just opened it) is not slept for.
+        if let Some(breaker) = self.breaker
+            && breaker.would_reject(now.checked_add(delay).unwrap_or(now))
+        {
+            return Decision::GiveUp(GiveUp::BreakerOpen);
         }
         if let Some(budget) = self.budget
             && !budget.try_withdraw(now)

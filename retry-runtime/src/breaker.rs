@@ -1,0 +1,334 @@
+//! The circuit breaker: fail fast while a dependency is known to be down.
+//!
+//! A budget limits how much retrying adds to an outage; a breaker stops
+//! the calls themselves. After `failure_threshold` consecutive retryable
+//! failures it opens, and calls fail at once with [`CircuitOpen`] without
+//! touching the dependency, which gets room to recover. After `cooldown`
+//! one call, the probe, is let through: its success closes the breaker,
+//! its failure opens it for another cooldown.
+
+use std::error::Error;
+use std::fmt;
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
+#[cfg(not(loom))]
+use std::sync::atomic::{AtomicU32, AtomicU64};
+use std::time::{Duration, Instant};
+
+#[cfg(loom)]
+use loom::sync::atomic::{AtomicU32, AtomicU64};
+
+use crate::classify::Verdict;
+use crate::clock::nanos_since_origin;
+
+/// The breaker's state word: two bits of state, and above them, while
+/// open, when it opened (nanoseconds since the process origin; 0: the
+/// cooldown is over, as after a probe that never reported).
+const CLOSED: u64 = 0;
+const OPEN: u64 = 1;
+const HALF_OPEN: u64 = 2;
+const TAG: u64 = 0b11;
+
+const fn open_since(nanos: u64) -> u64 {
+    (nanos << 2) | OPEN
+}
+
+/// Where a [`CircuitBreaker`] stands.
+///
+/// ```
+/// use std::time::Duration;
+/// use retry_runtime::{BreakerState, CircuitBreaker};
+/// let breaker = CircuitBreaker::new(5, Duration::from_secs(30));
+/// assert_eq!(breaker.state(), BreakerState::Closed);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BreakerState {
+    /// Calls go through; consecutive retryable failures are counted.
+    Closed,
+    /// Calls are rejected until the cooldown is over.
+    Open,
+    /// One probe call is in flight; the others are rejected.
+    HalfOpen,
+}
+
+/// The error of a call the circuit breaker rejected without running it.
+///
+/// A function with `#[retry(breaker = ..)]` returns it through its own error
+/// type, which must implement `From<CircuitOpen>`.
+///
+/// ```
+/// use retry_runtime::CircuitOpen;
+/// assert_eq!(CircuitOpen.to_string(), "circuit breaker open: the dependency is failing, call rejected");
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct CircuitOpen;
+
+impl fmt::Display for CircuitOpen {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("circuit breaker open: the dependency is failing, call rejected")
+    }
+}
+
+impl Error for CircuitOpen {}
+
+/// A lock-free circuit breaker, shareable as a `static`.
+///
+/// Closed, it lets calls through and counts consecutive retryable
+/// failures (a [`Verdict::Stop`] failure, such as a 400, is the caller's
+/// fault, not the dependency's, and does not count). At
+/// `failure_threshold` it opens: calls are rejected for `cooldown`. Then it
+/// is half-open: exactly one call, the probe, goes through and is never
+/// retried; its success closes the breaker, its failure opens it again. A
+/// probe that panics, or whose future is dropped, frees the half-open slot
+/// for the next caller.
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use retry_runtime::{BreakerState, CircuitBreaker, Verdict};
+///
+/// static PAYMENTS: CircuitBreaker = CircuitBreaker::new(3, Duration::from_secs(10));
+///
+/// let now = Instant::now();
+/// for _ in 0..3 {
+///     let permit = PAYMENTS.try_acquire(now).unwrap();
+///     permit.record(Some(Verdict::Retry), now); // a retryable failure
+/// }
+/// assert_eq!(PAYMENTS.state(), BreakerState::Open);
+/// assert!(PAYMENTS.try_acquire(now).is_err()); // rejected, not run
+///
+/// let later = now + Duration::from_secs(10);
+/// let probe = PAYMENTS.try_acquire(later).unwrap();
+/// assert!(PAYMENTS.try_acquire(later).is_err()); // one probe at a time
+/// probe.record(None, later); // it succeeded
+/// assert_eq!(PAYMENTS.state(), BreakerState::Closed);
+/// ```
+///
+/// Invalid arguments are rejected while the `static` is compiled:
+///
+/// ```compile_fail
+/// # use std::time::Duration; use retry_runtime::CircuitBreaker;
+/// static BAD: CircuitBreaker = CircuitBreaker::new(0, Duration::from_secs(10));
+/// # fn main() { let _ = &BAD; }
+/// ```
+pub struct CircuitBreaker {
+    failure_threshold: u32,
+    cooldown: Duration,
+    cooldown_nanos: u64,
+    state: AtomicU64,
+    failures: AtomicU32,
+}
+
+/// Leave to make one call through a [`CircuitBreaker`]: report its outcome
+/// with [`record`](Permit::record). Dropped without a report (the call
+/// panicked, or its future was dropped), a probe frees the half-open slot.
+#[must_use = "report the call's outcome with `record`"]
+pub struct Permit<'a> {
+    breaker: &'a CircuitBreaker,
+    probe: bool,
+}
+
+impl fmt::Debug for Permit<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Permit")
+            .field("probe", &self.probe)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Defines a `const fn`, which is a plain `fn` under `cfg(loom)`.
+macro_rules! const_unless_loom {
+    ($(#[$attr:meta])* $vis:vis fn $($rest:tt)*) => {
+        #[cfg(not(loom))]
+        $(#[$attr])* $vis const fn $($rest)*
+        #[cfg(loom)]
+        $(#[$attr])* $vis fn $($rest)*
+    };
+}
+
+impl CircuitBreaker {
+    const_unless_loom! {
+        /// A breaker that opens after `failure_threshold` consecutive
+        /// retryable failures and stays open for `cooldown`.
+        ///
+        /// # Panics
+        ///
+        /// If `failure_threshold` is zero. In a `static` that is a compile
+        /// error.
+        ///
+        /// ```
+        /// use std::time::Duration;
+        /// use retry_runtime::CircuitBreaker;
+        /// static USERS: CircuitBreaker = CircuitBreaker::new(5, Duration::from_secs(30));
+        /// assert_eq!(USERS.failure_threshold(), 5);
+        /// ```
+        pub fn new(failure_threshold: u32, cooldown: Duration) -> Self {
+            assert!(
+                failure_threshold > 0,
+                "CircuitBreaker::new: `failure_threshold` must be at least 1"
+            );
+            let nanos = cooldown.as_nanos();
+            Self {
+                failure_threshold,
+                cooldown,
+                cooldown_nanos: if nanos > u64::MAX as u128 {
+                    u64::MAX
+                } else {
+                    nanos as u64
+                },
+                state: AtomicU64::new(CLOSED),
+                failures: AtomicU32::new(0),
+            }
+        }
+    }
+
+    /// Consecutive retryable failures that open the breaker.
+    pub const fn failure_threshold(&self) -> u32 {
+        self.failure_threshold
+    }
+
+    /// How long the breaker stays open before it lets a probe through.
+    pub const fn cooldown(&self) -> Duration {
+        self.cooldown
+    }
+
+    /// Where the breaker stands. `Open` until a caller after the cooldown
+    /// makes the probe.
+    pub fn state(&self) -> BreakerState {
+        match self.state.load(Acquire) & TAG {
+            CLOSED => BreakerState::Closed,
+            HALF_OPEN => BreakerState::HalfOpen,
+            _ => BreakerState::Open,
+        }
+    }
+
+    /// Asks to make one call at `now`: a permit, or [`CircuitOpen`] while
+    /// the breaker is open (or a probe is in flight).
+    ///
+    /// # Errors
+    ///
+    /// [`CircuitOpen`]: the call must not be made.
+    pub fn try_acquire(&self, now: Instant) -> Result<Permit<'_>, CircuitOpen> {
+        let now = nanos_since_origin(now);
+        let mut word = self.state.load(Acquire);
+        loop {
+            match word & TAG {
+                CLOSED => {
+                    return Ok(Permit {
+                        breaker: self,
+                        probe: false,
+                    });
+                }
+                OPEN if self.cooled_down(word, now) => {
+                    // Exactly one caller wins the move to half-open.
+                    match self
+                        .state
+                        .compare_exchange(word, HALF_OPEN, AcqRel, Acquire)
+                    {
+                        Ok(_) => {
+                            return Ok(Permit {
+                                breaker: self,
+                                probe: true,
+                            });
+                        }
+                        Err(current) => word = current,
+                    }
+                }
+                _ => return Err(CircuitOpen),
+            }
+        }
+    }
+
+    /// Would a call at `at` be rejected? (The retry loop asks before
+    /// sleeping, so that it gives up rather than sleep for a rejection.)
+    pub(crate) fn would_reject(&self, at: Instant) -> bool {
+        let word = self.state.load(Acquire);
+        match word & TAG {
+            CLOSED => false,
+            OPEN => !self.cooled_down(word, nanos_since_origin(at)),
+            _ => true,
+        }
+    }
+
+    fn cooled_down(&self, word: u64, now: u64) -> bool {
+        let opened = word >> 2;
+        opened == 0 || now.saturating_sub(opened) >= self.cooldown_nanos
+    }
+
+    fn open(&self, now: Instant) {
+        // Never 0: the origin lies a day before the first reading.
+        let since = nanos_since_origin(now).max(1);
+        self.state.store(open_since(since), Release);
+        self.failures.store(0, Relaxed);
+    }
+}
+
+impl Permit<'_> {
+    /// Is this the half-open probe?
+    pub fn is_probe(&self) -> bool {
+        self.probe
+    }
+
+    /// Reports the call's outcome, as classified for retrying: `None` for a
+    /// success, the verdict on a failure. Retryable failures (`Retry`,
+    /// `RetryAfter`, `RetryIfIdempotent`) count against the dependency;
+    /// `Stop` does not (the dependency answered).
+    pub fn record(self, verdict: Option<Verdict>, now: Instant) {
+        let breaker = self.breaker;
+        let failed = matches!(
+            verdict,
+            Some(Verdict::Retry | Verdict::RetryAfter(_) | Verdict::RetryIfIdempotent)
+        );
+        let probe = self.probe;
+        std::mem::forget(self); // reported: no release on drop
+        match (probe, failed) {
+            (true, true) => breaker.open(now),
+            (true, false) => {
+                breaker.failures.store(0, Relaxed);
+                breaker.state.store(CLOSED, Release);
+            }
+            (false, true) => {
+                let failures = breaker.failures.fetch_add(1, AcqRel).saturating_add(1);
+                if failures >= breaker.failure_threshold
+                    && breaker
+                        .state
+                        .compare_exchange(
+                            CLOSED,
+                            open_since(nanos_since_origin(now).max(1)),
+                            AcqRel,
+                            Acquire,
+                        )
+                        .is_ok()
+                {
+                    breaker.failures.store(0, Relaxed);
+                }
+            }
+            (false, false) => {
+                if verdict.is_none() && breaker.failures.load(Relaxed) != 0 {
+                    breaker.failures.store(0, Relaxed);
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Permit<'_> {
+    fn drop(&mut self) {
+        if self.probe {
+            // The probe never reported (it panicked, or its future was
+            // dropped): free the half-open slot at once, cooldown over.
+            let _ = self
+                .breaker
+                .state
+                .compare_exchange(HALF_OPEN, open_since(0), AcqRel, Acquire);
+        }
+    }
+}
+
+impl fmt::Debug for CircuitBreaker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CircuitBreaker")
+            .field("failure_threshold", &self.failure_threshold)
+            .field("cooldown", &self.cooldown)
+            .field("state", &self.state())
+            .finish_non_exhaustive()
+    }
+}

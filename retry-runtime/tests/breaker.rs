@@ -1,0 +1,121 @@
+//! The circuit breaker: its transitions, one probe among racing callers,
+//! and probes that never report.
+
+use std::time::{Duration, Instant};
+
+use retry_runtime::{BreakerState, CircuitBreaker, Verdict};
+
+const COOLDOWN: Duration = Duration::from_secs(10);
+
+fn fail(breaker: &CircuitBreaker, now: Instant, verdict: Verdict) {
+    breaker.try_acquire(now).unwrap().record(Some(verdict), now);
+}
+
+#[test]
+fn opens_after_the_threshold_of_consecutive_retryable_failures() {
+    let breaker = CircuitBreaker::new(3, COOLDOWN);
+    let now = Instant::now();
+    fail(&breaker, now, Verdict::Retry);
+    fail(&breaker, now, Verdict::RetryAfter(Duration::from_secs(1)));
+    assert_eq!(breaker.state(), BreakerState::Closed);
+    fail(&breaker, now, Verdict::RetryIfIdempotent);
+    assert_eq!(breaker.state(), BreakerState::Open);
+    assert!(breaker.try_acquire(now).is_err());
+    assert!(breaker.try_acquire(now + COOLDOWN / 2).is_err());
+}
+
+#[test]
+fn a_success_resets_the_count_and_stop_failures_never_count() {
+    let breaker = CircuitBreaker::new(3, COOLDOWN);
+    let now = Instant::now();
+    for _ in 0..10 {
+        fail(&breaker, now, Verdict::Retry);
+        fail(&breaker, now, Verdict::Retry);
+        breaker.try_acquire(now).unwrap().record(None, now); // a success
+    }
+    for _ in 0..100 {
+        fail(&breaker, now, Verdict::Stop); // a 400: the caller's fault
+    }
+    assert_eq!(breaker.state(), BreakerState::Closed);
+}
+
+#[test]
+fn after_the_cooldown_one_probe_closes_or_reopens() {
+    let breaker = CircuitBreaker::new(1, COOLDOWN);
+    let t0 = Instant::now();
+    fail(&breaker, t0, Verdict::Retry);
+    let t1 = t0 + COOLDOWN;
+    let probe = breaker.try_acquire(t1).unwrap();
+    assert!(probe.is_probe());
+    assert_eq!(breaker.state(), BreakerState::HalfOpen);
+    assert!(breaker.try_acquire(t1).is_err(), "one probe at a time");
+    probe.record(Some(Verdict::Retry), t1);
+    assert_eq!(
+        breaker.state(),
+        BreakerState::Open,
+        "a failed probe reopens"
+    );
+    assert!(
+        breaker.try_acquire(t1 + COOLDOWN / 2).is_err(),
+        "for a whole cooldown"
+    );
+    let t2 = t1 + COOLDOWN;
+    breaker.try_acquire(t2).unwrap().record(None, t2);
+    assert_eq!(
+        breaker.state(),
+        BreakerState::Closed,
+        "a successful probe closes"
+    );
+    assert!(!breaker.try_acquire(t2).unwrap().is_probe());
+}
+
+#[test]
+fn exactly_one_of_a_hundred_concurrent_callers_probes() {
+    use std::sync::Barrier;
+    for round in 0..50 {
+        let breaker = CircuitBreaker::new(1, COOLDOWN);
+        let t0 = Instant::now();
+        fail(&breaker, t0, Verdict::Retry);
+        let after = t0 + COOLDOWN;
+        let barrier = Barrier::new(100);
+        let admitted: usize = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..100)
+                .map(|_| {
+                    s.spawn(|| {
+                        barrier.wait();
+                        // Hold the permit until every caller has tried.
+                        let permit = breaker.try_acquire(after).ok();
+                        barrier.wait();
+                        usize::from(permit.is_some())
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).sum()
+        });
+        assert_eq!(admitted, 1, "round {round}");
+    }
+}
+
+#[test]
+fn a_probe_that_never_reports_frees_the_half_open_slot() {
+    let breaker = CircuitBreaker::new(1, COOLDOWN);
+    let t0 = Instant::now();
+    fail(&breaker, t0, Verdict::Retry);
+    let after = t0 + COOLDOWN;
+    drop(breaker.try_acquire(after).unwrap()); // its future was dropped
+    let next = breaker.try_acquire(after).expect("the slot was freed");
+    assert!(next.is_probe());
+    // A probe whose call panics is released by unwinding.
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _probe = next;
+        panic!("the probe's call panicked");
+    }));
+    assert!(caught.is_err());
+    assert!(breaker.try_acquire(after).unwrap().is_probe());
+}
+
+#[test]
+#[should_panic(expected = "failure_threshold")]
+fn a_zero_threshold_is_rejected() {
+    let _ = CircuitBreaker::new(0, COOLDOWN);
+}

@@ -1,0 +1,148 @@
+//! `#[retry(breaker = ..)]`: fail fast while the dependency is down.
+
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use std::time::Duration;
+
+use backstop::testing::VirtualTime;
+use backstop::{BreakerState, CircuitBreaker, CircuitOpen, Classify, Verdict, retry};
+
+#[derive(Debug, PartialEq)]
+enum ApiError {
+    Unavailable,
+    BadRequest,
+    Open,
+}
+
+impl Classify for ApiError {
+    fn classify(&self) -> Verdict {
+        match self {
+            ApiError::Unavailable => Verdict::Retry,
+            ApiError::BadRequest | ApiError::Open => Verdict::Stop,
+        }
+    }
+}
+
+impl From<CircuitOpen> for ApiError {
+    fn from(_: CircuitOpen) -> Self {
+        ApiError::Open
+    }
+}
+
+static DOWN: CircuitBreaker = CircuitBreaker::new(3, Duration::from_secs(30));
+
+#[retry(attempts = 2, breaker = DOWN, budget = none, jitter = none)]
+fn call_down(calls: &AtomicU32, answer: fn() -> Result<(), ApiError>) -> Result<(), ApiError> {
+    calls.fetch_add(1, Relaxed);
+    answer()
+}
+
+#[test]
+fn opens_at_the_threshold_then_rejects_without_running_the_body() {
+    let vt = VirtualTime::start();
+    let calls = AtomicU32::new(0);
+    let down = || Err(ApiError::Unavailable);
+    // Two attempts, then a third failure in the next call opens it, and
+    // that call gives up at once rather than sleep for a rejection.
+    assert_eq!(call_down(&calls, down), Err(ApiError::Unavailable));
+    assert_eq!(call_down(&calls, down), Err(ApiError::Unavailable));
+    assert_eq!(calls.load(Relaxed), 3);
+    assert_eq!(DOWN.state(), BreakerState::Open);
+    assert_eq!(
+        vt.sleeps().len(),
+        1,
+        "no sleep for a retry the breaker would reject"
+    );
+    for _ in 0..10 {
+        assert_eq!(call_down(&calls, down), Err(ApiError::Open));
+    }
+    assert_eq!(
+        calls.load(Relaxed),
+        3,
+        "rejected calls never reach the dependency"
+    );
+
+    // After the cooldown: one probe, never retried; its failure reopens.
+    vt.advance(Duration::from_secs(30));
+    assert_eq!(call_down(&calls, down), Err(ApiError::Unavailable));
+    assert_eq!(calls.load(Relaxed), 4, "the probe ran once");
+    assert_eq!(DOWN.state(), BreakerState::Open);
+    assert_eq!(call_down(&calls, down), Err(ApiError::Open));
+
+    // Its success closes it.
+    vt.advance(Duration::from_secs(30));
+    assert_eq!(call_down(&calls, || Ok(())), Ok(()));
+    assert_eq!(DOWN.state(), BreakerState::Closed);
+}
+
+static PICKY: CircuitBreaker = CircuitBreaker::new(2, Duration::from_secs(30));
+
+#[retry(breaker = PICKY, budget = none)]
+fn bad_request() -> Result<(), ApiError> {
+    Err(ApiError::BadRequest)
+}
+
+#[test]
+fn client_errors_never_open_the_breaker() {
+    let _vt = VirtualTime::start();
+    for _ in 0..100 {
+        assert_eq!(bad_request(), Err(ApiError::BadRequest));
+    }
+    assert_eq!(PICKY.state(), BreakerState::Closed);
+}
+
+static FLAKY: CircuitBreaker = CircuitBreaker::new(1, Duration::from_secs(10));
+
+#[retry(attempts = 3, breaker = FLAKY, budget = none, deadline = none)]
+async fn slow_probe(calls: &AtomicU32) -> Result<(), ApiError> {
+    calls.fetch_add(1, Relaxed);
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    Err(ApiError::Unavailable)
+}
+
+#[retry(attempts = 1, breaker = FLAKY, budget = none)]
+async fn trip(calls: &AtomicU32) -> Result<(), ApiError> {
+    calls.fetch_add(1, Relaxed);
+    Err(ApiError::Unavailable)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cancelled_probe_frees_the_half_open_slot() {
+    let calls = AtomicU32::new(0);
+    let _ = trip(&calls).await;
+    assert_eq!(FLAKY.state(), BreakerState::Open);
+    tokio::time::advance(Duration::from_secs(10)).await;
+    // The probe is cancelled mid-attempt (a caller's timeout).
+    let cancelled = tokio::time::timeout(Duration::from_secs(1), slow_probe(&calls)).await;
+    assert!(cancelled.is_err());
+    assert_eq!(calls.load(Relaxed), 2, "the probe started");
+    assert_ne!(
+        FLAKY.state(),
+        BreakerState::HalfOpen,
+        "not wedged half-open"
+    );
+    // The next caller probes at once.
+    let _ = trip(&calls).await;
+    assert_eq!(calls.load(Relaxed), 3, "the next caller was let through");
+}
+
+static GUARD: CircuitBreaker = CircuitBreaker::new(5, Duration::from_secs(30));
+
+#[retry(attempts = 3, breaker = GUARD, budget = none, when = |_| true)]
+async fn guarded(fail: bool) -> Result<u8, Box<dyn std::error::Error + Send + Sync>> {
+    let attempt = backstop::context().map_or(0, |cx| cx.attempt());
+    tokio::task::yield_now().await;
+    if fail {
+        return Err("down".into());
+    }
+    Ok(u8::try_from(attempt).unwrap_or(u8::MAX))
+}
+
+fn assert_send<F: Future + Send>(future: F) -> F {
+    future
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guarded_call_with_context_is_send_and_spawnable() {
+    let handle = tokio::spawn(assert_send(guarded(false)));
+    assert_eq!(handle.await.unwrap().unwrap(), 1);
+}

@@ -1,8 +1,0 @@
-use backstop::retry;
-
-#[retry(breaker = BREAKER)]
-fn fetch() -> Result<(), std::io::Error> {
-    Ok(())
-}
-
-fn main() {}

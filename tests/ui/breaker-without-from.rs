@@ -1,0 +1,14 @@
+use std::time::Duration;
+
+use backstop::{CircuitBreaker, retry};
+
+static USERS: CircuitBreaker = CircuitBreaker::new(5, Duration::from_secs(30));
+
+// A rejected call must be returned as this error type: it needs
+// `From<backstop::CircuitOpen>`.
+#[retry(breaker = USERS)]
+fn fetch() -> Result<(), std::io::Error> {
+    Ok(())
+}
+
+fn main() {}
