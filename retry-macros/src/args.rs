@@ -468,7 +468,7 @@ fn or_none<T>(
         if p.path.is_ident("none") {
             return Some(OrNone::None);
         }
-        if p.path.is_ident("None") {
+        if p.path.segments.last().is_some_and(|s| s.ident == "None") {
             cx.error_spanned(
                 &value,
                 format!("for no {name}, write `{name} = none` (lowercase: an option word, not `Option::None`)"),

@@ -72,7 +72,13 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
     let setup = setup(args, &rt, &n);
     let (with_breaker, admit_first, admit_after_sleep) = breaker(args, &rt, &n, &ret);
     let classify = classify(args, &rt, &n, &ret, ret_span);
-    let stmts = &block.stmts;
+    // Items declared in the body (a `static` budget, a helper fn, a `use`)
+    // go before the loop: they capture nothing, so nothing changes for the
+    // body, and the options (`budget = INNER`) can name them too.
+    let (items, stmts): (Vec<&syn::Stmt>, Vec<&syn::Stmt>) = block
+        .stmts
+        .iter()
+        .partition(|stmt| matches!(stmt, syn::Stmt::Item(_)));
     let body = if func.sig.asyncness.is_some() {
         let pinned = &n.pinned;
         // Checked to be an async clock, spanned on `async`: without the
@@ -102,6 +108,7 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
         // is never held across an `.await` of the loop, so the future is
         // `Send` whenever the plain function's would be.
         quote! {
+            #(#items)*
             #setup
             let mut #state = #init;
             #admit_first
@@ -127,6 +134,7 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
         // A sync loop keeps the outcome through the sleep, and returns it if
         // the thread woke at or past the deadline.
         quote! {
+            #(#items)*
             #setup
             let mut #state = #init;
             #admit_first
@@ -168,18 +176,16 @@ fn breaker(
     // `E: From<CircuitOpen>` (required only here, spanned on the path).
     match args.breaker.value() {
         Some(path) => {
-            let (check, borrow, last) = shared_static(path, "BREAKER");
+            let (item, read, last) = shared_static(path, rt, "BREAKER", "SharedBreaker", "breaker");
             let open = format_ident!("__backstop_open", span = Span::mixed_site());
             // `<E as From<CircuitOpen>>::from` with the user's own `E` where
             // the return type names it, all on the breaker's path: a missing
             // impl is one error there, naming `E`.
-            let from = match error_type(ret) {
-                Some(error) => respan(
-                    quote!(<#error as ::core::convert::From<#rt::CircuitOpen>>::from),
-                    last,
-                ),
-                None => respan(quote!(::core::convert::From::from), last),
-            };
+            let error = error_type_tokens(ret, rt, last);
+            let from = respan(
+                quote!(<#error as ::core::convert::From<#rt::CircuitOpen>>::from),
+                last,
+            );
             let open_arg = Ident::new(&open.to_string(), Span::mixed_site().located_at(last));
             let mut from_args =
                 proc_macro2::Group::new(proc_macro2::Delimiter::Parenthesis, quote!(#open_arg));
@@ -190,7 +196,7 @@ fn breaker(
                 }
             };
             let rt = rt.clone();
-            let with_breaker = move |init: TokenStream| quote!({ #check #rt::AttemptState::with_breaker(#init, #borrow) });
+            let with_breaker = move |init: TokenStream| quote!({ #item #rt::AttemptState::with_breaker(#init, #read) });
             (
                 Box::new(with_breaker) as WithBreaker,
                 reject.clone(),
@@ -250,16 +256,8 @@ fn setup(args: &Args, rt: &TokenStream, n: &Names) -> TokenStream {
     let (own, budget_init) = match args.budget.value() {
         Some(OrNone::None) => (quote!(), quote!(::core::option::Option::None)),
         Some(OrNone::Some(path)) => {
-            let (check, borrow, last) = shared_static(path, "BUDGET");
-            let shared = format_ident!("__backstop_shared", span = Span::mixed_site());
-            let ty = respan(quote!(&#rt::RetryBudget), last);
-            (
-                check,
-                quote!({
-                    let #shared: #ty = #borrow;
-                    ::core::option::Option::Some(#shared)
-                }),
-            )
+            let (item, read, _) = shared_static(path, rt, "BUDGET", "SharedBudget", "budget");
+            (item, quote!(::core::option::Option::Some(#read)))
         }
         None => {
             let own = quote! {
@@ -282,25 +280,36 @@ fn setup(args: &Args, rt: &TokenStream, n: &Names) -> TokenStream {
     }
 }
 
-/// For `budget = PATH` and `breaker = PATH`: a check that `PATH` is a
-/// `static`, the borrow of it, and the span of its last segment.
+/// For `budget = PATH` and `breaker = PATH`: a `static` holding the one
+/// borrow of `PATH` (as `&dyn SharedBudget` or `&dyn SharedBreaker`), and
+/// the expression reading the shared state through it.
 ///
 /// Shared state must be a `static`: a `const` would be a fresh temporary at
 /// every call (a budget granting every retry, a breaker that never opens).
-/// Borrowing it for a `static` makes a `const` a compile error (E0492, whose
-/// help says to use a `static`); `dyn Any` accepts any static, a `LazyLock`
-/// included. Spanned on the path's last segment, the item the user named.
-fn shared_static(path: &syn::Path, what: &str) -> (TokenStream, TokenStream, Span) {
+/// Borrowed for a `static`, a `const` is a compile error (E0492, whose help
+/// says to use a `static`); the traits accept any static of the right type
+/// or dereferencing to it (a `LazyLock`), and name the type expected
+/// otherwise. Spanned on the path's last segment, the item the user named.
+fn shared_static(
+    path: &syn::Path,
+    rt: &TokenStream,
+    what: &str,
+    shared: &str,
+    read: &str,
+) -> (TokenStream, TokenStream, Span) {
     let last = path
         .segments
         .last()
         .map_or_else(|| path.span(), |s| s.ident.span());
     let borrow = respan(quote!(&#path), last);
-    let name = format_ident!("__BACKSTOP_{}_MUST_BE_STATIC", what);
-    let check = quote! {
-        static #name: &(dyn ::core::any::Any + ::core::marker::Sync) = #borrow;
+    let name = format_ident!("__BACKSTOP_{}", what);
+    let shared = format_ident!("{}", shared);
+    let read = format_ident!("{}", read);
+    let ty = respan(quote!(&dyn #rt::#shared), last);
+    let item = quote! {
+        static #name: #ty = #borrow;
     };
-    (check, borrow, last)
+    (item, quote!(#rt::#shared::#read(#name)), last)
 }
 
 /// The verdict on an outcome: `when_ok` (or never) for `Ok`, `when` (or
@@ -343,22 +352,18 @@ fn classify(args: &Args, rt: &TokenStream, n: &Names, ret: &Type, ret_span: Span
         Some(when) => located_call(quote!(#rt::err_verdict), &error, when),
         None => {
             // `<E as Classify>` with the user's own `E` when the return type
-            // is written `Result<T, E>`: the one obligation is then on their
-            // token. For an alias such as `io::Result<T>`, on the whole type.
-            let (call, err_span) = match error_type(ret) {
-                Some(ty) => {
-                    let span = ty.span();
-                    let ty = respan(ty.to_token_stream(), span);
-                    let (lt, as_, trait_, gt_method) = (
-                        respan(quote!(<), span),
-                        respan(quote!(as), span),
-                        respan(quote!(#rt::Classify), span),
-                        respan(quote!(>::classify), span),
-                    );
-                    (quote!(#lt #ty #as_ #trait_ #gt_method), span)
-                }
-                None => (respan(quote!(#rt::Classify::classify), ret_span), ret_span),
-            };
+            // is written `Result<T, E>` (the one obligation is then on their
+            // token); else `<<Ret as Outcome>::Err as Classify>` on the
+            // whole return type.
+            let err_span = error_type(ret).map_or(ret_span, Spanned::span);
+            let error_ty = error_type_tokens(ret, rt, err_span);
+            let (lt, as_, trait_, gt_method) = (
+                respan(quote!(<), err_span),
+                respan(quote!(as), err_span),
+                respan(quote!(#rt::Classify), err_span),
+                respan(quote!(>::classify), err_span),
+            );
+            let call = quote!(#lt #error_ty #as_ #trait_ #gt_method);
             let error = Ident::new(&error.to_string(), Span::mixed_site().located_at(err_span));
             let mut args =
                 proc_macro2::Group::new(proc_macro2::Delimiter::Parenthesis, quote!(#error));
@@ -378,24 +383,34 @@ fn classify(args: &Args, rt: &TokenStream, n: &Names, ret: &Type, ret_span: Span
     }
 }
 
-/// `E` in a return type written `Result<T, E>` (any path whose last
-/// segment has two type arguments).
+/// `E` in a return type written `Result<T, E>` (the last segment named
+/// `Result`, with two type arguments): an alias may order or mean its
+/// parameters otherwise.
 fn error_type(ret: &Type) -> Option<&Type> {
     let Type::Path(path) = ret else { return None };
-    let syn::PathArguments::AngleBracketed(args) = &path.path.segments.last()?.arguments else {
+    let last = path.path.segments.last()?;
+    if last.ident != "Result" {
+        return None;
+    }
+    let syn::PathArguments::AngleBracketed(args) = &last.arguments else {
         return None;
     };
-    let types: Vec<&Type> = args
-        .args
-        .iter()
-        .filter_map(|a| match a {
-            syn::GenericArgument::Type(t) => Some(t),
-            _ => None,
-        })
-        .collect();
-    match types[..] {
-        [_, error] => Some(error),
+    match args.args.iter().collect::<Vec<_>>()[..] {
+        [
+            syn::GenericArgument::Type(_),
+            syn::GenericArgument::Type(error),
+        ] => Some(error),
         _ => None,
+    }
+}
+
+/// The error type as code can name it, spanned on `span`: the user's own
+/// `E` where the return type is written `Result<T, E>`, else
+/// `<Ret as Outcome>::Err`.
+fn error_type_tokens(ret: &Type, rt: &TokenStream, span: Span) -> TokenStream {
+    match error_type(ret) {
+        Some(error) => respan(error.to_token_stream(), span),
+        None => respan(quote!(<#ret as #rt::Outcome>::Err), span),
     }
 }
 

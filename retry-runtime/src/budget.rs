@@ -80,6 +80,9 @@ const fn ahead(a: u64, b: u64) -> i64 {
 /// between `ttl - ttl / 10` and `ttl` after they were made (the budget errs
 /// on the strict side), retries between `ttl` and `ttl + ttl / 10`.
 ///
+/// The bound is over the instants callers pass: a call made with a stale
+/// reading of the clock counts at that reading.
+///
 /// `min_per_sec × ttl` is a reserve of retries per window, as Finagle's
 /// `minRetriesPerSec` is, so that a quiet service can still retry at all:
 /// it is not a rate limit, and all of it may be spent at once.

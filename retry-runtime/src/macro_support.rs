@@ -3,6 +3,8 @@
 
 use std::borrow::Borrow;
 
+use crate::breaker::CircuitBreaker;
+use crate::budget::RetryBudget;
 use crate::classify::Verdict;
 use crate::clock::Clock;
 use crate::policy::Policy;
@@ -132,4 +134,55 @@ pub fn sleep_async(delay: std::time::Duration) -> tokio::time::Sleep {
 #[cfg(not(feature = "tokio"))]
 pub fn sleep_async(_: std::time::Duration) -> std::future::Ready<()> {
     std::future::ready(())
+}
+
+/// What `budget = PATH` may name: a `static RetryBudget`, or a `static`
+/// that dereferences to one (a `LazyLock<RetryBudget>` built from
+/// configuration). The generated code borrows `PATH` once, as a
+/// `&'static dyn SharedBudget` in a `static`: a `const` is then the one
+/// error (a fresh budget per call would silently grant every retry).
+#[diagnostic::on_unimplemented(
+    message = "`budget = ..` needs a `static RetryBudget`, not a `{Self}`",
+    label = "not a `RetryBudget`",
+    note = "declare it `static NAME: RetryBudget = RetryBudget::new(..);` (or a `LazyLock<RetryBudget>`)"
+)]
+pub trait SharedBudget: Sync + 'static {
+    /// The budget.
+    fn budget(&'static self) -> &'static RetryBudget;
+}
+
+impl SharedBudget for RetryBudget {
+    fn budget(&'static self) -> &'static RetryBudget {
+        self
+    }
+}
+
+impl<T: std::ops::Deref<Target = RetryBudget> + Sync + 'static> SharedBudget for T {
+    fn budget(&'static self) -> &'static RetryBudget {
+        self
+    }
+}
+
+/// What `breaker = PATH` may name: a `static CircuitBreaker`, or a `static`
+/// that dereferences to one; borrowed once, like [`SharedBudget`].
+#[diagnostic::on_unimplemented(
+    message = "`breaker = ..` needs a `static CircuitBreaker`, not a `{Self}`",
+    label = "not a `CircuitBreaker`",
+    note = "declare it `static NAME: CircuitBreaker = CircuitBreaker::new(..);`"
+)]
+pub trait SharedBreaker: Sync + 'static {
+    /// The breaker.
+    fn breaker(&'static self) -> &'static CircuitBreaker;
+}
+
+impl SharedBreaker for CircuitBreaker {
+    fn breaker(&'static self) -> &'static CircuitBreaker {
+        self
+    }
+}
+
+impl<T: std::ops::Deref<Target = CircuitBreaker> + Sync + 'static> SharedBreaker for T {
+    fn breaker(&'static self) -> &'static CircuitBreaker {
+        self
+    }
 }

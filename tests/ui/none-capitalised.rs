@@ -5,4 +5,10 @@ fn fetch() -> Result<(), std::io::Error> {
     Ok(())
 }
 
+
+
+#[retry(budget = Option::None)]
+fn fetch_again() -> Result<(), std::io::Error> {
+    Ok(())
+}
 fn main() {}

@@ -55,4 +55,23 @@ fn main() {
     let _ = bind();
     let _ = blocking();
     let _ = lazy_budget();
+    use_them();
+}
+
+// A budget declared inside the function it guards.
+#[retry(budget = INNER)]
+fn own_static() -> Result<(), std::io::Error> {
+    static INNER: RetryBudget = RetryBudget::new(0.1, 1, Duration::from_secs(1));
+    Ok(())
+}
+
+#[retry(budget = INNER_ASYNC)]
+async fn own_static_async() -> Result<(), std::io::Error> {
+    static INNER_ASYNC: RetryBudget = RetryBudget::new(0.1, 1, Duration::from_secs(1));
+    Ok(())
+}
+
+fn use_them() {
+    let _ = own_static();
+    let _ = own_static_async();
 }
