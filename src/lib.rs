@@ -97,12 +97,13 @@
 //! | `when_ok` | path or closure `Fn(&T) -> bool` or `-> Verdict` | never |
 //! | `idempotent` | `true`, `false` (bare `idempotent` is `true`) | `false` |
 //! | `budget` | path to a `static RetryBudget` (not a `const`), or `none` | one of the function's own |
+//! | `breaker` | path to a `static CircuitBreaker`; needs `E: From<CircuitOpen>` | none |
 //! | `retry_after_max` | duration | 60s |
 //! | `policy` | expression giving a [`Policy`] or `&Policy` | — |
 //! | `crate` | path to this crate, if renamed | `::backstop` |
 //!
-//! `breaker`, `attempt_timeout` and `on_retry` are reserved: this version
-//! rejects them at compile time rather than ignore them.
+//! `attempt_timeout` and `on_retry` are reserved: this version rejects them
+//! at compile time rather than ignore them.
 //!
 //! ### `attempts`
 //!
@@ -270,6 +271,52 @@
 //! }
 //! // 20% of 200 calls, plus a reserve of 5/s × 10 s: 90 retries, not 400.
 //! assert_eq!(DB.stats().retries, 90);
+//! ```
+//!
+//! ### `breaker`
+//!
+//! A [`CircuitBreaker`] stops the calls themselves while the dependency is
+//! known to be down: after `failure_threshold` consecutive retryable
+//! failures (a `Stop` error such as a 400 is the caller's fault and does
+//! not count) it opens, and calls fail at once with [`CircuitOpen`],
+//! through the function's error type, without running the body. After the
+//! cooldown, one call (the probe) goes through, never retried: its success
+//! closes the breaker, its failure opens it again. A probe that panics or
+//! whose future is dropped frees the slot for the next caller. Like a
+//! budget, it must be a `static`, shared by everything that calls the
+//! dependency.
+//!
+//! ```
+//! # use std::time::Duration;
+//! use backstop::{retry, CircuitBreaker, CircuitOpen, Classify, Verdict};
+//! # let vt = backstop::testing::VirtualTime::start();
+//!
+//! #[derive(Debug, PartialEq)]
+//! enum PayError { Unavailable, Open }
+//! impl Classify for PayError {
+//!     fn classify(&self) -> Verdict {
+//!         match self { PayError::Unavailable => Verdict::Retry, PayError::Open => Verdict::Stop }
+//!     }
+//! }
+//! impl From<CircuitOpen> for PayError {
+//!     fn from(_: CircuitOpen) -> Self { PayError::Open }
+//! }
+//!
+//! static PAYMENTS: CircuitBreaker = CircuitBreaker::new(3, Duration::from_secs(30));
+//!
+//! #[retry(attempts = 3, breaker = PAYMENTS)]
+//! fn charge(calls: &mut u32) -> Result<(), PayError> {
+//!     *calls += 1;
+//!     Err(PayError::Unavailable)
+//! }
+//!
+//! let mut calls = 0;
+//! assert_eq!(charge(&mut calls), Err(PayError::Unavailable)); // 3 failures: open
+//! assert_eq!(charge(&mut calls), Err(PayError::Open)); // rejected at once
+//! assert_eq!(calls, 3);
+//! vt.advance(Duration::from_secs(30));
+//! assert_eq!(charge(&mut calls), Err(PayError::Unavailable)); // the probe, once
+//! assert_eq!(calls, 4);
 //! ```
 //!
 //! ### `retry_after_max`

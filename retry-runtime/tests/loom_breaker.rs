@@ -1,0 +1,100 @@
+//! Model checking of the lock-free `CircuitBreaker` with loom: the
+//! half-open probe race, a probe released by drop while others ask, and
+//! failures racing to open it.
+//!
+//! ```text
+//! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 \
+//!     cargo test -p retry-runtime --no-default-features --release --test loom_breaker
+//! ```
+#![cfg(loom)]
+
+use std::time::{Duration, Instant};
+
+use loom::sync::Arc;
+use loom::thread;
+use retry_runtime::{BreakerState, CircuitBreaker, Verdict};
+
+const COOLDOWN: Duration = Duration::from_secs(10);
+
+fn t0() -> Instant {
+    static T0: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    *T0.get_or_init(|| Instant::now() + Duration::from_secs(3600))
+}
+
+/// A breaker opened at `t0`, whose cooldown is over at `t0 + COOLDOWN`.
+fn opened() -> Arc<CircuitBreaker> {
+    let breaker = Arc::new(CircuitBreaker::new(1, COOLDOWN));
+    breaker
+        .try_acquire(t0())
+        .unwrap()
+        .record(Some(Verdict::Retry), t0());
+    breaker
+}
+
+#[test]
+fn two_callers_after_the_cooldown_make_one_probe() {
+    loom::model(|| {
+        let breaker = opened();
+        let later = t0() + COOLDOWN;
+        let other = Arc::clone(&breaker);
+        let theirs = thread::spawn(move || {
+            let permit = other.try_acquire(later).ok();
+            let probe = permit.as_ref().is_some_and(|p| p.is_probe());
+            // Report success while still holding it.
+            if let Some(permit) = permit {
+                permit.record(None, later);
+            }
+            probe
+        });
+        let mine = breaker.try_acquire(later).ok();
+        let my_probe = mine.as_ref().is_some_and(|p| p.is_probe());
+        let their_probe = theirs.join().unwrap();
+        drop(mine);
+        // Both may be let through only if the first probe had already closed
+        // the breaker; then the second is not a probe.
+        assert!(!(my_probe && their_probe), "two probes at once");
+        assert!(my_probe || their_probe, "nobody probed");
+    });
+}
+
+#[test]
+fn a_probe_dropped_while_another_caller_asks_never_wedges() {
+    loom::model(|| {
+        let breaker = opened();
+        let later = t0() + COOLDOWN;
+        let probe = breaker.try_acquire(later).unwrap();
+        assert!(probe.is_probe());
+        let other = Arc::clone(&breaker);
+        let asking = thread::spawn(move || other.try_acquire(later).ok().map(|p| p.is_probe()));
+        drop(probe); // its call was cancelled
+        let got = asking.join().unwrap();
+        // Either it asked too early (rejected) or got the freed slot; in any
+        // case the breaker is not left half-open with nobody probing.
+        match got {
+            Some(true) | None => {}
+            Some(false) => panic!("let through without probing while open"),
+        }
+        assert_ne!(breaker.state(), BreakerState::HalfOpen);
+        assert!(breaker.try_acquire(later).unwrap().is_probe());
+    });
+}
+
+#[test]
+fn failures_racing_at_the_threshold_open_it_once() {
+    loom::model(|| {
+        let breaker = Arc::new(CircuitBreaker::new(2, COOLDOWN));
+        let other = Arc::clone(&breaker);
+        let now = t0();
+        let theirs = thread::spawn(move || {
+            if let Ok(permit) = other.try_acquire(now) {
+                permit.record(Some(Verdict::Retry), now);
+            }
+        });
+        if let Ok(permit) = breaker.try_acquire(now) {
+            permit.record(Some(Verdict::Retry), now);
+        }
+        theirs.join().unwrap();
+        assert_eq!(breaker.state(), BreakerState::Open);
+        assert!(breaker.try_acquire(now).is_err());
+    });
+}
