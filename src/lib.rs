@@ -98,12 +98,13 @@
 //! | `idempotent` | `true`, `false` (bare `idempotent` is `true`) | `false` |
 //! | `budget` | path to a `static RetryBudget` (not a `const`), or `none` | one of the function's own |
 //! | `breaker` | path to a `static CircuitBreaker`; needs `E: From<CircuitOpen>` | none |
+//! | `attempt_timeout` | duration (async fns only); needs `E: From<Elapsed>` | none |
 //! | `retry_after_max` | duration | 60s |
 //! | `policy` | expression giving a [`Policy`] or `&Policy` | — |
 //! | `crate` | path to this crate, if renamed | `::backstop` |
 //!
-//! `attempt_timeout` and `on_retry` are reserved: this version rejects them
-//! at compile time rather than ignore them.
+//! `on_retry` is reserved: this version rejects it at compile time rather
+//! than ignore it.
 //!
 //! ### `attempts`
 //!
@@ -317,6 +318,42 @@
 //! vt.advance(Duration::from_secs(30));
 //! assert_eq!(charge(&mut calls), Err(PayError::Unavailable)); // the probe, once
 //! assert_eq!(calls, 4);
+//! ```
+//!
+//! ### `attempt_timeout`
+//!
+//! Each attempt of an `async fn` gets at most this long, and never more
+//! than the time left before the deadline; an attempt that runs out is
+//! cancelled and becomes the function's error through `From<Elapsed>`.
+//! It is ambiguous (the work may have been done), so it is retried only
+//! for an `idempotent` function. A sync attempt cannot be interrupted: give
+//! the blocking call its own timeout (from [`context()`]'s `remaining()`).
+//!
+//! ```
+//! # use std::time::Duration;
+//! use backstop::{retry, Classify, Elapsed, Verdict};
+//!
+//! #[derive(Debug, PartialEq)]
+//! enum FetchError { TimedOut }
+//! impl Classify for FetchError {
+//!     fn classify(&self) -> Verdict { Verdict::Retry }
+//! }
+//! impl From<Elapsed> for FetchError {
+//!     fn from(_: Elapsed) -> Self { FetchError::TimedOut }
+//! }
+//!
+//! #[retry(attempts = 3, attempt_timeout = 1s, idempotent)]
+//! async fn fetch(calls: &std::cell::Cell<u32>) -> Result<(), FetchError> {
+//!     calls.set(calls.get() + 1);
+//!     tokio::time::sleep(Duration::from_secs(60)).await; // hangs
+//!     Ok(())
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+//! let calls = std::cell::Cell::new(0);
+//! assert_eq!(fetch(&calls).await, Err(FetchError::TimedOut));
+//! assert_eq!(calls.get(), 3);
+//! # }
 //! ```
 //!
 //! ### `retry_after_max`
@@ -674,8 +711,8 @@ pub use retry_macros::retry;
 #[doc(inline)]
 pub use retry_runtime::{
     AttemptState, Backoff, BreakerState, BudgetStats, ByClassify, CircuitBreaker, CircuitOpen,
-    Classifier, Classify, Clock, Context, Decision, GiveUp, IdempotencyKey, Jitter, NeverRetry,
-    Permit, Policy, Retry, RetryBudget, SystemClock, Verdict, When, call, context,
+    Classifier, Classify, Clock, Context, Decision, Elapsed, GiveUp, IdempotencyKey, Jitter,
+    NeverRetry, Permit, Policy, Retry, RetryBudget, SystemClock, Verdict, When, call, context,
 };
 #[cfg(feature = "tokio")]
 #[doc(inline)]
@@ -691,7 +728,7 @@ pub mod __private {
     pub use retry_runtime::macro_support::*;
     pub use retry_runtime::run::sleep;
     pub use retry_runtime::{
-        AttemptState, Backoff, CircuitOpen, Classify, Decision, Jitter, Policy, RetryBudget,
-        SystemClock, Verdict,
+        AttemptState, Backoff, CircuitOpen, Classify, Decision, Elapsed, Jitter, Policy,
+        RetryBudget, SystemClock, Verdict,
     };
 }

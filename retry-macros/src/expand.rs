@@ -100,9 +100,9 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
                 // tail would trip `unused_braces` on one-line bodies.
                 #(#stmts)*
             })
-            .await
         };
         let init = with_breaker(quote!(#rt::AttemptState::with_budget(#policy, #budget, #clock)));
+        let (bind, verdict_expr) = timed_attempt(args, &rt, &n, &ret, &attempt, classify);
         // The outcome lives in the inner block only: it is dropped before
         // the sleep (a retried response releases its connection at once) and
         // is never held across an `.await` of the loop, so the future is
@@ -114,8 +114,8 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
             #admit_first
             loop {
                 let #delay = {
-                    let #outcome: #ret = #attempt;
-                    let #verdict = #classify;
+                    #bind
+                    let #verdict = #verdict_expr;
                     match #rt::AttemptState::decide(&mut #state, #verdict) {
                         #rt::Decision::Retry(#delay) => #delay,
                         _ => return #outcome,
@@ -157,6 +157,58 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
         }
     };
     with_body(func, Some(block.brace_token), body)
+}
+
+/// Binds the outcome of the async `attempt`, and the verdict on it. With
+/// `attempt_timeout`, each attempt is limited to min(timeout, time left);
+/// running out is the function's error, through `E: From<Elapsed>`
+/// (spanned on the option's value), and ambiguous.
+fn timed_attempt(
+    args: &Args,
+    rt: &TokenStream,
+    n: &Names,
+    ret: &Type,
+    attempt: &TokenStream,
+    classify: TokenStream,
+) -> (TokenStream, TokenStream) {
+    let Names { state, outcome, .. } = n;
+    match args.attempt_timeout.value() {
+        Some(timeout) => {
+            let timed_out = format_ident!("__backstop_timed_out", span = Span::mixed_site());
+            let limit = duration(timeout);
+            let span = match timeout {
+                Dur::Lit(lit) => lit.span,
+                Dur::Expr(e) => e.span(),
+            };
+            let error = error_type_tokens(ret, rt, span);
+            let from = respan(
+                quote!(<#error as ::core::convert::From<#rt::Elapsed>>::from),
+                span,
+            );
+            (
+                quote! {
+                    let (#outcome, #timed_out): (#ret, bool) = match #rt::timeout(
+                        #rt::AttemptState::attempt_limit(&#state, #limit),
+                        #attempt,
+                    ).await {
+                        ::core::result::Result::Ok(#outcome) => (#outcome, false),
+                        ::core::result::Result::Err(_) => (
+                            ::core::result::Result::Err(#from(#rt::Elapsed)),
+                            true,
+                        ),
+                    };
+                },
+                quote! {
+                    if #timed_out {
+                        ::core::option::Option::Some(#rt::Verdict::RetryIfIdempotent)
+                    } else {
+                        #classify
+                    }
+                },
+            )
+        }
+        None => (quote!(let #outcome: #ret = #attempt.await;), classify),
+    }
 }
 
 /// A function turning the state's constructor into one with the breaker,

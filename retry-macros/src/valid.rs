@@ -313,16 +313,14 @@ fn check_base_below_cap(args: &Args, cx: &mut Ctxt) {
 
 fn check_against_fn(args: &Args, func: &Func, cx: &mut Ctxt) {
     let is_async = func.sig.asyncness.is_some();
-    if let Some(key) = args.attempt_timeout.key() {
-        if is_async {
-            not_yet(cx, key, "attempt_timeout");
-        } else {
-            cx.error(
-                key,
-                "`attempt_timeout` needs an `async fn`: a running sync attempt cannot be interrupted; \
-                 give the blocking call its own timeout instead",
-            );
-        }
+    if let Some(key) = args.attempt_timeout.key()
+        && !is_async
+    {
+        cx.error(
+            key,
+            "`attempt_timeout` needs an `async fn`: a running sync attempt cannot be interrupted; \
+             give the blocking call its own timeout instead",
+        );
     }
     if let Some(key) = args.on_retry.key() {
         not_yet(cx, key, "on_retry");

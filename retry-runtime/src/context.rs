@@ -14,8 +14,7 @@
 
 use std::cell::Cell;
 use std::fmt;
-use std::future::{Future, poll_fn};
-use std::pin::pin;
+use std::future::Future;
 use std::time::{Duration, Instant};
 
 use crate::backoff::Rng;
@@ -271,18 +270,27 @@ impl Scope {
         )
     }
 
-    /// Runs `fut` in this frame around each of its polls: the context
-    /// follows the task across `.await` points and worker threads.
-    pub(crate) async fn run_async<F: Future>(mut self, fut: F) -> (F::Output, CallContext, bool) {
-        let mut fut = pin!(fut);
-        let out = poll_fn(|task| self.enter(|| fut.as_mut().poll(task))).await;
-        (
-            out,
-            CallContext {
-                key: self.frame.key,
-            },
-            self.frame.retried_below,
-        )
+    /// What the call must keep from this attempt so far (its key, once
+    /// drawn): read after every poll, so that an attempt cancelled midway
+    /// (timed out, or its future dropped) loses nothing.
+    pub(crate) fn call(&self) -> CallContext {
+        CallContext {
+            key: self.frame.key,
+        }
+    }
+
+    /// Did a call nested in this attempt give up after retrying?
+    pub(crate) fn retried_below(&self) -> bool {
+        self.frame.retried_below
+    }
+
+    /// Polls `fut` once inside this frame.
+    pub(crate) fn poll<F: Future>(
+        &mut self,
+        fut: std::pin::Pin<&mut F>,
+        task: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<F::Output> {
+        self.enter(|| fut.poll(task))
     }
 
     /// Installs the frame for `f`, then takes back what `f` (and calls

@@ -50,5 +50,5 @@ pub use context::{Context, IdempotencyKey, context};
 pub use policy::Policy;
 #[cfg(feature = "tokio")]
 pub use run::call_async;
-pub use run::{BreakerSlot, NoBreaker, Retry, call};
+pub use run::{BreakerSlot, Elapsed, NoBreaker, Retry, call};
 pub use state::{AttemptState, Decision, GiveUp};

@@ -124,6 +124,18 @@ pub fn async_clock<C: AsyncClock>(clock: C) -> C {
     clock
 }
 
+/// An attempt limited to `limit` (`attempt_timeout`): `Err` if it ran out.
+#[cfg(feature = "tokio")]
+pub fn timeout<F: Future>(limit: std::time::Duration, attempt: F) -> tokio::time::Timeout<F> {
+    tokio::time::timeout(limit, attempt)
+}
+
+/// Without the `tokio` feature: never reached (see [`AsyncClock`]).
+#[cfg(not(feature = "tokio"))]
+pub async fn timeout<F: Future>(_: std::time::Duration, attempt: F) -> Result<F::Output, ()> {
+    Ok(attempt.await)
+}
+
 /// The sleep of an async `#[retry]` loop: tokio's timer.
 #[cfg(feature = "tokio")]
 pub fn sleep_async(delay: std::time::Duration) -> tokio::time::Sleep {

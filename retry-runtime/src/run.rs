@@ -93,6 +93,28 @@ pub fn sleep(delay: Duration) {
     }
 }
 
+/// The error of an attempt that ran out of time under `attempt_timeout`.
+///
+/// A function with `#[retry(attempt_timeout = ..)]` returns it through its
+/// own error type, which must implement `From<Elapsed>`. A timed-out
+/// attempt is ambiguous (the work may have been done): it is retried only
+/// for an `idempotent` function.
+///
+/// ```
+/// use retry_runtime::Elapsed;
+/// assert_eq!(Elapsed.to_string(), "attempt timed out");
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Elapsed;
+
+impl std::fmt::Display for Elapsed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("attempt timed out")
+    }
+}
+
+impl std::error::Error for Elapsed {}
+
 /// A retry loop with more than a policy: its own budget, a `when`
 /// classifier for errors, a `when_ok` one for values.
 ///

@@ -263,10 +263,37 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// # }
     /// ```
     pub async fn run_attempt_async<F: Future>(&mut self, attempt: F) -> F::Output {
-        let (out, call, below) = self.scope().run_async(attempt).await;
-        self.call = call;
-        self.retried_below = below;
+        let mut scope = self.scope();
+        let mut attempt = std::pin::pin!(attempt);
+        let out = std::future::poll_fn(|task| {
+            let poll = scope.poll(attempt.as_mut(), task);
+            // After every poll: an attempt cancelled midway (timed out, or
+            // dropped) keeps the key it drew for the next one.
+            self.call = scope.call();
+            poll
+        })
+        .await;
+        self.retried_below = scope.retried_below();
         out
+    }
+
+    /// How long the next attempt may run under `attempt_timeout`: the
+    /// timeout, or the time left before the deadline if that is less.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_runtime::{AttemptState, Policy, SystemClock};
+    /// let _vt = retry_runtime::testing::VirtualTime::start();
+    /// let policy = Policy::new().deadline(Some(Duration::from_secs(2)));
+    /// let state = AttemptState::new(&policy, SystemClock);
+    /// assert_eq!(state.attempt_limit(Duration::from_secs(5)), Duration::from_secs(2));
+    /// assert_eq!(state.attempt_limit(Duration::from_secs(1)), Duration::from_secs(1));
+    /// ```
+    pub fn attempt_limit(&self, timeout: Duration) -> Duration {
+        match self.deadline {
+            Some(deadline) => timeout.min(deadline.saturating_duration_since(self.clock.now())),
+            None => timeout,
+        }
     }
 
     fn scope(&self) -> Scope {

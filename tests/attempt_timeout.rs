@@ -1,0 +1,149 @@
+//! `#[retry(attempt_timeout = ..)]` on async functions, in paused time.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use std::time::Duration;
+
+use backstop::{CircuitBreaker, CircuitOpen, Classify, Elapsed, IdempotencyKey, Verdict, retry};
+use tokio::time::Instant;
+
+#[derive(Debug, PartialEq)]
+enum ApiError {
+    Unavailable,
+    TimedOut,
+    Open,
+}
+
+impl Classify for ApiError {
+    fn classify(&self) -> Verdict {
+        match self {
+            // Whatever a type says of its timeouts, `attempt_timeout`'s own
+            // are ambiguous.
+            ApiError::Unavailable | ApiError::TimedOut => Verdict::Retry,
+            ApiError::Open => Verdict::Stop,
+        }
+    }
+}
+
+impl From<Elapsed> for ApiError {
+    fn from(_: Elapsed) -> Self {
+        ApiError::TimedOut
+    }
+}
+
+impl From<CircuitOpen> for ApiError {
+    fn from(_: CircuitOpen) -> Self {
+        ApiError::Open
+    }
+}
+
+#[retry(attempts = 3, attempt_timeout = 1s, jitter = none, budget = none)]
+async fn hangs(calls: &AtomicU32) -> Result<(), ApiError> {
+    calls.fetch_add(1, Relaxed);
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    Ok(())
+}
+
+#[retry(attempts = 3, attempt_timeout = 1s, idempotent, jitter = none, budget = none)]
+async fn hangs_idempotent(calls: &AtomicU32) -> Result<(), ApiError> {
+    calls.fetch_add(1, Relaxed);
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_timed_out_attempt_is_ambiguous() {
+    let calls = AtomicU32::new(0);
+    let t0 = Instant::now();
+    assert_eq!(hangs(&calls).await, Err(ApiError::TimedOut));
+    assert_eq!(calls.load(Relaxed), 1, "not idempotent: not retried");
+    assert_eq!(t0.elapsed(), Duration::from_secs(1));
+
+    calls.store(0, Relaxed);
+    let t0 = Instant::now();
+    assert_eq!(hangs_idempotent(&calls).await, Err(ApiError::TimedOut));
+    assert_eq!(calls.load(Relaxed), 3);
+    // Three attempts of 1 s, and sleeps of 100 and 200 ms.
+    assert_eq!(t0.elapsed(), Duration::from_millis(3300));
+}
+
+#[retry(attempt_timeout = 2s, deadline = 2500ms, idempotent, jitter = none, budget = none)]
+async fn hangs_under_a_deadline(
+    starts: &Mutex<Vec<Duration>>,
+    t0: Instant,
+) -> Result<(), ApiError> {
+    starts.lock().unwrap().push(t0.elapsed());
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_attempt_never_runs_past_the_deadline() {
+    let t0 = Instant::now();
+    let starts = Mutex::new(Vec::new());
+    assert_eq!(
+        hangs_under_a_deadline(&starts, t0).await,
+        Err(ApiError::TimedOut)
+    );
+    assert_eq!(
+        *starts.lock().unwrap(),
+        [Duration::ZERO, Duration::from_millis(2100)]
+    );
+    assert_eq!(
+        t0.elapsed(),
+        Duration::from_millis(2500),
+        "the second attempt got 400 ms"
+    );
+}
+
+#[retry(attempts = 2, attempt_timeout = 1s, idempotent, budget = none)]
+async fn keyed(keys: &Mutex<Vec<IdempotencyKey>>) -> Result<(), ApiError> {
+    keys.lock()
+        .unwrap()
+        .push(backstop::context().unwrap().idempotency_key());
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_timed_out_attempt_keeps_the_calls_idempotency_key() {
+    let keys = Mutex::new(Vec::new());
+    let _ = keyed(&keys).await;
+    let keys = keys.into_inner().unwrap();
+    assert_eq!(keys.len(), 2);
+    assert_eq!(keys[0], keys[1], "the server must see one key for the call");
+}
+
+#[retry(attempts = 2, attempt_timeout = 1s, budget = none)]
+async fn quick(calls: &AtomicU32) -> Result<u32, ApiError> {
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    Ok(calls.fetch_add(1, Relaxed))
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_attempt_within_its_timeout_is_untouched() {
+    let calls = AtomicU32::new(7);
+    assert_eq!(quick(&calls).await, Ok(7));
+}
+
+static GUARD: CircuitBreaker = CircuitBreaker::new(5, Duration::from_secs(30));
+
+#[retry(attempts = 3, attempt_timeout = 500ms, breaker = GUARD, idempotent, budget = none)]
+async fn everything(fail: bool) -> Result<u32, ApiError> {
+    let attempt = backstop::context().map_or(0, |cx| cx.attempt());
+    tokio::task::yield_now().await;
+    if fail {
+        return Err(ApiError::Unavailable);
+    }
+    Ok(attempt)
+}
+
+fn assert_send<F: Future + Send>(future: F) -> F {
+    future
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn breaker_context_and_attempt_timeout_together_are_send() {
+    let handle = tokio::spawn(assert_send(everything(false)));
+    assert_eq!(handle.await.unwrap(), Ok(1));
+}
