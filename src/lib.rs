@@ -99,12 +99,12 @@
 //! | `budget` | path to a `static RetryBudget` (not a `const`), or `none` | one of the function's own |
 //! | `breaker` | path to a `static CircuitBreaker`; needs `E: From<CircuitOpen>` | none |
 //! | `attempt_timeout` | duration (async fns only); needs `E: From<Elapsed>` | none |
+//! | `on_retry` | path or closure `Fn(&RetryEvent<'_, T, E>)` | none |
+//! | `on_give_up` | path or closure `Fn(&GiveUpEvent<'_, T, E>)` | none |
 //! | `retry_after_max` | duration | 60s |
 //! | `policy` | expression giving a [`Policy`] or `&Policy` | — |
 //! | `crate` | path to this crate, if renamed | `::backstop` |
 //!
-//! `on_retry` is reserved: this version rejects it at compile time rather
-//! than ignore it.
 //!
 //! ### `attempts`
 //!
@@ -354,6 +354,34 @@
 //! assert_eq!(fetch(&calls).await, Err(FetchError::TimedOut));
 //! assert_eq!(calls.get(), 3);
 //! # }
+//! ```
+//!
+//! ### `on_retry` and `on_give_up`
+//!
+//! Retries nobody can see are a storm nobody can diagnose. `on_retry` is
+//! told about each retry before its sleep (a [`RetryEvent`]: the attempt
+//! that failed, its outcome, the verdict, the delay, the time since the
+//! call began); `on_give_up` about a call that stops retrying and returns
+//! its last outcome (a [`GiveUpEvent`], with the [`GiveUp`] reason, whose
+//! `as_str()` is a stable name for a metrics label). A success that needed
+//! no retry reports nothing.
+//!
+//! ```
+//! # use std::io::{Error, ErrorKind};
+//! use backstop::{retry, GiveUpEvent, RetryEvent};
+//! # let _vt = backstop::testing::VirtualTime::start();
+//!
+//! fn log_retry(event: &RetryEvent<'_, u32, Error>) {
+//!     eprintln!("attempt {} failed ({:?}); retrying in {:?}",
+//!         event.attempt(), event.error().map(Error::kind), event.delay());
+//! }
+//!
+//! #[retry(attempts = 3, on_retry = log_retry,
+//!         on_give_up = |e: &GiveUpEvent<'_, u32, Error>| eprintln!("gave up: {}", e.reason()))]
+//! fn fetch() -> Result<u32, Error> {
+//!     Err(ErrorKind::ConnectionReset.into())
+//! }
+//! let _ = fetch();
 //! ```
 //!
 //! ### `retry_after_max`
@@ -711,8 +739,9 @@ pub use retry_macros::retry;
 #[doc(inline)]
 pub use retry_runtime::{
     AttemptState, Backoff, BreakerState, BudgetStats, ByClassify, CircuitBreaker, CircuitOpen,
-    Classifier, Classify, Clock, Context, Decision, Elapsed, GiveUp, IdempotencyKey, Jitter,
-    NeverRetry, Permit, Policy, Retry, RetryBudget, SystemClock, Verdict, When, call, context,
+    Classifier, Classify, Clock, Context, Decision, Elapsed, GiveUp, GiveUpEvent, IdempotencyKey,
+    Jitter, NeverRetry, Permit, Policy, Retry, RetryBudget, RetryEvent, SystemClock, Verdict, When,
+    call, context,
 };
 #[cfg(feature = "tokio")]
 #[doc(inline)]

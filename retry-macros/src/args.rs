@@ -134,6 +134,7 @@ pub(crate) struct Args {
     pub(crate) retry_after_max: Opt<Dur>,
     pub(crate) attempt_timeout: Opt<Dur>,
     pub(crate) on_retry: Opt<Callable>,
+    pub(crate) on_give_up: Opt<Callable>,
     pub(crate) policy: Opt<Expr>,
     pub(crate) krate: Opt<Path>,
 }
@@ -170,6 +171,7 @@ pub(crate) const OPTIONS: &[&str] = &[
     "retry_after_max",
     "attempt_timeout",
     "on_retry",
+    "on_give_up",
     "policy",
     "crate",
 ];
@@ -211,6 +213,7 @@ impl Args {
             retry_after_max: Opt::new("retry_after_max"),
             attempt_timeout: Opt::new("attempt_timeout"),
             on_retry: Opt::new("on_retry"),
+            on_give_up: Opt::new("on_give_up"),
             policy: Opt::new("policy"),
             krate: Opt::new("crate"),
         }
@@ -309,6 +312,7 @@ impl Args {
             "when" => set_callable(cx, &mut self.when, span, value, "|error| ..."),
             "when_ok" => set_callable(cx, &mut self.when_ok, span, value, "|value| ..."),
             "on_retry" => set_callable(cx, &mut self.on_retry, span, value, "|event| ..."),
+            "on_give_up" => set_callable(cx, &mut self.on_give_up, span, value, "|event| ..."),
             "idempotent" => match value {
                 Expr::Lit(syn::ExprLit {
                     lit: Lit::Bool(b), ..
@@ -438,7 +442,7 @@ fn example(name: &str) -> &'static str {
         "breaker" => "MY_BREAKER",
         "retry_after_max" => "60s",
         "attempt_timeout" => "2s",
-        "on_retry" => "|event| log(event)",
+        "on_retry" | "on_give_up" => "|event| log(event)",
         "policy" => "MY_POLICY",
         "crate" => "::backstop",
         _ => "...",

@@ -27,6 +27,7 @@ struct Names {
     outcome: Ident,
     verdict: Ident,
     delay: Ident,
+    reason: Ident,
     pinned: Ident,
 }
 
@@ -42,6 +43,7 @@ impl Names {
             outcome: format_ident!("__backstop_outcome", span = m),
             verdict: format_ident!("__backstop_verdict", span = m),
             delay: format_ident!("__backstop_delay", span = m),
+            reason: format_ident!("__backstop_reason", span = m),
             pinned: format_ident!("__backstop_pinned", span = m),
         }
     }
@@ -66,25 +68,18 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
         outcome,
         verdict,
         delay,
+        reason,
         ..
     } = &n;
 
     let setup = setup(args, &rt, &n);
     let (with_breaker, admit_first, admit_after_sleep) = breaker(args, &rt, &n, &ret);
     let classify = classify(args, &rt, &n, &ret, ret_span);
-    // Items declared in the body (a `static` budget, a helper fn, a `use`)
-    // go before the loop: they capture nothing, so nothing changes for the
-    // body, and the options (`budget = INNER`) can name them too.
-    let (items, stmts): (Vec<&syn::Stmt>, Vec<&syn::Stmt>) = block
-        .stmts
-        .iter()
-        .partition(|stmt| matches!(stmt, syn::Stmt::Item(_)));
+    let (on_retry, on_give_up) = hooks(args, &rt, &n);
+    let (items, stmts) = split_items(block);
     let body = if func.sig.asyncness.is_some() {
         let pinned = &n.pinned;
-        // Checked to be an async clock, spanned on `async`: without the
-        // `tokio` feature that is the one error, naming the feature.
-        let async_span = func.sig.asyncness.map_or_else(Span::call_site, |a| a.span);
-        let clock = respan(quote!(#rt::async_clock(#rt::TokioClock)), async_span);
+        let clock = async_clock(func, &rt);
         // The attempt runs with its context set around each poll (see
         // `backstop::context()`).
         let attempt = quote! {
@@ -117,8 +112,15 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
                     #bind
                     let #verdict = #verdict_expr;
                     match #rt::AttemptState::decide(&mut #state, #verdict) {
-                        #rt::Decision::Retry(#delay) => #delay,
-                        _ => return #outcome,
+                        #rt::Decision::Retry(#delay) => {
+                            #on_retry
+                            #delay
+                        }
+                        #rt::Decision::GiveUp(#reason) => {
+                            #on_give_up
+                            return #outcome;
+                        }
+                        #rt::Decision::Return => return #outcome,
                     }
                 };
                 #rt::sleep_async(#delay).await;
@@ -144,14 +146,22 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
                 let #verdict = #classify;
                 match #rt::AttemptState::decide(&mut #state, #verdict) {
                     #rt::Decision::Retry(#delay) => {
+                        #on_retry
                         #rt::sleep(#delay);
                         // Late for the deadline, or the breaker opened:
                         // return the outcome kept through the sleep.
-                        if #rt::AttemptState::may_resume(&mut #state).is_err() {
+                        if let ::core::result::Result::Err(#reason) =
+                            #rt::AttemptState::may_resume(&mut #state)
+                        {
+                            #on_give_up
                             return #outcome;
                         }
                     }
-                    _ => return #outcome,
+                    #rt::Decision::GiveUp(#reason) => {
+                        #on_give_up
+                        return #outcome;
+                    }
+                    #rt::Decision::Return => return #outcome,
                 }
             }
         }
@@ -209,6 +219,51 @@ fn timed_attempt(
         }
         None => (quote!(let #outcome: #ret = #attempt.await;), classify),
     }
+}
+
+/// The async loop's clock, checked to be one and spanned on `async`:
+/// without the `tokio` feature that is the one error, naming the feature.
+fn async_clock(func: &Func, rt: &TokenStream) -> TokenStream {
+    let async_span = func.sig.asyncness.map_or_else(Span::call_site, |a| a.span);
+    respan(quote!(#rt::async_clock(#rt::TokioClock)), async_span)
+}
+
+/// The body's items and its other statements. Items (a `static` budget, a
+/// helper fn, a `use`) go before the loop: they capture nothing, so nothing
+/// changes for the body, and the options (`budget = INNER`) can name them.
+fn split_items(block: &syn::Block) -> (Vec<&syn::Stmt>, Vec<&syn::Stmt>) {
+    block
+        .stmts
+        .iter()
+        .partition(|stmt| matches!(stmt, syn::Stmt::Item(_)))
+}
+
+/// The calls of `on_retry` (in a `Retry(delay)` arm) and `on_give_up` (in
+/// a `GiveUp(reason)` arm) with their events, if given. The hook expression
+/// is called directly, so a closure's argument type is inferred.
+fn hooks(args: &Args, rt: &TokenStream, n: &Names) -> (TokenStream, TokenStream) {
+    let Names {
+        state,
+        outcome,
+        delay,
+        reason,
+        ..
+    } = n;
+    let view = quote!(#rt::Outcome::as_result(&#outcome));
+    let on_retry = args.on_retry.value().map_or_else(TokenStream::new, |hook| {
+        quote! {
+            (#hook)(&#rt::AttemptState::retry_event(&#state, #view, #delay));
+        }
+    });
+    let on_give_up = args
+        .on_give_up
+        .value()
+        .map_or_else(TokenStream::new, |hook| {
+            quote! {
+                (#hook)(&#rt::AttemptState::give_up_event(&#state, #view, #reason));
+            }
+        });
+    (on_retry, on_give_up)
 }
 
 /// A function turning the state's constructor into one with the breaker,

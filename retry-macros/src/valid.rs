@@ -322,18 +322,6 @@ fn check_against_fn(args: &Args, func: &Func, cx: &mut Ctxt) {
              give the blocking call its own timeout instead",
         );
     }
-    if let Some(key) = args.on_retry.key() {
-        not_yet(cx, key, "on_retry");
-    }
-}
-
-/// Options DESIGN defines that this version parses and checks but does not
-/// run yet: an error, never a silently ignored option.
-fn not_yet(cx: &mut Ctxt, key: proc_macro2::Span, name: &str) {
-    cx.error(
-        key,
-        format!("`{name}` is not supported by this version of backstop yet"),
-    );
 }
 
 #[cfg(test)]

@@ -34,6 +34,7 @@ pub mod clock;
 pub mod context;
 #[doc(hidden)]
 pub mod macro_support;
+pub mod observe;
 pub mod policy;
 pub mod run;
 pub mod state;
@@ -47,6 +48,7 @@ pub use classify::{ByClassify, Classifier, Classify, NeverRetry, Verdict, When};
 pub use clock::TokioClock;
 pub use clock::{Clock, SystemClock};
 pub use context::{Context, IdempotencyKey, context};
+pub use observe::{GiveUpEvent, RetryEvent};
 pub use policy::Policy;
 #[cfg(feature = "tokio")]
 pub use run::call_async;

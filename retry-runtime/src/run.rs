@@ -7,6 +7,7 @@ use crate::breaker::{CircuitBreaker, CircuitOpen};
 use crate::budget::RetryBudget;
 use crate::classify::{ByClassify, Classifier, Classify, NeverRetry, When};
 use crate::clock::SystemClock;
+use crate::observe::{Ignore, OnGiveUp, OnRetry};
 use crate::policy::Policy;
 use crate::state::{AttemptState, Decision};
 
@@ -137,12 +138,14 @@ impl std::error::Error for Elapsed {}
 /// ```
 #[derive(Clone, Copy, Debug)]
 #[must_use = "a Retry does nothing until `.call(..)` or `.call_async(..)`"]
-pub struct Retry<'a, W = ByClassify, K = NeverRetry, B = NoBreaker> {
+pub struct Retry<'a, W = ByClassify, K = NeverRetry, B = NoBreaker, R = Ignore, G = Ignore> {
     policy: &'a Policy,
     budget: Option<&'a RetryBudget>,
     when: W,
     when_ok: K,
     breaker: B,
+    before_sleep: R,
+    at_give_up: G,
 }
 
 /// A [`Retry`] loop without a circuit breaker.
@@ -190,11 +193,13 @@ impl<'a> Retry<'a> {
             when: ByClassify,
             when_ok: NeverRetry,
             breaker: NoBreaker,
+            before_sleep: Ignore,
+            at_give_up: Ignore,
         }
     }
 }
 
-impl<'a, W, K, B> Retry<'a, W, K, B> {
+impl<'a, W, K, B, R, G> Retry<'a, W, K, B, R, G> {
     /// Draws on `budget` instead of the policy's.
     ///
     /// ```
@@ -235,13 +240,15 @@ impl<'a, W, K, B> Retry<'a, W, K, B> {
     /// });
     /// assert_eq!(attempts, 3);
     /// ```
-    pub fn when<F>(self, f: F) -> Retry<'a, When<F>, K, B> {
+    pub fn when<F>(self, f: F) -> Retry<'a, When<F>, K, B, R, G> {
         Retry {
             policy: self.policy,
             budget: self.budget,
             when: When(f),
             when_ok: self.when_ok,
             breaker: self.breaker,
+            before_sleep: self.before_sleep,
+            at_give_up: self.at_give_up,
         }
     }
 
@@ -256,13 +263,43 @@ impl<'a, W, K, B> Retry<'a, W, K, B> {
     ///     .call(|| Ok::<_, std::io::Error>(statuses.pop().unwrap()));
     /// assert_eq!(status.unwrap(), 200);
     /// ```
-    pub fn when_ok<F>(self, f: F) -> Retry<'a, W, When<F>, B> {
+    pub fn when_ok<F>(self, f: F) -> Retry<'a, W, When<F>, B, R, G> {
         Retry {
             policy: self.policy,
             budget: self.budget,
             when: self.when,
             when_ok: When(f),
             breaker: self.breaker,
+            before_sleep: self.before_sleep,
+            at_give_up: self.at_give_up,
+        }
+    }
+
+    /// Tells `f` about each retry before its sleep: a
+    /// [`RetryEvent`](crate::RetryEvent).
+    pub fn on_retry<F>(self, f: F) -> Retry<'a, W, K, B, F, G> {
+        Retry {
+            policy: self.policy,
+            budget: self.budget,
+            when: self.when,
+            when_ok: self.when_ok,
+            breaker: self.breaker,
+            before_sleep: f,
+            at_give_up: self.at_give_up,
+        }
+    }
+
+    /// Tells `f` when a call gives up, with the reason: a
+    /// [`GiveUpEvent`](crate::GiveUpEvent).
+    pub fn on_give_up<F>(self, f: F) -> Retry<'a, W, K, B, R, F> {
+        Retry {
+            policy: self.policy,
+            budget: self.budget,
+            when: self.when,
+            when_ok: self.when_ok,
+            breaker: self.breaker,
+            before_sleep: self.before_sleep,
+            at_give_up: f,
         }
     }
 
@@ -295,13 +332,15 @@ impl<'a, W, K, B> Retry<'a, W, K, B> {
     pub fn breaker(
         self,
         breaker: &'static CircuitBreaker,
-    ) -> Retry<'a, W, K, &'static CircuitBreaker> {
+    ) -> Retry<'a, W, K, &'static CircuitBreaker, R, G> {
         Retry {
             policy: self.policy,
             budget: self.budget,
             when: self.when,
             when_ok: self.when_ok,
             breaker,
+            before_sleep: self.before_sleep,
+            at_give_up: self.at_give_up,
         }
     }
 
@@ -333,6 +372,8 @@ impl<'a, W, K, B> Retry<'a, W, K, B> {
         W: Classifier<E>,
         K: Classifier<T>,
         B: BreakerSlot<E>,
+        R: OnRetry<T, E>,
+        G: OnGiveUp<T, E>,
         F: FnMut() -> Result<T, E>,
     {
         let mut state = self.state(SystemClock);
@@ -343,15 +384,24 @@ impl<'a, W, K, B> Retry<'a, W, K, B> {
             let outcome = state.run_attempt(&mut op);
             match state.decide_result(&outcome, &self.when, &self.when_ok) {
                 Decision::Retry(delay) => {
+                    self.before_sleep
+                        .on_retry(&state.retry_event(outcome.as_ref(), delay));
                     // A sync loop can keep the outcome through the sleep: if
                     // the thread woke at or past the deadline, it is returned
                     // rather than start an attempt too late.
                     sleep(delay);
-                    if state.may_resume().is_err() {
+                    if let Err(reason) = state.may_resume() {
+                        self.at_give_up
+                            .on_give_up(&state.give_up_event(outcome.as_ref(), reason));
                         return outcome;
                     }
                 }
-                Decision::Return | Decision::GiveUp(_) => return outcome,
+                Decision::GiveUp(reason) => {
+                    self.at_give_up
+                        .on_give_up(&state.give_up_event(outcome.as_ref(), reason));
+                    return outcome;
+                }
+                Decision::Return => return outcome,
             }
         }
     }
@@ -377,6 +427,8 @@ impl<'a, W, K, B> Retry<'a, W, K, B> {
         W: Classifier<E>,
         K: Classifier<T>,
         B: BreakerSlot<E>,
+        R: OnRetry<T, E>,
+        G: OnGiveUp<T, E>,
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
@@ -393,8 +445,17 @@ impl<'a, W, K, B> Retry<'a, W, K, B> {
             let delay = {
                 let outcome = state.run_attempt_async(op()).await;
                 match state.decide_result(&outcome, &self.when, &self.when_ok) {
-                    Decision::Retry(delay) => delay,
-                    Decision::Return | Decision::GiveUp(_) => return outcome,
+                    Decision::Retry(delay) => {
+                        self.before_sleep
+                            .on_retry(&state.retry_event(outcome.as_ref(), delay));
+                        delay
+                    }
+                    Decision::GiveUp(reason) => {
+                        self.at_give_up
+                            .on_give_up(&state.give_up_event(outcome.as_ref(), reason));
+                        return outcome;
+                    }
+                    Decision::Return => return outcome,
                 }
             };
             tokio::time::sleep(delay).await;

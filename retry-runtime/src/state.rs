@@ -14,6 +14,7 @@ use crate::budget::RetryBudget;
 use crate::classify::{Classifier, Verdict};
 use crate::clock::Clock;
 use crate::context::{self, CallContext, Scope};
+use crate::observe::{GiveUpEvent, RetryEvent};
 use crate::policy::Policy;
 
 /// Why a retry loop stopped retrying and returned the last outcome.
@@ -146,6 +147,8 @@ pub struct AttemptState<'a, C: Clock> {
     /// when dropped, then borrows nothing of the call's, and temporaries
     /// such as `&Policy::new()` may still be passed to a state.
     breaker: Option<&'static CircuitBreaker>,
+    /// The verdict on the last attempt, for the events.
+    last_verdict: Option<Verdict>,
     /// The breaker's leave for the attempt running now.
     permit: Option<Permit<'static>>,
 }
@@ -190,6 +193,7 @@ impl<'a, C: Clock> AttemptState<'a, C> {
             call: CallContext::default(),
             retried_below: false,
             breaker: None,
+            last_verdict: None,
             permit: None,
         }
     }
@@ -275,6 +279,49 @@ impl<'a, C: Clock> AttemptState<'a, C> {
         .await;
         self.retried_below = scope.retried_below();
         out
+    }
+
+    /// What to tell `on_retry` after [`decide`](Self::decide) answered
+    /// `Retry(delay)` for `outcome`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_runtime::{AttemptState, Decision, Jitter, Policy, SystemClock, Verdict};
+    /// let _vt = retry_runtime::testing::VirtualTime::start();
+    /// let policy = Policy::new().jitter(Jitter::None);
+    /// let mut state = AttemptState::new(&policy, SystemClock);
+    /// let outcome: Result<(), &str> = Err("reset");
+    /// let Decision::Retry(delay) = state.decide(Some(Verdict::Retry)) else { unreachable!() };
+    /// let event = state.retry_event(outcome.as_ref(), delay);
+    /// assert_eq!((event.attempt(), event.error()), (1, Some(&"reset")));
+    /// ```
+    pub fn retry_event<'o, T, E>(
+        &self,
+        outcome: Result<&'o T, &'o E>,
+        delay: Duration,
+    ) -> RetryEvent<'o, T, E> {
+        RetryEvent {
+            attempt: self.done,
+            delay,
+            verdict: self.last_verdict.unwrap_or(Verdict::Retry),
+            outcome,
+            elapsed: self.clock.now().saturating_duration_since(self.start),
+        }
+    }
+
+    /// What to tell `on_give_up` after [`decide`](Self::decide) answered
+    /// `GiveUp(reason)` for `outcome`.
+    pub fn give_up_event<'o, T, E>(
+        &self,
+        outcome: Result<&'o T, &'o E>,
+        reason: GiveUp,
+    ) -> GiveUpEvent<'o, T, E> {
+        GiveUpEvent {
+            attempts: self.done,
+            reason,
+            outcome,
+            elapsed: self.clock.now().saturating_duration_since(self.start),
+        }
     }
 
     /// How long the next attempt may run under `attempt_timeout`: the
@@ -400,6 +447,7 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// retry refused for another reason never spends a token.
     pub fn decide(&mut self, verdict: Option<Verdict>) -> Decision {
         self.done = self.done.saturating_add(1);
+        self.last_verdict = verdict;
         let decision = self.decide_inner(verdict);
         // Giving up after retrying (or because a nested call had): tell the
         // enclosing call, if any, not to retry on top.
