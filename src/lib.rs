@@ -621,6 +621,22 @@
 //! assert_eq!(calls.get(), 3); // not 9
 //! ```
 //!
+//! # Observing retries: `tracing` and `metrics`
+//!
+//! Besides the hooks, two features report every call without code:
+//!
+//! - `tracing`: a span `retry` per call (field `function`), entered around
+//!   each attempt (each poll, for async ones), with an event `retrying`
+//!   per retry (`function`, `attempt`, `delay_ms`, `verdict`) and
+//!   `giving up` per give-up (`function`, `attempts`, `reason`).
+//! - `metrics`: counters `backstop_calls_total`, `backstop_retries_total`,
+//!   `backstop_give_ups_total` (label `reason`, as [`GiveUp::as_str`]) and
+//!   `backstop_budget_refusals_total`, histograms `backstop_attempts` (per
+//!   call) and `backstop_slept_seconds` (per call), all labelled
+//!   `function`. A call is counted when it ends.
+//!
+//! Off, they compile to nothing.
+//!
 //! # Classification
 //!
 //! | [`Verdict`] | meaning | retried |

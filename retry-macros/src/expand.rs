@@ -77,36 +77,35 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
     let classify = classify(args, &rt, &n, &ret, ret_span);
     let (on_retry, on_give_up) = hooks(args, &rt, &n);
     let (items, stmts) = split_items(block);
-    let body = if func.sig.asyncness.is_some() {
-        let pinned = &n.pinned;
-        let clock = async_clock(func, &rt);
-        // The attempt runs with its context set around each poll (see
-        // `backstop::context()`).
-        let attempt = quote! {
-            #rt::AttemptState::run_attempt_async(&mut #state, async {
-                // Pins the block's return type before the body is
-                // checked, so `?` inside it knows what to convert into.
-                #[allow(unreachable_code)]
-                if false {
-                    let #pinned: #ret = loop {};
-                    return #pinned;
-                }
-                // The body's statements, not its block: a block as the
-                // tail would trip `unused_braces` on one-line bodies.
-                #(#stmts)*
-            })
-        };
-        let init = with_breaker(quote!(#rt::AttemptState::with_budget(#policy, #budget, #clock)));
+    // The function's name, for `tracing` and `metrics` (raw identifiers
+    // without their `r#`).
+    let name = func.sig.ident.to_string();
+    let name = Literal::string(name.strip_prefix("r#").unwrap_or(&name));
+    let is_async = func.sig.asyncness.is_some();
+    let clock = if is_async {
+        async_clock(func, &rt)
+    } else {
+        quote!(#rt::SystemClock)
+    };
+    let init = with_breaker(quote!(#rt::AttemptState::with_name(
+        #rt::AttemptState::with_budget(#policy, #budget, #clock),
+        #name,
+    )));
+    let prologue = quote! {
+        #(#items)*
+        #setup
+        let mut #state = #init;
+        #admit_first
+    };
+    let body = if is_async {
+        let attempt = async_attempt(&rt, &n, &ret, &stmts);
         let (bind, verdict_expr) = timed_attempt(args, &rt, &n, &ret, &attempt, classify);
         // The outcome lives in the inner block only: it is dropped before
         // the sleep (a retried response releases its connection at once) and
         // is never held across an `.await` of the loop, so the future is
         // `Send` whenever the plain function's would be.
         quote! {
-            #(#items)*
-            #setup
-            let mut #state = #init;
-            #admit_first
+            #prologue
             loop {
                 let #delay = {
                     #bind
@@ -130,16 +129,10 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
             }
         }
     } else {
-        let init = with_breaker(quote!(
-            #rt::AttemptState::with_budget(#policy, #budget, #rt::SystemClock)
-        ));
         // A sync loop keeps the outcome through the sleep, and returns it if
         // the thread woke at or past the deadline.
         quote! {
-            #(#items)*
-            #setup
-            let mut #state = #init;
-            #admit_first
+            #prologue
             loop {
                 let #outcome: #ret =
                     #rt::AttemptState::run_attempt(&mut #state, || -> #ret { #(#stmts)* });
@@ -167,6 +160,26 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
         }
     };
     with_body(func, Some(block.brace_token), body)
+}
+
+/// One async attempt: the body as an `async` block, run with its context
+/// set around each poll (see `backstop::context()`).
+fn async_attempt(rt: &TokenStream, n: &Names, ret: &Type, stmts: &[&syn::Stmt]) -> TokenStream {
+    let Names { state, pinned, .. } = n;
+    quote! {
+        #rt::AttemptState::run_attempt_async(&mut #state, async {
+            // Pins the block's return type before the body is checked, so
+            // `?` inside it knows what to convert into.
+            #[allow(unreachable_code)]
+            if false {
+                let #pinned: #ret = loop {};
+                return #pinned;
+            }
+            // The body's statements, not its block: a block as the tail
+            // would trip `unused_braces` on one-line bodies.
+            #(#stmts)*
+        })
+    }
 }
 
 /// Binds the outcome of the async `attempt`, and the verdict on it. With

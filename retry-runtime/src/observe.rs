@@ -8,7 +8,79 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::classify::Verdict;
-use crate::state::GiveUp;
+use crate::clock::Clock;
+use crate::state::{AttemptState, Decision, GiveUp};
+
+/// The `function` of a call nobody named.
+pub(crate) const ANONYMOUS: &str = "anonymous";
+
+/// The span of one call: `retry`, with its `function` recorded once named.
+#[cfg(feature = "tracing")]
+pub(crate) fn call_span() -> tracing::Span {
+    tracing::info_span!("retry", function = tracing::field::Empty)
+}
+
+/// Reports a decision to `tracing` and `metrics`, where enabled. With
+/// neither feature it is empty and compiles away.
+#[cfg_attr(
+    not(any(feature = "tracing", feature = "metrics")),
+    allow(unused_variables, clippy::needless_pass_by_value)
+)]
+pub(crate) fn decided<C: Clock>(
+    state: &AttemptState<'_, C>,
+    decision: Decision,
+    verdict: Option<Verdict>,
+) {
+    #[cfg(feature = "tracing")]
+    match decision {
+        Decision::Retry(delay) => tracing::info!(
+            parent: state.span(),
+            function = state.name(),
+            attempt = state.done(),
+            delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+            verdict = ?verdict.unwrap_or(Verdict::Retry),
+            "retrying"
+        ),
+        Decision::GiveUp(reason) => tracing::info!(
+            parent: state.span(),
+            function = state.name(),
+            attempts = state.done(),
+            reason = reason.as_str(),
+            "giving up"
+        ),
+        Decision::Return => {}
+    }
+    #[cfg(feature = "metrics")]
+    {
+        let function = state.name();
+        match decision {
+            Decision::Retry(_) => {
+                metrics::counter!("backstop_retries_total", "function" => function).increment(1);
+            }
+            Decision::GiveUp(reason) => {
+                metrics::counter!(
+                    "backstop_give_ups_total",
+                    "function" => function,
+                    "reason" => reason.as_str()
+                )
+                .increment(1);
+                if reason == GiveUp::Budget {
+                    metrics::counter!("backstop_budget_refusals_total", "function" => function)
+                        .increment(1);
+                }
+            }
+            Decision::Return => {}
+        }
+        if !matches!(decision, Decision::Retry(_)) {
+            // The call is over: count it, its attempts and its sleeps.
+            metrics::counter!("backstop_calls_total", "function" => function).increment(1);
+            metrics::histogram!("backstop_attempts", "function" => function)
+                .record(f64::from(state.done()));
+            metrics::histogram!("backstop_slept_seconds", "function" => function)
+                .record(state.slept().as_secs_f64());
+        }
+    }
+}
 
 /// A retry about to happen: reported after an attempt failed (or returned
 /// an `Ok` value that `when_ok` retries), before the sleep.

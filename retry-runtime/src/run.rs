@@ -146,6 +146,7 @@ pub struct Retry<'a, W = ByClassify, K = NeverRetry, B = NoBreaker, R = Ignore, 
     breaker: B,
     before_sleep: R,
     at_give_up: G,
+    name: &'static str,
 }
 
 /// A [`Retry`] loop without a circuit breaker.
@@ -195,6 +196,7 @@ impl<'a> Retry<'a> {
             breaker: NoBreaker,
             before_sleep: Ignore,
             at_give_up: Ignore,
+            name: crate::observe::ANONYMOUS,
         }
     }
 }
@@ -249,6 +251,7 @@ impl<'a, W, K, B, R, G> Retry<'a, W, K, B, R, G> {
             breaker: self.breaker,
             before_sleep: self.before_sleep,
             at_give_up: self.at_give_up,
+            name: self.name,
         }
     }
 
@@ -272,7 +275,21 @@ impl<'a, W, K, B, R, G> Retry<'a, W, K, B, R, G> {
             breaker: self.breaker,
             before_sleep: self.before_sleep,
             at_give_up: self.at_give_up,
+            name: self.name,
         }
+    }
+
+    /// Names the function retried, for `tracing` and `metrics`.
+    ///
+    /// ```
+    /// # use retry_runtime::{Policy, Retry};
+    /// let policy = Policy::new();
+    /// let out = Retry::new(&policy).name("ping").call(|| Ok::<_, std::io::Error>(1));
+    /// assert_eq!(out.unwrap(), 1);
+    /// ```
+    pub fn name(mut self, name: &'static str) -> Self {
+        self.name = name;
+        self
     }
 
     /// Tells `f` about each retry before its sleep: a
@@ -286,6 +303,7 @@ impl<'a, W, K, B, R, G> Retry<'a, W, K, B, R, G> {
             breaker: self.breaker,
             before_sleep: f,
             at_give_up: self.at_give_up,
+            name: self.name,
         }
     }
 
@@ -300,6 +318,7 @@ impl<'a, W, K, B, R, G> Retry<'a, W, K, B, R, G> {
             breaker: self.breaker,
             before_sleep: self.before_sleep,
             at_give_up: f,
+            name: self.name,
         }
     }
 
@@ -341,6 +360,7 @@ impl<'a, W, K, B, R, G> Retry<'a, W, K, B, R, G> {
             breaker,
             before_sleep: self.before_sleep,
             at_give_up: self.at_give_up,
+            name: self.name,
         }
     }
 
@@ -348,7 +368,7 @@ impl<'a, W, K, B, R, G> Retry<'a, W, K, B, R, G> {
     where
         B: BreakerSlot<E>,
     {
-        let state = AttemptState::with_budget(self.policy, self.budget, clock);
+        let state = AttemptState::with_budget(self.policy, self.budget, clock).with_name(self.name);
         match self.breaker.breaker() {
             Some(breaker) => state.with_breaker(breaker),
             None => state,

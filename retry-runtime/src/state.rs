@@ -149,6 +149,13 @@ pub struct AttemptState<'a, C: Clock> {
     breaker: Option<&'static CircuitBreaker>,
     /// The verdict on the last attempt, for the events.
     last_verdict: Option<Verdict>,
+    /// The function retried, for `tracing` and `metrics`.
+    name: &'static str,
+    /// Time slept so far, for `metrics`.
+    slept: Duration,
+    /// One span per call, entered around each attempt.
+    #[cfg(feature = "tracing")]
+    span: tracing::Span,
     /// The breaker's leave for the attempt running now.
     permit: Option<Permit<'static>>,
 }
@@ -194,8 +201,35 @@ impl<'a, C: Clock> AttemptState<'a, C> {
             retried_below: false,
             breaker: None,
             last_verdict: None,
+            name: crate::observe::ANONYMOUS,
+            slept: Duration::ZERO,
+            #[cfg(feature = "tracing")]
+            span: crate::observe::call_span(),
             permit: None,
         }
+    }
+
+    /// Names the function retried, for `tracing` (the span's and events'
+    /// `function` field) and `metrics` (the `function` label). `#[retry]`
+    /// names every call after its function.
+    ///
+    /// ```
+    /// use retry_runtime::{AttemptState, Policy, SystemClock};
+    /// let policy = Policy::new();
+    /// let state = AttemptState::new(&policy, SystemClock).with_name("fetch_user");
+    /// assert_eq!(state.name(), "fetch_user");
+    /// ```
+    #[must_use]
+    pub fn with_name(mut self, name: &'static str) -> Self {
+        self.name = name;
+        #[cfg(feature = "tracing")]
+        self.span.record("function", name);
+        self
+    }
+
+    /// The function retried (`"anonymous"` unless named).
+    pub fn name(&self) -> &'static str {
+        self.name
     }
 
     /// Puts the call behind `breaker`: ask [`admit`](Self::admit) before
@@ -242,6 +276,8 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// assert_eq!(attempt, Some(1));
     /// ```
     pub fn run_attempt<R>(&mut self, attempt: impl FnOnce() -> R) -> R {
+        #[cfg(feature = "tracing")]
+        let _span = self.span.clone().entered();
         let (out, call, below) = self.scope().run(attempt);
         self.call = call;
         self.retried_below = below;
@@ -269,7 +305,11 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     pub async fn run_attempt_async<F: Future>(&mut self, attempt: F) -> F::Output {
         let mut scope = self.scope();
         let mut attempt = std::pin::pin!(attempt);
+        #[cfg(feature = "tracing")]
+        let span = self.span.clone();
         let out = std::future::poll_fn(|task| {
+            #[cfg(feature = "tracing")]
+            let _span = span.enter();
             let poll = scope.poll(attempt.as_mut(), task);
             // After every poll: an attempt cancelled midway (timed out, or
             // dropped) keeps the key it drew for the next one.
@@ -322,6 +362,23 @@ impl<'a, C: Clock> AttemptState<'a, C> {
             outcome,
             elapsed: self.clock.now().saturating_duration_since(self.start),
         }
+    }
+
+    /// Attempts finished.
+    #[cfg(any(feature = "tracing", feature = "metrics"))]
+    pub(crate) fn done(&self) -> u32 {
+        self.done
+    }
+
+    /// Time slept between attempts so far.
+    #[cfg(feature = "metrics")]
+    pub(crate) fn slept(&self) -> Duration {
+        self.slept
+    }
+
+    #[cfg(feature = "tracing")]
+    pub(crate) fn span(&self) -> &tracing::Span {
+        &self.span
     }
 
     /// How long the next attempt may run under `attempt_timeout`: the
@@ -449,6 +506,10 @@ impl<'a, C: Clock> AttemptState<'a, C> {
         self.done = self.done.saturating_add(1);
         self.last_verdict = verdict;
         let decision = self.decide_inner(verdict);
+        if let Decision::Retry(delay) = decision {
+            self.slept = self.slept.saturating_add(delay);
+        }
+        crate::observe::decided(self, decision, verdict);
         // Giving up after retrying (or because a nested call had): tell the
         // enclosing call, if any, not to retry on top.
         if let Decision::GiveUp(reason) = decision

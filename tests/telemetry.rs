@@ -1,0 +1,256 @@
+//! Features `tracing` and `metrics`: what a subscriber and a recorder see.
+//! Run with `cargo test -p backstop --features tracing,metrics --test telemetry`.
+
+use std::collections::BTreeMap;
+use std::io::{Error, ErrorKind};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+
+use backstop::retry;
+
+type Fields = BTreeMap<String, String>;
+
+/// Records spans and events with their fields.
+#[derive(Default)]
+struct Capture {
+    next: AtomicU64,
+    spans: Mutex<BTreeMap<u64, (String, Fields)>>,
+    events: Mutex<Vec<(Option<u64>, Fields)>>,
+}
+
+struct Visitor<'a>(&'a mut Fields);
+
+impl tracing::field::Visit for Visitor<'_> {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        self.0.insert(field.name().to_owned(), format!("{value:?}"));
+    }
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        self.0.insert(field.name().to_owned(), value.to_owned());
+    }
+}
+
+impl tracing::Subscriber for Capture {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, span: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        let id = self.next.fetch_add(1, Relaxed) + 1;
+        let mut fields = Fields::new();
+        span.record(&mut Visitor(&mut fields));
+        let name = span.metadata().name().to_owned();
+        self.spans.lock().unwrap().insert(id, (name, fields));
+        tracing::span::Id::from_u64(id)
+    }
+    fn record(&self, span: &tracing::span::Id, values: &tracing::span::Record<'_>) {
+        let mut spans = self.spans.lock().unwrap();
+        if let Some((_, fields)) = spans.get_mut(&span.into_u64()) {
+            values.record(&mut Visitor(fields));
+        }
+    }
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        let mut fields = Fields::new();
+        event.record(&mut Visitor(&mut fields));
+        let parent = event.parent().map(tracing::span::Id::into_u64);
+        self.events.lock().unwrap().push((parent, fields));
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+#[retry(attempts = 3, jitter = none, budget = none)]
+fn fetch_user() -> Result<(), Error> {
+    Err(ErrorKind::ConnectionReset.into())
+}
+
+fn fields(pairs: &[(&str, &str)]) -> Fields {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+#[test]
+fn a_span_per_call_and_an_event_per_retry_and_give_up() {
+    let _vt = backstop::testing::VirtualTime::start();
+    let capture = Arc::new(Capture::default());
+    tracing::subscriber::with_default(Arc::clone(&capture), || {
+        let _ = fetch_user();
+    });
+    let spans = capture.spans.lock().unwrap();
+    assert_eq!(spans.len(), 1, "one span for the call: {spans:?}");
+    let (&id, (name, span_fields)) = spans.iter().next().unwrap();
+    assert_eq!(name, "retry");
+    assert_eq!(span_fields, &fields(&[("function", "fetch_user")]));
+    let events = capture.events.lock().unwrap();
+    let expected = [
+        fields(&[
+            ("message", "retrying"),
+            ("function", "fetch_user"),
+            ("attempt", "1"),
+            ("delay_ms", "100"),
+            ("verdict", "Retry"),
+        ]),
+        fields(&[
+            ("message", "retrying"),
+            ("function", "fetch_user"),
+            ("attempt", "2"),
+            ("delay_ms", "200"),
+            ("verdict", "Retry"),
+        ]),
+        fields(&[
+            ("message", "giving up"),
+            ("function", "fetch_user"),
+            ("attempts", "3"),
+            ("reason", "attempts"),
+        ]),
+    ];
+    assert_eq!(events.len(), 3, "{events:?}");
+    for ((parent, got), want) in events.iter().zip(&expected) {
+        assert_eq!(*parent, Some(id), "events belong to the call's span");
+        assert_eq!(got, want);
+    }
+}
+
+/// Counters and histograms, by name and labels.
+#[derive(Default)]
+struct Recorder {
+    counters: Mutex<BTreeMap<String, Arc<Counter>>>,
+    histograms: Mutex<BTreeMap<String, Arc<Histogram>>>,
+}
+
+#[derive(Default)]
+struct Counter(AtomicU64);
+
+impl metrics::CounterFn for Counter {
+    fn increment(&self, value: u64) {
+        self.0.fetch_add(value, Relaxed);
+    }
+    fn absolute(&self, value: u64) {
+        self.0.store(value, Relaxed);
+    }
+}
+
+#[derive(Default)]
+struct Histogram(Mutex<Vec<f64>>);
+
+impl metrics::HistogramFn for Histogram {
+    fn record(&self, value: f64) {
+        self.0.lock().unwrap().push(value);
+    }
+}
+
+fn key_text(key: &metrics::Key) -> String {
+    let labels: Vec<String> = key
+        .labels()
+        .map(|l| format!("{}={}", l.key(), l.value()))
+        .collect();
+    format!("{}{{{}}}", key.name(), labels.join(","))
+}
+
+impl metrics::Recorder for Recorder {
+    fn describe_counter(
+        &self,
+        _: metrics::KeyName,
+        _: Option<metrics::Unit>,
+        _: metrics::SharedString,
+    ) {
+    }
+    fn describe_gauge(
+        &self,
+        _: metrics::KeyName,
+        _: Option<metrics::Unit>,
+        _: metrics::SharedString,
+    ) {
+    }
+    fn describe_histogram(
+        &self,
+        _: metrics::KeyName,
+        _: Option<metrics::Unit>,
+        _: metrics::SharedString,
+    ) {
+    }
+    fn register_counter(&self, key: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Counter {
+        let counter = Arc::clone(
+            self.counters
+                .lock()
+                .unwrap()
+                .entry(key_text(key))
+                .or_default(),
+        );
+        metrics::Counter::from_arc(counter)
+    }
+    fn register_gauge(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Gauge {
+        metrics::Gauge::noop()
+    }
+    fn register_histogram(
+        &self,
+        key: &metrics::Key,
+        _: &metrics::Metadata<'_>,
+    ) -> metrics::Histogram {
+        let histogram = Arc::clone(
+            self.histograms
+                .lock()
+                .unwrap()
+                .entry(key_text(key))
+                .or_default(),
+        );
+        metrics::Histogram::from_arc(histogram)
+    }
+}
+
+static TIGHT: backstop::RetryBudget =
+    backstop::RetryBudget::new(0.1, 1, std::time::Duration::from_secs(1));
+
+#[retry(attempts = 3, jitter = none, budget = TIGHT)]
+fn get_order(fail: bool) -> Result<(), Error> {
+    if fail {
+        return Err(ErrorKind::ConnectionReset.into());
+    }
+    Ok(())
+}
+
+#[test]
+fn counters_and_histograms_per_function() {
+    let _vt = backstop::testing::VirtualTime::start();
+    let recorder = Recorder::default();
+    metrics::with_local_recorder(&recorder, || {
+        let _ = get_order(false); // one attempt
+        let _ = get_order(true); // the reserve of one retry: 2 attempts, then the budget
+    });
+    let counters: BTreeMap<String, u64> = recorder
+        .counters
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.0.load(Relaxed)))
+        .collect();
+    let expected: BTreeMap<String, u64> = [
+        ("backstop_calls_total{function=get_order}", 2),
+        ("backstop_retries_total{function=get_order}", 1),
+        (
+            "backstop_give_ups_total{function=get_order,reason=budget}",
+            1,
+        ),
+        ("backstop_budget_refusals_total{function=get_order}", 1),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    assert_eq!(counters, expected);
+    let histograms: BTreeMap<String, Vec<f64>> = recorder
+        .histograms
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.0.lock().unwrap().clone()))
+        .collect();
+    assert_eq!(
+        histograms["backstop_attempts{function=get_order}"],
+        [1.0, 2.0]
+    );
+    assert_eq!(
+        histograms["backstop_slept_seconds{function=get_order}"],
+        [0.0, 0.1]
+    );
+}
