@@ -96,3 +96,127 @@ fn the_reason_has_a_stable_name_for_metrics() {
     assert_eq!(GiveUp::RetriedBelow.as_str(), "retried_below");
     assert_eq!(GiveUp::BreakerOpen.as_str(), "breaker_open");
 }
+
+// --- every reason of DESIGN, as a hook sees it ------------------------------
+
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+
+use backstop::{CircuitBreaker, CircuitOpen, Classify, RetryBudget, Verdict};
+
+#[derive(Debug)]
+enum Failure {
+    Transient,
+    Ambiguous,
+    Throttled(std::time::Duration),
+    Invalid,
+    Open,
+}
+
+impl Classify for Failure {
+    fn classify(&self) -> Verdict {
+        match self {
+            Failure::Transient => Verdict::Retry,
+            Failure::Ambiguous => Verdict::RetryIfIdempotent,
+            Failure::Throttled(after) => Verdict::RetryAfter(*after),
+            Failure::Invalid | Failure::Open => Verdict::Stop,
+        }
+    }
+}
+
+impl From<CircuitOpen> for Failure {
+    fn from(_: CircuitOpen) -> Self {
+        Failure::Open
+    }
+}
+
+fn reason(event: &GiveUpEvent<'_, (), Failure>) {
+    log(event.reason().as_str().to_owned());
+}
+
+#[retry(attempts = 2, budget = none, on_give_up = reason)]
+fn plain(failure: fn() -> Failure) -> Result<(), Failure> {
+    Err(failure())
+}
+
+#[retry(attempts = 5, deadline = 1s, budget = none, on_give_up = reason)]
+fn with_deadline() -> Result<(), Failure> {
+    Err(Failure::Throttled(std::time::Duration::from_secs(2)))
+}
+
+#[retry(attempts = 5, retry_after_max = 10s, budget = none, on_give_up = reason)]
+fn with_retry_after_max() -> Result<(), Failure> {
+    Err(Failure::Throttled(std::time::Duration::from_secs(30)))
+}
+
+static EMPTY: RetryBudget = RetryBudget::new(0.1, 0, std::time::Duration::from_secs(10));
+
+#[retry(attempts = 5, budget = EMPTY, on_give_up = reason)]
+fn with_budget() -> Result<(), Failure> {
+    Err(Failure::Transient)
+}
+
+static TRIPPED: CircuitBreaker = CircuitBreaker::new(1, std::time::Duration::from_secs(60));
+
+#[retry(attempts = 5, budget = none, breaker = TRIPPED, on_give_up = reason)]
+fn with_breaker() -> Result<(), Failure> {
+    Err(Failure::Transient)
+}
+
+#[retry(attempts = 3, budget = none, on_give_up = reason)]
+fn inner_layer() -> Result<(), Failure> {
+    Err(Failure::Transient)
+}
+
+#[retry(attempts = 3, budget = none, on_give_up = reason)]
+fn outer_layer() -> Result<(), Failure> {
+    inner_layer()
+}
+
+#[test]
+fn every_give_up_reason_is_reported() {
+    let _vt = VirtualTime::start();
+    let _ = plain(|| Failure::Invalid);
+    let _ = plain(|| Failure::Ambiguous);
+    let _ = plain(|| Failure::Transient);
+    let _ = with_deadline();
+    let _ = with_retry_after_max();
+    let _ = with_budget();
+    let _ = with_breaker();
+    let _ = outer_layer();
+    assert_eq!(
+        take_log(),
+        [
+            "stopped",
+            "not_idempotent",
+            "attempts",
+            "deadline",
+            "retry_after_too_long",
+            "budget",
+            "breaker_open",
+            "attempts",      // the inner call, after its three attempts
+            "retried_below", // the outer one, which does not retry on top
+        ]
+    );
+}
+
+static PANICKY: CircuitBreaker = CircuitBreaker::new(1, std::time::Duration::from_secs(10));
+
+#[retry(attempts = 1, budget = none, breaker = PANICKY)]
+fn probe(calls: &AtomicU32, panics: bool) -> Result<(), Failure> {
+    calls.fetch_add(1, Relaxed);
+    assert!(!panics, "the probe's call panicked");
+    Err(Failure::Transient)
+}
+
+#[test]
+fn a_panicking_probe_frees_the_half_open_slot() {
+    let vt = VirtualTime::start();
+    let calls = AtomicU32::new(0);
+    let _ = probe(&calls, false); // opens it
+    vt.advance(std::time::Duration::from_secs(10));
+    let caught = std::panic::catch_unwind(|| probe(&calls, true));
+    assert!(caught.is_err());
+    assert_eq!(calls.load(Relaxed), 2, "the probe ran");
+    let _ = probe(&calls, false);
+    assert_eq!(calls.load(Relaxed), 3, "the next caller probes: not wedged");
+}
