@@ -147,3 +147,25 @@ async fn breaker_context_and_attempt_timeout_together_are_send() {
     let handle = tokio::spawn(assert_send(everything(false)));
     assert_eq!(handle.await.unwrap(), Ok(1));
 }
+
+static DEPENDENCY: AtomicU32 = AtomicU32::new(0);
+
+#[retry(attempts = 3, budget = none)]
+async fn inner_fails() -> Result<(), ApiError> {
+    DEPENDENCY.fetch_add(1, Relaxed);
+    Err(ApiError::Unavailable)
+}
+
+#[retry(attempts = 3, attempt_timeout = 1s, idempotent, budget = none)]
+async fn outer_then_hangs() -> Result<(), ApiError> {
+    let _ = inner_fails().await;
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_timed_out_attempt_still_knows_a_nested_call_retried() {
+    DEPENDENCY.store(0, Relaxed);
+    assert_eq!(outer_then_hangs().await, Err(ApiError::TimedOut));
+    assert_eq!(DEPENDENCY.load(Relaxed), 3, "3, not 3 × 3");
+}

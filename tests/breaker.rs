@@ -146,3 +146,27 @@ async fn a_guarded_call_with_context_is_send_and_spawnable() {
     let handle = tokio::spawn(assert_send(guarded(false)));
     assert_eq!(handle.await.unwrap().unwrap(), 1);
 }
+
+static SHORT: CircuitBreaker = CircuitBreaker::new(1, Duration::from_secs(1));
+
+#[retry(attempts = 4, base = 2s, jitter = none, budget = none, breaker = SHORT)]
+fn slow_backoff(calls: &AtomicU32) -> Result<(), ApiError> {
+    calls.fetch_add(1, Relaxed);
+    Err(ApiError::Unavailable)
+}
+
+#[test]
+fn a_call_that_opened_the_breaker_stops_even_if_its_backoff_outlasts_the_cooldown() {
+    // A 2 s backoff over a 1 s cooldown: sleeping would make the next
+    // attempt the probe, and the probe would then be retried.
+    let vt = VirtualTime::start();
+    let calls = AtomicU32::new(0);
+    assert_eq!(slow_backoff(&calls), Err(ApiError::Unavailable));
+    assert_eq!(calls.load(Relaxed), 1);
+    assert!(vt.sleeps().is_empty());
+    vt.advance(Duration::from_secs(1));
+    // The probe, once, not retried.
+    assert_eq!(slow_backoff(&calls), Err(ApiError::Unavailable));
+    assert_eq!(calls.load(Relaxed), 2);
+    assert!(vt.sleeps().is_empty());
+}

@@ -220,3 +220,20 @@ fn a_panicking_probe_frees_the_half_open_slot() {
     let _ = probe(&calls, false);
     assert_eq!(calls.load(Relaxed), 3, "the next caller probes: not wedged");
 }
+
+#[retry(attempts = 2, budget = none,
+        on_retry = |e| log(format!("untyped retry {}", e.attempt())),
+        on_give_up = |e| log(format!("untyped give-up {}", e.reason())))]
+fn untyped_hooks() -> Result<(), Error> {
+    Err(ErrorKind::ConnectionReset.into())
+}
+
+#[test]
+fn hook_closures_need_no_annotations() {
+    let _vt = VirtualTime::start();
+    let _ = untyped_hooks();
+    assert_eq!(
+        take_log(),
+        ["untyped retry 1", "untyped give-up attempts exhausted"]
+    );
+}

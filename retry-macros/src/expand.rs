@@ -263,18 +263,25 @@ fn hooks(args: &Args, rt: &TokenStream, n: &Names) -> (TokenStream, TokenStream)
         ..
     } = n;
     let view = quote!(#rt::Outcome::as_result(&#outcome));
+    // Each call located on the hook: a hook of the wrong shape is reported
+    // there. The event is built first, outside the located call.
+    let event = format_ident!("__backstop_event", span = Span::mixed_site());
     let on_retry = args.on_retry.value().map_or_else(TokenStream::new, |hook| {
-        quote! {
-            (#hook)(&#rt::AttemptState::retry_event(&#state, #view, #delay));
-        }
+        let call = located_call(quote!(#rt::on_retry), &event, hook);
+        quote! {{
+            let #event = &#rt::AttemptState::retry_event(&#state, #view, #delay);
+            #call;
+        }}
     });
     let on_give_up = args
         .on_give_up
         .value()
         .map_or_else(TokenStream::new, |hook| {
-            quote! {
-                (#hook)(&#rt::AttemptState::give_up_event(&#state, #view, #reason));
-            }
+            let call = located_call(quote!(#rt::on_give_up), &event, hook);
+            quote! {{
+                let #event = &#rt::AttemptState::give_up_event(&#state, #view, #reason);
+                #call;
+            }}
         });
     (on_retry, on_give_up)
 }

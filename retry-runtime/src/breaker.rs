@@ -9,20 +9,23 @@
 
 use std::error::Error;
 use std::fmt;
-use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 #[cfg(not(loom))]
-use std::sync::atomic::{AtomicU32, AtomicU64};
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
 use std::time::{Duration, Instant};
 
 #[cfg(loom)]
-use loom::sync::atomic::{AtomicU32, AtomicU64};
+use loom::sync::atomic::AtomicU64;
 
 use crate::classify::Verdict;
 use crate::clock::nanos_since_origin;
 
 /// The breaker's state word: two bits of state, and above them, while
-/// open, when it opened (nanoseconds since the process origin; 0: the
-/// cooldown is over, as after a probe that never reported).
+/// closed, the consecutive retryable failures; while open, when it opened
+/// (nanoseconds since the process origin; 0: the cooldown is over, as after
+/// a probe that never reported). One word, so that every transition is one
+/// compare-and-swap: a failure counted against a breaker that has since
+/// reopened and closed again can never reopen it.
 const CLOSED: u64 = 0;
 const OPEN: u64 = 1;
 const HALF_OPEN: u64 = 2;
@@ -30,6 +33,10 @@ const TAG: u64 = 0b11;
 
 const fn open_since(nanos: u64) -> u64 {
     (nanos << 2) | OPEN
+}
+
+const fn closed_after(failures: u64) -> u64 {
+    (failures << 2) | CLOSED
 }
 
 /// Where a [`CircuitBreaker`] stands.
@@ -114,7 +121,6 @@ pub struct CircuitBreaker {
     cooldown: Duration,
     cooldown_nanos: u64,
     state: AtomicU64,
-    failures: AtomicU32,
 }
 
 /// Leave to make one call through a [`CircuitBreaker`]: report its outcome
@@ -175,7 +181,6 @@ impl CircuitBreaker {
                     nanos as u64
                 },
                 state: AtomicU64::new(CLOSED),
-                failures: AtomicU32::new(0),
             }
         }
     }
@@ -237,17 +242,6 @@ impl CircuitBreaker {
         }
     }
 
-    /// Would a call at `at` be rejected? (The retry loop asks before
-    /// sleeping, so that it gives up rather than sleep for a rejection.)
-    pub(crate) fn would_reject(&self, at: Instant) -> bool {
-        let word = self.state.load(Acquire);
-        match word & TAG {
-            CLOSED => false,
-            OPEN => !self.cooled_down(word, nanos_since_origin(at)),
-            _ => true,
-        }
-    }
-
     fn cooled_down(&self, word: u64, now: u64) -> bool {
         let opened = word >> 2;
         opened == 0 || now.saturating_sub(opened) >= self.cooldown_nanos
@@ -257,7 +251,42 @@ impl CircuitBreaker {
         // Never 0: the origin lies a day before the first reading.
         let since = nanos_since_origin(now).max(1);
         self.state.store(open_since(since), Release);
-        self.failures.store(0, Relaxed);
+    }
+
+    /// A retryable failure of a call made while closed: one more, or open.
+    /// Ignored if the breaker is not closed any more (it opened, or a probe
+    /// is out): the failure is older than that.
+    fn count_failure(&self, now: Instant) {
+        let mut word = self.state.load(Acquire);
+        while word & TAG == CLOSED {
+            let failures = (word >> 2).saturating_add(1);
+            let next = if failures >= u64::from(self.failure_threshold) {
+                open_since(nanos_since_origin(now).max(1))
+            } else {
+                closed_after(failures)
+            };
+            match self
+                .state
+                .compare_exchange_weak(word, next, AcqRel, Acquire)
+            {
+                Ok(_) => return,
+                Err(current) => word = current,
+            }
+        }
+    }
+
+    /// A success while closed: the failures were not consecutive.
+    fn reset_failures(&self) {
+        let word = self.state.load(Acquire);
+        if word & TAG == CLOSED && word != CLOSED {
+            // Lost to a concurrent change: that one is newer.
+            let _ = self.state.compare_exchange(word, CLOSED, AcqRel, Acquire);
+        }
+    }
+
+    /// Is the breaker closed (calls go through)?
+    pub(crate) fn is_closed(&self) -> bool {
+        self.state.load(Acquire) & TAG == CLOSED
     }
 }
 
@@ -281,29 +310,12 @@ impl Permit<'_> {
         std::mem::forget(self); // reported: no release on drop
         match (probe, failed) {
             (true, true) => breaker.open(now),
-            (true, false) => {
-                breaker.failures.store(0, Relaxed);
-                breaker.state.store(CLOSED, Release);
-            }
-            (false, true) => {
-                let failures = breaker.failures.fetch_add(1, AcqRel).saturating_add(1);
-                if failures >= breaker.failure_threshold
-                    && breaker
-                        .state
-                        .compare_exchange(
-                            CLOSED,
-                            open_since(nanos_since_origin(now).max(1)),
-                            AcqRel,
-                            Acquire,
-                        )
-                        .is_ok()
-                {
-                    breaker.failures.store(0, Relaxed);
-                }
-            }
+            // Only the probe's holder moves the breaker out of half-open.
+            (true, false) => breaker.state.store(CLOSED, Release),
+            (false, true) => breaker.count_failure(now),
             (false, false) => {
-                if verdict.is_none() && breaker.failures.load(Relaxed) != 0 {
-                    breaker.failures.store(0, Relaxed);
+                if verdict.is_none() {
+                    breaker.reset_failures();
                 }
             }
         }

@@ -17,8 +17,6 @@ use std::fmt;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use crate::backoff::Rng;
-
 /// What an attempt knows about its call: see [`context()`].
 ///
 /// ```
@@ -121,8 +119,19 @@ impl IdempotencyKey {
     /// assert_ne!(IdempotencyKey::random(), IdempotencyKey::random());
     /// ```
     pub fn random() -> Self {
-        let mut rng = Rng::new();
-        let bits = (u128::from(rng.next_u64()) << 64) | u128::from(rng.next_u64());
+        // Two SipHash outputs under keys std draws from the OS for each
+        // thread (and steps for each `RandomState`): 128 unpredictable bits,
+        // not a 64-bit seed stretched, so that keys of a whole fleet sharing
+        // a server's deduplication window do not collide.
+        use std::hash::BuildHasher;
+        let count = COUNT.with(|c| {
+            let n = c.get().wrapping_add(1);
+            c.set(n);
+            n
+        });
+        let high = std::collections::hash_map::RandomState::new().hash_one(count);
+        let low = std::collections::hash_map::RandomState::new().hash_one(count);
+        let bits = (u128::from(high) << 64) | u128::from(low);
         // The UUID version (4: random) and variant (RFC 9562) bits.
         let bits = (bits & !(0xf << 76) & !(0b11 << 62)) | (0x4 << 76) | (0b10 << 62);
         Self(bits)
@@ -176,6 +185,8 @@ struct Frame {
 
 thread_local! {
     static CURRENT: Cell<Option<Frame>> = const { Cell::new(None) };
+    /// Keys drawn on this thread, hashed into each key.
+    static COUNT: Cell<u64> = const { Cell::new(0) };
 }
 
 /// The context of the attempt running now, if any: inside a sync attempt

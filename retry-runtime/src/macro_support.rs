@@ -198,3 +198,20 @@ impl<T: std::ops::Deref<Target = CircuitBreaker> + Sync + 'static> SharedBreaker
         self
     }
 }
+
+/// Calls an `on_retry` hook: through a function bound, so that a closure's
+/// argument type is inferred (`on_retry = |e| ...`).
+pub fn on_retry<T, E, H: FnOnce(&crate::RetryEvent<'_, T, E>)>(
+    event: &crate::RetryEvent<'_, T, E>,
+    hook: H,
+) {
+    hook(event);
+}
+
+/// Calls an `on_give_up` hook, like [`on_retry`].
+pub fn on_give_up<T, E, H: FnOnce(&crate::GiveUpEvent<'_, T, E>)>(
+    event: &crate::GiveUpEvent<'_, T, E>,
+    hook: H,
+) {
+    hook(event);
+}

@@ -307,18 +307,18 @@ impl<'a, C: Clock> AttemptState<'a, C> {
         let mut attempt = std::pin::pin!(attempt);
         #[cfg(feature = "tracing")]
         let span = self.span.clone();
-        let out = std::future::poll_fn(|task| {
+        std::future::poll_fn(|task| {
             #[cfg(feature = "tracing")]
             let _span = span.enter();
             let poll = scope.poll(attempt.as_mut(), task);
             // After every poll: an attempt cancelled midway (timed out, or
-            // dropped) keeps the key it drew for the next one.
+            // dropped) keeps the key it drew for the next one, and a nested
+            // call that gave up after retrying is not forgotten.
             self.call = scope.call();
+            self.retried_below = scope.retried_below();
             poll
         })
-        .await;
-        self.retried_below = scope.retried_below();
-        out
+        .await
     }
 
     /// What to tell `on_retry` after [`decide`](Self::decide) answered
@@ -573,10 +573,12 @@ impl<'a, C: Clock> AttemptState<'a, C> {
             Some(_) => return Decision::GiveUp(GiveUp::Deadline),
             None => {}
         }
-        // A retry the breaker would reject on waking (it is open, or a
-        // probe is out; a failed probe just opened it) is not slept for.
+        // The breaker is not closed: this failure (or another caller's)
+        // opened it, a failed probe reopened it, or a probe is out. The
+        // call stops here, whatever the delay: even past the cooldown, its
+        // next attempt would be a probe, and a probe is never retried.
         if let Some(breaker) = self.breaker
-            && breaker.would_reject(now.checked_add(delay).unwrap_or(now))
+            && !breaker.is_closed()
         {
             return Decision::GiveUp(GiveUp::BreakerOpen);
         }

@@ -98,3 +98,35 @@ fn failures_racing_at_the_threshold_open_it_once() {
         assert!(breaker.try_acquire(now).is_err());
     });
 }
+
+#[test]
+fn a_late_failure_racing_the_probes_success_cannot_reopen_it() {
+    loom::model(|| {
+        // Threshold 2. Two calls let through while closed fail after the
+        // breaker opened; then the probe succeeds while the second of them
+        // reports: one failure after the close is not two in a row.
+        // Leaked, so that a permit can move to another thread.
+        let breaker: &'static CircuitBreaker =
+            Box::leak(Box::new(CircuitBreaker::new(2, COOLDOWN)));
+        let now = t0();
+        let late_a = breaker.try_acquire(now).unwrap();
+        let late_b = breaker.try_acquire(now).unwrap();
+        breaker
+            .try_acquire(now)
+            .unwrap()
+            .record(Some(Verdict::Retry), now);
+        breaker
+            .try_acquire(now)
+            .unwrap()
+            .record(Some(Verdict::Retry), now);
+        assert_eq!(breaker.state(), BreakerState::Open);
+        late_a.record(Some(Verdict::Retry), now);
+        let later = now + COOLDOWN;
+        let probe = breaker.try_acquire(later).unwrap();
+        let late_report = move || late_b.record(Some(Verdict::Retry), later);
+        let late = thread::spawn(late_report);
+        probe.record(None, later);
+        late.join().unwrap();
+        assert_eq!(breaker.state(), BreakerState::Closed);
+    });
+}
