@@ -48,7 +48,8 @@
 //!
 //! On entry the deadline starts (never later than the deadline of an
 //! enclosing `#[retry]` call, see [Composing calls](#composing-calls)) and
-//! the budget records one call. After each attempt, in this order:
+//! the budget records one call when its first attempt is made (a call the
+//! breaker rejects earns no retries). After each attempt, in this order:
 //!
 //! 1. **Classify.** `Ok` is returned unless `when_ok` asks for a retry. An
 //!    error is classified by `when`, or by its [`Classify`] impl: `Stop`
@@ -773,7 +774,7 @@ pub mod __private {
     pub use retry_runtime::macro_support::*;
     pub use retry_runtime::run::sleep;
     pub use retry_runtime::{
-        AttemptState, Backoff, CircuitOpen, Classify, Decision, Elapsed, Jitter, Policy,
-        RetryBudget, SystemClock, Verdict,
+        AttemptState, Backoff, CircuitOpen, Classify, Decision, Elapsed, GiveUp, Jitter, Policy,
+        RetryBudget, SystemClock, Verdict, observe::Function,
     };
 }

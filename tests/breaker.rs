@@ -170,3 +170,50 @@ fn a_call_that_opened_the_breaker_stops_even_if_its_backoff_outlasts_the_cooldow
     assert_eq!(calls.load(Relaxed), 2);
     assert!(vt.sleeps().is_empty());
 }
+
+static GATE: CircuitBreaker = CircuitBreaker::new(1, Duration::from_secs(60));
+static GATE_BUDGET: backstop::RetryBudget =
+    backstop::RetryBudget::new(1.0, 0, Duration::from_secs(10));
+
+#[retry(attempts = 2, breaker = GATE, budget = GATE_BUDGET)]
+fn gated() -> Result<(), ApiError> {
+    Err(ApiError::Unavailable)
+}
+
+#[test]
+fn calls_the_breaker_rejects_earn_no_retries() {
+    let _vt = VirtualTime::start();
+    for _ in 0..100 {
+        let _ = gated();
+    }
+    assert_eq!(
+        GATE_BUDGET.stats().calls,
+        1,
+        "only the call that reached the dependency"
+    );
+}
+
+static REPORTED: CircuitBreaker = CircuitBreaker::new(1, Duration::from_secs(60));
+
+#[retry(attempts = 1, budget = none, breaker = REPORTED,
+        on_give_up = |e| REJECTIONS.lock().unwrap().push((e.reason(), e.attempts(), e.error().is_some())))]
+fn reported() -> Result<(), ApiError> {
+    Err(ApiError::Unavailable)
+}
+
+static REJECTIONS: std::sync::Mutex<Vec<(backstop::GiveUp, u32, bool)>> =
+    std::sync::Mutex::new(Vec::new());
+
+#[test]
+fn a_rejected_call_is_reported_to_on_give_up() {
+    let _vt = VirtualTime::start();
+    let _ = reported(); // fails, opens
+    assert_eq!(reported(), Err(ApiError::Open));
+    assert_eq!(
+        *REJECTIONS.lock().unwrap(),
+        [
+            (backstop::GiveUp::Attempts, 1, true),
+            (backstop::GiveUp::BreakerOpen, 0, true),
+        ]
+    );
+}

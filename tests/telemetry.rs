@@ -254,3 +254,86 @@ fn counters_and_histograms_per_function() {
         [0.0, 0.1]
     );
 }
+
+fn counters(recorder: &Recorder) -> BTreeMap<String, u64> {
+    recorder
+        .counters
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.0.load(Relaxed)))
+        .collect()
+}
+
+#[derive(Debug)]
+struct Down;
+
+impl backstop::Classify for Down {
+    fn classify(&self) -> backstop::Verdict {
+        backstop::Verdict::Retry
+    }
+}
+
+impl From<backstop::CircuitOpen> for Down {
+    fn from(_: backstop::CircuitOpen) -> Self {
+        Down
+    }
+}
+
+static OPEN: backstop::CircuitBreaker =
+    backstop::CircuitBreaker::new(1, std::time::Duration::from_secs(60));
+
+#[retry(attempts = 2, budget = none, breaker = OPEN)]
+fn rejected() -> Result<(), Down> {
+    Err(Down)
+}
+
+#[retry(attempts = 100, budget = none, deadline = none)]
+async fn cancelled() -> Result<(), Error> {
+    Err(ErrorKind::ConnectionReset.into())
+}
+
+#[retry(attempts = 3, budget = none)]
+fn panics() -> Result<(), Error> {
+    panic!("the attempt panicked");
+}
+
+#[test]
+fn every_way_a_call_ends_is_counted() {
+    let _vt = backstop::testing::VirtualTime::start();
+    let recorder = Recorder::default();
+    metrics::with_local_recorder(&recorder, || {
+        let _ = rejected(); // opens the breaker: 1 attempt, breaker_open
+        let _ = rejected(); // rejected before its first attempt
+        let _ = std::panic::catch_unwind(panics);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let _ = tokio::time::timeout(std::time::Duration::from_millis(250), cancelled()).await;
+        });
+    });
+    let counters = counters(&recorder);
+    assert_eq!(counters["backstop_calls_total{function=rejected}"], 2);
+    assert_eq!(
+        counters["backstop_give_ups_total{function=rejected,reason=breaker_open}"],
+        2
+    );
+    assert_eq!(
+        counters["backstop_calls_total{function=panics}"], 1,
+        "{counters:?}"
+    );
+    assert_eq!(
+        counters["backstop_calls_total{function=cancelled}"], 1,
+        "{counters:?}"
+    );
+    let histograms = recorder.histograms.lock().unwrap();
+    let attempts = histograms["backstop_attempts{function=rejected}"]
+        .0
+        .lock()
+        .unwrap()
+        .clone();
+    assert_eq!(attempts, [1.0, 0.0], "the rejected call made no attempt");
+}

@@ -73,9 +73,9 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
     } = &n;
 
     let setup = setup(args, &rt, &n);
-    let (with_breaker, admit_first, admit_after_sleep) = breaker(args, &rt, &n, &ret);
-    let classify = classify(args, &rt, &n, &ret, ret_span);
     let (on_retry, on_give_up) = hooks(args, &rt, &n);
+    let (with_breaker, admit_first, admit_after_sleep) = breaker(args, &rt, &n, &ret, &on_give_up);
+    let classify = classify(args, &rt, &n, &ret, ret_span);
     let (items, stmts) = split_items(block);
     // The function's name, for `tracing` and `metrics` (raw identifiers
     // without their `r#`).
@@ -87,10 +87,14 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
     } else {
         quote!(#rt::SystemClock)
     };
-    let init = with_breaker(quote!(#rt::AttemptState::with_name(
-        #rt::AttemptState::with_budget(#policy, #budget, #clock),
-        #name,
-    )));
+    // A `static` per function: its metric labels are built at compile time.
+    let init = with_breaker(quote!({
+        static __BACKSTOP_FUNCTION: #rt::Function = #rt::Function::new(#name);
+        #rt::AttemptState::with_function(
+            #rt::AttemptState::with_budget(#policy, #budget, #clock),
+            &__BACKSTOP_FUNCTION,
+        )
+    }));
     let prologue = quote! {
         #(#items)*
         #setup
@@ -296,6 +300,7 @@ fn breaker(
     rt: &TokenStream,
     n: &Names,
     ret: &Type,
+    on_give_up: &TokenStream,
 ) -> (WithBreaker, TokenStream, TokenStream) {
     let state = &n.state;
     // With a breaker: the state machine asks it before every attempt; a
@@ -317,9 +322,16 @@ fn breaker(
             let mut from_args =
                 proc_macro2::Group::new(proc_macro2::Delimiter::Parenthesis, quote!(#open_arg));
             from_args.set_span(last);
+            // The rejection is the call's outcome: `on_give_up` is told.
+            let Names {
+                outcome, reason, ..
+            } = n;
             let reject = quote! {
                 if let ::core::result::Result::Err(#open) = #rt::AttemptState::admit(&mut #state) {
-                    return ::core::result::Result::Err(#from #from_args);
+                    let #outcome: #ret = ::core::result::Result::Err(#from #from_args);
+                    let #reason = #rt::GiveUp::BreakerOpen;
+                    #on_give_up
+                    return #outcome;
                 }
             };
             let rt = rt.clone();

@@ -8,77 +8,195 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::classify::Verdict;
-use crate::clock::Clock;
-use crate::state::{AttemptState, Decision, GiveUp};
+use crate::state::{Decision, GiveUp};
 
 /// The `function` of a call nobody named.
 pub(crate) const ANONYMOUS: &str = "anonymous";
 
-/// The span of one call: `retry`, with its `function` recorded once named.
-#[cfg(feature = "tracing")]
-pub(crate) fn call_span() -> tracing::Span {
-    tracing::info_span!("retry", function = tracing::field::Empty)
+/// The function a call is made by, for `tracing` and `metrics`: `#[retry]`
+/// gives each function a `static` one, so that its metric labels are built
+/// at compile time and a call allocates nothing to report itself.
+///
+/// ```
+/// use retry_runtime::observe::Function;
+/// static FETCH_USER: Function = Function::new("fetch_user");
+/// assert_eq!(FETCH_USER.name(), "fetch_user");
+/// ```
+#[derive(Debug)]
+pub struct Function {
+    name: &'static str,
+    #[cfg(feature = "metrics")]
+    labels: [metrics::Label; 1],
 }
 
-/// Reports a decision to `tracing` and `metrics`, where enabled. With
-/// neither feature it is empty and compiles away.
-#[cfg_attr(
-    not(any(feature = "tracing", feature = "metrics")),
-    allow(unused_variables, clippy::needless_pass_by_value)
-)]
-pub(crate) fn decided<C: Clock>(
-    state: &AttemptState<'_, C>,
-    decision: Decision,
-    verdict: Option<Verdict>,
-) {
+impl Function {
+    /// The function named `name`.
+    pub const fn new(name: &'static str) -> Self {
+        Self {
+            name,
+            #[cfg(feature = "metrics")]
+            labels: [metrics::Label::from_static_parts("function", name)],
+        }
+    }
+
+    /// Its name.
+    pub const fn name(&self) -> &'static str {
+        self.name
+    }
+}
+
+static ANONYMOUS_FUNCTION: Function = Function::new(ANONYMOUS);
+
+/// What one call reports of itself: the function, its attempts, the time
+/// it slept, its span. With neither feature it is a few words and no code.
+pub(crate) struct Observe {
+    function: &'static Function,
+    /// A name given at run time (`Retry::name`), without static labels.
+    name: &'static str,
+    attempts: u32,
+    slept: Duration,
+    /// The end of the call has been reported.
+    ended: bool,
+    /// `name` is not `function`'s (given at run time, without static labels).
+    named_at_run_time: bool,
     #[cfg(feature = "tracing")]
-    match decision {
-        Decision::Retry(delay) => tracing::info!(
-            parent: state.span(),
-            function = state.name(),
-            attempt = state.done(),
-            delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
-            verdict = ?verdict.unwrap_or(Verdict::Retry),
-            "retrying"
-        ),
-        Decision::GiveUp(reason) => tracing::info!(
-            parent: state.span(),
-            function = state.name(),
-            attempts = state.done(),
+    span: tracing::Span,
+}
+
+impl Observe {
+    pub(crate) fn new() -> Self {
+        Self {
+            function: &ANONYMOUS_FUNCTION,
+            name: ANONYMOUS,
+            attempts: 0,
+            slept: Duration::ZERO,
+            ended: false,
+            named_at_run_time: false,
+            #[cfg(feature = "tracing")]
+            span: tracing::info_span!("retry", function = tracing::field::Empty),
+        }
+    }
+
+    pub(crate) fn name(&self) -> &'static str {
+        self.name
+    }
+
+    pub(crate) fn set_function(&mut self, function: &'static Function) {
+        self.function = function;
+        self.name = function.name;
+        self.named_at_run_time = false;
+        #[cfg(feature = "tracing")]
+        self.span.record("function", function.name);
+    }
+
+    pub(crate) fn set_name(&mut self, name: &'static str) {
+        self.name = name;
+        self.named_at_run_time = true;
+        #[cfg(feature = "tracing")]
+        self.span.record("function", name);
+    }
+
+    #[cfg(feature = "tracing")]
+    pub(crate) fn span(&self) -> &tracing::Span {
+        &self.span
+    }
+
+    /// After an attempt was decided.
+    #[cfg_attr(
+        not(any(feature = "tracing", feature = "metrics")),
+        allow(unused_variables, clippy::needless_pass_by_value)
+    )]
+    pub(crate) fn decided(&mut self, attempts: u32, decision: Decision, verdict: Option<Verdict>) {
+        self.attempts = attempts;
+        match decision {
+            Decision::Retry(delay) => {
+                self.slept = self.slept.saturating_add(delay);
+                #[cfg(feature = "tracing")]
+                tracing::info!(
+                    parent: &self.span,
+                    function = self.name,
+                    attempt = attempts,
+                    delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                    verdict = ?verdict.unwrap_or(Verdict::Retry),
+                    "retrying"
+                );
+                #[cfg(feature = "metrics")]
+                metrics::counter!("backstop_retries_total", "function" => self.name).increment(1);
+            }
+            Decision::GiveUp(reason) => self.gave_up(reason),
+            Decision::Return => self.end(),
+        }
+    }
+
+    /// The call gave up for `reason` (after a decision, a rejection by the
+    /// breaker, or waking too late).
+    pub(crate) fn gave_up(&mut self, reason: GiveUp) {
+        #[cfg(feature = "tracing")]
+        tracing::info!(
+            parent: &self.span,
+            function = self.name,
+            attempts = self.attempts,
             reason = reason.as_str(),
             "giving up"
-        ),
-        Decision::Return => {}
+        );
+        #[cfg(feature = "metrics")]
+        {
+            metrics::counter!(
+                "backstop_give_ups_total",
+                "function" => self.name,
+                "reason" => reason.as_str()
+            )
+            .increment(1);
+            if reason == GiveUp::Budget {
+                metrics::counter!("backstop_budget_refusals_total", "function" => self.name)
+                    .increment(1);
+            }
+        }
+        let _ = reason;
+        self.end();
     }
-    #[cfg(feature = "metrics")]
-    {
-        let function = state.name();
-        match decision {
-            Decision::Retry(_) => {
-                metrics::counter!("backstop_retries_total", "function" => function).increment(1);
-            }
-            Decision::GiveUp(reason) => {
-                metrics::counter!(
-                    "backstop_give_ups_total",
-                    "function" => function,
-                    "reason" => reason.as_str()
-                )
-                .increment(1);
-                if reason == GiveUp::Budget {
-                    metrics::counter!("backstop_budget_refusals_total", "function" => function)
-                        .increment(1);
+
+    /// The call is over: count it, its attempts and its sleeps, once. On
+    /// the success path, with static labels: no allocation.
+    #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+    fn end(&mut self) {
+        let ended = std::mem::replace(&mut self.ended, true);
+        #[cfg(feature = "metrics")]
+        if !ended {
+            static METADATA: metrics::Metadata<'static> =
+                metrics::Metadata::new(module_path!(), metrics::Level::INFO, Some(module_path!()));
+            let (function, name, named_at_run_time) =
+                (self.function, self.name, self.named_at_run_time);
+            let key = |metric: &'static str| {
+                if named_at_run_time {
+                    // A name given at run time: labels of its own (this allocates).
+                    metrics::Key::from_parts(metric, vec![metrics::Label::new("function", name)])
+                } else {
+                    metrics::Key::from_static_parts(metric, &function.labels)
                 }
-            }
-            Decision::Return => {}
+            };
+            let (attempts, slept) = (f64::from(self.attempts), self.slept.as_secs_f64());
+            metrics::with_recorder(|recorder| {
+                recorder
+                    .register_counter(&key("backstop_calls_total"), &METADATA)
+                    .increment(1);
+                recorder
+                    .register_histogram(&key("backstop_attempts"), &METADATA)
+                    .record(attempts);
+                recorder
+                    .register_histogram(&key("backstop_slept_seconds"), &METADATA)
+                    .record(slept);
+            });
         }
-        if !matches!(decision, Decision::Retry(_)) {
-            // The call is over: count it, its attempts and its sleeps.
-            metrics::counter!("backstop_calls_total", "function" => function).increment(1);
-            metrics::histogram!("backstop_attempts", "function" => function)
-                .record(f64::from(state.done()));
-            metrics::histogram!("backstop_slept_seconds", "function" => function)
-                .record(state.slept().as_secs_f64());
-        }
+    }
+}
+
+/// A call that ends without a decision (its future dropped midway, its
+/// attempt panicking) is still counted.
+#[cfg(feature = "metrics")]
+impl Drop for Observe {
+    fn drop(&mut self) {
+        self.end();
     }
 }
 

@@ -9,7 +9,7 @@ use crate::classify::{ByClassify, Classifier, Classify, NeverRetry, When};
 use crate::clock::SystemClock;
 use crate::observe::{Ignore, OnGiveUp, OnRetry};
 use crate::policy::Policy;
-use crate::state::{AttemptState, Decision};
+use crate::state::{AttemptState, Decision, GiveUp};
 
 /// Retries `op` under `policy`, classifying errors by [`Classify`].
 ///
@@ -398,7 +398,10 @@ impl<'a, W, K, B, R, G> Retry<'a, W, K, B, R, G> {
     {
         let mut state = self.state(SystemClock);
         if let Err(open) = state.admit() {
-            return Err(B::rejected(open));
+            let outcome = Err(B::rejected(open));
+            self.at_give_up
+                .on_give_up(&state.give_up_event(outcome.as_ref(), GiveUp::BreakerOpen));
+            return outcome;
         }
         loop {
             let outcome = state.run_attempt(&mut op);
@@ -454,7 +457,10 @@ impl<'a, W, K, B, R, G> Retry<'a, W, K, B, R, G> {
     {
         let mut state = self.state(crate::clock::TokioClock);
         if let Err(open) = state.admit() {
-            return Err(B::rejected(open));
+            let outcome = Err(B::rejected(open));
+            self.at_give_up
+                .on_give_up(&state.give_up_event(outcome.as_ref(), GiveUp::BreakerOpen));
+            return outcome;
         }
         loop {
             // The outcome is dropped before the sleep: a retried response
@@ -482,7 +488,10 @@ impl<'a, W, K, B, R, G> Retry<'a, W, K, B, R, G> {
             // The outcome is gone: a breaker that opened meanwhile makes the
             // rejection the error.
             if let Err(open) = state.admit() {
-                return Err(B::rejected(open));
+                let outcome = Err(B::rejected(open));
+                self.at_give_up
+                    .on_give_up(&state.give_up_event(outcome.as_ref(), GiveUp::BreakerOpen));
+                return outcome;
             }
         }
     }

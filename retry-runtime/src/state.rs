@@ -14,7 +14,7 @@ use crate::budget::RetryBudget;
 use crate::classify::{Classifier, Verdict};
 use crate::clock::Clock;
 use crate::context::{self, CallContext, Scope};
-use crate::observe::{GiveUpEvent, RetryEvent};
+use crate::observe::{Function, GiveUpEvent, Observe, RetryEvent};
 use crate::policy::Policy;
 
 /// Why a retry loop stopped retrying and returned the last outcome.
@@ -109,8 +109,10 @@ pub enum Decision {
 
 /// The state of one retry loop: one per call, never shared.
 ///
-/// Creating it records the call on the budget and reads the clock once;
-/// that is all the work a call whose first attempt succeeds costs.
+/// Creating it reads the clock once; deciding the first attempt records the
+/// call on the budget (a call the breaker rejects never reaches the
+/// dependency, and earns no retries). That is all the work a call whose
+/// first attempt succeeds costs.
 ///
 /// ```
 /// use std::io::{Error, ErrorKind};
@@ -149,13 +151,11 @@ pub struct AttemptState<'a, C: Clock> {
     breaker: Option<&'static CircuitBreaker>,
     /// The verdict on the last attempt, for the events.
     last_verdict: Option<Verdict>,
-    /// The function retried, for `tracing` and `metrics`.
-    name: &'static str,
-    /// Time slept so far, for `metrics`.
-    slept: Duration,
-    /// One span per call, entered around each attempt.
-    #[cfg(feature = "tracing")]
-    span: tracing::Span,
+    /// What the call reports of itself (`tracing`, `metrics`).
+    obs: Observe,
+    /// The call has been recorded on the budget (at its first decision: a
+    /// call the breaker rejects earns no retries).
+    recorded: bool,
     /// The breaker's leave for the attempt running now.
     permit: Option<Permit<'static>>,
 }
@@ -174,14 +174,14 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// use retry_runtime::{AttemptState, Policy, RetryBudget, SystemClock};
     ///
     /// let budget = RetryBudget::new(0.1, 1, Duration::from_secs(1));
-    /// let _state = AttemptState::with_budget(&Policy::new(), Some(&budget), SystemClock);
+    /// let policy = Policy::new();
+    /// let mut state = AttemptState::with_budget(&policy, Some(&budget), SystemClock);
+    /// assert_eq!(budget.stats().calls, 0, "recorded when its first attempt runs");
+    /// let _ = state.decide(None);
     /// assert_eq!(budget.stats().calls, 1);
     /// ```
     pub fn with_budget(policy: &'a Policy, budget: Option<&'a RetryBudget>, clock: C) -> Self {
         let start = clock.now();
-        if let Some(budget) = budget {
-            budget.record_call(start);
-        }
         // A call made inside another's attempt never outlives that call.
         let own = policy.deadline.and_then(|d| start.checked_add(d));
         let deadline = match (own, context::enclosing_deadline()) {
@@ -201,10 +201,8 @@ impl<'a, C: Clock> AttemptState<'a, C> {
             retried_below: false,
             breaker: None,
             last_verdict: None,
-            name: crate::observe::ANONYMOUS,
-            slept: Duration::ZERO,
-            #[cfg(feature = "tracing")]
-            span: crate::observe::call_span(),
+            obs: Observe::new(),
+            recorded: false,
             permit: None,
         }
     }
@@ -221,15 +219,22 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// ```
     #[must_use]
     pub fn with_name(mut self, name: &'static str) -> Self {
-        self.name = name;
-        #[cfg(feature = "tracing")]
-        self.span.record("function", name);
+        self.obs.set_name(name);
+        self
+    }
+
+    /// Like [`with_name`](Self::with_name), from a `static` [`Function`],
+    /// whose metric labels are built at compile time: reporting the call
+    /// then allocates nothing. `#[retry]` does this.
+    #[must_use]
+    pub fn with_function(mut self, function: &'static Function) -> Self {
+        self.obs.set_function(function);
         self
     }
 
     /// The function retried (`"anonymous"` unless named).
     pub fn name(&self) -> &'static str {
-        self.name
+        self.obs.name()
     }
 
     /// Puts the call behind `breaker`: ask [`admit`](Self::admit) before
@@ -259,9 +264,35 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// [`CircuitOpen`] when the breaker rejects the attempt.
     pub fn admit(&mut self) -> Result<(), CircuitOpen> {
         if let Some(breaker) = self.breaker {
-            self.permit = Some(breaker.try_acquire(self.clock.now())?);
+            match breaker.try_acquire(self.clock.now()) {
+                Ok(permit) => self.permit = Some(permit),
+                Err(open) => {
+                    self.gave_up(GiveUp::BreakerOpen);
+                    return Err(open);
+                }
+            }
         }
         Ok(())
+    }
+
+    /// Records the call on the budget, once: when its first attempt starts
+    /// (or is decided, for a loop that runs attempts itself). A call the
+    /// breaker rejects never gets here.
+    fn record_call(&mut self) {
+        if !std::mem::replace(&mut self.recorded, true)
+            && let Some(budget) = self.budget
+        {
+            budget.record_call(self.start);
+        }
+    }
+
+    /// A call ending outside [`decide`](Self::decide) (rejected by the
+    /// breaker, or waking too late): reported like a decision's give-up.
+    fn gave_up(&mut self, reason: GiveUp) {
+        self.obs.gave_up(reason);
+        if self.done > 1 {
+            context::note_retried_below();
+        }
     }
 
     /// Runs one sync attempt with its [`Context`](crate::Context) set, so
@@ -276,8 +307,9 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// assert_eq!(attempt, Some(1));
     /// ```
     pub fn run_attempt<R>(&mut self, attempt: impl FnOnce() -> R) -> R {
+        self.record_call();
         #[cfg(feature = "tracing")]
-        let _span = self.span.clone().entered();
+        let _span = self.obs.span().clone().entered();
         let (out, call, below) = self.scope().run(attempt);
         self.call = call;
         self.retried_below = below;
@@ -303,10 +335,11 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// # }
     /// ```
     pub async fn run_attempt_async<F: Future>(&mut self, attempt: F) -> F::Output {
+        self.record_call();
         let mut scope = self.scope();
         let mut attempt = std::pin::pin!(attempt);
         #[cfg(feature = "tracing")]
-        let span = self.span.clone();
+        let span = self.obs.span().clone();
         std::future::poll_fn(|task| {
             #[cfg(feature = "tracing")]
             let _span = span.enter();
@@ -362,23 +395,6 @@ impl<'a, C: Clock> AttemptState<'a, C> {
             outcome,
             elapsed: self.clock.now().saturating_duration_since(self.start),
         }
-    }
-
-    /// Attempts finished.
-    #[cfg(any(feature = "tracing", feature = "metrics"))]
-    pub(crate) fn done(&self) -> u32 {
-        self.done
-    }
-
-    /// Time slept between attempts so far.
-    #[cfg(feature = "metrics")]
-    pub(crate) fn slept(&self) -> Duration {
-        self.slept
-    }
-
-    #[cfg(feature = "tracing")]
-    pub(crate) fn span(&self) -> &tracing::Span {
-        &self.span
     }
 
     /// How long the next attempt may run under `attempt_timeout`: the
@@ -458,7 +474,10 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// [`GiveUp::BreakerOpen`] when the breaker rejects the next attempt.
     pub fn may_resume(&mut self) -> Result<(), GiveUp> {
         match self.deadline {
-            Some(deadline) if self.clock.now() >= deadline => Err(GiveUp::Deadline),
+            Some(deadline) if self.clock.now() >= deadline => {
+                self.gave_up(GiveUp::Deadline);
+                Err(GiveUp::Deadline)
+            }
             _ => self.admit().map_err(|_| GiveUp::BreakerOpen),
         }
     }
@@ -506,10 +525,7 @@ impl<'a, C: Clock> AttemptState<'a, C> {
         self.done = self.done.saturating_add(1);
         self.last_verdict = verdict;
         let decision = self.decide_inner(verdict);
-        if let Decision::Retry(delay) = decision {
-            self.slept = self.slept.saturating_add(delay);
-        }
-        crate::observe::decided(self, decision, verdict);
+        self.obs.decided(self.done, decision, verdict);
         // Giving up after retrying (or because a nested call had): tell the
         // enclosing call, if any, not to retry on top.
         if let Decision::GiveUp(reason) = decision
@@ -521,6 +537,7 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     }
 
     fn decide_inner(&mut self, verdict: Option<Verdict>) -> Decision {
+        self.record_call();
         if let Some(permit) = self.permit.take() {
             permit.record(verdict, self.clock.now());
         }
