@@ -284,9 +284,16 @@
 //! through the function's error type, without running the body. After the
 //! cooldown, one call (the probe) goes through, never retried: its success
 //! closes the breaker, its failure opens it again. A probe that panics or
-//! whose future is dropped frees the slot for the next caller. Like a
-//! budget, it must be a `static`, shared by everything that calls the
-//! dependency.
+//! whose future is dropped frees the slot for the next caller; a probe
+//! that hangs holds it, so give async functions behind a breaker an
+//! `attempt_timeout`. Like a budget, it must be a `static`, shared by
+//! everything that calls the dependency.
+//!
+//! A call that finds the breaker open after a retry's sleep ends with the
+//! last outcome if it is sync; an async one, which dropped that outcome
+//! before sleeping (so that its future stays `Send`), ends with
+//! `Err(E::from(CircuitOpen))`. Both are reported to `on_give_up` as
+//! [`GiveUp::BreakerOpen`].
 //!
 //! ```
 //! # use std::time::Duration;
@@ -594,6 +601,10 @@
 //! assert_eq!(sent[1].2, Duration::from_millis(1900)); // 100 ms slept
 //! ```
 //!
+//! The context belongs to the attempt's own thread or task: work it hands
+//! to `tokio::spawn` or `spawn_blocking` runs outside it (no context, no
+//! deadline propagation, no one-layer rule there); `block_in_place` keeps it.
+//!
 //! `#[retry]` functions that call each other compose:
 //!
 //! - a nested call's deadline is its own or the enclosing call's,
@@ -601,7 +612,9 @@
 //! - one layer retries: when a nested call gives up after retrying, the
 //!   enclosing call returns its error rather than retry on top of it
 //!   (three attempts over three would be nine calls to a dependency that
-//!   is down; they stay three).
+//!   is down; they stay three). This holds for the whole attempt in which
+//!   the nested call gave up, even if the attempt then handled that error
+//!   and failed otherwise.
 //!
 //! ```
 //! # use std::io::{Error, ErrorKind}; use std::cell::Cell; use backstop::retry;
