@@ -237,3 +237,27 @@ fn hook_closures_need_no_annotations() {
         ["untyped retry 1", "untyped give-up attempts exhausted"]
     );
 }
+
+// A hook that is a value, not a path or a closure literal: it is borrowed
+// for each call of it, not moved.
+#[retry(attempts = 3, budget = none, on_retry = hook)]
+fn with_hook_value<H: Fn(&RetryEvent<'_, (), Error>)>(hook: H) -> Result<(), Error> {
+    Err(ErrorKind::ConnectionReset.into())
+}
+
+type BoxedHook = Box<dyn Fn(&GiveUpEvent<'_, (), Error>)>;
+
+// Owned on purpose: a boxed hook handed to the function.
+#[allow(clippy::needless_pass_by_value)]
+#[retry(attempts = 3, budget = none, on_give_up = hook)]
+fn with_boxed_hook(hook: BoxedHook) -> Result<(), Error> {
+    Err(ErrorKind::ConnectionReset.into())
+}
+
+#[test]
+fn a_hook_passed_as_an_argument_is_called_each_time() {
+    let _vt = VirtualTime::start();
+    let _ = with_hook_value(|e| log(format!("value {}", e.attempt())));
+    let _ = with_boxed_hook(Box::new(|e| log(format!("boxed {}", e.attempts()))));
+    assert_eq!(take_log(), ["value 1", "value 2", "boxed 3"]);
+}

@@ -10,6 +10,17 @@ use backstop::retry;
 
 type Fields = BTreeMap<String, String>;
 
+/// One test at a time: `tracing` caches each callsite's interest globally,
+/// and a test running without a subscriber beside one with a scoped
+/// subscriber can make it skip events.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Records spans and events with their fields.
 #[derive(Default)]
 struct Capture {
@@ -72,6 +83,7 @@ fn fields(pairs: &[(&str, &str)]) -> Fields {
 
 #[test]
 fn a_span_per_call_and_an_event_per_retry_and_give_up() {
+    let _serial = serial();
     let _vt = backstop::testing::VirtualTime::start();
     let capture = Arc::new(Capture::default());
     tracing::subscriber::with_default(Arc::clone(&capture), || {
@@ -212,6 +224,7 @@ fn get_order(fail: bool) -> Result<(), Error> {
 
 #[test]
 fn counters_and_histograms_per_function() {
+    let _serial = serial();
     let _vt = backstop::testing::VirtualTime::start();
     let recorder = Recorder::default();
     metrics::with_local_recorder(&recorder, || {
@@ -300,6 +313,7 @@ fn panics() -> Result<(), Error> {
 
 #[test]
 fn every_way_a_call_ends_is_counted() {
+    let _serial = serial();
     let _vt = backstop::testing::VirtualTime::start();
     let recorder = Recorder::default();
     metrics::with_local_recorder(&recorder, || {

@@ -271,7 +271,7 @@ fn hooks(args: &Args, rt: &TokenStream, n: &Names) -> (TokenStream, TokenStream)
     // there. The event is built first, outside the located call.
     let event = format_ident!("__backstop_event", span = Span::mixed_site());
     let on_retry = args.on_retry.value().map_or_else(TokenStream::new, |hook| {
-        let call = located_call(quote!(#rt::on_retry), &event, hook);
+        let call = located_call_with(quote!(#rt::on_retry), &event, hook, quote!(&));
         quote! {{
             let #event = &#rt::AttemptState::retry_event(&#state, #view, #delay);
             #call;
@@ -281,7 +281,7 @@ fn hooks(args: &Args, rt: &TokenStream, n: &Names) -> (TokenStream, TokenStream)
         .on_give_up
         .value()
         .map_or_else(TokenStream::new, |hook| {
-            let call = located_call(quote!(#rt::on_give_up), &event, hook);
+            let call = located_call_with(quote!(#rt::on_give_up), &event, hook, quote!(&));
             quote! {{
                 let #event = &#rt::AttemptState::give_up_event(&#state, #view, #reason);
                 #call;
@@ -556,10 +556,22 @@ fn error_type_tokens(ret: &Type, rt: &TokenStream, span: Span) -> TokenStream {
 /// `function(arg, callable)`, with the generated tokens located on the
 /// user's `callable`: a closure of the wrong shape is reported there.
 fn located_call(function: TokenStream, arg: &Ident, callable: &syn::Expr) -> TokenStream {
+    located_call_with(function, arg, callable, TokenStream::new())
+}
+
+/// Like [`located_call`], passing `callable` after `prefix` (`&`: a hook is
+/// borrowed for each call, so a hook passed as an argument is not moved).
+fn located_call_with(
+    function: TokenStream,
+    arg: &Ident,
+    callable: &syn::Expr,
+    prefix: TokenStream,
+) -> TokenStream {
     let span = callable.span();
     let function = respan(function, span);
     let arg = Ident::new(&arg.to_string(), Span::mixed_site().located_at(span));
-    let mut args = quote!(#arg, #callable);
+    let prefix = respan(prefix, span);
+    let mut args = quote!(#arg, #prefix #callable);
     let mut group = proc_macro2::Group::new(proc_macro2::Delimiter::Parenthesis, args);
     group.set_span(span);
     args = group.into_token_stream();

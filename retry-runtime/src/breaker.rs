@@ -20,23 +20,38 @@ use loom::sync::atomic::AtomicU64;
 use crate::classify::Verdict;
 use crate::clock::nanos_since_origin;
 
-/// The breaker's state word: two bits of state, and above them, while
-/// closed, the consecutive retryable failures; while open, when it opened
-/// (nanoseconds since the process origin; 0: the cooldown is over, as after
-/// a probe that never reported). One word, so that every transition is one
-/// compare-and-swap: a failure counted against a breaker that has since
-/// reopened and closed again can never reopen it.
+/// The breaker's state word, so that every transition is one
+/// compare-and-swap: two bits of state; a generation, moved on each time the
+/// breaker opens, which every permit remembers, so that a failure reported
+/// late by a call admitted before the breaker opened never counts after it
+/// closed again; and a payload: the consecutive failures while closed,
+/// while open when it opened (milliseconds since the process origin; 0:
+/// the cooldown is over, as after a probe that never reported).
 const CLOSED: u64 = 0;
 const OPEN: u64 = 1;
 const HALF_OPEN: u64 = 2;
 const TAG: u64 = 0b11;
+const GEN_SHIFT: u32 = 2;
+const GEN_MASK: u64 = (1 << 20) - 1;
+const PAYLOAD_SHIFT: u32 = 22;
+const PAYLOAD_MAX: u64 = (1 << (64 - PAYLOAD_SHIFT)) - 1;
 
-const fn open_since(nanos: u64) -> u64 {
-    (nanos << 2) | OPEN
+const fn word(tag: u64, generation: u64, payload: u64) -> u64 {
+    (payload << PAYLOAD_SHIFT) | ((generation & GEN_MASK) << GEN_SHIFT) | tag
 }
 
-const fn closed_after(failures: u64) -> u64 {
-    (failures << 2) | CLOSED
+const fn generation(word: u64) -> u64 {
+    (word >> GEN_SHIFT) & GEN_MASK
+}
+
+const fn payload(word: u64) -> u64 {
+    word >> PAYLOAD_SHIFT
+}
+
+/// Milliseconds since the process origin, never 0 (the origin lies a day
+/// before the first reading) and within the payload.
+fn millis(now: Instant) -> u64 {
+    (nanos_since_origin(now) / 1_000_000).clamp(1, PAYLOAD_MAX)
 }
 
 /// Where a [`CircuitBreaker`] stands.
@@ -119,7 +134,8 @@ impl Error for CircuitOpen {}
 pub struct CircuitBreaker {
     failure_threshold: u32,
     cooldown: Duration,
-    cooldown_nanos: u64,
+    /// The cooldown in milliseconds, rounded up.
+    cooldown_millis: u64,
     state: AtomicU64,
 }
 
@@ -130,6 +146,8 @@ pub struct CircuitBreaker {
 pub struct Permit<'a> {
     breaker: &'a CircuitBreaker,
     probe: bool,
+    /// The breaker's generation when the permit was given.
+    generation: u64,
 }
 
 impl fmt::Debug for Permit<'_> {
@@ -171,14 +189,14 @@ impl CircuitBreaker {
                 failure_threshold > 0,
                 "CircuitBreaker::new: `failure_threshold` must be at least 1"
             );
-            let nanos = cooldown.as_nanos();
+            let millis = cooldown.as_nanos().div_ceil(1_000_000);
             Self {
                 failure_threshold,
                 cooldown,
-                cooldown_nanos: if nanos > u64::MAX as u128 {
+                cooldown_millis: if millis > u64::MAX as u128 {
                     u64::MAX
                 } else {
-                    nanos as u64
+                    millis as u64
                 },
                 state: AtomicU64::new(CLOSED),
             }
@@ -212,29 +230,25 @@ impl CircuitBreaker {
     ///
     /// [`CircuitOpen`]: the call must not be made.
     pub fn try_acquire(&self, now: Instant) -> Result<Permit<'_>, CircuitOpen> {
-        let now = nanos_since_origin(now);
-        let mut word = self.state.load(Acquire);
+        let now = millis(now);
+        let mut current = self.state.load(Acquire);
         loop {
-            match word & TAG {
-                CLOSED => {
-                    return Ok(Permit {
-                        breaker: self,
-                        probe: false,
-                    });
-                }
-                OPEN if self.cooled_down(word, now) => {
+            let permit = |probe| Permit {
+                breaker: self,
+                probe,
+                generation: generation(current),
+            };
+            match current & TAG {
+                CLOSED => return Ok(permit(false)),
+                OPEN if self.cooled_down(current, now) => {
                     // Exactly one caller wins the move to half-open.
+                    let half_open = word(HALF_OPEN, generation(current), 0);
                     match self
                         .state
-                        .compare_exchange(word, HALF_OPEN, AcqRel, Acquire)
+                        .compare_exchange(current, half_open, AcqRel, Acquire)
                     {
-                        Ok(_) => {
-                            return Ok(Permit {
-                                breaker: self,
-                                probe: true,
-                            });
-                        }
-                        Err(current) => word = current,
+                        Ok(_) => return Ok(permit(true)),
+                        Err(actual) => current = actual,
                     }
                 }
                 _ => return Err(CircuitOpen),
@@ -242,45 +256,55 @@ impl CircuitBreaker {
         }
     }
 
-    fn cooled_down(&self, word: u64, now: u64) -> bool {
-        let opened = word >> 2;
-        opened == 0 || now.saturating_sub(opened) >= self.cooldown_nanos
+    fn cooled_down(&self, current: u64, now: u64) -> bool {
+        let opened = payload(current);
+        opened == 0 || now.saturating_sub(opened) >= self.cooldown_millis
     }
 
-    fn open(&self, now: Instant) {
-        // Never 0: the origin lies a day before the first reading.
-        let since = nanos_since_origin(now).max(1);
-        self.state.store(open_since(since), Release);
+    /// A failed probe: open again, for a whole cooldown.
+    fn reopen(&self, now: Instant) {
+        let current = self.state.load(Acquire);
+        self.state
+            .store(word(OPEN, generation(current), millis(now)), Release);
     }
 
-    /// A retryable failure of a call made while closed: one more, or open.
-    /// Ignored if the breaker is not closed any more (it opened, or a probe
-    /// is out): the failure is older than that.
-    fn count_failure(&self, now: Instant) {
-        let mut word = self.state.load(Acquire);
-        while word & TAG == CLOSED {
-            let failures = (word >> 2).saturating_add(1);
+    /// A probe's success: closed, in the generation the opening began.
+    fn close(&self) {
+        let current = self.state.load(Acquire);
+        self.state
+            .store(word(CLOSED, generation(current), 0), Release);
+    }
+
+    /// A retryable failure of a call admitted in `admitted`: one more, or
+    /// open (a new generation). Ignored unless the breaker is still closed
+    /// in that generation: the failure is older than what happened since.
+    fn count_failure(&self, admitted: u64, now: Instant) {
+        let mut current = self.state.load(Acquire);
+        while current & TAG == CLOSED && generation(current) == admitted {
+            let failures = payload(current).saturating_add(1).min(PAYLOAD_MAX);
             let next = if failures >= u64::from(self.failure_threshold) {
-                open_since(nanos_since_origin(now).max(1))
+                word(OPEN, admitted.wrapping_add(1), millis(now))
             } else {
-                closed_after(failures)
+                word(CLOSED, admitted, failures)
             };
             match self
                 .state
-                .compare_exchange_weak(word, next, AcqRel, Acquire)
+                .compare_exchange_weak(current, next, AcqRel, Acquire)
             {
                 Ok(_) => return,
-                Err(current) => word = current,
+                Err(actual) => current = actual,
             }
         }
     }
 
     /// A success while closed: the failures were not consecutive.
-    fn reset_failures(&self) {
-        let word = self.state.load(Acquire);
-        if word & TAG == CLOSED && word != CLOSED {
+    fn reset_failures(&self, admitted: u64) {
+        let current = self.state.load(Acquire);
+        if current & TAG == CLOSED && generation(current) == admitted && payload(current) != 0 {
             // Lost to a concurrent change: that one is newer.
-            let _ = self.state.compare_exchange(word, CLOSED, AcqRel, Acquire);
+            let _ =
+                self.state
+                    .compare_exchange(current, word(CLOSED, admitted, 0), AcqRel, Acquire);
         }
     }
 
@@ -306,16 +330,16 @@ impl Permit<'_> {
             verdict,
             Some(Verdict::Retry | Verdict::RetryAfter(_) | Verdict::RetryIfIdempotent)
         );
-        let probe = self.probe;
+        let (probe, admitted) = (self.probe, self.generation);
         std::mem::forget(self); // reported: no release on drop
         match (probe, failed) {
-            (true, true) => breaker.open(now),
+            (true, true) => breaker.reopen(now),
             // Only the probe's holder moves the breaker out of half-open.
-            (true, false) => breaker.state.store(CLOSED, Release),
-            (false, true) => breaker.count_failure(now),
+            (true, false) => breaker.close(),
+            (false, true) => breaker.count_failure(admitted, now),
             (false, false) => {
                 if verdict.is_none() {
-                    breaker.reset_failures();
+                    breaker.reset_failures(admitted);
                 }
             }
         }
@@ -327,10 +351,13 @@ impl Drop for Permit<'_> {
         if self.probe {
             // The probe never reported (it panicked, or its future was
             // dropped): free the half-open slot at once, cooldown over.
-            let _ = self
-                .breaker
-                .state
-                .compare_exchange(HALF_OPEN, open_since(0), AcqRel, Acquire);
+            let half_open = word(HALF_OPEN, self.generation, 0);
+            let _ = self.breaker.state.compare_exchange(
+                half_open,
+                word(OPEN, self.generation, 0),
+                AcqRel,
+                Acquire,
+            );
         }
     }
 }

@@ -200,18 +200,19 @@ impl<T: std::ops::Deref<Target = CircuitBreaker> + Sync + 'static> SharedBreaker
 }
 
 /// Calls an `on_retry` hook: through a function bound, so that a closure's
-/// argument type is inferred (`on_retry = |e| ...`).
-pub fn on_retry<T, E, H: FnOnce(&crate::RetryEvent<'_, T, E>)>(
+/// argument type is inferred (`on_retry = |e| ...`), and by reference, so
+/// that a hook passed as an argument is not moved by its first call.
+pub fn on_retry<T, E, H: Fn(&crate::RetryEvent<'_, T, E>) + ?Sized>(
     event: &crate::RetryEvent<'_, T, E>,
-    hook: H,
+    hook: &H,
 ) {
     hook(event);
 }
 
 /// Calls an `on_give_up` hook, like [`on_retry`].
-pub fn on_give_up<T, E, H: FnOnce(&crate::GiveUpEvent<'_, T, E>)>(
+pub fn on_give_up<T, E, H: Fn(&crate::GiveUpEvent<'_, T, E>) + ?Sized>(
     event: &crate::GiveUpEvent<'_, T, E>,
-    hook: H,
+    hook: &H,
 ) {
     hook(event);
 }

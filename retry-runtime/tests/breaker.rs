@@ -119,3 +119,32 @@ fn a_probe_that_never_reports_frees_the_half_open_slot() {
 fn a_zero_threshold_is_rejected() {
     let _ = CircuitBreaker::new(0, COOLDOWN);
 }
+
+#[test]
+fn a_failure_from_before_the_breaker_opened_does_not_count_after_it_closes() {
+    let breaker = CircuitBreaker::new(1, COOLDOWN);
+    let t0 = Instant::now();
+    let stale = breaker.try_acquire(t0).unwrap(); // admitted while closed
+    fail(&breaker, t0, Verdict::Retry); // opens it
+    let later = t0 + COOLDOWN;
+    breaker.try_acquire(later).unwrap().record(None, later); // the probe closes it
+    stale.record(Some(Verdict::Retry), later); // an old call reports late
+    assert_eq!(
+        breaker.state(),
+        BreakerState::Closed,
+        "the old failure is not news"
+    );
+
+    // Threshold 3: two stale failures and one fresh one are not three in a row.
+    let breaker = CircuitBreaker::new(3, COOLDOWN);
+    let stale: Vec<_> = (0..2).map(|_| breaker.try_acquire(t0).unwrap()).collect();
+    for _ in 0..3 {
+        fail(&breaker, t0, Verdict::Retry);
+    }
+    breaker.try_acquire(later).unwrap().record(None, later);
+    for permit in stale {
+        permit.record(Some(Verdict::Retry), later);
+    }
+    fail(&breaker, later, Verdict::Retry);
+    assert_eq!(breaker.state(), BreakerState::Closed);
+}
