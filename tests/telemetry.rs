@@ -350,4 +350,20 @@ fn every_way_a_call_ends_is_counted() {
         .unwrap()
         .clone();
     assert_eq!(attempts, [1.0, 0.0], "the rejected call made no attempt");
+    let panicked = histograms["backstop_attempts{function=panics}"]
+        .0
+        .lock()
+        .unwrap()
+        .clone();
+    assert_eq!(panicked, [1.0], "the attempt that panicked ran");
+    let cancelled = histograms["backstop_attempts{function=cancelled}"]
+        .0
+        .lock()
+        .unwrap()
+        .clone();
+    assert_eq!(
+        cancelled,
+        [3.0],
+        "two attempts and the one running when cancelled (0, 100, 300 ms)"
+    );
 }

@@ -101,6 +101,12 @@ impl Observe {
         &self.span
     }
 
+    /// Attempt number `attempt` starts: a call that ends during it (a
+    /// panic, a cancellation) is counted with it.
+    pub(crate) fn started(&mut self, attempt: u32) {
+        self.attempts = attempt;
+    }
+
     /// After an attempt was decided.
     #[cfg_attr(
         not(any(feature = "tracing", feature = "metrics")),

@@ -308,6 +308,7 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// ```
     pub fn run_attempt<R>(&mut self, attempt: impl FnOnce() -> R) -> R {
         self.record_call();
+        self.obs.started(self.attempt());
         #[cfg(feature = "tracing")]
         let _span = self.obs.span().clone().entered();
         let (out, call, below) = self.scope().run(attempt);
@@ -336,6 +337,7 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// ```
     pub async fn run_attempt_async<F: Future>(&mut self, attempt: F) -> F::Output {
         self.record_call();
+        self.obs.started(self.attempt());
         let mut scope = self.scope();
         let mut attempt = std::pin::pin!(attempt);
         #[cfg(feature = "tracing")]
