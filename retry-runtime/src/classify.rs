@@ -4,6 +4,7 @@
 //! retrying a timeout of a non-idempotent call may charge a card twice. The
 //! classifier is where those are told apart, once, next to the error type.
 
+use std::error::Error;
 use std::io;
 use std::time::Duration;
 
@@ -110,6 +111,127 @@ impl Classify for io::Error {
             K::TimedOut => Verdict::RetryIfIdempotent,
             _ => Verdict::Stop,
         }
+    }
+}
+
+/// Classifies an error by the first error of its source chain (the error
+/// itself first) that this crate knows: [`io::Error`] (by kind; one that
+/// wraps another error is looked into), tokio's and this crate's `Elapsed`
+/// (ambiguous: [`Verdict::RetryIfIdempotent`]), [`CircuitOpen`](crate::CircuitOpen)
+/// ([`Verdict::Stop`]). [`Verdict::Stop`] when it knows none: an unknown
+/// error is not worth a retry.
+///
+/// This is how `Box<dyn Error + Send + Sync>` and (feature `anyhow`)
+/// `anyhow::Error` are classified; use it in `when = ..` for an error type
+/// of your own that wraps others.
+///
+/// ```
+/// use std::io::{Error, ErrorKind};
+/// use retry_runtime::{classify::source_chain, Verdict};
+///
+/// let wrapped = Error::other(Error::from(ErrorKind::ConnectionReset));
+/// assert_eq!(source_chain(&wrapped), Verdict::Retry);
+/// assert_eq!(source_chain(&std::fmt::Error), Verdict::Stop);
+/// ```
+pub fn source_chain(error: &(dyn Error + 'static)) -> Verdict {
+    let mut next = Some(error);
+    while let Some(error) = next {
+        if let Some(verdict) = known(error) {
+            return verdict;
+        }
+        next = error.source();
+    }
+    Verdict::Stop
+}
+
+/// The verdict on one error of a chain, if it is of a type this crate knows.
+fn known(error: &(dyn Error + 'static)) -> Option<Verdict> {
+    if let Some(io) = error.downcast_ref::<io::Error>() {
+        // `io::Error::other(e)` and friends: what `e` is decides.
+        if let Some(inner) = io.get_ref()
+            && io.kind() == io::ErrorKind::Other
+        {
+            let inner: &(dyn Error + 'static) = inner;
+            return Some(source_chain(inner));
+        }
+        return Some(io.classify());
+    }
+    if error.is::<crate::run::Elapsed>() {
+        return Some(Verdict::RetryIfIdempotent);
+    }
+    #[cfg(feature = "tokio")]
+    if error.is::<tokio::time::error::Elapsed>() {
+        return Some(Verdict::RetryIfIdempotent);
+    }
+    if error.is::<crate::breaker::CircuitOpen>() {
+        return Some(Verdict::Stop);
+    }
+    None
+}
+
+/// By its [source chain](source_chain): what `Box<dyn Error>` holds decides.
+impl Classify for dyn Error + 'static {
+    fn classify(&self) -> Verdict {
+        source_chain(self)
+    }
+}
+
+/// By its [source chain](source_chain).
+impl Classify for dyn Error + Send + 'static {
+    fn classify(&self) -> Verdict {
+        source_chain(self)
+    }
+}
+
+/// By its [source chain](source_chain): `Box<dyn Error + Send + Sync>`, the
+/// error type of many services, needs no `when`.
+///
+/// ```
+/// use std::io::{Error, ErrorKind};
+/// use retry_runtime::{Classify, Verdict};
+/// let boxed: Box<dyn std::error::Error + Send + Sync> = Error::from(ErrorKind::BrokenPipe).into();
+/// assert_eq!(boxed.classify(), Verdict::Retry);
+/// ```
+impl Classify for dyn Error + Send + Sync + 'static {
+    fn classify(&self) -> Verdict {
+        source_chain(self)
+    }
+}
+
+/// A timeout is ambiguous: the work may have been done.
+#[cfg(feature = "tokio")]
+impl Classify for tokio::time::error::Elapsed {
+    fn classify(&self) -> Verdict {
+        Verdict::RetryIfIdempotent
+    }
+}
+
+/// A timed-out attempt is ambiguous: the work may have been done.
+impl Classify for crate::run::Elapsed {
+    fn classify(&self) -> Verdict {
+        Verdict::RetryIfIdempotent
+    }
+}
+
+/// The breaker rejected the call: retrying now cannot help.
+impl Classify for crate::breaker::CircuitOpen {
+    fn classify(&self) -> Verdict {
+        Verdict::Stop
+    }
+}
+
+/// By its chain of causes, as [`source_chain`].
+///
+/// ```
+/// use std::io::{Error, ErrorKind};
+/// use retry_runtime::{Classify, Verdict};
+/// let e = anyhow::Error::new(Error::from(ErrorKind::ConnectionReset)).context("loading");
+/// assert_eq!(e.classify(), Verdict::Retry);
+/// ```
+#[cfg(feature = "anyhow")]
+impl Classify for anyhow::Error {
+    fn classify(&self) -> Verdict {
+        self.chain().find_map(known).unwrap_or(Verdict::Stop)
     }
 }
 
