@@ -32,6 +32,8 @@ pub mod budget;
 pub mod classify;
 pub mod clock;
 pub mod context;
+#[cfg(feature = "http")]
+pub mod http;
 #[doc(hidden)]
 pub mod macro_support;
 pub mod observe;

@@ -1,0 +1,116 @@
+//! Feature `http`: status codes by DESIGN's HTTP rule, and `Retry-After`.
+//! Run with `cargo test -p backstop --features http --test http`.
+
+use std::time::{Duration, SystemTime};
+
+use backstop::http::retry_after;
+use backstop::{Classify, Verdict};
+use http::{HeaderMap, HeaderValue, StatusCode};
+
+#[test]
+fn status_codes_follow_the_http_rule() {
+    for code in [408, 425, 429, 500, 502, 503, 504] {
+        assert_eq!(
+            StatusCode::from_u16(code).unwrap().classify(),
+            Verdict::Retry,
+            "{code}"
+        );
+    }
+    for code in [
+        400, 401, 403, 404, 409, 410, 422, 451, 499, 501, 505, 507, 511, 599, 200, 302,
+    ] {
+        assert_eq!(
+            StatusCode::from_u16(code).unwrap().classify(),
+            Verdict::Stop,
+            "{code}"
+        );
+    }
+}
+
+fn header(value: &[u8]) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        http::header::RETRY_AFTER,
+        HeaderValue::from_bytes(value).unwrap(),
+    );
+    headers
+}
+
+/// 1994-11-06T08:49:37Z, the date of RFC 9110's examples.
+fn rfc_now() -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_secs(784_111_777)
+}
+
+#[test]
+fn delta_seconds() {
+    assert_eq!(
+        retry_after(&header(b"120"), rfc_now()),
+        Some(Duration::from_secs(120))
+    );
+    assert_eq!(retry_after(&header(b"0"), rfc_now()), Some(Duration::ZERO));
+    assert_eq!(
+        retry_after(&header(b" 7 "), rfc_now()),
+        Some(Duration::from_secs(7))
+    );
+}
+
+#[test]
+fn http_dates_in_the_three_formats_recipients_must_accept() {
+    let now = rfc_now() - Duration::from_secs(30);
+    for date in [
+        &b"Sun, 06 Nov 1994 08:49:37 GMT"[..], // IMF-fixdate
+        b"Sunday, 06-Nov-94 08:49:37 GMT",     // obsolete RFC 850
+        b"Sun Nov  6 08:49:37 1994",           // ANSI C asctime()
+    ] {
+        assert_eq!(
+            retry_after(&header(date), now),
+            Some(Duration::from_secs(30)),
+            "{}",
+            String::from_utf8_lossy(date)
+        );
+    }
+}
+
+#[test]
+fn a_date_in_the_past_means_now() {
+    let later = rfc_now() + Duration::from_secs(3600);
+    assert_eq!(
+        retry_after(&header(b"Sun, 06 Nov 1994 08:49:37 GMT"), later),
+        Some(Duration::ZERO)
+    );
+}
+
+#[test]
+fn bad_values_are_none_never_a_panic() {
+    for value in [
+        &b""[..],
+        b"   ",
+        b"soon",
+        b"-1",
+        b"+5",
+        b"1.5",
+        b"99999999999999999999",
+        b"Sun, 06 Nov 1994 25:49:37 GMT",
+        b"\xff\xfe",
+    ] {
+        assert_eq!(retry_after(&header(value), rfc_now()), None, "{value:?}");
+    }
+    assert_eq!(retry_after(&HeaderMap::new(), rfc_now()), None, "no header");
+}
+
+#[test]
+fn generated_garbage_never_panics() {
+    let mut rng = backstop::backoff::Rng::seeded(9110);
+    let alphabet = b"0123456789 ,:-+GMTSunNov\t\xffaZ";
+    for _ in 0..20_000 {
+        let len = (rng.next_u64() % 40) as usize;
+        let value: Vec<u8> = (0..len)
+            .map(|_| alphabet[(rng.next_u64() % alphabet.len() as u64) as usize])
+            .collect();
+        if let Ok(value) = HeaderValue::from_bytes(&value) {
+            let mut headers = HeaderMap::new();
+            headers.insert(http::header::RETRY_AFTER, value);
+            let _ = retry_after(&headers, rfc_now());
+        }
+    }
+}
