@@ -25,6 +25,11 @@ use std::time::Duration;
 /// assert_eq!(policy.ceiling(50), Duration::from_secs(1));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize),
+    serde(rename_all = "lowercase")
+)]
 pub enum Backoff {
     /// `base · factor^n`: each wait longer than the last by `factor`, so a
     /// dependency under stress gets geometrically more room to recover.
@@ -51,6 +56,11 @@ pub enum Backoff {
 /// # let _ = policy;
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Deserialize),
+    serde(rename_all = "lowercase")
+)]
 pub enum Jitter {
     /// `ceil`: no randomness. Only for tests and single clients.
     None,

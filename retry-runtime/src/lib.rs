@@ -31,6 +31,8 @@ pub mod breaker;
 pub mod budget;
 pub mod classify;
 pub mod clock;
+#[cfg(feature = "serde")]
+pub mod config;
 pub mod context;
 #[cfg(feature = "http")]
 pub mod http;

@@ -1,0 +1,288 @@
+//! Retry settings from configuration (feature `serde`): a [`Policy`]
+//! deserializes from TOML, JSON or any serde format, with human durations
+//! (`"250ms"`, `"1.5s"`, `"2m"`), as do [`BudgetConfig`] and
+//! [`BreakerConfig`]. Unknown fields are rejected; an invalid value is an
+//! error naming the field and the reason, never a panic.
+//!
+//! ```
+//! use std::time::Duration;
+//! use retry_runtime::Policy;
+//!
+//! let policy: Policy = serde_json::from_str(r#"{ "attempts": 5, "base": "250ms", "deadline": "10s" }"#).unwrap();
+//! assert_eq!(policy, Policy::new().attempts(5).base(Duration::from_millis(250)).deadline(Some(Duration::from_secs(10))));
+//!
+//! let error = serde_json::from_str::<Policy>(r#"{ "attempts": 0 }"#).unwrap_err();
+//! assert!(error.to_string().contains("`attempts` must be at least 1"));
+//! ```
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde::de::{self, Deserializer, Visitor};
+
+use crate::backoff::{Backoff, Jitter};
+use crate::breaker::CircuitBreaker;
+use crate::budget::RetryBudget;
+use crate::policy::Policy;
+
+/// Parses a human duration: a decimal number and a unit (`ns`, `us`, `ms`,
+/// `s`, `m`, `h`), as `"250ms"`, `"1.5 s"` or `"2m"`.
+///
+/// # Errors
+///
+/// A message saying what is wrong: no unit, an unknown unit, not a number,
+/// too large.
+///
+/// ```
+/// use std::time::Duration;
+/// use retry_runtime::config::parse_duration;
+/// assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+/// assert!(parse_duration("250").unwrap_err().contains("needs a unit"));
+/// ```
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = (&text[..split], text[split..].trim());
+    if number.is_empty() || number.starts_with('.') || number.matches('.').count() > 1 {
+        return Err(format!(
+            "`{text}` is not a duration such as \"250ms\" or \"1.5s\""
+        ));
+    }
+    let nanos_per_unit: u128 = match unit {
+        "" => {
+            return Err(format!(
+                "`{text}` needs a unit: write \"{number}ms\" or \"{number}s\" (units: ns, us, ms, s, m, h)"
+            ));
+        }
+        "ns" => 1,
+        "us" => 1_000,
+        "ms" => 1_000_000,
+        "s" => 1_000_000_000,
+        "m" => 60_000_000_000,
+        "h" => 3_600_000_000_000,
+        other => {
+            return Err(format!(
+                "unknown unit `{other}` in `{text}` (units: ns, us, ms, s, m, h)"
+            ));
+        }
+    };
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    let digits = format!("{whole}{fraction}");
+    let too_large = || format!("`{text}` is too large for a duration");
+    let value: u128 = digits.parse().map_err(|_| too_large())?;
+    let scale = 10u128.checked_pow(u32::try_from(fraction.len()).map_err(|_| too_large())?);
+    let nanos = value
+        .checked_mul(nanos_per_unit)
+        .zip(scale)
+        .map(|(n, scale)| n / scale)
+        .ok_or_else(too_large)?;
+    let secs = u64::try_from(nanos / 1_000_000_000).map_err(|_| too_large())?;
+    Ok(Duration::new(secs, (nanos % 1_000_000_000) as u32))
+}
+
+/// A duration as configuration writes it: a string with a unit.
+struct Human(String);
+
+impl<'de> Deserialize<'de> for Human {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Text;
+        impl Visitor<'_> for Text {
+            type Value = Human;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a duration with a unit, as a string such as \"250ms\"")
+            }
+            fn visit_str<E: de::Error>(self, text: &str) -> Result<Human, E> {
+                Ok(Human(text.to_owned()))
+            }
+        }
+        deserializer.deserialize_str(Text)
+    }
+}
+
+fn duration<E: de::Error>(field: &str, text: &Human) -> Result<Duration, E> {
+    parse_duration(&text.0).map_err(|reason| E::custom(format!("`{field}`: {reason}")))
+}
+
+/// The fields a `Policy` may be given, all optional.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PolicyFields {
+    attempts: Option<u32>,
+    deadline: Option<Human>,
+    backoff: Option<Backoff>,
+    base: Option<Human>,
+    factor: Option<f64>,
+    cap: Option<Human>,
+    jitter: Option<Jitter>,
+    idempotent: Option<bool>,
+    retry_after_max: Option<Human>,
+}
+
+/// A `Policy` from configuration: every field optional (the defaults of
+/// [`Policy::new`] stand in), durations as strings with a unit, `deadline`
+/// also `"none"`. The budget is not configuration here: see
+/// [`BudgetConfig`].
+impl<'de> Deserialize<'de> for Policy {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let fields = PolicyFields::deserialize(deserializer)?;
+        let mut policy = Policy::new();
+        if let Some(attempts) = fields.attempts {
+            if attempts == 0 {
+                return Err(de::Error::custom(
+                    "`attempts` must be at least 1: it counts the first attempt too",
+                ));
+            }
+            policy = policy.attempts(attempts);
+        }
+        if let Some(deadline) = &fields.deadline {
+            let deadline = if deadline.0.trim() == "none" {
+                None
+            } else {
+                let d = duration("deadline", deadline)?;
+                if d.is_zero() {
+                    return Err(de::Error::custom(
+                        "`deadline` must be greater than zero (for no deadline, write \"none\")",
+                    ));
+                }
+                Some(d)
+            };
+            policy = policy.deadline(deadline);
+        }
+        if let Some(backoff) = fields.backoff {
+            policy = policy.backoff(backoff);
+        }
+        if let Some(base) = &fields.base {
+            let base = duration("base", base)?;
+            if base.is_zero() {
+                return Err(de::Error::custom("`base` must be greater than zero"));
+            }
+            policy = policy.base(base);
+        }
+        if let Some(factor) = fields.factor {
+            if !(factor > 1.0 && factor.is_finite()) {
+                return Err(de::Error::custom(
+                    "`factor` must be greater than 1: each delay is `factor` times the last",
+                ));
+            }
+            policy = policy.factor(factor);
+        }
+        if let Some(cap) = &fields.cap {
+            policy = policy.cap(duration("cap", cap)?);
+        }
+        if policy.base > policy.cap {
+            return Err(de::Error::custom(format!(
+                "`base` ({:?}) is above `cap` ({:?}): no delay may exceed the cap",
+                policy.base, policy.cap
+            )));
+        }
+        if let Some(jitter) = fields.jitter {
+            policy = policy.jitter(jitter);
+        }
+        if let Some(idempotent) = fields.idempotent {
+            policy = policy.idempotent(idempotent);
+        }
+        if let Some(max) = &fields.retry_after_max {
+            policy = policy.retry_after_max(duration("retry_after_max", max)?);
+        }
+        Ok(policy)
+    }
+}
+
+/// A [`RetryBudget`]'s settings from configuration; [`build`](Self::build)
+/// makes the budget (once, shared, in a `static LazyLock` say).
+///
+/// ```
+/// use std::sync::LazyLock;
+/// use retry_runtime::{config::BudgetConfig, RetryBudget};
+///
+/// let config: BudgetConfig =
+///     serde_json::from_str(r#"{ "ratio": 0.1, "min_per_sec": 10, "ttl": "10s" }"#).unwrap();
+/// static BUDGET: LazyLock<RetryBudget> = LazyLock::new(|| RetryBudget::standard());
+/// assert_eq!(config.build().ratio(), BUDGET.ratio());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BudgetConfig {
+    ratio: f64,
+    min_per_sec: u32,
+    ttl: Duration,
+}
+
+impl BudgetConfig {
+    /// The budget.
+    pub fn build(&self) -> RetryBudget {
+        RetryBudget::new(self.ratio, self.min_per_sec, self.ttl)
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BudgetFields {
+    ratio: f64,
+    min_per_sec: u32,
+    ttl: Human,
+}
+
+impl<'de> Deserialize<'de> for BudgetConfig {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let fields = BudgetFields::deserialize(deserializer)?;
+        if !(fields.ratio > 0.0 && fields.ratio <= 1.0) {
+            return Err(de::Error::custom(
+                "`ratio` must be in (0, 1], e.g. 0.1 for 10% of calls",
+            ));
+        }
+        let ttl = duration("ttl", &fields.ttl)?;
+        if ttl.is_zero() {
+            return Err(de::Error::custom("`ttl` must be greater than zero"));
+        }
+        Ok(Self {
+            ratio: fields.ratio,
+            min_per_sec: fields.min_per_sec,
+            ttl,
+        })
+    }
+}
+
+/// A [`CircuitBreaker`]'s settings from configuration; [`build`](Self::build)
+/// makes the breaker.
+///
+/// ```
+/// use retry_runtime::config::BreakerConfig;
+/// let config: BreakerConfig =
+///     serde_json::from_str(r#"{ "failure_threshold": 5, "cooldown": "30s" }"#).unwrap();
+/// assert_eq!(config.build().failure_threshold(), 5);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BreakerConfig {
+    failure_threshold: u32,
+    cooldown: Duration,
+}
+
+impl BreakerConfig {
+    /// The breaker.
+    pub fn build(&self) -> CircuitBreaker {
+        CircuitBreaker::new(self.failure_threshold, self.cooldown)
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BreakerFields {
+    failure_threshold: u32,
+    cooldown: Human,
+}
+
+impl<'de> Deserialize<'de> for BreakerConfig {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let fields = BreakerFields::deserialize(deserializer)?;
+        if fields.failure_threshold == 0 {
+            return Err(de::Error::custom("`failure_threshold` must be at least 1"));
+        }
+        Ok(Self {
+            failure_threshold: fields.failure_threshold,
+            cooldown: duration("cooldown", &fields.cooldown)?,
+        })
+    }
+}

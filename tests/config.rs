@@ -1,0 +1,134 @@
+//! Feature `serde`: policies, budgets and breakers from configuration.
+//! Run with `cargo test -p backstop --features serde --test config`.
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use backstop::config::{BreakerConfig, BudgetConfig};
+use backstop::{Jitter, Policy, RetryBudget, retry};
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+struct Config {
+    payments: Policy,
+    payments_budget: BudgetConfig,
+    payments_breaker: BreakerConfig,
+}
+
+const TOML: &str = r#"
+[payments]
+attempts = 5
+deadline = "10s"
+base = "250ms"
+cap = "1.5s"
+jitter = "equal"
+idempotent = true
+
+[payments_budget]
+ratio = 0.2
+min_per_sec = 5
+ttl = "30s"
+
+[payments_breaker]
+failure_threshold = 10
+cooldown = "1m"
+"#;
+
+#[test]
+fn a_policy_budget_and_breaker_from_toml() {
+    let config: Config = toml::from_str(TOML).unwrap();
+    let expected = Policy::new()
+        .attempts(5)
+        .deadline(Some(Duration::from_secs(10)))
+        .base(Duration::from_millis(250))
+        .cap(Duration::from_millis(1500))
+        .jitter(Jitter::Equal)
+        .idempotent(true);
+    assert_eq!(config.payments, expected);
+    let budget = config.payments_budget.build();
+    assert_eq!(
+        (budget.ratio(), budget.min_per_sec(), budget.ttl()),
+        (0.2, 5, Duration::from_secs(30))
+    );
+    let breaker = config.payments_breaker.build();
+    assert_eq!(
+        (breaker.failure_threshold(), breaker.cooldown()),
+        (10, Duration::from_secs(60))
+    );
+}
+
+#[test]
+fn unset_fields_keep_the_defaults_and_json_works_too() {
+    let policy: Policy = serde_json::from_str(r#"{ "attempts": 2, "deadline": "none" }"#).unwrap();
+    assert_eq!(policy, Policy::new().attempts(2).deadline(None));
+    let policy: Policy = serde_json::from_str("{}").unwrap();
+    assert_eq!(policy, Policy::new());
+}
+
+#[test]
+fn an_invalid_config_is_an_error_naming_the_field_and_the_reason() {
+    let cases = [
+        (r#"{ "atempts": 3 }"#, "atempts"),
+        (r#"{ "attempts": 0 }"#, "`attempts` must be at least 1"),
+        (r#"{ "base": "250" }"#, "needs a unit"),
+        (r#"{ "base": "0ms" }"#, "`base` must be greater than zero"),
+        (
+            r#"{ "base": "2s", "cap": "1s" }"#,
+            "`base` (2s) is above `cap` (1s)",
+        ),
+        (r#"{ "factor": 0.5 }"#, "`factor` must be greater than 1"),
+        (r#"{ "jitter": "fulll" }"#, "fulll"),
+        (r#"{ "deadline": "0s" }"#, "`deadline`"),
+        (r#"{ "deadline": "ten seconds" }"#, "duration"),
+        (r#"{ "base": 250 }"#, "duration"),
+    ];
+    for (json, expected) in cases {
+        let error = serde_json::from_str::<Policy>(json)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains(expected), "{json}: {error}");
+    }
+    let budget =
+        serde_json::from_str::<BudgetConfig>(r#"{ "ratio": 1.5, "min_per_sec": 1, "ttl": "10s" }"#);
+    assert!(
+        budget
+            .unwrap_err()
+            .to_string()
+            .contains("`ratio` must be in (0, 1]")
+    );
+    let budget =
+        serde_json::from_str::<BudgetConfig>(r#"{ "ratio": 0.1, "min_per_sec": 1, "ttl": "0s" }"#);
+    assert!(
+        budget
+            .unwrap_err()
+            .to_string()
+            .contains("`ttl` must be greater than zero")
+    );
+    let breaker =
+        serde_json::from_str::<BreakerConfig>(r#"{ "failure_threshold": 0, "cooldown": "1s" }"#);
+    assert!(
+        breaker
+            .unwrap_err()
+            .to_string()
+            .contains("`failure_threshold` must be at least 1")
+    );
+}
+
+// A configuration loaded once, and functions that use it.
+static CONFIG: LazyLock<Config> = LazyLock::new(|| toml::from_str(TOML).unwrap());
+static PAYMENTS_BUDGET: LazyLock<RetryBudget> = LazyLock::new(|| CONFIG.payments_budget.build());
+
+#[retry(policy = CONFIG.payments, budget = PAYMENTS_BUDGET)]
+fn charge(calls: &mut u32) -> Result<(), std::io::Error> {
+    *calls += 1;
+    Err(std::io::ErrorKind::ConnectionReset.into())
+}
+
+#[test]
+fn a_retry_driven_by_configuration() {
+    let _vt = backstop::testing::VirtualTime::start();
+    let mut calls = 0;
+    let _ = charge(&mut calls);
+    assert_eq!(calls, 5, "the configured attempts");
+    assert_eq!(PAYMENTS_BUDGET.stats().calls, 1);
+}
