@@ -166,6 +166,10 @@ fn known(error: &(dyn Error + 'static)) -> Option<Verdict> {
     if error.is::<crate::breaker::CircuitOpen>() {
         return Some(Verdict::Stop);
     }
+    #[cfg(feature = "reqwest")]
+    if let Some(reqwest) = error.downcast_ref::<::reqwest::Error>() {
+        return Some(reqwest.classify());
+    }
     None
 }
 

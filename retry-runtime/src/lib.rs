@@ -40,6 +40,8 @@ pub mod http;
 pub mod macro_support;
 pub mod observe;
 pub mod policy;
+#[cfg(feature = "reqwest")]
+pub mod reqwest;
 pub mod run;
 pub mod state;
 pub mod testing;

@@ -1,0 +1,130 @@
+//! Feature `reqwest`, against a real HTTP server on 127.0.0.1.
+//! Run with `cargo test -p backstop --features reqwest --test reqwest`.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use backstop::reqwest::{response_verdict, within_attempt};
+use backstop::{Classify, Verdict, retry};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+/// Answers each request with the next status of `script` (and its extra
+/// header lines), recording the `idempotency-key` each request carried.
+async fn serve(script: Vec<(u16, &'static str)>) -> (String, Arc<Mutex<Vec<Option<String>>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/orders", listener.local_addr().unwrap());
+    let keys = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&keys);
+    tokio::spawn(async move {
+        for (status, extra) in script {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut request = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                let n = socket.read(&mut buf).await.unwrap();
+                if n == 0 {
+                    break;
+                }
+                request.extend_from_slice(&buf[..n]);
+            }
+            let text = String::from_utf8_lossy(&request).to_lowercase();
+            let key = text
+                .lines()
+                .find_map(|l| l.strip_prefix("idempotency-key:"))
+                .map(|k| k.trim().to_owned());
+            seen.lock().unwrap().push(key);
+            let response = format!(
+                "HTTP/1.1 {status} X\r\ncontent-length: 0\r\nconnection: close\r\n{extra}\r\n"
+            );
+            socket.write_all(response.as_bytes()).await.unwrap();
+            socket.shutdown().await.unwrap();
+        }
+    });
+    (url, keys)
+}
+
+#[retry(attempts = 5, base = 1ms, deadline = 5s, idempotent, when_ok = response_verdict)]
+async fn place_order(
+    client: &reqwest::Client,
+    url: &str,
+) -> Result<reqwest::Response, reqwest::Error> {
+    within_attempt(client.post(url)).send().await
+}
+
+#[tokio::test]
+async fn a_503_then_a_429_with_retry_after_then_success() {
+    let (url, keys) = serve(vec![(503, ""), (429, "retry-after: 0\r\n"), (200, "")]).await;
+    let client = reqwest::Client::new();
+    let response = place_order(&client, &url).await.unwrap();
+    assert_eq!(response.status(), 200);
+    let keys = keys.lock().unwrap().clone();
+    assert_eq!(keys.len(), 3, "three requests");
+    let first = keys[0].clone().expect("an idempotency key was sent");
+    assert_eq!(first.len(), 36);
+    assert!(
+        keys.iter().all(|k| k.as_deref() == Some(first.as_str())),
+        "one key for the call"
+    );
+}
+
+#[tokio::test]
+async fn a_client_error_status_is_returned_at_once() {
+    let (url, keys) = serve(vec![(404, "")]).await;
+    let response = place_order(&reqwest::Client::new(), &url).await.unwrap();
+    assert_eq!(response.status(), 404);
+    assert_eq!(keys.lock().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn reqwest_errors_are_classified() {
+    // Nothing listens here: connecting fails, nothing was sent.
+    let closed = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/", closed.local_addr().unwrap());
+    drop(closed);
+    let refused = reqwest::get(&url).await.unwrap_err();
+    assert_eq!(refused.classify(), Verdict::Retry, "{refused:?}");
+    // A server that never answers: the request may have been served.
+    let silent = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/", silent.local_addr().unwrap());
+    let timed_out = reqwest::Client::new()
+        .get(&url)
+        .timeout(Duration::from_millis(50))
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(
+        timed_out.classify(),
+        Verdict::RetryIfIdempotent,
+        "{timed_out:?}"
+    );
+    // A request that cannot be built.
+    let bad = reqwest::Client::new()
+        .get("not a url")
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(bad.classify(), Verdict::Stop);
+    // Through a boxed error's source chain too.
+    let boxed: Box<dyn std::error::Error + Send + Sync> = Box::new(refused);
+    assert_eq!(boxed.classify(), Verdict::Retry);
+    drop(silent);
+}
+
+#[tokio::test]
+async fn the_attempt_deadline_becomes_the_request_timeout() {
+    #[retry(attempts = 1, deadline = 100ms)]
+    async fn hangs(url: &str) -> Result<reqwest::Response, reqwest::Error> {
+        within_attempt(reqwest::Client::new().get(url)).send().await
+    }
+    let silent = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/", silent.local_addr().unwrap());
+    let started = std::time::Instant::now();
+    let error = hangs(&url).await.unwrap_err();
+    assert!(error.is_timeout(), "{error:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+}
