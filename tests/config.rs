@@ -68,9 +68,9 @@ fn unset_fields_keep_the_defaults_and_json_works_too() {
 #[test]
 fn an_invalid_config_is_an_error_naming_the_field_and_the_reason() {
     let cases = [
-        (r#"{ "atempts": 3 }"#, "atempts"),
+        (r#"{ "atempts": 3 }"#, "unknown field `atempts`"),
         (r#"{ "attempts": 0 }"#, "`attempts` must be at least 1"),
-        (r#"{ "base": "250" }"#, "needs a unit"),
+        (r#"{ "base": "250" }"#, "`base`: `250` needs a unit"),
         (r#"{ "base": "0ms" }"#, "`base` must be greater than zero"),
         (
             r#"{ "base": "2s", "cap": "1s" }"#,

@@ -84,3 +84,53 @@ fn an_anyhow_error_is_classified_by_its_chain() {
     assert_eq!(error.classify(), Verdict::Retry);
     assert_eq!(anyhow::anyhow!("invalid").classify(), Verdict::Stop);
 }
+
+/// A layer of context around an error, as services wrap them.
+#[derive(Debug)]
+struct Context(&'static str, Box<dyn Error + Send + Sync>);
+
+impl fmt::Display for Context {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+impl Error for Context {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        Some(&*self.1)
+    }
+}
+
+#[test]
+fn two_layers_of_context_around_a_refused_connection_are_retried() {
+    let refused: BoxError = Box::new(io::Error::from(ErrorKind::ConnectionRefused));
+    let wrapped: BoxError = Box::new(Context(
+        "loading the user",
+        Box::new(Context("calling the users service", refused)),
+    ));
+    assert_eq!(wrapped.classify(), Verdict::Retry);
+    let parse: BoxError = Box::new("x".parse::<u32>().unwrap_err());
+    let wrapped: BoxError = Box::new(Context(
+        "loading the user",
+        Box::new(Context("reading the id", parse)),
+    ));
+    assert_eq!(wrapped.classify(), Verdict::Stop);
+}
+
+#[cfg(feature = "anyhow")]
+#[test]
+fn anyhow_with_two_layers_of_context() {
+    use anyhow::Context as _;
+    let refused: Result<(), io::Error> = Err(ErrorKind::ConnectionRefused.into());
+    let error = refused
+        .context("calling the users service")
+        .context("loading the user")
+        .unwrap_err();
+    assert_eq!(error.classify(), Verdict::Retry);
+    let parse = "x"
+        .parse::<u32>()
+        .context("reading the id")
+        .context("loading the user")
+        .unwrap_err();
+    assert_eq!(parse.classify(), Verdict::Stop);
+}

@@ -10,7 +10,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 /// Answers each request with the next status of `script` (and its extra
-/// header lines), recording the `idempotency-key` each request carried.
+/// header lines; a status of 0 never answers), recording the
+/// `idempotency-key` each request carried.
 async fn serve(script: Vec<(u16, &'static str)>) -> (String, Arc<Mutex<Vec<Option<String>>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/orders", listener.local_addr().unwrap());
@@ -34,6 +35,14 @@ async fn serve(script: Vec<(u16, &'static str)>) -> (String, Arc<Mutex<Vec<Optio
                 .find_map(|l| l.strip_prefix("idempotency-key:"))
                 .map(|k| k.trim().to_owned());
             seen.lock().unwrap().push(key);
+            if status == 0 {
+                // Never answer: the client times out with the request sent.
+                tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_secs(30)).await;
+                    drop(socket);
+                });
+                continue;
+            }
             let response = format!(
                 "HTTP/1.1 {status} X\r\ncontent-length: 0\r\nconnection: close\r\n{extra}\r\n"
             );
@@ -126,5 +135,74 @@ async fn the_attempt_deadline_becomes_the_request_timeout() {
         started.elapsed() < Duration::from_secs(2),
         "{:?}",
         started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn two_503s_then_success_is_three_requests() {
+    let (url, keys) = serve(vec![(503, ""), (503, ""), (200, "")]).await;
+    let response = place_order(&reqwest::Client::new(), &url).await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(keys.lock().unwrap().len(), 3);
+}
+
+#[tokio::test]
+async fn a_400_is_exactly_one_request() {
+    let (url, keys) = serve(vec![(400, "")]).await;
+    let response = place_order(&reqwest::Client::new(), &url).await.unwrap();
+    assert_eq!(response.status(), 400);
+    assert_eq!(keys.lock().unwrap().len(), 1);
+}
+
+#[retry(attempts = 5, retry_after_max = 10s, when_ok = response_verdict)]
+async fn throttled(url: &str) -> Result<reqwest::Response, reqwest::Error> {
+    within_attempt(reqwest::Client::new().get(url)).send().await
+}
+
+#[tokio::test]
+async fn a_retry_after_above_the_max_returns_the_429_at_once() {
+    let (url, keys) = serve(vec![(429, "retry-after: 3600\r\n"), (200, "")]).await;
+    let response = throttled(&url).await.unwrap();
+    assert_eq!(response.status(), 429);
+    assert_eq!(keys.lock().unwrap().len(), 1);
+}
+
+#[retry(attempts = 3, base = 1ms, when_ok = response_verdict)]
+async fn post_once(url: &str) -> Result<reqwest::Response, reqwest::Error> {
+    // A shorter timeout than the time left: set after `within_attempt`.
+    within_attempt(reqwest::Client::new().post(url))
+        .timeout(Duration::from_millis(50))
+        .send()
+        .await
+}
+
+#[retry(attempts = 3, base = 1ms, idempotent, when_ok = response_verdict)]
+async fn post_idempotent(url: &str) -> Result<reqwest::Response, reqwest::Error> {
+    // A shorter timeout than the time left: set after `within_attempt`.
+    within_attempt(reqwest::Client::new().post(url))
+        .timeout(Duration::from_millis(50))
+        .send()
+        .await
+}
+
+#[tokio::test]
+async fn a_post_that_times_out_is_retried_only_when_idempotent() {
+    let (url, keys) = serve(vec![(0, "")]).await;
+    let error = post_once(&url).await.unwrap_err();
+    assert!(error.is_timeout(), "{error:?}");
+    assert_eq!(
+        keys.lock().unwrap().len(),
+        1,
+        "the work may have been done: not repeated"
+    );
+
+    let (url, keys) = serve(vec![(0, ""), (0, ""), (200, "")]).await;
+    let response = post_idempotent(&url).await.unwrap();
+    assert_eq!(response.status(), 200);
+    let keys = keys.lock().unwrap().clone();
+    assert_eq!(keys.len(), 3);
+    assert!(
+        keys[0].is_some() && keys.iter().all(|k| *k == keys[0]),
+        "{keys:?}"
     );
 }

@@ -69,7 +69,8 @@ pub fn response_verdict(response: &::reqwest::Response) -> Verdict {
 /// [`context`](crate::context())), and it carries the call's
 /// `Idempotency-Key`, the same for every attempt, so that a server that
 /// honours the header does a retried `POST` once. Outside an attempt, the
-/// request unchanged.
+/// request unchanged. It replaces a timeout set before it: for a shorter
+/// one, call `.timeout(..)` after it.
 pub fn within_attempt(request: ::reqwest::RequestBuilder) -> ::reqwest::RequestBuilder {
     let Some(cx) = crate::context() else {
         return request;
