@@ -132,3 +132,20 @@ fn a_retry_driven_by_configuration() {
     assert_eq!(calls, 5, "the configured attempts");
     assert_eq!(PAYMENTS_BUDGET.stats().calls, 1);
 }
+
+#[test]
+fn long_fractions_and_defaults_are_explained() {
+    use backstop::config::parse_duration;
+    assert_eq!(
+        parse_duration("1.00000000000000000000000000000000000000000s"),
+        Ok(Duration::from_secs(1))
+    );
+    assert_eq!(
+        parse_duration("0.0000000000000000000000000000000000000001s"),
+        Ok(Duration::ZERO)
+    );
+    let error = serde_json::from_str::<Policy>(r#"{ "cap": "10ms" }"#)
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("the default `base`"), "{error}");
+}

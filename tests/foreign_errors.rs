@@ -134,3 +134,17 @@ fn anyhow_with_two_layers_of_context() {
         .unwrap_err();
     assert_eq!(parse.classify(), Verdict::Stop);
 }
+
+#[retry(attempts = 3, budget = none, when = backstop::classify::by_source_chain)]
+fn own_error(calls: &AtomicU32) -> Result<(), Fetch> {
+    calls.fetch_add(1, Relaxed);
+    Err(Fetch(ErrorKind::ConnectionReset.into()))
+}
+
+#[test]
+fn the_chain_walk_is_a_path_for_when() {
+    let _vt = backstop::testing::VirtualTime::start();
+    let calls = AtomicU32::new(0);
+    let _ = own_error(&calls);
+    assert_eq!(calls.load(Relaxed), 3);
+}

@@ -206,3 +206,29 @@ async fn a_post_that_times_out_is_retried_only_when_idempotent() {
         "{keys:?}"
     );
 }
+
+#[retry(attempts = 1, deadline = 5s)]
+async fn with_own_key_and_timeout(url: &str) -> Result<reqwest::Response, reqwest::Error> {
+    let request = reqwest::Client::new()
+        .post(url)
+        .header("idempotency-key", "mine")
+        .timeout(Duration::from_millis(50));
+    within_attempt(request).send().await
+}
+
+#[tokio::test]
+async fn within_attempt_keeps_a_key_and_a_shorter_timeout_already_set() {
+    let (url, keys) = serve(vec![(0, "")]).await;
+    let started = std::time::Instant::now();
+    let error = with_own_key_and_timeout(&url).await.unwrap_err();
+    assert!(error.is_timeout(), "{error:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "the 50 ms timeout was kept"
+    );
+    assert_eq!(
+        *keys.lock().unwrap(),
+        [Some("mine".to_owned())],
+        "one key, the caller's"
+    );
+}

@@ -122,8 +122,13 @@ impl Classify for io::Error {
 /// error is not worth a retry.
 ///
 /// This is how `Box<dyn Error + Send + Sync>` and (feature `anyhow`)
-/// `anyhow::Error` are classified; use it in `when = ..` for an error type
-/// of your own that wraps others.
+/// `anyhow::Error` are classified; for an error type of your own that
+/// wraps others, use [`by_source_chain`] as `when`.
+///
+/// anyhow's own wrappers hide what they wrap from a `dyn Error`: an
+/// `anyhow::Error` turned into a `Box<dyn Error>` without a context layer
+/// (or a box turned into an `anyhow::Error` with `anyhow!`) classifies as
+/// [`Verdict::Stop`]; keep the error in one form, or add a `.context(..)`.
 ///
 /// ```
 /// use std::io::{Error, ErrorKind};
@@ -142,6 +147,18 @@ pub fn source_chain(error: &(dyn Error + 'static)) -> Verdict {
         next = error.source();
     }
     Verdict::Stop
+}
+
+/// [`source_chain`] for an error type of your own, as a path for `when`:
+/// `#[retry(when = backstop::classify::by_source_chain)]`.
+///
+/// ```
+/// use std::io::{Error, ErrorKind};
+/// use retry_runtime::{classify::by_source_chain, Verdict};
+/// assert_eq!(by_source_chain(&Error::from(ErrorKind::ConnectionReset)), Verdict::Retry);
+/// ```
+pub fn by_source_chain<E: Error + 'static>(error: &E) -> Verdict {
+    source_chain(error)
 }
 
 /// The verdict on one error of a chain, if it is of a type this crate knows.

@@ -70,14 +70,23 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         }
     };
     let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
-    let digits = format!("{whole}{fraction}");
     let too_large = || format!("`{text}` is too large for a duration");
-    let value: u128 = digits.parse().map_err(|_| too_large())?;
-    let scale = 10u128.checked_pow(u32::try_from(fraction.len()).map_err(|_| too_large())?);
-    let nanos = value
+    let whole: u128 = if whole.is_empty() {
+        0
+    } else {
+        whole.parse().map_err(|_| too_large())?
+    };
+    // Digits past the twentieth are far below a nanosecond of any unit.
+    let fraction = &fraction[..fraction.len().min(20)];
+    let fraction_nanos = if fraction.is_empty() {
+        0
+    } else {
+        let digits: u128 = fraction.parse().map_err(|_| too_large())?;
+        digits * nanos_per_unit / 10u128.pow(u32::try_from(fraction.len()).unwrap_or(20))
+    };
+    let nanos = whole
         .checked_mul(nanos_per_unit)
-        .zip(scale)
-        .map(|(n, scale)| n / scale)
+        .and_then(|n| n.checked_add(fraction_nanos))
         .ok_or_else(too_large)?;
     let secs = u64::try_from(nanos / 1_000_000_000).map_err(|_| too_large())?;
     Ok(Duration::new(secs, (nanos % 1_000_000_000) as u32))
@@ -122,8 +131,9 @@ struct PolicyFields {
 }
 
 /// A `Policy` from configuration: every field optional (the defaults of
-/// [`Policy::new`] stand in), durations as strings with a unit, `deadline`
-/// also `"none"`. The budget is not configuration here: see
+/// [`Policy::new`] stand in; `null` is the same as leaving a field out),
+/// durations as strings with a unit, `deadline` also `"none"` (no
+/// deadline). The budget is not configuration here: see
 /// [`BudgetConfig`].
 impl<'de> Deserialize<'de> for Policy {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -173,9 +183,19 @@ impl<'de> Deserialize<'de> for Policy {
             policy = policy.cap(duration("cap", cap)?);
         }
         if policy.base > policy.cap {
+            let which = |given: bool, name: &str| {
+                if given {
+                    format!("`{name}`")
+                } else {
+                    format!("the default `{name}`")
+                }
+            };
             return Err(de::Error::custom(format!(
-                "`base` ({:?}) is above `cap` ({:?}): no delay may exceed the cap",
-                policy.base, policy.cap
+                "{} ({:?}) is above {} ({:?}): no delay may exceed the cap",
+                which(fields.base.is_some(), "base"),
+                policy.base,
+                which(fields.cap.is_some(), "cap"),
+                policy.cap
             )));
         }
         if let Some(jitter) = fields.jitter {

@@ -66,18 +66,37 @@ pub fn response_verdict(response: &::reqwest::Response) -> Verdict {
 
 /// The request, fitted to the attempt it is sent from: its timeout is the
 /// time left before the call's deadline (if the attempt has a
-/// [`context`](crate::context())), and it carries the call's
-/// `Idempotency-Key`, the same for every attempt, so that a server that
-/// honours the header does a retried `POST` once. Outside an attempt, the
-/// request unchanged. It replaces a timeout set before it: for a shorter
-/// one, call `.timeout(..)` after it.
+/// [`context`](crate::context())) or the request's own timeout if that is
+/// shorter, and it carries the call's `Idempotency-Key`, the same for every
+/// attempt, so that a server that honours the header does a retried `POST`
+/// once (a key the request already has is kept). Outside an attempt, the
+/// request unchanged.
+///
+/// A timeout set on the `Client` (`ClientBuilder::timeout`) cannot be seen
+/// here and is replaced by the time left: set a shorter one on the request.
 pub fn within_attempt(request: ::reqwest::RequestBuilder) -> ::reqwest::RequestBuilder {
     let Some(cx) = crate::context() else {
         return request;
     };
-    let request = request.header("idempotency-key", cx.idempotency_key().to_string());
-    match cx.remaining() {
-        Some(remaining) => request.timeout(remaining),
-        None => request,
+    // What the request already has, from a copy (a streaming body cannot be
+    // copied: then nothing is known, and nothing is kept).
+    let (has_key, own_timeout) = request
+        .try_clone()
+        .and_then(|copy| copy.build().ok())
+        .map_or((false, None), |built| {
+            (
+                built.headers().contains_key("idempotency-key"),
+                built.timeout().copied(),
+            )
+        });
+    let request = if has_key {
+        request
+    } else {
+        request.header("idempotency-key", cx.idempotency_key().to_string())
+    };
+    match (cx.remaining(), own_timeout) {
+        (Some(remaining), Some(own)) => request.timeout(remaining.min(own)),
+        (Some(remaining), None) => request.timeout(remaining),
+        (None, _) => request,
     }
 }
