@@ -158,16 +158,6 @@ impl fmt::Debug for Permit<'_> {
     }
 }
 
-/// Defines a `const fn`, which is a plain `fn` under `cfg(loom)`.
-macro_rules! const_unless_loom {
-    ($(#[$attr:meta])* $vis:vis fn $($rest:tt)*) => {
-        #[cfg(not(loom))]
-        $(#[$attr])* $vis const fn $($rest)*
-        #[cfg(loom)]
-        $(#[$attr])* $vis fn $($rest)*
-    };
-}
-
 impl CircuitBreaker {
     const_unless_loom! {
         /// A breaker that opens after `failure_threshold` consecutive

@@ -186,17 +186,6 @@ impl BudgetStats {
     }
 }
 
-/// A `const fn`, but a plain `fn` under `cfg(loom)`, whose atomics cannot
-/// be made in const evaluation (the loom models in `tests/loom_budget.rs`).
-macro_rules! const_unless_loom {
-    ($(#[$attr:meta])* $vis:vis fn $($rest:tt)*) => {
-        #[cfg(not(loom))]
-        $(#[$attr])* $vis const fn $($rest)*
-        #[cfg(loom)]
-        $(#[$attr])* $vis fn $($rest)*
-    };
-}
-
 /// A ring of zeroed slots.
 #[cfg(not(loom))]
 macro_rules! zeroed {
