@@ -324,42 +324,17 @@ impl Args {
             },
             "budget" => {
                 let v = or_none(cx, "budget", value, |cx, v| {
-                    let p = path(
-                        cx,
-                        v,
-                        "`budget` takes a path to a `static RetryBudget`, or `none`",
-                    )?;
-                    if p.segments.first().is_some_and(|s| s.ident == "Self") {
-                        cx.error_spanned(
-                            &p,
-                            "`budget` must be a `static`, and `Self::…` is an associated const: \
-                             a fresh budget at every call. Declare `static BUDGET: RetryBudget = …;` \
-                             outside the impl and write `budget = BUDGET`",
-                        );
-                        return None;
-                    }
-                    Some(p)
+                    shared_static_path(cx, v, "budget", "BUDGET", "RetryBudget")
                 });
                 if let Some(v) = v {
                     self.budget.set(cx, span, v);
                 }
             }
             "breaker" => {
-                if let Some(p) = path(
-                    cx,
-                    value,
-                    "`breaker` takes a path to a `static CircuitBreaker`",
-                ) {
-                    if p.segments.first().is_some_and(|s| s.ident == "Self") {
-                        cx.error_spanned(
-                            &p,
-                            "`breaker` must be a `static`, and `Self::…` is an associated const: \
-                             a fresh breaker at every call. Declare `static BREAKER: CircuitBreaker = …;` \
-                             outside the impl and write `breaker = BREAKER`",
-                        );
-                    } else {
-                        self.breaker.set(cx, span, p);
-                    }
+                if let Some(p) =
+                    shared_static_path(cx, value, "breaker", "BREAKER", "CircuitBreaker")
+                {
+                    self.breaker.set(cx, span, p);
                 }
             }
             "policy" => self.policy.set(cx, span, value),
@@ -501,6 +476,41 @@ fn set_callable(cx: &mut Ctxt, opt: &mut Opt<Callable>, key: Span, value: Expr, 
             ),
         ),
     }
+}
+
+/// The path of a `static` holding shared state (`budget`, `breaker`). A
+/// `Self::…` path is an associated const, a fresh value at every call: an
+/// error here (a `const` elsewhere is one at the expansion's `static`).
+fn shared_static_path(
+    cx: &mut Ctxt,
+    value: Expr,
+    option: &str,
+    name: &str,
+    ty: &str,
+) -> Option<Path> {
+    // `budget` also takes `none` (handled before this is reached).
+    let or_none = if option == "budget" {
+        ", or `none`"
+    } else {
+        ""
+    };
+    let p = path(
+        cx,
+        value,
+        &format!("`{option}` takes a path to a `static {ty}`{or_none}"),
+    )?;
+    if p.segments.first().is_some_and(|s| s.ident == "Self") {
+        cx.error_spanned(
+            &p,
+            format!(
+                "`{option}` must be a `static`, and `Self::…` is an associated const: \
+                 a fresh {option} at every call. Declare `static {name}: {ty} = …;` \
+                 outside the impl and write `{option} = {name}`"
+            ),
+        );
+        return None;
+    }
+    Some(p)
 }
 
 fn path(cx: &mut Ctxt, value: Expr, msg: &str) -> Option<Path> {
