@@ -192,6 +192,13 @@ impl Rng {
         Self::seeded(seed)
     }
 
+    /// Restarts this thread's seed sequence from `seed`: the calls that
+    /// draw a stream on this thread from now on draw the same streams as
+    /// after any other `reseed_thread(seed)`.
+    pub(crate) fn reseed_thread(seed: u64) {
+        SEEDS.with(|s| s.set(seed | 1));
+    }
+
     /// A reproducible stream, for tests.
     pub const fn seeded(seed: u64) -> Self {
         Self { state: seed }

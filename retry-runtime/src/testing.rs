@@ -180,3 +180,31 @@ impl std::fmt::Debug for VirtualTime {
             .finish_non_exhaustive()
     }
 }
+
+/// Makes jitter reproducible on this thread: every retry loop that starts
+/// on this thread afterwards draws its random stream from a sequence fixed
+/// by `seed`, so a single-threaded program (a simulation on a
+/// current-thread tokio runtime, a test) replays the same delays run after
+/// run. Streams stay distinct from call to call.
+///
+/// ```
+/// use std::time::Duration;
+/// use retry_runtime::{Policy, testing::{seed_jitter, VirtualTime}};
+///
+/// let delays = || {
+///     let vt = VirtualTime::start();
+///     let policy = Policy::new().attempts(4).no_budget();
+///     let _ = retry_runtime::call(&policy, || -> Result<(), std::io::Error> {
+///         Err(std::io::ErrorKind::ConnectionRefused.into())
+///     });
+///     vt.sleeps()
+/// };
+/// seed_jitter(42);
+/// let first = delays();
+/// seed_jitter(42);
+/// assert_eq!(delays(), first);
+/// assert_ne!(delays(), first, "the next call draws another stream");
+/// ```
+pub fn seed_jitter(seed: u64) {
+    crate::backoff::Rng::reseed_thread(seed);
+}

@@ -1,0 +1,804 @@
+//! A retry storm, and the retries that do not start one.
+//!
+//! ```sh
+//! cargo run --release --example storm
+//! cargo run --release --example storm -- --seed 7 --outage 4 --svg storm.svg
+//! cargo run --release --example storm -- --help
+//! ```
+//!
+//! Thousands of clients (tokio tasks, in paused virtual time) call one
+//! server through a real `#[retry]` function. The server has a fixed
+//! capacity, a first-in-first-out queue, and no way to know that a client
+//! stopped waiting: a request whose client timed out is still served, and
+//! that work is wasted. An outage stalls the server for a few seconds; the
+//! queue fills with requests nobody is waiting for any more.
+//!
+//! What happens next depends only on what the clients send. Without
+//! retries, the offered load is below capacity and the queue drains. Every
+//! retry adds load: when calls × attempts exceeds capacity the queue never
+//! drains, every request served has already been given up on, and the
+//! server does full work for zero goodput long after the outage ended — a
+//! metastable failure. Jitter spreads the retries but does not reduce them;
+//! a retry budget bounds them to a fraction of the calls; a circuit breaker
+//! stops sending while the server is drowning.
+//!
+//! Each strategy runs the same seeded scenario on its own current-thread
+//! runtime with a paused clock, so a run is reproducible with `--seed` and
+//! takes seconds of real time for half a minute of simulated traffic.
+
+use std::collections::VecDeque;
+use std::fmt::Write as _;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use backstop::backoff::Rng;
+use backstop::{CircuitBreaker, CircuitOpen, Classify, Elapsed, Verdict, retry};
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+/// The resolution of every time series: load and success per 100 ms.
+const BUCKET: Duration = Duration::from_millis(100);
+
+/// What a run simulates; every field has a flag. (The items `tests/storm.rs`
+/// drives are `pub(crate)`.)
+#[derive(Clone, Debug)]
+pub(crate) struct Scenario {
+    pub(crate) clients: usize,
+    /// Offered load as a fraction of capacity.
+    pub(crate) load: f64,
+    /// Requests the server completes per second.
+    pub(crate) capacity: f64,
+    /// Requests the server queues before rejecting with "overloaded".
+    pub(crate) queue: usize,
+    /// How long a client waits for one attempt.
+    pub(crate) timeout: Duration,
+    pub(crate) outage_at: Duration,
+    pub(crate) outage: Duration,
+    /// How long clients keep making calls.
+    pub(crate) duration: Duration,
+    /// Fraction of served requests that fail transiently anyway.
+    pub(crate) flaky: f64,
+    pub(crate) seed: u64,
+    pub(crate) svg: Option<String>,
+}
+
+impl Default for Scenario {
+    fn default() -> Self {
+        Self {
+            clients: 2_000,
+            load: 0.8,
+            capacity: 1_000.0,
+            queue: 2_000,
+            timeout: Duration::from_secs(1),
+            outage_at: Duration::from_secs(5),
+            outage: Duration::from_secs(3),
+            duration: Duration::from_secs(30),
+            flaky: 0.002,
+            seed: 1,
+            svg: None,
+        }
+    }
+}
+
+const USAGE: &str = "\
+Usage: cargo run --release --example storm -- [OPTIONS]
+
+Options (defaults in brackets):
+  --clients N      simulated clients, each a tokio task [2000]
+  --load F         offered load as a fraction of capacity [0.8]
+  --capacity N     requests the server completes per second [1000]
+  --queue N        requests queued before the server rejects [2000]
+  --timeout S      seconds a client waits for one attempt [1]
+  --outage-at S    when the server stalls, in seconds [5]
+  --outage S       how long it stalls, in seconds [3]
+  --duration S     how long clients make calls, in seconds [30]
+  --flaky F        fraction of served requests failing transiently [0.002]
+  --seed N         seed for arrivals, failures and jitter [1]
+  --svg FILE       also write the load chart as SVG to FILE
+  --help           this text";
+
+impl Scenario {
+    fn parse(mut args: impl Iterator<Item = String>) -> Result<Self, String> {
+        fn value<T: std::str::FromStr>(flag: &str, v: Option<String>) -> Result<T, String> {
+            let v = v.ok_or_else(|| format!("{flag} needs a value"))?;
+            v.parse()
+                .map_err(|_| format!("{flag}: cannot read `{v}` as a number"))
+        }
+        fn seconds(flag: &str, v: Option<String>) -> Result<Duration, String> {
+            let s: f64 = value(flag, v)?;
+            Duration::try_from_secs_f64(s)
+                .map_err(|_| format!("{flag}: `{s}` is not a duration in seconds"))
+        }
+        let mut sc = Self::default();
+        while let Some(flag) = args.next() {
+            let v = args.next();
+            match flag.as_str() {
+                "--clients" => sc.clients = value(&flag, v)?,
+                "--load" => sc.load = value(&flag, v)?,
+                "--capacity" => sc.capacity = value(&flag, v)?,
+                "--queue" => sc.queue = value(&flag, v)?,
+                "--timeout" => sc.timeout = seconds(&flag, v)?,
+                "--outage-at" => sc.outage_at = seconds(&flag, v)?,
+                "--outage" => sc.outage = seconds(&flag, v)?,
+                "--duration" => sc.duration = seconds(&flag, v)?,
+                "--flaky" => sc.flaky = value(&flag, v)?,
+                "--seed" => sc.seed = value(&flag, v)?,
+                "--svg" => sc.svg = Some(v.ok_or("--svg needs a file name")?),
+                "--help" | "-h" => return Err(String::new()),
+                other => return Err(format!("unknown option `{other}`")),
+            }
+        }
+        if sc.clients == 0
+            || sc.load.is_nan()
+            || sc.load <= 0.0
+            || sc.capacity.is_nan()
+            || sc.capacity < 1.0
+        {
+            return Err("--clients and --load must be positive, --capacity at least 1".into());
+        }
+        if !(0.0..=1.0).contains(&sc.flaky) {
+            return Err("--flaky is a fraction between 0 and 1".into());
+        }
+        if sc.timeout.is_zero() || sc.duration < Duration::from_secs(2) {
+            return Err("--timeout must be positive and --duration at least 2 s".into());
+        }
+        Ok(sc)
+    }
+
+    fn outage_end(&self) -> Duration {
+        self.outage_at + self.outage
+    }
+}
+
+/// What a call can fail with, and which failures a retry may fix.
+#[derive(Debug)]
+enum CallError {
+    /// The server's queue was full (a 503): retryable.
+    Overloaded,
+    /// Served, but failed transiently (a reset connection): retryable.
+    Transient,
+    /// The attempt timed out: the server may still do the work.
+    TimedOut,
+    /// The circuit breaker is open: not even sent.
+    Open,
+}
+
+impl Classify for CallError {
+    fn classify(&self) -> Verdict {
+        match self {
+            Self::Overloaded | Self::Transient => Verdict::Retry,
+            Self::TimedOut => Verdict::RetryIfIdempotent,
+            Self::Open => Verdict::Stop,
+        }
+    }
+}
+
+impl From<Elapsed> for CallError {
+    fn from(_: Elapsed) -> Self {
+        Self::TimedOut
+    }
+}
+
+impl From<CircuitOpen> for CallError {
+    fn from(_: CircuitOpen) -> Self {
+        Self::Open
+    }
+}
+
+/// Counts per 100 ms bucket.
+#[derive(Default)]
+pub(crate) struct Series {
+    /// Calls started.
+    pub(crate) offered: Vec<u32>,
+    /// Requests that reached the server (attempts), rejected or not.
+    pub(crate) sent: Vec<u32>,
+    /// Calls, by when they started, that returned `Ok` / an error.
+    pub(crate) ok: Vec<u32>,
+    pub(crate) failed: Vec<u32>,
+    /// Requests served for a client still waiting / for nobody.
+    pub(crate) useful: Vec<u32>,
+    pub(crate) wasted: Vec<u32>,
+}
+
+fn bump(series: &mut Vec<u32>, bucket: usize) {
+    if series.len() <= bucket {
+        series.resize(bucket + 1, 0);
+    }
+    series[bucket] += 1;
+}
+
+struct ServerState {
+    queue: VecDeque<oneshot::Sender<Result<(), CallError>>>,
+    series: Series,
+    rng: Rng,
+}
+
+/// A server with a fixed capacity and a FIFO queue, stalled during the
+/// outage, serving every queued request even if its client is gone.
+struct Server {
+    sc: Scenario,
+    origin: Instant,
+    state: Mutex<ServerState>,
+    stop: AtomicBool,
+}
+
+impl Server {
+    fn new(sc: Scenario) -> Self {
+        let rng = Rng::seeded(mix(sc.seed, u64::MAX));
+        Self {
+            sc,
+            origin: Instant::now(),
+            state: Mutex::new(ServerState {
+                queue: VecDeque::new(),
+                series: Series::default(),
+                rng,
+            }),
+            stop: AtomicBool::new(false),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, ServerState> {
+        self.state
+            .lock()
+            .expect("no code panics while holding the lock")
+    }
+
+    fn bucket(&self, at: Instant) -> usize {
+        (at.duration_since(self.origin).as_millis() / BUCKET.as_millis()) as usize
+    }
+
+    fn timeout(&self) -> Duration {
+        self.sc.timeout
+    }
+
+    /// One attempt: queue the request, wait for its answer.
+    async fn request(&self) -> Result<(), CallError> {
+        let answer = {
+            let mut st = self.lock();
+            bump(&mut st.series.sent, self.bucket(Instant::now()));
+            if st.queue.len() >= self.sc.queue {
+                return Err(CallError::Overloaded);
+            }
+            let (tx, rx) = oneshot::channel();
+            st.queue.push_back(tx);
+            rx
+        };
+        answer.await.unwrap_or(Err(CallError::Overloaded))
+    }
+
+    /// Serves the queue at `capacity` a second, one millisecond at a time.
+    async fn serve(self: Arc<Self>) {
+        let per_tick = self.sc.capacity / 1000.0;
+        let mut credit = 0.0;
+        let mut tick = tokio::time::interval(Duration::from_millis(1));
+        while !self.stop.load(Ordering::Relaxed) {
+            tick.tick().await;
+            let t = self.origin.elapsed();
+            if t >= self.sc.outage_at && t < self.sc.outage_end() {
+                continue; // stalled: requests queue up, nothing is served
+            }
+            credit += per_tick;
+            let now = self.bucket(Instant::now());
+            let mut st = self.lock();
+            while credit >= 1.0 {
+                let Some(client) = st.queue.pop_front() else {
+                    credit = credit.fract(); // idle capacity is not saved up
+                    break;
+                };
+                credit -= 1.0;
+                if client.is_closed() {
+                    bump(&mut st.series.wasted, now);
+                    continue;
+                }
+                bump(&mut st.series.useful, now);
+                let fail = st.rng.next_f64() < self.sc.flaky;
+                let _ = client.send(if fail {
+                    Err(CallError::Transient)
+                } else {
+                    Ok(())
+                });
+            }
+        }
+    }
+
+    fn finished(&self, started: Instant, ok: bool) {
+        let b = self.bucket(started);
+        let mut st = self.lock();
+        bump(
+            if ok {
+                &mut st.series.ok
+            } else {
+                &mut st.series.failed
+            },
+            b,
+        );
+    }
+}
+
+// ---------------------------------------------------------------------
+// The strategies: the same request, retried six ways.
+
+/// Retried by the caller's caller, if at all.
+async fn no_retry(server: &Server) -> Result<(), CallError> {
+    tokio::time::timeout(server.timeout(), server.request())
+        .await
+        .map_err(|_| CallError::TimedOut)?
+}
+
+/// Retry at once (1 ms), three attempts: what a hand-written loop does.
+#[retry(attempts = 3, backoff = fixed, base = 1ms, jitter = none, budget = none,
+        idempotent, attempt_timeout = server.timeout())]
+async fn naive(server: &Server) -> Result<(), CallError> {
+    server.request().await
+}
+
+/// Exponential backoff from 100 ms, every client on the same schedule.
+#[retry(jitter = none, budget = none, idempotent, attempt_timeout = server.timeout())]
+async fn exponential(server: &Server) -> Result<(), CallError> {
+    server.request().await
+}
+
+/// Exponential backoff with full jitter, no budget.
+#[retry(budget = none, idempotent, attempt_timeout = server.timeout())]
+async fn full_jitter(server: &Server) -> Result<(), CallError> {
+    server.request().await
+}
+
+/// The crate's defaults: full jitter and the function's own retry budget.
+#[retry(idempotent, attempt_timeout = server.timeout())]
+async fn defaults(server: &Server) -> Result<(), CallError> {
+    server.request().await
+}
+
+/// Opens after 5 consecutive failures; one probe a second while open.
+static BREAKER: CircuitBreaker = CircuitBreaker::new(5, Duration::from_secs(1));
+
+/// The defaults behind a circuit breaker.
+#[retry(idempotent, attempt_timeout = server.timeout(), breaker = BREAKER)]
+async fn defaults_breaker(server: &Server) -> Result<(), CallError> {
+    server.request().await
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Strategy {
+    NoRetry,
+    Naive,
+    Exponential,
+    FullJitter,
+    Defaults,
+    DefaultsBreaker,
+}
+
+impl Strategy {
+    const ALL: [Self; 6] = [
+        Self::NoRetry,
+        Self::Naive,
+        Self::Exponential,
+        Self::FullJitter,
+        Self::Defaults,
+        Self::DefaultsBreaker,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::NoRetry => "no retry",
+            Self::Naive => "naive, immediate",
+            Self::Exponential => "exponential, no jitter",
+            Self::FullJitter => "full jitter",
+            Self::Defaults => "defaults (jitter+budget)",
+            Self::DefaultsBreaker => "defaults + breaker",
+        }
+    }
+
+    async fn call(self, server: &Server) -> Result<(), CallError> {
+        match self {
+            Self::NoRetry => no_retry(server).await,
+            Self::Naive => naive(server).await,
+            Self::Exponential => exponential(server).await,
+            Self::FullJitter => full_jitter(server).await,
+            Self::Defaults => defaults(server).await,
+            Self::DefaultsBreaker => defaults_breaker(server).await,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------
+// Running one strategy.
+
+/// `SplitMix64` of `a` and `b`: unrelated seeds for related inputs.
+fn mix(a: u64, b: u64) -> u64 {
+    let mut z = a ^ b.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// An exponentially distributed gap with mean `mean`: Poisson arrivals.
+fn exponential_gap(rng: &mut Rng, mean: f64) -> Duration {
+    Duration::from_secs_f64(-mean * (1.0 - rng.next_f64()).ln())
+}
+
+pub(crate) fn run(strategy: Strategy, sc: &Scenario) -> Series {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a current-thread runtime builds");
+    // Jitter draws from a sequence fixed by the seed: the runtime is
+    // single-threaded, so every strategy replays exactly.
+    backstop::testing::seed_jitter(mix(sc.seed, 0x5eed));
+    runtime.block_on(async {
+        let server = Arc::new(Server::new(sc.clone()));
+        let serving = tokio::spawn(server.clone().serve());
+        let in_flight = Arc::new(AtomicUsize::new(0));
+        // Each client calls on average every `mean` seconds, at random.
+        let mean = sc.clients as f64 / (sc.load * sc.capacity);
+        let clients: Vec<_> = (0..sc.clients)
+            .map(|c| {
+                let server = server.clone();
+                let in_flight = in_flight.clone();
+                let mut rng = Rng::seeded(mix(sc.seed, c as u64));
+                let end = server.origin + sc.duration;
+                tokio::spawn(async move {
+                    let mut next = server.origin + exponential_gap(&mut rng, mean);
+                    while next < end {
+                        tokio::time::sleep_until(next).await;
+                        in_flight.fetch_add(1, Ordering::Relaxed);
+                        let (server, in_flight) = (server.clone(), in_flight.clone());
+                        tokio::spawn(async move {
+                            let started = Instant::now();
+                            bump(&mut server.lock().series.offered, server.bucket(started));
+                            let ok = strategy.call(&server).await.is_ok();
+                            server.finished(started, ok);
+                            in_flight.fetch_sub(1, Ordering::Relaxed);
+                        });
+                        next += exponential_gap(&mut rng, mean);
+                    }
+                })
+            })
+            .collect();
+        for client in clients {
+            client.await.expect("a client task does not panic");
+        }
+        while in_flight.load(Ordering::Relaxed) > 0 {
+            tokio::time::sleep(BUCKET).await;
+        }
+        server.stop.store(true, Ordering::Relaxed);
+        serving.await.expect("the server task does not panic");
+        std::mem::take(&mut server.lock().series)
+    })
+}
+
+// ---------------------------------------------------------------------
+// Reporting.
+
+pub(crate) struct Summary {
+    pub(crate) offered: u64,
+    pub(crate) sent: u64,
+    pub(crate) peak: u32,
+    pub(crate) goodput: f64,
+    pub(crate) wasted: f64,
+    pub(crate) recovered: Option<Duration>,
+    pub(crate) failed: u64,
+}
+
+fn sum(v: &[u32]) -> u64 {
+    v.iter().map(|&x| u64::from(x)).sum()
+}
+
+fn at(v: &[u32], i: usize) -> u32 {
+    v.get(i).copied().unwrap_or(0)
+}
+
+pub(crate) fn summarise(s: &Series, sc: &Scenario) -> Summary {
+    let ok = sum(&s.ok);
+    let (useful, wasted) = (sum(&s.useful), sum(&s.wasted));
+    Summary {
+        offered: sum(&s.offered),
+        sent: sum(&s.sent),
+        peak: s.sent.iter().copied().max().unwrap_or(0),
+        goodput: ok as f64 / sc.duration.as_secs_f64(),
+        wasted: wasted as f64 / (useful + wasted).max(1) as f64,
+        recovered: recovery(s, sc),
+        failed: sum(&s.failed),
+    }
+}
+
+/// From the end of the outage, how long until every later second of calls
+/// (a window sliding by 100 ms, calls counted by when they started)
+/// succeeds at 99% or more. `None`: not before the clients stopped.
+fn recovery(s: &Series, sc: &Scenario) -> Option<Duration> {
+    let window = 10; // buckets: one second
+    let from = (sc.outage_end().as_millis() / BUCKET.as_millis()) as usize;
+    let last = (sc.duration.as_millis() / BUCKET.as_millis()) as usize;
+    let rate = |start: usize| {
+        let (ok, failed) = (start..start + window).fold((0u64, 0u64), |(o, f), i| {
+            (o + u64::from(at(&s.ok, i)), f + u64::from(at(&s.failed, i)))
+        });
+        if ok + failed == 0 {
+            1.0
+        } else {
+            ok as f64 / (ok + failed) as f64
+        }
+    };
+    // The earliest start after which no window dips below 99%.
+    let mut recovered = None;
+    for start in (from..=last.saturating_sub(window)).rev() {
+        if rate(start) < 0.99 {
+            break;
+        }
+        recovered = Some(start);
+    }
+    recovered.map(|b| BUCKET * (b - from) as u32)
+}
+
+fn table(results: &[(Strategy, Summary)]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<25} {:>8} {:>8} {:>7} {:>11} {:>9} {:>7} {:>10} {:>14}",
+        "strategy",
+        "offered",
+        "sent",
+        "ampl.",
+        "peak/100ms",
+        "goodput/s",
+        "wasted",
+        "recovered",
+        "calls failed"
+    );
+    for (strategy, r) in results {
+        let recovered = r.recovered.map_or_else(
+            || "never".to_owned(),
+            |d| format!("{:.1} s", d.as_secs_f64()),
+        );
+        let _ = writeln!(
+            out,
+            "{:<25} {:>8} {:>8} {:>6.2}× {:>11} {:>9.0} {:>6.1}% {:>10} {:>7} ({:>4.1}%)",
+            strategy.name(),
+            r.offered,
+            r.sent,
+            r.sent as f64 / r.offered.max(1) as f64,
+            r.peak,
+            r.goodput,
+            100.0 * r.wasted,
+            recovered,
+            r.failed,
+            100.0 * r.failed as f64 / r.offered.max(1) as f64,
+        );
+    }
+    out
+}
+
+/// Columns of the terminal chart: 500 ms each.
+const COLUMN: usize = 5;
+const LEVELS: [char; 9] = [' ', '▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+
+/// Requests sent per 100 ms, averaged over each column.
+fn load_columns(s: &Series, buckets: usize) -> Vec<f64> {
+    (0..buckets.div_ceil(COLUMN))
+        .map(|c| {
+            let total: u32 = (c * COLUMN..(c + 1) * COLUMN).map(|i| at(&s.sent, i)).sum();
+            f64::from(total) / COLUMN as f64
+        })
+        .collect()
+}
+
+/// The share of calls started in each column that succeeded: a full
+/// block for 99% or more, lower blocks for less, blank for no calls.
+fn success_row(s: &Series, columns: usize) -> String {
+    (0..columns)
+        .map(|c| {
+            let (mut ok, mut failed) = (0, 0);
+            for i in c * COLUMN..(c + 1) * COLUMN {
+                ok += at(&s.ok, i);
+                failed += at(&s.failed, i);
+            }
+            if ok + failed == 0 {
+                return ' ';
+            }
+            let rate = f64::from(ok) / f64::from(ok + failed);
+            if rate >= 0.99 {
+                LEVELS[8]
+            } else {
+                LEVELS[1 + (rate * 6.0) as usize]
+            }
+        })
+        .collect()
+}
+
+/// A bar chart `rows` characters tall, scaled so that `max` fills it.
+fn bars(values: &[f64], max: f64, rows: usize) -> Vec<String> {
+    (0..rows)
+        .rev()
+        .map(|row| {
+            values
+                .iter()
+                .map(|&v| {
+                    let eighths = (v / max * (rows * 8) as f64).round() as usize;
+                    LEVELS[eighths.saturating_sub(row * 8).min(8)]
+                })
+                .collect()
+        })
+        .collect()
+}
+
+fn chart(runs: &[(Strategy, Series)], sc: &Scenario) -> String {
+    let buckets = runs.iter().map(|(_, s)| s.sent.len()).max().unwrap_or(0);
+    let loads: Vec<Vec<f64>> = runs.iter().map(|(_, s)| load_columns(s, buckets)).collect();
+    let max = loads.iter().flatten().copied().fold(1.0, f64::max);
+    let capacity = sc.capacity * BUCKET.as_secs_f64();
+    let columns = buckets.div_ceil(COLUMN);
+    let secs = |c: usize| c * COLUMN * BUCKET.as_millis() as usize / 1000;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Requests reaching the server per 100 ms (each column 0.5 s; the full \
+         height is {max:.0}, capacity is {capacity:.0}: ─ marks it; ▒ the outage).\n\
+         Under each, `ok`: the calls started in that half second that succeeded \
+         (█ for 99% or more, ▁ for none)."
+    );
+    let cap_row = 3.0 * capacity / max; // in rows from the bottom
+    for ((strategy, series), load) in runs.iter().zip(&loads) {
+        let _ = writeln!(out, "\n{}", strategy.name());
+        for (r, line) in bars(load, max, 3).into_iter().enumerate() {
+            let row = 2 - r; // 0 is the bottom row
+            let marker = if cap_row >= row as f64 && cap_row < (row + 1) as f64 {
+                '─'
+            } else {
+                ' '
+            };
+            let _ = writeln!(out, "  {marker}│{line}");
+        }
+        let outage: String = (0..columns)
+            .map(|c| {
+                let t = Duration::from_millis((c * COLUMN) as u64 * BUCKET.as_millis() as u64);
+                if t >= sc.outage_at && t < sc.outage_end() {
+                    '▒'
+                } else {
+                    '─'
+                }
+            })
+            .collect();
+        let _ = writeln!(out, "   └{outage}");
+        let _ = writeln!(out, " ok {}", success_row(series, columns));
+    }
+    let mut axis = String::new();
+    let mut c = 0;
+    while c < columns {
+        let label = format!("{}s", secs(c));
+        let _ = write!(axis, "{label:<10}");
+        c += 10;
+    }
+    let _ = writeln!(out, "    {axis}");
+    out
+}
+
+fn svg(path: &str, runs: &[(Strategy, Series)], sc: &Scenario) -> Result<(), String> {
+    use plotters::prelude::*;
+
+    let buckets = runs.iter().map(|(_, s)| s.sent.len()).max().unwrap_or(0);
+    let max = runs
+        .iter()
+        .flat_map(|(_, s)| s.sent.iter().copied())
+        .max()
+        .unwrap_or(1);
+    let seconds = buckets as f64 * BUCKET.as_secs_f64();
+    let root = SVGBackend::new(path, (1100, 560)).into_drawing_area();
+    let draw = |e: &dyn std::fmt::Display| format!("drawing {path}: {e}");
+    root.fill(&WHITE).map_err(|e| draw(&e))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            "Requests reaching the server per 100 ms",
+            ("sans-serif", 22),
+        )
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(56)
+        .build_cartesian_2d(0.0..seconds, 0.0..f64::from(max) * 1.05)
+        .map_err(|e| draw(&e))?;
+    chart
+        .configure_mesh()
+        .x_desc("time (s)")
+        .y_desc("requests / 100 ms")
+        .draw()
+        .map_err(|e| draw(&e))?;
+    let (from, to) = (sc.outage_at.as_secs_f64(), sc.outage_end().as_secs_f64());
+    chart
+        .draw_series(std::iter::once(Rectangle::new(
+            [(from, 0.0), (to, f64::from(max) * 1.05)],
+            RGBColor(220, 220, 220).filled(),
+        )))
+        .map_err(|e| draw(&e))?
+        .label("outage")
+        .legend(|(x, y)| {
+            Rectangle::new(
+                [(x, y - 5), (x + 16, y + 5)],
+                RGBColor(220, 220, 220).filled(),
+            )
+        });
+    let capacity = sc.capacity * BUCKET.as_secs_f64();
+    chart
+        .draw_series(LineSeries::new(
+            [(0.0, capacity), (seconds, capacity)],
+            BLACK.stroke_width(1),
+        ))
+        .map_err(|e| draw(&e))?
+        .label("capacity")
+        .legend(|(x, y)| PathElement::new([(x, y), (x + 16, y)], BLACK));
+    for (i, (strategy, s)) in runs.iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        chart
+            .draw_series(LineSeries::new(
+                s.sent
+                    .iter()
+                    .enumerate()
+                    .map(|(b, &n)| (b as f64 * BUCKET.as_secs_f64(), f64::from(n))),
+                color.stroke_width(2),
+            ))
+            .map_err(|e| draw(&e))?
+            .label(strategy.name())
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 16, y)], color.stroke_width(2)));
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| draw(&e))?;
+    root.present().map_err(|e| draw(&e))
+}
+
+fn main() -> ExitCode {
+    let sc = match Scenario::parse(std::env::args().skip(1)) {
+        Ok(sc) => sc,
+        Err(e) if e.is_empty() => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("error: {e}\n\n{USAGE}");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!(
+        "{} clients offer {:.0}% of a {:.0} req/s server's capacity for {:.0} s \
+         (queue {}, client timeout {:.1} s, {:.1}% of requests fail transiently); \
+         the server stalls from {:.1} s to {:.1} s. Seed {}.\n",
+        sc.clients,
+        100.0 * sc.load,
+        sc.capacity,
+        sc.duration.as_secs_f64(),
+        sc.queue,
+        sc.timeout.as_secs_f64(),
+        100.0 * sc.flaky,
+        sc.outage_at.as_secs_f64(),
+        sc.outage_end().as_secs_f64(),
+        sc.seed,
+    );
+    let runs: Vec<(Strategy, Series)> = Strategy::ALL
+        .into_iter()
+        .map(|strategy| (strategy, run(strategy, &sc)))
+        .collect();
+    let summaries: Vec<(Strategy, Summary)> = runs
+        .iter()
+        .map(|(strategy, s)| (*strategy, summarise(s, &sc)))
+        .collect();
+    print!("{}", table(&summaries));
+    println!(
+        "\nsent: requests reaching the server; ampl.: sent / offered; wasted: server \
+         work done for clients that had stopped waiting; recovered: from the end of the \
+         outage until every following second of calls succeeds at 99% or more.\n"
+    );
+    print!("{}", chart(&runs, &sc));
+    if let Some(path) = &sc.svg {
+        if let Err(e) = svg(path, &runs, &sc) {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+        println!("\nwrote {path}");
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,91 @@
+//! The storm example's story, checked: on a smaller scenario than the
+//! example's default, retries without a budget never let the server
+//! recover, and the defaults keep the load near the offered load.
+
+#[allow(dead_code, unreachable_pub)]
+#[path = "../examples/storm.rs"]
+mod storm;
+
+use std::time::Duration;
+
+use storm::{Scenario, Strategy, Summary, run, summarise};
+
+fn scenario() -> Scenario {
+    Scenario {
+        clients: 500,
+        capacity: 400.0,
+        queue: 800,
+        duration: Duration::from_secs(20),
+        outage_at: Duration::from_secs(4),
+        outage: Duration::from_secs(3),
+        ..Scenario::default()
+    }
+}
+
+fn simulate(strategy: Strategy) -> Summary {
+    let sc = scenario();
+    summarise(&run(strategy, &sc), &sc)
+}
+
+fn amplification(s: &Summary) -> f64 {
+    s.sent as f64 / s.offered as f64
+}
+
+#[test]
+fn retries_without_a_budget_keep_the_server_down() {
+    for strategy in [Strategy::Naive, Strategy::Exponential, Strategy::FullJitter] {
+        let s = simulate(strategy);
+        assert_eq!(s.recovered, None, "{strategy:?} recovered");
+        assert!(
+            amplification(&s) > 2.0,
+            "{strategy:?}: {}",
+            amplification(&s)
+        );
+        assert!(s.wasted > 0.5, "{strategy:?}: {}", s.wasted);
+    }
+}
+
+// One test for both: each strategy's budget and breaker are statics, which
+// two simulations running at once on different clocks would share.
+#[test]
+fn the_defaults_keep_load_near_the_offered_load_and_recover_a_breaker_first() {
+    let none = simulate(Strategy::NoRetry);
+    let defaults = simulate(Strategy::Defaults);
+    let breaker = simulate(Strategy::DefaultsBreaker);
+    assert!((amplification(&none) - 1.0).abs() < f64::EPSILON);
+    assert!(
+        amplification(&defaults) < 1.15,
+        "{}",
+        amplification(&defaults)
+    );
+    let recovered = defaults.recovered.expect("the defaults recover");
+    assert!(recovered < Duration::from_secs(8), "{recovered:?}");
+    let by_breaker = breaker.recovered.expect("the breaker recovers");
+    assert!(
+        by_breaker <= recovered,
+        "breaker {by_breaker:?}, defaults {recovered:?}"
+    );
+    assert!(breaker.wasted < defaults.wasted);
+}
+
+#[test]
+fn a_seed_replays_the_same_run_jitter_included() {
+    let sc = Scenario {
+        seed: 9,
+        ..scenario()
+    };
+    let (a, b) = (
+        run(Strategy::FullJitter, &sc),
+        run(Strategy::FullJitter, &sc),
+    );
+    assert_eq!(a.sent, b.sent);
+    assert_eq!(a.ok, b.ok);
+    let other = run(
+        Strategy::FullJitter,
+        &Scenario {
+            seed: 10,
+            ..scenario()
+        },
+    );
+    assert_ne!(a.sent, other.sent);
+}
