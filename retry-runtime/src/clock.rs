@@ -49,11 +49,34 @@ pub trait Clock {
     fn now_fn(&self) -> fn() -> Instant {
         Instant::now
     }
+
+    /// The instant a call starts at: never later than [`now`](Self::now),
+    /// and allowed to be earlier by the resolution of a cheaper clock. A
+    /// call whose first attempt succeeds reads only this clock, once.
+    ///
+    /// [`SystemClock`] reads the operating system's coarse monotonic clock
+    /// where it has one (Linux: `CLOCK_MONOTONIC_COARSE`, a few nanoseconds
+    /// instead of tens, up to one kernel tick — 1 to 10 ms — behind). A
+    /// call's deadline is measured from it, so it can only end early, by
+    /// that much, never late.
+    ///
+    /// ```
+    /// use retry_runtime::{Clock, SystemClock};
+    /// let start = SystemClock.start_now();
+    /// assert!(start <= SystemClock.now());
+    /// ```
+    fn start_now(&self) -> Instant {
+        self.now()
+    }
 }
 
 impl<C: Clock + ?Sized> Clock for &C {
     fn now(&self) -> Instant {
         (**self).now()
+    }
+
+    fn start_now(&self) -> Instant {
+        (**self).start_now()
     }
 
     fn sleep_slack(&self) -> Duration {
@@ -88,6 +111,47 @@ impl Clock for SystemClock {
     fn now_fn(&self) -> fn() -> Instant {
         || SystemClock.now()
     }
+
+    fn start_now(&self) -> Instant {
+        crate::testing::virtual_now().unwrap_or_else(coarse_now)
+    }
+}
+
+/// The coarse monotonic clock as an [`Instant`], never ahead of
+/// [`Instant::now`].
+#[cfg(target_os = "linux")]
+fn coarse_now() -> Instant {
+    use rustix::time::{ClockId, clock_gettime};
+
+    /// `Instant` and `CLOCK_MONOTONIC` are one timeline (std reads that
+    /// clock), but an `Instant` cannot be built from a reading: pair one
+    /// `Instant` with a reading of the precise clock taken after it, and
+    /// place coarse readings relative to the pair. Taken in this order the
+    /// pair can only place a reading early.
+    static PAIR: OnceLock<(Instant, u64)> = OnceLock::new();
+    fn nanos(t: rustix::time::Timespec) -> u64 {
+        (t.tv_sec as u64)
+            .saturating_mul(1_000_000_000)
+            .saturating_add(t.tv_nsec as u64)
+    }
+    let (instant, at) = *PAIR.get_or_init(|| {
+        let instant = Instant::now();
+        (instant, nanos(clock_gettime(ClockId::Monotonic)))
+    });
+    let coarse = nanos(clock_gettime(ClockId::MonotonicCoarse));
+    match coarse.checked_sub(at) {
+        Some(since) => instant.checked_add(Duration::from_nanos(since)),
+        // Coarse readings trail precise ones by up to a tick: one taken
+        // just after the pair can read before it.
+        None => instant.checked_sub(Duration::from_nanos(at - coarse)),
+    }
+    // Unrepresentable only at the ends of the platform's range.
+    .unwrap_or_else(Instant::now)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn coarse_now() -> Instant {
+    Instant::now()
 }
 
 /// tokio's clock, which stands still and jumps under a paused runtime
@@ -148,5 +212,9 @@ fn origin() -> Instant {
 
 /// Nanoseconds from the origin to `now`, saturating (0 before it).
 pub(crate) fn nanos_since_origin(now: Instant) -> u64 {
-    u64::try_from(now.saturating_duration_since(origin()).as_nanos()).unwrap_or(u64::MAX)
+    let since = now.saturating_duration_since(origin());
+    since
+        .as_secs()
+        .saturating_mul(1_000_000_000)
+        .saturating_add(u64::from(since.subsec_nanos()))
 }

@@ -109,7 +109,9 @@ impl fmt::Debug for Context {
 /// assert_eq!(key.to_string(), "01234567-89ab-4def-8123-456789abcdef");
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct IdempotencyKey(u128);
+/// Two words rather than a `u128`: a `u128` would align the frame every
+/// attempt copies in and out of its thread-local to 16 bytes.
+pub struct IdempotencyKey([u64; 2]);
 
 impl IdempotencyKey {
     /// A fresh random key.
@@ -134,24 +136,24 @@ impl IdempotencyKey {
         let bits = (u128::from(high) << 64) | u128::from(low);
         // The UUID version (4: random) and variant (RFC 9562) bits.
         let bits = (bits & !(0xf << 76) & !(0b11 << 62)) | (0x4 << 76) | (0b10 << 62);
-        Self(bits)
+        Self::from_u128(bits)
     }
 
     /// A key with these bits, as they are (for tests, or a key received
     /// from elsewhere).
     pub const fn from_u128(bits: u128) -> Self {
-        Self(bits)
+        Self([(bits >> 64) as u64, bits as u64])
     }
 
     /// The key's bits.
     pub const fn as_u128(self) -> u128 {
-        self.0
+        ((self.0[0] as u128) << 64) | self.0[1] as u128
     }
 }
 
 impl fmt::Display for IdempotencyKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let b = self.0;
+        let b = self.as_u128();
         write!(
             f,
             "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",

@@ -181,7 +181,9 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// assert_eq!(budget.stats().calls, 1);
     /// ```
     pub fn with_budget(policy: &'a Policy, budget: Option<&'a RetryBudget>, clock: C) -> Self {
-        let start = clock.now();
+        // The coarse clock: the only read a call whose first attempt
+        // succeeds makes. Never late, so the deadline is never late either.
+        let start = clock.start_now();
         // A call made inside another's attempt never outlives that call.
         let own = policy.deadline.and_then(|d| start.checked_add(d));
         let deadline = match (own, context::enclosing_deadline()) {

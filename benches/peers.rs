@@ -1,0 +1,264 @@
+//! backstop beside the peer crates, on the same operations.
+//!
+//! ```sh
+//! cargo bench --bench peers                 # everything
+//! cargo bench --bench peers -- success      # one group
+//! ```
+//!
+//! Groups:
+//!
+//! - `success`: the first attempt succeeds. A direct call, `#[retry]` sync
+//!   and async, and the same operation under backon, backoff and
+//!   tokio-retry2, each with exponential backoff, jitter and three attempts.
+//! - `fail_3x_then_ok`: three failures then success, with zero delays, so
+//!   that only the cost of deciding is measured (no sleep).
+//! - `budget`: one call recorded and one retry withdrawn, on one thread,
+//!   against tower's `TpsBudget`; and two threads contending for one budget.
+//! - `delay`: computing one jittered exponential delay, against backon's.
+//!
+//! BENCHMARKS.md has the figures and what they mean.
+
+// `criterion_group!` generates an undocumented `pub fn`.
+#![allow(missing_docs)]
+
+use std::hint::black_box;
+use std::io::{Error, ErrorKind};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use backstop::backoff::Rng;
+use backstop::{Jitter, Policy, RetryBudget, retry};
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+
+/// The operation every contender retries: cheap, so the overhead shows.
+#[inline(never)]
+fn op(x: u64) -> Result<u64, Error> {
+    if x == u64::MAX {
+        Err(ErrorKind::ConnectionReset.into())
+    } else {
+        Ok(x.wrapping_add(1))
+    }
+}
+
+// --- backstop, as a user writes it -------------------------------------
+
+#[retry]
+fn backstop_sync(x: u64) -> Result<u64, Error> {
+    op(x)
+}
+
+#[retry]
+async fn backstop_async(x: u64) -> Result<u64, Error> {
+    op(x)
+}
+
+/// Zero delays, and a budget that always has a retry: deciding, not
+/// sleeping or refusing, is what `fail_3x_then_ok` measures.
+static ZERO_DELAY: Policy = Policy::new()
+    .attempts(4)
+    .base(Duration::ZERO)
+    .jitter(Jitter::Full);
+static GENEROUS: RetryBudget = RetryBudget::new(1.0, u32::MAX, Duration::from_secs(10));
+
+#[retry(policy = &ZERO_DELAY, budget = GENEROUS)]
+fn backstop_flaky(failures: &mut u32) -> Result<u64, Error> {
+    flaky(failures)
+}
+
+#[inline(never)]
+fn flaky(failures: &mut u32) -> Result<u64, Error> {
+    if *failures > 0 {
+        *failures -= 1;
+        Err(ErrorKind::ConnectionReset.into())
+    } else {
+        Ok(7)
+    }
+}
+
+fn current_thread() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("a runtime")
+}
+
+fn success(c: &mut Criterion) {
+    let mut g = c.benchmark_group("success");
+    g.bench_function("direct call", |b| b.iter(|| op(black_box(1))));
+    g.bench_function("backstop #[retry] sync", |b| {
+        b.iter(|| backstop_sync(black_box(1)));
+    });
+    g.bench_function("backon sync", |b| {
+        use backon::{BlockingRetryable, ExponentialBuilder};
+        let policy = ExponentialBuilder::default()
+            .with_jitter()
+            .with_max_times(2);
+        b.iter(|| (|| op(black_box(1))).retry(policy).call());
+    });
+    g.bench_function("backoff sync", |b| {
+        b.iter(|| {
+            backoff::retry(backoff::ExponentialBackoff::default(), || {
+                op(black_box(1)).map_err(backoff::Error::transient)
+            })
+        });
+    });
+    let rt = current_thread();
+    g.bench_function("direct call async", |b| {
+        b.to_async(&rt).iter(|| async { op(black_box(1)) });
+    });
+    g.bench_function("backstop #[retry] async", |b| {
+        b.to_async(&rt).iter(|| backstop_async(black_box(1)));
+    });
+    g.bench_function("backon async", |b| {
+        use backon::{ExponentialBuilder, Retryable};
+        let policy = ExponentialBuilder::default()
+            .with_jitter()
+            .with_max_times(2);
+        b.to_async(&rt)
+            .iter(|| (|| async { op(black_box(1)) }).retry(policy));
+    });
+    g.bench_function("tokio-retry2 async", |b| {
+        use tokio_retry2::strategy::{ExponentialBackoff, jitter};
+        use tokio_retry2::{Retry, RetryError};
+        b.to_async(&rt).iter(|| {
+            let strategy = ExponentialBackoff::from_millis(100).map(jitter).take(2);
+            Retry::spawn(strategy, || async {
+                op(black_box(1)).map_err(RetryError::transient)
+            })
+        });
+    });
+    g.finish();
+}
+
+fn fail_then_ok(c: &mut Criterion) {
+    let mut g = c.benchmark_group("fail_3x_then_ok");
+    g.bench_function("backstop #[retry] sync", |b| {
+        b.iter(|| backstop_flaky(&mut black_box(3)));
+    });
+    g.bench_function("backon sync", |b| {
+        use backon::{BlockingRetryable, ExponentialBuilder};
+        let policy = ExponentialBuilder::default()
+            .with_min_delay(Duration::ZERO)
+            .with_jitter()
+            .with_max_times(3);
+        b.iter(|| {
+            let mut failures = black_box(3);
+            (|| flaky(&mut failures)).retry(policy).call()
+        });
+    });
+    g.bench_function("backoff sync", |b| {
+        b.iter(|| {
+            let mut failures = black_box(3);
+            let schedule = backoff::ExponentialBackoffBuilder::new()
+                .with_initial_interval(Duration::ZERO)
+                .build();
+            backoff::retry(schedule, || {
+                flaky(&mut failures).map_err(backoff::Error::transient)
+            })
+        });
+    });
+    g.finish();
+}
+
+/// Calls and retries per thread in `budget_2_threads`.
+const OPS: u32 = 1_000_000;
+
+fn budget(c: &mut Criterion) {
+    use tower::retry::budget::{Budget, TpsBudget};
+    let mut g = c.benchmark_group("budget");
+    let ours = RetryBudget::new(0.1, 10, Duration::from_secs(10));
+    g.bench_function("backstop call + retry", |b| {
+        b.iter(|| {
+            let now = Instant::now();
+            ours.record_call(now);
+            black_box(ours.try_withdraw(now))
+        });
+    });
+    let tower = TpsBudget::new(Duration::from_secs(10), 10, 0.1);
+    g.bench_function("tower call + retry", |b| {
+        b.iter(|| {
+            tower.deposit();
+            black_box(tower.withdraw())
+        });
+    });
+    g.finish();
+
+    // Two threads, one budget, a million calls and retries each: the
+    // figure is the wall time of the pair.
+    let mut g = c.benchmark_group("budget_2_threads");
+    g.sample_size(10);
+    g.bench_function(BenchmarkId::new("backstop", OPS), |b| {
+        b.iter(|| {
+            let budget = Arc::new(RetryBudget::new(0.1, 10, Duration::from_secs(10)));
+            contend(|| {
+                let budget = budget.clone();
+                move || {
+                    for _ in 0..OPS {
+                        let now = Instant::now();
+                        budget.record_call(now);
+                        black_box(budget.try_withdraw(now));
+                    }
+                }
+            });
+        });
+    });
+    g.bench_function(BenchmarkId::new("tower", OPS), |b| {
+        b.iter(|| {
+            let budget = Arc::new(TpsBudget::new(Duration::from_secs(10), 10, 0.1));
+            contend(|| {
+                let budget = budget.clone();
+                move || {
+                    for _ in 0..OPS {
+                        budget.deposit();
+                        black_box(budget.withdraw());
+                    }
+                }
+            });
+        });
+    });
+    g.finish();
+}
+
+/// Runs two copies of a job on two threads at once.
+fn contend<F: FnOnce() + Send + 'static>(mut job: impl FnMut() -> F) {
+    let threads: Vec<_> = (0..2).map(|_| std::thread::spawn(job())).collect();
+    for t in threads {
+        t.join().expect("no panic");
+    }
+}
+
+fn delay(c: &mut Criterion) {
+    let mut g = c.benchmark_group("delay");
+    let policy = Policy::new().jitter(Jitter::Full);
+    let mut rng = Rng::new();
+    let mut n = 0u32;
+    g.bench_function("backstop Policy::delay", |b| {
+        b.iter(|| {
+            n = (n + 1) % 8;
+            policy.delay(black_box(n), Duration::ZERO, &mut rng)
+        });
+    });
+    g.bench_function("backon ExponentialBackoff::next", |b| {
+        use backon::{BackoffBuilder, ExponentialBuilder};
+        let builder = ExponentialBuilder::default()
+            .with_jitter()
+            .with_min_delay(Duration::from_millis(100))
+            .with_max_delay(Duration::from_secs(20))
+            .without_max_times();
+        let mut backoff = builder.build();
+        let mut n = 0u32;
+        b.iter(|| {
+            // Restart every 8 delays, as `Policy::delay` cycles its retry
+            // number, so both stay below the cap.
+            n = (n + 1) % 8;
+            if n == 0 {
+                backoff = builder.build();
+            }
+            backoff.next()
+        });
+    });
+    g.finish();
+}
+
+criterion_group!(benches, success, fail_then_ok, budget, delay);
+criterion_main!(benches);
