@@ -47,6 +47,16 @@ fn backstop_sync(x: u64) -> Result<u64, Error> {
     op(x)
 }
 
+#[retry(budget = none)]
+fn backstop_sync_no_budget(x: u64) -> Result<u64, Error> {
+    op(x)
+}
+
+#[retry(deadline = none, budget = none)]
+fn backstop_sync_bare(x: u64) -> Result<u64, Error> {
+    op(x)
+}
+
 #[retry]
 async fn backstop_async(x: u64) -> Result<u64, Error> {
     op(x)
@@ -88,6 +98,15 @@ fn success(c: &mut Criterion) {
     g.bench_function("backstop #[retry] sync", |b| {
         b.iter(|| backstop_sync(black_box(1)));
     });
+    g.bench_function("backstop #[retry(budget = none)] sync", |b| {
+        b.iter(|| backstop_sync_no_budget(black_box(1)));
+    });
+    g.bench_function(
+        "backstop #[retry(deadline = none, budget = none)] sync",
+        |b| {
+            b.iter(|| backstop_sync_bare(black_box(1)));
+        },
+    );
     g.bench_function("backon sync", |b| {
         use backon::{BlockingRetryable, ExponentialBuilder};
         let policy = ExponentialBuilder::default()

@@ -10,6 +10,9 @@ use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 use std::time::Duration;
 
+use rand::rngs::SmallRng;
+use rand::{RngCore, SeedableRng};
+
 /// The shape of the delay schedule, before jitter.
 ///
 /// ```
@@ -85,9 +88,48 @@ pub(crate) fn scale(d: Duration, by: f64) -> Duration {
     }
 }
 
-/// `lo + (hi - lo) · u` for `u` in `[0, 1)`, with `hi < lo` read as `lo`.
-fn between(lo: Duration, hi: Duration, u: f64) -> Duration {
-    lo.saturating_add(scale(hi.saturating_sub(lo), u))
+/// A whole number of nanoseconds as a duration, saturating.
+fn from_nanos(n: u128) -> Duration {
+    match u64::try_from(n) {
+        Ok(n) => Duration::from_nanos(n),
+        Err(_) => u64::try_from(n / 1_000_000_000).map_or(Duration::MAX, |secs| {
+            Duration::new(secs, (n % 1_000_000_000) as u32)
+        }),
+    }
+}
+
+/// A uniform draw from `[lo, hi)` (`lo` when `hi <= lo`), in integer
+/// nanoseconds: 64 random bits scale the span by a multiplication, with no
+/// float conversion.
+fn between(lo: Duration, hi: Duration, rng: &mut Rng) -> Duration {
+    let span = hi.saturating_sub(lo).as_nanos();
+    let r = u128::from(rng.next_u64());
+    // span · r / 2⁶⁴, without overflow for spans beyond 2⁶⁴ ns.
+    let offset = (span >> 64) * r + (((span & u128::from(u64::MAX)) * r) >> 64);
+    lo.saturating_add(from_nanos(offset))
+}
+
+/// `base · factor^n`, saturating. An integral factor (2, the default)
+/// takes integer arithmetic: exact, and no `powf`.
+fn exponential(base: Duration, factor: f64, n: u32) -> Duration {
+    if factor.fract() == 0.0 && (1.0..=f64::from(u32::MAX)).contains(&factor) {
+        // In range and integral: the conversion is exact.
+        let grown = match factor as u32 {
+            1 => Some(1),
+            // 2^128 and above overflow: saturate without looping.
+            _ if n >= 128 => None,
+            2 => Some(1u128 << n),
+            factor => u128::from(factor).checked_pow(n),
+        };
+        return match grown.and_then(|g| base.as_nanos().checked_mul(g)) {
+            Some(nanos) => from_nanos(nanos),
+            None if base.is_zero() => Duration::ZERO,
+            None => Duration::MAX,
+        };
+    }
+    // powi of a huge exponent is simply +inf, which `scale` saturates.
+    let n = i32::try_from(n).unwrap_or(i32::MAX);
+    scale(base, factor.powi(n))
 }
 
 /// The schedule's ceiling for retry number `n`, before jitter: saturating,
@@ -102,11 +144,7 @@ pub(crate) fn ceiling(
     let raw = match backoff {
         Backoff::Fixed => base,
         Backoff::Linear => base.saturating_mul(n.saturating_add(1)),
-        Backoff::Exponential => {
-            // powi takes an i32; powf of a huge exponent is simply +inf,
-            // which `scale` saturates.
-            scale(base, factor.powf(f64::from(n)))
-        }
+        Backoff::Exponential => exponential(base, factor, n),
     };
     raw.min(cap)
 }
@@ -123,14 +161,11 @@ pub(crate) fn jittered(
 ) -> Duration {
     let d = match jitter {
         Jitter::None => ceil,
-        Jitter::Full => between(Duration::ZERO, ceil, rng.next_f64()),
-        Jitter::Equal => {
-            let half = ceil / 2;
-            between(half, ceil, rng.next_f64())
-        }
+        Jitter::Full => between(Duration::ZERO, ceil, rng),
+        Jitter::Equal => between(ceil / 2, ceil, rng),
         Jitter::Decorrelated => {
             let hi = prev.saturating_mul(3).max(base);
-            between(base, hi, rng.next_f64())
+            between(base, hi, rng)
         }
     };
     // Jitter is drawn first and the result clamped after: adding jitter
@@ -138,7 +173,8 @@ pub(crate) fn jittered(
     d.min(cap)
 }
 
-/// A small, fast pseudo-random generator (wyrand) for jitter.
+/// The random numbers behind jitter: `rand`'s small, fast generator
+/// (`SmallRng`), one stream per call.
 ///
 /// Not cryptographic. [`Rng::new`] gives each call its own stream from a
 /// per-thread seed sequence: no lock, no allocation, no system call after
@@ -157,11 +193,9 @@ pub(crate) fn jittered(
 /// ```
 #[derive(Debug)]
 pub struct Rng {
-    state: u64,
+    inner: SmallRng,
 }
 
-const WY_ADD: u64 = 0xa076_1d64_78bd_642f;
-const WY_XOR: u64 = 0xe703_7ed1_a0b4_28db;
 const GOLDEN_GAMMA: u64 = 0x9e37_79b9_7f4a_7c15;
 
 thread_local! {
@@ -182,14 +216,7 @@ impl Rng {
             s.set(cur.wrapping_add(GOLDEN_GAMMA) | 1);
             cur
         });
-        // wyrand's state moves by a constant step, so seeds one step apart
-        // would give the same stream shifted by one draw: mix the counter
-        // (SplitMix64's finaliser) to land each call somewhere unrelated.
-        let mut z = counter;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        let seed = z ^ (z >> 31);
-        Self::seeded(seed)
+        Self::seeded(counter)
     }
 
     /// Restarts this thread's seed sequence from `seed`: the calls that
@@ -199,16 +226,17 @@ impl Rng {
         SEEDS.with(|s| s.set(seed | 1));
     }
 
-    /// A reproducible stream, for tests.
-    pub const fn seeded(seed: u64) -> Self {
-        Self { state: seed }
+    /// A reproducible stream, for tests. Nearby seeds give unrelated
+    /// streams (the seed is expanded by `SmallRng::seed_from_u64`).
+    pub fn seeded(seed: u64) -> Self {
+        Self {
+            inner: SmallRng::seed_from_u64(seed),
+        }
     }
 
     /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(WY_ADD);
-        let t = u128::from(self.state) * u128::from(self.state ^ WY_XOR);
-        ((t >> 64) as u64) ^ (t as u64)
+        self.inner.next_u64()
     }
 
     /// A uniform draw from `[0, 1)`.
@@ -255,6 +283,54 @@ mod tests {
         assert_eq!(ceiling(Backoff::Linear, MS, 2.0, cap, 3), 4 * MS);
         assert_eq!(ceiling(Backoff::Fixed, MS, 2.0, cap, 3), MS);
         assert_eq!(ceiling(Backoff::Exponential, MS, 2.0, 5 * MS, 30), 5 * MS);
+    }
+
+    #[test]
+    fn integral_factors_are_exact_and_agree_with_the_float_formula() {
+        let cap = Duration::MAX;
+        let mut rng = Rng::seeded(5);
+        for _ in 0..20_000 {
+            let base = Duration::from_nanos(rng.next_u64() % 10_000_000_000);
+            let factor = 2 + rng.next_u64() % 6;
+            let n = (rng.next_u64() % 70) as u32;
+            let got = ceiling(Backoff::Exponential, base, factor as f64, cap, n);
+            let exact = u128::from(factor)
+                .checked_pow(n)
+                .and_then(|g| base.as_nanos().checked_mul(g));
+            match exact.and_then(|e| u64::try_from(e / 1_000_000_000).ok().map(|s| (s, e))) {
+                Some((secs, e)) => {
+                    assert_eq!(got, Duration::new(secs, (e % 1_000_000_000) as u32));
+                    let float = base.as_secs_f64() * (factor as f64).powf(f64::from(n));
+                    assert!((got.as_secs_f64() - float).abs() <= float * 1e-9 + 1e-9);
+                }
+                None => assert_eq!(got, Duration::MAX, "{base:?} {factor} {n}"),
+            }
+        }
+    }
+
+    #[test]
+    fn jitter_spans_its_range_and_never_leaves_it() {
+        let mut rng = Rng::seeded(11);
+        let ceil = Duration::from_millis(800);
+        let (mut low, mut high) = (0, 0);
+        for _ in 0..10_000 {
+            let d = jittered(Jitter::Full, ceil, MS, MS, ceil, &mut rng);
+            assert!(d < ceil);
+            low += usize::from(d < ceil / 10);
+            high += usize::from(d > ceil * 9 / 10);
+            let e = jittered(Jitter::Equal, ceil, MS, MS, ceil, &mut rng);
+            assert!(e >= ceil / 2 && e < ceil);
+        }
+        // A tenth of the draws at each end, give or take.
+        assert!(
+            (800..1200).contains(&low) && (800..1200).contains(&high),
+            "{low} {high}"
+        );
+        let huge = jittered(Jitter::Full, Duration::MAX, MS, MS, Duration::MAX, &mut rng);
+        assert!(
+            huge > Duration::from_secs(1 << 40),
+            "spans beyond 2^64 ns draw from all of them"
+        );
     }
 
     #[test]

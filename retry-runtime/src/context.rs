@@ -185,8 +185,56 @@ struct Frame {
     retried_below: bool,
 }
 
+/// The frame of the attempt running on this thread, field by field. Every
+/// call enters and leaves it: moving whole frames in and out of one `Cell`
+/// stalled the processor (a frame stored field by field, then loaded whole,
+/// defeats store forwarding), which made the context the largest cost of a
+/// call whose first attempt succeeds.
+struct Current {
+    /// 0 outside every attempt (attempts count from 1).
+    attempt: Cell<u32>,
+    key: Cell<Option<IdempotencyKey>>,
+    deadline: Cell<Option<Instant>>,
+    now: Cell<fn() -> Instant>,
+    retried_below: Cell<bool>,
+}
+
+impl Current {
+    fn frame(&self) -> Option<Frame> {
+        let attempt = self.attempt.get();
+        (attempt != 0).then(|| Frame {
+            attempt,
+            key: self.key.get(),
+            deadline: self.deadline.get(),
+            now: self.now.get(),
+            retried_below: self.retried_below.get(),
+        })
+    }
+
+    fn set(&self, frame: Option<Frame>) {
+        match frame {
+            Some(frame) => {
+                self.attempt.set(frame.attempt);
+                self.key.set(frame.key);
+                self.deadline.set(frame.deadline);
+                self.now.set(frame.now);
+                self.retried_below.set(frame.retried_below);
+            }
+            None => self.attempt.set(0),
+        }
+    }
+}
+
 thread_local! {
-    static CURRENT: Cell<Option<Frame>> = const { Cell::new(None) };
+    static CURRENT: Current = const {
+        Current {
+            attempt: Cell::new(0),
+            key: Cell::new(None),
+            deadline: Cell::new(None),
+            now: Cell::new(Instant::now),
+            retried_below: Cell::new(false),
+        }
+    };
     /// Keys drawn on this thread, hashed into each key.
     static COUNT: Cell<u64> = const { Cell::new(0) };
 }
@@ -206,9 +254,12 @@ thread_local! {
 pub fn context() -> Option<Context> {
     CURRENT
         .try_with(|current| {
-            let mut frame = current.get()?;
-            let key = *frame.key.get_or_insert_with(IdempotencyKey::random);
-            current.set(Some(frame));
+            let frame = current.frame()?;
+            let key = frame.key.unwrap_or_else(|| {
+                let key = IdempotencyKey::random();
+                current.key.set(Some(key));
+                key
+            });
             Some(Context {
                 attempt: frame.attempt,
                 key,
@@ -224,7 +275,13 @@ pub fn context() -> Option<Context> {
 /// not outlive it.
 pub(crate) fn enclosing_deadline() -> Option<Instant> {
     CURRENT
-        .try_with(|current| current.get().and_then(|frame| frame.deadline))
+        .try_with(|current| {
+            if current.attempt.get() == 0 {
+                None
+            } else {
+                current.deadline.get()
+            }
+        })
         .ok()
         .flatten()
 }
@@ -233,9 +290,8 @@ pub(crate) fn enclosing_deadline() -> Option<Instant> {
 /// after retrying.
 pub(crate) fn note_retried_below() {
     let _ = CURRENT.try_with(|current| {
-        if let Some(mut frame) = current.get() {
-            frame.retried_below = true;
-            current.set(Some(frame));
+        if current.attempt.get() != 0 {
+            current.retried_below.set(true);
         }
     });
 }
@@ -316,12 +372,18 @@ impl Scope {
                 let _ = CURRENT.try_with(|current| current.set(self.0));
             }
         }
-        let previous = CURRENT.with(|current| current.replace(Some(self.frame)));
+        let previous = CURRENT.with(|current| {
+            let previous = current.frame();
+            current.set(Some(self.frame));
+            previous
+        });
         let restore = Restore(previous);
         let out = f();
-        if let Some(frame) = CURRENT.with(Cell::get) {
-            self.frame = frame;
-        }
+        // What the attempt (or calls nested in it) wrote to the frame.
+        CURRENT.with(|current| {
+            self.frame.key = current.key.get();
+            self.frame.retried_below = current.retried_below.get();
+        });
         drop(restore);
         out
     }
