@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use backstop::backoff::Rng;
 use backstop::{Jitter, Policy, RetryBudget, retry};
-use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use criterion::{BenchmarkId, Criterion, criterion_group};
 
 /// The operation every contender retries: cheap, so the overhead shows.
 #[inline(never)]
@@ -279,5 +279,77 @@ fn delay(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, success, fail_then_ok, budget, delay);
-criterion_main!(benches);
+/// Memory, not time: the size of one call in flight (the future an async
+/// call is, or the state a retry loop keeps), printed before the timings.
+fn sizes() {
+    use std::mem::size_of_val;
+    let rt = current_thread();
+    let ours = backstop_async(1);
+    let backon = {
+        use backon::{ExponentialBuilder, Retryable};
+        (|| async { op(black_box(1)) }).retry(ExponentialBuilder::default().with_jitter())
+    };
+    let tokio_retry2 = {
+        use tokio_retry2::strategy::{ExponentialBackoff, jitter};
+        use tokio_retry2::{Retry, RetryError};
+        let strategy = ExponentialBackoff::from_millis(100).map(jitter).take(2);
+        Retry::spawn(strategy, || async {
+            op(black_box(1)).map_err(RetryError::transient)
+        })
+    };
+    println!(
+        "future of one async call, bytes: backstop #[retry] {}, backon {}, tokio-retry2 {}",
+        size_of_val(&ours),
+        size_of_val(&backon),
+        size_of_val(&tokio_retry2),
+    );
+    rt.block_on(async {
+        let _ = ours.await;
+        let _ = backon.await;
+        let _ = tokio_retry2.await;
+    });
+    println!(
+        "RetryBudget {} bytes (no heap), tower TpsBudget {} bytes (and a boxed slice of slots)",
+        size_of::<RetryBudget>(),
+        size_of::<tower::retry::budget::TpsBudget>(),
+    );
+}
+
+/// The per-call random stream: `rand`'s `SmallRng` (what `Rng` wraps)
+/// beside the 8-byte wyrand generator the runtime once hand-wrote, each
+/// seeded and drawn from once, as a call's first retry does.
+fn rng(c: &mut Criterion) {
+    let mut g = c.benchmark_group("rng");
+    g.bench_function("backstop Rng::new + next_u64 (SmallRng)", |b| {
+        b.iter(|| Rng::new().next_u64());
+    });
+    g.bench_function("wyrand, as the runtime once did: new + next_u64", |b| {
+        use std::cell::Cell;
+        thread_local! {
+            static SEEDS: Cell<u64> = const { Cell::new(0x5eed) };
+        }
+        b.iter(|| {
+            // The per-thread seed sequence, the SplitMix64 finaliser, one draw.
+            let counter = SEEDS.with(|s| {
+                let cur = s.get();
+                s.set(cur.wrapping_add(0x9e37_79b9_7f4a_7c15) | 1);
+                cur
+            });
+            let mut z = counter;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            let state = (z ^ (z >> 31)).wrapping_add(0xa076_1d64_78bd_642f);
+            let t = u128::from(state) * u128::from(state ^ 0xe703_7ed1_a0b4_28db);
+            ((t >> 64) as u64) ^ (t as u64)
+        });
+    });
+    g.finish();
+}
+
+criterion_group!(benches, success, fail_then_ok, budget, delay, rng);
+
+fn main() {
+    sizes();
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}
