@@ -9,7 +9,9 @@
 //!
 //! - `success`: the first attempt succeeds. A direct call, `#[retry]` sync
 //!   and async, and the same operation under backon, backoff and
-//!   tokio-retry2, each with exponential backoff, jitter and three attempts.
+//!   tokio-retry2, each with exponential backoff, jitter and three attempts,
+//!   and under tower's `Retry` middleware (which leaves backoff to its
+//!   policy).
 //! - `fail_3x_then_ok`: three failures then success, with zero delays, so
 //!   that only the cost of deciding is measured (no sleep).
 //! - `budget`: one call recorded and one retry withdrawn, on one thread,
@@ -85,6 +87,30 @@ fn flaky(failures: &mut u32) -> Result<u64, Error> {
     }
 }
 
+/// tower's retry middleware needs a policy: retry a retryable error up to
+/// this many more times, at once (tower's `Retry` leaves backoff to the
+/// policy, and a success never reaches it).
+#[derive(Clone)]
+struct TowerAttempts(u32);
+
+impl tower::retry::Policy<u64, u64, Error> for TowerAttempts {
+    type Future = std::future::Ready<()>;
+
+    fn retry(&mut self, _: &mut u64, result: &mut Result<u64, Error>) -> Option<Self::Future> {
+        match result {
+            Err(_) if self.0 > 0 => {
+                self.0 -= 1;
+                Some(std::future::ready(()))
+            }
+            _ => None,
+        }
+    }
+
+    fn clone_request(&mut self, req: &u64) -> Option<u64> {
+        Some(*req)
+    }
+}
+
 fn current_thread() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_time()
@@ -135,6 +161,13 @@ fn success(c: &mut Criterion) {
             .with_max_times(2);
         b.to_async(&rt)
             .iter(|| (|| async { op(black_box(1)) }).retry(policy));
+    });
+    g.bench_function("tower Retry async", |b| {
+        use tower::{ServiceExt, retry::Retry, service_fn};
+        b.to_async(&rt).iter(|| {
+            let service = service_fn(|x: u64| async move { op(x) });
+            Retry::new(TowerAttempts(2), service).oneshot(black_box(1))
+        });
     });
     g.bench_function("tokio-retry2 async", |b| {
         use tokio_retry2::strategy::{ExponentialBackoff, jitter};
