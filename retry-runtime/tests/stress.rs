@@ -1,0 +1,221 @@
+//! Stress: two threads hammer one budget and one breaker, a million
+//! operations each in release builds (`cargo test --release --test
+//! stress`; a tenth of that in debug builds), then the invariants are
+//! checked: nothing lost, the counts add up, not one retry beyond the
+//! budget, never two probes at once.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use retry_runtime::backoff::Rng;
+use retry_runtime::{BreakerState, CircuitBreaker, RetryBudget, Verdict};
+
+const THREADS: usize = 2;
+
+/// Operations per thread.
+const OPS: usize = if cfg!(debug_assertions) {
+    100_000
+} else {
+    1_000_000
+};
+
+/// The threads meet at a barrier every `LOCKSTEP` operations, so their
+/// clocks (each thread's own count of operations) never drift apart by
+/// more than `LOCKSTEP` steps: the budget's bound is a promise among
+/// callers on one clock.
+const LOCKSTEP: usize = 1_000;
+
+/// Virtual time per operation: a million operations span 10 s, ten
+/// windows of the budget's 1 s `ttl`.
+const STEP: Duration = Duration::from_micros(10);
+
+/// One withdrawal or one call, as a thread saw it.
+#[derive(Clone, Copy)]
+struct Event {
+    call: bool,
+    granted: bool,
+}
+
+#[test]
+fn a_hammered_budget_loses_nothing() {
+    let ttl = Duration::from_secs(1);
+    let budget = Arc::new(RetryBudget::new(0.1, 5, ttl));
+    let base = Instant::now();
+    let barrier = Arc::new(Barrier::new(THREADS));
+    let logs: Vec<Vec<Event>> = (0..THREADS)
+        .map(|t| {
+            let (budget, barrier) = (budget.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                let mut rng = Rng::seeded(t as u64);
+                let mut log = Vec::with_capacity(OPS);
+                for i in 0..OPS {
+                    if i % LOCKSTEP == 0 {
+                        barrier.wait();
+                    }
+                    let at = STEP * i as u32;
+                    // Three calls for every retry asked: a failure rate far
+                    // above the budget's 10%, so it refuses most of them.
+                    if rng.next_u64() % 4 == 0 {
+                        let granted = budget.try_withdraw(base + at);
+                        log.push(Event {
+                            call: false,
+                            granted,
+                        });
+                    } else {
+                        budget.record_call(base + at);
+                        log.push(Event {
+                            call: true,
+                            granted: false,
+                        });
+                    }
+                }
+                log
+            })
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|h| h.join().expect("no panic"))
+        .collect();
+
+    let events: Vec<Event> = logs.into_iter().flatten().collect();
+    let calls = events.iter().filter(|e| e.call).count() as u64;
+    let asked = events.len() as u64 - calls;
+    let granted = events.iter().filter(|e| e.granted).count() as u64;
+    let stats = budget.stats();
+    assert_eq!(stats.calls, calls, "every call counted");
+    assert_eq!(stats.retries, granted, "every grant counted");
+    assert_eq!(
+        stats.retries + stats.refusals,
+        asked,
+        "every withdrawal answered once"
+    );
+    assert!(granted > 0 && stats.refusals > 0);
+}
+
+/// Rounds of the strict test: in each, both threads record their calls,
+/// then race to withdraw, all at one instant, in a fresh window.
+const ROUNDS: usize = 10;
+
+#[test]
+fn racing_withdrawals_get_exactly_what_the_calls_paid_for() {
+    let ttl = Duration::from_secs(1);
+    let budget = Arc::new(RetryBudget::new(0.1, 5, ttl));
+    let base = Instant::now();
+    let barrier = Arc::new(Barrier::new(THREADS));
+    // Per thread and round: 3/4 of the operations record calls, 1/4 ask.
+    let per_round = OPS / ROUNDS;
+    let (calls, asks) = (per_round * 3 / 4, per_round / 4);
+    let granted: Vec<Vec<u64>> = (0..THREADS)
+        .map(|_| {
+            let (budget, barrier) = (budget.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                (0..ROUNDS)
+                    .map(|round| {
+                        // Rounds 2 ttl apart: each starts a fresh window.
+                        let now = base + ttl * 2 * round as u32;
+                        for _ in 0..calls {
+                            budget.record_call(now);
+                        }
+                        barrier.wait();
+                        let got = (0..asks).filter(|_| budget.try_withdraw(now)).count() as u64;
+                        barrier.wait();
+                        got
+                    })
+                    .collect()
+            })
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|h| h.join().expect("no panic"))
+        .collect();
+    let allowed = (THREADS * calls) as u64 / 10 + 5;
+    for round in 0..ROUNDS {
+        let got: u64 = granted.iter().map(|g| g[round]).sum();
+        assert_eq!(
+            got, allowed,
+            "round {round}: not one retry more, not one less"
+        );
+    }
+    let stats = budget.stats();
+    assert_eq!(stats.calls, (THREADS * calls * ROUNDS) as u64);
+    assert_eq!(stats.retries, allowed * ROUNDS as u64);
+    assert_eq!(
+        stats.refusals,
+        (THREADS * asks * ROUNDS) as u64 - stats.retries
+    );
+}
+
+#[test]
+fn a_hammered_breaker_never_lets_two_probes_through() {
+    let breaker = Arc::new(CircuitBreaker::new(3, Duration::from_millis(5)));
+    let probes_out = Arc::new(AtomicUsize::new(0));
+    let base = Instant::now();
+    let barrier = Arc::new(Barrier::new(THREADS));
+    let counts: Vec<(u64, u64, u64)> = (0..THREADS)
+        .map(|t| {
+            let (breaker, probes_out, barrier) =
+                (breaker.clone(), probes_out.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                let mut rng = Rng::seeded(100 + t as u64);
+                let (mut admitted, mut rejected, mut probes) = (0, 0, 0);
+                for i in 0..OPS {
+                    if i % LOCKSTEP == 0 {
+                        barrier.wait();
+                    }
+                    let now = base + STEP * i as u32;
+                    match breaker.try_acquire(now) {
+                        Ok(permit) => {
+                            admitted += 1;
+                            if permit.is_probe() {
+                                probes += 1;
+                                let out = probes_out.fetch_add(1, Ordering::SeqCst);
+                                assert_eq!(out, 0, "a second probe while one is out");
+                                // Hold it a while, as a real probe does: a
+                                // second probe would be seen meanwhile.
+                                std::thread::yield_now();
+                                // Released before the permit is: the next
+                                // probe may start the instant it reports.
+                                probes_out.fetch_sub(1, Ordering::SeqCst);
+                            }
+                            // Failures in bursts, successes, a Stop now and
+                            // then, and a permit dropped unreported (a
+                            // cancelled or panicking attempt).
+                            match rng.next_u64() % 10 {
+                                0..=3 => permit.record(Some(Verdict::Retry), now),
+                                4 => permit.record(Some(Verdict::Stop), now),
+                                5 => drop(permit),
+                                _ => permit.record(None, now),
+                            }
+                        }
+                        Err(_) => rejected += 1,
+                    }
+                }
+                (admitted, rejected, probes)
+            })
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|h| h.join().expect("no panic"))
+        .collect();
+
+    let admitted: u64 = counts.iter().map(|c| c.0).sum();
+    let rejected: u64 = counts.iter().map(|c| c.1).sum();
+    let probes: u64 = counts.iter().map(|c| c.2).sum();
+    assert_eq!(
+        admitted + rejected,
+        (THREADS * OPS) as u64,
+        "every request answered once"
+    );
+    assert!(rejected > 0 && probes > 0, "the breaker opened and probed");
+    assert_eq!(probes_out.load(Ordering::SeqCst), 0);
+
+    // Quiescent, it still works: after a cooldown a probe goes through,
+    // and its success closes the breaker.
+    let later = base + STEP * OPS as u32 + Duration::from_secs(1);
+    let permit = breaker
+        .try_acquire(later)
+        .expect("a probe after the cooldown");
+    permit.record(None, later);
+    assert_eq!(breaker.state(), BreakerState::Closed);
+}
