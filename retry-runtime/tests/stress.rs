@@ -56,7 +56,7 @@ fn a_hammered_budget_loses_nothing() {
                     let at = STEP * i as u32;
                     // Three calls for every retry asked: a failure rate far
                     // above the budget's 10%, so it refuses most of them.
-                    if rng.next_u64() % 4 == 0 {
+                    if rng.next_u64().is_multiple_of(4) {
                         let granted = budget.try_withdraw(base + at);
                         log.push(Event {
                             call: false,
