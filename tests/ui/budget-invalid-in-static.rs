@@ -1,0 +1,10 @@
+use std::time::Duration;
+
+use backstop::RetryBudget;
+
+// A ratio above 1 would let every call retry more than once.
+static BUDGET: RetryBudget = RetryBudget::new(1.5, 10, Duration::from_secs(10));
+
+fn main() {
+    let _ = &BUDGET;
+}
