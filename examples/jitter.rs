@@ -81,10 +81,12 @@
 //! backoff (full and equal jitter a little less, decorrelated a little more)
 //! in about a tenth of its time. Full and equal jitter do about the same
 //! work, but equal jitter, which never waits less than half the ceiling,
-//! finishes later. Decorrelated jitter finishes soonest of the three up to a
-//! hundred-odd clients, and does more work than full jitter beyond a few
-//! dozen. Retrying at once finishes first of all, since the row is never left
-//! idle, at about four times the work of full jitter with 190 clients.
+//! finishes later. Decorrelated jitter does the least work of all with a
+//! few clients and more than full jitter from about fifty on; it finishes
+//! sooner than full jitter from a few dozen to about a hundred and thirty
+//! clients, later outside that range. Retrying at once finishes first of
+//! all, since the row is never left idle, at about four times the work of
+//! full jitter with 190 clients.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -298,8 +300,7 @@ fn nanos(d: Duration) -> u64 {
 }
 
 /// A seed for stream `stream` of the run seeded `seed` (`SplitMix64`'s
-/// finaliser). Unrelated streams matter: two wyrand seeds a fixed step apart
-/// give the same sequence, shifted.
+/// finaliser), so that the streams of one run are unrelated to each other.
 fn mix(seed: u64, stream: u64) -> u64 {
     let mut z = seed ^ stream.wrapping_add(1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);

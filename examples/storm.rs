@@ -6,8 +6,11 @@
 //! cargo run --release --example storm -- --help
 //! ```
 //!
-//! Thousands of clients (tokio tasks, in paused virtual time) call one
-//! server through a real `#[retry]` function. The server has a fixed
+//! Thousands of client tasks (tokio, in paused virtual time) call one
+//! server through a real `#[retry]` function: together they offer a fixed
+//! load, each its share, as Poisson arrivals, and every call is a task of
+//! its own, so calls overlap as requests from many users do (an open
+//! system: a slow server does not slow the arrivals down). The server has a fixed
 //! capacity, a first-in-first-out queue, and no way to know that a client
 //! stopped waiting: a request whose client timed out is still served, and
 //! that work is wasted. An outage stalls the server for a few seconds; the
@@ -86,11 +89,12 @@ const USAGE: &str = "\
 Usage: cargo run --release --example storm -- [OPTIONS]
 
 Options (defaults in brackets):
-  --clients N      simulated clients, each a tokio task [2000]
+  --clients N      client tasks; together they offer --load, each its share
+                   as Poisson arrivals, one tokio task per call [2000]
   --load F         offered load as a fraction of capacity [0.8]
   --capacity N     requests the server completes per second [1000]
   --queue N        requests queued before the server rejects [2000]
-  --timeout S      seconds a client waits for one attempt [1]
+  --timeout S      seconds a client waits for one attempt, from 0.001 [1]
   --outage-at S    when the server stalls, in seconds [5]
   --outage S       how long it stalls, in seconds [3]
   --duration S     how long clients make calls, in seconds [30]
@@ -107,9 +111,11 @@ impl Scenario {
                 .map_err(|_| format!("{flag}: cannot read `{v}` as a number"))
         }
         fn seconds(flag: &str, v: Option<String>) -> Result<Duration, String> {
-            let s: f64 = value(flag, v)?;
-            Duration::try_from_secs_f64(s)
-                .map_err(|_| format!("{flag}: `{s}` is not a duration in seconds"))
+            let v = v.ok_or_else(|| format!("{flag} needs a value"))?;
+            v.parse::<f64>()
+                .ok()
+                .and_then(|s| Duration::try_from_secs_f64(s).ok())
+                .ok_or_else(|| format!("{flag}: `{v}` is not a duration in seconds"))
         }
         let mut sc = Self::default();
         while let Some(flag) = args.next() {
@@ -130,19 +136,43 @@ impl Scenario {
                 other => return Err(format!("unknown option `{other}`")),
             }
         }
-        if sc.clients == 0
-            || sc.load.is_nan()
-            || sc.load <= 0.0
-            || sc.capacity.is_nan()
-            || sc.capacity < 1.0
-        {
-            return Err("--clients and --load must be positive, --capacity at least 1".into());
+        let hour = Duration::from_secs(3600);
+        if !(1..=1_000_000).contains(&sc.clients) {
+            return Err("--clients is between 1 and 1000000".into());
+        }
+        if !(sc.load > 0.0 && sc.load <= 10.0) {
+            return Err("--load is a fraction of capacity above 0, at most 10".into());
+        }
+        if !(1.0..=1_000_000.0).contains(&sc.capacity) {
+            return Err("--capacity is between 1 and 1000000 requests a second".into());
+        }
+        if sc.queue == 0 {
+            return Err(
+                "--queue must be at least 1: a server that queues nothing serves nothing".into(),
+            );
         }
         if !(0.0..=1.0).contains(&sc.flaky) {
             return Err("--flaky is a fraction between 0 and 1".into());
         }
-        if sc.timeout.is_zero() || sc.duration < Duration::from_secs(2) {
-            return Err("--timeout must be positive and --duration at least 2 s".into());
+        if sc.duration < Duration::from_secs(2) || sc.duration > hour {
+            return Err("--duration is between 2 s and an hour".into());
+        }
+        if sc.timeout < Duration::from_millis(1) || sc.timeout > sc.duration {
+            return Err("--timeout is between 1 ms (the timer's resolution) and --duration".into());
+        }
+        if sc.outage_at > sc.duration || sc.outage > sc.duration {
+            return Err("--outage-at and --outage are at most --duration".into());
+        }
+        let calls = sc.load * sc.capacity * sc.duration.as_secs_f64();
+        if calls > 2_000_000.0 {
+            return Err(format!(
+                "{calls:.0} calls per strategy is too many to simulate in reasonable time: \
+                 lower --load, --capacity or --duration (at most 2000000)"
+            ));
+        }
+        if let Some(path) = &sc.svg {
+            // Fail now, not after the simulation.
+            std::fs::File::create(path).map_err(|e| format!("--svg {path}: {e}"))?;
         }
         Ok(sc)
     }
@@ -480,7 +510,7 @@ pub(crate) struct Summary {
     pub(crate) peak: u32,
     pub(crate) goodput: f64,
     pub(crate) wasted: f64,
-    pub(crate) recovered: Option<Duration>,
+    pub(crate) recovered: Recovery,
     pub(crate) failed: u64,
 }
 
@@ -508,30 +538,42 @@ pub(crate) fn summarise(s: &Series, sc: &Scenario) -> Summary {
 
 /// From the end of the outage, how long until every later second of calls
 /// (a window sliding by 100 ms, calls counted by when they started)
-/// succeeds at 99% or more. `None`: not before the clients stopped.
-fn recovery(s: &Series, sc: &Scenario) -> Option<Duration> {
+/// succeeds at 99% or more; seconds in which no call started are not
+/// judged.
+fn recovery(s: &Series, sc: &Scenario) -> Recovery {
     let window = 10; // buckets: one second
     let from = (sc.outage_end().as_millis() / BUCKET.as_millis()) as usize;
     let last = (sc.duration.as_millis() / BUCKET.as_millis()) as usize;
-    let rate = |start: usize| {
+    if sc.outage.is_zero() || from + window > last {
+        return Recovery::NoOutage;
+    }
+    let failing = |start: usize| {
         let (ok, failed) = (start..start + window).fold((0u64, 0u64), |(o, f), i| {
             (o + u64::from(at(&s.ok, i)), f + u64::from(at(&s.failed, i)))
         });
-        if ok + failed == 0 {
-            1.0
-        } else {
-            ok as f64 / (ok + failed) as f64
-        }
+        ok + failed > 0 && (ok as f64) < 0.99 * (ok + failed) as f64
     };
     // The earliest start after which no window dips below 99%.
     let mut recovered = None;
-    for start in (from..=last.saturating_sub(window)).rev() {
-        if rate(start) < 0.99 {
+    for start in (from..=last - window).rev() {
+        if failing(start) {
             break;
         }
         recovered = Some(start);
     }
-    recovered.map(|b| BUCKET * (b - from) as u32)
+    recovered.map_or(Recovery::Never, |b| {
+        Recovery::After(BUCKET * (b - from) as u32)
+    })
+}
+
+/// How the success rate came back after the outage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Recovery {
+    After(Duration),
+    /// Not before the clients stopped.
+    Never,
+    /// The outage did not end a second or more before the clients stopped.
+    NoOutage,
 }
 
 fn table(results: &[(Strategy, Summary)]) -> String {
@@ -550,10 +592,11 @@ fn table(results: &[(Strategy, Summary)]) -> String {
         "calls failed"
     );
     for (strategy, r) in results {
-        let recovered = r.recovered.map_or_else(
-            || "never".to_owned(),
-            |d| format!("{:.1} s", d.as_secs_f64()),
-        );
+        let recovered = match r.recovered {
+            Recovery::After(d) => format!("{:.1} s", d.as_secs_f64()),
+            Recovery::Never => "never".to_owned(),
+            Recovery::NoOutage => "n/a".to_owned(),
+        };
         let _ = writeln!(
             out,
             "{:<25} {:>8} {:>8} {:>6.2}× {:>11} {:>9.0} {:>6.1}% {:>10} {:>7} ({:>4.1}%)",
@@ -628,8 +671,13 @@ fn bars(values: &[f64], max: f64, rows: usize) -> Vec<String> {
 fn chart(runs: &[(Strategy, Series)], sc: &Scenario) -> String {
     let buckets = runs.iter().map(|(_, s)| s.sent.len()).max().unwrap_or(0);
     let loads: Vec<Vec<f64>> = runs.iter().map(|(_, s)| load_columns(s, buckets)).collect();
-    let max = loads.iter().flatten().copied().fold(1.0, f64::max);
     let capacity = sc.capacity * BUCKET.as_secs_f64();
+    // Capacity stays in the picture even when no strategy reaches it.
+    let max = loads
+        .iter()
+        .flatten()
+        .copied()
+        .fold(capacity * 1.2, f64::max);
     let columns = buckets.div_ceil(COLUMN);
     let secs = |c: usize| c * COLUMN * BUCKET.as_millis() as usize / 1000;
     let mut out = String::new();
@@ -765,17 +813,17 @@ fn main() -> ExitCode {
     };
     println!(
         "{} clients offer {:.0}% of a {:.0} req/s server's capacity for {:.0} s \
-         (queue {}, client timeout {:.1} s, {:.1}% of requests fail transiently); \
-         the server stalls from {:.1} s to {:.1} s. Seed {}.\n",
+         (queue {}, client timeout {:?}, {:.1}% of requests fail transiently); \
+         the server stalls from {:?} to {:?}. Seed {}.\n",
         sc.clients,
         100.0 * sc.load,
         sc.capacity,
         sc.duration.as_secs_f64(),
         sc.queue,
-        sc.timeout.as_secs_f64(),
+        sc.timeout,
         100.0 * sc.flaky,
-        sc.outage_at.as_secs_f64(),
-        sc.outage_end().as_secs_f64(),
+        sc.outage_at,
+        sc.outage_end(),
         sc.seed,
     );
     let runs: Vec<(Strategy, Series)> = Strategy::ALL

@@ -578,3 +578,30 @@ fn a_static_budget_built_lazily_is_drawn_on() {
     assert_eq!(calls, 3, "one retry for two calls at 50%");
     assert_eq!(LAZY.stats().calls, 2);
 }
+
+#[retry(deadline = 5ms, base = 100us, backoff = fixed, jitter = none, budget = none, attempts = 1000)]
+fn fails_fast(attempts: &mut u32) -> Result<(), Error> {
+    *attempts += 1;
+    Err(ErrorKind::ConnectionReset.into())
+}
+
+/// A deadline of a few milliseconds is measured from the precise clock:
+/// the coarse clock trails it by milliseconds (up to 10 ms measured on a
+/// virtual machine), which would end such a call before its first retry.
+#[test]
+fn a_short_deadline_gets_its_whole_time_in_real_time() {
+    for _ in 0..20 {
+        let mut attempts = 0;
+        let started = std::time::Instant::now();
+        let _ = fails_fast(&mut attempts);
+        let took = started.elapsed();
+        assert!(
+            attempts >= 2,
+            "gave up after {attempts} attempt(s), in {took:?}"
+        );
+        assert!(
+            took >= Duration::from_millis(4),
+            "{took:?} of a 5 ms deadline"
+        );
+    }
+}

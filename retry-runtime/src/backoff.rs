@@ -223,7 +223,12 @@ impl Rng {
     /// draw a stream on this thread from now on draw the same streams as
     /// after any other `reseed_thread(seed)`.
     pub(crate) fn reseed_thread(seed: u64) {
-        SEEDS.with(|s| s.set(seed | 1));
+        // SplitMix64's finaliser: neighbouring seeds start unrelated
+        // sequences (and 0, which means "not seeded yet", is never stored).
+        let mut z = seed.wrapping_add(GOLDEN_GAMMA);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        SEEDS.with(|s| s.set((z ^ (z >> 31)).max(1)));
     }
 
     /// A reproducible stream, for tests. Nearby seeds give unrelated

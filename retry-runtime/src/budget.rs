@@ -32,6 +32,9 @@ const SLOTS: u64 = 2;
 /// twice.
 const RING: u64 = SLOTS + 1;
 
+/// How far before its first caller's instant a budget's slot 0 begins.
+const BASE_MARGIN: u128 = 12 * 3600 * 1_000_000_000;
+
 /// One retry, in the budget's fixed-point units: ratios are kept to six
 /// decimal places, so `0.3` is exactly 0.3 retries per call.
 const UNIT: u64 = 1_000_000;
@@ -147,6 +150,12 @@ pub struct RetryBudget {
     /// caller lands just past the newest slot, which starts a new window
     /// while logical time stays monotonic (so tags compare correctly).
     offset: AtomicU64,
+    /// Where slot 0 begins, in nanoseconds from the process's origin, plus
+    /// one (0: no call yet). Set by the first caller, at a fixed distance
+    /// before its own instant: slot edges then follow the callers' clock (a paused
+    /// tokio clock included) rather than the moment the process started,
+    /// so a run in virtual time makes the same decisions every time.
+    base: AtomicU64,
     /// The newest logical epoch opened.
     head: AtomicU64,
     /// Calls per slot, tagged with the slot's epoch.
@@ -258,6 +267,7 @@ impl RetryBudget {
             // the first window at logical epoch RING, so that every slot's
             // initial tag (0) is older than the epoch it moves to.
             offset: AtomicU64::new(2 * RING),
+            base: AtomicU64::new(0),
             head: AtomicU64::new(0),
             calls: zeroed!(),
             retries: zeroed!(),
@@ -401,10 +411,31 @@ impl RetryBudget {
         }
     }
 
+    /// The slot `now` falls in, counted from this budget's base.
+    fn slot(&self, now: Instant) -> u64 {
+        let nanos = nanos_since_origin(now);
+        let mut base = self.base.load(Relaxed);
+        if base == 0 {
+            // Half a day before the first caller's instant (the process
+            // origin lies a day before its first use): callers whose
+            // clocks read earlier, by up to that much, still land after it.
+            let margin = self.ttl.as_nanos().saturating_mul(2).max(BASE_MARGIN);
+            let want = nanos
+                .saturating_sub(u64::try_from(margin).unwrap_or(u64::MAX))
+                .saturating_add(1);
+            base = match self.base.compare_exchange(0, want, Relaxed, Relaxed) {
+                Ok(_) => want,
+                Err(set) => set,
+            };
+        }
+        let since = nanos.saturating_sub(base - 1);
+        ((u128::from(since) * self.slot_reciprocal) >> 64) as u64
+    }
+
     /// Moves the window up to `now` if it is ahead, and returns the logical
     /// epoch to count in.
     fn open(&self, now: Instant) -> u64 {
-        let slot = ((u128::from(nanos_since_origin(now)) * self.slot_reciprocal) >> 64) as u64;
+        let slot = self.slot(now);
         loop {
             let offset = self.offset.load(Acquire);
             let epoch = slot.wrapping_add(offset);

@@ -56,9 +56,11 @@ pub trait Clock {
     ///
     /// [`SystemClock`] reads the operating system's coarse monotonic clock
     /// where it has one (Linux: `CLOCK_MONOTONIC_COARSE`, a few nanoseconds
-    /// instead of tens, up to one kernel tick — 1 to 10 ms — behind). A
-    /// call's deadline is measured from it, so it can only end early, by
-    /// that much, never late.
+    /// instead of tens). It trails the precise clock by a few milliseconds:
+    /// a kernel tick, more on a tickless virtual machine (up to 10 ms
+    /// measured). A deadline measured from it can only end early, never
+    /// late, and the state machine reads the precise clock instead for a
+    /// deadline under a second, where those milliseconds would matter.
     ///
     /// ```
     /// use retry_runtime::{Clock, SystemClock};

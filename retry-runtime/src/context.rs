@@ -109,8 +109,8 @@ impl fmt::Debug for Context {
 /// assert_eq!(key.to_string(), "01234567-89ab-4def-8123-456789abcdef");
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-/// Two words rather than a `u128`: a `u128` would align the frame every
-/// attempt copies in and out of its thread-local to 16 bytes.
+// Two words rather than a `u128`: a `u128` would align the frame every
+// attempt copies in and out of its thread-local to 16 bytes.
 pub struct IdempotencyKey([u64; 2]);
 
 impl IdempotencyKey {

@@ -263,7 +263,10 @@ impl<'a, T, E> RetryEvent<'a, T, E> {
         self.outcome.err()
     }
 
-    /// Time since the call began.
+    /// Time since the call began. With a deadline of a second or more the
+    /// start is read from the coarse clock
+    /// ([`Clock::start_now`](crate::Clock::start_now)), so this can read a
+    /// few milliseconds high.
     pub fn elapsed(&self) -> Duration {
         self.elapsed
     }
@@ -330,7 +333,10 @@ impl<'a, T, E> GiveUpEvent<'a, T, E> {
         self.outcome.err()
     }
 
-    /// Time since the call began.
+    /// Time since the call began. With a deadline of a second or more the
+    /// start is read from the coarse clock
+    /// ([`Clock::start_now`](crate::Clock::start_now)), so this can read a
+    /// few milliseconds high.
     pub fn elapsed(&self) -> Duration {
         self.elapsed
     }

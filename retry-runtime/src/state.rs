@@ -17,6 +17,10 @@ use crate::context::{self, CallContext, Scope};
 use crate::observe::{Function, GiveUpEvent, Observe, RetryEvent};
 use crate::policy::Policy;
 
+/// Deadlines shorter than this start from the precise clock: the coarse
+/// one ([`Clock::start_now`]) can trail by milliseconds.
+const PRECISE_START_BELOW: Duration = Duration::from_secs(1);
+
 /// Why a retry loop stopped retrying and returned the last outcome.
 ///
 /// ```
@@ -182,8 +186,12 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// ```
     pub fn with_budget(policy: &'a Policy, budget: Option<&'a RetryBudget>, clock: C) -> Self {
         // The coarse clock: the only read a call whose first attempt
-        // succeeds makes. Never late, so the deadline is never late either.
-        let start = clock.start_now();
+        // succeeds makes. Never late, so the deadline is never late either;
+        // but it trails by milliseconds, too much for a deadline of a few.
+        let start = match policy.deadline {
+            Some(deadline) if deadline < PRECISE_START_BELOW => clock.now(),
+            _ => clock.start_now(),
+        };
         // A call made inside another's attempt never outlives that call.
         let own = policy.deadline.and_then(|d| start.checked_add(d));
         let deadline = match (own, context::enclosing_deadline()) {

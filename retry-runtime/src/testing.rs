@@ -204,6 +204,8 @@ impl std::fmt::Debug for VirtualTime {
 /// seed_jitter(42);
 /// assert_eq!(delays(), first);
 /// assert_ne!(delays(), first, "the next call draws another stream");
+/// seed_jitter(43);
+/// assert_ne!(delays(), first, "another seed, other delays");
 /// ```
 pub fn seed_jitter(seed: u64) {
     crate::backoff::Rng::reseed_thread(seed);
