@@ -88,7 +88,7 @@ impl Default for Scenario {
 const USAGE: &str = "\
 Usage: cargo run --release --example storm -- [OPTIONS]
 
-Options (defaults in brackets):
+Options (`--flag value` or `--flag=value`; defaults in brackets):
   --clients N      client tasks; together they offer --load, each its share
                    as Poisson arrivals, one tokio task per call [2000]
   --load F         offered load as a fraction of capacity [0.8]
@@ -118,8 +118,18 @@ impl Scenario {
                 .ok_or_else(|| format!("{flag}: `{v}` is not a duration in seconds"))
         }
         let mut sc = Self::default();
-        while let Some(flag) = args.next() {
-            let v = args.next();
+        while let Some(arg) = args.next() {
+            // `--flag value` or `--flag=value`.
+            let (flag, v) = match arg.split_once('=') {
+                Some((flag, v)) if flag.starts_with("--") => (flag.to_owned(), Some(v.to_owned())),
+                _ => (arg, None),
+            };
+            let takes_value = !matches!(flag.as_str(), "--help" | "-h");
+            let v = if v.is_none() && takes_value {
+                args.next()
+            } else {
+                v
+            };
             match flag.as_str() {
                 "--clients" => sc.clients = value(&flag, v)?,
                 "--load" => sc.load = value(&flag, v)?,
