@@ -143,7 +143,8 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(3_000))]
 
     /// Drives the state machine as the sync loop does, in virtual time,
-    /// through arbitrary outcomes, attempt durations and oversleeps.
+    /// through arbitrary outcomes, attempt durations and oversleeps, with a
+    /// budget of a few retries.
     #[test]
     fn the_state_machine_keeps_every_rule(
         steps in prop::collection::vec(any_step(), 1..12),
@@ -153,6 +154,7 @@ proptest! {
         jitter in any_jitter(),
         seed in any::<u64>(),
         retry_after_max_ms in 0u64..30_000,
+        reserve in 0u32..4,
     ) {
         let vt = VirtualTime::start();
         let policy = Policy::new()
@@ -160,12 +162,16 @@ proptest! {
             .deadline(deadline_ms.map(Duration::from_millis))
             .idempotent(idempotent)
             .jitter(jitter)
-            .retry_after_max(Duration::from_millis(retry_after_max_ms))
-            .no_budget();
+            .retry_after_max(Duration::from_millis(retry_after_max_ms));
+        // A budget with a reserve of `reserve` retries a second and nothing
+        // from calls: every retry decided must be one it granted.
+        let budget = RetryBudget::new(0.000_001, reserve, Duration::from_secs(1));
         let start = vt.now();
         let deadline = deadline_ms.map(|ms| start + Duration::from_millis(ms));
-        let mut state = AttemptState::new(&policy, SystemClock).with_rng(Rng::seeded(seed));
+        let mut state = AttemptState::with_budget(&policy, Some(&budget), SystemClock)
+            .with_rng(Rng::seeded(seed));
         let mut made = 0u32;
+        let mut granted_at: Vec<Instant> = Vec::new();
         for step in &steps {
             made += 1;
             if made > 1 {
@@ -192,6 +198,7 @@ proptest! {
                     break;
                 }
                 Decision::Retry(delay) => {
+                    granted_at.push(vt.now());
                     prop_assert!(step.verdict.is_some(), "a success was retried");
                     prop_assert_ne!(step.verdict, Some(Verdict::Stop), "a Stop was retried");
                     if step.verdict == Some(Verdict::RetryIfIdempotent) {
@@ -212,6 +219,17 @@ proptest! {
                     }
                 }
             }
+        }
+        // Every retry was a grant of the budget, and in no second did it
+        // grant more than its reserve (the one call pays for almost
+        // nothing).
+        prop_assert_eq!(budget.stats().retries, granted_at.len() as u64);
+        for &at in &granted_at {
+            let in_window = granted_at
+                .iter()
+                .filter(|&&t| t <= at && at.duration_since(t) < Duration::from_secs(1))
+                .count();
+            prop_assert!(in_window <= reserve as usize, "{in_window} retries in a second, reserve {reserve}");
         }
     }
 }
