@@ -475,3 +475,30 @@ fn a_caller_behind_the_window_cannot_spend_the_reserve_twice() {
         }
     }
 }
+
+/// Two runs of the same traffic in virtual time, started at different real
+/// moments (a paused tokio runtime starts at the real now), get the same
+/// answers: the slot edges follow the callers' clock from the first call,
+/// not the moment the process started.
+#[test]
+fn the_same_traffic_gets_the_same_answers_whenever_it_starts() {
+    let run = |t0: Instant| {
+        let budget = RetryBudget::new(0.1, 1, Duration::from_secs(10));
+        (0..3_000u64)
+            .map(|i| {
+                let now = t0 + Duration::from_millis(i * 37);
+                budget.record_call(now);
+                budget.try_withdraw(now)
+            })
+            .collect::<Vec<bool>>()
+    };
+    let t0 = Instant::now();
+    let first = run(t0);
+    for shift_ns in [1, 123_000_000, 987_654_321, 4_500_000_000] {
+        assert_eq!(
+            run(t0 + Duration::from_nanos(shift_ns)),
+            first,
+            "shifted {shift_ns} ns"
+        );
+    }
+}
