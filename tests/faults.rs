@@ -1,6 +1,8 @@
 //! Faults and bad input: a panicking body, a dropped future, a clock that
 //! stands still, a deadline already past, the largest values every option
-//! takes. Each is handled, and loses nothing.
+//! takes. Each is handled, and loses nothing. (A probe that panics frees
+//! the half-open slot: `a_panicking_probe_frees_the_half_open_slot` in
+//! tests/hooks.rs.)
 
 use std::io::{Error, ErrorKind};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -225,4 +227,22 @@ fn a_budget_with_a_bad_ratio_is_a_clear_panic_at_run_time() {
 #[should_panic(expected = "CircuitBreaker::new: `failure_threshold` must be at least 1")]
 fn a_breaker_with_a_zero_threshold_is_a_clear_panic_at_run_time() {
     let _ = CircuitBreaker::new(std::hint::black_box(0), Duration::from_secs(1));
+}
+
+#[test]
+#[should_panic(expected = "RetryBudget::new: `ratio` must be in (0, 1]")]
+fn a_budget_with_a_zero_ratio_is_a_clear_panic_at_run_time() {
+    let _ = RetryBudget::new(std::hint::black_box(0.0), 10, Duration::from_secs(10));
+}
+
+#[test]
+#[should_panic(expected = "RetryBudget::new: `ratio` must be in (0, 1]")]
+fn a_budget_with_a_nan_ratio_is_a_clear_panic_at_run_time() {
+    let _ = RetryBudget::new(std::hint::black_box(f64::NAN), 10, Duration::from_secs(10));
+}
+
+#[test]
+#[should_panic(expected = "RetryBudget::new: `ttl` must be greater than zero")]
+fn a_budget_with_a_zero_ttl_is_a_clear_panic_at_run_time() {
+    let _ = RetryBudget::new(0.1, 10, std::hint::black_box(Duration::ZERO));
 }

@@ -117,3 +117,51 @@ fn a_hundred_thousand_generated_values_never_panic() {
     // Mostly garbage, but not only: digits-only values parse.
     assert!(parsed > 500, "{parsed}");
 }
+
+/// Dates that reach the date parser: valid IMF-fixdates from 1970 to 9999
+/// (each must give exactly the time until it, or zero once past), and the
+/// same dates mangled by one to three edits (none may panic): 100,000 in
+/// all.
+#[test]
+fn a_hundred_thousand_generated_dates_parse_exactly_or_not_at_all() {
+    let mut rng = backstop::backoff::Rng::seeded(7231);
+    let alphabet = b"0123456789 ,:-+GMTSunMonDecFeb";
+    let (mut valid, mut mangled_parsed) = (0, 0);
+    for i in 0..100_000u32 {
+        // Seconds since the epoch, up to the end of year 9999.
+        let secs = rng.next_u64() % 253_402_300_800;
+        let date = SystemTime::UNIX_EPOCH + Duration::from_secs(secs);
+        let mut text = httpdate::fmt_http_date(date).into_bytes();
+        if i % 3 == 0 {
+            let expected = date.duration_since(rfc_now()).unwrap_or(Duration::ZERO);
+            assert_eq!(
+                retry_after(&header(&text), rfc_now()),
+                Some(expected),
+                "{}",
+                String::from_utf8_lossy(&text)
+            );
+            valid += 1;
+            continue;
+        }
+        for _ in 0..=rng.next_u64() % 3 {
+            let at = (rng.next_u64() % text.len() as u64) as usize;
+            let byte = alphabet[(rng.next_u64() % alphabet.len() as u64) as usize];
+            match rng.next_u64() % 3 {
+                0 => text[at] = byte,
+                1 => text.insert(at, byte),
+                _ if text.len() > 1 => {
+                    text.remove(at);
+                }
+                _ => {}
+            }
+        }
+        if let Ok(value) = HeaderValue::from_bytes(&text) {
+            let mut headers = HeaderMap::new();
+            headers.insert(http::header::RETRY_AFTER, value);
+            mangled_parsed += usize::from(retry_after(&headers, rfc_now()).is_some());
+        }
+    }
+    assert_eq!(valid, 33_334);
+    // Some edits leave a valid date (a digit for a digit): those parse.
+    assert!(mangled_parsed > 0);
+}

@@ -18,7 +18,9 @@ fn reset() -> Error {
 
 /// tower's `TpsBudget` checks the balance, then subtracts: two callers
 /// racing for the last token both get it. Here the check and the take are
-/// one compare-and-swap: 8 threads racing for 15 tokens get exactly 15.
+/// one compare-and-swap: 8 threads racing for 15 tokens get exactly 15. (A
+/// race is caught here only when the threads happen to collide; the loom
+/// models in retry-runtime/tests/loom_budget.rs check every interleaving.)
 #[test]
 fn a_budget_is_never_overdrawn_by_racing_callers() {
     for _ in 0..200 {
@@ -72,15 +74,17 @@ fn a_long_idle_period_does_not_walk_every_missed_window() {
     assert_eq!(budget.stats().calls, 2);
 }
 
+#[retry(attempts = 5, budget = none)]
+fn reach_five_times() -> Result<(), Error> {
+    Err(reset())
+}
+
 /// tower's `ExponentialBackoff` is `Clone` with its random state: every
 /// clone of a policy jitters in lockstep with the others, the herd jitter
 /// exists to break. Here every call draws its own stream.
 #[test]
 fn two_calls_never_share_a_random_sequence() {
-    #[retry(attempts = 5, budget = none)]
-    fn reach() -> Result<(), Error> {
-        Err(reset())
-    }
+    let reach = reach_five_times;
     let vt = VirtualTime::start();
     let _ = reach();
     let first = vt.sleeps();
@@ -88,6 +92,26 @@ fn two_calls_never_share_a_random_sequence() {
     let second = vt.sleeps()[first.len()..].to_vec();
     assert_eq!(first.len(), 4);
     assert_ne!(first, second, "two calls drew the same delays");
+}
+
+/// The herd forms across threads and processes: calls on threads started
+/// alike (a thread pool) draw different delays too, each thread's seeds
+/// coming from the process's random keys.
+#[test]
+fn calls_on_different_threads_never_share_a_random_sequence() {
+    let delays = || {
+        std::thread::spawn(|| {
+            let vt = VirtualTime::start();
+            let _ = reach_five_times();
+            vt.sleeps()
+        })
+        .join()
+        .unwrap()
+    };
+    let first = delays();
+    for _ in 0..8 {
+        assert_ne!(delays(), first, "two threads drew the same delays");
+    }
 }
 
 /// `retrying` overflowed at retry 33 and `retry-if` panicked at 64

@@ -7,7 +7,7 @@
 //! small enough to explore.
 //!
 //! ```text
-//! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 \
+//! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 \
 //!     cargo test -p retry-runtime --no-default-features --release --test loom_budget
 //! ```
 #![cfg(loom)]
