@@ -127,3 +127,25 @@ fn clocks_that_disagree_never_wedge_or_lose_counts() {
         assert!(budget.try_withdraw(ms(5_000)));
     });
 }
+
+#[test]
+fn a_call_racing_a_withdrawal_in_one_window_never_overdraws() {
+    loom::model(|| {
+        // One retry per call, no reserve, one call already made: a second
+        // call races two withdrawals, all in one window. Whatever the
+        // interleaving, the grants never exceed the calls the budget had
+        // seen, and every call and withdrawal is counted once.
+        let budget = Arc::new(RetryBudget::new(1.0, 0, Duration::from_secs(1)));
+        budget.record_call(ms(0));
+        let other = Arc::clone(&budget);
+        let ((), (a, b)) = both(
+            move || other.record_call(ms(1)),
+            || (budget.try_withdraw(ms(1)), budget.try_withdraw(ms(1))),
+        );
+        assert!(a, "the call made before the race pays for one retry");
+        let stats = budget.stats();
+        assert_eq!(stats.calls, 2);
+        assert_eq!(stats.retries, 1 + u64::from(b));
+        assert_eq!(stats.retries + stats.refusals, 2);
+    });
+}
