@@ -24,32 +24,60 @@ struct Lockstep {
     broken: AtomicBool,
 }
 
-impl Lockstep {
-    /// Waits until every thread has called `wait` as often as this one.
-    fn wait(&self, rounds: &mut usize) {
-        *rounds += 1;
-        self.arrived.fetch_add(1, Ordering::AcqRel);
-        while self.arrived.load(Ordering::Acquire) < THREADS * *rounds {
+/// One thread's place in a [`Lockstep`].
+struct Meet<'a> {
+    lockstep: &'a Lockstep,
+    rounds: usize,
+}
+
+impl Meet<'_> {
+    /// Waits until every thread has met as often as this one.
+    fn wait(&mut self) {
+        self.rounds += 1;
+        let lockstep = self.lockstep;
+        lockstep.arrived.fetch_add(1, Ordering::AcqRel);
+        while lockstep.arrived.load(Ordering::Acquire) < THREADS * self.rounds {
             assert!(
-                !self.broken.load(Ordering::Acquire),
+                !lockstep.broken.load(Ordering::Acquire),
                 "another thread failed"
             );
             std::thread::yield_now();
         }
     }
+}
 
-    /// Marks the lockstep broken if the calling thread is panicking.
-    fn guard(&self) -> impl Drop + '_ {
-        struct Guard<'a>(&'a Lockstep);
-        impl Drop for Guard<'_> {
-            fn drop(&mut self) {
-                if std::thread::panicking() {
-                    self.0.broken.store(true, Ordering::Release);
-                }
-            }
+impl Drop for Meet<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.lockstep.broken.store(true, Ordering::Release);
         }
-        Guard(self)
     }
+}
+
+/// Runs `job(thread, meet)` on `THREADS` threads at once and returns what
+/// each returned, in thread order.
+fn on_threads<T, F>(job: F) -> Vec<T>
+where
+    T: Send + 'static,
+    F: Fn(usize, &mut Meet<'_>) -> T + Send + Sync + 'static,
+{
+    let lockstep = Arc::new(Lockstep::default());
+    let job = Arc::new(job);
+    (0..THREADS)
+        .map(|t| {
+            let (lockstep, job) = (lockstep.clone(), job.clone());
+            std::thread::spawn(move || {
+                let mut meet = Meet {
+                    lockstep: &lockstep,
+                    rounds: 0,
+                };
+                job(t, &mut meet)
+            })
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|h| h.join().expect("no panic"))
+        .collect()
 }
 
 /// Operations per thread.
@@ -81,43 +109,35 @@ fn a_hammered_budget_loses_nothing() {
     let ttl = Duration::from_secs(1);
     let budget = Arc::new(RetryBudget::new(0.1, 5, ttl));
     let base = Instant::now();
-    let barrier = Arc::new(Lockstep::default());
-    let logs: Vec<Vec<Event>> = (0..THREADS)
-        .map(|t| {
-            let (budget, barrier) = (budget.clone(), barrier.clone());
-            std::thread::spawn(move || {
-                let _guard = barrier.guard();
-                let mut rounds = 0;
-                let mut rng = Rng::seeded(t as u64);
-                let mut log = Vec::with_capacity(OPS);
-                for i in 0..OPS {
-                    if i % LOCKSTEP == 0 {
-                        barrier.wait(&mut rounds);
-                    }
-                    let at = STEP * i as u32;
-                    // Three calls for every retry asked: a failure rate far
-                    // above the budget's 10%, so it refuses most of them.
-                    if rng.next_u64().is_multiple_of(4) {
-                        let granted = budget.try_withdraw(base + at);
-                        log.push(Event {
-                            call: false,
-                            granted,
-                        });
-                    } else {
-                        budget.record_call(base + at);
-                        log.push(Event {
-                            call: true,
-                            granted: false,
-                        });
-                    }
+    let logs: Vec<Vec<Event>> = on_threads({
+        let budget = budget.clone();
+        move |t, meet| {
+            let mut rng = Rng::seeded(t as u64);
+            let mut log = Vec::with_capacity(OPS);
+            for i in 0..OPS {
+                if i % LOCKSTEP == 0 {
+                    meet.wait();
                 }
-                log
-            })
-        })
-        .collect::<Vec<_>>()
-        .into_iter()
-        .map(|h| h.join().expect("no panic"))
-        .collect();
+                let at = STEP * i as u32;
+                // Three calls for every retry asked: a failure rate far
+                // above the budget's 10%, so it refuses most of them.
+                if rng.next_u64().is_multiple_of(4) {
+                    let granted = budget.try_withdraw(base + at);
+                    log.push(Event {
+                        call: false,
+                        granted,
+                    });
+                } else {
+                    budget.record_call(base + at);
+                    log.push(Event {
+                        call: true,
+                        granted: false,
+                    });
+                }
+            }
+            log
+        }
+    });
 
     let events: Vec<Event> = logs.into_iter().flatten().collect();
     let calls = events.iter().filter(|e| e.call).count() as u64;
@@ -143,35 +163,27 @@ fn racing_withdrawals_get_exactly_what_the_calls_paid_for() {
     let ttl = Duration::from_secs(1);
     let budget = Arc::new(RetryBudget::new(0.1, 5, ttl));
     let base = Instant::now();
-    let barrier = Arc::new(Lockstep::default());
     // Per thread and round: 3/4 of the operations record calls, 1/4 ask.
     let per_round = OPS / ROUNDS;
     let (calls, asks) = (per_round * 3 / 4, per_round / 4);
-    let granted: Vec<Vec<u64>> = (0..THREADS)
-        .map(|_| {
-            let (budget, barrier) = (budget.clone(), barrier.clone());
-            std::thread::spawn(move || {
-                let _guard = barrier.guard();
-                let mut rounds = 0;
-                (0..ROUNDS)
-                    .map(|round| {
-                        // Rounds 2 ttl apart: each starts a fresh window.
-                        let now = base + ttl * 2 * round as u32;
-                        for _ in 0..calls {
-                            budget.record_call(now);
-                        }
-                        barrier.wait(&mut rounds);
-                        let got = (0..asks).filter(|_| budget.try_withdraw(now)).count() as u64;
-                        barrier.wait(&mut rounds);
-                        got
-                    })
-                    .collect()
-            })
-        })
-        .collect::<Vec<_>>()
-        .into_iter()
-        .map(|h| h.join().expect("no panic"))
-        .collect();
+    let granted: Vec<Vec<u64>> = on_threads({
+        let budget = budget.clone();
+        move |_, meet| {
+            (0..ROUNDS)
+                .map(|round| {
+                    // Rounds 2 ttl apart: each starts a fresh window.
+                    let now = base + ttl * 2 * round as u32;
+                    for _ in 0..calls {
+                        budget.record_call(now);
+                    }
+                    meet.wait();
+                    let got = (0..asks).filter(|_| budget.try_withdraw(now)).count() as u64;
+                    meet.wait();
+                    got
+                })
+                .collect()
+        }
+    });
     let allowed = (THREADS * calls) as u64 / 10 + 5;
     for round in 0..ROUNDS {
         let got: u64 = granted.iter().map(|g| g[round]).sum();
@@ -197,35 +209,27 @@ fn racing_rounds_in_a_sliding_window_keep_the_bound() {
     let ttl = Duration::from_secs(1);
     let budget = Arc::new(RetryBudget::new(0.1, 5, ttl));
     let base = Instant::now();
-    let barrier = Arc::new(Lockstep::default());
     let rounds_total = 4 * ROUNDS;
     let half = OPS / rounds_total / 2;
     // Traffic that varies from round to round, so the window's edges matter.
     let calls_of = move |round: usize, thread: usize| half >> ((round + thread) % 3);
-    let granted: Vec<Vec<u64>> = (0..THREADS)
-        .map(|t| {
-            let (budget, barrier) = (budget.clone(), barrier.clone());
-            std::thread::spawn(move || {
-                let _guard = barrier.guard();
-                let mut rounds = 0;
-                (0..rounds_total)
-                    .map(|round| {
-                        let now = base + ttl / 4 * round as u32;
-                        for _ in 0..calls_of(round, t) {
-                            budget.record_call(now);
-                        }
-                        barrier.wait(&mut rounds);
-                        let got = (0..half).filter(|_| budget.try_withdraw(now)).count() as u64;
-                        barrier.wait(&mut rounds);
-                        got
-                    })
-                    .collect()
-            })
-        })
-        .collect::<Vec<_>>()
-        .into_iter()
-        .map(|h| h.join().expect("no panic"))
-        .collect();
+    let granted: Vec<Vec<u64>> = on_threads({
+        let budget = budget.clone();
+        move |t, meet| {
+            (0..rounds_total)
+                .map(|round| {
+                    let now = base + ttl / 4 * round as u32;
+                    for _ in 0..calls_of(round, t) {
+                        budget.record_call(now);
+                    }
+                    meet.wait();
+                    let got = (0..half).filter(|_| budget.try_withdraw(now)).count() as u64;
+                    meet.wait();
+                    got
+                })
+                .collect()
+        }
+    });
     let calls_in = |round: usize| -> u64 { (0..THREADS).map(|t| calls_of(round, t) as u64).sum() };
     let grants_in = |round: usize| -> u64 { granted.iter().map(|g| g[round]).sum() };
     // The ttl ending at round `r` holds rounds r-3 ..= r (a quarter apart).
@@ -245,55 +249,46 @@ fn a_hammered_breaker_never_lets_two_probes_through() {
     let breaker = Arc::new(CircuitBreaker::new(3, Duration::from_millis(5)));
     let probes_out = Arc::new(AtomicUsize::new(0));
     let base = Instant::now();
-    let barrier = Arc::new(Lockstep::default());
-    let counts: Vec<(u64, u64, u64)> = (0..THREADS)
-        .map(|t| {
-            let (breaker, probes_out, barrier) =
-                (breaker.clone(), probes_out.clone(), barrier.clone());
-            std::thread::spawn(move || {
-                let _guard = barrier.guard();
-                let mut rounds = 0;
-                let mut rng = Rng::seeded(100 + t as u64);
-                let (mut admitted, mut rejected, mut probes) = (0, 0, 0);
-                for i in 0..OPS {
-                    if i % LOCKSTEP == 0 {
-                        barrier.wait(&mut rounds);
-                    }
-                    let now = base + STEP * i as u32;
-                    match breaker.try_acquire(now) {
-                        Ok(permit) => {
-                            admitted += 1;
-                            if permit.is_probe() {
-                                probes += 1;
-                                let out = probes_out.fetch_add(1, Ordering::SeqCst);
-                                assert_eq!(out, 0, "a second probe while one is out");
-                                // Hold it a while, as a real probe does: a
-                                // second probe would be seen meanwhile.
-                                std::thread::yield_now();
-                                // Released before the permit is: the next
-                                // probe may start the instant it reports.
-                                probes_out.fetch_sub(1, Ordering::SeqCst);
-                            }
-                            // Failures in bursts, successes, a Stop now and
-                            // then, and a permit dropped unreported (a
-                            // cancelled or panicking attempt).
-                            match rng.next_u64() % 10 {
-                                0..=3 => permit.record(Some(Verdict::Retry), now),
-                                4 => permit.record(Some(Verdict::Stop), now),
-                                5 => drop(permit),
-                                _ => permit.record(None, now),
-                            }
-                        }
-                        Err(_) => rejected += 1,
-                    }
+    let counts: Vec<(u64, u64, u64)> = on_threads({
+        let (breaker, probes_out) = (breaker.clone(), probes_out.clone());
+        move |t, meet| {
+            let mut rng = Rng::seeded(100 + t as u64);
+            let (mut admitted, mut rejected, mut probes) = (0, 0, 0);
+            for i in 0..OPS {
+                if i % LOCKSTEP == 0 {
+                    meet.wait();
                 }
-                (admitted, rejected, probes)
-            })
-        })
-        .collect::<Vec<_>>()
-        .into_iter()
-        .map(|h| h.join().expect("no panic"))
-        .collect();
+                let now = base + STEP * i as u32;
+                match breaker.try_acquire(now) {
+                    Ok(permit) => {
+                        admitted += 1;
+                        if permit.is_probe() {
+                            probes += 1;
+                            let out = probes_out.fetch_add(1, Ordering::SeqCst);
+                            assert_eq!(out, 0, "a second probe while one is out");
+                            // Hold it a while, as a real probe does: a
+                            // second probe would be seen meanwhile.
+                            std::thread::yield_now();
+                            // Released before the permit is: the next
+                            // probe may start the instant it reports.
+                            probes_out.fetch_sub(1, Ordering::SeqCst);
+                        }
+                        // Failures in bursts, successes, a Stop now and
+                        // then, and a permit dropped unreported (a
+                        // cancelled or panicking attempt).
+                        match rng.next_u64() % 10 {
+                            0..=3 => permit.record(Some(Verdict::Retry), now),
+                            4 => permit.record(Some(Verdict::Stop), now),
+                            5 => drop(permit),
+                            _ => permit.record(None, now),
+                        }
+                    }
+                    Err(_) => rejected += 1,
+                }
+            }
+            (admitted, rejected, probes)
+        }
+    });
 
     let admitted: u64 = counts.iter().map(|c| c.0).sum();
     let rejected: u64 = counts.iter().map(|c| c.1).sum();
