@@ -184,6 +184,7 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// let _ = state.decide(None);
     /// assert_eq!(budget.stats().calls, 1);
     /// ```
+    #[inline]
     pub fn with_budget(policy: &'a Policy, budget: Option<&'a RetryBudget>, clock: C) -> Self {
         // The coarse clock: the only read a call whose first attempt
         // succeeds makes. Never late, so the deadline is never late either;
@@ -237,6 +238,7 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// whose metric labels are built at compile time: reporting the call
     /// then allocates nothing. `#[retry]` does this.
     #[must_use]
+    #[inline]
     pub fn with_function(mut self, function: &'static Function) -> Self {
         self.obs.set_function(function);
         self
@@ -316,6 +318,7 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// let attempt = state.run_attempt(|| context().map(|cx| cx.attempt()));
     /// assert_eq!(attempt, Some(1));
     /// ```
+    #[inline]
     pub fn run_attempt<R>(&mut self, attempt: impl FnOnce() -> R) -> R {
         self.record_call();
         self.obs.started(self.attempt());
