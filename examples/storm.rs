@@ -88,7 +88,8 @@ impl Default for Scenario {
 const USAGE: &str = "\
 Usage: cargo run --release --example storm -- [OPTIONS]
 
-Options (`--flag value` or `--flag=value`; defaults in brackets):
+Options (`--flag value` or `--flag=value`; defaults in brackets; a duration
+S is in seconds, `2` or `2s`, or `250ms`):
   --clients N      client tasks; together they offer --load, each its share
                    as Poisson arrivals, one tokio task per call [2000]
   --load F         offered load as a fraction of capacity [0.8]
@@ -104,18 +105,29 @@ Options (`--flag value` or `--flag=value`; defaults in brackets):
   --help           this text";
 
 impl Scenario {
-    fn parse(mut args: impl Iterator<Item = String>) -> Result<Self, String> {
+    pub(crate) fn parse(mut args: impl Iterator<Item = String>) -> Result<Self, String> {
         fn value<T: std::str::FromStr>(flag: &str, v: Option<String>) -> Result<T, String> {
             let v = v.ok_or_else(|| format!("{flag} needs a value"))?;
             v.parse()
                 .map_err(|_| format!("{flag}: cannot read `{v}` as a number"))
         }
+        /// Seconds, bare (`1.5`) or with a unit (`1.5s`, `250ms`), the
+        /// way the summary line prints them.
         fn seconds(flag: &str, v: Option<String>) -> Result<Duration, String> {
             let v = v.ok_or_else(|| format!("{flag} needs a value"))?;
-            v.parse::<f64>()
+            let (number, scale) = if let Some(ms) = v.strip_suffix("ms") {
+                (ms, 1e-3)
+            } else {
+                (v.strip_suffix('s').unwrap_or(&v), 1.0)
+            };
+            number
+                .trim()
+                .parse::<f64>()
                 .ok()
-                .and_then(|s| Duration::try_from_secs_f64(s).ok())
-                .ok_or_else(|| format!("{flag}: `{v}` is not a duration in seconds"))
+                .and_then(|n| Duration::try_from_secs_f64(n * scale).ok())
+                .ok_or_else(|| {
+                    format!("{flag}: `{v}` is not a duration (seconds: `2`, `2s` or `250ms`)")
+                })
         }
         let mut sc = Self::default();
         while let Some(arg) = args.next() {

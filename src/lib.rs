@@ -1,6 +1,6 @@
 //! # backstop
 //!
-//! Retries that cannot start a retry storm. One line above a function gives
+//! Retries that keep a retry storm bounded. One line above a function gives
 //! it exponential backoff with jitter that never breaks its cap, a deadline
 //! for the whole call, `Retry-After` honoured, a retry budget that is on by
 //! default, and retries only for what a retry can fix.

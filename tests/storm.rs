@@ -6,6 +6,7 @@
 #[path = "../examples/storm.rs"]
 mod storm;
 
+use std::sync::Mutex;
 use std::time::Duration;
 
 use storm::{Recovery, Scenario, Strategy, Summary, run, summarise};
@@ -45,10 +46,16 @@ fn retries_without_a_budget_keep_the_server_down() {
     }
 }
 
-// One test for both: each strategy's budget and breaker are statics, which
-// two simulations running at once on different clocks would share.
+/// Each strategy's budget and breaker are statics, which two simulations
+/// running at once on different clocks would share: the tests that use them
+/// take turns.
+static STATICS: Mutex<()> = Mutex::new(());
+
 #[test]
 fn the_defaults_keep_load_near_the_offered_load_and_recover_a_breaker_first() {
+    let _turn = STATICS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let none = simulate(Strategy::NoRetry);
     let defaults = simulate(Strategy::Defaults);
     let breaker = simulate(Strategy::DefaultsBreaker);
@@ -73,6 +80,38 @@ fn the_defaults_keep_load_near_the_offered_load_and_recover_a_breaker_first() {
 }
 
 #[test]
+fn near_capacity_the_budget_alone_does_not_end_the_storm_a_breaker_does() {
+    let _turn = STATICS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let sc = Scenario {
+        load: 0.9,
+        ..scenario()
+    };
+    let [none, defaults, breaker] = [
+        Strategy::NoRetry,
+        Strategy::Defaults,
+        Strategy::DefaultsBreaker,
+    ]
+    .map(|strategy| summarise(&run(strategy, &sc), &sc));
+    assert!(
+        amplification(&defaults) < 1.15,
+        "{}",
+        amplification(&defaults)
+    );
+    assert_eq!(defaults.recovered, Recovery::Never);
+    assert!(
+        matches!(none.recovered, Recovery::After(_)),
+        "{:?}",
+        none.recovered
+    );
+    let Recovery::After(by_breaker) = breaker.recovered else {
+        panic!("the breaker never recovers");
+    };
+    assert!(by_breaker < Duration::from_secs(3), "{by_breaker:?}");
+}
+
+#[test]
 fn a_seed_replays_the_same_run_jitter_included() {
     let sc = Scenario {
         seed: 9,
@@ -92,4 +131,27 @@ fn a_seed_replays_the_same_run_jitter_included() {
         },
     );
     assert_ne!(a.sent, other.sent);
+}
+
+#[test]
+fn durations_are_read_as_the_summary_prints_them() {
+    let parse = |args: &[&str]| Scenario::parse(args.iter().map(|a| (*a).to_owned()));
+    let sc = parse(&[
+        "--timeout",
+        "250ms",
+        "--outage=2s",
+        "--duration",
+        "10",
+        "--outage-at",
+        "1.5s",
+    ])
+    .expect("valid flags");
+    assert_eq!(sc.timeout, Duration::from_millis(250));
+    assert_eq!(sc.outage, Duration::from_secs(2));
+    assert_eq!(sc.duration, Duration::from_secs(10));
+    assert_eq!(sc.outage_at, Duration::from_millis(1500));
+    for bad in ["2x", "s", "ms", "-1s", "1e400"] {
+        let err = parse(&["--timeout", bad]).expect_err(bad);
+        assert!(err.contains("is not a duration"), "{bad}: {err}");
+    }
 }
