@@ -128,6 +128,9 @@
 //! ### `deadline`
 //!
 //! The whole call's bound, from entry. `deadline = none` removes it.
+//! No attempt starts after it and no sleep runs into it; an attempt already
+//! running is not interrupted unless `attempt_timeout` is set (async), which
+//! ends every attempt at the deadline at the latest.
 //!
 //! ```
 //! # use std::io::{Error, ErrorKind}; use std::time::Duration; use backstop::retry;
@@ -148,6 +151,12 @@
 //! `base · (n + 1)` (linear) or `base` (fixed), never above `cap`; `n`
 //! counts the retries so far. The arithmetic saturates: no retry number
 //! makes it overflow.
+//!
+//! Literals are checked at compile time (a zero `base`, a `factor` not above
+//! 1, `base` above `cap` are errors). An expression (`base = self.base`) is
+//! taken at run time as [`Policy`] takes it: a zero `base` retries at once,
+//! bounded only by the attempts, the deadline and the budget; a `factor`
+//! below 1 or NaN is read as 1; `base` above `cap` waits `cap`.
 //!
 //! ```
 //! # use std::io::{Error, ErrorKind}; use std::time::Duration; use backstop::retry;
@@ -492,6 +501,20 @@
 //! # assert!(post("hi").is_ok());
 //! ```
 //!
+//! The attempts share the arguments: what one attempt changes in an
+//! argument (a `mut` one, or through `&mut`), the next attempt sees. To
+//! start every attempt from the same value, change a copy made in the body.
+//!
+//! The future of an `async fn` is `Send` whenever the plain function's
+//! would be, with arguments that are `Send` but not `Sync` (a `RefCell`
+//! inside, a generic `T: Send`): each attempt holds the arguments by unique
+//! reference, `&mut`, which is `Send` when the argument is. An owned
+//! argument becomes a `mut` binding for that (invisible to callers and in
+//! the documentation), so the body may change it where it was not declared
+//! `mut`. Arguments that the `policy = ..` expression names, and those
+//! bound by a pattern other than a name, are held by shared reference, and
+//! need `Sync` for the future to be `Send`.
+//!
 //! `#[retry]` goes above the other attributes that rewrite a function, so
 //! that it sees the function as written: above `#[tracing::instrument]`
 //! (one span per call, not per attempt) and above `#[tokio::test]` (one
@@ -741,6 +764,7 @@
 //! assert_eq!(vt.sleeps(), [Duration::from_millis(100), Duration::from_millis(200)]);
 //! ```
 #![deny(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 
 /// Retries the function it is placed on: see the [crate documentation](crate)

@@ -177,6 +177,35 @@ async fn a_timeout_is_retried_only_when_idempotent() {
     assert_eq!(calls.get(), 3);
 }
 
+static IO_BREAKER: backstop::CircuitBreaker =
+    backstop::CircuitBreaker::new(2, Duration::from_secs(60));
+
+// `std::io::Error` takes `attempt_timeout` and `breaker` as it is: the
+// runtime converts `Elapsed` and `CircuitOpen` into it.
+#[retry(attempts = 5, attempt_timeout = 1s, deadline = none, idempotent, budget = none, breaker = IO_BREAKER)]
+async fn hangs(calls: &Cell<u32>) -> Result<(), Error> {
+    calls.set(calls.get() + 1);
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn io_errors_take_attempt_timeout_and_breaker() {
+    let calls = Cell::new(0);
+    let t0 = Instant::now();
+    let timed_out = hangs(&calls).await.unwrap_err();
+    assert_eq!(timed_out.kind(), ErrorKind::TimedOut);
+    let inner = timed_out.into_inner().expect("wraps the Elapsed");
+    assert!(inner.downcast::<backstop::Elapsed>().is_ok());
+    // Two timeouts open the breaker: the call ends with the last outcome.
+    assert_eq!(calls.get(), 2);
+    assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+    let open = hangs(&calls).await.unwrap_err();
+    let inner = open.into_inner().expect("wraps the CircuitOpen");
+    assert!(inner.downcast::<backstop::CircuitOpen>().is_ok());
+    assert_eq!(calls.get(), 2, "rejected without running");
+}
+
 static SHARED: RetryBudget = RetryBudget::new(0.5, 0, Duration::from_secs(10));
 
 #[retry(attempts = 5, budget = SHARED)]

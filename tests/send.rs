@@ -127,3 +127,104 @@ async fn call_async_drops_a_retried_value_before_the_backoff() {
     assert_eq!(response.status, 200);
     assert_eq!(*dropped.lock().unwrap(), [(503, Duration::ZERO)]);
 }
+
+/// `Send`, not `Sync`: a future that holds `&Conn` across an `.await` is not
+/// `Send`; one that holds the `Conn` or a `&mut Conn` is.
+struct Conn {
+    buf: std::cell::RefCell<Vec<u8>>,
+}
+
+impl Conn {
+    fn new() -> Self {
+        Self {
+            buf: std::cell::RefCell::new(vec![1, 2, 3]),
+        }
+    }
+
+    #[retry(budget = none)]
+    async fn by_mut_ref(&mut self) -> Result<usize, std::io::Error> {
+        tokio::task::yield_now().await;
+        Ok(self.buf.borrow().len())
+    }
+
+    #[retry(budget = none)]
+    async fn by_value(self) -> Result<usize, std::io::Error> {
+        tokio::task::yield_now().await;
+        Ok(self.buf.borrow().len())
+    }
+
+    // The typed form of `&mut self` is what is tested here.
+    #[allow(clippy::needless_arbitrary_self_type)]
+    #[retry(budget = none)]
+    async fn by_typed_mut_ref(self: &mut Self, extra: usize) -> Result<usize, std::io::Error> {
+        tokio::task::yield_now().await;
+        Ok(self.buf.borrow().len() + extra)
+    }
+}
+
+#[retry(budget = none)]
+async fn owned_conn(conn: Conn) -> Result<usize, std::io::Error> {
+    tokio::task::yield_now().await;
+    Ok(conn.buf.borrow().len())
+}
+
+#[retry(budget = none)]
+async fn conn_by_mut_ref(conn: &mut Conn) -> Result<usize, std::io::Error> {
+    tokio::task::yield_now().await;
+    Ok(conn.buf.borrow().len())
+}
+
+#[retry(budget = none)]
+async fn generic_send<T: AsRef<[u8]> + Send>(body: T) -> Result<usize, std::io::Error> {
+    tokio::task::yield_now().await;
+    Ok(body.as_ref().len())
+}
+
+#[retry(budget = none)]
+async fn impl_send(
+    body: impl AsRef<[u8]> + Send,
+    (a, b): (u8, u8),
+) -> Result<usize, std::io::Error> {
+    tokio::task::yield_now().await;
+    Ok(body.as_ref().len() + usize::from(a + b))
+}
+
+/// Bytes that may move between threads but not be shared.
+struct Body(Vec<u8>, PhantomData<std::cell::Cell<()>>);
+
+impl AsRef<[u8]> for Body {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+fn body() -> Body {
+    Body(vec![1, 2, 3], PhantomData)
+}
+
+/// Checked for every `T: Send`, not for one type.
+fn spawn_generic<T: AsRef<[u8]> + Send + 'static>(
+    body: T,
+) -> tokio::task::JoinHandle<Result<usize, std::io::Error>> {
+    tokio::spawn(generic_send(body))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn futures_holding_send_but_not_sync_arguments_are_send() {
+    let lens = [
+        tokio::spawn(assert_send(async { Conn::new().by_mut_ref().await })),
+        tokio::spawn(assert_send(Conn::new().by_value())),
+        tokio::spawn(assert_send(async { Conn::new().by_typed_mut_ref(1).await })),
+        tokio::spawn(assert_send(owned_conn(Conn::new()))),
+        tokio::spawn(assert_send(async {
+            conn_by_mut_ref(&mut Conn::new()).await
+        })),
+        spawn_generic(body()),
+        tokio::spawn(assert_send(impl_send(body(), (1, 2)))),
+    ];
+    let mut got = Vec::new();
+    for len in lens {
+        got.push(len.await.unwrap().unwrap());
+    }
+    assert_eq!(got, [3, 3, 4, 3, 3, 3, 6]);
+}

@@ -27,6 +27,8 @@ struct Capture {
     next: AtomicU64,
     spans: Mutex<BTreeMap<u64, (String, Fields)>>,
     events: Mutex<Vec<(Option<u64>, Fields)>>,
+    /// The spans entered, innermost last.
+    entered: Mutex<Vec<u64>>,
 }
 
 struct Visitor<'a>(&'a mut Fields);
@@ -62,11 +64,22 @@ impl tracing::Subscriber for Capture {
     fn event(&self, event: &tracing::Event<'_>) {
         let mut fields = Fields::new();
         event.record(&mut Visitor(&mut fields));
-        let parent = event.parent().map(tracing::span::Id::into_u64);
+        let parent = match event.parent() {
+            Some(explicit) => Some(explicit.into_u64()),
+            None if event.is_contextual() => self.entered.lock().unwrap().last().copied(),
+            None => None,
+        };
         self.events.lock().unwrap().push((parent, fields));
     }
-    fn enter(&self, _: &tracing::span::Id) {}
-    fn exit(&self, _: &tracing::span::Id) {}
+    fn enter(&self, span: &tracing::span::Id) {
+        self.entered.lock().unwrap().push(span.into_u64());
+    }
+    fn exit(&self, span: &tracing::span::Id) {
+        let mut entered = self.entered.lock().unwrap();
+        if let Some(at) = entered.iter().rposition(|&id| id == span.into_u64()) {
+            entered.remove(at);
+        }
+    }
 }
 
 #[retry(attempts = 3, jitter = none, budget = none)]
@@ -121,6 +134,38 @@ fn a_span_per_call_and_an_event_per_retry_and_give_up() {
     for ((parent, got), want) in events.iter().zip(&expected) {
         assert_eq!(*parent, Some(id), "events belong to the call's span");
         assert_eq!(got, want);
+    }
+}
+
+#[retry(
+    attempts = 2,
+    jitter = none,
+    budget = none,
+    on_retry = |e| tracing::warn!(attempt = e.attempt(), "hook: retrying"),
+    on_give_up = |e| tracing::error!(attempts = e.attempts(), "hook: giving up"),
+)]
+fn logged() -> Result<(), Error> {
+    Err(ErrorKind::ConnectionReset.into())
+}
+
+#[test]
+fn what_the_hooks_log_belongs_to_the_call() {
+    let _serial = serial();
+    let _vt = backstop::testing::VirtualTime::start();
+    let capture = Arc::new(Capture::default());
+    tracing::subscriber::with_default(Arc::clone(&capture), || {
+        let _ = logged();
+    });
+    let spans = capture.spans.lock().unwrap();
+    let (&id, _) = spans.iter().next().unwrap();
+    let events = capture.events.lock().unwrap();
+    let hooks: Vec<_> = events
+        .iter()
+        .filter(|(_, f)| f["message"].starts_with("hook:"))
+        .collect();
+    assert_eq!(hooks.len(), 2, "{events:?}");
+    for (parent, fields) in hooks {
+        assert_eq!(*parent, Some(id), "{fields:?} outside the call's span");
     }
 }
 

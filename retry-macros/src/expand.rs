@@ -77,10 +77,7 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
     let (with_breaker, admit_first, admit_after_sleep) = breaker(args, &rt, &n, &ret, &on_give_up);
     let classify = classify(args, &rt, &n, &ret, ret_span);
     let (items, stmts) = split_items(block);
-    // The function's name, for `tracing` and `metrics` (raw identifiers
-    // without their `r#`).
-    let name = func.sig.ident.to_string();
-    let name = Literal::string(name.strip_prefix("r#").unwrap_or(&name));
+    let name = function_name(func);
     let is_async = func.sig.asyncness.is_some();
     let clock = if is_async {
         async_clock(func, &rt)
@@ -101,8 +98,9 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
         let mut #state = #init;
         #admit_first
     };
+    let (sig, captures) = unique_captures(func, args);
     let body = if is_async {
-        let attempt = async_attempt(&rt, &n, &ret, &stmts);
+        let attempt = async_attempt(&rt, &n, &ret, &captures, &stmts);
         let (bind, verdict_expr) = timed_attempt(args, &rt, &n, &ret, &attempt, classify);
         // The outcome lives in the inner block only: it is dropped before
         // the sleep (a retried response releases its connection at once) and
@@ -163,12 +161,112 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
             }
         }
     };
-    with_body(func, Some(block.brace_token), body)
+    with_body(func, &sig, Some(block.brace_token), body)
+}
+
+/// The function's name, for `tracing` and `metrics` (a raw identifier
+/// without its `r#`).
+fn function_name(func: &Func) -> Literal {
+    let name = func.sig.ident.to_string();
+    Literal::string(name.strip_prefix("r#").unwrap_or(&name))
+}
+
+/// Statements making each attempt's `async` block hold the arguments by
+/// unique reference (`&mut`) rather than by shared one: `&mut T` is `Send`
+/// when `T` is, as the plain function's future holding `T` would be, where
+/// `&T` needs `T: Sync`. An owned argument becomes a `mut` binding for
+/// that (a binding's `mut` is no part of the function's type); a `&mut`
+/// argument is reborrowed, a shared one left alone (`&&T` and the plain
+/// function's `&T` are `Send` alike). An argument the `policy` expression
+/// names is left alone too: the policy may borrow it for the whole call.
+/// Patterns other than a plain name are left as written. A sync function
+/// is left as written.
+fn unique_captures(func: &Func, args: &Args) -> (syn::Signature, Vec<TokenStream>) {
+    let mut sig = func.sig.clone();
+    let mut captures = Vec::new();
+    if sig.asyncness.is_none() {
+        return (sig, captures);
+    }
+    let mut in_policy = Vec::new();
+    if let Some(expr) = args.policy.value() {
+        idents(expr.to_token_stream(), &mut in_policy);
+    }
+    let m = Span::mixed_site();
+    for input in &mut sig.inputs {
+        // The name, its `mut` if it has none yet, and whether the argument
+        // is a reference (`Some(true)` for `&mut`).
+        let (name, mutability, by_ref) = match input {
+            syn::FnArg::Receiver(receiver) => {
+                let by_ref = match &receiver.kind {
+                    syn::ReceiverKind::Reference(_, _, mutability) => Some(mutability.is_some()),
+                    syn::ReceiverKind::Typed(_, ty) => reference(ty),
+                    _ => None,
+                };
+                let span = receiver.self_token.span;
+                let name = receiver.self_token.to_token_stream();
+                (name, (&mut receiver.mutability, span), by_ref)
+            }
+            syn::FnArg::Typed(typed) => {
+                let syn::Pat::Ident(binding) = &mut *typed.pat else {
+                    continue;
+                };
+                if binding.by_ref.is_some() || binding.subpat.is_some() {
+                    continue;
+                }
+                // On the name: diagnostics about the binding then quote
+                // the user's code, not the attribute.
+                let span = binding.ident.span();
+                let name = binding.ident.to_token_stream();
+                (name, (&mut binding.mutability, span), reference(&typed.ty))
+            }
+        };
+        if in_policy.contains(&name.to_string()) {
+            continue;
+        }
+        match by_ref {
+            Some(true) => captures.push(quote_spanned!(m=> let _ = &mut *#name;)),
+            Some(false) => {}
+            None => {
+                let (mutability, span) = mutability;
+                mutability.get_or_insert(syn::Token![mut](span));
+                captures.push(quote_spanned!(m=> let _ = &mut #name;));
+            }
+        }
+    }
+    (sig, captures)
+}
+
+/// `Some(true)` for a type written `&mut T`, `Some(false)` for `&T`, `None`
+/// otherwise.
+fn reference(ty: &Type) -> Option<bool> {
+    match ty {
+        Type::Reference(r) => Some(r.mutability.is_some()),
+        Type::Group(g) => reference(&g.elem),
+        Type::Paren(p) => reference(&p.elem),
+        _ => None,
+    }
+}
+
+/// Every identifier in `tokens`, groups included.
+fn idents(tokens: TokenStream, out: &mut Vec<String>) {
+    for tt in tokens {
+        match tt {
+            proc_macro2::TokenTree::Ident(i) => out.push(i.to_string()),
+            proc_macro2::TokenTree::Group(g) => idents(g.stream(), out),
+            _ => {}
+        }
+    }
 }
 
 /// One async attempt: the body as an `async` block, run with its context
 /// set around each poll (see `backstop::context()`).
-fn async_attempt(rt: &TokenStream, n: &Names, ret: &Type, stmts: &[&syn::Stmt]) -> TokenStream {
+fn async_attempt(
+    rt: &TokenStream,
+    n: &Names,
+    ret: &Type,
+    captures: &[TokenStream],
+    stmts: &[&syn::Stmt],
+) -> TokenStream {
     let Names { state, pinned, .. } = n;
     quote! {
         #rt::AttemptState::run_attempt_async(&mut #state, async {
@@ -179,6 +277,7 @@ fn async_attempt(rt: &TokenStream, n: &Names, ret: &Type, stmts: &[&syn::Stmt]) 
                 let #pinned: #ret = loop {};
                 return #pinned;
             }
+            #(#captures)*
             // The body's statements, not its block: a block as the tail
             // would trip `unused_braces` on one-line bodies.
             #(#stmts)*
@@ -272,9 +371,10 @@ fn hooks(args: &Args, rt: &TokenStream, n: &Names) -> (TokenStream, TokenStream)
     let event = format_ident!("__backstop_event", span = Span::mixed_site());
     let on_retry = args.on_retry.value().map_or_else(TokenStream::new, |hook| {
         let call = located_call_with(quote!(#rt::on_retry), &event, hook, quote!(&));
+        // In the call's span: what the hook logs belongs to the call.
         quote! {{
             let #event = &#rt::AttemptState::retry_event(&#state, #view, #delay);
-            #call;
+            #rt::AttemptState::in_span(&#state, || { #call; });
         }}
     });
     let on_give_up = args
@@ -284,7 +384,7 @@ fn hooks(args: &Args, rt: &TokenStream, n: &Names) -> (TokenStream, TokenStream)
             let call = located_call_with(quote!(#rt::on_give_up), &event, hook, quote!(&));
             quote! {{
                 let #event = &#rt::AttemptState::give_up_event(&#state, #view, #reason);
-                #call;
+                #rt::AttemptState::in_span(&#state, || { #call; });
             }}
         });
     (on_retry, on_give_up)
@@ -353,11 +453,15 @@ fn breaker(
 /// The function as written, with `body` in braces that carry the original
 /// block's spans: the item then spans the user's own code, so the user's
 /// lints (`dead_code` on an unused function…) still reach it.
-fn with_body(func: &Func, braces: Option<syn::token::Brace>, body: TokenStream) -> TokenStream {
+fn with_body(
+    func: &Func,
+    sig: &syn::Signature,
+    braces: Option<syn::token::Brace>,
+    body: TokenStream,
+) -> TokenStream {
     let Func {
         attrs,
         vis,
-        sig,
         inner_attrs,
         ..
     } = func;
@@ -704,6 +808,7 @@ pub(crate) fn with_errors(func: &Func, errors: &syn::Error) -> TokenStream {
     );
     with_body(
         func,
+        &func.sig,
         func.block.as_ref().map(|b| b.brace_token),
         quote!(#errors #stmts),
     )

@@ -16,8 +16,9 @@ use rand::{RngCore, SeedableRng};
 /// The shape of the delay schedule, before jitter.
 ///
 /// ```
+/// # extern crate retry_runtime as backstop;
 /// use std::time::Duration;
-/// use retry_runtime::{Backoff, Policy};
+/// use backstop::{Backoff, Policy};
 ///
 /// let policy = Policy::new()
 ///     .backoff(Backoff::Linear)
@@ -52,8 +53,9 @@ pub enum Backoff {
 /// always clamped, so no delay exceeds the policy's `cap`.
 ///
 /// ```
+/// # extern crate retry_runtime as backstop;
 /// use std::time::Duration;
-/// use retry_runtime::{Jitter, Policy};
+/// use backstop::{Jitter, Policy};
 ///
 /// let policy = Policy::new().jitter(Jitter::Equal);
 /// # let _ = policy;
@@ -183,7 +185,8 @@ pub(crate) fn jittered(
 /// jitter exists to break.
 ///
 /// ```
-/// use retry_runtime::backoff::Rng;
+/// # extern crate retry_runtime as backstop;
+/// use backstop::backoff::Rng;
 ///
 /// let mut a = Rng::seeded(7);
 /// let mut b = Rng::seeded(7);

@@ -57,8 +57,9 @@ fn millis(now: Instant) -> u64 {
 /// Where a [`CircuitBreaker`] stands.
 ///
 /// ```
+/// # extern crate retry_runtime as backstop;
 /// use std::time::Duration;
-/// use retry_runtime::{BreakerState, CircuitBreaker};
+/// use backstop::{BreakerState, CircuitBreaker};
 /// let breaker = CircuitBreaker::new(5, Duration::from_secs(30));
 /// assert_eq!(breaker.state(), BreakerState::Closed);
 /// ```
@@ -78,7 +79,8 @@ pub enum BreakerState {
 /// type, which must implement `From<CircuitOpen>`.
 ///
 /// ```
-/// use retry_runtime::CircuitOpen;
+/// # extern crate retry_runtime as backstop;
+/// use backstop::CircuitOpen;
 /// assert_eq!(CircuitOpen.to_string(), "circuit breaker open: the dependency is failing, call rejected");
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -92,6 +94,24 @@ impl fmt::Display for CircuitOpen {
 
 impl Error for CircuitOpen {}
 
+/// An [`io::Error`](std::io::Error) of kind `Other` wrapping the
+/// `CircuitOpen`, so that a function returning `io::Result` can take a
+/// `breaker` (its own `From` impl would break the orphan rule). It is not
+/// retried: the breaker is known to be open.
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use backstop::{CircuitOpen, Classify, Verdict};
+/// let error = std::io::Error::from(CircuitOpen);
+/// assert_eq!(error.classify(), Verdict::Stop);
+/// assert!(error.get_ref().is_some_and(|e| e.is::<CircuitOpen>()));
+/// ```
+impl From<CircuitOpen> for std::io::Error {
+    fn from(open: CircuitOpen) -> Self {
+        Self::other(open)
+    }
+}
+
 /// A lock-free circuit breaker, shareable as a `static`.
 ///
 /// Closed, it lets calls through and counts consecutive retryable
@@ -104,8 +124,9 @@ impl Error for CircuitOpen {}
 /// for the next caller.
 ///
 /// ```
+/// # extern crate retry_runtime as backstop;
 /// use std::time::{Duration, Instant};
-/// use retry_runtime::{BreakerState, CircuitBreaker, Verdict};
+/// use backstop::{BreakerState, CircuitBreaker, Verdict};
 ///
 /// static PAYMENTS: CircuitBreaker = CircuitBreaker::new(3, Duration::from_secs(10));
 ///
@@ -127,7 +148,8 @@ impl Error for CircuitOpen {}
 /// Invalid arguments are rejected while the `static` is compiled:
 ///
 /// ```compile_fail
-/// # use std::time::Duration; use retry_runtime::CircuitBreaker;
+/// # extern crate retry_runtime as backstop;
+/// # use std::time::Duration; use backstop::CircuitBreaker;
 /// static BAD: CircuitBreaker = CircuitBreaker::new(0, Duration::from_secs(10));
 /// # fn main() { let _ = &BAD; }
 /// ```
@@ -169,8 +191,9 @@ impl CircuitBreaker {
         /// error.
         ///
         /// ```
+        /// # extern crate retry_runtime as backstop;
         /// use std::time::Duration;
-        /// use retry_runtime::CircuitBreaker;
+        /// use backstop::CircuitBreaker;
         /// static USERS: CircuitBreaker = CircuitBreaker::new(5, Duration::from_secs(30));
         /// assert_eq!(USERS.failure_threshold(), 5);
         /// ```

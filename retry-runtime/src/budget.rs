@@ -108,8 +108,9 @@ const fn ahead(a: u64, b: u64) -> i64 {
 ///   test running in virtual time budgets of its own.
 ///
 /// ```
+/// # extern crate retry_runtime as backstop;
 /// use std::time::Duration;
-/// use retry_runtime::RetryBudget;
+/// use backstop::RetryBudget;
 ///
 /// // 10% of calls may be retried, plus a reserve of 5 × 10 = 50 retries
 /// // per 10 s window.
@@ -127,7 +128,8 @@ const fn ahead(a: u64, b: u64) -> i64 {
 /// Invalid arguments are rejected while the `static` is compiled:
 ///
 /// ```compile_fail
-/// # use std::time::Duration; use retry_runtime::RetryBudget;
+/// # extern crate retry_runtime as backstop;
+/// # use std::time::Duration; use backstop::RetryBudget;
 /// static BAD: RetryBudget = RetryBudget::new(1.5, 10, Duration::from_secs(10));
 /// # fn main() { let _ = &BAD; }
 /// ```
@@ -175,7 +177,8 @@ pub struct RetryBudget {
 /// What a [`RetryBudget`] has seen since it was created.
 ///
 /// ```
-/// use retry_runtime::BudgetStats;
+/// # extern crate retry_runtime as backstop;
+/// use backstop::BudgetStats;
 /// let s = BudgetStats { calls: 200, retries: 20, refusals: 3 };
 /// assert_eq!(s.retry_ratio(), 0.1);
 /// ```
@@ -226,8 +229,9 @@ impl RetryBudget {
     /// a compile error.
     ///
     /// ```
+    /// # extern crate retry_runtime as backstop;
     /// use std::time::Duration;
-    /// use retry_runtime::RetryBudget;
+    /// use backstop::RetryBudget;
     /// static SHARED: RetryBudget = RetryBudget::new(0.2, 10, Duration::from_secs(10));
     /// assert_eq!(SHARED.ratio(), 0.2);
     /// ```
@@ -284,7 +288,8 @@ impl RetryBudget {
     /// plus a reserve of 100 retries (10 a second), over 10 s.
     ///
     /// ```
-    /// use retry_runtime::RetryBudget;
+    /// # extern crate retry_runtime as backstop;
+    /// use backstop::RetryBudget;
     /// static B: RetryBudget = RetryBudget::standard();
     /// assert_eq!(B.min_per_sec(), 10);
     /// ```
@@ -296,7 +301,8 @@ impl RetryBudget {
     /// Retries allowed per call.
     ///
     /// ```
-    /// # use std::time::Duration; use retry_runtime::RetryBudget;
+    /// # extern crate retry_runtime as backstop;
+    /// # use std::time::Duration; use backstop::RetryBudget;
     /// let b = RetryBudget::new(0.25, 3, Duration::from_secs(5));
     /// assert_eq!((b.ratio(), b.min_per_sec(), b.ttl()), (0.25, 3, Duration::from_secs(5)));
     /// ```
@@ -318,7 +324,8 @@ impl RetryBudget {
     /// Records one call (the first attempt), depositing `ratio` of a retry.
     ///
     /// ```
-    /// # use std::time::{Duration, Instant}; use retry_runtime::RetryBudget;
+    /// # extern crate retry_runtime as backstop;
+    /// # use std::time::{Duration, Instant}; use backstop::RetryBudget;
     /// let b = RetryBudget::new(0.5, 0, Duration::from_secs(1));
     /// b.record_call(Instant::now());
     /// assert_eq!(b.stats().calls, 1);
@@ -331,7 +338,8 @@ impl RetryBudget {
     /// Takes one retry from the budget if it has one; `false` is a refusal.
     ///
     /// ```
-    /// # use std::time::{Duration, Instant}; use retry_runtime::RetryBudget;
+    /// # extern crate retry_runtime as backstop;
+    /// # use std::time::{Duration, Instant}; use backstop::RetryBudget;
     /// let b = RetryBudget::new(0.5, 0, Duration::from_secs(1));
     /// let now = Instant::now();
     /// b.record_call(now);
@@ -388,7 +396,8 @@ impl RetryBudget {
     /// the counts being moved out of the window at that instant).
     ///
     /// ```
-    /// # use std::time::Duration; use retry_runtime::RetryBudget;
+    /// # extern crate retry_runtime as backstop;
+    /// # use std::time::Duration; use backstop::RetryBudget;
     /// let b = RetryBudget::standard();
     /// assert_eq!(b.stats().calls, 0);
     /// ```

@@ -11,7 +11,8 @@ use std::time::Duration;
 /// What to do about one outcome of an attempt.
 ///
 /// ```
-/// use retry_runtime::Verdict;
+/// # extern crate retry_runtime as backstop;
+/// use backstop::Verdict;
 ///
 /// assert_eq!(Verdict::from(true), Verdict::Retry);
 /// assert_eq!(Verdict::from(false), Verdict::Stop);
@@ -35,7 +36,8 @@ impl Verdict {
     /// idempotent.
     ///
     /// ```
-    /// use retry_runtime::Verdict;
+    /// # extern crate retry_runtime as backstop;
+    /// use backstop::Verdict;
     /// assert!(Verdict::RetryIfIdempotent.is_retryable());
     /// assert!(!Verdict::Stop.is_retryable());
     /// ```
@@ -56,7 +58,8 @@ impl From<bool> for Verdict {
 /// Implement it next to your error type, or pass `when` to the retry loop.
 ///
 /// ```
-/// use retry_runtime::{Classify, Verdict};
+/// # extern crate retry_runtime as backstop;
+/// use backstop::{Classify, Verdict};
 ///
 /// enum ApiError { Overloaded, BadRequest }
 ///
@@ -91,8 +94,9 @@ impl Classify for io::Error {
     /// [`Verdict::Stop`]s.
     ///
     /// ```
+    /// # extern crate retry_runtime as backstop;
     /// use std::io::{Error, ErrorKind};
-    /// use retry_runtime::{Classify, Verdict};
+    /// use backstop::{Classify, Verdict};
     ///
     /// assert_eq!(Error::from(ErrorKind::ConnectionReset).classify(), Verdict::Retry);
     /// assert_eq!(Error::from(ErrorKind::TimedOut).classify(), Verdict::RetryIfIdempotent);
@@ -131,8 +135,9 @@ impl Classify for io::Error {
 /// [`Verdict::Stop`]; keep the error in one form, or add a `.context(..)`.
 ///
 /// ```
+/// # extern crate retry_runtime as backstop;
 /// use std::io::{Error, ErrorKind};
-/// use retry_runtime::{classify::source_chain, Verdict};
+/// use backstop::{classify::source_chain, Verdict};
 ///
 /// let wrapped = Error::other(Error::from(ErrorKind::ConnectionReset));
 /// assert_eq!(source_chain(&wrapped), Verdict::Retry);
@@ -153,8 +158,9 @@ pub fn source_chain(error: &(dyn Error + 'static)) -> Verdict {
 /// `#[retry(when = backstop::classify::by_source_chain)]`.
 ///
 /// ```
+/// # extern crate retry_runtime as backstop;
 /// use std::io::{Error, ErrorKind};
-/// use retry_runtime::{classify::by_source_chain, Verdict};
+/// use backstop::{classify::by_source_chain, Verdict};
 /// assert_eq!(by_source_chain(&Error::from(ErrorKind::ConnectionReset)), Verdict::Retry);
 /// ```
 pub fn by_source_chain<E: Error + 'static>(error: &E) -> Verdict {
@@ -208,8 +214,9 @@ impl Classify for dyn Error + Send + 'static {
 /// error type of many services, needs no `when`.
 ///
 /// ```
+/// # extern crate retry_runtime as backstop;
 /// use std::io::{Error, ErrorKind};
-/// use retry_runtime::{Classify, Verdict};
+/// use backstop::{Classify, Verdict};
 /// let boxed: Box<dyn std::error::Error + Send + Sync> = Error::from(ErrorKind::BrokenPipe).into();
 /// assert_eq!(boxed.classify(), Verdict::Retry);
 /// ```
@@ -244,8 +251,9 @@ impl Classify for crate::breaker::CircuitOpen {
 /// By its chain of causes, as [`source_chain`].
 ///
 /// ```
+/// # extern crate retry_runtime as backstop;
 /// use std::io::{Error, ErrorKind};
-/// use retry_runtime::{Classify, Verdict};
+/// use backstop::{Classify, Verdict};
 /// let e = anyhow::Error::new(Error::from(ErrorKind::ConnectionReset)).context("loading");
 /// assert_eq!(e.classify(), Verdict::Retry);
 /// ```
@@ -281,7 +289,8 @@ pub trait Classifier<X: ?Sized> {
 /// Classifies errors by their [`Classify`] impl (the default for errors).
 ///
 /// ```
-/// use retry_runtime::{ByClassify, Classifier, Verdict};
+/// # extern crate retry_runtime as backstop;
+/// use backstop::{ByClassify, Classifier, Verdict};
 /// let e = std::io::Error::from(std::io::ErrorKind::BrokenPipe);
 /// assert_eq!(ByClassify.verdict(&e), Verdict::Retry);
 /// ```
@@ -297,7 +306,8 @@ impl<E: Classify + ?Sized> Classifier<E> for ByClassify {
 /// Never retries (the default for `Ok` values).
 ///
 /// ```
-/// use retry_runtime::{Classifier, NeverRetry, Verdict};
+/// # extern crate retry_runtime as backstop;
+/// use backstop::{Classifier, NeverRetry, Verdict};
 /// assert_eq!(NeverRetry.verdict(&42), Verdict::Stop);
 /// ```
 #[derive(Clone, Copy, Debug, Default)]
@@ -313,7 +323,8 @@ impl<X: ?Sized> Classifier<X> for NeverRetry {
 /// classifier: it may answer `bool` or [`Verdict`].
 ///
 /// ```
-/// use retry_runtime::{Classifier, Verdict, When};
+/// # extern crate retry_runtime as backstop;
+/// use backstop::{Classifier, Verdict, When};
 ///
 /// let status_503 = When(|status: &u16| *status == 503);
 /// assert_eq!(status_503.verdict(&503), Verdict::Retry);

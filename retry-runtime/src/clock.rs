@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 /// A monotonic clock.
 ///
 /// ```
-/// use retry_runtime::{Clock, SystemClock};
+/// # extern crate retry_runtime as backstop;
+/// use backstop::{Clock, SystemClock};
 /// let a = SystemClock.now();
 /// let b = SystemClock.now();
 /// assert!(b >= a);
@@ -29,8 +30,9 @@ pub trait Clock {
     /// ([`AttemptState::may_resume`](crate::AttemptState::may_resume)).
     ///
     /// ```
+    /// # extern crate retry_runtime as backstop;
     /// use std::time::Duration;
-    /// use retry_runtime::{Clock, SystemClock};
+    /// use backstop::{Clock, SystemClock};
     /// assert_eq!(SystemClock.sleep_slack(), Duration::ZERO);
     /// ```
     fn sleep_slack(&self) -> Duration {
@@ -42,7 +44,8 @@ pub trait Clock {
     /// `Copy` and outlives no clock). Real time unless overridden.
     ///
     /// ```
-    /// use retry_runtime::{Clock, SystemClock, testing::VirtualTime};
+    /// # extern crate retry_runtime as backstop;
+    /// use backstop::{Clock, SystemClock, testing::VirtualTime};
     /// let vt = VirtualTime::start();
     /// assert_eq!((SystemClock.now_fn())(), vt.now());
     /// ```
@@ -63,7 +66,8 @@ pub trait Clock {
     /// deadline under a second, where those milliseconds would matter.
     ///
     /// ```
-    /// use retry_runtime::{Clock, SystemClock};
+    /// # extern crate retry_runtime as backstop;
+    /// use backstop::{Clock, SystemClock};
     /// let start = SystemClock.start_now();
     /// assert!(start <= SystemClock.now());
     /// ```
@@ -94,8 +98,9 @@ impl<C: Clock + ?Sized> Clock for &C {
 /// [`VirtualTime`](crate::testing::VirtualTime) is installed on this thread.
 ///
 /// ```
+/// # extern crate retry_runtime as backstop;
 /// use std::time::Duration;
-/// use retry_runtime::{Clock, SystemClock, testing::VirtualTime};
+/// use backstop::{Clock, SystemClock, testing::VirtualTime};
 ///
 /// let vt = VirtualTime::start();
 /// let before = SystemClock.now();
@@ -165,8 +170,9 @@ fn coarse_now() -> Instant {
 /// is two milliseconds.
 ///
 /// ```
+/// # extern crate retry_runtime as backstop;
 /// use std::time::Duration;
-/// use retry_runtime::{Clock, TokioClock};
+/// use backstop::{Clock, TokioClock};
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// let _ = TokioClock.now();
 /// assert_eq!(TokioClock.sleep_slack(), Duration::from_millis(2));

@@ -5,8 +5,9 @@
 //! error naming the field and the reason, never a panic.
 //!
 //! ```
+//! # extern crate retry_runtime as backstop;
 //! use std::time::Duration;
-//! use retry_runtime::Policy;
+//! use backstop::Policy;
 //!
 //! let policy: Policy = serde_json::from_str(r#"{ "attempts": 5, "base": "250ms", "deadline": "10s" }"#).unwrap();
 //! assert_eq!(policy, Policy::new().attempts(5).base(Duration::from_millis(250)).deadline(Some(Duration::from_secs(10))));
@@ -35,8 +36,9 @@ use crate::policy::Policy;
 /// too large.
 ///
 /// ```
+/// # extern crate retry_runtime as backstop;
 /// use std::time::Duration;
-/// use retry_runtime::config::parse_duration;
+/// use backstop::config::parse_duration;
 /// assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
 /// assert!(parse_duration("250").unwrap_err().contains("needs a unit"));
 /// ```
@@ -215,8 +217,9 @@ impl<'de> Deserialize<'de> for Policy {
 /// makes the budget (once, shared, in a `static LazyLock` say).
 ///
 /// ```
+/// # extern crate retry_runtime as backstop;
 /// use std::sync::LazyLock;
-/// use retry_runtime::{config::BudgetConfig, RetryBudget};
+/// use backstop::{config::BudgetConfig, RetryBudget};
 ///
 /// let config: BudgetConfig =
 ///     serde_json::from_str(r#"{ "ratio": 0.1, "min_per_sec": 10, "ttl": "10s" }"#).unwrap();
@@ -269,7 +272,8 @@ impl<'de> Deserialize<'de> for BudgetConfig {
 /// makes the breaker.
 ///
 /// ```
-/// use retry_runtime::config::BreakerConfig;
+/// # extern crate retry_runtime as backstop;
+/// use backstop::config::BreakerConfig;
 /// let config: BreakerConfig =
 ///     serde_json::from_str(r#"{ "failure_threshold": 5, "cooldown": "30s" }"#).unwrap();
 /// assert_eq!(config.build().failure_threshold(), 5);

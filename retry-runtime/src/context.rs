@@ -20,10 +20,11 @@ use std::time::{Duration, Instant};
 /// What an attempt knows about its call: see [`context()`].
 ///
 /// ```
+/// # extern crate retry_runtime as backstop;
 /// use std::io::Error;
-/// use retry_runtime::{context, Policy};
+/// use backstop::{context, Policy};
 ///
-/// let out: Result<u32, Error> = retry_runtime::call(&Policy::new(), || {
+/// let out: Result<u32, Error> = backstop::call(&Policy::new(), || {
 ///     let cx = context().expect("inside an attempt");
 ///     Ok(cx.attempt())
 /// });
@@ -49,10 +50,11 @@ impl Context {
     /// that honours it does the work of a retried `POST` once.
     ///
     /// ```
-    /// use retry_runtime::{context, testing::VirtualTime, Policy};
+    /// # extern crate retry_runtime as backstop;
+    /// use backstop::{context, testing::VirtualTime, Policy};
     /// let _vt = VirtualTime::start();
     /// let mut keys = Vec::new();
-    /// let _: Result<(), std::io::Error> = retry_runtime::call(&Policy::new(), || {
+    /// let _: Result<(), std::io::Error> = backstop::call(&Policy::new(), || {
     ///     keys.push(context().unwrap().idempotency_key());
     ///     Err(std::io::ErrorKind::ConnectionReset.into())
     /// });
@@ -75,11 +77,12 @@ impl Context {
     /// it to the operation as its own timeout.
     ///
     /// ```
+    /// # extern crate retry_runtime as backstop;
     /// use std::time::Duration;
-    /// use retry_runtime::{context, testing::VirtualTime, Policy};
+    /// use backstop::{context, testing::VirtualTime, Policy};
     /// let _vt = VirtualTime::start();
     /// let policy = Policy::new().deadline(Some(Duration::from_secs(5)));
-    /// let left = retry_runtime::call(&policy, || {
+    /// let left = backstop::call(&policy, || {
     ///     Ok::<_, std::io::Error>(context().unwrap().remaining())
     /// });
     /// assert_eq!(left.unwrap(), Some(Duration::from_secs(5)));
@@ -104,7 +107,8 @@ impl fmt::Debug for Context {
 /// (version 4, the random kind).
 ///
 /// ```
-/// use retry_runtime::context::IdempotencyKey;
+/// # extern crate retry_runtime as backstop;
+/// use backstop::IdempotencyKey;
 /// let key = IdempotencyKey::from_u128(0x0123_4567_89ab_4def_8123_4567_89ab_cdef);
 /// assert_eq!(key.to_string(), "01234567-89ab-4def-8123-456789abcdef");
 /// ```
@@ -117,7 +121,8 @@ impl IdempotencyKey {
     /// A fresh random key.
     ///
     /// ```
-    /// use retry_runtime::context::IdempotencyKey;
+    /// # extern crate retry_runtime as backstop;
+    /// use backstop::IdempotencyKey;
     /// assert_ne!(IdempotencyKey::random(), IdempotencyKey::random());
     /// ```
     pub fn random() -> Self {
@@ -244,9 +249,10 @@ thread_local! {
 /// `None` outside every attempt.
 ///
 /// ```
-/// use retry_runtime::{context, Policy};
+/// # extern crate retry_runtime as backstop;
+/// use backstop::{context, Policy};
 /// assert!(context().is_none());
-/// let attempt = retry_runtime::call(&Policy::new(), || {
+/// let attempt = backstop::call(&Policy::new(), || {
 ///     Ok::<_, std::io::Error>(context().map(|cx| cx.attempt()))
 /// });
 /// assert_eq!(attempt.unwrap(), Some(1));

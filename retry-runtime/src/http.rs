@@ -2,9 +2,10 @@
 //! the server asked to be called again.
 //!
 //! ```
+//! # extern crate retry_runtime as backstop;
 //! use std::time::{Duration, SystemTime};
 //! use http::{header::RETRY_AFTER, HeaderMap, StatusCode};
-//! use retry_runtime::{http::retry_after, Classify, Verdict};
+//! use backstop::{http::retry_after, Classify, Verdict};
 //!
 //! assert_eq!(StatusCode::SERVICE_UNAVAILABLE.classify(), Verdict::Retry);
 //! assert_eq!(StatusCode::NOT_FOUND.classify(), Verdict::Stop);
@@ -41,9 +42,10 @@ impl Classify for ::http::StatusCode {
 /// date): a malformed header never panics and is never taken as zero.
 ///
 /// ```
+/// # extern crate retry_runtime as backstop;
 /// use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// use http::{header::RETRY_AFTER, HeaderMap};
-/// use retry_runtime::http::retry_after;
+/// use backstop::http::retry_after;
 ///
 /// let now = UNIX_EPOCH + Duration::from_secs(784_111_777 - 60);
 /// let mut headers = HeaderMap::new();

@@ -210,8 +210,9 @@ impl Drop for Observe {
 /// an `Ok` value that `when_ok` retries), before the sleep.
 ///
 /// ```
+/// # extern crate retry_runtime as backstop;
 /// use std::time::Duration;
-/// use retry_runtime::{testing::VirtualTime, Jitter, Policy, Retry, RetryEvent};
+/// use backstop::{testing::VirtualTime, Jitter, Policy, Retry, RetryEvent};
 /// let _vt = VirtualTime::start();
 ///
 /// let policy = Policy::new().jitter(Jitter::None).no_budget();
@@ -289,7 +290,8 @@ impl<T, E> fmt::Debug for RetryEvent<'_, T, E> {
 /// (a success).
 ///
 /// ```
-/// use retry_runtime::{testing::VirtualTime, GiveUp, GiveUpEvent, Policy, Retry};
+/// # extern crate retry_runtime as backstop;
+/// use backstop::{testing::VirtualTime, GiveUp, GiveUpEvent, Policy, Retry};
 /// let _vt = VirtualTime::start();
 ///
 /// let policy = Policy::new().attempts(2).no_budget();

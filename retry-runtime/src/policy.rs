@@ -14,8 +14,9 @@ use crate::budget::RetryBudget;
 /// `factor` below 1 (or NaN) means 1, and a `cap` below `base` simply wins.
 ///
 /// ```
+/// # extern crate retry_runtime as backstop;
 /// use std::time::Duration;
-/// use retry_runtime::{Jitter, Policy};
+/// use backstop::{Jitter, Policy};
 ///
 /// static POLICY: Policy = Policy::new()
 ///     .attempts(5)
@@ -61,7 +62,8 @@ impl Policy {
     /// [`Policy::DEFAULT`], as a `const fn`.
     ///
     /// ```
-    /// use retry_runtime::Policy;
+    /// # extern crate retry_runtime as backstop;
+    /// use backstop::Policy;
     /// assert_eq!(Policy::new(), Policy::default());
     /// ```
     pub const fn new() -> Self {
@@ -71,7 +73,8 @@ impl Policy {
     /// The backstop on total attempts, the first included. `0` is read as 1.
     ///
     /// ```
-    /// # use retry_runtime::Policy;
+    /// # extern crate retry_runtime as backstop;
+    /// # use backstop::Policy;
     /// let p = Policy::new().attempts(5);
     /// # let _ = p;
     /// ```
@@ -84,10 +87,13 @@ impl Policy {
     /// The bound on the whole call, measured from entry; `None` for none.
     ///
     /// No attempt starts after it, and no sleep runs into it: when the next
-    /// delay would reach it, the loop gives up instead.
+    /// delay would reach it, the loop gives up instead. An attempt running
+    /// at the deadline is not interrupted, except by an `attempt_timeout`
+    /// (async), which is clamped to the time left.
     ///
     /// ```
-    /// # use std::time::Duration; use retry_runtime::Policy;
+    /// # extern crate retry_runtime as backstop;
+    /// # use std::time::Duration; use backstop::Policy;
     /// let p = Policy::new().deadline(Some(Duration::from_secs(2)));
     /// # let _ = p;
     /// ```
@@ -100,7 +106,8 @@ impl Policy {
     /// The schedule's shape.
     ///
     /// ```
-    /// # use retry_runtime::{Backoff, Policy};
+    /// # extern crate retry_runtime as backstop;
+    /// # use backstop::{Backoff, Policy};
     /// let p = Policy::new().backoff(Backoff::Fixed);
     /// # let _ = p;
     /// ```
@@ -110,10 +117,14 @@ impl Policy {
         self
     }
 
-    /// The first delay (and the floor of decorrelated jitter).
+    /// The first delay (and the floor of decorrelated jitter). Zero retries
+    /// at once (for tests and benchmarks): only the attempts, the deadline
+    /// and the budget then bound the retries. Above [`cap`](Self::cap),
+    /// the delays are `cap`.
     ///
     /// ```
-    /// # use std::time::Duration; use retry_runtime::Policy;
+    /// # extern crate retry_runtime as backstop;
+    /// # use std::time::Duration; use backstop::Policy;
     /// let p = Policy::new().base(Duration::from_millis(250));
     /// # let _ = p;
     /// ```
@@ -126,7 +137,8 @@ impl Policy {
     /// The exponential multiplier. Below 1 (or NaN) is read as 1.
     ///
     /// ```
-    /// # use retry_runtime::Policy;
+    /// # extern crate retry_runtime as backstop;
+    /// # use backstop::Policy;
     /// let p = Policy::new().factor(1.5);
     /// # let _ = p;
     /// ```
@@ -140,7 +152,8 @@ impl Policy {
     /// No delay computed from the schedule exceeds it, jitter included.
     ///
     /// ```
-    /// # use std::time::Duration; use retry_runtime::Policy;
+    /// # extern crate retry_runtime as backstop;
+    /// # use std::time::Duration; use backstop::Policy;
     /// let p = Policy::new().cap(Duration::from_secs(5));
     /// # let _ = p;
     /// ```
@@ -153,7 +166,8 @@ impl Policy {
     /// How delays are randomised.
     ///
     /// ```
-    /// # use retry_runtime::{Jitter, Policy};
+    /// # extern crate retry_runtime as backstop;
+    /// # use backstop::{Jitter, Policy};
     /// let p = Policy::new().jitter(Jitter::Decorrelated);
     /// # let _ = p;
     /// ```
@@ -169,7 +183,8 @@ impl Policy {
     /// [`Verdict::RetryIfIdempotent`]: crate::Verdict::RetryIfIdempotent
     ///
     /// ```
-    /// # use retry_runtime::Policy;
+    /// # extern crate retry_runtime as backstop;
+    /// # use backstop::Policy;
     /// let p = Policy::new().idempotent(true);
     /// # let _ = p;
     /// ```
@@ -183,7 +198,8 @@ impl Policy {
     /// the loop gives up instead of sleeping.
     ///
     /// ```
-    /// # use std::time::Duration; use retry_runtime::Policy;
+    /// # extern crate retry_runtime as backstop;
+    /// # use std::time::Duration; use backstop::Policy;
     /// let p = Policy::new().retry_after_max(Duration::from_secs(5));
     /// # let _ = p;
     /// ```
@@ -196,7 +212,8 @@ impl Policy {
     /// The retry budget this policy draws on.
     ///
     /// ```
-    /// # use std::time::Duration; use retry_runtime::{Policy, RetryBudget};
+    /// # extern crate retry_runtime as backstop;
+    /// # use std::time::Duration; use backstop::{Policy, RetryBudget};
     /// static BUDGET: RetryBudget = RetryBudget::new(0.1, 10, Duration::from_secs(10));
     /// static POLICY: Policy = Policy::new().budget(&BUDGET);
     /// # let _ = &POLICY;
@@ -210,7 +227,8 @@ impl Policy {
     /// No retry budget.
     ///
     /// ```
-    /// # use retry_runtime::Policy;
+    /// # extern crate retry_runtime as backstop;
+    /// # use backstop::Policy;
     /// let p = Policy::new().no_budget();
     /// # let _ = p;
     /// ```
@@ -224,7 +242,8 @@ impl Policy {
     /// before jitter: `min(cap, schedule(n))`, saturating.
     ///
     /// ```
-    /// # use std::time::Duration; use retry_runtime::Policy;
+    /// # extern crate retry_runtime as backstop;
+    /// # use std::time::Duration; use backstop::Policy;
     /// let p = Policy::new(); // 100ms · 2^n, capped at 20s
     /// assert_eq!(p.ceiling(3), Duration::from_millis(800));
     /// assert_eq!(p.ceiling(u32::MAX), Duration::from_secs(20));
@@ -239,7 +258,8 @@ impl Policy {
     /// `cap`.
     ///
     /// ```
-    /// # use std::time::Duration; use retry_runtime::{backoff::Rng, Jitter, Policy};
+    /// # extern crate retry_runtime as backstop;
+    /// # use std::time::Duration; use backstop::{backoff::Rng, Jitter, Policy};
     /// let p = Policy::new().jitter(Jitter::Equal); // ceiling 400ms at n = 2
     /// let d = p.delay(2, Duration::ZERO, &mut Rng::seeded(1));
     /// assert!(d >= Duration::from_millis(200) && d <= Duration::from_millis(400));
@@ -251,7 +271,8 @@ impl Policy {
     /// The configured budget, if any.
     ///
     /// ```
-    /// # use retry_runtime::Policy;
+    /// # extern crate retry_runtime as backstop;
+    /// # use backstop::Policy;
     /// assert!(Policy::new().budget_ref().is_none());
     /// ```
     pub const fn budget_ref(&self) -> Option<&'static RetryBudget> {

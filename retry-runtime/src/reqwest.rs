@@ -3,7 +3,8 @@
 //! the call's idempotency key.
 //!
 //! ```no_run
-//! use retry_runtime::{reqwest::{response_verdict, within_attempt}, Retry, Policy};
+//! # extern crate retry_runtime as backstop;
+//! use backstop::{reqwest::{response_verdict, within_attempt}, Retry, Policy};
 //!
 //! # async fn run(client: reqwest::Client) -> Result<(), reqwest::Error> {
 //! let policy = Policy::new().attempts(4);
@@ -47,7 +48,8 @@ impl Classify for ::reqwest::Error {
 /// are retried, after the server's `Retry-After` when it sent one.
 ///
 /// ```
-/// use retry_runtime::{reqwest::response_verdict, Verdict};
+/// # extern crate retry_runtime as backstop;
+/// use backstop::{reqwest::response_verdict, Verdict};
 /// let ok = reqwest::Response::from(http::Response::new(""));
 /// assert_eq!(response_verdict(&ok), Verdict::Stop);
 /// let busy = http::Response::builder().status(503).header("retry-after", "2").body("").unwrap();

@@ -23,12 +23,13 @@ use crate::state::{AttemptState, Decision, GiveUp};
 /// not retryable, or attempts, deadline or budget ran out.
 ///
 /// ```
+/// # extern crate retry_runtime as backstop;
 /// use std::io::{Error, ErrorKind};
-/// use retry_runtime::{testing::VirtualTime, Policy};
+/// use backstop::{testing::VirtualTime, Policy};
 ///
 /// let _vt = VirtualTime::start();
 /// let mut failures = 2;
-/// let answer = retry_runtime::call(&Policy::new(), || {
+/// let answer = backstop::call(&Policy::new(), || {
 ///     if failures > 0 {
 ///         failures -= 1;
 ///         return Err(Error::from(ErrorKind::ConnectionReset));
@@ -56,11 +57,12 @@ where
 /// not retryable, or attempts, deadline or budget ran out.
 ///
 /// ```
+/// # extern crate retry_runtime as backstop;
 /// use std::io::{Error, ErrorKind};
-/// use retry_runtime::Policy;
+/// use backstop::Policy;
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// let out: Result<u8, Error> = retry_runtime::call_async(&Policy::new(), || async {
+/// let out: Result<u8, Error> = backstop::call_async(&Policy::new(), || async {
 ///     Err(Error::from(ErrorKind::PermissionDenied)) // Stop: one attempt
 /// })
 /// .await;
@@ -102,7 +104,8 @@ pub fn sleep(delay: Duration) {
 /// for an `idempotent` function.
 ///
 /// ```
-/// use retry_runtime::Elapsed;
+/// # extern crate retry_runtime as backstop;
+/// use backstop::Elapsed;
 /// assert_eq!(Elapsed.to_string(), "attempt timed out");
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -116,12 +119,32 @@ impl std::fmt::Display for Elapsed {
 
 impl std::error::Error for Elapsed {}
 
+/// An [`io::Error`](std::io::Error) of kind `TimedOut` wrapping the
+/// `Elapsed`, so that a function returning `io::Result` can take
+/// `attempt_timeout` (its own `From` impl would break the orphan rule).
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use std::io::{Error, ErrorKind};
+/// use backstop::{Classify, Elapsed, Verdict};
+/// let error = Error::from(Elapsed);
+/// assert_eq!(error.kind(), ErrorKind::TimedOut);
+/// assert_eq!(error.classify(), Verdict::RetryIfIdempotent);
+/// assert!(error.get_ref().is_some_and(|e| e.is::<Elapsed>()));
+/// ```
+impl From<Elapsed> for std::io::Error {
+    fn from(elapsed: Elapsed) -> Self {
+        Self::new(std::io::ErrorKind::TimedOut, elapsed)
+    }
+}
+
 /// A retry loop with more than a policy: its own budget, a `when`
 /// classifier for errors, a `when_ok` one for values.
 ///
 /// ```
+/// # extern crate retry_runtime as backstop;
 /// use std::time::Duration;
-/// use retry_runtime::{testing::VirtualTime, Policy, Retry, RetryBudget, Verdict};
+/// use backstop::{testing::VirtualTime, Policy, Retry, RetryBudget, Verdict};
 ///
 /// static BUDGET: RetryBudget = RetryBudget::new(0.1, 10, Duration::from_secs(10));
 ///
@@ -205,7 +228,8 @@ impl<'a, W, K, B, R, G> Retry<'a, W, K, B, R, G> {
     /// Draws on `budget` instead of the policy's.
     ///
     /// ```
-    /// # use std::time::Duration; use retry_runtime::{Policy, Retry, RetryBudget};
+    /// # extern crate retry_runtime as backstop;
+    /// # use std::time::Duration; use backstop::{Policy, Retry, RetryBudget};
     /// let budget = RetryBudget::new(0.5, 0, Duration::from_secs(10));
     /// let policy = Policy::new();
     /// let _ = Retry::new(&policy).budget(&budget).call(|| Ok::<_, std::io::Error>(()));
@@ -219,7 +243,8 @@ impl<'a, W, K, B, R, G> Retry<'a, W, K, B, R, G> {
     /// Draws on no budget at all.
     ///
     /// ```
-    /// # use std::time::Duration; use retry_runtime::{Policy, Retry, RetryBudget};
+    /// # extern crate retry_runtime as backstop;
+    /// # use std::time::Duration; use backstop::{Policy, Retry, RetryBudget};
     /// static BUDGET: RetryBudget = RetryBudget::new(0.5, 0, Duration::from_secs(10));
     /// let policy = Policy::new().budget(&BUDGET);
     /// let _ = Retry::new(&policy).no_budget().call(|| Ok::<_, std::io::Error>(()));
@@ -233,8 +258,9 @@ impl<'a, W, K, B, R, G> Retry<'a, W, K, B, R, G> {
     /// Classifies errors with `f`, answering `bool` or [`Verdict`](crate::Verdict).
     ///
     /// ```
-    /// # use retry_runtime::{Policy, Retry};
-    /// # let _vt = retry_runtime::testing::VirtualTime::start();
+    /// # extern crate retry_runtime as backstop;
+    /// # use backstop::{Policy, Retry};
+    /// # let _vt = backstop::testing::VirtualTime::start();
     /// let mut attempts = 0;
     /// let _ = Retry::new(&Policy::new()).when(|e: &String| e == "busy").call(|| {
     ///     attempts += 1;
@@ -258,8 +284,9 @@ impl<'a, W, K, B, R, G> Retry<'a, W, K, B, R, G> {
     /// Retries `Ok` values too, when `f` says so (an HTTP 503 response).
     ///
     /// ```
-    /// # use retry_runtime::{Policy, Retry};
-    /// # let _vt = retry_runtime::testing::VirtualTime::start();
+    /// # extern crate retry_runtime as backstop;
+    /// # use backstop::{Policy, Retry};
+    /// # let _vt = backstop::testing::VirtualTime::start();
     /// let mut statuses = vec![200, 503];
     /// let status = Retry::new(&Policy::new())
     ///     .when_ok(|s: &u16| *s == 503)
@@ -282,7 +309,8 @@ impl<'a, W, K, B, R, G> Retry<'a, W, K, B, R, G> {
     /// Names the function retried, for `tracing` and `metrics`.
     ///
     /// ```
-    /// # use retry_runtime::{Policy, Retry};
+    /// # extern crate retry_runtime as backstop;
+    /// # use backstop::{Policy, Retry};
     /// let policy = Policy::new();
     /// let out = Retry::new(&policy).name("ping").call(|| Ok::<_, std::io::Error>(1));
     /// assert_eq!(out.unwrap(), 1);
@@ -327,9 +355,10 @@ impl<'a, W, K, B, R, G> Retry<'a, W, K, B, R, G> {
     /// `From<CircuitOpen>`.
     ///
     /// ```
+    /// # extern crate retry_runtime as backstop;
     /// use std::time::Duration;
-    /// use retry_runtime::{CircuitBreaker, CircuitOpen, Policy, Retry};
-    /// # let _vt = retry_runtime::testing::VirtualTime::start();
+    /// use backstop::{CircuitBreaker, CircuitOpen, Policy, Retry};
+    /// # let _vt = backstop::testing::VirtualTime::start();
     ///
     /// #[derive(Debug)]
     /// enum Error { Down, Open }
@@ -378,7 +407,8 @@ impl<'a, W, K, B, R, G> Retry<'a, W, K, B, R, G> {
     /// Runs the loop around a sync operation.
     ///
     /// ```
-    /// # use retry_runtime::{Policy, Retry};
+    /// # extern crate retry_runtime as backstop;
+    /// # use backstop::{Policy, Retry};
     /// let out = Retry::new(&Policy::new()).call(|| Ok::<_, std::io::Error>(7));
     /// assert_eq!(out.unwrap(), 7);
     /// ```
@@ -432,7 +462,8 @@ impl<'a, W, K, B, R, G> Retry<'a, W, K, B, R, G> {
     /// Runs the loop around an async operation, on tokio's timer and clock.
     ///
     /// ```
-    /// # use retry_runtime::{Policy, Retry};
+    /// # extern crate retry_runtime as backstop;
+    /// # use backstop::{Policy, Retry};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() {
     /// let policy = Policy::new();
     /// let out = Retry::new(&policy).call_async(|| async { Ok::<_, std::io::Error>(7) }).await;

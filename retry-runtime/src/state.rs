@@ -24,7 +24,8 @@ const PRECISE_START_BELOW: Duration = Duration::from_secs(1);
 /// Why a retry loop stopped retrying and returned the last outcome.
 ///
 /// ```
-/// use retry_runtime::GiveUp;
+/// # extern crate retry_runtime as backstop;
+/// use backstop::GiveUp;
 /// assert_eq!(GiveUp::Budget.to_string(), "retry budget exhausted");
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -57,7 +58,8 @@ impl GiveUp {
     /// A short, stable name for metrics labels (`"deadline"`, `"budget"`…).
     ///
     /// ```
-    /// assert_eq!(retry_runtime::GiveUp::RetryAfterTooLong.as_str(), "retry_after_too_long");
+    /// # extern crate retry_runtime as backstop;
+    /// assert_eq!(backstop::GiveUp::RetryAfterTooLong.as_str(), "retry_after_too_long");
     /// ```
     pub const fn as_str(self) -> &'static str {
         match self {
@@ -91,7 +93,8 @@ impl fmt::Display for GiveUp {
 /// What to do after an attempt.
 ///
 /// ```
-/// use retry_runtime::{AttemptState, Decision, GiveUp, Policy, SystemClock, Verdict};
+/// # extern crate retry_runtime as backstop;
+/// use backstop::{AttemptState, Decision, GiveUp, Policy, SystemClock, Verdict};
 ///
 /// let policy = Policy::new().no_budget();
 /// let mut state = AttemptState::new(&policy, SystemClock);
@@ -119,8 +122,9 @@ pub enum Decision {
 /// first attempt succeeds costs.
 ///
 /// ```
+/// # extern crate retry_runtime as backstop;
 /// use std::io::{Error, ErrorKind};
-/// use retry_runtime::{AttemptState, ByClassify, Decision, GiveUp, NeverRetry, Policy, SystemClock};
+/// use backstop::{AttemptState, ByClassify, Decision, GiveUp, NeverRetry, Policy, SystemClock};
 ///
 /// let policy = Policy::new().attempts(2);
 /// let mut state = AttemptState::new(&policy, SystemClock);
@@ -174,8 +178,9 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// policy's own.
     ///
     /// ```
+    /// # extern crate retry_runtime as backstop;
     /// use std::time::Duration;
-    /// use retry_runtime::{AttemptState, Policy, RetryBudget, SystemClock};
+    /// use backstop::{AttemptState, Policy, RetryBudget, SystemClock};
     ///
     /// let budget = RetryBudget::new(0.1, 1, Duration::from_secs(1));
     /// let policy = Policy::new();
@@ -223,7 +228,8 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// names every call after its function.
     ///
     /// ```
-    /// use retry_runtime::{AttemptState, Policy, SystemClock};
+    /// # extern crate retry_runtime as backstop;
+    /// use backstop::{AttemptState, Policy, SystemClock};
     /// let policy = Policy::new();
     /// let state = AttemptState::new(&policy, SystemClock).with_name("fetch_user");
     /// assert_eq!(state.name(), "fetch_user");
@@ -244,6 +250,24 @@ impl<'a, C: Clock> AttemptState<'a, C> {
         self
     }
 
+    /// Runs `f` inside the call's `tracing` span (feature `tracing`;
+    /// without it, just runs `f`): what `f` logs belongs to the call.
+    /// `#[retry]` runs `on_retry` and `on_give_up` so.
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// use backstop::{AttemptState, Policy, SystemClock};
+    /// let policy = Policy::new();
+    /// let state = AttemptState::new(&policy, SystemClock).with_name("fetch_user");
+    /// let logged = state.in_span(|| "retrying fetch_user");
+    /// assert_eq!(logged, "retrying fetch_user");
+    /// ```
+    pub fn in_span<R>(&self, f: impl FnOnce() -> R) -> R {
+        #[cfg(feature = "tracing")]
+        let _span = self.obs.span().enter();
+        f()
+    }
+
     /// The function retried (`"anonymous"` unless named).
     pub fn name(&self) -> &'static str {
         self.obs.name()
@@ -253,8 +277,9 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// every attempt.
     ///
     /// ```
+    /// # extern crate retry_runtime as backstop;
     /// use std::time::Duration;
-    /// use retry_runtime::{AttemptState, CircuitBreaker, Policy, SystemClock};
+    /// use backstop::{AttemptState, CircuitBreaker, Policy, SystemClock};
     /// static USERS: CircuitBreaker = CircuitBreaker::new(5, Duration::from_secs(30));
     /// let policy = Policy::new();
     /// let mut state = AttemptState::new(&policy, SystemClock).with_breaker(&USERS);
@@ -312,7 +337,8 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// nested in it see this call's deadline.
     ///
     /// ```
-    /// use retry_runtime::{context, AttemptState, Policy, SystemClock};
+    /// # extern crate retry_runtime as backstop;
+    /// use backstop::{context, AttemptState, Policy, SystemClock};
     /// let policy = Policy::new();
     /// let mut state = AttemptState::new(&policy, SystemClock);
     /// let attempt = state.run_attempt(|| context().map(|cx| cx.attempt()));
@@ -335,7 +361,8 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// when the task moves between worker threads.
     ///
     /// ```
-    /// use retry_runtime::{context, AttemptState, Policy, SystemClock};
+    /// # extern crate retry_runtime as backstop;
+    /// use backstop::{context, AttemptState, Policy, SystemClock};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() {
     /// let policy = Policy::new();
     /// let mut state = AttemptState::new(&policy, SystemClock);
@@ -373,9 +400,10 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// `Retry(delay)` for `outcome`.
     ///
     /// ```
+    /// # extern crate retry_runtime as backstop;
     /// use std::time::Duration;
-    /// use retry_runtime::{AttemptState, Decision, Jitter, Policy, SystemClock, Verdict};
-    /// let _vt = retry_runtime::testing::VirtualTime::start();
+    /// use backstop::{AttemptState, Decision, Jitter, Policy, SystemClock, Verdict};
+    /// let _vt = backstop::testing::VirtualTime::start();
     /// let policy = Policy::new().jitter(Jitter::None);
     /// let mut state = AttemptState::new(&policy, SystemClock);
     /// let outcome: Result<(), &str> = Err("reset");
@@ -416,9 +444,10 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// timeout, or the time left before the deadline if that is less.
     ///
     /// ```
+    /// # extern crate retry_runtime as backstop;
     /// use std::time::Duration;
-    /// use retry_runtime::{AttemptState, Policy, SystemClock};
-    /// let _vt = retry_runtime::testing::VirtualTime::start();
+    /// use backstop::{AttemptState, Policy, SystemClock};
+    /// let _vt = backstop::testing::VirtualTime::start();
     /// let policy = Policy::new().deadline(Some(Duration::from_secs(2)));
     /// let state = AttemptState::new(&policy, SystemClock);
     /// assert_eq!(state.attempt_limit(Duration::from_secs(5)), Duration::from_secs(2));
@@ -469,9 +498,10 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// being descheduled); the caller then returns the outcome it kept.
     ///
     /// ```
+    /// # extern crate retry_runtime as backstop;
     /// use std::time::Duration;
-    /// use retry_runtime::{AttemptState, Decision, GiveUp, Jitter, Policy, SystemClock, Verdict};
-    /// let vt = retry_runtime::testing::VirtualTime::start();
+    /// use backstop::{AttemptState, Decision, GiveUp, Jitter, Policy, SystemClock, Verdict};
+    /// let vt = backstop::testing::VirtualTime::start();
     ///
     /// let policy = Policy::new().jitter(Jitter::None).deadline(Some(Duration::from_millis(150)));
     /// let mut state = AttemptState::new(&policy, SystemClock);
@@ -521,8 +551,9 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// (`None`: a success nobody asked to retry).
     ///
     /// ```
-    /// use retry_runtime::{AttemptState, Decision, Jitter, Policy, SystemClock, Verdict};
-    /// # let _vt = retry_runtime::testing::VirtualTime::start();
+    /// # extern crate retry_runtime as backstop;
+    /// use backstop::{AttemptState, Decision, Jitter, Policy, SystemClock, Verdict};
+    /// # let _vt = backstop::testing::VirtualTime::start();
     ///
     /// let policy = Policy::new().jitter(Jitter::None).no_budget();
     /// let mut state = AttemptState::new(&policy, SystemClock);

@@ -84,13 +84,14 @@ const OUT_OF_ORDER: &str =
 /// thread shadows the first until it is dropped.
 ///
 /// ```
+/// # extern crate retry_runtime as backstop;
 /// use std::time::Duration;
-/// use retry_runtime::{Jitter, Policy, testing::VirtualTime};
+/// use backstop::{Jitter, Policy, testing::VirtualTime};
 ///
 /// let vt = VirtualTime::start();
 /// let policy = Policy::new().attempts(4).jitter(Jitter::None).no_budget();
 /// let mut attempts = 0;
-/// let result: Result<(), std::io::Error> = retry_runtime::call(&policy, || {
+/// let result: Result<(), std::io::Error> = backstop::call(&policy, || {
 ///     attempts += 1;
 ///     Err(std::io::ErrorKind::ConnectionRefused.into())
 /// });
@@ -145,7 +146,8 @@ impl VirtualTime {
     /// Moves the clock forward, as a slow attempt would.
     ///
     /// ```
-    /// # use std::time::Duration; use retry_runtime::testing::VirtualTime;
+    /// # extern crate retry_runtime as backstop;
+    /// # use std::time::Duration; use backstop::testing::VirtualTime;
     /// let vt = VirtualTime::start();
     /// let t0 = vt.now();
     /// vt.advance(Duration::from_secs(3));
@@ -188,13 +190,14 @@ impl std::fmt::Debug for VirtualTime {
 /// run. Streams stay distinct from call to call.
 ///
 /// ```
+/// # extern crate retry_runtime as backstop;
 /// use std::time::Duration;
-/// use retry_runtime::{Policy, testing::{seed_jitter, VirtualTime}};
+/// use backstop::{Policy, testing::{seed_jitter, VirtualTime}};
 ///
 /// let delays = || {
 ///     let vt = VirtualTime::start();
 ///     let policy = Policy::new().attempts(4).no_budget();
-///     let _ = retry_runtime::call(&policy, || -> Result<(), std::io::Error> {
+///     let _ = backstop::call(&policy, || -> Result<(), std::io::Error> {
 ///         Err(std::io::ErrorKind::ConnectionRefused.into())
 ///     });
 ///     vt.sleeps()
