@@ -535,7 +535,8 @@
 //! Mistakes are compile errors on the offending token: an unknown option
 //! (with the nearest valid one), a duration without a unit, `base` above
 //! `cap`, `attempts = 0` or `-1`, a quoted duration, `backoff =
-//! exponential(2)` (that is `factor = 2`), a zero deadline, `policy` mixed
+//! exponential(2)` (that is `factor = 2`), a `factor` with a `fixed` or
+//! `linear` backoff, a zero deadline, `policy` mixed
 //! with schedule options, `attempt_timeout` on a sync fn, a `const` or
 //! `extern` fn, a function returning a future instead of an `async fn`, a
 //! return type that is not a `Result`, an error type that neither

@@ -5,7 +5,7 @@ use quote::ToTokens;
 use syn::parse::{Parse, ParseStream};
 use syn::{Attribute, Block, ReturnType, Signature, Token, Visibility};
 
-use crate::args::{Args, Ctxt, Dur, DurLit, OrNone, human};
+use crate::args::{Args, Backoff, Ctxt, Dur, DurLit, OrNone, human};
 
 /// The annotated item: a function, a method, or a trait method with a
 /// default body. Kept as parsed, so it is re-emitted verbatim.
@@ -266,6 +266,22 @@ fn check_options(args: &Args, cx: &mut Ctxt) {
     }
 
     check_base_below_cap(args, cx);
+
+    // A factor the schedule would ignore is a mistake about the schedule.
+    let schedule = match args.backoff.value() {
+        Some(Backoff::Fixed) => Some("`fixed` waits `base` before every retry"),
+        Some(Backoff::Linear) => Some("`linear` adds `base` at every retry"),
+        _ => None,
+    };
+    if let (Some(schedule), Some(key)) = (schedule, args.factor.key()) {
+        cx.error(
+            key,
+            format!(
+                "`factor` applies to `backoff = exponential` only: {schedule}; \
+                 remove `factor`, or use `backoff = exponential`"
+            ),
+        );
+    }
 }
 
 /// `base ≤ cap`, with the defaults standing in for whichever is not given;
