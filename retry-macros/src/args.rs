@@ -6,7 +6,7 @@
 
 use std::fmt::Display;
 
-use proc_macro2::{Span, TokenStream};
+use proc_macro2::{Ident, Span, TokenStream};
 use quote::ToTokens;
 use syn::meta::ParseNestedMeta;
 use syn::{Expr, Lit, Path, UnOp};
@@ -257,6 +257,14 @@ impl Args {
             return skip_value(meta);
         }
         let value: Expr = meta.value()?.parse()?;
+        if let Some(unit) = spaced_unit(&value, meta) {
+            let number = value.to_token_stream();
+            cx.error(
+                unit.span(),
+                format!("`{name} = {number} {unit}`: write the unit against the number, `{number}{unit}`"),
+            );
+            return Ok(());
+        }
         match name.as_str() {
             "attempts" => {
                 if let Some(v) = attempts(cx, value) {
@@ -372,9 +380,33 @@ fn unknown_message(name: &str) -> String {
     }
 }
 
-/// The candidate closest to `name` by edit distance, if close enough to be
-/// what was meant.
+/// After a number without a unit, the unit written apart (`10 ms`),
+/// consumed: one error about the space rather than two about the parts.
+fn spaced_unit(value: &Expr, meta: &ParseNestedMeta<'_>) -> Option<Ident> {
+    let Expr::Lit(syn::ExprLit {
+        lit: Lit::Int(_) | Lit::Float(_),
+        ..
+    }) = value
+    else {
+        return None;
+    };
+    let unit = meta.input.fork().parse::<Ident>().ok()?;
+    if !["ns", "us", "ms", "s", "m", "h"].contains(&unit.to_string().as_str()) {
+        return None;
+    }
+    meta.input.parse::<Ident>().ok()
+}
+
+/// The candidate closest to `name`: one it abbreviates (`exp` for
+/// `exponential`), or one close enough by edit distance to be what was
+/// meant.
 pub(crate) fn nearest<'a>(name: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    let mut prefixed = candidates
+        .iter()
+        .filter(|c| name.len() >= 3 && c.starts_with(name));
+    if let (Some(only), None) = (prefixed.next(), prefixed.next()) {
+        return Some(only);
+    }
     candidates
         .iter()
         .map(|c| (edit_distance(name, c), *c))

@@ -254,8 +254,21 @@ fn check_options(args: &Args, cx: &mut Ctxt) {
     }
 
     for opt in [&args.base, &args.attempt_timeout] {
-        if let Some(Dur::Lit(DurLit { nanos: 0, span, .. })) = opt.value() {
-            cx.error(*span, format!("`{}` must be greater than zero", opt.name()));
+        if let Some(Dur::Lit(DurLit {
+            nanos: 0,
+            span,
+            text,
+        })) = opt.value()
+        {
+            let name = opt.name();
+            if text.chars().any(|c| ('1'..='9').contains(&c)) {
+                cx.error(
+                    *span,
+                    format!("`{name} = {text}` is below a nanosecond, the smallest `Duration`: `{name}` must be greater than zero"),
+                );
+            } else {
+                cx.error(*span, format!("`{name}` must be greater than zero"));
+            }
         }
     }
     if let Some(OrNone::Some(Dur::Lit(DurLit { nanos: 0, span, .. }))) = args.deadline.value() {

@@ -1,0 +1,8 @@
+use backstop::retry;
+
+#[retry(backoff = exp)]
+fn abbreviated() -> Result<(), std::io::Error> {
+    Ok(())
+}
+
+fn main() {}
