@@ -511,9 +511,11 @@
 //! reference, `&mut`, which is `Send` when the argument is. An owned
 //! argument becomes a `mut` binding for that (invisible to callers and in
 //! the documentation), so the body may change it where it was not declared
-//! `mut`. Arguments that the `policy = ..` expression names, and those
-//! bound by a pattern other than a name, are held by shared reference, and
-//! need `Sync` for the future to be `Send`.
+//! `mut`. Held by shared reference instead, and so needing `Sync` for the
+//! future to be `Send`: `&mut` arguments when the return type may borrow
+//! from them (it has a `&`, a lifetime or an `impl`), arguments the
+//! `policy = ..` expression names, `_`-prefixed or `#[cfg]`'d ones, and
+//! those bound by a pattern other than a name.
 //!
 //! `#[retry]` goes above the other attributes that rewrite a function, so
 //! that it sees the function as written: above `#[tracing::instrument]`

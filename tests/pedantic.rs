@@ -141,3 +141,13 @@ async fn async_shapes() {
     assert_eq!(client.read_async().await.unwrap(), 4);
     assert!(one_line_async().await.is_ok());
 }
+
+/// `_`-prefixed arguments of an `async fn`: no `used_underscore_binding`.
+///
+/// # Errors
+///
+/// Never.
+#[retry]
+pub async fn underscored(_unused: u8, _also: String) -> Result<u8, Error> {
+    Ok(1)
+}

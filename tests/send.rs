@@ -228,3 +228,59 @@ async fn futures_holding_send_but_not_sync_arguments_are_send() {
     }
     assert_eq!(got, [3, 3, 4, 3, 3, 3, 6]);
 }
+
+/// Shapes that compile as they would without `#[retry]`: a value borrowed
+/// from a `&mut` argument is returned; an argument compiled out.
+struct Token {
+    value: String,
+    refreshes: u32,
+}
+
+impl Token {
+    #[retry(attempts = 3, budget = none)]
+    async fn refresh(&mut self) -> Result<&str, std::io::Error> {
+        self.refreshes += 1;
+        tokio::task::yield_now().await;
+        Ok(&self.value)
+    }
+}
+
+#[retry(budget = none)]
+async fn head(buf: &mut [u8]) -> Result<&[u8], std::io::Error> {
+    tokio::task::yield_now().await;
+    Ok(&buf[..1])
+}
+
+#[retry(budget = none)]
+async fn compiled_out(
+    #[cfg(any())] trace_id: String,
+    key: String,
+) -> Result<usize, std::io::Error> {
+    Ok(key.len())
+}
+
+mod conn {
+    pub(crate) static POLICY: backstop::Policy = backstop::Policy::new();
+}
+
+// `conn` in the policy's path is a module, not the argument.
+#[retry(policy = &conn::POLICY, budget = none)]
+async fn named_like_a_module(conn: Conn) -> Result<usize, std::io::Error> {
+    tokio::task::yield_now().await;
+    Ok(conn.buf.borrow().len())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn borrowing_returns_and_compiled_out_arguments_still_compile() {
+    let mut token = Token {
+        value: "t".into(),
+        refreshes: 0,
+    };
+    assert_eq!(token.refresh().await.unwrap(), "t");
+    assert_eq!(token.refreshes, 1);
+    let mut buf = [1];
+    assert_eq!(head(&mut buf).await.unwrap(), [1]);
+    assert_eq!(compiled_out("abc".into()).await.unwrap(), 3);
+    let len = tokio::spawn(assert_send(named_like_a_module(Conn::new())));
+    assert_eq!(len.await.unwrap().unwrap(), 3);
+}

@@ -257,7 +257,11 @@ impl Args {
             return skip_value(meta);
         }
         let value: Expr = meta.value()?.parse()?;
-        if let Some(unit) = spaced_unit(&value, meta) {
+        let takes_duration = matches!(
+            name.as_str(),
+            "deadline" | "base" | "cap" | "retry_after_max" | "attempt_timeout"
+        );
+        if let Some(unit) = takes_duration.then(|| spaced_unit(&value, meta)).flatten() {
             let number = value.to_token_stream();
             cx.error(
                 unit.span(),
@@ -397,16 +401,21 @@ fn spaced_unit(value: &Expr, meta: &ParseNestedMeta<'_>) -> Option<Ident> {
     meta.input.parse::<Ident>().ok()
 }
 
-/// The candidate closest to `name`: one it abbreviates (`exp` for
-/// `exponential`), or one close enough by edit distance to be what was
-/// meant.
-pub(crate) fn nearest<'a>(name: &str, candidates: &[&'a str]) -> Option<&'a str> {
+/// The one candidate `name` abbreviates (`exp` for `exponential`), else
+/// the nearest.
+fn abbreviated_or_nearest<'a>(name: &str, candidates: &[&'a str]) -> Option<&'a str> {
     let mut prefixed = candidates
         .iter()
         .filter(|c| name.len() >= 3 && c.starts_with(name));
-    if let (Some(only), None) = (prefixed.next(), prefixed.next()) {
-        return Some(only);
+    match (prefixed.next(), prefixed.next()) {
+        (Some(only), None) => Some(only),
+        _ => nearest(name, candidates),
     }
+}
+
+/// The candidate closest to `name` by edit distance, if close enough to be
+/// what was meant.
+pub(crate) fn nearest<'a>(name: &str, candidates: &[&'a str]) -> Option<&'a str> {
     candidates
         .iter()
         .map(|c| (edit_distance(name, c), *c))
@@ -601,7 +610,8 @@ fn keyword<T: Copy>(cx: &mut Ctxt, name: &str, value: &Expr, words: &[(&str, T)]
         return Some(*v);
     }
     let names: Vec<&str> = words.iter().map(|(w, _)| *w).collect();
-    let hint = nearest(&word, &names).map_or(String::new(), |n| format!("; did you mean `{n}`?"));
+    let hint = abbreviated_or_nearest(&word, &names)
+        .map_or(String::new(), |n| format!("; did you mean `{n}`?"));
     cx.error_spanned(
         value,
         format!("unknown {name} `{word}`{hint} (expected one of {list})"),

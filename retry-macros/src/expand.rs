@@ -6,7 +6,7 @@
 //! and `return` inside it end that attempt only. Every decision is the
 //! runtime's: the loop here only asks it and sleeps.
 
-use proc_macro2::{Ident, Literal, Span, TokenStream};
+use proc_macro2::{Ident, Literal, Span, TokenStream, TokenTree};
 use quote::{ToTokens, format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::visit_mut::VisitMut;
@@ -176,21 +176,35 @@ fn function_name(func: &Func) -> Literal {
 /// when `T` is, as the plain function's future holding `T` would be, where
 /// `&T` needs `T: Sync`. An owned argument becomes a `mut` binding for
 /// that (a binding's `mut` is no part of the function's type); a `&mut`
-/// argument is reborrowed, a shared one left alone (`&&T` and the plain
-/// function's `&T` are `Send` alike). An argument the `policy` expression
-/// names is left alone too: the policy may borrow it for the whole call.
-/// Patterns other than a plain name are left as written. A sync function
-/// is left as written.
+/// argument is reborrowed; a shared one is left alone (`&&T` and the plain
+/// function's `&T` are `Send` alike).
+///
+/// Left alone as well, held by shared reference as the body alone would
+/// hold them: arguments the body never names (the future holds them, not
+/// the attempt), `_`-prefixed or attributed (`#[cfg]`) ones, those the
+/// `policy` expression names (it may borrow them for the whole call),
+/// patterns other than a plain name, and `&mut` arguments when the return
+/// type may borrow (a `&`, a lifetime or an `impl`): a value borrowed from
+/// an argument held uniquely by one attempt could not be returned. A sync
+/// function is left as written.
 fn unique_captures(func: &Func, args: &Args) -> (syn::Signature, Vec<TokenStream>) {
     let mut sig = func.sig.clone();
     let mut captures = Vec::new();
-    if sig.asyncness.is_none() {
+    let Some(block) = func.block.as_ref().filter(|_| sig.asyncness.is_some()) else {
         return (sig, captures);
-    }
+    };
+    let mut in_body = Vec::new();
+    variables(block.to_token_stream(), &mut in_body);
     let mut in_policy = Vec::new();
     if let Some(expr) = args.policy.value() {
-        idents(expr.to_token_stream(), &mut in_policy);
+        variables(expr.to_token_stream(), &mut in_policy);
     }
+    let output = sig.output.to_token_stream();
+    let may_borrow = any_token(output, &|tt| match tt {
+        TokenTree::Punct(p) => p.as_char() == '&' || p.as_char() == '\'',
+        TokenTree::Ident(i) => i == "impl",
+        _ => false,
+    });
     let m = Span::mixed_site();
     for input in &mut sig.inputs {
         // The name, its `mut` if it has none yet, and whether the argument
@@ -202,6 +216,9 @@ fn unique_captures(func: &Func, args: &Args) -> (syn::Signature, Vec<TokenStream
                     syn::ReceiverKind::Typed(_, ty) => reference(ty),
                     _ => None,
                 };
+                if !receiver.attrs.is_empty() {
+                    continue;
+                }
                 let span = receiver.self_token.span;
                 let name = receiver.self_token.to_token_stream();
                 (name, (&mut receiver.mutability, span), by_ref)
@@ -210,7 +227,12 @@ fn unique_captures(func: &Func, args: &Args) -> (syn::Signature, Vec<TokenStream
                 let syn::Pat::Ident(binding) = &mut *typed.pat else {
                     continue;
                 };
-                if binding.by_ref.is_some() || binding.subpat.is_some() {
+                if binding.by_ref.is_some()
+                    || binding.subpat.is_some()
+                    || !typed.attrs.is_empty()
+                    || !binding.attrs.is_empty()
+                    || binding.ident.to_string().starts_with('_')
+                {
                     continue;
                 }
                 // On the name: diagnostics about the binding then quote
@@ -220,12 +242,15 @@ fn unique_captures(func: &Func, args: &Args) -> (syn::Signature, Vec<TokenStream
                 (name, (&mut binding.mutability, span), reference(&typed.ty))
             }
         };
-        if in_policy.contains(&name.to_string()) {
+        let name_text = name.to_string();
+        if !in_body.contains(&name_text) || in_policy.contains(&name_text) {
             continue;
         }
         match by_ref {
-            Some(true) => captures.push(quote_spanned!(m=> let _ = &mut *#name;)),
-            Some(false) => {}
+            Some(true) if !may_borrow => {
+                captures.push(quote_spanned!(m=> let _ = &mut *#name;));
+            }
+            Some(_) => {}
             None => {
                 let (mutability, span) = mutability;
                 mutability.get_or_insert(syn::Token![mut](span));
@@ -234,6 +259,14 @@ fn unique_captures(func: &Func, args: &Args) -> (syn::Signature, Vec<TokenStream
         }
     }
     (sig, captures)
+}
+
+/// Does any token of `tokens`, in any group, satisfy `pred`?
+fn any_token(tokens: TokenStream, pred: &impl Fn(&TokenTree) -> bool) -> bool {
+    tokens.into_iter().any(|tt| match &tt {
+        TokenTree::Group(g) => any_token(g.stream(), pred),
+        other => pred(other),
+    })
 }
 
 /// `Some(true)` for a type written `&mut T`, `Some(false)` for `&T`, `None`
@@ -247,13 +280,20 @@ fn reference(ty: &Type) -> Option<bool> {
     }
 }
 
-/// Every identifier in `tokens`, groups included.
-fn idents(tokens: TokenStream, out: &mut Vec<String>) {
-    for tt in tokens {
+/// Every identifier in `tokens` that may name a variable, groups included:
+/// not a path's leading segment (`conn` in `conn::POLICY`).
+fn variables(tokens: TokenStream, out: &mut Vec<String>) {
+    let mut tokens = tokens.into_iter().peekable();
+    while let Some(tt) = tokens.next() {
         match tt {
-            proc_macro2::TokenTree::Ident(i) => out.push(i.to_string()),
-            proc_macro2::TokenTree::Group(g) => idents(g.stream(), out),
-            _ => {}
+            TokenTree::Ident(i) => {
+                let path = matches!(tokens.peek(), Some(TokenTree::Punct(p)) if p.as_char() == ':' && p.spacing() == proc_macro2::Spacing::Joint);
+                if !path {
+                    out.push(i.to_string());
+                }
+            }
+            TokenTree::Group(g) => variables(g.stream(), out),
+            TokenTree::Punct(_) | TokenTree::Literal(_) => {}
         }
     }
 }

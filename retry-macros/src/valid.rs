@@ -261,7 +261,9 @@ fn check_options(args: &Args, cx: &mut Ctxt) {
         })) = opt.value()
         {
             let name = opt.name();
-            if text.chars().any(|c| ('1'..='9').contains(&c)) {
+            // `0.1ns` rounds to zero; `0e3ms` is zero.
+            let mantissa = text.split(['e', 'E']).next().unwrap_or(text);
+            if mantissa.chars().any(|c| ('1'..='9').contains(&c)) {
                 cx.error(
                     *span,
                     format!("`{name} = {text}` is below a nanosecond, the smallest `Duration`: `{name}` must be greater than zero"),
