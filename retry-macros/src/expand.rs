@@ -13,7 +13,7 @@ use syn::visit_mut::VisitMut;
 use syn::{ReturnType, Type};
 
 use crate::args::{Args, Backoff, Dur, DurLit, Jitter, Num, OrNone};
-use crate::valid::Func;
+use crate::valid::{Func, any_token};
 
 /// Names of the generated locals. They live in the macro's hygiene context
 /// (`Span::mixed_site()`): a user's `state` or `policy` can neither see nor
@@ -259,14 +259,6 @@ fn unique_captures(func: &Func, args: &Args) -> (syn::Signature, Vec<TokenStream
         }
     }
     (sig, captures)
-}
-
-/// Does any token of `tokens`, in any group, satisfy `pred`?
-fn any_token(tokens: TokenStream, pred: &impl Fn(&TokenTree) -> bool) -> bool {
-    tokens.into_iter().any(|tt| match &tt {
-        TokenTree::Group(g) => any_token(g.stream(), pred),
-        other => pred(other),
-    })
 }
 
 /// `Some(true)` for a type written `&mut T`, `Some(false)` for `&T`, `None`

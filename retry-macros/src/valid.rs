@@ -81,7 +81,7 @@ pub(crate) fn check(args: &Args, func: &Func, cx: &mut Ctxt) {
 }
 
 /// Does any token of `tokens`, in any group, satisfy `pred`?
-fn any_token(tokens: TokenStream, pred: &impl Fn(&TokenTree) -> bool) -> bool {
+pub(crate) fn any_token(tokens: TokenStream, pred: &impl Fn(&TokenTree) -> bool) -> bool {
     tokens.into_iter().any(|tt| match &tt {
         TokenTree::Group(g) => any_token(g.stream(), pred),
         other => pred(other),
