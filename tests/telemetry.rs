@@ -94,12 +94,18 @@ fn fields(pairs: &[(&str, &str)]) -> Fields {
         .collect()
 }
 
+/// What a subscriber sees of `call`, run in virtual time.
+fn captured(call: impl FnOnce()) -> Arc<Capture> {
+    let _vt = backstop::testing::VirtualTime::start();
+    let capture = Arc::new(Capture::default());
+    tracing::subscriber::with_default(Arc::clone(&capture), call);
+    capture
+}
+
 #[test]
 fn a_span_per_call_and_an_event_per_retry_and_give_up() {
     let _serial = serial();
-    let _vt = backstop::testing::VirtualTime::start();
-    let capture = Arc::new(Capture::default());
-    tracing::subscriber::with_default(Arc::clone(&capture), || {
+    let capture = captured(|| {
         let _ = fetch_user();
     });
     let spans = capture.spans.lock().unwrap();
@@ -151,9 +157,7 @@ fn logged() -> Result<(), Error> {
 #[test]
 fn what_the_hooks_log_belongs_to_the_call() {
     let _serial = serial();
-    let _vt = backstop::testing::VirtualTime::start();
-    let capture = Arc::new(Capture::default());
-    tracing::subscriber::with_default(Arc::clone(&capture), || {
+    let capture = captured(|| {
         let _ = logged();
     });
     let spans = capture.spans.lock().unwrap();
