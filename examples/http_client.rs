@@ -6,10 +6,10 @@
 //! cargo run --example http_client --features reqwest
 //! ```
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use backstop::reqwest::{response_verdict, within_attempt};
-use backstop::{GiveUpEvent, RetryEvent, context, retry};
+use backstop::reqwest::{Error, response_verdict, within_attempt};
+use backstop::{CircuitBreaker, GiveUpEvent, RetryEvent, context, retry};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -41,7 +41,7 @@ async fn serve(listener: TcpListener, script: &'static [(u16, &'static str)]) {
     }
 }
 
-fn on_retry(event: &RetryEvent<'_, reqwest::Response, reqwest::Error>) {
+fn on_retry(event: &RetryEvent<'_, reqwest::Response, Error>) {
     let what = match event.outcome() {
         Ok(response) => format!("status {}", response.status()),
         Err(error) => format!("error {error}"),
@@ -54,7 +54,7 @@ fn on_retry(event: &RetryEvent<'_, reqwest::Response, reqwest::Error>) {
     );
 }
 
-fn on_give_up(event: &GiveUpEvent<'_, reqwest::Response, reqwest::Error>) {
+fn on_give_up(event: &GiveUpEvent<'_, reqwest::Response, Error>) {
     println!(
         "  client: giving up after {} attempts: {}",
         event.attempts(),
@@ -62,15 +62,16 @@ fn on_give_up(event: &GiveUpEvent<'_, reqwest::Response, reqwest::Error>) {
     );
 }
 
+/// Everything that calls the order service: open after 5 failures in a row.
+static ORDERS: CircuitBreaker = CircuitBreaker::new(5, Duration::from_secs(30));
+
 /// POSTs an order: retried on 503 and 429 (after the server's Retry-After),
-/// with one idempotency key for all its attempts, each attempt's timeout
-/// being what is left of the 10 s deadline.
-#[retry(attempts = 5, base = 200ms, deadline = 10s, idempotent,
+/// but not on a 500, 502 or 504 (the order may have been placed: declare a
+/// function `idempotent` to retry those), with one idempotency key for all
+/// its attempts; each attempt ends at 2 s or at the 10 s deadline.
+#[retry(attempts = 5, base = 200ms, deadline = 10s, attempt_timeout = 2s, breaker = ORDERS,
         when_ok = response_verdict, on_retry = on_retry, on_give_up = on_give_up)]
-async fn place_order(
-    client: &reqwest::Client,
-    url: &str,
-) -> Result<reqwest::Response, reqwest::Error> {
+async fn place_order(client: &reqwest::Client, url: &str) -> Result<reqwest::Response, Error> {
     let attempt = context().map_or(0, |cx| cx.attempt());
     println!("  client: attempt {attempt}");
     within_attempt(client.post(url)).send().await

@@ -1,5 +1,5 @@
 //! Composition: the attempt context, deadline propagation to nested calls,
-//! and one retry layer per failure domain (DESIGN step 2).
+//! and one retry layer per failure domain (step 2 of a call).
 
 use std::io::{Error, ErrorKind};
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};

@@ -97,7 +97,7 @@ fn the_reason_has_a_stable_name_for_metrics() {
     assert_eq!(GiveUp::BreakerOpen.as_str(), "breaker_open");
 }
 
-// --- every reason of DESIGN, as a hook sees it ------------------------------
+// --- every give-up reason, as a hook sees it ---------------------------------
 
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 

@@ -1,4 +1,4 @@
-//! Feature `http`: status codes by DESIGN's HTTP rule, and `Retry-After`.
+//! Feature `http`: status codes by the HTTP rule, and `Retry-After`.
 //! Run with `cargo test -p backstop --features http --test http`.
 
 use std::time::{Duration, SystemTime};
@@ -9,10 +9,19 @@ use http::{HeaderMap, HeaderValue, StatusCode};
 
 #[test]
 fn status_codes_follow_the_http_rule() {
-    for code in [408, 425, 429, 500, 502, 503, 504] {
+    // Not processed: safe to send again.
+    for code in [408, 425, 429, 503] {
         assert_eq!(
             StatusCode::from_u16(code).unwrap().classify(),
             Verdict::Retry,
+            "{code}"
+        );
+    }
+    // The work may have been done: only for idempotent calls.
+    for code in [500, 502, 504] {
+        assert_eq!(
+            StatusCode::from_u16(code).unwrap().classify(),
+            Verdict::RetryIfIdempotent,
             "{code}"
         );
     }
@@ -164,4 +173,33 @@ fn a_hundred_thousand_generated_dates_parse_exactly_or_not_at_all() {
     assert_eq!(valid, 33_334);
     // Some edits leave a valid date (a digit for a digit): those parse.
     assert!(mangled_parsed > 0);
+}
+
+#[test]
+fn a_retry_after_counts_only_on_statuses_that_were_not_processed() {
+    use backstop::http::verdict;
+    let after = header(b"3");
+    for code in [408, 425, 429, 503] {
+        let status = StatusCode::from_u16(code).unwrap();
+        assert_eq!(
+            verdict(status, &after),
+            Verdict::RetryAfter(Duration::from_secs(3)),
+            "{code}"
+        );
+        assert_eq!(verdict(status, &HeaderMap::new()), Verdict::Retry, "{code}");
+    }
+    // The work may have been done: a Retry-After does not make it safe.
+    for code in [500, 502, 504] {
+        let status = StatusCode::from_u16(code).unwrap();
+        assert_eq!(
+            verdict(status, &after),
+            Verdict::RetryIfIdempotent,
+            "{code}"
+        );
+    }
+    assert_eq!(verdict(StatusCode::NOT_FOUND, &after), Verdict::Stop);
+    assert_eq!(
+        verdict(StatusCode::SERVICE_UNAVAILABLE, &header(b"soon")),
+        Verdict::Retry
+    );
 }

@@ -4,14 +4,15 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use backstop::reqwest::{response_verdict, within_attempt};
+use backstop::reqwest::{Error, response_verdict, within_attempt};
 use backstop::{Classify, Verdict, retry};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 /// Answers each request with the next status of `script` (and its extra
-/// header lines; a status of 0 never answers), recording the
-/// `idempotency-key` each request carried.
+/// header lines; a status of 0 never answers, a status of 1 is a 200 whose
+/// body is cut off after 10 of its 100 bytes), recording the
+/// `idempotency-key` each request carried (every one, joined by ", ").
 async fn serve(script: Vec<(u16, &'static str)>) -> (String, Arc<Mutex<Vec<Option<String>>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/orders", listener.local_addr().unwrap());
@@ -30,10 +31,12 @@ async fn serve(script: Vec<(u16, &'static str)>) -> (String, Arc<Mutex<Vec<Optio
                 request.extend_from_slice(&buf[..n]);
             }
             let text = String::from_utf8_lossy(&request).to_lowercase();
-            let key = text
+            let found: Vec<&str> = text
                 .lines()
-                .find_map(|l| l.strip_prefix("idempotency-key:"))
-                .map(|k| k.trim().to_owned());
+                .filter_map(|l| l.strip_prefix("idempotency-key:"))
+                .map(str::trim)
+                .collect();
+            let key = (!found.is_empty()).then(|| found.join(", "));
             seen.lock().unwrap().push(key);
             if status == 0 {
                 // Never answer: the client times out with the request sent.
@@ -41,6 +44,13 @@ async fn serve(script: Vec<(u16, &'static str)>) -> (String, Arc<Mutex<Vec<Optio
                     tokio::time::sleep(Duration::from_secs(30)).await;
                     drop(socket);
                 });
+                continue;
+            }
+            if status == 1 {
+                let head = "HTTP/1.1 200 OK\r\ncontent-length: 100\r\nconnection: close\r\n\r\n";
+                socket.write_all(head.as_bytes()).await.unwrap();
+                socket.write_all(b"{\"id\": 12").await.unwrap();
+                socket.shutdown().await.unwrap();
                 continue;
             }
             let response = format!(
@@ -54,10 +64,7 @@ async fn serve(script: Vec<(u16, &'static str)>) -> (String, Arc<Mutex<Vec<Optio
 }
 
 #[retry(attempts = 5, base = 1ms, deadline = 5s, idempotent, when_ok = response_verdict)]
-async fn place_order(
-    client: &reqwest::Client,
-    url: &str,
-) -> Result<reqwest::Response, reqwest::Error> {
+async fn place_order(client: &reqwest::Client, url: &str) -> Result<reqwest::Response, Error> {
     within_attempt(client.post(url)).send().await
 }
 
@@ -123,7 +130,7 @@ async fn reqwest_errors_are_classified() {
 #[tokio::test]
 async fn the_attempt_deadline_becomes_the_request_timeout() {
     #[retry(attempts = 1, deadline = 100ms)]
-    async fn hangs(url: &str) -> Result<reqwest::Response, reqwest::Error> {
+    async fn hangs(url: &str) -> Result<reqwest::Response, Error> {
         within_attempt(reqwest::Client::new().get(url)).send().await
     }
     let silent = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -155,7 +162,7 @@ async fn a_400_is_exactly_one_request() {
 }
 
 #[retry(attempts = 5, retry_after_max = 10s, when_ok = response_verdict)]
-async fn throttled(url: &str) -> Result<reqwest::Response, reqwest::Error> {
+async fn throttled(url: &str) -> Result<reqwest::Response, Error> {
     within_attempt(reqwest::Client::new().get(url)).send().await
 }
 
@@ -168,21 +175,27 @@ async fn a_retry_after_above_the_max_returns_the_429_at_once() {
 }
 
 #[retry(attempts = 3, base = 1ms, when_ok = response_verdict)]
-async fn post_once(url: &str) -> Result<reqwest::Response, reqwest::Error> {
-    // A shorter timeout than the time left: set after `within_attempt`.
-    within_attempt(reqwest::Client::new().post(url))
-        .timeout(Duration::from_millis(50))
-        .send()
-        .await
+async fn post_once(url: &str) -> Result<reqwest::Response, Error> {
+    // A shorter timeout than the time left, of the request's own.
+    within_attempt(
+        reqwest::Client::new()
+            .post(url)
+            .timeout(Duration::from_millis(50)),
+    )
+    .send()
+    .await
 }
 
 #[retry(attempts = 3, base = 1ms, idempotent, when_ok = response_verdict)]
-async fn post_idempotent(url: &str) -> Result<reqwest::Response, reqwest::Error> {
-    // A shorter timeout than the time left: set after `within_attempt`.
-    within_attempt(reqwest::Client::new().post(url))
-        .timeout(Duration::from_millis(50))
-        .send()
-        .await
+async fn post_idempotent(url: &str) -> Result<reqwest::Response, Error> {
+    // A shorter timeout than the time left, of the request's own.
+    within_attempt(
+        reqwest::Client::new()
+            .post(url)
+            .timeout(Duration::from_millis(50)),
+    )
+    .send()
+    .await
 }
 
 #[tokio::test]
@@ -208,7 +221,7 @@ async fn a_post_that_times_out_is_retried_only_when_idempotent() {
 }
 
 #[retry(attempts = 1, deadline = 5s)]
-async fn with_own_key_and_timeout(url: &str) -> Result<reqwest::Response, reqwest::Error> {
+async fn with_own_key_and_timeout(url: &str) -> Result<reqwest::Response, Error> {
     let request = reqwest::Client::new()
         .post(url)
         .header("idempotency-key", "mine")
@@ -231,4 +244,187 @@ async fn within_attempt_keeps_a_key_and_a_shorter_timeout_already_set() {
         [Some("mine".to_owned())],
         "one key, the caller's"
     );
+}
+
+// ---- first-hour defects -------------------------------------------------
+
+#[retry(attempts = 3, base = 1ms, when_ok = response_verdict)]
+async fn post_not_idempotent(url: &str) -> Result<reqwest::Response, Error> {
+    within_attempt(reqwest::Client::new().post(url))
+        .send()
+        .await
+}
+
+#[tokio::test]
+async fn a_post_answered_500_502_or_504_is_sent_once() {
+    for status in [500, 502, 504] {
+        let (url, keys) = serve(vec![(status, ""), (200, ""), (200, "")]).await;
+        let response = post_not_idempotent(&url).await.unwrap();
+        assert_eq!(response.status(), status);
+        assert_eq!(
+            keys.lock().unwrap().len(),
+            1,
+            "{status}: the work may have been done"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_client_timeout_is_never_lengthened_by_within_attempt() {
+    #[retry(attempts = 1)]
+    async fn get(client: &reqwest::Client, url: &str) -> Result<reqwest::Response, Error> {
+        within_attempt(client.get(url)).send().await
+    }
+    let silent = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/", silent.local_addr().unwrap());
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_millis(100))
+        .build()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let error = tokio::time::timeout(Duration::from_secs(3), get(&client, &url))
+        .await
+        .expect("the client's 100 ms timeout, not the 30 s deadline")
+        .unwrap_err();
+    assert!(error.is_timeout(), "{error:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[retry(attempts = 3, base = 1ms, idempotent)]
+async fn get_text(url: &str) -> Result<String, Error> {
+    let response = within_attempt(reqwest::Client::new().get(url))
+        .send()
+        .await?;
+    Ok(response.text().await?)
+}
+
+#[tokio::test]
+async fn a_body_cut_off_midway_is_retried_when_idempotent() {
+    let (url, keys) = serve(vec![(1, ""), (200, "")]).await;
+    let text = get_text(&url).await.unwrap();
+    assert_eq!(text, "");
+    assert_eq!(keys.lock().unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn a_body_cut_off_midway_is_ambiguous_and_a_whole_one_that_does_not_parse_is_final() {
+    let (url, _) = serve(vec![(1, ""), (200, "")]).await;
+    let client = reqwest::Client::new();
+    let cut = client
+        .get(&url)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap_err();
+    assert_eq!(cut.classify(), Verdict::RetryIfIdempotent, "{cut:?}");
+    let garbage = client
+        .get(&url)
+        .send()
+        .await
+        .unwrap()
+        .json::<serde_json::Value>()
+        .await
+        .unwrap_err();
+    assert_eq!(garbage.classify(), Verdict::Stop, "{garbage:?}");
+}
+
+#[tokio::test]
+async fn a_streamed_body_keeps_the_request_key_and_its_shorter_timeout() {
+    #[retry(attempts = 1, deadline = 5s)]
+    async fn upload(url: &str) -> Result<reqwest::Response, Error> {
+        let chunks: Vec<Result<&'static str, std::io::Error>> = vec![Ok("part")];
+        let request = reqwest::Client::new()
+            .post(url)
+            .header("idempotency-key", "mine")
+            .timeout(Duration::from_millis(50))
+            .body(reqwest::Body::wrap_stream(futures_util::stream::iter(
+                chunks,
+            )));
+        within_attempt(request).send().await
+    }
+    let (url, keys) = serve(vec![(0, "")]).await;
+    let started = std::time::Instant::now();
+    let error = tokio::time::timeout(Duration::from_secs(3), upload(&url))
+        .await
+        .expect("the request's own 50 ms timeout, not the 5 s deadline")
+        .unwrap_err();
+    assert!(error.is_timeout(), "{error:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        *keys.lock().unwrap(),
+        [Some("mine".to_owned())],
+        "one key, the caller's"
+    );
+}
+
+#[retry(attempts = 3, base = 1ms, idempotent, when_ok = response_verdict)]
+async fn get_idempotent(url: &str) -> Result<reqwest::Response, Error> {
+    within_attempt(reqwest::Client::new().get(url)).send().await
+}
+
+#[tokio::test]
+async fn an_idempotent_call_retries_a_500_502_or_504() {
+    let (url, keys) = serve(vec![(500, ""), (502, ""), (200, "")]).await;
+    assert_eq!(get_idempotent(&url).await.unwrap().status(), 200);
+    assert_eq!(keys.lock().unwrap().len(), 3);
+    let (url, keys) = serve(vec![(504, "retry-after: 0\r\n"), (200, "")]).await;
+    assert_eq!(get_idempotent(&url).await.unwrap().status(), 200);
+    assert_eq!(keys.lock().unwrap().len(), 2);
+}
+
+static ORDERS: backstop::CircuitBreaker = backstop::CircuitBreaker::new(2, Duration::from_secs(60));
+
+#[retry(attempts = 2, base = 1ms, breaker = ORDERS, attempt_timeout = 50ms, idempotent, when_ok = response_verdict)]
+async fn behind_a_breaker(url: &str) -> Result<reqwest::Response, Error> {
+    within_attempt(reqwest::Client::new().get(url)).send().await
+}
+
+#[tokio::test]
+async fn the_error_type_takes_the_breaker_and_the_attempt_timeout() {
+    let (url, keys) = serve(vec![(0, ""), (0, "")]).await;
+    let error = behind_a_breaker(&url).await.unwrap_err();
+    assert!(matches!(error, Error::Elapsed(_)), "{error:?}");
+    assert!(error.is_timeout());
+    assert_eq!(keys.lock().unwrap().len(), 2);
+    // Two retryable failures opened the breaker: rejected without a request.
+    let error = behind_a_breaker(&url).await.unwrap_err();
+    assert!(matches!(error, Error::CircuitOpen(_)), "{error:?}");
+    assert_eq!(error.classify(), Verdict::Stop);
+    assert_eq!(keys.lock().unwrap().len(), 2);
+}
+
+#[retry(attempts = 3, base = 1ms, retry_after_max = 1s)]
+async fn get_or_status_error(url: &str) -> Result<reqwest::Response, Error> {
+    let response = within_attempt(reqwest::Client::new().get(url))
+        .send()
+        .await?;
+    backstop::reqwest::error_for_status(response)
+}
+
+#[tokio::test]
+async fn error_statuses_as_errors_keep_their_retry_after() {
+    let (url, keys) = serve(vec![(429, "retry-after: 0\r\n"), (503, ""), (200, "")]).await;
+    assert_eq!(get_or_status_error(&url).await.unwrap().status(), 200);
+    assert_eq!(keys.lock().unwrap().len(), 3);
+    // Not idempotent: a 500 is returned, once.
+    let (url, keys) = serve(vec![(500, ""), (200, "")]).await;
+    let error = get_or_status_error(&url).await.unwrap_err();
+    assert_eq!(
+        error.status(),
+        Some(http::StatusCode::INTERNAL_SERVER_ERROR)
+    );
+    assert_eq!(keys.lock().unwrap().len(), 1);
+    // Boxed, it is classified through the source chain.
+    let boxed: Box<dyn std::error::Error + Send + Sync> = Box::new(error);
+    assert_eq!(boxed.classify(), Verdict::RetryIfIdempotent);
 }

@@ -154,7 +154,7 @@ pub(crate) enum Jitter {
     None,
 }
 
-/// Every option, in DESIGN's order: listed in "expected one of".
+/// Every option, in the order of the documentation's table: listed in "expected one of".
 pub(crate) const OPTIONS: &[&str] = &[
     "attempts",
     "deadline",

@@ -48,7 +48,7 @@ impl Parse for Func {
     }
 }
 
-/// DESIGN's defaults, for the `base ≤ cap` check when one side is implied.
+/// The documented defaults, for the `base ≤ cap` check when one side is implied.
 /// They mirror `Policy::DEFAULT` in the runtime, which a proc-macro crate
 /// cannot depend on; `tests/defaults.rs` checks that the two agree.
 const DEFAULT_BASE_NANOS: u128 = 100_000_000;

@@ -193,6 +193,10 @@ fn known(error: &(dyn Error + 'static)) -> Option<Verdict> {
     if let Some(reqwest) = error.downcast_ref::<::reqwest::Error>() {
         return Some(reqwest.classify());
     }
+    #[cfg(feature = "reqwest")]
+    if let Some(error) = error.downcast_ref::<crate::reqwest::Error>() {
+        return Some(error.classify());
+    }
     None
 }
 

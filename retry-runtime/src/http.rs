@@ -19,18 +19,64 @@ use std::time::{Duration, SystemTime};
 
 use crate::classify::{Classify, Verdict};
 
-/// DESIGN's HTTP rule: 408, 425, 429, 500, 502, 503 and 504 are worth a
-/// retry (the server was busy, restarting or briefly unreachable); every
-/// other 4xx is the request's fault, and 501 or 505 and above will not
-/// change on a retry: [`Verdict::Stop`]. A 429 or 503 that came with a
-/// `Retry-After` header is better classified with [`retry_after`], as
-/// [`Verdict::RetryAfter`].
+/// Which statuses a retry can fix, and which it may repeat work for:
+///
+/// - 408, 425, 429 and 503 are [`Verdict::Retry`]: the server did not
+///   process the request (it timed out waiting for it, refused early data,
+///   throttled it, or is unavailable), so sending it again is safe;
+/// - 500, 502 and 504 are [`Verdict::RetryIfIdempotent`]: the server (or
+///   one behind a proxy) may have done the work before failing, and a 504
+///   is a timeout seen through a proxy. Repeating a `POST` on them could
+///   do it twice: they are retried only for calls declared `idempotent`;
+/// - every other status is [`Verdict::Stop`]: other 4xx are the request's
+///   fault, and 501 or 505 and above will not change on a retry.
+///
+/// [`verdict`] also reads a `Retry-After` header that came with a 408,
+/// 425, 429 or 503, as [`Verdict::RetryAfter`].
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use http::StatusCode;
+/// use backstop::{Classify, Verdict};
+/// assert_eq!(StatusCode::TOO_MANY_REQUESTS.classify(), Verdict::Retry);
+/// assert_eq!(StatusCode::GATEWAY_TIMEOUT.classify(), Verdict::RetryIfIdempotent);
+/// assert_eq!(StatusCode::BAD_REQUEST.classify(), Verdict::Stop);
+/// ```
 impl Classify for ::http::StatusCode {
     fn classify(&self) -> Verdict {
         match self.as_u16() {
-            408 | 425 | 429 | 500 | 502 | 503 | 504 => Verdict::Retry,
+            408 | 425 | 429 | 503 => Verdict::Retry,
+            500 | 502 | 504 => Verdict::RetryIfIdempotent,
             _ => Verdict::Stop,
         }
+    }
+}
+
+/// The verdict on a response with this status and these headers: the
+/// status's [`Classify`] verdict, and [`Verdict::RetryAfter`] for a status
+/// the server did not process (408, 425, 429, 503) that came with a valid
+/// `Retry-After`. A `Retry-After` on a 500, 502 or 504 does not make it
+/// retryable for a call that is not `idempotent`: the work may have been
+/// done.
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use std::time::Duration;
+/// use http::{header::RETRY_AFTER, HeaderMap, StatusCode};
+/// use backstop::{http::verdict, Verdict};
+///
+/// let mut headers = HeaderMap::new();
+/// headers.insert(RETRY_AFTER, "2".parse().unwrap());
+/// assert_eq!(verdict(StatusCode::SERVICE_UNAVAILABLE, &headers), Verdict::RetryAfter(Duration::from_secs(2)));
+/// assert_eq!(verdict(StatusCode::BAD_GATEWAY, &headers), Verdict::RetryIfIdempotent);
+/// assert_eq!(verdict(StatusCode::OK, &headers), Verdict::Stop);
+/// ```
+pub fn verdict(status: ::http::StatusCode, headers: &::http::HeaderMap) -> Verdict {
+    match status.classify() {
+        Verdict::Retry => {
+            retry_after(headers, SystemTime::now()).map_or(Verdict::Retry, Verdict::RetryAfter)
+        }
+        other => other,
     }
 }
 

@@ -1,12 +1,14 @@
 //! reqwest (feature `reqwest`): its errors classified, responses judged by
-//! status and `Retry-After`, and requests given the attempt's deadline and
-//! the call's idempotency key.
+//! status and `Retry-After`, requests sent within the call's deadline with
+//! the call's idempotency key, and an error type that takes the breaker and
+//! `attempt_timeout`.
 //!
 //! ```no_run
 //! # extern crate retry_runtime as backstop;
-//! use backstop::{reqwest::{response_verdict, within_attempt}, Retry, Policy};
+//! use backstop::reqwest::{response_verdict, within_attempt, Error};
+//! use backstop::{Policy, Retry};
 //!
-//! # async fn run(client: reqwest::Client) -> Result<(), reqwest::Error> {
+//! # async fn run(client: reqwest::Client) -> Result<(), Error> {
 //! let policy = Policy::new().attempts(4);
 //! let response = Retry::new(&policy)
 //!     .when_ok(response_verdict)
@@ -15,24 +17,39 @@
 //! # let _ = response; Ok(()) }
 //! ```
 
-use std::time::SystemTime;
+use std::error::Error as StdError;
+use std::fmt;
+use std::time::{Duration, SystemTime};
 
+use crate::breaker::CircuitOpen;
 use crate::classify::{Classify, Verdict};
+use crate::run::Elapsed;
 
-/// A failed request: connecting failed ([`Verdict::Retry`]: nothing was
-/// sent); timed out ([`Verdict::RetryIfIdempotent`]: it may have been
-/// served); an error status, by the HTTP rule of `http::StatusCode`; a
-/// request that broke off after it was sent ([`Verdict::RetryIfIdempotent`]);
-/// building it, its body, decoding the answer or a redirect loop
-/// ([`Verdict::Stop`]: a retry would fail alike).
+/// A failed request:
+///
+/// - connecting failed: [`Verdict::Retry`] (nothing was sent);
+/// - it timed out, or broke off after it was sent (the response's body
+///   cut off midway included): [`Verdict::RetryIfIdempotent`], as the
+///   server may have done the work;
+/// - an error status (from `error_for_status`): by the status, as
+///   `http::StatusCode` classifies it;
+/// - building it, a redirect loop, or an answer that arrived whole and
+///   could not be decoded (JSON that does not parse): [`Verdict::Stop`], as
+///   a retry would fail alike.
 impl Classify for ::reqwest::Error {
     fn classify(&self) -> Verdict {
-        if self.is_builder() || self.is_body() || self.is_decode() || self.is_redirect() {
+        if self.is_builder() || self.is_redirect() {
             Verdict::Stop
         } else if self.is_connect() {
             Verdict::Retry
         } else if self.is_timeout() {
             Verdict::RetryIfIdempotent
+        } else if self.is_body() || self.is_decode() {
+            if broke_off(self) {
+                Verdict::RetryIfIdempotent
+            } else {
+                Verdict::Stop
+            }
         } else if let Some(status) = self.status() {
             status.classify()
         } else if self.is_request() {
@@ -43,9 +60,25 @@ impl Classify for ::reqwest::Error {
     }
 }
 
-/// A `when_ok` classifier for responses: a success or a status not worth a
-/// retry is returned ([`Verdict::Stop`]); 408, 425, 429, 500, 502, 503, 504
-/// are retried, after the server's `Retry-After` when it sent one.
+/// Whether a body or decode error came from the transport (the connection
+/// failed while the body was on its way: an `io::Error` in its causes)
+/// rather than from content that arrived whole (a JSON parse error).
+fn broke_off(error: &::reqwest::Error) -> bool {
+    let mut next = error.source();
+    while let Some(cause) = next {
+        if cause.is::<std::io::Error>() {
+            return true;
+        }
+        next = cause.source();
+    }
+    false
+}
+
+/// A `when_ok` classifier for responses, by [`http::verdict`](crate::http::verdict):
+/// a success or a status not worth a retry is returned ([`Verdict::Stop`]);
+/// 408, 425, 429 and 503 are retried, after the server's `Retry-After` when
+/// it sent one; 500, 502 and 504 only for an `idempotent` call (the server
+/// may have done the work).
 ///
 /// ```
 /// # extern crate retry_runtime as backstop;
@@ -57,48 +90,232 @@ impl Classify for ::reqwest::Error {
 ///     response_verdict(&reqwest::Response::from(busy)),
 ///     Verdict::RetryAfter(std::time::Duration::from_secs(2))
 /// );
+/// let failed = http::Response::builder().status(500).body("").unwrap();
+/// assert_eq!(response_verdict(&reqwest::Response::from(failed)), Verdict::RetryIfIdempotent);
 /// ```
 pub fn response_verdict(response: &::reqwest::Response) -> Verdict {
-    match response.status().classify() {
-        Verdict::Stop => Verdict::Stop,
-        retry => crate::http::retry_after(response.headers(), SystemTime::now())
-            .map_or(retry, Verdict::RetryAfter),
+    crate::http::verdict(response.status(), response.headers())
+}
+
+/// The request, to be sent from an attempt: see [`AttemptRequest::send`].
+///
+/// ```no_run
+/// # extern crate retry_runtime as backstop;
+/// use backstop::reqwest::{within_attempt, Error};
+///
+/// // `#[retry(when_ok = backstop::reqwest::response_verdict)]` on it.
+/// async fn get_user(client: &reqwest::Client, id: u64) -> Result<reqwest::Response, Error> {
+///     within_attempt(client.get(format!("http://127.0.0.1:8080/users/{id}"))).send().await
+/// }
+/// ```
+pub fn within_attempt(request: ::reqwest::RequestBuilder) -> AttemptRequest {
+    AttemptRequest { request }
+}
+
+/// A request fitted to the attempt it is sent from, made by
+/// [`within_attempt`].
+#[derive(Debug)]
+#[must_use = "a request does nothing until it is sent: `.send().await`"]
+pub struct AttemptRequest {
+    request: ::reqwest::RequestBuilder,
+}
+
+impl AttemptRequest {
+    /// Sends the request. Inside an attempt (where
+    /// [`context()`](crate::context()) answers):
+    ///
+    /// - it carries the call's `Idempotency-Key`, the same for every
+    ///   attempt, so that a server that honours the header does a retried
+    ///   `POST` once; a key the request already has is kept, never doubled;
+    /// - the time left before the call's deadline bounds the wait for the
+    ///   response. The deadline only ever shortens the timeouts already
+    ///   set: the `Client`'s timeout still applies, and a timeout of the
+    ///   request's own becomes the time left if that is less (reqwest's
+    ///   timeouts also cover reading the body; for the deadline to cover it
+    ///   too, give the function an `attempt_timeout`).
+    ///
+    /// Both hold whatever the body, a stream included. Outside an attempt,
+    /// the request is sent as it is.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Request`] when reqwest fails (the `Client`'s or the
+    /// request's own timeout included), [`Error::Elapsed`] when the call's
+    /// deadline came first.
+    pub async fn send(self) -> Result<::reqwest::Response, Error> {
+        let Some(cx) = crate::context() else {
+            return Ok(self.request.send().await?);
+        };
+        let (client, request) = self.request.build_split();
+        let mut request = request?;
+        let key = ::http::header::HeaderName::from_static("idempotency-key");
+        // A UUID is always a valid header value.
+        if !request.headers().contains_key(&key)
+            && let Ok(value) = ::http::HeaderValue::try_from(cx.idempotency_key().to_string())
+        {
+            request.headers_mut().insert(key, value);
+        }
+        let Some(left) = cx.remaining() else {
+            return Ok(client.execute(request).await?);
+        };
+        if let Some(own) = request.timeout_mut() {
+            *own = (*own).min(left);
+        }
+        match tokio::time::timeout(left, client.execute(request)).await {
+            Ok(response) => Ok(response?),
+            Err(_) => Err(Error::Elapsed(Elapsed)),
+        }
     }
 }
 
-/// The request, fitted to the attempt it is sent from: its timeout is the
-/// time left before the call's deadline (if the attempt has a
-/// [`context`](crate::context())) or the request's own timeout if that is
-/// shorter, and it carries the call's `Idempotency-Key`, the same for every
-/// attempt, so that a server that honours the header does a retried `POST`
-/// once (a key the request already has is kept). Outside an attempt, the
-/// request unchanged.
+/// The response, or [`Error::Status`] if its status is a client or server
+/// error (4xx, 5xx), keeping the server's `Retry-After` for the retry loop
+/// (reqwest's own `error_for_status` drops it).
 ///
-/// A timeout set on the `Client` (`ClientBuilder::timeout`) cannot be seen
-/// here and is replaced by the time left: set a shorter one on the request.
-pub fn within_attempt(request: ::reqwest::RequestBuilder) -> ::reqwest::RequestBuilder {
-    let Some(cx) = crate::context() else {
-        return request;
-    };
-    // What the request already has, from a copy (a streaming body cannot be
-    // copied: then nothing is known, and nothing is kept).
-    let (has_key, own_timeout) = request
-        .try_clone()
-        .and_then(|copy| copy.build().ok())
-        .map_or((false, None), |built| {
-            (
-                built.headers().contains_key("idempotency-key"),
-                built.timeout().copied(),
-            )
-        });
-    let request = if has_key {
-        request
+/// # Errors
+///
+/// [`Error::Status`] for a 4xx or 5xx status.
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use std::time::Duration;
+/// use backstop::{reqwest::error_for_status, Classify, Verdict};
+///
+/// let busy = http::Response::builder().status(429).header("retry-after", "3").body("").unwrap();
+/// let error = error_for_status(reqwest::Response::from(busy)).unwrap_err();
+/// assert_eq!(error.status(), Some(http::StatusCode::TOO_MANY_REQUESTS));
+/// assert_eq!(error.classify(), Verdict::RetryAfter(Duration::from_secs(3)));
+/// ```
+pub fn error_for_status(response: ::reqwest::Response) -> Result<::reqwest::Response, Error> {
+    let status = response.status();
+    if status.is_client_error() || status.is_server_error() {
+        let retry_after = crate::http::retry_after(response.headers(), SystemTime::now());
+        Err(Error::Status {
+            status,
+            retry_after,
+        })
     } else {
-        request.header("idempotency-key", cx.idempotency_key().to_string())
-    };
-    match (cx.remaining(), own_timeout) {
-        (Some(remaining), Some(own)) => request.timeout(remaining.min(own)),
-        (Some(remaining), None) => request.timeout(remaining),
-        (None, _) => request,
+        Ok(response)
+    }
+}
+
+/// The error of an HTTP call made with reqwest under a retry loop: what
+/// reqwest reported, an error status, or the loop's own rejections. It
+/// implements [`Classify`] and `From` each of them, so a function returning
+/// `Result<reqwest::Response, backstop::reqwest::Error>` can take
+/// `breaker` and `attempt_timeout` (a `reqwest::Error` cannot: no crate but
+/// reqwest can give it a `From<CircuitOpen>`).
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use backstop::{reqwest::Error, CircuitOpen, Classify, Elapsed, Verdict};
+///
+/// assert_eq!(Error::from(CircuitOpen).classify(), Verdict::Stop);
+/// assert_eq!(Error::from(Elapsed).classify(), Verdict::RetryIfIdempotent);
+/// assert!(Error::from(Elapsed).is_timeout());
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// reqwest failed: connecting, sending, a timeout of its own, reading
+    /// or decoding the answer.
+    Request(::reqwest::Error),
+    /// The server answered with an error status ([`error_for_status`]).
+    #[non_exhaustive]
+    Status {
+        /// The status.
+        status: ::http::StatusCode,
+        /// How long the server asked to wait, from its `Retry-After`.
+        retry_after: Option<Duration>,
+    },
+    /// The circuit breaker rejected the call.
+    CircuitOpen(CircuitOpen),
+    /// The attempt ran out of time: its `attempt_timeout`, or the call's
+    /// deadline while waiting for the response.
+    Elapsed(Elapsed),
+}
+
+impl Error {
+    /// Whether the request timed out: reqwest's own timeout, the attempt's
+    /// or the call's deadline.
+    pub fn is_timeout(&self) -> bool {
+        match self {
+            Self::Request(e) => e.is_timeout(),
+            Self::Elapsed(_) => true,
+            Self::Status { .. } | Self::CircuitOpen(_) => false,
+        }
+    }
+
+    /// The error status, if the server answered with one.
+    pub fn status(&self) -> Option<::http::StatusCode> {
+        match self {
+            Self::Request(e) => e.status(),
+            Self::Status { status, .. } => Some(*status),
+            Self::CircuitOpen(_) | Self::Elapsed(_) => None,
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Request(e) => fmt::Display::fmt(e, f),
+            Self::Status {
+                status,
+                retry_after: Some(after),
+            } => write!(f, "server answered {status}, retry after {after:?}"),
+            Self::Status { status, .. } => write!(f, "server answered {status}"),
+            Self::CircuitOpen(e) => fmt::Display::fmt(e, f),
+            Self::Elapsed(e) => fmt::Display::fmt(e, f),
+        }
+    }
+}
+
+impl StdError for Error {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        match self {
+            Self::Request(e) => Some(e),
+            Self::CircuitOpen(e) => Some(e),
+            Self::Elapsed(e) => Some(e),
+            Self::Status { .. } => None,
+        }
+    }
+}
+
+/// By what it holds: reqwest's error as [`Classify`] for `reqwest::Error`
+/// has it, a status by the HTTP rule with its `Retry-After`, the breaker's
+/// rejection [`Verdict::Stop`], a timeout [`Verdict::RetryIfIdempotent`].
+impl Classify for Error {
+    fn classify(&self) -> Verdict {
+        match self {
+            Self::Request(e) => e.classify(),
+            Self::Status {
+                status,
+                retry_after,
+            } => match (status.classify(), retry_after) {
+                (Verdict::Retry, Some(after)) => Verdict::RetryAfter(*after),
+                (verdict, _) => verdict,
+            },
+            Self::CircuitOpen(e) => e.classify(),
+            Self::Elapsed(e) => e.classify(),
+        }
+    }
+}
+
+impl From<::reqwest::Error> for Error {
+    fn from(error: ::reqwest::Error) -> Self {
+        Self::Request(error)
+    }
+}
+
+impl From<CircuitOpen> for Error {
+    fn from(open: CircuitOpen) -> Self {
+        Self::CircuitOpen(open)
+    }
+}
+
+impl From<Elapsed> for Error {
+    fn from(elapsed: Elapsed) -> Self {
+        Self::Elapsed(elapsed)
     }
 }

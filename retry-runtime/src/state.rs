@@ -564,9 +564,11 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// assert_eq!(state.decide(None), Decision::Return);
     /// ```
     ///
-    /// The order is DESIGN's: classification, a nested call that already
-    /// retried, attempts, delay (with `Retry-After`), deadline, budget. The budget comes last so that a
-    /// retry refused for another reason never spends a token.
+    /// In this order: classification (`Stop`, or an ambiguous failure of
+    /// a call not declared idempotent, returns), a nested call that already
+    /// retried, attempts, the delay (with `Retry-After`), the deadline, the
+    /// breaker, the budget. The budget comes last so that a retry refused
+    /// for another reason never spends a token.
     pub fn decide(&mut self, verdict: Option<Verdict>) -> Decision {
         self.done = self.done.saturating_add(1);
         self.last_verdict = verdict;

@@ -1,4 +1,4 @@
-//! Every option `#[retry]` accepts today, in the forms DESIGN allows.
+//! Every option `#[retry]` accepts today, in every form it allows.
 #![deny(warnings)]
 
 use std::io::{Error, ErrorKind};
