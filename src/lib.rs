@@ -561,7 +561,8 @@
 //!     let policy = rt::Policy::new()
 //!         .attempts(4)
 //!         .base(std::time::Duration::new(0, 100_000_000));
-//!     let budget = Some(&BUDGET);
+//!     // `own`: a fresh budget instead under `testing::isolate()`.
+//!     let budget = Some(rt::own(&BUDGET));
 //!     let mut state = rt::AttemptState::with_budget(&policy, budget, rt::SystemClock);
 //!     loop {
 //!         // The attempt, with `backstop::context()` set while it runs.
@@ -765,6 +766,57 @@
 //! let vt = VirtualTime::start();
 //! let _ = flaky();
 //! assert_eq!(vt.sleeps(), [Duration::from_millis(100), Duration::from_millis(200)]);
+//! ```
+//!
+//! In async tests, [`testing::record_sleeps`] lists what the retry loops of
+//! the test's thread slept, sync and async:
+//!
+//! ```
+//! # use std::io::{Error, ErrorKind};
+//! # use std::time::Duration;
+//! use backstop::{retry, testing::record_sleeps};
+//!
+//! #[retry(attempts = 3, jitter = none)]
+//! async fn flaky() -> Result<(), Error> {
+//!     Err(ErrorKind::ConnectionReset.into())
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+//! // #[tokio::test(start_paused = true)]
+//! let sleeps = record_sleeps();
+//! let _ = flaky().await;
+//! assert_eq!(sleeps.sleeps(), [Duration::from_millis(100), Duration::from_millis(200)]);
+//! # }
+//! ```
+//!
+//! ## Tests that do not leak into each other
+//!
+//! A `#[retry]` function's default budget is one per function for the whole
+//! process, and the tests of a crate run in one process: a test that makes
+//! sixty failing calls spends the budget that the next test's retries
+//! count on, so that test passes alone and fails after the other.
+//! [`testing::isolate`] gives the functions called on the test's thread a
+//! fresh budget until its guard is dropped. Take one per test, or per case
+//! of a table-driven test (80 failing cases would spend even a fresh
+//! budget: that is what it is for).
+//!
+//! ```
+//! # use std::io::{Error, ErrorKind};
+//! use backstop::{retry, testing::{isolate, VirtualTime}};
+//!
+//! #[retry(attempts = 3)]
+//! fn flaky(attempts: &mut u32) -> Result<(), Error> {
+//!     *attempts += 1;
+//!     Err(ErrorKind::ConnectionReset.into())
+//! }
+//!
+//! let _vt = VirtualTime::start();
+//! for case in 0..80 {
+//!     let _fresh = isolate();
+//!     let mut attempts = 0;
+//!     let _ = flaky(&mut attempts);
+//!     assert_eq!(attempts, 3, "case {case}");
+//! }
 //! ```
 #![deny(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]

@@ -538,12 +538,14 @@ fn setup(args: &Args, rt: &TokenStream, n: &Names) -> TokenStream {
             let own = quote! {
                 static #own_budget: #rt::RetryBudget = #rt::RetryBudget::standard();
             };
+            // Through `own`: a test under `testing::isolate()` gets a
+            // fresh one instead.
             let init = if args.policy.value().is_some() {
                 quote!(::core::option::Option::Some(
-                    #rt::Policy::budget_ref(#policy).unwrap_or(&#own_budget)
+                    #rt::Policy::budget_ref(#policy).unwrap_or_else(|| #rt::own(&#own_budget))
                 ))
             } else {
-                quote!(::core::option::Option::Some(&#own_budget))
+                quote!(::core::option::Option::Some(#rt::own(&#own_budget)))
             };
             (own, init)
         }

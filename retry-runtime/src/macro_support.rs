@@ -8,6 +8,7 @@ use crate::budget::RetryBudget;
 use crate::classify::Verdict;
 use crate::clock::Clock;
 use crate::policy::Policy;
+pub use crate::testing::own;
 
 /// The return type of a `#[retry]` function: a `Result`.
 #[diagnostic::on_unimplemented(
@@ -136,9 +137,11 @@ pub async fn timeout<F: Future>(_: std::time::Duration, attempt: F) -> Result<F:
     Ok(attempt.await)
 }
 
-/// The sleep of an async `#[retry]` loop: tokio's timer.
+/// The sleep of an async `#[retry]` loop: tokio's timer (recorded under
+/// [`record_sleeps`](crate::testing::record_sleeps)).
 #[cfg(feature = "tokio")]
 pub fn sleep_async(delay: std::time::Duration) -> tokio::time::Sleep {
+    crate::testing::note_sleep(delay);
     tokio::time::sleep(delay)
 }
 

@@ -91,6 +91,7 @@ where
 /// assert_eq!(vt.elapsed(), Duration::from_secs(3600));
 /// ```
 pub fn sleep(delay: Duration) {
+    crate::testing::note_sleep(delay);
     if !crate::testing::virtual_sleep(delay) {
         std::thread::sleep(delay);
     }
@@ -515,7 +516,7 @@ impl<'a, W, K, B, R, G> Retry<'a, W, K, B, R, G> {
                     Decision::Return => return outcome,
                 }
             };
-            tokio::time::sleep(delay).await;
+            crate::macro_support::sleep_async(delay).await;
             // The outcome is gone: a breaker that opened meanwhile makes the
             // rejection the error.
             if let Err(open) = state.admit() {

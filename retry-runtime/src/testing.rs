@@ -1,12 +1,21 @@
-//! Testing retries without waiting for them.
+//! Testing retries without waiting for them, and without one test's calls
+//! changing what another's get.
 //!
-//! [`VirtualTime`] makes the sync retry loops of the current thread sleep in
-//! virtual time. Async loops run on tokio's clock: under
-//! `#[tokio::test(start_paused = true)]` they are virtual already.
+//! - [`VirtualTime`] makes the sync retry loops of the current thread sleep
+//!   in virtual time. Async loops run on tokio's clock: under
+//!   `#[tokio::test(start_paused = true)]` they are virtual already.
+//! - [`record_sleeps`] lists the delays retry loops slept on this thread,
+//!   sync and async: what `VirtualTime::sleeps` tells of sync loops, for
+//!   async tests in tokio's paused time too.
+//! - [`isolate`] gives the `#[retry]` functions called on this thread fresh
+//!   default protection (their own retry budget), so that a test's
+//!   outcome does not depend on the tests that ran before it.
 
+use std::any::Any;
 use std::cell::RefCell;
 use std::marker::PhantomData;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 struct Virtual {
@@ -212,4 +221,226 @@ impl std::fmt::Debug for VirtualTime {
 /// ```
 pub fn seed_jitter(seed: u64) {
     crate::backoff::Rng::reseed_thread(seed);
+}
+
+/// Records the delays retry loops sleep on this thread, until dropped: see
+/// [`record_sleeps`].
+pub struct SleepRecorder {
+    shadowed: Option<Vec<Duration>>,
+    /// Installed on one thread: not `Send`.
+    _thread: PhantomData<Rc<()>>,
+}
+
+thread_local! {
+    static RECORDING: RefCell<Option<Vec<Duration>>> = const { RefCell::new(None) };
+}
+
+/// Starts recording the delays that retry loops sleep on this thread, sync
+/// and async, until the returned recorder is dropped. An async retry loop
+/// sleeps on the thread that polls it: in a `#[tokio::test]` (one thread
+/// unless `flavor = "multi_thread"`; always one with `start_paused`) that
+/// is every call the test makes, the tasks it spawns included. A second
+/// recorder on the thread shadows the first until it is dropped.
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use std::io::{Error, ErrorKind};
+/// use std::time::Duration;
+/// use backstop::{testing::record_sleeps, Jitter, Policy};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+/// // In a `#[tokio::test(start_paused = true)]`: the sleeps take no time.
+/// let sleeps = record_sleeps();
+/// let policy = Policy::new().attempts(3).jitter(Jitter::None).no_budget();
+/// let out: Result<(), Error> = backstop::call_async(&policy, || async {
+///     Err(ErrorKind::ConnectionReset.into())
+/// })
+/// .await;
+/// assert!(out.is_err());
+/// assert_eq!(sleeps.sleeps(), [100, 200].map(Duration::from_millis));
+/// # }
+/// ```
+pub fn record_sleeps() -> SleepRecorder {
+    let shadowed = RECORDING.with(|r| r.borrow_mut().replace(Vec::new()));
+    SleepRecorder {
+        shadowed,
+        _thread: PhantomData,
+    }
+}
+
+impl SleepRecorder {
+    /// The delays slept so far, in order.
+    ///
+    /// # Panics
+    ///
+    /// If a recorder started before this one was dropped first, taking
+    /// this one's record with it.
+    pub fn sleeps(&self) -> Vec<Duration> {
+        RECORDING.with(|r| {
+            r.borrow()
+                .clone()
+                .expect("SleepRecorders on one thread must be dropped in reverse order")
+        })
+    }
+}
+
+impl Drop for SleepRecorder {
+    fn drop(&mut self) {
+        let shadowed = self.shadowed.take();
+        let _ = RECORDING.try_with(|r| *r.borrow_mut() = shadowed);
+    }
+}
+
+impl std::fmt::Debug for SleepRecorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SleepRecorder").finish_non_exhaustive()
+    }
+}
+
+/// A retry loop on this thread is about to sleep `delay`: recorded if a
+/// [`SleepRecorder`] is installed.
+pub(crate) fn note_sleep(delay: Duration) {
+    let _ = RECORDING.try_with(|r| {
+        if let Some(sleeps) = r.borrow_mut().as_mut() {
+            sleeps.push(delay);
+        }
+    });
+}
+
+/// Set once any test isolates: until then, the default protection of a
+/// call costs one load of this flag to look up.
+static ISOLATING: AtomicBool = AtomicBool::new(false);
+
+/// The fresh defaults of an isolation: each function's own `static`, by
+/// address, and what replaces it.
+type FreshDefaults = Vec<(usize, &'static (dyn Any + Sync))>;
+
+thread_local! {
+    /// The fresh defaults of the isolation in force on this thread.
+    static ISOLATED: RefCell<Option<FreshDefaults>> = const { RefCell::new(None) };
+}
+
+/// Gives the `#[retry]` functions called on this thread fresh default
+/// protection until the returned guard is dropped.
+///
+/// A `#[retry]` function without `budget = ..` draws on a retry budget of
+/// its own, shared by every call in the process, so one test's failing
+/// calls can use up the budget another test counts on: a test asserting
+/// three attempts passes alone and fails after a test that made sixty
+/// failing calls. Under `isolate()`, each function draws instead on a
+/// budget fresh for this guard: the test sees what a fresh process would.
+/// Budgets and breakers you name (`budget = SHARED`) are yours, and are
+/// not replaced.
+///
+/// It applies to calls that start on this thread: every call of a sync
+/// test, and of an async test on a current-thread runtime (the default of
+/// `#[tokio::test]`), spawned tasks included. A guard started inside
+/// another shadows it until dropped. Each (guard, function) pair keeps a
+/// fresh budget (a few hundred bytes) until the process exits.
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use std::io::{Error, ErrorKind};
+/// use std::time::Duration;
+/// use backstop::{testing::{isolate, VirtualTime}, Policy, RetryBudget, Retry};
+///
+/// // What `#[retry]` gives a function by default.
+/// static OWN: RetryBudget = RetryBudget::standard();
+/// let fail = |attempts: &mut u32| -> Result<(), Error> {
+///     let policy = Policy::new();
+///     let budget = backstop::testing::own(&OWN);
+///     Retry::new(&policy).budget(budget).call(|| {
+///         *attempts += 1;
+///         Err(ErrorKind::ConnectionReset.into())
+///     })
+/// };
+/// let _vt = VirtualTime::start();
+/// {
+///     let _fresh = isolate();
+///     for _ in 0..200 {
+///         let _ = fail(&mut 0); // uses up this test's budget
+///     }
+/// }
+/// let _fresh = isolate();
+/// let mut attempts = 0;
+/// let _ = fail(&mut attempts);
+/// assert_eq!(attempts, 3, "a fresh budget: every retry granted");
+/// ```
+pub fn isolate() -> Isolation {
+    ISOLATING.store(true, Ordering::Relaxed);
+    let shadowed = ISOLATED.with(|i| i.borrow_mut().replace(Vec::new()));
+    Isolation {
+        shadowed,
+        _thread: PhantomData,
+    }
+}
+
+/// Fresh default protection on this thread, until dropped: see
+/// [`isolate`].
+#[must_use = "isolation lasts until the guard is dropped: bind it, `let _fresh = isolate();`"]
+pub struct Isolation {
+    shadowed: Option<FreshDefaults>,
+    /// Installed on one thread: not `Send`.
+    _thread: PhantomData<Rc<()>>,
+}
+
+impl Drop for Isolation {
+    fn drop(&mut self) {
+        let shadowed = self.shadowed.take();
+        let _ = ISOLATED.try_with(|i| *i.borrow_mut() = shadowed);
+    }
+}
+
+impl std::fmt::Debug for Isolation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Isolation").finish_non_exhaustive()
+    }
+}
+
+/// Default protection that [`isolate`] can replace with a fresh one.
+pub trait Fresh: Any + Sync + Sized {
+    /// A fresh one, as a new process would start with.
+    fn fresh() -> Self;
+}
+
+impl Fresh for crate::RetryBudget {
+    fn fresh() -> Self {
+        Self::standard()
+    }
+}
+
+/// A function's own default protection `own` (its `static`), or, under
+/// [`isolate`] on this thread, the fresh one that replaces it. `#[retry]`
+/// calls it for the budget it gives a function by default.
+#[inline]
+pub fn own<T: Fresh>(own: &'static T) -> &'static T {
+    if ISOLATING.load(Ordering::Relaxed) {
+        isolated(own)
+    } else {
+        own
+    }
+}
+
+#[cold]
+fn isolated<T: Fresh>(own: &'static T) -> &'static T {
+    let address = std::ptr::from_ref(own) as usize;
+    ISOLATED
+        .try_with(|i| {
+            let mut i = i.borrow_mut();
+            let fresh = i.as_mut()?;
+            if let Some(found) = fresh
+                .iter()
+                .find(|(a, _)| *a == address)
+                .and_then(|(_, f)| (*f as &dyn Any).downcast_ref::<T>())
+            {
+                return Some(found);
+            }
+            // Leaked: calls hold `&'static` references to their budget.
+            let made: &'static T = Box::leak(Box::new(T::fresh()));
+            fresh.push((address, made));
+            Some(made)
+        })
+        .ok()
+        .flatten()
+        .unwrap_or(own)
 }

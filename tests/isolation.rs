@@ -1,0 +1,185 @@
+//! `testing::isolate()`: a test's retries do not depend on the tests that
+//! ran before it, and `testing::record_sleeps()` lists the delays async
+//! loops slept in tokio's paused time. CI also runs this file with
+//! `--test-threads=1`.
+
+use std::io::{Error, ErrorKind};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use backstop::retry;
+use backstop::testing::{VirtualTime, isolate, record_sleeps};
+
+/// Fails transiently, counting its attempts; draws on its own default budget.
+#[retry(attempts = 3, base = 10ms)]
+fn shared_flaky(attempts: &mut u32) -> Result<(), Error> {
+    *attempts += 1;
+    Err(ErrorKind::ConnectionReset.into())
+}
+
+/// Enough failing calls to spend a default budget (10% of calls plus a
+/// reserve of 100 retries): 60 calls want 120 retries.
+fn spend(f: fn(&mut u32) -> Result<(), Error>) -> u32 {
+    let mut attempts = 0;
+    for _ in 0..60 {
+        let _ = f(&mut attempts);
+    }
+    attempts
+}
+
+// These two share one function and one budget: in either order, in
+// parallel or one at a time, each passes only if isolation works.
+
+#[test]
+fn a_test_that_spends_the_default_budget() {
+    let _vt = VirtualTime::start();
+    let _fresh = isolate();
+    assert!(spend(shared_flaky) < 180, "the budget refused some retries");
+    let mut attempts = 0;
+    let _ = shared_flaky(&mut attempts);
+    assert_eq!(attempts, 1, "spent: no retry");
+}
+
+#[test]
+fn b_table_driven_test_gets_every_retry_in_every_case() {
+    let _vt = VirtualTime::start();
+    for case in 0..80 {
+        // One guard per case: 80 failing cases would spend even a fresh
+        // budget (10% of 80 calls plus 100 is 108 retries, not 160).
+        let _fresh = isolate();
+        let mut attempts = 0;
+        let _ = shared_flaky(&mut attempts);
+        assert_eq!(attempts, 3, "case {case}");
+    }
+}
+
+#[retry(attempts = 3, base = 10ms)]
+fn flaky(attempts: &mut u32) -> Result<(), Error> {
+    *attempts += 1;
+    Err(ErrorKind::ConnectionReset.into())
+}
+
+#[test]
+fn without_isolation_one_test_leaks_into_the_next_and_with_it_none_does() {
+    let _vt = VirtualTime::start();
+    spend(flaky);
+    // The leak `isolate` is for: the same process, a spent budget.
+    let mut attempts = 0;
+    let _ = flaky(&mut attempts);
+    assert_eq!(attempts, 1);
+    {
+        let _fresh = isolate();
+        let mut attempts = 0;
+        let _ = flaky(&mut attempts);
+        assert_eq!(attempts, 3, "a fresh budget");
+        // Nested: shadows, then gives the outer guard's budget back.
+        spend(flaky);
+        {
+            let _inner = isolate();
+            let mut attempts = 0;
+            let _ = flaky(&mut attempts);
+            assert_eq!(attempts, 3);
+        }
+        let mut attempts = 0;
+        let _ = flaky(&mut attempts);
+        assert_eq!(attempts, 1, "the outer guard's budget, spent above");
+    }
+    let mut attempts = 0;
+    let _ = flaky(&mut attempts);
+    assert_eq!(attempts, 1, "the process's own budget again");
+}
+
+#[retry(attempts = 3, base = 10ms)]
+fn threaded_flaky(attempts: &mut u32) -> Result<(), Error> {
+    *attempts += 1;
+    Err(ErrorKind::ConnectionReset.into())
+}
+
+#[test]
+fn isolation_holds_per_thread_while_another_thread_spends() {
+    let (spent, wait) = mpsc::channel();
+    let spender = std::thread::spawn(move || {
+        let _vt = VirtualTime::start();
+        let _fresh = isolate();
+        spend(threaded_flaky);
+        let mut attempts = 0;
+        let _ = threaded_flaky(&mut attempts);
+        spent.send(()).unwrap();
+        attempts
+    });
+    let counter = std::thread::spawn(move || {
+        wait.recv().unwrap();
+        let _vt = VirtualTime::start();
+        let _fresh = isolate();
+        (0..40)
+            .map(|_| {
+                let mut attempts = 0;
+                let _ = threaded_flaky(&mut attempts);
+                attempts
+            })
+            .collect::<Vec<_>>()
+    });
+    assert_eq!(spender.join().unwrap(), 1, "the spender's budget is spent");
+    assert_eq!(
+        counter.join().unwrap(),
+        vec![3; 40],
+        "the other thread's is fresh"
+    );
+}
+
+#[retry(attempts = 3, base = 1ms)]
+async fn async_flaky(attempts: &mut u32) -> Result<(), Error> {
+    *attempts += 1;
+    Err(ErrorKind::ConnectionReset.into())
+}
+
+#[retry(attempts = 4, base = 100ms, jitter = none)]
+async fn async_recorded(attempts: &mut u32) -> Result<(), Error> {
+    *attempts += 1;
+    Err(ErrorKind::ConnectionReset.into())
+}
+
+#[tokio::test(start_paused = true)]
+async fn async_tests_isolate_and_record_their_sleeps() {
+    {
+        let _fresh = isolate();
+        for _ in 0..60 {
+            let _ = async_flaky(&mut 0).await;
+        }
+        let mut attempts = 0;
+        let _ = async_flaky(&mut attempts).await;
+        assert_eq!(attempts, 1, "spent");
+    }
+    let _fresh = isolate();
+    let mut attempts = 0;
+    let _ = async_flaky(&mut attempts).await;
+    assert_eq!(attempts, 3, "fresh");
+
+    let sleeps = record_sleeps();
+    let mut attempts = 0;
+    // In a spawned task too: it runs on this test's thread.
+    let handle = tokio::spawn(async move {
+        let _ = async_recorded(&mut attempts).await;
+        attempts
+    });
+    assert_eq!(handle.await.unwrap(), 4);
+    assert_eq!(sleeps.sleeps(), [100, 200, 400].map(Duration::from_millis));
+}
+
+#[test]
+fn sync_sleeps_are_recorded_too_and_recorders_nest() {
+    let _vt = VirtualTime::start();
+    let _fresh = isolate();
+    let outer = record_sleeps();
+    let _ = flaky(&mut 0);
+    {
+        let inner = record_sleeps();
+        let _ = flaky(&mut 0);
+        assert_eq!(inner.sleeps().len(), 2);
+    }
+    assert_eq!(
+        outer.sleeps().len(),
+        2,
+        "the inner recorder's sleeps are its own"
+    );
+}
