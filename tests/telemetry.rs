@@ -27,6 +27,8 @@ struct Capture {
     next: AtomicU64,
     spans: Mutex<BTreeMap<u64, (String, Fields)>>,
     events: Mutex<Vec<(Option<u64>, Fields)>>,
+    /// Each event's level, in order.
+    levels: Mutex<Vec<tracing::Level>>,
     /// The spans entered, innermost last.
     entered: Mutex<Vec<u64>>,
 }
@@ -70,6 +72,7 @@ impl tracing::Subscriber for Capture {
             None => None,
         };
         self.events.lock().unwrap().push((parent, fields));
+        self.levels.lock().unwrap().push(*event.metadata().level());
     }
     fn enter(&self, span: &tracing::span::Id) {
         self.entered.lock().unwrap().push(span.into_u64());
@@ -112,26 +115,29 @@ fn a_span_per_call_and_an_event_per_retry_and_give_up() {
     assert_eq!(spans.len(), 1, "one span for the call: {spans:?}");
     let (&id, (name, span_fields)) = spans.iter().next().unwrap();
     assert_eq!(name, "retry");
-    assert_eq!(span_fields, &fields(&[("function", "fetch_user")]));
+    assert_eq!(
+        span_fields,
+        &fields(&[("function", "telemetry::fetch_user")])
+    );
     let events = capture.events.lock().unwrap();
     let expected = [
         fields(&[
             ("message", "retrying"),
-            ("function", "fetch_user"),
+            ("function", "telemetry::fetch_user"),
             ("attempt", "1"),
-            ("delay_ms", "100"),
+            ("delay_ms", "100.0"),
             ("verdict", "Retry"),
         ]),
         fields(&[
             ("message", "retrying"),
-            ("function", "fetch_user"),
+            ("function", "telemetry::fetch_user"),
             ("attempt", "2"),
-            ("delay_ms", "200"),
+            ("delay_ms", "200.0"),
             ("verdict", "Retry"),
         ]),
         fields(&[
             ("message", "giving up"),
-            ("function", "fetch_user"),
+            ("function", "telemetry::fetch_user"),
             ("attempts", "3"),
             ("reason", "attempts"),
         ]),
@@ -288,13 +294,16 @@ fn counters_and_histograms_per_function() {
         .map(|(k, v)| (k.clone(), v.0.load(Relaxed)))
         .collect();
     let expected: BTreeMap<String, u64> = [
-        ("backstop_calls_total{function=get_order}", 2),
-        ("backstop_retries_total{function=get_order}", 1),
+        ("backstop_calls_total{function=telemetry::get_order}", 2),
+        ("backstop_retries_total{function=telemetry::get_order}", 1),
         (
-            "backstop_give_ups_total{function=get_order,reason=budget}",
+            "backstop_give_ups_total{function=telemetry::get_order,reason=budget}",
             1,
         ),
-        ("backstop_budget_refusals_total{function=get_order}", 1),
+        (
+            "backstop_budget_refusals_total{function=telemetry::get_order}",
+            1,
+        ),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))
@@ -308,11 +317,11 @@ fn counters_and_histograms_per_function() {
         .map(|(k, v)| (k.clone(), v.0.lock().unwrap().clone()))
         .collect();
     assert_eq!(
-        histograms["backstop_attempts{function=get_order}"],
+        histograms["backstop_attempts{function=telemetry::get_order}"],
         [1.0, 2.0]
     );
     assert_eq!(
-        histograms["backstop_slept_seconds{function=get_order}"],
+        histograms["backstop_slept_seconds{function=telemetry::get_order}"],
         [0.0, 0.1]
     );
 }
@@ -381,33 +390,36 @@ fn every_way_a_call_ends_is_counted() {
         });
     });
     let counters = counters(&recorder);
-    assert_eq!(counters["backstop_calls_total{function=rejected}"], 2);
     assert_eq!(
-        counters["backstop_give_ups_total{function=rejected,reason=breaker_open}"],
+        counters["backstop_calls_total{function=telemetry::rejected}"],
         2
     );
     assert_eq!(
-        counters["backstop_calls_total{function=panics}"], 1,
+        counters["backstop_give_ups_total{function=telemetry::rejected,reason=breaker_open}"],
+        2
+    );
+    assert_eq!(
+        counters["backstop_calls_total{function=telemetry::panics}"], 1,
         "{counters:?}"
     );
     assert_eq!(
-        counters["backstop_calls_total{function=cancelled}"], 1,
+        counters["backstop_calls_total{function=telemetry::cancelled}"], 1,
         "{counters:?}"
     );
     let histograms = recorder.histograms.lock().unwrap();
-    let attempts = histograms["backstop_attempts{function=rejected}"]
+    let attempts = histograms["backstop_attempts{function=telemetry::rejected}"]
         .0
         .lock()
         .unwrap()
         .clone();
     assert_eq!(attempts, [1.0, 0.0], "the rejected call made no attempt");
-    let panicked = histograms["backstop_attempts{function=panics}"]
+    let panicked = histograms["backstop_attempts{function=telemetry::panics}"]
         .0
         .lock()
         .unwrap()
         .clone();
     assert_eq!(panicked, [1.0], "the attempt that panicked ran");
-    let cancelled = histograms["backstop_attempts{function=cancelled}"]
+    let cancelled = histograms["backstop_attempts{function=telemetry::cancelled}"]
         .0
         .lock()
         .unwrap()
@@ -416,5 +428,144 @@ fn every_way_a_call_ends_is_counted() {
         cancelled,
         [2.0],
         "one attempt, and the one running when cancelled"
+    );
+}
+
+// --- names: the module path and the type ------------------------------------
+
+struct Users;
+struct Orders;
+struct Repo<T>(T);
+
+#[allow(clippy::unused_self)]
+impl Users {
+    #[retry(attempts = 2, budget = none)]
+    fn get(&self) -> Result<(), Error> {
+        Err(ErrorKind::ConnectionReset.into())
+    }
+}
+
+#[allow(clippy::unused_self)]
+impl Orders {
+    #[retry(attempts = 2, budget = none)]
+    fn get(&self) -> Result<(), Error> {
+        Err(ErrorKind::ConnectionReset.into())
+    }
+}
+
+impl<T> Repo<T> {
+    #[retry(attempts = 2, budget = none)]
+    async fn get(&self) -> Result<(), Error> {
+        Err(ErrorKind::ConnectionReset.into())
+    }
+}
+
+trait Store {
+    #[retry(attempts = 2, budget = none)]
+    fn load(&self) -> Result<(), Error> {
+        Err(ErrorKind::ConnectionReset.into())
+    }
+}
+
+impl Store for Users {}
+impl Store for Orders {}
+
+#[test]
+fn same_named_methods_of_different_types_have_labels_of_their_own() {
+    let _serial = serial();
+    let _vt = backstop::testing::VirtualTime::start();
+    let recorder = Recorder::default();
+    metrics::with_local_recorder(&recorder, || {
+        let _ = Users.get();
+        let _ = Orders.get();
+        let _ = Orders.get();
+        let _ = Store::load(&Users);
+        let _ = Store::load(&Orders);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let _ = Repo(1_u8).get().await;
+            let _ = Repo("one").get().await;
+        });
+    });
+    let calls: BTreeMap<String, u64> = counters(&recorder)
+        .into_iter()
+        .filter(|(k, _)| k.starts_with("backstop_calls_total"))
+        .collect();
+    let expected: BTreeMap<String, u64> = [
+        ("backstop_calls_total{function=telemetry::Users::get}", 1),
+        ("backstop_calls_total{function=telemetry::Orders::get}", 2),
+        ("backstop_calls_total{function=telemetry::Users::load}", 1),
+        ("backstop_calls_total{function=telemetry::Orders::load}", 1),
+        // Every instance of a generic type: one label.
+        ("backstop_calls_total{function=telemetry::Repo::get}", 2),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    assert_eq!(calls, expected);
+}
+
+// --- what is not a give-up ----------------------------------------------------
+
+#[retry(attempts = 3, jitter = none, base = 250us, budget = none)]
+fn not_found(calls: &mut u32) -> Result<(), Error> {
+    *calls += 1;
+    if *calls == 1 {
+        return Err(ErrorKind::ConnectionReset.into());
+    }
+    Err(ErrorKind::NotFound.into())
+}
+
+#[test]
+fn a_first_attempt_that_no_retry_can_fix_is_not_a_give_up() {
+    let _serial = serial();
+    let recorder = Recorder::default();
+    let capture = captured(|| {
+        metrics::with_local_recorder(&recorder, || {
+            // Fails with NotFound at once: not retried, nothing given up.
+            let _ = not_found(&mut 1);
+            // Retried once (after 250 µs), then NotFound: a give-up.
+            let _ = not_found(&mut 0);
+        });
+    });
+    let events = capture.events.lock().unwrap();
+    let messages: Vec<(&str, &str)> = events
+        .iter()
+        .map(|(_, f)| {
+            (
+                f["message"].as_str(),
+                f.get("delay_ms").or(f.get("reason")).unwrap().as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        messages,
+        [
+            ("not retried", "stopped"),
+            ("retrying", "0.25"),
+            ("giving up", "stopped")
+        ],
+        "{events:?}"
+    );
+    assert_eq!(
+        *capture.levels.lock().unwrap(),
+        [
+            tracing::Level::DEBUG,
+            tracing::Level::INFO,
+            tracing::Level::INFO
+        ]
+    );
+    let counters = counters(&recorder);
+    assert_eq!(
+        counters["backstop_calls_total{function=telemetry::not_found}"],
+        2
+    );
+    assert_eq!(
+        counters["backstop_give_ups_total{function=telemetry::not_found,reason=stopped}"], 1,
+        "{counters:?}"
     );
 }

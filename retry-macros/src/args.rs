@@ -551,6 +551,25 @@ fn shared_static_path(
         );
         return None;
     }
+    // A lowercase name alone is a variable (a `let` or an argument): rustc
+    // would only say that the expansion's `static` cannot read it. A
+    // `static` named in lowercase can still be reached as `self::name`.
+    if let Some(ident) = p.get_ident()
+        && ident.to_string().chars().any(char::is_lowercase)
+    {
+        let upper = ident.to_string().to_uppercase();
+        let upper = upper.strip_prefix("R#").unwrap_or(&upper);
+        cx.error_spanned(
+            &p,
+            format!(
+                "`{option}` must name a `static`, shared by every call: `{ident}` is named like \
+                 a variable, whose {option} would be a new one at each call. Declare \
+                 `static {upper}: {ty} = …;` and write `{option} = {upper}` (or write \
+                 `self::{ident}` if `{ident}` is a `static`)"
+            ),
+        );
+        return None;
+    }
     Some(p)
 }
 

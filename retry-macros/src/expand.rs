@@ -77,19 +77,17 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
     let (with_breaker, admit_first, admit_after_sleep) = breaker(args, &rt, &n, &ret, &on_give_up);
     let classify = classify(args, &rt, &n, &ret, ret_span);
     let (items, stmts) = split_items(block);
-    let name = function_name(func);
     let is_async = func.sig.asyncness.is_some();
     let clock = if is_async {
         async_clock(func, &rt)
     } else {
         quote!(#rt::SystemClock)
     };
-    // A `static` per function: its metric labels are built at compile time.
+    let function = function(func, &rt);
     let init = with_breaker(quote!({
-        static __BACKSTOP_FUNCTION: #rt::Function = #rt::Function::new(#name);
         #rt::AttemptState::with_function(
             #rt::AttemptState::with_budget(#policy, #budget, #clock),
-            &__BACKSTOP_FUNCTION,
+            #function,
         )
     }));
     let prologue = quote! {
@@ -164,11 +162,43 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
     with_body(func, &sig, Some(block.brace_token), body)
 }
 
-/// The function's name, for `tracing` and `metrics` (a raw identifier
-/// without its `r#`).
+/// The function's `&'static Function`, for `tracing` and `metrics`: a
+/// `static` per function, whose metric labels are built at compile time.
+/// A free function is named by its module path; a method (it has a
+/// receiver or names `Self`: it is in an `impl` or a trait) by the type it
+/// is called on, which only `Self` knows.
+fn function(func: &Func, rt: &TokenStream) -> TokenStream {
+    let name = function_name(func);
+    if is_method(func) {
+        quote! {{
+            static __BACKSTOP_FUNCTION: #rt::Function = #rt::Function::new(#name);
+            #rt::Function::of_type(&__BACKSTOP_FUNCTION, ::core::any::type_name::<Self>())
+        }}
+    } else {
+        quote! {{
+            static __BACKSTOP_FUNCTION: #rt::Function = #rt::Function::new(
+                ::core::concat!(::core::module_path!(), "::", #name)
+            );
+            &__BACKSTOP_FUNCTION
+        }}
+    }
+}
+
+/// The function's name (a raw identifier without its `r#`).
 fn function_name(func: &Func) -> Literal {
     let name = func.sig.ident.to_string();
     Literal::string(name.strip_prefix("r#").unwrap_or(&name))
+}
+
+/// Whether the function is in an `impl` or a trait, where `Self` names the
+/// type it is called on: it has a receiver, or its signature names `Self`.
+/// (An associated function that does neither is named like a free one.)
+fn is_method(func: &Func) -> bool {
+    func.sig.receiver().is_some()
+        || any_token(
+            func.sig.to_token_stream(),
+            &|tt| matches!(tt, TokenTree::Ident(i) if i == "Self"),
+        )
 }
 
 /// Statements making each attempt's `async` block hold the arguments by

@@ -5,6 +5,7 @@
 //! the verdict, the reason and the outcome itself.
 
 use std::fmt;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use crate::classify::Verdict;
@@ -17,16 +18,38 @@ pub(crate) const ANONYMOUS: &str = "anonymous";
 /// gives each function a `static` one, so that its metric labels are built
 /// at compile time and a call allocates nothing to report itself.
 ///
+/// A free function is named by its path (`my_service::users::fetch_user`).
+/// A method is named by the type it is called on: its `static` holds the
+/// method's name, and [`of_type`](Self::of_type) gives the `Function` of
+/// each type (`my_service::Client::get`), made once, on its first call.
+///
 /// ```
 /// use retry_runtime::observe::Function;
-/// static FETCH_USER: Function = Function::new("fetch_user");
-/// assert_eq!(FETCH_USER.name(), "fetch_user");
+/// static FETCH_USER: Function = Function::new("users::fetch_user");
+/// assert_eq!(FETCH_USER.name(), "users::fetch_user");
+///
+/// mod users { pub struct Client<T>(pub T); }
+/// static GET: Function = Function::new("get");
+/// let get = GET.of_type(std::any::type_name::<&users::Client<u32>>());
+/// assert!(get.name().ends_with("::users::Client::get"), "{}", get.name());
+/// assert!(std::ptr::eq(get, GET.of_type(std::any::type_name::<&users::Client<u32>>())));
 /// ```
 #[derive(Debug)]
 pub struct Function {
     name: &'static str,
     #[cfg(feature = "metrics")]
     labels: [metrics::Label; 1],
+    /// For a method: the `Function` of each type it was called on.
+    by_type: OnceLock<&'static ByType>,
+}
+
+/// One type's `Function` for a method, and the next type's.
+#[derive(Debug)]
+struct ByType {
+    /// `std::any::type_name` of the type.
+    self_type: &'static str,
+    function: Function,
+    next: OnceLock<&'static ByType>,
 }
 
 impl Function {
@@ -36,6 +59,7 @@ impl Function {
             name,
             #[cfg(feature = "metrics")]
             labels: [metrics::Label::from_static_parts("function", name)],
+            by_type: OnceLock::new(),
         }
     }
 
@@ -43,6 +67,41 @@ impl Function {
     pub const fn name(&self) -> &'static str {
         self.name
     }
+
+    /// This method as called on the type named `self_type` (what
+    /// `std::any::type_name::<Self>()` answers): named
+    /// `path::to::Type::method`, the type's generic arguments left out, so
+    /// that every instance of a generic type shares one label. Each type's
+    /// name is built once, on its first call, and kept for the life of the
+    /// process (a few dozen bytes per type and method).
+    pub fn of_type(&'static self, self_type: &'static str) -> &'static Self {
+        let mut slot = &self.by_type;
+        loop {
+            let node = slot.get_or_init(|| {
+                let name = format!("{}::{}", type_path(self_type), self.name);
+                Box::leak(Box::new(ByType {
+                    self_type,
+                    function: Self::new(Box::leak(name.into_boxed_str())),
+                    next: OnceLock::new(),
+                }))
+            });
+            if node.self_type == self_type {
+                return &node.function;
+            }
+            slot = &node.next;
+        }
+    }
+}
+
+/// A type's path without its generic arguments or reference: `&mut
+/// a::B<c::D>` is `a::B`.
+fn type_path(type_name: &str) -> &str {
+    let name = type_name.split('<').next().unwrap_or(type_name);
+    let name = name.trim_start_matches(['&', '*', '(', '[']);
+    let name = name.strip_prefix("mut ").unwrap_or(name);
+    let name = name.strip_prefix("const ").unwrap_or(name);
+    let name = name.strip_prefix("dyn ").unwrap_or(name);
+    name.trim_end_matches([')', ']', ';', ' '])
 }
 
 static ANONYMOUS_FUNCTION: Function = Function::new(ANONYMOUS);
@@ -122,16 +181,32 @@ impl Observe {
                     parent: &self.span,
                     function = self.name,
                     attempt = attempts,
-                    delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                    // Milliseconds with their fraction: a 250 µs delay is 0.25.
+                    delay_ms = delay.as_secs_f64() * 1e3,
                     verdict = ?verdict.unwrap_or(Verdict::Retry),
                     "retrying"
                 );
                 #[cfg(feature = "metrics")]
                 metrics::counter!("backstop_retries_total", "function" => self.name).increment(1);
             }
+            // A first attempt's error that no retry can fix: nothing was
+            // retried, so nothing was given up. Told at DEBUG, not counted.
+            Decision::GiveUp(GiveUp::Stopped) if attempts <= 1 => self.not_retried(),
             Decision::GiveUp(reason) => self.gave_up(reason),
             Decision::Return => self.end(),
         }
+    }
+
+    /// The first attempt failed with an error that no retry can fix.
+    fn not_retried(&mut self) {
+        #[cfg(feature = "tracing")]
+        tracing::debug!(
+            parent: &self.span,
+            function = self.name,
+            reason = GiveUp::Stopped.as_str(),
+            "not retried"
+        );
+        self.end();
     }
 
     /// The call gave up for `reason` (after a decision, a rejection by the
