@@ -662,6 +662,33 @@
 //! assert_eq!(calls.get(), 3); // not 9
 //! ```
 //!
+//! To bound a whole request without retrying it, run it in a deadline
+//! scope: [`deadline`] for sync code, [`deadline_async`] for a future. The
+//! `#[retry]` calls inside it see its deadline as they would see an
+//! enclosing `#[retry]` call's.
+//!
+//! ```
+//! # use std::io::{Error, ErrorKind}; use std::time::Duration; use backstop::retry;
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+//! #[retry(attempts = 10)]
+//! async fn load_profile(id: u64) -> Result<String, Error> {
+//!     Err(ErrorKind::ConnectionRefused.into())
+//! }
+//!
+//! async fn handler(id: u64) -> Result<String, Error> {
+//!     // Every call in the handler ends by 500 ms, whatever its own deadline.
+//!     backstop::deadline_async(Duration::from_millis(500), async {
+//!         load_profile(id).await
+//!     })
+//!     .await
+//! }
+//!
+//! let started = tokio::time::Instant::now();
+//! assert!(handler(7).await.is_err());
+//! assert!(started.elapsed() < Duration::from_millis(500));
+//! # }
+//! ```
+//!
 //! # Observing retries: `tracing` and `metrics`
 //!
 //! Besides the hooks, two features report every call without code:
@@ -867,11 +894,11 @@ pub use retry_runtime::{
     AttemptState, Backoff, BreakerState, BudgetStats, ByClassify, CircuitBreaker, CircuitOpen,
     Classifier, Classify, Clock, Context, Decision, Elapsed, GiveUp, GiveUpEvent, IdempotencyKey,
     Jitter, NeverRetry, Permit, Policy, Retry, RetryBudget, RetryEvent, SystemClock, Verdict, When,
-    call, context,
+    call, context, deadline,
 };
 #[cfg(feature = "tokio")]
 #[doc(inline)]
-pub use retry_runtime::{TokioClock, call_async};
+pub use retry_runtime::{TokioClock, call_async, deadline_async};
 
 #[doc(inline)]
 pub use retry_runtime::{backoff, classify, testing};

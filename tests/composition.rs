@@ -223,3 +223,119 @@ async fn a_nested_async_call_never_outlives_the_enclosing_deadline() {
     let _ = outer_with_a_deadline_async().await;
     assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
 }
+
+// --- deadline scopes ---------------------------------------------------------
+
+#[retry(attempts = 100, base = 100ms, jitter = none, budget = none)]
+fn reaches(left: &mut Vec<Option<Duration>>) -> Result<(), Error> {
+    left.push(context().and_then(|cx| cx.remaining()));
+    Err(reset())
+}
+
+#[test]
+fn calls_in_a_deadline_scope_end_by_it_one_after_another() {
+    let vt = VirtualTime::start();
+    let (mut first, mut second) = (Vec::new(), Vec::new());
+    backstop::deadline(Duration::from_secs(1), || {
+        let _ = reaches(&mut first);
+        // The second call sees what is left of the scope, not its own 30 s.
+        let _ = reaches(&mut second);
+    });
+    let ms = Duration::from_millis;
+    assert_eq!(first[0], Some(ms(1000)), "the scope's deadline, not 30 s");
+    assert_eq!(first.len(), 4, "0, 100, 300, 700 ms: 1.5 s would pass it");
+    assert_eq!(
+        second,
+        [Some(ms(300)), Some(ms(200))],
+        "700 ms in, 300 ms left: 100 ms fits, 200 ms would not"
+    );
+    assert!(vt.elapsed() < Duration::from_secs(1));
+    // After the scope: a call's own deadline again.
+    let mut after = Vec::new();
+    let _ = reaches(&mut after);
+    assert_eq!(after[0], Some(Duration::from_secs(30)));
+    assert!(context().is_none());
+}
+
+#[retry(attempts = 2, deadline = 2s, jitter = none, budget = none)]
+fn scoped_inside(left: &mut Vec<Option<Duration>>) -> Result<(), Error> {
+    // A longer scope inside an attempt: the attempt's deadline still holds.
+    let mut inner = Vec::new();
+    backstop::deadline(Duration::from_secs(10), || {
+        let _ = reaches(&mut inner);
+    });
+    left.push(inner[0]);
+    // A shorter one shortens it.
+    backstop::deadline(Duration::from_millis(50), || {
+        left.push(context().and_then(|cx| cx.remaining()));
+    });
+    left.push(context().and_then(|cx| cx.remaining()));
+    Ok(())
+}
+
+#[test]
+fn a_deadline_scope_never_outlives_the_enclosing_deadline() {
+    let _vt = VirtualTime::start();
+    let mut left = Vec::new();
+    scoped_inside(&mut left).unwrap();
+    let ms = Duration::from_millis;
+    assert_eq!(
+        left[0],
+        Some(ms(2000)),
+        "the enclosing 2 s, not the scope's 10 s"
+    );
+    assert_eq!(left[1], Some(ms(50)));
+    assert!(
+        left[2] < Some(ms(2000)) && left[2] > Some(ms(50)),
+        "{left:?}: back to the attempt's"
+    );
+}
+
+#[test]
+fn a_panic_inside_a_deadline_scope_leaves_no_deadline_behind() {
+    let _vt = VirtualTime::start();
+    let caught = std::panic::catch_unwind(|| {
+        backstop::deadline(Duration::from_millis(10), || panic!("boom"));
+    });
+    assert!(caught.is_err());
+    let mut after = Vec::new();
+    let _ = reaches(&mut after);
+    assert_eq!(after[0], Some(Duration::from_secs(30)));
+}
+
+#[retry(attempts = 100, base = 100ms, jitter = none, budget = none)]
+async fn reaches_async(left: &std::sync::Mutex<Vec<Option<Duration>>>) -> Result<(), Error> {
+    tokio::task::yield_now().await;
+    left.lock()
+        .unwrap()
+        .push(context().and_then(|cx| cx.remaining()));
+    Err(reset())
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_async_deadline_scope_bounds_the_calls_awaited_in_it() {
+    let started = tokio::time::Instant::now();
+    let (first, second) = (std::sync::Mutex::default(), std::sync::Mutex::default());
+    backstop::deadline_async(Duration::from_secs(1), async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let _ = reaches_async(&first).await;
+        let _ = reaches_async(&second).await;
+    })
+    .await;
+    let ms = Duration::from_millis;
+    let first = first.into_inner().unwrap();
+    assert_eq!(
+        first[0],
+        Some(ms(900)),
+        "the scope started at the first poll"
+    );
+    assert_eq!(first.len(), 4, "{first:?}");
+    assert_eq!(second.into_inner().unwrap().len(), 2);
+    assert!(started.elapsed() < Duration::from_secs(1));
+    let after = std::sync::Mutex::default();
+    drop(tokio::time::timeout(ms(1), reaches_async(&after)).await);
+    assert_eq!(
+        after.into_inner().unwrap()[0],
+        Some(Duration::from_secs(30))
+    );
+}

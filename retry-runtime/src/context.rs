@@ -205,6 +205,26 @@ struct Current {
 }
 
 impl Current {
+    /// Every field as it is, in an attempt or not: what an attempt or a
+    /// deadline scope saves and puts back.
+    fn raw(&self) -> Frame {
+        Frame {
+            attempt: self.attempt.get(),
+            key: self.key.get(),
+            deadline: self.deadline.get(),
+            now: self.now.get(),
+            retried_below: self.retried_below.get(),
+        }
+    }
+
+    fn set_raw(&self, frame: Frame) {
+        self.attempt.set(frame.attempt);
+        self.key.set(frame.key);
+        self.deadline.set(frame.deadline);
+        self.now.set(frame.now);
+        self.retried_below.set(frame.retried_below);
+    }
+
     fn frame(&self) -> Option<Frame> {
         let attempt = self.attempt.get();
         (attempt != 0).then(|| Frame {
@@ -214,19 +234,6 @@ impl Current {
             now: self.now.get(),
             retried_below: self.retried_below.get(),
         })
-    }
-
-    fn set(&self, frame: Option<Frame>) {
-        match frame {
-            Some(frame) => {
-                self.attempt.set(frame.attempt);
-                self.key.set(frame.key);
-                self.deadline.set(frame.deadline);
-                self.now.set(frame.now);
-                self.retried_below.set(frame.retried_below);
-            }
-            None => self.attempt.set(0),
-        }
     }
 }
 
@@ -277,19 +284,106 @@ pub fn context() -> Option<Context> {
         .flatten()
 }
 
-/// The deadline of the enclosing attempt's call, if any: a nested call may
-/// not outlive it.
+/// The deadline of the enclosing attempt's call or [deadline scope](deadline),
+/// if any: a nested call may not outlive it. (Outside both, the field is
+/// `None`: attempts and scopes put back what they found.)
 pub(crate) fn enclosing_deadline() -> Option<Instant> {
     CURRENT
-        .try_with(|current| {
-            if current.attempt.get() == 0 {
-                None
-            } else {
-                current.deadline.get()
-            }
-        })
+        .try_with(|current| current.deadline.get())
         .ok()
         .flatten()
+}
+
+/// Runs `f` with the deadline `deadline` (or the enclosing one, if sooner)
+/// for the calls nested in it, leaving everything else of the current
+/// frame as it is (inside an attempt, the attempt's key and what nested
+/// calls report are its own).
+fn in_deadline_scope<R>(deadline: Option<Instant>, f: impl FnOnce() -> R) -> R {
+    /// Puts the previous deadline back, on return and on unwind alike.
+    struct Restore(Option<Instant>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let _ = CURRENT.try_with(|current| current.deadline.set(self.0));
+        }
+    }
+    let previous = CURRENT.with(|current| {
+        let previous = current.deadline.get();
+        let scoped = match (previous, deadline) {
+            (Some(previous), Some(deadline)) => Some(previous.min(deadline)),
+            (previous, deadline) => previous.or(deadline),
+        };
+        current.deadline.set(scoped);
+        previous
+    });
+    let _restore = Restore(previous);
+    f()
+}
+
+/// Runs `f` under a deadline `limit` from now, without retrying anything:
+/// every `#[retry]` call made inside it (and in calls nested in those)
+/// sees the deadline exactly as it would see an enclosing `#[retry]`
+/// call's, and ends by it. A deadline scope inside another, or inside an
+/// attempt, never outlives the enclosing deadline.
+///
+/// It bounds when the calls inside it start attempts and how long they
+/// sleep; like a `#[retry]` deadline, it does not interrupt code already
+/// running. Time is read from [`SystemClock`](crate::SystemClock) (virtual
+/// under [`VirtualTime`](crate::testing::VirtualTime)).
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use std::io::{Error, ErrorKind};
+/// use std::time::Duration;
+/// use backstop::{testing::VirtualTime, Policy};
+///
+/// let vt = VirtualTime::start();
+/// // A handler bounds the whole request to 1 s; the call inside has 30 s.
+/// let out: Result<(), Error> = backstop::deadline(Duration::from_secs(1), || {
+///     let policy = Policy::new().attempts(100).no_budget();
+///     backstop::call(&policy, || Err(ErrorKind::ConnectionReset.into()))
+/// });
+/// assert!(out.is_err());
+/// assert!(vt.elapsed() < Duration::from_secs(1));
+/// ```
+pub fn deadline<R>(limit: Duration, f: impl FnOnce() -> R) -> R {
+    use crate::clock::Clock;
+    let deadline = crate::clock::SystemClock.now().checked_add(limit);
+    in_deadline_scope(deadline, f)
+}
+
+/// [`deadline`] for a future: the deadline starts when the future is
+/// first polled, and holds around every poll of `future`, across `.await`
+/// points and worker threads. Time is read from tokio's clock (virtual
+/// when paused).
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use std::io::{Error, ErrorKind};
+/// use std::time::Duration;
+/// use backstop::Policy;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+/// let started = tokio::time::Instant::now();
+/// let out: Result<(), Error> = backstop::deadline_async(Duration::from_secs(1), async {
+///     let policy = Policy::new().attempts(100).no_budget();
+///     backstop::call_async(&policy, || async { Err(ErrorKind::ConnectionReset.into()) }).await
+/// })
+/// .await;
+/// assert!(out.is_err());
+/// assert!(started.elapsed() < Duration::from_secs(1));
+/// # }
+/// ```
+#[cfg(feature = "tokio")]
+pub async fn deadline_async<F: Future>(limit: Duration, future: F) -> F::Output {
+    use crate::clock::Clock;
+    let mut future = std::pin::pin!(future);
+    let mut deadline = None;
+    std::future::poll_fn(|task| {
+        let deadline =
+            *deadline.get_or_insert_with(|| crate::clock::TokioClock.now().checked_add(limit));
+        in_deadline_scope(deadline, || future.as_mut().poll(task))
+    })
+    .await
 }
 
 /// Tells the enclosing attempt, if any, that a call nested in it gave up
@@ -372,15 +466,15 @@ impl Scope {
     /// nested in it) wrote to it.
     fn enter<R>(&mut self, f: impl FnOnce() -> R) -> R {
         /// Puts the previous frame back, on return and on unwind alike.
-        struct Restore(Option<Frame>);
+        struct Restore(Frame);
         impl Drop for Restore {
             fn drop(&mut self) {
-                let _ = CURRENT.try_with(|current| current.set(self.0));
+                let _ = CURRENT.try_with(|current| current.set_raw(self.0));
             }
         }
         let previous = CURRENT.with(|current| {
-            let previous = current.frame();
-            current.set(Some(self.frame));
+            let previous = current.raw();
+            current.set_raw(self.frame);
             previous
         });
         let restore = Restore(previous);

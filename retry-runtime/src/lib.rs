@@ -64,7 +64,9 @@ pub use classify::{ByClassify, Classifier, Classify, NeverRetry, Verdict, When};
 #[cfg(feature = "tokio")]
 pub use clock::TokioClock;
 pub use clock::{Clock, SystemClock};
-pub use context::{Context, IdempotencyKey, context};
+#[cfg(feature = "tokio")]
+pub use context::deadline_async;
+pub use context::{Context, IdempotencyKey, context, deadline};
 pub use observe::{GiveUpEvent, RetryEvent};
 pub use policy::Policy;
 #[cfg(feature = "tokio")]
