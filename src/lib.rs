@@ -763,8 +763,10 @@
 //!
 //! # Without the macro
 //!
-//! The same loop runs closures: [`call`], [`call_async`], and [`Retry`] for
-//! a budget, `when` and `when_ok`.
+//! The same loop runs closures: [`call`], [`call_async`],
+//! [`call_async_with`] for an operation that needs `&mut` state (each
+//! attempt gets it and hands it back), and [`Retry`] for a budget, a
+//! breaker, `when`, `when_ok` and hooks.
 //!
 //! ```
 //! use std::io::{Error, ErrorKind};
@@ -898,7 +900,7 @@ pub use retry_runtime::{
 };
 #[cfg(feature = "tokio")]
 #[doc(inline)]
-pub use retry_runtime::{TokioClock, call_async, deadline_async};
+pub use retry_runtime::{TokioClock, call_async, call_async_with, deadline_async};
 
 #[doc(inline)]
 pub use retry_runtime::{backoff, classify, testing};

@@ -69,7 +69,7 @@ pub use context::deadline_async;
 pub use context::{Context, IdempotencyKey, context, deadline};
 pub use observe::{GiveUpEvent, RetryEvent};
 pub use policy::Policy;
-#[cfg(feature = "tokio")]
-pub use run::call_async;
 pub use run::{BreakerSlot, Elapsed, NoBreaker, Retry, call};
+#[cfg(feature = "tokio")]
+pub use run::{call_async, call_async_with};
 pub use state::{AttemptState, Decision, GiveUp};

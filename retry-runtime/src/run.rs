@@ -79,6 +79,39 @@ where
     Retry::new(policy).call_async(op).await
 }
 
+/// Retries an async operation that borrows or owns `value` (`&mut conn`),
+/// under `policy`: see [`Retry::call_async_with`].
+///
+/// # Errors
+///
+/// The last attempt's error, unchanged, beside `value`, once retrying is
+/// over.
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use backstop::Policy;
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+/// let mut sent = Vec::new();
+/// let (sent, out) = backstop::call_async_with(&Policy::new(), &mut sent, |sent| async move {
+///     sent.push("ping");
+///     let out = if sent.len() < 2 { Err(std::io::ErrorKind::ConnectionReset.into()) } else { Ok(()) };
+///     (sent, out)
+/// })
+/// .await;
+/// let _: Result<(), std::io::Error> = out;
+/// assert_eq!(*sent, ["ping", "ping"]);
+/// # }
+/// ```
+#[cfg(feature = "tokio")]
+pub async fn call_async_with<S, T, E, F, Fut>(policy: &Policy, value: S, op: F) -> (S, Result<T, E>)
+where
+    E: Classify,
+    F: FnMut(S) -> Fut,
+    Fut: Future<Output = (S, Result<T, E>)>,
+{
+    Retry::new(policy).call_async_with(value, op).await
+}
+
 /// Sleeps a sync retry loop's delay: in virtual time if installed on this
 /// thread, else for real.
 ///
@@ -322,8 +355,27 @@ impl<'a, W, K, B, R, G> Retry<'a, W, K, B, R, G> {
     }
 
     /// Tells `f` about each retry before its sleep: a
-    /// [`RetryEvent`](crate::RetryEvent).
-    pub fn on_retry<F>(self, f: F) -> Retry<'a, W, K, B, F, G> {
+    /// [`RetryEvent`](crate::RetryEvent). The event's type is inferred: a
+    /// closure `|e| ...` needs no annotation to read the attempt, the
+    /// delay or the verdict, or to format the error with `{:?}` (calling a
+    /// method of the error itself needs its type: `|e: &RetryEvent<'_, T,
+    /// MyError>|`, or a `fn`).
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// # use backstop::{Policy, Retry};
+    /// # let _vt = backstop::testing::VirtualTime::start();
+    /// let mut log = Vec::new();
+    /// let seen = std::cell::RefCell::new(&mut log);
+    /// let _ = Retry::new(&Policy::new())
+    ///     .on_retry(|e| seen.borrow_mut().push(format!("attempt {} failed: {:?}", e.attempt(), e.error())))
+    ///     .call(|| Err::<(), _>(std::io::Error::from(std::io::ErrorKind::ConnectionReset)));
+    /// assert_eq!(log.len(), 2);
+    /// ```
+    pub fn on_retry<T, E, F>(self, f: F) -> Retry<'a, W, K, B, F, G>
+    where
+        F: Fn(&crate::RetryEvent<'_, T, E>),
+    {
         Retry {
             policy: self.policy,
             budget: self.budget,
@@ -337,8 +389,23 @@ impl<'a, W, K, B, R, G> Retry<'a, W, K, B, R, G> {
     }
 
     /// Tells `f` when a call gives up, with the reason: a
-    /// [`GiveUpEvent`](crate::GiveUpEvent).
-    pub fn on_give_up<F>(self, f: F) -> Retry<'a, W, K, B, R, F> {
+    /// [`GiveUpEvent`](crate::GiveUpEvent), inferred as for
+    /// [`on_retry`](Self::on_retry).
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// # use backstop::{GiveUp, Policy, Retry};
+    /// # let _vt = backstop::testing::VirtualTime::start();
+    /// let reason = std::cell::Cell::new(None);
+    /// let _ = Retry::new(&Policy::new())
+    ///     .on_give_up(|e| reason.set(Some((e.reason(), e.attempts()))))
+    ///     .call(|| Err::<(), _>(std::io::Error::from(std::io::ErrorKind::ConnectionReset)));
+    /// assert_eq!(reason.get(), Some((GiveUp::Attempts, 3)));
+    /// ```
+    pub fn on_give_up<T, E, F>(self, f: F) -> Retry<'a, W, K, B, R, F>
+    where
+        F: Fn(&crate::GiveUpEvent<'_, T, E>),
+    {
         Retry {
             policy: self.policy,
             budget: self.budget,
@@ -472,6 +539,10 @@ impl<'a, W, K, B, R, G> Retry<'a, W, K, B, R, G> {
     /// # }
     /// ```
     ///
+    /// An operation that needs `&mut` access to something it does not own
+    /// (`|| conn.query()`) cannot be an `FnMut` returning a future that
+    /// borrows it: pass it through [`call_async_with`](Self::call_async_with).
+    ///
     /// # Errors
     ///
     /// The last attempt's error, unchanged, once retrying is over: the error was
@@ -487,12 +558,75 @@ impl<'a, W, K, B, R, G> Retry<'a, W, K, B, R, G> {
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
+        let attempt = |()| {
+            let attempt = op();
+            async move { ((), attempt.await) }
+        };
+        self.call_async_with((), attempt).await.1
+    }
+
+    /// Runs the loop around an async operation that borrows or owns
+    /// `value`: each attempt gets it by value and hands it back with its
+    /// outcome, and the call returns it with the last outcome. Give it
+    /// `&mut conn` to retry a method that needs `&mut self`, or a value the
+    /// attempts share and you want back.
+    ///
+    /// (Async closures, `async || conn.query().await`, would say this more
+    /// simply; but the future of a call taking an `AsyncFnMut` cannot be
+    /// proven `Send` on stable Rust, so it could not be `tokio::spawn`ed.
+    /// This form can.)
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// # use backstop::{Policy, Retry};
+    /// struct Conn { resets: u32 }
+    /// impl Conn {
+    ///     async fn query(&mut self) -> Result<&'static str, std::io::Error> {
+    ///         if self.resets > 0 {
+    ///             self.resets -= 1;
+    ///             return Err(std::io::ErrorKind::ConnectionReset.into());
+    ///         }
+    ///         Ok("row")
+    ///     }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let mut conn = Conn { resets: 2 };
+    /// let policy = Policy::new();
+    /// let (_, row) = Retry::new(&policy)
+    ///     .call_async_with(&mut conn, |conn| async move {
+    ///         let row = conn.query().await;
+    ///         (conn, row)
+    ///     })
+    ///     .await;
+    /// assert_eq!(row.unwrap(), "row");
+    /// assert_eq!(conn.resets, 0);
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The last attempt's error, unchanged, beside `value`, once retrying
+    /// is over: the error was not retryable, or attempts, deadline or
+    /// budget ran out.
+    #[cfg(feature = "tokio")]
+    pub async fn call_async_with<S, T, E, F, Fut>(&self, value: S, mut op: F) -> (S, Result<T, E>)
+    where
+        W: Classifier<E>,
+        K: Classifier<T>,
+        B: BreakerSlot<E>,
+        R: OnRetry<T, E>,
+        G: OnGiveUp<T, E>,
+        F: FnMut(S) -> Fut,
+        Fut: Future<Output = (S, Result<T, E>)>,
+    {
+        let mut value = value;
         let mut state = self.state(crate::clock::TokioClock);
         if let Err(open) = state.admit() {
             let outcome = Err(B::rejected(open));
             self.at_give_up
                 .on_give_up(&state.give_up_event(outcome.as_ref(), GiveUp::BreakerOpen));
-            return outcome;
+            return (value, outcome);
         }
         loop {
             // The outcome is dropped before the sleep: a retried response
@@ -501,7 +635,8 @@ impl<'a, W, K, B, R, G> Retry<'a, W, K, B, R, G> {
             // after waking; the state machine leaves the timer's slack
             // instead.
             let delay = {
-                let outcome = state.run_attempt_async(op()).await;
+                let (back, outcome) = state.run_attempt_async(op(value)).await;
+                value = back;
                 match state.decide_result(&outcome, &self.when, &self.when_ok) {
                     Decision::Retry(delay) => {
                         self.before_sleep
@@ -511,9 +646,9 @@ impl<'a, W, K, B, R, G> Retry<'a, W, K, B, R, G> {
                     Decision::GiveUp(reason) => {
                         self.at_give_up
                             .on_give_up(&state.give_up_event(outcome.as_ref(), reason));
-                        return outcome;
+                        return (value, outcome);
                     }
-                    Decision::Return => return outcome,
+                    Decision::Return => return (value, outcome),
                 }
             };
             crate::macro_support::sleep_async(delay).await;
@@ -523,7 +658,7 @@ impl<'a, W, K, B, R, G> Retry<'a, W, K, B, R, G> {
                 let outcome = Err(B::rejected(open));
                 self.at_give_up
                     .on_give_up(&state.give_up_event(outcome.as_ref(), GiveUp::BreakerOpen));
-                return outcome;
+                return (value, outcome);
             }
         }
     }

@@ -1,0 +1,123 @@
+//! The closure API: operations that need `&mut` state (passed through
+//! `call_async_with`), `Send` futures on a multi-thread runtime, and hooks
+//! whose event type is inferred.
+
+use std::io::{Error, ErrorKind};
+use std::time::Duration;
+
+use backstop::{Policy, Retry};
+
+/// A connection with state that each query needs `&mut` access to.
+struct Conn {
+    queries: u32,
+}
+
+impl Conn {
+    async fn query(&mut self) -> Result<u32, Error> {
+        self.queries += 1;
+        tokio::task::yield_now().await;
+        if self.queries < 3 {
+            return Err(ErrorKind::ConnectionReset.into());
+        }
+        Ok(self.queries)
+    }
+}
+
+fn fast() -> Policy {
+    Policy::new().base(Duration::from_millis(1)).no_budget()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_method_taking_mut_self_is_retried_through_call_async_with() {
+    let mut conn = Conn { queries: 0 };
+    let policy = fast();
+    let (_, out) = backstop::call_async_with(&policy, &mut conn, |conn| async move {
+        let out = conn.query().await;
+        (conn, out)
+    })
+    .await;
+    assert_eq!(out.unwrap(), 3);
+    assert_eq!(conn.queries, 3);
+    // An owned value comes back, with `Retry` too.
+    let (conn, out) = Retry::new(&policy)
+        .call_async_with(Conn { queries: 0 }, |mut conn| async move {
+            let out = conn.query().await;
+            (conn, out)
+        })
+        .await;
+    assert_eq!((out.unwrap(), conn.queries), (3, 3));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_closure_returning_a_future_still_works() {
+    let policy = fast();
+    let mut tries = 0;
+    let out = backstop::call_async(&policy, || {
+        tries += 1;
+        let fail = tries < 2;
+        async move {
+            if fail {
+                Err(Error::from(ErrorKind::ConnectionReset))
+            } else {
+                Ok(7)
+            }
+        }
+    })
+    .await;
+    assert_eq!(out.unwrap(), 7);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_futures_are_send_and_spawn_on_a_multi_thread_runtime() {
+    static POLICY: Policy = Policy::new().base(Duration::from_millis(1)).no_budget();
+    let with_state = tokio::spawn(async {
+        let mut conn = Conn { queries: 0 };
+        let (_, out) = backstop::call_async_with(&POLICY, &mut conn, |conn| async move {
+            let out = conn.query().await;
+            (conn, out)
+        })
+        .await;
+        out
+    });
+    let with_future = tokio::spawn(async {
+        let shared = std::sync::Arc::new(std::sync::Mutex::new(Conn { queries: 0 }));
+        backstop::call_async(&POLICY, || {
+            let shared = std::sync::Arc::clone(&shared);
+            async move {
+                let queries = {
+                    let mut conn = shared.lock().unwrap();
+                    conn.queries += 1;
+                    conn.queries
+                };
+                tokio::task::yield_now().await;
+                if queries < 3 {
+                    return Err(Error::from(ErrorKind::ConnectionReset));
+                }
+                Ok(queries)
+            }
+        })
+        .await
+    });
+    assert_eq!(with_state.await.unwrap().unwrap(), 3);
+    assert_eq!(with_future.await.unwrap().unwrap(), 3);
+}
+
+#[test]
+fn hooks_infer_their_event_type() {
+    let _vt = backstop::testing::VirtualTime::start();
+    let policy = Policy::new().no_budget();
+    let retries = std::cell::RefCell::new(Vec::new());
+    let gave_up = std::cell::Cell::new(None);
+    let out: Result<(), Error> = Retry::new(&policy)
+        .on_retry(|e| {
+            retries
+                .borrow_mut()
+                .push((e.attempt(), format!("{:?}", e.error())));
+        })
+        .on_give_up(|e| gave_up.set(Some((e.reason(), e.attempts()))))
+        .call(|| Err(ErrorKind::ConnectionReset.into()));
+    assert!(out.is_err());
+    assert_eq!(retries.borrow().len(), 2);
+    assert!(retries.borrow()[0].1.contains("ConnectionReset"));
+    assert_eq!(gave_up.get(), Some((backstop::GiveUp::Attempts, 3)));
+}
