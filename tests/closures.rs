@@ -121,3 +121,44 @@ fn hooks_infer_their_event_type() {
     assert!(retries.borrow()[0].1.contains("ConnectionReset"));
     assert_eq!(gave_up.get(), Some((backstop::GiveUp::Attempts, 3)));
 }
+
+#[tokio::test(start_paused = true)]
+async fn retry_cuts_attempts_off_and_a_timed_out_one_is_ambiguous() {
+    let policy = Policy::new()
+        .deadline(Some(Duration::from_millis(1500)))
+        .no_budget();
+    let mut attempts = 0;
+    let started = tokio::time::Instant::now();
+    // The classifier would retry anything: a timeout is still ambiguous.
+    let out: Result<(), Error> = Retry::new(&policy)
+        .when(|_: &Error| backstop::Verdict::Retry)
+        .attempt_timeout(Duration::from_secs(10))
+        .call_async(|| {
+            attempts += 1;
+            std::future::pending()
+        })
+        .await;
+    assert_eq!(out.unwrap_err().kind(), ErrorKind::TimedOut);
+    assert_eq!(attempts, 1, "not idempotent: not repeated");
+    assert_eq!(
+        started.elapsed(),
+        Duration::from_millis(1500),
+        "cut off at the deadline"
+    );
+
+    let idempotent = Policy::new().idempotent(true).no_budget();
+    let mut attempts = 0;
+    let out: Result<(), Error> = Retry::new(&idempotent)
+        .attempt_timeout(
+            idempotent
+                .attempt_timeout(Some(Duration::from_millis(200)))
+                .get_attempt_timeout(),
+        )
+        .call_async(|| {
+            attempts += 1;
+            std::future::pending()
+        })
+        .await;
+    assert!(out.is_err());
+    assert_eq!(attempts, 3);
+}

@@ -149,3 +149,90 @@ fn long_fractions_and_defaults_are_explained() {
         .to_string();
     assert!(error.contains("the default `base`"), "{error}");
 }
+
+// --- attempt_timeout from configuration, and a policy written back ---------
+
+#[test]
+fn attempt_timeout_is_configuration_too() {
+    let policy: Policy = toml::from_str("attempt_timeout = \"2s\"").unwrap();
+    assert_eq!(policy.get_attempt_timeout(), Some(Duration::from_secs(2)));
+    let policy: Policy = toml::from_str("attempt_timeout = \"none\"").unwrap();
+    assert_eq!(policy.get_attempt_timeout(), None);
+    let error = toml::from_str::<Policy>("attempt_timeout = \"0s\"").unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("`attempt_timeout` must be greater than zero"),
+        "{error}"
+    );
+}
+
+static SLOW: LazyLock<Policy> = LazyLock::new(|| {
+    toml::from_str("attempts = 2\nidempotent = true\nattempt_timeout = \"1s\"").unwrap()
+});
+
+#[retry(policy = &*SLOW, attempt_timeout = SLOW.get_attempt_timeout())]
+async fn hangs(attempts: &mut u32) -> Result<(), std::io::Error> {
+    *attempts += 1;
+    std::future::pending().await
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_configured_attempt_timeout_reaches_the_attribute() {
+    let started = tokio::time::Instant::now();
+    let mut attempts = 0;
+    let error = hangs(&mut attempts).await.unwrap_err();
+    assert_eq!(error.kind(), std::io::ErrorKind::TimedOut);
+    assert_eq!(attempts, 2);
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn a_policy_serializes_as_configuration_reads_it() {
+    let policy = Policy::new()
+        .attempts(5)
+        .deadline(None)
+        .base(Duration::from_millis(250))
+        .cap(Duration::from_millis(1500))
+        .jitter(Jitter::Decorrelated)
+        .idempotent(true)
+        .attempt_timeout(Some(Duration::from_secs(2)));
+    let text = toml::to_string(&policy).unwrap();
+    for line in [
+        "attempts = 5",
+        "deadline = \"none\"",
+        "base = \"250ms\"",
+        "cap = \"1500ms\"",
+        "jitter = \"decorrelated\"",
+        "backoff = \"exponential\"",
+        "attempt_timeout = \"2s\"",
+        "retry_after_max = \"1m\"",
+    ] {
+        assert!(text.contains(line), "{line} in\n{text}");
+    }
+    assert_eq!(toml::from_str::<Policy>(&text).unwrap(), policy);
+    assert_eq!(
+        serde_json::from_str::<Policy>(&serde_json::to_string(&Policy::new()).unwrap()).unwrap(),
+        Policy::new()
+    );
+    // And read field by field.
+    assert_eq!(
+        (
+            policy.get_attempts(),
+            policy.get_deadline(),
+            policy.get_base(),
+            policy.get_jitter()
+        ),
+        (5, None, Duration::from_millis(250), Jitter::Decorrelated)
+    );
+    assert!(policy.is_idempotent());
+}

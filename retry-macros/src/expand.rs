@@ -363,11 +363,13 @@ fn timed_attempt(
     match args.attempt_timeout.value() {
         Some(timeout) => {
             let timed_out = format_ident!("__backstop_timed_out", span = Span::mixed_site());
-            let limit = duration(timeout);
             let span = match timeout {
                 Dur::Lit(lit) => lit.span,
                 Dur::Expr(e) => e.span(),
             };
+            // A `Duration` or an `Option<Duration>` (from a policy).
+            let limit = duration(timeout);
+            let limit = quote_spanned!(span=> #rt::attempt_timeout(#limit));
             let error = error_type_tokens(ret, rt, span);
             let from = respan(
                 quote!(<#error as ::core::convert::From<#rt::Elapsed>>::from),
@@ -572,7 +574,7 @@ fn setup(args: &Args, rt: &TokenStream, n: &Names) -> TokenStream {
             // fresh one instead.
             let init = if args.policy.value().is_some() {
                 quote!(::core::option::Option::Some(
-                    #rt::Policy::budget_ref(#policy).unwrap_or_else(|| #rt::own(&#own_budget))
+                    #rt::Policy::get_budget(#policy).unwrap_or_else(|| #rt::own(&#own_budget))
                 ))
             } else {
                 quote!(::core::option::Option::Some(#rt::own(&#own_budget)))

@@ -19,8 +19,9 @@
 use std::fmt;
 use std::time::Duration;
 
-use serde::Deserialize;
 use serde::de::{self, Deserializer, Visitor};
+use serde::ser::{SerializeStruct, Serializer};
+use serde::{Deserialize, Serialize};
 
 use crate::backoff::{Backoff, Jitter};
 use crate::breaker::CircuitBreaker;
@@ -94,6 +95,40 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     Ok(Duration::new(secs, (nanos % 1_000_000_000) as u32))
 }
 
+/// Writes a duration as configuration reads it: a whole number in the
+/// largest unit that holds it exactly (`"250ms"`, `"2m"`, `"1500us"`), so
+/// that [`parse_duration`] gives the same duration back.
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use std::time::Duration;
+/// use backstop::config::{format_duration, parse_duration};
+/// assert_eq!(format_duration(Duration::from_millis(1500)), "1500ms");
+/// assert_eq!(format_duration(Duration::from_secs(120)), "2m");
+/// assert_eq!(format_duration(Duration::ZERO), "0s");
+/// let d = Duration::new(3, 7);
+/// assert_eq!(parse_duration(&format_duration(d)), Ok(d));
+/// ```
+pub fn format_duration(duration: Duration) -> String {
+    const UNITS: [(&str, u128); 6] = [
+        ("h", 3_600_000_000_000),
+        ("m", 60_000_000_000),
+        ("s", 1_000_000_000),
+        ("ms", 1_000_000),
+        ("us", 1_000),
+        ("ns", 1),
+    ];
+    let nanos = duration.as_nanos();
+    if nanos == 0 {
+        return "0s".to_owned();
+    }
+    let (unit, size) = UNITS
+        .into_iter()
+        .find(|(_, size)| nanos.is_multiple_of(*size))
+        .unwrap_or(("ns", 1));
+    format!("{}{unit}", nanos / size)
+}
+
 /// A duration as configuration writes it: a string with a unit.
 struct Human(String);
 
@@ -130,13 +165,13 @@ struct PolicyFields {
     jitter: Option<Jitter>,
     idempotent: Option<bool>,
     retry_after_max: Option<Human>,
+    attempt_timeout: Option<Human>,
 }
 
 /// A `Policy` from configuration: every field optional (the defaults of
 /// [`Policy::new`] stand in; `null` is the same as leaving a field out),
-/// durations as strings with a unit, `deadline` also `"none"` (no
-/// deadline). The budget is not configuration here: see
-/// [`BudgetConfig`].
+/// durations as strings with a unit, `deadline` and `attempt_timeout` also
+/// `"none"`. The budget is not configuration here: see [`BudgetConfig`].
 impl<'de> Deserialize<'de> for Policy {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let fields = PolicyFields::deserialize(deserializer)?;
@@ -209,7 +244,54 @@ impl<'de> Deserialize<'de> for Policy {
         if let Some(max) = &fields.retry_after_max {
             policy = policy.retry_after_max(duration("retry_after_max", max)?);
         }
+        if let Some(timeout) = &fields.attempt_timeout {
+            let timeout = if timeout.0.trim() == "none" {
+                None
+            } else {
+                let t = duration("attempt_timeout", timeout)?;
+                if t.is_zero() {
+                    return Err(de::Error::custom(
+                        "`attempt_timeout` must be greater than zero (for none, write \"none\")",
+                    ));
+                }
+                Some(t)
+            };
+            policy = policy.attempt_timeout(timeout);
+        }
         Ok(policy)
+    }
+}
+
+/// A `Policy` as configuration writes it, every field present (durations
+/// with a unit, `"none"` for no deadline or attempt timeout), so that a
+/// service can log or expose the policy it runs with, and read it back
+/// unchanged. The budget, not configuration, is left out.
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use std::time::Duration;
+/// use backstop::Policy;
+///
+/// let policy = Policy::new().attempts(5).base(Duration::from_millis(250));
+/// let json = serde_json::to_string(&policy).unwrap();
+/// assert!(json.contains(r#""base":"250ms""#), "{json}");
+/// assert_eq!(serde_json::from_str::<Policy>(&json).unwrap(), policy);
+/// ```
+impl Serialize for Policy {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let or_none = |d: Option<Duration>| d.map_or_else(|| "none".to_owned(), format_duration);
+        let mut out = serializer.serialize_struct("Policy", 10)?;
+        out.serialize_field("attempts", &self.attempts)?;
+        out.serialize_field("deadline", &or_none(self.deadline))?;
+        out.serialize_field("backoff", &self.backoff)?;
+        out.serialize_field("base", &format_duration(self.base))?;
+        out.serialize_field("factor", &self.factor)?;
+        out.serialize_field("cap", &format_duration(self.cap))?;
+        out.serialize_field("jitter", &self.jitter)?;
+        out.serialize_field("idempotent", &self.idempotent)?;
+        out.serialize_field("retry_after_max", &format_duration(self.retry_after_max))?;
+        out.serialize_field("attempt_timeout", &or_none(self.attempt_timeout))?;
+        out.end()
     }
 }
 

@@ -69,7 +69,10 @@ pub use context::deadline_async;
 pub use context::{Context, IdempotencyKey, context, deadline};
 pub use observe::{GiveUpEvent, RetryEvent};
 pub use policy::Policy;
-pub use run::{BreakerSlot, Elapsed, NoBreaker, Retry, call};
+pub use run::{
+    AttemptTimeout, BreakerSlot, Elapsed, NoBreaker, NoTimeout, Retry, SyncLoop, TimeoutSlot,
+    ValueLoop, WithTimeout, call,
+};
 #[cfg(feature = "tokio")]
 pub use run::{call_async, call_async_with};
 pub use state::{AttemptState, Decision, GiveUp};

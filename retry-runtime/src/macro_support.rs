@@ -125,6 +125,13 @@ pub fn async_clock<C: AsyncClock>(clock: C) -> C {
     clock
 }
 
+pub use crate::run::AttemptTimeout;
+
+/// `attempt_timeout = expr`, as a limit.
+pub fn attempt_timeout<T: AttemptTimeout>(timeout: T) -> std::time::Duration {
+    timeout.limit()
+}
+
 /// An attempt limited to `limit` (`attempt_timeout`): `Err` if it ran out.
 #[cfg(feature = "tokio")]
 pub fn timeout<F: Future>(limit: std::time::Duration, attempt: F) -> tokio::time::Timeout<F> {

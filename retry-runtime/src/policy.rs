@@ -39,13 +39,14 @@ pub struct Policy {
     pub(crate) jitter: Jitter,
     pub(crate) idempotent: bool,
     pub(crate) retry_after_max: Duration,
+    pub(crate) attempt_timeout: Option<Duration>,
     pub(crate) budget: Option<&'static RetryBudget>,
 }
 
 impl Policy {
     /// The defaults: 3 attempts, a 30 s deadline, exponential backoff from
     /// 100 ms by a factor of 2, capped at 20 s, full jitter, not idempotent,
-    /// `Retry-After` honoured up to 60 s, no budget.
+    /// `Retry-After` honoured up to 60 s, no attempt timeout, no budget.
     pub const DEFAULT: Self = Self {
         attempts: 3,
         deadline: Some(Duration::from_secs(30)),
@@ -56,6 +57,7 @@ impl Policy {
         jitter: Jitter::Full,
         idempotent: false,
         retry_after_max: Duration::from_secs(60),
+        attempt_timeout: None,
         budget: None,
     };
 
@@ -209,6 +211,30 @@ impl Policy {
         self
     }
 
+    /// How long one async attempt may run (`None`: as long as the deadline
+    /// lets it). Where it applies, an attempt still running after it (or at
+    /// the deadline, if sooner) is cut off and fails with
+    /// [`Elapsed`](crate::Elapsed), an ambiguous failure.
+    ///
+    /// It applies where the call says its error type can hold an
+    /// `Elapsed` (`E: From<Elapsed>`): `#[retry(policy = P, attempt_timeout
+    /// = P.get_attempt_timeout())]`, or
+    /// [`Retry::attempt_timeout`](crate::Retry::attempt_timeout). A policy
+    /// read from configuration carries it to those places; the retry loop
+    /// does not apply it by itself.
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// # use std::time::Duration; use backstop::Policy;
+    /// let p = Policy::new().attempt_timeout(Some(Duration::from_secs(2)));
+    /// assert_eq!(p.get_attempt_timeout(), Some(Duration::from_secs(2)));
+    /// ```
+    #[must_use]
+    pub const fn attempt_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.attempt_timeout = timeout;
+        self
+    }
+
     /// The retry budget this policy draws on.
     ///
     /// ```
@@ -268,15 +294,131 @@ impl Policy {
         backoff::jittered(self.jitter, self.ceiling(n), self.base, prev, self.cap, rng)
     }
 
-    /// The configured budget, if any.
+    /// The budget, if any.
+    ///
+    /// The getters, named as `std`'s are beside setters of the bare name
+    /// (`Command::arg` and `Command::get_args`), let a service log or
+    /// expose the policy it runs with (with the feature `serde`, a `Policy`
+    /// also serializes).
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
     /// # use backstop::Policy;
-    /// assert!(Policy::new().budget_ref().is_none());
+    /// assert!(Policy::new().get_budget().is_none());
     /// ```
-    pub const fn budget_ref(&self) -> Option<&'static RetryBudget> {
+    pub const fn get_budget(&self) -> Option<&'static RetryBudget> {
         self.budget
+    }
+
+    /// The backstop on attempts, the first included.
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// # use backstop::Policy;
+    /// assert_eq!(Policy::new().attempts(0).get_attempts(), 1);
+    /// ```
+    pub const fn get_attempts(&self) -> u32 {
+        self.attempts
+    }
+
+    /// The bound on the whole call, if any.
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// # use std::time::Duration; use backstop::Policy;
+    /// assert_eq!(Policy::new().get_deadline(), Some(Duration::from_secs(30)));
+    /// ```
+    pub const fn get_deadline(&self) -> Option<Duration> {
+        self.deadline
+    }
+
+    /// The schedule's shape.
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// # use backstop::{Backoff, Policy};
+    /// assert_eq!(Policy::new().get_backoff(), Backoff::Exponential);
+    /// ```
+    pub const fn get_backoff(&self) -> Backoff {
+        self.backoff
+    }
+
+    /// The first delay.
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// # use std::time::Duration; use backstop::Policy;
+    /// assert_eq!(Policy::new().get_base(), Duration::from_millis(100));
+    /// ```
+    pub const fn get_base(&self) -> Duration {
+        self.base
+    }
+
+    /// The exponential multiplier, as normalised (at least 1).
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// # use backstop::Policy;
+    /// assert_eq!(Policy::new().factor(0.5).get_factor(), 1.0);
+    /// ```
+    pub const fn get_factor(&self) -> f64 {
+        self.factor
+    }
+
+    /// The largest delay the schedule computes.
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// # use std::time::Duration; use backstop::Policy;
+    /// assert_eq!(Policy::new().get_cap(), Duration::from_secs(20));
+    /// ```
+    pub const fn get_cap(&self) -> Duration {
+        self.cap
+    }
+
+    /// How delays are randomised.
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// # use backstop::{Jitter, Policy};
+    /// assert_eq!(Policy::new().get_jitter(), Jitter::Full);
+    /// ```
+    pub const fn get_jitter(&self) -> Jitter {
+        self.jitter
+    }
+
+    /// Whether ambiguous failures may be repeated.
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// # use backstop::Policy;
+    /// assert!(!Policy::new().is_idempotent());
+    /// ```
+    pub const fn is_idempotent(&self) -> bool {
+        self.idempotent
+    }
+
+    /// The longest `Retry-After` honoured.
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// # use std::time::Duration; use backstop::Policy;
+    /// assert_eq!(Policy::new().get_retry_after_max(), Duration::from_secs(60));
+    /// ```
+    pub const fn get_retry_after_max(&self) -> Duration {
+        self.retry_after_max
+    }
+
+    /// How long one attempt may run, if limited (see
+    /// [`attempt_timeout`](Self::attempt_timeout) for where it applies).
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// # use backstop::Policy;
+    /// assert_eq!(Policy::new().get_attempt_timeout(), None);
+    /// ```
+    pub const fn get_attempt_timeout(&self) -> Option<Duration> {
+        self.attempt_timeout
     }
 }
 
@@ -304,5 +446,6 @@ impl PartialEq for Policy {
             && self.jitter == other.jitter
             && self.idempotent == other.idempotent
             && self.retry_after_max == other.retry_after_max
+            && self.attempt_timeout == other.attempt_timeout
     }
 }

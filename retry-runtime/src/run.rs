@@ -195,7 +195,15 @@ impl From<Elapsed> for std::io::Error {
 /// ```
 #[derive(Clone, Copy, Debug)]
 #[must_use = "a Retry does nothing until `.call(..)` or `.call_async(..)`"]
-pub struct Retry<'a, W = ByClassify, K = NeverRetry, B = NoBreaker, R = Ignore, G = Ignore> {
+pub struct Retry<
+    'a,
+    W = ByClassify,
+    K = NeverRetry,
+    B = NoBreaker,
+    R = Ignore,
+    G = Ignore,
+    L = NoTimeout,
+> {
     policy: &'a Policy,
     budget: Option<&'a RetryBudget>,
     when: W,
@@ -204,7 +212,104 @@ pub struct Retry<'a, W = ByClassify, K = NeverRetry, B = NoBreaker, R = Ignore, 
     before_sleep: R,
     at_give_up: G,
     name: &'static str,
+    timeout: L,
 }
+
+/// What an attempt timeout may be given as: a `Duration`, or an
+/// `Option<Duration>` (`None`: no limit of its own, only the deadline), as
+/// a policy from configuration holds it
+/// ([`Policy::get_attempt_timeout`]).
+#[diagnostic::on_unimplemented(
+    message = "`attempt_timeout` takes a `Duration` or an `Option<Duration>`, not `{Self}`",
+    label = "expected `Duration` or `Option<Duration>`",
+    note = "write a literal with a unit (`2s`, `500ms`) or an expression of type `Duration`"
+)]
+pub trait AttemptTimeout {
+    /// The timeout, `Duration::MAX` for none.
+    fn limit(self) -> Duration;
+}
+
+impl AttemptTimeout for Duration {
+    fn limit(self) -> Duration {
+        self
+    }
+}
+
+impl AttemptTimeout for Option<Duration> {
+    fn limit(self) -> Duration {
+        self.unwrap_or(Duration::MAX)
+    }
+}
+
+/// A [`Retry`] loop whose attempts run as long as they take (the deadline
+/// decides only whether they start).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoTimeout;
+
+/// A [`Retry`] loop whose async attempts are cut off after this long (or
+/// at the deadline, if sooner).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WithTimeout(Duration);
+
+/// The attempt timeout of a [`Retry`] loop: [`NoTimeout`], or
+/// [`WithTimeout`], which needs the error type to hold an [`Elapsed`]
+/// (`E: From<Elapsed>`) and an async loop.
+#[diagnostic::on_unimplemented(
+    message = "an attempt timeout needs an error type that can hold it: `{E}: From<Elapsed>`",
+    label = "this loop has an `attempt_timeout`",
+    note = "implement `From<backstop::Elapsed>` for your error type (`std::io::Error` and \
+            `backstop::reqwest::Error` have it); a sync loop (`call`) cannot interrupt an \
+            attempt at all"
+)]
+pub trait TimeoutSlot<E> {
+    /// How long each attempt may run, if limited.
+    fn limit(&self) -> Option<Duration>;
+    /// A timed-out attempt as the call's error. Only called when
+    /// [`limit`](Self::limit) is `Some`.
+    fn elapsed() -> E;
+}
+
+impl<E> TimeoutSlot<E> for NoTimeout {
+    fn limit(&self) -> Option<Duration> {
+        None
+    }
+
+    fn elapsed() -> E {
+        unreachable!("a loop without an attempt timeout never times out")
+    }
+}
+
+impl<E: From<Elapsed>> TimeoutSlot<E> for WithTimeout {
+    fn limit(&self) -> Option<Duration> {
+        Some(self.0)
+    }
+
+    fn elapsed() -> E {
+        E::from(Elapsed)
+    }
+}
+
+/// What a sync loop ([`Retry::call`]) may have: no attempt timeout, since
+/// it could not interrupt a running attempt.
+#[diagnostic::on_unimplemented(
+    message = "`attempt_timeout` needs an async loop: `call_async`",
+    label = "a sync attempt cannot be interrupted",
+    note = "give the blocking call its own timeout instead (`backstop::context()` tells the time left)"
+)]
+pub trait SyncLoop {}
+
+impl SyncLoop for NoTimeout {}
+
+/// What [`Retry::call_async_with`] may have: no attempt timeout, since an
+/// attempt cut off would take the value it holds with it.
+#[diagnostic::on_unimplemented(
+    message = "`attempt_timeout` cannot cut off an attempt of `call_async_with`",
+    label = "an attempt cut off would drop the value it holds, and the next attempt needs it",
+    note = "give the operation its own timeout inside the attempt (`backstop::context()` tells the time left)"
+)]
+pub trait ValueLoop {}
+
+impl ValueLoop for NoTimeout {}
 
 /// A [`Retry`] loop without a circuit breaker.
 #[derive(Clone, Copy, Debug, Default)]
@@ -247,18 +352,19 @@ impl<'a> Retry<'a> {
     pub fn new(policy: &'a Policy) -> Self {
         Self {
             policy,
-            budget: policy.budget_ref(),
+            budget: policy.get_budget(),
             when: ByClassify,
             when_ok: NeverRetry,
             breaker: NoBreaker,
             before_sleep: Ignore,
             at_give_up: Ignore,
             name: crate::observe::ANONYMOUS,
+            timeout: NoTimeout,
         }
     }
 }
 
-impl<'a, W, K, B, R, G> Retry<'a, W, K, B, R, G> {
+impl<'a, W, K, B, R, G, L> Retry<'a, W, K, B, R, G, L> {
     /// Draws on `budget` instead of the policy's.
     ///
     /// ```
@@ -302,7 +408,7 @@ impl<'a, W, K, B, R, G> Retry<'a, W, K, B, R, G> {
     /// });
     /// assert_eq!(attempts, 3);
     /// ```
-    pub fn when<F>(self, f: F) -> Retry<'a, When<F>, K, B, R, G> {
+    pub fn when<F>(self, f: F) -> Retry<'a, When<F>, K, B, R, G, L> {
         Retry {
             policy: self.policy,
             budget: self.budget,
@@ -312,6 +418,7 @@ impl<'a, W, K, B, R, G> Retry<'a, W, K, B, R, G> {
             before_sleep: self.before_sleep,
             at_give_up: self.at_give_up,
             name: self.name,
+            timeout: self.timeout,
         }
     }
 
@@ -327,7 +434,7 @@ impl<'a, W, K, B, R, G> Retry<'a, W, K, B, R, G> {
     ///     .call(|| Ok::<_, std::io::Error>(statuses.pop().unwrap()));
     /// assert_eq!(status.unwrap(), 200);
     /// ```
-    pub fn when_ok<F>(self, f: F) -> Retry<'a, W, When<F>, B, R, G> {
+    pub fn when_ok<F>(self, f: F) -> Retry<'a, W, When<F>, B, R, G, L> {
         Retry {
             policy: self.policy,
             budget: self.budget,
@@ -337,6 +444,7 @@ impl<'a, W, K, B, R, G> Retry<'a, W, K, B, R, G> {
             before_sleep: self.before_sleep,
             at_give_up: self.at_give_up,
             name: self.name,
+            timeout: self.timeout,
         }
     }
 
@@ -372,7 +480,7 @@ impl<'a, W, K, B, R, G> Retry<'a, W, K, B, R, G> {
     ///     .call(|| Err::<(), _>(std::io::Error::from(std::io::ErrorKind::ConnectionReset)));
     /// assert_eq!(log.len(), 2);
     /// ```
-    pub fn on_retry<T, E, F>(self, f: F) -> Retry<'a, W, K, B, F, G>
+    pub fn on_retry<T, E, F>(self, f: F) -> Retry<'a, W, K, B, F, G, L>
     where
         F: Fn(&crate::RetryEvent<'_, T, E>),
     {
@@ -385,6 +493,7 @@ impl<'a, W, K, B, R, G> Retry<'a, W, K, B, R, G> {
             before_sleep: f,
             at_give_up: self.at_give_up,
             name: self.name,
+            timeout: self.timeout,
         }
     }
 
@@ -402,7 +511,7 @@ impl<'a, W, K, B, R, G> Retry<'a, W, K, B, R, G> {
     ///     .call(|| Err::<(), _>(std::io::Error::from(std::io::ErrorKind::ConnectionReset)));
     /// assert_eq!(reason.get(), Some((GiveUp::Attempts, 3)));
     /// ```
-    pub fn on_give_up<T, E, F>(self, f: F) -> Retry<'a, W, K, B, R, F>
+    pub fn on_give_up<T, E, F>(self, f: F) -> Retry<'a, W, K, B, R, F, L>
     where
         F: Fn(&crate::GiveUpEvent<'_, T, E>),
     {
@@ -415,6 +524,7 @@ impl<'a, W, K, B, R, G> Retry<'a, W, K, B, R, G> {
             before_sleep: self.before_sleep,
             at_give_up: f,
             name: self.name,
+            timeout: self.timeout,
         }
     }
 
@@ -448,7 +558,7 @@ impl<'a, W, K, B, R, G> Retry<'a, W, K, B, R, G> {
     pub fn breaker(
         self,
         breaker: &'static CircuitBreaker,
-    ) -> Retry<'a, W, K, &'static CircuitBreaker, R, G> {
+    ) -> Retry<'a, W, K, &'static CircuitBreaker, R, G, L> {
         Retry {
             policy: self.policy,
             budget: self.budget,
@@ -458,6 +568,50 @@ impl<'a, W, K, B, R, G> Retry<'a, W, K, B, R, G> {
             before_sleep: self.before_sleep,
             at_give_up: self.at_give_up,
             name: self.name,
+            timeout: self.timeout,
+        }
+    }
+
+    /// Cuts each async attempt off after `timeout` (a `Duration`, or a
+    /// policy's `Option<Duration>`, `None` meaning only at the deadline),
+    /// or at the deadline if that comes first: the attempt then fails with
+    /// `E::from(Elapsed)`, an ambiguous failure, retried only for an
+    /// idempotent policy. The error type must implement `From<Elapsed>`,
+    /// and the loop must be async (`call_async`): a sync attempt cannot be
+    /// interrupted.
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// use std::time::Duration;
+    /// use backstop::{Policy, Retry};
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let policy = Policy::new().idempotent(true);
+    /// let mut attempts = 0;
+    /// let out: Result<(), std::io::Error> = Retry::new(&policy)
+    ///     .attempt_timeout(Duration::from_secs(1))
+    ///     .call_async(|| {
+    ///         attempts += 1;
+    ///         std::future::pending() // hangs
+    ///     })
+    ///     .await;
+    /// assert_eq!(out.unwrap_err().kind(), std::io::ErrorKind::TimedOut);
+    /// assert_eq!(attempts, 3);
+    /// # }
+    /// ```
+    pub fn attempt_timeout(
+        self,
+        timeout: impl AttemptTimeout,
+    ) -> Retry<'a, W, K, B, R, G, WithTimeout> {
+        Retry {
+            policy: self.policy,
+            budget: self.budget,
+            when: self.when,
+            when_ok: self.when_ok,
+            breaker: self.breaker,
+            before_sleep: self.before_sleep,
+            at_give_up: self.at_give_up,
+            name: self.name,
+            timeout: WithTimeout(timeout.limit()),
         }
     }
 
@@ -492,6 +646,7 @@ impl<'a, W, K, B, R, G> Retry<'a, W, K, B, R, G> {
         B: BreakerSlot<E>,
         R: OnRetry<T, E>,
         G: OnGiveUp<T, E>,
+        L: SyncLoop,
         F: FnMut() -> Result<T, E>,
     {
         let mut state = self.state(SystemClock);
@@ -555,14 +710,31 @@ impl<'a, W, K, B, R, G> Retry<'a, W, K, B, R, G> {
         B: BreakerSlot<E>,
         R: OnRetry<T, E>,
         G: OnGiveUp<T, E>,
+        L: TimeoutSlot<E>,
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
-        let attempt = |()| {
+        let limit = self.timeout.limit();
+        // The value carried through the loop says whether the attempt
+        // timed out: ambiguous, whatever the classifier says of the error.
+        let attempt = |_| {
             let attempt = op();
-            async move { ((), attempt.await) }
+            async move {
+                let Some(limit) = limit else {
+                    return (false, attempt.await);
+                };
+                // Inside the attempt: the time left is the context's.
+                let left = crate::context().and_then(|cx| cx.remaining());
+                let limit = left.map_or(limit, |left| left.min(limit));
+                match tokio::time::timeout(limit, attempt).await {
+                    Ok(outcome) => (false, outcome),
+                    Err(_) => (true, Err(L::elapsed())),
+                }
+            }
         };
-        self.call_async_with((), attempt).await.1
+        self.run_async(false, attempt, |timed_out| *timed_out)
+            .await
+            .1
     }
 
     /// Runs the loop around an async operation that borrows or owns
@@ -610,7 +782,30 @@ impl<'a, W, K, B, R, G> Retry<'a, W, K, B, R, G> {
     /// is over: the error was not retryable, or attempts, deadline or
     /// budget ran out.
     #[cfg(feature = "tokio")]
-    pub async fn call_async_with<S, T, E, F, Fut>(&self, value: S, mut op: F) -> (S, Result<T, E>)
+    pub async fn call_async_with<S, T, E, F, Fut>(&self, value: S, op: F) -> (S, Result<T, E>)
+    where
+        W: Classifier<E>,
+        K: Classifier<T>,
+        B: BreakerSlot<E>,
+        R: OnRetry<T, E>,
+        G: OnGiveUp<T, E>,
+        L: ValueLoop,
+        F: FnMut(S) -> Fut,
+        Fut: Future<Output = (S, Result<T, E>)>,
+    {
+        self.run_async(value, op, |_| false).await
+    }
+
+    /// The async loop: `value` goes into each attempt and comes back with
+    /// its outcome; `timed_out` says from it whether the attempt was cut
+    /// off (then ambiguous, whatever the classifier says).
+    #[cfg(feature = "tokio")]
+    async fn run_async<S, T, E, F, Fut>(
+        &self,
+        value: S,
+        mut op: F,
+        timed_out: impl Fn(&S) -> bool,
+    ) -> (S, Result<T, E>)
     where
         W: Classifier<E>,
         K: Classifier<T>,
@@ -637,7 +832,16 @@ impl<'a, W, K, B, R, G> Retry<'a, W, K, B, R, G> {
             let delay = {
                 let (back, outcome) = state.run_attempt_async(op(value)).await;
                 value = back;
-                match state.decide_result(&outcome, &self.when, &self.when_ok) {
+                let verdict = if timed_out(&value) {
+                    Some(crate::classify::Verdict::RetryIfIdempotent)
+                } else {
+                    crate::macro_support::verdict_when_both(
+                        &outcome,
+                        |error| self.when.verdict(error),
+                        |ok| self.when_ok.verdict(ok),
+                    )
+                };
+                match state.decide(verdict) {
                     Decision::Retry(delay) => {
                         self.before_sleep
                             .on_retry(&state.retry_event(outcome.as_ref(), delay));

@@ -171,7 +171,7 @@ pub struct AttemptState<'a, C: Clock> {
 impl<'a, C: Clock> AttemptState<'a, C> {
     /// Starts a call under `policy`, drawing on the policy's budget.
     pub fn new(policy: &'a Policy, clock: C) -> Self {
-        Self::with_budget(policy, policy.budget_ref(), clock)
+        Self::with_budget(policy, policy.get_budget(), clock)
     }
 
     /// Starts a call under `policy`, drawing on `budget` instead of the
