@@ -65,3 +65,30 @@ fn runtime_examples_name_the_crate_users_depend_on() {
         offenders.join("\n")
     );
 }
+
+/// Users read the documentation without this repository's design notes:
+/// it states each rule itself, and never sends them to a document they do
+/// not have.
+#[test]
+fn documentation_states_its_rules_rather_than_cite_design_notes() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut offenders = Vec::new();
+    for dir in ["src", "retry-runtime/src", "retry-macros/src"] {
+        for entry in std::fs::read_dir(root.join(dir)).unwrap() {
+            let path = entry.unwrap().path();
+            let text = std::fs::read_to_string(&path).unwrap();
+            for (n, line) in text.lines().enumerate() {
+                let line = line.trim_start();
+                let is_doc = line.starts_with("///") || line.starts_with("//!");
+                if is_doc && line.contains("DESIGN") {
+                    offenders.push(format!("{}:{}: {line}", path.display(), n + 1));
+                }
+            }
+        }
+    }
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    if readme.contains("DESIGN") {
+        offenders.push("README.md mentions DESIGN".to_owned());
+    }
+    assert!(offenders.is_empty(), "{}", offenders.join("\n"));
+}
