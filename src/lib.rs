@@ -129,8 +129,9 @@
 //!
 //! The whole call's bound, from entry. `deadline = none` removes it.
 //! No attempt starts after it and no sleep runs into it; an attempt already
-//! running is not interrupted unless `attempt_timeout` is set (async), which
-//! ends every attempt at the deadline at the latest.
+//! running is not interrupted unless `attempt_timeout` is set (async),
+//! which ends every attempt in time for the call to return by the deadline
+//! (2 ms before it: tokio's millisecond timer can end that late).
 //!
 //! ```
 //! # use std::io::{Error, ErrorKind}; use std::time::Duration; use backstop::retry;
@@ -340,8 +341,13 @@
 //! ### `attempt_timeout`
 //!
 //! Each attempt of an `async fn` gets at most this long, and never more
-//! than the time left before the deadline; an attempt that runs out is
-//! cancelled and becomes the function's error through `From<Elapsed>`.
+//! than the time left before the deadline (less the 2 ms by which tokio's
+//! timer can end late, so that the call returns by its deadline); an
+//! attempt that runs out is cancelled and becomes the function's error
+//! through `From<Elapsed>`. The value may also be an `Option<Duration>`,
+//! as a [`Policy`] from configuration holds it
+//! (`attempt_timeout = CONFIG.get_attempt_timeout()`; `None`: only the
+//! deadline cuts an attempt off).
 //! It is ambiguous (the work may have been done), so it is retried only
 //! for an `idempotent` function. A sync attempt cannot be interrupted: give
 //! the blocking call its own timeout (from [`context()`]'s `remaining()`).

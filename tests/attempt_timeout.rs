@@ -91,8 +91,8 @@ async fn an_attempt_never_runs_past_the_deadline() {
     );
     assert_eq!(
         t0.elapsed(),
-        Duration::from_millis(2500),
-        "the second attempt got 400 ms"
+        Duration::from_millis(2498),
+        "the second attempt got the 400 ms left less the timer's 2 ms slack"
     );
 }
 
@@ -168,4 +168,41 @@ async fn a_timed_out_attempt_still_knows_a_nested_call_retried() {
     DEPENDENCY.store(0, Relaxed);
     assert_eq!(outer_then_hangs().await, Err(ApiError::TimedOut));
     assert_eq!(DEPENDENCY.load(Relaxed), 3, "3, not 3 × 3");
+}
+
+#[retry(attempts = 3, attempt_timeout = 10s, deadline = 1500us, idempotent, budget = none)]
+async fn never_finishes() -> Result<(), ApiError> {
+    std::future::pending().await
+}
+
+#[retry(attempts = 3, attempt_timeout = 10s, deadline = 1s, idempotent, budget = none)]
+async fn never_finishes_in_a_second() -> Result<(), ApiError> {
+    std::future::pending().await
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cut_off_attempt_returns_by_the_deadline_whatever_the_timers_phase() {
+    // Off the timer's millisecond grid: a timeout would end on the next tick.
+    for offset_us in [0, 300, 999] {
+        tokio::time::advance(Duration::from_micros(offset_us)).await;
+        let t0 = Instant::now();
+        assert_eq!(never_finishes().await, Err(ApiError::TimedOut));
+        assert!(
+            t0.elapsed() <= Duration::from_micros(1500),
+            "returned after {:?}, started {offset_us} µs after a tick",
+            t0.elapsed()
+        );
+        let t0 = Instant::now();
+        assert_eq!(never_finishes_in_a_second().await, Err(ApiError::TimedOut));
+        assert!(
+            t0.elapsed() <= Duration::from_secs(1),
+            "returned after {:?}, started {offset_us} µs after a tick",
+            t0.elapsed()
+        );
+        assert!(
+            t0.elapsed() >= Duration::from_millis(997),
+            "{:?}",
+            t0.elapsed()
+        );
+    }
 }

@@ -714,25 +714,22 @@ impl<'a, W, K, B, R, G, L> Retry<'a, W, K, B, R, G, L> {
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
-        let limit = self.timeout.limit();
         // The value carried through the loop says whether the attempt
         // timed out: ambiguous, whatever the classifier says of the error.
-        let attempt = |_| {
+        let attempt = |_, limit: Option<Duration>| {
             let attempt = op();
             async move {
                 let Some(limit) = limit else {
                     return (false, attempt.await);
                 };
-                // Inside the attempt: the time left is the context's.
-                let left = crate::context().and_then(|cx| cx.remaining());
-                let limit = left.map_or(limit, |left| left.min(limit));
                 match tokio::time::timeout(limit, attempt).await {
                     Ok(outcome) => (false, outcome),
                     Err(_) => (true, Err(L::elapsed())),
                 }
             }
         };
-        self.run_async(false, attempt, |timed_out| *timed_out)
+        let timeout = self.timeout.limit();
+        self.run_async(false, timeout, attempt, |timed_out| *timed_out)
             .await
             .1
     }
@@ -782,7 +779,7 @@ impl<'a, W, K, B, R, G, L> Retry<'a, W, K, B, R, G, L> {
     /// is over: the error was not retryable, or attempts, deadline or
     /// budget ran out.
     #[cfg(feature = "tokio")]
-    pub async fn call_async_with<S, T, E, F, Fut>(&self, value: S, op: F) -> (S, Result<T, E>)
+    pub async fn call_async_with<S, T, E, F, Fut>(&self, value: S, mut op: F) -> (S, Result<T, E>)
     where
         W: Classifier<E>,
         K: Classifier<T>,
@@ -793,16 +790,19 @@ impl<'a, W, K, B, R, G, L> Retry<'a, W, K, B, R, G, L> {
         F: FnMut(S) -> Fut,
         Fut: Future<Output = (S, Result<T, E>)>,
     {
-        self.run_async(value, op, |_| false).await
+        self.run_async(value, None, |value, _| op(value), |_| false)
+            .await
     }
 
-    /// The async loop: `value` goes into each attempt and comes back with
-    /// its outcome; `timed_out` says from it whether the attempt was cut
-    /// off (then ambiguous, whatever the classifier says).
+    /// The async loop: `value` goes into each attempt, with how long the
+    /// attempt may run under `timeout` (and the deadline), and comes back
+    /// with its outcome; `timed_out` says from it whether the attempt was
+    /// cut off (then ambiguous, whatever the classifier says).
     #[cfg(feature = "tokio")]
     async fn run_async<S, T, E, F, Fut>(
         &self,
         value: S,
+        timeout: Option<Duration>,
         mut op: F,
         timed_out: impl Fn(&S) -> bool,
     ) -> (S, Result<T, E>)
@@ -812,7 +812,7 @@ impl<'a, W, K, B, R, G, L> Retry<'a, W, K, B, R, G, L> {
         B: BreakerSlot<E>,
         R: OnRetry<T, E>,
         G: OnGiveUp<T, E>,
-        F: FnMut(S) -> Fut,
+        F: FnMut(S, Option<Duration>) -> Fut,
         Fut: Future<Output = (S, Result<T, E>)>,
     {
         let mut value = value;
@@ -830,7 +830,8 @@ impl<'a, W, K, B, R, G, L> Retry<'a, W, K, B, R, G, L> {
             // after waking; the state machine leaves the timer's slack
             // instead.
             let delay = {
-                let (back, outcome) = state.run_attempt_async(op(value)).await;
+                let limit = timeout.map(|timeout| state.attempt_limit(timeout));
+                let (back, outcome) = state.run_attempt_async(op(value, limit)).await;
                 value = back;
                 let verdict = if timed_out(&value) {
                     Some(crate::classify::Verdict::RetryIfIdempotent)

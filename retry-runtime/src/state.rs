@@ -441,7 +441,10 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     }
 
     /// How long the next attempt may run under `attempt_timeout`: the
-    /// timeout, or the time left before the deadline if that is less.
+    /// timeout, or the time left before the deadline if that is less, less
+    /// the clock's [sleep slack](Clock::sleep_slack): a timer can end up to
+    /// that late (tokio's ends on a later millisecond tick), and the call
+    /// must return by its deadline whatever the timer's phase.
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
@@ -455,7 +458,10 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// ```
     pub fn attempt_limit(&self, timeout: Duration) -> Duration {
         match self.deadline {
-            Some(deadline) => timeout.min(deadline.saturating_duration_since(self.clock.now())),
+            Some(deadline) => {
+                let left = deadline.saturating_duration_since(self.clock.now());
+                timeout.min(left.saturating_sub(self.clock.sleep_slack()))
+            }
             None => timeout,
         }
     }
