@@ -217,3 +217,36 @@ fn a_rejected_call_is_reported_to_on_give_up() {
         ]
     );
 }
+
+static SHARED: CircuitBreaker = CircuitBreaker::new(1, Duration::from_millis(200));
+
+#[retry(attempts = 1, breaker = SHARED, budget = none)]
+async fn async_through_shared() -> Result<(), ApiError> {
+    Err(ApiError::Unavailable)
+}
+
+#[retry(attempts = 1, breaker = SHARED, budget = none)]
+fn sync_through_shared(calls: &AtomicU32) -> Result<(), ApiError> {
+    calls.fetch_add(1, Relaxed);
+    Ok(())
+}
+
+#[test]
+fn a_paused_clock_an_hour_ahead_does_not_lock_real_time_callers_out() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        tokio::time::advance(Duration::from_secs(3600)).await;
+        assert_eq!(async_through_shared().await, Err(ApiError::Unavailable));
+    });
+    assert_eq!(SHARED.state(), BreakerState::Open);
+    // On real time: an hour "before" the opening, and more than a cooldown
+    // away from it. The call is the probe, and closes the breaker.
+    let calls = AtomicU32::new(0);
+    assert_eq!(sync_through_shared(&calls), Ok(()));
+    assert_eq!(calls.load(Relaxed), 1);
+    assert_eq!(SHARED.state(), BreakerState::Closed);
+}

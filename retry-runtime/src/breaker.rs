@@ -269,9 +269,15 @@ impl CircuitBreaker {
         }
     }
 
+    /// A cooldown has passed between the opening and `now`, on either side:
+    /// callers whose clocks disagree (a test's paused clock an hour ahead
+    /// beside real time) share a breaker, and one that opened it from the
+    /// far future must not lock the others out until their clocks get
+    /// there. A caller less than a cooldown behind waits it out on its own
+    /// clock (less than two cooldowns).
     fn cooled_down(&self, current: u64, now: u64) -> bool {
         let opened = payload(current);
-        opened == 0 || now.saturating_sub(opened) >= self.cooldown_millis
+        opened == 0 || now.abs_diff(opened) >= self.cooldown_millis
     }
 
     /// A failed probe: open again, for a whole cooldown.

@@ -148,3 +148,46 @@ fn a_failure_from_before_the_breaker_opened_does_not_count_after_it_closes() {
     fail(&breaker, later, Verdict::Retry);
     assert_eq!(breaker.state(), BreakerState::Closed);
 }
+
+#[test]
+fn a_caller_whose_clock_is_far_ahead_does_not_wedge_the_others() {
+    // A test's paused clock an hour ahead opens a shared breaker; callers
+    // on real time must not wait an hour for its cooldown.
+    let breaker = CircuitBreaker::new(1, COOLDOWN);
+    let now = Instant::now();
+    fail(&breaker, now + Duration::from_secs(3600), Verdict::Retry);
+    assert_eq!(breaker.state(), BreakerState::Open);
+    let probe = breaker
+        .try_acquire(now)
+        .expect("not locked out for an hour");
+    assert!(probe.is_probe(), "one probe, as after any cooldown");
+    assert!(breaker.try_acquire(now).is_err(), "still one at a time");
+    probe.record(None, now);
+    assert_eq!(breaker.state(), BreakerState::Closed);
+}
+
+#[test]
+fn a_caller_a_little_behind_waits_out_the_cooldown_on_its_own_clock() {
+    let breaker = CircuitBreaker::new(1, COOLDOWN);
+    let now = Instant::now();
+    // Opened by a caller 4 s ahead: less than a cooldown apart.
+    fail(&breaker, now + Duration::from_secs(4), Verdict::Retry);
+    assert!(breaker.try_acquire(now).is_err(), "within a cooldown: open");
+    assert!(breaker.try_acquire(now + COOLDOWN).is_err());
+    assert!(breaker.try_acquire(now + Duration::from_secs(14)).is_ok());
+}
+
+#[test]
+fn a_caller_whose_clock_is_far_behind_does_not_wedge_the_others() {
+    let breaker = CircuitBreaker::new(1, COOLDOWN);
+    let later = Instant::now() + Duration::from_secs(3600);
+    // Opened by a caller an hour behind; then a reopen by a caller on time.
+    fail(&breaker, later - Duration::from_secs(3600), Verdict::Retry);
+    let probe = breaker.try_acquire(later).unwrap();
+    probe.record(Some(Verdict::Retry), later);
+    assert!(
+        breaker.try_acquire(later + COOLDOWN / 2).is_err(),
+        "reopened for a cooldown"
+    );
+    assert!(breaker.try_acquire(later + COOLDOWN).is_ok());
+}
