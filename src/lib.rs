@@ -636,7 +636,11 @@
 //!
 //! The context belongs to the attempt's own thread or task: work it hands
 //! to `tokio::spawn` or `spawn_blocking` runs outside it (no context, no
-//! deadline propagation, no one-layer rule there); `block_in_place` keeps it.
+//! deadline propagation, no one-layer rule there) unless the call is
+//! carried along, as `tracing` carries a span: `tokio::spawn(fut.in_current_call())`
+//! ([`InCurrentCall`]), or `let call = current_call();` then
+//! `spawn_blocking(move || call.in_scope(|| ...))` ([`current_call`]).
+//! `block_in_place` keeps it.
 //!
 //! `#[retry]` functions that call each other compose:
 //!
@@ -904,6 +908,8 @@ pub use retry_runtime::{
     Jitter, NeverRetry, Permit, Policy, Retry, RetryBudget, RetryEvent, SystemClock, Verdict, When,
     call, context, deadline,
 };
+#[doc(inline)]
+pub use retry_runtime::{CallScope, InCurrentCall, current_call};
 #[cfg(feature = "tokio")]
 #[doc(inline)]
 pub use retry_runtime::{TokioClock, call_async, call_async_with, deadline_async};

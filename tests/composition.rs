@@ -339,3 +339,114 @@ async fn an_async_deadline_scope_bounds_the_calls_awaited_in_it() {
         Some(Duration::from_secs(30))
     );
 }
+
+// --- the call carried into spawned work --------------------------------------
+
+static SPAWNED_DEPENDENCY: AtomicU32 = AtomicU32::new(0);
+
+#[retry(attempts = 3, base = 1ms, budget = none)]
+async fn spawned_inner(
+    keys: std::sync::Arc<std::sync::Mutex<Vec<Option<IdempotencyKey>>>>,
+) -> Result<(), Error> {
+    keys.lock().unwrap().push(None);
+    SPAWNED_DEPENDENCY.fetch_add(1, Relaxed);
+    Err(reset())
+}
+
+#[retry(attempts = 3, base = 1ms, budget = none)]
+async fn spawns(
+    carry: bool,
+    keys: &std::sync::Arc<std::sync::Mutex<Vec<Option<IdempotencyKey>>>>,
+) -> Result<(), Error> {
+    use backstop::InCurrentCall;
+    let outer_key = context().unwrap().idempotency_key();
+    let seen = std::sync::Arc::clone(keys);
+    let task = async move {
+        seen.lock()
+            .unwrap()
+            .push(context().map(|cx| cx.idempotency_key()));
+        assert!(context().is_some_and(|cx| cx.idempotency_key() == outer_key));
+        spawned_inner(std::sync::Arc::clone(&seen)).await
+    };
+    if carry {
+        tokio::spawn(task.in_current_call()).await.unwrap()
+    } else {
+        // Not carried: a task of its own, outside the attempt.
+        tokio::spawn(async move {
+            spawned_inner(std::sync::Arc::new(std::sync::Mutex::default())).await
+        })
+        .await
+        .unwrap()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_carried_into_a_spawned_task_keeps_the_one_layer_rule() {
+    let keys = std::sync::Arc::default();
+    SPAWNED_DEPENDENCY.store(0, Relaxed);
+    let _ = spawns(true, &keys).await;
+    assert_eq!(SPAWNED_DEPENDENCY.load(Relaxed), 3, "3, not 3 × 3");
+    // Without it, the spawned calls retry on top of the attempt's retries.
+    SPAWNED_DEPENDENCY.store(0, Relaxed);
+    let _ = spawns(false, &keys).await;
+    assert_eq!(SPAWNED_DEPENDENCY.load(Relaxed), 9);
+}
+
+static BLOCKING_DEPENDENCY: AtomicU32 = AtomicU32::new(0);
+
+#[retry(attempts = 3, jitter = none, budget = none)]
+fn blocking_inner(left: &std::sync::Mutex<Vec<Option<Duration>>>) -> Result<(), Error> {
+    left.lock()
+        .unwrap()
+        .push(context().and_then(|cx| cx.remaining()));
+    BLOCKING_DEPENDENCY.fetch_add(1, Relaxed);
+    Err(reset())
+}
+
+#[retry(attempts = 3, deadline = 2s, jitter = none, budget = none)]
+async fn spawns_blocking(
+    left: &std::sync::Arc<std::sync::Mutex<Vec<Option<Duration>>>>,
+) -> Result<(), Error> {
+    let call = backstop::current_call();
+    let left = std::sync::Arc::clone(left);
+    tokio::task::spawn_blocking(move || call.in_scope(|| blocking_inner(&left)))
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_call_carried_into_a_blocking_closure_keeps_the_deadline_and_one_layer() {
+    BLOCKING_DEPENDENCY.store(0, Relaxed);
+    let left = std::sync::Arc::default();
+    let _ = spawns_blocking(&left).await;
+    assert_eq!(BLOCKING_DEPENDENCY.load(Relaxed), 3, "3, not 3 × 3");
+    let left = left.lock().unwrap();
+    assert!(
+        left[0].is_some_and(|d| d <= Duration::from_secs(2)),
+        "{left:?}: the outer 2 s"
+    );
+}
+
+#[test]
+fn outside_every_call_a_carried_scope_changes_nothing_and_a_deadline_scope_carries() {
+    let call = backstop::current_call();
+    assert!(call.in_scope(|| context().is_none()));
+    let _vt = VirtualTime::start();
+    let left = backstop::deadline(Duration::from_secs(1), || {
+        let call = backstop::current_call();
+        std::thread::spawn(move || {
+            call.in_scope(|| {
+                let _vt = VirtualTime::start();
+                let mut left = Vec::new();
+                let _ = reaches(&mut left);
+                left
+            })
+        })
+        .join()
+        .unwrap()
+    });
+    assert!(
+        left[0].is_some_and(|d| d <= Duration::from_secs(1)),
+        "{left:?}: the scope's 1 s, not 30 s"
+    );
+}

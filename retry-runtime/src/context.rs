@@ -15,6 +15,8 @@
 use std::cell::Cell;
 use std::fmt;
 use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// What an attempt knows about its call: see [`context()`].
@@ -202,6 +204,10 @@ struct Current {
     deadline: Cell<Option<Instant>>,
     now: Cell<fn() -> Instant>,
     retried_below: Cell<bool>,
+    /// Where work carried out of this attempt ([`current_call`]: a spawned
+    /// task, a blocking closure) says that a call nested in it gave up
+    /// after retrying. Made by the first `current_call` of an attempt.
+    shared: Cell<Option<Arc<AtomicBool>>>,
 }
 
 impl Current {
@@ -245,6 +251,7 @@ thread_local! {
             deadline: Cell::new(None),
             now: Cell::new(Instant::now),
             retried_below: Cell::new(false),
+            shared: Cell::new(None),
         }
     };
     /// Keys drawn on this thread, hashed into each key.
@@ -318,6 +325,148 @@ fn in_deadline_scope<R>(deadline: Option<Instant>, f: impl FnOnce() -> R) -> R {
     let _restore = Restore(previous);
     f()
 }
+
+/// The call an attempt (or a [deadline scope](deadline)) belongs to, to
+/// carry into work it hands to another task or thread: see
+/// [`current_call`].
+///
+/// Work spawned with `tokio::spawn` or `spawn_blocking` runs on its own
+/// task, outside the attempt that spawned it: `#[retry]` calls made there
+/// would see no deadline and retry on top of the attempt's own retries.
+/// Inside [`in_scope`](Self::in_scope) or a future made with
+/// [`in_current_call`](InCurrentCall::in_current_call), they see what
+/// they would see in the attempt itself: [`context()`] (the same attempt
+/// and idempotency key), the deadline, and the one-layer rule (a call
+/// there that gives up after retrying keeps the attempt from retrying).
+#[derive(Clone)]
+pub struct CallScope {
+    /// `None` outside every attempt and deadline scope: a scope that
+    /// changes nothing.
+    frame: Option<Frame>,
+    /// Where the work tells the attempt that a call nested in it gave up
+    /// after retrying (`None` outside an attempt).
+    flag: Option<Arc<AtomicBool>>,
+}
+
+impl fmt::Debug for CallScope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CallScope")
+            .field("attempt", &self.frame.map(|frame| frame.attempt))
+            .field("deadline", &self.frame.and_then(|frame| frame.deadline))
+            .finish_non_exhaustive()
+    }
+}
+
+/// The call this code runs in (an attempt of a `#[retry]` call, or a
+/// deadline scope), to carry into work spawned from it.
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use std::io::{Error, ErrorKind};
+/// use backstop::{context, current_call, InCurrentCall, Policy};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+/// let policy = Policy::new().no_budget();
+/// let out: Result<u32, Error> = backstop::call_async(&policy, || async {
+///     // A spawned task, in the attempt's call: same attempt, same deadline.
+///     let spawned = tokio::spawn(async { context().map(|cx| cx.attempt()) }.in_current_call());
+///     // A blocking closure, too.
+///     let call = current_call();
+///     let blocking = tokio::task::spawn_blocking(move || call.in_scope(|| context().is_some()));
+///     assert!(blocking.await.unwrap());
+///     Ok(spawned.await.unwrap().unwrap())
+/// })
+/// .await;
+/// assert_eq!(out.unwrap(), 1);
+/// # }
+/// ```
+pub fn current_call() -> CallScope {
+    CURRENT
+        .try_with(|current| {
+            let raw = current.raw();
+            if raw.attempt == 0 {
+                // A deadline scope carries its deadline; nothing else.
+                let frame = raw.deadline.is_some().then_some(raw);
+                return CallScope { frame, flag: None };
+            }
+            // The work shares the attempt's key: draw it now if need be.
+            let key = raw.key.unwrap_or_else(IdempotencyKey::random);
+            current.key.set(Some(key));
+            let flag = current
+                .shared
+                .take()
+                .unwrap_or_else(|| Arc::new(AtomicBool::new(false)));
+            current.shared.set(Some(Arc::clone(&flag)));
+            CallScope {
+                frame: Some(Frame {
+                    key: Some(key),
+                    retried_below: false,
+                    ..raw
+                }),
+                flag: Some(flag),
+            }
+        })
+        .unwrap_or(CallScope {
+            frame: None,
+            flag: None,
+        })
+}
+
+impl CallScope {
+    /// Runs `f` in the call: [`context()`], the deadline and the one-layer
+    /// rule as in the attempt the scope was taken from.
+    pub fn in_scope<R>(&self, f: impl FnOnce() -> R) -> R {
+        let Some(frame) = self.frame else {
+            return f();
+        };
+        let previous = CURRENT.with(|current| {
+            let previous = (current.raw(), current.shared.replace(self.flag.clone()));
+            current.set_raw(frame);
+            previous
+        });
+        let restore = Restore(previous.0);
+        let _shared = Shared(previous.1);
+        let out = f();
+        if let Some(flag) = &self.flag
+            && CURRENT.with(|current| current.retried_below.get())
+        {
+            flag.store(true, Ordering::Release);
+        }
+        drop(restore);
+        out
+    }
+
+    /// `future`, polled in the call (see [`in_scope`](Self::in_scope)).
+    pub async fn instrument<F: Future>(self, future: F) -> F::Output {
+        let mut future = std::pin::pin!(future);
+        std::future::poll_fn(|task| self.in_scope(|| future.as_mut().poll(task))).await
+    }
+}
+
+/// Carries the current call into a future, for `tokio::spawn`: see
+/// [`CallScope`].
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use backstop::{context, InCurrentCall, Policy};
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let policy = Policy::new();
+/// let seen = backstop::call_async(&policy, || async {
+///     let task = tokio::spawn(async { context().is_some() }.in_current_call());
+///     Ok::<_, std::io::Error>(task.await.unwrap())
+/// })
+/// .await;
+/// assert!(seen.unwrap());
+/// # }
+/// ```
+pub trait InCurrentCall: Future + Sized {
+    /// This future, polled in the call that is current now.
+    fn in_current_call(self) -> impl Future<Output = Self::Output> {
+        current_call().instrument(self)
+    }
+}
+
+impl<F: Future> InCurrentCall for F {}
 
 /// Runs `f` under a deadline `limit` from now, without retrying anything:
 /// every `#[retry]` call made inside it (and in calls nested in those)
@@ -396,6 +545,25 @@ pub(crate) fn note_retried_below() {
     });
 }
 
+/// Puts the previous frame back, on return and on unwind alike.
+struct Restore(Frame);
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        let _ = CURRENT.try_with(|current| current.set_raw(self.0));
+    }
+}
+
+/// Puts the previous frame's shared flag back, on return and on unwind.
+struct Shared(Option<Arc<AtomicBool>>);
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        let flag = self.0.take();
+        let _ = CURRENT.try_with(|current| current.shared.set(flag));
+    }
+}
+
 /// What one call carries from attempt to attempt: its key, once drawn.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct CallContext {
@@ -405,6 +573,8 @@ pub(crate) struct CallContext {
 /// The frame an attempt runs in.
 pub(crate) struct Scope {
     frame: Frame,
+    /// The flag of work carried out of the attempt, once there is some.
+    shared: Option<Arc<AtomicBool>>,
 }
 
 impl Scope {
@@ -422,6 +592,7 @@ impl Scope {
                 now,
                 retried_below: false,
             },
+            shared: None,
         }
     }
 
@@ -465,24 +636,25 @@ impl Scope {
     /// Installs the frame for `f`, then takes back what `f` (and calls
     /// nested in it) wrote to it.
     fn enter<R>(&mut self, f: impl FnOnce() -> R) -> R {
-        /// Puts the previous frame back, on return and on unwind alike.
-        struct Restore(Frame);
-        impl Drop for Restore {
-            fn drop(&mut self) {
-                let _ = CURRENT.try_with(|current| current.set_raw(self.0));
-            }
-        }
         let previous = CURRENT.with(|current| {
-            let previous = current.raw();
+            let previous = (current.raw(), current.shared.replace(self.shared.take()));
             current.set_raw(self.frame);
             previous
         });
-        let restore = Restore(previous);
+        let restore = Restore(previous.0);
+        let _shared = Shared(previous.1);
         let out = f();
-        // What the attempt (or calls nested in it) wrote to the frame.
+        // What the attempt (or calls nested in it, here or in work carried
+        // out of it) wrote to the frame.
         CURRENT.with(|current| {
             self.frame.key = current.key.get();
-            self.frame.retried_below = current.retried_below.get();
+            // (The guard puts the enclosing frame's flag back.)
+            self.shared = current.shared.take();
+            self.frame.retried_below = current.retried_below.get()
+                || self
+                    .shared
+                    .as_ref()
+                    .is_some_and(|flag| flag.load(Ordering::Acquire));
         });
         drop(restore);
         out

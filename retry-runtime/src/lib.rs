@@ -66,7 +66,9 @@ pub use clock::TokioClock;
 pub use clock::{Clock, SystemClock};
 #[cfg(feature = "tokio")]
 pub use context::deadline_async;
-pub use context::{Context, IdempotencyKey, context, deadline};
+pub use context::{
+    CallScope, Context, IdempotencyKey, InCurrentCall, context, current_call, deadline,
+};
 pub use observe::{GiveUpEvent, RetryEvent};
 pub use policy::Policy;
 pub use run::{

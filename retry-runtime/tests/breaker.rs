@@ -180,9 +180,10 @@ fn a_caller_a_little_behind_waits_out_the_cooldown_on_its_own_clock() {
 #[test]
 fn a_caller_whose_clock_is_far_behind_does_not_wedge_the_others() {
     let breaker = CircuitBreaker::new(1, COOLDOWN);
-    let later = Instant::now() + Duration::from_secs(3600);
+    let behind = Instant::now();
+    let later = behind + Duration::from_secs(3600);
     // Opened by a caller an hour behind; then a reopen by a caller on time.
-    fail(&breaker, later - Duration::from_secs(3600), Verdict::Retry);
+    fail(&breaker, behind, Verdict::Retry);
     let probe = breaker.try_acquire(later).unwrap();
     probe.record(Some(Verdict::Retry), later);
     assert!(
