@@ -767,8 +767,9 @@
 //! assert_eq!(attempts, 1); // not retried
 //! ```
 //!
-//! [`std::io::Error`] is classified by kind: refused, reset or aborted
-//! connections, broken pipes, `Interrupted` and `WouldBlock` are retried,
+//! [`std::io::Error`] is classified by kind: refused, reset, aborted or
+//! unconnected (`NotConnected`) connections, broken pipes, `Interrupted`
+//! and `WouldBlock` are retried,
 //! `TimedOut` only for idempotent operations, everything else stops.
 //!
 //! # Without the macro

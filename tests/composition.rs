@@ -224,6 +224,45 @@ async fn a_nested_async_call_never_outlives_the_enclosing_deadline() {
     assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
 }
 
+#[retry(attempts = 100, base = 50ms, budget = none)]
+async fn slow_inner(
+    starts: &std::sync::Mutex<Vec<Duration>>,
+    t0: tokio::time::Instant,
+) -> Result<(), Error> {
+    starts.lock().unwrap().push(t0.elapsed());
+    // Each attempt takes time: the deadline must count it, not only the sleeps.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    Err(reset())
+}
+
+#[retry(attempts = 1, deadline = 1s, budget = none)]
+async fn outer_over_a_slow_inner(
+    starts: &std::sync::Mutex<Vec<Duration>>,
+    t0: tokio::time::Instant,
+) -> Result<(), Error> {
+    slow_inner(starts, t0).await
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_nested_call_whose_attempts_take_time_never_outlives_the_enclosing_deadline() {
+    let t0 = tokio::time::Instant::now();
+    let starts = std::sync::Mutex::new(Vec::new());
+    let _ = outer_over_a_slow_inner(&starts, t0).await;
+    let starts = starts.into_inner().unwrap();
+    assert!(starts.len() >= 2, "{starts:?}: it did retry");
+    assert!(
+        starts.iter().all(|s| *s < Duration::from_secs(1)),
+        "{starts:?}: no attempt started after the outer deadline"
+    );
+    // The last attempt may still run (only attempt_timeout cuts one off),
+    // but none started late: the call ends within one attempt of it.
+    assert!(
+        t0.elapsed() < Duration::from_millis(1300),
+        "{:?}",
+        t0.elapsed()
+    );
+}
+
 // --- deadline scopes ---------------------------------------------------------
 
 #[retry(attempts = 100, base = 100ms, jitter = none, budget = none)]
