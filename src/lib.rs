@@ -673,7 +673,7 @@
 //! ```
 //!
 //! To bound a whole request without retrying it, run it in a deadline
-//! scope: [`deadline`] for sync code, [`deadline_async`] for a future. The
+//! scope: [`deadline`] for a future, [`deadline_sync`] for sync code. The
 //! `#[retry]` calls inside it see its deadline as they would see an
 //! enclosing `#[retry]` call's.
 //!
@@ -687,7 +687,7 @@
 //!
 //! async fn handler(id: u64) -> Result<String, Error> {
 //!     // Every call in the handler ends by 500 ms, whatever its own deadline.
-//!     backstop::deadline_async(Duration::from_millis(500), async {
+//!     backstop::deadline(Duration::from_millis(500), async {
 //!         load_profile(id).await
 //!     })
 //!     .await
@@ -907,13 +907,13 @@ pub use retry_runtime::{
     AttemptState, Backoff, BreakerState, BudgetStats, ByClassify, CircuitBreaker, CircuitOpen,
     Classifier, Classify, Clock, Context, Decision, Elapsed, GiveUp, GiveUpEvent, IdempotencyKey,
     Jitter, NeverRetry, Permit, Policy, Retry, RetryBudget, RetryEvent, SystemClock, Verdict, When,
-    call, context, deadline,
+    call, context, deadline_sync,
 };
 #[doc(inline)]
 pub use retry_runtime::{CallScope, InCurrentCall, current_call};
 #[cfg(feature = "tokio")]
 #[doc(inline)]
-pub use retry_runtime::{TokioClock, call_async, call_async_with, deadline_async};
+pub use retry_runtime::{TokioClock, call_async, call_async_with, deadline};
 
 #[doc(inline)]
 pub use retry_runtime::{backoff, classify, testing};

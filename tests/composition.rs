@@ -275,7 +275,7 @@ fn reaches(left: &mut Vec<Option<Duration>>) -> Result<(), Error> {
 fn calls_in_a_deadline_scope_end_by_it_one_after_another() {
     let vt = VirtualTime::start();
     let (mut first, mut second) = (Vec::new(), Vec::new());
-    backstop::deadline(Duration::from_secs(1), || {
+    backstop::deadline_sync(Duration::from_secs(1), || {
         let _ = reaches(&mut first);
         // The second call sees what is left of the scope, not its own 30 s.
         let _ = reaches(&mut second);
@@ -300,12 +300,12 @@ fn calls_in_a_deadline_scope_end_by_it_one_after_another() {
 fn scoped_inside(left: &mut Vec<Option<Duration>>) -> Result<(), Error> {
     // A longer scope inside an attempt: the attempt's deadline still holds.
     let mut inner = Vec::new();
-    backstop::deadline(Duration::from_secs(10), || {
+    backstop::deadline_sync(Duration::from_secs(10), || {
         let _ = reaches(&mut inner);
     });
     left.push(inner[0]);
     // A shorter one shortens it.
-    backstop::deadline(Duration::from_millis(50), || {
+    backstop::deadline_sync(Duration::from_millis(50), || {
         left.push(context().and_then(|cx| cx.remaining()));
     });
     left.push(context().and_then(|cx| cx.remaining()));
@@ -334,7 +334,7 @@ fn a_deadline_scope_never_outlives_the_enclosing_deadline() {
 fn a_panic_inside_a_deadline_scope_leaves_no_deadline_behind() {
     let _vt = VirtualTime::start();
     let caught = std::panic::catch_unwind(|| {
-        backstop::deadline(Duration::from_millis(10), || panic!("boom"));
+        backstop::deadline_sync(Duration::from_millis(10), || panic!("boom"));
     });
     assert!(caught.is_err());
     let mut after = Vec::new();
@@ -355,7 +355,7 @@ async fn reaches_async(left: &std::sync::Mutex<Vec<Option<Duration>>>) -> Result
 async fn an_async_deadline_scope_bounds_the_calls_awaited_in_it() {
     let started = tokio::time::Instant::now();
     let (first, second) = (std::sync::Mutex::default(), std::sync::Mutex::default());
-    backstop::deadline_async(Duration::from_secs(1), async {
+    backstop::deadline(Duration::from_secs(1), async {
         tokio::time::sleep(Duration::from_millis(100)).await;
         let _ = reaches_async(&first).await;
         let _ = reaches_async(&second).await;
@@ -471,7 +471,7 @@ fn outside_every_call_a_carried_scope_changes_nothing_and_a_deadline_scope_carri
     let call = backstop::current_call();
     assert!(call.in_scope(|| context().is_none()));
     let _vt = VirtualTime::start();
-    let left = backstop::deadline(Duration::from_secs(1), || {
+    let left = backstop::deadline_sync(Duration::from_secs(1), || {
         let call = backstop::current_call();
         std::thread::spawn(move || {
             call.in_scope(|| {

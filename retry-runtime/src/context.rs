@@ -291,7 +291,7 @@ pub fn context() -> Option<Context> {
         .flatten()
 }
 
-/// The deadline of the enclosing attempt's call or [deadline scope](deadline),
+/// The deadline of the enclosing attempt's call or [deadline scope](deadline_sync),
 /// if any: a nested call may not outlive it. (Outside both, the field is
 /// `None`: attempts and scopes put back what they found.)
 pub(crate) fn enclosing_deadline() -> Option<Instant> {
@@ -326,7 +326,7 @@ fn in_deadline_scope<R>(deadline: Option<Instant>, f: impl FnOnce() -> R) -> R {
     f()
 }
 
-/// The call an attempt (or a [deadline scope](deadline)) belongs to, to
+/// The call an attempt (or a [deadline scope](deadline_sync)) belongs to, to
 /// carry into work it hands to another task or thread: see
 /// [`current_call`].
 ///
@@ -468,8 +468,9 @@ pub trait InCurrentCall: Future + Sized {
 
 impl<F: Future> InCurrentCall for F {}
 
-/// Runs `f` under a deadline `limit` from now, without retrying anything:
-/// every `#[retry]` call made inside it (and in calls nested in those)
+/// Runs the sync code `f` under a deadline `limit` from now, without
+/// retrying anything: every `#[retry]` call made inside it (and in calls
+/// nested in those)
 /// sees the deadline exactly as it would see an enclosing `#[retry]`
 /// call's, and ends by it. A deadline scope inside another, or inside an
 /// attempt, never outlives the enclosing deadline.
@@ -479,6 +480,10 @@ impl<F: Future> InCurrentCall for F {}
 /// running. Time is read from [`SystemClock`](crate::SystemClock) (virtual
 /// under [`VirtualTime`](crate::testing::VirtualTime)).
 ///
+/// The scope ends when `f` returns: a closure returning a future
+/// (`|| async { .. }`) would leave it before the future runs. Give a future
+/// to [`deadline`] instead.
+///
 /// ```
 /// # extern crate retry_runtime as backstop;
 /// use std::io::{Error, ErrorKind};
@@ -487,20 +492,20 @@ impl<F: Future> InCurrentCall for F {}
 ///
 /// let vt = VirtualTime::start();
 /// // A handler bounds the whole request to 1 s; the call inside has 30 s.
-/// let out: Result<(), Error> = backstop::deadline(Duration::from_secs(1), || {
+/// let out: Result<(), Error> = backstop::deadline_sync(Duration::from_secs(1), || {
 ///     let policy = Policy::new().attempts(100).no_budget();
 ///     backstop::call(&policy, || Err(ErrorKind::ConnectionReset.into()))
 /// });
 /// assert!(out.is_err());
 /// assert!(vt.elapsed() < Duration::from_secs(1));
 /// ```
-pub fn deadline<R>(limit: Duration, f: impl FnOnce() -> R) -> R {
+pub fn deadline_sync<R>(limit: Duration, f: impl FnOnce() -> R) -> R {
     use crate::clock::Clock;
     let deadline = crate::clock::SystemClock.now().checked_add(limit);
     in_deadline_scope(deadline, f)
 }
 
-/// [`deadline`] for a future: the deadline starts when the future is
+/// [`deadline_sync`]'s async twin, for a future: the deadline starts when the future is
 /// first polled, and holds around every poll of `future`, across `.await`
 /// points and worker threads. Time is read from tokio's clock (virtual
 /// when paused).
@@ -513,7 +518,7 @@ pub fn deadline<R>(limit: Duration, f: impl FnOnce() -> R) -> R {
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
 /// let started = tokio::time::Instant::now();
-/// let out: Result<(), Error> = backstop::deadline_async(Duration::from_secs(1), async {
+/// let out: Result<(), Error> = backstop::deadline(Duration::from_secs(1), async {
 ///     let policy = Policy::new().attempts(100).no_budget();
 ///     backstop::call_async(&policy, || async { Err(ErrorKind::ConnectionReset.into()) }).await
 /// })
@@ -523,7 +528,7 @@ pub fn deadline<R>(limit: Duration, f: impl FnOnce() -> R) -> R {
 /// # }
 /// ```
 #[cfg(feature = "tokio")]
-pub async fn deadline_async<F: Future>(limit: Duration, future: F) -> F::Output {
+pub async fn deadline<F: Future>(limit: Duration, future: F) -> F::Output {
     use crate::clock::Clock;
     let mut future = std::pin::pin!(future);
     let mut deadline = None;

@@ -65,9 +65,9 @@ pub use classify::{ByClassify, Classifier, Classify, NeverRetry, Verdict, When};
 pub use clock::TokioClock;
 pub use clock::{Clock, SystemClock};
 #[cfg(feature = "tokio")]
-pub use context::deadline_async;
+pub use context::deadline;
 pub use context::{
-    CallScope, Context, IdempotencyKey, InCurrentCall, context, current_call, deadline,
+    CallScope, Context, IdempotencyKey, InCurrentCall, context, current_call, deadline_sync,
 };
 pub use observe::{GiveUpEvent, RetryEvent};
 pub use policy::Policy;
