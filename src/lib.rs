@@ -344,10 +344,10 @@
 //! than the time left before the deadline (less the 2 ms by which tokio's
 //! timer can end late, so that the call returns by its deadline); an
 //! attempt that runs out is cancelled and becomes the function's error
-//! through `From<Elapsed>`. The value may also be an `Option<Duration>`,
-//! as a [`Policy`] from configuration holds it
-//! (`attempt_timeout = CONFIG.get_attempt_timeout()`; `None`: only the
-//! deadline cuts an attempt off).
+//! through `From<Elapsed>`. The value may also be an `Option<Duration>`
+//! (`None`: only the deadline cuts an attempt off). With `policy = ..`,
+//! the policy's own `attempt_timeout` applies instead, when the error type
+//! implements `From<Elapsed>` (see [`Policy::attempt_timeout`]).
 //! It is ambiguous (the work may have been done), so it is retried only
 //! for an `idempotent` function. A sync attempt cannot be interrupted: give
 //! the blocking call its own timeout (from [`context()`]'s `remaining()`).

@@ -171,14 +171,15 @@ static SLOW: LazyLock<Policy> = LazyLock::new(|| {
     toml::from_str("attempts = 2\nidempotent = true\nattempt_timeout = \"1s\"").unwrap()
 });
 
-#[retry(policy = &*SLOW, attempt_timeout = SLOW.get_attempt_timeout())]
+// The policy's attempt_timeout applies: `io::Error` can hold an `Elapsed`.
+#[retry(policy = &*SLOW)]
 async fn hangs(attempts: &mut u32) -> Result<(), std::io::Error> {
     *attempts += 1;
     std::future::pending().await
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_configured_attempt_timeout_reaches_the_attribute() {
+async fn a_configured_attempt_timeout_applies_through_the_policy() {
     let started = tokio::time::Instant::now();
     let mut attempts = 0;
     let error = hangs(&mut attempts).await.unwrap_err();
@@ -235,4 +236,27 @@ fn a_policy_serializes_as_configuration_reads_it() {
         (5, None, Duration::from_millis(250), Jitter::Decorrelated)
     );
     assert!(policy.is_idempotent());
+}
+
+/// An error type that cannot hold a timed-out attempt.
+#[derive(Debug)]
+struct Plain;
+
+impl backstop::Classify for Plain {
+    fn classify(&self) -> backstop::Verdict {
+        backstop::Verdict::Retry
+    }
+}
+
+#[retry(policy = &*SLOW)]
+async fn slow_plain() -> Result<u8, Plain> {
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    Ok(7)
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_from_elapsed_a_policy_attempt_timeout_cannot_apply() {
+    // It compiles, and the attempt runs its course: there is no `Plain` to
+    // return for a timeout (documented on `Policy::attempt_timeout`).
+    assert_eq!(slow_plain().await.unwrap(), 7);
 }

@@ -397,6 +397,45 @@ fn timed_attempt(
                 },
             )
         }
+        None if args.policy.value().is_some() => {
+            // A policy's own `attempt_timeout` (from configuration): applied
+            // when the error type can hold an `Elapsed`, which the concrete
+            // type written in the signature tells (autoref specialization:
+            // `ViaFrom` for `E: From<Elapsed>`, else `ViaNothing`).
+            let m = Span::mixed_site();
+            let timed_out = format_ident!("__backstop_timed_out", span = m);
+            let into = format_ident!("__backstop_into", span = m);
+            let policy = &n.policy;
+            let error = error_type_tokens(ret, rt, Span::call_site());
+            (
+                quote! {
+                    let #into = {
+                        #[allow(unused_imports)]
+                        use #rt::{ViaFrom as _, ViaNothing as _};
+                        (&#rt::ElapsedInto::<#error>::new()).elapsed_into()
+                    };
+                    let (#outcome, #timed_out): (#ret, bool) = match #rt::maybe_timeout(
+                        #rt::AttemptState::attempt_limit_of(&#state, #policy, #into.is_some()),
+                        #attempt,
+                    ).await {
+                        ::core::result::Result::Ok(#outcome) => (#outcome, false),
+                        ::core::result::Result::Err(#rt::Elapsed) => match #into {
+                            ::core::option::Option::Some(#into) => {
+                                (::core::result::Result::Err(#into()), true)
+                            }
+                            ::core::option::Option::None => ::core::unreachable!(),
+                        },
+                    };
+                },
+                quote! {
+                    if #timed_out {
+                        ::core::option::Option::Some(#rt::Verdict::RetryIfIdempotent)
+                    } else {
+                        #classify
+                    }
+                },
+            )
+        }
         None => (quote!(let #outcome: #ret = #attempt.await;), classify),
     }
 }

@@ -55,7 +55,7 @@ const DEFAULT_BASE_NANOS: u128 = 100_000_000;
 const DEFAULT_CAP_NANOS: u128 = 20_000_000_000;
 
 /// The options a `Policy` carries: `policy = expr` replaces all of them.
-fn schedule_options(args: &Args) -> [(&'static str, Option<proc_macro2::Span>); 9] {
+fn schedule_options(args: &Args) -> [(&'static str, Option<proc_macro2::Span>); 10] {
     [
         (args.attempts.name(), args.attempts.key()),
         (args.deadline.name(), args.deadline.key()),
@@ -66,6 +66,7 @@ fn schedule_options(args: &Args) -> [(&'static str, Option<proc_macro2::Span>); 
         (args.jitter.name(), args.jitter.key()),
         (args.idempotent.name(), args.idempotent.key()),
         (args.retry_after_max.name(), args.retry_after_max.key()),
+        (args.attempt_timeout.name(), args.attempt_timeout.key()),
     ]
 }
 

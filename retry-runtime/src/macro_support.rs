@@ -132,6 +132,63 @@ pub fn attempt_timeout<T: AttemptTimeout>(timeout: T) -> std::time::Duration {
     timeout.limit()
 }
 
+/// How a function's error type holds a timed-out attempt, if it can: the
+/// `#[retry(policy = ..)]` loop applies the policy's `attempt_timeout`
+/// only then. Asked as `(&ElapsedInto::<E>::new()).elapsed_into()` with
+/// both traits in scope: [`ViaFrom`] answers for `E: From<Elapsed>` (a
+/// method on `ElapsedInto<E>` itself, found first), [`ViaNothing`]
+/// otherwise (on `&ElapsedInto<E>`, found one autoref later).
+pub struct ElapsedInto<E>(std::marker::PhantomData<fn() -> E>);
+
+impl<E> ElapsedInto<E> {
+    /// The question, for `E`.
+    pub const fn new() -> Self {
+        Self(std::marker::PhantomData)
+    }
+}
+
+impl<E> Default for ElapsedInto<E> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// See [`ElapsedInto`].
+pub trait ViaFrom<E> {
+    /// `E::from(Elapsed)`.
+    fn elapsed_into(&self) -> Option<fn() -> E>;
+}
+
+impl<E: From<crate::Elapsed>> ViaFrom<E> for ElapsedInto<E> {
+    fn elapsed_into(&self) -> Option<fn() -> E> {
+        Some(|| E::from(crate::Elapsed))
+    }
+}
+
+/// See [`ElapsedInto`].
+pub trait ViaNothing<E> {
+    /// `None`: `E` cannot hold an `Elapsed`.
+    fn elapsed_into(&self) -> Option<fn() -> E>;
+}
+
+impl<E> ViaNothing<E> for &ElapsedInto<E> {
+    fn elapsed_into(&self) -> Option<fn() -> E> {
+        None
+    }
+}
+
+/// `attempt`, limited to `limit` if there is one: `Err(Elapsed)` if it
+/// ran out.
+pub async fn maybe_timeout<F: Future>(
+    limit: Option<std::time::Duration>,
+    attempt: F,
+) -> Result<F::Output, crate::Elapsed> {
+    match limit {
+        Some(limit) => timeout(limit, attempt).await.map_err(|_| crate::Elapsed),
+        None => Ok(attempt.await),
+    }
+}
+
 /// An attempt limited to `limit` (`attempt_timeout`): `Err` if it ran out.
 #[cfg(feature = "tokio")]
 pub fn timeout<F: Future>(limit: std::time::Duration, attempt: F) -> tokio::time::Timeout<F> {

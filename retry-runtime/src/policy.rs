@@ -216,12 +216,18 @@ impl Policy {
     /// the deadline, if sooner) is cut off and fails with
     /// [`Elapsed`](crate::Elapsed), an ambiguous failure.
     ///
-    /// It applies where the call says its error type can hold an
-    /// `Elapsed` (`E: From<Elapsed>`): `#[retry(policy = P, attempt_timeout
-    /// = P.get_attempt_timeout())]`, or
-    /// [`Retry::attempt_timeout`](crate::Retry::attempt_timeout). A policy
-    /// read from configuration carries it to those places; the retry loop
-    /// does not apply it by itself.
+    /// A timed-out attempt is returned through the function's error type,
+    /// which must be able to hold an `Elapsed` (`E: From<Elapsed>`):
+    ///
+    /// - `#[retry(policy = P)]` on an `async fn` applies it when the error
+    ///   type written in the signature implements `From<Elapsed>`
+    ///   (`std::io::Error`, `Box<dyn Error + ..>`, `anyhow::Error`,
+    ///   `backstop::reqwest::Error` do), and cannot otherwise: there would
+    ///   be no error to return. A sync function cannot interrupt an attempt
+    ///   at all;
+    /// - closures: [`Retry::attempt_timeout`](crate::Retry::attempt_timeout)
+    ///   with `policy.get_attempt_timeout()`, whose error type is checked
+    ///   at compile time.
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;

@@ -466,6 +466,17 @@ impl<'a, C: Clock> AttemptState<'a, C> {
         }
     }
 
+    /// How long the next attempt may run under `policy`'s own attempt
+    /// timeout, if it has one and `applies` (the loop can return a
+    /// timed-out attempt as its error): as [`attempt_limit`](Self::attempt_limit).
+    #[doc(hidden)]
+    pub fn attempt_limit_of(&self, policy: &Policy, applies: bool) -> Option<Duration> {
+        policy
+            .attempt_timeout
+            .filter(|_| applies)
+            .map(|timeout| self.attempt_limit(timeout))
+    }
+
     fn scope(&self) -> Scope {
         Scope::new(
             self.call,

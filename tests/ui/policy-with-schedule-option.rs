@@ -7,4 +7,10 @@ fn fetch() -> Result<(), std::io::Error> {
     Ok(())
 }
 
+// The attempt timeout is the policy's too (`Policy::attempt_timeout`).
+#[retry(policy = POLICY, attempt_timeout = 2s)]
+async fn load() -> Result<(), std::io::Error> {
+    Ok(())
+}
+
 fn main() {}
