@@ -260,3 +260,16 @@ async fn without_from_elapsed_a_policy_attempt_timeout_cannot_apply() {
     // return for a timeout (documented on `Policy::attempt_timeout`).
     assert_eq!(slow_plain().await.unwrap(), 7);
 }
+
+#[test]
+fn a_factor_needs_an_exponential_backoff_and_a_fixed_one_reads_back() {
+    let error = toml::from_str::<Policy>("backoff = \"fixed\"\nfactor = 3.0").unwrap_err();
+    assert!(
+        error.to_string().contains("`factor` only applies"),
+        "{error}"
+    );
+    let fixed = Policy::new().backoff(backstop::Backoff::Fixed);
+    let text = toml::to_string(&fixed).unwrap();
+    assert!(!text.contains("factor"), "{text}");
+    assert_eq!(toml::from_str::<Policy>(&text).unwrap(), fixed);
+}

@@ -78,7 +78,10 @@ impl From<bool> for Verdict {
     label = "this error type does not implement `Classify`",
     note = "say which errors to retry at the call: `when = |e| ...` in `#[retry]`, \
             `.when(..)` on `Retry`; or, if `{Self}` is a type of your own crate, \
-            implement `backstop::Classify` for it (retry only what a retry can fix)"
+            implement `backstop::Classify` for it (retry only what a retry can fix)",
+    note = "errors of other crates are classified with backstop's features: \
+            `anyhow` for `anyhow::Error`, `reqwest` for `reqwest::Error`, `http` for \
+            `http::StatusCode` (`std::io::Error` and `Box<dyn Error>` need none)"
 )]
 pub trait Classify {
     /// The verdict for this error.

@@ -209,6 +209,12 @@ impl<'de> Deserialize<'de> for Policy {
             policy = policy.base(base);
         }
         if let Some(factor) = fields.factor {
+            if policy.backoff != Backoff::Exponential {
+                return Err(de::Error::custom(
+                    "`factor` only applies to `backoff = \"exponential\"`: a fixed or linear \
+                     schedule has no multiplier",
+                ));
+            }
             if !(factor > 1.0 && factor.is_finite()) {
                 return Err(de::Error::custom(
                     "`factor` must be greater than 1: each delay is `factor` times the last",
@@ -285,7 +291,12 @@ impl Serialize for Policy {
         out.serialize_field("deadline", &or_none(self.deadline))?;
         out.serialize_field("backoff", &self.backoff)?;
         out.serialize_field("base", &format_duration(self.base))?;
-        out.serialize_field("factor", &self.factor)?;
+        // A multiplier only an exponential schedule has (and reads back).
+        if self.backoff == Backoff::Exponential {
+            out.serialize_field("factor", &self.factor)?;
+        } else {
+            out.skip_field("factor")?;
+        }
         out.serialize_field("cap", &format_duration(self.cap))?;
         out.serialize_field("jitter", &self.jitter)?;
         out.serialize_field("idempotent", &self.idempotent)?;
