@@ -184,7 +184,9 @@ pub async fn maybe_timeout<F: Future>(
     attempt: F,
 ) -> Result<F::Output, crate::Elapsed> {
     match limit {
-        Some(limit) => timeout(limit, attempt).await.map_err(|_| crate::Elapsed),
+        Some(limit) => timeout(limit, attempt)
+            .await
+            .map_err(|_timed_out| crate::Elapsed),
         None => Ok(attempt.await),
     }
 }
