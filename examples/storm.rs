@@ -37,7 +37,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use backstop::backoff::Rng;
-use backstop::{CircuitBreaker, CircuitOpen, Classify, Elapsed, Verdict, retry};
+use backstop::{CircuitBreaker, CircuitOpen, Classify, Elapsed, RetryBudget, Verdict, retry};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
@@ -398,9 +398,20 @@ async fn full_jitter(server: &Server) -> Result<(), CallError> {
     server.request().await
 }
 
-/// The crate's defaults: full jitter and the function's own retry budget.
+/// The crate's defaults: full jitter and the function's own retry
+/// throttle (10 tokens, 0.1 per answer).
 #[retry(idempotent, attempt_timeout = server.timeout())]
 async fn defaults(server: &Server) -> Result<(), CallError> {
+    server.request().await
+}
+
+/// A windowed budget instead: retries at most 10% of the calls of the last
+/// 10 s, plus a reserve of 10 a second.
+static WINDOW: RetryBudget = RetryBudget::standard();
+
+/// Full jitter and the windowed budget.
+#[retry(idempotent, attempt_timeout = server.timeout(), budget = WINDOW)]
+async fn windowed(server: &Server) -> Result<(), CallError> {
     server.request().await
 }
 
@@ -419,16 +430,18 @@ pub(crate) enum Strategy {
     Naive,
     Exponential,
     FullJitter,
+    Windowed,
     Defaults,
     DefaultsBreaker,
 }
 
 impl Strategy {
-    const ALL: [Self; 6] = [
+    const ALL: [Self; 7] = [
         Self::NoRetry,
         Self::Naive,
         Self::Exponential,
         Self::FullJitter,
+        Self::Windowed,
         Self::Defaults,
         Self::DefaultsBreaker,
     ];
@@ -439,7 +452,8 @@ impl Strategy {
             Self::Naive => "naive, immediate",
             Self::Exponential => "exponential, no jitter",
             Self::FullJitter => "full jitter",
-            Self::Defaults => "defaults (jitter+budget)",
+            Self::Windowed => "windowed budget (10%)",
+            Self::Defaults => "defaults (throttle)",
             Self::DefaultsBreaker => "defaults + breaker",
         }
     }
@@ -450,6 +464,7 @@ impl Strategy {
             Self::Naive => naive(server).await,
             Self::Exponential => exponential(server).await,
             Self::FullJitter => full_jitter(server).await,
+            Self::Windowed => windowed(server).await,
             Self::Defaults => defaults(server).await,
             Self::DefaultsBreaker => defaults_breaker(server).await,
         }
@@ -481,6 +496,9 @@ pub(crate) fn run(strategy: Strategy, sc: &Scenario) -> Series {
     // Jitter draws from a sequence fixed by the seed: the runtime is
     // single-threaded, so every strategy replays exactly.
     backstop::testing::seed_jitter(mix(sc.seed, 0x5eed));
+    // Every run starts as a fresh process would: the functions' own
+    // throttles full, whatever an earlier run in this process left.
+    let _fresh = backstop::testing::isolate();
     runtime.block_on(async {
         let server = Arc::new(Server::new(sc.clone()));
         let serving = tokio::spawn(server.clone().serve());
@@ -534,6 +552,17 @@ pub(crate) struct Summary {
     pub(crate) wasted: f64,
     pub(crate) recovered: Recovery,
     pub(crate) failed: u64,
+}
+
+impl Summary {
+    /// The share of the calls offered that failed.
+    pub(crate) fn failed_share(&self) -> f64 {
+        if self.offered == 0 {
+            0.0
+        } else {
+            self.failed as f64 / self.offered as f64
+        }
+    }
 }
 
 fn sum(v: &[u32]) -> u64 {
@@ -631,7 +660,7 @@ fn table(results: &[(Strategy, Summary)]) -> String {
             100.0 * r.wasted,
             recovered,
             r.failed,
-            100.0 * r.failed as f64 / r.offered.max(1) as f64,
+            100.0 * r.failed_share(),
         );
     }
     out

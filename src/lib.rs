@@ -97,7 +97,7 @@
 //! | `when` | path or closure `Fn(&E) -> bool` or `-> Verdict` | `E: Classify` |
 //! | `when_ok` | path or closure `Fn(&T) -> bool` or `-> Verdict` | never |
 //! | `idempotent` | `true`, `false` (bare `idempotent` is `true`) | `false` |
-//! | `budget` | path to a `static RetryBudget` (not a `const`), or `none` | one of the function's own |
+//! | `budget` | path to a `static RetryThrottle` or `RetryBudget` (not a `const`), or `none` | a throttle of the function's own |
 //! | `breaker` | path to a `static CircuitBreaker`; needs `E: From<CircuitOpen>` | none |
 //! | `attempt_timeout` | duration (async fns only); needs `E: From<Elapsed>` | none |
 //! | `on_retry` | path or closure `Fn(&RetryEvent<'_, T, E>)` | none |
@@ -251,16 +251,39 @@
 //!
 //! ### `budget`
 //!
-//! Every `#[retry]` function has a [`RetryBudget`] of its own by default
-//! (10% of calls, plus a reserve of 100 retries, over a sliding 10 s):
-//! however long its dependency is down, it adds at most that much load. In
-//! the 10 s before any retry, retries ≤ 10% of the calls of those 10 s +
-//! 100. The reserve lets a quiet function retry at all; it is not a rate
-//! limit. Share a `static`
-//! budget between the functions that call one dependency, or opt out with
-//! `budget = none`. It must be a `static`: a `const` is copied at every use,
-//! so each call would draw on a fresh budget and every retry be granted;
-//! `budget = SOME_CONST` is a compile error.
+//! Every `#[retry]` function has a [`RetryThrottle`] of its own by default
+//! (gRPC's retry throttling: 10 tokens; every failure a retry could fix
+//! takes one, every answer gives back 0.1; retries only while more than 5
+//! are left; one token back every 10 s). A dependency failing every call
+//! gets 5 retries, then one per 10 s, so an outage adds no load worth the
+//! name; isolated failures (under about 9% of calls) are all retried.
+//! Share a `static` throttle between the functions that call one
+//! dependency, use a windowed [`RetryBudget`] (retries at most a fraction
+//! of the calls of a window) where a fixed ratio fits better, or opt out
+//! with `budget = none`. It must be a `static`: a `const` is copied at
+//! every use, so each call would draw on a fresh one and every retry be
+//! granted; `budget = SOME_CONST` is a compile error.
+//!
+//! ```
+//! # use std::io::{Error, ErrorKind}; use backstop::{retry, RetryThrottle};
+//! # let _vt = backstop::testing::VirtualTime::start();
+//! static DB: RetryThrottle = RetryThrottle::new(10, 0.1);
+//!
+//! #[retry(budget = DB)]
+//! fn read_row(attempts: &mut u32) -> Result<(), Error> {
+//!     *attempts += 1;
+//!     Err(ErrorKind::ConnectionReset.into())
+//! }
+//!
+//! let mut attempts = 0;
+//! for _ in 0..100 {
+//!     let _ = read_row(&mut attempts);
+//! }
+//! // The database is down: 4 retries (at 9, 8, 7 and 6 tokens), not 200.
+//! assert_eq!(attempts, 104);
+//! ```
+//!
+//! A windowed budget, shared:
 //!
 //! ```
 //! # use std::io::{Error, ErrorKind}; use std::time::Duration; use backstop::{retry, RetryBudget};
@@ -437,8 +460,8 @@
 //!
 //! A [`Policy`] built at run time (from configuration, say) replaces the
 //! schedule options, which cannot be combined with it. It is evaluated on
-//! every call, before the first attempt. The function keeps a budget of its
-//! own unless the policy has one or `budget` says otherwise.
+//! every call, before the first attempt. The function keeps a throttle of
+//! its own unless the policy has a budget or `budget` says otherwise.
 //!
 //! ```
 //! # use std::io::{Error, ErrorKind}; use std::time::Duration; use backstop::{retry, Policy};
@@ -563,12 +586,12 @@
 //! // fn get() -> Result<u32, Error> { fetch() }
 //! fn get() -> Result<u32, Error> {
 //!     use backstop::__private as rt;
-//!     static BUDGET: rt::RetryBudget = rt::RetryBudget::standard();
+//!     static THROTTLE: rt::RetryThrottle = rt::RetryThrottle::standard();
 //!     let policy = rt::Policy::new()
 //!         .attempts(4)
 //!         .base(std::time::Duration::new(0, 100_000_000));
-//!     // `own`: a fresh budget instead under `testing::isolate()`.
-//!     let budget = Some(rt::own(&BUDGET));
+//!     // `own`: a fresh throttle instead under `testing::isolate()`.
+//!     let budget = Some(rt::BudgetRef::Throttle(rt::own(&THROTTLE)));
 //!     let mut state = rt::AttemptState::with_budget(&policy, budget, rt::SystemClock);
 //!     loop {
 //!         // The attempt, with `backstop::context()` set while it runs.
@@ -848,14 +871,14 @@
 //!
 //! ## Tests that do not leak into each other
 //!
-//! A `#[retry]` function's default budget is one per function for the whole
-//! process, and the tests of a crate run in one process: a test that makes
-//! sixty failing calls spends the budget that the next test's retries
-//! count on, so that test passes alone and fails after the other.
+//! A `#[retry]` function's default throttle is one per function for the
+//! whole process, and the tests of a crate run in one process: a test that
+//! makes a few failing calls spends the throttle that the next test's
+//! retries count on, so that test passes alone and fails after the other.
 //! [`testing::isolate`] gives the functions called on the test's thread a
-//! fresh budget until its guard is dropped. Take one per test, or per case
-//! of a table-driven test (80 failing cases would spend even a fresh
-//! budget: that is what it is for).
+//! fresh throttle until its guard is dropped. Take one per test, or per
+//! case of a table-driven test (a few failing cases in a row spend even a
+//! fresh throttle: that is what it is for).
 //!
 //! ```
 //! # use std::io::{Error, ErrorKind};
@@ -904,10 +927,10 @@
 pub use retry_macros::retry;
 #[doc(inline)]
 pub use retry_runtime::{
-    AttemptState, Backoff, BreakerState, BudgetStats, ByClassify, CircuitBreaker, CircuitOpen,
-    Classifier, Classify, Clock, Context, Decision, Elapsed, GiveUp, GiveUpEvent, IdempotencyKey,
-    Jitter, NeverRetry, Permit, Policy, Retry, RetryBudget, RetryEvent, SystemClock, Verdict, When,
-    call, context, deadline_sync,
+    AttemptState, Backoff, BreakerState, BudgetRef, BudgetStats, ByClassify, CircuitBreaker,
+    CircuitOpen, Classifier, Classify, Clock, Context, Decision, Elapsed, GiveUp, GiveUpEvent,
+    IdempotencyKey, Jitter, NeverRetry, Permit, Policy, Retry, RetryBudget, RetryEvent,
+    RetryThrottle, SystemClock, Verdict, When, call, context, deadline_sync,
 };
 #[doc(inline)]
 pub use retry_runtime::{CallScope, InCurrentCall, current_call};
@@ -956,7 +979,8 @@ pub mod prelude {
     #[doc(no_inline)]
     pub use crate::{
         Backoff, CircuitBreaker, CircuitOpen, Classify, Context, Elapsed, GiveUp, GiveUpEvent,
-        Jitter, Policy, Retry, RetryBudget, RetryEvent, Verdict, call, context, retry,
+        Jitter, Policy, Retry, RetryBudget, RetryEvent, RetryThrottle, Verdict, call, context,
+        retry,
     };
 }
 
@@ -967,7 +991,7 @@ pub mod __private {
     pub use retry_runtime::macro_support::*;
     pub use retry_runtime::run::sleep;
     pub use retry_runtime::{
-        AttemptState, Backoff, CircuitOpen, Classify, Decision, Elapsed, GiveUp, Jitter, Policy,
-        RetryBudget, SystemClock, Verdict, observe::Function,
+        AttemptState, Backoff, BudgetRef, CircuitOpen, Classify, Decision, Elapsed, GiveUp, Jitter,
+        Policy, RetryBudget, RetryThrottle, SystemClock, Verdict, observe::Function,
     };
 }

@@ -53,15 +53,26 @@ async fn full_jitter() -> Result<(), Error> {
 
 #[tokio::test(start_paused = true)]
 async fn full_jitter_stays_below_the_schedule() {
-    let mut totals = std::collections::HashSet::new();
+    // The delays as drawn (the timer's millisecond rounding would make
+    // distinct draws collide).
+    let recorded = backstop::testing::record_sleeps();
     for _ in 0..100 {
-        let t0 = Instant::now();
         let _ = full_jitter().await;
-        let total = t0.elapsed();
-        assert!(total <= (100 + 200 + 400 + 800) * MS, "{total:?}");
-        totals.insert(total);
     }
-    assert!(totals.len() > 90, "calls must not share a jitter sequence");
+    let sleeps = recorded.sleeps();
+    assert_eq!(sleeps.len(), 400);
+    let mut sequences = std::collections::HashSet::new();
+    for call in sleeps.chunks(4) {
+        for (delay, ceiling) in call.iter().zip([100, 200, 400, 800]) {
+            assert!(*delay <= ceiling * MS, "{delay:?} above {ceiling} ms");
+        }
+        sequences.insert(call.to_vec());
+    }
+    assert_eq!(
+        sequences.len(),
+        100,
+        "calls must not share a jitter sequence"
+    );
 }
 
 #[retry(attempts = 10, base = 400ms, jitter = none, deadline = 1s, budget = none)]

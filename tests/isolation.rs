@@ -110,9 +110,11 @@ fn isolation_holds_per_thread_while_another_thread_spends() {
     let counter = std::thread::spawn(move || {
         wait.recv().unwrap();
         let _vt = VirtualTime::start();
-        let _fresh = isolate();
         (0..40)
             .map(|_| {
+                // A fresh throttle per case: 40 failing calls in a row
+                // would spend even a fresh one (that is what it is for).
+                let _fresh = isolate();
                 let mut attempts = 0;
                 let _ = threaded_flaky(&mut attempts);
                 attempts
@@ -173,6 +175,7 @@ fn sync_sleeps_are_recorded_too_and_recorders_nest() {
     let outer = record_sleeps();
     let _ = flaky(&mut 0);
     {
+        let _fresh = isolate();
         let inner = record_sleeps();
         let _ = flaky(&mut 0);
         assert_eq!(inner.sleeps().len(), 2);

@@ -61,7 +61,7 @@ fn the_defaults_keep_load_near_the_offered_load_and_recover_a_breaker_first() {
     let breaker = simulate(Strategy::DefaultsBreaker);
     assert!((amplification(&none) - 1.0).abs() < f64::EPSILON);
     assert!(
-        amplification(&defaults) < 1.15,
+        amplification(&defaults) < 1.05,
         "{}",
         amplification(&defaults)
     );
@@ -80,7 +80,7 @@ fn the_defaults_keep_load_near_the_offered_load_and_recover_a_breaker_first() {
 }
 
 #[test]
-fn near_capacity_the_budget_alone_does_not_end_the_storm_a_breaker_does() {
+fn near_capacity_the_windowed_budget_feeds_the_storm_and_the_throttle_does_not() {
     let _turn = STATICS
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -88,27 +88,39 @@ fn near_capacity_the_budget_alone_does_not_end_the_storm_a_breaker_does() {
         load: 0.9,
         ..scenario()
     };
-    let [none, defaults, breaker] = [
+    let [none, windowed, defaults, breaker] = [
         Strategy::NoRetry,
+        Strategy::Windowed,
         Strategy::Defaults,
         Strategy::DefaultsBreaker,
     ]
     .map(|strategy| summarise(&run(strategy, &sc), &sc));
+    // A budget funded per call keeps 10% more on a server with less
+    // headroom than that: it never drains.
+    assert_eq!(windowed.recovered, Recovery::Never);
+    let Recovery::After(by_none) = none.recovered else {
+        panic!("no retry never recovers");
+    };
+    // The throttle stops retrying within a few failures: no worse than
+    // not retrying at all.
     assert!(
-        amplification(&defaults) < 1.15,
+        amplification(&defaults) < 1.05,
         "{}",
         amplification(&defaults)
     );
-    assert_eq!(defaults.recovered, Recovery::Never);
+    let Recovery::After(by_defaults) = defaults.recovered else {
+        panic!("the defaults never recover");
+    };
+    let slack = (by_none.mul_f64(0.15)).max(Duration::from_secs(1));
     assert!(
-        matches!(none.recovered, Recovery::After(_)),
-        "{:?}",
-        none.recovered
+        by_defaults <= by_none + slack,
+        "defaults {by_defaults:?}, none {by_none:?}"
     );
+    assert!(defaults.failed_share() <= none.failed_share() + 0.01);
     let Recovery::After(by_breaker) = breaker.recovered else {
         panic!("the breaker never recovers");
     };
-    assert!(by_breaker < Duration::from_secs(3), "{by_breaker:?}");
+    assert!(by_breaker < by_none, "{by_breaker:?}");
 }
 
 #[test]

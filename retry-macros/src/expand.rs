@@ -607,16 +607,17 @@ fn setup(args: &Args, rt: &TokenStream, n: &Names) -> TokenStream {
         }
         None => {
             let own = quote! {
-                static #own_budget: #rt::RetryBudget = #rt::RetryBudget::standard();
+                static #own_budget: #rt::RetryThrottle = #rt::RetryThrottle::standard();
             };
             // Through `own`: a test under `testing::isolate()` gets a
             // fresh one instead.
+            let own_ref = quote!(#rt::BudgetRef::Throttle(#rt::own(&#own_budget)));
             let init = if args.policy.value().is_some() {
                 quote!(::core::option::Option::Some(
-                    #rt::Policy::get_budget(#policy).unwrap_or_else(|| #rt::own(&#own_budget))
+                    #rt::Policy::get_budget(#policy).unwrap_or_else(|| #own_ref)
                 ))
             } else {
-                quote!(::core::option::Option::Some(#rt::own(&#own_budget)))
+                quote!(::core::option::Option::Some(#own_ref))
             };
             (own, init)
         }
@@ -624,7 +625,7 @@ fn setup(args: &Args, rt: &TokenStream, n: &Names) -> TokenStream {
     quote! {
         #own
         #policy_init
-        let #budget: ::core::option::Option<&#rt::RetryBudget> = #budget_init;
+        let #budget: ::core::option::Option<#rt::BudgetRef<'static>> = #budget_init;
     }
 }
 

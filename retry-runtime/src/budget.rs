@@ -15,6 +15,78 @@ use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
 use std::time::{Duration, Instant};
 
 use crate::clock::nanos_since_origin;
+use crate::throttle::RetryThrottle;
+
+/// What a call's retries draw on: a [`RetryThrottle`] (the default of
+/// `#[retry]`: retries stop while failure is systemic) or a windowed
+/// [`RetryBudget`] (retries at most a fraction of the calls of a window).
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use std::time::Duration;
+/// use backstop::{BudgetRef, RetryBudget, RetryThrottle};
+///
+/// static THROTTLE: RetryThrottle = RetryThrottle::standard();
+/// static WINDOW: RetryBudget = RetryBudget::new(0.1, 10, Duration::from_secs(10));
+/// assert!(matches!(BudgetRef::from(&THROTTLE), BudgetRef::Throttle(_)));
+/// assert!(matches!(BudgetRef::from(&WINDOW), BudgetRef::Window(_)));
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub enum BudgetRef<'a> {
+    /// A token bucket debited by failures, credited by answers.
+    Throttle(&'a RetryThrottle),
+    /// Retries as a fraction of the calls of a sliding window.
+    Window(&'a RetryBudget),
+}
+
+impl<'a> From<&'a RetryThrottle> for BudgetRef<'a> {
+    fn from(throttle: &'a RetryThrottle) -> Self {
+        Self::Throttle(throttle)
+    }
+}
+
+impl<'a> From<&'a RetryBudget> for BudgetRef<'a> {
+    fn from(budget: &'a RetryBudget) -> Self {
+        Self::Window(budget)
+    }
+}
+
+impl BudgetRef<'_> {
+    /// The very same budget or throttle (by address).
+    pub fn same_as(&self, other: &BudgetRef<'_>) -> bool {
+        match (self, other) {
+            (Self::Throttle(a), BudgetRef::Throttle(b)) => std::ptr::eq(*a, *b),
+            (Self::Window(a), BudgetRef::Window(b)) => std::ptr::eq(*a, *b),
+            _ => false,
+        }
+    }
+}
+
+/// What [`AttemptState::with_budget`](crate::AttemptState::with_budget)
+/// takes: `Some(&throttle)`, `Some(&budget)`, `Some(budget_ref)`, or a
+/// `None` of any of them.
+pub trait IntoBudget<'a> {
+    /// The budget, if any.
+    fn into_budget(self) -> Option<BudgetRef<'a>>;
+}
+
+impl<'a> IntoBudget<'a> for Option<BudgetRef<'a>> {
+    fn into_budget(self) -> Option<BudgetRef<'a>> {
+        self
+    }
+}
+
+impl<'a> IntoBudget<'a> for Option<&'a RetryBudget> {
+    fn into_budget(self) -> Option<BudgetRef<'a>> {
+        self.map(BudgetRef::Window)
+    }
+}
+
+impl<'a> IntoBudget<'a> for Option<&'a RetryThrottle> {
+    fn into_budget(self) -> Option<BudgetRef<'a>> {
+        self.map(BudgetRef::Throttle)
+    }
+}
 
 /// How many slots the `ttl` window is cut into: calls count for the
 /// `SLOTS` newest slots, so the window's edge is accurate to `ttl / SLOTS`.

@@ -56,10 +56,11 @@ pub mod reqwest;
 pub mod run;
 pub mod state;
 pub mod testing;
+pub mod throttle;
 
 pub use backoff::{Backoff, Jitter};
 pub use breaker::{BreakerState, CircuitBreaker, CircuitOpen, Permit};
-pub use budget::{BudgetStats, RetryBudget};
+pub use budget::{BudgetRef, BudgetStats, IntoBudget, RetryBudget};
 pub use classify::{ByClassify, Classifier, Classify, NeverRetry, Verdict, When};
 #[cfg(feature = "tokio")]
 pub use clock::TokioClock;
@@ -78,3 +79,4 @@ pub use run::{
 #[cfg(feature = "tokio")]
 pub use run::{call_async, call_async_with};
 pub use state::{AttemptState, Decision, GiveUp};
+pub use throttle::RetryThrottle;

@@ -4,11 +4,12 @@
 use std::borrow::Borrow;
 
 use crate::breaker::CircuitBreaker;
-use crate::budget::RetryBudget;
+use crate::budget::{BudgetRef, RetryBudget};
 use crate::classify::Verdict;
 use crate::clock::Clock;
 use crate::policy::Policy;
 pub use crate::testing::own;
+use crate::throttle::RetryThrottle;
 
 /// The return type of a `#[retry]` function: a `Result`.
 #[diagnostic::on_unimplemented(
@@ -217,30 +218,57 @@ pub fn sleep_async(_: std::time::Duration) -> std::future::Ready<()> {
     std::future::ready(())
 }
 
-/// What `budget = PATH` may name: a `static RetryBudget`, or a `static`
-/// that dereferences to one (a `LazyLock<RetryBudget>` built from
-/// configuration). The generated code borrows `PATH` once, as a
+/// What `budget = PATH` may name: a `static RetryThrottle` or a `static
+/// RetryBudget`, or a `static` that dereferences to one (a `LazyLock`
+/// built from configuration). The generated code borrows `PATH` once, as a
 /// `&'static dyn SharedBudget` in a `static`: a `const` is then the one
 /// error (a fresh budget per call would silently grant every retry).
 #[diagnostic::on_unimplemented(
-    message = "`budget = ..` needs a `static RetryBudget`, not a `{Self}`",
-    label = "not a `RetryBudget`",
-    note = "declare it `static NAME: RetryBudget = RetryBudget::new(..);` (or a `LazyLock<RetryBudget>`)"
+    message = "`budget = ..` needs a `static RetryThrottle` or `RetryBudget`, not a `{Self}`",
+    label = "not a `RetryThrottle` or `RetryBudget`",
+    note = "declare it `static NAME: RetryThrottle = RetryThrottle::new(..);` (or a `RetryBudget`, or a `LazyLock` of either)"
 )]
 pub trait SharedBudget: Sync + 'static {
     /// The budget.
-    fn budget(&'static self) -> &'static RetryBudget;
+    fn budget(&'static self) -> BudgetRef<'static>;
 }
 
 impl SharedBudget for RetryBudget {
-    fn budget(&'static self) -> &'static RetryBudget {
-        self
+    fn budget(&'static self) -> BudgetRef<'static> {
+        BudgetRef::Window(self)
     }
 }
 
-impl<T: std::ops::Deref<Target = RetryBudget> + Sync + 'static> SharedBudget for T {
-    fn budget(&'static self) -> &'static RetryBudget {
-        self
+impl SharedBudget for RetryThrottle {
+    fn budget(&'static self) -> BudgetRef<'static> {
+        BudgetRef::Throttle(self)
+    }
+}
+
+/// What a `static` holding a budget may dereference to.
+pub trait BudgetKind: Sync + 'static {
+    /// As a [`BudgetRef`].
+    fn kind(&'static self) -> BudgetRef<'static>;
+}
+
+impl BudgetKind for RetryBudget {
+    fn kind(&'static self) -> BudgetRef<'static> {
+        BudgetRef::Window(self)
+    }
+}
+
+impl BudgetKind for RetryThrottle {
+    fn kind(&'static self) -> BudgetRef<'static> {
+        BudgetRef::Throttle(self)
+    }
+}
+
+impl<T: std::ops::Deref + Sync + 'static> SharedBudget for T
+where
+    T::Target: BudgetKind,
+{
+    fn budget(&'static self) -> BudgetRef<'static> {
+        BudgetKind::kind(&**self)
     }
 }
 

@@ -3,7 +3,8 @@
 use std::time::Duration;
 
 use crate::backoff::{self, Backoff, Jitter, Rng};
-use crate::budget::RetryBudget;
+use crate::budget::{BudgetRef, RetryBudget};
+use crate::throttle::RetryThrottle;
 
 /// Everything a retry loop needs to know, built in `const` context if you
 /// like.
@@ -40,7 +41,7 @@ pub struct Policy {
     pub(crate) idempotent: bool,
     pub(crate) retry_after_max: Duration,
     pub(crate) attempt_timeout: Option<Duration>,
-    pub(crate) budget: Option<&'static RetryBudget>,
+    pub(crate) budget: Option<BudgetRef<'static>>,
 }
 
 impl Policy {
@@ -252,7 +253,22 @@ impl Policy {
     /// ```
     #[must_use]
     pub const fn budget(mut self, budget: &'static RetryBudget) -> Self {
-        self.budget = Some(budget);
+        self.budget = Some(BudgetRef::Window(budget));
+        self
+    }
+
+    /// The retry throttle this policy draws on (instead of a budget).
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// # use backstop::{Policy, RetryThrottle};
+    /// static PAYMENTS: RetryThrottle = RetryThrottle::standard();
+    /// static POLICY: Policy = Policy::new().retry_throttle(&PAYMENTS);
+    /// # let _ = &POLICY;
+    /// ```
+    #[must_use]
+    pub const fn retry_throttle(mut self, throttle: &'static RetryThrottle) -> Self {
+        self.budget = Some(BudgetRef::Throttle(throttle));
         self
     }
 
@@ -312,7 +328,7 @@ impl Policy {
     /// # use backstop::Policy;
     /// assert!(Policy::new().get_budget().is_none());
     /// ```
-    pub const fn get_budget(&self) -> Option<&'static RetryBudget> {
+    pub const fn get_budget(&self) -> Option<BudgetRef<'static>> {
         self.budget
     }
 
@@ -439,7 +455,7 @@ impl PartialEq for Policy {
     fn eq(&self, other: &Self) -> bool {
         let same_budget = match (self.budget, other.budget) {
             (None, None) => true,
-            (Some(a), Some(b)) => std::ptr::eq(a, b),
+            (Some(a), Some(b)) => a.same_as(&b),
             _ => false,
         };
         same_budget

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::breaker::{CircuitBreaker, CircuitOpen};
-use crate::budget::RetryBudget;
+use crate::budget::BudgetRef;
 use crate::classify::{ByClassify, Classifier, Classify, NeverRetry, When};
 use crate::clock::SystemClock;
 use crate::observe::{Ignore, OnGiveUp, OnRetry};
@@ -205,7 +205,7 @@ pub struct Retry<
     L = NoTimeout,
 > {
     policy: &'a Policy,
-    budget: Option<&'a RetryBudget>,
+    budget: Option<BudgetRef<'a>>,
     when: W,
     when_ok: K,
     breaker: B,
@@ -365,18 +365,23 @@ impl<'a> Retry<'a> {
 }
 
 impl<'a, W, K, B, R, G, L> Retry<'a, W, K, B, R, G, L> {
-    /// Draws on `budget` instead of the policy's.
+    /// Draws on `budget` instead of the policy's: a
+    /// [`RetryThrottle`](crate::RetryThrottle) or a windowed
+    /// [`RetryBudget`](crate::RetryBudget).
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
-    /// # use std::time::Duration; use backstop::{Policy, Retry, RetryBudget};
+    /// # use std::time::Duration; use backstop::{Policy, Retry, RetryBudget, RetryThrottle};
     /// let budget = RetryBudget::new(0.5, 0, Duration::from_secs(10));
     /// let policy = Policy::new();
     /// let _ = Retry::new(&policy).budget(&budget).call(|| Ok::<_, std::io::Error>(()));
     /// assert_eq!(budget.stats().calls, 1);
+    ///
+    /// let throttle = RetryThrottle::standard();
+    /// let _ = Retry::new(&policy).budget(&throttle).call(|| Ok::<_, std::io::Error>(()));
     /// ```
-    pub fn budget(mut self, budget: &'a RetryBudget) -> Self {
-        self.budget = Some(budget);
+    pub fn budget(mut self, budget: impl Into<BudgetRef<'a>>) -> Self {
+        self.budget = Some(budget.into());
         self
     }
 

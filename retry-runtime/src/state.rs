@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use crate::backoff::{self, Rng};
 use crate::breaker::{CircuitBreaker, CircuitOpen, Permit};
-use crate::budget::RetryBudget;
+use crate::budget::{BudgetRef, IntoBudget};
 use crate::classify::{Classifier, Verdict};
 use crate::clock::Clock;
 use crate::context::{self, CallContext, Scope};
@@ -138,7 +138,7 @@ pub enum Decision {
 /// ```
 pub struct AttemptState<'a, C: Clock> {
     policy: &'a Policy,
-    budget: Option<&'a RetryBudget>,
+    budget: Option<BudgetRef<'a>>,
     clock: C,
     start: Instant,
     deadline: Option<Instant>,
@@ -190,7 +190,8 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// assert_eq!(budget.stats().calls, 1);
     /// ```
     #[inline]
-    pub fn with_budget(policy: &'a Policy, budget: Option<&'a RetryBudget>, clock: C) -> Self {
+    pub fn with_budget(policy: &'a Policy, budget: impl IntoBudget<'a>, clock: C) -> Self {
+        let budget = budget.into_budget();
         // The coarse clock: the only read a call whose first attempt
         // succeeds makes. Never late, so the deadline is never late either;
         // but it trails by milliseconds, too much for a deadline of a few.
@@ -317,7 +318,7 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// breaker rejects never gets here.
     fn record_call(&mut self) {
         if !std::mem::replace(&mut self.recorded, true)
-            && let Some(budget) = self.budget
+            && let Some(BudgetRef::Window(budget)) = self.budget
         {
             budget.record_call(self.start);
         }
@@ -607,6 +608,18 @@ impl<'a, C: Clock> AttemptState<'a, C> {
             permit.record(verdict, self.clock.now());
         }
         let policy = self.policy;
+        // The throttle hears of every attempt: an answer credits it (with
+        // the bucket full, a read), a failure a retry could fix debits it,
+        // whether or not this call goes on to retry; the retry itself is
+        // allowed only while it stays above half (step 6).
+        let throttle_allows = match (self.budget, verdict) {
+            (Some(BudgetRef::Throttle(throttle)), None | Some(Verdict::Stop)) => {
+                throttle.answered(self.start);
+                true
+            }
+            (Some(BudgetRef::Throttle(throttle)), Some(_)) => throttle.failed(self.clock.now()),
+            _ => true,
+        };
         let verdict = match verdict {
             None => return Decision::Return,
             Some(Verdict::Stop) => return Decision::GiveUp(GiveUp::Stopped),
@@ -664,9 +677,12 @@ impl<'a, C: Clock> AttemptState<'a, C> {
         {
             return Decision::GiveUp(GiveUp::BreakerOpen);
         }
-        if let Some(budget) = self.budget
-            && !budget.try_withdraw(now)
-        {
+        let granted = match self.budget {
+            Some(BudgetRef::Window(budget)) => budget.try_withdraw(now),
+            Some(BudgetRef::Throttle(_)) => throttle_allows,
+            None => true,
+        };
+        if !granted {
             return Decision::GiveUp(GiveUp::Budget);
         }
         Decision::Retry(delay)

@@ -8,7 +8,7 @@
 //!   sync and async: what `VirtualTime::sleeps` tells of sync loops, for
 //!   async tests in tokio's paused time too.
 //! - [`isolate`] gives the `#[retry]` functions called on this thread fresh
-//!   default protection (their own retry budget), so that a test's
+//!   default protection (their own retry throttle), so that a test's
 //!   outcome does not depend on the tests that ran before it.
 
 use std::any::Any;
@@ -323,29 +323,29 @@ thread_local! {
 /// Gives the `#[retry]` functions called on this thread fresh default
 /// protection until the returned guard is dropped.
 ///
-/// A `#[retry]` function without `budget = ..` draws on a retry budget of
-/// its own, shared by every call in the process, so one test's failing
-/// calls can use up the budget another test counts on: a test asserting
-/// three attempts passes alone and fails after a test that made sixty
-/// failing calls. Under `isolate()`, each function draws instead on a
-/// budget fresh for this guard: the test sees what a fresh process would.
-/// Budgets and breakers you name (`budget = SHARED`) are yours, and are
-/// not replaced.
+/// A `#[retry]` function without `budget = ..` draws on a retry throttle
+/// of its own, shared by every call in the process, so one test's failing
+/// calls can use up the throttle another test counts on: a test asserting
+/// three attempts passes alone and fails after a test that made a few
+/// failing calls. Under `isolate()`, each function draws instead on one
+/// fresh for this guard: the test sees what a fresh process would.
+/// Throttles, budgets and breakers you name (`budget = SHARED`) are yours,
+/// and are not replaced.
 ///
 /// It applies to calls that start on this thread: every call of a sync
 /// test, and of an async test on a current-thread runtime (the default of
 /// `#[tokio::test]`), spawned tasks included. A guard started inside
 /// another shadows it until dropped. Each (guard, function) pair keeps a
-/// fresh budget (a few hundred bytes) until the process exits.
+/// fresh throttle (a few dozen bytes) until the process exits.
 ///
 /// ```
 /// # extern crate retry_runtime as backstop;
 /// use std::io::{Error, ErrorKind};
 /// use std::time::Duration;
-/// use backstop::{testing::{isolate, VirtualTime}, Policy, RetryBudget, Retry};
+/// use backstop::{testing::{isolate, VirtualTime}, Policy, RetryThrottle, Retry};
 ///
 /// // What `#[retry]` gives a function by default.
-/// static OWN: RetryBudget = RetryBudget::standard();
+/// static OWN: RetryThrottle = RetryThrottle::standard();
 /// let fail = |attempts: &mut u32| -> Result<(), Error> {
 ///     let policy = Policy::new();
 ///     let budget = backstop::testing::own(&OWN);
@@ -357,14 +357,14 @@ thread_local! {
 /// let _vt = VirtualTime::start();
 /// {
 ///     let _fresh = isolate();
-///     for _ in 0..200 {
-///         let _ = fail(&mut 0); // uses up this test's budget
+///     for _ in 0..20 {
+///         let _ = fail(&mut 0); // uses up this test's throttle
 ///     }
 /// }
 /// let _fresh = isolate();
 /// let mut attempts = 0;
 /// let _ = fail(&mut attempts);
-/// assert_eq!(attempts, 3, "a fresh budget: every retry granted");
+/// assert_eq!(attempts, 3, "a fresh throttle: every retry granted");
 /// ```
 pub fn isolate() -> Isolation {
     ISOLATING.store(true, Ordering::Relaxed);
@@ -404,6 +404,12 @@ pub trait Fresh: Any + Sync + Sized {
 }
 
 impl Fresh for crate::RetryBudget {
+    fn fresh() -> Self {
+        Self::standard()
+    }
+}
+
+impl Fresh for crate::RetryThrottle {
     fn fresh() -> Self {
         Self::standard()
     }

@@ -1,0 +1,319 @@
+//! The retry throttle: retries stop while failure is systemic, and resume
+//! as answers come back.
+//!
+//! A budget funded per call is still funded while every call fails: during
+//! an outage it keeps adding its share of retries to a dependency that has
+//! no headroom, and the savings of a healthy window are spent in a burst
+//! when the outage starts. The retry throttle is funded by *answers*
+//! instead, as gRPC's retry throttling (gRFC A6), the AWS SDKs' retry quota
+//! and Google Cloud's retry throttler are: a token bucket that every
+//! retryable failure debits and every answer credits, which stops retries
+//! within a handful of failures and lets them resume after a few dozen
+//! answers.
+
+#[cfg(loom)]
+use loom::sync::atomic::AtomicU64;
+use std::fmt;
+#[cfg(not(loom))]
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
+use std::time::{Duration, Instant};
+
+use crate::clock::nanos_since_origin;
+
+/// Tokens are counted in thousandths, as gRPC counts them: a `token_ratio`
+/// of 0.1 is exactly 100 milli-tokens per answer.
+const MILLI: u64 = 1000;
+
+/// The refill clock's tick: the bucket's word holds the tick of its last
+/// change in its high half.
+const TICK_NANOS: u64 = 100_000_000;
+
+const TOKEN_BITS: u32 = 32;
+const TOKEN_MASK: u64 = (1 << TOKEN_BITS) - 1;
+
+const fn pack(tokens: u64, tick: u64) -> u64 {
+    (tick << TOKEN_BITS) | (tokens & TOKEN_MASK)
+}
+
+const fn tokens_of(word: u64) -> u64 {
+    word & TOKEN_MASK
+}
+
+const fn tick_of(word: u64) -> u64 {
+    word >> TOKEN_BITS
+}
+
+/// The later of two ticks (wrapping): a caller whose clock is behind never
+/// moves the bucket's tick back, which would hand the next caller a refill
+/// for time that did not pass.
+const fn later(a: u64, b: u64) -> u64 {
+    let ahead = b.wrapping_sub(a) & TOKEN_MASK;
+    if ahead > 0 && ahead <= TOKEN_MASK / 2 {
+        b
+    } else {
+        a
+    }
+}
+
+/// The tick of `now`, in the 32 bits the word has for it (a tick is 100 ms:
+/// 13 years before it wraps, and a wrapped difference is read as elapsed).
+fn tick(now: Instant) -> u64 {
+    (nanos_since_origin(now) / TICK_NANOS) & TOKEN_MASK
+}
+
+/// A retry throttle: gRPC's retry throttling (gRFC A6), with a slow refill
+/// in time so that a quiet function is not left without retries for long.
+///
+/// - It holds up to `max_tokens` tokens, and starts full.
+/// - Every attempt that fails in a way the classifier would retry
+///   (`Retry`, `RetryAfter`, `RetryIfIdempotent`) takes one token.
+/// - Every call that gets an answer (a success, or a `Stop` verdict: the
+///   dependency answered, if only to say no) adds `token_ratio` tokens.
+/// - A retry is allowed only while more than `max_tokens / 2` tokens are
+///   left after the failure that asks for it. First attempts are never
+///   throttled.
+/// - One token comes back every `refill` (10 s by default) while the bucket
+///   is not full. gRPC's bucket refills from answers alone: a function
+///   called once a minute that went through an outage would need 50
+///   answers, most of an hour, before it could retry again; with the
+///   refill it waits 50 s at most. Time is read from the retry loop's
+///   clock, so virtual time drives it.
+///
+/// **The bound.** With `n` first attempts answered over a stretch of time
+/// `t`, the retries it allows number at most
+/// `max_tokens / 2 + token_ratio × n + t / refill`: each retry follows a
+/// failure that took a token, and no retry is allowed below half. With the
+/// defaults (10 tokens, 0.1, one per 10 s), a dependency failing every call
+/// gets 5 retries, then one per 10 s; one failing a fraction `f` of calls
+/// gets all its retries while `f` is below about 9% (`token_ratio / (1 +
+/// token_ratio)`), and fewer and fewer above.
+///
+/// It is one atomic word: a call that succeeds with the bucket full reads
+/// it and writes nothing; every other change is one compare-and-swap, so
+/// racing callers never lose an update.
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use std::time::Instant;
+/// use backstop::RetryThrottle;
+///
+/// static THROTTLE: RetryThrottle = RetryThrottle::new(10, 0.1);
+/// let now = Instant::now();
+/// // An outage: every failure takes a token; retries stop above half.
+/// let allowed = (0..20).filter(|_| THROTTLE.failed(now)).count();
+/// assert_eq!(allowed, 4); // 9, 8, 7 and 6 tokens left: above 5
+/// // Answers come back: 0.1 token each.
+/// for _ in 0..60 {
+///     THROTTLE.answered(now);
+/// }
+/// assert_eq!(THROTTLE.tokens(), 6.0);
+/// assert!(!THROTTLE.failed(now), "5 left: not above half, no retry");
+/// ```
+///
+/// Invalid arguments are rejected while the `static` is compiled:
+///
+/// ```compile_fail
+/// # extern crate retry_runtime as backstop;
+/// # use backstop::RetryThrottle;
+/// static BAD: RetryThrottle = RetryThrottle::new(0, 0.1);
+/// # fn main() { let _ = &BAD; }
+/// ```
+pub struct RetryThrottle {
+    /// `max_tokens`, in milli-tokens.
+    max: u64,
+    /// Added per answer, in milli-tokens.
+    ratio: u64,
+    /// Milli-tokens refilled per tick (0: no refill in time).
+    refill_per_tick: u64,
+    /// The tokens (milli) in the low half, the tick of the last change in
+    /// the high half.
+    state: AtomicU64,
+}
+
+impl RetryThrottle {
+    const_unless_loom! {
+    /// A throttle of `max_tokens` tokens, crediting `token_ratio` per
+    /// answer (kept to three decimal places, as gRPC keeps it), refilling
+    /// one token every 10 s.
+    ///
+    /// # Panics
+    ///
+    /// If `max_tokens` is zero or above 4,000,000, or `token_ratio` is not
+    /// in `(0, max_tokens]`. In a `static` that is a compile error.
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// use backstop::RetryThrottle;
+    /// static PAYMENTS: RetryThrottle = RetryThrottle::new(20, 0.2);
+    /// assert_eq!((PAYMENTS.max_tokens(), PAYMENTS.token_ratio()), (20, 0.2));
+    /// ```
+    pub fn new(max_tokens: u32, token_ratio: f64) -> Self {
+        assert!(
+            max_tokens > 0 && max_tokens <= 4_000_000,
+            "RetryThrottle::new: `max_tokens` must be in 1..=4000000"
+        );
+        assert!(
+            token_ratio > 0.0 && token_ratio <= max_tokens as f64,
+            "RetryThrottle::new: `token_ratio` must be above 0 and at most `max_tokens`"
+        );
+        let max = max_tokens as u64 * MILLI;
+        // Rounded to the nearest thousandth, at least one.
+        let ratio = (token_ratio * MILLI as f64 + 0.5) as u64;
+        Self {
+            max,
+            ratio: if ratio == 0 { 1 } else { ratio },
+            refill_per_tick: MILLI * TICK_NANOS / 10_000_000_000,
+            state: AtomicU64::new(pack(max, 0)),
+        }
+    }
+    }
+
+    const_unless_loom! {
+    /// The throttle `#[retry]` gives every function by default: 10 tokens,
+    /// 0.1 per answer, one token back every 10 s (gRPC's defaults, and the
+    /// refill).
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// use backstop::RetryThrottle;
+    /// static OWN: RetryThrottle = RetryThrottle::standard();
+    /// assert_eq!(OWN.max_tokens(), 10);
+    /// ```
+    pub fn standard() -> Self {
+        Self::new(10, 0.1)
+    }
+    }
+
+    const_unless_loom! {
+    /// One token back every `every` while the bucket is not full (the
+    /// default is 10 s); `Duration::ZERO` refills from answers alone, as
+    /// gRPC's bucket does. Kept to whole milli-tokens per 100 ms: a refill
+    /// slower than a token per 100 s is none.
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// use std::time::Duration;
+    /// use backstop::RetryThrottle;
+    /// static FAST: RetryThrottle = RetryThrottle::new(10, 0.1).refill(Duration::from_secs(1));
+    /// assert_eq!(FAST.refill_every(), Some(Duration::from_secs(1)));
+    /// ```
+    #[must_use]
+    pub fn refill(mut self, every: Duration) -> Self {
+        self.refill_per_tick = match (MILLI as u128 * TICK_NANOS as u128).checked_div(every.as_nanos()) {
+            None => 0,
+            Some(per_tick) if per_tick > u32::MAX as u128 => u32::MAX as u64,
+            Some(per_tick) => per_tick as u64,
+        };
+        self
+    }
+    }
+
+    /// The most tokens it holds.
+    pub const fn max_tokens(&self) -> u32 {
+        (self.max / MILLI) as u32
+    }
+
+    /// The tokens each answer adds.
+    pub fn token_ratio(&self) -> f64 {
+        self.ratio as f64 / MILLI as f64
+    }
+
+    /// How often a token comes back in time, if ever.
+    pub fn refill_every(&self) -> Option<Duration> {
+        (self.refill_per_tick > 0).then(|| {
+            Duration::from_nanos(
+                u64::try_from(
+                    u128::from(MILLI) * u128::from(TICK_NANOS) / u128::from(self.refill_per_tick),
+                )
+                .unwrap_or(u64::MAX),
+            )
+        })
+    }
+
+    /// The tokens now (as last changed: the refill is counted at the next
+    /// change).
+    pub fn tokens(&self) -> f64 {
+        tokens_of(self.state.load(Relaxed)) as f64 / MILLI as f64
+    }
+
+    /// Whether a retry would be allowed now, without taking anything.
+    pub fn allows_retry(&self, now: Instant) -> bool {
+        self.refilled(self.state.load(Acquire), tick(now)) > self.max / 2
+    }
+
+    /// The tokens in `word` at tick `now`, the refill since its tick
+    /// counted (a tick behind the word's counts nothing: callers whose
+    /// clocks disagree never take tokens away).
+    fn refilled(&self, word: u64, now: u64) -> u64 {
+        let elapsed = now.wrapping_sub(tick_of(word)) & TOKEN_MASK;
+        // A tick "behind" wraps to a huge difference: read it as none.
+        let elapsed = if elapsed > TOKEN_MASK / 2 { 0 } else { elapsed };
+        tokens_of(word)
+            .saturating_add(elapsed.saturating_mul(self.refill_per_tick))
+            .min(self.max)
+    }
+
+    /// An attempt failed in a way the classifier would retry: one token
+    /// less. Answers whether a retry of it is allowed: more than
+    /// `max_tokens / 2` tokens left.
+    pub fn failed(&self, now: Instant) -> bool {
+        let now = tick(now);
+        let mut current = self.state.load(Acquire);
+        loop {
+            let left = self.refilled(current, now).saturating_sub(MILLI);
+            match self.state.compare_exchange_weak(
+                current,
+                pack(left, later(tick_of(current), now)),
+                AcqRel,
+                Acquire,
+            ) {
+                Ok(_) => return left > self.max / 2,
+                Err(actual) => current = actual,
+            }
+        }
+    }
+
+    /// A call got an answer (a success, or an error that no retry can
+    /// fix): `token_ratio` more, up to `max_tokens`. With the bucket full,
+    /// a read and nothing else.
+    pub fn answered(&self, now: Instant) {
+        let mut current = self.state.load(Acquire);
+        if tokens_of(current) >= self.max {
+            return;
+        }
+        let now = tick(now);
+        loop {
+            let tokens = self
+                .refilled(current, now)
+                .saturating_add(self.ratio)
+                .min(self.max);
+            match self.state.compare_exchange_weak(
+                current,
+                pack(tokens, later(tick_of(current), now)),
+                AcqRel,
+                Acquire,
+            ) {
+                Ok(_) => return,
+                Err(actual) => current = actual,
+            }
+        }
+    }
+}
+
+impl fmt::Debug for RetryThrottle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RetryThrottle")
+            .field("max_tokens", &self.max_tokens())
+            .field("token_ratio", &self.token_ratio())
+            .field("refill_every", &self.refill_every())
+            .field("tokens", &self.tokens())
+            .finish()
+    }
+}
+
+impl Default for RetryThrottle {
+    fn default() -> Self {
+        Self::standard()
+    }
+}

@@ -1,0 +1,127 @@
+//! The retry throttle: gRPC's retry throttling (gRFC A6) with a refill in
+//! time, its bound, and callers whose clocks disagree.
+// Tokens are whole thousandths: their `f64` values compare exactly.
+#![allow(clippy::float_cmp)]
+
+use std::time::{Duration, Instant};
+
+use retry_runtime::RetryThrottle;
+
+#[test]
+fn failures_take_a_token_answers_give_back_the_ratio_and_retries_stop_at_half() {
+    let throttle = RetryThrottle::new(10, 0.1);
+    let now = Instant::now();
+    assert_eq!(throttle.tokens(), 10.0, "it starts full");
+    let allowed: Vec<bool> = (0..7).map(|_| throttle.failed(now)).collect();
+    assert_eq!(allowed, [true, true, true, true, false, false, false]);
+    assert_eq!(throttle.tokens(), 3.0);
+    // 0.1 per answer: 30 answers to get back to 6.
+    for _ in 0..30 {
+        throttle.answered(now);
+    }
+    assert!(
+        (throttle.tokens() - 6.0).abs() < 1e-9,
+        "{}",
+        throttle.tokens()
+    );
+    assert!(throttle.allows_retry(now));
+    assert!(!throttle.failed(now), "5 left after it: not above half");
+    // Never above max, never below zero.
+    for _ in 0..1000 {
+        throttle.answered(now);
+    }
+    assert_eq!(throttle.tokens(), 10.0);
+    for _ in 0..1000 {
+        throttle.failed(now);
+    }
+    assert_eq!(throttle.tokens(), 0.0);
+}
+
+#[test]
+fn a_quiet_function_gets_its_retries_back_in_time_not_after_fifty_answers() {
+    let throttle = RetryThrottle::standard();
+    let t0 = Instant::now();
+    for _ in 0..20 {
+        throttle.failed(t0);
+    }
+    assert_eq!(throttle.tokens(), 0.0);
+    // gRPC's bucket alone: a call a minute would need 50 answers (50 min)
+    // to be above half again. With one token every 10 s: 60 s here.
+    assert!(!throttle.allows_retry(t0 + Duration::from_secs(50)));
+    assert!(throttle.allows_retry(t0 + Duration::from_secs(60)));
+    // Without the refill, as gRPC: still no retry an hour on.
+    let grpc = RetryThrottle::new(10, 0.1).refill(Duration::ZERO);
+    for _ in 0..20 {
+        grpc.failed(t0);
+    }
+    assert!(!grpc.allows_retry(t0 + Duration::from_secs(3600)));
+    assert_eq!(grpc.refill_every(), None);
+}
+
+#[test]
+fn the_refill_keeps_a_systemic_outage_to_one_retry_per_refill() {
+    let throttle = RetryThrottle::standard();
+    let t0 = Instant::now();
+    // A dependency failing every call, 100 calls a second for a minute:
+    // one retry is attempted per failure that is allowed one.
+    let mut retries = 0;
+    for tick in 0..6000u64 {
+        let now = t0 + Duration::from_millis(tick * 10);
+        if throttle.failed(now) {
+            retries += 1;
+            // The retry fails too.
+            throttle.failed(now);
+        }
+    }
+    // The bound: max/2 + t / refill = 5 + 60 / 10 = 11, whatever the rate.
+    // Here far fewer: each retry fails too (two tokens a retry), and a
+    // hundred failures a second drain the refill long before it gets back
+    // above half. Two retries in a minute, out of 6000 wanted.
+    assert!(retries <= 11, "{retries}");
+    assert_eq!(retries, 2);
+}
+
+#[test]
+fn callers_whose_clocks_disagree_never_wedge_it() {
+    let throttle = RetryThrottle::standard();
+    let now = Instant::now();
+    let hour = Duration::from_secs(3600);
+    // A caller an hour ahead spends it.
+    for _ in 0..10 {
+        throttle.failed(now + hour);
+    }
+    // A caller on real time: its answers still count (never "behind").
+    for _ in 0..60 {
+        throttle.answered(now);
+    }
+    assert!(throttle.allows_retry(now), "{}", throttle.tokens());
+    // And a caller behind does not move the bucket's clock back: the one
+    // ahead gets no refill for an hour that did not pass.
+    let throttle = RetryThrottle::standard();
+    for _ in 0..10 {
+        throttle.failed(now + hour);
+    }
+    for _ in 0..10 {
+        throttle.failed(now);
+    }
+    assert!(!throttle.allows_retry(now + hour));
+}
+
+#[test]
+fn ratios_are_kept_to_three_decimal_places() {
+    let throttle = RetryThrottle::new(3, 0.0004);
+    assert_eq!(throttle.token_ratio(), 0.001, "at least a thousandth");
+    assert_eq!(RetryThrottle::new(3, 0.2345).token_ratio(), 0.235);
+}
+
+#[test]
+#[should_panic(expected = "max_tokens")]
+fn zero_tokens_are_rejected() {
+    let _ = RetryThrottle::new(0, 0.1);
+}
+
+#[test]
+#[should_panic(expected = "token_ratio")]
+fn a_ratio_of_nothing_is_rejected() {
+    let _ = RetryThrottle::new(10, f64::NAN);
+}
