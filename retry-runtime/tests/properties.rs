@@ -9,7 +9,8 @@ use proptest::prelude::*;
 use retry_runtime::backoff::Rng;
 use retry_runtime::testing::VirtualTime;
 use retry_runtime::{
-    AttemptState, Backoff, Decision, GiveUp, Jitter, Policy, RetryBudget, SystemClock, Verdict,
+    AttemptState, Backoff, Decision, GiveUp, Jitter, Policy, RetryBudget, RetryThrottle,
+    SystemClock, Verdict,
 };
 
 fn any_backoff() -> impl Strategy<Value = Backoff> {
@@ -298,5 +299,75 @@ proptest! {
         let stats = budget.stats();
         prop_assert_eq!(stats.calls, calls.len() as u64, "every call is counted");
         prop_assert_eq!(stats.retries, grants.len() as u64, "every grant is counted");
+    }
+}
+
+/// What a retry throttle hears.
+#[derive(Clone, Copy, Debug)]
+enum Outcome {
+    /// A call answered (success or `Stop`).
+    Answer,
+    /// An attempt failed retryably; a retry follows if allowed.
+    Failure,
+    /// The clock moves on by this many milliseconds.
+    Wait(u64),
+}
+
+fn any_outcome() -> impl Strategy<Value = Outcome> {
+    prop_oneof![
+        4 => Just(Outcome::Answer),
+        5 => Just(Outcome::Failure),
+        1 => (0u64..30_000).prop_map(Outcome::Wait),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1_000))]
+
+    /// The throttle's bound: at every retry it allows, the retries allowed
+    /// so far are fewer than `max_tokens / 2 + token_ratio × answers + time
+    /// / refill` (each retry follows a failure that took a token, and none
+    /// is allowed at or below half); and the tokens stay in `[0, max]`.
+    /// Counted in the throttle's own thousandths, exactly.
+    #[test]
+    fn the_throttle_never_allows_more_than_its_bound(
+        outcomes in prop::collection::vec(any_outcome(), 1..400),
+        max_tokens in 1u32..50,
+        ratio_milli in 1u64..2_000,
+        refill_s in prop::option::of(1u64..60),
+    ) {
+        prop_assume!(ratio_milli <= u64::from(max_tokens) * 1000);
+        let ratio = ratio_milli as f64 / 1000.0;
+        let throttle = RetryThrottle::new(max_tokens, ratio)
+            .refill(refill_s.map_or(Duration::ZERO, Duration::from_secs));
+        // Milli-tokens refilled per 100 ms tick.
+        let per_tick = refill_s.map_or(0, |s| 100 / s);
+        let start = Instant::now();
+        let mut now = start;
+        let (mut answers, mut allowed) = (0u64, 0u64);
+        for outcome in outcomes {
+            match outcome {
+                Outcome::Answer => {
+                    throttle.answered(now);
+                    answers += 1;
+                }
+                Outcome::Failure => {
+                    if throttle.failed(now) {
+                        allowed += 1;
+                        // The ticks elapsed, one more for the tick's phase.
+                        let ticks = (now - start).as_millis() as u64 / 100 + 1;
+                        let bound = u64::from(max_tokens) * 500 + ratio_milli * answers + ticks * per_tick;
+                        prop_assert!(
+                            allowed * 1000 < bound,
+                            "{allowed} retries allowed, bound {bound} milli ({answers} answers, {:?})",
+                            now - start
+                        );
+                    }
+                }
+                Outcome::Wait(ms) => now += Duration::from_millis(ms),
+            }
+            let tokens = throttle.tokens();
+            prop_assert!((0.0..=f64::from(max_tokens)).contains(&tokens), "{tokens}");
+        }
     }
 }

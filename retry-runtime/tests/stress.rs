@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use retry_runtime::backoff::Rng;
-use retry_runtime::{BreakerState, CircuitBreaker, RetryBudget, Verdict};
+use retry_runtime::{BreakerState, CircuitBreaker, RetryBudget, RetryThrottle, Verdict};
 
 const THREADS: usize = 2;
 
@@ -307,4 +307,33 @@ fn a_hammered_breaker_never_lets_two_probes_through() {
         .expect("a probe after the cooldown");
     permit.record(None, later);
     assert_eq!(breaker.state(), BreakerState::Closed);
+}
+
+#[test]
+fn a_hammered_throttle_loses_no_update() {
+    // 4,000,000 tokens, a ratio of 1, drained to half without races: one
+    // thread fails OPS times while the other answers OPS times, never near
+    // either end, so a sequential replay in any order ends where it began.
+    // A lost update (a store where a compare-and-swap belongs) would not.
+    let throttle = Arc::new(RetryThrottle::new(4_000_000, 1.0));
+    let now = std::time::Instant::now();
+    for _ in 0..2_000_000 {
+        throttle.failed(now);
+    }
+    let shared = Arc::clone(&throttle);
+    on_threads(move |t, meet| {
+        meet.wait();
+        for _ in 0..OPS {
+            if t % 2 == 0 {
+                shared.failed(now);
+            } else {
+                shared.answered(now);
+            }
+        }
+    });
+    assert!(
+        (throttle.tokens() - 2_000_000.0).abs() < f64::EPSILON,
+        "{}",
+        throttle.tokens()
+    );
 }
