@@ -29,7 +29,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use backstop::backoff::Rng;
-use backstop::{Jitter, Policy, RetryBudget, retry};
+use backstop::{Jitter, Policy, RetryBudget, RetryThrottle, retry};
 use criterion::{BenchmarkId, Criterion, criterion_group};
 
 /// The operation every contender retries: cheap, so the overhead shows.
@@ -233,6 +233,21 @@ fn budget(c: &mut Criterion) {
             black_box(tower.withdraw())
         });
     });
+    // The default: a success with the bucket full reads one word.
+    let full = RetryThrottle::standard();
+    let now = Instant::now();
+    g.bench_function("backstop throttle: answer, bucket full", |b| {
+        b.iter(|| black_box(&full).answered(black_box(now)));
+    });
+    // A failure and an answer: two compare-and-swaps.
+    let busy = RetryThrottle::standard();
+    g.bench_function("backstop throttle: failure + answer", |b| {
+        b.iter(|| {
+            let now = Instant::now();
+            black_box(busy.failed(now));
+            busy.answered(now);
+        });
+    });
     g.finish();
 
     // Two threads, one budget, a million calls and retries each: the
@@ -249,6 +264,21 @@ fn budget(c: &mut Criterion) {
                         let now = Instant::now();
                         budget.record_call(now);
                         black_box(budget.try_withdraw(now));
+                    }
+                }
+            });
+        });
+    });
+    g.bench_function(BenchmarkId::new("backstop throttle", OPS), |b| {
+        b.iter(|| {
+            let throttle = Arc::new(RetryThrottle::standard());
+            contend(|| {
+                let throttle = throttle.clone();
+                move || {
+                    for _ in 0..OPS {
+                        let now = Instant::now();
+                        black_box(throttle.failed(now));
+                        throttle.answered(now);
                     }
                 }
             });
