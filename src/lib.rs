@@ -269,7 +269,7 @@
 //! # let _vt = backstop::testing::VirtualTime::start();
 //! static DB: RetryThrottle = RetryThrottle::new(10, 0.1);
 //!
-//! #[retry(budget = DB)]
+//! #[retry(budget = DB, base = 1ns)] // (no time passes: no refill)
 //! fn read_row(attempts: &mut u32) -> Result<(), Error> {
 //!     *attempts += 1;
 //!     Err(ErrorKind::ConnectionReset.into())
@@ -279,8 +279,9 @@
 //! for _ in 0..100 {
 //!     let _ = read_row(&mut attempts);
 //! }
-//! // The database is down: 4 retries (at 9, 8, 7 and 6 tokens), not 200.
-//! assert_eq!(attempts, 104);
+//! // The database is down: 3 retries (at 9, 8 and 6 tokens: every failed
+//! // attempt takes one), not 200.
+//! assert_eq!(attempts, 103);
 //! ```
 //!
 //! A windowed budget, shared:

@@ -182,3 +182,96 @@ async fn retry_cuts_an_attempt_off_by_the_deadline_whatever_the_timers_phase() {
         started.elapsed()
     );
 }
+
+// --- the same default protection as the attribute ----------------------------
+
+fn reset() -> Result<(), Error> {
+    Err(ErrorKind::ConnectionReset.into())
+}
+
+#[test]
+fn closures_draw_on_a_throttle_of_their_call_site_by_default() {
+    let _vt = backstop::testing::VirtualTime::start();
+    let _fresh = backstop::testing::isolate();
+    // Retries at once: no time passes, so no token comes back in time.
+    let policy = Policy::new().base(Duration::from_nanos(1));
+    let (mut here, mut there, mut off) = (0, 0, 0);
+    for _ in 0..20 {
+        let _ = backstop::call(&policy, || {
+            here += 1;
+            reset()
+        });
+    }
+    // A dependency failing every call: every attempt's failure takes a
+    // token, retries only above half: 9, 8 (the first call's two retries;
+    // its third failure leaves 7), 6 (the second call's one). Then none.
+    assert_eq!(here, 20 + 3);
+    // Another call site has a throttle of its own.
+    let _ = Retry::new(&policy).call(|| {
+        there += 1;
+        reset()
+    });
+    assert_eq!(there, 3);
+    // `no_budget` is the explicit way out.
+    let unprotected = Policy::new().base(Duration::from_nanos(1)).no_budget();
+    for _ in 0..20 {
+        let _ = backstop::call(&unprotected, || {
+            off += 1;
+            reset()
+        });
+    }
+    assert_eq!(off, 60);
+}
+
+#[tokio::test(start_paused = true)]
+async fn call_async_draws_on_its_call_sites_throttle_too() {
+    let _fresh = backstop::testing::isolate();
+    let policy = Policy::new().base(Duration::from_nanos(1));
+    let attempts = std::cell::Cell::new(0);
+    for _ in 0..20 {
+        let _ = backstop::call_async(&policy, || async {
+            attempts.set(attempts.get() + 1);
+            reset()
+        })
+        .await;
+    }
+    // 3 retries, as sync; tokio's timer rounds each sleep up to a whole
+    // millisecond, so a few milliseconds pass, and may cross one of the
+    // throttle's 100 ms ticks: a hundredth of a token back, one retry more.
+    assert!((23..=24).contains(&attempts.get()), "{}", attempts.get());
+}
+
+#[cfg(feature = "serde")]
+#[test]
+fn a_policy_without_a_budget_from_configuration_gets_the_default_too() {
+    let _vt = backstop::testing::VirtualTime::start();
+    let _fresh = backstop::testing::isolate();
+    let policy: Policy = serde_json::from_str(r#"{ "attempts": 3, "base": "1ns" }"#).unwrap();
+    assert!(policy.has_default_budget());
+    let mut attempts = 0;
+    for _ in 0..20 {
+        let _ = Retry::new(&policy).call(|| {
+            attempts += 1;
+            reset()
+        });
+    }
+    assert_eq!(attempts, 20 + 3);
+}
+
+static NO_BUDGET: Policy = Policy::new().no_budget();
+
+#[backstop::retry(policy = NO_BUDGET)]
+fn attribute_with_an_unbudgeted_policy(attempts: &mut u32) -> Result<(), Error> {
+    *attempts += 1;
+    reset()
+}
+
+#[test]
+fn the_attribute_respects_a_policy_that_says_no_budget() {
+    let _vt = backstop::testing::VirtualTime::start();
+    let mut attempts = 0;
+    for _ in 0..20 {
+        let _ = attribute_with_an_unbudgeted_policy(&mut attempts);
+    }
+    assert_eq!(attempts, 60);
+}

@@ -613,9 +613,7 @@ fn setup(args: &Args, rt: &TokenStream, n: &Names) -> TokenStream {
             // fresh one instead.
             let own_ref = quote!(#rt::BudgetRef::Throttle(#rt::own(&#own_budget)));
             let init = if args.policy.value().is_some() {
-                quote!(::core::option::Option::Some(
-                    #rt::Policy::get_budget(#policy).unwrap_or_else(|| #own_ref)
-                ))
+                quote!(#rt::policy_budget(#policy, || #own_ref))
             } else {
                 quote!(::core::option::Option::Some(#own_ref))
             };

@@ -86,6 +86,19 @@ where
     }
 }
 
+/// With `policy = expr`: the policy's budget or throttle, none after its
+/// `no_budget()`, or the function's own.
+pub fn policy_budget(
+    policy: &Policy,
+    own: impl FnOnce() -> BudgetRef<'static>,
+) -> Option<BudgetRef<'static>> {
+    if policy.has_default_budget() {
+        Some(own())
+    } else {
+        policy.get_budget()
+    }
+}
+
 /// `policy = expr` accepts a `Policy` or a `&Policy`.
 pub fn policy_ref<P: Borrow<Policy>>(policy: &P) -> &Policy {
     policy.borrow()

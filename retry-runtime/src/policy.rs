@@ -41,13 +41,15 @@ pub struct Policy {
     pub(crate) idempotent: bool,
     pub(crate) retry_after_max: Duration,
     pub(crate) attempt_timeout: Option<Duration>,
-    pub(crate) budget: Option<BudgetRef<'static>>,
+    pub(crate) budget: BudgetChoice,
 }
 
 impl Policy {
     /// The defaults: 3 attempts, a 30 s deadline, exponential backoff from
     /// 100 ms by a factor of 2, capped at 20 s, full jitter, not idempotent,
-    /// `Retry-After` honoured up to 60 s, no attempt timeout, no budget.
+    /// `Retry-After` honoured up to 60 s, no attempt timeout, and the
+    /// default protection: a retry throttle of the call site's own
+    /// (`#[retry]`: of the function's own).
     pub const DEFAULT: Self = Self {
         attempts: 3,
         deadline: Some(Duration::from_secs(30)),
@@ -59,7 +61,7 @@ impl Policy {
         idempotent: false,
         retry_after_max: Duration::from_secs(60),
         attempt_timeout: None,
-        budget: None,
+        budget: BudgetChoice::Default,
     };
 
     /// [`Policy::DEFAULT`], as a `const fn`.
@@ -253,7 +255,7 @@ impl Policy {
     /// ```
     #[must_use]
     pub const fn budget(mut self, budget: &'static RetryBudget) -> Self {
-        self.budget = Some(BudgetRef::Window(budget));
+        self.budget = BudgetChoice::Set(BudgetRef::Window(budget));
         self
     }
 
@@ -268,21 +270,24 @@ impl Policy {
     /// ```
     #[must_use]
     pub const fn retry_throttle(mut self, throttle: &'static RetryThrottle) -> Self {
-        self.budget = Some(BudgetRef::Throttle(throttle));
+        self.budget = BudgetChoice::Set(BudgetRef::Throttle(throttle));
         self
     }
 
-    /// No retry budget.
+    /// No retry budget or throttle at all: every retry the other limits
+    /// allow is made, however many calls fail. (Without this, or a budget
+    /// of its own, a policy draws on a retry throttle of the call site's
+    /// own: see [`Retry::new`](crate::Retry::new).)
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
     /// # use backstop::Policy;
     /// let p = Policy::new().no_budget();
-    /// # let _ = p;
+    /// assert!(p.get_budget().is_none() && !p.has_default_budget());
     /// ```
     #[must_use]
     pub const fn no_budget(mut self) -> Self {
-        self.budget = None;
+        self.budget = BudgetChoice::Off;
         self
     }
 
@@ -329,7 +334,24 @@ impl Policy {
     /// assert!(Policy::new().get_budget().is_none());
     /// ```
     pub const fn get_budget(&self) -> Option<BudgetRef<'static>> {
-        self.budget
+        match self.budget {
+            BudgetChoice::Set(budget) => Some(budget),
+            BudgetChoice::Default | BudgetChoice::Off => None,
+        }
+    }
+
+    /// Whether the policy leaves the budget to the default (a retry
+    /// throttle of the call site's, or the function's, own): neither
+    /// [`budget`](Self::budget), [`retry_throttle`](Self::retry_throttle)
+    /// nor [`no_budget`](Self::no_budget) was set.
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// # use backstop::Policy;
+    /// assert!(Policy::new().has_default_budget());
+    /// ```
+    pub const fn has_default_budget(&self) -> bool {
+        matches!(self.budget, BudgetChoice::Default)
     }
 
     /// The backstop on attempts, the first included.
@@ -444,6 +466,15 @@ impl Policy {
     }
 }
 
+/// What a policy's calls draw on: the default, nothing, or a budget or
+/// throttle of the user's.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum BudgetChoice {
+    Default,
+    Off,
+    Set(BudgetRef<'static>),
+}
+
 impl Default for Policy {
     fn default() -> Self {
         Self::DEFAULT
@@ -454,8 +485,9 @@ impl PartialEq for Policy {
     /// Equal schedules and limits, and the very same budget (by address).
     fn eq(&self, other: &Self) -> bool {
         let same_budget = match (self.budget, other.budget) {
-            (None, None) => true,
-            (Some(a), Some(b)) => a.same_as(&b),
+            (BudgetChoice::Default, BudgetChoice::Default)
+            | (BudgetChoice::Off, BudgetChoice::Off) => true,
+            (BudgetChoice::Set(a), BudgetChoice::Set(b)) => a.same_as(&b),
             _ => false,
         };
         same_budget

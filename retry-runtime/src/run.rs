@@ -38,6 +38,7 @@ use crate::state::{AttemptState, Decision, GiveUp};
 /// });
 /// assert_eq!(answer.unwrap(), 42);
 /// ```
+#[track_caller]
 pub fn call<T, E, F>(policy: &Policy, op: F) -> Result<T, E>
 where
     E: Classify,
@@ -70,13 +71,16 @@ where
 /// # }
 /// ```
 #[cfg(feature = "tokio")]
-pub async fn call_async<T, E, F, Fut>(policy: &Policy, op: F) -> Result<T, E>
+#[track_caller]
+pub fn call_async<T, E, F, Fut>(policy: &Policy, op: F) -> impl Future<Output = Result<T, E>>
 where
     E: Classify,
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, E>>,
 {
-    Retry::new(policy).call_async(op).await
+    // Made here, not in the future: the call site is this function's caller.
+    let retry = Retry::new(policy);
+    async move { retry.call_async(op).await }
 }
 
 /// Retries an async operation that borrows or owns `value` (`&mut conn`),
@@ -103,13 +107,19 @@ where
 /// # }
 /// ```
 #[cfg(feature = "tokio")]
-pub async fn call_async_with<S, T, E, F, Fut>(policy: &Policy, value: S, op: F) -> (S, Result<T, E>)
+#[track_caller]
+pub fn call_async_with<S, T, E, F, Fut>(
+    policy: &Policy,
+    value: S,
+    op: F,
+) -> impl Future<Output = (S, Result<T, E>)>
 where
     E: Classify,
     F: FnMut(S) -> Fut,
     Fut: Future<Output = (S, Result<T, E>)>,
 {
-    Retry::new(policy).call_async_with(value, op).await
+    let retry = Retry::new(policy);
+    async move { retry.call_async_with(value, op).await }
 }
 
 /// Sleeps a sync retry loop's delay: in virtual time if installed on this
@@ -347,12 +357,45 @@ impl<E: From<CircuitOpen>> BreakerSlot<E> for &'static CircuitBreaker {
 }
 
 impl<'a> Retry<'a> {
-    /// A loop under `policy` (and its budget, if it has one), classifying
-    /// errors by [`Classify`] and never retrying `Ok` values.
+    /// A loop under `policy`, classifying errors by [`Classify`] and never
+    /// retrying `Ok` values.
+    ///
+    /// Its retries draw on the policy's budget or throttle if it has one;
+    /// none after [`Policy::no_budget`]; otherwise on a
+    /// [`RetryThrottle`](crate::RetryThrottle) of this call site's own
+    /// (the line of code calling `Retry::new`, `call` or `call_async`),
+    /// as `#[retry]` gives each function its own: the same protection
+    /// wherever calls are made.
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// # use backstop::{Policy, Retry};
+    /// # let _vt = backstop::testing::VirtualTime::start();
+    /// // (Retrying at once: no time passes, no token comes back in time.)
+    /// let policy = Policy::new().base(std::time::Duration::from_nanos(1));
+    /// let mut attempts = 0;
+    /// for _ in 0..10 {
+    ///     // One call site, one throttle: a dependency failing every call
+    ///     // gets 3 retries (each failure takes a token, retries only above
+    ///     // half: at 9, 8 and 6), then none.
+    ///     let _ = Retry::new(&policy).call(|| {
+    ///         attempts += 1;
+    ///         Err::<(), _>(std::io::Error::from(std::io::ErrorKind::ConnectionReset))
+    ///     });
+    /// }
+    /// assert_eq!(attempts, 10 + 3);
+    /// ```
+    #[track_caller]
     pub fn new(policy: &'a Policy) -> Self {
+        let budget = if policy.has_default_budget() {
+            let site = crate::throttle::at_call_site(std::panic::Location::caller());
+            Some(BudgetRef::Throttle(crate::testing::own(site)))
+        } else {
+            policy.get_budget()
+        };
         Self {
             policy,
-            budget: policy.get_budget(),
+            budget,
             when: ByClassify,
             when_ok: NeverRetry,
             breaker: NoBreaker,

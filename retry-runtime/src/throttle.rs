@@ -319,3 +319,54 @@ impl Default for RetryThrottle {
         Self::standard()
     }
 }
+
+/// How many call sites get a throttle of their own; more share one.
+#[cfg(not(loom))]
+const SITES: usize = 1024;
+
+/// The throttles of the call sites of `Retry::new` (and `call`,
+/// `call_async`): made on a site's first call, kept for the process's life.
+#[cfg(not(loom))]
+static SITE_THROTTLES: [std::sync::OnceLock<(
+    &'static std::panic::Location<'static>,
+    &'static RetryThrottle,
+)>; SITES] = [const { std::sync::OnceLock::new() }; SITES];
+
+/// What call sites beyond [`SITES`] share.
+#[cfg(not(loom))]
+static OVERFLOW: RetryThrottle = RetryThrottle::standard();
+
+/// The retry throttle of the code at `site`: a call site's own, as
+/// `#[retry]` gives each function its own. Lock-free: a site's first call
+/// claims a slot of a fixed table (open addressing, by the site's
+/// address); every later call finds it with a load or a few.
+#[cfg(not(loom))]
+pub(crate) fn at_call_site(site: &'static std::panic::Location<'static>) -> &'static RetryThrottle {
+    let same = |a: &std::panic::Location<'_>| {
+        std::ptr::eq(a, site)
+            || (a.line() == site.line() && a.column() == site.column() && a.file() == site.file())
+    };
+    // Fibonacci hashing of the address.
+    let start = ((std::ptr::from_ref(site) as usize as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        >> 54) as usize
+        % SITES;
+    for probe in 0..SITES {
+        let slot = &SITE_THROTTLES[(start + probe) % SITES];
+        let (owner, throttle) = *slot.get_or_init(|| {
+            (
+                site,
+                Box::leak(Box::new(RetryThrottle::standard())) as &'static RetryThrottle,
+            )
+        });
+        if same(owner) {
+            return throttle;
+        }
+    }
+    &OVERFLOW
+}
+
+/// Under loom (whose models do not use call sites): a throttle per call.
+#[cfg(loom)]
+pub(crate) fn at_call_site(_: &'static std::panic::Location<'static>) -> &'static RetryThrottle {
+    Box::leak(Box::new(RetryThrottle::standard()))
+}
