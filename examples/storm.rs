@@ -37,7 +37,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use backstop::backoff::Rng;
-use backstop::{CircuitBreaker, CircuitOpen, Classify, Elapsed, RetryBudget, Verdict, retry};
+use backstop::{
+    AdaptiveThrottle, CircuitBreaker, CircuitOpen, Classify, Elapsed, RetryBudget, Throttled,
+    Verdict, retry,
+};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
@@ -213,7 +216,8 @@ enum CallError {
     Transient,
     /// The attempt timed out: the server may still do the work.
     TimedOut,
-    /// The circuit breaker is open: not even sent.
+    /// The circuit breaker is open, or the adaptive throttle shed the
+    /// attempt: not even sent.
     Open,
 }
 
@@ -235,6 +239,12 @@ impl From<Elapsed> for CallError {
 
 impl From<CircuitOpen> for CallError {
     fn from(_: CircuitOpen) -> Self {
+        Self::Open
+    }
+}
+
+impl From<Throttled> for CallError {
+    fn from(_: Throttled) -> Self {
         Self::Open
     }
 }
@@ -415,6 +425,16 @@ async fn windowed(server: &Server) -> Result<(), CallError> {
     server.request().await
 }
 
+/// Google SRE's client-side throttling: sheds attempts locally in
+/// proportion to what the server has been refusing.
+static ADAPTIVE: AdaptiveThrottle = AdaptiveThrottle::standard();
+
+/// The defaults behind an adaptive throttle.
+#[retry(idempotent, attempt_timeout = server.timeout(), throttle = ADAPTIVE)]
+async fn defaults_adaptive(server: &Server) -> Result<(), CallError> {
+    server.request().await
+}
+
 /// Opens after 5 consecutive failures; one probe a second while open.
 static BREAKER: CircuitBreaker = CircuitBreaker::new(5, Duration::from_secs(1));
 
@@ -432,17 +452,19 @@ pub(crate) enum Strategy {
     FullJitter,
     Windowed,
     Defaults,
+    DefaultsAdaptive,
     DefaultsBreaker,
 }
 
 impl Strategy {
-    const ALL: [Self; 7] = [
+    const ALL: [Self; 8] = [
         Self::NoRetry,
         Self::Naive,
         Self::Exponential,
         Self::FullJitter,
         Self::Windowed,
         Self::Defaults,
+        Self::DefaultsAdaptive,
         Self::DefaultsBreaker,
     ];
 
@@ -454,6 +476,7 @@ impl Strategy {
             Self::FullJitter => "full jitter",
             Self::Windowed => "windowed budget (10%)",
             Self::Defaults => "defaults (throttle)",
+            Self::DefaultsAdaptive => "defaults + adaptive",
             Self::DefaultsBreaker => "defaults + breaker",
         }
     }
@@ -466,6 +489,7 @@ impl Strategy {
             Self::FullJitter => full_jitter(server).await,
             Self::Windowed => windowed(server).await,
             Self::Defaults => defaults(server).await,
+            Self::DefaultsAdaptive => defaults_adaptive(server).await,
             Self::DefaultsBreaker => defaults_breaker(server).await,
         }
     }

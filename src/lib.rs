@@ -928,10 +928,10 @@
 pub use retry_macros::retry;
 #[doc(inline)]
 pub use retry_runtime::{
-    AttemptState, Backoff, BreakerState, BudgetRef, BudgetStats, ByClassify, CircuitBreaker,
-    CircuitOpen, Classifier, Classify, Clock, Context, Decision, Elapsed, GiveUp, GiveUpEvent,
-    IdempotencyKey, Jitter, NeverRetry, Permit, Policy, Retry, RetryBudget, RetryEvent,
-    RetryThrottle, SystemClock, Verdict, When, call, context, deadline_sync,
+    AdaptiveThrottle, AttemptState, Backoff, BreakerState, BudgetRef, BudgetStats, ByClassify,
+    CircuitBreaker, CircuitOpen, Classifier, Classify, Clock, Context, Decision, Elapsed, GiveUp,
+    GiveUpEvent, IdempotencyKey, Jitter, NeverRetry, Permit, Policy, Retry, RetryBudget,
+    RetryEvent, RetryThrottle, SystemClock, Throttled, Verdict, When, call, context, deadline_sync,
 };
 #[doc(inline)]
 pub use retry_runtime::{CallScope, InCurrentCall, current_call};
@@ -979,9 +979,9 @@ pub mod prelude {
     pub use crate::call_async;
     #[doc(no_inline)]
     pub use crate::{
-        Backoff, CircuitBreaker, CircuitOpen, Classify, Context, Elapsed, GiveUp, GiveUpEvent,
-        Jitter, Policy, Retry, RetryBudget, RetryEvent, RetryThrottle, Verdict, call, context,
-        retry,
+        AdaptiveThrottle, Backoff, CircuitBreaker, CircuitOpen, Classify, Context, Elapsed, GiveUp,
+        GiveUpEvent, Jitter, Policy, Retry, RetryBudget, RetryEvent, RetryThrottle, Throttled,
+        Verdict, call, context, retry,
     };
 }
 
@@ -993,6 +993,6 @@ pub mod __private {
     pub use retry_runtime::run::sleep;
     pub use retry_runtime::{
         AttemptState, Backoff, BudgetRef, CircuitOpen, Classify, Decision, Elapsed, GiveUp, Jitter,
-        Policy, RetryBudget, RetryThrottle, SystemClock, Verdict, observe::Function,
+        Policy, RetryBudget, RetryThrottle, SystemClock, Throttled, Verdict, observe::Function,
     };
 }

@@ -131,6 +131,7 @@ pub(crate) struct Args {
     pub(crate) idempotent: Opt<bool>,
     pub(crate) budget: Opt<OrNone<Path>>,
     pub(crate) breaker: Opt<Path>,
+    pub(crate) throttle: Opt<Path>,
     pub(crate) retry_after_max: Opt<Dur>,
     pub(crate) attempt_timeout: Opt<Dur>,
     pub(crate) on_retry: Opt<Callable>,
@@ -168,6 +169,7 @@ pub(crate) const OPTIONS: &[&str] = &[
     "idempotent",
     "budget",
     "breaker",
+    "throttle",
     "retry_after_max",
     "attempt_timeout",
     "on_retry",
@@ -210,6 +212,7 @@ impl Args {
             idempotent: Opt::new("idempotent"),
             budget: Opt::new("budget"),
             breaker: Opt::new("breaker"),
+            throttle: Opt::new("throttle"),
             retry_after_max: Opt::new("retry_after_max"),
             attempt_timeout: Opt::new("attempt_timeout"),
             on_retry: Opt::new("on_retry"),
@@ -349,6 +352,13 @@ impl Args {
                     self.breaker.set(cx, span, p);
                 }
             }
+            "throttle" => {
+                if let Some(p) =
+                    shared_static_path(cx, value, "throttle", "THROTTLE", "AdaptiveThrottle")
+                {
+                    self.throttle.set(cx, span, p);
+                }
+            }
             "policy" => self.policy.set(cx, span, value),
             "crate" => {
                 if let Some(p) = path(
@@ -456,6 +466,7 @@ fn example(name: &str) -> &'static str {
         "when_ok" => "|response| response.status() == 503",
         "budget" => "MY_BUDGET",
         "breaker" => "MY_BREAKER",
+        "throttle" => "MY_THROTTLE",
         "retry_after_max" => "60s",
         "attempt_timeout" => "2s",
         "on_retry" | "on_give_up" => "|event| log(event)",
@@ -519,7 +530,8 @@ fn set_callable(cx: &mut Ctxt, opt: &mut Opt<Callable>, key: Span, value: Expr, 
     }
 }
 
-/// The path of a `static` holding shared state (`budget`, `breaker`). A
+/// The path of a `static` holding shared state (`budget`, `breaker`,
+/// `throttle`). A
 /// `Self::…` path is an associated const, a fresh value at every call: an
 /// error here (a `const` elsewhere is one at the expansion's `static`).
 fn shared_static_path(

@@ -493,10 +493,49 @@ fn hooks(args: &Args, rt: &TokenStream, n: &Names) -> (TokenStream, TokenStream)
     (on_retry, on_give_up)
 }
 
-/// A function turning the state's constructor into one with the breaker,
-/// and the admission checks before the first attempt and after each sleep
-/// (none without a breaker).
+/// A function turning the state's constructor into one with the breaker
+/// (or throttle), and the admission checks before the first attempt and
+/// after each sleep (none without one).
 type WithBreaker = Box<dyn Fn(TokenStream) -> TokenStream>;
+
+/// What a gate before every attempt is: the breaker or the adaptive
+/// throttle.
+struct Gate {
+    /// The `static` the generated code borrows it into.
+    what: &'static str,
+    /// The trait its path must implement.
+    shared: &'static str,
+    /// That trait's method reading it.
+    read: &'static str,
+    /// The `AttemptState` method putting the call behind it.
+    with: &'static str,
+    /// The `AttemptState` method asking it before an attempt.
+    admit: &'static str,
+    /// Its rejection's type, which the error type must be `From`.
+    rejection: &'static str,
+    /// The give-up reason of a rejection.
+    reason: &'static str,
+}
+
+const BREAKER: Gate = Gate {
+    what: "BREAKER",
+    shared: "SharedBreaker",
+    read: "breaker",
+    with: "with_breaker",
+    admit: "admit",
+    rejection: "CircuitOpen",
+    reason: "BreakerOpen",
+};
+
+const THROTTLE: Gate = Gate {
+    what: "THROTTLE",
+    shared: "SharedThrottle",
+    read: "throttle",
+    with: "with_throttle",
+    admit: "admit_throttled",
+    rejection: "Throttled",
+    reason: "Throttled",
+};
 
 fn breaker(
     args: &Args,
@@ -505,20 +544,42 @@ fn breaker(
     ret: &Type,
     on_give_up: &TokenStream,
 ) -> (WithBreaker, TokenStream, TokenStream) {
+    // The throttle is asked first: an attempt it sheds never takes a
+    // breaker's leave.
+    let (with_throttle, throttle_first, throttle_after) =
+        gate(args.throttle.value(), &THROTTLE, rt, n, ret, on_give_up);
+    let (with_breaker, breaker_first, breaker_after) =
+        gate(args.breaker.value(), &BREAKER, rt, n, ret, on_give_up);
+    (
+        Box::new(move |init| with_breaker(with_throttle(init))),
+        quote!(#throttle_first #breaker_first),
+        quote!(#throttle_after #breaker_after),
+    )
+}
+
+fn gate(
+    path: Option<&syn::Path>,
+    gate: &Gate,
+    rt: &TokenStream,
+    n: &Names,
+    ret: &Type,
+    on_give_up: &TokenStream,
+) -> (WithBreaker, TokenStream, TokenStream) {
     let state = &n.state;
-    // With a breaker: the state machine asks it before every attempt; a
+    // With a gate: the state machine asks it before every attempt; a
     // rejected first attempt is the function's error, through
-    // `E: From<CircuitOpen>` (required only here, spanned on the path).
-    match args.breaker.value() {
+    // `E: From<Rejection>` (required only here, spanned on the path).
+    match path {
         Some(path) => {
-            let (item, read, last) = shared_static(path, rt, "BREAKER", "SharedBreaker", "breaker");
+            let (item, read, last) = shared_static(path, rt, gate.what, gate.shared, gate.read);
             let open = format_ident!("__backstop_open", span = Span::mixed_site());
-            // `<E as From<CircuitOpen>>::from` with the user's own `E` where
-            // the return type names it, all on the breaker's path: a missing
-            // impl is one error there, naming `E`.
+            // `<E as From<Rejection>>::from` with the user's own `E` where
+            // the return type names it, all on the path: a missing impl is
+            // one error there, naming `E`.
             let error = error_type_tokens(ret, rt, last);
+            let rejection = format_ident!("{}", gate.rejection);
             let from = respan(
-                quote!(<#error as ::core::convert::From<#rt::CircuitOpen>>::from),
+                quote!(<#error as ::core::convert::From<#rt::#rejection>>::from),
                 last,
             );
             let open_arg = Ident::new(&open.to_string(), Span::mixed_site().located_at(last));
@@ -529,21 +590,23 @@ fn breaker(
             let Names {
                 outcome, reason, ..
             } = n;
+            let (admit, give_up, with) = (
+                format_ident!("{}", gate.admit),
+                format_ident!("{}", gate.reason),
+                format_ident!("{}", gate.with),
+            );
             let reject = quote! {
-                if let ::core::result::Result::Err(#open) = #rt::AttemptState::admit(&mut #state) {
+                if let ::core::result::Result::Err(#open) = #rt::AttemptState::#admit(&mut #state) {
                     let #outcome: #ret = ::core::result::Result::Err(#from #from_args);
-                    let #reason = #rt::GiveUp::BreakerOpen;
+                    let #reason = #rt::GiveUp::#give_up;
                     #on_give_up
                     return #outcome;
                 }
             };
             let rt = rt.clone();
-            let with_breaker = move |init: TokenStream| quote!({ #item #rt::AttemptState::with_breaker(#init, #read) });
-            (
-                Box::new(with_breaker) as WithBreaker,
-                reject.clone(),
-                reject,
-            )
+            let with_gate =
+                move |init: TokenStream| quote!({ #item #rt::AttemptState::#with(#init, #read) });
+            (Box::new(with_gate) as WithBreaker, reject.clone(), reject)
         }
         None => (
             Box::new(|init: TokenStream| init) as WithBreaker,

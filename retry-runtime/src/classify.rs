@@ -189,7 +189,7 @@ fn known(error: &(dyn Error + 'static)) -> Option<Verdict> {
     if error.is::<tokio::time::error::Elapsed>() {
         return Some(Verdict::RetryIfIdempotent);
     }
-    if error.is::<crate::breaker::CircuitOpen>() {
+    if error.is::<crate::breaker::CircuitOpen>() || error.is::<crate::adaptive::Throttled>() {
         return Some(Verdict::Stop);
     }
     #[cfg(feature = "reqwest")]
@@ -250,6 +250,14 @@ impl Classify for crate::run::Elapsed {
 
 /// The breaker rejected the call: retrying now cannot help.
 impl Classify for crate::breaker::CircuitOpen {
+    fn classify(&self) -> Verdict {
+        Verdict::Stop
+    }
+}
+
+/// The adaptive throttle shed the attempt: retrying now would only add to
+/// what the dependency refuses.
+impl Classify for crate::adaptive::Throttled {
     fn classify(&self) -> Verdict {
         Verdict::Stop
     }

@@ -37,6 +37,7 @@ macro_rules! const_unless_loom {
     };
 }
 
+pub mod adaptive;
 pub mod backoff;
 pub mod breaker;
 pub mod budget;
@@ -58,6 +59,7 @@ pub mod state;
 pub mod testing;
 pub mod throttle;
 
+pub use adaptive::{AdaptiveThrottle, Throttled};
 pub use backoff::{Backoff, Jitter};
 pub use breaker::{BreakerState, CircuitBreaker, CircuitOpen, Permit};
 pub use budget::{BudgetRef, BudgetStats, IntoBudget, RetryBudget};

@@ -3,6 +3,7 @@
 
 use std::borrow::Borrow;
 
+use crate::adaptive::AdaptiveThrottle;
 use crate::breaker::CircuitBreaker;
 use crate::budget::{BudgetRef, RetryBudget};
 use crate::classify::Verdict;
@@ -305,6 +306,30 @@ impl SharedBreaker for CircuitBreaker {
 
 impl<T: std::ops::Deref<Target = CircuitBreaker> + Sync + 'static> SharedBreaker for T {
     fn breaker(&'static self) -> &'static CircuitBreaker {
+        self
+    }
+}
+
+/// What `throttle = PATH` may name: a `static AdaptiveThrottle`, or a
+/// `static` that dereferences to one; borrowed once, like [`SharedBudget`].
+#[diagnostic::on_unimplemented(
+    message = "`throttle = ..` needs a `static AdaptiveThrottle`, not a `{Self}`",
+    label = "not an `AdaptiveThrottle`",
+    note = "declare it `static NAME: AdaptiveThrottle = AdaptiveThrottle::standard();`"
+)]
+pub trait SharedThrottle: Sync + 'static {
+    /// The throttle.
+    fn throttle(&'static self) -> &'static AdaptiveThrottle;
+}
+
+impl SharedThrottle for AdaptiveThrottle {
+    fn throttle(&'static self) -> &'static AdaptiveThrottle {
+        self
+    }
+}
+
+impl<T: std::ops::Deref<Target = AdaptiveThrottle> + Sync + 'static> SharedThrottle for T {
+    fn throttle(&'static self) -> &'static AdaptiveThrottle {
         self
     }
 }

@@ -8,6 +8,7 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
+use crate::adaptive::{AdaptiveThrottle, Throttled};
 use crate::backoff::{self, Rng};
 use crate::breaker::{CircuitBreaker, CircuitOpen, Permit};
 use crate::budget::{BudgetRef, IntoBudget};
@@ -52,6 +53,9 @@ pub enum GiveUp {
     /// retrying here too would multiply the attempts (3 × 3 = 9), so one
     /// layer retries per failure domain, the innermost.
     RetriedBelow,
+    /// The adaptive throttle shed the next attempt: the dependency has been
+    /// refusing much of what it gets.
+    Throttled,
 }
 
 impl GiveUp {
@@ -71,6 +75,7 @@ impl GiveUp {
             Self::RetryAfterTooLong => "retry_after_too_long",
             Self::RetriedBelow => "retried_below",
             Self::BreakerOpen => "breaker_open",
+            Self::Throttled => "throttled",
         }
     }
 }
@@ -86,6 +91,7 @@ impl fmt::Display for GiveUp {
             Self::RetryAfterTooLong => "server asked to wait longer than retry_after_max",
             Self::RetriedBelow => "a nested call already retried",
             Self::BreakerOpen => "circuit breaker open",
+            Self::Throttled => "attempt shed by the adaptive throttle",
         })
     }
 }
@@ -157,6 +163,10 @@ pub struct AttemptState<'a, C: Clock> {
     /// when dropped, then borrows nothing of the call's, and temporaries
     /// such as `&Policy::new()` may still be passed to a state.
     breaker: Option<&'static CircuitBreaker>,
+    /// The adaptive throttle, if any (`'static`, shared, like breakers),
+    /// and when it admitted the attempt running now: its accept is counted
+    /// with its request, so that a slow answer is not read as a refusal.
+    throttle: Option<(&'static AdaptiveThrottle, Instant)>,
     /// The verdict on the last attempt, for the events.
     last_verdict: Option<Verdict>,
     /// What the call reports of itself (`tracing`, `metrics`).
@@ -217,6 +227,7 @@ impl<'a, C: Clock> AttemptState<'a, C> {
             call: CallContext::default(),
             retried_below: false,
             breaker: None,
+            throttle: None,
             last_verdict: None,
             obs: Observe::new(),
             recorded: false,
@@ -290,6 +301,46 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     pub fn with_breaker(mut self, breaker: &'static CircuitBreaker) -> Self {
         self.breaker = Some(breaker);
         self
+    }
+
+    /// Puts the call behind an adaptive throttle: ask
+    /// [`admit_throttled`](Self::admit_throttled) before every attempt.
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// use backstop::{AdaptiveThrottle, AttemptState, Policy, SystemClock};
+    /// static USERS: AdaptiveThrottle = AdaptiveThrottle::standard();
+    /// let policy = Policy::new();
+    /// let mut state = AttemptState::new(&policy, SystemClock).with_throttle(&USERS);
+    /// assert!(state.admit_throttled().is_ok(), "healthy: never shed");
+    /// ```
+    #[must_use]
+    pub fn with_throttle(mut self, throttle: &'static AdaptiveThrottle) -> Self {
+        self.throttle = Some((throttle, self.start));
+        self
+    }
+
+    /// Before each attempt, with an adaptive throttle: counts the attempt
+    /// as a request, and sheds it with the throttle's probability (drawn
+    /// from the call's random stream). Always `Ok` without one. A shed first
+    /// attempt is the call's error (`E: From<Throttled>`); a shed later one
+    /// ends the call ([`GiveUp::Throttled`]). Ask it before
+    /// [`admit`](Self::admit): a shed attempt never takes a breaker's leave.
+    ///
+    /// # Errors
+    ///
+    /// [`Throttled`] when the attempt is shed.
+    pub fn admit_throttled(&mut self) -> Result<(), Throttled> {
+        if let Some((throttle, _)) = self.throttle {
+            let draw = self.rng.get_or_insert_with(Rng::new).next_f64();
+            let now = self.clock.now();
+            self.throttle = Some((throttle, now));
+            if let Err(shed) = throttle.admit(now, draw) {
+                self.gave_up(GiveUp::Throttled);
+                return Err(shed);
+            }
+        }
+        Ok(())
     }
 
     /// Before each attempt: may it run? Always, without a breaker; with
@@ -541,7 +592,10 @@ impl<'a, C: Clock> AttemptState<'a, C> {
                 self.gave_up(GiveUp::Deadline);
                 Err(GiveUp::Deadline)
             }
-            _ => self.admit().map_err(|_| GiveUp::BreakerOpen),
+            _ => {
+                self.admit_throttled().map_err(|_| GiveUp::Throttled)?;
+                self.admit().map_err(|_| GiveUp::BreakerOpen)
+            }
         }
     }
 
@@ -612,6 +666,11 @@ impl<'a, C: Clock> AttemptState<'a, C> {
         // the bucket full, a read), a failure a retry could fix debits it,
         // whether or not this call goes on to retry; the retry itself is
         // allowed only while it stays above half (step 6).
+        if let Some((throttle, requested)) = self.throttle
+            && matches!(verdict, None | Some(Verdict::Stop))
+        {
+            throttle.accepted(requested);
+        }
         let throttle_allows = match (self.budget, verdict) {
             (Some(BudgetRef::Throttle(throttle)), None | Some(Verdict::Stop)) => {
                 throttle.answered(self.start);
