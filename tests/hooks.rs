@@ -129,6 +129,12 @@ impl From<CircuitOpen> for Failure {
     }
 }
 
+impl From<backstop::Throttled> for Failure {
+    fn from(_: backstop::Throttled) -> Self {
+        Failure::Open
+    }
+}
+
 fn reason(event: &GiveUpEvent<'_, (), Failure>) {
     log(event.reason().as_str().to_owned());
 }
@@ -162,6 +168,14 @@ fn with_breaker() -> Result<(), Failure> {
     Err(Failure::Transient)
 }
 
+static SHEDDING: backstop::AdaptiveThrottle =
+    backstop::AdaptiveThrottle::new(2.0, std::time::Duration::from_secs(60));
+
+#[retry(attempts = 5, budget = none, throttle = SHEDDING, on_give_up = reason)]
+fn with_throttle() -> Result<(), Failure> {
+    Err(Failure::Transient)
+}
+
 #[retry(attempts = 3, budget = none, on_give_up = reason)]
 fn inner_layer() -> Result<(), Failure> {
     Err(Failure::Transient)
@@ -182,6 +196,12 @@ fn every_give_up_reason_is_reported() {
     let _ = with_retry_after_max();
     let _ = with_budget();
     let _ = with_breaker();
+    // Ten thousand refusals: the next attempt is shed with p = 0.9999.
+    for _ in 0..10_000 {
+        SHEDDING.requested(backstop::Clock::now(&backstop::SystemClock));
+    }
+    backstop::testing::seed_jitter(1);
+    let _ = with_throttle();
     let _ = outer_layer();
     assert_eq!(
         take_log(),
@@ -193,6 +213,7 @@ fn every_give_up_reason_is_reported() {
             "retry_after_too_long",
             "budget",
             "breaker_open",
+            "throttled",
             "attempts",      // the inner call, after its three attempts
             "retried_below", // the outer one, which does not retry on top
         ]

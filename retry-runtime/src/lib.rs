@@ -75,8 +75,8 @@ pub use context::{
 pub use observe::{GiveUpEvent, RetryEvent};
 pub use policy::Policy;
 pub use run::{
-    AttemptTimeout, BreakerSlot, Elapsed, NoBreaker, NoTimeout, Retry, SyncLoop, TimeoutSlot,
-    ValueLoop, WithTimeout, call,
+    AttemptTimeout, BreakerSlot, Elapsed, NoBreaker, NoThrottle, NoTimeout, Retry, SyncLoop,
+    ThrottleSlot, TimeoutSlot, ValueLoop, WithTimeout, call,
 };
 #[cfg(feature = "tokio")]
 pub use run::{call_async, call_async_with};

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crate::adaptive::{AdaptiveThrottle, Throttled};
 use crate::breaker::{CircuitBreaker, CircuitOpen};
 use crate::budget::BudgetRef;
 use crate::classify::{ByClassify, Classifier, Classify, NeverRetry, When};
@@ -213,6 +214,7 @@ pub struct Retry<
     R = Ignore,
     G = Ignore,
     L = NoTimeout,
+    A = NoThrottle,
 > {
     policy: &'a Policy,
     budget: Option<BudgetRef<'a>>,
@@ -223,6 +225,7 @@ pub struct Retry<
     at_give_up: G,
     name: &'static str,
     timeout: L,
+    throttle: A,
 }
 
 /// What an attempt timeout may be given as: a `Duration`, or an
@@ -321,6 +324,41 @@ pub trait ValueLoop {}
 
 impl ValueLoop for NoTimeout {}
 
+/// A [`Retry`] loop without an adaptive throttle.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoThrottle;
+
+/// The adaptive throttle of a [`Retry`] loop, if any: [`NoThrottle`] or a
+/// `&'static AdaptiveThrottle`, which needs the error type to represent a
+/// shed attempt (`E: From<Throttled>`).
+pub trait ThrottleSlot<E> {
+    /// The throttle.
+    fn throttle(&self) -> Option<&'static AdaptiveThrottle>;
+    /// A shed first attempt as the call's error. Only called when
+    /// [`throttle`](Self::throttle) is `Some`.
+    fn rejected(shed: Throttled) -> E;
+}
+
+impl<E> ThrottleSlot<E> for NoThrottle {
+    fn throttle(&self) -> Option<&'static AdaptiveThrottle> {
+        None
+    }
+
+    fn rejected(_: Throttled) -> E {
+        unreachable!("a loop without a throttle sheds nothing")
+    }
+}
+
+impl<E: From<Throttled>> ThrottleSlot<E> for &'static AdaptiveThrottle {
+    fn throttle(&self) -> Option<&'static AdaptiveThrottle> {
+        Some(self)
+    }
+
+    fn rejected(shed: Throttled) -> E {
+        E::from(shed)
+    }
+}
+
 /// A [`Retry`] loop without a circuit breaker.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NoBreaker;
@@ -403,11 +441,12 @@ impl<'a> Retry<'a> {
             at_give_up: Ignore,
             name: crate::observe::ANONYMOUS,
             timeout: NoTimeout,
+            throttle: NoThrottle,
         }
     }
 }
 
-impl<'a, W, K, B, R, G, L> Retry<'a, W, K, B, R, G, L> {
+impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// Draws on `budget` instead of the policy's: a
     /// [`RetryThrottle`](crate::RetryThrottle) or a windowed
     /// [`RetryBudget`](crate::RetryBudget).
@@ -456,7 +495,7 @@ impl<'a, W, K, B, R, G, L> Retry<'a, W, K, B, R, G, L> {
     /// });
     /// assert_eq!(attempts, 3);
     /// ```
-    pub fn when<F>(self, f: F) -> Retry<'a, When<F>, K, B, R, G, L> {
+    pub fn when<F>(self, f: F) -> Retry<'a, When<F>, K, B, R, G, L, A> {
         Retry {
             policy: self.policy,
             budget: self.budget,
@@ -467,6 +506,7 @@ impl<'a, W, K, B, R, G, L> Retry<'a, W, K, B, R, G, L> {
             at_give_up: self.at_give_up,
             name: self.name,
             timeout: self.timeout,
+            throttle: self.throttle,
         }
     }
 
@@ -482,7 +522,7 @@ impl<'a, W, K, B, R, G, L> Retry<'a, W, K, B, R, G, L> {
     ///     .call(|| Ok::<_, std::io::Error>(statuses.pop().unwrap()));
     /// assert_eq!(status.unwrap(), 200);
     /// ```
-    pub fn when_ok<F>(self, f: F) -> Retry<'a, W, When<F>, B, R, G, L> {
+    pub fn when_ok<F>(self, f: F) -> Retry<'a, W, When<F>, B, R, G, L, A> {
         Retry {
             policy: self.policy,
             budget: self.budget,
@@ -493,6 +533,7 @@ impl<'a, W, K, B, R, G, L> Retry<'a, W, K, B, R, G, L> {
             at_give_up: self.at_give_up,
             name: self.name,
             timeout: self.timeout,
+            throttle: self.throttle,
         }
     }
 
@@ -528,7 +569,7 @@ impl<'a, W, K, B, R, G, L> Retry<'a, W, K, B, R, G, L> {
     ///     .call(|| Err::<(), _>(std::io::Error::from(std::io::ErrorKind::ConnectionReset)));
     /// assert_eq!(log.len(), 2);
     /// ```
-    pub fn on_retry<T, E, F>(self, f: F) -> Retry<'a, W, K, B, F, G, L>
+    pub fn on_retry<T, E, F>(self, f: F) -> Retry<'a, W, K, B, F, G, L, A>
     where
         F: Fn(&crate::RetryEvent<'_, T, E>),
     {
@@ -542,6 +583,7 @@ impl<'a, W, K, B, R, G, L> Retry<'a, W, K, B, R, G, L> {
             at_give_up: self.at_give_up,
             name: self.name,
             timeout: self.timeout,
+            throttle: self.throttle,
         }
     }
 
@@ -559,7 +601,7 @@ impl<'a, W, K, B, R, G, L> Retry<'a, W, K, B, R, G, L> {
     ///     .call(|| Err::<(), _>(std::io::Error::from(std::io::ErrorKind::ConnectionReset)));
     /// assert_eq!(reason.get(), Some((GiveUp::Attempts, 3)));
     /// ```
-    pub fn on_give_up<T, E, F>(self, f: F) -> Retry<'a, W, K, B, R, F, L>
+    pub fn on_give_up<T, E, F>(self, f: F) -> Retry<'a, W, K, B, R, F, L, A>
     where
         F: Fn(&crate::GiveUpEvent<'_, T, E>),
     {
@@ -573,6 +615,7 @@ impl<'a, W, K, B, R, G, L> Retry<'a, W, K, B, R, G, L> {
             at_give_up: f,
             name: self.name,
             timeout: self.timeout,
+            throttle: self.throttle,
         }
     }
 
@@ -606,7 +649,7 @@ impl<'a, W, K, B, R, G, L> Retry<'a, W, K, B, R, G, L> {
     pub fn breaker(
         self,
         breaker: &'static CircuitBreaker,
-    ) -> Retry<'a, W, K, &'static CircuitBreaker, R, G, L> {
+    ) -> Retry<'a, W, K, &'static CircuitBreaker, R, G, L, A> {
         Retry {
             policy: self.policy,
             budget: self.budget,
@@ -617,6 +660,41 @@ impl<'a, W, K, B, R, G, L> Retry<'a, W, K, B, R, G, L> {
             at_give_up: self.at_give_up,
             name: self.name,
             timeout: self.timeout,
+            throttle: self.throttle,
+        }
+    }
+
+    /// Puts the calls behind an adaptive throttle: attempts, the first
+    /// included, are shed in proportion to what the dependency has been
+    /// refusing. A shed first attempt returns `Err(E::from(Throttled))`, so
+    /// the error type must implement `From<Throttled>`.
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// use backstop::{AdaptiveThrottle, Policy, Retry};
+    /// # let _vt = backstop::testing::VirtualTime::start();
+    /// static USERS: AdaptiveThrottle = AdaptiveThrottle::standard();
+    /// let policy = Policy::new();
+    /// let out = Retry::new(&policy)
+    ///     .throttle(&USERS)
+    ///     .call(|| Ok::<_, std::io::Error>(7));
+    /// assert_eq!(out.unwrap(), 7);
+    /// ```
+    pub fn throttle(
+        self,
+        throttle: &'static AdaptiveThrottle,
+    ) -> Retry<'a, W, K, B, R, G, L, &'static AdaptiveThrottle> {
+        Retry {
+            policy: self.policy,
+            budget: self.budget,
+            when: self.when,
+            when_ok: self.when_ok,
+            breaker: self.breaker,
+            before_sleep: self.before_sleep,
+            at_give_up: self.at_give_up,
+            name: self.name,
+            timeout: self.timeout,
+            throttle,
         }
     }
 
@@ -649,7 +727,7 @@ impl<'a, W, K, B, R, G, L> Retry<'a, W, K, B, R, G, L> {
     pub fn attempt_timeout(
         self,
         timeout: impl AttemptTimeout,
-    ) -> Retry<'a, W, K, B, R, G, WithTimeout> {
+    ) -> Retry<'a, W, K, B, R, G, WithTimeout, A> {
         Retry {
             policy: self.policy,
             budget: self.budget,
@@ -660,18 +738,48 @@ impl<'a, W, K, B, R, G, L> Retry<'a, W, K, B, R, G, L> {
             at_give_up: self.at_give_up,
             name: self.name,
             timeout: WithTimeout(timeout.limit()),
+            throttle: self.throttle,
         }
     }
 
     fn state<C: crate::clock::Clock, E>(&self, clock: C) -> AttemptState<'a, C>
     where
         B: BreakerSlot<E>,
+        A: ThrottleSlot<E>,
     {
-        let state = AttemptState::with_budget(self.policy, self.budget, clock).with_name(self.name);
-        match self.breaker.breaker() {
-            Some(breaker) => state.with_breaker(breaker),
-            None => state,
+        let mut state =
+            AttemptState::with_budget(self.policy, self.budget, clock).with_name(self.name);
+        if let Some(breaker) = self.breaker.breaker() {
+            state = state.with_breaker(breaker);
         }
+        if let Some(throttle) = self.throttle.throttle() {
+            state = state.with_throttle(throttle);
+        }
+        state
+    }
+
+    /// Before an attempt: the throttle, then the breaker (an attempt the
+    /// throttle sheds never takes the breaker's leave). A rejection is the
+    /// call's outcome, and `on_give_up` is told.
+    fn admit<T, E, C: crate::clock::Clock>(
+        &self,
+        state: &mut AttemptState<'a, C>,
+    ) -> Option<Result<T, E>>
+    where
+        B: BreakerSlot<E>,
+        A: ThrottleSlot<E>,
+        G: OnGiveUp<T, E>,
+    {
+        let (outcome, reason) = if let Err(shed) = state.admit_throttled() {
+            (Err(A::rejected(shed)), GiveUp::Throttled)
+        } else if let Err(open) = state.admit() {
+            (Err(B::rejected(open)), GiveUp::BreakerOpen)
+        } else {
+            return None;
+        };
+        self.at_give_up
+            .on_give_up(&state.give_up_event(outcome.as_ref(), reason));
+        Some(outcome)
     }
 
     /// Runs the loop around a sync operation.
@@ -692,17 +800,15 @@ impl<'a, W, K, B, R, G, L> Retry<'a, W, K, B, R, G, L> {
         W: Classifier<E>,
         K: Classifier<T>,
         B: BreakerSlot<E>,
+        A: ThrottleSlot<E>,
         R: OnRetry<T, E>,
         G: OnGiveUp<T, E>,
         L: SyncLoop,
         F: FnMut() -> Result<T, E>,
     {
         let mut state = self.state(SystemClock);
-        if let Err(open) = state.admit() {
-            let outcome = Err(B::rejected(open));
-            self.at_give_up
-                .on_give_up(&state.give_up_event(outcome.as_ref(), GiveUp::BreakerOpen));
-            return outcome;
+        if let Some(rejected) = self.admit(&mut state) {
+            return rejected;
         }
         loop {
             let outcome = state.run_attempt(&mut op);
@@ -756,6 +862,7 @@ impl<'a, W, K, B, R, G, L> Retry<'a, W, K, B, R, G, L> {
         W: Classifier<E>,
         K: Classifier<T>,
         B: BreakerSlot<E>,
+        A: ThrottleSlot<E>,
         R: OnRetry<T, E>,
         G: OnGiveUp<T, E>,
         L: TimeoutSlot<E>,
@@ -832,6 +939,7 @@ impl<'a, W, K, B, R, G, L> Retry<'a, W, K, B, R, G, L> {
         W: Classifier<E>,
         K: Classifier<T>,
         B: BreakerSlot<E>,
+        A: ThrottleSlot<E>,
         R: OnRetry<T, E>,
         G: OnGiveUp<T, E>,
         L: ValueLoop,
@@ -858,6 +966,7 @@ impl<'a, W, K, B, R, G, L> Retry<'a, W, K, B, R, G, L> {
         W: Classifier<E>,
         K: Classifier<T>,
         B: BreakerSlot<E>,
+        A: ThrottleSlot<E>,
         R: OnRetry<T, E>,
         G: OnGiveUp<T, E>,
         F: FnMut(S, Option<Duration>) -> Fut,
@@ -865,11 +974,8 @@ impl<'a, W, K, B, R, G, L> Retry<'a, W, K, B, R, G, L> {
     {
         let mut value = value;
         let mut state = self.state(crate::clock::TokioClock);
-        if let Err(open) = state.admit() {
-            let outcome = Err(B::rejected(open));
-            self.at_give_up
-                .on_give_up(&state.give_up_event(outcome.as_ref(), GiveUp::BreakerOpen));
-            return (value, outcome);
+        if let Some(rejected) = self.admit(&mut state) {
+            return (value, rejected);
         }
         loop {
             // The outcome is dropped before the sleep: a retried response
@@ -905,13 +1011,10 @@ impl<'a, W, K, B, R, G, L> Retry<'a, W, K, B, R, G, L> {
                 }
             };
             crate::macro_support::sleep_async(delay).await;
-            // The outcome is gone: a breaker that opened meanwhile makes the
-            // rejection the error.
-            if let Err(open) = state.admit() {
-                let outcome = Err(B::rejected(open));
-                self.at_give_up
-                    .on_give_up(&state.give_up_event(outcome.as_ref(), GiveUp::BreakerOpen));
-                return (value, outcome);
+            // The outcome is gone: a throttle that sheds or a breaker that
+            // opened meanwhile makes the rejection the error.
+            if let Some(rejected) = self.admit(&mut state) {
+                return (value, rejected);
             }
         }
     }

@@ -4,9 +4,14 @@
 use std::io::{Error, ErrorKind};
 use std::time::Duration;
 
-use backstop::{Jitter, Policy, RetryBudget, Verdict, retry};
+use backstop::{
+    AdaptiveThrottle, CircuitBreaker, Jitter, Policy, RetryBudget, RetryThrottle, Verdict, retry,
+};
 
 static BUDGET: RetryBudget = RetryBudget::new(0.2, 5, Duration::from_secs(10));
+static TOKENS: RetryThrottle = RetryThrottle::new(20, 0.2);
+static BREAKER: CircuitBreaker = CircuitBreaker::new(5, Duration::from_secs(30));
+static SHED: AdaptiveThrottle = AdaptiveThrottle::standard();
 static POLICY: Policy = Policy::new().attempts(5).jitter(Jitter::Equal);
 
 fn transient(e: &Error) -> bool {
@@ -33,6 +38,11 @@ fn literals() -> Result<(), Error> {
 
 #[retry(deadline = none, budget = none, backoff = linear, jitter = none, base = 1us, cap = 1h)]
 fn nones() -> Result<(), Error> {
+    Ok(())
+}
+
+#[retry(budget = TOKENS, breaker = BREAKER, throttle = SHED)]
+fn gates() -> Result<(), Error> {
     Ok(())
 }
 
@@ -99,6 +109,7 @@ fn renamed_crate() -> Result<(), Error> {
 fn main() {
     let _ = literals();
     let _ = nones();
+    let _ = gates();
     let _ = fixed();
     let _ = expressions();
     let _ = arguments_as_options(Duration::from_secs(1), 3);

@@ -1,0 +1,93 @@
+//! The adaptive throttle (Google SRE client-side throttling): exactly 0
+//! with healthy traffic, shedding in proportion to refusals, forgetting an
+//! outage a window after it ends, and callers whose clocks disagree.
+// A probability of exactly 0 is the promise: compared exactly.
+#![allow(clippy::float_cmp)]
+
+use std::time::{Duration, Instant};
+
+use retry_runtime::AdaptiveThrottle;
+
+#[test]
+fn healthy_traffic_is_never_shed() {
+    let throttle = AdaptiveThrottle::standard();
+    let t0 = Instant::now();
+    // 10,000 attempts over 20 s, every one answered (one in 50 with an
+    // error no retry can fix: still an answer).
+    for i in 0..10_000u64 {
+        let now = t0 + Duration::from_millis(i * 2);
+        assert_eq!(throttle.rejection_probability(now), 0.0);
+        throttle
+            .admit(now, 0.0)
+            .expect("a draw of 0 is shed by any p > 0");
+        throttle.accepted(now);
+    }
+}
+
+#[test]
+fn refusals_are_shed_in_proportion_and_forgotten_a_window_later() {
+    let throttle = AdaptiveThrottle::new(2.0, Duration::from_secs(2));
+    let t0 = Instant::now();
+    // 100 answered, then 300 refused (no accept).
+    for _ in 0..100 {
+        throttle.requested(t0);
+        throttle.accepted(t0);
+    }
+    for _ in 0..300 {
+        throttle.requested(t0);
+    }
+    let p = throttle.rejection_probability(t0);
+    assert!((p - 200.0 / 401.0).abs() < 1e-12, "{p}");
+    // A draw below p is shed and not counted; above, admitted and counted.
+    assert!(throttle.admit(t0, p / 2.0).is_err());
+    assert!(
+        (throttle.rejection_probability(t0) - p).abs() < 1e-12,
+        "a shed attempt is not a request"
+    );
+    assert!(throttle.admit(t0, f64::midpoint(1.0, p)).is_ok());
+    assert!(throttle.rejection_probability(t0) > p);
+    // A window later, the outage is forgotten.
+    assert_eq!(
+        throttle.rejection_probability(t0 + Duration::from_millis(2_300)),
+        0.0
+    );
+}
+
+#[test]
+fn k_sets_how_much_more_than_gets_through_may_be_sent() {
+    let lenient = AdaptiveThrottle::new(3.0, Duration::from_secs(10));
+    let now = Instant::now();
+    for _ in 0..100 {
+        lenient.requested(now);
+    }
+    for _ in 0..34 {
+        lenient.accepted(now);
+    }
+    assert_eq!(lenient.rejection_probability(now), 0.0, "100 ≤ 3 × 34");
+}
+
+#[test]
+fn callers_whose_clocks_disagree_never_wedge_it() {
+    let throttle = AdaptiveThrottle::standard();
+    let now = Instant::now();
+    let hour = Duration::from_secs(3600);
+    // A caller an hour ahead sees nothing but refusals.
+    for _ in 0..1000 {
+        throttle.requested(now + hour);
+    }
+    // Callers on real time are not shed for it.
+    assert_eq!(throttle.rejection_probability(now), 0.0);
+    assert!(throttle.admit(now, 0.0).is_ok());
+}
+
+#[test]
+#[should_panic(expected = "`k` must be at least 1")]
+fn a_k_below_one_is_rejected() {
+    let _ = AdaptiveThrottle::new(0.5, Duration::from_secs(2));
+}
+
+#[test]
+#[should_panic(expected = "`window`")]
+fn a_window_of_nothing_is_rejected() {
+    let _ = AdaptiveThrottle::new(2.0, Duration::ZERO);
+}

@@ -1,0 +1,151 @@
+//! `#[retry(throttle = ..)]`: the adaptive throttle sheds attempts before
+//! they are made, the first included.
+
+use std::cell::Cell;
+use std::io::{Error, ErrorKind};
+use std::time::Duration;
+
+use backstop::testing::{VirtualTime, isolate, seed_jitter};
+use backstop::{AdaptiveThrottle, GiveUp, Throttled, retry};
+
+#[derive(Debug, PartialEq)]
+enum ApiError {
+    Refused,
+    Shed,
+}
+
+impl backstop::Classify for ApiError {
+    fn classify(&self) -> backstop::Verdict {
+        match self {
+            ApiError::Refused => backstop::Verdict::Retry,
+            ApiError::Shed => backstop::Verdict::Stop,
+        }
+    }
+}
+
+impl From<Throttled> for ApiError {
+    fn from(_: Throttled) -> Self {
+        ApiError::Shed
+    }
+}
+
+static DOWN: AdaptiveThrottle = AdaptiveThrottle::new(2.0, Duration::from_secs(60));
+
+#[retry(attempts = 1, throttle = DOWN, budget = none)]
+fn refused(calls: &Cell<u32>) -> Result<(), ApiError> {
+    calls.set(calls.get() + 1);
+    Err(ApiError::Refused)
+}
+
+#[test]
+fn a_dependency_refusing_everything_is_shed_before_it_is_called() {
+    let _vt = VirtualTime::start();
+    seed_jitter(7);
+    let calls = Cell::new(0);
+    let mut shed = 0;
+    for _ in 0..1000 {
+        if refused(&calls) == Err(ApiError::Shed) {
+            shed += 1;
+        }
+    }
+    // Shed before running the body: what was sent plus what was shed is
+    // every call, and most were shed.
+    assert_eq!(calls.get() + shed, 1000);
+    assert!(shed > 900, "{shed} shed");
+}
+
+static HALF: AdaptiveThrottle = AdaptiveThrottle::new(2.0, Duration::from_secs(60));
+
+#[retry(attempts = 3, base = 1ns, throttle = HALF, budget = none,
+        on_give_up = |e| REASONS.with(|r| r.borrow_mut().push(e.reason())))]
+fn later_attempts(calls: &Cell<u32>) -> Result<(), ApiError> {
+    calls.set(calls.get() + 1);
+    Err(ApiError::Refused)
+}
+
+thread_local! {
+    static REASONS: std::cell::RefCell<Vec<GiveUp>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+#[test]
+fn a_shed_later_attempt_gives_up_with_the_last_outcome() {
+    let _vt = VirtualTime::start();
+    let _fresh = isolate();
+    seed_jitter(11);
+    let calls = Cell::new(0);
+    let mut outcomes = Vec::new();
+    for _ in 0..200 {
+        outcomes.push(later_attempts(&calls));
+    }
+    let reasons = REASONS.with(|r| r.borrow().clone());
+    assert!(reasons.contains(&GiveUp::Throttled), "{reasons:?}");
+    // A sync call shed after a retry's sleep returns the outcome it kept.
+    let refused_after_shed = outcomes
+        .iter()
+        .filter(|o| **o == Err(ApiError::Refused))
+        .count();
+    assert!(refused_after_shed > 0);
+}
+
+static REPLAYED: AdaptiveThrottle = AdaptiveThrottle::new(2.0, Duration::from_secs(60));
+
+#[retry(attempts = 1, throttle = REPLAYED, budget = none)]
+fn replayed() -> Result<(), ApiError> {
+    Err(ApiError::Refused)
+}
+
+#[test]
+fn seed_jitter_replays_what_is_shed() {
+    let _vt = VirtualTime::start();
+    let run = |seed| {
+        seed_jitter(seed);
+        (0..200)
+            .map(|_| replayed() == Err(ApiError::Shed))
+            .collect::<Vec<_>>()
+    };
+    // The throttle's counts carry over between runs: compare runs that
+    // start from the same counts, a window apart in virtual time.
+    let vt = VirtualTime::start();
+    let first = run(3);
+    vt.advance(Duration::from_secs(120));
+    let second = run(3);
+    assert_eq!(first, second);
+}
+
+static IO: AdaptiveThrottle = AdaptiveThrottle::new(2.0, Duration::from_secs(60));
+
+#[retry(attempts = 1, throttle = IO, budget = none)]
+fn io_refused() -> Result<(), Error> {
+    Err(ErrorKind::ConnectionRefused.into())
+}
+
+#[test]
+fn io_errors_take_the_throttle_too() {
+    let _vt = VirtualTime::start();
+    seed_jitter(5);
+    let shed = (0..100)
+        .filter_map(|_| io_refused().err())
+        .filter(|e| {
+            let inner: Option<&(dyn std::error::Error + Send + Sync)> = e.get_ref();
+            inner.is_some_and(|inner| inner.downcast_ref::<Throttled>().is_some())
+        })
+        .count();
+    assert!(shed > 50, "{shed}");
+}
+
+#[test]
+fn retry_takes_the_throttle_too() {
+    static SHARED: AdaptiveThrottle = AdaptiveThrottle::new(2.0, Duration::from_secs(60));
+    let _vt = VirtualTime::start();
+    seed_jitter(1);
+    let policy = backstop::Policy::new().attempts(1).no_budget();
+    let shed = (0..200)
+        .filter(|_| {
+            backstop::Retry::new(&policy)
+                .throttle(&SHARED)
+                .call(|| Err::<(), _>(ApiError::Refused))
+                == Err(ApiError::Shed)
+        })
+        .count();
+    assert!(shed > 150, "{shed}");
+}
