@@ -68,6 +68,8 @@ pub(crate) struct Scenario {
     pub(crate) flaky: f64,
     pub(crate) seed: u64,
     pub(crate) svg: Option<String>,
+    /// Run the scenario matrix instead (`--matrix`).
+    pub(crate) matrix: bool,
 }
 
 impl Default for Scenario {
@@ -84,6 +86,7 @@ impl Default for Scenario {
             flaky: 0.002,
             seed: 1,
             svg: None,
+            matrix: false,
         }
     }
 }
@@ -105,6 +108,8 @@ S is in seconds, `2` or `2s`, or `250ms`):
   --flaky F        fraction of served requests failing transiently [0.002]
   --seed N         seed for arrivals, failures and jitter [1]
   --svg FILE       also write the load chart as SVG to FILE
+  --matrix         run the matrix of scenarios (load, outage, queue, flaky
+                   errors) with seeds 1-3 and check what each strategy buys
   --help           this text";
 
 impl Scenario {
@@ -139,7 +144,7 @@ impl Scenario {
                 Some((flag, v)) if flag.starts_with("--") => (flag.to_owned(), Some(v.to_owned())),
                 _ => (arg, None),
             };
-            let takes_value = !matches!(flag.as_str(), "--help" | "-h");
+            let takes_value = !matches!(flag.as_str(), "--help" | "-h" | "--matrix");
             let v = if v.is_none() && takes_value {
                 args.next()
             } else {
@@ -157,6 +162,7 @@ impl Scenario {
                 "--flaky" => sc.flaky = value(&flag, v)?,
                 "--seed" => sc.seed = value(&flag, v)?,
                 "--svg" => sc.svg = Some(v.ok_or("--svg needs a file name")?),
+                "--matrix" => sc.matrix = true,
                 "--help" | "-h" => return Err(String::new()),
                 other => return Err(format!("unknown option `{other}`")),
             }
@@ -874,6 +880,201 @@ fn svg(path: &str, runs: &[(Strategy, Series)], sc: &Scenario) -> Result<(), Str
     root.present().map_err(|e| draw(&e))
 }
 
+// ---------------------------------------------------------------------
+// The matrix: what each strategy buys, across scenarios and seeds.
+
+/// The strategies of the matrix: no retry, retries without a budget, the
+/// windowed budget, and the crate's defaults alone and with each addition.
+pub(crate) const MATRIX_STRATEGIES: [Strategy; 6] = [
+    Strategy::NoRetry,
+    Strategy::FullJitter,
+    Strategy::Windowed,
+    Strategy::Defaults,
+    Strategy::DefaultsAdaptive,
+    Strategy::DefaultsBreaker,
+];
+
+/// The matrix's scenarios: the default one and its variations.
+pub(crate) fn matrix_scenarios(base: &Scenario) -> Vec<(&'static str, Scenario)> {
+    let with = |f: &dyn Fn(&mut Scenario)| {
+        let mut sc = base.clone();
+        f(&mut sc);
+        sc
+    };
+    vec![
+        ("default (--load 0.8)", base.clone()),
+        ("--load 0.6", with(&|sc| sc.load = 0.6)),
+        ("--load 0.9", with(&|sc| sc.load = 0.9)),
+        (
+            "--outage 10",
+            with(&|sc| sc.outage = Duration::from_secs(10)),
+        ),
+        ("--queue 5000", with(&|sc| sc.queue = 5000)),
+        (
+            "--load 0.7 --outage 8 --flaky 0.01",
+            with(&|sc| {
+                sc.load = 0.7;
+                sc.outage = Duration::from_secs(8);
+                sc.flaky = 0.01;
+            }),
+        ),
+        (
+            "--outage 0 --flaky 0.05",
+            with(&|sc| {
+                sc.outage = Duration::ZERO;
+                sc.flaky = 0.05;
+            }),
+        ),
+    ]
+}
+
+/// What the matrix promises, for one scenario and seed: a line for each
+/// promise broken (none when all hold).
+pub(crate) fn broken_promises(results: &[(Strategy, Summary)]) -> Vec<String> {
+    let get = |strategy: Strategy| {
+        results
+            .iter()
+            .find(|(s, _)| *s == strategy)
+            .map(|(_, summary)| summary)
+            .expect("every matrix strategy ran")
+    };
+    let secs = |r: Recovery| match r {
+        Recovery::After(d) => Some(d),
+        Recovery::Never | Recovery::NoOutage => None,
+    };
+    let (none, unbudgeted, defaults) = (
+        get(Strategy::NoRetry),
+        get(Strategy::FullJitter),
+        get(Strategy::Defaults),
+    );
+    let mut broken = Vec::new();
+    let outage = none.recovered != Recovery::NoOutage;
+    if outage {
+        // Retries without a budget never recover, or recover last.
+        if let Some(u) = secs(unbudgeted.recovered) {
+            for (strategy, s) in results {
+                if let Some(other) = secs(s.recovered)
+                    && other > u
+                {
+                    broken.push(format!(
+                        "{} recovered after full jitter ({other:?} > {u:?})",
+                        strategy.name()
+                    ));
+                }
+            }
+        }
+        // The defaults: no later than no retry + max(1 s, 15%).
+        match (secs(none.recovered), secs(defaults.recovered)) {
+            (Some(n), Some(d)) => {
+                let slack = n.mul_f64(0.15).max(Duration::from_secs(1));
+                if d > n + slack {
+                    broken.push(format!("defaults recovered at {d:?}, no retry at {n:?}"));
+                }
+            }
+            (Some(n), None) => broken.push(format!("defaults never recovered, no retry at {n:?}")),
+            _ => {}
+        }
+        // The adaptive throttle and the breaker: before no retry.
+        for strategy in [Strategy::DefaultsAdaptive, Strategy::DefaultsBreaker] {
+            match (secs(none.recovered), secs(get(strategy).recovered)) {
+                (Some(n), Some(x)) if x >= n => broken.push(format!(
+                    "{} recovered at {x:?}, not before no retry ({n:?})",
+                    strategy.name()
+                )),
+                (_, None) => broken.push(format!("{} never recovered", strategy.name())),
+                _ => {}
+            }
+        }
+    } else if defaults.failed >= none.failed {
+        // No outage, flaky errors: the defaults rescue them.
+        broken.push(format!(
+            "without an outage the defaults failed {} calls, no retry {}",
+            defaults.failed, none.failed
+        ));
+    }
+    if defaults.failed_share() > none.failed_share() + 0.01 {
+        broken.push(format!(
+            "defaults failed {:.1}% of calls, no retry {:.1}%",
+            100.0 * defaults.failed_share(),
+            100.0 * none.failed_share()
+        ));
+    }
+    let amplification = defaults.sent as f64 / defaults.offered.max(1) as f64;
+    // Without an outage, the retries that rescue flaky failures are the
+    // amplification (5% flaky: 1.05×, and what retries are for); the bound
+    // that matters is the one through an outage.
+    let bound = if outage { 1.05 } else { 1.10 };
+    if amplification > bound {
+        broken.push(format!("defaults amplified the load {amplification:.3}×"));
+    }
+    broken
+}
+
+/// Runs the matrix: every scenario with seeds 1 to 3; prints one line per
+/// scenario and seed, recovery and calls failed per strategy, and the
+/// promises broken. `Ok` when every promise holds.
+fn matrix(base: &Scenario) -> Result<(), ()> {
+    let mut out = String::new();
+    let _ = write!(out, "{:<36} {:>4}", "scenario", "seed");
+    for strategy in MATRIX_STRATEGIES {
+        let short = match strategy {
+            Strategy::NoRetry => "no retry",
+            Strategy::FullJitter => "full jitter",
+            Strategy::Windowed => "windowed",
+            Strategy::Defaults => "defaults",
+            Strategy::DefaultsAdaptive => "+ adaptive",
+            Strategy::DefaultsBreaker => "+ breaker",
+            other => other.name(),
+        };
+        let _ = write!(out, " {short:>19}");
+    }
+    println!("{out}");
+    let mut broken = Vec::new();
+    for (name, sc) in matrix_scenarios(base) {
+        for seed in 1..=3 {
+            let sc = Scenario { seed, ..sc.clone() };
+            let results: Vec<(Strategy, Summary)> = MATRIX_STRATEGIES
+                .into_iter()
+                .map(|strategy| (strategy, summarise(&run(strategy, &sc), &sc)))
+                .collect();
+            let mut line = format!("{name:<36} {seed:>4}");
+            for (_, s) in &results {
+                let recovered = match s.recovered {
+                    Recovery::After(d) => format!("{:.1} s", d.as_secs_f64()),
+                    Recovery::Never => "never".to_owned(),
+                    Recovery::NoOutage => "n/a".to_owned(),
+                };
+                let _ = write!(line, " {recovered:>9} {:>8.1}%", 100.0 * s.failed_share());
+            }
+            println!("{line}");
+            broken.extend(
+                broken_promises(&results)
+                    .into_iter()
+                    .map(|b| format!("{name}, seed {seed}: {b}")),
+            );
+        }
+    }
+    println!(
+        "\neach cell: recovery after the outage (as in the table of a single run), \
+         and the share of calls that failed."
+    );
+    if broken.is_empty() {
+        println!(
+            "every promise holds: without a budget no recovery (or the last); the defaults \
+             within max(1 s, 15%) of no retry, at most 1 point more calls failed, at most \
+             1.05× the load, and fewer failures without an outage; the adaptive throttle and \
+             the breaker before no retry."
+        );
+        Ok(())
+    } else {
+        println!("promises broken:");
+        for b in &broken {
+            println!("  {b}");
+        }
+        Err(())
+    }
+}
+
 fn main() -> ExitCode {
     let sc = match Scenario::parse(std::env::args().skip(1)) {
         Ok(sc) => sc,
@@ -886,6 +1087,13 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if sc.matrix {
+        return if matrix(&sc).is_ok() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        };
+    }
     println!(
         "{} clients offer {:.0}% of a {:.0} req/s server's capacity for {:.0} s \
          (queue {}, client timeout {:?}, {:.1}% of requests fail transiently); \

@@ -9,7 +9,9 @@ mod storm;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use storm::{Recovery, Scenario, Strategy, Summary, run, summarise};
+use storm::{
+    MATRIX_STRATEGIES, Recovery, Scenario, Strategy, Summary, broken_promises, run, summarise,
+};
 
 fn scenario() -> Scenario {
     Scenario {
@@ -165,5 +167,42 @@ fn durations_are_read_as_the_summary_prints_them() {
     for bad in ["2x", "s", "ms", "-1s", "1e400"] {
         let err = parse(&["--timeout", bad]).expect_err(bad);
         assert!(err.contains("is not a duration"), "{bad}: {err}");
+    }
+}
+
+#[test]
+fn the_matrix_promises_hold_on_the_small_scenario_over_seeds() {
+    let _turn = STATICS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let base = scenario();
+    let variants = [
+        ("default", base.clone()),
+        (
+            "--load 0.9",
+            Scenario {
+                load: 0.9,
+                ..base.clone()
+            },
+        ),
+        (
+            "--outage 0 --flaky 0.05",
+            Scenario {
+                outage: Duration::ZERO,
+                flaky: 0.05,
+                ..base.clone()
+            },
+        ),
+    ];
+    for (name, sc) in variants {
+        for seed in 1..=3 {
+            let sc = Scenario { seed, ..sc.clone() };
+            let results: Vec<(Strategy, Summary)> = MATRIX_STRATEGIES
+                .into_iter()
+                .map(|strategy| (strategy, summarise(&run(strategy, &sc), &sc)))
+                .collect();
+            let broken = broken_promises(&results);
+            assert!(broken.is_empty(), "{name}, seed {seed}: {broken:?}");
+        }
     }
 }

@@ -260,17 +260,14 @@ impl AdaptiveThrottle {
                     (requests_of(current) + requests).min(COUNT_MAX),
                     (accepts_of(current) + accepts).min(COUNT_MAX),
                 )
-            } else if (tag.wrapping_sub(tag_of(current)) & TAG_MASK) < (TAG_MASK / 2) {
-                // An older epoch: this slot starts over.
-                pack(tag, requests, accepts)
             } else {
-                // The slot holds a *later* epoch (a caller whose clock is
-                // ahead): count there rather than wipe it.
-                pack(
-                    tag_of(current),
-                    (requests_of(current) + requests).min(COUNT_MAX),
-                    (accepts_of(current) + accepts).min(COUNT_MAX),
-                )
+                // Another epoch: this slot starts over. Also when it holds a
+                // *later* one, from a caller whose clock is ahead (a test's
+                // paused clock beside real time): counted there, this
+                // caller's traffic would stay invisible to its own window
+                // until its clock caught up. Callers whose clocks disagree
+                // wipe each other's counts: they see less, never more.
+                pack(tag, requests, accepts)
             };
             match slot.compare_exchange_weak(current, next, AcqRel, Acquire) {
                 Ok(_) => return,
