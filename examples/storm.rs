@@ -70,6 +70,9 @@ pub(crate) struct Scenario {
     pub(crate) svg: Option<String>,
     /// Run the scenario matrix instead (`--matrix`).
     pub(crate) matrix: bool,
+    /// Print one row of the matrix (a process of its own per row, so that
+    /// every row starts from fresh statics: `--matrix-row NAME`).
+    pub(crate) matrix_row: Option<String>,
 }
 
 impl Default for Scenario {
@@ -87,6 +90,7 @@ impl Default for Scenario {
             seed: 1,
             svg: None,
             matrix: false,
+            matrix_row: None,
         }
     }
 }
@@ -163,6 +167,7 @@ impl Scenario {
                 "--seed" => sc.seed = value(&flag, v)?,
                 "--svg" => sc.svg = Some(v.ok_or("--svg needs a file name")?),
                 "--matrix" => sc.matrix = true,
+                "--matrix-row" => sc.matrix_row = Some(v.ok_or("--matrix-row needs a name")?),
                 "--help" | "-h" => return Err(String::new()),
                 other => return Err(format!("unknown option `{other}`")),
             }
@@ -1010,8 +1015,32 @@ pub(crate) fn broken_promises(results: &[(Strategy, Summary)]) -> Vec<String> {
     broken
 }
 
-/// Runs the matrix: every scenario with seeds 1 to 3; prints one line per
-/// scenario and seed, recovery and calls failed per strategy, and the
+/// One row of the matrix: `name`'s scenario (from the command line) run
+/// with every strategy; prints the row, then a line per promise broken.
+fn matrix_row(name: &str, sc: &Scenario) {
+    let results: Vec<(Strategy, Summary)> = MATRIX_STRATEGIES
+        .into_iter()
+        .map(|strategy| (strategy, summarise(&run(strategy, sc), sc)))
+        .collect();
+    let mut line = format!("{name:<36} {:>4}", sc.seed);
+    for (_, s) in &results {
+        let recovered = match s.recovered {
+            Recovery::After(d) => format!("{:.1} s", d.as_secs_f64()),
+            Recovery::Never => "never".to_owned(),
+            Recovery::NoOutage => "n/a".to_owned(),
+        };
+        let _ = write!(line, " {recovered:>9} {:>8.1}%", 100.0 * s.failed_share());
+    }
+    println!("{line}");
+    for broken in broken_promises(&results) {
+        println!("broken: {name}, seed {}: {broken}", sc.seed);
+    }
+}
+
+/// Runs the matrix: every scenario with seeds 1 to 3, each in a process of
+/// its own (the strategies' shared budgets and breakers are `static`s, and
+/// a row must not start from what the previous one left); prints one line
+/// per scenario and seed, recovery and calls failed per strategy, and the
 /// promises broken. `Ok` when every promise holds.
 fn matrix(base: &Scenario) -> Result<(), ()> {
     let mut out = String::new();
@@ -1029,29 +1058,26 @@ fn matrix(base: &Scenario) -> Result<(), ()> {
         let _ = write!(out, " {short:>19}");
     }
     println!("{out}");
+    let exe = std::env::current_exe().map_err(|e| eprintln!("error: {e}"))?;
     let mut broken = Vec::new();
     for (name, sc) in matrix_scenarios(base) {
-        for seed in 1..=3 {
-            let sc = Scenario { seed, ..sc.clone() };
-            let results: Vec<(Strategy, Summary)> = MATRIX_STRATEGIES
-                .into_iter()
-                .map(|strategy| (strategy, summarise(&run(strategy, &sc), &sc)))
-                .collect();
-            let mut line = format!("{name:<36} {seed:>4}");
-            for (_, s) in &results {
-                let recovered = match s.recovered {
-                    Recovery::After(d) => format!("{:.1} s", d.as_secs_f64()),
-                    Recovery::Never => "never".to_owned(),
-                    Recovery::NoOutage => "n/a".to_owned(),
-                };
-                let _ = write!(line, " {recovered:>9} {:>8.1}%", 100.0 * s.failed_share());
+        for seed in 1..=3u64 {
+            let output = std::process::Command::new(&exe)
+                .args(sc.flags())
+                .args(["--seed", &seed.to_string(), "--matrix-row", name])
+                .output()
+                .map_err(|e| eprintln!("error: {e}"))?;
+            let text = String::from_utf8_lossy(&output.stdout);
+            for line in text.lines() {
+                match line.strip_prefix("broken: ") {
+                    Some(b) => broken.push(b.to_owned()),
+                    None => println!("{line}"),
+                }
             }
-            println!("{line}");
-            broken.extend(
-                broken_promises(&results)
-                    .into_iter()
-                    .map(|b| format!("{name}, seed {seed}: {b}")),
-            );
+            if !output.status.success() {
+                eprintln!("{}", String::from_utf8_lossy(&output.stderr));
+                return Err(());
+            }
         }
     }
     println!(
@@ -1075,6 +1101,24 @@ fn matrix(base: &Scenario) -> Result<(), ()> {
     }
 }
 
+impl Scenario {
+    /// The flags that give this scenario (but its seed).
+    fn flags(&self) -> Vec<String> {
+        let secs = |d: Duration| format!("{}s", d.as_secs_f64());
+        vec![
+            format!("--clients={}", self.clients),
+            format!("--load={}", self.load),
+            format!("--capacity={}", self.capacity),
+            format!("--queue={}", self.queue),
+            format!("--timeout={}", secs(self.timeout)),
+            format!("--outage-at={}", secs(self.outage_at)),
+            format!("--outage={}", secs(self.outage)),
+            format!("--duration={}", secs(self.duration)),
+            format!("--flaky={}", self.flaky),
+        ]
+    }
+}
+
 fn main() -> ExitCode {
     let sc = match Scenario::parse(std::env::args().skip(1)) {
         Ok(sc) => sc,
@@ -1087,6 +1131,10 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if let Some(name) = &sc.matrix_row {
+        matrix_row(name, &sc);
+        return ExitCode::SUCCESS;
+    }
     if sc.matrix {
         return if matrix(&sc).is_ok() {
             ExitCode::SUCCESS

@@ -1,9 +1,10 @@
 //! # backstop
 //!
-//! Retries that keep a retry storm bounded. One line above a function gives
-//! it exponential backoff with jitter that never breaks its cap, a deadline
-//! for the whole call, `Retry-After` honoured, a retry budget that is on by
-//! default, and retries only for what a retry can fix.
+//! Retries that never make an outage worse. One line above a function
+//! gives it exponential backoff with jitter that never breaks its cap, a
+//! deadline for the whole call, `Retry-After` honoured, a retry throttle on
+//! by default that stops retrying when failure is systemic, and retries
+//! only for what a retry can fix.
 //!
 //! ```
 //! use std::io::{Error, ErrorKind};
@@ -47,9 +48,12 @@
 //! # What a call does
 //!
 //! On entry the deadline starts (never later than the deadline of an
-//! enclosing `#[retry]` call, see [Composing calls](#composing-calls)) and
-//! the budget records one call when its first attempt is made (a call the
-//! breaker rejects earns no retries). After each attempt, in this order:
+//! enclosing `#[retry]` call, see [Composing calls](#composing-calls)).
+//! Before each attempt, the adaptive throttle (`throttle = ..`) may shed
+//! it, and the breaker (`breaker = ..`) may reject it. After each attempt,
+//! the retry throttle hears of it (an answer gives back a tenth of a token,
+//! a failure a retry could fix takes one; a windowed budget counts the
+//! call once instead), and then, in this order:
 //!
 //! 1. **Classify.** `Ok` is returned unless `when_ok` asks for a retry. An
 //!    error is classified by `when`, or by its [`Classify`] impl: `Stop`
@@ -73,7 +77,9 @@
 //!    still start late if its task runs late: an executor that polls it
 //!    late behind a blocked worker thread, or an overloaded machine that
 //!    wakes the runtime's thread late.)
-//! 6. **Budget.** No token, no retry.
+//! 6. **Budget.** The retry throttle allows a retry only while more than
+//!    half its tokens are left (a windowed budget: while the window has
+//!    one to grant).
 //! 7. Sleep, and attempt again.
 //!
 //! # The options

@@ -19,7 +19,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{AcqRel, Acquire};
 use std::time::{Duration, Instant};
 
-use crate::clock::nanos_since_origin;
+use crate::clock::Anchor;
 
 /// Slots the window is cut into: counts leave it a slot at a time.
 const SLOTS: u64 = 8;
@@ -142,6 +142,8 @@ pub struct AdaptiveThrottle {
     window: Duration,
     slot_nanos: u64,
     slots: [AtomicU64; SLOTS as usize],
+    /// Where its slots are counted from.
+    anchor: Anchor,
 }
 
 /// A ring of zeroed slots.
@@ -188,6 +190,7 @@ impl AdaptiveThrottle {
             window,
             slot_nanos: if slot > u64::MAX as u128 { u64::MAX } else { slot as u64 },
             slots: zeroed_slots!(),
+            anchor: Anchor::new(),
         }
     }
     }
@@ -217,7 +220,7 @@ impl AdaptiveThrottle {
     }
 
     fn epoch(&self, now: Instant) -> u64 {
-        nanos_since_origin(now) / self.slot_nanos
+        self.anchor.nanos(now) / self.slot_nanos
     }
 
     /// Requests and accepts in the window ending at `now`'s slot.

@@ -226,3 +226,42 @@ pub(crate) fn nanos_since_origin(now: Instant) -> u64 {
         .saturating_mul(1_000_000_000)
         .saturating_add(u64::from(since.subsec_nanos()))
 }
+
+/// Where a shared limiter's time starts: half a day before its first
+/// caller's instant (the process origin lies a day before its first use),
+/// so that its slots and ticks follow the callers' clock (a paused tokio
+/// clock included) rather than the moment the process started: a run in
+/// virtual time then makes the same decisions every time. Callers whose
+/// clocks read earlier, by up to that much, still land after it.
+pub(crate) struct Anchor(
+    #[cfg(not(loom))] std::sync::atomic::AtomicU64,
+    #[cfg(loom)] loom::sync::atomic::AtomicU64,
+);
+
+impl Anchor {
+    const_unless_loom! {
+        /// Not yet anchored.
+        pub(crate) fn new() -> Self {
+            #[cfg(not(loom))]
+            return Self(std::sync::atomic::AtomicU64::new(0));
+            #[cfg(loom)]
+            return Self(loom::sync::atomic::AtomicU64::new(0));
+        }
+    }
+
+    /// Nanoseconds from the anchor to `now` (0 for a caller further back).
+    pub(crate) fn nanos(&self, now: Instant) -> u64 {
+        use std::sync::atomic::Ordering::Relaxed;
+        const MARGIN: u64 = 12 * 3600 * 1_000_000_000;
+        let nanos = nanos_since_origin(now);
+        let mut base = self.0.load(Relaxed);
+        if base == 0 {
+            let want = nanos.saturating_sub(MARGIN).saturating_add(1);
+            base = match self.0.compare_exchange(0, want, Relaxed, Relaxed) {
+                Ok(_) => want,
+                Err(set) => set,
+            };
+        }
+        nanos.saturating_sub(base - 1)
+    }
+}

@@ -19,7 +19,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
 use std::time::{Duration, Instant};
 
-use crate::clock::nanos_since_origin;
+use crate::clock::Anchor;
 
 /// Tokens are counted in thousandths, as gRPC counts them: a `token_ratio`
 /// of 0.1 is exactly 100 milli-tokens per answer.
@@ -54,12 +54,6 @@ const fn later(a: u64, b: u64) -> u64 {
     } else {
         a
     }
-}
-
-/// The tick of `now`, in the 32 bits the word has for it (a tick is 100 ms:
-/// 13 years before it wraps, and a wrapped difference is read as elapsed).
-fn tick(now: Instant) -> u64 {
-    (nanos_since_origin(now) / TICK_NANOS) & TOKEN_MASK
 }
 
 /// A retry throttle: gRPC's retry throttling (gRFC A6), with a slow refill
@@ -131,6 +125,8 @@ pub struct RetryThrottle {
     /// The tokens (milli) in the low half, the tick of the last change in
     /// the high half.
     state: AtomicU64,
+    /// Where its ticks are counted from.
+    anchor: Anchor,
 }
 
 impl RetryThrottle {
@@ -167,6 +163,7 @@ impl RetryThrottle {
             ratio: if ratio == 0 { 1 } else { ratio },
             refill_per_tick: MILLI * TICK_NANOS / 10_000_000_000,
             state: AtomicU64::new(pack(max, 0)),
+            anchor: Anchor::new(),
         }
     }
     }
@@ -241,7 +238,14 @@ impl RetryThrottle {
 
     /// Whether a retry would be allowed now, without taking anything.
     pub fn allows_retry(&self, now: Instant) -> bool {
-        self.refilled(self.state.load(Acquire), tick(now)) > self.max / 2
+        self.refilled(self.state.load(Acquire), self.tick(now)) > self.max / 2
+    }
+
+    /// The tick of `now`, in the 32 bits the word has for it (a tick is
+    /// 100 ms: 13 years before it wraps, and a wrapped difference is read
+    /// as elapsed).
+    fn tick(&self, now: Instant) -> u64 {
+        (self.anchor.nanos(now) / TICK_NANOS) & TOKEN_MASK
     }
 
     /// The tokens in `word` at tick `now`, the refill since its tick
@@ -260,7 +264,7 @@ impl RetryThrottle {
     /// less. Answers whether a retry of it is allowed: more than
     /// `max_tokens / 2` tokens left.
     pub fn failed(&self, now: Instant) -> bool {
-        let now = tick(now);
+        let now = self.tick(now);
         let mut current = self.state.load(Acquire);
         loop {
             let left = self.refilled(current, now).saturating_sub(MILLI);
@@ -284,7 +288,7 @@ impl RetryThrottle {
         if tokens_of(current) >= self.max {
             return;
         }
-        let now = tick(now);
+        let now = self.tick(now);
         loop {
             let tokens = self
                 .refilled(current, now)
