@@ -606,3 +606,28 @@ fn a_short_deadline_gets_its_whole_time_in_real_time() {
         );
     }
 }
+
+#[retry(attempts = 3, base = 1ns)]
+fn quiet(attempts: &mut u32) -> Result<(), Error> {
+    *attempts += 1;
+    Err(reset())
+}
+
+#[test]
+fn a_quiet_function_gets_its_retries_back_in_time() {
+    let vt = VirtualTime::start();
+    let _fresh = backstop::testing::isolate();
+    // An outage drains its throttle: no more retries.
+    for _ in 0..10 {
+        let _ = quiet(&mut 0);
+    }
+    let mut attempts = 0;
+    let _ = quiet(&mut attempts);
+    assert_eq!(attempts, 1);
+    // Called again a minute and a half later (gRPC's bucket alone would
+    // wait for 60 answers): 9 tokens back, two retries.
+    vt.advance(Duration::from_secs(90));
+    let mut attempts = 0;
+    let _ = quiet(&mut attempts);
+    assert_eq!(attempts, 3);
+}

@@ -69,9 +69,9 @@ const fn later(a: u64, b: u64) -> u64 {
 ///   throttled.
 /// - One token comes back every `refill` (10 s by default) while the bucket
 ///   is not full. gRPC's bucket refills from answers alone: a function
-///   called once a minute that went through an outage would need 50
-///   answers, most of an hour, before it could retry again; with the
-///   refill it waits 50 s at most. Time is read from the retry loop's
+///   called once a minute that went through an outage would need 60
+///   answers, an hour, before it could retry again; with the refill it
+///   waits a minute at most (7 tokens: one to take, more than half left). Time is read from the retry loop's
 ///   clock, so virtual time drives it.
 ///
 /// **The bound.** With `n` calls answered over a stretch of time `t`, the
@@ -236,9 +236,12 @@ impl RetryThrottle {
         tokens_of(self.state.load(Relaxed)) as f64 / MILLI as f64
     }
 
-    /// Whether a retry would be allowed now, without taking anything.
+    /// Whether a failure now would be allowed its retry (more than half
+    /// left after it takes its token), without taking anything.
     pub fn allows_retry(&self, now: Instant) -> bool {
-        self.refilled(self.state.load(Acquire), self.tick(now)) > self.max / 2
+        self.refilled(self.state.load(Acquire), self.tick(now))
+            .saturating_sub(MILLI)
+            > self.max / 2
     }
 
     /// The tick of `now`, in the 32 bits the word has for it (a tick is

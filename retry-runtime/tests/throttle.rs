@@ -24,7 +24,7 @@ fn failures_take_a_token_answers_give_back_the_ratio_and_retries_stop_at_half() 
         "{}",
         throttle.tokens()
     );
-    assert!(throttle.allows_retry(now));
+    assert!(!throttle.allows_retry(now), "6: a failure would leave 5");
     assert!(!throttle.failed(now), "5 left after it: not above half");
     // Never above max, never below zero.
     for _ in 0..1000 {
@@ -38,17 +38,18 @@ fn failures_take_a_token_answers_give_back_the_ratio_and_retries_stop_at_half() 
 }
 
 #[test]
-fn a_quiet_function_gets_its_retries_back_in_time_not_after_fifty_answers() {
+fn a_quiet_function_gets_its_retries_back_in_time_not_after_sixty_answers() {
     let throttle = RetryThrottle::standard();
     let t0 = Instant::now();
     for _ in 0..20 {
         throttle.failed(t0);
     }
     assert_eq!(throttle.tokens(), 0.0);
-    // gRPC's bucket alone: a call a minute would need 50 answers (50 min)
-    // to be above half again. With one token every 10 s: 60 s here.
-    assert!(!throttle.allows_retry(t0 + Duration::from_secs(50)));
-    assert!(throttle.allows_retry(t0 + Duration::from_secs(60)));
+    // gRPC's bucket alone: a call a minute would need 60 answers (an
+    // hour) before a failure could be retried again (7 tokens: one taken,
+    // more than half left). With one token every 10 s: 70 s here.
+    assert!(!throttle.allows_retry(t0 + Duration::from_secs(60)));
+    assert!(throttle.allows_retry(t0 + Duration::from_secs(70)));
     // Without the refill, as gRPC: still no retry an hour on.
     let grpc = RetryThrottle::new(10, 0.1).refill(Duration::ZERO);
     for _ in 0..20 {
@@ -91,7 +92,7 @@ fn callers_whose_clocks_disagree_never_wedge_it() {
         throttle.failed(now + hour);
     }
     // A caller on real time: its answers still count (never "behind").
-    for _ in 0..60 {
+    for _ in 0..70 {
         throttle.answered(now);
     }
     assert!(throttle.allows_retry(now), "{}", throttle.tokens());
@@ -124,4 +125,34 @@ fn zero_tokens_are_rejected() {
 #[should_panic(expected = "token_ratio")]
 fn a_ratio_of_nothing_is_rejected() {
     let _ = RetryThrottle::new(10, f64::NAN);
+}
+
+/// Through a total outage (nothing answers) for a minute, calls at `rate`
+/// a second, three attempts each: the requests sent per call.
+fn amplification_through_an_outage(rate: u64) -> f64 {
+    let throttle = RetryThrottle::standard();
+    let t0 = Instant::now();
+    let calls = rate * 60;
+    let mut sent = 0u64;
+    for call in 0..calls {
+        let now = t0 + Duration::from_nanos(call * 1_000_000_000 / rate);
+        for _attempt in 0..3 {
+            sent += 1;
+            if !throttle.failed(now) {
+                break;
+            }
+        }
+    }
+    sent as f64 / calls as f64
+}
+
+#[test]
+fn a_total_outage_costs_at_most_the_stated_amplification() {
+    // The README's figures: 1.04× at 5 calls a second, 1.004× at 50,
+    // 1.0004× at 500 (fewer than 5 + 60 s / 10 s = 11 retries a minute).
+    for (rate, bound) in [(5, 1.04), (50, 1.004), (500, 1.0004)] {
+        let amplification = amplification_through_an_outage(rate);
+        assert!(amplification <= bound, "{rate}/s: {amplification}");
+        assert!(amplification > 1.0, "{rate}/s: some retries");
+    }
 }
