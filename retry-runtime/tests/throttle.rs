@@ -156,3 +156,76 @@ fn a_total_outage_costs_at_most_the_stated_amplification() {
         assert!(amplification > 1.0, "{rate}/s: some retries");
     }
 }
+
+/// A windowed budget (10%, a reserve of 10 a second over 10 s) through the
+/// same outage.
+fn windowed_amplification_through_an_outage(rate: u64) -> f64 {
+    let budget = retry_runtime::RetryBudget::standard();
+    let t0 = Instant::now();
+    let calls = rate * 60;
+    let mut sent = 0u64;
+    for call in 0..calls {
+        let now = t0 + Duration::from_nanos(call * 1_000_000_000 / rate);
+        budget.record_call(now);
+        sent += 1;
+        for _retry in 0..2 {
+            if !budget.try_withdraw(now) {
+                break;
+            }
+            sent += 1;
+        }
+    }
+    sent as f64 / calls as f64
+}
+
+#[test]
+fn a_windowed_budget_costs_what_the_readme_says_through_the_same_outage() {
+    // The README: 2.92× at 5 calls a second, 1.29× at 50, 1.11× at 500.
+    for (rate, expected) in [(5, 2.92), (50, 1.29), (500, 1.11)] {
+        let amplification = windowed_amplification_through_an_outage(rate);
+        assert!(
+            (amplification - expected).abs() < 0.005,
+            "{rate}/s: {amplification}"
+        );
+    }
+}
+
+/// A dependency failing one call in `every` (the rest answered), 10,000
+/// calls in a row, three attempts each: the share of the retries wanted
+/// that the throttle allows.
+fn share_of_retries_allowed(every: u64) -> f64 {
+    let throttle = RetryThrottle::new(10, 0.1).refill(Duration::ZERO);
+    let now = Instant::now();
+    let (mut wanted, mut allowed) = (0u64, 0u64);
+    for call in 0..10_000u64 {
+        if call % every == 0 {
+            // The first attempt fails; its retry succeeds.
+            wanted += 1;
+            if throttle.failed(now) {
+                allowed += 1;
+                throttle.answered(now);
+            }
+        } else {
+            throttle.answered(now);
+        }
+    }
+    allowed as f64 / wanted as f64
+}
+
+#[test]
+fn isolated_failures_get_all_their_retries_and_frequent_ones_fewer() {
+    // The README: all retries up to about 9% of calls failing, fewer above.
+    assert_eq!(share_of_retries_allowed(100), 1.0, "1%");
+    assert_eq!(share_of_retries_allowed(20), 1.0, "5%");
+    assert_eq!(share_of_retries_allowed(12), 1.0, "8.3%");
+    assert!(
+        share_of_retries_allowed(5) < 0.9,
+        "20%: {}",
+        share_of_retries_allowed(5)
+    );
+    assert!(
+        share_of_retries_allowed(2) < 0.3,
+        "50%: {}",
+        share_of_retries_allowed(2)
+    );
+}
