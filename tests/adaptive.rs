@@ -149,3 +149,34 @@ fn retry_takes_the_throttle_too() {
         .count();
     assert!(shed > 150, "{shed}");
 }
+
+static GUARD: backstop::CircuitBreaker = backstop::CircuitBreaker::new(1, Duration::from_secs(600));
+static BEHIND_GUARD: AdaptiveThrottle = AdaptiveThrottle::new(2.0, Duration::from_secs(60));
+
+impl From<backstop::CircuitOpen> for ApiError {
+    fn from(_: backstop::CircuitOpen) -> Self {
+        ApiError::Shed
+    }
+}
+
+#[retry(attempts = 1, throttle = BEHIND_GUARD, breaker = GUARD, budget = none)]
+fn guarded(calls: &Cell<u32>) -> Result<(), ApiError> {
+    calls.set(calls.get() + 1);
+    Err(ApiError::Refused)
+}
+
+#[test]
+fn calls_the_breaker_rejects_are_not_requests_the_dependency_refused() {
+    let vt = VirtualTime::start();
+    seed_jitter(2);
+    let calls = Cell::new(0);
+    let _ = guarded(&calls); // sent, refused: the breaker opens
+    for _ in 0..100 {
+        let _ = guarded(&calls);
+    }
+    assert_eq!(calls.get(), 1, "one attempt sent");
+    // One request, no accept: (1 - 0) / (1 + 1), however many the breaker
+    // turned away.
+    let p = BEHIND_GUARD.rejection_probability(vt.now());
+    assert!((p - 0.5).abs() < 1e-12, "{p}");
+}

@@ -339,7 +339,7 @@ impl Args {
             },
             "budget" => {
                 let v = or_none(cx, "budget", value, |cx, v| {
-                    shared_static_path(cx, v, "budget", "BUDGET", "RetryBudget")
+                    shared_static_path(cx, v, "budget", "BUDGET", "RetryThrottle")
                 });
                 if let Some(v) = v {
                     self.budget.set(cx, span, v);
@@ -541,16 +541,17 @@ fn shared_static_path(
     name: &str,
     ty: &str,
 ) -> Option<Path> {
-    // `budget` also takes `none` (handled before this is reached).
-    let or_none = if option == "budget" {
-        ", or `none`"
-    } else {
-        ""
-    };
+    // `budget` takes either kind, and `none` (handled before this is
+    // reached).
     let p = path(
         cx,
         value,
-        &format!("`{option}` takes a path to a `static {ty}`{or_none}"),
+        &if option == "budget" {
+            "`budget` takes a path to a `static RetryThrottle` or `RetryBudget`, or `none`"
+                .to_owned()
+        } else {
+            format!("`{option}` takes a path to a `static {ty}`")
+        },
     )?;
     if p.segments.first().is_some_and(|s| s.ident == "Self") {
         cx.error_spanned(

@@ -291,18 +291,20 @@ impl AdaptiveThrottle {
     }
 
     /// Before an attempt: sheds it if `draw` (uniform in `[0, 1)`, from the
-    /// call's random stream) falls below the rejection probability, else
-    /// counts it as a request.
+    /// call's random stream) falls below the rejection probability. An
+    /// attempt it admits is counted with [`requested`](Self::requested)
+    /// when it is actually sent: a circuit breaker may still reject it,
+    /// and what was never sent was never refused.
     ///
     /// # Errors
     ///
     /// [`Throttled`] when the attempt is shed.
     pub fn admit(&self, now: Instant, draw: f64) -> Result<(), Throttled> {
         if draw < self.rejection_probability(now) {
-            return Err(Throttled);
+            Err(Throttled)
+        } else {
+            Ok(())
         }
-        self.requested(now);
-        Ok(())
     }
 }
 

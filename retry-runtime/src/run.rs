@@ -449,20 +449,31 @@ impl<'a> Retry<'a> {
 impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// Draws on `budget` instead of the policy's: a
     /// [`RetryThrottle`](crate::RetryThrottle) or a windowed
-    /// [`RetryBudget`](crate::RetryBudget).
+    /// [`RetryBudget`](crate::RetryBudget), shared by the calls it protects:
+    /// a `static` (or a `LazyLock`, or one leaked). A `const` or a local
+    /// made for each call would be a fresh one every time, granting every
+    /// retry, and does not compile.
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
     /// # use std::time::Duration; use backstop::{Policy, Retry, RetryBudget, RetryThrottle};
-    /// let budget = RetryBudget::new(0.5, 0, Duration::from_secs(10));
+    /// static BUDGET: RetryBudget = RetryBudget::new(0.5, 0, Duration::from_secs(10));
     /// let policy = Policy::new();
-    /// let _ = Retry::new(&policy).budget(&budget).call(|| Ok::<_, std::io::Error>(()));
-    /// assert_eq!(budget.stats().calls, 1);
+    /// let _ = Retry::new(&policy).budget(&BUDGET).call(|| Ok::<_, std::io::Error>(()));
+    /// assert_eq!(BUDGET.stats().calls, 1);
     ///
-    /// let throttle = RetryThrottle::standard();
-    /// let _ = Retry::new(&policy).budget(&throttle).call(|| Ok::<_, std::io::Error>(()));
+    /// static THROTTLE: RetryThrottle = RetryThrottle::standard();
+    /// let _ = Retry::new(&policy).budget(&THROTTLE).call(|| Ok::<_, std::io::Error>(()));
     /// ```
-    pub fn budget(mut self, budget: impl Into<BudgetRef<'a>>) -> Self {
+    ///
+    /// ```compile_fail
+    /// # extern crate retry_runtime as backstop;
+    /// # use backstop::{Policy, Retry, RetryThrottle};
+    /// const FRESH_EVERY_TIME: RetryThrottle = RetryThrottle::standard();
+    /// let policy = Policy::new();
+    /// let _ = Retry::new(&policy).budget(&FRESH_EVERY_TIME).call(|| Ok::<_, std::io::Error>(()));
+    /// ```
+    pub fn budget(mut self, budget: impl Into<BudgetRef<'static>>) -> Self {
         self.budget = Some(budget.into());
         self
     }

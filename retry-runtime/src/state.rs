@@ -364,6 +364,14 @@ impl<'a, C: Clock> AttemptState<'a, C> {
         Ok(())
     }
 
+    /// An attempt is being sent: the adaptive throttle counts it as a
+    /// request (at the instant it admitted it).
+    fn sending(&self) {
+        if let Some((throttle, admitted)) = self.throttle {
+            throttle.requested(admitted);
+        }
+    }
+
     /// Records the call on the budget, once: when its first attempt starts
     /// (or is decided, for a loop that runs attempts itself). A call the
     /// breaker rejects never gets here.
@@ -399,6 +407,7 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     #[inline]
     pub fn run_attempt<R>(&mut self, attempt: impl FnOnce() -> R) -> R {
         self.record_call();
+        self.sending();
         self.obs.started(self.attempt());
         #[cfg(feature = "tracing")]
         let _span = self.obs.span().clone().entered();
@@ -429,6 +438,7 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// ```
     pub async fn run_attempt_async<F: Future>(&mut self, attempt: F) -> F::Output {
         self.record_call();
+        self.sending();
         self.obs.started(self.attempt());
         let mut scope = self.scope();
         let mut attempt = std::pin::pin!(attempt);

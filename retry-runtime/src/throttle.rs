@@ -70,8 +70,10 @@ const fn later(a: u64, b: u64) -> u64 {
 /// - One token comes back every `refill` (10 s by default) while the bucket
 ///   is not full. gRPC's bucket refills from answers alone: a function
 ///   called once a minute that went through an outage would need 60
-///   answers, an hour, before it could retry again; with the refill it
-///   waits a minute at most (7 tokens: one to take, more than half left). Time is read from the retry loop's
+///   answers, an hour, before it could retry again; with the refill its
+///   first retry comes back a minute after the outage (6 tokens and a
+///   little: one to take, more than half left) and all of them after
+///   70 s. Time is read from the retry loop's
 ///   clock, so virtual time drives it.
 ///
 /// **The bound.** With `n` calls answered over a stretch of time `t`, the
@@ -81,9 +83,11 @@ const fn later(a: u64, b: u64) -> u64 {
 /// (Checked by a property test over arbitrary outcomes, a loom model of
 /// racing callers and a two-thread stress test.) With the
 /// defaults (10 tokens, 0.1, one per 10 s), a dependency failing every call
-/// gets 5 retries, then one per 10 s; one failing a fraction `f` of calls
-/// gets all its retries while `f` is below about 9% (`token_ratio / (1 +
-/// token_ratio)`), and fewer and fewer above.
+/// gets at most 5 retries (4 with three attempts a call: the failure that
+/// ends a call takes a token too), then at most one per 10 s (fewer while
+/// calls keep failing: their first attempts take the refilled tokens); one
+/// failing a fraction `f` of calls gets all its retries while `f` is below
+/// about 9% (`token_ratio / (1 + token_ratio)`), and fewer and fewer above.
 ///
 /// It is one atomic word: a call that succeeds with the bucket full reads
 /// it and writes nothing; every other change is one compare-and-swap, so
