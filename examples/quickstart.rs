@@ -4,13 +4,15 @@
 
 use std::io::{Error, ErrorKind};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use backstop::{RetryBudget, Verdict, retry};
+use backstop::{RetryThrottle, Verdict, retry};
 
-/// Shared by every function that calls the user service: at most 10% of
-/// calls (plus 10 a second) may be retried, however badly it is failing.
-static USERS_BUDGET: RetryBudget = RetryBudget::new(0.1, 10, Duration::from_secs(10));
+/// Shared by every function that calls the user service (each `#[retry]`
+/// function has one of its own by default): a token bucket that every
+/// retryable failure drains and every answer refills, so that retries stop
+/// within a few failures when the service is down.
+static USERS: RetryThrottle = RetryThrottle::standard();
 
 /// A dependency that resets the connection twice, then answers.
 static RESETS_LEFT: AtomicU32 = AtomicU32::new(2);
@@ -18,7 +20,7 @@ static RESETS_LEFT: AtomicU32 = AtomicU32::new(2);
 /// Exponential backoff from 50 ms, capped at 1 s, full jitter, at most 4
 /// attempts, and 5 s for the whole call. A reset connection is transient
 /// (`std::io::Error` knows which of its kinds are): it is retried.
-#[retry(attempts = 4, base = 50ms, cap = 1s, deadline = 5s, budget = USERS_BUDGET)]
+#[retry(attempts = 4, base = 50ms, cap = 1s, deadline = 5s, budget = USERS)]
 fn get_user(id: u64, attempts: &mut u32) -> Result<String, Error> {
     *attempts += 1;
     if RESETS_LEFT.load(Ordering::Relaxed) > 0 {
@@ -29,7 +31,7 @@ fn get_user(id: u64, attempts: &mut u32) -> Result<String, Error> {
 }
 
 /// A permission error is not something a retry can fix: one attempt.
-#[retry(attempts = 4, budget = USERS_BUDGET)]
+#[retry(attempts = 4, budget = USERS)]
 fn delete_user(_id: u64, attempts: &mut u32) -> Result<(), Error> {
     *attempts += 1;
     Err(ErrorKind::PermissionDenied.into())
@@ -42,14 +44,14 @@ fn delete_user(_id: u64, attempts: &mut u32) -> Result<(), Error> {
     base = 20ms,
     when = |_: &String| Verdict::Stop,
     when_ok = |status: &u16| *status == 503,
-    budget = USERS_BUDGET
+    budget = USERS
 )]
 fn health(statuses: &mut Vec<u16>) -> Result<u16, String> {
     Ok(statuses.pop().unwrap_or(500))
 }
 
 /// Async works the same, on tokio's timer.
-#[retry(attempts = 3, base = 20ms, budget = USERS_BUDGET)]
+#[retry(attempts = 3, base = 20ms, budget = USERS)]
 async fn get_user_async(id: u64) -> Result<String, Error> {
     Ok(format!("user #{id} (async)"))
 }
@@ -76,9 +78,9 @@ fn main() {
         .expect("a tokio runtime");
     println!("async: {:?}", runtime.block_on(get_user_async(7)));
 
-    let stats = USERS_BUDGET.stats();
     println!(
-        "budget: {} calls, {} retries, {} refused",
-        stats.calls, stats.retries, stats.refusals
+        "retry throttle: {} of {} tokens left (retries stop at half)",
+        USERS.tokens(),
+        USERS.max_tokens()
     );
 }
