@@ -739,7 +739,8 @@
 //!   fraction, `verdict`) and `giving up` per give-up (`function`,
 //!   `attempts`, `reason`).
 //! - `metrics`: counters `backstop_calls_total`, `backstop_retries_total`,
-//!   `backstop_give_ups_total` (label `reason`, as [`GiveUp::as_str`]) and
+//!   `backstop_give_ups_total` (label `reason`, as [`GiveUp::as_str`]),
+//!   `backstop_rejections_total` (label `reason`) and
 //!   `backstop_budget_refusals_total`, histograms `backstop_attempts` (per
 //!   call) and `backstop_slept_seconds` (per call), all labelled
 //!   `function`. A call is counted when it ends.
@@ -751,7 +752,11 @@
 //! `NotFound`: [`GiveUp::Stopped`] on attempt 1) retried nothing and gave
 //! nothing up: it is a DEBUG event `not retried` and is not counted in
 //! `backstop_give_ups_total` (hooks still hear of it, as `on_give_up` with
-//! `attempts() == 1`).
+//! `attempts() == 1`). A call turned away before its first attempt (an
+//! open breaker, the adaptive throttle) sent nothing and gave nothing up:
+//! a DEBUG event `rejected`, counted in `backstop_rejections_total` (an
+//! outage turns every call away; one INFO event each would flood the
+//! logs), and `on_give_up` with `attempts() == 0`.
 //!
 //! `function` is the function's path, `my_service::users::fetch_user`; a
 //! method's is the path of the type it is called on, generic arguments

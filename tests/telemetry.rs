@@ -394,9 +394,16 @@ fn every_way_a_call_ends_is_counted() {
         counters["backstop_calls_total{function=telemetry::rejected}"],
         2
     );
+    // The first call failed and wanted a retry the open breaker refused: a
+    // give-up. The second was turned away before its first attempt: a
+    // rejection (nothing was sent, nothing given up).
     assert_eq!(
         counters["backstop_give_ups_total{function=telemetry::rejected,reason=breaker_open}"],
-        2
+        1
+    );
+    assert_eq!(
+        counters["backstop_rejections_total{function=telemetry::rejected,reason=breaker_open}"],
+        1
     );
     assert_eq!(
         counters["backstop_calls_total{function=telemetry::panics}"], 1,
@@ -567,5 +574,36 @@ fn a_first_attempt_that_no_retry_can_fix_is_not_a_give_up() {
     assert_eq!(
         counters["backstop_give_ups_total{function=telemetry::not_found,reason=stopped}"], 1,
         "{counters:?}"
+    );
+}
+
+static TURNS_AWAY: backstop::CircuitBreaker =
+    backstop::CircuitBreaker::new(1, std::time::Duration::from_secs(60));
+
+#[retry(attempts = 2, budget = none, breaker = TURNS_AWAY)]
+fn turned_away() -> Result<(), Down> {
+    Err(Down)
+}
+
+#[test]
+fn a_call_turned_away_before_its_first_attempt_is_a_debug_rejection() {
+    let _serial = serial();
+    let capture = captured(|| {
+        let _ = turned_away(); // fails, opens the breaker: a give-up
+        let _ = turned_away(); // turned away: a rejection
+    });
+    let events = capture.events.lock().unwrap();
+    let seen: Vec<(&str, &str)> = events
+        .iter()
+        .map(|(_, f)| (f["message"].as_str(), f["reason"].as_str()))
+        .collect();
+    assert_eq!(
+        seen,
+        [("giving up", "breaker_open"), ("rejected", "breaker_open")],
+        "{events:?}"
+    );
+    assert_eq!(
+        *capture.levels.lock().unwrap(),
+        [tracing::Level::INFO, tracing::Level::DEBUG]
     );
 }

@@ -209,6 +209,30 @@ impl Observe {
         self.end();
     }
 
+    /// The call was turned away before its first attempt (the breaker, the
+    /// adaptive throttle): a DEBUG event, and `backstop_rejections_total`.
+    #[cfg_attr(
+        not(any(feature = "tracing", feature = "metrics")),
+        allow(unused_variables, clippy::needless_pass_by_value)
+    )]
+    pub(crate) fn rejected(&mut self, reason: GiveUp) {
+        #[cfg(feature = "tracing")]
+        tracing::debug!(
+            parent: &self.span,
+            function = self.name,
+            reason = reason.as_str(),
+            "rejected"
+        );
+        #[cfg(feature = "metrics")]
+        metrics::counter!(
+            "backstop_rejections_total",
+            "function" => self.name,
+            "reason" => reason.as_str()
+        )
+        .increment(1);
+        self.end();
+    }
+
     /// The call gave up for `reason` (after a decision, a rejection by the
     /// breaker, or waking too late).
     pub(crate) fn gave_up(&mut self, reason: GiveUp) {

@@ -386,7 +386,14 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// A call ending outside [`decide`](Self::decide) (rejected by the
     /// breaker, or waking too late): reported like a decision's give-up.
     fn gave_up(&mut self, reason: GiveUp) {
-        self.obs.gave_up(reason);
+        if self.done == 0 {
+            // Turned away before its first attempt: nothing was sent, so
+            // nothing was given up (an open breaker turns every call away:
+            // one INFO event each would flood the logs of an outage).
+            self.obs.rejected(reason);
+        } else {
+            self.obs.gave_up(reason);
+        }
         if self.done > 1 {
             context::note_retried_below();
         }
