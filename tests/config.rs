@@ -273,3 +273,23 @@ fn a_factor_needs_an_exponential_backoff_and_a_fixed_one_reads_back() {
     assert!(!text.contains("factor"), "{text}");
     assert_eq!(toml::from_str::<Policy>(&text).unwrap(), fixed);
 }
+
+#[test]
+fn a_policy_says_whether_it_draws_on_the_default_throttle_or_none() {
+    let off: Policy = toml::from_str("budget = \"none\"").unwrap();
+    assert!(!off.has_default_budget() && off.get_budget().is_none());
+    let default: Policy = toml::from_str("budget = \"default\"").unwrap();
+    assert!(default.has_default_budget());
+    let error = toml::from_str::<Policy>("budget = \"10%\"").unwrap_err();
+    assert!(
+        error.to_string().contains("is not \"default\" or \"none\""),
+        "{error}"
+    );
+    for policy in [Policy::new(), Policy::new().no_budget()] {
+        let text = toml::to_string(&policy).unwrap();
+        assert_eq!(toml::from_str::<Policy>(&text).unwrap(), policy, "{text}");
+    }
+    static OWN: backstop::RetryThrottle = backstop::RetryThrottle::standard();
+    let custom = toml::to_string(&Policy::new().retry_throttle(&OWN)).unwrap();
+    assert!(custom.contains("budget = \"custom\""), "{custom}");
+}

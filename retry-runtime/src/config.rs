@@ -166,12 +166,16 @@ struct PolicyFields {
     idempotent: Option<bool>,
     retry_after_max: Option<Human>,
     attempt_timeout: Option<Human>,
+    budget: Option<String>,
 }
 
 /// A `Policy` from configuration: every field optional (the defaults of
 /// [`Policy::new`] stand in; `null` is the same as leaving a field out),
 /// durations as strings with a unit, `deadline` and `attempt_timeout` also
-/// `"none"`. The budget is not configuration here: see [`BudgetConfig`].
+/// `"none"`, and `budget` either `"default"` (a retry throttle of the call
+/// site's, or the function's, own) or `"none"` (no throttle or budget at
+/// all). A budget of your own is not configuration here: build it from a
+/// [`BudgetConfig`] and give it in code.
 impl<'de> Deserialize<'de> for Policy {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let fields = PolicyFields::deserialize(deserializer)?;
@@ -250,6 +254,16 @@ impl<'de> Deserialize<'de> for Policy {
         if let Some(max) = &fields.retry_after_max {
             policy = policy.retry_after_max(duration("retry_after_max", max)?);
         }
+        match fields.budget.as_deref().map(str::trim) {
+            None | Some("default") => {}
+            Some("none") => policy = policy.no_budget(),
+            Some(other) => {
+                return Err(de::Error::custom(format!(
+                    "`budget`: `{other}` is not \"default\" or \"none\" (a budget of your own \
+                     is built from a BudgetConfig and given in code)"
+                )));
+            }
+        }
         if let Some(timeout) = &fields.attempt_timeout {
             let timeout = if timeout.0.trim() == "none" {
                 None
@@ -271,7 +285,8 @@ impl<'de> Deserialize<'de> for Policy {
 /// A `Policy` as configuration writes it, every field present (durations
 /// with a unit, `"none"` for no deadline or attempt timeout), so that a
 /// service can log or expose the policy it runs with, and read it back
-/// unchanged. The budget, not configuration, is left out.
+/// unchanged. `budget` is `"default"`, `"none"`, or `"custom"` for a budget
+/// or throttle set in code (which configuration cannot give back).
 ///
 /// ```
 /// # extern crate retry_runtime as backstop;
@@ -286,7 +301,7 @@ impl<'de> Deserialize<'de> for Policy {
 impl Serialize for Policy {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let or_none = |d: Option<Duration>| d.map_or_else(|| "none".to_owned(), format_duration);
-        let mut out = serializer.serialize_struct("Policy", 10)?;
+        let mut out = serializer.serialize_struct("Policy", 11)?;
         out.serialize_field("attempts", &self.attempts)?;
         out.serialize_field("deadline", &or_none(self.deadline))?;
         out.serialize_field("backoff", &self.backoff)?;
@@ -302,6 +317,14 @@ impl Serialize for Policy {
         out.serialize_field("idempotent", &self.idempotent)?;
         out.serialize_field("retry_after_max", &format_duration(self.retry_after_max))?;
         out.serialize_field("attempt_timeout", &or_none(self.attempt_timeout))?;
+        let budget = if self.has_default_budget() {
+            "default"
+        } else if self.get_budget().is_none() {
+            "none"
+        } else {
+            "custom"
+        };
+        out.serialize_field("budget", budget)?;
         out.end()
     }
 }
