@@ -274,6 +274,8 @@ fn a_factor_needs_an_exponential_backoff_and_a_fixed_one_reads_back() {
     assert_eq!(toml::from_str::<Policy>(&text).unwrap(), fixed);
 }
 
+static OWN: backstop::RetryThrottle = backstop::RetryThrottle::standard();
+
 #[test]
 fn a_policy_says_whether_it_draws_on_the_default_throttle_or_none() {
     let off: Policy = toml::from_str("budget = \"none\"").unwrap();
@@ -289,7 +291,6 @@ fn a_policy_says_whether_it_draws_on_the_default_throttle_or_none() {
         let text = toml::to_string(&policy).unwrap();
         assert_eq!(toml::from_str::<Policy>(&text).unwrap(), policy, "{text}");
     }
-    static OWN: backstop::RetryThrottle = backstop::RetryThrottle::standard();
     let custom = toml::to_string(&Policy::new().retry_throttle(&OWN)).unwrap();
     assert!(custom.contains("budget = \"custom\""), "{custom}");
 }

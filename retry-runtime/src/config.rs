@@ -189,18 +189,7 @@ impl<'de> Deserialize<'de> for Policy {
             policy = policy.attempts(attempts);
         }
         if let Some(deadline) = &fields.deadline {
-            let deadline = if deadline.0.trim() == "none" {
-                None
-            } else {
-                let d = duration("deadline", deadline)?;
-                if d.is_zero() {
-                    return Err(de::Error::custom(
-                        "`deadline` must be greater than zero (for no deadline, write \"none\")",
-                    ));
-                }
-                Some(d)
-            };
-            policy = policy.deadline(deadline);
+            policy = policy.deadline(positive_or_none("deadline", deadline)?);
         }
         if let Some(backoff) = fields.backoff {
             policy = policy.backoff(backoff);
@@ -265,21 +254,24 @@ impl<'de> Deserialize<'de> for Policy {
             }
         }
         if let Some(timeout) = &fields.attempt_timeout {
-            let timeout = if timeout.0.trim() == "none" {
-                None
-            } else {
-                let t = duration("attempt_timeout", timeout)?;
-                if t.is_zero() {
-                    return Err(de::Error::custom(
-                        "`attempt_timeout` must be greater than zero (for none, write \"none\")",
-                    ));
-                }
-                Some(t)
-            };
-            policy = policy.attempt_timeout(timeout);
+            policy = policy.attempt_timeout(positive_or_none("attempt_timeout", timeout)?);
         }
         Ok(policy)
     }
+}
+
+/// A duration above zero, or `"none"`.
+fn positive_or_none<E: de::Error>(field: &str, text: &Human) -> Result<Option<Duration>, E> {
+    if text.0.trim() == "none" {
+        return Ok(None);
+    }
+    let d = duration(field, text)?;
+    if d.is_zero() {
+        return Err(E::custom(format!(
+            "`{field}` must be greater than zero (for none, write \"none\")"
+        )));
+    }
+    Ok(Some(d))
 }
 
 /// A `Policy` as configuration writes it, every field present (durations
