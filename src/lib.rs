@@ -965,6 +965,10 @@ pub use retry_runtime::config;
 #[doc(inline)]
 pub use retry_runtime::reqwest;
 
+#[cfg(feature = "tower")]
+#[doc(inline)]
+pub use retry_runtime::tower;
+
 /// The items most code needs, for a glob import: `use backstop::prelude::*;`.
 ///
 /// It holds items only, no modules: a glob import of the crate root would

@@ -80,6 +80,50 @@ pub fn verdict(status: ::http::StatusCode, headers: &::http::HeaderMap) -> Verdi
     }
 }
 
+/// A response judged by its status and `Retry-After`, as [`verdict`]
+/// does: what a layer over an HTTP client retries (`when_ok`).
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use backstop::{Classify, Verdict};
+/// let unavailable = http::Response::builder().status(503).body(()).unwrap();
+/// assert_eq!(unavailable.classify(), Verdict::Retry);
+/// let created = http::Response::builder().status(201).body(()).unwrap();
+/// assert_eq!(created.classify(), Verdict::Stop);
+/// ```
+impl<B> Classify for ::http::Response<B> {
+    fn classify(&self) -> Verdict {
+        verdict(self.status(), self.headers())
+    }
+}
+
+/// Whether a request may be sent twice without doing its work twice: its
+/// method is idempotent by RFC 9110 §9.2.2 (`GET`, `HEAD`, `OPTIONS`,
+/// `TRACE`, `PUT`, `DELETE`), or it carries an `Idempotency-Key`, with
+/// which the server can tell a repeat from a new request.
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use backstop::http::is_idempotent;
+/// let get = http::Request::get("/users/7").body(()).unwrap();
+/// assert!(is_idempotent(&get));
+/// let post = http::Request::post("/orders").body(()).unwrap();
+/// assert!(!is_idempotent(&post));
+/// let keyed = http::Request::post("/orders").header("idempotency-key", "k-1").body(()).unwrap();
+/// assert!(is_idempotent(&keyed));
+/// ```
+pub fn is_idempotent<B>(request: &::http::Request<B>) -> bool {
+    use ::http::Method;
+    matches!(
+        *request.method(),
+        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE | Method::PUT | Method::DELETE
+    ) || request.headers().contains_key(IDEMPOTENCY_KEY)
+}
+
+/// The `Idempotency-Key` request header (IETF draft
+/// `httpapi-idempotency-key-header`), lowercase as HTTP/2 sends it.
+pub const IDEMPOTENCY_KEY: ::http::HeaderName = ::http::HeaderName::from_static("idempotency-key");
+
 /// How long the server asked to wait, from its `Retry-After` header (RFC
 /// 9110 §10.2.3): delta-seconds, or an HTTP-date in any of the three formats
 /// recipients must accept (IMF-fixdate, RFC 850, asctime), measured from

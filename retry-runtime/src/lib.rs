@@ -58,6 +58,8 @@ pub mod run;
 pub mod state;
 pub mod testing;
 pub mod throttle;
+#[cfg(feature = "tower")]
+pub mod tower;
 
 pub use adaptive::{AdaptiveThrottle, Throttled};
 pub use backoff::{Backoff, Jitter};

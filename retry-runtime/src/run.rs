@@ -254,6 +254,25 @@ impl AttemptTimeout for Option<Duration> {
     }
 }
 
+/// What an async loop learns of an attempt besides its outcome.
+#[cfg(feature = "tokio")]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Attempted {
+    /// It was cut off by the attempt timeout: ambiguous.
+    pub(crate) timed_out: bool,
+    /// The request can be sent again.
+    pub(crate) replayable: bool,
+}
+
+#[cfg(feature = "tokio")]
+impl Attempted {
+    /// Neither cut off nor spent.
+    pub(crate) const PLAIN: Self = Self {
+        timed_out: false,
+        replayable: true,
+    };
+}
+
 /// A [`Retry`] loop whose attempts run as long as they take (the deadline
 /// decides only whether they start).
 #[derive(Clone, Copy, Debug, Default)]
@@ -446,7 +465,114 @@ impl<'a> Retry<'a> {
     }
 }
 
+impl Retry<'static> {
+    /// A loop to be run later under a policy of its own
+    /// ([`by_ref`](Self::by_ref)), with no budget yet: what a layer keeps.
+    #[cfg(feature = "tower")]
+    pub(crate) const fn detached() -> Self {
+        static UNUSED: Policy = Policy::new();
+        Self {
+            policy: &UNUSED,
+            budget: None,
+            when: ByClassify,
+            when_ok: NeverRetry,
+            breaker: NoBreaker,
+            before_sleep: Ignore,
+            at_give_up: Ignore,
+            name: crate::observe::ANONYMOUS,
+            timeout: NoTimeout,
+            throttle: NoThrottle,
+        }
+    }
+}
+
+/// A loop whose classifiers and hooks are lent by another ([`Retry::by_ref`]).
+#[cfg(feature = "tower")]
+pub(crate) type Lent<'b, W, K, B, R, G, L, A> =
+    Retry<'b, ByRef<'b, W>, ByRef<'b, K>, B, ByRef<'b, R>, ByRef<'b, G>, L, A>;
+
+/// A classifier or hook lent to a loop by whoever keeps it.
+#[cfg(feature = "tower")]
+#[derive(Debug)]
+pub(crate) struct ByRef<'a, X>(&'a X);
+
+#[cfg(feature = "tower")]
+impl<X: ?Sized, C: Classifier<X>> Classifier<X> for ByRef<'_, C> {
+    fn verdict(&self, x: &X) -> crate::Verdict {
+        self.0.verdict(x)
+    }
+}
+
+#[cfg(feature = "tower")]
+impl<T, E, H: OnRetry<T, E>> OnRetry<T, E> for ByRef<'_, H> {
+    fn on_retry(&self, event: &crate::RetryEvent<'_, T, E>) {
+        self.0.on_retry(event);
+    }
+}
+
+#[cfg(feature = "tower")]
+impl<T, E, H: OnGiveUp<T, E>> OnGiveUp<T, E> for ByRef<'_, H> {
+    fn on_give_up(&self, event: &crate::GiveUpEvent<'_, T, E>) {
+        self.0.on_give_up(event);
+    }
+}
+
 impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
+    /// This loop's classifiers, hooks and slots, lent to a run under
+    /// `policy` and `budget` (a layer's call: its policy made for the
+    /// request, its budget kept by the layer).
+    #[cfg(feature = "tower")]
+    pub(crate) fn by_ref<'b>(
+        &'b self,
+        policy: &'b Policy,
+        budget: Option<BudgetRef<'b>>,
+    ) -> Lent<'b, W, K, B, R, G, L, A>
+    where
+        B: Copy,
+        L: Copy,
+        A: Copy,
+    {
+        Retry {
+            policy,
+            budget,
+            when: ByRef(&self.when),
+            when_ok: ByRef(&self.when_ok),
+            breaker: self.breaker,
+            before_sleep: ByRef(&self.before_sleep),
+            at_give_up: ByRef(&self.at_give_up),
+            name: self.name,
+            timeout: self.timeout,
+            throttle: self.throttle,
+        }
+    }
+
+    /// This loop judging `Ok` values with `when_ok`, a classifier of any
+    /// kind (`ByClassify` for responses that classify themselves).
+    #[cfg(feature = "tower")]
+    pub(crate) fn judging_ok<K2>(self, when_ok: K2) -> Retry<'a, W, K2, B, R, G, L, A> {
+        Retry {
+            policy: self.policy,
+            budget: self.budget,
+            when: self.when,
+            when_ok,
+            breaker: self.breaker,
+            before_sleep: self.before_sleep,
+            at_give_up: self.at_give_up,
+            name: self.name,
+            timeout: self.timeout,
+            throttle: self.throttle,
+        }
+    }
+
+    /// The limit of each attempt, if any.
+    #[cfg(feature = "tower")]
+    pub(crate) fn attempt_limit<E>(&self) -> Option<Duration>
+    where
+        L: TimeoutSlot<E>,
+    {
+        self.timeout.limit()
+    }
+
     /// Draws on `budget` instead of the policy's: a
     /// [`RetryThrottle`](crate::RetryThrottle) or a windowed
     /// [`RetryBudget`](crate::RetryBudget), shared by the calls it protects:
@@ -895,9 +1021,12 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
             }
         };
         let timeout = self.timeout.limit();
-        self.run_async(false, timeout, attempt, |timed_out| *timed_out)
-            .await
-            .1
+        self.run_async(false, timeout, attempt, |timed_out| Attempted {
+            timed_out: *timed_out,
+            replayable: true,
+        })
+        .await
+        .1
     }
 
     /// Runs the loop around an async operation that borrows or owns
@@ -957,21 +1086,22 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
         F: FnMut(S) -> Fut,
         Fut: Future<Output = (S, Result<T, E>)>,
     {
-        self.run_async(value, None, |value, _| op(value), |_| false)
+        self.run_async(value, None, |value, _| op(value), |_| Attempted::PLAIN)
             .await
     }
 
     /// The async loop: `value` goes into each attempt, with how long the
     /// attempt may run under `timeout` (and the deadline), and comes back
-    /// with its outcome; `timed_out` says from it whether the attempt was
-    /// cut off (then ambiguous, whatever the classifier says).
+    /// with its outcome; `attempted` says from it whether the attempt was
+    /// cut off (then ambiguous, whatever the classifier says) and whether
+    /// the request could be sent again.
     #[cfg(feature = "tokio")]
-    async fn run_async<S, T, E, F, Fut>(
+    pub(crate) async fn run_async<S, T, E, F, Fut>(
         &self,
         value: S,
         timeout: Option<Duration>,
         mut op: F,
-        timed_out: impl Fn(&S) -> bool,
+        attempted: impl Fn(&S) -> Attempted,
     ) -> (S, Result<T, E>)
     where
         W: Classifier<E>,
@@ -998,7 +1128,9 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
                 let limit = timeout.map(|timeout| state.attempt_limit(timeout));
                 let (back, outcome) = state.run_attempt_async(op(value, limit)).await;
                 value = back;
-                let verdict = if timed_out(&value) {
+                let notes = attempted(&value);
+                state.set_replayable(notes.replayable);
+                let verdict = if notes.timed_out {
                     Some(crate::classify::Verdict::RetryIfIdempotent)
                 } else {
                     crate::macro_support::verdict_when_both(

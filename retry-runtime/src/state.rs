@@ -56,6 +56,9 @@ pub enum GiveUp {
     /// The adaptive throttle shed the next attempt: the dependency has been
     /// refusing much of what it gets.
     Throttled,
+    /// The request cannot be sent again: its body was streamed and not
+    /// kept (longer than the replay buffer, or not read to its end).
+    NotReplayable,
 }
 
 impl GiveUp {
@@ -76,6 +79,7 @@ impl GiveUp {
             Self::RetriedBelow => "retried_below",
             Self::BreakerOpen => "breaker_open",
             Self::Throttled => "throttled",
+            Self::NotReplayable => "not_replayable",
         }
     }
 }
@@ -92,6 +96,7 @@ impl fmt::Display for GiveUp {
             Self::RetriedBelow => "a nested call already retried",
             Self::BreakerOpen => "circuit breaker open",
             Self::Throttled => "attempt shed by the adaptive throttle",
+            Self::NotReplayable => "request body cannot be replayed",
         })
     }
 }
@@ -176,6 +181,9 @@ pub struct AttemptState<'a, C: Clock> {
     recorded: bool,
     /// The breaker's leave for the attempt running now.
     permit: Option<Permit<'static>>,
+    /// Whether the request can be sent again (a streamed body that was not
+    /// kept cannot).
+    replayable: bool,
 }
 
 impl<'a, C: Clock> AttemptState<'a, C> {
@@ -232,6 +240,7 @@ impl<'a, C: Clock> AttemptState<'a, C> {
             obs: Observe::new(),
             recorded: false,
             permit: None,
+            replayable: true,
         }
     }
 
@@ -563,6 +572,22 @@ impl<'a, C: Clock> AttemptState<'a, C> {
         self
     }
 
+    /// Tells the decider whether the request could be sent again: a
+    /// retryable failure of one that cannot gives up with
+    /// [`GiveUp::NotReplayable`] (and spends no token).
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// use backstop::{AttemptState, Decision, GiveUp, Policy, SystemClock, Verdict};
+    /// let policy = Policy::new();
+    /// let mut state = AttemptState::new(&policy, SystemClock);
+    /// state.set_replayable(false);
+    /// assert_eq!(state.decide(Some(Verdict::Retry)), Decision::GiveUp(GiveUp::NotReplayable));
+    /// ```
+    pub fn set_replayable(&mut self, replayable: bool) {
+        self.replayable = replayable;
+    }
+
     /// The 1-based number of the attempt running now (or about to start).
     pub fn attempt(&self) -> u32 {
         self.done.saturating_add(1)
@@ -654,8 +679,8 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// ```
     ///
     /// In this order: classification (`Stop`, or an ambiguous failure of
-    /// a call not declared idempotent, returns), a nested call that already
-    /// retried, attempts, the delay (with `Retry-After`), the deadline, the
+    /// a call not declared idempotent, returns), a request that cannot be
+    /// sent again, a nested call that already retried, attempts, the delay (with `Retry-After`), the deadline, the
     /// breaker, the budget. The budget comes last so that a retry refused
     /// for another reason never spends a token.
     pub fn decide(&mut self, verdict: Option<Verdict>) -> Decision {
@@ -704,6 +729,9 @@ impl<'a, C: Clock> AttemptState<'a, C> {
             }
             Some(verdict) => verdict,
         };
+        if !self.replayable {
+            return Decision::GiveUp(GiveUp::NotReplayable);
+        }
         if std::mem::take(&mut self.retried_below) {
             return Decision::GiveUp(GiveUp::RetriedBelow);
         }

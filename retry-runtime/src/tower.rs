@@ -1,0 +1,619 @@
+//! tower (feature `tower`): [`RetryLayer`], the retry loop as a
+//! [`Layer`], for hyper clients, tonic channels and any other tower stack.
+//!
+//! The layer runs the very loop `#[retry]` and [`Retry`] run: the same
+//! [`Policy`] (deadline, backoff, attempts), the same retry throttle or
+//! budget, breaker and adaptive throttle, the same classification, hooks,
+//! `tracing` and `metrics`. Each attempt runs with the call's
+//! [`Context`](crate::Context) set, so [`context()`](crate::context()), the
+//! idempotency key and nested `#[retry]` calls work inside the inner
+//! service.
+//!
+//! - [`RetryLayer::new`] retries any request that is `Clone`, classifying
+//!   the inner service's errors by [`Classify`](crate::Classify) and never
+//!   retrying an `Ok` response unless told to ([`RetryLayer::when_ok`]).
+//! - [`RetryLayer::http`] is for `http::Request<B>` whatever the body: it
+//!   keeps a body of up to 64 KiB to send again ([`ReplayBody`]; a longer
+//!   one is streamed once and not retried, and that is reported as
+//!   [`GiveUp::NotReplayable`](crate::GiveUp::NotReplayable)), judges
+//!   responses by the HTTP rule and `Retry-After`, and repeats a request
+//!   after an ambiguous failure (a 502, a timeout) only when its method is
+//!   idempotent or it carries an `Idempotency-Key`
+//!   ([`http::is_idempotent`](crate::http::is_idempotent)), or the policy
+//!   says every request is.
+//!
+//! ```
+//! # extern crate retry_runtime as backstop;
+//! use std::sync::atomic::{AtomicU32, Ordering};
+//! use std::sync::Arc;
+//! use backstop::{tower::RetryLayer, Policy};
+//! use tower::{service_fn, Layer, ServiceExt};
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+//! // A dependency that answers 503 twice, then 201.
+//! let calls = Arc::new(AtomicU32::new(0));
+//! let seen = calls.clone();
+//! let inner = service_fn(move |_: http::Request<_>| {
+//!     let status = if seen.fetch_add(1, Ordering::Relaxed) < 2 { 503 } else { 201 };
+//!     async move { Ok::<_, std::io::Error>(http::Response::builder().status(status).body(()).unwrap()) }
+//! });
+//!
+//! let service = RetryLayer::http(&Policy::new()).layer(inner);
+//! let request = http::Request::post("/orders").body("{}".to_owned()).unwrap();
+//! let response = service.oneshot(request).await.unwrap();
+//! assert_eq!(response.status(), 201);
+//! assert_eq!(calls.load(Ordering::Relaxed), 3);
+//! # }
+//! ```
+
+use std::fmt;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
+use std::time::Duration;
+
+use tower_layer::Layer;
+use tower_service::Service;
+
+use crate::adaptive::AdaptiveThrottle;
+use crate::breaker::CircuitBreaker;
+use crate::budget::BudgetRef;
+use crate::classify::{ByClassify, Classifier, NeverRetry};
+use crate::observe::{Ignore, OnGiveUp, OnRetry};
+use crate::policy::Policy;
+use crate::run::{
+    AttemptTimeout, Attempted, BreakerSlot, NoBreaker, NoThrottle, NoTimeout, Retry, ThrottleSlot,
+    TimeoutSlot, WithTimeout,
+};
+use crate::throttle::RetryThrottle;
+
+mod replay;
+
+pub use replay::{HttpBodies, ReplayBody};
+
+/// The bodies an HTTP layer keeps to send again, by default: 64 KiB.
+pub const DEFAULT_REPLAY_LIMIT: usize = 64 * 1024;
+
+/// A tower [`Layer`] that retries the calls of the service it wraps: see
+/// the [module docs](self).
+///
+/// Its services share one retry throttle of the layer's own (clones of the
+/// layer too), as `#[retry]` gives each function its own, unless the policy
+/// or [`budget`](Self::budget) names one to share with other layers and
+/// functions.
+///
+/// Readiness is tower's: [`poll_ready`](Service::poll_ready) is the inner
+/// service's, the first attempt uses the service made ready, and each
+/// retry waits for a clone of it to be ready again (within the attempt's
+/// time). The error type is the inner service's: a breaker, an adaptive
+/// throttle or an attempt timeout needs it to hold their errors
+/// (`From<CircuitOpen>`, `From<Throttled>`, `From<Elapsed>`), as
+/// `Box<dyn Error + Send + Sync>` does.
+#[must_use = "a layer does nothing until it wraps a service"]
+pub struct RetryLayer<
+    P = Cloned,
+    W = ByClassify,
+    K = NeverRetry,
+    B = NoBreaker,
+    R = Ignore,
+    G = Ignore,
+    L = NoTimeout,
+    A = NoThrottle,
+> {
+    policy: Policy,
+    budget: LayerBudget,
+    retry: Retry<'static, W, K, B, R, G, L, A>,
+    requests: P,
+}
+
+/// Where a layer's retries draw from.
+#[derive(Clone, Debug)]
+enum LayerBudget {
+    /// A throttle of the layer's own, shared by its services.
+    Own(Arc<RetryThrottle>),
+    /// The one named (a `static`), or none.
+    Given(Option<BudgetRef<'static>>),
+}
+
+impl<P: Clone, W: Clone, K: Clone, B: Clone, R: Clone, G: Clone, L: Clone, A: Clone> Clone
+    for RetryLayer<P, W, K, B, R, G, L, A>
+{
+    fn clone(&self) -> Self {
+        Self {
+            policy: self.policy,
+            budget: self.budget.clone(),
+            retry: self.retry.clone(),
+            requests: self.requests.clone(),
+        }
+    }
+}
+
+impl<P: fmt::Debug, W, K, B, R, G, L, A> fmt::Debug for RetryLayer<P, W, K, B, R, G, L, A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RetryLayer")
+            .field("policy", &self.policy)
+            .field("budget", &self.budget)
+            .field("requests", &self.requests)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Requests that are sent again by cloning them (the default).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Cloned;
+
+impl RetryLayer {
+    /// A layer under `policy` for requests that are `Clone`: errors are
+    /// classified by [`Classify`](crate::Classify), `Ok` responses are
+    /// final unless [`when_ok`](Self::when_ok) says otherwise, and an
+    /// ambiguous failure is repeated only if the policy is `idempotent`.
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// use std::time::Duration;
+    /// use backstop::{tower::RetryLayer, Policy};
+    /// let layer = RetryLayer::new(&Policy::new().attempts(4).deadline(Some(Duration::from_secs(2))));
+    /// # let _ = layer;
+    /// ```
+    pub fn new(policy: &Policy) -> Self {
+        Self::with_requests(policy, Cloned)
+    }
+}
+
+impl RetryLayer<HttpBodies, ByClassify, ByClassify> {
+    /// A layer under `policy` for `http::Request<B>`, any body `B`: the
+    /// inner service gets `http::Request<ReplayBody<B>>`. Responses are
+    /// judged by the HTTP rule (503 → retry, 404 → return it) with
+    /// `Retry-After`; a request is repeated after an ambiguous failure only
+    /// when its method is idempotent or it carries an `Idempotency-Key`
+    /// (or the policy says every request is idempotent); a body longer than
+    /// 64 KiB ([`replay_limit`](Self::replay_limit)) is sent once.
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// use backstop::{tower::RetryLayer, Policy};
+    /// let layer = RetryLayer::http(&Policy::new()).replay_limit(1 << 20);
+    /// # let _ = layer;
+    /// ```
+    pub fn http(policy: &Policy) -> Self {
+        RetryLayer::with_requests(policy, HttpBodies::new(DEFAULT_REPLAY_LIMIT))
+            .map(|retry| retry.judging_ok(ByClassify))
+    }
+}
+
+impl<W, K, B, R, G, L, A> RetryLayer<HttpBodies, W, K, B, R, G, L, A> {
+    /// Keeps request bodies of up to `bytes` to send again; a longer body
+    /// is streamed once, and a retryable failure of its request gives up
+    /// with [`GiveUp::NotReplayable`](crate::GiveUp::NotReplayable).
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// use backstop::{tower::RetryLayer, Policy};
+    /// let never_kept = RetryLayer::http(&Policy::new()).replay_limit(0);
+    /// # let _ = never_kept;
+    /// ```
+    pub fn replay_limit(mut self, bytes: usize) -> Self {
+        self.requests = HttpBodies::new(bytes);
+        self
+    }
+}
+
+impl<P> RetryLayer<P> {
+    fn with_requests(policy: &Policy, requests: P) -> Self {
+        let budget = if policy.has_default_budget() {
+            LayerBudget::Own(Arc::new(RetryThrottle::standard()))
+        } else {
+            LayerBudget::Given(policy.get_budget())
+        };
+        Self {
+            policy: *policy,
+            budget,
+            retry: Retry::detached(),
+            requests,
+        }
+    }
+}
+
+impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
+    fn map<W2, K2, B2, R2, G2, L2, A2>(
+        self,
+        f: impl FnOnce(
+            Retry<'static, W, K, B, R, G, L, A>,
+        ) -> Retry<'static, W2, K2, B2, R2, G2, L2, A2>,
+    ) -> RetryLayer<P, W2, K2, B2, R2, G2, L2, A2> {
+        RetryLayer {
+            policy: self.policy,
+            budget: self.budget,
+            retry: f(self.retry),
+            requests: self.requests,
+        }
+    }
+
+    /// Draws on `budget` (a `static` [`RetryThrottle`] or
+    /// [`RetryBudget`](crate::RetryBudget)), shared with whatever else
+    /// names it: other layers, `#[retry(budget = ..)]` functions.
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// use backstop::{tower::RetryLayer, Policy, RetryThrottle};
+    /// static USERS_API: RetryThrottle = RetryThrottle::standard();
+    /// let layer = RetryLayer::new(&Policy::new()).budget(&USERS_API);
+    /// # let _ = layer;
+    /// ```
+    pub fn budget(mut self, budget: impl Into<BudgetRef<'static>>) -> Self {
+        self.budget = LayerBudget::Given(Some(budget.into()));
+        self
+    }
+
+    /// Draws on no budget at all.
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// use backstop::{tower::RetryLayer, Policy};
+    /// let layer = RetryLayer::new(&Policy::new()).no_budget();
+    /// # let _ = layer;
+    /// ```
+    pub fn no_budget(mut self) -> Self {
+        self.budget = LayerBudget::Given(None);
+        self
+    }
+
+    /// Classifies the inner service's errors with `f`, answering `bool` or
+    /// [`Verdict`](crate::Verdict).
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// use backstop::{tower::RetryLayer, Policy};
+    /// let layer = RetryLayer::new(&Policy::new()).when(|e: &String| e == "busy");
+    /// # let _ = layer;
+    /// ```
+    pub fn when<F>(self, f: F) -> RetryLayer<P, crate::When<F>, K, B, R, G, L, A> {
+        self.map(|retry| retry.when(f))
+    }
+
+    /// Retries `Ok` responses too, when `f` says so (answering `bool` or
+    /// [`Verdict`](crate::Verdict)).
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// use backstop::{tower::RetryLayer, Policy};
+    /// let layer = RetryLayer::new(&Policy::new()).when_ok(|status: &u16| *status == 503);
+    /// # let _ = layer;
+    /// ```
+    pub fn when_ok<F>(self, f: F) -> RetryLayer<P, W, crate::When<F>, B, R, G, L, A> {
+        self.map(|retry| retry.when_ok(f))
+    }
+
+    /// Names the calls, for `tracing` and `metrics`.
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// use backstop::{tower::RetryLayer, Policy};
+    /// let layer = RetryLayer::new(&Policy::new()).name("users-api");
+    /// # let _ = layer;
+    /// ```
+    pub fn name(mut self, name: &'static str) -> Self {
+        self.retry = self.retry.name(name);
+        self
+    }
+
+    /// Tells `f` about each retry before its sleep, as
+    /// [`Retry::on_retry`] does.
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// use backstop::{tower::RetryLayer, Policy};
+    /// let layer = RetryLayer::new(&Policy::new())
+    ///     .on_retry(|e: &backstop::RetryEvent<'_, u16, std::io::Error>| eprintln!("retry {}", e.attempt()));
+    /// # let _ = layer;
+    /// ```
+    pub fn on_retry<T, E, F>(self, f: F) -> RetryLayer<P, W, K, B, F, G, L, A>
+    where
+        F: Fn(&crate::RetryEvent<'_, T, E>),
+    {
+        self.map(|retry| retry.on_retry(f))
+    }
+
+    /// Tells `f` when a call gives up, with the reason, as
+    /// [`Retry::on_give_up`] does.
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// use backstop::{tower::RetryLayer, Policy};
+    /// let layer = RetryLayer::new(&Policy::new())
+    ///     .on_give_up(|e: &backstop::GiveUpEvent<'_, u16, std::io::Error>| eprintln!("gave up: {}", e.reason()));
+    /// # let _ = layer;
+    /// ```
+    pub fn on_give_up<T, E, F>(self, f: F) -> RetryLayer<P, W, K, B, R, F, L, A>
+    where
+        F: Fn(&crate::GiveUpEvent<'_, T, E>),
+    {
+        self.map(|retry| retry.on_give_up(f))
+    }
+
+    /// Puts the calls behind `breaker`: a rejected call fails with
+    /// `E::from(CircuitOpen)`.
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// use std::time::Duration;
+    /// use backstop::{tower::RetryLayer, CircuitBreaker, Policy};
+    /// static USERS_API: CircuitBreaker = CircuitBreaker::new(5, Duration::from_secs(30));
+    /// let layer = RetryLayer::new(&Policy::new()).breaker(&USERS_API);
+    /// # let _ = layer;
+    /// ```
+    pub fn breaker(
+        self,
+        breaker: &'static CircuitBreaker,
+    ) -> RetryLayer<P, W, K, &'static CircuitBreaker, R, G, L, A> {
+        self.map(|retry| retry.breaker(breaker))
+    }
+
+    /// Puts the calls behind an adaptive throttle: a shed call fails with
+    /// `E::from(Throttled)`.
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// use backstop::{tower::RetryLayer, AdaptiveThrottle, Policy};
+    /// static USERS_API: AdaptiveThrottle = AdaptiveThrottle::standard();
+    /// let layer = RetryLayer::new(&Policy::new()).throttle(&USERS_API);
+    /// # let _ = layer;
+    /// ```
+    pub fn throttle(
+        self,
+        throttle: &'static AdaptiveThrottle,
+    ) -> RetryLayer<P, W, K, B, R, G, L, &'static AdaptiveThrottle> {
+        self.map(|retry| retry.throttle(throttle))
+    }
+
+    /// Cuts each attempt off after `timeout` (or at the deadline, if
+    /// sooner), failing it with `E::from(Elapsed)`: an ambiguous failure.
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// use std::time::Duration;
+    /// use backstop::{tower::RetryLayer, Policy};
+    /// let layer = RetryLayer::new(&Policy::new()).attempt_timeout(Duration::from_secs(2));
+    /// # let _ = layer;
+    /// ```
+    pub fn attempt_timeout(
+        self,
+        timeout: impl AttemptTimeout,
+    ) -> RetryLayer<P, W, K, B, R, G, WithTimeout, A> {
+        self.map(|retry| retry.attempt_timeout(timeout))
+    }
+}
+
+impl<S, P, W, K, B, R, G, L, A> Layer<S> for RetryLayer<P, W, K, B, R, G, L, A>
+where
+    Self: Clone,
+{
+    type Service = RetryService<S, P, W, K, B, R, G, L, A>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        RetryService {
+            inner,
+            shared: Arc::new(self.clone()),
+        }
+    }
+}
+
+/// The service a [`RetryLayer`] makes.
+pub struct RetryService<
+    S,
+    P = Cloned,
+    W = ByClassify,
+    K = NeverRetry,
+    B = NoBreaker,
+    R = Ignore,
+    G = Ignore,
+    L = NoTimeout,
+    A = NoThrottle,
+> {
+    inner: S,
+    #[allow(clippy::type_complexity)] // the layer's own type parameters, once
+    shared: Arc<RetryLayer<P, W, K, B, R, G, L, A>>,
+}
+
+impl<S: Clone, P, W, K, B, R, G, L, A> Clone for RetryService<S, P, W, K, B, R, G, L, A> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl<S: fmt::Debug, P: fmt::Debug, W, K, B, R, G, L, A> fmt::Debug
+    for RetryService<S, P, W, K, B, R, G, L, A>
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RetryService")
+            .field("inner", &self.inner)
+            .field("layer", &self.shared)
+            .finish()
+    }
+}
+
+/// How a layer sends a request again: [`Cloned`], or [`HttpBodies`].
+pub trait Replay<Req>: replay::Sealed {
+    /// What the inner service is called with.
+    type Request: Send;
+    /// What a call keeps of its request between attempts.
+    type Source: Send;
+    /// Takes the request of a call.
+    fn source(&self, request: Req) -> Self::Source;
+    /// Whether the request may be repeated after an ambiguous failure
+    /// whatever the policy says (an idempotent HTTP method).
+    fn idempotent(source: &Self::Source) -> bool;
+    /// The request for the next attempt. Called again only while
+    /// [`replayable`](Self::replayable).
+    fn next(source: &mut Self::Source) -> impl Future<Output = Self::Request> + Send;
+    /// Whether another attempt can be sent.
+    fn replayable(source: &Self::Source) -> bool;
+}
+
+impl<Req: Clone + Send> Replay<Req> for Cloned {
+    type Request = Req;
+    type Source = Req;
+
+    fn source(&self, request: Req) -> Req {
+        request
+    }
+
+    fn idempotent(_: &Req) -> bool {
+        false
+    }
+
+    fn next(source: &mut Req) -> impl Future<Output = Req> + Send {
+        std::future::ready(source.clone())
+    }
+
+    fn replayable(_: &Req) -> bool {
+        true
+    }
+}
+
+impl<S, Req, P, W, K, B, R, G, L, A> Service<Req> for RetryService<S, P, W, K, B, R, G, L, A>
+where
+    S: Service<P::Request> + Clone + Send + 'static,
+    S::Future: Send,
+    S::Response: Send + 'static,
+    S::Error: Send + 'static,
+    Req: Send + 'static,
+    P: Replay<Req> + Send + Sync + 'static,
+    W: Classifier<S::Error> + Send + Sync + 'static,
+    K: Classifier<S::Response> + Send + Sync + 'static,
+    B: BreakerSlot<S::Error> + Copy + Send + Sync + 'static,
+    R: OnRetry<S::Response, S::Error> + Send + Sync + 'static,
+    G: OnGiveUp<S::Response, S::Error> + Send + Sync + 'static,
+    L: TimeoutSlot<S::Error> + Copy + Send + Sync + 'static,
+    A: ThrottleSlot<S::Error> + Copy + Send + Sync + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = ResponseFuture<S::Response, S::Error>;
+
+    fn poll_ready(&mut self, cx: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Req) -> Self::Future {
+        // The service made ready goes with this call; the one left behind
+        // is a clone, to be made ready for the next.
+        let clone = self.inner.clone();
+        let service = std::mem::replace(&mut self.inner, clone);
+        let shared = self.shared.clone();
+        ResponseFuture {
+            inner: Box::pin(async move { shared.run(service, request).await }),
+        }
+    }
+}
+
+impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
+    async fn run<S, Req>(&self, service: S, request: Req) -> Result<S::Response, S::Error>
+    where
+        S: Service<P::Request>,
+        P: Replay<Req>,
+        W: Classifier<S::Error>,
+        K: Classifier<S::Response>,
+        B: BreakerSlot<S::Error> + Copy,
+        R: OnRetry<S::Response, S::Error>,
+        G: OnGiveUp<S::Response, S::Error>,
+        L: TimeoutSlot<S::Error> + Copy,
+        A: ThrottleSlot<S::Error> + Copy,
+    {
+        let source = self.requests.source(request);
+        let policy = if P::idempotent(&source) {
+            self.policy.idempotent(true)
+        } else {
+            self.policy
+        };
+        let budget = match &self.budget {
+            LayerBudget::Own(throttle) => Some(BudgetRef::Throttle(throttle)),
+            LayerBudget::Given(budget) => *budget,
+        };
+        let call = Call {
+            service,
+            source,
+            ready: true,
+            timed_out: false,
+        };
+        let timeout = self.retry.attempt_limit::<S::Error>();
+        let (_, outcome) = self
+            .retry
+            .by_ref(&policy, budget)
+            .run_async(
+                call,
+                timeout,
+                |mut call, limit| async move {
+                    let outcome = call.attempt::<P, Req, L>(limit).await;
+                    (call, outcome)
+                },
+                |call| Attempted {
+                    timed_out: call.timed_out,
+                    replayable: P::replayable(&call.source),
+                },
+            )
+            .await;
+        outcome
+    }
+}
+
+/// One call through the layer, carried from attempt to attempt.
+struct Call<S, Q> {
+    service: S,
+    source: Q,
+    /// The service was made ready by the caller, for the first attempt.
+    ready: bool,
+    /// The last attempt was cut off by the attempt timeout.
+    timed_out: bool,
+}
+
+impl<S, Q> Call<S, Q> {
+    async fn attempt<P, Req, L>(&mut self, limit: Option<Duration>) -> Result<S::Response, S::Error>
+    where
+        P: Replay<Req, Source = Q>,
+        S: Service<P::Request>,
+        L: TimeoutSlot<S::Error>,
+    {
+        self.timed_out = false;
+        let send = async {
+            let request = P::next(&mut self.source).await;
+            if !std::mem::replace(&mut self.ready, false) {
+                std::future::poll_fn(|cx| self.service.poll_ready(cx)).await?;
+            }
+            self.service.call(request).await
+        };
+        let Some(limit) = limit else {
+            return send.await;
+        };
+        match tokio::time::timeout(limit, send).await {
+            Ok(outcome) => outcome,
+            Err(_) => {
+                self.timed_out = true;
+                Err(L::elapsed())
+            }
+        }
+    }
+}
+
+/// The future of a call through a [`RetryService`].
+#[must_use = "futures do nothing unless polled"]
+pub struct ResponseFuture<T, E> {
+    inner: Pin<Box<dyn Future<Output = Result<T, E>> + Send>>,
+}
+
+impl<T, E> Future for ResponseFuture<T, E> {
+    type Output = Result<T, E>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
+        self.inner.as_mut().poll(cx)
+    }
+}
+
+impl<T, E> fmt::Debug for ResponseFuture<T, E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResponseFuture").finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,403 @@
+//! Sending an HTTP request again when its body is a stream: keep what was
+//! sent, up to a limit.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context as TaskContext, Poll};
+
+use bytes::{Buf, Bytes};
+use http::HeaderMap;
+use http_body::{Body, Frame, SizeHint};
+
+use super::{Cloned, Replay};
+
+/// Only the layer's own request kinds: the trait's methods are its
+/// internals.
+pub trait Sealed {}
+
+impl Sealed for Cloned {}
+
+impl Sealed for HttpBodies {}
+
+/// `http::Request<B>` sent again whatever its body: a body of up to
+/// `limit` bytes is kept and sent again; a longer one is streamed once (see
+/// [`RetryLayer::http`](super::RetryLayer::http)).
+#[derive(Clone, Copy, Debug)]
+pub struct HttpBodies {
+    limit: usize,
+}
+
+impl HttpBodies {
+    pub(crate) const fn new(limit: usize) -> Self {
+        Self { limit }
+    }
+}
+
+/// The body of a request sent through [`RetryLayer::http`]: the body kept
+/// from the first attempt, or the original streamed (and kept as it goes,
+/// up to the limit).
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use backstop::tower::ReplayBody;
+/// use http_body::Body;
+/// let body: ReplayBody<String> = ReplayBody::from_bytes("hello".into());
+/// assert_eq!(body.size_hint().exact(), Some(5));
+/// ```
+pub struct ReplayBody<B: Body> {
+    kind: Kind<B>,
+}
+
+enum Kind<B: Body> {
+    /// Every frame known: sent from memory.
+    Kept(Kept),
+    /// The original body, kept as it is read while it fits.
+    Streamed {
+        /// What was read of it before it was known not to fit.
+        prefix: VecDeque<Bytes>,
+        body: Pin<Box<B>>,
+        kept: Arc<Mutex<Recording>>,
+    },
+    /// Reading the body failed before the first attempt: what was read,
+    /// then the error.
+    Broken {
+        prefix: VecDeque<Bytes>,
+        error: Option<B::Error>,
+    },
+}
+
+/// A whole body, in memory.
+#[derive(Clone, Debug, Default)]
+struct Kept {
+    chunks: VecDeque<Bytes>,
+    trailers: Option<HeaderMap>,
+}
+
+impl Kept {
+    fn len(&self) -> usize {
+        self.chunks.iter().map(Bytes::len).sum()
+    }
+}
+
+/// A streamed body as read so far.
+#[derive(Debug)]
+struct Recording {
+    limit: usize,
+    kept: Kept,
+    len: usize,
+    /// It did not fit: nothing is kept.
+    over: bool,
+    /// It was read to its end.
+    ended: bool,
+}
+
+impl Recording {
+    fn new(limit: usize, prefix: &VecDeque<Bytes>) -> Self {
+        let mut recording = Self {
+            limit,
+            kept: Kept::default(),
+            len: 0,
+            over: false,
+            ended: false,
+        };
+        for chunk in prefix {
+            recording.data(chunk);
+        }
+        recording
+    }
+
+    fn data(&mut self, chunk: &Bytes) {
+        if self.over {
+            return;
+        }
+        self.len = self.len.saturating_add(chunk.len());
+        if self.len > self.limit {
+            self.over = true;
+            self.kept = Kept::default();
+        } else {
+            self.kept.chunks.push_back(chunk.clone());
+        }
+    }
+
+    /// The whole body, if it was read to its end and fit.
+    fn whole(&self) -> Option<Kept> {
+        (self.ended && !self.over).then(|| self.kept.clone())
+    }
+}
+
+fn lock(recording: &Mutex<Recording>) -> std::sync::MutexGuard<'_, Recording> {
+    // A panic while recording leaves at worst a partial record, which
+    // `ended` (set last) keeps from being replayed.
+    recording.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl<B: Body> ReplayBody<B> {
+    /// A body sent from memory.
+    pub fn from_bytes(bytes: Bytes) -> Self {
+        let mut chunks = VecDeque::new();
+        if !bytes.is_empty() {
+            chunks.push_back(bytes);
+        }
+        Self {
+            kind: Kind::Kept(Kept {
+                chunks,
+                trailers: None,
+            }),
+        }
+    }
+}
+
+// The body is boxed, never pinned in place: moving a `ReplayBody` moves
+// only the box.
+impl<B: Body> Unpin for ReplayBody<B> {}
+
+impl<B: Body> fmt::Debug for ReplayBody<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match &self.kind {
+            Kind::Kept(_) => "kept",
+            Kind::Streamed { .. } => "streamed",
+            Kind::Broken { .. } => "broken",
+        };
+        f.debug_struct("ReplayBody").field("kind", &kind).finish()
+    }
+}
+
+impl<B> Body for ReplayBody<B>
+where
+    B: Body,
+    B::Data: Buf,
+{
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        match &mut self.get_mut().kind {
+            Kind::Kept(kept) => Poll::Ready(
+                kept.chunks
+                    .pop_front()
+                    .map(Frame::data)
+                    .or_else(|| kept.trailers.take().map(Frame::trailers))
+                    .map(Ok),
+            ),
+            Kind::Broken { prefix, error } => Poll::Ready(
+                prefix
+                    .pop_front()
+                    .map(|chunk| Ok(Frame::data(chunk)))
+                    .or_else(|| error.take().map(Err)),
+            ),
+            Kind::Streamed { prefix, body, kept } => {
+                if let Some(chunk) = prefix.pop_front() {
+                    return Poll::Ready(Some(Ok(Frame::data(chunk))));
+                }
+                let frame = match body.as_mut().poll_frame(cx) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(None) => {
+                        lock(kept).ended = true;
+                        return Poll::Ready(None);
+                    }
+                    Poll::Ready(Some(Err(error))) => return Poll::Ready(Some(Err(error))),
+                    Poll::Ready(Some(Ok(frame))) => {
+                        frame.map_data(|mut data| data.copy_to_bytes(data.remaining()))
+                    }
+                };
+                let mut recording = lock(kept);
+                if let Some(chunk) = frame.data_ref() {
+                    recording.data(chunk);
+                } else if let Some(trailers) = frame.trailers_ref() {
+                    recording.kept.trailers = Some(trailers.clone());
+                }
+                if body.is_end_stream() {
+                    recording.ended = true;
+                }
+                Poll::Ready(Some(Ok(frame)))
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.kind {
+            Kind::Kept(kept) => kept.chunks.is_empty() && kept.trailers.is_none(),
+            Kind::Broken { prefix, error } => prefix.is_empty() && error.is_none(),
+            Kind::Streamed { prefix, body, kept } => {
+                let end = prefix.is_empty() && body.is_end_stream();
+                if end {
+                    lock(kept).ended = true;
+                }
+                end
+            }
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.kind {
+            Kind::Kept(kept) => SizeHint::with_exact(kept.len() as u64),
+            Kind::Broken { .. } => SizeHint::default(),
+            Kind::Streamed { prefix, body, .. } => {
+                let before: u64 = prefix.iter().map(|chunk| chunk.len() as u64).sum();
+                let rest = body.size_hint();
+                let mut hint = SizeHint::new();
+                hint.set_lower(rest.lower().saturating_add(before));
+                if let Some(upper) = rest.upper() {
+                    hint.set_upper(upper.saturating_add(before));
+                }
+                hint
+            }
+        }
+    }
+}
+
+/// What a call through [`RetryLayer::http`](super::RetryLayer::http)
+/// keeps of its request.
+pub struct HttpSource<B: Body> {
+    parts: http::request::Parts,
+    limit: usize,
+    body: BodyState<B>,
+}
+
+enum BodyState<B: Body> {
+    /// Not sent yet.
+    Unsent(B),
+    /// Kept whole.
+    Kept(Kept),
+    /// Streamed, kept as it was read while it fit.
+    Streamed(Arc<Mutex<Recording>>),
+    /// Reading it failed: cannot be sent again.
+    Broken,
+}
+
+impl<B: Body> fmt::Debug for HttpSource<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpSource")
+            .field("method", &self.parts.method)
+            .field("uri", &self.parts.uri)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<B> Replay<http::Request<B>> for HttpBodies
+where
+    B: Body + Send + 'static,
+    B::Data: Buf + Send,
+    B::Error: Send,
+{
+    type Request = http::Request<ReplayBody<B>>;
+    type Source = HttpSource<B>;
+
+    fn source(&self, request: http::Request<B>) -> HttpSource<B> {
+        let (parts, body) = request.into_parts();
+        HttpSource {
+            parts,
+            limit: self.limit,
+            body: BodyState::Unsent(body),
+        }
+    }
+
+    fn idempotent(source: &HttpSource<B>) -> bool {
+        let probe = http::Request::from_parts(source.parts.clone(), ());
+        crate::http::is_idempotent(&probe)
+    }
+
+    async fn next(source: &mut HttpSource<B>) -> http::Request<ReplayBody<B>> {
+        let body = match std::mem::replace(&mut source.body, BodyState::Broken) {
+            BodyState::Unsent(body) => {
+                let (kind, state) = first(body, source.limit).await;
+                source.body = state;
+                ReplayBody { kind }
+            }
+            BodyState::Kept(kept) => {
+                source.body = BodyState::Kept(kept.clone());
+                ReplayBody {
+                    kind: Kind::Kept(kept),
+                }
+            }
+            BodyState::Streamed(recording) => {
+                let kept = lock(&recording).whole();
+                let Some(kept) = kept else {
+                    unreachable!("the decider retries only a request that can be sent again")
+                };
+                source.body = BodyState::Kept(kept.clone());
+                ReplayBody {
+                    kind: Kind::Kept(kept),
+                }
+            }
+            BodyState::Broken => {
+                unreachable!("the decider retries only a request that can be sent again")
+            }
+        };
+        http::Request::from_parts(source.parts.clone(), body)
+    }
+
+    fn replayable(source: &HttpSource<B>) -> bool {
+        match &source.body {
+            BodyState::Unsent(_) | BodyState::Kept(_) => true,
+            BodyState::Streamed(recording) => lock(recording).whole().is_some(),
+            BodyState::Broken => false,
+        }
+    }
+}
+
+/// The first attempt's body. One that says it fits is read whole first
+/// (a server may answer before reading it, and it must still be there to
+/// send again); any other is streamed, and kept as it goes while it fits.
+async fn first<B>(body: B, limit: usize) -> (Kind<B>, BodyState<B>)
+where
+    B: Body,
+    B::Data: Buf,
+{
+    let fits = body
+        .size_hint()
+        .upper()
+        .is_some_and(|upper| upper <= limit as u64);
+    let mut body = Box::pin(body);
+    let mut prefix = VecDeque::new();
+    if fits {
+        let mut kept = Kept::default();
+        let mut len = 0usize;
+        loop {
+            if body.is_end_stream() {
+                return (Kind::Kept(kept.clone()), BodyState::Kept(kept));
+            }
+            match std::future::poll_fn(|cx| body.as_mut().poll_frame(cx)).await {
+                None => return (Kind::Kept(kept.clone()), BodyState::Kept(kept)),
+                Some(Err(error)) => {
+                    let kind = Kind::Broken {
+                        prefix: kept.chunks,
+                        error: Some(error),
+                    };
+                    return (kind, BodyState::Broken);
+                }
+                Some(Ok(frame)) => {
+                    let frame = frame.map_data(|mut data| data.copy_to_bytes(data.remaining()));
+                    match frame.into_data() {
+                        Ok(chunk) => {
+                            len = len.saturating_add(chunk.len());
+                            kept.chunks.push_back(chunk);
+                        }
+                        Err(frame) => {
+                            if let Ok(trailers) = frame.into_trailers() {
+                                kept.trailers = Some(trailers);
+                            }
+                        }
+                    }
+                    if len > limit {
+                        // Its size hint was wrong: stream the rest.
+                        prefix = std::mem::take(&mut kept.chunks);
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    let recording = Arc::new(Mutex::new(Recording::new(limit, &prefix)));
+    let kind = Kind::Streamed {
+        prefix,
+        body,
+        kept: recording.clone(),
+    };
+    (kind, BodyState::Streamed(recording))
+}

@@ -1,0 +1,543 @@
+//! Feature `tower`: `RetryLayer` against a real hyper server and client on
+//! 127.0.0.1, and against in-process services in tokio's paused time.
+//! Run with `cargo test -p backstop --features tower --test tower`.
+
+use std::convert::Infallible;
+use std::error::Error as StdError;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use backstop::tower::{ReplayBody, RetryLayer};
+use backstop::{
+    CircuitBreaker, CircuitOpen, GiveUp, GiveUpEvent, Policy, RetryThrottle, Verdict, context,
+    retry,
+};
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper_util::client::legacy::{Client, connect::HttpConnector};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::net::TcpListener;
+use tower::{Layer, ServiceExt, service_fn};
+
+type BoxError = Box<dyn StdError + Send + Sync>;
+
+/// What the server saw of one request: its method, its body, and its
+/// `idempotency-key`.
+#[derive(Clone, Debug)]
+struct Seen {
+    method: http::Method,
+    body: Bytes,
+}
+
+/// A hyper server on loopback answering each request, after reading its
+/// whole body, with the next `(status, retry-after)` of `script` (200 once
+/// the script is over).
+async fn serve(script: Vec<(u16, Option<&'static str>)>) -> (SocketAddr, Arc<Mutex<Vec<Seen>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let script = Arc::new(Mutex::new(script.into_iter()));
+    let log = seen.clone();
+    tokio::spawn(async move {
+        loop {
+            let (stream, _) = listener.accept().await.unwrap();
+            let (log, script) = (log.clone(), script.clone());
+            let handler = hyper::service::service_fn(move |request: Request<Incoming>| {
+                let (log, script) = (log.clone(), script.clone());
+                async move {
+                    let method = request.method().clone();
+                    let body = request.into_body().collect().await.unwrap().to_bytes();
+                    log.lock().unwrap().push(Seen { method, body });
+                    let (status, after) = script.lock().unwrap().next().unwrap_or((200, None));
+                    let mut response = Response::builder().status(status);
+                    if let Some(after) = after {
+                        response = response.header("retry-after", after);
+                    }
+                    Ok::<_, Infallible>(response.body(Full::new(Bytes::new())).unwrap())
+                }
+            });
+            tokio::spawn(async move {
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), handler)
+                    .await;
+            });
+        }
+    });
+    (addr, seen)
+}
+
+/// A hyper client for request bodies of type `B`, as the layer sends them.
+fn client<B>() -> Client<HttpConnector, ReplayBody<B>>
+where
+    B: hyper::body::Body<Data = Bytes> + Send + 'static + Unpin,
+    B::Error: Into<BoxError> + Send,
+{
+    Client::builder(TokioExecutor::new()).build_http()
+}
+
+/// hyper's client errors: a failed connection sent nothing; any other
+/// failure may have come after the request was written.
+fn hyper_verdict(error: &hyper_util::client::legacy::Error) -> Verdict {
+    if error.is_connect() {
+        Verdict::Retry
+    } else {
+        Verdict::RetryIfIdempotent
+    }
+}
+
+/// Retrying at once, in real time: the loopback tests take milliseconds.
+fn quick() -> Policy {
+    Policy::new()
+        .base(Duration::from_millis(1))
+        .cap(Duration::from_millis(2))
+}
+
+fn post(addr: SocketAddr, body: &'static str) -> Request<Full<Bytes>> {
+    Request::post(format!("http://{addr}/orders"))
+        .body(Full::new(Bytes::from_static(body.as_bytes())))
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_503_503_200_takes_three_requests_each_with_the_whole_body() {
+    let (addr, seen) = serve(vec![(503, None), (503, None)]).await;
+    let service = RetryLayer::http(&quick())
+        .when(hyper_verdict)
+        .layer(client());
+    let response = service.oneshot(post(addr, "{\"sku\": 7}")).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 3);
+    assert!(
+        seen.iter()
+            .all(|s| s.method == "POST" && s.body == "{\"sku\": 7}")
+    );
+}
+
+#[tokio::test]
+async fn a_post_answered_502_is_sent_once_a_put_or_a_keyed_post_again() {
+    let (addr, seen) = serve(vec![(502, None), (502, None)]).await;
+    let service = RetryLayer::http(&quick())
+        .when(hyper_verdict)
+        .layer(client());
+    let response = service.clone().oneshot(post(addr, "a")).await.unwrap();
+    assert_eq!(response.status(), StatusCode::BAD_GATEWAY);
+    assert_eq!(
+        seen.lock().unwrap().len(),
+        1,
+        "a POST may have been done: not repeated"
+    );
+
+    let put = Request::put(format!("http://{addr}/orders/7"))
+        .body(Full::new(Bytes::from_static(b"b")))
+        .unwrap();
+    let response = service.clone().oneshot(put).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(
+        seen.lock().unwrap().len(),
+        3,
+        "a PUT is idempotent: 502, then 200"
+    );
+
+    let (addr, seen) = serve(vec![(504, None)]).await;
+    let keyed = Request::post(format!("http://{addr}/orders"))
+        .header("idempotency-key", "order-7")
+        .body(Full::new(Bytes::from_static(b"c")))
+        .unwrap();
+    let response = service.oneshot(keyed).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(seen.lock().unwrap().len(), 2, "the key makes a repeat safe");
+}
+
+#[tokio::test]
+async fn a_policy_that_says_idempotent_repeats_a_post() {
+    let (addr, seen) = serve(vec![(500, None)]).await;
+    let service = RetryLayer::http(&quick().idempotent(true))
+        .when(hyper_verdict)
+        .layer(client());
+    let response = service.oneshot(post(addr, "a")).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(seen.lock().unwrap().len(), 2);
+}
+
+/// A body of `chunks` chunks of 1 KiB, streamed: its length is not known.
+fn stream(
+    chunks: usize,
+) -> StreamBody<impl futures_util::Stream<Item = Result<Frame<Bytes>, Infallible>>> {
+    let frames = (0..chunks).map(|_| Ok(Frame::data(Bytes::from(vec![b'x'; 1024]))));
+    StreamBody::new(futures_util::stream::iter(frames))
+}
+
+#[tokio::test]
+async fn a_streamed_body_over_the_limit_is_sent_once_and_reported() {
+    let (addr, seen) = serve(vec![(503, None), (503, None)]).await;
+    let reasons = Arc::new(Mutex::new(Vec::new()));
+    let told = reasons.clone();
+    let service = RetryLayer::http(&quick())
+        .when(hyper_verdict)
+        .on_give_up(move |e: &GiveUpEvent<'_, Response<Incoming>, _>| {
+            told.lock().unwrap().push(e.reason());
+        })
+        .layer(client());
+    let upload = Request::put(format!("http://{addr}/files/1"))
+        .body(stream(65))
+        .unwrap();
+    let response = service.clone().oneshot(upload).await.unwrap();
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(
+        seen.lock().unwrap().len(),
+        1,
+        "65 KiB is over the 64 KiB kept"
+    );
+    assert_eq!(
+        seen.lock().unwrap()[0].body.len(),
+        65 * 1024,
+        "sent whole, once"
+    );
+    assert_eq!(*reasons.lock().unwrap(), [GiveUp::NotReplayable]);
+
+    // Under the limit, a stream of unknown length is kept as it is sent.
+    let upload = Request::put(format!("http://{addr}/files/2"))
+        .body(stream(64))
+        .unwrap();
+    let response = service.oneshot(upload).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 3);
+    assert_eq!(
+        seen[2].body.len(),
+        64 * 1024,
+        "the kept body, sent again whole"
+    );
+    assert_eq!(seen[1].body, seen[2].body);
+}
+
+#[tokio::test]
+async fn a_replay_limit_of_zero_keeps_only_empty_bodies() {
+    let (addr, seen) = serve(vec![(503, None), (503, None)]).await;
+    let service = RetryLayer::http(&quick())
+        .replay_limit(0)
+        .when(hyper_verdict)
+        .layer(client());
+    let response = service.clone().oneshot(post(addr, "a")).await.unwrap();
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let get = Request::get(format!("http://{addr}/orders"))
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let response = service.oneshot(get).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(seen.lock().unwrap().len(), 3);
+}
+
+/// An in-process service answering each call with the next response of
+/// `script` (200 once it is over), counting calls.
+#[allow(clippy::type_complexity)]
+fn scripted(
+    script: Vec<Response<()>>,
+) -> (
+    impl tower::Service<
+        Request<ReplayBody<String>>,
+        Response = Response<()>,
+        Error = BoxError,
+        Future = impl Future<Output = Result<Response<()>, BoxError>> + Send,
+    > + Clone
+    + Send
+    + 'static,
+    Arc<AtomicU32>,
+) {
+    let calls = Arc::new(AtomicU32::new(0));
+    let count = calls.clone();
+    let script = Arc::new(Mutex::new(script.into_iter()));
+    let service = service_fn(move |_: Request<ReplayBody<String>>| {
+        count.fetch_add(1, Ordering::Relaxed);
+        let next = script.lock().unwrap().next();
+        async move { Ok(next.unwrap_or_else(|| Response::new(()))) }
+    });
+    (service, calls)
+}
+
+fn status(code: u16, retry_after: Option<&str>) -> Response<()> {
+    let mut response = Response::builder().status(code);
+    if let Some(after) = retry_after {
+        response = response.header("retry-after", after);
+    }
+    response.body(()).unwrap()
+}
+
+fn get() -> Request<String> {
+    Request::get("/users/7").body(String::new()).unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_429_with_retry_after_is_honoured() {
+    let (inner, calls) = scripted(vec![status(429, Some("3"))]);
+    let service = RetryLayer::http(&Policy::new()).layer(inner);
+    let start = tokio::time::Instant::now();
+    let response = service.oneshot(get()).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(calls.load(Ordering::Relaxed), 2);
+    let waited = start.elapsed();
+    assert!(
+        waited >= Duration::from_secs(3) && waited <= Duration::from_millis(3_610),
+        "asked 3 s, spread upward by at most 20%: waited {waited:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_after_past_the_deadline_gives_up_at_once() {
+    let (inner, calls) = scripted(vec![status(503, Some("60"))]);
+    let policy = Policy::new().deadline(Some(Duration::from_secs(5)));
+    let service = RetryLayer::http(&policy).layer(inner);
+    let start = tokio::time::Instant::now();
+    let response = service.oneshot(get()).await.unwrap();
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(calls.load(Ordering::Relaxed), 1);
+    assert_eq!(start.elapsed(), Duration::ZERO);
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_attempt_runs_with_the_calls_context() {
+    let keys = Arc::new(Mutex::new(Vec::new()));
+    let log = keys.clone();
+    let inner = service_fn(move |_: Request<ReplayBody<String>>| {
+        let log = log.clone();
+        async move {
+            tokio::task::yield_now().await;
+            let cx = context().expect("inside an attempt");
+            log.lock()
+                .unwrap()
+                .push((cx.attempt(), cx.idempotency_key().to_string()));
+            let code = if cx.attempt() < 3 { 503 } else { 200 };
+            Ok::<_, BoxError>(status(code, None))
+        }
+    });
+    let service = RetryLayer::http(&Policy::new()).layer(inner);
+    let response = service.oneshot(get()).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let keys = keys.lock().unwrap();
+    assert_eq!(keys.iter().map(|k| k.0).collect::<Vec<_>>(), [1, 2, 3]);
+    assert!(
+        keys.iter().all(|k| k.1 == keys[0].1),
+        "one key per call: {keys:?}"
+    );
+}
+
+#[retry(attempts = 3, base = 10ms)]
+async fn nested_lookup(calls: &AtomicU32) -> Result<(), std::io::Error> {
+    calls.fetch_add(1, Ordering::Relaxed);
+    Err(std::io::ErrorKind::ConnectionReset.into())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_nested_retry_call_that_retried_is_not_retried_again_by_the_layer() {
+    let calls = Arc::new(AtomicU32::new(0));
+    let seen = calls.clone();
+    let inner = service_fn(move |_: Request<ReplayBody<String>>| {
+        let seen = seen.clone();
+        async move { nested_lookup(&seen).await.map(|()| Response::new(())) }
+    });
+    let service = RetryLayer::http(&Policy::new()).layer(inner);
+    let error = service.oneshot(get()).await.unwrap_err();
+    assert_eq!(error.kind(), std::io::ErrorKind::ConnectionReset);
+    assert_eq!(
+        calls.load(Ordering::Relaxed),
+        3,
+        "3, not 3 × 3: one layer retries"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_attempt_timeout_cuts_off_a_hung_attempt_of_an_idempotent_request() {
+    let calls = Arc::new(AtomicU32::new(0));
+    let seen = calls.clone();
+    let inner = service_fn(move |_: Request<ReplayBody<String>>| {
+        let first = seen.fetch_add(1, Ordering::Relaxed) == 0;
+        async move {
+            if first {
+                std::future::pending::<()>().await;
+            }
+            Ok::<_, BoxError>(Response::new(()))
+        }
+    });
+    let service = RetryLayer::http(&Policy::new())
+        .attempt_timeout(Duration::from_secs(2))
+        .layer(inner);
+    let start = tokio::time::Instant::now();
+    let response = service.oneshot(get()).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(calls.load(Ordering::Relaxed), 2);
+    assert!(start.elapsed() >= Duration::from_secs(2));
+    assert!(start.elapsed() < Duration::from_secs(3));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_timed_out_post_is_not_repeated() {
+    let (inner, calls) = scripted(vec![]);
+    let slow = tower::ServiceBuilder::new()
+        .map_future(|f| async move {
+            tokio::time::sleep(Duration::from_secs(10)).await;
+            f.await
+        })
+        .service(inner);
+    let service = RetryLayer::http(&Policy::new())
+        .attempt_timeout(Duration::from_secs(1))
+        .layer(slow);
+    let post = Request::post("/orders").body(String::from("{}")).unwrap();
+    let error = service.oneshot(post).await.unwrap_err();
+    assert!(error.is::<backstop::Elapsed>(), "{error}");
+    assert_eq!(calls.load(Ordering::Relaxed), 1);
+}
+
+static SHARED_THROTTLE: RetryThrottle = RetryThrottle::standard();
+
+#[retry(budget = SHARED_THROTTLE, base = 1ms, attempts = 5)]
+async fn shares_the_throttle(calls: &AtomicU32) -> Result<(), std::io::Error> {
+    calls.fetch_add(1, Ordering::Relaxed);
+    Err(std::io::ErrorKind::ConnectionReset.into())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_throttle_is_shared_with_retry_functions() {
+    // The layer's failures drain the throttle both draw on...
+    let (inner, calls) = scripted((0..20).map(|_| status(503, None)).collect());
+    let service = RetryLayer::http(&Policy::new().attempts(10))
+        .budget(&SHARED_THROTTLE)
+        .layer(inner);
+    let response = service.oneshot(get()).await.unwrap();
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(
+        calls.load(Ordering::Relaxed) < 10,
+        "the throttle stopped the layer"
+    );
+    // ...so the function is not retried either.
+    let fn_calls = AtomicU32::new(0);
+    shares_the_throttle(&fn_calls).await.unwrap_err();
+    assert_eq!(fn_calls.load(Ordering::Relaxed), 1);
+}
+
+static SHARED_BREAKER: CircuitBreaker = CircuitBreaker::new(3, Duration::from_secs(30));
+
+#[derive(Debug)]
+enum ApiError {
+    Down,
+    Open,
+}
+
+impl From<CircuitOpen> for ApiError {
+    fn from(_: CircuitOpen) -> Self {
+        ApiError::Open
+    }
+}
+
+impl backstop::Classify for ApiError {
+    fn classify(&self) -> Verdict {
+        match self {
+            ApiError::Down => Verdict::Retry,
+            ApiError::Open => Verdict::Stop,
+        }
+    }
+}
+
+#[retry(breaker = SHARED_BREAKER, base = 1ms, attempts = 3)]
+async fn opens_the_breaker() -> Result<(), ApiError> {
+    Err(ApiError::Down)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_breaker_opened_by_a_retry_function_turns_the_layer_away() {
+    assert!(matches!(opens_the_breaker().await, Err(ApiError::Down)));
+    let calls = Arc::new(AtomicU32::new(0));
+    let seen = calls.clone();
+    let inner = service_fn(move |_: Request<ReplayBody<String>>| {
+        seen.fetch_add(1, Ordering::Relaxed);
+        async { Ok::<_, ApiError>(Response::new(())) }
+    });
+    let service = RetryLayer::http(&Policy::new())
+        .breaker(&SHARED_BREAKER)
+        .layer(inner);
+    let outcome = service.oneshot(get()).await;
+    assert!(matches!(outcome, Err(ApiError::Open)), "{outcome:?}");
+    assert_eq!(
+        calls.load(Ordering::Relaxed),
+        0,
+        "rejected before it was sent"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_retry_waits_for_the_service_to_be_ready_again() {
+    #[derive(Clone)]
+    struct Readiness {
+        readied: Arc<AtomicU32>,
+        calls: Arc<AtomicU32>,
+    }
+    impl tower::Service<u32> for Readiness {
+        type Response = u32;
+        type Error = std::io::Error;
+        type Future = std::future::Ready<Result<u32, std::io::Error>>;
+        fn poll_ready(
+            &mut self,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Result<(), std::io::Error>> {
+            self.readied.fetch_add(1, Ordering::Relaxed);
+            std::task::Poll::Ready(Ok(()))
+        }
+        fn call(&mut self, request: u32) -> Self::Future {
+            let n = self.calls.fetch_add(1, Ordering::Relaxed);
+            let out = if n < 2 {
+                Err(std::io::ErrorKind::ConnectionReset.into())
+            } else {
+                Ok(request)
+            };
+            std::future::ready(out)
+        }
+    }
+    let inner = Readiness {
+        readied: Arc::default(),
+        calls: Arc::default(),
+    };
+    let service = RetryLayer::new(&Policy::new()).layer(inner.clone());
+    assert_eq!(service.oneshot(7).await.unwrap(), 7);
+    assert_eq!(inner.calls.load(Ordering::Relaxed), 3);
+    assert_eq!(
+        inner.readied.load(Ordering::Relaxed),
+        3,
+        "once by the caller, once per retry"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_layers_own_throttle_is_shared_by_its_services_and_not_by_other_layers() {
+    let policy = Policy::new().base(Duration::from_nanos(1));
+    let layer = RetryLayer::new(&policy);
+    let attempts = Arc::new(AtomicU32::new(0));
+    let seen = attempts.clone();
+    let failing = service_fn(move |()| {
+        seen.fetch_add(1, Ordering::Relaxed);
+        async { Err::<(), _>(std::io::Error::from(std::io::ErrorKind::ConnectionReset)) }
+    });
+    for _ in 0..10 {
+        let _ = layer.layer(failing.clone()).oneshot(()).await;
+    }
+    // As for one function: 3 retries (tokens 9, 8, 6 stay above half), then none.
+    assert_eq!(attempts.load(Ordering::Relaxed), 10 + 3);
+    let other = RetryLayer::new(&policy).layer(failing);
+    let _ = other.oneshot(()).await;
+    assert_eq!(
+        attempts.load(Ordering::Relaxed),
+        13 + 3,
+        "another layer, a fresh throttle"
+    );
+}
+
+#[test]
+fn the_layers_future_is_send_for_a_send_service() {
+    fn is_send<T: Send>(_: &T) {}
+    let (inner, _) = scripted(vec![]);
+    let future = RetryLayer::http(&Policy::new()).layer(inner).oneshot(get());
+    is_send(&future);
+}
