@@ -607,3 +607,69 @@ fn a_call_turned_away_before_its_first_attempt_is_a_debug_rejection() {
         [tracing::Level::INFO, tracing::Level::DEBUG]
     );
 }
+
+/// Through the tower layer, each attempt has a span of its own inside the
+/// call's, with its number and, on resends, OpenTelemetry's
+/// `http.request.resend_count`; the response tells how many attempts it
+/// took.
+#[cfg(feature = "tower")]
+#[test]
+fn each_attempt_through_the_layer_has_a_span_and_the_response_counts_them() {
+    use tower::{Layer, ServiceExt};
+    let _serial = serial();
+    let mut attempts = None;
+    let capture = captured(|| {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        let statuses = Arc::new(Mutex::new(vec![200, 503, 503]));
+        let inner = tower::service_fn(move |_: http::Request<_>| {
+            let status = statuses.lock().unwrap().pop().unwrap();
+            async move {
+                tracing::info!(status, "answered");
+                Ok::<_, Error>(http::Response::builder().status(status).body(()).unwrap())
+            }
+        });
+        let service = backstop::tower::RetryLayer::http(&backstop::Policy::new())
+            .name("users")
+            .layer(inner);
+        let request = http::Request::get("/users/7").body(String::new()).unwrap();
+        let response = runtime.block_on(service.oneshot(request)).unwrap();
+        attempts = response
+            .extensions()
+            .get::<backstop::http::Attempts>()
+            .copied();
+    });
+    assert_eq!(attempts, Some(backstop::http::Attempts(3)));
+    let spans = capture.spans.lock().unwrap();
+    let attempt_spans: Vec<(u64, &Fields)> = spans
+        .iter()
+        .filter(|(_, (name, _))| name == "attempt")
+        .map(|(id, (_, fields))| (*id, fields))
+        .collect();
+    let want = [
+        fields(&[("attempt", "1")]),
+        fields(&[("attempt", "2"), ("http.request.resend_count", "1")]),
+        fields(&[("attempt", "3"), ("http.request.resend_count", "2")]),
+    ];
+    assert_eq!(
+        attempt_spans
+            .iter()
+            .map(|s| s.1.clone())
+            .collect::<Vec<_>>(),
+        want
+    );
+    let events = capture.events.lock().unwrap();
+    let answered: Vec<Option<u64>> = events
+        .iter()
+        .filter(|(_, f)| f.get("message").is_some_and(|m| m == "answered"))
+        .map(|(parent, _)| *parent)
+        .collect();
+    let ids: Vec<Option<u64>> = attempt_spans.iter().map(|s| Some(s.0)).collect();
+    assert_eq!(
+        answered, ids,
+        "what the inner service logs belongs to its attempt"
+    );
+}

@@ -541,3 +541,84 @@ fn the_layers_future_is_send_for_a_send_service() {
     let future = RetryLayer::http(&Policy::new()).layer(inner).oneshot(get());
     is_send(&future);
 }
+
+/// A server that reads each request, then resets the connection: the
+/// request was written, and may have been acted on.
+async fn reset_after_reading() -> (SocketAddr, Arc<AtomicU32>) {
+    use tokio::io::AsyncReadExt;
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let requests = Arc::new(AtomicU32::new(0));
+    let count = requests.clone();
+    tokio::spawn(async move {
+        loop {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut request = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                let n = socket.read(&mut buf).await.unwrap();
+                if n == 0 {
+                    break;
+                }
+                request.extend_from_slice(&buf[..n]);
+            }
+            count.fetch_add(1, Ordering::Relaxed);
+            socket.set_zero_linger().unwrap();
+            drop(socket);
+        }
+    });
+    (addr, requests)
+}
+
+#[tokio::test]
+async fn a_connection_reset_after_the_request_was_written_repeats_a_get_not_a_post() {
+    let (addr, requests) = reset_after_reading().await;
+    let service = tower::ServiceBuilder::new()
+        .layer(RetryLayer::http(&quick()))
+        .map_err(BoxError::from)
+        .service(client());
+    let error = service.clone().oneshot(post(addr, "{}")).await.unwrap_err();
+    assert!(
+        error
+            .downcast_ref::<hyper_util::client::legacy::Error>()
+            .is_some(),
+        "{error}"
+    );
+    assert_eq!(
+        requests.load(Ordering::Relaxed),
+        1,
+        "a POST may have been acted on"
+    );
+
+    let get = Request::get(format!("http://{addr}/orders/7"))
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let _ = service.oneshot(get).await.unwrap_err();
+    assert_eq!(requests.load(Ordering::Relaxed), 1 + 3, "a GET is repeated");
+}
+
+#[tokio::test]
+async fn a_refused_connection_is_retried_even_for_a_post() {
+    // A port with nothing listening: bound, then closed.
+    let addr = TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let attempts = Arc::new(AtomicU32::new(0));
+    let seen = attempts.clone();
+    let service = tower::ServiceBuilder::new()
+        .layer(RetryLayer::http(&quick()).on_retry(
+            move |_: &backstop::RetryEvent<'_, Response<Incoming>, BoxError>| {
+                seen.fetch_add(1, Ordering::Relaxed);
+            },
+        ))
+        .map_err(BoxError::from)
+        .service(client());
+    let _ = service.oneshot(post(addr, "{}")).await.unwrap_err();
+    assert_eq!(
+        attempts.load(Ordering::Relaxed),
+        2,
+        "nothing was sent: retried"
+    );
+}

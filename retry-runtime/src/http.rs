@@ -120,6 +120,20 @@ pub fn is_idempotent<B>(request: &::http::Request<B>) -> bool {
     ) || request.headers().contains_key(IDEMPOTENCY_KEY)
 }
 
+/// How many attempts a call took, in the extensions of the response a
+/// retry layer returns ([`RetryLayer::http`](crate::tower::RetryLayer::http)):
+/// `1` when the first attempt answered.
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use backstop::http::Attempts;
+/// let mut response = http::Response::new(());
+/// response.extensions_mut().insert(Attempts(2));
+/// assert_eq!(response.extensions().get::<Attempts>(), Some(&Attempts(2)));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Attempts(pub u32);
+
 /// The `Idempotency-Key` request header (IETF draft
 /// `httpapi-idempotency-key-header`), lowercase as HTTP/2 sends it.
 pub const IDEMPOTENCY_KEY: ::http::HeaderName = ::http::HeaderName::from_static("idempotency-key");

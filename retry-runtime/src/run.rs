@@ -546,14 +546,14 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
         }
     }
 
-    /// This loop judging `Ok` values with `when_ok`, a classifier of any
-    /// kind (`ByClassify` for responses that classify themselves).
+    /// This loop judging errors with `when` and `Ok` values with
+    /// `when_ok`, classifiers of any kind.
     #[cfg(feature = "tower")]
-    pub(crate) fn judging_ok<K2>(self, when_ok: K2) -> Retry<'a, W, K2, B, R, G, L, A> {
+    pub(crate) fn judging<W2, K2>(self, when: W2, when_ok: K2) -> Retry<'a, W2, K2, B, R, G, L, A> {
         Retry {
             policy: self.policy,
             budget: self.budget,
-            when: self.when,
+            when,
             when_ok,
             breaker: self.breaker,
             before_sleep: self.before_sleep,

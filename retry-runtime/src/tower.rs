@@ -58,7 +58,7 @@ use tower_service::Service;
 use crate::adaptive::AdaptiveThrottle;
 use crate::breaker::CircuitBreaker;
 use crate::budget::BudgetRef;
-use crate::classify::{ByClassify, Classifier, NeverRetry};
+use crate::classify::{ByClassify, Classifier, Classify, NeverRetry, Verdict};
 use crate::observe::{Ignore, OnGiveUp, OnRetry};
 use crate::policy::Policy;
 use crate::run::{
@@ -138,6 +138,64 @@ impl<P: fmt::Debug, W, K, B, R, G, L, A> fmt::Debug for RetryLayer<P, W, K, B, R
     }
 }
 
+/// How [`RetryLayer::http`] classifies the inner service's errors: by
+/// [`Classify`], except that an I/O failure a retry could fix (a reset, a
+/// broken pipe) is ambiguous unless the connection was refused. Below an
+/// HTTP layer, an error is a transport failure, and one that comes after
+/// the request was written may come after the server did the work: a
+/// `POST` is not repeated on it, a `GET` is. `io::Error` and the boxed
+/// errors (`Box<dyn Error + Send + Sync>`, what tower stacks use) are read
+/// down their source chain; any other error type's own [`Classify`]
+/// verdict stands.
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use std::io::{Error, ErrorKind};
+/// use backstop::{tower::TransportErrors, Classifier, Verdict};
+/// type BoxError = Box<dyn std::error::Error + Send + Sync>;
+/// let reset: BoxError = Error::other(Error::from(ErrorKind::ConnectionReset)).into();
+/// assert_eq!(TransportErrors.verdict(&reset), Verdict::RetryIfIdempotent);
+/// let refused: BoxError = Error::from(ErrorKind::ConnectionRefused).into();
+/// assert_eq!(TransportErrors.verdict(&refused), Verdict::Retry);
+/// ```
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TransportErrors;
+
+impl<E: Classify + 'static> Classifier<E> for TransportErrors {
+    fn verdict(&self, error: &E) -> Verdict {
+        let verdict = error.classify();
+        if verdict != Verdict::Retry {
+            return verdict;
+        }
+        let any: &dyn std::any::Any = error;
+        let chain: &(dyn std::error::Error + 'static) = if let Some(io) =
+            any.downcast_ref::<std::io::Error>()
+        {
+            io
+        } else if let Some(boxed) = any.downcast_ref::<Box<dyn std::error::Error + Send + Sync>>() {
+            &**boxed
+        } else if let Some(boxed) = any.downcast_ref::<Box<dyn std::error::Error + Send>>() {
+            &**boxed
+        } else if let Some(boxed) = any.downcast_ref::<Box<dyn std::error::Error>>() {
+            &**boxed
+        } else {
+            return verdict;
+        };
+        let io_kinds = std::iter::successors(Some(chain), |e| e.source())
+            .filter_map(|e| e.downcast_ref::<std::io::Error>())
+            .map(std::io::Error::kind);
+        let mut kinds = io_kinds.peekable();
+        if kinds.peek().is_none() {
+            return verdict;
+        }
+        if kinds.any(|kind| kind == std::io::ErrorKind::ConnectionRefused) {
+            Verdict::Retry
+        } else {
+            Verdict::RetryIfIdempotent
+        }
+    }
+}
+
 /// Requests that are sent again by cloning them (the default).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Cloned;
@@ -160,11 +218,11 @@ impl RetryLayer {
     }
 }
 
-impl RetryLayer<HttpBodies, ByClassify, ByClassify> {
+impl RetryLayer<HttpBodies, TransportErrors, ByClassify> {
     /// A layer under `policy` for `http::Request<B>`, any body `B`: the
     /// inner service gets `http::Request<ReplayBody<B>>`. Responses are
     /// judged by the HTTP rule (503 → retry, 404 → return it) with
-    /// `Retry-After`; a request is repeated after an ambiguous failure only
+    /// `Retry-After`, errors as [`TransportErrors`]; a request is repeated after an ambiguous failure only
     /// when its method is idempotent or it carries an `Idempotency-Key`
     /// (or the policy says every request is idempotent); a body longer than
     /// 64 KiB ([`replay_limit`](Self::replay_limit)) is sent once.
@@ -177,7 +235,7 @@ impl RetryLayer<HttpBodies, ByClassify, ByClassify> {
     /// ```
     pub fn http(policy: &Policy) -> Self {
         RetryLayer::with_requests(policy, HttpBodies::new(DEFAULT_REPLAY_LIMIT))
-            .map(|retry| retry.judging_ok(ByClassify))
+            .map(|retry| retry.judging(TransportErrors, ByClassify))
     }
 }
 
@@ -441,6 +499,8 @@ pub trait Replay<Req>: replay::Sealed {
     type Request: Send;
     /// What a call keeps of its request between attempts.
     type Source: Send;
+    /// The requests are HTTP requests.
+    const IS_HTTP: bool;
     /// Takes the request of a call.
     fn source(&self, request: Req) -> Self::Source;
     /// Whether the request may be repeated after an ambiguous failure
@@ -456,6 +516,7 @@ pub trait Replay<Req>: replay::Sealed {
 impl<Req: Clone + Send> Replay<Req> for Cloned {
     type Request = Req;
     type Source = Req;
+    const IS_HTTP: bool = false;
 
     fn source(&self, request: Req) -> Req {
         request
@@ -474,11 +535,31 @@ impl<Req: Clone + Send> Replay<Req> for Cloned {
     }
 }
 
+/// What a layer tells of a call in the response it returns: the HTTP
+/// layer puts the number of attempts in its extensions
+/// ([`http::Attempts`](crate::http::Attempts)); a layer of `Clone`
+/// requests, whose responses may be of any type, tells nothing.
+pub trait Answer<P> {
+    /// Notes that the call took `attempts` attempts.
+    fn took(&mut self, attempts: u32);
+}
+
+impl<T> Answer<Cloned> for T {
+    fn took(&mut self, _: u32) {}
+}
+
+impl<B> Answer<HttpBodies> for http::Response<B> {
+    fn took(&mut self, attempts: u32) {
+        self.extensions_mut()
+            .insert(crate::http::Attempts(attempts));
+    }
+}
+
 impl<S, Req, P, W, K, B, R, G, L, A> Service<Req> for RetryService<S, P, W, K, B, R, G, L, A>
 where
     S: Service<P::Request> + Clone + Send + 'static,
     S::Future: Send,
-    S::Response: Send + 'static,
+    S::Response: Answer<P> + Send + 'static,
     S::Error: Send + 'static,
     Req: Send + 'static,
     P: Replay<Req> + Send + Sync + 'static,
@@ -514,6 +595,7 @@ impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
     async fn run<S, Req>(&self, service: S, request: Req) -> Result<S::Response, S::Error>
     where
         S: Service<P::Request>,
+        S::Response: Answer<P>,
         P: Replay<Req>,
         W: Classifier<S::Error>,
         K: Classifier<S::Response>,
@@ -538,9 +620,10 @@ impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
             source,
             ready: true,
             timed_out: false,
+            attempts: 0,
         };
         let timeout = self.retry.attempt_limit::<S::Error>();
-        let (_, outcome) = self
+        let (call, mut outcome) = self
             .retry
             .by_ref(&policy, budget)
             .run_async(
@@ -556,6 +639,9 @@ impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
                 },
             )
             .await;
+        if let Ok(response) = &mut outcome {
+            response.took(call.attempts);
+        }
         outcome
     }
 }
@@ -568,6 +654,8 @@ struct Call<S, Q> {
     ready: bool,
     /// The last attempt was cut off by the attempt timeout.
     timed_out: bool,
+    /// Attempts sent so far.
+    attempts: u32,
 }
 
 impl<S, Q> Call<S, Q> {
@@ -578,6 +666,22 @@ impl<S, Q> Call<S, Q> {
         L: TimeoutSlot<S::Error>,
     {
         self.timed_out = false;
+        self.attempts += 1;
+        // A span per attempt, inside the call's, as dashboards expect:
+        // the attempt number, and for HTTP the resends (OpenTelemetry's
+        // `http.request.resend_count`, absent on the first).
+        #[cfg(feature = "tracing")]
+        let span = {
+            let span = tracing::info_span!(
+                "attempt",
+                attempt = self.attempts,
+                http.request.resend_count = tracing::field::Empty,
+            );
+            if self.attempts > 1 && P::IS_HTTP {
+                span.record("http.request.resend_count", self.attempts - 1);
+            }
+            span
+        };
         let send = async {
             let request = P::next(&mut self.source).await;
             if !std::mem::replace(&mut self.ready, false) {
@@ -585,6 +689,8 @@ impl<S, Q> Call<S, Q> {
             }
             self.service.call(request).await
         };
+        #[cfg(feature = "tracing")]
+        let send = tracing::Instrument::instrument(send, span);
         let Some(limit) = limit else {
             return send.await;
         };

@@ -287,6 +287,7 @@ where
 {
     type Request = http::Request<ReplayBody<B>>;
     type Source = HttpSource<B>;
+    const IS_HTTP: bool = true;
 
     fn source(&self, request: http::Request<B>) -> HttpSource<B> {
         let (parts, body) = request.into_parts();

@@ -1,0 +1,124 @@
+//! A hyper client behind `RetryLayer`: the same policy, throttle and
+//! breaker as `#[retry]`, for a tower stack.
+//!
+//! `cargo run --example tower_client --features tower`
+//!
+//! It starts a server on 127.0.0.1 that is unavailable for its first two
+//! requests, then sends a `POST` with a JSON body through the layer: the
+//! body is kept and sent again, and the response tells how many attempts
+//! it took.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use backstop::http::Attempts;
+use backstop::tower::RetryLayer;
+use backstop::{CircuitBreaker, Policy, Verdict};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::{Client, Error};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tower::ServiceExt;
+
+/// Shared by every client of the orders service (and any `#[retry(breaker
+/// = ORDERS)]` function): five failures in a row, and calls fail fast for
+/// 30 s.
+static ORDERS: CircuitBreaker = CircuitBreaker::new(5, Duration::from_secs(30));
+
+/// hyper's client errors: a failed connection sent nothing, so it is safe
+/// to retry; any other failure may have come after the request was written.
+fn hyper_verdict(error: &Error) -> Verdict {
+    if error.is_connect() {
+        Verdict::Retry
+    } else {
+        Verdict::RetryIfIdempotent
+    }
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let addr = serve_unavailable_twice().await;
+
+    let policy = Policy::new()
+        .deadline(Some(Duration::from_secs(5)))
+        .base(Duration::from_millis(50));
+    let client = Client::builder(TokioExecutor::new()).build_http();
+    let orders = tower::ServiceBuilder::new()
+        .layer(
+            RetryLayer::http(&policy)
+                .name("orders")
+                .when(|e: &Box<dyn std::error::Error + Send + Sync>| {
+                    e.downcast_ref::<Error>()
+                        .map_or(Verdict::Stop, hyper_verdict)
+                })
+                .breaker(&ORDERS)
+                .attempt_timeout(Duration::from_secs(2))
+                .on_retry(|e| {
+                    println!(
+                        "attempt {} failed ({:?}): retrying in {:?}",
+                        e.attempt(),
+                        e.verdict(),
+                        e.delay()
+                    )
+                }),
+        )
+        // Below the layer, hyper's errors are boxed: the breaker's
+        // rejection and the attempt timeout must fit the same type.
+        .map_err(Box::<dyn std::error::Error + Send + Sync>::from)
+        .service(client);
+
+    let request = http::Request::post(format!("http://{addr}/orders"))
+        .header("content-type", "application/json")
+        .header("idempotency-key", "order-7f3a")
+        .body(Full::new(Bytes::from_static(
+            br#"{"sku": 7, "quantity": 1}"#,
+        )))?;
+    let response = orders.oneshot(request).await?;
+    let attempts = response.extensions().get::<Attempts>().copied();
+    println!(
+        "{} after {:?}",
+        response.status(),
+        attempts.unwrap_or(Attempts(1))
+    );
+    Ok(())
+}
+
+/// A server that answers 503 twice, then 201 with the body it got.
+async fn serve_unavailable_twice() -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = Arc::new(AtomicU32::new(0));
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let seen = seen.clone();
+            let handler =
+                hyper::service::service_fn(move |request: http::Request<hyper::body::Incoming>| {
+                    let n = seen.fetch_add(1, Ordering::Relaxed);
+                    async move {
+                        let body = request
+                            .into_body()
+                            .collect()
+                            .await
+                            .map(|b| b.to_bytes())
+                            .unwrap_or_default();
+                        let status = if n < 2 { 503 } else { 201 };
+                        let response = http::Response::builder()
+                            .status(status)
+                            .body(Full::new(body))
+                            .unwrap();
+                        Ok::<_, Infallible>(response)
+                    }
+                });
+            tokio::spawn(
+                hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), handler),
+            );
+        }
+    });
+    addr
+}
