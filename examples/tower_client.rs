@@ -15,10 +15,10 @@ use std::time::Duration;
 
 use backstop::http::Attempts;
 use backstop::tower::RetryLayer;
-use backstop::{CircuitBreaker, Policy, Verdict};
+use backstop::{CircuitBreaker, Policy};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use hyper_util::client::legacy::{Client, Error};
+use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tower::ServiceExt;
 
@@ -26,16 +26,6 @@ use tower::ServiceExt;
 /// = ORDERS)]` function): five failures in a row, and calls fail fast for
 /// 30 s.
 static ORDERS: CircuitBreaker = CircuitBreaker::new(5, Duration::from_secs(30));
-
-/// hyper's client errors: a failed connection sent nothing, so it is safe
-/// to retry; any other failure may have come after the request was written.
-fn hyper_verdict(error: &Error) -> Verdict {
-    if error.is_connect() {
-        Verdict::Retry
-    } else {
-        Verdict::RetryIfIdempotent
-    }
-}
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
@@ -49,10 +39,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         .layer(
             RetryLayer::http(&policy)
                 .name("orders")
-                .when(|e: &Box<dyn std::error::Error + Send + Sync>| {
-                    e.downcast_ref::<Error>()
-                        .map_or(Verdict::Stop, hyper_verdict)
-                })
                 .breaker(&ORDERS)
                 .attempt_timeout(Duration::from_secs(2))
                 .on_retry(|e| {
@@ -61,11 +47,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
                         e.attempt(),
                         e.verdict(),
                         e.delay()
-                    )
+                    );
                 }),
         )
         // Below the layer, hyper's errors are boxed: the breaker's
-        // rejection and the attempt timeout must fit the same type.
+        // rejection and the attempt timeout must fit the same type. A
+        // boxed transport error is retried when the connection was
+        // refused, and otherwise only for an idempotent request (this one
+        // carries an Idempotency-Key).
         .map_err(Box::<dyn std::error::Error + Send + Sync>::from)
         .service(client);
 
@@ -104,7 +93,7 @@ async fn serve_unavailable_twice() -> std::net::SocketAddr {
                             .into_body()
                             .collect()
                             .await
-                            .map(|b| b.to_bytes())
+                            .map(http_body_util::Collected::to_bytes)
                             .unwrap_or_default();
                         let status = if n < 2 { 503 } else { 201 };
                         let response = http::Response::builder()
