@@ -45,6 +45,23 @@
 //! executor's thread that blocks every task on it, so there make the
 //! function `async` instead.
 //!
+//! # Where calls are made
+//!
+//! One [`Policy`], one state machine, wherever the call is:
+//!
+//! | where the call is made | use | feature |
+//! |---|---|---|
+//! | a function you write | `#[retry(..)]` above it | (`tokio` for `async fn`) |
+//! | a closure, one call site | `backstop::call(&policy, \|\| ..)`, `call_async`, `call_async_with` | (`tokio` for async) |
+//! | a closure, with a budget, breaker, classifiers or hooks | `Retry::new(&policy).breaker(..).when(..).call_async(..)` | (`tokio` for async) |
+//! | a tower stack (hyper, any `Service`) | `tower::RetryLayer::http(&policy)`, `RetryLayer::new(&policy)` | `tower` |
+//! | reqwest | `#[retry]` with `reqwest::within_attempt(..).send()` and `when_ok = response_verdict` | `reqwest` |
+//!
+//! Each keeps the same guarantees: the deadline, the throttle, the
+//! classification, the context inside attempts. A reqwest-middleware is
+//! not built yet; a reqwest client is retried through `#[retry]` or
+//! [`Retry`] as above.
+//!
 //! # What a call does
 //!
 //! On entry the deadline starts (never later than the deadline of an
@@ -105,6 +122,7 @@
 //! | `idempotent` | `true`, `false` (bare `idempotent` is `true`) | `false` |
 //! | `budget` | path to a `static RetryThrottle` or `RetryBudget` (not a `const`), or `none` | a throttle of the function's own |
 //! | `breaker` | path to a `static CircuitBreaker`; needs `E: From<CircuitOpen>` | none |
+//! | `throttle` | path to a `static AdaptiveThrottle`; needs `E: From<Throttled>` | none |
 //! | `attempt_timeout` | duration (async fns only); needs `E: From<Elapsed>` | none |
 //! | `on_retry` | path or closure `Fn(&RetryEvent<'_, T, E>)` | none |
 //! | `on_give_up` | path or closure `Fn(&GiveUpEvent<'_, T, E>)` | none |

@@ -9,13 +9,26 @@ use std::path::Path;
 /// runtime's names.
 const RUNTIME_ONLY: [&str; 3] = ["run::sleep", "observe::Function", "macro_support"];
 
+/// The `.rs` files under `dir`, in its subdirectories too.
+fn rust_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files.extend(rust_files(&path));
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            files.push(path);
+        }
+    }
+    files
+}
+
 #[test]
 fn runtime_examples_name_the_crate_users_depend_on() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("retry-runtime/src");
     let mut offenders = Vec::new();
     let mut blocks = 0;
-    for entry in std::fs::read_dir(&src).unwrap() {
-        let path = entry.unwrap().path();
+    for path in rust_files(&src) {
         if path.file_name().is_some_and(|n| n == "lib.rs") {
             continue; // the runtime crate's own front page
         }
@@ -74,8 +87,7 @@ fn documentation_states_its_rules_rather_than_cite_design_notes() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut offenders = Vec::new();
     for dir in ["src", "retry-runtime/src", "retry-macros/src"] {
-        for entry in std::fs::read_dir(root.join(dir)).unwrap() {
-            let path = entry.unwrap().path();
+        for path in rust_files(&root.join(dir)) {
             let text = std::fs::read_to_string(&path).unwrap();
             for (n, line) in text.lines().enumerate() {
                 let line = line.trim_start();

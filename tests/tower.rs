@@ -622,3 +622,39 @@ async fn a_refused_connection_is_retried_even_for_a_post() {
         "nothing was sent: retried"
     );
 }
+
+static SHARED_ADAPTIVE: backstop::AdaptiveThrottle = backstop::AdaptiveThrottle::standard();
+
+#[retry(throttle = SHARED_ADAPTIVE, attempts = 1)]
+async fn refused_by_the_dependency() -> Result<(), BoxError> {
+    Err(std::io::Error::from(std::io::ErrorKind::ConnectionReset).into())
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_adaptive_throttle_is_shared_with_retry_functions() {
+    // A function's calls see the dependency refuse everything...
+    for _ in 0..40 {
+        let _ = refused_by_the_dependency().await;
+    }
+    let now = backstop::Clock::now(&backstop::TokioClock);
+    // (It sheds most of them too once refusals mount, and a shed call is
+    // not a refusal: a few calls are sent, each refused.)
+    let shedding = SHARED_ADAPTIVE.rejection_probability(now);
+    assert!(shedding > 0.5, "{shedding}");
+    // ...so the layer, whose dependency refuses it too, sheds most of its
+    // calls locally, before sending them.
+    let (inner, calls) = scripted((0..20).map(|_| status(503, None)).collect());
+    let policy = Policy::new().attempts(1);
+    let service = RetryLayer::http(&policy)
+        .throttle(&SHARED_ADAPTIVE)
+        .layer(inner);
+    let mut shed = 0;
+    for _ in 0..20 {
+        match service.clone().oneshot(get()).await {
+            Err(error) if error.is::<backstop::Throttled>() => shed += 1,
+            outcome => assert_eq!(outcome.unwrap().status(), StatusCode::SERVICE_UNAVAILABLE),
+        }
+    }
+    assert!(shed >= 10, "shed {shed} of 20 at {shedding}");
+    assert_eq!(calls.load(Ordering::Relaxed), 20 - shed);
+}

@@ -14,9 +14,61 @@ mod valid;
 
 use proc_macro::TokenStream;
 
-/// Turns a function returning `Result<T, E>` into a retry loop that is safe
-/// at fleet scale. See the `backstop` crate for the options and the
-/// guarantees.
+/// Turns a function returning `Result<T, E>`, sync or async, into a retry
+/// loop that is safe at fleet scale: backoff with jitter under a cap, a
+/// deadline for the whole call, `Retry-After` honoured, retries only for
+/// what a retry can fix, and a retry throttle of the function's own.
+///
+/// ```
+/// use backstop::retry;
+/// use std::io::{Error, ErrorKind};
+///
+/// #[retry(attempts = 4, base = 100ms, cap = 5s, deadline = 10s)]
+/// async fn fetch_user(id: u64) -> Result<String, Error> {
+///     if id == 0 { Err(ErrorKind::ConnectionReset.into()) } else { Ok(format!("user {id}")) }
+/// }
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+/// assert_eq!(fetch_user(7).await.unwrap(), "user 7");
+/// assert!(fetch_user(0).await.is_err()); // after 4 attempts
+/// # }
+/// ```
+///
+/// Every option is optional. A duration is a literal with a unit (`ns`,
+/// `us`, `ms`, `s`, `m`, `h`: `250ms`, `1.5s`), checked at compile time,
+/// or any expression of type `Duration`; expressions are evaluated on each
+/// call and may use the function's arguments.
+///
+/// | option | value | default | example |
+/// |---|---|---|---|
+/// | `attempts` | integer ≥ 1: a backstop on attempts, the first included | `3` | `attempts = 5` |
+/// | `deadline` | duration, or `none`: no attempt starts after it, no sleep runs into it | `30s` | `deadline = 10s` |
+/// | `backoff` | `exponential` (base·factorⁿ), `linear` (base·(n+1)), `fixed` | `exponential` | `backoff = linear` |
+/// | `base` | duration > 0: the first delay | `100ms` | `base = 50ms` |
+/// | `factor` | number > 1 (exponential only) | `2` | `factor = 3` |
+/// | `cap` | duration ≥ `base`: no delay exceeds it, jitter included | `20s` | `cap = 5s` |
+/// | `jitter` | `full`, `equal`, `decorrelated`, `none` | `full` | `jitter = equal` |
+/// | `when` | path or closure `Fn(&E) -> bool` or `-> Verdict`: which errors to retry | `E: Classify` | `when = \|e\| e.is_transient()` |
+/// | `when_ok` | path or closure `Fn(&T) -> bool` or `-> Verdict`: retry an `Ok` value | never | `when_ok = \|r: &Response\| r.status() == 503` |
+/// | `idempotent` | `true`, `false` (bare `idempotent` is `true`): may an ambiguous failure (a timeout) be repeated? | `false` | `idempotent` |
+/// | `budget` | path to a `static RetryThrottle` or `RetryBudget`, or `none` | a retry throttle of the function's own | `budget = USERS_API` |
+/// | `breaker` | path to a `static CircuitBreaker`; needs `E: From<CircuitOpen>` | none | `breaker = USERS_API` |
+/// | `throttle` | path to a `static AdaptiveThrottle`; needs `E: From<Throttled>` | none | `throttle = USERS_API` |
+/// | `attempt_timeout` | duration (async fns only); needs `E: From<Elapsed>` | none | `attempt_timeout = 2s` |
+/// | `retry_after_max` | duration: a longer `Retry-After` gives up | `60s` | `retry_after_max = 2m` |
+/// | `on_retry` | path or closure `Fn(&RetryEvent<'_, T, E>)`, before each sleep | none | `on_retry = \|e\| log(e.attempt())` |
+/// | `on_give_up` | path or closure `Fn(&GiveUpEvent<'_, T, E>)`, with the reason | none | `on_give_up = report` |
+/// | `policy` | expression giving a `Policy` or `&Policy`; excludes the schedule options | — | `policy = CONFIG.users` |
+/// | `crate` | path to `backstop`, if renamed | `::backstop` | `crate = ::my_backstop` |
+///
+/// Misuse is a compile error on the offending token: an unknown or
+/// repeated option, a bad unit, `base` above `cap`, `attempts = 0`,
+/// `policy` with schedule options, `attempt_timeout` on a sync fn, a
+/// `budget` that is not a `static`, a return type that is not a `Result`.
+///
+/// Put `#[retry]` above other attributes that rewrite the function
+/// (`#[tracing::instrument]`, `#[tokio::test]`). The `backstop` crate's
+/// documentation gives each option a runnable example, the exact order of
+/// decisions, and the guarantees.
 #[proc_macro_attribute]
 pub fn retry(args: TokenStream, item: TokenStream) -> TokenStream {
     let item = proc_macro2::TokenStream::from(item);

@@ -1,5 +1,5 @@
 //! tower (feature `tower`): [`RetryLayer`], the retry loop as a
-//! [`Layer`], for hyper clients, tonic channels and any other tower stack.
+//! [`Layer`], for hyper clients and any other tower stack.
 //!
 //! The layer runs the very loop `#[retry]` and [`Retry`] run: the same
 //! [`Policy`] (deadline, backoff, attempts), the same retry throttle or
