@@ -987,6 +987,10 @@ pub use retry_runtime::reqwest;
 #[doc(inline)]
 pub use retry_runtime::tower;
 
+#[cfg(feature = "reqwest-middleware")]
+#[doc(inline)]
+pub use retry_runtime::reqwest_middleware;
+
 /// The items most code needs, for a glob import: `use backstop::prelude::*;`.
 ///
 /// It holds items only, no modules: a glob import of the crate root would

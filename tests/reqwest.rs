@@ -1,67 +1,15 @@
 //! Feature `reqwest`, against a real HTTP server on 127.0.0.1.
 //! Run with `cargo test -p backstop --features reqwest --test reqwest`.
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use backstop::reqwest::{Error, response_verdict, within_attempt};
 use backstop::{Classify, Verdict, retry};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
 use tokio::net::TcpListener;
 
-/// Answers each request with the next status of `script` (and its extra
-/// header lines; a status of 0 never answers, a status of 1 is a 200 whose
-/// body is cut off after 10 of its 100 bytes), recording the
-/// `idempotency-key` each request carried (every one, joined by ", ").
-async fn serve(script: Vec<(u16, &'static str)>) -> (String, Arc<Mutex<Vec<Option<String>>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/orders", listener.local_addr().unwrap());
-    let keys = Arc::new(Mutex::new(Vec::new()));
-    let seen = Arc::clone(&keys);
-    tokio::spawn(async move {
-        for (status, extra) in script {
-            let (mut socket, _) = listener.accept().await.unwrap();
-            let mut request = Vec::new();
-            let mut buf = [0u8; 1024];
-            while !request.windows(4).any(|w| w == b"\r\n\r\n") {
-                let n = socket.read(&mut buf).await.unwrap();
-                if n == 0 {
-                    break;
-                }
-                request.extend_from_slice(&buf[..n]);
-            }
-            let text = String::from_utf8_lossy(&request).to_lowercase();
-            let found: Vec<&str> = text
-                .lines()
-                .filter_map(|l| l.strip_prefix("idempotency-key:"))
-                .map(str::trim)
-                .collect();
-            let key = (!found.is_empty()).then(|| found.join(", "));
-            seen.lock().unwrap().push(key);
-            if status == 0 {
-                // Never answer: the client times out with the request sent.
-                tokio::spawn(async move {
-                    tokio::time::sleep(Duration::from_secs(30)).await;
-                    drop(socket);
-                });
-                continue;
-            }
-            if status == 1 {
-                let head = "HTTP/1.1 200 OK\r\ncontent-length: 100\r\nconnection: close\r\n\r\n";
-                socket.write_all(head.as_bytes()).await.unwrap();
-                socket.write_all(b"{\"id\": 12").await.unwrap();
-                socket.shutdown().await.unwrap();
-                continue;
-            }
-            let response = format!(
-                "HTTP/1.1 {status} X\r\ncontent-length: 0\r\nconnection: close\r\n{extra}\r\n"
-            );
-            socket.write_all(response.as_bytes()).await.unwrap();
-            socket.shutdown().await.unwrap();
-        }
-    });
-    (url, keys)
-}
+mod support;
+use support::serve;
 
 #[retry(attempts = 5, base = 1ms, deadline = 5s, idempotent, when_ok = response_verdict)]
 async fn place_order(client: &reqwest::Client, url: &str) -> Result<reqwest::Response, Error> {

@@ -113,16 +113,22 @@ impl<B> Classify for ::http::Response<B> {
 /// assert!(is_idempotent(&keyed));
 /// ```
 pub fn is_idempotent<B>(request: &::http::Request<B>) -> bool {
-    use ::http::Method;
-    matches!(
-        *request.method(),
-        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE | Method::PUT | Method::DELETE
-    ) || request.headers().contains_key(IDEMPOTENCY_KEY)
+    is_idempotent_parts(request.method(), request.headers())
 }
 
-/// How many attempts a call took, in the extensions of the response a
-/// retry layer returns ([`RetryLayer::http`](crate::tower::RetryLayer::http)):
-/// `1` when the first attempt answered.
+/// [`is_idempotent`] of a request's method and headers.
+pub(crate) fn is_idempotent_parts(method: &::http::Method, headers: &::http::HeaderMap) -> bool {
+    use ::http::Method;
+    matches!(
+        *method,
+        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE | Method::PUT | Method::DELETE
+    ) || headers.contains_key(IDEMPOTENCY_KEY)
+}
+
+/// How many attempts a call took, in the extensions of the response that
+/// a retry layer (`tower::RetryLayer::http`) or middleware
+/// (`reqwest_middleware::RetryMiddleware`) returns: `1` when the first
+/// attempt answered.
 ///
 /// ```
 /// # extern crate retry_runtime as backstop;

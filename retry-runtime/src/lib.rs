@@ -54,6 +54,8 @@ pub mod observe;
 pub mod policy;
 #[cfg(feature = "reqwest")]
 pub mod reqwest;
+#[cfg(feature = "reqwest-middleware")]
+pub mod reqwest_middleware;
 pub mod run;
 pub mod state;
 pub mod testing;

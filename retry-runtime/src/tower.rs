@@ -100,10 +100,10 @@ pub struct RetryLayer<
     L = NoTimeout,
     A = NoThrottle,
 > {
-    policy: Policy,
+    pub(crate) policy: Policy,
     budget: LayerBudget,
-    retry: Retry<'static, W, K, B, R, G, L, A>,
-    requests: P,
+    pub(crate) retry: Retry<'static, W, K, B, R, G, L, A>,
+    pub(crate) requests: P,
 }
 
 /// Where a layer's retries draw from.
@@ -257,7 +257,7 @@ impl<W, K, B, R, G, L, A> RetryLayer<HttpBodies, W, K, B, R, G, L, A> {
 }
 
 impl<P> RetryLayer<P> {
-    fn with_requests(policy: &Policy, requests: P) -> Self {
+    pub(crate) fn with_requests(policy: &Policy, requests: P) -> Self {
         let budget = if policy.has_default_budget() {
             LayerBudget::Own(Arc::new(RetryThrottle::standard()))
         } else {
@@ -273,7 +273,15 @@ impl<P> RetryLayer<P> {
 }
 
 impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
-    fn map<W2, K2, B2, R2, G2, L2, A2>(
+    /// The budget this layer's calls draw on.
+    pub(crate) fn budget_ref(&self) -> Option<BudgetRef<'_>> {
+        match &self.budget {
+            LayerBudget::Own(throttle) => Some(BudgetRef::Throttle(throttle)),
+            LayerBudget::Given(budget) => *budget,
+        }
+    }
+
+    pub(crate) fn map<W2, K2, B2, R2, G2, L2, A2>(
         self,
         f: impl FnOnce(
             Retry<'static, W, K, B, R, G, L, A>,
@@ -611,10 +619,7 @@ impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
         } else {
             self.policy
         };
-        let budget = match &self.budget {
-            LayerBudget::Own(throttle) => Some(BudgetRef::Throttle(throttle)),
-            LayerBudget::Given(budget) => *budget,
-        };
+        let budget = self.budget_ref();
         let call = Call {
             service,
             source,
@@ -667,21 +672,8 @@ impl<S, Q> Call<S, Q> {
     {
         self.timed_out = false;
         self.attempts += 1;
-        // A span per attempt, inside the call's, as dashboards expect:
-        // the attempt number, and for HTTP the resends (OpenTelemetry's
-        // `http.request.resend_count`, absent on the first).
         #[cfg(feature = "tracing")]
-        let span = {
-            let span = tracing::info_span!(
-                "attempt",
-                attempt = self.attempts,
-                http.request.resend_count = tracing::field::Empty,
-            );
-            if self.attempts > 1 && P::IS_HTTP {
-                span.record("http.request.resend_count", self.attempts - 1);
-            }
-            span
-        };
+        let span = attempt_span(self.attempts, P::IS_HTTP);
         let send = async {
             let request = P::next(&mut self.source).await;
             if !std::mem::replace(&mut self.ready, false) {
@@ -702,6 +694,22 @@ impl<S, Q> Call<S, Q> {
             }
         }
     }
+}
+
+/// A span per attempt, inside the call's, as dashboards expect: the
+/// attempt number, and for HTTP the resends (OpenTelemetry's
+/// `http.request.resend_count`, absent on the first).
+#[cfg(feature = "tracing")]
+pub(crate) fn attempt_span(attempt: u32, http: bool) -> tracing::Span {
+    let span = tracing::info_span!(
+        "attempt",
+        attempt,
+        http.request.resend_count = tracing::field::Empty,
+    );
+    if attempt > 1 && http {
+        span.record("http.request.resend_count", attempt - 1);
+    }
+    span
 }
 
 /// The future of a call through a [`RetryService`].

@@ -299,8 +299,7 @@ where
     }
 
     fn idempotent(source: &HttpSource<B>) -> bool {
-        let probe = http::Request::from_parts(source.parts.clone(), ());
-        crate::http::is_idempotent(&probe)
+        crate::http::is_idempotent_parts(&source.parts.method, &source.parts.headers)
     }
 
     async fn next(source: &mut HttpSource<B>) -> http::Request<ReplayBody<B>> {

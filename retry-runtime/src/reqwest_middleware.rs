@@ -1,0 +1,490 @@
+//! reqwest-middleware (feature `reqwest-middleware`): [`RetryMiddleware`],
+//! the retry loop of `#[retry]` for a `reqwest_middleware::ClientWithMiddleware`,
+//! in place of reqwest-retry's `RetryTransientMiddleware`.
+//!
+//! ```no_run
+//! # extern crate retry_runtime as backstop;
+//! use std::time::Duration;
+//! use backstop::{reqwest_middleware::RetryMiddleware, Policy};
+//! use reqwest_middleware::ClientBuilder;
+//!
+//! # async fn run() -> Result<(), reqwest_middleware::Error> {
+//! let policy = Policy::new().attempts(4).deadline(Some(Duration::from_secs(10)));
+//! let client = ClientBuilder::new(reqwest::Client::new())
+//!     .with(RetryMiddleware::new(&policy))
+//!     .build();
+//! let response = client.get("http://127.0.0.1:8080/users/7").send().await?;
+//! # let _ = response; Ok(()) }
+//! ```
+//!
+//! What it does with each request:
+//!
+//! - a response is judged by the HTTP rule (408, 425, 429, 503 retried,
+//!   after their `Retry-After`; 500, 502, 504 only if idempotent; the
+//!   others returned), an error by [`Classify`] (a connection that failed
+//!   is retried; a timeout, or a failure after the request was sent, only
+//!   if idempotent);
+//! - a request is idempotent when its method is (`GET`, `HEAD`, `OPTIONS`,
+//!   `TRACE`, `PUT`, `DELETE`), when it carries an `Idempotency-Key`, or
+//!   when the policy says so; with
+//!   [`add_idempotency_key`](RetryMiddleware::add_idempotency_key), every
+//!   other request gets the call's key on all its attempts, and is then
+//!   idempotent;
+//! - the time left before the deadline is each attempt's timeout: a
+//!   timeout of the request's own shrinks to it, the `Client`'s is kept,
+//!   and the wait for the response ends at the deadline whichever is
+//!   longer (a failure retried only if idempotent);
+//! - a request whose body cannot be cloned (a stream) is sent once, and a
+//!   retryable failure of it gives up with
+//!   [`GiveUp::NotReplayable`](crate::GiveUp::NotReplayable), told to
+//!   hooks, `tracing` and `metrics`;
+//! - retries draw on a retry throttle of the middleware's own (or the
+//!   budget named), and the breaker and adaptive throttle, if given, turn
+//!   calls away with a [`reqwest_middleware::Error::Middleware`] holding
+//!   their error.
+
+use std::fmt;
+use std::time::Duration;
+
+use ::reqwest_middleware::{Error, Middleware, Next};
+use http::Extensions;
+
+use crate::adaptive::{AdaptiveThrottle, Throttled};
+use crate::breaker::{CircuitBreaker, CircuitOpen};
+use crate::budget::BudgetRef;
+use crate::classify::{ByClassify, Classifier, Classify, Verdict};
+use crate::observe::{Ignore, OnGiveUp, OnRetry};
+use crate::policy::Policy;
+use crate::run::{
+    AttemptTimeout, Attempted, BreakerSlot, Elapsed, NoBreaker, NoThrottle, NoTimeout,
+    ThrottleSlot, TimeoutSlot, WithTimeout,
+};
+use crate::tower::RetryLayer;
+
+/// The requests of a reqwest-middleware client, sent again by
+/// `try_clone`.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct ReqwestRequests {
+    /// Non-idempotent requests get the call's `Idempotency-Key`.
+    add_key: bool,
+}
+
+/// A reqwest-middleware [`Middleware`] that retries requests under a
+/// [`Policy`]: see the [module docs](self). It keeps what a
+/// [`RetryLayer`] keeps (its builder methods are the same), and runs the
+/// same loop.
+#[must_use = "a middleware does nothing until a client is built `.with(..)` it"]
+pub struct RetryMiddleware<
+    W = ByClassify,
+    K = ByClassify,
+    B = NoBreaker,
+    R = Ignore,
+    G = Ignore,
+    L = NoTimeout,
+    A = NoThrottle,
+> {
+    inner: RetryLayer<ReqwestRequests, W, K, B, R, G, L, A>,
+}
+
+impl<W, K, B, R, G, L, A> fmt::Debug for RetryMiddleware<W, K, B, R, G, L, A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RetryMiddleware")
+            .field("layer", &self.inner)
+            .finish()
+    }
+}
+
+impl RetryMiddleware {
+    /// A middleware under `policy`: responses judged by the HTTP rule and
+    /// `Retry-After`, errors by [`Classify`], each request idempotent or
+    /// not by its method, with a retry throttle of its own.
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// use backstop::{reqwest_middleware::RetryMiddleware, Policy};
+    /// let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+    ///     .with(RetryMiddleware::new(&Policy::new()))
+    ///     .build();
+    /// # let _ = client;
+    /// ```
+    pub fn new(policy: &Policy) -> Self {
+        let inner = RetryLayer::with_requests(policy, ReqwestRequests::default())
+            .map(|retry| retry.judging(ByClassify, ByClassify));
+        Self { inner }
+    }
+}
+
+impl<W, K, B, R, G, L, A> RetryMiddleware<W, K, B, R, G, L, A> {
+    fn map<W2, K2, B2, R2, G2, L2, A2>(
+        self,
+        f: impl FnOnce(
+            RetryLayer<ReqwestRequests, W, K, B, R, G, L, A>,
+        ) -> RetryLayer<ReqwestRequests, W2, K2, B2, R2, G2, L2, A2>,
+    ) -> RetryMiddleware<W2, K2, B2, R2, G2, L2, A2> {
+        RetryMiddleware {
+            inner: f(self.inner),
+        }
+    }
+
+    /// Sends the call's `Idempotency-Key` (the same on every attempt) with
+    /// each request that is not idempotent by its method and has no key
+    /// of its own, so that a server honouring the header does a retried
+    /// `POST` once; such a request is then repeated after an ambiguous
+    /// failure too.
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// use backstop::{reqwest_middleware::RetryMiddleware, Policy};
+    /// let middleware = RetryMiddleware::new(&Policy::new()).add_idempotency_key();
+    /// # let _ = middleware;
+    /// ```
+    pub fn add_idempotency_key(mut self) -> Self {
+        self.inner.requests.add_key = true;
+        self
+    }
+
+    /// Draws on `budget`, shared with whatever else names it, as
+    /// [`RetryLayer::budget`].
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// use backstop::{reqwest_middleware::RetryMiddleware, Policy, RetryThrottle};
+    /// static USERS_API: RetryThrottle = RetryThrottle::standard();
+    /// let middleware = RetryMiddleware::new(&Policy::new()).budget(&USERS_API);
+    /// # let _ = middleware;
+    /// ```
+    pub fn budget(self, budget: impl Into<BudgetRef<'static>>) -> Self {
+        self.map(|layer| layer.budget(budget))
+    }
+
+    /// Draws on no budget at all.
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// use backstop::{reqwest_middleware::RetryMiddleware, Policy};
+    /// let middleware = RetryMiddleware::new(&Policy::new()).no_budget();
+    /// # let _ = middleware;
+    /// ```
+    pub fn no_budget(self) -> Self {
+        self.map(RetryLayer::no_budget)
+    }
+
+    /// Classifies errors with `f`, answering `bool` or [`Verdict`].
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// use backstop::{reqwest_middleware::RetryMiddleware, Policy};
+    /// let middleware = RetryMiddleware::new(&Policy::new())
+    ///     .when(|e: &reqwest_middleware::Error| e.is_connect());
+    /// # let _ = middleware;
+    /// ```
+    pub fn when<F>(self, f: F) -> RetryMiddleware<crate::When<F>, K, B, R, G, L, A> {
+        self.map(|layer| layer.when(f))
+    }
+
+    /// Judges responses with `f`, answering `bool` or [`Verdict`], instead
+    /// of the HTTP rule.
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// use backstop::{reqwest_middleware::RetryMiddleware, Policy};
+    /// let middleware = RetryMiddleware::new(&Policy::new())
+    ///     .when_ok(|r: &reqwest::Response| r.status() == 503);
+    /// # let _ = middleware;
+    /// ```
+    pub fn when_ok<F>(self, f: F) -> RetryMiddleware<W, crate::When<F>, B, R, G, L, A> {
+        self.map(|layer| layer.when_ok(f))
+    }
+
+    /// Names the calls, for `tracing` and `metrics`.
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// use backstop::{reqwest_middleware::RetryMiddleware, Policy};
+    /// let middleware = RetryMiddleware::new(&Policy::new()).name("users-api");
+    /// # let _ = middleware;
+    /// ```
+    pub fn name(self, name: &'static str) -> Self {
+        self.map(|layer| layer.name(name))
+    }
+
+    /// Tells `f` about each retry before its sleep.
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// use backstop::{reqwest_middleware::RetryMiddleware, Policy, RetryEvent};
+    /// let middleware = RetryMiddleware::new(&Policy::new()).on_retry(
+    ///     |e: &RetryEvent<'_, reqwest::Response, reqwest_middleware::Error>| eprintln!("retry {}", e.attempt()),
+    /// );
+    /// # let _ = middleware;
+    /// ```
+    pub fn on_retry<T, E, F>(self, f: F) -> RetryMiddleware<W, K, B, F, G, L, A>
+    where
+        F: Fn(&crate::RetryEvent<'_, T, E>),
+    {
+        self.map(|layer| layer.on_retry(f))
+    }
+
+    /// Tells `f` when a call gives up, with the reason.
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// use backstop::{reqwest_middleware::RetryMiddleware, GiveUpEvent, Policy};
+    /// let middleware = RetryMiddleware::new(&Policy::new()).on_give_up(
+    ///     |e: &GiveUpEvent<'_, reqwest::Response, reqwest_middleware::Error>| eprintln!("{}", e.reason()),
+    /// );
+    /// # let _ = middleware;
+    /// ```
+    pub fn on_give_up<T, E, F>(self, f: F) -> RetryMiddleware<W, K, B, R, F, L, A>
+    where
+        F: Fn(&crate::GiveUpEvent<'_, T, E>),
+    {
+        self.map(|layer| layer.on_give_up(f))
+    }
+
+    /// Puts the calls behind `breaker`: a rejected call fails with a
+    /// [`Error::Middleware`] holding a [`CircuitOpen`].
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// use std::time::Duration;
+    /// use backstop::{reqwest_middleware::RetryMiddleware, CircuitBreaker, Policy};
+    /// static USERS_API: CircuitBreaker = CircuitBreaker::new(5, Duration::from_secs(30));
+    /// let middleware = RetryMiddleware::new(&Policy::new()).breaker(&USERS_API);
+    /// # let _ = middleware;
+    /// ```
+    pub fn breaker(
+        self,
+        breaker: &'static CircuitBreaker,
+    ) -> RetryMiddleware<W, K, &'static CircuitBreaker, R, G, L, A> {
+        self.map(|layer| layer.breaker(breaker))
+    }
+
+    /// Puts the calls behind an adaptive throttle: a shed call fails with a
+    /// [`Error::Middleware`] holding a [`Throttled`].
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// use backstop::{reqwest_middleware::RetryMiddleware, AdaptiveThrottle, Policy};
+    /// static USERS_API: AdaptiveThrottle = AdaptiveThrottle::standard();
+    /// let middleware = RetryMiddleware::new(&Policy::new()).throttle(&USERS_API);
+    /// # let _ = middleware;
+    /// ```
+    pub fn throttle(
+        self,
+        throttle: &'static AdaptiveThrottle,
+    ) -> RetryMiddleware<W, K, B, R, G, L, &'static AdaptiveThrottle> {
+        self.map(|layer| layer.throttle(throttle))
+    }
+
+    /// Cuts each attempt off after `timeout` (or at the deadline, if
+    /// sooner), failing it with a [`Error::Middleware`] holding an
+    /// [`Elapsed`]: an ambiguous failure.
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// use std::time::Duration;
+    /// use backstop::{reqwest_middleware::RetryMiddleware, Policy};
+    /// let middleware = RetryMiddleware::new(&Policy::new()).attempt_timeout(Duration::from_secs(2));
+    /// # let _ = middleware;
+    /// ```
+    pub fn attempt_timeout(
+        self,
+        timeout: impl AttemptTimeout,
+    ) -> RetryMiddleware<W, K, B, R, G, WithTimeout, A> {
+        self.map(|layer| layer.attempt_timeout(timeout))
+    }
+}
+
+/// A response judged by its status and `Retry-After`, as
+/// [`response_verdict`](crate::reqwest::response_verdict) does.
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use backstop::{Classify, Verdict};
+/// let busy = http::Response::builder().status(503).body("").unwrap();
+/// assert_eq!(reqwest::Response::from(busy).classify(), Verdict::Retry);
+/// ```
+impl Classify for ::reqwest::Response {
+    fn classify(&self) -> Verdict {
+        crate::reqwest::response_verdict(self)
+    }
+}
+
+/// reqwest's errors by [`Classify`] for `reqwest::Error`; a middleware's
+/// by the first error of its chain that this crate knows (a breaker's
+/// rejection, a timed-out attempt), [`Verdict::Stop`] if none.
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use backstop::{CircuitOpen, Classify, Elapsed, Verdict};
+/// let open = reqwest_middleware::Error::from(CircuitOpen);
+/// assert_eq!(open.classify(), Verdict::Stop);
+/// let timed_out = reqwest_middleware::Error::from(Elapsed);
+/// assert_eq!(timed_out.classify(), Verdict::RetryIfIdempotent);
+/// ```
+impl Classify for Error {
+    fn classify(&self) -> Verdict {
+        match self {
+            Error::Reqwest(error) => error.classify(),
+            Error::Middleware(error) => {
+                let error: &(dyn std::error::Error + 'static) = error.as_ref();
+                crate::classify::source_chain(error)
+            }
+        }
+    }
+}
+
+/// The breaker's rejection, as a middleware error.
+impl From<CircuitOpen> for Error {
+    fn from(open: CircuitOpen) -> Self {
+        Error::middleware(open)
+    }
+}
+
+/// The adaptive throttle's rejection, as a middleware error.
+impl From<Throttled> for Error {
+    fn from(shed: Throttled) -> Self {
+        Error::middleware(shed)
+    }
+}
+
+/// A timed-out attempt, as a middleware error.
+impl From<Elapsed> for Error {
+    fn from(elapsed: Elapsed) -> Self {
+        Error::middleware(elapsed)
+    }
+}
+
+/// One call through the middleware, carried from attempt to attempt.
+struct Call<'a> {
+    /// The request to clone for each attempt; or, for a body that cannot
+    /// be cloned, the request itself until it is sent.
+    request: Option<reqwest::Request>,
+    /// The request could be cloned.
+    clonable: bool,
+    extensions: &'a mut Extensions,
+    next: Next<'a>,
+    add_key: bool,
+    timed_out: bool,
+    attempts: u32,
+}
+
+impl Call<'_> {
+    async fn attempt(&mut self, limit: Option<Duration>) -> Result<reqwest::Response, Error> {
+        self.timed_out = false;
+        self.attempts += 1;
+        let mut request = if self.clonable {
+            let template = self.request.as_ref().expect("kept for every attempt");
+            template
+                .try_clone()
+                .expect("a request that cloned once clones again")
+        } else {
+            self.request
+                .take()
+                .expect("the decider retries only a request that can be sent again")
+        };
+        if let Some(cx) = crate::context() {
+            let key = crate::http::IDEMPOTENCY_KEY;
+            if self.add_key
+                && !request.headers().contains_key(&key)
+                && let Ok(value) = http::HeaderValue::try_from(cx.idempotency_key().to_string())
+            {
+                request.headers_mut().insert(key, value);
+            }
+            // A timeout of the request's own shrinks to the time left; one
+            // of the `Client`'s, which the middleware cannot see, is never
+            // overridden (a request's own would replace it): the time left
+            // bounds the attempt from outside instead.
+            if let (Some(left), Some(own)) = (cx.remaining(), request.timeout_mut()) {
+                *own = (*own).min(left);
+            }
+        }
+        #[cfg(feature = "tracing")]
+        let span = crate::tower::attempt_span(self.attempts, true);
+        let send = self.next.clone().run(request, self.extensions);
+        #[cfg(feature = "tracing")]
+        let send = tracing::Instrument::instrument(send, span);
+        // The time left (and the attempt timeout, if any), less the
+        // timer's slack: the call returns by its deadline.
+        let limit = limit.filter(|limit| *limit < Duration::MAX);
+        let Some(limit) = limit else {
+            return send.await;
+        };
+        match tokio::time::timeout(limit, send).await {
+            Ok(outcome) => outcome,
+            Err(_) => {
+                self.timed_out = true;
+                Err(Error::from(Elapsed))
+            }
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl<W, K, B, R, G, L, A> Middleware for RetryMiddleware<W, K, B, R, G, L, A>
+where
+    W: Classifier<Error> + Send + Sync + 'static,
+    K: Classifier<reqwest::Response> + Send + Sync + 'static,
+    B: BreakerSlot<Error> + Copy + Send + Sync + 'static,
+    R: OnRetry<reqwest::Response, Error> + Send + Sync + 'static,
+    G: OnGiveUp<reqwest::Response, Error> + Send + Sync + 'static,
+    L: TimeoutSlot<Error> + Copy + Send + Sync + 'static,
+    A: ThrottleSlot<Error> + Copy + Send + Sync + 'static,
+{
+    async fn handle(
+        &self,
+        request: reqwest::Request,
+        extensions: &mut Extensions,
+        next: Next<'_>,
+    ) -> Result<reqwest::Response, Error> {
+        let layer = &self.inner;
+        let idempotent = layer.requests.add_key
+            || crate::http::is_idempotent_parts(request.method(), request.headers());
+        let policy = if idempotent {
+            layer.policy.idempotent(true)
+        } else {
+            layer.policy
+        };
+        let budget = layer.budget_ref();
+        let clonable = request.try_clone().is_some();
+        let call = Call {
+            request: Some(request),
+            clonable,
+            extensions,
+            next,
+            add_key: layer.requests.add_key,
+            timed_out: false,
+            attempts: 0,
+        };
+        // Every attempt is bounded by the time left, as its timeout.
+        let timeout = Some(
+            layer
+                .retry
+                .attempt_limit::<Error>()
+                .unwrap_or(Duration::MAX),
+        );
+        let (call, mut outcome) = layer
+            .retry
+            .by_ref(&policy, budget)
+            .run_async(
+                call,
+                timeout,
+                |mut call, limit| async move {
+                    let outcome = call.attempt(limit).await;
+                    (call, outcome)
+                },
+                |call| Attempted {
+                    timed_out: call.timed_out,
+                    replayable: call.clonable,
+                },
+            )
+            .await;
+        if let Ok(response) = &mut outcome {
+            response
+                .extensions_mut()
+                .insert(crate::http::Attempts(call.attempts));
+        }
+        outcome
+    }
+}

@@ -1,0 +1,253 @@
+//! Feature `reqwest-middleware`: `RetryMiddleware` in a reqwest-middleware
+//! client, against a real HTTP server on 127.0.0.1 (the scenarios of
+//! tests/reqwest.rs).
+//! Run with `cargo test -p backstop --features reqwest-middleware --test reqwest_middleware`.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use backstop::http::Attempts;
+use backstop::reqwest_middleware::RetryMiddleware;
+use backstop::{CircuitBreaker, GiveUp, GiveUpEvent, Policy, RetryThrottle, retry};
+use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
+
+mod support;
+use support::serve;
+
+/// Retrying at once: the loopback tests take milliseconds.
+fn quick() -> Policy {
+    Policy::new()
+        .base(Duration::from_millis(1))
+        .cap(Duration::from_millis(2))
+}
+
+fn client(middleware: impl reqwest_middleware::Middleware) -> ClientWithMiddleware {
+    ClientBuilder::new(reqwest::Client::new())
+        .with(middleware)
+        .build()
+}
+
+#[tokio::test]
+async fn two_503s_then_success_is_three_requests_and_the_response_says_so() {
+    let (url, keys) = serve(vec![(503, ""), (503, ""), (200, "")]).await;
+    let response = client(RetryMiddleware::new(&quick()))
+        .get(&url)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(keys.lock().unwrap().len(), 3);
+    assert_eq!(response.extensions().get::<Attempts>(), Some(&Attempts(3)));
+}
+
+#[tokio::test]
+async fn a_429_with_retry_after_is_honoured() {
+    let (url, keys) = serve(vec![(429, "retry-after: 0\r\n"), (200, "")]).await;
+    let response = client(RetryMiddleware::new(&quick()))
+        .get(&url)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(keys.lock().unwrap().len(), 2);
+
+    // One the deadline cannot wait for gives up at once, with the 429.
+    let (url, keys) = serve(vec![(429, "retry-after: 60\r\n"), (200, "")]).await;
+    let policy = quick().deadline(Some(Duration::from_secs(5)));
+    let started = std::time::Instant::now();
+    let response = client(RetryMiddleware::new(&policy))
+        .get(&url)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 429);
+    assert_eq!(keys.lock().unwrap().len(), 1);
+    assert!(started.elapsed() < Duration::from_secs(2));
+}
+
+#[tokio::test]
+async fn a_400_is_exactly_one_request() {
+    let (url, keys) = serve(vec![(400, "")]).await;
+    let response = client(RetryMiddleware::new(&quick()))
+        .get(&url)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+    assert_eq!(keys.lock().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn a_post_answered_500_502_or_504_is_sent_once_a_put_again() {
+    for status in [500, 502, 504] {
+        // A client each: six failures in a row on one would empty its
+        // retry throttle, as they should.
+        let client = client(RetryMiddleware::new(&quick()));
+        let (url, keys) = serve(vec![(status, ""), (200, "")]).await;
+        let response = client.post(&url).body("{}").send().await.unwrap();
+        assert_eq!(response.status(), status);
+        assert_eq!(
+            keys.lock().unwrap().len(),
+            1,
+            "{status}: the work may have been done"
+        );
+
+        let (url, keys) = serve(vec![(status, ""), (200, "")]).await;
+        let response = client.put(&url).body("{}").send().await.unwrap();
+        assert_eq!(response.status(), 200);
+        assert_eq!(
+            keys.lock().unwrap().len(),
+            2,
+            "{status}: a PUT is idempotent"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_post_that_times_out_is_retried_only_with_an_idempotency_key() {
+    // (The `Client`'s 100 ms timeout holds under a 5 s deadline: a request
+    // timeout set from the time left would replace it.)
+    let policy = quick().deadline(Some(Duration::from_secs(5)));
+    let timeout = reqwest::Client::builder()
+        .timeout(Duration::from_millis(100))
+        .build()
+        .unwrap();
+    let plain = ClientBuilder::new(timeout.clone())
+        .with(RetryMiddleware::new(&policy))
+        .build();
+    let (url, keys) = serve(vec![(0, ""), (200, "")]).await;
+    let error = plain.post(&url).body("{}").send().await.unwrap_err();
+    assert!(error.is_timeout(), "{error:?}");
+    assert_eq!(*keys.lock().unwrap(), [None], "not repeated, no key added");
+
+    // The caller's own key makes it safe to repeat.
+    let (url, keys) = serve(vec![(0, ""), (200, "")]).await;
+    let response = plain
+        .post(&url)
+        .header("idempotency-key", "order-7")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        *keys.lock().unwrap(),
+        [Some("order-7".to_owned()), Some("order-7".to_owned())]
+    );
+
+    // Or the middleware adds one, the same on every attempt.
+    let keyed = ClientBuilder::new(timeout)
+        .with(RetryMiddleware::new(&policy).add_idempotency_key())
+        .build();
+    let (url, keys) = serve(vec![(0, ""), (0, ""), (200, "")]).await;
+    let response = keyed.post(&url).body("{}").send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let keys = keys.lock().unwrap().clone();
+    assert_eq!(keys.len(), 3);
+    assert!(keys[0].as_ref().is_some_and(|k| k.len() == 36), "{keys:?}");
+    assert!(keys.iter().all(|k| *k == keys[0]), "{keys:?}");
+}
+
+#[tokio::test]
+async fn the_time_left_becomes_each_attempts_timeout() {
+    let (url, keys) = serve(vec![(0, ""), (0, "")]).await;
+    let policy = quick()
+        .deadline(Some(Duration::from_millis(150)))
+        .attempts(5);
+    let started = std::time::Instant::now();
+    let error = client(RetryMiddleware::new(&policy))
+        .get(&url)
+        .send()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, reqwest_middleware::Error::Middleware(e) if e.is::<backstop::Elapsed>()),
+        "{error:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        keys.lock().unwrap().len(),
+        1,
+        "no time left for another attempt"
+    );
+}
+
+#[tokio::test]
+async fn a_streamed_body_is_sent_once_and_reported() {
+    let (url, keys) = serve(vec![(503, ""), (200, "")]).await;
+    let reasons = Arc::new(Mutex::new(Vec::new()));
+    let told = reasons.clone();
+    let middleware = RetryMiddleware::new(&quick()).on_give_up(
+        move |e: &GiveUpEvent<'_, reqwest::Response, reqwest_middleware::Error>| {
+            told.lock().unwrap().push(e.reason());
+        },
+    );
+    let client = ClientBuilder::new(reqwest::Client::new())
+        .with(middleware)
+        .build();
+    let chunks: Vec<Result<&'static [u8], std::io::Error>> = vec![Ok(b"{\"sku\""), Ok(b": 7}")];
+    let body = reqwest::Body::wrap_stream(futures_util::stream::iter(chunks));
+    let response = client.put(&url).body(body).send().await.unwrap();
+    assert_eq!(response.status(), 503);
+    assert_eq!(keys.lock().unwrap().len(), 1);
+    assert_eq!(*reasons.lock().unwrap(), [GiveUp::NotReplayable]);
+}
+
+#[tokio::test]
+async fn a_refused_connection_is_retried_even_for_a_post() {
+    let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/", closed.local_addr().unwrap());
+    drop(closed);
+    let attempts = Arc::new(Mutex::new(0));
+    let seen = attempts.clone();
+    let middleware =
+        RetryMiddleware::new(&quick()).on_retry(move |_: &backstop::RetryEvent<'_, _, _>| {
+            *seen.lock().unwrap() += 1;
+        });
+    let error = client(middleware).post(&url).send().await.unwrap_err();
+    assert!(error.is_connect(), "{error:?}");
+    assert_eq!(*attempts.lock().unwrap(), 2, "nothing was sent: retried");
+}
+
+static ORDERS: CircuitBreaker = CircuitBreaker::new(2, Duration::from_secs(30));
+
+#[tokio::test]
+async fn an_open_breaker_turns_calls_away_as_a_middleware_error() {
+    let (url, keys) = serve(vec![(503, ""), (503, ""), (200, "")]).await;
+    let client = client(RetryMiddleware::new(&quick()).breaker(&ORDERS));
+    let response = client.get(&url).send().await.unwrap();
+    assert_eq!(response.status(), 503, "opened after two failures");
+    let error = client.get(&url).send().await.unwrap_err();
+    assert!(error.is_middleware(), "{error:?}");
+    assert!(format!("{error}").contains("circuit"), "{error}");
+    assert_eq!(keys.lock().unwrap().len(), 2, "rejected without sending");
+}
+
+static SHARED: RetryThrottle = RetryThrottle::standard();
+
+#[retry(budget = SHARED, base = 1ms, attempts = 5)]
+async fn shares_the_throttle(calls: &Mutex<u32>) -> Result<(), std::io::Error> {
+    *calls.lock().unwrap() += 1;
+    Err(std::io::ErrorKind::ConnectionReset.into())
+}
+
+#[tokio::test]
+async fn a_throttle_is_shared_with_retry_functions() {
+    let (url, _) = serve((0..20).map(|_| (503, "")).collect()).await;
+    let client = client(RetryMiddleware::new(&quick().attempts(10)).budget(&SHARED));
+    let response = client.get(&url).send().await.unwrap();
+    assert_eq!(response.status(), 503);
+    let response = client.get(&url).send().await.unwrap();
+    assert_eq!(response.status(), 503);
+    let calls = Mutex::new(0);
+    shares_the_throttle(&calls).await.unwrap_err();
+    assert_eq!(
+        *calls.lock().unwrap(),
+        1,
+        "the middleware drained the shared throttle"
+    );
+}
