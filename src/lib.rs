@@ -56,11 +56,10 @@
 //! | a closure, with a budget, breaker, classifiers or hooks | `Retry::new(&policy).breaker(..).when(..).call_async(..)` | (`tokio` for async) |
 //! | a tower stack (hyper, any `Service`) | `tower::RetryLayer::http(&policy)`, `RetryLayer::new(&policy)` | `tower` |
 //! | reqwest | `#[retry]` with `reqwest::within_attempt(..).send()` and `when_ok = response_verdict` | `reqwest` |
+//! | a reqwest-middleware client | `reqwest_middleware::RetryMiddleware::new(&policy)` | `reqwest-middleware` |
 //!
 //! Each keeps the same guarantees: the deadline, the throttle, the
-//! classification, the context inside attempts. A reqwest-middleware is
-//! not built yet; a reqwest client is retried through `#[retry]` or
-//! [`Retry`] as above.
+//! classification, the context inside attempts.
 //!
 //! # What a call does
 //!

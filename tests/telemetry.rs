@@ -673,3 +673,43 @@ fn each_attempt_through_the_layer_has_a_span_and_the_response_counts_them() {
         "what the inner service logs belongs to its attempt"
     );
 }
+
+#[cfg(feature = "reqwest-middleware")]
+mod support;
+
+/// Through the reqwest middleware too: a span per attempt, with the
+/// resends counted.
+#[cfg(feature = "reqwest-middleware")]
+#[test]
+fn each_attempt_through_the_middleware_has_a_span() {
+    let _serial = serial();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let capture = Arc::new(Capture::default());
+    let status = tracing::subscriber::with_default(Arc::clone(&capture), || {
+        runtime.block_on(async {
+            let (url, _) = support::serve(vec![(503, ""), (200, "")]).await;
+            let policy = backstop::Policy::new().base(std::time::Duration::from_millis(1));
+            let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+                .with(backstop::reqwest_middleware::RetryMiddleware::new(&policy))
+                .build();
+            client.get(&url).send().await.unwrap().status()
+        })
+    });
+    assert_eq!(status, 200);
+    let spans = capture.spans.lock().unwrap();
+    let attempts: Vec<Fields> = spans
+        .values()
+        .filter(|(name, _)| name == "attempt")
+        .map(|(_, fields)| fields.clone())
+        .collect();
+    assert_eq!(
+        attempts,
+        [
+            fields(&[("attempt", "1")]),
+            fields(&[("attempt", "2"), ("http.request.resend_count", "1")]),
+        ]
+    );
+}
