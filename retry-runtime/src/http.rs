@@ -180,3 +180,70 @@ pub fn retry_after(headers: &::http::HeaderMap, now: SystemTime) -> Option<Durat
     let date = httpdate::parse_http_date(value).ok()?;
     Some(date.duration_since(now).unwrap_or(Duration::ZERO))
 }
+
+/// A `grpc-timeout` header's value (gRPC over HTTP/2: at most eight
+/// digits and a unit, `H M S m u n`).
+pub(crate) fn parse_grpc_timeout(value: &str) -> Option<Duration> {
+    let unit = value.chars().last()?;
+    let digits = &value[..value.len() - unit.len_utf8()];
+    if digits.is_empty() || digits.len() > 8 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let amount: u64 = digits.parse().ok()?;
+    Some(match unit {
+        'H' => Duration::from_secs(amount.saturating_mul(3600)),
+        'M' => Duration::from_secs(amount.saturating_mul(60)),
+        'S' => Duration::from_secs(amount),
+        'm' => Duration::from_millis(amount),
+        'u' => Duration::from_micros(amount),
+        'n' => Duration::from_nanos(amount),
+        _ => return None,
+    })
+}
+
+/// `timeout` as a `grpc-timeout` value, in the finest unit that holds it
+/// in eight digits, rounded down: the server never waits past it.
+pub(crate) fn format_grpc_timeout(timeout: Duration) -> String {
+    const UNITS: [(char, u128); 6] = [
+        ('n', 1),
+        ('u', 1_000),
+        ('m', 1_000_000),
+        ('S', 1_000_000_000),
+        ('M', 60_000_000_000),
+        ('H', 3_600_000_000_000),
+    ];
+    let nanos = timeout.as_nanos();
+    for (unit, per) in UNITS {
+        let amount = nanos / per;
+        if amount < 100_000_000 {
+            return format!("{amount}{unit}");
+        }
+    }
+    "99999999H".to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grpc_timeouts_round_trip_rounded_down_to_their_unit() {
+        assert_eq!(format_grpc_timeout(Duration::from_millis(1500)), "1500000u");
+        assert_eq!(format_grpc_timeout(Duration::from_secs(30)), "30000m");
+        assert_eq!(
+            format_grpc_timeout(Duration::from_secs(86_400 * 365)),
+            "525600M"
+        );
+        assert_eq!(format_grpc_timeout(Duration::MAX), "99999999H");
+        for value in ["1500000u", "30000m", "5S", "2H", "7n"] {
+            let parsed = parse_grpc_timeout(value).unwrap();
+            assert_eq!(
+                parse_grpc_timeout(&format_grpc_timeout(parsed)),
+                Some(parsed)
+            );
+        }
+        for bad in ["", "S", "123456789S", "5x", "-5S", "5 S", "5é"] {
+            assert_eq!(parse_grpc_timeout(bad), None, "{bad}");
+        }
+    }
+}

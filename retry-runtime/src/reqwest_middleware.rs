@@ -56,7 +56,7 @@ use crate::classify::{ByClassify, Classifier, Classify, Verdict};
 use crate::observe::{Ignore, OnGiveUp, OnRetry};
 use crate::policy::Policy;
 use crate::run::{
-    AttemptTimeout, Attempted, BreakerSlot, Elapsed, NoBreaker, NoThrottle, NoTimeout,
+    AttemptTimeout, Attempted, BreakerSlot, Driver, Elapsed, NoBreaker, NoThrottle, NoTimeout,
     ThrottleSlot, TimeoutSlot, WithTimeout,
 };
 use crate::tower::RetryLayer;
@@ -370,53 +370,71 @@ struct Call<'a> {
     attempts: u32,
 }
 
-impl Call<'_> {
-    async fn attempt(&mut self, limit: Option<Duration>) -> Result<reqwest::Response, Error> {
-        self.timed_out = false;
-        self.attempts += 1;
-        let mut request = if self.clonable {
-            let template = self.request.as_ref().expect("kept for every attempt");
-            template
-                .try_clone()
-                .expect("a request that cloned once clones again")
-        } else {
-            self.request
-                .take()
-                .expect("the decider retries only a request that can be sent again")
-        };
-        if let Some(cx) = crate::context() {
-            let key = crate::http::IDEMPOTENCY_KEY;
-            if self.add_key
-                && !request.headers().contains_key(&key)
-                && let Ok(value) = http::HeaderValue::try_from(cx.idempotency_key().to_string())
-            {
-                request.headers_mut().insert(key, value);
+impl Driver for Call<'_> {
+    type Ok = reqwest::Response;
+    type Err = Error;
+
+    fn ready(&mut self) -> impl Future<Output = Result<(), Error>> + Send {
+        std::future::ready(Ok(()))
+    }
+
+    fn attempt(
+        &mut self,
+        limit: Option<Duration>,
+    ) -> impl Future<Output = Result<reqwest::Response, Error>> + Send {
+        // All of it in the future: it runs inside the attempt's context
+        // (its key, its deadline) and the call's span.
+        async move {
+            self.timed_out = false;
+            self.attempts += 1;
+            let mut request = if self.clonable {
+                let template = self.request.as_ref().expect("kept for every attempt");
+                template
+                    .try_clone()
+                    .expect("a request that cloned once clones again")
+            } else {
+                self.request
+                    .take()
+                    .expect("the decider retries only a request that can be sent again")
+            };
+            if let Some(cx) = crate::context() {
+                let key = crate::http::IDEMPOTENCY_KEY;
+                if self.add_key
+                    && !request.headers().contains_key(&key)
+                    && let Ok(value) = http::HeaderValue::try_from(cx.idempotency_key().to_string())
+                {
+                    request.headers_mut().insert(key, value);
+                }
+                // A timeout of the request's own shrinks to the time left;
+                // one of the `Client`'s, which the middleware cannot see, is
+                // never overridden (a request's own would replace it): the
+                // time left bounds the attempt from outside instead.
+                if let (Some(left), Some(own)) = (cx.remaining(), request.timeout_mut()) {
+                    *own = (*own).min(left);
+                }
             }
-            // A timeout of the request's own shrinks to the time left; one
-            // of the `Client`'s, which the middleware cannot see, is never
-            // overridden (a request's own would replace it): the time left
-            // bounds the attempt from outside instead.
-            if let (Some(left), Some(own)) = (cx.remaining(), request.timeout_mut()) {
-                *own = (*own).min(left);
-            }
-        }
-        #[cfg(feature = "tracing")]
-        let span = crate::tower::attempt_span(self.attempts, true);
-        let send = self.next.clone().run(request, self.extensions);
-        #[cfg(feature = "tracing")]
-        let send = tracing::Instrument::instrument(send, span);
-        // The time left (and the attempt timeout, if any), less the
-        // timer's slack: the call returns by its deadline.
-        let limit = limit.filter(|limit| *limit < Duration::MAX);
-        let Some(limit) = limit else {
-            return send.await;
-        };
-        match tokio::time::timeout(limit, send).await {
-            Ok(outcome) => outcome,
-            Err(_) => {
+            #[cfg(feature = "tracing")]
+            let span = crate::tower::attempt_span(self.attempts, true);
+            let send = self.next.clone().run(request, self.extensions);
+            #[cfg(feature = "tracing")]
+            let send = tracing::Instrument::instrument(send, span);
+            // The time left (and the attempt timeout, if any), less the
+            // timer's slack: the call returns by its deadline.
+            let Some(limit) = limit.filter(|limit| *limit < Duration::MAX) else {
+                return send.await;
+            };
+            let outcome = tokio::time::timeout(limit, send).await;
+            outcome.unwrap_or_else(|_| {
                 self.timed_out = true;
                 Err(Error::from(Elapsed))
-            }
+            })
+        }
+    }
+
+    fn attempted(&mut self) -> Attempted {
+        Attempted {
+            timed_out: self.timed_out,
+            replayable: self.clonable,
         }
     }
 }
@@ -448,7 +466,7 @@ where
         };
         let budget = layer.budget_ref();
         let clonable = request.try_clone().is_some();
-        let call = Call {
+        let mut call = Call {
             request: Some(request),
             clonable,
             extensions,
@@ -464,21 +482,10 @@ where
                 .attempt_limit::<Error>()
                 .unwrap_or(Duration::MAX),
         );
-        let (call, mut outcome) = layer
+        let mut outcome = layer
             .retry
             .by_ref(&policy, budget)
-            .run_async(
-                call,
-                timeout,
-                |mut call, limit| async move {
-                    let outcome = call.attempt(limit).await;
-                    (call, outcome)
-                },
-                |call| Attempted {
-                    timed_out: call.timed_out,
-                    replayable: call.clonable,
-                },
-            )
+            .run_driven(&mut call, timeout)
             .await;
         if let Ok(response) = &mut outcome {
             response

@@ -254,6 +254,27 @@ impl AttemptTimeout for Option<Duration> {
     }
 }
 
+/// What the loop of a layer drives: a service made ready, then called
+/// with the request, attempt after attempt.
+#[cfg(feature = "tower")]
+pub(crate) trait Driver {
+    /// What an attempt gives.
+    type Ok;
+    /// How an attempt fails.
+    type Err;
+    /// Waits until the next attempt can be sent (a tower service's
+    /// readiness).
+    fn ready(&mut self) -> impl Future<Output = Result<(), Self::Err>> + Send;
+    /// Sends an attempt, cut off after `limit` if given.
+    fn attempt(
+        &mut self,
+        limit: Option<Duration>,
+    ) -> impl Future<Output = Result<Self::Ok, Self::Err>> + Send;
+    /// What the last attempt left besides its outcome: cut off, and
+    /// whether the request can be sent again (settled now, for good).
+    fn attempted(&mut self) -> Attempted;
+}
+
 /// What an async loop learns of an attempt besides its outcome.
 #[cfg(feature = "tokio")]
 #[derive(Clone, Copy, Debug)]
@@ -1088,6 +1109,91 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     {
         self.run_async(value, None, |value, _| op(value), |_| Attempted::PLAIN)
             .await
+    }
+
+    /// The loop of the tower layer and the reqwest middleware: as
+    /// [`run_async`](Self::run_async), but the last outcome is kept through
+    /// the sleep (their outcomes are `Send`), so that a retry that cannot
+    /// be made returns it, as the sync loop does: a breaker that opened or
+    /// a throttle that sheds meanwhile, or a service not ready again by
+    /// the deadline (the wait for readiness is bounded by the time left).
+    /// A readiness error ends the call: a service that failed it is to be
+    /// discarded (tower's contract).
+    #[cfg(feature = "tower")]
+    pub(crate) async fn run_driven<D>(
+        &self,
+        driver: &mut D,
+        timeout: Option<Duration>,
+    ) -> Result<D::Ok, D::Err>
+    where
+        D: Driver,
+        W: Classifier<D::Err>,
+        K: Classifier<D::Ok>,
+        B: BreakerSlot<D::Err>,
+        A: ThrottleSlot<D::Err>,
+        R: OnRetry<D::Ok, D::Err>,
+        G: OnGiveUp<D::Ok, D::Err>,
+    {
+        let mut state = self.state(crate::clock::TokioClock);
+        if let Some(rejected) = self.admit(&mut state) {
+            return rejected;
+        }
+        loop {
+            let limit = timeout.map(|timeout| state.attempt_limit(timeout));
+            let outcome = state.run_attempt_async(driver.attempt(limit)).await;
+            let notes = driver.attempted();
+            state.set_replayable(notes.replayable);
+            let verdict = if notes.timed_out {
+                Some(crate::classify::Verdict::RetryIfIdempotent)
+            } else {
+                crate::macro_support::verdict_when_both(
+                    &outcome,
+                    |error| self.when.verdict(error),
+                    |ok| self.when_ok.verdict(ok),
+                )
+            };
+            let delay = match state.decide(verdict) {
+                Decision::Retry(delay) => delay,
+                Decision::GiveUp(reason) => {
+                    self.at_give_up
+                        .on_give_up(&state.give_up_event(outcome.as_ref(), reason));
+                    return outcome;
+                }
+                Decision::Return => return outcome,
+            };
+            self.before_sleep
+                .on_retry(&state.retry_event(outcome.as_ref(), delay));
+            crate::macro_support::sleep_async(delay).await;
+            let mut reason = state.may_resume().err();
+            if reason.is_none() {
+                let left = state.attempt_limit(Duration::MAX);
+                let ready = driver.ready();
+                let ready = if left == Duration::MAX {
+                    Some(ready.await)
+                } else {
+                    tokio::time::timeout(left, ready).await.ok()
+                };
+                match ready {
+                    Some(Ok(())) => {}
+                    Some(Err(error)) => {
+                        let failed = Err(error);
+                        state.give_up(GiveUp::Stopped);
+                        self.at_give_up
+                            .on_give_up(&state.give_up_event(failed.as_ref(), GiveUp::Stopped));
+                        return failed;
+                    }
+                    None => {
+                        state.give_up(GiveUp::Deadline);
+                        reason = Some(GiveUp::Deadline);
+                    }
+                }
+            }
+            if let Some(reason) = reason {
+                self.at_give_up
+                    .on_give_up(&state.give_up_event(outcome.as_ref(), reason));
+                return outcome;
+            }
+        }
     }
 
     /// The async loop: `value` goes into each attempt, with how long the

@@ -392,6 +392,14 @@ impl<'a, C: Clock> AttemptState<'a, C> {
         }
     }
 
+    /// The loop gave up between attempts for `reason` (the service was
+    /// not ready by the deadline, or failed): reported like a decision's
+    /// give-up.
+    #[cfg(feature = "tower")]
+    pub(crate) fn give_up(&mut self, reason: GiveUp) {
+        self.gave_up(reason);
+    }
+
     /// A call ending outside [`decide`](Self::decide) (rejected by the
     /// breaker, or waking too late): reported like a decision's give-up.
     fn gave_up(&mut self, reason: GiveUp) {

@@ -47,6 +47,7 @@
 //! ```
 
 use std::fmt;
+use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
@@ -62,8 +63,8 @@ use crate::classify::{ByClassify, Classifier, Classify, NeverRetry, Verdict};
 use crate::observe::{Ignore, OnGiveUp, OnRetry};
 use crate::policy::Policy;
 use crate::run::{
-    AttemptTimeout, Attempted, BreakerSlot, NoBreaker, NoThrottle, NoTimeout, Retry, ThrottleSlot,
-    TimeoutSlot, WithTimeout,
+    AttemptTimeout, Attempted, BreakerSlot, Driver, NoBreaker, NoThrottle, NoTimeout, Retry,
+    ThrottleSlot, TimeoutSlot, WithTimeout,
 };
 use crate::throttle::RetryThrottle;
 
@@ -514,11 +515,12 @@ pub trait Replay<Req>: replay::Sealed {
     /// Whether the request may be repeated after an ambiguous failure
     /// whatever the policy says (an idempotent HTTP method).
     fn idempotent(source: &Self::Source) -> bool;
-    /// The request for the next attempt. Called again only while
-    /// [`replayable`](Self::replayable).
+    /// The request for the next attempt. Called again only after
+    /// [`settle`](Self::settle) said it could be.
     fn next(source: &mut Self::Source) -> impl Future<Output = Self::Request> + Send;
-    /// Whether another attempt can be sent.
-    fn replayable(source: &Self::Source) -> bool;
+    /// After an attempt: whether another can be sent, for good (what will
+    /// be sent is fixed now).
+    fn settle(source: &mut Self::Source) -> bool;
 }
 
 impl<Req: Clone + Send> Replay<Req> for Cloned {
@@ -538,7 +540,7 @@ impl<Req: Clone + Send> Replay<Req> for Cloned {
         std::future::ready(source.clone())
     }
 
-    fn replayable(_: &Req) -> bool {
+    fn settle(_: &mut Req) -> bool {
         true
     }
 }
@@ -602,8 +604,10 @@ where
 impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
     async fn run<S, Req>(&self, service: S, request: Req) -> Result<S::Response, S::Error>
     where
-        S: Service<P::Request>,
-        S::Response: Answer<P>,
+        S: Service<P::Request> + Send,
+        S::Future: Send,
+        S::Response: Answer<P> + Send,
+        S::Error: Send,
         P: Replay<Req>,
         W: Classifier<S::Error>,
         K: Classifier<S::Response>,
@@ -619,30 +623,18 @@ impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
         } else {
             self.policy
         };
-        let budget = self.budget_ref();
-        let call = Call {
+        let mut call = Call::<S, P, Req, L> {
             service,
             source,
-            ready: true,
             timed_out: false,
             attempts: 0,
+            kinds: PhantomData,
         };
         let timeout = self.retry.attempt_limit::<S::Error>();
-        let (call, mut outcome) = self
+        let mut outcome = self
             .retry
-            .by_ref(&policy, budget)
-            .run_async(
-                call,
-                timeout,
-                |mut call, limit| async move {
-                    let outcome = call.attempt::<P, Req, L>(limit).await;
-                    (call, outcome)
-                },
-                |call| Attempted {
-                    timed_out: call.timed_out,
-                    replayable: P::replayable(&call.source),
-                },
-            )
+            .by_ref(&policy, self.budget_ref())
+            .run_driven(&mut call, timeout)
             .await;
         if let Ok(response) = &mut outcome {
             response.took(call.attempts);
@@ -652,46 +644,66 @@ impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
 }
 
 /// One call through the layer, carried from attempt to attempt.
-struct Call<S, Q> {
+struct Call<S, P: Replay<Req>, Req, L> {
+    /// The service the caller made ready, then made ready again before
+    /// each retry.
     service: S,
-    source: Q,
-    /// The service was made ready by the caller, for the first attempt.
-    ready: bool,
+    source: P::Source,
     /// The last attempt was cut off by the attempt timeout.
     timed_out: bool,
     /// Attempts sent so far.
     attempts: u32,
+    kinds: PhantomData<fn() -> (P, Req, L)>,
 }
 
-impl<S, Q> Call<S, Q> {
-    async fn attempt<P, Req, L>(&mut self, limit: Option<Duration>) -> Result<S::Response, S::Error>
-    where
-        P: Replay<Req, Source = Q>,
-        S: Service<P::Request>,
-        L: TimeoutSlot<S::Error>,
-    {
-        self.timed_out = false;
-        self.attempts += 1;
-        #[cfg(feature = "tracing")]
-        let span = attempt_span(self.attempts, P::IS_HTTP);
-        let send = async {
-            let request = P::next(&mut self.source).await;
-            if !std::mem::replace(&mut self.ready, false) {
-                std::future::poll_fn(|cx| self.service.poll_ready(cx)).await?;
-            }
-            self.service.call(request).await
-        };
-        #[cfg(feature = "tracing")]
-        let send = tracing::Instrument::instrument(send, span);
-        let Some(limit) = limit else {
-            return send.await;
-        };
-        match tokio::time::timeout(limit, send).await {
-            Ok(outcome) => outcome,
-            Err(_) => {
+impl<S, P, Req, L> Driver for Call<S, P, Req, L>
+where
+    P: Replay<Req>,
+    S: Service<P::Request> + Send,
+    S::Future: Send,
+    S::Response: Send,
+    S::Error: Send,
+    L: TimeoutSlot<S::Error>,
+{
+    type Ok = S::Response;
+    type Err = S::Error;
+
+    fn ready(&mut self) -> impl Future<Output = Result<(), S::Error>> + Send {
+        std::future::poll_fn(|cx| self.service.poll_ready(cx))
+    }
+
+    fn attempt(
+        &mut self,
+        limit: Option<Duration>,
+    ) -> impl Future<Output = Result<S::Response, S::Error>> + Send {
+        // All of it in the future: it runs inside the attempt's context
+        // (its key, its deadline) and the call's span.
+        async move {
+            self.timed_out = false;
+            self.attempts += 1;
+            #[cfg(feature = "tracing")]
+            let span = attempt_span(self.attempts, P::IS_HTTP);
+            let send = async {
+                let request = P::next(&mut self.source).await;
+                self.service.call(request).await
+            };
+            #[cfg(feature = "tracing")]
+            let send = tracing::Instrument::instrument(send, span);
+            let Some(limit) = limit else {
+                return send.await;
+            };
+            let outcome = tokio::time::timeout(limit, send).await;
+            outcome.unwrap_or_else(|_| {
                 self.timed_out = true;
                 Err(L::elapsed())
-            }
+            })
+        }
+    }
+
+    fn attempted(&mut self) -> Attempted {
+        Attempted {
+            timed_out: self.timed_out,
+            replayable: P::settle(&mut self.source),
         }
     }
 }

@@ -57,8 +57,13 @@ enum Kind<B: Body> {
     Streamed {
         /// What was read of it before it was known not to fit.
         prefix: VecDeque<Bytes>,
-        body: Pin<Box<B>>,
-        kept: Arc<Mutex<Recording>>,
+        /// The body; handed back, with the prefix, if this one is dropped
+        /// before it was read at all (a refused connection, a server that
+        /// answered without reading it), so that it can still be sent.
+        body: Option<Pin<Box<B>>>,
+        kept: Arc<Mutex<Recording<B>>>,
+        /// A frame was asked of the body.
+        touched: bool,
     },
     /// Reading the body failed before the first attempt: what was read,
     /// then the error.
@@ -82,18 +87,19 @@ impl Kept {
 }
 
 /// A streamed body as read so far.
-#[derive(Debug)]
-struct Recording {
+struct Recording<B> {
     limit: usize,
     kept: Kept,
     len: usize,
     /// It did not fit: nothing is kept.
     over: bool,
-    /// It was read to its end.
+    /// It was read to its end: what comes after is ignored.
     ended: bool,
+    /// The body, handed back unread.
+    unsent: Option<(VecDeque<Bytes>, Pin<Box<B>>)>,
 }
 
-impl Recording {
+impl<B> Recording<B> {
     fn new(limit: usize, prefix: &VecDeque<Bytes>) -> Self {
         let mut recording = Self {
             limit,
@@ -101,6 +107,7 @@ impl Recording {
             len: 0,
             over: false,
             ended: false,
+            unsent: None,
         };
         for chunk in prefix {
             recording.data(chunk);
@@ -109,7 +116,7 @@ impl Recording {
     }
 
     fn data(&mut self, chunk: &Bytes) {
-        if self.over {
+        if self.over || self.ended {
             return;
         }
         self.len = self.len.saturating_add(chunk.len());
@@ -127,7 +134,7 @@ impl Recording {
     }
 }
 
-fn lock(recording: &Mutex<Recording>) -> std::sync::MutexGuard<'_, Recording> {
+fn lock<B>(recording: &Mutex<Recording<B>>) -> std::sync::MutexGuard<'_, Recording<B>> {
     // A panic while recording leaves at worst a partial record, which
     // `ended` (set last) keeps from being replayed.
     recording.lock().unwrap_or_else(PoisonError::into_inner)
@@ -152,6 +159,21 @@ impl<B: Body> ReplayBody<B> {
 // The body is boxed, never pinned in place: moving a `ReplayBody` moves
 // only the box.
 impl<B: Body> Unpin for ReplayBody<B> {}
+
+impl<B: Body> Drop for ReplayBody<B> {
+    fn drop(&mut self) {
+        if let Kind::Streamed {
+            prefix,
+            body,
+            kept,
+            touched: false,
+        } = &mut self.kind
+            && let Some(body) = body.take()
+        {
+            lock(kept).unsent = Some((std::mem::take(prefix), body));
+        }
+    }
+}
 
 impl<B: Body> fmt::Debug for ReplayBody<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -190,10 +212,19 @@ where
                     .map(|chunk| Ok(Frame::data(chunk)))
                     .or_else(|| error.take().map(Err)),
             ),
-            Kind::Streamed { prefix, body, kept } => {
+            Kind::Streamed {
+                prefix,
+                body,
+                kept,
+                touched,
+            } => {
+                *touched = true;
                 if let Some(chunk) = prefix.pop_front() {
                     return Poll::Ready(Some(Ok(Frame::data(chunk))));
                 }
+                let Some(body) = body else {
+                    return Poll::Ready(None);
+                };
                 let frame = match body.as_mut().poll_frame(cx) {
                     Poll::Pending => return Poll::Pending,
                     Poll::Ready(None) => {
@@ -208,7 +239,9 @@ where
                 let mut recording = lock(kept);
                 if let Some(chunk) = frame.data_ref() {
                     recording.data(chunk);
-                } else if let Some(trailers) = frame.trailers_ref() {
+                } else if let Some(trailers) = frame.trailers_ref()
+                    && !recording.ended
+                {
                     recording.kept.trailers = Some(trailers.clone());
                 }
                 if body.is_end_stream() {
@@ -223,8 +256,11 @@ where
         match &self.kind {
             Kind::Kept(kept) => kept.chunks.is_empty() && kept.trailers.is_none(),
             Kind::Broken { prefix, error } => prefix.is_empty() && error.is_none(),
-            Kind::Streamed { prefix, body, kept } => {
-                let end = prefix.is_empty() && body.is_end_stream();
+            Kind::Streamed {
+                prefix, body, kept, ..
+            } => {
+                let end =
+                    prefix.is_empty() && body.as_ref().is_none_or(|body| body.is_end_stream());
                 if end {
                     lock(kept).ended = true;
                 }
@@ -239,7 +275,9 @@ where
             Kind::Broken { .. } => SizeHint::default(),
             Kind::Streamed { prefix, body, .. } => {
                 let before: u64 = prefix.iter().map(|chunk| chunk.len() as u64).sum();
-                let rest = body.size_hint();
+                let rest = body
+                    .as_ref()
+                    .map_or_else(|| SizeHint::with_exact(0), |body| body.size_hint());
                 let mut hint = SizeHint::new();
                 hint.set_lower(rest.lower().saturating_add(before));
                 if let Some(upper) = rest.upper() {
@@ -265,7 +303,9 @@ enum BodyState<B: Body> {
     /// Kept whole.
     Kept(Kept),
     /// Streamed, kept as it was read while it fit.
-    Streamed(Arc<Mutex<Recording>>),
+    Streamed(Arc<Mutex<Recording<B>>>),
+    /// Streamed, and handed back unread: sent as it is next time.
+    Returned(VecDeque<Bytes>, Pin<Box<B>>),
     /// Reading it failed: cannot be sent again.
     Broken,
 }
@@ -303,41 +343,75 @@ where
     }
 
     async fn next(source: &mut HttpSource<B>) -> http::Request<ReplayBody<B>> {
-        let body = match std::mem::replace(&mut source.body, BodyState::Broken) {
+        let kind = match std::mem::replace(&mut source.body, BodyState::Broken) {
             BodyState::Unsent(body) => {
                 let (kind, state) = first(body, source.limit).await;
                 source.body = state;
-                ReplayBody { kind }
+                kind
+            }
+            BodyState::Returned(prefix, body) => {
+                let (kind, state) = streamed(prefix, body, source.limit);
+                source.body = state;
+                kind
             }
             BodyState::Kept(kept) => {
                 source.body = BodyState::Kept(kept.clone());
-                ReplayBody {
-                    kind: Kind::Kept(kept),
-                }
+                Kind::Kept(kept)
             }
-            BodyState::Streamed(recording) => {
-                let kept = lock(&recording).whole();
-                let Some(kept) = kept else {
-                    unreachable!("the decider retries only a request that can be sent again")
-                };
-                source.body = BodyState::Kept(kept.clone());
-                ReplayBody {
-                    kind: Kind::Kept(kept),
-                }
-            }
-            BodyState::Broken => {
+            BodyState::Streamed(_) | BodyState::Broken => {
+                // `settle` leaves only the states above when it says the
+                // request can be sent again, and the decider asks for
+                // another attempt only then.
                 unreachable!("the decider retries only a request that can be sent again")
             }
         };
-        http::Request::from_parts(source.parts.clone(), body)
+        let mut parts = source.parts.clone();
+        grpc_timeout(&mut parts.headers);
+        http::Request::from_parts(parts, ReplayBody { kind })
     }
 
-    fn replayable(source: &HttpSource<B>) -> bool {
-        match &source.body {
-            BodyState::Unsent(_) | BodyState::Kept(_) => true,
-            BodyState::Streamed(recording) => lock(recording).whole().is_some(),
-            BodyState::Broken => false,
-        }
+    fn settle(source: &mut HttpSource<B>) -> bool {
+        let settled = match std::mem::replace(&mut source.body, BodyState::Broken) {
+            BodyState::Streamed(recording) => {
+                let mut recording = lock(&recording);
+                if let Some(kept) = recording.whole() {
+                    BodyState::Kept(kept)
+                } else if let Some((prefix, body)) = recording.unsent.take() {
+                    BodyState::Returned(prefix, body)
+                } else {
+                    BodyState::Broken
+                }
+            }
+            other => other,
+        };
+        source.body = settled;
+        !matches!(source.body, BodyState::Broken)
+    }
+}
+
+/// A gRPC request's `grpc-timeout` becomes the time left before the
+/// call's deadline if that is sooner: the server then stops working on an
+/// attempt whose answer nobody would wait for.
+fn grpc_timeout(headers: &mut http::HeaderMap) {
+    let is_grpc = headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.starts_with("application/grpc"));
+    let Some(left) = crate::context().and_then(|cx| cx.remaining()) else {
+        return;
+    };
+    if !is_grpc {
+        return;
+    }
+    let own = headers
+        .get("grpc-timeout")
+        .and_then(|value| value.to_str().ok())
+        .and_then(crate::http::parse_grpc_timeout);
+    if own.is_some_and(|own| own <= left) {
+        return;
+    }
+    if let Ok(value) = http::HeaderValue::try_from(crate::http::format_grpc_timeout(left)) {
+        headers.insert("grpc-timeout", value);
     }
 }
 
@@ -393,11 +467,21 @@ where
             }
         }
     }
+    streamed(prefix, body, limit)
+}
+
+/// A body streamed after `prefix`, kept as it goes while it fits.
+fn streamed<B: Body>(
+    prefix: VecDeque<Bytes>,
+    body: Pin<Box<B>>,
+    limit: usize,
+) -> (Kind<B>, BodyState<B>) {
     let recording = Arc::new(Mutex::new(Recording::new(limit, &prefix)));
     let kind = Kind::Streamed {
         prefix,
-        body,
+        body: Some(body),
         kept: recording.clone(),
+        touched: false,
     };
     (kind, BodyState::Streamed(recording))
 }
