@@ -958,8 +958,9 @@ pub use retry_macros::retry;
 pub use retry_runtime::{
     AdaptiveThrottle, AttemptState, Backoff, BreakerState, BudgetRef, BudgetStats, ByClassify,
     CircuitBreaker, CircuitOpen, Classifier, Classify, Clock, Context, Decision, Elapsed, GiveUp,
-    GiveUpEvent, IdempotencyKey, Jitter, NeverRetry, Permit, Policy, Retry, RetryBudget,
-    RetryEvent, RetryThrottle, SystemClock, Throttled, Verdict, When, call, context, deadline_sync,
+    GiveUpEvent, IdempotencyKey, Ignore, Jitter, NeverRetry, NoBreaker, NoThrottle, NoTimeout,
+    Permit, Policy, Retry, RetryBudget, RetryEvent, RetryThrottle, SystemClock, Throttled, Verdict,
+    When, WithTimeout, call, context, deadline_sync,
 };
 #[doc(inline)]
 pub use retry_runtime::{CallScope, InCurrentCall, current_call};

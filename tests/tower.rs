@@ -658,3 +658,249 @@ async fn an_adaptive_throttle_is_shared_with_retry_functions() {
     assert!(shed >= 10, "shed {shed} of 20 at {shedding}");
     assert_eq!(calls.load(Ordering::Relaxed), 20 - shed);
 }
+
+/// A service that fails its first call at once, then is never ready again
+/// (`ready_error`: fails readiness instead), counting readiness polls.
+#[derive(Clone)]
+struct StuckAfterOne {
+    ready_error: bool,
+    readied: Arc<AtomicU32>,
+    calls: Arc<AtomicU32>,
+}
+
+impl tower::Service<u32> for StuckAfterOne {
+    type Response = u32;
+    type Error = std::io::Error;
+    type Future = std::future::Ready<Result<u32, std::io::Error>>;
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), std::io::Error>> {
+        let n = self.readied.fetch_add(1, Ordering::Relaxed);
+        match n {
+            0 => std::task::Poll::Ready(Ok(())),
+            _ if self.ready_error => {
+                std::task::Poll::Ready(Err(std::io::ErrorKind::BrokenPipe.into()))
+            }
+            _ => std::task::Poll::Pending,
+        }
+    }
+    fn call(&mut self, _: u32) -> Self::Future {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        std::future::ready(Err(std::io::ErrorKind::ConnectionReset.into()))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_service_not_ready_again_by_the_deadline_gives_up_with_the_last_error() {
+    let inner = StuckAfterOne {
+        ready_error: false,
+        readied: Arc::default(),
+        calls: Arc::default(),
+    };
+    let reasons = Arc::new(Mutex::new(Vec::new()));
+    let told = reasons.clone();
+    let policy = Policy::new().deadline(Some(Duration::from_secs(1)));
+    let service = RetryLayer::new(&policy)
+        .on_give_up(move |e: &GiveUpEvent<'_, u32, std::io::Error>| {
+            told.lock().unwrap().push(e.reason());
+        })
+        .layer(inner.clone());
+    let start = tokio::time::Instant::now();
+    let error = service.oneshot(7).await.unwrap_err();
+    assert_eq!(
+        error.kind(),
+        std::io::ErrorKind::ConnectionReset,
+        "the last outcome"
+    );
+    assert!(
+        start.elapsed() <= Duration::from_secs(1),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(inner.calls.load(Ordering::Relaxed), 1);
+    assert_eq!(*reasons.lock().unwrap(), [GiveUp::Deadline]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_readiness_error_ends_the_call_and_the_failed_service_is_not_polled_again() {
+    let inner = StuckAfterOne {
+        ready_error: true,
+        readied: Arc::default(),
+        calls: Arc::default(),
+    };
+    let service = RetryLayer::new(&Policy::new().attempts(5)).layer(inner.clone());
+    let error = service.oneshot(7).await.unwrap_err();
+    assert_eq!(
+        error.kind(),
+        std::io::ErrorKind::BrokenPipe,
+        "the readiness error"
+    );
+    assert_eq!(inner.calls.load(Ordering::Relaxed), 1);
+    assert_eq!(
+        inner.readied.load(Ordering::Relaxed),
+        2,
+        "once by the caller, once failed"
+    );
+}
+
+static OPENED_MEANWHILE: CircuitBreaker = CircuitBreaker::new(2, Duration::from_secs(30));
+
+#[tokio::test(start_paused = true)]
+async fn a_breaker_opened_during_the_sleep_returns_the_last_response_not_a_rejection() {
+    let (inner, calls) = scripted((0..4).map(|_| status(503, None)).collect());
+    let layer = RetryLayer::http(&Policy::new()).breaker(&OPENED_MEANWHILE);
+    // The first call fails once and sleeps; the second's failure opens the
+    // breaker meanwhile.
+    let first = layer.layer(inner.clone()).oneshot(get());
+    let second = layer.layer(inner).oneshot(get());
+    let (first, second) = tokio::join!(first, second);
+    assert_eq!(second.unwrap().status(), StatusCode::SERVICE_UNAVAILABLE);
+    let first = first.expect("the last outcome, not the breaker's rejection");
+    assert_eq!(first.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(calls.load(Ordering::Relaxed), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_small_streamed_body_a_server_did_not_read_is_sent_again_whole() {
+    let bodies = Arc::new(Mutex::new(Vec::new()));
+    let log = bodies.clone();
+    let inner = service_fn(move |request: Request<ReplayBody<_>>| {
+        let log = log.clone();
+        async move {
+            let first = log.lock().unwrap().is_empty();
+            if first {
+                // Answers without reading the body.
+                log.lock().unwrap().push(Bytes::new());
+                return Ok::<_, BoxError>(status(503, None));
+            }
+            let body = request.into_body().collect().await?.to_bytes();
+            log.lock().unwrap().push(body);
+            Ok(status(200, None))
+        }
+    });
+    let service = RetryLayer::http(&Policy::new()).layer(inner);
+    let upload = Request::put("/files/3").body(stream(3)).unwrap();
+    let response = service.oneshot(upload).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let bodies = bodies.lock().unwrap();
+    assert_eq!(bodies.len(), 2);
+    assert_eq!(
+        bodies[1].len(),
+        3 * 1024,
+        "the unread body, sent whole the second time"
+    );
+}
+
+#[tokio::test]
+async fn a_small_streamed_post_to_a_refused_port_is_retried() {
+    let addr = TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let attempts = Arc::new(AtomicU32::new(0));
+    let seen = attempts.clone();
+    let service = tower::ServiceBuilder::new()
+        .layer(RetryLayer::http(&quick()).on_retry(
+            move |_: &backstop::RetryEvent<'_, Response<Incoming>, BoxError>| {
+                seen.fetch_add(1, Ordering::Relaxed);
+            },
+        ))
+        .map_err(BoxError::from)
+        .service(client());
+    let upload = Request::post(format!("http://{addr}/files"))
+        .body(stream(2))
+        .unwrap();
+    let _ = service.oneshot(upload).await.unwrap_err();
+    assert_eq!(
+        attempts.load(Ordering::Relaxed),
+        2,
+        "nothing was sent: retried"
+    );
+}
+
+#[tokio::test]
+async fn the_transport_rule_holds_for_hyper_errors_given_to_when() {
+    let (addr, requests) = reset_after_reading().await;
+    let with_when = RetryLayer::http(&quick())
+        .when(backstop::tower::transport_verdict)
+        .layer(client());
+    let _ = with_when.oneshot(post(addr, "{}")).await.unwrap_err();
+    assert_eq!(
+        requests.load(Ordering::Relaxed),
+        1,
+        "a reset POST, sent once"
+    );
+}
+
+#[cfg(feature = "anyhow")]
+#[tokio::test]
+async fn the_transport_rule_holds_for_anyhow_errors() {
+    let (addr, requests) = reset_after_reading().await;
+    let with_anyhow = tower::ServiceBuilder::new()
+        .layer(RetryLayer::http(&quick()))
+        .map_err(anyhow::Error::from)
+        .service(client());
+    let _ = with_anyhow.oneshot(post(addr, "{}")).await.unwrap_err();
+    assert_eq!(
+        requests.load(Ordering::Relaxed),
+        1,
+        "a reset POST, sent once"
+    );
+}
+
+/// A server that reads each request, then closes the connection without
+/// answering (hyper: "connection closed before message completed").
+async fn close_after_reading() -> (SocketAddr, Arc<AtomicU32>) {
+    use tokio::io::AsyncReadExt;
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let requests = Arc::new(AtomicU32::new(0));
+    let count = requests.clone();
+    tokio::spawn(async move {
+        loop {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut request = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                let n = socket.read(&mut buf).await.unwrap();
+                if n == 0 {
+                    break;
+                }
+                request.extend_from_slice(&buf[..n]);
+            }
+            count.fetch_add(1, Ordering::Relaxed);
+            drop(socket);
+        }
+    });
+    (addr, requests)
+}
+
+#[tokio::test]
+async fn a_connection_closed_before_the_answer_repeats_a_get_not_a_post() {
+    let (addr, requests) = close_after_reading().await;
+    let service = tower::ServiceBuilder::new()
+        .layer(RetryLayer::http(&quick()))
+        .map_err(BoxError::from)
+        .service(client());
+    let _ = service.clone().oneshot(post(addr, "{}")).await.unwrap_err();
+    assert_eq!(requests.load(Ordering::Relaxed), 1);
+    let get = Request::get(format!("http://{addr}/orders/7"))
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let _ = service.oneshot(get).await.unwrap_err();
+    assert_eq!(requests.load(Ordering::Relaxed), 1 + 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_infallible_inner_service_needs_no_classifier() {
+    let inner = service_fn(|_: Request<ReplayBody<String>>| async {
+        Ok::<_, Infallible>(status(200, None))
+    });
+    let response = RetryLayer::http(&Policy::new())
+        .layer(inner)
+        .oneshot(get())
+        .await;
+    assert_eq!(response.unwrap().status(), StatusCode::OK);
+}

@@ -77,7 +77,7 @@ impl From<bool> for Verdict {
     message = "`{Self}` does not say which of its errors are worth retrying",
     label = "this error type does not implement `Classify`",
     note = "say which errors to retry at the call: `when = |e| ...` in `#[retry]`, \
-            `.when(..)` on `Retry`; or, if `{Self}` is a type of your own crate, \
+            `.when(..)` on `Retry` or a layer; or, if `{Self}` is a type of your own crate, \
             implement `backstop::Classify` for it (retry only what a retry can fix)",
     note = "errors of other crates are classified with backstop's features: \
             `anyhow` for `anyhow::Error`, `reqwest` for `reqwest::Error`, `http` for \
@@ -147,14 +147,20 @@ impl Classify for io::Error {
 /// assert_eq!(source_chain(&std::fmt::Error), Verdict::Stop);
 /// ```
 pub fn source_chain(error: &(dyn Error + 'static)) -> Verdict {
+    known_in_chain(error).unwrap_or(Verdict::Stop)
+}
+
+/// The verdict on the first error of the chain that this crate knows, if
+/// any.
+pub(crate) fn known_in_chain(error: &(dyn Error + 'static)) -> Option<Verdict> {
     let mut next = Some(error);
     while let Some(error) = next {
         if let Some(verdict) = known(error) {
-            return verdict;
+            return Some(verdict);
         }
         next = error.source();
     }
-    Verdict::Stop
+    None
 }
 
 /// [`source_chain`] for an error type of your own, as a path for `when`:
@@ -276,6 +282,21 @@ impl Classify for crate::adaptive::Throttled {
 impl Classify for anyhow::Error {
     fn classify(&self) -> Verdict {
         self.chain().find_map(known).unwrap_or(Verdict::Stop)
+    }
+}
+
+/// A service that cannot fail (an axum `Router`, a `service_fn` returning
+/// `Ok::<_, Infallible>`): never reached.
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use backstop::{Classify, Verdict};
+/// let never: Result<(), std::convert::Infallible> = Ok(());
+/// assert!(never.is_ok());
+/// ```
+impl Classify for std::convert::Infallible {
+    fn classify(&self) -> Verdict {
+        match *self {}
     }
 }
 

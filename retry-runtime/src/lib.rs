@@ -76,7 +76,7 @@ pub use context::deadline;
 pub use context::{
     CallScope, Context, IdempotencyKey, InCurrentCall, context, current_call, deadline_sync,
 };
-pub use observe::{GiveUpEvent, RetryEvent};
+pub use observe::{GiveUpEvent, Ignore, RetryEvent};
 pub use policy::Policy;
 pub use run::{
     AttemptTimeout, BreakerSlot, Elapsed, NoBreaker, NoThrottle, NoTimeout, Retry, SyncLoop,

@@ -230,7 +230,9 @@ impl Policy {
     ///   at all;
     /// - closures: [`Retry::attempt_timeout`](crate::Retry::attempt_timeout)
     ///   with `policy.get_attempt_timeout()`, whose error type is checked
-    ///   at compile time.
+    ///   at compile time; the tower layer and the reqwest middleware
+    ///   likewise, with their own `.attempt_timeout(..)` (the middleware
+    ///   bounds every attempt by the deadline in any case).
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;

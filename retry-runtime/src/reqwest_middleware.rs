@@ -378,57 +378,52 @@ impl Driver for Call<'_> {
         std::future::ready(Ok(()))
     }
 
-    fn attempt(
-        &mut self,
-        limit: Option<Duration>,
-    ) -> impl Future<Output = Result<reqwest::Response, Error>> + Send {
-        // All of it in the future: it runs inside the attempt's context
-        // (its key, its deadline) and the call's span.
-        async move {
-            self.timed_out = false;
-            self.attempts += 1;
-            let mut request = if self.clonable {
-                let template = self.request.as_ref().expect("kept for every attempt");
-                template
-                    .try_clone()
-                    .expect("a request that cloned once clones again")
-            } else {
-                self.request
-                    .take()
-                    .expect("the decider retries only a request that can be sent again")
-            };
-            if let Some(cx) = crate::context() {
-                let key = crate::http::IDEMPOTENCY_KEY;
-                if self.add_key
-                    && !request.headers().contains_key(&key)
-                    && let Ok(value) = http::HeaderValue::try_from(cx.idempotency_key().to_string())
-                {
-                    request.headers_mut().insert(key, value);
-                }
-                // A timeout of the request's own shrinks to the time left;
-                // one of the `Client`'s, which the middleware cannot see, is
-                // never overridden (a request's own would replace it): the
-                // time left bounds the attempt from outside instead.
-                if let (Some(left), Some(own)) = (cx.remaining(), request.timeout_mut()) {
-                    *own = (*own).min(left);
-                }
+    // All of it in the future: it runs inside the attempt's context (its
+    // key, its deadline) and the call's span.
+    async fn attempt(&mut self, limit: Option<Duration>) -> Result<reqwest::Response, Error> {
+        self.timed_out = false;
+        self.attempts += 1;
+        let mut request = if self.clonable {
+            let template = self.request.as_ref().expect("kept for every attempt");
+            template
+                .try_clone()
+                .expect("a request that cloned once clones again")
+        } else {
+            self.request
+                .take()
+                .expect("the decider retries only a request that can be sent again")
+        };
+        if let Some(cx) = crate::context() {
+            let key = crate::http::IDEMPOTENCY_KEY;
+            if self.add_key
+                && !request.headers().contains_key(&key)
+                && let Ok(value) = http::HeaderValue::try_from(cx.idempotency_key().to_string())
+            {
+                request.headers_mut().insert(key, value);
             }
-            #[cfg(feature = "tracing")]
-            let span = crate::tower::attempt_span(self.attempts, true);
-            let send = self.next.clone().run(request, self.extensions);
-            #[cfg(feature = "tracing")]
-            let send = tracing::Instrument::instrument(send, span);
-            // The time left (and the attempt timeout, if any), less the
-            // timer's slack: the call returns by its deadline.
-            let Some(limit) = limit.filter(|limit| *limit < Duration::MAX) else {
-                return send.await;
-            };
-            let outcome = tokio::time::timeout(limit, send).await;
-            outcome.unwrap_or_else(|_| {
-                self.timed_out = true;
-                Err(Error::from(Elapsed))
-            })
+            // A timeout of the request's own shrinks to the time left;
+            // one of the `Client`'s, which the middleware cannot see, is
+            // never overridden (a request's own would replace it): the
+            // time left bounds the attempt from outside instead.
+            if let (Some(left), Some(own)) = (cx.remaining(), request.timeout_mut()) {
+                *own = (*own).min(left);
+            }
         }
+        #[cfg(feature = "tracing")]
+        let span = crate::tower::attempt_span(self.attempts, true);
+        let send = self.next.clone().run(request, self.extensions);
+        #[cfg(feature = "tracing")]
+        let send = tracing::Instrument::instrument(send, span);
+        // The time left (and the attempt timeout, if any), less the
+        // timer's slack: the call returns by its deadline.
+        let Some(limit) = limit.filter(|limit| *limit < Duration::MAX) else {
+            return send.await;
+        };
+        let outcome = tokio::time::timeout(limit, send).await;
+        outcome.unwrap_or_else(|_| {
+            self.timed_out = true;
+            Err(Error::from(Elapsed))
+        })
     }
 
     fn attempted(&mut self) -> Attempted {

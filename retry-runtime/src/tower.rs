@@ -139,15 +139,17 @@ impl<P: fmt::Debug, W, K, B, R, G, L, A> fmt::Debug for RetryLayer<P, W, K, B, R
     }
 }
 
-/// How [`RetryLayer::http`] classifies the inner service's errors: by
-/// [`Classify`], except that an I/O failure a retry could fix (a reset, a
-/// broken pipe) is ambiguous unless the connection was refused. Below an
-/// HTTP layer, an error is a transport failure, and one that comes after
-/// the request was written may come after the server did the work: a
-/// `POST` is not repeated on it, a `GET` is. `io::Error` and the boxed
-/// errors (`Box<dyn Error + Send + Sync>`, what tower stacks use) are read
-/// down their source chain; any other error type's own [`Classify`]
-/// verdict stands.
+/// How [`RetryLayer::http`] classifies the inner service's errors. Below
+/// an HTTP layer an error is a transport failure, and one that comes after
+/// the request was written may come after the server did the work: it is
+/// ambiguous, so a `POST` is not repeated on it and a `GET` is. Only a
+/// refused connection is sure to have sent nothing, and is retried.
+///
+/// `io::Error`, the boxed errors (`Box<dyn Error + Send + Sync>`, what
+/// tower stacks use) and `anyhow::Error` (feature `anyhow`) are read down
+/// their source chain by [`transport_verdict`]; any other error type's
+/// own [`Classify`] verdict stands (use `.when(transport_verdict)` for a
+/// transport error type of another crate, such as hyper-util's).
 ///
 /// ```
 /// # extern crate retry_runtime as backstop;
@@ -164,36 +166,65 @@ pub struct TransportErrors;
 
 impl<E: Classify + 'static> Classifier<E> for TransportErrors {
     fn verdict(&self, error: &E) -> Verdict {
-        let verdict = error.classify();
-        if verdict != Verdict::Retry {
-            return verdict;
-        }
         let any: &dyn std::any::Any = error;
-        let chain: &(dyn std::error::Error + 'static) = if let Some(io) =
-            any.downcast_ref::<std::io::Error>()
+        if let Some(io) = any.downcast_ref::<std::io::Error>() {
+            return transport_chain(io);
+        }
+        if let Some(boxed) = any.downcast_ref::<Box<dyn std::error::Error + Send + Sync>>() {
+            return transport_chain(&**boxed);
+        }
+        if let Some(boxed) = any.downcast_ref::<Box<dyn std::error::Error + Send>>() {
+            return transport_chain(&**boxed);
+        }
+        if let Some(boxed) = any.downcast_ref::<Box<dyn std::error::Error>>() {
+            return transport_chain(&**boxed);
+        }
+        #[cfg(feature = "anyhow")]
+        if let Some(error) = any.downcast_ref::<anyhow::Error>() {
+            return transport_chain(error.as_ref());
+        }
+        error.classify()
+    }
+}
+
+/// An error of an HTTP client's transport, by its source chain: a refused
+/// connection anywhere in it is [`Verdict::Retry`] (nothing was sent); an
+/// error this crate knows keeps its verdict, except that a failure a
+/// retry could fix becomes [`Verdict::RetryIfIdempotent`] (a reset, a
+/// broken pipe: the request may have been written and acted on); an
+/// error it does not know (hyper's "connection closed before message
+/// completed") is [`Verdict::RetryIfIdempotent`] too. The rule of
+/// [`TransportErrors`], for `.when(..)` on a layer whose inner service has
+/// an error type of its own:
+/// `RetryLayer::http(&policy).when(backstop::tower::transport_verdict)`.
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use std::io::{Error, ErrorKind};
+/// use backstop::{tower::transport_verdict, Verdict};
+/// assert_eq!(transport_verdict(&Error::from(ErrorKind::ConnectionRefused)), Verdict::Retry);
+/// assert_eq!(transport_verdict(&Error::from(ErrorKind::ConnectionReset)), Verdict::RetryIfIdempotent);
+/// assert_eq!(transport_verdict(&std::fmt::Error), Verdict::RetryIfIdempotent);
+/// assert_eq!(transport_verdict(&backstop::CircuitOpen), Verdict::Stop);
+/// ```
+pub fn transport_verdict<E: std::error::Error + 'static>(error: &E) -> Verdict {
+    transport_chain(error)
+}
+
+fn transport_chain(error: &(dyn std::error::Error + 'static)) -> Verdict {
+    let mut next = Some(error);
+    while let Some(error) = next {
+        if error
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
         {
-            io
-        } else if let Some(boxed) = any.downcast_ref::<Box<dyn std::error::Error + Send + Sync>>() {
-            &**boxed
-        } else if let Some(boxed) = any.downcast_ref::<Box<dyn std::error::Error + Send>>() {
-            &**boxed
-        } else if let Some(boxed) = any.downcast_ref::<Box<dyn std::error::Error>>() {
-            &**boxed
-        } else {
-            return verdict;
-        };
-        let io_kinds = std::iter::successors(Some(chain), |e| e.source())
-            .filter_map(|e| e.downcast_ref::<std::io::Error>())
-            .map(std::io::Error::kind);
-        let mut kinds = io_kinds.peekable();
-        if kinds.peek().is_none() {
-            return verdict;
+            return Verdict::Retry;
         }
-        if kinds.any(|kind| kind == std::io::ErrorKind::ConnectionRefused) {
-            Verdict::Retry
-        } else {
-            Verdict::RetryIfIdempotent
-        }
+        next = error.source();
+    }
+    match crate::classify::known_in_chain(error) {
+        Some(Verdict::Retry) | None => Verdict::RetryIfIdempotent,
+        Some(verdict) => verdict,
     }
 }
 
@@ -643,6 +674,9 @@ impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
     }
 }
 
+/// The types a [`Call`] works with but does not hold.
+type Kinds<P, Req, L> = PhantomData<fn() -> (P, Req, L)>;
+
 /// One call through the layer, carried from attempt to attempt.
 struct Call<S, P: Replay<Req>, Req, L> {
     /// The service the caller made ready, then made ready again before
@@ -653,7 +687,7 @@ struct Call<S, P: Replay<Req>, Req, L> {
     timed_out: bool,
     /// Attempts sent so far.
     attempts: u32,
-    kinds: PhantomData<fn() -> (P, Req, L)>,
+    kinds: Kinds<P, Req, L>,
 }
 
 impl<S, P, Req, L> Driver for Call<S, P, Req, L>
@@ -672,32 +706,27 @@ where
         std::future::poll_fn(|cx| self.service.poll_ready(cx))
     }
 
-    fn attempt(
-        &mut self,
-        limit: Option<Duration>,
-    ) -> impl Future<Output = Result<S::Response, S::Error>> + Send {
-        // All of it in the future: it runs inside the attempt's context
-        // (its key, its deadline) and the call's span.
-        async move {
-            self.timed_out = false;
-            self.attempts += 1;
-            #[cfg(feature = "tracing")]
-            let span = attempt_span(self.attempts, P::IS_HTTP);
-            let send = async {
-                let request = P::next(&mut self.source).await;
-                self.service.call(request).await
-            };
-            #[cfg(feature = "tracing")]
-            let send = tracing::Instrument::instrument(send, span);
-            let Some(limit) = limit else {
-                return send.await;
-            };
-            let outcome = tokio::time::timeout(limit, send).await;
-            outcome.unwrap_or_else(|_| {
-                self.timed_out = true;
-                Err(L::elapsed())
-            })
-        }
+    // All of it in the future: it runs inside the attempt's context (its
+    // key, its deadline) and the call's span.
+    async fn attempt(&mut self, limit: Option<Duration>) -> Result<S::Response, S::Error> {
+        self.timed_out = false;
+        self.attempts += 1;
+        #[cfg(feature = "tracing")]
+        let span = attempt_span(self.attempts, P::IS_HTTP);
+        let send = async {
+            let request = P::next(&mut self.source).await;
+            self.service.call(request).await
+        };
+        #[cfg(feature = "tracing")]
+        let send = tracing::Instrument::instrument(send, span);
+        let Some(limit) = limit else {
+            return send.await;
+        };
+        let outcome = tokio::time::timeout(limit, send).await;
+        outcome.unwrap_or_else(|_| {
+            self.timed_out = true;
+            Err(L::elapsed())
+        })
     }
 
     fn attempted(&mut self) -> Attempted {

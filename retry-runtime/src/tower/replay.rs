@@ -259,8 +259,7 @@ where
             Kind::Streamed {
                 prefix, body, kept, ..
             } => {
-                let end =
-                    prefix.is_empty() && body.as_ref().is_none_or(|body| body.is_end_stream());
+                let end = prefix.is_empty() && body.as_ref().is_none_or(Body::is_end_stream);
                 if end {
                     lock(kept).ended = true;
                 }
@@ -277,7 +276,7 @@ where
                 let before: u64 = prefix.iter().map(|chunk| chunk.len() as u64).sum();
                 let rest = body
                     .as_ref()
-                    .map_or_else(|| SizeHint::with_exact(0), |body| body.size_hint());
+                    .map_or_else(|| SizeHint::with_exact(0), Body::size_hint);
                 let mut hint = SizeHint::new();
                 hint.set_lower(rest.lower().saturating_add(before));
                 if let Some(upper) = rest.upper() {
