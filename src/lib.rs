@@ -991,6 +991,10 @@ pub use retry_runtime::tower;
 #[doc(inline)]
 pub use retry_runtime::reqwest_middleware;
 
+#[cfg(feature = "tonic")]
+#[doc(inline)]
+pub use retry_runtime::tonic;
+
 /// The items most code needs, for a glob import: `use backstop::prelude::*;`.
 ///
 /// It holds items only, no modules: a glob import of the crate root would

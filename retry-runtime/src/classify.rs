@@ -198,6 +198,10 @@ fn known(error: &(dyn Error + 'static)) -> Option<Verdict> {
     if error.is::<crate::breaker::CircuitOpen>() || error.is::<crate::adaptive::Throttled>() {
         return Some(Verdict::Stop);
     }
+    #[cfg(feature = "tonic")]
+    if let Some(status) = error.downcast_ref::<::tonic::Status>() {
+        return Some(status.classify());
+    }
     #[cfg(feature = "reqwest")]
     if let Some(reqwest) = error.downcast_ref::<::reqwest::Error>() {
         return Some(reqwest.classify());

@@ -93,7 +93,73 @@ pub fn verdict(status: ::http::StatusCode, headers: &::http::HeaderMap) -> Verdi
 /// ```
 impl<B> Classify for ::http::Response<B> {
     fn classify(&self) -> Verdict {
-        verdict(self.status(), self.headers())
+        // A gRPC error answered at once comes "trailers-only": its status
+        // in the headers of an HTTP 200.
+        match self.headers().get("grpc-status") {
+            Some(code) => code
+                .to_str()
+                .ok()
+                .and_then(|code| code.parse::<i32>().ok())
+                .map_or(Verdict::Stop, |code| grpc_verdict(code, self.headers())),
+            None => verdict(self.status(), self.headers()),
+        }
+    }
+}
+
+/// The verdict on a gRPC status code, with the server's pushback
+/// (`grpc-retry-pushback-ms`, gRFC A6) from `metadata`:
+///
+/// - `UNAVAILABLE` (14) is [`Verdict::Retry`]: the service did not take
+///   the call, which can be sent again after a backoff (Google AIP-194's
+///   one retryable code);
+/// - `DEADLINE_EXCEEDED` (4) is [`Verdict::RetryIfIdempotent`]: the work
+///   may have been done;
+/// - `RESOURCE_EXHAUSTED` (8) is retried only when the server pushed back
+///   with a delay (gRFC A6): a quota does not come back on its own, but a
+///   server that says when it will take the call again is believed
+///   (AIP-194 would not retry it at all);
+/// - every other code is [`Verdict::Stop`] (`ABORTED` included: AIP-194
+///   retries it at a higher level, the whole transaction, not the call);
+///   `OK` is not an error, and is not retried.
+///
+/// A pushback of zero or more milliseconds makes a retryable code
+/// [`Verdict::RetryAfter`]; a negative or malformed one means "do not
+/// retry" (gRFC A6), [`Verdict::Stop`].
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use std::time::Duration;
+/// use http::HeaderMap;
+/// use backstop::{http::grpc_verdict, Verdict};
+/// let none = HeaderMap::new();
+/// assert_eq!(grpc_verdict(14, &none), Verdict::Retry);
+/// assert_eq!(grpc_verdict(4, &none), Verdict::RetryIfIdempotent);
+/// assert_eq!(grpc_verdict(8, &none), Verdict::Stop);
+/// let mut pushback = HeaderMap::new();
+/// pushback.insert("grpc-retry-pushback-ms", "250".parse().unwrap());
+/// assert_eq!(grpc_verdict(8, &pushback), Verdict::RetryAfter(Duration::from_millis(250)));
+/// pushback.insert("grpc-retry-pushback-ms", "-1".parse().unwrap());
+/// assert_eq!(grpc_verdict(14, &pushback), Verdict::Stop);
+/// ```
+pub fn grpc_verdict(code: i32, metadata: &::http::HeaderMap) -> Verdict {
+    const DEADLINE_EXCEEDED: i32 = 4;
+    const RESOURCE_EXHAUSTED: i32 = 8;
+    const UNAVAILABLE: i32 = 14;
+    let pushback = metadata.get("grpc-retry-pushback-ms").map(|value| {
+        value
+            .to_str()
+            .ok()
+            .and_then(|ms| ms.trim().parse::<i64>().ok())
+            .and_then(|ms| u64::try_from(ms).ok())
+            .map(Duration::from_millis)
+    });
+    match (code, pushback) {
+        // The server said not to retry.
+        (DEADLINE_EXCEEDED | RESOURCE_EXHAUSTED | UNAVAILABLE, Some(None)) => Verdict::Stop,
+        (RESOURCE_EXHAUSTED | UNAVAILABLE, Some(Some(after))) => Verdict::RetryAfter(after),
+        (UNAVAILABLE, None) => Verdict::Retry,
+        (DEADLINE_EXCEEDED, _) => Verdict::RetryIfIdempotent,
+        _ => Verdict::Stop,
     }
 }
 

@@ -60,6 +60,8 @@ pub mod run;
 pub mod state;
 pub mod testing;
 pub mod throttle;
+#[cfg(feature = "tonic")]
+pub mod tonic;
 #[cfg(feature = "tower")]
 pub mod tower;
 

@@ -1,0 +1,89 @@
+//! tonic (feature `tonic`): gRPC statuses classified, the call's deadline
+//! sent as `grpc-timeout`, and the tower layer on a tonic `Channel`.
+//!
+//! A `tonic::Status` is judged by [`grpc_verdict`](crate::http::grpc_verdict):
+//! `UNAVAILABLE` is retried, `DEADLINE_EXCEEDED` only for an idempotent
+//! call, `RESOURCE_EXHAUSTED` only when the server pushed back with a
+//! delay (`grpc-retry-pushback-ms`), the rest never; a negative pushback
+//! means do not retry. A `Status` boxed in an error's source chain is
+//! found there.
+//!
+//! The tower layer retries the unary calls of a tonic client made on a
+//! `Channel`; gRPC requests are `POST`s, so only the statuses above that
+//! a retry can fix are retried, and each attempt's `grpc-timeout` is the
+//! time left before the deadline (if sooner than the request's own):
+//!
+//! ```no_run
+//! # extern crate retry_runtime as backstop;
+//! use backstop::{tower::{ReplayBody, RetryLayer}, Policy};
+//! use tonic::body::Body;
+//!
+//! # async fn run(channel: tonic::transport::Channel) {
+//! type BoxError = Box<dyn std::error::Error + Send + Sync>;
+//! let policy = Policy::new().deadline(Some(std::time::Duration::from_secs(5)));
+//! let service = tower::ServiceBuilder::new()
+//!     .layer(RetryLayer::http(&policy))
+//!     .map_request(|request: http::Request<ReplayBody<Body>>| request.map(Body::new))
+//!     .map_err(|e: tonic::transport::Error| BoxError::from(e))
+//!     .service(channel);
+//! // `GreeterClient::new(service)`, or `tonic::client::Grpc::new(service)`.
+//! # let _ = service; }
+//! ```
+
+use crate::classify::{Classify, Verdict};
+
+/// By its code and the server's pushback, as
+/// [`grpc_verdict`](crate::http::grpc_verdict) says.
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use backstop::{Classify, Verdict};
+/// assert_eq!(tonic::Status::unavailable("draining").classify(), Verdict::Retry);
+/// assert_eq!(tonic::Status::invalid_argument("no").classify(), Verdict::Stop);
+/// let mut exhausted = tonic::Status::resource_exhausted("quota");
+/// exhausted.metadata_mut().insert("grpc-retry-pushback-ms", "100".parse().unwrap());
+/// assert_eq!(
+///     exhausted.classify(),
+///     Verdict::RetryAfter(std::time::Duration::from_millis(100))
+/// );
+/// ```
+impl Classify for ::tonic::Status {
+    fn classify(&self) -> Verdict {
+        crate::http::grpc_verdict(self.code() as i32, self.metadata().as_ref())
+    }
+}
+
+/// `request` with the time left before the call's deadline as its
+/// `grpc-timeout`, when called inside an attempt and the request has no
+/// shorter timeout of its own: the server stops working on an attempt
+/// whose answer would come too late. Outside an attempt, or without a
+/// deadline, the request is returned as it is.
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use std::time::Duration;
+/// use backstop::{tonic::within_attempt, testing::VirtualTime, Policy};
+/// let _vt = VirtualTime::start();
+/// let policy = Policy::new().deadline(Some(Duration::from_secs(2)));
+/// let timeout = backstop::call(&policy, || {
+///     let request = within_attempt(tonic::Request::new(()));
+///     Ok::<_, std::io::Error>(request.metadata().get("grpc-timeout").cloned())
+/// });
+/// assert_eq!(timeout.unwrap().unwrap(), "2000000u");
+/// ```
+pub fn within_attempt<T>(mut request: ::tonic::Request<T>) -> ::tonic::Request<T> {
+    let Some(left) = crate::context().and_then(|cx| cx.remaining()) else {
+        return request;
+    };
+    let own = request
+        .metadata()
+        .get("grpc-timeout")
+        .and_then(|value| value.to_str().ok())
+        .and_then(crate::http::parse_grpc_timeout);
+    if own.is_none_or(|own| left < own)
+        && let Ok(value) = crate::http::format_grpc_timeout(left).parse()
+    {
+        request.metadata_mut().insert("grpc-timeout", value);
+    }
+    request
+}

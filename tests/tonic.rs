@@ -1,0 +1,261 @@
+//! Feature `tonic`: the tower layer on a tonic `Channel`, against a gRPC
+//! server on 127.0.0.1 (tonic's own server side, served by hyper), with a
+//! codec of UTF-8 strings so that no `.proto` is needed.
+//! Run with `cargo test -p backstop --features tonic --test tonic`.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use backstop::tower::{ReplayBody, RetryLayer};
+use backstop::{Classify, Policy, Verdict};
+use bytes::{Buf, BufMut};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tonic::body::Body;
+use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
+use tonic::{Code, Status};
+use tower::Layer;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Messages are UTF-8 strings.
+#[derive(Clone, Copy, Debug, Default)]
+struct Utf8;
+
+impl Codec for Utf8 {
+    type Encode = String;
+    type Decode = String;
+    type Encoder = Utf8;
+    type Decoder = Utf8;
+    fn encoder(&mut self) -> Utf8 {
+        Utf8
+    }
+    fn decoder(&mut self) -> Utf8 {
+        Utf8
+    }
+}
+
+impl Encoder for Utf8 {
+    type Item = String;
+    type Error = Status;
+    fn encode(&mut self, item: String, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
+        dst.put_slice(item.as_bytes());
+        Ok(())
+    }
+}
+
+impl Decoder for Utf8 {
+    type Item = String;
+    type Error = Status;
+    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<String>, Status> {
+        let bytes = src.copy_to_bytes(src.remaining());
+        String::from_utf8(bytes.to_vec())
+            .map(Some)
+            .map_err(|e| Status::internal(e.to_string()))
+    }
+}
+
+/// What the server saw of each call: its message and its `grpc-timeout`.
+type Seen = Arc<Mutex<Vec<(String, Option<String>)>>>;
+
+/// Answers each call with the next status of its script (OK once it is
+/// over), echoing the message.
+#[derive(Clone)]
+struct Scripted {
+    script: Arc<Mutex<VecDeque<Status>>>,
+    seen: Seen,
+}
+
+impl tonic::server::UnaryService<String> for Scripted {
+    type Response = String;
+    type Future = std::future::Ready<Result<tonic::Response<String>, Status>>;
+    fn call(&mut self, request: tonic::Request<String>) -> Self::Future {
+        let timeout = request
+            .metadata()
+            .get("grpc-timeout")
+            .map(|value| value.to_str().unwrap().to_owned());
+        let message = request.into_inner();
+        self.seen.lock().unwrap().push((message.clone(), timeout));
+        let next = self.script.lock().unwrap().pop_front();
+        std::future::ready(match next {
+            Some(status) => Err(status),
+            None => Ok(tonic::Response::new(format!("echo {message}"))),
+        })
+    }
+}
+
+/// A gRPC server on loopback answering `/test.Echo/Say` by `script`.
+async fn serve(script: Vec<Status>) -> (SocketAddr, Seen) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = Seen::default();
+    let unary = Scripted {
+        script: Arc::new(Mutex::new(script.into())),
+        seen: seen.clone(),
+    };
+    tokio::spawn(async move {
+        loop {
+            let (stream, _) = listener.accept().await.unwrap();
+            let unary = unary.clone();
+            let handler = hyper::service::service_fn(move |request| {
+                let unary = unary.clone();
+                async move {
+                    let mut grpc = tonic::server::Grpc::new(Utf8);
+                    Ok::<_, Infallible>(grpc.unary(unary, request).await)
+                }
+            });
+            tokio::spawn(async move {
+                let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(stream), handler)
+                    .await;
+            });
+        }
+    });
+    (addr, seen)
+}
+
+/// Retrying at once: the loopback tests take milliseconds.
+fn quick() -> Policy {
+    Policy::new()
+        .base(Duration::from_millis(1))
+        .cap(Duration::from_millis(2))
+}
+
+/// `Say(message)` through a tonic client on a `Channel` behind the layer.
+async fn say(addr: SocketAddr, policy: &Policy, message: &str) -> Result<String, Status> {
+    let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let service = tower::ServiceBuilder::new()
+        .layer(RetryLayer::http(policy))
+        .map_request(|request: http::Request<ReplayBody<Body>>| request.map(Body::new))
+        .map_err(BoxError::from)
+        .service(channel);
+    let mut grpc = tonic::client::Grpc::new(service);
+    grpc.ready()
+        .await
+        .map_err(|e| Status::unknown(e.to_string()))?;
+    let path = http::uri::PathAndQuery::from_static("/test.Echo/Say");
+    let response = grpc
+        .unary(tonic::Request::new(message.to_owned()), path, Utf8)
+        .await?;
+    Ok(response.into_inner())
+}
+
+#[tokio::test]
+async fn unavailable_twice_then_ok_is_three_calls_with_the_same_message() {
+    let (addr, seen) = serve(vec![
+        Status::unavailable("draining"),
+        Status::unavailable("draining"),
+    ])
+    .await;
+    assert_eq!(say(addr, &quick(), "hi").await.unwrap(), "echo hi");
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 3);
+    assert!(seen.iter().all(|(message, _)| message == "hi"), "{seen:?}");
+}
+
+#[tokio::test]
+async fn a_status_no_retry_can_fix_is_one_call() {
+    for status in [
+        Status::invalid_argument("no"),
+        Status::not_found("gone"),
+        Status::aborted("conflict"),
+        Status::internal("bug"),
+        Status::resource_exhausted("quota"),
+    ] {
+        let code = status.code();
+        let (addr, seen) = serve(vec![status]).await;
+        let error = say(addr, &quick(), "hi").await.unwrap_err();
+        assert_eq!(error.code(), code);
+        assert_eq!(seen.lock().unwrap().len(), 1, "{code:?}");
+    }
+}
+
+#[tokio::test]
+async fn the_servers_pushback_is_honoured_and_a_negative_one_stops() {
+    let mut exhausted = Status::resource_exhausted("quota");
+    exhausted
+        .metadata_mut()
+        .insert("grpc-retry-pushback-ms", "20".parse().unwrap());
+    let (addr, seen) = serve(vec![exhausted]).await;
+    let started = std::time::Instant::now();
+    assert_eq!(say(addr, &quick(), "hi").await.unwrap(), "echo hi");
+    assert!(started.elapsed() >= Duration::from_millis(20));
+    assert_eq!(seen.lock().unwrap().len(), 2, "retried after the pushback");
+
+    let mut refused = Status::unavailable("go away");
+    refused
+        .metadata_mut()
+        .insert("grpc-retry-pushback-ms", "-1".parse().unwrap());
+    let (addr, seen) = serve(vec![refused]).await;
+    let error = say(addr, &quick(), "hi").await.unwrap_err();
+    assert_eq!(error.code(), Code::Unavailable);
+    assert_eq!(
+        seen.lock().unwrap().len(),
+        1,
+        "a negative pushback: not retried"
+    );
+}
+
+#[tokio::test]
+async fn deadline_exceeded_is_retried_only_for_an_idempotent_call() {
+    let (addr, seen) = serve(vec![Status::deadline_exceeded("slow")]).await;
+    let error = say(addr, &quick(), "hi").await.unwrap_err();
+    assert_eq!(error.code(), Code::DeadlineExceeded);
+    assert_eq!(seen.lock().unwrap().len(), 1, "the work may have been done");
+
+    let (addr, seen) = serve(vec![Status::deadline_exceeded("slow")]).await;
+    assert_eq!(
+        say(addr, &quick().idempotent(true), "hi").await.unwrap(),
+        "echo hi"
+    );
+    assert_eq!(seen.lock().unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn each_attempts_grpc_timeout_is_the_time_left() {
+    let (addr, seen) = serve(vec![Status::unavailable("draining")]).await;
+    let policy = quick().deadline(Some(Duration::from_secs(5)));
+    assert_eq!(say(addr, &policy, "hi").await.unwrap(), "echo hi");
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 2);
+    for (_, timeout) in seen.iter() {
+        let timeout = timeout.as_deref().expect("a grpc-timeout on every attempt");
+        let micros: u64 = timeout
+            .strip_suffix('u')
+            .expect("in microseconds")
+            .parse()
+            .unwrap();
+        assert!((4_000_000..=5_000_000).contains(&micros), "{timeout}");
+    }
+}
+
+#[test]
+fn a_status_is_found_in_a_source_chain() {
+    let boxed: BoxError = Box::new(Status::unavailable("draining"));
+    assert_eq!(boxed.classify(), Verdict::Retry);
+    let wrapped = std::io::Error::other(Status::invalid_argument("no"));
+    assert_eq!(wrapped.classify(), Verdict::Stop);
+}
+
+#[tokio::test]
+async fn the_layer_on_a_channel_makes_a_tonic_client_service() {
+    fn is_grpc_service<S: tonic::client::GrpcService<Body>>(_: &S) {}
+    let channel = tonic::transport::Channel::from_static("http://127.0.0.1:1").connect_lazy();
+    let service = tower::ServiceBuilder::new()
+        .layer(RetryLayer::http(&Policy::new()))
+        .map_request(|request: http::Request<ReplayBody<Body>>| request.map(Body::new))
+        .map_err(BoxError::from)
+        .service(channel);
+    is_grpc_service(&service);
+    let _ = RetryLayer::http(&Policy::new()).layer(tower::service_fn(
+        |_: http::Request<ReplayBody<Body>>| async {
+            Ok::<_, BoxError>(http::Response::new(Body::empty()))
+        },
+    ));
+}
