@@ -57,6 +57,7 @@
 //! | a tower stack (hyper, any `Service`) | `tower::RetryLayer::http(&policy)`, `RetryLayer::new(&policy)` | `tower` |
 //! | reqwest | `#[retry]` with `reqwest::within_attempt(..).send()` and `when_ok = response_verdict` | `reqwest` |
 //! | a reqwest-middleware client | `reqwest_middleware::RetryMiddleware::new(&policy)` | `reqwest-middleware` |
+//! | a tonic client on a `Channel` | `tower::RetryLayer::http(&policy)` (and `Classify` for `tonic::Status`) | `tonic` |
 //!
 //! Each keeps the same guarantees: the deadline, the throttle, the
 //! classification, the context inside attempts.
