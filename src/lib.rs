@@ -955,6 +955,9 @@
 /// ```
 #[doc(inline)]
 pub use retry_macros::retry;
+#[cfg(feature = "tokio")]
+#[doc(inline)]
+pub use retry_runtime::TokioClock;
 #[doc(inline)]
 pub use retry_runtime::{
     AdaptiveThrottle, AttemptState, Backoff, BreakerState, BudgetRef, BudgetStats, ByClassify,
@@ -965,12 +968,12 @@ pub use retry_runtime::{
 };
 #[doc(inline)]
 pub use retry_runtime::{CallScope, InCurrentCall, current_call};
-#[cfg(feature = "tokio")]
+#[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
 #[doc(inline)]
-pub use retry_runtime::{TokioClock, call_async, call_async_with, deadline};
+pub use retry_runtime::{call_async, call_async_with, deadline};
 
 #[doc(inline)]
-pub use retry_runtime::{backoff, classify, testing};
+pub use retry_runtime::{backoff, classify, testing, timer};
 
 #[cfg(feature = "http")]
 #[doc(inline)]
@@ -1016,7 +1019,7 @@ pub use retry_runtime::tonic;
 /// assert_eq!(Verdict::from(true), Verdict::Retry);
 /// ```
 pub mod prelude {
-    #[cfg(feature = "tokio")]
+    #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
     #[doc(no_inline)]
     pub use crate::call_async;
     #[doc(no_inline)]

@@ -441,10 +441,13 @@ fn timed_attempt(
 }
 
 /// The async loop's clock, checked to be one and spanned on `async`:
-/// without the `tokio` feature that is the one error, naming the feature.
+/// without a timer feature that is the one error, naming the choices.
 fn async_clock(func: &Func, rt: &TokenStream) -> TokenStream {
     let async_span = func.sig.asyncness.map_or_else(Span::call_site, |a| a.span);
-    respan(quote!(#rt::async_clock(#rt::TokioClock)), async_span)
+    respan(
+        quote!(#rt::async_clock(#rt::RuntimeClock::current())),
+        async_span,
+    )
 }
 
 /// The body's items and its other statements. Items (a `static` budget, a

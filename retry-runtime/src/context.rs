@@ -527,14 +527,17 @@ pub fn deadline_sync<R>(limit: Duration, f: impl FnOnce() -> R) -> R {
 /// assert!(started.elapsed() < Duration::from_secs(1));
 /// # }
 /// ```
-#[cfg(feature = "tokio")]
+#[cfg(feature = "async")]
 pub async fn deadline<F: Future>(limit: Duration, future: F) -> F::Output {
     use crate::clock::Clock;
     let mut future = std::pin::pin!(future);
     let mut deadline = None;
     std::future::poll_fn(|task| {
-        let deadline =
-            *deadline.get_or_insert_with(|| crate::clock::TokioClock.now().checked_add(limit));
+        let deadline = *deadline.get_or_insert_with(|| {
+            crate::timer::RuntimeClock::current()
+                .now()
+                .checked_add(limit)
+        });
         in_deadline_scope(deadline, || future.as_mut().poll(task))
     })
     .await

@@ -295,10 +295,10 @@ mod tests {
     #[test]
     fn grpc_timeouts_round_trip_rounded_down_to_their_unit() {
         assert_eq!(format_grpc_timeout(Duration::from_millis(1500)), "1500000u");
-        assert_eq!(format_grpc_timeout(Duration::from_secs(30)), "30000m");
+        assert_eq!(format_grpc_timeout(Duration::from_secs(30)), "30000000u");
         assert_eq!(
             format_grpc_timeout(Duration::from_secs(86_400 * 365)),
-            "525600M"
+            "31536000S"
         );
         assert_eq!(format_grpc_timeout(Duration::MAX), "99999999H");
         for value in ["1500000u", "30000m", "5S", "2H", "7n"] {

@@ -60,6 +60,7 @@ pub mod run;
 pub mod state;
 pub mod testing;
 pub mod throttle;
+pub mod timer;
 #[cfg(feature = "tonic")]
 pub mod tonic;
 #[cfg(feature = "tower")]
@@ -73,7 +74,7 @@ pub use classify::{ByClassify, Classifier, Classify, NeverRetry, Verdict, When};
 #[cfg(feature = "tokio")]
 pub use clock::TokioClock;
 pub use clock::{Clock, SystemClock};
-#[cfg(feature = "tokio")]
+#[cfg(feature = "async")]
 pub use context::deadline;
 pub use context::{
     CallScope, Context, IdempotencyKey, InCurrentCall, context, current_call, deadline_sync,
@@ -84,7 +85,7 @@ pub use run::{
     AttemptTimeout, BreakerSlot, Elapsed, NoBreaker, NoThrottle, NoTimeout, Retry, SyncLoop,
     ThrottleSlot, TimeoutSlot, ValueLoop, WithTimeout, call,
 };
-#[cfg(feature = "tokio")]
+#[cfg(feature = "async")]
 pub use run::{call_async, call_async_with};
 pub use state::{AttemptState, Decision, GiveUp};
 pub use throttle::RetryThrottle;

@@ -105,35 +105,22 @@ pub fn policy_ref<P: Borrow<Policy>>(policy: &P) -> &Policy {
     policy.borrow()
 }
 
-/// The clock (and timer) of an async `#[retry]` loop. Without the `tokio`
+/// The clock (and timer) of an async `#[retry]` loop. Without a timer
 /// feature nothing implements it: an async `#[retry]` fn is then this one
-/// error, naming the feature, rather than "cannot find" errors about the
+/// error, naming the choices, rather than "cannot find" errors about the
 /// generated code.
 #[diagnostic::on_unimplemented(
-    message = "`#[retry]` on an `async fn` needs backstop's `tokio` feature",
-    label = "this `async fn` sleeps between attempts on tokio's timer",
-    note = "enable it: `backstop = {{ version = \"0.1\", features = [\"tokio\"] }}` (it is a default feature)"
+    message = "`#[retry]` on an `async fn` needs a timer to sleep on between attempts",
+    label = "this `async fn` sleeps between attempts",
+    note = "enable one of backstop's features: `tokio` (the default), `async-io` (smol, async-std), \
+            or `custom-timer` with a `backstop::timer::Timer` of your own (`backstop::timer::set_timer`)"
 )]
 pub trait AsyncClock: Clock {}
 
-#[cfg(feature = "tokio")]
-pub use crate::clock::TokioClock;
+pub use crate::timer::RuntimeClock;
 
-#[cfg(feature = "tokio")]
-impl AsyncClock for TokioClock {}
-
-/// Without the `tokio` feature: a stand-in, so that [`AsyncClock`]'s
-/// message is the only error an async `#[retry]` fn gets.
-#[cfg(not(feature = "tokio"))]
-#[derive(Clone, Copy, Debug)]
-pub struct TokioClock;
-
-#[cfg(not(feature = "tokio"))]
-impl Clock for TokioClock {
-    fn now(&self) -> std::time::Instant {
-        std::time::Instant::now()
-    }
-}
+#[cfg(feature = "async")]
+impl AsyncClock for RuntimeClock {}
 
 /// The clock of an async `#[retry]` loop, checked to be one.
 pub fn async_clock<C: AsyncClock>(clock: C) -> C {
@@ -199,37 +186,25 @@ pub async fn maybe_timeout<F: Future>(
     attempt: F,
 ) -> Result<F::Output, crate::Elapsed> {
     match limit {
-        Some(limit) => timeout(limit, attempt)
-            .await
-            .map_err(|_timed_out| crate::Elapsed),
+        Some(limit) => timeout(limit, attempt).await,
         None => Ok(attempt.await),
     }
 }
 
-/// An attempt limited to `limit` (`attempt_timeout`): `Err` if it ran out.
-#[cfg(feature = "tokio")]
-pub fn timeout<F: Future>(limit: std::time::Duration, attempt: F) -> tokio::time::Timeout<F> {
-    tokio::time::timeout(limit, attempt)
+/// An attempt limited to `limit` (`attempt_timeout`), on the call's
+/// timer: `Err` if it ran out.
+pub fn timeout<F: Future>(
+    limit: std::time::Duration,
+    attempt: F,
+) -> impl Future<Output = Result<F::Output, crate::Elapsed>> {
+    RuntimeClock::current().timeout(limit, attempt)
 }
 
-/// Without the `tokio` feature: never reached (see [`AsyncClock`]).
-#[cfg(not(feature = "tokio"))]
-pub async fn timeout<F: Future>(_: std::time::Duration, attempt: F) -> Result<F::Output, ()> {
-    Ok(attempt.await)
-}
-
-/// The sleep of an async `#[retry]` loop: tokio's timer (recorded under
-/// [`record_sleeps`](crate::testing::record_sleeps)).
-#[cfg(feature = "tokio")]
-pub fn sleep_async(delay: std::time::Duration) -> tokio::time::Sleep {
+/// The sleep of an async `#[retry]` loop, on the call's timer (recorded
+/// under [`record_sleeps`](crate::testing::record_sleeps)).
+pub fn sleep_async(delay: std::time::Duration) -> impl Future<Output = ()> {
     crate::testing::note_sleep(delay);
-    tokio::time::sleep(delay)
-}
-
-/// Without the `tokio` feature: never reached (see [`AsyncClock`]).
-#[cfg(not(feature = "tokio"))]
-pub fn sleep_async(_: std::time::Duration) -> std::future::Ready<()> {
-    std::future::ready(())
+    RuntimeClock::current().sleep(delay)
 }
 
 /// What `budget = PATH` may name: a `static RetryThrottle` or a `static

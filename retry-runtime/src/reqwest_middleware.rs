@@ -419,7 +419,7 @@ impl Driver for Call<'_> {
         let Some(limit) = limit.filter(|limit| *limit < Duration::MAX) else {
             return send.await;
         };
-        let outcome = tokio::time::timeout(limit, send).await;
+        let outcome = crate::macro_support::timeout(limit, send).await;
         outcome.unwrap_or_else(|_| {
             self.timed_out = true;
             Err(Error::from(Elapsed))

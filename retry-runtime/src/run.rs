@@ -71,7 +71,7 @@ where
 /// assert!(out.is_err());
 /// # }
 /// ```
-#[cfg(feature = "tokio")]
+#[cfg(feature = "async")]
 #[track_caller]
 pub fn call_async<T, E, F, Fut>(policy: &Policy, op: F) -> impl Future<Output = Result<T, E>>
 where
@@ -107,7 +107,7 @@ where
 /// assert_eq!(*sent, ["ping", "ping"]);
 /// # }
 /// ```
-#[cfg(feature = "tokio")]
+#[cfg(feature = "async")]
 #[track_caller]
 pub fn call_async_with<S, T, E, F, Fut>(
     policy: &Policy,
@@ -276,7 +276,7 @@ pub(crate) trait Driver {
 }
 
 /// What an async loop learns of an attempt besides its outcome.
-#[cfg(feature = "tokio")]
+#[cfg(feature = "async")]
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Attempted {
     /// It was cut off by the attempt timeout: ambiguous.
@@ -285,7 +285,7 @@ pub(crate) struct Attempted {
     pub(crate) replayable: bool,
 }
 
-#[cfg(feature = "tokio")]
+#[cfg(feature = "async")]
 impl Attempted {
     /// Neither cut off nor spent.
     pub(crate) const PLAIN: Self = Self {
@@ -1014,7 +1014,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     ///
     /// The last attempt's error, unchanged, once retrying is over: the error was
     /// not retryable, or attempts, deadline or budget ran out.
-    #[cfg(feature = "tokio")]
+    #[cfg(feature = "async")]
     pub async fn call_async<T, E, F, Fut>(&self, mut op: F) -> Result<T, E>
     where
         W: Classifier<E>,
@@ -1035,7 +1035,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
                 let Some(limit) = limit else {
                     return (false, attempt.await);
                 };
-                match tokio::time::timeout(limit, attempt).await {
+                match crate::macro_support::timeout(limit, attempt).await {
                     Ok(outcome) => (false, outcome),
                     Err(_) => (true, Err(L::elapsed())),
                 }
@@ -1094,7 +1094,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// The last attempt's error, unchanged, beside `value`, once retrying
     /// is over: the error was not retryable, or attempts, deadline or
     /// budget ran out.
-    #[cfg(feature = "tokio")]
+    #[cfg(feature = "async")]
     pub async fn call_async_with<S, T, E, F, Fut>(&self, value: S, mut op: F) -> (S, Result<T, E>)
     where
         W: Classifier<E>,
@@ -1134,7 +1134,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
         R: OnRetry<D::Ok, D::Err>,
         G: OnGiveUp<D::Ok, D::Err>,
     {
-        let mut state = self.state(crate::clock::TokioClock);
+        let mut state = self.state(crate::timer::RuntimeClock::current());
         if let Some(rejected) = self.admit(&mut state) {
             return rejected;
         }
@@ -1171,7 +1171,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
                 let ready = if left == Duration::MAX {
                     Some(ready.await)
                 } else {
-                    tokio::time::timeout(left, ready).await.ok()
+                    crate::macro_support::timeout(left, ready).await.ok()
                 };
                 match ready {
                     Some(Ok(())) => {}
@@ -1201,7 +1201,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// with its outcome; `attempted` says from it whether the attempt was
     /// cut off (then ambiguous, whatever the classifier says) and whether
     /// the request could be sent again.
-    #[cfg(feature = "tokio")]
+    #[cfg(feature = "async")]
     pub(crate) async fn run_async<S, T, E, F, Fut>(
         &self,
         value: S,
@@ -1220,7 +1220,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
         Fut: Future<Output = (S, Result<T, E>)>,
     {
         let mut value = value;
-        let mut state = self.state(crate::clock::TokioClock);
+        let mut state = self.state(crate::timer::RuntimeClock::current());
         if let Some(rejected) = self.admit(&mut state) {
             return (value, rejected);
         }

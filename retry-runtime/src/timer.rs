@@ -1,0 +1,223 @@
+//! The timer async retry loops sleep on and read time from: tokio's
+//! (feature `tokio`, the default; its paused clock included), async-io's
+//! (feature `async-io`: smol, async-std and other executors built on it),
+//! or one of your own ([`Timer`], set with [`set_timer`], feature
+//! `custom-timer` where neither of the others is built).
+//!
+//! Which one a call uses is decided when it starts: the timer set with
+//! [`set_timer`], if any; else tokio's inside a tokio runtime; else
+//! async-io's. So a program on smol works even when another crate in the
+//! build turns the `tokio` feature on.
+//!
+//! ```
+//! # extern crate retry_runtime as backstop;
+//! use std::future::Future;
+//! use std::pin::Pin;
+//! use std::time::{Duration, Instant};
+//! use backstop::timer::Timer;
+//!
+//! /// A timer for an executor backstop does not know: its own sleep.
+//! struct Embedded;
+//!
+//! impl Timer for Embedded {
+//!     fn now(&self) -> Instant {
+//!         Instant::now()
+//!     }
+//!     fn sleep(&self, delay: Duration) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+//!         Box::pin(async move { std::thread::sleep(delay) }) // (a real one would not block)
+//!     }
+//! }
+//!
+//! static EMBEDDED: Embedded = Embedded;
+//! // Once, at start-up: `backstop::timer::set_timer(&EMBEDDED)`.
+//! # let _ = &EMBEDDED;
+//! ```
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::OnceLock;
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+use crate::clock::Clock;
+
+/// A timer for async retry loops on an executor of your choice: what time
+/// it is, and a future that sleeps.
+///
+/// Set one with [`set_timer`]; see the [module docs](self).
+pub trait Timer: Send + Sync + 'static {
+    /// Now, on the timer's clock (a clock that stands still under test is
+    /// fine: every decision reads time from here).
+    fn now(&self) -> Instant;
+
+    /// A future that completes `delay` after it is first polled, or later.
+    fn sleep(&self, delay: Duration) -> Pin<Box<dyn Future<Output = ()> + Send>>;
+
+    /// How late a sleep may end, at most: the loop gives up rather than
+    /// sleep so close to the deadline that the next attempt could start
+    /// after it. Two milliseconds unless said otherwise.
+    fn sleep_slack(&self) -> Duration {
+        Duration::from_millis(2)
+    }
+}
+
+static CUSTOM: OnceLock<&'static dyn Timer> = OnceLock::new();
+
+/// Makes `timer` the one every async retry loop uses from now on, whatever
+/// runtime it runs on. Once per process.
+///
+/// # Errors
+///
+/// The timer already set, if one was: it stays.
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// # use std::{future::Future, pin::Pin, time::{Duration, Instant}};
+/// # struct Embedded;
+/// # impl backstop::timer::Timer for Embedded {
+/// #     fn now(&self) -> Instant { Instant::now() }
+/// #     fn sleep(&self, _: Duration) -> Pin<Box<dyn Future<Output = ()> + Send>> { Box::pin(async {}) }
+/// # }
+/// static EMBEDDED: Embedded = Embedded;
+/// assert!(backstop::timer::set_timer(&EMBEDDED).is_ok());
+/// assert!(backstop::timer::set_timer(&EMBEDDED).is_err(), "once");
+/// ```
+pub fn set_timer(timer: &'static dyn Timer) -> Result<(), &'static dyn Timer> {
+    CUSTOM.set(timer).map_err(|_| timer)
+}
+
+/// The timer a call uses: chosen when it starts (see the
+/// [module docs](self)), then fixed for the call.
+#[derive(Clone, Copy)]
+pub enum RuntimeClock {
+    /// tokio's, on the runtime the call runs in (paused time included).
+    #[cfg(feature = "tokio")]
+    Tokio,
+    /// async-io's (smol, async-std).
+    #[cfg(feature = "async-io")]
+    AsyncIo,
+    /// The one set with [`set_timer`].
+    Custom(&'static dyn Timer),
+    /// None at all: a call starts, and fails at its first sleep.
+    Missing,
+}
+
+impl std::fmt::Debug for RuntimeClock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            #[cfg(feature = "tokio")]
+            Self::Tokio => "Tokio",
+            #[cfg(feature = "async-io")]
+            Self::AsyncIo => "AsyncIo",
+            Self::Custom(_) => "Custom",
+            Self::Missing => "Missing",
+        })
+    }
+}
+
+impl RuntimeClock {
+    /// The timer for a call starting now, on this thread.
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// use backstop::timer::RuntimeClock;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// assert!(matches!(RuntimeClock::current(), RuntimeClock::Tokio));
+    /// # }
+    /// ```
+    #[inline]
+    pub fn current() -> Self {
+        if let Some(timer) = CUSTOM.get() {
+            return Self::Custom(*timer);
+        }
+        #[cfg(all(feature = "tokio", feature = "async-io"))]
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Self::AsyncIo;
+        }
+        #[cfg(feature = "tokio")]
+        return Self::Tokio;
+        #[cfg(all(not(feature = "tokio"), feature = "async-io"))]
+        return Self::AsyncIo;
+        #[allow(unreachable_code)]
+        Self::Missing
+    }
+
+    /// Sleeps `delay` on this timer.
+    pub(crate) async fn sleep(self, delay: Duration) {
+        match self {
+            #[cfg(feature = "tokio")]
+            Self::Tokio => tokio::time::sleep(delay).await,
+            #[cfg(feature = "async-io")]
+            Self::AsyncIo => {
+                async_io::Timer::after(delay).await;
+            }
+            Self::Custom(timer) => timer.sleep(delay).await,
+            Self::Missing => missing(),
+        }
+    }
+
+    /// `future`, or `Err` once `limit` has passed.
+    pub(crate) async fn timeout<F: Future>(
+        self,
+        limit: Duration,
+        future: F,
+    ) -> Result<F::Output, crate::Elapsed> {
+        #[cfg(feature = "tokio")]
+        if let Self::Tokio = self {
+            return tokio::time::timeout(limit, future)
+                .await
+                .map_err(|_| crate::Elapsed);
+        }
+        let mut future = std::pin::pin!(future);
+        let mut timer = std::pin::pin!(self.sleep(limit));
+        std::future::poll_fn(|cx| {
+            if let Poll::Ready(output) = future.as_mut().poll(cx) {
+                return Poll::Ready(Ok(output));
+            }
+            timer.as_mut().poll(cx).map(|()| Err(crate::Elapsed))
+        })
+        .await
+    }
+}
+
+fn missing() -> ! {
+    panic!(
+        "an async retry loop has no timer to sleep on: run it in a tokio runtime (feature \
+         `tokio`), enable the feature `async-io`, or set one with `backstop::timer::set_timer`"
+    )
+}
+
+impl Clock for RuntimeClock {
+    fn now(&self) -> Instant {
+        match self {
+            #[cfg(feature = "tokio")]
+            Self::Tokio => tokio::time::Instant::now().into_std(),
+            #[cfg(feature = "async-io")]
+            Self::AsyncIo => Instant::now(),
+            Self::Custom(timer) => timer.now(),
+            Self::Missing => Instant::now(),
+        }
+    }
+
+    fn now_fn(&self) -> fn() -> Instant {
+        match self {
+            #[cfg(feature = "tokio")]
+            Self::Tokio => || tokio::time::Instant::now().into_std(),
+            #[cfg(feature = "async-io")]
+            Self::AsyncIo => Instant::now,
+            Self::Custom(_) => || CUSTOM.get().map_or_else(Instant::now, |timer| timer.now()),
+            Self::Missing => Instant::now,
+        }
+    }
+
+    fn sleep_slack(&self) -> Duration {
+        // tokio's wheel ticks in milliseconds and can end a sleep two ticks
+        // late (see `TokioClock`); async-io's reactor parks in whole
+        // milliseconds too.
+        if let Self::Custom(timer) = self {
+            timer.sleep_slack()
+        } else {
+            Duration::from_millis(2)
+        }
+    }
+}

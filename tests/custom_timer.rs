@@ -1,0 +1,87 @@
+//! Feature `custom-timer`: async retry loops on a timer of the user's own,
+//! set once with `backstop::timer::set_timer`. This one keeps virtual
+//! time: a sleep returns at once and moves its clock.
+//! Run with `cargo test -p backstop --features custom-timer --test custom_timer`.
+
+use std::future::Future;
+use std::io::{Error, ErrorKind};
+use std::pin::Pin;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use backstop::retry;
+use backstop::timer::{RuntimeClock, Timer, set_timer};
+
+/// Virtual time: an origin, nanoseconds slept since, and every delay.
+struct Virtual {
+    origin: std::sync::OnceLock<Instant>,
+    nanos: AtomicU64,
+    sleeps: Mutex<Vec<Duration>>,
+}
+
+impl Timer for Virtual {
+    fn now(&self) -> Instant {
+        *self.origin.get_or_init(Instant::now)
+            + Duration::from_nanos(self.nanos.load(Ordering::SeqCst))
+    }
+    fn sleep(&self, delay: Duration) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+        self.nanos
+            .fetch_add(delay.as_nanos() as u64, Ordering::SeqCst);
+        self.sleeps.lock().unwrap().push(delay);
+        Box::pin(std::future::ready(()))
+    }
+}
+
+static VIRTUAL: Virtual = Virtual {
+    origin: std::sync::OnceLock::new(),
+    nanos: AtomicU64::new(0),
+    sleeps: Mutex::new(Vec::new()),
+};
+
+/// One timer per process: every test sets it first.
+fn virtual_time() -> &'static Virtual {
+    let _ = set_timer(&VIRTUAL);
+    &VIRTUAL
+}
+
+/// Polls `future` to its end: the timer never makes it wait.
+fn block_on<F: Future>(future: F) -> F::Output {
+    let mut future = std::pin::pin!(future);
+    let mut cx = Context::from_waker(Waker::noop());
+    loop {
+        if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
+            return output;
+        }
+    }
+}
+
+#[retry(attempts = 10, base = 1s, factor = 2, jitter = none, deadline = 10s, budget = none)]
+async fn down() -> Result<(), Error> {
+    Err(ErrorKind::ConnectionReset.into())
+}
+
+#[test]
+fn a_timer_of_ones_own_keeps_the_time_and_the_deadline() {
+    let timer = virtual_time();
+    assert!(matches!(RuntimeClock::current(), RuntimeClock::Custom(_)));
+    let before = timer.sleeps.lock().unwrap().len();
+    assert!(block_on(down()).is_err());
+    let sleeps = timer.sleeps.lock().unwrap()[before..].to_vec();
+    // 1 + 2 + 4 s; the next 8 s would pass the 10 s deadline.
+    let secs = |s: u64| Duration::from_secs(s);
+    assert_eq!(sleeps, [secs(1), secs(2), secs(4)]);
+}
+
+#[test]
+fn a_timer_set_is_used_even_inside_a_tokio_runtime() {
+    let _ = virtual_time();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        assert!(matches!(RuntimeClock::current(), RuntimeClock::Custom(_)));
+    });
+}
