@@ -24,7 +24,8 @@
 //! assert_eq!(fetch_user(7, &mut resets).unwrap(), "user #7");
 //! ```
 //!
-//! `async fn` works the same, sleeping on tokio's timer:
+//! `async fn` works the same, sleeping on tokio's timer (or async-io's,
+//! or one of your own: see [`timer`]):
 //!
 //! ```
 //! # use std::io::Error;
@@ -643,14 +644,16 @@
 //! ```
 //!
 //! An `async fn` awaits an `async { body }` block instead of calling a
-//! closure, reads tokio's clock and sleeps with tokio's timer. Its outcome
+//! closure, reads the clock and sleeps on the timer of its runtime
+//! ([`timer::RuntimeClock`]: tokio's, async-io's or one set with
+//! [`timer::set_timer`]). Its outcome
 //! lives in an inner block that ends before the sleep: a retried value (a
 //! 503 response and its connection) is dropped at once, and the future is
 //! `Send` whenever the plain function's would be, even for a `!Send` error
 //! such as `Box<dyn Error>`. Since it keeps no outcome to return after
 //! waking, the async loop gives up instead when the delay comes within
 //! 2 ms of the deadline (tokio's timer can end a sleep up to two
-//! millisecond ticks late).
+//! millisecond ticks late; a timer of your own says its own slack).
 //!
 //! # Composing calls
 //!
