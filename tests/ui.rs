@@ -13,7 +13,12 @@
         feature = "anyhow",
         feature = "http",
         feature = "serde",
-        feature = "reqwest"
+        feature = "reqwest",
+        feature = "tower",
+        feature = "reqwest-middleware",
+        feature = "tonic",
+        feature = "async-io",
+        feature = "custom-timer"
     )),
     ignore = "the snapshots are taken with every feature: run `cargo test --workspace`"
 )]
