@@ -542,9 +542,11 @@ fn the_layers_future_is_send_for_a_send_service() {
     is_send(&future);
 }
 
-/// A server that reads each request, then resets the connection: the
-/// request was written, and may have been acted on.
-async fn reset_after_reading() -> (SocketAddr, Arc<AtomicU32>) {
+/// A server that reads each request, then resets the connection (or,
+/// with `reset` false, closes it without an answer: hyper's "connection
+/// closed before message completed"): the request was written, and may
+/// have been acted on.
+async fn read_then_drop(reset: bool) -> (SocketAddr, Arc<AtomicU32>) {
     use tokio::io::AsyncReadExt;
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -563,11 +565,17 @@ async fn reset_after_reading() -> (SocketAddr, Arc<AtomicU32>) {
                 request.extend_from_slice(&buf[..n]);
             }
             count.fetch_add(1, Ordering::Relaxed);
-            socket.set_zero_linger().unwrap();
+            if reset {
+                socket.set_zero_linger().unwrap();
+            }
             drop(socket);
         }
     });
     (addr, requests)
+}
+
+async fn reset_after_reading() -> (SocketAddr, Arc<AtomicU32>) {
+    read_then_drop(true).await
 }
 
 #[tokio::test]
@@ -850,36 +858,9 @@ async fn the_transport_rule_holds_for_anyhow_errors() {
     );
 }
 
-/// A server that reads each request, then closes the connection without
-/// answering (hyper: "connection closed before message completed").
-async fn close_after_reading() -> (SocketAddr, Arc<AtomicU32>) {
-    use tokio::io::AsyncReadExt;
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let requests = Arc::new(AtomicU32::new(0));
-    let count = requests.clone();
-    tokio::spawn(async move {
-        loop {
-            let (mut socket, _) = listener.accept().await.unwrap();
-            let mut request = Vec::new();
-            let mut buf = [0u8; 1024];
-            while !request.windows(4).any(|w| w == b"\r\n\r\n") {
-                let n = socket.read(&mut buf).await.unwrap();
-                if n == 0 {
-                    break;
-                }
-                request.extend_from_slice(&buf[..n]);
-            }
-            count.fetch_add(1, Ordering::Relaxed);
-            drop(socket);
-        }
-    });
-    (addr, requests)
-}
-
 #[tokio::test]
 async fn a_connection_closed_before_the_answer_repeats_a_get_not_a_post() {
-    let (addr, requests) = close_after_reading().await;
+    let (addr, requests) = read_then_drop(false).await;
     let service = tower::ServiceBuilder::new()
         .layer(RetryLayer::http(&quick()))
         .map_err(BoxError::from)
