@@ -52,13 +52,13 @@
 //!
 //! | where the call is made | use | feature |
 //! |---|---|---|
-//! | a function you write | `#[retry(..)]` above it | (`tokio` for `async fn`) |
-//! | a closure, one call site | `backstop::call(&policy, \|\| ..)`, `call_async`, `call_async_with` | (`tokio` for async) |
-//! | a closure, with a budget, breaker, classifiers or hooks | `Retry::new(&policy).breaker(..).when(..).call_async(..)` | (`tokio` for async) |
-//! | a tower stack (hyper, any `Service`) | `tower::RetryLayer::http(&policy)`, `RetryLayer::new(&policy)` | `tower` |
-//! | reqwest | `#[retry]` with `reqwest::within_attempt(..).send()` and `when_ok = response_verdict` | `reqwest` |
-//! | a reqwest-middleware client | `reqwest_middleware::RetryMiddleware::new(&policy)` | `reqwest-middleware` |
-//! | a tonic client on a `Channel` | `tower::RetryLayer::http(&policy)` (and `Classify` for `tonic::Status`) | `tonic` |
+//! | a function you write | `#[retry(..)]` above it | (async: a timer, `tokio` by default) |
+//! | a closure, one call site | `backstop::call(&policy, \|\| ..)`, `backstop::call_async`, `backstop::call_async_with` | (async: a timer) |
+//! | a closure, with a budget, breaker, classifiers or hooks | `backstop::Retry::new(&policy).breaker(..).when(..).call_async(..)` | (async: a timer) |
+//! | a tower stack (hyper, any `Service`) | `backstop::tower::RetryLayer::http(&policy)`, `backstop::tower::RetryLayer::new(&policy)` | `tower` |
+//! | reqwest | `#[retry]` with `backstop::reqwest::within_attempt(..).send()` and `when_ok = response_verdict` | `reqwest` |
+//! | a reqwest-middleware client | `backstop::reqwest_middleware::RetryMiddleware::new(&policy)` | `reqwest-middleware` |
+//! | a tonic client | `backstop::tower::RetryLayer::http(&policy)` on its `Channel`, or `#[retry]` with `backstop::tonic::within_attempt(request)` (`Classify` for `tonic::Status`) | `tonic` |
 //!
 //! Each keeps the same guarantees: the deadline, the throttle, the
 //! classification, the context inside attempts.

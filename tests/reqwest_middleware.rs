@@ -251,3 +251,53 @@ async fn a_throttle_is_shared_with_retry_functions() {
         "the middleware drained the shared throttle"
     );
 }
+
+#[tokio::test]
+async fn a_request_timeout_longer_than_the_time_left_shrinks_and_reports_a_timeout() {
+    let (url, keys) = serve(vec![(0, ""), (0, "")]).await;
+    let policy = quick().deadline(Some(Duration::from_millis(150)));
+    let error = client(RetryMiddleware::new(&policy))
+        .get(&url)
+        .timeout(Duration::from_secs(10))
+        .send()
+        .await
+        .unwrap_err();
+    assert!(
+        error.is_timeout(),
+        "reqwest's own timeout, shrunk: {error:?}"
+    );
+    assert_eq!(keys.lock().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn a_policys_attempt_timeout_applies() {
+    let (url, keys) = serve(vec![(0, ""), (0, ""), (200, "")]).await;
+    let policy = quick()
+        .attempt_timeout(Some(Duration::from_millis(100)))
+        .deadline(Some(Duration::from_secs(5)));
+    let started = std::time::Instant::now();
+    let response = client(RetryMiddleware::new(&policy))
+        .get(&url)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(keys.lock().unwrap().len(), 3);
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn the_added_key_goes_only_on_requests_not_idempotent_by_their_method() {
+    let (url, keys) = serve(vec![(503, ""), (200, "")]).await;
+    let middleware = RetryMiddleware::new(&quick())
+        .add_idempotency_key()
+        .when(|e| e.is_connect() || e.is_timeout())
+        .on_retry(|e| assert_eq!(e.attempt(), 1));
+    let response = client(middleware).get(&url).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(*keys.lock().unwrap(), [None, None], "a GET needs no key");
+}

@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use backstop::tower::{ReplayBody, RetryLayer};
+use backstop::tower::{HttpBodies, ReplayBody, RetryLayer, TransportErrors};
 use backstop::{Classify, Policy, Verdict};
 use bytes::{Buf, BufMut};
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -57,6 +57,21 @@ impl Decoder for Utf8 {
     }
 }
 
+/// `Say(message)` through a tonic client on a plain `Channel`.
+async fn say_plain(addr: SocketAddr, request: tonic::Request<String>) -> Result<String, Status> {
+    let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .map_err(|e| Status::unavailable(e.to_string()))?;
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready()
+        .await
+        .map_err(|e| Status::unknown(e.to_string()))?;
+    let path = http::uri::PathAndQuery::from_static("/test.Echo/Say");
+    Ok(grpc.unary(request, path, Utf8).await?.into_inner())
+}
+
 /// What the server saw of each call: its message and its `grpc-timeout`.
 type Seen = Arc<Mutex<Vec<(String, Option<String>)>>>;
 
@@ -70,7 +85,9 @@ struct Scripted {
 
 impl tonic::server::UnaryService<String> for Scripted {
     type Response = String;
-    type Future = std::future::Ready<Result<tonic::Response<String>, Status>>;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<tonic::Response<String>, Status>> + Send>,
+    >;
     fn call(&mut self, request: tonic::Request<String>) -> Self::Future {
         let timeout = request
             .metadata()
@@ -79,9 +96,13 @@ impl tonic::server::UnaryService<String> for Scripted {
         let message = request.into_inner();
         self.seen.lock().unwrap().push((message.clone(), timeout));
         let next = self.script.lock().unwrap().pop_front();
-        std::future::ready(match next {
-            Some(status) => Err(status),
-            None => Ok(tonic::Response::new(format!("echo {message}"))),
+        Box::pin(async move {
+            match next {
+                // (A status whose message is "hang" never answers.)
+                Some(status) if status.message() == "hang" => std::future::pending().await,
+                Some(status) => Err(status),
+                None => Ok(tonic::Response::new(format!("echo {message}"))),
+            }
         })
     }
 }
@@ -125,13 +146,27 @@ fn quick() -> Policy {
 
 /// `Say(message)` through a tonic client on a `Channel` behind the layer.
 async fn say(addr: SocketAddr, policy: &Policy, message: &str) -> Result<String, Status> {
+    say_with(
+        addr,
+        RetryLayer::http(policy),
+        tonic::Request::new(message.to_owned()),
+    )
+    .await
+}
+
+/// A request through a tonic client on a `Channel` behind `layer`.
+async fn say_with(
+    addr: SocketAddr,
+    layer: RetryLayer<HttpBodies, TransportErrors, backstop::ByClassify>,
+    request: tonic::Request<String>,
+) -> Result<String, Status> {
     let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
         .unwrap()
         .connect()
         .await
         .unwrap();
     let service = tower::ServiceBuilder::new()
-        .layer(RetryLayer::http(policy))
+        .layer(layer)
         .map_request(|request: http::Request<ReplayBody<Body>>| request.map(Body::new))
         .map_err(BoxError::from)
         .service(channel);
@@ -140,10 +175,7 @@ async fn say(addr: SocketAddr, policy: &Policy, message: &str) -> Result<String,
         .await
         .map_err(|e| Status::unknown(e.to_string()))?;
     let path = http::uri::PathAndQuery::from_static("/test.Echo/Say");
-    let response = grpc
-        .unary(tonic::Request::new(message.to_owned()), path, Utf8)
-        .await?;
-    Ok(response.into_inner())
+    Ok(grpc.unary(request, path, Utf8).await?.into_inner())
 }
 
 #[tokio::test]
@@ -217,21 +249,68 @@ async fn deadline_exceeded_is_retried_only_for_an_idempotent_call() {
     assert_eq!(seen.lock().unwrap().len(), 2);
 }
 
-#[tokio::test]
-async fn each_attempts_grpc_timeout_is_the_time_left() {
-    let (addr, seen) = serve(vec![Status::unavailable("draining")]).await;
-    let policy = quick().deadline(Some(Duration::from_secs(5)));
-    assert_eq!(say(addr, &policy, "hi").await.unwrap(), "echo hi");
+/// Each timeout the server saw, in microseconds.
+fn micros(seen: &Seen) -> Vec<Option<u64>> {
     let seen = seen.lock().unwrap();
-    assert_eq!(seen.len(), 2);
-    for (_, timeout) in seen.iter() {
-        let timeout = timeout.as_deref().expect("a grpc-timeout on every attempt");
-        let micros: u64 = timeout
-            .strip_suffix('u')
-            .expect("in microseconds")
-            .parse()
-            .unwrap();
-        assert!((4_000_000..=5_000_000).contains(&micros), "{timeout}");
+    seen.iter()
+        .map(|(_, timeout)| {
+            let timeout = timeout.as_deref()?;
+            Some(
+                timeout
+                    .strip_suffix('u')
+                    .expect("in microseconds")
+                    .parse()
+                    .unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_grpc_timeout_shrinks_to_the_time_left_and_none_is_added_unless_asked() {
+    let policy = quick().deadline(Some(Duration::from_secs(5)));
+    // None added: a stream on the same channel must not end at the deadline.
+    let (addr, seen) = serve(vec![Status::unavailable("draining")]).await;
+    let request = tonic::Request::new("hi".to_owned());
+    assert_eq!(
+        say_with(addr, RetryLayer::http(&policy), request)
+            .await
+            .unwrap(),
+        "echo hi"
+    );
+    assert_eq!(micros(&seen), [None, None]);
+
+    // One of the request's own, longer than the time left, shrinks to it.
+    let (addr, seen) = serve(vec![Status::unavailable("draining")]).await;
+    let mut request = tonic::Request::new("hi".to_owned());
+    request.set_timeout(Duration::from_secs(60));
+    assert_eq!(
+        say_with(addr, RetryLayer::http(&policy), request)
+            .await
+            .unwrap(),
+        "echo hi"
+    );
+    let timeouts = micros(&seen);
+    assert_eq!(timeouts.len(), 2);
+    for timeout in timeouts {
+        assert!(
+            (4_000_000..=5_000_000).contains(&timeout.unwrap()),
+            "{timeout:?}"
+        );
+    }
+
+    // Asked: every attempt carries the time left.
+    let (addr, seen) = serve(vec![Status::unavailable("draining")]).await;
+    let request = tonic::Request::new("hi".to_owned());
+    let layer = RetryLayer::http(&policy).grpc_deadline();
+    assert_eq!(say_with(addr, layer, request).await.unwrap(), "echo hi");
+    let timeouts = micros(&seen);
+    assert_eq!(timeouts.len(), 2);
+    for timeout in timeouts {
+        assert!(
+            (4_000_000..=5_000_000).contains(&timeout.unwrap()),
+            "{timeout:?}"
+        );
     }
 }
 
@@ -258,4 +337,35 @@ async fn the_layer_on_a_channel_makes_a_tonic_client_service() {
             Ok::<_, BoxError>(http::Response::new(Body::empty()))
         },
     ));
+}
+
+#[backstop::retry(attempts = 3, base = 1ms, deadline = 5s, idempotent)]
+async fn say_idempotent(addr: SocketAddr) -> Result<String, Status> {
+    let mut request = tonic::Request::new("hi".to_owned());
+    request.set_timeout(Duration::from_millis(100));
+    say_plain(addr, backstop::tonic::within_attempt(request)).await
+}
+
+#[backstop::retry(attempts = 3, base = 1ms, deadline = 5s, idempotent, attempt_timeout = 100ms)]
+async fn say_within_100ms(addr: SocketAddr) -> Result<String, Status> {
+    say_plain(addr, tonic::Request::new("hi".to_owned())).await
+}
+
+#[tokio::test]
+async fn a_retry_fn_retries_tonics_own_timeout_and_takes_an_attempt_timeout() {
+    let (addr, seen) = serve(vec![Status::unknown("hang")]).await;
+    assert_eq!(say_idempotent(addr).await.unwrap(), "echo hi");
+    assert_eq!(
+        seen.lock().unwrap().len(),
+        2,
+        "tonic's timeout, retried as ambiguous"
+    );
+
+    let (addr, seen) = serve(vec![Status::unknown("hang")]).await;
+    assert_eq!(say_within_100ms(addr).await.unwrap(), "echo hi");
+    assert_eq!(
+        seen.lock().unwrap().len(),
+        2,
+        "the attempt timeout, as a DEADLINE_EXCEEDED status"
+    );
 }

@@ -202,6 +202,10 @@ fn known(error: &(dyn Error + 'static)) -> Option<Verdict> {
     if let Some(status) = error.downcast_ref::<::tonic::Status>() {
         return Some(status.classify());
     }
+    #[cfg(feature = "tonic")]
+    if error.is::<::tonic::TimeoutExpired>() {
+        return Some(Verdict::RetryIfIdempotent);
+    }
     #[cfg(feature = "reqwest")]
     if let Some(reqwest) = error.downcast_ref::<::reqwest::Error>() {
         return Some(reqwest.classify());

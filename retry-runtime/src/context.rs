@@ -507,8 +507,9 @@ pub fn deadline_sync<R>(limit: Duration, f: impl FnOnce() -> R) -> R {
 
 /// [`deadline_sync`]'s async twin, for a future: the deadline starts when the future is
 /// first polled, and holds around every poll of `future`, across `.await`
-/// points and worker threads. Time is read from tokio's clock (virtual
-/// when paused).
+/// points and worker threads. Time is read from the call's timer
+/// ([`RuntimeClock`](crate::timer::RuntimeClock): tokio's clock, virtual
+/// when paused, inside a tokio runtime).
 ///
 /// ```
 /// # extern crate retry_runtime as backstop;

@@ -30,10 +30,13 @@
 //!   [`add_idempotency_key`](RetryMiddleware::add_idempotency_key), every
 //!   other request gets the call's key on all its attempts, and is then
 //!   idempotent;
-//! - the time left before the deadline is each attempt's timeout: a
-//!   timeout of the request's own shrinks to it, the `Client`'s is kept,
-//!   and the wait for the response ends at the deadline whichever is
-//!   longer (a failure retried only if idempotent);
+//! - the time left before the deadline is each attempt's timeout (with
+//!   the attempt timeout, `.attempt_timeout(..)` or the policy's, if
+//!   sooner): a timeout of the request's own shrinks to it, and reqwest
+//!   reports it (`is_timeout()`); a request without one keeps the
+//!   `Client`'s, and is cut off at the time left with an
+//!   [`Error::Middleware`] holding an [`Elapsed`] (ambiguous, retried only
+//!   if idempotent);
 //! - a request whose body cannot be cloned (a stream) is sent once, and a
 //!   retryable failure of it gives up with
 //!   [`GiveUp::NotReplayable`](crate::GiveUp::NotReplayable), told to
@@ -178,7 +181,11 @@ impl<W, K, B, R, G, L, A> RetryMiddleware<W, K, B, R, G, L, A> {
     ///     .when(|e: &reqwest_middleware::Error| e.is_connect());
     /// # let _ = middleware;
     /// ```
-    pub fn when<F>(self, f: F) -> RetryMiddleware<crate::When<F>, K, B, R, G, L, A> {
+    pub fn when<F, V>(self, f: F) -> RetryMiddleware<crate::When<F>, K, B, R, G, L, A>
+    where
+        F: Fn(&Error) -> V,
+        V: Into<Verdict>,
+    {
         self.map(|layer| layer.when(f))
     }
 
@@ -192,7 +199,11 @@ impl<W, K, B, R, G, L, A> RetryMiddleware<W, K, B, R, G, L, A> {
     ///     .when_ok(|r: &reqwest::Response| r.status() == 503);
     /// # let _ = middleware;
     /// ```
-    pub fn when_ok<F>(self, f: F) -> RetryMiddleware<W, crate::When<F>, B, R, G, L, A> {
+    pub fn when_ok<F, V>(self, f: F) -> RetryMiddleware<W, crate::When<F>, B, R, G, L, A>
+    where
+        F: Fn(&reqwest::Response) -> V,
+        V: Into<Verdict>,
+    {
         self.map(|layer| layer.when_ok(f))
     }
 
@@ -218,9 +229,9 @@ impl<W, K, B, R, G, L, A> RetryMiddleware<W, K, B, R, G, L, A> {
     /// );
     /// # let _ = middleware;
     /// ```
-    pub fn on_retry<T, E, F>(self, f: F) -> RetryMiddleware<W, K, B, F, G, L, A>
+    pub fn on_retry<F>(self, f: F) -> RetryMiddleware<W, K, B, F, G, L, A>
     where
-        F: Fn(&crate::RetryEvent<'_, T, E>),
+        F: Fn(&crate::RetryEvent<'_, reqwest::Response, Error>),
     {
         self.map(|layer| layer.on_retry(f))
     }
@@ -235,9 +246,9 @@ impl<W, K, B, R, G, L, A> RetryMiddleware<W, K, B, R, G, L, A> {
     /// );
     /// # let _ = middleware;
     /// ```
-    pub fn on_give_up<T, E, F>(self, f: F) -> RetryMiddleware<W, K, B, R, F, L, A>
+    pub fn on_give_up<F>(self, f: F) -> RetryMiddleware<W, K, B, R, F, L, A>
     where
-        F: Fn(&crate::GiveUpEvent<'_, T, E>),
+        F: Fn(&crate::GiveUpEvent<'_, reqwest::Response, Error>),
     {
         self.map(|layer| layer.on_give_up(f))
     }
@@ -396,27 +407,30 @@ impl Driver for Call<'_> {
         if let Some(cx) = crate::context() {
             let key = crate::http::IDEMPOTENCY_KEY;
             if self.add_key
-                && !request.headers().contains_key(&key)
+                && !crate::http::is_idempotent_parts(request.method(), request.headers())
                 && let Ok(value) = http::HeaderValue::try_from(cx.idempotency_key().to_string())
             {
                 request.headers_mut().insert(key, value);
             }
-            // A timeout of the request's own shrinks to the time left;
-            // one of the `Client`'s, which the middleware cannot see, is
-            // never overridden (a request's own would replace it): the
-            // time left bounds the attempt from outside instead.
-            if let (Some(left), Some(own)) = (cx.remaining(), request.timeout_mut()) {
-                *own = (*own).min(left);
-            }
+        }
+        // The time left (and the attempt timeout, if any), less the timer's
+        // slack: the call returns by its deadline. A timeout of the
+        // request's own shrinks to it, so that reqwest reports the timeout
+        // (`is_timeout()`); one of the `Client`'s, which the middleware
+        // cannot see, is never overridden (a request's own would replace
+        // it): the attempt is then cut off from outside.
+        let limit = limit.filter(|limit| *limit < Duration::MAX);
+        let mut cut = limit;
+        if let (Some(limit), Some(own)) = (limit, request.timeout_mut()) {
+            *own = (*own).min(limit);
+            cut = None;
         }
         #[cfg(feature = "tracing")]
         let span = crate::tower::attempt_span(self.attempts, true);
         let send = self.next.clone().run(request, self.extensions);
         #[cfg(feature = "tracing")]
         let send = tracing::Instrument::instrument(send, span);
-        // The time left (and the attempt timeout, if any), less the
-        // timer's slack: the call returns by its deadline.
-        let Some(limit) = limit.filter(|limit| *limit < Duration::MAX) else {
+        let Some(limit) = cut else {
             return send.await;
         };
         let outcome = crate::macro_support::timeout(limit, send).await;
@@ -470,11 +484,14 @@ where
             timed_out: false,
             attempts: 0,
         };
-        // Every attempt is bounded by the time left, as its timeout.
+        // Every attempt is bounded by the time left, as its timeout, and by
+        // the attempt timeout given here or in the policy.
+        let own = layer
+            .retry
+            .attempt_limit::<Error>()
+            .filter(|limit| *limit < Duration::MAX);
         let timeout = Some(
-            layer
-                .retry
-                .attempt_limit::<Error>()
+            own.or(policy.get_attempt_timeout())
                 .unwrap_or(Duration::MAX),
         );
         let mut outcome = layer

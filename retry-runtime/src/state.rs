@@ -582,7 +582,8 @@ impl<'a, C: Clock> AttemptState<'a, C> {
 
     /// Tells the decider whether the request could be sent again: a
     /// retryable failure of one that cannot gives up with
-    /// [`GiveUp::NotReplayable`] (and spends no token).
+    /// [`GiveUp::NotReplayable`] (a windowed budget is not drawn on; a
+    /// retry throttle still counts the failure, as it counts every one).
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;

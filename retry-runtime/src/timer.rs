@@ -4,10 +4,12 @@
 //! or one of your own ([`Timer`], set with [`set_timer`], feature
 //! `custom-timer` where neither of the others is built).
 //!
-//! Which one a call uses is decided when it starts: the timer set with
-//! [`set_timer`], if any; else tokio's inside a tokio runtime; else
-//! async-io's. So a program on smol works even when another crate in the
-//! build turns the `tokio` feature on.
+//! Which one a call uses is decided when it reads the time or sleeps: the
+//! timer set with [`set_timer`], if any; else tokio's inside a tokio
+//! runtime; else async-io's. So a program on smol works even when another
+//! crate in the build turns the `tokio` feature on. (With the feature
+//! `tokio` alone, a loop that sleeps outside a tokio runtime panics with a
+//! message that names the choices.)
 //!
 //! ```
 //! # extern crate retry_runtime as backstop;
@@ -86,9 +88,10 @@ pub fn set_timer(timer: &'static dyn Timer) -> Result<(), &'static dyn Timer> {
     CUSTOM.set(timer).map_err(|_| timer)
 }
 
-/// The timer a call uses: chosen when it starts (see the
-/// [module docs](self)), then fixed for the call.
+/// The timer a call uses, chosen when its clock is read (see the
+/// [module docs](self)): a timer set with [`set_timer`] wins from then on.
 #[derive(Clone, Copy)]
+#[non_exhaustive]
 pub enum RuntimeClock {
     /// tokio's, on the runtime the call runs in (paused time included).
     #[cfg(feature = "tokio")]
@@ -146,7 +149,10 @@ impl RuntimeClock {
     pub(crate) async fn sleep(self, delay: Duration) {
         match self {
             #[cfg(feature = "tokio")]
-            Self::Tokio => tokio::time::sleep(delay).await,
+            Self::Tokio => {
+                in_tokio();
+                tokio::time::sleep(delay).await;
+            }
             #[cfg(feature = "async-io")]
             Self::AsyncIo => {
                 async_io::Timer::after(delay).await;
@@ -164,6 +170,7 @@ impl RuntimeClock {
     ) -> Result<F::Output, crate::Elapsed> {
         #[cfg(feature = "tokio")]
         if let Self::Tokio = self {
+            in_tokio();
             return tokio::time::timeout(limit, future)
                 .await
                 .map_err(|_| crate::Elapsed);
@@ -177,6 +184,15 @@ impl RuntimeClock {
             timer.as_mut().poll(cx).map(|()| Err(crate::Elapsed))
         })
         .await
+    }
+}
+
+/// A sleep on tokio's timer outside a tokio runtime: backstop's message
+/// (the choices) rather than tokio's.
+#[cfg(feature = "tokio")]
+fn in_tokio() {
+    if tokio::runtime::Handle::try_current().is_err() {
+        missing();
     }
 }
 

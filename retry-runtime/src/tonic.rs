@@ -10,8 +10,9 @@
 //!
 //! The tower layer retries the unary calls of a tonic client made on a
 //! `Channel`; gRPC requests are `POST`s, so only the statuses above that
-//! a retry can fix are retried, and each attempt's `grpc-timeout` is the
-//! time left before the deadline (if sooner than the request's own):
+//! a retry can fix are retried, and a request's `grpc-timeout` shrinks to
+//! the time left before the deadline (`.grpc_deadline()` adds one to
+//! every request, for a layer that serves unary calls only):
 //!
 //! ```no_run
 //! # extern crate retry_runtime as backstop;
@@ -47,9 +48,74 @@ use crate::classify::{Classify, Verdict};
 ///     Verdict::RetryAfter(std::time::Duration::from_millis(100))
 /// );
 /// ```
+///
+/// A status this crate made (a breaker's or an adaptive throttle's
+/// rejection, a timed-out attempt: see the `From` impls) is judged by
+/// what it holds; tonic's own client-side timeout (`CANCELLED`, "Timeout
+/// expired") is ambiguous, as any timeout is: retried for an idempotent
+/// call.
 impl Classify for ::tonic::Status {
     fn classify(&self) -> Verdict {
+        if let Some(verdict) =
+            std::error::Error::source(self).and_then(crate::classify::known_in_chain)
+        {
+            return verdict;
+        }
+        if self.code() == ::tonic::Code::Cancelled
+            && self.message() == ::tonic::TimeoutExpired(()).to_string()
+        {
+            return Verdict::RetryIfIdempotent;
+        }
         crate::http::grpc_verdict(self.code() as i32, self.metadata().as_ref())
+    }
+}
+
+/// A breaker's rejection as a status: `UNAVAILABLE` (the dependency is
+/// known to be down), holding the [`CircuitOpen`](crate::CircuitOpen), so
+/// that it classifies as final and a function returning
+/// `Result<_, tonic::Status>` can take a `breaker`.
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use backstop::{CircuitOpen, Classify, Verdict};
+/// let status = tonic::Status::from(CircuitOpen);
+/// assert_eq!(status.code(), tonic::Code::Unavailable);
+/// assert_eq!(status.classify(), Verdict::Stop);
+/// ```
+impl From<crate::CircuitOpen> for ::tonic::Status {
+    fn from(open: crate::CircuitOpen) -> Self {
+        let mut status = Self::unavailable(open.to_string());
+        status.set_source(std::sync::Arc::new(open));
+        status
+    }
+}
+
+/// An adaptive throttle's rejection as a status: `UNAVAILABLE`, holding
+/// the [`Throttled`](crate::Throttled): final.
+impl From<crate::Throttled> for ::tonic::Status {
+    fn from(shed: crate::Throttled) -> Self {
+        let mut status = Self::unavailable(shed.to_string());
+        status.set_source(std::sync::Arc::new(shed));
+        status
+    }
+}
+
+/// A timed-out attempt as a status: `DEADLINE_EXCEEDED`, holding the
+/// [`Elapsed`](crate::Elapsed), so that a function returning
+/// `Result<_, tonic::Status>` can take an `attempt_timeout`.
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use backstop::{Classify, Elapsed, Verdict};
+/// let status = tonic::Status::from(Elapsed);
+/// assert_eq!(status.code(), tonic::Code::DeadlineExceeded);
+/// assert_eq!(status.classify(), Verdict::RetryIfIdempotent);
+/// ```
+impl From<crate::Elapsed> for ::tonic::Status {
+    fn from(elapsed: crate::Elapsed) -> Self {
+        let mut status = Self::deadline_exceeded(elapsed.to_string());
+        status.set_source(std::sync::Arc::new(elapsed));
+        status
     }
 }
 

@@ -283,7 +283,26 @@ impl<W, K, B, R, G, L, A> RetryLayer<HttpBodies, W, K, B, R, G, L, A> {
     /// # let _ = never_kept;
     /// ```
     pub fn replay_limit(mut self, bytes: usize) -> Self {
-        self.requests = HttpBodies::new(bytes);
+        self.requests = self.requests.with_limit(bytes);
+        self
+    }
+
+    /// Sends the time left before the deadline as the `grpc-timeout` of
+    /// every gRPC request that has none, so that the server stops working
+    /// on an attempt nobody will wait for. For a layer that serves unary
+    /// calls only: a streaming call would be cut off at the deadline.
+    /// Without it, a `grpc-timeout` the request has (tonic's
+    /// `Request::set_timeout`, `Endpoint::timeout`) is shortened to the
+    /// time left, and none is added.
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// use backstop::{tower::RetryLayer, Policy};
+    /// let unary_only = RetryLayer::http(&Policy::new()).grpc_deadline();
+    /// # let _ = unary_only;
+    /// ```
+    pub fn grpc_deadline(mut self) -> Self {
+        self.requests.grpc_deadline = true;
         self
     }
 }

@@ -27,11 +27,20 @@ impl Sealed for HttpBodies {}
 #[derive(Clone, Copy, Debug)]
 pub struct HttpBodies {
     limit: usize,
+    /// gRPC requests without a `grpc-timeout` get the time left as theirs.
+    pub(crate) grpc_deadline: bool,
 }
 
 impl HttpBodies {
     pub(crate) const fn new(limit: usize) -> Self {
-        Self { limit }
+        Self {
+            limit,
+            grpc_deadline: false,
+        }
+    }
+
+    pub(crate) fn with_limit(self, limit: usize) -> Self {
+        Self { limit, ..self }
     }
 }
 
@@ -293,6 +302,7 @@ where
 pub struct HttpSource<B: Body> {
     parts: http::request::Parts,
     limit: usize,
+    grpc_deadline: bool,
     body: BodyState<B>,
 }
 
@@ -333,6 +343,7 @@ where
         HttpSource {
             parts,
             limit: self.limit,
+            grpc_deadline: self.grpc_deadline,
             body: BodyState::Unsent(body),
         }
     }
@@ -365,7 +376,7 @@ where
             }
         };
         let mut parts = source.parts.clone();
-        grpc_timeout(&mut parts.headers);
+        grpc_timeout(&mut parts.headers, source.grpc_deadline);
         http::Request::from_parts(parts, ReplayBody { kind })
     }
 
@@ -390,8 +401,10 @@ where
 
 /// A gRPC request's `grpc-timeout` becomes the time left before the
 /// call's deadline if that is sooner: the server then stops working on an
-/// attempt whose answer nobody would wait for.
-fn grpc_timeout(headers: &mut http::HeaderMap) {
+/// attempt whose answer nobody would wait for. A request without one gets
+/// one only if `add` (the layer serves unary calls only: a stream would be
+/// cut off at the deadline).
+fn grpc_timeout(headers: &mut http::HeaderMap, add: bool) {
     let is_grpc = headers
         .get(http::header::CONTENT_TYPE)
         .and_then(|value| value.to_str().ok())
@@ -406,7 +419,7 @@ fn grpc_timeout(headers: &mut http::HeaderMap) {
         .get("grpc-timeout")
         .and_then(|value| value.to_str().ok())
         .and_then(crate::http::parse_grpc_timeout);
-    if own.is_some_and(|own| own <= left) {
+    if own.map_or(!add, |own| own <= left) {
         return;
     }
     if let Ok(value) = http::HeaderValue::try_from(crate::http::format_grpc_timeout(left)) {
