@@ -713,3 +713,46 @@ fn each_attempt_through_the_middleware_has_a_span() {
         ]
     );
 }
+
+/// A request the layer cannot send again is a give-up of its own reason,
+/// counted like the others.
+#[cfg(feature = "tower")]
+#[test]
+fn a_request_that_cannot_be_sent_again_is_counted_as_not_replayable() {
+    use tower::{Layer, ServiceExt};
+    let _serial = serial();
+    let recorder = Recorder::default();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    metrics::with_local_recorder(&recorder, || {
+        let inner = tower::service_fn(
+            |request: http::Request<backstop::tower::ReplayBody<_>>| async move {
+                // Reads the whole body, then answers 503.
+                let _ = http_body_util::BodyExt::collect(request.into_body()).await;
+                Ok::<_, Error>(http::Response::builder().status(503).body(()).unwrap())
+            },
+        );
+        let service = backstop::tower::RetryLayer::http(&backstop::Policy::new())
+            .name("uploads")
+            .layer(inner);
+        // 65 KiB of unknown length: over the 64 KiB kept.
+        let chunks = (0..65).map(|_| {
+            Ok::<_, std::convert::Infallible>(hyper::body::Frame::data(bytes::Bytes::from(
+                vec![0u8; 1024],
+            )))
+        });
+        let body = http_body_util::StreamBody::new(futures_util::stream::iter(chunks));
+        let request = http::Request::put("/files/1").body(body).unwrap();
+        let response = runtime.block_on(service.oneshot(request)).unwrap();
+        assert_eq!(response.status(), 503);
+    });
+    let counters = counters(&recorder);
+    assert_eq!(
+        counters.get("backstop_give_ups_total{function=uploads,reason=not_replayable}"),
+        Some(&1),
+        "{counters:?}"
+    );
+}
