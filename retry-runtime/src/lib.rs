@@ -46,6 +46,8 @@ pub mod clock;
 #[cfg(feature = "serde")]
 pub mod config;
 pub mod context;
+#[cfg(not(loom))]
+pub mod hedge;
 #[cfg(feature = "http")]
 pub mod http;
 #[doc(hidden)]

@@ -10,7 +10,7 @@
 //! service.
 //!
 //! - [`RetryLayer::new`] retries any request that is `Clone`, classifying
-//!   the inner service's errors by [`Classify`](crate::Classify) and never
+//!   the inner service's errors by [`Classify`] and never
 //!   retrying an `Ok` response unless told to ([`RetryLayer::when_ok`]).
 //! - [`RetryLayer::http`] is for `http::Request<B>` whatever the body: it
 //!   keeps a body of up to 64 KiB to send again ([`ReplayBody`]; a longer
@@ -234,7 +234,7 @@ pub struct Cloned;
 
 impl RetryLayer {
     /// A layer under `policy` for requests that are `Clone`: errors are
-    /// classified by [`Classify`](crate::Classify), `Ok` responses are
+    /// classified by [`Classify`], `Ok` responses are
     /// final unless [`when_ok`](Self::when_ok) says otherwise, and an
     /// ambiguous failure is repeated only if the policy is `idempotent`.
     ///
@@ -376,7 +376,7 @@ impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
     }
 
     /// Classifies the inner service's errors with `f`, answering `bool` or
-    /// [`Verdict`](crate::Verdict).
+    /// [`Verdict`].
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
@@ -389,7 +389,7 @@ impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
     }
 
     /// Retries `Ok` responses too, when `f` says so (answering `bool` or
-    /// [`Verdict`](crate::Verdict)).
+    /// [`Verdict`]).
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;

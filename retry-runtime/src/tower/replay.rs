@@ -44,7 +44,7 @@ impl HttpBodies {
     }
 }
 
-/// The body of a request sent through [`RetryLayer::http`]: the body kept
+/// The body of a request sent through [`RetryLayer::http`](super::RetryLayer::http): the body kept
 /// from the first attempt, or the original streamed (and kept as it goes,
 /// up to the limit).
 ///

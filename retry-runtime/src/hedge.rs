@@ -1,0 +1,302 @@
+//! The adaptive delay of hedged attempts: a percentile of a function's
+//! recent latencies, estimated lock-free in bounded memory.
+//!
+//! A hedge is a second copy of a slow attempt, sent after a delay; sent
+//! after the 95th percentile of recent latencies, it goes out for about one
+//! call in twenty and cuts the tail that the slowest calls make. The
+//! delay must follow the dependency as it changes, cost a call almost
+//! nothing to keep, and never hedge on too little evidence:
+//! [`LatencyPercentile`] is that estimate. (Hedged attempts themselves are
+//! not built yet; this is the estimate they will use.)
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicU32, AtomicU64};
+use std::time::{Duration, Instant};
+
+use crate::clock::Anchor;
+
+/// Sub-buckets per power of two: a latency lands in a bucket at most
+/// 1/16 (6.25%) wider than itself.
+const SUB: u64 = 16;
+/// Powers of two covered above the exact range: microseconds up to 2^40
+/// (about twelve days); longer latencies count in the last bucket.
+const POWERS: u64 = 37;
+/// Buckets: 0..16 µs exactly, then 16 per power of two.
+const BUCKETS: usize = (SUB + POWERS * SUB) as usize;
+/// Slots of the rotating window: each holds a quarter of it.
+const SLOTS: usize = 4;
+/// Samples a window needs before it gives an estimate.
+const MIN_SAMPLES: u64 = 100;
+/// Cached estimates are recomputed this many times per window.
+const REFRESHES: u64 = 16;
+/// No estimate.
+const NONE: u64 = u64::MAX;
+
+/// A percentile of recent latencies (say the 95th), estimated over a
+/// rotating window: lock-free (recording a latency is one atomic add, and
+/// a read of the slot's tag), in bounded memory (a log-linear histogram per
+/// quarter of the window, within 6.25% of the true value), following
+/// change within a window, and giving no estimate until the window holds
+/// at least 100 latencies.
+///
+/// `const`: a `static` per function or dependency.
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use std::time::{Duration, Instant};
+/// use backstop::hedge::LatencyPercentile;
+///
+/// static USERS_API: LatencyPercentile = LatencyPercentile::new(0.95, Duration::from_secs(10));
+///
+/// let now = Instant::now();
+/// assert_eq!(USERS_API.estimate(now), None, "no evidence yet");
+/// for ms in 1..=200 {
+///     USERS_API.record(Duration::from_millis(ms), now);
+/// }
+/// let p95 = USERS_API.estimate(now).unwrap();
+/// assert!(p95 >= Duration::from_millis(190) && p95 <= Duration::from_millis(203), "{p95:?}");
+/// ```
+pub struct LatencyPercentile {
+    quantile: f64,
+    /// A quarter of the window, in nanoseconds.
+    slot_nanos: u64,
+    anchor: Anchor,
+    /// Each quarter's epoch (the quarter it counts, plus one: 0 is none).
+    tags: [AtomicU64; SLOTS],
+    counts: [[AtomicU32; BUCKETS]; SLOTS],
+    /// The last estimate (microseconds, or `NONE`) and the refresh it was
+    /// made in: `refresh << 32 | min(estimate, u32::MAX - 1)`.
+    cache: AtomicU64,
+}
+
+impl std::fmt::Debug for LatencyPercentile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LatencyPercentile")
+            .field("quantile", &self.quantile)
+            .field("window", &self.window())
+            .finish_non_exhaustive()
+    }
+}
+
+impl LatencyPercentile {
+    /// The `quantile` (in `(0, 1)`: `0.95` for the 95th percentile) of the
+    /// latencies recorded over the last `window` (at least four
+    /// microseconds; ten seconds is a good start).
+    ///
+    /// # Panics
+    ///
+    /// If `quantile` is not strictly between 0 and 1, or `window` is under
+    /// four microseconds: a compile error in a `static`.
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// use std::time::Duration;
+    /// use backstop::hedge::LatencyPercentile;
+    /// static P99: LatencyPercentile = LatencyPercentile::new(0.99, Duration::from_secs(30));
+    /// assert_eq!(P99.quantile(), 0.99);
+    /// ```
+    pub const fn new(quantile: f64, window: Duration) -> Self {
+        assert!(
+            quantile > 0.0 && quantile < 1.0,
+            "a quantile is strictly between 0 and 1"
+        );
+        let nanos = window.as_nanos();
+        assert!(nanos >= 4_000, "a window of at least four microseconds");
+        let slot_nanos = if nanos / 4 > u64::MAX as u128 {
+            u64::MAX
+        } else {
+            (nanos / 4) as u64
+        };
+        Self {
+            quantile,
+            slot_nanos,
+            anchor: Anchor::new(),
+            tags: [const { AtomicU64::new(0) }; SLOTS],
+            counts: [const { [const { AtomicU32::new(0) }; BUCKETS] }; SLOTS],
+            cache: AtomicU64::new(NONE),
+        }
+    }
+
+    /// The quantile estimated.
+    pub const fn quantile(&self) -> f64 {
+        self.quantile
+    }
+
+    /// The window the estimate is made over.
+    pub const fn window(&self) -> Duration {
+        Duration::from_nanos(self.slot_nanos.saturating_mul(4))
+    }
+
+    /// The quarter of the window `now` falls in.
+    fn epoch(&self, now: Instant) -> u64 {
+        self.anchor.nanos(now) / self.slot_nanos
+    }
+
+    /// Counts `latency`, observed at `now`.
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// # use std::time::{Duration, Instant};
+    /// # use backstop::hedge::LatencyPercentile;
+    /// let p50 = LatencyPercentile::new(0.5, Duration::from_secs(10));
+    /// p50.record(Duration::from_millis(20), Instant::now());
+    /// assert_eq!(p50.samples(Instant::now()), 1);
+    /// ```
+    pub fn record(&self, latency: Duration, now: Instant) {
+        let epoch = self.epoch(now);
+        let slot = (epoch % SLOTS as u64) as usize;
+        let tag = epoch + 1;
+        let current = self.tags[slot].load(Relaxed);
+        if current != tag {
+            // A quarter from an older round: start it over. Two callers may
+            // both clear it, and a latency counted meanwhile may be lost:
+            // an estimate can miss a few samples, never count one twice.
+            if current < tag
+                && self.tags[slot]
+                    .compare_exchange(current, tag, Relaxed, Relaxed)
+                    .is_ok()
+            {
+                for count in &self.counts[slot] {
+                    count.store(0, Relaxed);
+                }
+            } else if self.tags[slot].load(Relaxed) != tag {
+                // A caller whose clock is behind the quarter's: not counted.
+                return;
+            }
+        }
+        self.counts[slot][bucket(latency)].fetch_add(1, Relaxed);
+    }
+
+    /// Latencies counted in the window ending at `now`.
+    pub fn samples(&self, now: Instant) -> u64 {
+        let epoch = self.epoch(now);
+        (0..SLOTS)
+            .filter(|&slot| self.live(slot, epoch))
+            .map(|slot| {
+                self.counts[slot]
+                    .iter()
+                    .map(|c| u64::from(c.load(Relaxed)))
+                    .sum::<u64>()
+            })
+            .sum()
+    }
+
+    /// Whether `slot` counts a quarter of the window ending in `epoch`.
+    fn live(&self, slot: usize, epoch: u64) -> bool {
+        let tag = self.tags[slot].load(Relaxed);
+        tag != 0 && tag <= epoch + 1 && epoch + 1 - tag < SLOTS as u64
+    }
+
+    /// The estimate at `now`: the quantile of the latencies of the window
+    /// ending then, rounded up to its bucket's end (at most 6.25% above);
+    /// `None` with fewer than 100 of them. An estimate is kept for a
+    /// sixteenth of the window between two computations.
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// # use std::time::{Duration, Instant};
+    /// # use backstop::hedge::LatencyPercentile;
+    /// let p90 = LatencyPercentile::new(0.9, Duration::from_secs(10));
+    /// let now = Instant::now();
+    /// for _ in 0..99 {
+    ///     p90.record(Duration::from_millis(5), now);
+    /// }
+    /// assert_eq!(p90.estimate(now), None, "99 latencies are not enough");
+    /// ```
+    pub fn estimate(&self, now: Instant) -> Option<Duration> {
+        let nanos = self.anchor.nanos(now);
+        let refresh = nanos / (self.slot_nanos.saturating_mul(SLOTS as u64) / REFRESHES).max(1);
+        let refresh = refresh & u64::from(u32::MAX);
+        let cached = self.cache.load(Relaxed);
+        if cached != NONE && cached >> 32 == refresh {
+            return decode(cached & u64::from(u32::MAX));
+        }
+        let micros = self.compute(now);
+        // No estimate is not kept: the evidence that would make one may
+        // arrive any moment (and while there is little, a computation
+        // costs little).
+        if micros != u64::from(u32::MAX) {
+            self.cache.store(refresh << 32 | micros, Relaxed);
+        }
+        decode(micros)
+    }
+
+    /// The quantile now, in microseconds, or `u32::MAX` for none.
+    fn compute(&self, now: Instant) -> u64 {
+        let epoch = self.epoch(now);
+        let mut totals = [0u64; BUCKETS];
+        for slot in (0..SLOTS).filter(|&slot| self.live(slot, epoch)) {
+            for (total, count) in totals.iter_mut().zip(&self.counts[slot]) {
+                *total += u64::from(count.load(Relaxed));
+            }
+        }
+        let samples: u64 = totals.iter().sum();
+        if samples < MIN_SAMPLES {
+            return u64::from(u32::MAX);
+        }
+        // The smallest bucket whose running count reaches the quantile's
+        // share of the samples.
+        let rank = (self.quantile * samples as f64).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (index, total) in totals.iter().enumerate() {
+            seen += total;
+            if seen >= rank {
+                return upper(index).min(u64::from(u32::MAX) - 1);
+            }
+        }
+        upper(BUCKETS - 1).min(u64::from(u32::MAX) - 1)
+    }
+}
+
+/// A cached estimate, in microseconds (`u32::MAX`: none).
+fn decode(micros: u64) -> Option<Duration> {
+    (micros != u64::from(u32::MAX)).then(|| Duration::from_micros(micros))
+}
+
+/// The bucket of a latency: exact below 16 µs, then 16 per power of two.
+fn bucket(latency: Duration) -> usize {
+    let micros = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
+    if micros < SUB {
+        return micros as usize;
+    }
+    let power = u64::from(micros.ilog2()); // 4..=63
+    let shift = power - 4;
+    if shift >= POWERS {
+        return BUCKETS - 1;
+    }
+    let sub = (micros >> shift) & (SUB - 1);
+    (SUB + shift * SUB + sub) as usize
+}
+
+/// The largest latency, in microseconds, that falls in `index`.
+fn upper(index: usize) -> u64 {
+    let index = index as u64;
+    if index < SUB {
+        return index;
+    }
+    let shift = (index - SUB) / SUB;
+    let sub = (index - SUB) % SUB;
+    ((SUB + sub) << shift) + (1 << shift) - 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bucket_holds_latencies_within_a_sixteenth_of_its_end() {
+        for micros in (0..100_000u64).chain([u64::from(u32::MAX), 1 << 39, (1 << 40) - 1]) {
+            let index = bucket(Duration::from_micros(micros));
+            let end = upper(index);
+            assert!(end >= micros, "{micros} in bucket {index} ending at {end}");
+            assert!(
+                end - micros <= micros / 16 + 1,
+                "{micros}: bucket ends at {end}"
+            );
+            if index > 0 {
+                assert!(upper(index - 1) < micros, "{micros}: in the bucket before");
+            }
+        }
+        assert_eq!(bucket(Duration::MAX), BUCKETS - 1);
+    }
+}
