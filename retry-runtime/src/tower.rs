@@ -85,8 +85,9 @@ pub const DEFAULT_REPLAY_LIMIT: usize = 64 * 1024;
 ///
 /// Readiness is tower's: [`poll_ready`](Service::poll_ready) is the inner
 /// service's, the first attempt uses the service made ready, and each
-/// retry waits for a clone of it to be ready again (within the attempt's
-/// time). The error type is the inner service's: a breaker, an adaptive
+/// retry waits for that service to be ready again, until the deadline at
+/// most (then the call gives up with its last outcome); a readiness error
+/// ends the call with that error. The error type is the inner service's: a breaker, an adaptive
 /// throttle or an attempt timeout needs it to hold their errors
 /// (`From<CircuitOpen>`, `From<Throttled>`, `From<Elapsed>`), as
 /// `Box<dyn Error + Send + Sync>` does.
