@@ -87,8 +87,9 @@ pub const DEFAULT_REPLAY_LIMIT: usize = 64 * 1024;
 /// service's, the first attempt uses the service made ready, and each
 /// retry waits for that service to be ready again, until the deadline at
 /// most (then the call gives up with its last outcome); a readiness error
-/// ends the call with that error. The error type is the inner service's: a breaker, an adaptive
-/// throttle or an attempt timeout needs it to hold their errors
+/// ends the call with that error. The error type is the inner service's:
+/// a breaker, an adaptive throttle or an attempt timeout needs it to hold
+/// their errors
 /// (`From<CircuitOpen>`, `From<Throttled>`, `From<Elapsed>`), as
 /// `Box<dyn Error + Send + Sync>` does.
 #[must_use = "a layer does nothing until it wraps a service"]
