@@ -89,9 +89,8 @@ pub const DEFAULT_REPLAY_LIMIT: usize = 64 * 1024;
 /// most (then the call gives up with its last outcome); a readiness error
 /// ends the call with that error. The error type is the inner service's:
 /// a breaker, an adaptive throttle or an attempt timeout needs it to hold
-/// their errors
-/// (`From<CircuitOpen>`, `From<Throttled>`, `From<Elapsed>`), as
-/// `Box<dyn Error + Send + Sync>` does.
+/// their errors (`From<CircuitOpen>`, `From<Throttled>`, `From<Elapsed>`),
+/// as `Box<dyn Error + Send + Sync>` does.
 #[must_use = "a layer does nothing until it wraps a service"]
 pub struct RetryLayer<
     P = Cloned,
