@@ -9,27 +9,11 @@
 //! found there.
 //!
 //! The tower layer retries the unary calls of a tonic client made on a
-//! `Channel`; gRPC requests are `POST`s, so only the statuses above that
-//! a retry can fix are retried, and a request's `grpc-timeout` shrinks to
+//! `Channel` (see the crate's documentation of this module for the
+//! stack); gRPC requests are `POST`s, so only the statuses above that a
+//! retry can fix are retried, and a request's `grpc-timeout` shrinks to
 //! the time left before the deadline (`.grpc_deadline()` adds one to
-//! every request, for a layer that serves unary calls only):
-//!
-//! ```no_run
-//! # extern crate retry_runtime as backstop;
-//! use backstop::{tower::{ReplayBody, RetryLayer}, Policy};
-//! use tonic::body::Body;
-//!
-//! # async fn run(channel: tonic::transport::Channel) {
-//! type BoxError = Box<dyn std::error::Error + Send + Sync>;
-//! let policy = Policy::new().deadline(Some(std::time::Duration::from_secs(5)));
-//! let service = tower::ServiceBuilder::new()
-//!     .layer(RetryLayer::http(&policy))
-//!     .map_request(|request: http::Request<ReplayBody<Body>>| request.map(Body::new))
-//!     .map_err(|e: tonic::transport::Error| BoxError::from(e))
-//!     .service(channel);
-//! // `GreeterClient::new(service)`, or `tonic::client::Grpc::new(service)`.
-//! # let _ = service; }
-//! ```
+//! every request, for a layer that serves unary calls only).
 
 use crate::classify::{Classify, Verdict};
 
