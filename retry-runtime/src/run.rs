@@ -1111,6 +1111,47 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
             .await
     }
 
+    /// After an async attempt: classifies `outcome` (ambiguous if it was
+    /// cut off), decides, and tells the hooks. `Some(delay)`: sleep, then
+    /// attempt again; `None`: return the outcome.
+    #[cfg(feature = "async")]
+    fn after_attempt<T, E, C: crate::clock::Clock>(
+        &self,
+        state: &mut AttemptState<'a, C>,
+        outcome: &Result<T, E>,
+        notes: Attempted,
+    ) -> Option<Duration>
+    where
+        W: Classifier<E>,
+        K: Classifier<T>,
+        R: OnRetry<T, E>,
+        G: OnGiveUp<T, E>,
+    {
+        state.set_replayable(notes.replayable);
+        let verdict = if notes.timed_out {
+            Some(crate::classify::Verdict::RetryIfIdempotent)
+        } else {
+            crate::macro_support::verdict_when_both(
+                outcome,
+                |error| self.when.verdict(error),
+                |ok| self.when_ok.verdict(ok),
+            )
+        };
+        match state.decide(verdict) {
+            Decision::Retry(delay) => {
+                self.before_sleep
+                    .on_retry(&state.retry_event(outcome.as_ref(), delay));
+                Some(delay)
+            }
+            Decision::GiveUp(reason) => {
+                self.at_give_up
+                    .on_give_up(&state.give_up_event(outcome.as_ref(), reason));
+                None
+            }
+            Decision::Return => None,
+        }
+    }
+
     /// The loop of the tower layer and the reqwest middleware: as
     /// [`run_async`](Self::run_async), but the last outcome is kept through
     /// the sleep (their outcomes are `Send`), so that a retry that cannot
@@ -1141,28 +1182,9 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
         loop {
             let limit = timeout.map(|timeout| state.attempt_limit(timeout));
             let outcome = state.run_attempt_async(driver.attempt(limit)).await;
-            let notes = driver.attempted();
-            state.set_replayable(notes.replayable);
-            let verdict = if notes.timed_out {
-                Some(crate::classify::Verdict::RetryIfIdempotent)
-            } else {
-                crate::macro_support::verdict_when_both(
-                    &outcome,
-                    |error| self.when.verdict(error),
-                    |ok| self.when_ok.verdict(ok),
-                )
+            let Some(delay) = self.after_attempt(&mut state, &outcome, driver.attempted()) else {
+                return outcome;
             };
-            let delay = match state.decide(verdict) {
-                Decision::Retry(delay) => delay,
-                Decision::GiveUp(reason) => {
-                    self.at_give_up
-                        .on_give_up(&state.give_up_event(outcome.as_ref(), reason));
-                    return outcome;
-                }
-                Decision::Return => return outcome,
-            };
-            self.before_sleep
-                .on_retry(&state.retry_event(outcome.as_ref(), delay));
             crate::macro_support::sleep_async(delay).await;
             let mut reason = state.may_resume().err();
             if reason.is_none() {
@@ -1234,29 +1256,9 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
                 let limit = timeout.map(|timeout| state.attempt_limit(timeout));
                 let (back, outcome) = state.run_attempt_async(op(value, limit)).await;
                 value = back;
-                let notes = attempted(&value);
-                state.set_replayable(notes.replayable);
-                let verdict = if notes.timed_out {
-                    Some(crate::classify::Verdict::RetryIfIdempotent)
-                } else {
-                    crate::macro_support::verdict_when_both(
-                        &outcome,
-                        |error| self.when.verdict(error),
-                        |ok| self.when_ok.verdict(ok),
-                    )
-                };
-                match state.decide(verdict) {
-                    Decision::Retry(delay) => {
-                        self.before_sleep
-                            .on_retry(&state.retry_event(outcome.as_ref(), delay));
-                        delay
-                    }
-                    Decision::GiveUp(reason) => {
-                        self.at_give_up
-                            .on_give_up(&state.give_up_event(outcome.as_ref(), reason));
-                        return (value, outcome);
-                    }
-                    Decision::Return => return (value, outcome),
+                match self.after_attempt(&mut state, &outcome, attempted(&value)) {
+                    Some(delay) => delay,
+                    None => return (value, outcome),
                 }
             };
             crate::macro_support::sleep_async(delay).await;
