@@ -23,6 +23,8 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpListener;
 use tower::{Layer, ServiceExt, service_fn};
 
+mod support;
+
 type BoxError = Box<dyn StdError + Send + Sync>;
 
 /// What the server saw of one request: its method, its body, and its
@@ -547,7 +549,6 @@ fn the_layers_future_is_send_for_a_send_service() {
 /// closed before message completed"): the request was written, and may
 /// have been acted on.
 async fn read_then_drop(reset: bool) -> (SocketAddr, Arc<AtomicU32>) {
-    use tokio::io::AsyncReadExt;
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let requests = Arc::new(AtomicU32::new(0));
@@ -555,15 +556,7 @@ async fn read_then_drop(reset: bool) -> (SocketAddr, Arc<AtomicU32>) {
     tokio::spawn(async move {
         loop {
             let (mut socket, _) = listener.accept().await.unwrap();
-            let mut request = Vec::new();
-            let mut buf = [0u8; 1024];
-            while !request.windows(4).any(|w| w == b"\r\n\r\n") {
-                let n = socket.read(&mut buf).await.unwrap();
-                if n == 0 {
-                    break;
-                }
-                request.extend_from_slice(&buf[..n]);
-            }
+            support::read_head(&mut socket).await;
             count.fetch_add(1, Ordering::Relaxed);
             if reset {
                 socket.set_zero_linger().unwrap();
@@ -605,8 +598,12 @@ async fn a_connection_reset_after_the_request_was_written_repeats_a_get_not_a_po
     assert_eq!(requests.load(Ordering::Relaxed), 1 + 3, "a GET is repeated");
 }
 
-#[tokio::test]
-async fn a_refused_connection_is_retried_even_for_a_post() {
+/// How many times a request to a port where nothing listens is retried.
+async fn retries_to_a_closed_port<B>(request: impl FnOnce(SocketAddr) -> Request<B>) -> u32
+where
+    B: hyper::body::Body<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: Into<BoxError> + Send,
+{
     // A port with nothing listening: bound, then closed.
     let addr = TcpListener::bind("127.0.0.1:0")
         .await
@@ -623,12 +620,14 @@ async fn a_refused_connection_is_retried_even_for_a_post() {
         ))
         .map_err(BoxError::from)
         .service(client());
-    let _ = service.oneshot(post(addr, "{}")).await.unwrap_err();
-    assert_eq!(
-        attempts.load(Ordering::Relaxed),
-        2,
-        "nothing was sent: retried"
-    );
+    let _ = service.oneshot(request(addr)).await.unwrap_err();
+    attempts.load(Ordering::Relaxed)
+}
+
+#[tokio::test]
+async fn a_refused_connection_is_retried_even_for_a_post() {
+    let retries = retries_to_a_closed_port(|addr| post(addr, "{}")).await;
+    assert_eq!(retries, 2, "nothing was sent: retried");
 }
 
 static SHARED_ADAPTIVE: backstop::AdaptiveThrottle = backstop::AdaptiveThrottle::standard();
@@ -802,30 +801,13 @@ async fn a_small_streamed_body_a_server_did_not_read_is_sent_again_whole() {
 
 #[tokio::test]
 async fn a_small_streamed_post_to_a_refused_port_is_retried() {
-    let addr = TcpListener::bind("127.0.0.1:0")
-        .await
-        .unwrap()
-        .local_addr()
-        .unwrap();
-    let attempts = Arc::new(AtomicU32::new(0));
-    let seen = attempts.clone();
-    let service = tower::ServiceBuilder::new()
-        .layer(RetryLayer::http(&quick()).on_retry(
-            move |_: &backstop::RetryEvent<'_, Response<Incoming>, BoxError>| {
-                seen.fetch_add(1, Ordering::Relaxed);
-            },
-        ))
-        .map_err(BoxError::from)
-        .service(client());
-    let upload = Request::post(format!("http://{addr}/files"))
-        .body(stream(2))
-        .unwrap();
-    let _ = service.oneshot(upload).await.unwrap_err();
-    assert_eq!(
-        attempts.load(Ordering::Relaxed),
-        2,
-        "nothing was sent: retried"
-    );
+    let retries = retries_to_a_closed_port(|addr| {
+        Request::post(format!("http://{addr}/files"))
+            .body(stream(2))
+            .unwrap()
+    })
+    .await;
+    assert_eq!(retries, 2, "nothing was sent: retried");
 }
 
 #[tokio::test]

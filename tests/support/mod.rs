@@ -19,15 +19,7 @@ pub async fn serve(script: Vec<(u16, &'static str)>) -> (String, Arc<Mutex<Vec<O
     tokio::spawn(async move {
         for (status, extra) in script {
             let (mut socket, _) = listener.accept().await.unwrap();
-            let mut request = Vec::new();
-            let mut buf = [0u8; 1024];
-            while !request.windows(4).any(|w| w == b"\r\n\r\n") {
-                let n = socket.read(&mut buf).await.unwrap();
-                if n == 0 {
-                    break;
-                }
-                request.extend_from_slice(&buf[..n]);
-            }
+            let request = read_head(&mut socket).await;
             let text = String::from_utf8_lossy(&request).to_lowercase();
             let found: Vec<&str> = text
                 .lines()
@@ -59,4 +51,18 @@ pub async fn serve(script: Vec<(u16, &'static str)>) -> (String, Arc<Mutex<Vec<O
         }
     });
     (url, keys)
+}
+
+/// Reads a request's head (up to its blank line, or the connection's end).
+pub async fn read_head(socket: &mut tokio::net::TcpStream) -> Vec<u8> {
+    let mut request = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = socket.read(&mut buf).await.unwrap();
+        if n == 0 {
+            break;
+        }
+        request.extend_from_slice(&buf[..n]);
+    }
+    request
 }
