@@ -579,6 +579,17 @@ pub(crate) struct CallContext {
     key: Option<IdempotencyKey>,
 }
 
+impl CallContext {
+    /// The call's key, drawn now if it was not yet: attempts running side
+    /// by side (hedges) share it.
+    #[cfg(feature = "async")]
+    pub(crate) fn with_key(self) -> Self {
+        Self {
+            key: Some(self.key.unwrap_or_else(IdempotencyKey::random)),
+        }
+    }
+}
+
 /// The frame an attempt runs in.
 pub(crate) struct Scope {
     frame: Frame,
@@ -626,6 +637,12 @@ impl Scope {
         CallContext {
             key: self.frame.key,
         }
+    }
+
+    /// Gives this attempt the call's key (drawn for its hedges).
+    #[cfg(feature = "async")]
+    pub(crate) fn share(&mut self, call: CallContext) {
+        self.frame.key = call.key;
     }
 
     /// Did a call nested in this attempt give up after retrying?

@@ -1,13 +1,19 @@
-//! The adaptive delay of hedged attempts: a percentile of a function's
-//! recent latencies, estimated lock-free in bounded memory.
+//! Hedged attempts: for calls that are slow rather than failing.
 //!
-//! A hedge is a second copy of a slow attempt, sent after a delay; sent
-//! after the 95th percentile of recent latencies, it goes out for about one
-//! call in twenty and cuts the tail that the slowest calls make. The
-//! delay must follow the dependency as it changes, cost a call almost
-//! nothing to keep, and never hedge on too little evidence:
-//! [`LatencyPercentile`] is that estimate. (Hedged attempts themselves are
-//! not built yet; this is the estimate they will use.)
+//! A hedge is another copy of a slow attempt, sent after a delay beside
+//! it; the first answer wins and the others are dropped. Sent after the
+//! 95th percentile of recent latencies, a hedge goes out for about one call
+//! in twenty and cuts the tail that the slowest calls make. [`Hedge`] says
+//! when (a fixed delay, or a percentile of the function's own latencies)
+//! and how many; [`LatencyPercentile`] is the estimate behind the adaptive
+//! delay: it follows the dependency as it changes, costs a call almost
+//! nothing to keep, and gives no delay (so no hedge) on too little
+//! evidence.
+//!
+//! Every hedge is extra load, so it is granted like a retry: only for an
+//! idempotent operation, before the deadline, by the call's budget or
+//! retry throttle, the circuit breaker and the adaptive throttle; when the
+//! dependency is failing, they stop hedges first.
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicU32, AtomicU64};
@@ -67,6 +73,115 @@ pub struct LatencyPercentile {
     /// The last estimate (microseconds, or `NONE`) and the refresh it was
     /// made in: `refresh << 32 | min(estimate, u32::MAX - 1)`.
     cache: AtomicU64,
+}
+
+/// When a call sends hedges, and how many: `#[retry(hedge = 50ms)]`,
+/// `#[retry(hedge = p95, hedges = 2)]`, or [`Retry::hedge`](crate::Retry::hedge).
+///
+/// After the delay, if the attempt has not answered, another copy starts
+/// beside it (and after the delay again, another, up to
+/// [`hedges`](Self::hedges) extra attempts in flight); the first answer
+/// (a success, or an error no retry can fix) wins and the others are
+/// dropped. A retryable failure of one attempt does not end the others;
+/// when all have failed, the call retries as usual. Hedges count as
+/// attempts (`attempts` bounds them with the retries), share the call's
+/// idempotency key and deadline, and each has its own attempt number.
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use std::time::Duration;
+/// use backstop::hedge::{Hedge, LatencyPercentile};
+///
+/// // A fixed delay: hedge an attempt slower than 50 ms.
+/// let fixed = Hedge::after(Duration::from_millis(50));
+/// assert_eq!(fixed.max_hedges(), 1);
+///
+/// // The function's own 95th percentile over the last 10 s: no hedge
+/// // until 100 latencies have been seen.
+/// static USERS: LatencyPercentile = LatencyPercentile::new(0.95, Duration::from_secs(10));
+/// let adaptive = Hedge::at(&USERS).hedges(2);
+/// assert_eq!(adaptive.delay(std::time::Instant::now()), None);
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct Hedge {
+    delay: Delay,
+    hedges: u32,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Delay {
+    After(Duration),
+    Percentile(&'static LatencyPercentile),
+}
+
+impl Hedge {
+    /// Hedge an attempt that has not answered after `delay`.
+    #[must_use]
+    pub const fn after(delay: Duration) -> Self {
+        Self {
+            delay: Delay::After(delay),
+            hedges: 1,
+        }
+    }
+
+    /// Hedge an attempt slower than `latency`'s estimate (say, the 95th
+    /// percentile of the function's recent latencies); every attempt's
+    /// latency is recorded in it. No hedge while it has no estimate.
+    #[must_use]
+    pub const fn at(latency: &'static LatencyPercentile) -> Self {
+        Self {
+            delay: Delay::Percentile(latency),
+            hedges: 1,
+        }
+    }
+
+    /// At most `hedges` extra attempts per round (1 by default), each
+    /// started a delay after the one before.
+    ///
+    /// # Panics
+    ///
+    /// If `hedges` is 0 (a compile error in a `const`).
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// # use std::time::Duration; use backstop::hedge::Hedge;
+    /// assert_eq!(Hedge::after(Duration::from_millis(10)).hedges(3).max_hedges(), 3);
+    /// ```
+    #[must_use]
+    pub const fn hedges(mut self, hedges: u32) -> Self {
+        assert!(hedges >= 1, "`hedges` must be at least 1");
+        self.hedges = hedges;
+        self
+    }
+
+    /// The most extra attempts in flight beside the first.
+    pub const fn max_hedges(&self) -> u32 {
+        self.hedges
+    }
+
+    /// The delay after which an attempt started now is hedged, if any
+    /// (an adaptive delay without enough evidence gives none).
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// # use std::time::{Duration, Instant}; use backstop::hedge::Hedge;
+    /// let hedge = Hedge::after(Duration::from_millis(10));
+    /// assert_eq!(hedge.delay(Instant::now()), Some(Duration::from_millis(10)));
+    /// ```
+    pub fn delay(&self, now: Instant) -> Option<Duration> {
+        match self.delay {
+            Delay::After(delay) => Some(delay),
+            Delay::Percentile(latency) => latency.estimate(now),
+        }
+    }
+
+    /// An attempt ended (or was dropped) `latency` after it started: the
+    /// adaptive delay learns it.
+    pub(crate) fn record(&self, latency: Duration, now: Instant) {
+        if let Delay::Percentile(estimate) = self.delay {
+            estimate.record(latency, now);
+        }
+    }
 }
 
 impl std::fmt::Debug for LatencyPercentile {

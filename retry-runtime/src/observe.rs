@@ -197,6 +197,57 @@ impl Observe {
         }
     }
 
+    /// Hedge number `attempt` was sent beside the slow attempt(s): a DEBUG
+    /// event, and `backstop_hedges_total`.
+    #[cfg(feature = "async")]
+    pub(crate) fn hedged(&mut self, attempt: u32) {
+        self.attempts = self.attempts.max(attempt);
+        #[cfg(feature = "tracing")]
+        tracing::debug!(parent: &self.span, function = self.name, attempt, "hedging");
+        #[cfg(feature = "metrics")]
+        metrics::counter!("backstop_hedges_total", "function" => self.name).increment(1);
+    }
+
+    /// A hedge the timer called for was not sent, for `reason`: a DEBUG
+    /// event.
+    #[cfg(feature = "async")]
+    #[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
+    pub(crate) fn hedge_refused(&self, reason: GiveUp) {
+        #[cfg(feature = "tracing")]
+        tracing::debug!(
+            parent: &self.span,
+            function = self.name,
+            reason = reason.as_str(),
+            "hedge not sent"
+        );
+    }
+
+    /// Attempt `attempt` failed retryably while others were still in
+    /// flight: they go on (a DEBUG event).
+    #[cfg(feature = "async")]
+    #[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
+    pub(crate) fn failed_beside(&self, attempt: u32, verdict: Option<Verdict>) {
+        #[cfg(feature = "tracing")]
+        tracing::debug!(
+            parent: &self.span,
+            function = self.name,
+            attempt,
+            verdict = ?verdict,
+            "attempt failed, others still in flight"
+        );
+    }
+
+    /// Hedge number `attempt` answered first: a DEBUG event, and
+    /// `backstop_hedge_wins_total`.
+    #[cfg(feature = "async")]
+    #[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
+    pub(crate) fn hedge_won(&self, attempt: u32) {
+        #[cfg(feature = "tracing")]
+        tracing::debug!(parent: &self.span, function = self.name, attempt, "a hedge answered first");
+        #[cfg(feature = "metrics")]
+        metrics::counter!("backstop_hedge_wins_total", "function" => self.name).increment(1);
+    }
+
     /// The first attempt failed with an error that no retry can fix.
     fn not_retried(&mut self) {
         #[cfg(feature = "tracing")]
@@ -326,6 +377,7 @@ impl Drop for Observe {
 /// ```
 pub struct RetryEvent<'a, T, E> {
     pub(crate) attempt: u32,
+    pub(crate) hedges: u32,
     pub(crate) delay: Duration,
     pub(crate) verdict: Verdict,
     pub(crate) outcome: Result<&'a T, &'a E>,
@@ -334,8 +386,16 @@ pub struct RetryEvent<'a, T, E> {
 
 impl<'a, T, E> RetryEvent<'a, T, E> {
     /// The attempt that failed (1-based); the next one is `attempt() + 1`.
+    /// With hedges, the last attempt started: hedges are attempts too.
     pub fn attempt(&self) -> u32 {
         self.attempt
+    }
+
+    /// Hedges sent so far in this call (always 0 without
+    /// [`hedge`](crate::Retry::hedge)): of [`attempt`](Self::attempt)
+    /// attempts, this many were hedges.
+    pub fn hedges(&self) -> u32 {
+        self.hedges
     }
 
     /// How long the loop sleeps before the next attempt.
@@ -404,15 +464,22 @@ impl<T, E> fmt::Debug for RetryEvent<'_, T, E> {
 /// ```
 pub struct GiveUpEvent<'a, T, E> {
     pub(crate) attempts: u32,
+    pub(crate) hedges: u32,
     pub(crate) reason: GiveUp,
     pub(crate) outcome: Result<&'a T, &'a E>,
     pub(crate) elapsed: Duration,
 }
 
 impl<'a, T, E> GiveUpEvent<'a, T, E> {
-    /// Attempts made, the last included.
+    /// Attempts made, the last included (hedges too).
     pub fn attempts(&self) -> u32 {
         self.attempts
+    }
+
+    /// Of [`attempts`](Self::attempts), how many were hedges (always 0
+    /// without [`hedge`](crate::Retry::hedge)).
+    pub fn hedges(&self) -> u32 {
+        self.hedges
     }
 
     /// Why retrying stopped.

@@ -7,6 +7,7 @@ use crate::adaptive::{AdaptiveThrottle, Throttled};
 use crate::breaker::{CircuitBreaker, CircuitOpen};
 use crate::budget::BudgetRef;
 use crate::classify::{ByClassify, Classifier, Classify, NeverRetry, When};
+use crate::hedge::Hedge;
 use crate::clock::SystemClock;
 use crate::observe::{Ignore, OnGiveUp, OnRetry};
 use crate::policy::Policy;
@@ -226,6 +227,7 @@ pub struct Retry<
     name: &'static str,
     timeout: L,
     throttle: A,
+    hedge: Option<Hedge>,
 }
 
 /// What an attempt timeout may be given as: a `Duration`, or an
@@ -482,6 +484,7 @@ impl<'a> Retry<'a> {
             name: crate::observe::ANONYMOUS,
             timeout: NoTimeout,
             throttle: NoThrottle,
+            hedge: None,
         }
     }
 }
@@ -503,6 +506,7 @@ impl Retry<'static> {
             name: crate::observe::ANONYMOUS,
             timeout: NoTimeout,
             throttle: NoThrottle,
+            hedge: None,
         }
     }
 }
@@ -564,6 +568,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
             name: self.name,
             timeout: self.timeout,
             throttle: self.throttle,
+            hedge: self.hedge,
         }
     }
 
@@ -582,6 +587,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
             name: self.name,
             timeout: self.timeout,
             throttle: self.throttle,
+            hedge: self.hedge,
         }
     }
 
@@ -665,6 +671,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
             name: self.name,
             timeout: self.timeout,
             throttle: self.throttle,
+            hedge: self.hedge,
         }
     }
 
@@ -692,6 +699,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
             name: self.name,
             timeout: self.timeout,
             throttle: self.throttle,
+            hedge: self.hedge,
         }
     }
 
@@ -742,6 +750,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
             name: self.name,
             timeout: self.timeout,
             throttle: self.throttle,
+            hedge: self.hedge,
         }
     }
 
@@ -774,6 +783,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
             name: self.name,
             timeout: self.timeout,
             throttle: self.throttle,
+            hedge: self.hedge,
         }
     }
 
@@ -819,6 +829,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
             name: self.name,
             timeout: self.timeout,
             throttle: self.throttle,
+            hedge: self.hedge,
         }
     }
 
@@ -853,6 +864,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
             name: self.name,
             timeout: self.timeout,
             throttle,
+            hedge: self.hedge,
         }
     }
 
@@ -897,7 +909,43 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
             name: self.name,
             timeout: WithTimeout(timeout.limit()),
             throttle: self.throttle,
+            hedge: self.hedge,
         }
+    }
+
+    /// Hedges slow attempts: after `hedge`'s delay, another copy of the
+    /// attempt starts beside the one not yet answered, and the first answer
+    /// wins ([`Hedge`]). For [`call_async`](Self::call_async) with an
+    /// idempotent policy (hedges are duplicates): a policy not declared
+    /// idempotent, a sync [`call`](Self::call) and
+    /// [`call_async_with`](Self::call_async_with) (whose value goes to one
+    /// attempt at a time) run one attempt at a time. Every hedge is granted
+    /// like a retry, by the budget or retry throttle, the breaker and the
+    /// adaptive throttle, before the deadline.
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// use std::time::Duration;
+    /// use backstop::{context, hedge::Hedge, Policy, Retry};
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let policy = Policy::new().idempotent(true);
+    /// let started = tokio::time::Instant::now();
+    /// let answer = Retry::new(&policy)
+    ///     .hedge(Hedge::after(Duration::from_millis(20)))
+    ///     .call_async(|| async {
+    ///         // The first attempt stalls; its hedge answers in 5 ms.
+    ///         let slow = context().unwrap().attempt() == 1;
+    ///         tokio::time::sleep(Duration::from_millis(if slow { 2_000 } else { 5 })).await;
+    ///         Ok::<_, std::io::Error>(if slow { "first" } else { "hedge" })
+    ///     })
+    ///     .await;
+    /// assert_eq!(answer.unwrap(), "hedge");
+    /// assert_eq!(started.elapsed(), Duration::from_millis(25));
+    /// # }
+    /// ```
+    pub fn hedge(mut self, hedge: Hedge) -> Self {
+        self.hedge = Some(hedge);
+        self
     }
 
     fn state<C: crate::clock::Clock, E>(&self, clock: C) -> AttemptState<'a, C>
@@ -1042,6 +1090,9 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
             }
         };
         let timeout = self.timeout.limit();
+        if let Some(hedge) = &self.hedge {
+            return self.run_hedged(hedge, timeout, op).await;
+        }
         self.run_async(false, timeout, attempt, |timed_out| Attempted {
             timed_out: *timed_out,
             replayable: true,
@@ -1131,12 +1182,38 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
         let verdict = if notes.timed_out {
             Some(crate::classify::Verdict::RetryIfIdempotent)
         } else {
-            crate::macro_support::verdict_when_both(
-                outcome,
-                |error| self.when.verdict(error),
-                |ok| self.when_ok.verdict(ok),
-            )
+            self.verdict(outcome)
         };
+        self.after_verdict(state, outcome, verdict)
+    }
+
+    /// The verdict on an outcome: `when` on an error, `when_ok` on a value.
+    #[cfg(feature = "async")]
+    fn verdict<T, E>(&self, outcome: &Result<T, E>) -> Option<crate::classify::Verdict>
+    where
+        W: Classifier<E>,
+        K: Classifier<T>,
+    {
+        crate::macro_support::verdict_when_both(
+            outcome,
+            |error| self.when.verdict(error),
+            |ok| self.when_ok.verdict(ok),
+        )
+    }
+
+    /// Decides on `outcome`, classified as `verdict`, and tells the hooks:
+    /// `Some(delay)` to sleep and attempt again, `None` to return it.
+    #[cfg(feature = "async")]
+    fn after_verdict<T, E, C: crate::clock::Clock>(
+        &self,
+        state: &mut AttemptState<'a, C>,
+        outcome: &Result<T, E>,
+        verdict: Option<crate::classify::Verdict>,
+    ) -> Option<Duration>
+    where
+        R: OnRetry<T, E>,
+        G: OnGiveUp<T, E>,
+    {
         match state.decide(verdict) {
             Decision::Retry(delay) => {
                 self.before_sleep
@@ -1214,6 +1291,56 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
                 self.at_give_up
                     .on_give_up(&state.give_up_event(outcome.as_ref(), reason));
                 return outcome;
+            }
+        }
+    }
+
+    /// The async loop of a hedged call: rounds of attempts side by side
+    /// ([`AttemptState::run_hedged`]), decided as single attempts are.
+    #[cfg(feature = "async")]
+    async fn run_hedged<T, E, F, Fut>(
+        &self,
+        hedge: &Hedge,
+        timeout: Option<Duration>,
+        mut op: F,
+    ) -> Result<T, E>
+    where
+        W: Classifier<E>,
+        K: Classifier<T>,
+        B: BreakerSlot<E>,
+        A: ThrottleSlot<E>,
+        R: OnRetry<T, E>,
+        G: OnGiveUp<T, E>,
+        L: TimeoutSlot<E>,
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        let mut state = self.state(crate::timer::RuntimeClock::current());
+        if let Some(rejected) = self.admit(&mut state) {
+            return rejected;
+        }
+        let judge = |out: Result<Result<T, E>, Elapsed>| match out {
+            Ok(outcome) => {
+                let verdict = self.verdict(&outcome);
+                (outcome, verdict)
+            }
+            Err(Elapsed) => (
+                Err(L::elapsed()),
+                Some(crate::classify::Verdict::RetryIfIdempotent),
+            ),
+        };
+        loop {
+            // As in `run_async`, the outcome is dropped before the sleep.
+            let delay = {
+                let (outcome, verdict) = state.run_hedged(hedge, timeout, &mut op, judge).await;
+                match self.after_verdict(&mut state, &outcome, verdict) {
+                    Some(delay) => delay,
+                    None => return outcome,
+                }
+            };
+            crate::macro_support::sleep_async(delay).await;
+            if let Some(rejected) = self.admit(&mut state) {
+                return rejected;
             }
         }
     }

@@ -18,6 +18,9 @@ use crate::context::{self, CallContext, Scope};
 use crate::observe::{Function, GiveUpEvent, Observe, RetryEvent};
 use crate::policy::Policy;
 
+#[cfg(feature = "async")]
+mod hedged;
+
 /// Deadlines shorter than this start from the precise clock: the coarse
 /// one ([`Clock::start_now`]) can trail by milliseconds.
 const PRECISE_START_BELOW: Duration = Duration::from_secs(1);
@@ -184,6 +187,8 @@ pub struct AttemptState<'a, C: Clock> {
     /// Whether the request can be sent again (a streamed body that was not
     /// kept cannot).
     replayable: bool,
+    /// Hedges sent so far.
+    hedges: u32,
 }
 
 impl<'a, C: Clock> AttemptState<'a, C> {
@@ -241,6 +246,7 @@ impl<'a, C: Clock> AttemptState<'a, C> {
             recorded: false,
             permit: None,
             replayable: true,
+            hedges: 0,
         }
     }
 
@@ -504,6 +510,7 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     ) -> RetryEvent<'o, T, E> {
         RetryEvent {
             attempt: self.done,
+            hedges: self.hedges,
             delay,
             verdict: self.last_verdict.unwrap_or(Verdict::Retry),
             outcome,
@@ -520,6 +527,7 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     ) -> GiveUpEvent<'o, T, E> {
         GiveUpEvent {
             attempts: self.done,
+            hedges: self.hedges,
             reason,
             outcome,
             elapsed: self.clock.now().saturating_duration_since(self.start),

@@ -1,0 +1,337 @@
+//! Hedged attempts: one round of a call, its first attempt and the hedges
+//! sent beside it, polled side by side until one answers or all have
+//! failed. The round only runs attempts and records what each one cost;
+//! the decision after it is [`AttemptState::decide`]'s, as for any attempt.
+
+use std::pin::{Pin, pin};
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+use super::{AttemptState, GiveUp};
+use crate::backoff::Rng;
+use crate::breaker::Permit;
+use crate::budget::BudgetRef;
+use crate::classify::Verdict;
+use crate::clock::Clock;
+use crate::context::Scope;
+use crate::hedge::Hedge;
+use crate::macro_support::maybe_timeout;
+use crate::run::Elapsed;
+use crate::timer::RuntimeClock;
+
+/// What a round keeps of an attempt in flight besides its future.
+struct InFlight {
+    scope: Scope,
+    /// Its number in the call (1-based).
+    attempt: u32,
+    started: Instant,
+    /// The breaker's leave for it.
+    permit: Option<Permit<'static>>,
+    /// When the adaptive throttle admitted it.
+    admitted: Option<Instant>,
+}
+
+impl<C: Clock> AttemptState<'_, C> {
+    /// Runs one round of a hedged call: an attempt made by `make`, and
+    /// after `hedge`'s delay, if it has not answered, another beside it
+    /// (up to [`Hedge::max_hedges`], each a delay after the one before),
+    /// each granted like a retry (see below) and run with the call's
+    /// [`Context`](crate::Context): its own attempt number, the call's
+    /// idempotency key and deadline. Each attempt is cut off after
+    /// `timeout` (or at the deadline) if given.
+    ///
+    /// `judge` turns what an attempt gave (`Err(Elapsed)` if it was cut
+    /// off) into its outcome and the verdict on it (`None`: a success
+    /// nobody asked to retry). The first answer (a success, or a
+    /// [`Stop`](Verdict::Stop)) ends the round and the other attempts are
+    /// dropped at once. A retryable failure ends only its attempt (it
+    /// counts against the breaker and the retry throttle as any failure
+    /// does), unless it is the last in flight. The round returns the
+    /// outcome that ended it with its verdict, for
+    /// [`decide`](Self::decide): retries still apply after all attempts
+    /// failed.
+    ///
+    /// A hedge is sent only for an idempotent policy, never beside a
+    /// breaker's half-open probe, never past the policy's `attempts`
+    /// (hedges are attempts), and only if it could start before the
+    /// deadline, the breaker is closed and admits it, the adaptive
+    /// throttle does not shed it, and the budget grants it as it would a
+    /// retry (a retry throttle above half; a windowed budget's token).
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// use std::time::Duration;
+    /// use backstop::{context, hedge::Hedge, AttemptState, Decision, Policy, SystemClock};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let policy = Policy::new().idempotent(true).no_budget();
+    /// let mut state = AttemptState::new(&policy, backstop::timer::RuntimeClock::current());
+    /// let hedge = Hedge::after(Duration::from_millis(50));
+    /// let (outcome, verdict) = state
+    ///     .run_hedged(
+    ///         &hedge,
+    ///         None,
+    ///         || async {
+    ///             let attempt = context().unwrap().attempt();
+    ///             // The first attempt is slow: the hedge, sent at 50 ms, wins.
+    ///             let took = if attempt == 1 { 1_000 } else { 10 };
+    ///             tokio::time::sleep(Duration::from_millis(took)).await;
+    ///             Ok::<u32, std::io::Error>(attempt)
+    ///         },
+    ///         |out| {
+    ///             let outcome = out.unwrap_or_else(|_| unreachable!("no timeout"));
+    ///             (outcome, None)
+    ///         },
+    ///     )
+    ///     .await;
+    /// assert_eq!(outcome.unwrap(), 2);
+    /// assert_eq!(state.decide(verdict), Decision::Return);
+    /// # }
+    /// ```
+    pub async fn run_hedged<O, F, Fut, J>(
+        &mut self,
+        hedge: &Hedge,
+        timeout: Option<Duration>,
+        mut make: F,
+        judge: J,
+    ) -> (O, Option<Verdict>)
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = O>,
+        J: Fn(Result<O, Elapsed>) -> (O, Option<Verdict>),
+    {
+        self.record_call();
+        self.sending();
+        let first = self.attempt();
+        self.obs.started(first);
+        let now = self.clock.now();
+        // Neither an operation that may not be repeated nor a probe (never
+        // retried) is hedged.
+        let may_hedge =
+            self.policy.idempotent && !self.permit.as_ref().is_some_and(Permit::is_probe);
+        let delay = hedge.delay(now).filter(|_| may_hedge);
+        // The last attempt this round may start: hedges are attempts.
+        let last = match delay {
+            Some(_) => first
+                .saturating_add(hedge.max_hedges())
+                .min(self.policy.attempts.max(first)),
+            None => first,
+        };
+        let mut primary = pin!(Some(maybe_timeout(
+            timeout.map(|t| self.attempt_limit(t)),
+            make()
+        )));
+        let mut first_in = Some(InFlight {
+            scope: self.scope(),
+            attempt: first,
+            started: now,
+            permit: self.permit.take(),
+            admitted: self.throttle.map(|(_, at)| at),
+        });
+        let mut hedges = hedges_beside(primary.as_ref());
+        let mut timer = pin!(
+            delay
+                .filter(|_| last > first)
+                .map(|delay| RuntimeClock::current().sleep(delay))
+        );
+        // The number the next attempt started gets.
+        let mut next = first + 1;
+        #[cfg(feature = "tracing")]
+        let span = self.obs.span().clone();
+        std::future::poll_fn(|task| {
+            #[cfg(feature = "tracing")]
+            let _span = span.enter();
+            loop {
+                // Poll every attempt in flight, the first one first, each
+                // in its own frame; take the first that is over.
+                let mut over = None;
+                if let Some(future) = primary.as_mut().as_pin_mut() {
+                    let meta = first_in.as_mut().expect("the first attempt is in flight");
+                    let poll = meta.scope.poll(future, task);
+                    self.keep(&meta.scope);
+                    if let Poll::Ready(out) = poll {
+                        primary.set(None);
+                        over = first_in.take().map(|meta| (out, meta));
+                    }
+                }
+                if over.is_none() {
+                    for i in 0..hedges.len() {
+                        let (future, meta) = &mut hedges[i];
+                        let poll = meta.scope.poll(future.as_mut(), task);
+                        self.keep(&meta.scope);
+                        if let Poll::Ready(out) = poll {
+                            let (_, meta) = hedges.swap_remove(i);
+                            over = Some((out, meta));
+                            break;
+                        }
+                    }
+                }
+                if let Some((out, meta)) = over {
+                    let now = self.clock.now();
+                    hedge.record(now.saturating_duration_since(meta.started), now);
+                    let (outcome, verdict) = judge(out);
+                    let answered = matches!(verdict, None | Some(Verdict::Stop));
+                    if answered || (first_in.is_none() && hedges.is_empty()) {
+                        // The round is over: the others are dropped now.
+                        primary.set(None);
+                        timer.set(None);
+                        let losers = first_in.take().into_iter();
+                        for loser in losers.chain(hedges.drain(..).map(|(_, meta)| meta)) {
+                            self.dropped(hedge, loser, answered, now);
+                        }
+                        if answered && meta.attempt != first {
+                            self.obs.hedge_won(meta.attempt);
+                        }
+                        // The attempt that ended the round is decided like
+                        // any: its leave, its admission, and every attempt
+                        // started counted.
+                        self.permit = meta.permit;
+                        if let (Some((throttle, _)), Some(at)) = (self.throttle, meta.admitted) {
+                            self.throttle = Some((throttle, at));
+                        }
+                        self.done = next - 2;
+                        return Poll::Ready((outcome, verdict));
+                    }
+                    self.failed_beside(meta, verdict, now);
+                    continue;
+                }
+                // The timer: time for the next hedge.
+                let Some(sleep) = timer.as_mut().as_pin_mut() else {
+                    return Poll::Pending;
+                };
+                if sleep.poll(task).is_pending() {
+                    return Poll::Pending;
+                }
+                timer.set(None);
+                let Some(meta) = self.admit_hedge(next) else {
+                    // Refused: no more hedges this round.
+                    return Poll::Pending;
+                };
+                // Every attempt of the call shares its key: drawn now if
+                // the first attempt has not asked for it yet.
+                if let Some(first) = first_in.as_mut() {
+                    first.scope.share(self.call);
+                }
+                for (_, other) in &mut hedges {
+                    other.scope.share(self.call);
+                }
+                let limit = timeout.map(|t| self.attempt_limit(t));
+                hedges.push((Box::pin(maybe_timeout(limit, make())), meta));
+                next += 1;
+                if next <= last
+                    && let Some(delay) = delay
+                {
+                    timer.set(Some(RuntimeClock::current().sleep(delay)));
+                }
+            }
+        })
+        .await
+    }
+
+    /// After a poll of an attempt in `scope`: the call keeps its key (once
+    /// drawn), and whether a call nested in it gave up after retrying.
+    fn keep(&mut self, scope: &Scope) {
+        self.call = scope.call();
+        self.retried_below |= scope.retried_below();
+    }
+
+    /// May hedge number `attempt` start now? Granted like a retry; if so,
+    /// counted as sent, with the frame it runs in (the call's key drawn
+    /// for it).
+    fn admit_hedge(&mut self, attempt: u32) -> Option<InFlight> {
+        let now = self.clock.now();
+        let refused = match self.grant_hedge(now) {
+            Ok((permit, admitted)) => {
+                if let (Some((throttle, _)), Some(at)) = (self.throttle, admitted) {
+                    throttle.requested(at);
+                }
+                self.hedges += 1;
+                self.obs.hedged(attempt);
+                self.call = self.call.with_key();
+                return Some(InFlight {
+                    scope: Scope::new(self.call, attempt, self.deadline, self.clock.now_fn()),
+                    attempt,
+                    started: now,
+                    permit,
+                    admitted,
+                });
+            }
+            Err(reason) => reason,
+        };
+        self.obs.hedge_refused(refused);
+        None
+    }
+
+    /// The checks of [`admit_hedge`](Self::admit_hedge), the budget last
+    /// (a hedge refused for another reason never spends a token): the
+    /// breaker's leave and the throttle's admission, or why not.
+    fn grant_hedge(
+        &mut self,
+        now: Instant,
+    ) -> Result<(Option<Permit<'static>>, Option<Instant>), GiveUp> {
+        // A hedge that could not start before the deadline, whatever the
+        // timer's slack, has no time to answer.
+        if let Some(deadline) = self.deadline
+            && deadline.saturating_duration_since(now) <= self.clock.sleep_slack()
+        {
+            return Err(GiveUp::Deadline);
+        }
+        let permit = match self.breaker {
+            Some(breaker) if !breaker.is_closed() => return Err(GiveUp::BreakerOpen),
+            Some(breaker) => match breaker.try_acquire(now) {
+                Ok(permit) if !permit.is_probe() => Some(permit),
+                _ => return Err(GiveUp::BreakerOpen),
+            },
+            None => None,
+        };
+        let admitted = match self.throttle {
+            Some((throttle, _)) => {
+                let draw = self.rng.get_or_insert_with(Rng::new).next_f64();
+                throttle.admit(now, draw).map_err(|_| GiveUp::Throttled)?;
+                Some(now)
+            }
+            None => None,
+        };
+        let granted = match self.budget {
+            Some(BudgetRef::Throttle(throttle)) => throttle.allows_retry(now),
+            Some(BudgetRef::Window(budget)) => budget.try_withdraw(now),
+            None => true,
+        };
+        if granted {
+            Ok((permit, admitted))
+        } else {
+            Err(GiveUp::Budget)
+        }
+    }
+
+    /// An attempt failed retryably while others are still in flight: it
+    /// counts against the breaker and the retry throttle as any failure
+    /// does, and the others go on.
+    fn failed_beside(&mut self, attempt: InFlight, verdict: Option<Verdict>, now: Instant) {
+        if let Some(permit) = attempt.permit {
+            permit.record(verdict, now);
+        }
+        if let Some(BudgetRef::Throttle(throttle)) = self.budget {
+            throttle.failed(now);
+        }
+        self.obs.failed_beside(attempt.attempt, verdict);
+    }
+
+    /// An attempt dropped when another ended the round. Its latency so far
+    /// is a floor of its own, learnt as one (it is above the hedge delay,
+    /// as the slow attempts it stands for are). If the call got an answer,
+    /// the adaptive throttle counts this one answered too: it was not
+    /// refused, only overtaken.
+    fn dropped(&self, hedge: &Hedge, attempt: InFlight, answered: bool, now: Instant) {
+        hedge.record(now.saturating_duration_since(attempt.started), now);
+        if answered && let (Some((throttle, _)), Some(at)) = (self.throttle, attempt.admitted) {
+            throttle.accepted(at);
+        }
+    }
+}
+
+/// Room for the hedges beside `first`: futures of its type, each boxed
+/// (a round that sends none allocates nothing).
+fn hedges_beside<F>(_first: Pin<&Option<F>>) -> Vec<(Pin<Box<F>>, InFlight)> {
+    Vec::new()
+}
