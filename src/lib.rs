@@ -976,7 +976,7 @@ pub use retry_runtime::{CallScope, InCurrentCall, current_call};
 pub use retry_runtime::{call_async, call_async_with, deadline};
 
 #[doc(inline)]
-pub use retry_runtime::{backoff, classify, testing, timer};
+pub use retry_runtime::{backoff, classify, hedge, testing, timer};
 
 #[cfg(feature = "http")]
 #[doc(inline)]
@@ -1058,6 +1058,8 @@ pub mod __private {
     pub use retry_runtime::run::sleep;
     pub use retry_runtime::{
         AttemptState, Backoff, BudgetRef, CircuitOpen, Classify, Decision, Elapsed, GiveUp, Jitter,
-        Policy, RetryBudget, RetryThrottle, SystemClock, Throttled, Verdict, observe::Function,
+        Policy, RetryBudget, RetryThrottle, SystemClock, Throttled, Verdict,
+        hedge::{Hedge, LatencyPercentile},
+        observe::Function,
     };
 }

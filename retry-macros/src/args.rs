@@ -109,6 +109,13 @@ pub(crate) enum Num<T> {
     Expr(Expr),
 }
 
+/// When to hedge: after a duration, or an adaptive percentile (`p95`).
+pub(crate) enum HedgeDelay {
+    After(Dur),
+    /// The quantile (`0.95` for `p95`), and how it was written.
+    Percentile(f64, Ident),
+}
+
 /// `none`, or a value.
 pub(crate) enum OrNone<T> {
     None,
@@ -134,6 +141,8 @@ pub(crate) struct Args {
     pub(crate) throttle: Opt<Path>,
     pub(crate) retry_after_max: Opt<Dur>,
     pub(crate) attempt_timeout: Opt<Dur>,
+    pub(crate) hedge: Opt<HedgeDelay>,
+    pub(crate) hedges: Opt<Num<u32>>,
     pub(crate) on_retry: Opt<Callable>,
     pub(crate) on_give_up: Opt<Callable>,
     pub(crate) policy: Opt<Expr>,
@@ -172,6 +181,8 @@ pub(crate) const OPTIONS: &[&str] = &[
     "throttle",
     "retry_after_max",
     "attempt_timeout",
+    "hedge",
+    "hedges",
     "on_retry",
     "on_give_up",
     "policy",
@@ -215,6 +226,8 @@ impl Args {
             throttle: Opt::new("throttle"),
             retry_after_max: Opt::new("retry_after_max"),
             attempt_timeout: Opt::new("attempt_timeout"),
+            hedge: Opt::new("hedge"),
+            hedges: Opt::new("hedges"),
             on_retry: Opt::new("on_retry"),
             on_give_up: Opt::new("on_give_up"),
             policy: Opt::new("policy"),
@@ -262,7 +275,7 @@ impl Args {
         let value: Expr = meta.value()?.parse()?;
         let takes_duration = matches!(
             name.as_str(),
-            "deadline" | "base" | "cap" | "retry_after_max" | "attempt_timeout"
+            "deadline" | "base" | "cap" | "retry_after_max" | "attempt_timeout" | "hedge"
         );
         if let Some(unit) = takes_duration.then(|| spaced_unit(&value, meta)).flatten() {
             let number = value.to_token_stream();
@@ -303,6 +316,16 @@ impl Args {
             "cap" => set_duration(cx, &mut self.cap, span, value),
             "retry_after_max" => set_duration(cx, &mut self.retry_after_max, span, value),
             "attempt_timeout" => set_duration(cx, &mut self.attempt_timeout, span, value),
+            "hedge" => {
+                if let Some(v) = hedge_delay(cx, value) {
+                    self.hedge.set(cx, span, v);
+                }
+            }
+            "hedges" => {
+                if let Some(v) = count(cx, "hedges", value, "hedges = 2", "a hedge") {
+                    self.hedges.set(cx, span, v);
+                }
+            }
             "factor" => {
                 if let Some(v) = factor(cx, value) {
                     self.factor.set(cx, span, v);
@@ -469,6 +492,8 @@ fn example(name: &str) -> &'static str {
         "throttle" => "MY_THROTTLE",
         "retry_after_max" => "60s",
         "attempt_timeout" => "2s",
+        "hedge" => "p95",
+        "hedges" => "1",
         "on_retry" | "on_give_up" => "|event| log(event)",
         "policy" => "MY_POLICY",
         "crate" => "::backstop",
@@ -649,6 +674,69 @@ fn keyword<T: Copy>(cx: &mut Ctxt, name: &str, value: &Expr, words: &[(&str, T)]
         format!("unknown {name} `{word}`{hint} (expected one of {list})"),
     );
     None
+}
+
+/// `hedge = 50ms` (or a `Duration` expression), or `hedge = p95`: an
+/// adaptive percentile, `p` and two or more digits after the point
+/// (`p99`, `p999` for the 99.9th).
+fn hedge_delay(cx: &mut Ctxt, value: Expr) -> Option<HedgeDelay> {
+    if let Expr::Path(p) = &value
+        && let Some(ident) = p.path.get_ident()
+    {
+        let text = ident.to_string();
+        if let Some(digits) = text.strip_prefix('p')
+            && !digits.is_empty()
+            && digits.bytes().all(|b| b.is_ascii_digit())
+        {
+            let quantile = format!("0.{digits}").parse::<f64>().ok();
+            return match quantile {
+                Some(q) if digits.len() >= 2 && q > 0.0 => {
+                    Some(HedgeDelay::Percentile(q, ident.clone()))
+                }
+                _ => {
+                    cx.error_spanned(
+                        ident,
+                        format!(
+                            "`hedge = {text}`: a percentile is `p` and two or more digits, \
+                             from `p01` to `p99` (`p999` for the 99.9th); `p95` is a good start"
+                        ),
+                    );
+                    None
+                }
+            };
+        }
+    }
+    duration(cx, "hedge", value).map(HedgeDelay::After)
+}
+
+/// A count of at least 1 (`hedges`): a plain integer, or an expression.
+fn count(cx: &mut Ctxt, name: &str, value: Expr, example: &str, what: &str) -> Option<Num<u32>> {
+    let Expr::Lit(syn::ExprLit {
+        lit: Lit::Int(lit), ..
+    }) = &value
+    else {
+        return number_or_expr(cx, name, value, "an integer");
+    };
+    match lit.base10_parse::<u32>() {
+        Ok(0) => {
+            cx.error_spanned(
+                lit,
+                format!("`{name}` must be at least 1: for no {what}, leave the option out"),
+            );
+            None
+        }
+        Ok(n) if lit.suffix().is_empty() => Some(Num::Lit(n)),
+        _ => {
+            cx.error_spanned(
+                lit,
+                format!(
+                    "`{name}` takes a plain integer from 1 to {}, e.g. `{example}`",
+                    u32::MAX
+                ),
+            );
+            None
+        }
+    }
 }
 
 fn attempts(cx: &mut Ctxt, value: Expr) -> Option<Num<u32>> {

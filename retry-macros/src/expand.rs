@@ -12,7 +12,7 @@ use syn::spanned::Spanned;
 use syn::visit_mut::VisitMut;
 use syn::{ReturnType, Type};
 
-use crate::args::{Args, Backoff, Dur, DurLit, Jitter, Num, OrNone};
+use crate::args::{Args, Backoff, Dur, DurLit, HedgeDelay, Jitter, Num, OrNone};
 use crate::valid::{Func, any_token};
 
 /// Names of the generated locals. They live in the macro's hygiene context
@@ -97,7 +97,31 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
         #admit_first
     };
     let (sig, captures) = unique_captures(func, args);
-    let body = if is_async {
+    let body = if let (true, Some(hedge)) = (is_async, args.hedge.value()) {
+        let (hedged, run) = hedged_round(args, hedge, &rt, &n, &ret, &stmts, classify);
+        quote! {
+            #prologue
+            #hedged
+            loop {
+                let #delay = {
+                    let (#outcome, #verdict) = #run.await;
+                    match #rt::AttemptState::decide(&mut #state, #verdict) {
+                        #rt::Decision::Retry(#delay) => {
+                            #on_retry
+                            #delay
+                        }
+                        #rt::Decision::GiveUp(#reason) => {
+                            #on_give_up
+                            return #outcome;
+                        }
+                        #rt::Decision::Return => return #outcome,
+                    }
+                };
+                #rt::sleep_async(#delay).await;
+                #admit_after_sleep
+            }
+        }
+    } else if is_async {
         let attempt = async_attempt(&rt, &n, &ret, &captures, &stmts);
         let (bind, verdict_expr) = timed_attempt(args, &rt, &n, &ret, &attempt, classify);
         // The outcome lives in the inner block only: it is dropped before
@@ -220,7 +244,12 @@ fn is_method(func: &Func) -> bool {
 fn unique_captures(func: &Func, args: &Args) -> (syn::Signature, Vec<TokenStream>) {
     let mut sig = func.sig.clone();
     let mut captures = Vec::new();
-    let Some(block) = func.block.as_ref().filter(|_| sig.asyncness.is_some()) else {
+    // Hedged attempts run side by side: they share the arguments.
+    let Some(block) = func
+        .block
+        .as_ref()
+        .filter(|_| sig.asyncness.is_some() && args.hedge.value().is_none())
+    else {
         return (sig, captures);
     };
     let mut in_body = Vec::new();
@@ -345,6 +374,135 @@ fn async_attempt(
             #(#stmts)*
         })
     }
+}
+
+/// A hedged function's round, before its loop: the `Hedge`, each
+/// attempt's timeout, the attempt (the body in an `async` block, made
+/// anew for each attempt of a round: attempts side by side share the
+/// arguments) and the judge of what an attempt gave (a timed-out attempt
+/// is the function's error through `E: From<Elapsed>`, and ambiguous).
+fn hedged_round(
+    args: &Args,
+    hedge: &HedgeDelay,
+    rt: &TokenStream,
+    n: &Names,
+    ret: &Type,
+    stmts: &[&syn::Stmt],
+    classify: TokenStream,
+) -> (TokenStream, TokenStream) {
+    let Names {
+        outcome,
+        verdict,
+        policy,
+        pinned,
+        state,
+        ..
+    } = n;
+    let m = Span::mixed_site();
+    let (hedge_v, timeout, attempt, judge) = (
+        format_ident!("__backstop_hedge", span = m),
+        format_ident!("__backstop_timeout", span = m),
+        format_ident!("__backstop_attempt", span = m),
+        format_ident!("__backstop_judge", span = m),
+    );
+    // A timed-out attempt: the function's error, ambiguous.
+    let timed_out = |error: TokenStream| {
+        quote! {(
+            ::core::result::Result::Err(#error),
+            ::core::option::Option::Some(#rt::Verdict::RetryIfIdempotent),
+        )}
+    };
+    let base = match hedge {
+        HedgeDelay::After(d) => {
+            let delay = duration(d);
+            quote!(#rt::Hedge::after(#delay))
+        }
+        HedgeDelay::Percentile(q, ident) => {
+            let q = Literal::f64_suffixed(*q);
+            quote_spanned! {ident.span()=> {
+                static __BACKSTOP_LATENCY: #rt::LatencyPercentile =
+                    #rt::LatencyPercentile::new(#q, ::core::time::Duration::from_secs(10));
+                #rt::Hedge::at(&__BACKSTOP_LATENCY)
+            }}
+        }
+    };
+    let hedges = match args.hedges.value() {
+        Some(Num::Lit(n)) => quote!(.hedges(#n)),
+        Some(Num::Expr(e)) => quote!(.hedges(#e)),
+        None => quote!(),
+    };
+    // The timeout, and the function's error for an attempt that ran out.
+    let (limit, elapsed) = match args.attempt_timeout.value() {
+        Some(t) => {
+            let span = match t {
+                Dur::Lit(lit) => lit.span,
+                Dur::Expr(e) => e.span(),
+            };
+            let t = duration(t);
+            let error = error_type_tokens(ret, rt, span);
+            let from = respan(
+                quote!(<#error as ::core::convert::From<#rt::Elapsed>>::from),
+                span,
+            );
+            (
+                quote_spanned!(span=> ::core::option::Option::Some(#rt::attempt_timeout(#t))),
+                timed_out(quote!(#from(#rt::Elapsed))),
+            )
+        }
+        None if args.policy.value().is_some() => {
+            // A policy's own `attempt_timeout`, applied when the error type
+            // can hold an `Elapsed` (see `timed_attempt`).
+            let into = format_ident!("__backstop_into", span = m);
+            let error = error_type_tokens(ret, rt, Span::call_site());
+            (
+                quote! {{
+                    #[allow(unused_imports)]
+                    use #rt::{ViaFrom as _, ViaNothing as _};
+                    let #into = (&#rt::ElapsedInto::<#error>::new()).elapsed_into();
+                    #rt::Policy::get_attempt_timeout(#policy).filter(|_| #into.is_some())
+                }},
+                timed_out(quote! {{
+                    #[allow(unused_imports)]
+                    use #rt::{ViaFrom as _, ViaNothing as _};
+                    match (&#rt::ElapsedInto::<#error>::new()).elapsed_into() {
+                        ::core::option::Option::Some(#into) => #into(),
+                        ::core::option::Option::None => ::core::unreachable!(),
+                    }
+                }}),
+            )
+        }
+        None => (
+            quote!(::core::option::Option::None),
+            quote!(::core::unreachable!(
+                "an attempt without a timeout never times out"
+            )),
+        ),
+    };
+    let run = quote! {
+        #rt::AttemptState::run_hedged(&mut #state, &#hedge_v, #timeout, &#attempt, &#judge)
+    };
+    let setup = quote! {
+        let #hedge_v: #rt::Hedge = #base #hedges;
+        let #timeout: ::core::option::Option<::core::time::Duration> = #limit;
+        let #attempt = || async {
+            #[allow(unreachable_code)]
+            if false {
+                let #pinned: #ret = loop {};
+                return #pinned;
+            }
+            #(#stmts)*
+        };
+        let #judge = |#outcome: ::core::result::Result<#ret, #rt::Elapsed>| -> (#ret, ::core::option::Option<#rt::Verdict>) {
+            match #outcome {
+                ::core::result::Result::Ok(#outcome) => {
+                    let #verdict = #classify;
+                    (#outcome, #verdict)
+                }
+                ::core::result::Result::Err(_) => #elapsed,
+            }
+        };
+    };
+    (setup, run)
 }
 
 /// Binds the outcome of the async `attempt`, and the verdict on it. With

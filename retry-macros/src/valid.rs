@@ -3,9 +3,9 @@
 use proc_macro2::{TokenStream, TokenTree};
 use quote::ToTokens;
 use syn::parse::{Parse, ParseStream};
-use syn::{Attribute, Block, ReturnType, Signature, Token, Visibility};
+use syn::{Attribute, Block, ReturnType, Signature, Token, Type, Visibility};
 
-use crate::args::{Args, Backoff, Ctxt, Dur, DurLit, OrNone, human};
+use crate::args::{Args, Backoff, Ctxt, Dur, DurLit, HedgeDelay, OrNone, human};
 
 /// The annotated item: a function, a method, or a trait method with a
 /// default body. Kept as parsed, so it is re-emitted verbatim.
@@ -345,6 +345,7 @@ fn check_base_below_cap(args: &Args, cx: &mut Ctxt) {
 
 fn check_against_fn(args: &Args, func: &Func, cx: &mut Ctxt) {
     let is_async = func.sig.asyncness.is_some();
+    check_hedge(args, func, cx);
     if let Some(key) = args.attempt_timeout.key()
         && !is_async
     {
@@ -352,6 +353,81 @@ fn check_against_fn(args: &Args, func: &Func, cx: &mut Ctxt) {
             key,
             "`attempt_timeout` needs an `async fn`: a running sync attempt cannot be interrupted; \
              give the blocking call its own timeout instead",
+        );
+    }
+}
+
+/// `hedge` runs attempts side by side: an `async fn`, declared
+/// idempotent, whose attempts can share its arguments.
+fn check_hedge(args: &Args, func: &Func, cx: &mut Ctxt) {
+    if let (Some(key), None) = (args.hedges.key(), args.hedge.key()) {
+        cx.error(
+            key,
+            "`hedges` sets how many hedges `hedge` may send: give `hedge = ..` too \
+             (a delay such as `50ms`, or a percentile such as `p95`)",
+        );
+    }
+    let Some(key) = args.hedge.key() else {
+        return;
+    };
+    if let Some(HedgeDelay::After(Dur::Lit(DurLit { nanos: 0, span, .. }))) = args.hedge.value() {
+        cx.error(
+            *span,
+            "`hedge` must be greater than zero: a zero delay sends every attempt twice at once",
+        );
+    }
+    if func.sig.asyncness.is_none() {
+        cx.error(
+            key,
+            "`hedge` needs an `async fn`: it runs attempts side by side, which a sync \
+             function cannot",
+        );
+        return;
+    }
+    // With `policy = ..`, whether the operation is idempotent is the
+    // policy's to say, at run time (a policy that is not sends no hedge).
+    let idempotent = args.idempotent.value().copied();
+    if args.policy.value().is_none() && idempotent != Some(true) {
+        let span = match idempotent {
+            Some(false) => args.idempotent.key().unwrap_or(key),
+            _ => key,
+        };
+        cx.error(
+            span,
+            "`hedge` sends copies of an attempt that may both be carried out: it needs \
+             `idempotent` (add `idempotent` to the options if running the operation twice \
+             is harmless)",
+        );
+    }
+    for input in &func.sig.inputs {
+        let (and, mutability) = match input {
+            syn::FnArg::Receiver(receiver) => match &receiver.kind {
+                syn::ReceiverKind::Reference(and, _, Some(mutability)) => {
+                    (and.span, mutability.span)
+                }
+                _ => match (&receiver.mutability, &receiver.kind) {
+                    (Some(m), _) => (m.span, m.span),
+                    _ => continue,
+                },
+            },
+            syn::FnArg::Typed(typed) => match (&*typed.ty, &*typed.pat) {
+                (Type::Reference(r), _) if r.mutability.is_some() => {
+                    let m = r.mutability.map_or(r.and_token.span, |m| m.span);
+                    (r.and_token.span, m)
+                }
+                (_, syn::Pat::Ident(binding)) if binding.mutability.is_some() => {
+                    let m = binding.mutability.map_or(binding.ident.span(), |m| m.span);
+                    (m, m)
+                }
+                _ => continue,
+            },
+        };
+        let span = and.join(mutability).unwrap_or(and);
+        cx.error(
+            span,
+            "with `hedge`, attempts run side by side and share the arguments: an argument \
+             one attempt could change (`&mut`, or `mut`) cannot be shared; take it by `&` \
+             (with interior mutability if it must change) or drop `hedge`",
         );
     }
 }

@@ -7,8 +7,9 @@ use crate::adaptive::{AdaptiveThrottle, Throttled};
 use crate::breaker::{CircuitBreaker, CircuitOpen};
 use crate::budget::BudgetRef;
 use crate::classify::{ByClassify, Classifier, Classify, NeverRetry, When};
-use crate::hedge::Hedge;
 use crate::clock::SystemClock;
+#[cfg(not(loom))]
+use crate::hedge::Hedge;
 use crate::observe::{Ignore, OnGiveUp, OnRetry};
 use crate::policy::Policy;
 use crate::state::{AttemptState, Decision, GiveUp};
@@ -227,8 +228,15 @@ pub struct Retry<
     name: &'static str,
     timeout: L,
     throttle: A,
-    hedge: Option<Hedge>,
+    hedge: HedgeSlot,
 }
+
+/// The hedging of a [`Retry`] loop, if any (no hedging in loom models:
+/// their atomics are not `const`, and the adaptive delay's are).
+#[cfg(not(loom))]
+type HedgeSlot = Option<Hedge>;
+#[cfg(loom)]
+type HedgeSlot = Option<std::convert::Infallible>;
 
 /// What an attempt timeout may be given as: a `Duration`, or an
 /// `Option<Duration>` (`None`: no limit of its own, only the deadline), as
@@ -943,6 +951,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// assert_eq!(started.elapsed(), Duration::from_millis(25));
     /// # }
     /// ```
+    #[cfg(not(loom))]
     pub fn hedge(mut self, hedge: Hedge) -> Self {
         self.hedge = Some(hedge);
         self

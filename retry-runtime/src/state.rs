@@ -18,7 +18,7 @@ use crate::context::{self, CallContext, Scope};
 use crate::observe::{Function, GiveUpEvent, Observe, RetryEvent};
 use crate::policy::Policy;
 
-#[cfg(feature = "async")]
+#[cfg(all(feature = "async", not(loom)))]
 mod hedged;
 
 /// Deadlines shorter than this start from the precise clock: the coarse
@@ -780,7 +780,9 @@ impl<'a, C: Clock> AttemptState<'a, C> {
                 _ => spread,
             }
         } else {
-            let delay = policy.delay(self.done - 1, self.prev, rng);
+            // The backoff counts retries: the attempts before this one,
+            // less the hedges sent beside them.
+            let delay = policy.delay(self.done - 1 - self.hedges, self.prev, rng);
             self.prev = delay;
             delay
         };

@@ -1,0 +1,342 @@
+//! `#[retry(hedge = ..)]`: attempts side by side for calls that are slow
+//! rather than failing, in tokio's paused time.
+
+use std::io::{Error, ErrorKind};
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use backstop::{RetryThrottle, context, retry};
+use tokio::time::{Instant, sleep};
+
+const MS: Duration = Duration::from_millis(1);
+
+/// What each attempt does, by its number (1-based; the last entry for
+/// later ones): how long it takes, then what it answers.
+#[derive(Clone, Copy, Debug)]
+enum Then {
+    Ok,
+    /// A failure a retry can fix.
+    Reset,
+    /// A failure no retry can fix.
+    Denied,
+}
+
+fn script(table: &[(u64, Then)]) -> (Duration, Then) {
+    let attempt = context().expect("inside an attempt").attempt() as usize;
+    let (ms, then) = table[(attempt - 1).min(table.len() - 1)];
+    (MS * ms as u32, then)
+}
+
+/// What the attempts of one call did.
+#[derive(Default)]
+struct Log {
+    /// Attempt numbers, as they started.
+    started: Vec<u32>,
+    /// Attempt numbers, as they ran to their end.
+    finished: Vec<u32>,
+    /// Attempt numbers, as they were dropped midway.
+    dropped: Vec<u32>,
+    keys: Vec<u128>,
+    /// When each attempt started, since the test's start.
+    at: Vec<Duration>,
+}
+
+/// Notes an attempt dropped before its end.
+struct Guard<'a>(&'a Mutex<Log>, u32, bool);
+
+impl Drop for Guard<'_> {
+    fn drop(&mut self) {
+        if !self.2 {
+            self.0.lock().unwrap().dropped.push(self.1);
+        }
+    }
+}
+
+async fn attempt(log: &Mutex<Log>, start: Instant, table: &[(u64, Then)]) -> Result<u32, Error> {
+    let cx = context().unwrap();
+    let n = cx.attempt();
+    {
+        let mut log = log.lock().unwrap();
+        log.started.push(n);
+        log.keys.push(cx.idempotency_key().as_u128());
+        log.at.push(start.elapsed());
+    }
+    let mut guard = Guard(log, n, false);
+    let (took, then) = script(table);
+    sleep(took).await;
+    guard.2 = true;
+    log.lock().unwrap().finished.push(n);
+    match then {
+        Then::Ok => Ok(n),
+        Then::Reset => Err(ErrorKind::ConnectionReset.into()),
+        Then::Denied => Err(ErrorKind::PermissionDenied.into()),
+    }
+}
+
+#[retry(hedge = 50ms, idempotent, budget = none, base = 100ms, jitter = none)]
+async fn hedged(log: &Mutex<Log>, start: Instant, table: &[(u64, Then)]) -> Result<u32, Error> {
+    attempt(log, start, table).await
+}
+
+async fn run(table: &[(u64, Then)]) -> (Result<u32, Error>, Duration, Log) {
+    let log = Mutex::new(Log::default());
+    let start = Instant::now();
+    let out = hedged(&log, start, table).await;
+    let took = start.elapsed();
+    (out, took, log.into_inner().unwrap())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_first_attempt_is_overtaken_by_its_hedge_and_dropped() {
+    let (out, took, log) = run(&[(1_000, Then::Ok), (10, Then::Ok)]).await;
+    assert_eq!(out.unwrap(), 2, "the hedge answered first");
+    assert_eq!(took, MS * 60, "sent at 50 ms, answered 10 ms later");
+    assert_eq!(log.started, [1, 2]);
+    assert_eq!(log.at, [MS * 0, MS * 50]);
+    assert_eq!(log.finished, [2]);
+    assert_eq!(log.dropped, [1], "the slow attempt is cancelled at once");
+    assert_eq!(log.keys[0], log.keys[1], "one idempotency key for the call");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fast_first_attempt_sends_no_hedge() {
+    let (out, took, log) = run(&[(49, Then::Ok)]).await;
+    assert_eq!(out.unwrap(), 1);
+    assert_eq!(took, MS * 49);
+    assert_eq!(log.started, [1]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_first_attempt_may_still_win_after_the_hedge_is_sent() {
+    let (out, took, log) = run(&[(70, Then::Ok), (100, Then::Ok)]).await;
+    assert_eq!(out.unwrap(), 1);
+    assert_eq!(took, MS * 70);
+    assert_eq!(log.dropped, [2]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stop_from_the_first_attempt_ends_the_call() {
+    let (out, took, log) = run(&[(80, Then::Denied), (1_000, Then::Ok)]).await;
+    assert_eq!(out.unwrap_err().kind(), ErrorKind::PermissionDenied);
+    assert_eq!(took, MS * 80);
+    assert_eq!(log.dropped, [2]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stop_from_the_hedge_ends_the_call() {
+    let (out, took, log) = run(&[(1_000, Then::Ok), (10, Then::Denied)]).await;
+    assert_eq!(out.unwrap_err().kind(), ErrorKind::PermissionDenied);
+    assert_eq!(took, MS * 60);
+    assert_eq!(log.dropped, [1]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retryable_failure_of_one_attempt_does_not_end_the_others() {
+    let (out, took, log) = run(&[(60, Then::Reset), (50, Then::Ok)]).await;
+    assert_eq!(out.unwrap(), 2);
+    assert_eq!(took, MS * 100);
+    assert_eq!(log.finished, [1, 2]);
+    assert!(log.dropped.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn retries_apply_after_every_attempt_in_flight_failed() {
+    // 1 fails at 60 ms, its hedge (sent at 50) at 80: all failed, so the
+    // call sleeps its backoff (100 ms, no jitter) and attempts again: the
+    // third attempt of the call (hedges are attempts).
+    let (out, took, log) = run(&[(60, Then::Reset), (30, Then::Reset), (5, Then::Ok)]).await;
+    assert_eq!(out.unwrap(), 3);
+    assert_eq!(log.started, [1, 2, 3]);
+    assert_eq!(log.at[2], MS * 180);
+    assert_eq!(took, MS * 185);
+}
+
+#[tokio::test(start_paused = true)]
+async fn hedges_count_as_attempts() {
+    // attempts = 3 (the default): 1 and its hedge fail, 3 fails alone
+    // (its hedge would be a fourth attempt), and the call gives up.
+    let (out, _, log) = run(&[(60, Then::Reset), (30, Then::Reset), (1_000, Then::Reset)]).await;
+    assert_eq!(out.unwrap_err().kind(), ErrorKind::ConnectionReset);
+    assert_eq!(log.started, [1, 2, 3]);
+}
+
+#[retry(hedge = 20ms, hedges = 2, attempts = 5, idempotent, budget = none)]
+async fn two_hedges(log: &Mutex<Log>, start: Instant, table: &[(u64, Then)]) -> Result<u32, Error> {
+    attempt(log, start, table).await
+}
+
+#[tokio::test(start_paused = true)]
+async fn hedges_go_out_a_delay_apart_up_to_their_number() {
+    let log = Mutex::new(Log::default());
+    let start = Instant::now();
+    let out = two_hedges(
+        &log,
+        start,
+        &[(1_000, Then::Ok), (1_000, Then::Ok), (30, Then::Ok)],
+    )
+    .await;
+    assert_eq!(out.unwrap(), 3);
+    let log = log.into_inner().unwrap();
+    assert_eq!(
+        log.at,
+        [MS * 0, MS * 20, MS * 40],
+        "no fourth: two hedges at most"
+    );
+    assert_eq!(start.elapsed(), MS * 70);
+    let mut dropped = log.dropped;
+    dropped.sort_unstable();
+    assert_eq!(dropped, [1, 2]);
+}
+
+static DRAINED: RetryThrottle = RetryThrottle::standard();
+
+#[retry(hedge = 50ms, idempotent, budget = DRAINED)]
+async fn on_a_drained_throttle(log: &Mutex<Log>, start: Instant) -> Result<u32, Error> {
+    attempt(log, start, &[(1_000, Then::Ok), (10, Then::Ok)]).await
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_empty_budget_sends_no_hedge() {
+    // Half the tokens gone: a retry would not be granted, nor is a hedge.
+    for _ in 0..5 {
+        DRAINED.failed(std::time::Instant::now());
+    }
+    let log = Mutex::new(Log::default());
+    let start = Instant::now();
+    assert_eq!(on_a_drained_throttle(&log, start).await.unwrap(), 1);
+    assert_eq!(start.elapsed(), MS * 1_000, "the slow attempt ran alone");
+    assert_eq!(log.into_inner().unwrap().started, [1]);
+}
+
+#[retry(hedge = 50ms, idempotent, budget = none, deadline = 50ms)]
+async fn deadline_at_the_hedge(log: &Mutex<Log>, start: Instant) -> Result<u32, Error> {
+    attempt(log, start, &[(200, Then::Ok), (10, Then::Ok)]).await
+}
+
+#[retry(hedge = 50ms, idempotent, budget = none, deadline = 70ms)]
+async fn deadline_after_the_hedge(log: &Mutex<Log>, start: Instant) -> Result<u32, Error> {
+    attempt(log, start, &[(200, Then::Ok), (10, Then::Ok)]).await
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hedge_never_starts_at_or_after_the_deadline() {
+    let log = Mutex::new(Log::default());
+    let start = Instant::now();
+    assert_eq!(deadline_at_the_hedge(&log, start).await.unwrap(), 1);
+    assert_eq!(
+        log.into_inner().unwrap().started,
+        [1],
+        "no time left at 50 ms"
+    );
+
+    let log = Mutex::new(Log::default());
+    let start = Instant::now();
+    assert_eq!(deadline_after_the_hedge(&log, start).await.unwrap(), 2);
+    let log = log.into_inner().unwrap();
+    assert_eq!(log.at, [MS * 0, MS * 50]);
+}
+
+#[retry(hedge = 50ms, idempotent, budget = none, attempt_timeout = 80ms)]
+async fn timed(log: &Mutex<Log>, start: Instant) -> Result<u32, Error> {
+    attempt(
+        log,
+        start,
+        &[(1_000, Then::Ok), (1_000, Then::Ok), (10, Then::Ok)],
+    )
+    .await
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_attempt_has_its_own_timeout() {
+    // 1 is cut at 80 ms, 2 (sent at 50) at 130: both timed out, retried
+    // (idempotent) after the backoff; 3 answers.
+    let log = Mutex::new(Log::default());
+    let start = Instant::now();
+    assert_eq!(timed(&log, start).await.unwrap(), 3);
+    let log = log.into_inner().unwrap();
+    assert_eq!(log.dropped, [1, 2]);
+    assert!(log.at[2] > MS * 130, "{:?}", log.at);
+}
+
+struct Client {
+    base: String,
+    sent: AtomicU32,
+}
+
+impl Client {
+    #[retry(hedge = 10ms, idempotent, budget = none)]
+    async fn get(&self, path: &str) -> Result<String, Error> {
+        let n = self.sent.fetch_add(1, Ordering::Relaxed);
+        sleep(if n == 0 { MS * 100 } else { MS }).await;
+        Ok(format!("{}{path}", self.base))
+    }
+}
+
+fn is_send<T: Send>(t: T) -> T {
+    t
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_method_taking_self_and_references_is_hedged_and_send() {
+    let client = Arc::new(Client {
+        base: "https://api/".to_owned(),
+        sent: AtomicU32::new(0),
+    });
+    let task = tokio::spawn({
+        let client = Arc::clone(&client);
+        async move { is_send(client.get("users")).await }
+    });
+    assert_eq!(task.await.unwrap().unwrap(), "https://api/users");
+    assert_eq!(client.sent.load(Ordering::Relaxed), 2);
+}
+
+#[retry(hedge = p95, idempotent, budget = none)]
+async fn adaptive(sent: &AtomicU32, latency: Duration) -> Result<(), Error> {
+    sent.fetch_add(1, Ordering::Relaxed);
+    sleep(latency).await;
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_adaptive_delay_hedges_the_slowest_twentieth() {
+    // Latencies 1..=100 ms, spread evenly: p95 is 95 ms (the estimate up
+    // to a bucket above). No hedge before 100 latencies are known; then
+    // about one call in twenty is hedged.
+    let sent = AtomicU32::new(0);
+    let mut order: Vec<u64> = (1..=100).collect();
+    let mut state = 0x9e37_79b9_u64;
+    let mut shuffle = |v: &mut Vec<u64>| {
+        for i in (1..v.len()).rev() {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            v.swap(i, (state % (i as u64 + 1)) as usize);
+        }
+    };
+    for ms in &order {
+        adaptive(&sent, MS * *ms as u32).await.unwrap();
+    }
+    assert_eq!(
+        sent.load(Ordering::Relaxed),
+        100,
+        "no hedge without evidence"
+    );
+    let calls = 2_000;
+    sent.store(0, Ordering::Relaxed);
+    for _ in 0..calls / 100 {
+        shuffle(&mut order);
+        for ms in &order {
+            adaptive(&sent, MS * *ms as u32).await.unwrap();
+        }
+    }
+    let hedges = sent.load(Ordering::Relaxed) - calls;
+    // Latencies above the delay are hedged: 5 in 100 at p95 exactly, fewer
+    // as the estimate rounds up to its bucket's end (95 ms reads 98.3: two
+    // in 100 here); never more than the twentieth.
+    assert!(
+        (20..=100).contains(&hedges),
+        "{hedges} hedges in {calls} calls"
+    );
+}
