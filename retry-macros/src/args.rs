@@ -322,7 +322,7 @@ impl Args {
                 }
             }
             "hedges" => {
-                if let Some(v) = count(cx, "hedges", value, "hedges = 2", "a hedge") {
+                if let Some(v) = count(cx, "hedges", value, "hedges = 2") {
                     self.hedges.set(cx, span, v);
                 }
             }
@@ -710,7 +710,7 @@ fn hedge_delay(cx: &mut Ctxt, value: Expr) -> Option<HedgeDelay> {
 }
 
 /// A count of at least 1 (`hedges`): a plain integer, or an expression.
-fn count(cx: &mut Ctxt, name: &str, value: Expr, example: &str, what: &str) -> Option<Num<u32>> {
+fn count(cx: &mut Ctxt, name: &str, value: Expr, example: &str) -> Option<Num<u32>> {
     let Expr::Lit(syn::ExprLit {
         lit: Lit::Int(lit), ..
     }) = &value
@@ -721,7 +721,7 @@ fn count(cx: &mut Ctxt, name: &str, value: Expr, example: &str, what: &str) -> O
         Ok(0) => {
             cx.error_spanned(
                 lit,
-                format!("`{name}` must be at least 1: for no {what}, leave the option out"),
+                format!("`{name}` must be at least 1 (it counts the attempts a call may add beside a slow one)"),
             );
             None
         }

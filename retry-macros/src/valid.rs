@@ -400,31 +400,32 @@ fn check_hedge(args: &Args, func: &Func, cx: &mut Ctxt) {
         );
     }
     for input in &func.sig.inputs {
-        let (and, mutability) = match input {
-            syn::FnArg::Receiver(receiver) => match &receiver.kind {
-                syn::ReceiverKind::Reference(and, _, Some(mutability)) => {
-                    (and.span, mutability.span)
-                }
-                _ => match (&receiver.mutability, &receiver.kind) {
-                    (Some(m), _) => (m.span, m.span),
+        // The tokens that give unique access: `&mut self`, `&mut T`, `mut x`.
+        let tokens = match input {
+            syn::FnArg::Receiver(receiver) => {
+                let this = &receiver.self_token;
+                match (&receiver.kind, &receiver.mutability) {
+                    (syn::ReceiverKind::Reference(and, _, Some(mutability)), _) => {
+                        quote::quote!(#and #mutability #this)
+                    }
+                    (_, Some(mutability)) => quote::quote!(#mutability #this),
                     _ => continue,
-                },
-            },
+                }
+            }
             syn::FnArg::Typed(typed) => match (&*typed.ty, &*typed.pat) {
                 (Type::Reference(r), _) if r.mutability.is_some() => {
-                    let m = r.mutability.map_or(r.and_token.span, |m| m.span);
-                    (r.and_token.span, m)
+                    let (and, mutability) = (&r.and_token, &r.mutability);
+                    quote::quote!(#and #mutability)
                 }
                 (_, syn::Pat::Ident(binding)) if binding.mutability.is_some() => {
-                    let m = binding.mutability.map_or(binding.ident.span(), |m| m.span);
-                    (m, m)
+                    let (mutability, name) = (&binding.mutability, &binding.ident);
+                    quote::quote!(#mutability #name)
                 }
                 _ => continue,
             },
         };
-        let span = and.join(mutability).unwrap_or(and);
-        cx.error(
-            span,
+        cx.error_spanned(
+            tokens,
             "with `hedge`, attempts run side by side and share the arguments: an argument \
              one attempt could change (`&mut`, or `mut`) cannot be shared; take it by `&` \
              (with interior mutability if it must change) or drop `hedge`",

@@ -1,0 +1,28 @@
+use backstop::retry;
+
+#[retry(hedge = p5, idempotent)]
+async fn one_digit() -> Result<u32, std::io::Error> {
+    Ok(1)
+}
+
+#[retry(hedge = 0ms, idempotent)]
+async fn zero() -> Result<u32, std::io::Error> {
+    Ok(1)
+}
+
+#[retry(hedge = 50ms, hedges = 0, idempotent)]
+async fn no_hedges() -> Result<u32, std::io::Error> {
+    Ok(1)
+}
+
+#[retry(hedges = 2, idempotent)]
+async fn hedges_alone() -> Result<u32, std::io::Error> {
+    Ok(1)
+}
+
+#[retry(hedge = "50ms", idempotent)]
+async fn quoted() -> Result<u32, std::io::Error> {
+    Ok(1)
+}
+
+fn main() {}

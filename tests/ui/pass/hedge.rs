@@ -1,0 +1,37 @@
+use std::time::Duration;
+
+use backstop::retry;
+
+const DELAY: Duration = Duration::from_millis(20);
+
+struct Client {
+    base: String,
+}
+
+impl Client {
+    #[retry(hedge = p99, hedges = 2, idempotent)]
+    async fn get(&self, path: &str) -> Result<String, std::io::Error> {
+        Ok(format!("{}{path}", self.base))
+    }
+
+    #[retry(hedge = DELAY, idempotent, attempt_timeout = 1s)]
+    async fn put(&self, key: String, value: Vec<u8>) -> Result<usize, std::io::Error> {
+        Ok(key.len() + value.len())
+    }
+}
+
+#[retry(policy = backstop::Policy::new().idempotent(true), hedge = p999)]
+async fn with_a_policy(name: &str) -> Result<usize, std::io::Error> {
+    Ok(name.len())
+}
+
+fn is_send<T: Send>(t: T) -> T {
+    t
+}
+
+fn main() {
+    let client = Client { base: String::new() };
+    drop(is_send(client.get("x")));
+    drop(is_send(client.put(String::new(), Vec::new())));
+    drop(is_send(with_a_policy("x")));
+}
