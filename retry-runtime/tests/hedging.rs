@@ -1,0 +1,320 @@
+//! Hedged rounds through `Retry::hedge`: the invariants over arbitrary
+//! latencies and verdicts, the adaptive delay under hedging, and the
+//! budget and breaker granting hedges, in tokio's paused time.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use proptest::prelude::*;
+use rand::{Rng, SeedableRng, rngs::SmallRng};
+use retry_runtime::hedge::{Hedge, LatencyPercentile};
+use retry_runtime::{
+    CircuitBreaker, Classify, Policy, Retry, RetryBudget, Verdict, context, testing,
+};
+use tokio::time::{Instant, sleep};
+
+const MS: Duration = Duration::from_millis(1);
+
+/// An attempt's error: which attempt, and whether a retry could fix it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Failure {
+    attempt: u32,
+    stop: bool,
+}
+
+impl Classify for Failure {
+    fn classify(&self) -> Verdict {
+        if self.stop {
+            Verdict::Stop
+        } else {
+            Verdict::Retry
+        }
+    }
+}
+
+impl From<retry_runtime::CircuitOpen> for Failure {
+    fn from(_: retry_runtime::CircuitOpen) -> Self {
+        Failure {
+            attempt: 0,
+            stop: true,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Ok,
+    Retry,
+    Stop,
+}
+
+/// One attempt as it went: its number, key, start, and end (`true`: ran
+/// to its end, `false`: dropped).
+#[derive(Debug)]
+struct Seen {
+    attempt: u32,
+    key: u128,
+    start: Duration,
+    end: Option<(Duration, bool)>,
+}
+
+struct Guard<'a> {
+    log: &'a Mutex<Vec<Seen>>,
+    index: usize,
+    origin: Instant,
+    finished: bool,
+}
+
+impl Drop for Guard<'_> {
+    fn drop(&mut self) {
+        let at = self.origin.elapsed();
+        self.log.lock().unwrap()[self.index].end = Some((at, self.finished));
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap()
+}
+
+/// Runs one hedged call whose attempt number `n` takes `script[n - 1]`
+/// (the last entry for later ones), logging every attempt.
+async fn scripted(
+    retry: &Retry<'_>,
+    script: &[(u64, Kind)],
+    log: &Mutex<Vec<Seen>>,
+    origin: Instant,
+) -> Result<u32, Failure> {
+    retry
+        .call_async(|| async {
+            let cx = context().unwrap();
+            let attempt = cx.attempt();
+            let index = {
+                let mut log = log.lock().unwrap();
+                log.push(Seen {
+                    attempt,
+                    key: cx.idempotency_key().as_u128(),
+                    start: origin.elapsed(),
+                    end: None,
+                });
+                log.len() - 1
+            };
+            let mut guard = Guard {
+                log,
+                index,
+                origin,
+                finished: false,
+            };
+            let (ms, kind) = script[(attempt as usize - 1).min(script.len() - 1)];
+            sleep(MS * ms as u32).await;
+            guard.finished = true;
+            match kind {
+                Kind::Ok => Ok(attempt),
+                Kind::Retry => Err(Failure {
+                    attempt,
+                    stop: false,
+                }),
+                Kind::Stop => Err(Failure {
+                    attempt,
+                    stop: true,
+                }),
+            }
+        })
+        .await
+}
+
+fn kind() -> impl Strategy<Value = Kind> {
+    prop_oneof![Just(Kind::Ok), Just(Kind::Retry), Just(Kind::Stop)]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn hedged_calls_keep_their_invariants(
+        script in prop::collection::vec((0u64..300, kind()), 1..8),
+        delay in 1u64..80,
+        hedges in 1u32..4,
+        attempts in 1u32..7,
+        deadline in prop::option::of(20u64..500),
+    ) {
+        let policy = Policy::new()
+            .idempotent(true)
+            .attempts(attempts)
+            .base(MS * 30)
+            .deadline(deadline.map(|ms| MS * ms as u32))
+            .no_budget();
+        let retry = Retry::new(&policy).hedge(Hedge::after(MS * delay as u32).hedges(hedges));
+        let log = Mutex::new(Vec::new());
+        let (out, returned) = runtime().block_on(async {
+            let origin = Instant::now();
+            let out = scripted(&retry, &script, &log, origin).await;
+            (out, origin.elapsed())
+        });
+        let log = log.into_inner().unwrap();
+
+        // Numbered 1, 2, … in the order they started, within `attempts`.
+        let numbers: Vec<u32> = log.iter().map(|s| s.attempt).collect();
+        prop_assert_eq!(numbers, (1..=log.len() as u32).collect::<Vec<_>>());
+        prop_assert!(log.len() as u32 <= attempts);
+        // One idempotency key for the call.
+        prop_assert!(log.iter().all(|s| s.key == log[0].key));
+        // Nothing left running: every attempt ended by the return, and the
+        // ones dropped were dropped at the return.
+        for seen in &log {
+            let (end, finished) = seen.end.expect("every attempt ended");
+            prop_assert!(end <= returned);
+            if !finished {
+                prop_assert_eq!(end, returned, "dropped at once");
+            }
+        }
+        // Never more in flight than the first and its hedges.
+        for seen in &log {
+            let at = seen.start;
+            let live = log
+                .iter()
+                .filter(|s| s.start <= at && s.end.is_some_and(|(end, _)| end > at))
+                .count();
+            prop_assert!(live as u32 <= 1 + hedges, "{} in flight at {:?}", live, at);
+        }
+        // Only the first attempt may start without time left.
+        if let Some(deadline) = deadline {
+            for seen in &log[1..] {
+                prop_assert!(seen.start < MS * deadline as u32, "{:?} started late", seen);
+            }
+        }
+        // The first answer wins: what the call returns ended the call, and
+        // every other attempt that ran to its end before was a retryable
+        // failure.
+        let winner = match out {
+            Ok(n) => n,
+            Err(Failure { attempt, .. }) => attempt,
+        };
+        let won = &log[winner as usize - 1];
+        prop_assert_eq!(won.end, Some((returned, true)));
+        for seen in log.iter().filter(|s| s.attempt != winner) {
+            if let Some((_, true)) = seen.end {
+                let kind = script[(seen.attempt as usize - 1).min(script.len() - 1)].1;
+                prop_assert_eq!(kind, Kind::Retry, "attempt {} answered and lost", seen.attempt);
+            }
+        }
+        if matches!(out, Ok(_)) {
+            let kind = script[(winner as usize - 1).min(script.len() - 1)].1;
+            prop_assert_eq!(kind, Kind::Ok);
+        }
+    }
+}
+
+#[test]
+fn the_adaptive_delay_converges_to_its_percentile_while_hedging() {
+    // Exponential latencies, mean 10 ms: p95 = 10 ms × ln 20 ≈ 29.96 ms.
+    // Attempts overtaken by their hedge are learnt as what they took so
+    // far (above the delay, as the slow attempts they stand for are).
+    static P95: LatencyPercentile = LatencyPercentile::new(0.95, Duration::from_secs(10));
+    let _isolated = testing::isolate();
+    let policy = Policy::new().idempotent(true).no_budget();
+    let retry = Retry::new(&policy).hedge(Hedge::at(&P95));
+    let rng = Mutex::new(SmallRng::seed_from_u64(11));
+    let (calls, sent, estimate) = runtime().block_on(async {
+        let sent = std::sync::atomic::AtomicU32::new(0);
+        let calls = 3_000;
+        for _ in 0..calls {
+            let out: Result<(), Failure> = retry
+                .call_async(|| async {
+                    sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let u: f64 = rng.lock().unwrap().random();
+                    let micros = (-10_000.0 * (1.0 - u).ln()) as u64;
+                    sleep(Duration::from_micros(micros)).await;
+                    Ok(())
+                })
+                .await;
+            out.unwrap();
+        }
+        // (On the paused clock, ahead of the real one.)
+        let estimate = P95.estimate(Instant::now().into_std());
+        (calls, sent.into_inner(), estimate)
+    });
+    let estimate = estimate.unwrap();
+    let truth = 10_000.0 * 20f64.ln();
+    let ratio = estimate.as_micros() as f64 / truth;
+    assert!(
+        (0.93..1.07).contains(&ratio),
+        "estimate {estimate:?}, p95 {truth} µs"
+    );
+    // About one call in twenty hedged, once there was evidence.
+    let hedges = sent - calls;
+    assert!(
+        (60..=200).contains(&hedges),
+        "{hedges} hedges in {calls} calls"
+    );
+}
+
+#[test]
+fn a_windowed_budget_grants_hedges_as_retries_and_refuses_them_when_empty() {
+    static FUNDED: RetryBudget = RetryBudget::new(0.5, 10, Duration::from_secs(10));
+    static EMPTY: RetryBudget = RetryBudget::new(0.01, 0, Duration::from_secs(10));
+    let policy = Policy::new().idempotent(true);
+    let script = [(1_000, Kind::Ok), (10, Kind::Ok)];
+    for (budget, hedged) in [(&FUNDED, true), (&EMPTY, false)] {
+        let retry = Retry::new(&policy)
+            .budget(budget)
+            .hedge(Hedge::after(MS * 50));
+        let log = Mutex::new(Vec::new());
+        let out = runtime().block_on(scripted(&retry, &script, &log, Instant::now()));
+        assert_eq!(out, Ok(if hedged { 2 } else { 1 }));
+        assert_eq!(
+            budget.stats().retries,
+            u64::from(hedged),
+            "a hedge is a retry"
+        );
+    }
+}
+
+#[test]
+fn a_breaker_probe_is_never_hedged_and_an_open_breaker_sends_no_hedge() {
+    static BREAKER: CircuitBreaker = CircuitBreaker::new(1, Duration::from_secs(1));
+    let policy = Policy::new().idempotent(true).no_budget();
+    let retry = Retry::new(&policy).hedge(Hedge::after(MS * 50));
+    let rt = runtime();
+    rt.block_on(async {
+        let retry = retry.breaker(&BREAKER);
+        let origin = Instant::now();
+        // Closed: hedged.
+        let log = Mutex::new(Vec::new());
+        let out = retry
+            .call_async(|| async {
+                let attempt = context().unwrap().attempt();
+                log.lock().unwrap().push(attempt);
+                sleep(MS * if attempt == 1 { 1_000 } else { 10 }).await;
+                Ok::<_, Failure>(attempt)
+            })
+            .await;
+        assert_eq!(out, Ok(2));
+        // Opened by a failure, then half-open after its cooldown: the
+        // probe runs alone, however slow.
+        let _ = retry
+            .call_async(|| async {
+                Err::<u32, _>(Failure {
+                    attempt: 1,
+                    stop: false,
+                })
+            })
+            .await;
+        sleep(Duration::from_secs(2)).await;
+        let log = Mutex::new(Vec::new());
+        let out = retry
+            .call_async(|| async {
+                let attempt = context().unwrap().attempt();
+                log.lock().unwrap().push(attempt);
+                sleep(MS * 1_000).await;
+                Ok::<_, Failure>(attempt)
+            })
+            .await;
+        assert_eq!(out, Ok(1));
+        assert_eq!(*log.lock().unwrap(), [1], "a probe is not hedged");
+        let _ = origin;
+    });
+}
