@@ -756,3 +756,88 @@ fn a_request_that_cannot_be_sent_again_is_counted_as_not_replayable() {
         "{counters:?}"
     );
 }
+
+#[retry(
+    hedge = 50ms,
+    idempotent,
+    budget = none,
+    jitter = none,
+    on_retry = |e| HOOKED.lock().unwrap().push((e.attempt(), e.hedges())),
+)]
+async fn hedged(calls: &std::sync::atomic::AtomicU32) -> Result<u32, Error> {
+    // The first call: attempt 1 and its hedge fail (retried), then 3 wins
+    // alone. The second: attempt 1 is slow, its hedge wins.
+    let attempt = backstop::context().unwrap().attempt();
+    let call = calls.load(Relaxed);
+    let (took, ok) = match (call, attempt) {
+        (0, 1) => (60, false),
+        (0, 2) => (20, false),
+        (0, _) => (10, true),
+        (_, 1) => (1_000, true),
+        _ => (10, true),
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(took)).await;
+    if ok {
+        Ok(attempt)
+    } else {
+        Err(ErrorKind::ConnectionReset.into())
+    }
+}
+
+static HOOKED: Mutex<Vec<(u32, u32)>> = Mutex::new(Vec::new());
+
+#[test]
+fn hedges_are_counted_told_to_the_hooks_and_logged() {
+    let _serial = serial();
+    let recorder = Recorder::default();
+    let capture = Arc::new(Capture::default());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let calls = std::sync::atomic::AtomicU32::new(0);
+    tracing::subscriber::with_default(Arc::clone(&capture), || {
+        metrics::with_local_recorder(&recorder, || {
+            runtime.block_on(async {
+                assert_eq!(hedged(&calls).await.unwrap(), 3);
+                calls.store(1, Relaxed);
+                assert_eq!(hedged(&calls).await.unwrap(), 2);
+            });
+        });
+    });
+    assert_eq!(
+        *HOOKED.lock().unwrap(),
+        [(2, 1)],
+        "one retry, after attempt 2: one of the two was a hedge"
+    );
+    let counters = counters(&recorder);
+    assert_eq!(counters["backstop_hedges_total{function=telemetry::hedged}"], 2);
+    assert_eq!(
+        counters["backstop_hedge_wins_total{function=telemetry::hedged}"],
+        1,
+        "the second call was won by its hedge"
+    );
+    let histograms = recorder.histograms.lock().unwrap();
+    let attempts = histograms["backstop_attempts{function=telemetry::hedged}"]
+        .0
+        .lock()
+        .unwrap()
+        .clone();
+    assert_eq!(attempts, [3.0, 2.0], "hedges are attempts");
+    let events = capture.events.lock().unwrap();
+    let messages: Vec<&str> = events
+        .iter()
+        .filter_map(|(_, f)| f.get("message").map(String::as_str))
+        .collect();
+    assert_eq!(
+        messages,
+        [
+            "hedging",
+            "attempt failed, others still in flight",
+            "retrying",
+            "hedging",
+            "a hedge answered first"
+        ]
+    );
+}
