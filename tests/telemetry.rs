@@ -812,10 +812,12 @@ fn hedges_are_counted_told_to_the_hooks_and_logged() {
         "one retry, after attempt 2: one of the two was a hedge"
     );
     let counters = counters(&recorder);
-    assert_eq!(counters["backstop_hedges_total{function=telemetry::hedged}"], 2);
     assert_eq!(
-        counters["backstop_hedge_wins_total{function=telemetry::hedged}"],
-        1,
+        counters["backstop_hedges_total{function=telemetry::hedged}"],
+        2
+    );
+    assert_eq!(
+        counters["backstop_hedge_wins_total{function=telemetry::hedged}"], 1,
         "the second call was won by its hedge"
     );
     let histograms = recorder.histograms.lock().unwrap();

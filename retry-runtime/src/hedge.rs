@@ -35,6 +35,8 @@ const SLOTS: usize = 4;
 const MIN_SAMPLES: u64 = 100;
 /// Cached estimates are recomputed this many times per window.
 const REFRESHES: u64 = 16;
+/// Samples a window needs before its estimate is kept between refreshes.
+const CACHED_SAMPLES: u64 = 1_000;
 /// No estimate.
 const NONE: u64 = u64::MAX;
 
@@ -304,8 +306,11 @@ impl LatencyPercentile {
 
     /// The estimate at `now`: the quantile of the latencies of the window
     /// ending then, rounded up to its bucket's end (at most 6.25% above);
-    /// `None` with fewer than 100 of them. An estimate is kept for a
-    /// sixteenth of the window between two computations.
+    /// `None` with fewer than 100 of them. Once the window holds a
+    /// thousand, an estimate is kept for a sixteenth of the window between
+    /// two computations (with fewer, each call computes it: the first
+    /// latencies of a burst are its fastest, and an estimate kept from
+    /// them would be too low for long).
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
@@ -326,18 +331,20 @@ impl LatencyPercentile {
         if cached != NONE && cached >> 32 == refresh {
             return decode(cached & u64::from(u32::MAX));
         }
-        let micros = self.compute(now);
-        // No estimate is not kept: the evidence that would make one may
-        // arrive any moment (and while there is little, a computation
-        // costs little).
-        if micros != u64::from(u32::MAX) {
+        let (micros, samples) = self.compute(now);
+        // An estimate from little evidence is not kept: more may arrive
+        // any moment, and the first latencies of a burst of calls are its
+        // fastest (the slow ones have not ended yet): kept for a sixteenth
+        // of the window, such an estimate would hedge far too often. While
+        // there is little evidence, a computation costs little.
+        if samples >= CACHED_SAMPLES {
             self.cache.store(refresh << 32 | micros, Relaxed);
         }
         decode(micros)
     }
 
     /// The quantile now, in microseconds, or `u32::MAX` for none.
-    fn compute(&self, now: Instant) -> u64 {
+    fn compute(&self, now: Instant) -> (u64, u64) {
         let epoch = self.epoch(now);
         let mut totals = [0u64; BUCKETS];
         for slot in (0..SLOTS).filter(|&slot| self.live(slot, epoch)) {
@@ -347,7 +354,7 @@ impl LatencyPercentile {
         }
         let samples: u64 = totals.iter().sum();
         if samples < MIN_SAMPLES {
-            return u64::from(u32::MAX);
+            return (u64::from(u32::MAX), samples);
         }
         // The smallest bucket whose running count reaches the quantile's
         // share of the samples.
@@ -356,10 +363,10 @@ impl LatencyPercentile {
         for (index, total) in totals.iter().enumerate() {
             seen += total;
             if seen >= rank {
-                return upper(index).min(u64::from(u32::MAX) - 1);
+                return (upper(index).min(u64::from(u32::MAX) - 1), samples);
             }
         }
-        upper(BUCKETS - 1).min(u64::from(u32::MAX) - 1)
+        (upper(BUCKETS - 1).min(u64::from(u32::MAX) - 1), samples)
     }
 }
 

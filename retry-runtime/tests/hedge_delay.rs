@@ -123,3 +123,20 @@ proptest! {
         prop_assert!(estimate <= truth + truth / 16 + 1, "{} > {} + 1/16", estimate, truth);
     }
 }
+
+#[test]
+fn an_estimate_from_little_evidence_is_not_kept() {
+    // The first latencies of a burst are its fastest: an estimate made
+    // from them must give way as soon as the slow ones arrive, not a
+    // sixteenth of the window later.
+    let p95 = LatencyPercentile::new(0.95, Duration::from_secs(10));
+    let now = Instant::now();
+    for _ in 0..100 {
+        p95.record(Duration::from_millis(1), now);
+    }
+    assert!(p95.estimate(now).unwrap() < Duration::from_millis(2));
+    for _ in 0..100 {
+        p95.record(Duration::from_millis(100), now);
+    }
+    assert!(p95.estimate(now).unwrap() >= Duration::from_millis(100));
+}

@@ -168,7 +168,13 @@ impl<C: Clock> AttemptState<'_, C> {
                 }
                 if let Some((out, meta)) = over {
                     let now = self.clock.now();
-                    hedge.record(now.saturating_duration_since(meta.started), now);
+                    // The adaptive delay learns from first attempts only:
+                    // a hedge runs to its end only when it is faster than
+                    // the attempt it shadows, so its latencies would read
+                    // the dependency as faster than it is.
+                    if meta.attempt == first {
+                        hedge.record(now.saturating_duration_since(meta.started), now);
+                    }
                     let (outcome, verdict) = judge(out);
                     let answered = matches!(verdict, None | Some(Verdict::Stop));
                     if answered || (first_in.is_none() && hedges.is_empty()) {
@@ -177,7 +183,7 @@ impl<C: Clock> AttemptState<'_, C> {
                         timer.set(None);
                         let losers = first_in.take().into_iter();
                         for loser in losers.chain(hedges.drain(..).map(|(_, meta)| meta)) {
-                            self.dropped(hedge, loser, answered, now);
+                            self.dropped(hedge, loser, first, answered, now);
                         }
                         if answered && meta.attempt != first {
                             self.obs.hedge_won(meta.attempt);
@@ -317,13 +323,16 @@ impl<C: Clock> AttemptState<'_, C> {
         self.obs.failed_beside(attempt.attempt, verdict);
     }
 
-    /// An attempt dropped when another ended the round. Its latency so far
-    /// is a floor of its own, learnt as one (it is above the hedge delay,
-    /// as the slow attempts it stands for are). If the call got an answer,
-    /// the adaptive throttle counts this one answered too: it was not
-    /// refused, only overtaken.
-    fn dropped(&self, hedge: &Hedge, attempt: InFlight, answered: bool, now: Instant) {
-        hedge.record(now.saturating_duration_since(attempt.started), now);
+    /// An attempt dropped when another ended the round. A first attempt's
+    /// latency so far is a floor of its own, learnt as one: it is above
+    /// the hedge delay (it was hedged), as the slow attempts it stands for
+    /// are, and that is all a percentile needs of it. If the call got an
+    /// answer, the adaptive throttle counts the attempt answered too: it
+    /// was not refused, only overtaken.
+    fn dropped(&self, hedge: &Hedge, attempt: InFlight, first: u32, answered: bool, now: Instant) {
+        if attempt.attempt == first {
+            hedge.record(now.saturating_duration_since(attempt.started), now);
+        }
         if answered && let (Some((throttle, _)), Some(at)) = (self.throttle, attempt.admitted) {
             throttle.accepted(at);
         }
