@@ -867,3 +867,146 @@ async fn an_infallible_inner_service_needs_no_classifier() {
         .await;
     assert_eq!(response.unwrap().status(), StatusCode::OK);
 }
+
+/// An in-process service whose attempt `n` (1-based) answers 200 after
+/// `latencies[n - 1]` ms (the last for later ones), logging each body it
+/// got and each attempt dropped before its answer.
+fn slow_service(
+    latencies: &'static [u64],
+) -> (
+    impl tower::Service<
+        Request<ReplayBody<String>>,
+        Response = Response<()>,
+        Error = BoxError,
+        Future = impl Future<Output = Result<Response<()>, BoxError>> + Send,
+    > + Clone
+    + Send
+    + 'static,
+    Arc<Mutex<Vec<(u32, Bytes, bool)>>>,
+) {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let seen = log.clone();
+    let inner = service_fn(move |request: Request<ReplayBody<String>>| {
+        let seen = seen.clone();
+        async move {
+            let attempt = context().expect("inside an attempt").attempt();
+            let body = request.into_body().collect().await.unwrap().to_bytes();
+            struct Dropped(Arc<Mutex<Vec<(u32, Bytes, bool)>>>, u32, Bytes, bool);
+            impl Drop for Dropped {
+                fn drop(&mut self) {
+                    let (n, body, done) = (self.1, self.2.clone(), self.3);
+                    self.0.lock().unwrap().push((n, body, done));
+                }
+            }
+            let mut guard = Dropped(seen, attempt, body, false);
+            let ms = latencies[(attempt as usize - 1).min(latencies.len() - 1)];
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            guard.3 = true;
+            Ok::<_, BoxError>(status(200, None))
+        }
+    });
+    (inner, log)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_get_is_hedged_with_the_same_body_and_the_loser_dropped() {
+    let (inner, log) = slow_service(&[1_000, 10]);
+    let service = RetryLayer::http(&Policy::new())
+        .hedge(backstop::hedge::Hedge::after(Duration::from_millis(50)))
+        .layer(inner);
+    let start = tokio::time::Instant::now();
+    let request = Request::get("/users/7").body("query".to_owned()).unwrap();
+    let response = service.oneshot(request).await.unwrap();
+    assert_eq!(start.elapsed(), Duration::from_millis(60));
+    assert_eq!(
+        response.extensions().get::<backstop::http::Attempts>(),
+        Some(&backstop::http::Attempts(2))
+    );
+    let log = log.lock().unwrap();
+    assert_eq!(
+        *log,
+        [
+            (2, Bytes::from_static(b"query"), true),
+            (1, Bytes::from_static(b"query"), false)
+        ],
+        "the hedge answered, then the first attempt was dropped"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_post_is_not_hedged_a_keyed_post_is() {
+    for (keyed, attempts) in [(false, 1), (true, 2)] {
+        let (inner, log) = slow_service(&[1_000, 10]);
+        let service = RetryLayer::http(&Policy::new())
+            .hedge(backstop::hedge::Hedge::after(Duration::from_millis(50)))
+            .layer(inner);
+        let mut request = Request::post("/orders").body("order".to_owned()).unwrap();
+        if keyed {
+            request
+                .headers_mut()
+                .insert("idempotency-key", "k-1".parse().unwrap());
+        }
+        let _ = service.oneshot(request).await.unwrap();
+        assert_eq!(log.lock().unwrap().len(), attempts, "keyed: {keyed}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_body_over_the_replay_limit_is_not_hedged() {
+    let (inner, log) = slow_service(&[1_000, 10]);
+    let service = RetryLayer::http(&Policy::new())
+        .replay_limit(2)
+        .hedge(backstop::hedge::Hedge::after(Duration::from_millis(50)))
+        .layer(inner);
+    let request = Request::put("/users/7")
+        .body("too long".to_owned())
+        .unwrap();
+    let start = tokio::time::Instant::now();
+    let _ = service.oneshot(request).await.unwrap();
+    assert_eq!(start.elapsed(), Duration::from_millis(1_000));
+    assert_eq!(log.lock().unwrap().len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_layer_of_clone_requests_hedges_on_clones_of_its_service_each_made_ready() {
+    #[derive(Clone)]
+    struct Slow {
+        readied: Arc<AtomicU32>,
+        calls: Arc<AtomicU32>,
+    }
+    impl tower::Service<u32> for Slow {
+        type Response = (u32, u32);
+        type Error = std::io::Error;
+        type Future =
+            std::pin::Pin<Box<dyn Future<Output = Result<(u32, u32), std::io::Error>> + Send>>;
+        fn poll_ready(
+            &mut self,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Result<(), std::io::Error>> {
+            self.readied.fetch_add(1, Ordering::Relaxed);
+            std::task::Poll::Ready(Ok(()))
+        }
+        fn call(&mut self, request: u32) -> Self::Future {
+            let n = self.calls.fetch_add(1, Ordering::Relaxed) + 1;
+            Box::pin(async move {
+                tokio::time::sleep(Duration::from_millis(if n == 1 { 1_000 } else { 5 })).await;
+                Ok((n, request))
+            })
+        }
+    }
+    let inner = Slow {
+        readied: Arc::default(),
+        calls: Arc::default(),
+    };
+    let policy = Policy::new().idempotent(true);
+    let service = RetryLayer::new(&policy)
+        .hedge(backstop::hedge::Hedge::after(Duration::from_millis(20)))
+        .layer(inner.clone());
+    assert_eq!(service.oneshot(7).await.unwrap(), (2, 7));
+    assert_eq!(inner.calls.load(Ordering::Relaxed), 2);
+    assert_eq!(
+        inner.readied.load(Ordering::Relaxed),
+        3,
+        "once by the caller, once per attempt on its own clone"
+    );
+}

@@ -599,6 +599,12 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
         }
     }
 
+    /// How this loop hedges, if it does.
+    #[cfg(feature = "tower")]
+    pub(crate) fn hedging(&self) -> Option<&Hedge> {
+        self.hedge.as_ref()
+    }
+
     /// The limit of each attempt, if any.
     #[cfg(feature = "tower")]
     pub(crate) fn attempt_limit<E>(&self) -> Option<Duration>
@@ -1328,20 +1334,12 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
         if let Some(rejected) = self.admit(&mut state) {
             return rejected;
         }
-        let judge = |out: Result<Result<T, E>, Elapsed>| match out {
-            Ok(outcome) => {
-                let verdict = self.verdict(&outcome);
-                (outcome, verdict)
-            }
-            Err(Elapsed) => (
-                Err(L::elapsed()),
-                Some(crate::classify::Verdict::RetryIfIdempotent),
-            ),
-        };
         loop {
             // As in `run_async`, the outcome is dropped before the sleep.
             let delay = {
-                let (outcome, verdict) = state.run_hedged(hedge, timeout, &mut op, judge).await;
+                let (outcome, verdict) = state
+                    .run_hedged(hedge, timeout, &mut op, |out| self.judge(out))
+                    .await;
                 match self.after_verdict(&mut state, &outcome, verdict) {
                     Some(delay) => delay,
                     None => return outcome,
@@ -1351,6 +1349,73 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
             if let Some(rejected) = self.admit(&mut state) {
                 return rejected;
             }
+        }
+    }
+
+    /// The loop of a hedged call through the tower layer: as
+    /// [`run_hedged`](Self::run_hedged), but the last outcome is kept
+    /// through the sleep and returned if the next round cannot start, as
+    /// [`run_driven`](Self::run_driven) does. Each attempt makes its own
+    /// service ready.
+    #[cfg(feature = "tower")]
+    pub(crate) async fn run_hedged_driven<T, E, F, Fut>(
+        &self,
+        hedge: &Hedge,
+        timeout: Option<Duration>,
+        mut make: F,
+    ) -> Result<T, E>
+    where
+        W: Classifier<E>,
+        K: Classifier<T>,
+        B: BreakerSlot<E>,
+        A: ThrottleSlot<E>,
+        R: OnRetry<T, E>,
+        G: OnGiveUp<T, E>,
+        L: TimeoutSlot<E>,
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        let mut state = self.state(crate::timer::RuntimeClock::current());
+        if let Some(rejected) = self.admit(&mut state) {
+            return rejected;
+        }
+        loop {
+            let (outcome, verdict) = state
+                .run_hedged(hedge, timeout, &mut make, |out| self.judge(out))
+                .await;
+            let Some(delay) = self.after_verdict(&mut state, &outcome, verdict) else {
+                return outcome;
+            };
+            crate::macro_support::sleep_async(delay).await;
+            if let Err(reason) = state.may_resume() {
+                self.at_give_up
+                    .on_give_up(&state.give_up_event(outcome.as_ref(), reason));
+                return outcome;
+            }
+        }
+    }
+
+    /// What a hedged attempt gave, as its outcome and the verdict on it:
+    /// cut off, it is the loop's `Elapsed` error, ambiguous.
+    #[cfg(feature = "async")]
+    fn judge<T, E>(
+        &self,
+        out: Result<Result<T, E>, Elapsed>,
+    ) -> (Result<T, E>, Option<crate::classify::Verdict>)
+    where
+        W: Classifier<E>,
+        K: Classifier<T>,
+        L: TimeoutSlot<E>,
+    {
+        match out {
+            Ok(outcome) => {
+                let verdict = self.verdict(&outcome);
+                (outcome, verdict)
+            }
+            Err(Elapsed) => (
+                Err(L::elapsed()),
+                Some(crate::classify::Verdict::RetryIfIdempotent),
+            ),
         }
     }
 

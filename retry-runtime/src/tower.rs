@@ -60,6 +60,7 @@ use crate::adaptive::AdaptiveThrottle;
 use crate::breaker::CircuitBreaker;
 use crate::budget::BudgetRef;
 use crate::classify::{ByClassify, Classifier, Classify, NeverRetry, Verdict};
+use crate::hedge::Hedge;
 use crate::observe::{Ignore, OnGiveUp, OnRetry};
 use crate::policy::Policy;
 use crate::run::{
@@ -500,6 +501,27 @@ impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
     ) -> RetryLayer<P, W, K, B, R, G, WithTimeout, A> {
         self.map(|retry| retry.attempt_timeout(timeout))
     }
+
+    /// Hedges slow requests ([`Hedge`]): after the delay, a copy of a
+    /// request not yet answered goes out beside it, on a clone of the
+    /// inner service made ready for it, and the first answer wins. Only
+    /// requests that may be repeated are hedged (an idempotent method, an
+    /// `Idempotency-Key`, or an idempotent policy), and, through
+    /// [`http`](RetryLayer::http), only those whose body fits the replay
+    /// limit (read whole before the first attempt). Every hedge is granted
+    /// like a retry.
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// use std::time::Duration;
+    /// use backstop::{hedge::{Hedge, LatencyPercentile}, tower::RetryLayer, Policy};
+    /// static USERS_API: LatencyPercentile = LatencyPercentile::new(0.95, Duration::from_secs(10));
+    /// let layer = RetryLayer::http(&Policy::new()).hedge(Hedge::at(&USERS_API));
+    /// # let _ = layer;
+    /// ```
+    pub fn hedge(self, hedge: Hedge) -> Self {
+        self.map(|retry| retry.hedge(hedge))
+    }
 }
 
 impl<S, P, W, K, B, R, G, L, A> Layer<S> for RetryLayer<P, W, K, B, R, G, L, A>
@@ -572,6 +594,17 @@ pub trait Replay<Req>: replay::Sealed {
     /// After an attempt: whether another can be sent, for good (what will
     /// be sent is fixed now).
     fn settle(source: &mut Self::Source) -> bool;
+    /// What a copy of the request is made from, owned: for hedges.
+    type Copy: Send;
+    /// Before a hedged call: makes the request copyable if it can be (an
+    /// HTTP body that fits the replay limit is read whole now), and says
+    /// whether it is.
+    fn prepare(source: &mut Self::Source) -> impl Future<Output = bool> + Send;
+    /// A copy of a [prepared](Self::prepare) request, to send beside
+    /// another.
+    fn copy(source: &Self::Source) -> Option<Self::Copy>;
+    /// The request of a copy, built inside the attempt that sends it.
+    fn from_copy(copy: Self::Copy) -> Self::Request;
 }
 
 impl<Req: Clone + Send> Replay<Req> for Cloned {
@@ -593,6 +626,20 @@ impl<Req: Clone + Send> Replay<Req> for Cloned {
 
     fn settle(_: &mut Req) -> bool {
         true
+    }
+
+    type Copy = Req;
+
+    fn prepare(_: &mut Req) -> impl Future<Output = bool> + Send {
+        std::future::ready(true)
+    }
+
+    fn copy(source: &Req) -> Option<Req> {
+        Some(source.clone())
+    }
+
+    fn from_copy(copy: Req) -> Req {
+        copy
     }
 }
 
@@ -655,7 +702,7 @@ where
 impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
     async fn run<S, Req>(&self, service: S, request: Req) -> Result<S::Response, S::Error>
     where
-        S: Service<P::Request> + Send,
+        S: Service<P::Request> + Clone + Send,
         S::Future: Send,
         S::Response: Answer<P> + Send,
         S::Error: Send,
@@ -682,16 +729,70 @@ impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
             kinds: PhantomData,
         };
         let timeout = self.retry.attempt_limit::<S::Error>();
-        let mut outcome = self
-            .retry
-            .by_ref(&policy, self.budget_ref())
-            .run_driven(&mut call, timeout)
-            .await;
+        let retry = self.retry.by_ref(&policy, self.budget_ref());
+        if let Some(hedge) = self.retry.hedging()
+            && policy.idempotent
+            && P::prepare(&mut call.source).await
+        {
+            return hedged(&retry, hedge, timeout, call).await;
+        }
+        let mut outcome = retry.run_driven(&mut call, timeout).await;
         if let Ok(response) = &mut outcome {
             response.took(call.attempts);
         }
         outcome
     }
+}
+
+/// A hedged call through the layer: every attempt, hedge or not, sends a
+/// copy of the request on a clone of the service made ready for it.
+async fn hedged<S, P, Req, L, W, K, B, R, G, A>(
+    retry: &Retry<'_, W, K, B, R, G, L, A>,
+    hedge: &Hedge,
+    timeout: Option<Duration>,
+    call: Call<S, P, Req, L>,
+) -> Result<S::Response, S::Error>
+where
+    S: Service<P::Request> + Clone + Send,
+    S::Future: Send,
+    S::Response: Answer<P> + Send,
+    S::Error: Send,
+    P: Replay<Req>,
+    W: Classifier<S::Error>,
+    K: Classifier<S::Response>,
+    B: BreakerSlot<S::Error>,
+    R: OnRetry<S::Response, S::Error>,
+    G: OnGiveUp<S::Response, S::Error>,
+    L: TimeoutSlot<S::Error>,
+    A: ThrottleSlot<S::Error>,
+{
+    let Call {
+        service, source, ..
+    } = call;
+    let mut sent = 0;
+    let count = &mut sent;
+    // Owns the service and the request: the round's future then needs
+    // them `Send`, not `Sync`.
+    let make = move || {
+        *count += 1;
+        #[cfg(feature = "tracing")]
+        let attempt = *count;
+        let copy = P::copy(&source);
+        let mut service = service.clone();
+        let send = async move {
+            let request = P::from_copy(copy.expect("a prepared request can be copied"));
+            std::future::poll_fn(|cx| service.poll_ready(cx)).await?;
+            service.call(request).await
+        };
+        #[cfg(feature = "tracing")]
+        let send = tracing::Instrument::instrument(send, attempt_span(attempt, P::IS_HTTP));
+        send
+    };
+    let mut outcome = retry.run_hedged_driven(hedge, timeout, make).await;
+    if let Ok(response) = &mut outcome {
+        response.took(sent);
+    }
+    outcome
 }
 
 /// The types a [`Call`] works with but does not hold.

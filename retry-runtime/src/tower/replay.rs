@@ -304,6 +304,9 @@ pub struct HttpSource<B: Body> {
     limit: usize,
     grpc_deadline: bool,
     body: BodyState<B>,
+    /// The first attempt's body, read by [`Replay::prepare`] when it did
+    /// not turn out whole.
+    pending: Option<Kind<B>>,
 }
 
 enum BodyState<B: Body> {
@@ -345,6 +348,7 @@ where
             limit: self.limit,
             grpc_deadline: self.grpc_deadline,
             body: BodyState::Unsent(body),
+            pending: None,
         }
     }
 
@@ -353,6 +357,9 @@ where
     }
 
     async fn next(source: &mut HttpSource<B>) -> http::Request<ReplayBody<B>> {
+        if let Some(kind) = source.pending.take() {
+            return request(source, kind);
+        }
         let kind = match std::mem::replace(&mut source.body, BodyState::Broken) {
             BodyState::Unsent(body) => {
                 let (kind, state) = first(body, source.limit).await;
@@ -375,9 +382,7 @@ where
                 unreachable!("the decider retries only a request that can be sent again")
             }
         };
-        let mut parts = source.parts.clone();
-        grpc_timeout(&mut parts.headers, source.grpc_deadline);
-        http::Request::from_parts(parts, ReplayBody { kind })
+        request(source, kind)
     }
 
     fn settle(source: &mut HttpSource<B>) -> bool {
@@ -397,6 +402,66 @@ where
         source.body = settled;
         !matches!(source.body, BodyState::Broken)
     }
+
+    type Copy = Copied;
+
+    async fn prepare(source: &mut HttpSource<B>) -> bool {
+        if matches!(source.body, BodyState::Unsent(_)) {
+            let BodyState::Unsent(body) = std::mem::replace(&mut source.body, BodyState::Broken)
+            else {
+                unreachable!("matched above")
+            };
+            let (kind, state) = first(body, source.limit).await;
+            if !matches!(state, BodyState::Kept(_)) {
+                // Streamed, or broken: the first attempt sends it as it is.
+                source.pending = Some(kind);
+            }
+            source.body = state;
+        }
+        matches!(source.body, BodyState::Kept(_))
+    }
+
+    fn copy(source: &HttpSource<B>) -> Option<Self::Copy> {
+        match &source.body {
+            BodyState::Kept(kept) if source.pending.is_none() => Some(Copied {
+                parts: source.parts.clone(),
+                grpc_deadline: source.grpc_deadline,
+                kept: kept.clone(),
+            }),
+            _ => None,
+        }
+    }
+
+    fn from_copy(copy: Copied) -> http::Request<ReplayBody<B>> {
+        let Copied {
+            mut parts,
+            grpc_deadline,
+            kept,
+        } = copy;
+        grpc_timeout(&mut parts.headers, grpc_deadline);
+        http::Request::from_parts(
+            parts,
+            ReplayBody {
+                kind: Kind::Kept(kept),
+            },
+        )
+    }
+}
+
+/// A copy of an HTTP request whose body is kept whole, for a hedge.
+#[derive(Debug)]
+pub struct Copied {
+    parts: http::request::Parts,
+    grpc_deadline: bool,
+    kept: Kept,
+}
+
+/// The request of an attempt: the call's head, its `grpc-timeout` the
+/// time left, and `kind` as its body.
+fn request<B: Body>(source: &HttpSource<B>, kind: Kind<B>) -> http::Request<ReplayBody<B>> {
+    let mut parts = source.parts.clone();
+    grpc_timeout(&mut parts.headers, source.grpc_deadline);
+    http::Request::from_parts(parts, ReplayBody { kind })
 }
 
 /// A gRPC request's `grpc-timeout` becomes the time left before the
