@@ -94,7 +94,7 @@ async fn a_slow_first_attempt_is_overtaken_by_its_hedge_and_dropped() {
     assert_eq!(out.unwrap(), 2, "the hedge answered first");
     assert_eq!(took, MS * 60, "sent at 50 ms, answered 10 ms later");
     assert_eq!(log.started, [1, 2]);
-    assert_eq!(log.at, [MS * 0, MS * 50]);
+    assert_eq!(log.at, [Duration::ZERO, MS * 50]);
     assert_eq!(log.finished, [2]);
     assert_eq!(log.dropped, [1], "the slow attempt is cancelled at once");
     assert_eq!(log.keys[0], log.keys[1], "one idempotency key for the call");
@@ -181,7 +181,7 @@ async fn hedges_go_out_a_delay_apart_up_to_their_number() {
     let log = log.into_inner().unwrap();
     assert_eq!(
         log.at,
-        [MS * 0, MS * 20, MS * 40],
+        [Duration::ZERO, MS * 20, MS * 40],
         "no fourth: two hedges at most"
     );
     assert_eq!(start.elapsed(), MS * 70);
@@ -235,7 +235,7 @@ async fn a_hedge_never_starts_at_or_after_the_deadline() {
     let start = Instant::now();
     assert_eq!(deadline_after_the_hedge(&log, start).await.unwrap(), 2);
     let log = log.into_inner().unwrap();
-    assert_eq!(log.at, [MS * 0, MS * 50]);
+    assert_eq!(log.at, [Duration::ZERO, MS * 50]);
 }
 
 #[retry(hedge = 50ms, idempotent, budget = none, attempt_timeout = 80ms)]

@@ -97,43 +97,18 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
         #admit_first
     };
     let (sig, captures) = unique_captures(func, args);
-    let body = if let (true, Some(hedge)) = (is_async, args.hedge.value()) {
-        let (hedged, run) = hedged_round(args, hedge, &rt, &n, &ret, &stmts, classify);
-        quote! {
-            #prologue
-            #hedged
-            loop {
-                let #delay = {
-                    let (#outcome, #verdict) = #run.await;
-                    match #rt::AttemptState::decide(&mut #state, #verdict) {
-                        #rt::Decision::Retry(#delay) => {
-                            #on_retry
-                            #delay
-                        }
-                        #rt::Decision::GiveUp(#reason) => {
-                            #on_give_up
-                            return #outcome;
-                        }
-                        #rt::Decision::Return => return #outcome,
-                    }
-                };
-                #rt::sleep_async(#delay).await;
-                #admit_after_sleep
-            }
-        }
-    } else if is_async {
-        let attempt = async_attempt(&rt, &n, &ret, &captures, &stmts);
-        let (bind, verdict_expr) = timed_attempt(args, &rt, &n, &ret, &attempt, classify);
+    let body = if is_async {
+        let (round, attempt) = async_round(args, &rt, &n, &ret, &captures, &stmts, classify);
         // The outcome lives in the inner block only: it is dropped before
         // the sleep (a retried response releases its connection at once) and
         // is never held across an `.await` of the loop, so the future is
         // `Send` whenever the plain function's would be.
         quote! {
             #prologue
+            #round
             loop {
                 let #delay = {
-                    #bind
-                    let #verdict = #verdict_expr;
+                    #attempt
                     match #rt::AttemptState::decide(&mut #state, #verdict) {
                         #rt::Decision::Retry(#delay) => {
                             #on_retry
@@ -349,6 +324,33 @@ fn variables(tokens: TokenStream, out: &mut Vec<String>) {
     }
 }
 
+/// Before an async loop, what a hedged round needs; in the loop, how an
+/// attempt (or a hedged round) binds its outcome and the verdict on it.
+fn async_round(
+    args: &Args,
+    rt: &TokenStream,
+    n: &Names,
+    ret: &Type,
+    captures: &[TokenStream],
+    stmts: &[&syn::Stmt],
+    classify: TokenStream,
+) -> (TokenStream, TokenStream) {
+    let Names {
+        outcome, verdict, ..
+    } = n;
+    match args.hedge.value() {
+        Some(hedge) => {
+            let (round, run) = hedged_round(args, hedge, rt, n, ret, stmts, &classify);
+            (round, quote!(let (#outcome, #verdict) = #run.await;))
+        }
+        None => {
+            let attempt = async_attempt(rt, n, ret, captures, stmts);
+            let (bind, verdict_expr) = timed_attempt(args, rt, n, ret, &attempt, classify);
+            (quote!(), quote!(#bind let #verdict = #verdict_expr;))
+        }
+    }
+}
+
 /// One async attempt: the body as an `async` block, run with its context
 /// set around each poll (see `backstop::context()`).
 fn async_attempt(
@@ -388,12 +390,11 @@ fn hedged_round(
     n: &Names,
     ret: &Type,
     stmts: &[&syn::Stmt],
-    classify: TokenStream,
+    classify: &TokenStream,
 ) -> (TokenStream, TokenStream) {
     let Names {
         outcome,
         verdict,
-        policy,
         pinned,
         state,
         ..
@@ -405,13 +406,6 @@ fn hedged_round(
         format_ident!("__backstop_attempt", span = m),
         format_ident!("__backstop_judge", span = m),
     );
-    // A timed-out attempt: the function's error, ambiguous.
-    let timed_out = |error: TokenStream| {
-        quote! {(
-            ::core::result::Result::Err(#error),
-            ::core::option::Option::Some(#rt::Verdict::RetryIfIdempotent),
-        )}
-    };
     let base = match hedge {
         HedgeDelay::After(d) => {
             let delay = duration(d);
@@ -431,8 +425,53 @@ fn hedged_round(
         Some(Num::Expr(e)) => quote!(.hedges(#e)),
         None => quote!(),
     };
-    // The timeout, and the function's error for an attempt that ran out.
-    let (limit, elapsed) = match args.attempt_timeout.value() {
+    let (limit, elapsed) = hedged_timeout(args, rt, n, ret);
+    let run = quote! {
+        #rt::AttemptState::run_hedged(&mut #state, &#hedge_v, #timeout, &#attempt, &#judge)
+    };
+    let setup = quote! {
+        let #hedge_v: #rt::Hedge = #base #hedges;
+        let #timeout: ::core::option::Option<::core::time::Duration> = #limit;
+        let #attempt = || async {
+            #[allow(unreachable_code)]
+            if false {
+                let #pinned: #ret = loop {};
+                return #pinned;
+            }
+            #(#stmts)*
+        };
+        let #judge = |#outcome: ::core::result::Result<#ret, #rt::Elapsed>| -> (#ret, ::core::option::Option<#rt::Verdict>) {
+            match #outcome {
+                ::core::result::Result::Ok(#outcome) => {
+                    let #verdict = #classify;
+                    (#outcome, #verdict)
+                }
+                ::core::result::Result::Err(_) => #elapsed,
+            }
+        };
+    };
+    (setup, run)
+}
+
+/// A hedged round's attempt timeout (`Option<Duration>`), and what an
+/// attempt that ran out gives: the function's error through
+/// `E: From<Elapsed>`, ambiguous.
+fn hedged_timeout(
+    args: &Args,
+    rt: &TokenStream,
+    n: &Names,
+    ret: &Type,
+) -> (TokenStream, TokenStream) {
+    let m = Span::mixed_site();
+    let policy = &n.policy;
+    // A timed-out attempt: the function's error, ambiguous.
+    let timed_out = |error: TokenStream| {
+        quote! {(
+            ::core::result::Result::Err(#error),
+            ::core::option::Option::Some(#rt::Verdict::RetryIfIdempotent),
+        )}
+    };
+    match args.attempt_timeout.value() {
         Some(t) => {
             let span = match t {
                 Dur::Lit(lit) => lit.span,
@@ -477,32 +516,7 @@ fn hedged_round(
                 "an attempt without a timeout never times out"
             )),
         ),
-    };
-    let run = quote! {
-        #rt::AttemptState::run_hedged(&mut #state, &#hedge_v, #timeout, &#attempt, &#judge)
-    };
-    let setup = quote! {
-        let #hedge_v: #rt::Hedge = #base #hedges;
-        let #timeout: ::core::option::Option<::core::time::Duration> = #limit;
-        let #attempt = || async {
-            #[allow(unreachable_code)]
-            if false {
-                let #pinned: #ret = loop {};
-                return #pinned;
-            }
-            #(#stmts)*
-        };
-        let #judge = |#outcome: ::core::result::Result<#ret, #rt::Elapsed>| -> (#ret, ::core::option::Option<#rt::Verdict>) {
-            match #outcome {
-                ::core::result::Result::Ok(#outcome) => {
-                    let #verdict = #classify;
-                    (#outcome, #verdict)
-                }
-                ::core::result::Result::Err(_) => #elapsed,
-            }
-        };
-    };
-    (setup, run)
+    }
 }
 
 /// Binds the outcome of the async `attempt`, and the verdict on it. With

@@ -211,7 +211,7 @@ impl Observe {
     /// A hedge the timer called for was not sent, for `reason`: a DEBUG
     /// event.
     #[cfg(feature = "async")]
-    #[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
+    #[cfg_attr(not(feature = "tracing"), allow(unused_variables, clippy::unused_self))]
     pub(crate) fn hedge_refused(&self, reason: GiveUp) {
         #[cfg(feature = "tracing")]
         tracing::debug!(
@@ -225,7 +225,7 @@ impl Observe {
     /// Attempt `attempt` failed retryably while others were still in
     /// flight: they go on (a DEBUG event).
     #[cfg(feature = "async")]
-    #[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
+    #[cfg_attr(not(feature = "tracing"), allow(unused_variables, clippy::unused_self))]
     pub(crate) fn failed_beside(&self, attempt: u32, verdict: Option<Verdict>) {
         #[cfg(feature = "tracing")]
         tracing::debug!(
@@ -240,7 +240,10 @@ impl Observe {
     /// Hedge number `attempt` answered first: a DEBUG event, and
     /// `backstop_hedge_wins_total`.
     #[cfg(feature = "async")]
-    #[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
+    #[cfg_attr(
+        not(any(feature = "tracing", feature = "metrics")),
+        allow(unused_variables, clippy::unused_self)
+    )]
     pub(crate) fn hedge_won(&self, attempt: u32) {
         #[cfg(feature = "tracing")]
         tracing::debug!(parent: &self.span, function = self.name, attempt, "a hedge answered first");

@@ -769,11 +769,11 @@ where
     let Call {
         service, source, ..
     } = call;
-    let mut sent = 0;
-    let count = &mut sent;
+    let mut made = 0;
+    let count = &mut made;
     // Owns the service and the request: the round's future then needs
     // them `Send`, not `Sync`.
-    let make = move || {
+    let next_attempt = move || {
         *count += 1;
         #[cfg(feature = "tracing")]
         let attempt = *count;
@@ -788,9 +788,9 @@ where
         let send = tracing::Instrument::instrument(send, attempt_span(attempt, P::IS_HTTP));
         send
     };
-    let mut outcome = retry.run_hedged_driven(hedge, timeout, make).await;
+    let mut outcome = retry.run_hedged_driven(hedge, timeout, next_attempt).await;
     if let Ok(response) = &mut outcome {
-        response.took(sent);
+        response.took(made);
     }
     outcome
 }

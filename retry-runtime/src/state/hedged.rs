@@ -142,30 +142,7 @@ impl<C: Clock> AttemptState<'_, C> {
             #[cfg(feature = "tracing")]
             let _span = span.enter();
             loop {
-                // Poll every attempt in flight, the first one first, each
-                // in its own frame; take the first that is over.
-                let mut over = None;
-                if let Some(future) = primary.as_mut().as_pin_mut() {
-                    let meta = first_in.as_mut().expect("the first attempt is in flight");
-                    let poll = meta.scope.poll(future, task);
-                    self.keep(&meta.scope);
-                    if let Poll::Ready(out) = poll {
-                        primary.set(None);
-                        over = first_in.take().map(|meta| (out, meta));
-                    }
-                }
-                if over.is_none() {
-                    for i in 0..hedges.len() {
-                        let (future, meta) = &mut hedges[i];
-                        let poll = meta.scope.poll(future.as_mut(), task);
-                        self.keep(&meta.scope);
-                        if let Poll::Ready(out) = poll {
-                            let (_, meta) = hedges.swap_remove(i);
-                            over = Some((out, meta));
-                            break;
-                        }
-                    }
-                }
+                let over = self.poll_attempts(primary.as_mut(), &mut first_in, &mut hedges, task);
                 if let Some((out, meta)) = over {
                     let now = self.clock.now();
                     // The adaptive delay learns from first attempts only:
@@ -182,19 +159,9 @@ impl<C: Clock> AttemptState<'_, C> {
                         primary.set(None);
                         timer.set(None);
                         let losers = first_in.take().into_iter();
-                        for loser in losers.chain(hedges.drain(..).map(|(_, meta)| meta)) {
-                            self.dropped(hedge, loser, first, answered, now);
-                        }
-                        if answered && meta.attempt != first {
-                            self.obs.hedge_won(meta.attempt);
-                        }
-                        // The attempt that ended the round is decided like
-                        // any: its leave, its admission, and every attempt
-                        // started counted.
+                        let losers = losers.chain(hedges.drain(..).map(|(_, meta)| meta));
+                        self.end_round(hedge, &meta, losers, answered, now);
                         self.permit = meta.permit;
-                        if let (Some((throttle, _)), Some(at)) = (self.throttle, meta.admitted) {
-                            self.throttle = Some((throttle, at));
-                        }
                         self.done = next - 2;
                         return Poll::Ready((outcome, verdict));
                     }
@@ -232,6 +199,59 @@ impl<C: Clock> AttemptState<'_, C> {
             }
         })
         .await
+    }
+
+    /// Polls every attempt in flight, the first one first, each in its
+    /// own frame: the first that is over, taken out of the round.
+    fn poll_attempts<Fut: Future>(
+        &mut self,
+        mut primary: Pin<&mut Option<Fut>>,
+        first_in: &mut Option<InFlight>,
+        hedges: &mut Vec<(Pin<Box<Fut>>, InFlight)>,
+        task: &mut std::task::Context<'_>,
+    ) -> Option<(Fut::Output, InFlight)> {
+        if let (Some(future), Some(meta)) = (primary.as_mut().as_pin_mut(), first_in.as_mut()) {
+            let poll = meta.scope.poll(future, task);
+            self.keep(&meta.scope);
+            if let Poll::Ready(out) = poll {
+                primary.set(None);
+                return first_in.take().map(|meta| (out, meta));
+            }
+        }
+        for i in 0..hedges.len() {
+            let (future, meta) = &mut hedges[i];
+            let poll = meta.scope.poll(future.as_mut(), task);
+            self.keep(&meta.scope);
+            if let Poll::Ready(out) = poll {
+                let (_, meta) = hedges.swap_remove(i);
+                return Some((out, meta));
+            }
+        }
+        None
+    }
+
+    /// `winner` ended the round (an answer, or the last failure), and the
+    /// `losers` still in flight are dropped: each told to what counts it,
+    /// and the winner's admission kept for the decision on it, which is
+    /// made as for any attempt.
+    fn end_round(
+        &mut self,
+        hedge: &Hedge,
+        winner: &InFlight,
+        losers: impl Iterator<Item = InFlight>,
+        answered: bool,
+        now: Instant,
+    ) {
+        let first = self.attempt();
+        for loser in losers {
+            self.dropped(hedge, loser, first, answered, now);
+        }
+        if answered && winner.attempt != first {
+            self.obs.hedge_won(winner.attempt);
+        }
+        if let (Some((throttle, _)), Some(at)) = (self.throttle, winner.admitted) {
+            self.throttle = Some((throttle, at));
+        }
     }
 
     /// After a poll of an attempt in `scope`: the call keeps its key (once
@@ -336,6 +356,9 @@ impl<C: Clock> AttemptState<'_, C> {
         if answered && let (Some((throttle, _)), Some(at)) = (self.throttle, attempt.admitted) {
             throttle.accepted(at);
         }
+        // Its leave, if any, goes back unused (a probe's is never here: a
+        // probe is not hedged).
+        drop(attempt.permit);
     }
 }
 
