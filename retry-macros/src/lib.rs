@@ -55,6 +55,8 @@ use proc_macro::TokenStream;
 /// | `throttle` | path to a `static AdaptiveThrottle`; needs `E: From<Throttled>` | none | `throttle = USERS_API` |
 /// | `attempt_timeout` | duration (async fns only); needs `E: From<Elapsed>` | none | `attempt_timeout = 2s` |
 /// | `retry_after_max` | duration: a longer `Retry-After` gives up | `60s` | `retry_after_max = 2m` |
+/// | `hedge` | duration, or a percentile of the function's recent latencies (`p50`…`p99`, `p999`): after it, another attempt starts beside the slow one, first answer wins (async fns, `idempotent`; hedges count as attempts) | none | `hedge = p95` |
+/// | `hedges` | integer ≥ 1: extra attempts at most beside the first, each a delay after the one before | `1` | `hedges = 2` |
 /// | `on_retry` | path or closure `Fn(&RetryEvent<'_, T, E>)`, before each sleep | none | `on_retry = \|e\| log(e.attempt())` |
 /// | `on_give_up` | path or closure `Fn(&GiveUpEvent<'_, T, E>)`, with the reason | none | `on_give_up = report` |
 /// | `policy` | expression giving a `Policy` or `&Policy`; excludes the schedule options | — | `policy = CONFIG.users` |
@@ -63,7 +65,29 @@ use proc_macro::TokenStream;
 /// Misuse is a compile error on the offending token: an unknown or
 /// repeated option, a bad unit, `base` above `cap`, `attempts = 0`,
 /// `policy` with schedule options, `attempt_timeout` on a sync fn, a
-/// `budget` that is not a `static`, a return type that is not a `Result`.
+/// `budget` that is not a `static`, a return type that is not a `Result`,
+/// `hedge` on a sync fn, without `idempotent`, or with an argument an
+/// attempt could change (`&mut`, `mut`): hedged attempts share the
+/// arguments.
+///
+/// ```
+/// use backstop::retry;
+/// use std::time::Duration;
+///
+/// // A slow answer is hedged after the function's own 95th percentile
+/// // (once 100 latencies are known), or after 50 ms here.
+/// #[retry(hedge = 50ms, idempotent)]
+/// async fn lookup(name: &str) -> Result<usize, std::io::Error> {
+///     let attempt = backstop::context().unwrap().attempt();
+///     tokio::time::sleep(Duration::from_millis(if attempt == 1 { 1_000 } else { 5 })).await;
+///     Ok(name.len())
+/// }
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+/// let start = tokio::time::Instant::now();
+/// assert_eq!(lookup("users").await.unwrap(), 5);
+/// assert_eq!(start.elapsed(), Duration::from_millis(55)); // the hedge answered
+/// # }
+/// ```
 ///
 /// Put `#[retry]` above other attributes that rewrite the function
 /// (`#[tracing::instrument]`, `#[tokio::test]`). The `backstop` crate's
