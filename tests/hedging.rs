@@ -340,3 +340,46 @@ async fn the_adaptive_delay_hedges_the_slowest_twentieth() {
         "{hedges} hedges in {calls} calls"
     );
 }
+
+#[retry(hedge = p95, idempotent, budget = none)]
+async fn learns(sent: &AtomicU32, slow: bool) -> Result<(), Error> {
+    sent.fetch_add(1, Ordering::Relaxed);
+    sleep(if slow { MS * 50 } else { MS * 10 }).await;
+    Ok(())
+}
+
+/// 400 calls, one in 25 slow, in a paused runtime of their own: how many
+/// hedges went out.
+fn hedges_in_a_runtime_of_its_own(idle: Duration) -> u32 {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let sent = AtomicU32::new(0);
+    runtime.block_on(async {
+        for i in 0..400 {
+            learns(&sent, i % 25 == 24).await.unwrap();
+        }
+        sleep(idle).await;
+    });
+    sent.load(Ordering::Relaxed) - 400
+}
+
+#[test]
+fn under_isolate_each_test_learns_latencies_afresh_on_its_own_clock() {
+    // The first runtime's paused clock ends seconds ahead of the real
+    // one (more than the window of 10 s: 60 s); the second starts at the real now, behind the latencies the
+    // function learnt. Under `isolate()` it learns afresh, and hedges.
+    let first = {
+        let _fresh = backstop::testing::isolate();
+        hedges_in_a_runtime_of_its_own(Duration::from_secs(60))
+    };
+    assert!(first > 0);
+    let _fresh = backstop::testing::isolate();
+    assert_eq!(
+        hedges_in_a_runtime_of_its_own(Duration::ZERO),
+        first,
+        "the same as a fresh process"
+    );
+}

@@ -1009,3 +1009,24 @@ async fn a_layer_of_clone_requests_hedges_on_clones_of_its_service_each_made_rea
         "once by the caller, once per attempt on its own clone"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_hedged_request_behind_a_concurrency_limit_uses_the_slot_the_caller_reserved() {
+    // The caller's readiness took the one slot: the first attempt sends on
+    // it. (Sent on a clone instead, it would wait for the slot held idle
+    // by the caller's service: for ever.) The hedge waits for a slot like
+    // any request, and the first attempt answers.
+    let (inner, log) = slow_service(&[100, 10]);
+    let limited = tower::limit::ConcurrencyLimit::new(inner, 1);
+    let service = RetryLayer::http(&Policy::new())
+        .hedge(backstop::hedge::Hedge::after(Duration::from_millis(50)))
+        .layer(limited);
+    let start = tokio::time::Instant::now();
+    let response = tokio::time::timeout(Duration::from_secs(30), service.oneshot(get()))
+        .await
+        .expect("no deadlock")
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(start.elapsed(), Duration::from_millis(100));
+    assert_eq!(log.lock().unwrap().len(), 1, "the hedge never got a slot");
+}

@@ -688,17 +688,19 @@ fn hedge_delay(cx: &mut Ctxt, value: Expr) -> Option<HedgeDelay> {
             && !digits.is_empty()
             && digits.bytes().all(|b| b.is_ascii_digit())
         {
+            // `p95` is the 95th, `p999` the 99.9th: past two digits, only
+            // nines (`p100` would read as the 10th).
+            let valid = digits.len() == 2 || (digits.len() > 2 && digits.starts_with("99"));
             let quantile = format!("0.{digits}").parse::<f64>().ok();
             return match quantile {
-                Some(q) if digits.len() >= 2 && q > 0.0 => {
-                    Some(HedgeDelay::Percentile(q, ident.clone()))
-                }
+                Some(q) if valid && q > 0.0 => Some(HedgeDelay::Percentile(q, ident.clone())),
                 _ => {
                     cx.error_spanned(
                         ident,
                         format!(
-                            "`hedge = {text}`: a percentile is `p` and two or more digits, \
-                             from `p01` to `p99` (`p999` for the 99.9th); `p95` is a good start"
+                            "`hedge = {text}`: a percentile is `p` and two digits, from `p01` \
+                             to `p99`, or `p999` for the 99.9th (a hedge after the slowest \
+                             latency would never go out); `p95` is a good start"
                         ),
                     );
                     None

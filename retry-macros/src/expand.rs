@@ -416,7 +416,9 @@ fn hedged_round(
             quote_spanned! {ident.span()=> {
                 static __BACKSTOP_LATENCY: #rt::LatencyPercentile =
                     #rt::LatencyPercentile::new(#q, ::core::time::Duration::from_secs(10));
-                #rt::Hedge::at(&__BACKSTOP_LATENCY)
+                // Through `own`: a test under `testing::isolate()` learns
+                // latencies afresh.
+                #rt::Hedge::at(#rt::own(&__BACKSTOP_LATENCY))
             }}
         }
     };
@@ -426,8 +428,23 @@ fn hedged_round(
         None => quote!(),
     };
     let (limit, elapsed) = hedged_timeout(args, rt, n, ret);
+    // The judge is written in the call, its types inferred from the
+    // attempt's: annotated with the return type, a closure would read each
+    // elided lifetime in it (`Result<&str, E>`) as a lifetime of its own.
     let run = quote! {
-        #rt::AttemptState::run_hedged(&mut #state, &#hedge_v, #timeout, &#attempt, &#judge)
+        #rt::AttemptState::run_hedged(
+            &mut #state,
+            &#hedge_v,
+            #timeout,
+            &#attempt,
+            |#judge| match #judge {
+                ::core::result::Result::Ok(#outcome) => {
+                    let #verdict = #classify;
+                    (#outcome, #verdict)
+                }
+                ::core::result::Result::Err(_) => #elapsed,
+            },
+        )
     };
     let setup = quote! {
         let #hedge_v: #rt::Hedge = #base #hedges;
@@ -439,15 +456,6 @@ fn hedged_round(
                 return #pinned;
             }
             #(#stmts)*
-        };
-        let #judge = |#outcome: ::core::result::Result<#ret, #rt::Elapsed>| -> (#ret, ::core::option::Option<#rt::Verdict>) {
-            match #outcome {
-                ::core::result::Result::Ok(#outcome) => {
-                    let #verdict = #classify;
-                    (#outcome, #verdict)
-                }
-                ::core::result::Result::Err(_) => #elapsed,
-            }
         };
     };
     (setup, run)

@@ -5,7 +5,7 @@ use quote::ToTokens;
 use syn::parse::{Parse, ParseStream};
 use syn::{Attribute, Block, ReturnType, Signature, Token, Type, Visibility};
 
-use crate::args::{Args, Backoff, Ctxt, Dur, DurLit, HedgeDelay, OrNone, human};
+use crate::args::{Args, Backoff, Ctxt, Dur, DurLit, HedgeDelay, Num, OrNone, human};
 
 /// The annotated item: a function, a method, or a trait method with a
 /// default body. Kept as parsed, so it is re-emitted verbatim.
@@ -383,6 +383,13 @@ fn check_hedge(args: &Args, func: &Func, cx: &mut Ctxt) {
              function cannot",
         );
         return;
+    }
+    if let (Some(Num::Lit(1)), Some(attempts)) = (args.attempts.value(), args.attempts.key()) {
+        cx.error(
+            attempts,
+            "`attempts = 1` leaves no room for a hedge: hedges are attempts, bounded by \
+             `attempts` with the retries; give `attempts = 2` or more",
+        );
     }
     // With `policy = ..`, whether the operation is idempotent is the
     // policy's to say, at run time (a policy that is not sends no hedge).

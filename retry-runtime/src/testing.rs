@@ -399,19 +399,29 @@ impl std::fmt::Debug for Isolation {
 
 /// Default protection that [`isolate`] can replace with a fresh one.
 pub trait Fresh: Any + Sync + Sized {
-    /// A fresh one, as a new process would start with.
-    fn fresh() -> Self;
+    /// A fresh one made like this one, as a new process would start with.
+    fn fresh(&self) -> Self;
 }
 
 impl Fresh for crate::RetryBudget {
-    fn fresh() -> Self {
+    fn fresh(&self) -> Self {
         Self::standard()
     }
 }
 
 impl Fresh for crate::RetryThrottle {
-    fn fresh() -> Self {
+    fn fresh(&self) -> Self {
         Self::standard()
+    }
+}
+
+/// A hedged function's adaptive delay: a test under [`isolate`] learns
+/// latencies afresh (and on its own clock: a paused tokio runtime of an
+/// earlier test may have moved on).
+#[cfg(not(loom))]
+impl Fresh for crate::hedge::LatencyPercentile {
+    fn fresh(&self) -> Self {
+        Self::new(self.quantile(), self.window())
     }
 }
 
@@ -442,7 +452,7 @@ fn isolated<T: Fresh>(own: &'static T) -> &'static T {
                 return Some(found);
             }
             // Leaked: calls hold `&'static` references to their budget.
-            let made: &'static T = Box::leak(Box::new(T::fresh()));
+            let made: &'static T = Box::leak(Box::new(own.fresh()));
             fresh.push((address, made));
             Some(made)
         })

@@ -771,14 +771,20 @@ where
     } = call;
     let mut made = 0;
     let count = &mut made;
-    // Owns the service and the request: the round's future then needs
+    // The first attempt goes out on the service the caller made ready
+    // (what it reserved, a concurrency limit's slot, is used, not held
+    // idle while a clone waits for another); the others on clones, each
+    // made ready in its attempt.
+    let template = service.clone();
+    let mut ready = Some(service);
+    // Owns the services and the request: the round's future then needs
     // them `Send`, not `Sync`.
     let next_attempt = move || {
         *count += 1;
         #[cfg(feature = "tracing")]
         let attempt = *count;
         let copy = P::copy(&source);
-        let mut service = service.clone();
+        let mut service = ready.take().unwrap_or_else(|| template.clone());
         let send = async move {
             let request = P::from_copy(copy.expect("a prepared request can be copied"));
             std::future::poll_fn(|cx| service.poll_ready(cx)).await?;

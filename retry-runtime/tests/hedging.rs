@@ -318,3 +318,40 @@ fn a_breaker_probe_is_never_hedged_and_an_open_breaker_sends_no_hedge() {
         let _ = origin;
     });
 }
+
+#[test]
+fn a_retry_after_given_to_an_attempt_that_failed_beside_another_holds_for_the_retry() {
+    // Attempt 1 is told to come back in 5 s at 30 ms, while its hedge (sent
+    // at 20 ms) is in flight; the hedge fails plainly at 70 ms. The round's
+    // retry waits the 5 s (and up to a fifth more: spread upward only).
+    let policy = Policy::new().idempotent(true).no_budget();
+    let delays = Mutex::new(Vec::new());
+    let retry = Retry::new(&policy)
+        .hedge(Hedge::after(MS * 20))
+        .when(|e: &std::io::Error| {
+            if e.kind() == std::io::ErrorKind::WouldBlock {
+                Verdict::RetryAfter(Duration::from_secs(5))
+            } else {
+                Verdict::Retry
+            }
+        })
+        .on_retry(|e| delays.lock().unwrap().push((e.attempt(), e.delay())));
+    let out = runtime().block_on(retry.call_async(|| async {
+        let attempt = context().unwrap().attempt();
+        let (ms, kind) = match attempt {
+            1 => (30, std::io::ErrorKind::WouldBlock),
+            2 => (50, std::io::ErrorKind::ConnectionReset),
+            _ => return Ok::<u32, std::io::Error>(attempt),
+        };
+        sleep(MS * ms).await;
+        Err(kind.into())
+    }));
+    assert_eq!(out.unwrap(), 3);
+    let delays = delays.into_inner().unwrap();
+    assert_eq!(delays.len(), 1);
+    assert_eq!(delays[0].0, 2);
+    assert!(
+        (Duration::from_secs(5)..=Duration::from_secs(6)).contains(&delays[0].1),
+        "{delays:?}"
+    );
+}

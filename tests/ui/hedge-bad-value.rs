@@ -25,4 +25,14 @@ async fn quoted() -> Result<u32, std::io::Error> {
     Ok(1)
 }
 
+#[retry(hedge = p100, idempotent)]
+async fn hundredth() -> Result<u32, std::io::Error> {
+    Ok(1)
+}
+
+#[retry(hedge = 50ms, idempotent, attempts = 1)]
+async fn one_attempt() -> Result<u32, std::io::Error> {
+    Ok(1)
+}
+
 fn main() {}

@@ -46,10 +46,11 @@ impl<C: Clock> AttemptState<'_, C> {
     /// [`Stop`](Verdict::Stop)) ends the round and the other attempts are
     /// dropped at once. A retryable failure ends only its attempt (it
     /// counts against the breaker and the retry throttle as any failure
-    /// does), unless it is the last in flight. The round returns the
-    /// outcome that ended it with its verdict, for
-    /// [`decide`](Self::decide): retries still apply after all attempts
-    /// failed.
+    /// does), unless it is the last in flight; the next hedge still waits
+    /// for its delay. The round returns the outcome that ended it with its
+    /// verdict, for [`decide`](Self::decide): retries still apply after
+    /// all attempts failed, after the longest `Retry-After` any of them
+    /// was given.
     ///
     /// A hedge is sent only for an idempotent policy, never beside a
     /// breaker's half-open probe, never past the policy's `attempts`
@@ -109,7 +110,11 @@ impl<C: Clock> AttemptState<'_, C> {
         // retried) is hedged.
         let may_hedge =
             self.policy.idempotent && !self.permit.as_ref().is_some_and(Permit::is_probe);
-        let delay = hedge.delay(now).filter(|_| may_hedge);
+        let delay = hedge.delay(now);
+        if delay.is_some() && !self.policy.idempotent {
+            self.obs.hedge_refused(GiveUp::NotIdempotent);
+        }
+        let delay = delay.filter(|_| may_hedge);
         // The last attempt this round may start: hedges are attempts.
         let last = match delay {
             Some(_) => first
@@ -136,6 +141,9 @@ impl<C: Clock> AttemptState<'_, C> {
         );
         // The number the next attempt started gets.
         let mut next = first + 1;
+        // The longest `Retry-After` of an attempt that failed beside
+        // others: the server's word holds for the round's retry.
+        let mut pushback = None;
         #[cfg(feature = "tracing")]
         let span = self.obs.span().clone();
         std::future::poll_fn(|task| {
@@ -152,9 +160,15 @@ impl<C: Clock> AttemptState<'_, C> {
                     if meta.attempt == first {
                         hedge.record(now.saturating_duration_since(meta.started), now);
                     }
-                    let (outcome, verdict) = judge(out);
+                    let (outcome, mut verdict) = judge(out);
                     let answered = matches!(verdict, None | Some(Verdict::Stop));
+                    if let (Some(Verdict::RetryAfter(asked)), false) = (verdict, answered) {
+                        pushback = pushback.max(Some(asked));
+                    }
                     if answered || (first_in.is_none() && hedges.is_empty()) {
+                        if let (Some(asked), false) = (pushback, answered) {
+                            verdict = Some(Verdict::RetryAfter(asked));
+                        }
                         // The round is over: the others are dropped now.
                         primary.set(None);
                         timer.set(None);

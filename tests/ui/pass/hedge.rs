@@ -14,6 +14,12 @@ impl Client {
         Ok(format!("{}{path}", self.base))
     }
 
+    // A borrowed answer, its lifetime elided.
+    #[retry(hedge = 10ms, idempotent)]
+    async fn base(&self) -> Result<&str, std::io::Error> {
+        Ok(&self.base)
+    }
+
     #[retry(hedge = DELAY, idempotent, attempt_timeout = 1s)]
     async fn put(&self, key: String, value: Vec<u8>) -> Result<usize, std::io::Error> {
         Ok(key.len() + value.len())
