@@ -436,9 +436,11 @@
 //! the `hedge` delay, if the attempt has not answered, another copy starts
 //! beside it, and the first answer (a success, or an error no retry can
 //! fix) wins; the others are dropped at once. A retryable failure of one
-//! attempt does not end the others; when all have failed, the call
-//! retries as usual, after its backoff. `hedges = N` allows N copies beside
-//! the first, each a delay after the one before.
+//! attempt does not end the others (nor sends the next copy early: each
+//! waits for its delay); when all have failed, the call retries as usual,
+//! after its backoff, or after the longest `Retry-After` any attempt was
+//! given. `hedges = N` allows N copies beside the first, each a delay
+//! after the one before.
 //!
 //! `hedge = p95` (any `p` and two or more digits: `p50`, `p99`, `p999`)
 //! hedges after the function's own 95th percentile of recent latencies

@@ -117,7 +117,8 @@ enum Delay {
 }
 
 impl Hedge {
-    /// Hedge an attempt that has not answered after `delay`.
+    /// Hedge an attempt that has not answered after `delay` (zero sends
+    /// every copy at once: each call then costs `1 + hedges` requests).
     #[must_use]
     pub const fn after(delay: Duration) -> Self {
         Self {

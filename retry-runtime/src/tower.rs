@@ -504,7 +504,9 @@ impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
 
     /// Hedges slow requests ([`Hedge`]): after the delay, a copy of a
     /// request not yet answered goes out beside it, on a clone of the
-    /// inner service made ready for it, and the first answer wins. Only
+    /// inner service made ready for it (a copy waits for readiness as any
+    /// request does: behind a full concurrency limit, it waits for a
+    /// slot), and the first answer wins. Only
     /// requests that may be repeated are hedged (an idempotent method, an
     /// `Idempotency-Key`, or an idempotent policy), and, through
     /// [`http`](RetryLayer::http), only those whose body fits the replay
