@@ -400,6 +400,7 @@ impl std::fmt::Debug for Isolation {
 /// Default protection that [`isolate`] can replace with a fresh one.
 pub trait Fresh: Any + Sync + Sized {
     /// A fresh one made like this one, as a new process would start with.
+    #[must_use]
     fn fresh(&self) -> Self;
 }
 
