@@ -409,7 +409,23 @@ fn rng(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, success, fail_then_ok, budget, delay, rng);
+/// The clock every sync call reads: `SystemClock` (which follows a
+/// `testing::VirtualTime` when one is installed on the thread) beside the
+/// clocks it reads underneath.
+fn clock(c: &mut Criterion) {
+    use backstop::{Clock, SystemClock};
+    let mut g = c.benchmark_group("clock");
+    g.bench_function("Instant::now", |b| b.iter(Instant::now));
+    g.bench_function("backstop SystemClock::now", |b| {
+        b.iter(|| SystemClock.now())
+    });
+    g.bench_function("backstop SystemClock::start_now (coarse)", |b| {
+        b.iter(|| SystemClock.start_now());
+    });
+    g.finish();
+}
+
+criterion_group!(benches, success, fail_then_ok, budget, delay, rng, clock);
 
 fn main() {
     sizes();

@@ -128,19 +128,11 @@ impl IdempotencyKey {
     /// assert_ne!(IdempotencyKey::random(), IdempotencyKey::random());
     /// ```
     pub fn random() -> Self {
-        // Two SipHash outputs under keys std draws from the OS for each
-        // thread (and steps for each `RandomState`): 128 unpredictable bits,
-        // not a 64-bit seed stretched, so that keys of a whole fleet sharing
-        // a server's deduplication window do not collide.
-        use std::hash::BuildHasher;
-        let count = COUNT.with(|c| {
-            let n = c.get().wrapping_add(1);
-            c.set(n);
-            n
-        });
-        let high = std::collections::hash_map::RandomState::new().hash_one(count);
-        let low = std::collections::hash_map::RandomState::new().hash_one(count);
-        let bits = (u128::from(high) << 64) | u128::from(low);
+        // 128 bits of `rand`'s thread generator (a cryptographic generator
+        // seeded from the operating system, and reseeded as it goes): not a
+        // 64-bit seed stretched, so that keys of a whole fleet sharing a
+        // server's deduplication window do not collide.
+        let bits: u128 = rand::Rng::random(&mut rand::rng());
         // The UUID version (4: random) and variant (RFC 9562) bits.
         let bits = (bits & !(0xf << 76) & !(0b11 << 62)) | (0x4 << 76) | (0b10 << 62);
         Self::from_u128(bits)
@@ -254,8 +246,6 @@ thread_local! {
             shared: Cell::new(None),
         }
     };
-    /// Keys drawn on this thread, hashed into each key.
-    static COUNT: Cell<u64> = const { Cell::new(0) };
 }
 
 /// The context of the attempt running now, if any: inside a sync attempt

@@ -28,6 +28,19 @@ thread_local! {
     static VIRTUAL: RefCell<Option<Virtual>> = const { RefCell::new(None) };
 }
 
+/// Set once any thread starts virtual time (or records sleeps): until
+/// then, reading the clock or sleeping costs one load of this flag more
+/// than the real clock, and no look-up of this module's thread-locals. A
+/// process that never tests never sets it.
+static IN_USE: AtomicBool = AtomicBool::new(false);
+
+/// Whether virtual time or a sleep recorder may be installed on some
+/// thread.
+#[inline]
+fn in_use() -> bool {
+    IN_USE.load(Ordering::Relaxed)
+}
+
 impl Virtual {
     /// Moves the clock forward by `d`, stopping at the latest instant the
     /// platform can represent rather than wrapping or going back.
@@ -58,7 +71,11 @@ fn nanos(n: u128) -> Duration {
 }
 
 /// The current virtual instant, if virtual time is installed on this thread.
+#[inline]
 pub(crate) fn virtual_now() -> Option<Instant> {
+    if !in_use() {
+        return None;
+    }
     VIRTUAL.with(|v| {
         v.borrow()
             .as_ref()
@@ -70,6 +87,9 @@ pub(crate) fn virtual_now() -> Option<Instant> {
 /// Sleeps in virtual time if it is installed: records the delay and
 /// advances the clock. `false` means real time is in force.
 pub(crate) fn virtual_sleep(d: Duration) -> bool {
+    if !in_use() {
+        return false;
+    }
     VIRTUAL.with(|v| match v.borrow_mut().as_mut() {
         Some(v) => {
             v.sleeps.push(d);
@@ -123,6 +143,9 @@ impl VirtualTime {
             elapsed: Duration::ZERO,
             sleeps: Vec::new(),
         };
+        // Before it is installed: a thread that sees it installed has seen
+        // the flag (the same thread), and others never read this thread's.
+        IN_USE.store(true, Ordering::Relaxed);
         let shadowed = VIRTUAL.with(|v| v.borrow_mut().replace(fresh));
         Self {
             shadowed,
@@ -261,6 +284,7 @@ thread_local! {
 /// # }
 /// ```
 pub fn record_sleeps() -> SleepRecorder {
+    IN_USE.store(true, Ordering::Relaxed);
     let shadowed = RECORDING.with(|r| r.borrow_mut().replace(Vec::new()));
     SleepRecorder {
         shadowed,
@@ -300,6 +324,9 @@ impl std::fmt::Debug for SleepRecorder {
 /// A retry loop on this thread is about to sleep `delay`: recorded if a
 /// [`SleepRecorder`] is installed.
 pub(crate) fn note_sleep(delay: Duration) {
+    if !in_use() {
+        return;
+    }
     let _ = RECORDING.try_with(|r| {
         if let Some(sleeps) = r.borrow_mut().as_mut() {
             sleeps.push(delay);
