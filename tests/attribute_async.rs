@@ -7,11 +7,10 @@ use std::time::Duration;
 use backstop::{Classify, RetryBudget, Verdict, retry};
 use tokio::time::Instant;
 
-const MS: Duration = Duration::from_millis(1);
+mod support;
+use support::reset;
 
-fn reset() -> Error {
-    ErrorKind::ConnectionReset.into()
-}
+const MS: Duration = Duration::from_millis(1);
 
 #[retry(attempts = 4, jitter = none, budget = none)]
 async fn always_fails(

@@ -6,11 +6,10 @@ use std::time::Duration;
 use backstop::testing::VirtualTime;
 use backstop::{Classify, Policy, RetryBudget, Verdict, retry};
 
-const MS: Duration = Duration::from_millis(1);
+mod support;
+use support::reset;
 
-fn reset() -> Error {
-    ErrorKind::ConnectionReset.into()
-}
+const MS: Duration = Duration::from_millis(1);
 
 // --- attempts and schedules ---------------------------------------------
 

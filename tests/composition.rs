@@ -1,16 +1,15 @@
 //! Composition: the attempt context, deadline propagation to nested calls,
 //! and one retry layer per failure domain (step 2 of a call).
 
-use std::io::{Error, ErrorKind};
+use std::io::Error;
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 use std::time::Duration;
 
 use backstop::testing::VirtualTime;
 use backstop::{IdempotencyKey, context, retry};
 
-fn reset() -> Error {
-    ErrorKind::ConnectionReset.into()
-}
+mod support;
+use support::reset;
 
 // --- context -------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 //! The defects other retry crates have shipped, each as a test showing that
 //! backstop does not have it. Each test names the defect it guards.
 
-use std::io::{Error, ErrorKind};
+use std::io::Error;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
@@ -12,9 +12,8 @@ use backstop::{
     AttemptState, Decision, GiveUp, Jitter, Policy, RetryBudget, SystemClock, Verdict, retry,
 };
 
-fn reset() -> Error {
-    ErrorKind::ConnectionReset.into()
-}
+mod support;
+use support::reset;
 
 /// tower's `TpsBudget` checks the balance, then subtracts: two callers
 /// racing for the last token both get it. Here the check and the take are

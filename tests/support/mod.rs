@@ -7,6 +7,11 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
+/// A failure a retry can fix: a connection reset.
+pub fn reset() -> std::io::Error {
+    std::io::ErrorKind::ConnectionReset.into()
+}
+
 /// Answers each request with the next status of `script` (and its extra
 /// header lines; a status of 0 never answers, a status of 1 is a 200 whose
 /// body is cut off after 10 of its 100 bytes), recording the
