@@ -10,14 +10,12 @@
 //! `max(0, (requests − K × accepts) / (requests + 1))`. With healthy
 //! traffic `requests ≤ K × accepts` and the probability is exactly 0.
 
-#[cfg(loom)]
-use loom::sync::atomic::AtomicU64;
 use std::error::Error;
 use std::fmt;
-#[cfg(not(loom))]
-use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{AcqRel, Acquire};
 use std::time::{Duration, Instant};
+
+use crate::sync::AtomicU64;
 
 use crate::clock::Anchor;
 
@@ -146,21 +144,6 @@ pub struct AdaptiveThrottle {
     anchor: Anchor,
 }
 
-/// A ring of zeroed slots.
-#[cfg(not(loom))]
-macro_rules! zeroed_slots {
-    () => {
-        [const { AtomicU64::new(0) }; SLOTS as usize]
-    };
-}
-
-#[cfg(loom)]
-macro_rules! zeroed_slots {
-    () => {
-        std::array::from_fn(|_| AtomicU64::new(0))
-    };
-}
-
 impl AdaptiveThrottle {
     const_unless_loom! {
     /// A throttle rejecting with probability
@@ -189,7 +172,7 @@ impl AdaptiveThrottle {
             k,
             window,
             slot_nanos: if slot > u64::MAX as u128 { u64::MAX } else { slot as u64 },
-            slots: zeroed_slots!(),
+            slots: zeroed_atomics!(SLOTS as usize),
             anchor: Anchor::new(),
         }
     }

@@ -9,16 +9,12 @@
 
 use std::error::Error;
 use std::fmt;
-#[cfg(not(loom))]
-use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
 use std::time::{Duration, Instant};
 
-#[cfg(loom)]
-use loom::sync::atomic::AtomicU64;
-
 use crate::classify::Verdict;
 use crate::clock::nanos_since_origin;
+use crate::sync::AtomicU64;
 
 /// The breaker's state word, so that every transition is one
 /// compare-and-swap: two bits of state; a generation, moved on each time the

@@ -6,15 +6,12 @@
 //! least able to take it (a retry storm). With a budget of 10%, the worst
 //! case is 1.1× normal traffic, however long the outage lasts.
 
-#[cfg(loom)]
-use loom::sync::atomic::AtomicU64;
 use std::fmt;
-#[cfg(not(loom))]
-use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
 use std::time::{Duration, Instant};
 
 use crate::clock::nanos_since_origin;
+use crate::sync::AtomicU64;
 use crate::throttle::RetryThrottle;
 
 /// What a call's retries draw on: a [`RetryThrottle`] (the default of
@@ -275,21 +272,6 @@ impl BudgetStats {
     }
 }
 
-/// A ring of zeroed slots.
-#[cfg(not(loom))]
-macro_rules! zeroed {
-    () => {
-        [const { AtomicU64::new(0) }; RING as usize]
-    };
-}
-
-#[cfg(loom)]
-macro_rules! zeroed {
-    () => {
-        std::array::from_fn(|_| AtomicU64::new(0))
-    };
-}
-
 impl RetryBudget {
     const_unless_loom! {
     /// A budget allowing `ratio` retries per call (0.1 = 10%), plus a
@@ -345,8 +327,8 @@ impl RetryBudget {
             offset: AtomicU64::new(2 * RING),
             base: AtomicU64::new(0),
             head: AtomicU64::new(0),
-            calls: zeroed!(),
-            retries: zeroed!(),
+            calls: zeroed_atomics!(RING as usize),
+            retries: zeroed_atomics!(RING as usize),
             granted: AtomicU64::new(0),
             expired_calls: AtomicU64::new(0),
             expired_retries: AtomicU64::new(0),

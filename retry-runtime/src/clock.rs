@@ -233,19 +233,13 @@ pub(crate) fn nanos_since_origin(now: Instant) -> u64 {
 /// clock included) rather than the moment the process started: a run in
 /// virtual time then makes the same decisions every time. Callers whose
 /// clocks read earlier, by up to that much, still land after it.
-pub(crate) struct Anchor(
-    #[cfg(not(loom))] std::sync::atomic::AtomicU64,
-    #[cfg(loom)] loom::sync::atomic::AtomicU64,
-);
+pub(crate) struct Anchor(crate::sync::AtomicU64);
 
 impl Anchor {
     const_unless_loom! {
         /// Not yet anchored.
         pub(crate) fn new() -> Self {
-            #[cfg(not(loom))]
-            return Self(std::sync::atomic::AtomicU64::new(0));
-            #[cfg(loom)]
-            return Self(loom::sync::atomic::AtomicU64::new(0));
+            Self(crate::sync::AtomicU64::new(0))
         }
     }
 

@@ -26,16 +26,8 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-/// A `const fn`, but a plain `fn` under `cfg(loom)`, whose atomics cannot
-/// be made in const evaluation (the loom models in `tests/loom_*.rs`).
-macro_rules! const_unless_loom {
-    ($(#[$attr:meta])* $vis:vis fn $($rest:tt)*) => {
-        #[cfg(not(loom))]
-        $(#[$attr])* $vis const fn $($rest)*
-        #[cfg(loom)]
-        $(#[$attr])* $vis fn $($rest)*
-    };
-}
+#[macro_use]
+mod sync;
 
 pub mod adaptive;
 pub mod backoff;

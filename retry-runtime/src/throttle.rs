@@ -11,15 +11,12 @@
 //! within a handful of failures and lets them resume after a few dozen
 //! answers.
 
-#[cfg(loom)]
-use loom::sync::atomic::AtomicU64;
 use std::fmt;
-#[cfg(not(loom))]
-use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
 use std::time::{Duration, Instant};
 
 use crate::clock::Anchor;
+use crate::sync::AtomicU64;
 
 /// Tokens are counted in thousandths, as gRPC counts them: a `token_ratio`
 /// of 0.1 is exactly 100 milli-tokens per answer.
