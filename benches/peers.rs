@@ -417,7 +417,7 @@ fn clock(c: &mut Criterion) {
     let mut g = c.benchmark_group("clock");
     g.bench_function("Instant::now", |b| b.iter(Instant::now));
     g.bench_function("backstop SystemClock::now", |b| {
-        b.iter(|| SystemClock.now())
+        b.iter(|| SystemClock.now());
     });
     g.bench_function("backstop SystemClock::start_now (coarse)", |b| {
         b.iter(|| SystemClock.start_now());
