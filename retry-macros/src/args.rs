@@ -11,6 +11,9 @@ use quote::ToTokens;
 use syn::meta::ParseNestedMeta;
 use syn::{Expr, Lit, Path, UnOp};
 
+pub(crate) use crate::units::human;
+use crate::units::{UNIT_NAMES, unit_nanos};
+
 /// Accumulates errors, like serde's `Ctxt`.
 #[derive(Default)]
 pub(crate) struct Ctxt {
@@ -428,7 +431,7 @@ fn spaced_unit(value: &Expr, meta: &ParseNestedMeta<'_>) -> Option<Ident> {
         return None;
     };
     let unit = meta.input.fork().parse::<Ident>().ok()?;
-    if !["ns", "us", "ms", "s", "m", "h"].contains(&unit.to_string().as_str()) {
+    if !UNIT_NAMES.contains(&unit.to_string().as_str()) {
         return None;
     }
     meta.input.parse::<Ident>().ok()
@@ -832,7 +835,12 @@ const TYPES: [&str; 14] = [
     "f64",
 ];
 
-const UNITS: &str = "`ns`, `us`, `ms`, `s`, `m` or `h`";
+/// The units, for messages: "`ns`, `us`, `ms`, `s`, `m` or `h`".
+fn units() -> String {
+    let quoted: Vec<String> = UNIT_NAMES.iter().map(|u| format!("`{u}`")).collect();
+    let (last, rest) = quoted.split_last().expect("units");
+    format!("{} or {last}", rest.join(", "))
+}
 
 /// Parses `250ms`, `1.5s`, `2m`; passes any other expression through.
 fn duration(cx: &mut Ctxt, name: &str, value: Expr) -> Option<Dur> {
@@ -873,26 +881,23 @@ fn duration(cx: &mut Ctxt, name: &str, value: Expr) -> Option<Dur> {
     if suffix.is_empty() {
         cx.error(
             span,
-            format!("`{name} = {digits}` needs a unit: write `{digits}ms` or `{digits}s` (units: {UNITS})"),
+            format!(
+                "`{name} = {digits}` needs a unit: write `{digits}ms` or `{digits}s` (units: {})",
+                units()
+            ),
         );
         return None;
     }
     if TYPES.contains(&suffix) {
         cx.error(
             span,
-            format!("`{text}` has a type suffix, not a unit: write `{digits}ms` or `{digits}s` (units: {UNITS})"),
+            format!("`{text}` has a type suffix, not a unit: write `{digits}ms` or `{digits}s` (units: {})", units()),
         );
         return None;
     }
-    let unit: u128 = match suffix {
-        "ns" => 1,
-        "us" => 1_000,
-        "ms" => 1_000_000,
-        "s" => 1_000_000_000,
-        "m" => 60_000_000_000,
-        "h" => 3_600_000_000_000,
-        _ => {
-            let units = ["ns", "us", "ms", "s", "m", "h"];
+    let unit: u128 = match unit_nanos(suffix) {
+        Some(nanos) => nanos,
+        None => {
             let hint = match suffix {
                 "sec" | "secs" | "second" | "seconds" => Some("s"),
                 "min" | "mins" | "minute" | "minutes" => Some("m"),
@@ -900,12 +905,12 @@ fn duration(cx: &mut Ctxt, name: &str, value: Expr) -> Option<Dur> {
                 "msec" | "msecs" | "millis" => Some("ms"),
                 "µs" | "micros" => Some("us"),
                 "nanos" => Some("ns"),
-                _ => nearest(suffix, &units),
+                _ => nearest(suffix, &UNIT_NAMES),
             };
             let hint = hint.map_or(String::new(), |h| format!("; did you mean `{digits}{h}`?"));
             cx.error(
                 span,
-                format!("unknown unit `{suffix}`{hint} (units: {UNITS})"),
+                format!("unknown unit `{suffix}`{hint} (units: {})", units()),
             );
             return None;
         }
@@ -926,7 +931,7 @@ fn unquoted_duration(text: &str) -> Option<String> {
         Lit::Float(l) => (l.base10_digits().to_owned(), l.suffix().to_owned()),
         _ => return None,
     };
-    ["ns", "us", "ms", "s", "m", "h"]
+    UNIT_NAMES
         .contains(&suffix.as_str())
         .then(|| format!("{digits}{suffix}"))
 }
@@ -957,25 +962,6 @@ fn decimal_times(digits: &str, unit: u128) -> Option<u128> {
     }
     let max = u128::from(u64::MAX) * 1_000_000_000 + 999_999_999;
     (nanos <= max).then_some(nanos)
-}
-
-/// Formats nanoseconds the way a user writes them: `100ms`, `20s`, `1500ms`.
-pub(crate) fn human(nanos: u128) -> String {
-    const UNITS: [(&str, u128); 6] = [
-        ("h", 3_600_000_000_000),
-        ("m", 60_000_000_000),
-        ("s", 1_000_000_000),
-        ("ms", 1_000_000),
-        ("us", 1_000),
-        ("ns", 1),
-    ];
-    UNITS
-        .iter()
-        .find(|(_, size)| nanos >= *size && nanos.is_multiple_of(*size))
-        .map_or_else(
-            || format!("{nanos}ns"),
-            |(unit, size)| format!("{}{unit}", nanos / size),
-        )
 }
 
 #[cfg(test)]

@@ -10,6 +10,10 @@
 
 mod args;
 mod expand;
+// Shared with the runtime, which a proc-macro crate cannot depend on: the
+// duration units and the defaults.
+#[path = "../../retry-runtime/src/units.rs"]
+mod units;
 mod valid;
 
 use proc_macro::TokenStream;

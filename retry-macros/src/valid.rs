@@ -48,11 +48,10 @@ impl Parse for Func {
     }
 }
 
-/// The documented defaults, for the `base ≤ cap` check when one side is implied.
-/// They mirror `Policy::DEFAULT` in the runtime, which a proc-macro crate
-/// cannot depend on; `tests/defaults.rs` checks that the two agree.
-const DEFAULT_BASE_NANOS: u128 = 100_000_000;
-const DEFAULT_CAP_NANOS: u128 = 20_000_000_000;
+/// The defaults, for the `base ≤ cap` check when one side is implied:
+/// `Policy::DEFAULT`'s, from the file the two crates share.
+const DEFAULT_BASE_NANOS: u128 = crate::units::DEFAULT_BASE_MILLIS as u128 * 1_000_000;
+const DEFAULT_CAP_NANOS: u128 = crate::units::DEFAULT_CAP_SECS as u128 * 1_000_000_000;
 
 /// The options a `Policy` carries: `policy = expr` replaces all of them.
 fn schedule_options(args: &Args) -> [(&'static str, Option<proc_macro2::Span>); 10] {

@@ -27,6 +27,7 @@ use crate::backoff::{Backoff, Jitter};
 use crate::breaker::CircuitBreaker;
 use crate::budget::RetryBudget;
 use crate::policy::Policy;
+use crate::units::{UNIT_NAMES, human, unit_nanos};
 
 /// Parses a human duration: a decimal number and a unit (`ns`, `us`, `ms`,
 /// `s`, `m`, `h`), as `"250ms"`, `"1.5 s"` or `"2m"`.
@@ -54,23 +55,15 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
             "`{text}` is not a duration such as \"250ms\" or \"1.5s\""
         ));
     }
+    let units = UNIT_NAMES.join(", ");
     let nanos_per_unit: u128 = match unit {
         "" => {
             return Err(format!(
-                "`{text}` needs a unit: write \"{number}ms\" or \"{number}s\" (units: ns, us, ms, s, m, h)"
+                "`{text}` needs a unit: write \"{number}ms\" or \"{number}s\" (units: {units})"
             ));
         }
-        "ns" => 1,
-        "us" => 1_000,
-        "ms" => 1_000_000,
-        "s" => 1_000_000_000,
-        "m" => 60_000_000_000,
-        "h" => 3_600_000_000_000,
-        other => {
-            return Err(format!(
-                "unknown unit `{other}` in `{text}` (units: ns, us, ms, s, m, h)"
-            ));
-        }
+        unit => unit_nanos(unit)
+            .ok_or_else(|| format!("unknown unit `{unit}` in `{text}` (units: {units})"))?,
     };
     let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
     let too_large = || format!("`{text}` is too large for a duration");
@@ -110,23 +103,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 /// assert_eq!(parse_duration(&format_duration(d)), Ok(d));
 /// ```
 pub fn format_duration(duration: Duration) -> String {
-    const UNITS: [(&str, u128); 6] = [
-        ("h", 3_600_000_000_000),
-        ("m", 60_000_000_000),
-        ("s", 1_000_000_000),
-        ("ms", 1_000_000),
-        ("us", 1_000),
-        ("ns", 1),
-    ];
-    let nanos = duration.as_nanos();
-    if nanos == 0 {
-        return "0s".to_owned();
-    }
-    let (unit, size) = UNITS
-        .into_iter()
-        .find(|(_, size)| nanos.is_multiple_of(*size))
-        .unwrap_or(("ns", 1));
-    format!("{}{unit}", nanos / size)
+    human(duration.as_nanos())
 }
 
 /// A duration as configuration writes it: a string with a unit.

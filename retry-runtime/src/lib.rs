@@ -28,6 +28,7 @@
 
 #[macro_use]
 mod sync;
+mod units;
 
 pub mod adaptive;
 pub mod backoff;

@@ -5,6 +5,7 @@ use std::time::Duration;
 use crate::backoff::{self, Backoff, Jitter, Rng};
 use crate::budget::{BudgetRef, RetryBudget};
 use crate::throttle::RetryThrottle;
+use crate::units;
 
 /// Everything a retry loop needs to know, built in `const` context if you
 /// like.
@@ -51,15 +52,15 @@ impl Policy {
     /// default protection: a retry throttle of the call site's own
     /// (`#[retry]`: of the function's own).
     pub const DEFAULT: Self = Self {
-        attempts: 3,
-        deadline: Some(Duration::from_secs(30)),
+        attempts: units::DEFAULT_ATTEMPTS,
+        deadline: Some(Duration::from_secs(units::DEFAULT_DEADLINE_SECS)),
         backoff: Backoff::Exponential,
-        base: Duration::from_millis(100),
+        base: Duration::from_millis(units::DEFAULT_BASE_MILLIS),
         factor: 2.0,
-        cap: Duration::from_secs(20),
+        cap: Duration::from_secs(units::DEFAULT_CAP_SECS),
         jitter: Jitter::Full,
         idempotent: false,
-        retry_after_max: Duration::from_secs(60),
+        retry_after_max: Duration::from_secs(units::DEFAULT_RETRY_AFTER_MAX_SECS),
         attempt_timeout: None,
         budget: BudgetChoice::Default,
     };
