@@ -128,28 +128,69 @@ pub(crate) enum OrNone<T> {
 /// A path or a closure (`when`, `when_ok`, `on_retry`).
 pub(crate) type Callable = Expr;
 
-pub(crate) struct Args {
-    pub(crate) attempts: Opt<Num<u32>>,
-    pub(crate) deadline: Opt<OrNone<Dur>>,
-    pub(crate) backoff: Opt<Backoff>,
-    pub(crate) base: Opt<Dur>,
-    pub(crate) factor: Opt<Num<f64>>,
-    pub(crate) cap: Opt<Dur>,
-    pub(crate) jitter: Opt<Jitter>,
-    pub(crate) when: Opt<Callable>,
-    pub(crate) when_ok: Opt<Callable>,
-    pub(crate) idempotent: Opt<bool>,
-    pub(crate) budget: Opt<OrNone<Path>>,
-    pub(crate) breaker: Opt<Path>,
-    pub(crate) throttle: Opt<Path>,
-    pub(crate) retry_after_max: Opt<Dur>,
-    pub(crate) attempt_timeout: Opt<Dur>,
-    pub(crate) hedge: Opt<HedgeDelay>,
-    pub(crate) hedges: Opt<Num<u32>>,
-    pub(crate) on_retry: Opt<Callable>,
-    pub(crate) on_give_up: Opt<Callable>,
-    pub(crate) policy: Opt<Expr>,
-    pub(crate) krate: Opt<Path>,
+/// Every option, once, in the order of the documentation's table: its
+/// field in [`Args`], its type, its name, a value to show in messages, and
+/// whether it takes a duration. Parsing each is `Args::parse_one`'s.
+macro_rules! options {
+    ($($field:ident: $ty:ty = $name:literal ($example:literal) $($duration:ident)?;)*) => {
+        pub(crate) struct Args {
+            $(pub(crate) $field: Opt<$ty>,)*
+        }
+
+        /// Every option's name, in the order of the documentation's table:
+        /// listed in "expected one of".
+        pub(crate) const OPTIONS: &[&str] = &[$($name),*];
+
+        impl Args {
+            fn new() -> Self {
+                Self {
+                    $($field: Opt::new($name),)*
+                }
+            }
+        }
+
+        /// A value of option `name`, for messages.
+        fn example(name: &str) -> &'static str {
+            match name {
+                $($name => $example,)*
+                _ => "...",
+            }
+        }
+
+        /// Whether option `name` takes a duration.
+        fn takes_duration(name: &str) -> bool {
+            match name {
+                $($name => options!(@duration $($duration)?),)*
+                _ => false,
+            }
+        }
+    };
+    (@duration duration) => { true };
+    (@duration) => { false };
+}
+
+options! {
+    attempts: Num<u32> = "attempts" ("4");
+    deadline: OrNone<Dur> = "deadline" ("10s") duration;
+    backoff: Backoff = "backoff" ("exponential");
+    base: Dur = "base" ("100ms") duration;
+    factor: Num<f64> = "factor" ("2");
+    cap: Dur = "cap" ("5s") duration;
+    jitter: Jitter = "jitter" ("full");
+    when: Callable = "when" ("|error| error.is_transient()");
+    when_ok: Callable = "when_ok" ("|response| response.status() == 503");
+    idempotent: bool = "idempotent" ("true");
+    budget: OrNone<Path> = "budget" ("MY_BUDGET");
+    breaker: Path = "breaker" ("MY_BREAKER");
+    throttle: Path = "throttle" ("MY_THROTTLE");
+    retry_after_max: Dur = "retry_after_max" ("60s") duration;
+    attempt_timeout: Dur = "attempt_timeout" ("2s") duration;
+    hedge: HedgeDelay = "hedge" ("p95") duration;
+    hedges: Num<u32> = "hedges" ("1");
+    on_retry: Callable = "on_retry" ("|event| log(event)");
+    on_give_up: Callable = "on_give_up" ("|event| log(event)");
+    policy: Expr = "policy" ("MY_POLICY");
+    krate: Path = "crate" ("::backstop");
 }
 
 #[derive(Clone, Copy)]
@@ -166,31 +207,6 @@ pub(crate) enum Jitter {
     Decorrelated,
     None,
 }
-
-/// Every option, in the order of the documentation's table: listed in "expected one of".
-pub(crate) const OPTIONS: &[&str] = &[
-    "attempts",
-    "deadline",
-    "backoff",
-    "base",
-    "factor",
-    "cap",
-    "jitter",
-    "when",
-    "when_ok",
-    "idempotent",
-    "budget",
-    "breaker",
-    "throttle",
-    "retry_after_max",
-    "attempt_timeout",
-    "hedge",
-    "hedges",
-    "on_retry",
-    "on_give_up",
-    "policy",
-    "crate",
-];
 
 /// Names people bring from other retry crates, and what they mean here.
 const ALIASES: &[(&str, &str)] = &[
@@ -212,32 +228,6 @@ const ALIASES: &[(&str, &str)] = &[
 ];
 
 impl Args {
-    fn new() -> Self {
-        Self {
-            attempts: Opt::new("attempts"),
-            deadline: Opt::new("deadline"),
-            backoff: Opt::new("backoff"),
-            base: Opt::new("base"),
-            factor: Opt::new("factor"),
-            cap: Opt::new("cap"),
-            jitter: Opt::new("jitter"),
-            when: Opt::new("when"),
-            when_ok: Opt::new("when_ok"),
-            idempotent: Opt::new("idempotent"),
-            budget: Opt::new("budget"),
-            breaker: Opt::new("breaker"),
-            throttle: Opt::new("throttle"),
-            retry_after_max: Opt::new("retry_after_max"),
-            attempt_timeout: Opt::new("attempt_timeout"),
-            hedge: Opt::new("hedge"),
-            hedges: Opt::new("hedges"),
-            on_retry: Opt::new("on_retry"),
-            on_give_up: Opt::new("on_give_up"),
-            policy: Opt::new("policy"),
-            krate: Opt::new("crate"),
-        }
-    }
-
     /// Parses the attribute's arguments. A syntax error the parser cannot
     /// step over (a malformed expression) ends parsing; every other mistake
     /// is recorded and parsing goes on.
@@ -276,11 +266,10 @@ impl Args {
             return skip_value(meta);
         }
         let value: Expr = meta.value()?.parse()?;
-        let takes_duration = matches!(
-            name.as_str(),
-            "deadline" | "base" | "cap" | "retry_after_max" | "attempt_timeout" | "hedge"
-        );
-        if let Some(unit) = takes_duration.then(|| spaced_unit(&value, meta)).flatten() {
+        if let Some(unit) = takes_duration(&name)
+            .then(|| spaced_unit(&value, meta))
+            .flatten()
+        {
             let number = value.to_token_stream();
             cx.error(
                 unit.span(),
@@ -477,31 +466,6 @@ fn edit_distance(a: &str, b: &str) -> usize {
         }
     }
     row[b.len()]
-}
-
-fn example(name: &str) -> &'static str {
-    match name {
-        "attempts" => "4",
-        "deadline" => "10s",
-        "backoff" => "exponential",
-        "base" => "100ms",
-        "factor" => "2",
-        "cap" => "5s",
-        "jitter" => "full",
-        "when" => "|error| error.is_transient()",
-        "when_ok" => "|response| response.status() == 503",
-        "budget" => "MY_BUDGET",
-        "breaker" => "MY_BREAKER",
-        "throttle" => "MY_THROTTLE",
-        "retry_after_max" => "60s",
-        "attempt_timeout" => "2s",
-        "hedge" => "p95",
-        "hedges" => "1",
-        "on_retry" | "on_give_up" => "|event| log(event)",
-        "policy" => "MY_POLICY",
-        "crate" => "::backstop",
-        _ => "...",
-    }
 }
 
 /// After an error, consumes the rest of this option (`= value` or
