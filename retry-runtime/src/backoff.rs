@@ -58,7 +58,11 @@ pub enum Backoff {
 /// use backstop::{Jitter, Policy};
 ///
 /// let policy = Policy::new().jitter(Jitter::Equal);
-/// # let _ = policy;
+/// // Equal jitter: half the ceiling (100 ms for the first retry), plus up
+/// // to half again at random.
+/// let mut rng = backstop::backoff::Rng::seeded(7);
+/// let delay = policy.delay(0, Duration::ZERO, &mut rng);
+/// assert!(delay >= Duration::from_millis(50) && delay <= Duration::from_millis(100));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 #[cfg_attr(

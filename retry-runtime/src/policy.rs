@@ -82,7 +82,8 @@ impl Policy {
     /// # extern crate retry_runtime as backstop;
     /// # use backstop::Policy;
     /// let p = Policy::new().attempts(5);
-    /// # let _ = p;
+    /// assert_eq!(p.get_attempts(), 5);
+    /// assert_eq!(Policy::new().attempts(0).get_attempts(), 1);
     /// ```
     #[must_use]
     pub const fn attempts(mut self, attempts: u32) -> Self {
@@ -101,7 +102,7 @@ impl Policy {
     /// # extern crate retry_runtime as backstop;
     /// # use std::time::Duration; use backstop::Policy;
     /// let p = Policy::new().deadline(Some(Duration::from_secs(2)));
-    /// # let _ = p;
+    /// assert_eq!(p.get_deadline(), Some(Duration::from_secs(2)));
     /// ```
     #[must_use]
     pub const fn deadline(mut self, deadline: Option<Duration>) -> Self {
@@ -115,7 +116,7 @@ impl Policy {
     /// # extern crate retry_runtime as backstop;
     /// # use backstop::{Backoff, Policy};
     /// let p = Policy::new().backoff(Backoff::Fixed);
-    /// # let _ = p;
+    /// assert_eq!(p.ceiling(0), p.ceiling(5), "the same delay every time");
     /// ```
     #[must_use]
     pub const fn backoff(mut self, backoff: Backoff) -> Self {
@@ -132,7 +133,8 @@ impl Policy {
     /// # extern crate retry_runtime as backstop;
     /// # use std::time::Duration; use backstop::Policy;
     /// let p = Policy::new().base(Duration::from_millis(250));
-    /// # let _ = p;
+    /// assert_eq!(p.ceiling(0), Duration::from_millis(250));
+    /// assert_eq!(p.ceiling(1), Duration::from_millis(500));
     /// ```
     #[must_use]
     pub const fn base(mut self, base: Duration) -> Self {
@@ -145,8 +147,10 @@ impl Policy {
     /// ```
     /// # extern crate retry_runtime as backstop;
     /// # use backstop::Policy;
+    /// # use std::time::Duration;
     /// let p = Policy::new().factor(1.5);
-    /// # let _ = p;
+    /// assert_eq!(p.ceiling(1), Duration::from_millis(150));
+    /// assert_eq!(Policy::new().factor(0.5).get_factor(), 1.0);
     /// ```
     #[must_use]
     pub const fn factor(mut self, factor: f64) -> Self {
@@ -161,7 +165,7 @@ impl Policy {
     /// # extern crate retry_runtime as backstop;
     /// # use std::time::Duration; use backstop::Policy;
     /// let p = Policy::new().cap(Duration::from_secs(5));
-    /// # let _ = p;
+    /// assert_eq!(p.ceiling(20), Duration::from_secs(5));
     /// ```
     #[must_use]
     pub const fn cap(mut self, cap: Duration) -> Self {
@@ -175,7 +179,7 @@ impl Policy {
     /// # extern crate retry_runtime as backstop;
     /// # use backstop::{Jitter, Policy};
     /// let p = Policy::new().jitter(Jitter::Decorrelated);
-    /// # let _ = p;
+    /// assert_eq!(p.get_jitter(), Jitter::Decorrelated);
     /// ```
     #[must_use]
     pub const fn jitter(mut self, jitter: Jitter) -> Self {
@@ -192,7 +196,7 @@ impl Policy {
     /// # extern crate retry_runtime as backstop;
     /// # use backstop::Policy;
     /// let p = Policy::new().idempotent(true);
-    /// # let _ = p;
+    /// assert!(p.is_idempotent());
     /// ```
     #[must_use]
     pub const fn idempotent(mut self, idempotent: bool) -> Self {
@@ -207,7 +211,7 @@ impl Policy {
     /// # extern crate retry_runtime as backstop;
     /// # use std::time::Duration; use backstop::Policy;
     /// let p = Policy::new().retry_after_max(Duration::from_secs(5));
-    /// # let _ = p;
+    /// assert_eq!(p.get_retry_after_max(), Duration::from_secs(5));
     /// ```
     #[must_use]
     pub const fn retry_after_max(mut self, max: Duration) -> Self {
@@ -254,7 +258,7 @@ impl Policy {
     /// # use std::time::Duration; use backstop::{Policy, RetryBudget};
     /// static BUDGET: RetryBudget = RetryBudget::new(0.1, 10, Duration::from_secs(10));
     /// static POLICY: Policy = Policy::new().budget(&BUDGET);
-    /// # let _ = &POLICY;
+    /// assert!(POLICY.get_budget().is_some());
     /// ```
     #[must_use]
     pub const fn budget(mut self, budget: &'static RetryBudget) -> Self {

@@ -223,8 +223,8 @@ pub struct Retry<
     when: W,
     when_ok: K,
     breaker: B,
-    before_sleep: R,
-    at_give_up: G,
+    on_retry: R,
+    on_give_up: G,
     name: &'static str,
     timeout: L,
     throttle: A,
@@ -487,8 +487,8 @@ impl<'a> Retry<'a> {
             when: ByClassify,
             when_ok: NeverRetry,
             breaker: NoBreaker,
-            before_sleep: Ignore,
-            at_give_up: Ignore,
+            on_retry: Ignore,
+            on_give_up: Ignore,
             name: crate::observe::ANONYMOUS,
             timeout: NoTimeout,
             throttle: NoThrottle,
@@ -509,8 +509,8 @@ impl Retry<'static> {
             when: ByClassify,
             when_ok: NeverRetry,
             breaker: NoBreaker,
-            before_sleep: Ignore,
-            at_give_up: Ignore,
+            on_retry: Ignore,
+            on_give_up: Ignore,
             name: crate::observe::ANONYMOUS,
             timeout: NoTimeout,
             throttle: NoThrottle,
@@ -571,8 +571,8 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
             when: ByRef(&self.when),
             when_ok: ByRef(&self.when_ok),
             breaker: self.breaker,
-            before_sleep: ByRef(&self.before_sleep),
-            at_give_up: ByRef(&self.at_give_up),
+            on_retry: ByRef(&self.on_retry),
+            on_give_up: ByRef(&self.on_give_up),
             name: self.name,
             timeout: self.timeout,
             throttle: self.throttle,
@@ -590,8 +590,8 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
             when,
             when_ok,
             breaker: self.breaker,
-            before_sleep: self.before_sleep,
-            at_give_up: self.at_give_up,
+            on_retry: self.on_retry,
+            on_give_up: self.on_give_up,
             name: self.name,
             timeout: self.timeout,
             throttle: self.throttle,
@@ -680,8 +680,8 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
             when: When(f),
             when_ok: self.when_ok,
             breaker: self.breaker,
-            before_sleep: self.before_sleep,
-            at_give_up: self.at_give_up,
+            on_retry: self.on_retry,
+            on_give_up: self.on_give_up,
             name: self.name,
             timeout: self.timeout,
             throttle: self.throttle,
@@ -708,8 +708,8 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
             when: self.when,
             when_ok: When(f),
             breaker: self.breaker,
-            before_sleep: self.before_sleep,
-            at_give_up: self.at_give_up,
+            on_retry: self.on_retry,
+            on_give_up: self.on_give_up,
             name: self.name,
             timeout: self.timeout,
             throttle: self.throttle,
@@ -759,8 +759,8 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
             when: self.when,
             when_ok: self.when_ok,
             breaker: self.breaker,
-            before_sleep: f,
-            at_give_up: self.at_give_up,
+            on_retry: f,
+            on_give_up: self.on_give_up,
             name: self.name,
             timeout: self.timeout,
             throttle: self.throttle,
@@ -792,8 +792,8 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
             when: self.when,
             when_ok: self.when_ok,
             breaker: self.breaker,
-            before_sleep: self.before_sleep,
-            at_give_up: f,
+            on_retry: self.on_retry,
+            on_give_up: f,
             name: self.name,
             timeout: self.timeout,
             throttle: self.throttle,
@@ -838,8 +838,8 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
             when: self.when,
             when_ok: self.when_ok,
             breaker,
-            before_sleep: self.before_sleep,
-            at_give_up: self.at_give_up,
+            on_retry: self.on_retry,
+            on_give_up: self.on_give_up,
             name: self.name,
             timeout: self.timeout,
             throttle: self.throttle,
@@ -873,8 +873,8 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
             when: self.when,
             when_ok: self.when_ok,
             breaker: self.breaker,
-            before_sleep: self.before_sleep,
-            at_give_up: self.at_give_up,
+            on_retry: self.on_retry,
+            on_give_up: self.on_give_up,
             name: self.name,
             timeout: self.timeout,
             throttle,
@@ -918,8 +918,8 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
             when: self.when,
             when_ok: self.when_ok,
             breaker: self.breaker,
-            before_sleep: self.before_sleep,
-            at_give_up: self.at_give_up,
+            on_retry: self.on_retry,
+            on_give_up: self.on_give_up,
             name: self.name,
             timeout: WithTimeout(timeout.limit()),
             throttle: self.throttle,
@@ -998,7 +998,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
         } else {
             return None;
         };
-        self.at_give_up
+        self.on_give_up
             .on_give_up(&state.give_up_event(outcome.as_ref(), reason));
         Some(outcome)
     }
@@ -1035,20 +1035,20 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
             let outcome = state.run_attempt(&mut op);
             match state.decide_result(&outcome, &self.when, &self.when_ok) {
                 Decision::Retry(delay) => {
-                    self.before_sleep
+                    self.on_retry
                         .on_retry(&state.retry_event(outcome.as_ref(), delay));
                     // A sync loop can keep the outcome through the sleep: if
                     // the thread woke at or past the deadline, it is returned
                     // rather than start an attempt too late.
                     sleep(delay);
                     if let Err(reason) = state.may_resume() {
-                        self.at_give_up
+                        self.on_give_up
                             .on_give_up(&state.give_up_event(outcome.as_ref(), reason));
                         return outcome;
                     }
                 }
                 Decision::GiveUp(reason) => {
-                    self.at_give_up
+                    self.on_give_up
                         .on_give_up(&state.give_up_event(outcome.as_ref(), reason));
                     return outcome;
                 }
@@ -1231,12 +1231,12 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     {
         match state.decide(verdict) {
             Decision::Retry(delay) => {
-                self.before_sleep
+                self.on_retry
                     .on_retry(&state.retry_event(outcome.as_ref(), delay));
                 Some(delay)
             }
             Decision::GiveUp(reason) => {
-                self.at_give_up
+                self.on_give_up
                     .on_give_up(&state.give_up_event(outcome.as_ref(), reason));
                 None
             }
@@ -1292,7 +1292,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
                     Some(Err(error)) => {
                         let failed = Err(error);
                         state.give_up(GiveUp::Stopped);
-                        self.at_give_up
+                        self.on_give_up
                             .on_give_up(&state.give_up_event(failed.as_ref(), GiveUp::Stopped));
                         return failed;
                     }
@@ -1303,7 +1303,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
                 }
             }
             if let Some(reason) = reason {
-                self.at_give_up
+                self.on_give_up
                     .on_give_up(&state.give_up_event(outcome.as_ref(), reason));
                 return outcome;
             }
@@ -1388,7 +1388,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
             };
             crate::macro_support::sleep_async(delay).await;
             if let Err(reason) = state.may_resume() {
-                self.at_give_up
+                self.on_give_up
                     .on_give_up(&state.give_up_event(outcome.as_ref(), reason));
                 return outcome;
             }

@@ -150,7 +150,7 @@ pub enum Decision {
 ///     Decision::GiveUp(GiveUp::Attempts)
 /// );
 /// ```
-pub struct AttemptState<'a, C: Clock> {
+pub struct AttemptState<'a, C> {
     policy: &'a Policy,
     budget: Option<BudgetRef<'a>>,
     clock: C,
@@ -812,10 +812,10 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     }
 }
 
-impl<C: Clock> fmt::Debug for AttemptState<'_, C> {
+impl<C> fmt::Debug for AttemptState<'_, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AttemptState")
-            .field("attempt", &self.attempt())
+            .field("attempt", &self.done.saturating_add(1))
             .field("start", &self.start)
             .field("deadline", &self.deadline)
             .finish_non_exhaustive()
