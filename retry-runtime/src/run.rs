@@ -208,6 +208,8 @@ impl From<Elapsed> for std::io::Error {
 /// ```
 #[derive(Clone, Copy, Debug)]
 #[must_use = "a Retry does nothing until `.call(..)` or `.call_async(..)`"]
+// Each field is named as the method that sets it (`on_retry`, `when`…).
+#[allow(clippy::struct_field_names)]
 pub struct Retry<
     'a,
     W = ByClassify,
