@@ -10,7 +10,6 @@
 //! `max(0, (requests − K × accepts) / (requests + 1))`. With healthy
 //! traffic `requests ≤ K × accepts` and the probability is exactly 0.
 
-use std::error::Error;
 use std::fmt;
 use std::sync::atomic::Ordering::{AcqRel, Acquire};
 use std::time::{Duration, Instant};
@@ -45,43 +44,7 @@ const fn accepts_of(word: u64) -> u64 {
     word & COUNT_MAX
 }
 
-/// The error of an attempt the adaptive throttle shed without making it.
-///
-/// A function with `#[retry(throttle = ..)]` returns it through its own
-/// error type, which must implement `From<Throttled>` (`std::io::Error`
-/// does).
-///
-/// ```
-/// # extern crate retry_runtime as backstop;
-/// use backstop::Throttled;
-/// assert_eq!(Throttled.to_string(), "attempt shed by the adaptive throttle");
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct Throttled;
-
-impl fmt::Display for Throttled {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("attempt shed by the adaptive throttle")
-    }
-}
-
-impl Error for Throttled {}
-
-/// An [`io::Error`](std::io::Error) of kind `Other` wrapping the
-/// `Throttled`, so that a function returning `io::Result` can take
-/// `throttle`.
-///
-/// ```
-/// # extern crate retry_runtime as backstop;
-/// use backstop::{Classify, Throttled, Verdict};
-/// let error = std::io::Error::from(Throttled);
-/// assert_eq!(error.classify(), Verdict::Stop);
-/// ```
-impl From<Throttled> for std::io::Error {
-    fn from(throttled: Throttled) -> Self {
-        Self::other(throttled)
-    }
-}
+pub use crate::vocabulary::Throttled;
 
 /// Client-side throttling (Google SRE): before every attempt, the first
 /// included, reject it locally with probability

@@ -7,14 +7,13 @@
 //! one call, the probe, is let through: its success closes the breaker,
 //! its failure opens it for another cooldown.
 
-use std::error::Error;
 use std::fmt;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
 use std::time::{Duration, Instant};
 
-use crate::classify::Verdict;
 use crate::clock::nanos_since_origin;
 use crate::sync::AtomicU64;
+use crate::vocabulary::Verdict;
 
 /// The breaker's state word, so that every transition is one
 /// compare-and-swap: two bits of state; a generation, moved on each time the
@@ -69,44 +68,7 @@ pub enum BreakerState {
     HalfOpen,
 }
 
-/// The error of a call the circuit breaker rejected without running it.
-///
-/// A function with `#[retry(breaker = ..)]` returns it through its own error
-/// type, which must implement `From<CircuitOpen>`.
-///
-/// ```
-/// # extern crate retry_runtime as backstop;
-/// use backstop::CircuitOpen;
-/// assert_eq!(CircuitOpen.to_string(), "circuit breaker open: the dependency is failing, call rejected");
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct CircuitOpen;
-
-impl fmt::Display for CircuitOpen {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("circuit breaker open: the dependency is failing, call rejected")
-    }
-}
-
-impl Error for CircuitOpen {}
-
-/// An [`io::Error`](std::io::Error) of kind `Other` wrapping the
-/// `CircuitOpen`, so that a function returning `io::Result` can take a
-/// `breaker` (its own `From` impl would break the orphan rule). It is not
-/// retried: the breaker is known to be open.
-///
-/// ```
-/// # extern crate retry_runtime as backstop;
-/// use backstop::{CircuitOpen, Classify, Verdict};
-/// let error = std::io::Error::from(CircuitOpen);
-/// assert_eq!(error.classify(), Verdict::Stop);
-/// assert!(error.get_ref().is_some_and(|e| e.is::<CircuitOpen>()));
-/// ```
-impl From<CircuitOpen> for std::io::Error {
-    fn from(open: CircuitOpen) -> Self {
-        Self::other(open)
-    }
-}
+pub use crate::vocabulary::CircuitOpen;
 
 /// A lock-free circuit breaker, shareable as a `static`.
 ///

@@ -6,50 +6,28 @@
 
 use std::error::Error;
 use std::io;
-use std::time::Duration;
 
-/// What to do about one outcome of an attempt.
-///
-/// ```
-/// # extern crate retry_runtime as backstop;
-/// use backstop::Verdict;
-///
-/// assert_eq!(Verdict::from(true), Verdict::Retry);
-/// assert_eq!(Verdict::from(false), Verdict::Stop);
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Verdict {
-    /// Transient: another attempt may well succeed.
-    Retry,
-    /// The server said when to come back (`Retry-After`). The wait is
-    /// honoured, spread upward by up to 20%, never shortened.
-    RetryAfter(Duration),
-    /// Ambiguous: the work may have happened (a timeout). Retried only when
-    /// the operation is declared idempotent.
-    RetryIfIdempotent,
-    /// Retrying cannot help (a 400, a validation error): return at once.
-    Stop,
-}
+pub use crate::vocabulary::Verdict;
 
-impl Verdict {
-    /// Whether a retry is wanted at all, assuming the operation is
-    /// idempotent.
-    ///
-    /// ```
-    /// # extern crate retry_runtime as backstop;
-    /// use backstop::Verdict;
-    /// assert!(Verdict::RetryIfIdempotent.is_retryable());
-    /// assert!(!Verdict::Stop.is_retryable());
-    /// ```
-    pub const fn is_retryable(self) -> bool {
-        !matches!(self, Self::Stop)
+/// The verdict on an outcome: an error by `when`, an `Ok` value by
+/// `when_ok`, which returns it (`None`) unless a retry is asked for.
+pub(crate) fn of_result<T, E>(
+    outcome: &Result<T, E>,
+    when: impl FnOnce(&E) -> Verdict,
+    when_ok: impl FnOnce(&T) -> Verdict,
+) -> Option<Verdict> {
+    match outcome {
+        Ok(value) => of_value(when_ok(value)),
+        Err(error) => Some(when(error)),
     }
 }
 
-impl From<bool> for Verdict {
-    /// `true` → [`Verdict::Retry`], `false` → [`Verdict::Stop`].
-    fn from(retry: bool) -> Self {
-        if retry { Self::Retry } else { Self::Stop }
+/// The verdict on an `Ok` value: returned (`None`) unless a retry is
+/// asked for.
+pub(crate) fn of_value(verdict: Verdict) -> Option<Verdict> {
+    match verdict {
+        Verdict::Stop => None,
+        retry => Some(retry),
     }
 }
 
@@ -188,14 +166,14 @@ fn known(error: &(dyn Error + 'static)) -> Option<Verdict> {
         }
         return Some(io.classify());
     }
-    if error.is::<crate::run::Elapsed>() {
+    if error.is::<crate::vocabulary::Elapsed>() {
         return Some(Verdict::RetryIfIdempotent);
     }
     #[cfg(feature = "tokio")]
     if error.is::<tokio::time::error::Elapsed>() {
         return Some(Verdict::RetryIfIdempotent);
     }
-    if error.is::<crate::breaker::CircuitOpen>() || error.is::<crate::adaptive::Throttled>() {
+    if error.is::<crate::vocabulary::CircuitOpen>() || error.is::<crate::vocabulary::Throttled>() {
         return Some(Verdict::Stop);
     }
     #[cfg(feature = "tonic")]
@@ -256,14 +234,14 @@ impl Classify for tokio::time::error::Elapsed {
 }
 
 /// A timed-out attempt is ambiguous: the work may have been done.
-impl Classify for crate::run::Elapsed {
+impl Classify for crate::vocabulary::Elapsed {
     fn classify(&self) -> Verdict {
         Verdict::RetryIfIdempotent
     }
 }
 
 /// The breaker rejected the call: retrying now cannot help.
-impl Classify for crate::breaker::CircuitOpen {
+impl Classify for crate::vocabulary::CircuitOpen {
     fn classify(&self) -> Verdict {
         Verdict::Stop
     }
@@ -271,7 +249,7 @@ impl Classify for crate::breaker::CircuitOpen {
 
 /// The adaptive throttle shed the attempt: retrying now would only add to
 /// what the dependency refuses.
-impl Classify for crate::adaptive::Throttled {
+impl Classify for crate::vocabulary::Throttled {
     fn classify(&self) -> Verdict {
         Verdict::Stop
     }

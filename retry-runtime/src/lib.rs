@@ -29,6 +29,8 @@
 #[macro_use]
 mod sync;
 mod units;
+mod virtual_time;
+mod vocabulary;
 
 pub mod adaptive;
 pub mod backoff;

@@ -56,11 +56,7 @@ where
     K: FnOnce(&T) -> U,
     U: Into<Verdict>,
 {
-    match when_ok(value).into() {
-        // An `Ok` value is returned unless a retry was asked for.
-        Verdict::Stop => None,
-        retry => Some(retry),
-    }
+    crate::classify::of_value(when_ok(value).into())
 }
 
 /// The verdict on an error by `when`.
@@ -70,21 +66,6 @@ where
     V: Into<Verdict>,
 {
     Some(when(error).into())
-}
-
-/// The verdict on an outcome: `Ok` by `when_ok`, `Err` by `when`.
-pub fn verdict_when_both<R, W, V, K, U>(outcome: &R, when: W, when_ok: K) -> Option<Verdict>
-where
-    R: Outcome,
-    W: FnOnce(&R::Err) -> V,
-    V: Into<Verdict>,
-    K: FnOnce(&R::Ok) -> U,
-    U: Into<Verdict>,
-{
-    match outcome.as_result() {
-        Ok(value) => ok_verdict(value, when_ok),
-        Err(error) => err_verdict(error, when),
-    }
 }
 
 /// With `policy = expr`: the policy's budget or throttle, none after its
@@ -181,14 +162,11 @@ impl<E> ViaNothing<E> for &ElapsedInto<E> {
 
 /// `attempt`, limited to `limit` if there is one: `Err(Elapsed)` if it
 /// ran out.
-pub async fn maybe_timeout<F: Future>(
+pub fn maybe_timeout<F: Future>(
     limit: Option<std::time::Duration>,
     attempt: F,
-) -> Result<F::Output, crate::Elapsed> {
-    match limit {
-        Some(limit) => timeout(limit, attempt).await,
-        None => Ok(attempt.await),
-    }
+) -> impl Future<Output = Result<F::Output, crate::Elapsed>> {
+    crate::timer::maybe_timeout(limit, attempt)
 }
 
 /// An attempt limited to `limit` (`attempt_timeout`), on the call's
@@ -197,14 +175,13 @@ pub fn timeout<F: Future>(
     limit: std::time::Duration,
     attempt: F,
 ) -> impl Future<Output = Result<F::Output, crate::Elapsed>> {
-    RuntimeClock::current().timeout(limit, attempt)
+    crate::timer::timeout(limit, attempt)
 }
 
 /// The sleep of an async `#[retry]` loop, on the call's timer (recorded
 /// under [`record_sleeps`](crate::testing::record_sleeps)).
 pub fn sleep_async(delay: std::time::Duration) -> impl Future<Output = ()> {
-    crate::testing::note_sleep(delay);
-    RuntimeClock::current().sleep(delay)
+    crate::timer::sleep_async(delay)
 }
 
 /// What `budget = PATH` may name: a `static RetryThrottle` or a `static

@@ -433,7 +433,7 @@ impl Driver for Call<'_> {
         let Some(limit) = cut else {
             return send.await;
         };
-        let outcome = crate::macro_support::timeout(limit, send).await;
+        let outcome = crate::timer::timeout(limit, send).await;
         outcome.unwrap_or_else(|_| {
             self.timed_out = true;
             Err(Error::from(Elapsed))

@@ -138,52 +138,12 @@ where
 /// ```
 pub fn sleep(delay: Duration) {
     crate::testing::note_sleep(delay);
-    if !crate::testing::virtual_sleep(delay) {
+    if !crate::virtual_time::virtual_sleep(delay) {
         std::thread::sleep(delay);
     }
 }
 
-/// The error of an attempt that ran out of time under `attempt_timeout`.
-///
-/// A function with `#[retry(attempt_timeout = ..)]` returns it through its
-/// own error type, which must implement `From<Elapsed>`. A timed-out
-/// attempt is ambiguous (the work may have been done): it is retried only
-/// for an `idempotent` function.
-///
-/// ```
-/// # extern crate retry_runtime as backstop;
-/// use backstop::Elapsed;
-/// assert_eq!(Elapsed.to_string(), "attempt timed out");
-/// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct Elapsed;
-
-impl std::fmt::Display for Elapsed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("attempt timed out")
-    }
-}
-
-impl std::error::Error for Elapsed {}
-
-/// An [`io::Error`](std::io::Error) of kind `TimedOut` wrapping the
-/// `Elapsed`, so that a function returning `io::Result` can take
-/// `attempt_timeout` (its own `From` impl would break the orphan rule).
-///
-/// ```
-/// # extern crate retry_runtime as backstop;
-/// use std::io::{Error, ErrorKind};
-/// use backstop::{Classify, Elapsed, Verdict};
-/// let error = Error::from(Elapsed);
-/// assert_eq!(error.kind(), ErrorKind::TimedOut);
-/// assert_eq!(error.classify(), Verdict::RetryIfIdempotent);
-/// assert!(error.get_ref().is_some_and(|e| e.is::<Elapsed>()));
-/// ```
-impl From<Elapsed> for std::io::Error {
-    fn from(elapsed: Elapsed) -> Self {
-        Self::new(std::io::ErrorKind::TimedOut, elapsed)
-    }
-}
+pub use crate::vocabulary::Elapsed;
 
 /// A retry loop with more than a policy: its own budget, a `when`
 /// classifier for errors, a `when_ok` one for values.
@@ -1100,7 +1060,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
                 let Some(limit) = limit else {
                     return (false, attempt.await);
                 };
-                match crate::macro_support::timeout(limit, attempt).await {
+                match crate::timer::timeout(limit, attempt).await {
                     Ok(outcome) => (false, outcome),
                     Err(_) => (true, Err(L::elapsed())),
                 }
@@ -1211,7 +1171,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
         W: Classifier<E>,
         K: Classifier<T>,
     {
-        crate::macro_support::verdict_when_both(
+        crate::classify::of_result(
             outcome,
             |error| self.when.verdict(error),
             |ok| self.when_ok.verdict(ok),
@@ -1279,7 +1239,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
             let Some(delay) = self.after_attempt(&mut state, &outcome, driver.attempted()) else {
                 return outcome;
             };
-            crate::macro_support::sleep_async(delay).await;
+            crate::timer::sleep_async(delay).await;
             let mut reason = state.may_resume().err();
             if reason.is_none() {
                 let left = state.attempt_limit(Duration::MAX);
@@ -1287,7 +1247,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
                 let ready = if left == Duration::MAX {
                     Some(ready.await)
                 } else {
-                    crate::macro_support::timeout(left, ready).await.ok()
+                    crate::timer::timeout(left, ready).await.ok()
                 };
                 match ready {
                     Some(Ok(())) => {}
@@ -1347,7 +1307,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
                     None => return outcome,
                 }
             };
-            crate::macro_support::sleep_async(delay).await;
+            crate::timer::sleep_async(delay).await;
             if let Some(rejected) = self.admit(&mut state) {
                 return rejected;
             }
@@ -1388,7 +1348,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
             let Some(delay) = self.after_verdict(&mut state, &outcome, verdict) else {
                 return outcome;
             };
-            crate::macro_support::sleep_async(delay).await;
+            crate::timer::sleep_async(delay).await;
             if let Err(reason) = state.may_resume() {
                 self.on_give_up
                     .on_give_up(&state.give_up_event(outcome.as_ref(), reason));
@@ -1464,7 +1424,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
                     None => return (value, outcome),
                 }
             };
-            crate::macro_support::sleep_async(delay).await;
+            crate::timer::sleep_async(delay).await;
             // The outcome is gone: a throttle that sheds or a breaker that
             // opened meanwhile makes the rejection the error.
             if let Some(rejected) = self.admit(&mut state) {

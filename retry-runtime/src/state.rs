@@ -25,108 +25,7 @@ mod hedged;
 /// one ([`Clock::start_now`]) can trail by milliseconds.
 const PRECISE_START_BELOW: Duration = Duration::from_secs(1);
 
-/// Why a retry loop stopped retrying and returned the last outcome.
-///
-/// ```
-/// # extern crate retry_runtime as backstop;
-/// use backstop::GiveUp;
-/// assert_eq!(GiveUp::Budget.to_string(), "retry budget exhausted");
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum GiveUp {
-    /// The classifier said [`Verdict::Stop`]: retrying cannot help.
-    Stopped,
-    /// An ambiguous failure ([`Verdict::RetryIfIdempotent`]) of an operation
-    /// not declared idempotent.
-    NotIdempotent,
-    /// The attempt backstop was reached.
-    Attempts,
-    /// The next attempt could not start before the deadline.
-    Deadline,
-    /// The retry budget had no token: the dependency is failing for many
-    /// callers, and retrying would only add load.
-    Budget,
-    /// The server asked to wait longer than `retry_after_max`.
-    RetryAfterTooLong,
-    /// The circuit breaker is open: the dependency is known to be down (or
-    /// the attempt was the half-open probe, which is never retried).
-    BreakerOpen,
-    /// A `#[retry]` call nested in the attempt gave up after retrying:
-    /// retrying here too would multiply the attempts (3 × 3 = 9), so one
-    /// layer retries per failure domain, the innermost.
-    RetriedBelow,
-    /// The adaptive throttle shed the next attempt: the dependency has been
-    /// refusing much of what it gets.
-    Throttled,
-    /// The request cannot be sent again: its body was streamed and not
-    /// kept (longer than the replay buffer, or not read to its end).
-    NotReplayable,
-}
-
-impl GiveUp {
-    /// A short, stable name for metrics labels (`"deadline"`, `"budget"`…).
-    ///
-    /// ```
-    /// # extern crate retry_runtime as backstop;
-    /// assert_eq!(backstop::GiveUp::RetryAfterTooLong.as_str(), "retry_after_too_long");
-    /// ```
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Stopped => "stopped",
-            Self::NotIdempotent => "not_idempotent",
-            Self::Attempts => "attempts",
-            Self::Deadline => "deadline",
-            Self::Budget => "budget",
-            Self::RetryAfterTooLong => "retry_after_too_long",
-            Self::RetriedBelow => "retried_below",
-            Self::BreakerOpen => "breaker_open",
-            Self::Throttled => "throttled",
-            Self::NotReplayable => "not_replayable",
-        }
-    }
-}
-
-impl fmt::Display for GiveUp {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Stopped => "error is not retryable",
-            Self::NotIdempotent => "ambiguous failure of a non-idempotent operation",
-            Self::Attempts => "attempts exhausted",
-            Self::Deadline => "deadline would be passed",
-            Self::Budget => "retry budget exhausted",
-            Self::RetryAfterTooLong => "server asked to wait longer than retry_after_max",
-            Self::RetriedBelow => "a nested call already retried",
-            Self::BreakerOpen => "circuit breaker open",
-            Self::Throttled => "attempt shed by the adaptive throttle",
-            Self::NotReplayable => "request body cannot be replayed",
-        })
-    }
-}
-
-/// What to do after an attempt.
-///
-/// ```
-/// # extern crate retry_runtime as backstop;
-/// use backstop::{AttemptState, Decision, GiveUp, Policy, SystemClock, Verdict};
-///
-/// let policy = Policy::new().no_budget();
-/// let mut state = AttemptState::new(&policy, SystemClock);
-/// match state.decide(Some(Verdict::Stop)) {
-///     Decision::Retry(delay) => println!("sleep {delay:?}, then attempt again"),
-///     Decision::GiveUp(reason) => assert_eq!(reason, GiveUp::Stopped),
-///     Decision::Return => unreachable!("an error is never a plain return"),
-/// }
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Decision {
-    /// Return the outcome: a success nobody asked to retry.
-    Return,
-    /// Return the outcome unchanged: retrying is over, for this reason.
-    GiveUp(GiveUp),
-    /// Sleep this long, then attempt again.
-    Retry(Duration),
-}
+pub use crate::vocabulary::{Decision, GiveUp};
 
 /// The state of one retry loop: one per call, never shared.
 ///
@@ -670,7 +569,7 @@ impl<'a, C: Clock> AttemptState<'a, C> {
         W: Classifier<E> + ?Sized,
         K: Classifier<T> + ?Sized,
     {
-        let verdict = crate::macro_support::verdict_when_both(
+        let verdict = crate::classify::of_result(
             outcome,
             |error| when.verdict(error),
             |value| when_ok.verdict(value),

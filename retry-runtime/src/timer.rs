@@ -237,3 +237,31 @@ impl Clock for RuntimeClock {
         }
     }
 }
+
+/// `attempt`, limited to `limit` if there is one: `Err(Elapsed)` if it
+/// ran out.
+pub(crate) async fn maybe_timeout<F: Future>(
+    limit: Option<Duration>,
+    attempt: F,
+) -> Result<F::Output, crate::Elapsed> {
+    match limit {
+        Some(limit) => timeout(limit, attempt).await,
+        None => Ok(attempt.await),
+    }
+}
+
+/// An attempt limited to `limit` (`attempt_timeout`), on the call's
+/// timer: `Err` if it ran out.
+pub(crate) fn timeout<F: Future>(
+    limit: Duration,
+    attempt: F,
+) -> impl Future<Output = Result<F::Output, crate::Elapsed>> {
+    RuntimeClock::current().timeout(limit, attempt)
+}
+
+/// The sleep of an async retry loop, on the call's timer (recorded under
+/// [`record_sleeps`](crate::testing::record_sleeps)).
+pub(crate) fn sleep_async(delay: Duration) -> impl Future<Output = ()> {
+    crate::testing::note_sleep(delay);
+    RuntimeClock::current().sleep(delay)
+}

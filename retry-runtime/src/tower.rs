@@ -851,7 +851,7 @@ where
         let Some(limit) = limit else {
             return send.await;
         };
-        let outcome = crate::macro_support::timeout(limit, send).await;
+        let outcome = crate::timer::timeout(limit, send).await;
         outcome.unwrap_or_else(|_| {
             self.timed_out = true;
             Err(L::elapsed())

@@ -15,9 +15,9 @@ use crate::classify::Verdict;
 use crate::clock::Clock;
 use crate::context::Scope;
 use crate::hedge::Hedge;
-use crate::macro_support::maybe_timeout;
-use crate::run::Elapsed;
 use crate::timer::RuntimeClock;
+use crate::timer::maybe_timeout;
+use crate::vocabulary::Elapsed;
 
 /// What a round keeps of an attempt in flight besides its future.
 struct InFlight {

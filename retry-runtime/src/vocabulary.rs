@@ -1,0 +1,275 @@
+//! The vocabulary of a retry decision, below everything that makes one:
+//! the verdict on an outcome ([`Verdict`]), what to do after it
+//! ([`Decision`]), and why retrying stopped ([`GiveUp`]); and the errors
+//! the runtime gives a call ([`Elapsed`], [`CircuitOpen`], [`Throttled`]).
+
+use std::error::Error;
+use std::fmt;
+use std::time::Duration;
+
+/// What to do about one outcome of an attempt.
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use backstop::Verdict;
+///
+/// assert_eq!(Verdict::from(true), Verdict::Retry);
+/// assert_eq!(Verdict::from(false), Verdict::Stop);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Verdict {
+    /// Transient: another attempt may well succeed.
+    Retry,
+    /// The server said when to come back (`Retry-After`). The wait is
+    /// honoured, spread upward by up to 20%, never shortened.
+    RetryAfter(Duration),
+    /// Ambiguous: the work may have happened (a timeout). Retried only when
+    /// the operation is declared idempotent.
+    RetryIfIdempotent,
+    /// Retrying cannot help (a 400, a validation error): return at once.
+    Stop,
+}
+
+impl Verdict {
+    /// Whether a retry is wanted at all, assuming the operation is
+    /// idempotent.
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// use backstop::Verdict;
+    /// assert!(Verdict::RetryIfIdempotent.is_retryable());
+    /// assert!(!Verdict::Stop.is_retryable());
+    /// ```
+    pub const fn is_retryable(self) -> bool {
+        !matches!(self, Self::Stop)
+    }
+}
+
+impl From<bool> for Verdict {
+    /// `true` → [`Verdict::Retry`], `false` → [`Verdict::Stop`].
+    fn from(retry: bool) -> Self {
+        if retry { Self::Retry } else { Self::Stop }
+    }
+}
+
+/// Why a retry loop stopped retrying and returned the last outcome.
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use backstop::GiveUp;
+/// assert_eq!(GiveUp::Budget.to_string(), "retry budget exhausted");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum GiveUp {
+    /// The classifier said [`Verdict::Stop`]: retrying cannot help.
+    Stopped,
+    /// An ambiguous failure ([`Verdict::RetryIfIdempotent`]) of an operation
+    /// not declared idempotent.
+    NotIdempotent,
+    /// The attempt backstop was reached.
+    Attempts,
+    /// The next attempt could not start before the deadline.
+    Deadline,
+    /// The retry budget had no token: the dependency is failing for many
+    /// callers, and retrying would only add load.
+    Budget,
+    /// The server asked to wait longer than `retry_after_max`.
+    RetryAfterTooLong,
+    /// The circuit breaker is open: the dependency is known to be down (or
+    /// the attempt was the half-open probe, which is never retried).
+    BreakerOpen,
+    /// A `#[retry]` call nested in the attempt gave up after retrying:
+    /// retrying here too would multiply the attempts (3 × 3 = 9), so one
+    /// layer retries per failure domain, the innermost.
+    RetriedBelow,
+    /// The adaptive throttle shed the next attempt: the dependency has been
+    /// refusing much of what it gets.
+    Throttled,
+    /// The request cannot be sent again: its body was streamed and not
+    /// kept (longer than the replay buffer, or not read to its end).
+    NotReplayable,
+}
+
+impl GiveUp {
+    /// A short, stable name for metrics labels (`"deadline"`, `"budget"`…).
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// assert_eq!(backstop::GiveUp::RetryAfterTooLong.as_str(), "retry_after_too_long");
+    /// ```
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Stopped => "stopped",
+            Self::NotIdempotent => "not_idempotent",
+            Self::Attempts => "attempts",
+            Self::Deadline => "deadline",
+            Self::Budget => "budget",
+            Self::RetryAfterTooLong => "retry_after_too_long",
+            Self::RetriedBelow => "retried_below",
+            Self::BreakerOpen => "breaker_open",
+            Self::Throttled => "throttled",
+            Self::NotReplayable => "not_replayable",
+        }
+    }
+}
+
+impl fmt::Display for GiveUp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Stopped => "error is not retryable",
+            Self::NotIdempotent => "ambiguous failure of a non-idempotent operation",
+            Self::Attempts => "attempts exhausted",
+            Self::Deadline => "deadline would be passed",
+            Self::Budget => "retry budget exhausted",
+            Self::RetryAfterTooLong => "server asked to wait longer than retry_after_max",
+            Self::RetriedBelow => "a nested call already retried",
+            Self::BreakerOpen => "circuit breaker open",
+            Self::Throttled => "attempt shed by the adaptive throttle",
+            Self::NotReplayable => "request body cannot be replayed",
+        })
+    }
+}
+
+/// What to do after an attempt.
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use backstop::{AttemptState, Decision, GiveUp, Policy, SystemClock, Verdict};
+///
+/// let policy = Policy::new().no_budget();
+/// let mut state = AttemptState::new(&policy, SystemClock);
+/// match state.decide(Some(Verdict::Stop)) {
+///     Decision::Retry(delay) => println!("sleep {delay:?}, then attempt again"),
+///     Decision::GiveUp(reason) => assert_eq!(reason, GiveUp::Stopped),
+///     Decision::Return => unreachable!("an error is never a plain return"),
+/// }
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Return the outcome: a success nobody asked to retry.
+    Return,
+    /// Return the outcome unchanged: retrying is over, for this reason.
+    GiveUp(GiveUp),
+    /// Sleep this long, then attempt again.
+    Retry(Duration),
+}
+
+/// The error of an attempt that ran out of time under `attempt_timeout`.
+///
+/// A function with `#[retry(attempt_timeout = ..)]` returns it through its
+/// own error type, which must implement `From<Elapsed>`. A timed-out
+/// attempt is ambiguous (the work may have been done): it is retried only
+/// for an `idempotent` function.
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use backstop::Elapsed;
+/// assert_eq!(Elapsed.to_string(), "attempt timed out");
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Elapsed;
+
+impl fmt::Display for Elapsed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("attempt timed out")
+    }
+}
+
+impl Error for Elapsed {}
+
+/// An [`io::Error`](std::io::Error) of kind `TimedOut` wrapping the
+/// `Elapsed`, so that a function returning `io::Result` can take
+/// `attempt_timeout` (its own `From` impl would break the orphan rule).
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use std::io::{Error, ErrorKind};
+/// use backstop::{Classify, Elapsed, Verdict};
+/// let error = Error::from(Elapsed);
+/// assert_eq!(error.kind(), ErrorKind::TimedOut);
+/// assert_eq!(error.classify(), Verdict::RetryIfIdempotent);
+/// assert!(error.get_ref().is_some_and(|e| e.is::<Elapsed>()));
+/// ```
+impl From<Elapsed> for std::io::Error {
+    fn from(elapsed: Elapsed) -> Self {
+        Self::new(std::io::ErrorKind::TimedOut, elapsed)
+    }
+}
+
+/// The error of a call the circuit breaker rejected without running it.
+///
+/// A function with `#[retry(breaker = ..)]` returns it through its own error
+/// type, which must implement `From<CircuitOpen>`.
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use backstop::CircuitOpen;
+/// assert_eq!(CircuitOpen.to_string(), "circuit breaker open: the dependency is failing, call rejected");
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct CircuitOpen;
+
+impl fmt::Display for CircuitOpen {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("circuit breaker open: the dependency is failing, call rejected")
+    }
+}
+
+impl Error for CircuitOpen {}
+
+/// An [`io::Error`](std::io::Error) of kind `Other` wrapping the
+/// `CircuitOpen`, so that a function returning `io::Result` can take a
+/// `breaker` (its own `From` impl would break the orphan rule). It is not
+/// retried: the breaker is known to be open.
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use backstop::{CircuitOpen, Classify, Verdict};
+/// let error = std::io::Error::from(CircuitOpen);
+/// assert_eq!(error.classify(), Verdict::Stop);
+/// assert!(error.get_ref().is_some_and(|e| e.is::<CircuitOpen>()));
+/// ```
+impl From<CircuitOpen> for std::io::Error {
+    fn from(open: CircuitOpen) -> Self {
+        Self::other(open)
+    }
+}
+
+/// The error of an attempt the adaptive throttle shed without making it.
+///
+/// A function with `#[retry(throttle = ..)]` returns it through its own
+/// error type, which must implement `From<Throttled>` (`std::io::Error`
+/// does).
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use backstop::Throttled;
+/// assert_eq!(Throttled.to_string(), "attempt shed by the adaptive throttle");
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Throttled;
+
+impl fmt::Display for Throttled {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("attempt shed by the adaptive throttle")
+    }
+}
+
+impl Error for Throttled {}
+
+/// An [`io::Error`](std::io::Error) of kind `Other` wrapping the
+/// `Throttled`, so that a function returning `io::Result` can take
+/// `throttle`.
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use backstop::{Classify, Throttled, Verdict};
+/// let error = std::io::Error::from(Throttled);
+/// assert_eq!(error.classify(), Verdict::Stop);
+/// ```
+impl From<Throttled> for std::io::Error {
+    fn from(throttled: Throttled) -> Self {
+        Self::other(throttled)
+    }
+}
