@@ -22,6 +22,28 @@
 //! assert_eq!(attempts, 3); // the default backstop
 //! assert_eq!(vt.sleeps().len(), 2);
 //! ```
+//!
+//! # How it is built
+//!
+//! In layers, each importing only the ones below it:
+//!
+//! 1. Leaves: the duration units and defaults shared with the macro, the
+//!    atomics (std's, or loom's for the models), virtual time's core, the
+//!    [`clock`], [`backoff`] math, and the vocabulary of a decision
+//!    ([`Verdict`], [`Decision`], [`GiveUp`]) with the errors the runtime
+//!    gives a call ([`Elapsed`], [`CircuitOpen`], [`Throttled`]).
+//! 2. [`classify`]: which outcomes a retry can fix.
+//! 3. The limiters: [`throttle`], [`budget`], [`adaptive`], [`breaker`];
+//!    then [`policy`], the [`observe`] events, the attempt
+//!    [`context`](mod@context), the [`timer`], the [`hedge`] delay.
+//! 4. [`state`]: the one decider.
+//! 5. The loops and integrations: [`run`], the `#[retry]` glue,
+//!    [`testing`], `http`, `reqwest`, `config`, `tower`,
+//!    `reqwest_middleware`, `tonic`.
+//!
+//! One edge still goes up, with the `reqwest` feature: a chain of errors
+//! is classified by what it holds, and [`classify`] recognises the
+//! `reqwest` module's error in it.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]

@@ -137,7 +137,7 @@ where
 /// assert_eq!(vt.elapsed(), Duration::from_secs(3600));
 /// ```
 pub fn sleep(delay: Duration) {
-    crate::testing::note_sleep(delay);
+    crate::virtual_time::note_sleep(delay);
     if !crate::virtual_time::virtual_sleep(delay) {
         std::thread::sleep(delay);
     }

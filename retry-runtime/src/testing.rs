@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::virtual_time::virtual_now;
-use crate::virtual_time::{IN_USE, VIRTUAL, Virtual, in_use};
+use crate::virtual_time::{IN_USE, RECORDING, VIRTUAL, Virtual};
 
 const OUT_OF_ORDER: &str =
     "VirtualTime handles on one thread must be dropped in reverse order of `start`";
@@ -175,10 +175,6 @@ pub struct SleepRecorder {
     _thread: PhantomData<Rc<()>>,
 }
 
-thread_local! {
-    static RECORDING: RefCell<Option<Vec<Duration>>> = const { RefCell::new(None) };
-}
-
 /// Starts recording the delays that retry loops sleep on this thread, sync
 /// and async, until the returned recorder is dropped. An async retry loop
 /// sleeps on the thread that polls it: in a `#[tokio::test]` (one thread
@@ -240,19 +236,6 @@ impl std::fmt::Debug for SleepRecorder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SleepRecorder").finish_non_exhaustive()
     }
-}
-
-/// A retry loop on this thread is about to sleep `delay`: recorded if a
-/// [`SleepRecorder`] is installed.
-pub(crate) fn note_sleep(delay: Duration) {
-    if !in_use() {
-        return;
-    }
-    let _ = RECORDING.try_with(|r| {
-        if let Some(sleeps) = r.borrow_mut().as_mut() {
-            sleeps.push(delay);
-        }
-    });
 }
 
 /// Set once any test isolates: until then, the default protection of a

@@ -262,6 +262,6 @@ pub(crate) fn timeout<F: Future>(
 /// The sleep of an async retry loop, on the call's timer (recorded under
 /// [`record_sleeps`](crate::testing::record_sleeps)).
 pub(crate) fn sleep_async(delay: Duration) -> impl Future<Output = ()> {
-    crate::testing::note_sleep(delay);
+    crate::virtual_time::note_sleep(delay);
     RuntimeClock::current().sleep(delay)
 }

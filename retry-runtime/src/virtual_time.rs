@@ -88,3 +88,22 @@ pub(crate) fn virtual_sleep(d: Duration) -> bool {
         None => false,
     })
 }
+
+thread_local! {
+    /// The delays slept on this thread, while a
+    /// [`SleepRecorder`](crate::testing::SleepRecorder) is installed.
+    pub(crate) static RECORDING: RefCell<Option<Vec<Duration>>> = const { RefCell::new(None) };
+}
+
+/// A retry loop on this thread is about to sleep `delay`: recorded if a
+/// [`SleepRecorder`](crate::testing::SleepRecorder) is installed.
+pub(crate) fn note_sleep(delay: Duration) {
+    if !in_use() {
+        return;
+    }
+    let _ = RECORDING.try_with(|r| {
+        if let Some(sleeps) = r.borrow_mut().as_mut() {
+            sleeps.push(delay);
+        }
+    });
+}
