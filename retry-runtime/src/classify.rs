@@ -7,7 +7,7 @@
 use std::error::Error;
 use std::io;
 
-pub use crate::vocabulary::Verdict;
+pub use crate::vocabulary::{Classify, Verdict};
 
 /// The verdict on an outcome: an error by `when`, an `Ok` value by
 /// `when_ok`, which returns it (`None`) unless a retry is asked for.
@@ -29,41 +29,6 @@ pub(crate) fn of_value(verdict: Verdict) -> Option<Verdict> {
         Verdict::Stop => None,
         retry => Some(retry),
     }
-}
-
-/// Errors that know whether a retry can fix them.
-///
-/// Implement it next to your error type, or pass `when` to the retry loop.
-///
-/// ```
-/// # extern crate retry_runtime as backstop;
-/// use backstop::{Classify, Verdict};
-///
-/// enum ApiError { Overloaded, BadRequest }
-///
-/// impl Classify for ApiError {
-///     fn classify(&self) -> Verdict {
-///         match self {
-///             ApiError::Overloaded => Verdict::Retry,
-///             ApiError::BadRequest => Verdict::Stop,
-///         }
-///     }
-/// }
-/// assert_eq!(ApiError::BadRequest.classify(), Verdict::Stop);
-/// ```
-#[diagnostic::on_unimplemented(
-    message = "`{Self}` does not say which of its errors are worth retrying",
-    label = "this error type does not implement `Classify`",
-    note = "say which errors to retry at the call: `when = |e| ...` in `#[retry]`, \
-            `.when(..)` on `Retry` or a layer; or, if `{Self}` is a type of your own crate, \
-            implement `backstop::Classify` for it (retry only what a retry can fix)",
-    note = "errors of other crates are classified with backstop's features: \
-            `anyhow` for `anyhow::Error`, `reqwest` for `reqwest::Error`, `http` for \
-            `http::StatusCode` (`std::io::Error` and `Box<dyn Error>` need none)"
-)]
-pub trait Classify {
-    /// The verdict for this error.
-    fn classify(&self) -> Verdict;
 }
 
 impl Classify for io::Error {
@@ -189,7 +154,7 @@ fn known(error: &(dyn Error + 'static)) -> Option<Verdict> {
         return Some(reqwest.classify());
     }
     #[cfg(feature = "reqwest")]
-    if let Some(error) = error.downcast_ref::<crate::reqwest::Error>() {
+    if let Some(error) = error.downcast_ref::<crate::reqwest_error::Error>() {
         return Some(error.classify());
     }
     None

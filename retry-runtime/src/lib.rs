@@ -30,8 +30,9 @@
 //! 1. Leaves: the duration units and defaults shared with the macro, the
 //!    atomics (std's, or loom's for the models), virtual time's core, the
 //!    [`clock`], [`backoff`] math, and the vocabulary of a decision
-//!    ([`Verdict`], [`Decision`], [`GiveUp`]) with the errors the runtime
-//!    gives a call ([`Elapsed`], [`CircuitOpen`], [`Throttled`]).
+//!    ([`Verdict`], [`Classify`], [`Decision`], [`GiveUp`]) with the errors
+//!    the runtime gives a call ([`Elapsed`], [`CircuitOpen`],
+//!    [`Throttled`], and with `reqwest` its error of an HTTP call).
 //! 2. [`classify`]: which outcomes a retry can fix.
 //! 3. The limiters: [`throttle`], [`budget`], [`adaptive`], [`breaker`];
 //!    then [`policy`], the [`observe`] events, the attempt
@@ -41,15 +42,14 @@
 //!    [`testing`], `http`, `reqwest`, `config`, `tower`,
 //!    `reqwest_middleware`, `tonic`.
 //!
-//! One edge still goes up, with the `reqwest` feature: a chain of errors
-//! is classified by what it holds, and [`classify`] recognises the
-//! `reqwest` module's error in it.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 #[macro_use]
 mod sync;
+#[cfg(feature = "reqwest")]
+mod reqwest_error;
 mod units;
 mod virtual_time;
 mod vocabulary;

@@ -1,5 +1,6 @@
 //! The vocabulary of a retry decision, below everything that makes one:
-//! the verdict on an outcome ([`Verdict`]), what to do after it
+//! the verdict on an outcome ([`Verdict`]) and the errors that know theirs
+//! ([`Classify`]), what to do after it
 //! ([`Decision`]), and why retrying stopped ([`GiveUp`]); and the errors
 //! the runtime gives a call ([`Elapsed`], [`CircuitOpen`], [`Throttled`]).
 
@@ -50,6 +51,41 @@ impl From<bool> for Verdict {
     fn from(retry: bool) -> Self {
         if retry { Self::Retry } else { Self::Stop }
     }
+}
+
+/// Errors that know whether a retry can fix them.
+///
+/// Implement it next to your error type, or pass `when` to the retry loop.
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use backstop::{Classify, Verdict};
+///
+/// enum ApiError { Overloaded, BadRequest }
+///
+/// impl Classify for ApiError {
+///     fn classify(&self) -> Verdict {
+///         match self {
+///             ApiError::Overloaded => Verdict::Retry,
+///             ApiError::BadRequest => Verdict::Stop,
+///         }
+///     }
+/// }
+/// assert_eq!(ApiError::BadRequest.classify(), Verdict::Stop);
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` does not say which of its errors are worth retrying",
+    label = "this error type does not implement `Classify`",
+    note = "say which errors to retry at the call: `when = |e| ...` in `#[retry]`, \
+            `.when(..)` on `Retry` or a layer; or, if `{Self}` is a type of your own crate, \
+            implement `backstop::Classify` for it (retry only what a retry can fix)",
+    note = "errors of other crates are classified with backstop's features: \
+            `anyhow` for `anyhow::Error`, `reqwest` for `reqwest::Error`, `http` for \
+            `http::StatusCode` (`std::io::Error` and `Box<dyn Error>` need none)"
+)]
+pub trait Classify {
+    /// The verdict for this error.
+    fn classify(&self) -> Verdict;
 }
 
 /// Why a retry loop stopped retrying and returned the last outcome.

@@ -1,0 +1,130 @@
+//! The error of an HTTP call made with reqwest under a retry loop
+//! ([`reqwest::Error`](crate::reqwest::Error)), below [`classify`](crate::classify),
+//! which recognises it in a chain of errors.
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::time::Duration;
+
+use crate::vocabulary::{CircuitOpen, Classify, Elapsed, Verdict};
+
+/// The error of an HTTP call made with reqwest under a retry loop: what
+/// reqwest reported, an error status, or the loop's own rejections. It
+/// implements [`Classify`] and `From` each of them, so a function returning
+/// `Result<reqwest::Response, backstop::reqwest::Error>` can take
+/// `breaker` and `attempt_timeout` (a `reqwest::Error` cannot: no crate but
+/// reqwest can give it a `From<CircuitOpen>`).
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use backstop::{reqwest::Error, CircuitOpen, Classify, Elapsed, Verdict};
+///
+/// assert_eq!(Error::from(CircuitOpen).classify(), Verdict::Stop);
+/// assert_eq!(Error::from(Elapsed).classify(), Verdict::RetryIfIdempotent);
+/// assert!(Error::from(Elapsed).is_timeout());
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// reqwest failed: connecting, sending, a timeout of its own, reading
+    /// or decoding the answer.
+    Request(::reqwest::Error),
+    /// The server answered with an error status ([`error_for_status`](crate::reqwest::error_for_status)).
+    #[non_exhaustive]
+    Status {
+        /// The status.
+        status: ::http::StatusCode,
+        /// How long the server asked to wait, from its `Retry-After`.
+        retry_after: Option<Duration>,
+    },
+    /// The circuit breaker rejected the call.
+    CircuitOpen(CircuitOpen),
+    /// The attempt ran out of time: its `attempt_timeout`, or the call's
+    /// deadline while waiting for the response.
+    Elapsed(Elapsed),
+}
+
+impl Error {
+    /// Whether the request timed out: reqwest's own timeout, the attempt's
+    /// or the call's deadline.
+    pub fn is_timeout(&self) -> bool {
+        match self {
+            Self::Request(e) => e.is_timeout(),
+            Self::Elapsed(_) => true,
+            Self::Status { .. } | Self::CircuitOpen(_) => false,
+        }
+    }
+
+    /// The error status, if the server answered with one.
+    pub fn status(&self) -> Option<::http::StatusCode> {
+        match self {
+            Self::Request(e) => e.status(),
+            Self::Status { status, .. } => Some(*status),
+            Self::CircuitOpen(_) | Self::Elapsed(_) => None,
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Request(e) => fmt::Display::fmt(e, f),
+            Self::Status {
+                status,
+                retry_after: Some(after),
+            } => write!(f, "server answered {status}, retry after {after:?}"),
+            Self::Status { status, .. } => write!(f, "server answered {status}"),
+            Self::CircuitOpen(e) => fmt::Display::fmt(e, f),
+            Self::Elapsed(e) => fmt::Display::fmt(e, f),
+        }
+    }
+}
+
+impl StdError for Error {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        match self {
+            Self::Request(e) => Some(e),
+            Self::CircuitOpen(e) => Some(e),
+            Self::Elapsed(e) => Some(e),
+            Self::Status { .. } => None,
+        }
+    }
+}
+
+/// By what it holds: reqwest's error as [`Classify`] for `reqwest::Error`
+/// has it, a status by the HTTP rule with its `Retry-After`, the breaker's
+/// rejection [`Verdict::Stop`], a timeout [`Verdict::RetryIfIdempotent`].
+impl Classify for Error {
+    fn classify(&self) -> Verdict {
+        match self {
+            Self::Request(e) => e.classify(),
+            Self::Status {
+                status,
+                retry_after,
+            } => match (status.classify(), retry_after) {
+                (Verdict::Retry, Some(after)) => Verdict::RetryAfter(*after),
+                (verdict, _) => verdict,
+            },
+            Self::CircuitOpen(e) => e.classify(),
+            Self::Elapsed(e) => e.classify(),
+        }
+    }
+}
+
+impl From<::reqwest::Error> for Error {
+    fn from(error: ::reqwest::Error) -> Self {
+        Self::Request(error)
+    }
+}
+
+impl From<CircuitOpen> for Error {
+    fn from(open: CircuitOpen) -> Self {
+        Self::CircuitOpen(open)
+    }
+}
+
+impl From<Elapsed> for Error {
+    fn from(elapsed: Elapsed) -> Self {
+        Self::Elapsed(elapsed)
+    }
+}
