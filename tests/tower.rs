@@ -470,38 +470,62 @@ async fn a_breaker_opened_by_a_retry_function_turns_the_layer_away() {
     );
 }
 
+/// What a [`Counted`] service answers its call number `n` (1-based).
+type Answer<R> = std::pin::Pin<Box<dyn Future<Output = Result<R, std::io::Error>> + Send>>;
+
+/// A service of `u32` requests that counts how often it is made ready and
+/// called, answering call `n` (1-based) with `answer(n, request)`.
+#[derive(Clone)]
+struct Counted<F> {
+    readied: Arc<AtomicU32>,
+    calls: Arc<AtomicU32>,
+    answer: F,
+}
+
+impl<F> Counted<F> {
+    fn new<R>(answer: F) -> Self
+    where
+        F: Fn(u32, u32) -> Answer<R>,
+    {
+        Self {
+            readied: Arc::default(),
+            calls: Arc::default(),
+            answer,
+        }
+    }
+}
+
+impl<F, R> tower::Service<u32> for Counted<F>
+where
+    F: Fn(u32, u32) -> Answer<R>,
+{
+    type Response = R;
+    type Error = std::io::Error;
+    type Future = Answer<R>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), std::io::Error>> {
+        self.readied.fetch_add(1, Ordering::Relaxed);
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: u32) -> Self::Future {
+        let n = self.calls.fetch_add(1, Ordering::Relaxed) + 1;
+        (self.answer)(n, request)
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn each_retry_waits_for_the_service_to_be_ready_again() {
-    #[derive(Clone)]
-    struct Readiness {
-        readied: Arc<AtomicU32>,
-        calls: Arc<AtomicU32>,
-    }
-    impl tower::Service<u32> for Readiness {
-        type Response = u32;
-        type Error = std::io::Error;
-        type Future = std::future::Ready<Result<u32, std::io::Error>>;
-        fn poll_ready(
-            &mut self,
-            _: &mut std::task::Context<'_>,
-        ) -> std::task::Poll<Result<(), std::io::Error>> {
-            self.readied.fetch_add(1, Ordering::Relaxed);
-            std::task::Poll::Ready(Ok(()))
-        }
-        fn call(&mut self, request: u32) -> Self::Future {
-            let n = self.calls.fetch_add(1, Ordering::Relaxed);
-            let out = if n < 2 {
-                Err(std::io::ErrorKind::ConnectionReset.into())
-            } else {
-                Ok(request)
-            };
-            std::future::ready(out)
-        }
-    }
-    let inner = Readiness {
-        readied: Arc::default(),
-        calls: Arc::default(),
-    };
+    let inner = Counted::new(|n, request| {
+        Box::pin(std::future::ready(if n <= 2 {
+            Err(std::io::ErrorKind::ConnectionReset.into())
+        } else {
+            Ok(request)
+        }))
+    });
     let service = RetryLayer::new(&Policy::new()).layer(inner.clone());
     assert_eq!(service.oneshot(7).await.unwrap(), 7);
     assert_eq!(inner.calls.load(Ordering::Relaxed), 3);
@@ -968,35 +992,12 @@ async fn a_body_over_the_replay_limit_is_not_hedged() {
 
 #[tokio::test(start_paused = true)]
 async fn a_layer_of_clone_requests_hedges_on_clones_of_its_service_each_made_ready() {
-    #[derive(Clone)]
-    struct Slow {
-        readied: Arc<AtomicU32>,
-        calls: Arc<AtomicU32>,
-    }
-    impl tower::Service<u32> for Slow {
-        type Response = (u32, u32);
-        type Error = std::io::Error;
-        type Future =
-            std::pin::Pin<Box<dyn Future<Output = Result<(u32, u32), std::io::Error>> + Send>>;
-        fn poll_ready(
-            &mut self,
-            _: &mut std::task::Context<'_>,
-        ) -> std::task::Poll<Result<(), std::io::Error>> {
-            self.readied.fetch_add(1, Ordering::Relaxed);
-            std::task::Poll::Ready(Ok(()))
-        }
-        fn call(&mut self, request: u32) -> Self::Future {
-            let n = self.calls.fetch_add(1, Ordering::Relaxed) + 1;
-            Box::pin(async move {
-                tokio::time::sleep(Duration::from_millis(if n == 1 { 1_000 } else { 5 })).await;
-                Ok((n, request))
-            })
-        }
-    }
-    let inner = Slow {
-        readied: Arc::default(),
-        calls: Arc::default(),
-    };
+    let inner = Counted::new(|n, request| {
+        Box::pin(async move {
+            tokio::time::sleep(Duration::from_millis(if n == 1 { 1_000 } else { 5 })).await;
+            Ok((n, request))
+        })
+    });
     let policy = Policy::new().idempotent(true);
     let service = RetryLayer::new(&policy)
         .hedge(backstop::hedge::Hedge::after(Duration::from_millis(20)))
