@@ -355,3 +355,28 @@ fn a_retry_after_given_to_an_attempt_that_failed_beside_another_holds_for_the_re
         "{delays:?}"
     );
 }
+
+#[test]
+fn a_failure_beside_another_attempt_takes_a_token_as_any_failure_does() {
+    // Attempt 1 fails retryably at 30 ms while its hedge (sent at 20 ms)
+    // is in flight; the hedge answers. The throttle hears of both: one
+    // token taken by the failure, a tenth given back by the answer.
+    static THROTTLE: retry_runtime::RetryThrottle = retry_runtime::RetryThrottle::standard();
+    let policy = Policy::new().idempotent(true);
+    let retry = Retry::new(&policy)
+        .budget(&THROTTLE)
+        .hedge(Hedge::after(MS * 20));
+    let log = Mutex::new(Vec::new());
+    let out = runtime().block_on(scripted(
+        &retry,
+        &[(30, Kind::Retry), (20, Kind::Ok)],
+        &log,
+        Instant::now(),
+    ));
+    assert_eq!(out, Ok(2));
+    assert!(
+        (THROTTLE.tokens() - 9.1).abs() < 1e-9,
+        "{}",
+        THROTTLE.tokens()
+    );
+}
