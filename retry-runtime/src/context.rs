@@ -177,7 +177,7 @@ impl fmt::Debug for IdempotencyKey {
 struct Frame {
     attempt: u32,
     /// Drawn on first use: a call that never asks for its key pays nothing.
-    key: Option<IdempotencyKey>,
+    key: MaybeKey,
     deadline: Option<Instant>,
     now: fn() -> Instant,
     /// A call nested in this attempt gave up after retrying.
@@ -192,7 +192,7 @@ struct Frame {
 struct Current {
     /// 0 outside every attempt (attempts count from 1).
     attempt: Cell<u32>,
-    key: Cell<Option<IdempotencyKey>>,
+    key: Cell<MaybeKey>,
     deadline: Cell<Option<Instant>>,
     now: Cell<fn() -> Instant>,
     retried_below: Cell<bool>,
@@ -239,7 +239,7 @@ thread_local! {
     static CURRENT: Current = const {
         Current {
             attempt: Cell::new(0),
-            key: Cell::new(None),
+            key: Cell::new(MaybeKey::NONE),
             deadline: Cell::new(None),
             now: Cell::new(Instant::now),
             retried_below: Cell::new(false),
@@ -265,9 +265,9 @@ pub fn context() -> Option<Context> {
     CURRENT
         .try_with(|current| {
             let frame = current.frame()?;
-            let key = frame.key.unwrap_or_else(|| {
+            let key = frame.key.get().unwrap_or_else(|| {
                 let key = IdempotencyKey::random();
-                current.key.set(Some(key));
+                current.key.set(MaybeKey(key));
                 key
             });
             Some(Context {
@@ -380,8 +380,8 @@ pub fn current_call() -> CallScope {
                 return CallScope { frame, flag: None };
             }
             // The work shares the attempt's key: draw it now if need be.
-            let key = raw.key.unwrap_or_else(IdempotencyKey::random);
-            current.key.set(Some(key));
+            let key = raw.key.or_draw();
+            current.key.set(key);
             let flag = current
                 .shared
                 .take()
@@ -389,7 +389,7 @@ pub fn current_call() -> CallScope {
             current.shared.set(Some(Arc::clone(&flag)));
             CallScope {
                 frame: Some(Frame {
-                    key: Some(key),
+                    key,
                     retried_below: false,
                     ..raw
                 }),
@@ -563,10 +563,42 @@ impl Drop for Shared {
     }
 }
 
+/// A call's idempotency key, or none yet (all bits zero: a drawn key has
+/// its version bits set). Not an `Option`: every attempt copies it in and
+/// out of its thread-local, and an `Option`'s tag, stored alone, then read
+/// with the key, stalls the processor's store forwarding.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct MaybeKey(IdempotencyKey);
+
+impl MaybeKey {
+    const NONE: Self = Self(IdempotencyKey([0; 2]));
+
+    fn get(self) -> Option<IdempotencyKey> {
+        (self != Self::NONE).then_some(self.0)
+    }
+
+    /// The key, drawn now if it was not yet.
+    fn or_draw(self) -> Self {
+        if self == Self::NONE {
+            Self(IdempotencyKey::random())
+        } else {
+            self
+        }
+    }
+}
+
 /// What one call carries from attempt to attempt: its key, once drawn.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy)]
 pub(crate) struct CallContext {
-    key: Option<IdempotencyKey>,
+    key: MaybeKey,
+}
+
+impl Default for CallContext {
+    fn default() -> Self {
+        Self {
+            key: MaybeKey::NONE,
+        }
+    }
 }
 
 impl CallContext {
@@ -575,7 +607,7 @@ impl CallContext {
     #[cfg(feature = "async")]
     pub(crate) fn with_key(self) -> Self {
         Self {
-            key: Some(self.key.unwrap_or_else(IdempotencyKey::random)),
+            key: self.key.or_draw(),
         }
     }
 }
@@ -651,28 +683,60 @@ impl Scope {
 
     /// Installs the frame for `f`, then takes back what `f` (and calls
     /// nested in it) wrote to it.
+    ///
+    /// One thread-local access on the way in, one on the way out. At the
+    /// top level (no attempt or deadline scope around), nothing is saved:
+    /// leaving puts back the empty frame, whose other fields nobody reads.
+    #[inline]
     fn enter<R>(&mut self, f: impl FnOnce() -> R) -> R {
-        let previous = CURRENT.with(|current| {
-            let previous = (current.raw(), current.shared.replace(self.shared.take()));
+        let outer = CURRENT.with(|current| {
+            let frame = (current.attempt.get() != 0 || current.deadline.get().is_some())
+                .then(|| current.raw());
+            let shared = current.shared.replace(self.shared.take());
             current.set_raw(self.frame);
-            previous
+            Outer { frame, shared }
         });
-        let restore = Restore(previous.0);
-        let _shared = Shared(previous.1);
-        let out = f();
-        // What the attempt (or calls nested in it, here or in work carried
-        // out of it) wrote to the frame.
-        CURRENT.with(|current| {
-            self.frame.key = current.key.get();
-            // (The guard puts the enclosing frame's flag back.)
-            self.shared = current.shared.take();
-            self.frame.retried_below = current.retried_below.get()
-                || self
+        let _leave = Leave { scope: self, outer };
+        f()
+    }
+}
+
+/// The frame an attempt found on entering: `None` for the empty one.
+struct Outer {
+    frame: Option<Frame>,
+    shared: Option<Arc<AtomicBool>>,
+}
+
+/// Leaves an attempt's frame, on return and on unwind alike: takes back
+/// what the attempt (or calls nested in it, here or in work carried out of
+/// it) wrote to the frame, and puts the outer frame back.
+struct Leave<'s> {
+    scope: &'s mut Scope,
+    outer: Outer,
+}
+
+impl Drop for Leave<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        let scope = &mut *self.scope;
+        let outer = &mut self.outer;
+        let _ = CURRENT.try_with(|current| {
+            scope.frame.key = current.key.get();
+            scope.shared = current.shared.replace(outer.shared.take());
+            scope.frame.retried_below = current.retried_below.get()
+                || scope
                     .shared
                     .as_ref()
                     .is_some_and(|flag| flag.load(Ordering::Acquire));
+            match outer.frame {
+                Some(frame) => current.set_raw(frame),
+                // Outside every attempt and deadline scope only these two
+                // are read.
+                None => {
+                    current.attempt.set(0);
+                    current.deadline.set(None);
+                }
+            }
         });
-        drop(restore);
-        out
     }
 }
