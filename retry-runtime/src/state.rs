@@ -25,6 +25,13 @@ mod hedged;
 /// one ([`Clock::start_now`]) can trail by milliseconds.
 const PRECISE_START_BELOW: Duration = Duration::from_secs(1);
 
+/// How far the coarse clock may trail the precise one, with a wide margin
+/// (it trails by a kernel tick, a few milliseconds): a coarse reading
+/// decides a deadline check only when the deadline is further away than
+/// this, so that a trailing reading can never let an attempt start after
+/// it.
+const COARSE_TRAILS_BY_LESS_THAN: Duration = Duration::from_secs(1);
+
 pub use crate::vocabulary::{Decision, GiveUp};
 
 /// The state of one retry loop: one per call, never shared.
@@ -546,7 +553,7 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// [`GiveUp::BreakerOpen`] when the breaker rejects the next attempt.
     pub fn may_resume(&mut self) -> Result<(), GiveUp> {
         match self.deadline {
-            Some(deadline) if self.clock.now() >= deadline => {
+            Some(deadline) if self.now_ahead_of(Duration::ZERO) >= deadline => {
                 self.gave_up(GiveUp::Deadline);
                 Err(GiveUp::Deadline)
             }
@@ -614,6 +621,24 @@ impl<'a, C: Clock> AttemptState<'a, C> {
         decision
     }
 
+    /// The time now, for a decision about something `ahead` from now: the
+    /// coarse clock (a few nanoseconds) when the deadline, if any, is
+    /// further away than that by more than the coarse clock can trail;
+    /// the precise clock otherwise.
+    #[inline]
+    fn now_ahead_of(&self, ahead: Duration) -> Instant {
+        let coarse = self.clock.start_now();
+        match self.deadline {
+            Some(deadline)
+                if deadline.saturating_duration_since(coarse)
+                    <= ahead.saturating_add(COARSE_TRAILS_BY_LESS_THAN) =>
+            {
+                self.clock.now()
+            }
+            _ => coarse,
+        }
+    }
+
     fn decide_inner(&mut self, verdict: Option<Verdict>) -> Decision {
         self.record_call();
         if let Some(permit) = self.permit.take() {
@@ -634,7 +659,10 @@ impl<'a, C: Clock> AttemptState<'a, C> {
                 throttle.answered(self.start);
                 true
             }
-            (Some(BudgetRef::Throttle(throttle)), Some(_)) => throttle.failed(self.clock.now()),
+            // (The coarse clock: the bucket refills by the second.)
+            (Some(BudgetRef::Throttle(throttle)), Some(_)) => {
+                throttle.failed(self.clock.start_now())
+            }
             _ => true,
         };
         let verdict = match verdict {
@@ -655,7 +683,22 @@ impl<'a, C: Clock> AttemptState<'a, C> {
             return Decision::GiveUp(GiveUp::Attempts);
         }
         let rng = self.rng.get_or_insert_with(Rng::new);
-        let now = self.clock.now();
+        let (delay, asked) = if let Verdict::RetryAfter(asked) = verdict {
+            if asked > policy.retry_after_max {
+                return Decision::GiveUp(GiveUp::RetryAfterTooLong);
+            }
+            // Spread the herd that got the same header, but never come back
+            // earlier than the server asked.
+            let spread = backoff::scale(asked, 1.0 + 0.2 * rng.next_f64()).max(asked);
+            (spread, Some(asked))
+        } else {
+            // The backoff counts retries: the attempts before this one,
+            // less the hedges sent beside them.
+            let delay = policy.delay(self.done - 1 - self.hedges, self.prev, rng);
+            self.prev = delay;
+            (delay, None)
+        };
+        let now = self.now_ahead_of(delay);
         // The latest delay after which the next attempt still starts before
         // the deadline, however much the timer oversleeps within its slack.
         // An attempt that starts at the deadline has no time to succeed and
@@ -666,24 +709,11 @@ impl<'a, C: Clock> AttemptState<'a, C> {
                 .checked_sub(self.clock.sleep_slack())
                 .and_then(|left| left.checked_sub(Duration::from_nanos(1)))
         });
-        let delay = if let Verdict::RetryAfter(asked) = verdict {
-            if asked > policy.retry_after_max {
-                return Decision::GiveUp(GiveUp::RetryAfterTooLong);
-            }
-            // Spread the herd that got the same header, but never come back
-            // earlier than the server asked; the spread shrinks to fit the
-            // deadline, and only the server's own value not fitting gives up.
-            let spread = backoff::scale(asked, 1.0 + 0.2 * rng.next_f64()).max(asked);
-            match latest {
-                Some(Some(latest)) => spread.min(latest.max(asked)),
-                _ => spread,
-            }
-        } else {
-            // The backoff counts retries: the attempts before this one,
-            // less the hedges sent beside them.
-            let delay = policy.delay(self.done - 1 - self.hedges, self.prev, rng);
-            self.prev = delay;
-            delay
+        // The spread shrinks to fit the deadline; only the server's own
+        // value not fitting gives up.
+        let delay = match (asked, latest) {
+            (Some(asked), Some(Some(latest))) => delay.min(latest.max(asked)),
+            _ => delay,
         };
         match latest {
             Some(Some(latest)) if delay <= latest => {}
