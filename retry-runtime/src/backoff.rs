@@ -104,20 +104,42 @@ fn from_nanos(n: u128) -> Duration {
     }
 }
 
+/// A duration in whole nanoseconds, if that fits 64 bits (584 years).
+fn nanos_u64(d: Duration) -> Option<u64> {
+    d.as_secs()
+        .checked_mul(1_000_000_000)?
+        .checked_add(u64::from(d.subsec_nanos()))
+}
+
 /// A uniform draw from `[lo, hi)` (`lo` when `hi <= lo`), in integer
 /// nanoseconds: 64 random bits scale the span by a multiplication, with no
 /// float conversion.
 fn between(lo: Duration, hi: Duration, rng: &mut Rng) -> Duration {
-    let span = hi.saturating_sub(lo).as_nanos();
+    let span = hi.saturating_sub(lo);
     let r = u128::from(rng.next_u64());
-    // span · r / 2⁶⁴, without overflow for spans beyond 2⁶⁴ ns.
-    let offset = (span >> 64) * r + (((span & u128::from(u64::MAX)) * r) >> 64);
-    lo.saturating_add(from_nanos(offset))
+    // span · r / 2⁶⁴: one 64-bit multiplication for any span below 584
+    // years, and without overflow beyond.
+    let offset = match nanos_u64(span) {
+        Some(span) => Duration::from_nanos(((u128::from(span) * r) >> 64) as u64),
+        None => {
+            let span = span.as_nanos();
+            from_nanos((span >> 64) * r + (((span & u128::from(u64::MAX)) * r) >> 64))
+        }
+    };
+    lo.saturating_add(offset)
 }
 
 /// `base · factor^n`, saturating. An integral factor (2, the default)
 /// takes integer arithmetic: exact, and no `powf`.
 fn exponential(base: Duration, factor: f64, n: u32) -> Duration {
+    // The default, doubling, in 64-bit nanoseconds while they fit.
+    #[allow(clippy::float_cmp)] // exactly 2, as the user wrote it
+    if factor == 2.0
+        && n < 64
+        && let Some(grown) = nanos_u64(base).and_then(|nanos| nanos.checked_mul(1 << n))
+    {
+        return Duration::from_nanos(grown);
+    }
     if factor.fract() == 0.0 && (1.0..=f64::from(u32::MAX)).contains(&factor) {
         // In range and integral: the conversion is exact.
         let grown = match factor as u32 {
