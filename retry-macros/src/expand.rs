@@ -838,10 +838,19 @@ fn setup(args: &Args, rt: &TokenStream, n: &Names) -> TokenStream {
             let #policy: &#rt::Policy = #rt::policy_ref(&#policy_value);
         },
         None => {
-            let calls = builder_calls(args, rt);
-            quote! {
-                let #policy_value: #rt::Policy = #rt::Policy::new() #(#calls)*;
-                let #policy: &#rt::Policy = &#policy_value;
+            let (calls, constant) = builder_calls(args, rt);
+            if constant {
+                // Literals only: built at compile time, not copied into
+                // every call (nor into the future of every async one).
+                quote! {
+                    static __BACKSTOP_POLICY: #rt::Policy = #rt::Policy::new() #(#calls)*;
+                    let #policy: &#rt::Policy = &__BACKSTOP_POLICY;
+                }
+            } else {
+                quote! {
+                    let #policy_value: #rt::Policy = #rt::Policy::new() #(#calls)*;
+                    let #policy: &#rt::Policy = &#policy_value;
+                }
             }
         }
     };
@@ -1052,12 +1061,17 @@ fn respan(tokens: TokenStream, span: Span) -> TokenStream {
 
 /// `.attempts(4).base(..)…` for each option given; the rest keep
 /// `Policy::new()`'s defaults.
-fn builder_calls(args: &Args, rt: &TokenStream) -> Vec<TokenStream> {
+fn builder_calls(args: &Args, rt: &TokenStream) -> (Vec<TokenStream>, bool) {
     let mut calls = Vec::new();
+    // Every value a literal: the policy is a constant.
+    let mut constant = true;
     if let Some(n) = args.attempts.value() {
         let n = match n {
             Num::Lit(n) => Literal::u32_unsuffixed(*n).into_token_stream(),
-            Num::Expr(e) => e.to_token_stream(),
+            Num::Expr(e) => {
+                constant = false;
+                e.to_token_stream()
+            }
         };
         calls.push(quote!(.attempts(#n)));
     }
@@ -1065,6 +1079,7 @@ fn builder_calls(args: &Args, rt: &TokenStream) -> Vec<TokenStream> {
         let d = match deadline {
             OrNone::None => quote!(::core::option::Option::None),
             OrNone::Some(d) => {
+                constant &= d.as_lit().is_some();
                 let d = duration(d);
                 quote!(::core::option::Option::Some(#d))
             }
@@ -1086,6 +1101,7 @@ fn builder_calls(args: &Args, rt: &TokenStream) -> Vec<TokenStream> {
     ] {
         if let Some(d) = opt.value() {
             let method = format_ident!("{name}");
+            constant &= d.as_lit().is_some();
             let d = duration(d);
             calls.push(quote!(.#method(#d)));
         }
@@ -1093,7 +1109,10 @@ fn builder_calls(args: &Args, rt: &TokenStream) -> Vec<TokenStream> {
     if let Some(f) = args.factor.value() {
         let f = match f {
             Num::Lit(f) => Literal::f64_unsuffixed(*f).into_token_stream(),
-            Num::Expr(e) => e.to_token_stream(),
+            Num::Expr(e) => {
+                constant = false;
+                e.to_token_stream()
+            }
         };
         calls.push(quote!(.factor(#f)));
     }
@@ -1109,7 +1128,7 @@ fn builder_calls(args: &Args, rt: &TokenStream) -> Vec<TokenStream> {
     if let Some(idempotent) = args.idempotent.value() {
         calls.push(quote!(.idempotent(#idempotent)));
     }
-    calls
+    (calls, constant)
 }
 
 /// A validated literal becomes `Duration::new(secs, nanos)`; an expression
