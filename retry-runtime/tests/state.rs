@@ -569,3 +569,52 @@ fn virtual_time_advanced_by_duration_max_saturates() {
     vt.advance(Duration::from_secs(1));
     assert!(vt.now() >= before, "never backwards");
 }
+
+/// A clock whose coarse reading trails its precise one by 900 ms (far
+/// more than a kernel tick): the precise one is virtual time.
+#[derive(Clone, Copy)]
+struct Trailing;
+
+impl retry_runtime::Clock for Trailing {
+    fn now(&self) -> Instant {
+        SystemClock.now()
+    }
+
+    fn start_now(&self) -> Instant {
+        SystemClock.now() - Duration::from_millis(900)
+    }
+}
+
+/// Near the deadline, the decision reads the precise clock: a coarse
+/// reading that trails would let the next attempt start after it.
+#[test]
+fn near_the_deadline_a_trailing_coarse_clock_does_not_decide() {
+    use retry_runtime::Clock as _;
+    let vt = VirtualTime::start();
+    let policy = Policy::new()
+        .jitter(Jitter::None)
+        .deadline(Some(Duration::from_secs(2)))
+        .attempts(10)
+        .no_budget();
+    // (The deadline counts from the coarse start: 2 s from 900 ms ago.)
+    let mut state = AttemptState::new(&policy, Trailing);
+    let deadline = state.deadline().expect("a deadline");
+    assert_eq!(deadline, SystemClock.now() + Duration::from_millis(1100));
+    vt.advance(Duration::from_millis(950));
+    // 950 ms + 100 ms would end at 1050 ms: still before it.
+    assert_eq!(state.decide(Some(Verdict::Retry)), Decision::Retry(100 * MS));
+    vt.advance(Duration::from_millis(100));
+    assert_eq!(state.may_resume(), Ok(()));
+    // 1050 ms + 200 ms is past it, though the coarse reading (150 ms)
+    // says there is time.
+    assert_eq!(
+        state.decide(Some(Verdict::Retry)),
+        Decision::GiveUp(GiveUp::Deadline)
+    );
+    // Woken at the deadline: the coarse reading says 200 ms are left.
+    let mut state = AttemptState::new(&policy, Trailing);
+    assert!(matches!(state.decide(Some(Verdict::Retry)), Decision::Retry(_)));
+    vt.advance(Duration::from_millis(1100));
+    assert!(Trailing.start_now() < state.deadline().unwrap());
+    assert_eq!(state.may_resume(), Err(GiveUp::Deadline));
+}
