@@ -362,7 +362,7 @@ fn async_attempt(
 ) -> TokenStream {
     let Names { state, pinned, .. } = n;
     quote! {
-        #rt::AttemptState::run_attempt_async(&mut #state, async {
+        #rt::AttemptState::run_attempt_pinned(&mut #state, ::core::pin::pin!(async {
             // Pins the block's return type before the body is checked, so
             // `?` inside it knows what to convert into.
             #[allow(unreachable_code)]
@@ -374,7 +374,7 @@ fn async_attempt(
             // The body's statements, not its block: a block as the tail
             // would trip `unused_braces` on one-line bodies.
             #(#stmts)*
-        })
+        }))
     }
 }
 

@@ -638,6 +638,20 @@ impl Scope {
         }
     }
 
+    /// This scope, carrying what an earlier poll of the attempt left: the
+    /// flag of work carried out of it, and whether a call nested in it gave
+    /// up after retrying.
+    pub(crate) fn carrying(mut self, shared: Option<Arc<AtomicBool>>, retried_below: bool) -> Self {
+        self.shared = shared;
+        self.frame.retried_below = retried_below;
+        self
+    }
+
+    /// The flag of work carried out of the attempt, if there is some.
+    pub(crate) fn into_shared(self) -> Option<Arc<AtomicBool>> {
+        self.shared
+    }
+
     /// Runs `f` in this frame (restoring the previous one even if `f`
     /// panics), then returns what the call must keep and whether a nested
     /// call gave up after retrying.

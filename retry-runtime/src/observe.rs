@@ -113,6 +113,8 @@ pub(crate) struct Observe {
     /// A name given at run time (`Retry::name`), without static labels.
     name: &'static str,
     attempts: u32,
+    /// Time slept between attempts (only `metrics` reports it).
+    #[cfg(feature = "metrics")]
     slept: Duration,
     /// The end of the call has been reported.
     ended: bool,
@@ -128,6 +130,7 @@ impl Observe {
             function: &ANONYMOUS_FUNCTION,
             name: ANONYMOUS,
             attempts: 0,
+            #[cfg(feature = "metrics")]
             slept: Duration::ZERO,
             ended: false,
             named_at_run_time: false,
@@ -175,7 +178,10 @@ impl Observe {
         self.attempts = attempts;
         match decision {
             Decision::Retry(delay) => {
-                self.slept = self.slept.saturating_add(delay);
+                #[cfg(feature = "metrics")]
+                {
+                    self.slept = self.slept.saturating_add(delay);
+                }
                 #[cfg(feature = "tracing")]
                 tracing::info!(
                     parent: &self.span,

@@ -373,25 +373,40 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// # }
     /// ```
     pub async fn run_attempt_async<F: Future>(&mut self, attempt: F) -> F::Output {
+        self.run_attempt_pinned(std::pin::pin!(attempt)).await
+    }
+
+    /// [`run_attempt_async`](Self::run_attempt_async) for an attempt the
+    /// caller has pinned (`#[retry]` pins it in the call's own future, so
+    /// that it is stored once). The attempt starts when this is called.
+    #[doc(hidden)]
+    pub fn run_attempt_pinned<'s, F: Future>(
+        &'s mut self,
+        mut attempt: std::pin::Pin<&'s mut F>,
+    ) -> impl Future<Output = F::Output> + 's {
         self.record_call();
         self.sending();
         self.obs.started(self.attempt());
-        let mut scope = self.scope();
-        let mut attempt = std::pin::pin!(attempt);
+        self.retried_below = false;
         #[cfg(feature = "tracing")]
         let span = self.obs.span().clone();
-        std::future::poll_fn(|task| {
+        // The frame is built from the state at every poll (it is a few
+        // words): only the flag of work carried out of the attempt, once
+        // there is some, is kept between polls.
+        let mut shared = None;
+        std::future::poll_fn(move |task| {
             #[cfg(feature = "tracing")]
             let _span = span.enter();
+            let mut scope = self.scope().carrying(shared.take(), self.retried_below);
             let poll = scope.poll(attempt.as_mut(), task);
             // After every poll: an attempt cancelled midway (timed out, or
             // dropped) keeps the key it drew for the next one, and a nested
             // call that gave up after retrying is not forgotten.
             self.call = scope.call();
             self.retried_below = scope.retried_below();
+            shared = scope.into_shared();
             poll
         })
-        .await
     }
 
     /// What to tell `on_retry` after [`decide`](Self::decide) answered

@@ -99,8 +99,9 @@ pub enum RuntimeClock {
     /// async-io's (smol, async-std).
     #[cfg(feature = "async-io")]
     AsyncIo,
-    /// The one set with [`set_timer`].
-    Custom(&'static dyn Timer),
+    /// The one set with [`set_timer`] (set once: read where it is used,
+    /// which keeps the clock, and every call's future, a word smaller).
+    Custom,
     /// None at all: a call starts, and fails at its first sleep.
     Missing,
 }
@@ -112,7 +113,7 @@ impl std::fmt::Debug for RuntimeClock {
             Self::Tokio => "Tokio",
             #[cfg(feature = "async-io")]
             Self::AsyncIo => "AsyncIo",
-            Self::Custom(_) => "Custom",
+            Self::Custom => "Custom",
             Self::Missing => "Missing",
         })
     }
@@ -130,8 +131,8 @@ impl RuntimeClock {
     /// ```
     #[inline]
     pub fn current() -> Self {
-        if let Some(timer) = CUSTOM.get() {
-            return Self::Custom(*timer);
+        if CUSTOM.get().is_some() {
+            return Self::Custom;
         }
         #[cfg(all(feature = "tokio", feature = "async-io"))]
         if tokio::runtime::Handle::try_current().is_err() {
@@ -157,7 +158,7 @@ impl RuntimeClock {
             Self::AsyncIo => {
                 async_io::Timer::after(delay).await;
             }
-            Self::Custom(timer) => timer.sleep(delay).await,
+            Self::Custom => custom().sleep(delay).await,
             Self::Missing => missing(),
         }
     }
@@ -187,6 +188,13 @@ impl RuntimeClock {
     }
 }
 
+/// The timer set with [`set_timer`], for a clock that found it set.
+fn custom() -> &'static dyn Timer {
+    *CUSTOM
+        .get()
+        .expect("a custom clock is made only once its timer is set")
+}
+
 /// A sleep on tokio's timer outside a tokio runtime: backstop's message
 /// (the choices) rather than tokio's.
 #[cfg(feature = "tokio")]
@@ -210,7 +218,7 @@ impl Clock for RuntimeClock {
             Self::Tokio => tokio::time::Instant::now().into_std(),
             #[cfg(feature = "async-io")]
             Self::AsyncIo => Instant::now(),
-            Self::Custom(timer) => timer.now(),
+            Self::Custom => custom().now(),
             Self::Missing => Instant::now(),
         }
     }
@@ -221,7 +229,7 @@ impl Clock for RuntimeClock {
             Self::Tokio => || tokio::time::Instant::now().into_std(),
             #[cfg(feature = "async-io")]
             Self::AsyncIo => Instant::now,
-            Self::Custom(_) => || CUSTOM.get().map_or_else(Instant::now, |timer| timer.now()),
+            Self::Custom => || custom().now(),
             Self::Missing => Instant::now,
         }
     }
@@ -230,8 +238,8 @@ impl Clock for RuntimeClock {
         // tokio's wheel ticks in milliseconds and can end a sleep two ticks
         // late (see `TokioClock`); async-io's reactor parks in whole
         // milliseconds too.
-        if let Self::Custom(timer) = self {
-            timer.sleep_slack()
+        if let Self::Custom = self {
+            custom().sleep_slack()
         } else {
             Duration::from_millis(2)
         }
@@ -261,7 +269,12 @@ pub(crate) fn timeout<F: Future>(
 
 /// The sleep of an async retry loop, on the call's timer (recorded under
 /// [`record_sleeps`](crate::testing::record_sleeps)).
-pub(crate) fn sleep_async(delay: Duration) -> impl Future<Output = ()> {
+///
+/// Boxed: a timer's sleep (tokio's is 96 bytes) would otherwise take room
+/// in the future of every call, for its whole life, though only the calls
+/// that retry sleep; a retry pays one allocation instead, beside a sleep of
+/// milliseconds.
+pub(crate) fn sleep_async(delay: Duration) -> Pin<Box<impl Future<Output = ()>>> {
     crate::virtual_time::note_sleep(delay);
-    RuntimeClock::current().sleep(delay)
+    Box::pin(RuntimeClock::current().sleep(delay))
 }

@@ -581,7 +581,8 @@ impl retry_runtime::Clock for Trailing {
     }
 
     fn start_now(&self) -> Instant {
-        SystemClock.now() - Duration::from_millis(900)
+        let now = SystemClock.now();
+        now.checked_sub(Duration::from_millis(900)).unwrap_or(now)
     }
 }
 
@@ -602,7 +603,10 @@ fn near_the_deadline_a_trailing_coarse_clock_does_not_decide() {
     assert_eq!(deadline, SystemClock.now() + Duration::from_millis(1100));
     vt.advance(Duration::from_millis(950));
     // 950 ms + 100 ms would end at 1050 ms: still before it.
-    assert_eq!(state.decide(Some(Verdict::Retry)), Decision::Retry(100 * MS));
+    assert_eq!(
+        state.decide(Some(Verdict::Retry)),
+        Decision::Retry(100 * MS)
+    );
     vt.advance(Duration::from_millis(100));
     assert_eq!(state.may_resume(), Ok(()));
     // 1050 ms + 200 ms is past it, though the coarse reading (150 ms)
@@ -613,7 +617,10 @@ fn near_the_deadline_a_trailing_coarse_clock_does_not_decide() {
     );
     // Woken at the deadline: the coarse reading says 200 ms are left.
     let mut state = AttemptState::new(&policy, Trailing);
-    assert!(matches!(state.decide(Some(Verdict::Retry)), Decision::Retry(_)));
+    assert!(matches!(
+        state.decide(Some(Verdict::Retry)),
+        Decision::Retry(_)
+    ));
     vt.advance(Duration::from_millis(1100));
     assert!(Trailing.start_now() < state.deadline().unwrap());
     assert_eq!(state.may_resume(), Err(GiveUp::Deadline));
