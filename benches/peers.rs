@@ -11,7 +11,8 @@
 //!   and async, and the same operation under backon, backoff and
 //!   tokio-retry2, each with exponential backoff, jitter and three attempts,
 //!   and under tower's `Retry` middleware (which leaves backoff to its
-//!   policy).
+//!   policy), bare and with what `#[retry]` keeps: a retry budget
+//!   (`TpsBudget`) and a time limit (`Timeout`).
 //! - `fail_3x_then_ok`: three failures then success, with zero delays, so
 //!   that only the cost of deciding is measured (no sleep).
 //! - `budget`: one call recorded and one retry withdrawn, on one thread,
@@ -111,6 +112,35 @@ impl tower::retry::Policy<u64, u64, Error> for TowerAttempts {
     }
 }
 
+/// tower's retry middleware keeping what a `#[retry]` call keeps: a retry
+/// budget (tower's `TpsBudget`: a success deposits, a retry withdraws), and
+/// a time limit (tower's `Timeout` around the service).
+#[derive(Clone)]
+struct TowerBudgeted(Arc<tower::retry::budget::TpsBudget>);
+
+impl tower::retry::Policy<u64, u64, tower::BoxError> for TowerBudgeted {
+    type Future = std::future::Ready<()>;
+
+    fn retry(
+        &mut self,
+        _: &mut u64,
+        result: &mut Result<u64, tower::BoxError>,
+    ) -> Option<Self::Future> {
+        use tower::retry::budget::Budget;
+        match result {
+            Ok(_) => {
+                self.0.deposit();
+                None
+            }
+            Err(_) => self.0.withdraw().then(|| std::future::ready(())),
+        }
+    }
+
+    fn clone_request(&mut self, req: &u64) -> Option<u64> {
+        Some(*req)
+    }
+}
+
 fn current_thread() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_time()
@@ -167,6 +197,19 @@ fn success(c: &mut Criterion) {
         b.to_async(&rt).iter(|| {
             let service = service_fn(|x: u64| async move { op(x) });
             Retry::new(TowerAttempts(2), service).oneshot(black_box(1))
+        });
+    });
+    let budget = TowerBudgeted(Arc::new(tower::retry::budget::TpsBudget::new(
+        Duration::from_secs(10),
+        10,
+        0.2,
+    )));
+    g.bench_function("tower Retry + TpsBudget + Timeout async", |b| {
+        use tower::{ServiceExt, retry::Retry, service_fn, timeout::Timeout};
+        b.to_async(&rt).iter(|| {
+            let service = service_fn(|x: u64| async move { op(x) });
+            let service = Timeout::new(service, Duration::from_secs(30));
+            Retry::new(budget.clone(), service).oneshot(black_box(1))
         });
     });
     g.bench_function("tokio-retry2 async", |b| {

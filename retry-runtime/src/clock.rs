@@ -135,22 +135,27 @@ fn coarse_now() -> Instant {
     /// `Instant` with a reading of the precise clock taken after it, and
     /// place coarse readings relative to the pair. Taken in this order the
     /// pair can only place a reading early.
-    static PAIR: OnceLock<(Instant, u64)> = OnceLock::new();
-    fn nanos(t: rustix::time::Timespec) -> u64 {
-        (t.tv_sec as u64)
-            .saturating_mul(1_000_000_000)
-            .saturating_add(t.tv_nsec as u64)
-    }
+    static PAIR: OnceLock<(Instant, rustix::time::Timespec)> = OnceLock::new();
     let (instant, at) = *PAIR.get_or_init(|| {
         let instant = Instant::now();
-        (instant, nanos(clock_gettime(ClockId::Monotonic)))
+        (instant, clock_gettime(ClockId::Monotonic))
     });
-    let coarse = nanos(clock_gettime(ClockId::MonotonicCoarse));
-    match coarse.checked_sub(at) {
-        Some(since) => instant.checked_add(Duration::from_nanos(since)),
+    let coarse = clock_gettime(ClockId::MonotonicCoarse);
+    // Seconds and nanoseconds apart, without a 64-bit division.
+    let (mut secs, mut nanos) = (coarse.tv_sec - at.tv_sec, coarse.tv_nsec - at.tv_nsec);
+    if nanos < 0 {
+        secs -= 1;
+        nanos += 1_000_000_000;
+    }
+    match u64::try_from(secs) {
+        Ok(secs) => instant.checked_add(Duration::new(secs, nanos as u32)),
         // Coarse readings trail precise ones by up to a tick: one taken
         // just after the pair can read before it.
-        None => instant.checked_sub(Duration::from_nanos(at - coarse)),
+        Err(_) => {
+            let before = Duration::new(0, 1_000_000_000 - nanos as u32);
+            let whole = u64::try_from(-1 - secs).unwrap_or(u64::MAX);
+            instant.checked_sub(before.saturating_add(Duration::from_secs(whole)))
+        }
     }
     // Unrepresentable only at the ends of the platform's range.
     .unwrap_or_else(Instant::now)
@@ -257,5 +262,23 @@ impl Anchor {
             };
         }
         nanos.saturating_sub(base - 1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The coarse reading, as an `Instant`, is never ahead of the precise
+    /// clock read after it, and trails it by far less than the second the
+    /// deadline checks allow.
+    #[test]
+    fn the_coarse_clock_trails_the_precise_one_by_a_tick() {
+        for _ in 0..100_000 {
+            let coarse = coarse_now();
+            let precise = Instant::now();
+            assert!(coarse <= precise, "{coarse:?} ahead of {precise:?}");
+            assert!(precise - coarse < Duration::from_millis(100));
+        }
     }
 }

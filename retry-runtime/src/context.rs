@@ -620,6 +620,7 @@ pub(crate) struct Scope {
 }
 
 impl Scope {
+    #[inline]
     pub(crate) fn new(
         call: CallContext,
         attempt: u32,
@@ -655,6 +656,11 @@ impl Scope {
     /// Runs `f` in this frame (restoring the previous one even if `f`
     /// panics), then returns what the call must keep and whether a nested
     /// call gave up after retrying.
+    // Always inlined: the frame is then written to the thread-local from
+    // registers, not built on the stack and copied (which, not inlined,
+    // stalled on a store forwarded to a wider load).
+    #[allow(clippy::inline_always)]
+    #[inline(always)]
     pub(crate) fn run<R>(mut self, f: impl FnOnce() -> R) -> (R, CallContext, bool) {
         let out = self.enter(f);
         (
