@@ -672,22 +672,23 @@
 //! fn get() -> Result<u32, Error> {
 //!     use backstop::__private as rt;
 //!     static THROTTLE: rt::RetryThrottle = rt::RetryThrottle::standard();
-//!     let policy = rt::Policy::new()
+//!     // Options that are all literals make a `static` policy.
+//!     static POLICY: rt::Policy = rt::Policy::new()
 //!         .attempts(4)
 //!         .base(std::time::Duration::new(0, 100_000_000));
 //!     // `own`: a fresh throttle instead under `testing::isolate()`.
 //!     let budget = Some(rt::BudgetRef::Throttle(rt::own(&THROTTLE)));
-//!     let mut state = rt::AttemptState::with_budget(&policy, budget, rt::SystemClock);
+//!     let mut state = rt::AttemptState::new(&POLICY, rt::SystemClock).budget(budget);
 //!     loop {
 //!         // The attempt, with `backstop::context()` set while it runs.
 //!         let outcome: Result<u32, Error> =
 //!             rt::AttemptState::run_attempt(&mut state, || -> Result<u32, Error> { fetch() });
-//!         // `when_ok` and `when`, where given, replace `None` and `classify`.
-//!         let verdict = match <Result<u32, Error> as rt::Outcome>::as_result(&outcome) {
-//!             Ok(_value) => None,
-//!             Err(error) => Some(rt::Classify::classify(error)),
+//!         // `when_ok` and `when`, where given, judge `Ok` and `Err` instead.
+//!         let attempted = match <Result<u32, Error> as rt::Outcome>::as_result(&outcome) {
+//!             Ok(_value) => rt::Attempted::Succeeded,
+//!             Err(error) => rt::Attempted::Failed(rt::Classify::classify(error)),
 //!         };
-//!         match rt::AttemptState::decide(&mut state, verdict) {
+//!         match rt::AttemptState::decide(&mut state, attempted) {
 //!             rt::Decision::Retry(delay) => {
 //!                 rt::sleep(delay);
 //!                 // Woke at or past the deadline: return, never start late.
@@ -1022,11 +1023,11 @@ pub use retry_macros::retry;
 pub use retry_runtime::TokioClock;
 #[doc(inline)]
 pub use retry_runtime::{
-    AdaptiveThrottle, AttemptState, Backoff, BreakerState, BudgetRef, BudgetStats, ByClassify,
-    CircuitBreaker, CircuitOpen, Classifier, Classify, Clock, Context, Decision, Elapsed, GiveUp,
-    GiveUpEvent, IdempotencyKey, Ignore, Jitter, NeverRetry, NoBreaker, NoThrottle, NoTimeout,
-    Permit, Policy, Retry, RetryBudget, RetryEvent, RetryThrottle, SystemClock, Throttled, Verdict,
-    When, WithTimeout, call, context, deadline_sync,
+    AdaptiveThrottle, AttemptState, Attempted, Backoff, BreakerState, BudgetRef, BudgetStats,
+    ByClassify, CircuitBreaker, CircuitOpen, Classifier, Classify, Clock, Context, Decision,
+    Elapsed, GiveUp, GiveUpEvent, IdempotencyKey, Ignore, Jitter, NeverRetry, NoBreaker,
+    NoThrottle, NoTimeout, Permit, Policy, Retry, RetryBudget, RetryEvent, RetryThrottle,
+    SystemClock, Throttled, Verdict, When, WithTimeout, call, context, deadline_sync,
 };
 #[doc(inline)]
 pub use retry_runtime::{CallScope, InCurrentCall, current_call};
@@ -1116,8 +1117,8 @@ pub mod __private {
     pub use retry_runtime::macro_support::*;
     pub use retry_runtime::run::sleep;
     pub use retry_runtime::{
-        AttemptState, Backoff, BudgetRef, CircuitOpen, Classify, Decision, Elapsed, GiveUp, Jitter,
-        Policy, RetryBudget, RetryThrottle, SystemClock, Throttled, Verdict,
+        AttemptState, Attempted, Backoff, BudgetRef, CircuitOpen, Classify, Decision, Elapsed,
+        GiveUp, Jitter, Policy, RetryBudget, RetryThrottle, SystemClock, Throttled, Verdict,
         hedge::{Hedge, LatencyPercentile},
         observe::Function,
     };

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use backstop::testing::VirtualTime;
 use backstop::{
-    AttemptState, BreakerState, CircuitBreaker, CircuitOpen, Clock, Decision, GiveUp, Policy,
-    RetryBudget, Verdict, context, retry,
+    AttemptState, Attempted, BreakerState, CircuitBreaker, CircuitOpen, Clock, Decision, GiveUp,
+    Policy, RetryBudget, Verdict, context, retry,
 };
 
 #[derive(Debug)]
@@ -120,7 +120,7 @@ fn a_clock_that_never_advances_still_ends_the_call() {
     let mut state = AttemptState::new(&policy, clock);
     let mut decisions = Vec::new();
     loop {
-        match state.decide(Some(Verdict::Retry)) {
+        match state.decide(Attempted::Failed(Verdict::Retry)) {
             Decision::Retry(d) => decisions.push(d),
             Decision::GiveUp(reason) => {
                 assert_eq!(reason, GiveUp::Attempts);
@@ -134,9 +134,9 @@ fn a_clock_that_never_advances_still_ends_the_call() {
     // No attempt limit to speak of: the budget ends it.
     let budget = RetryBudget::new(0.1, 1, Duration::from_secs(10));
     let policy = Policy::new().attempts(u32::MAX);
-    let mut state = AttemptState::with_budget(&policy, Some(&budget), clock);
+    let mut state = AttemptState::new(&policy, clock).budget(Some(&budget));
     let mut retries = 0;
-    while let Decision::Retry(_) = state.decide(Some(Verdict::Retry)) {
+    while let Decision::Retry(_) = state.decide(Attempted::Failed(Verdict::Retry)) {
         retries += 1;
     }
     assert_eq!(retries, 10, "the reserve of 1 × 10 s, and nothing more");

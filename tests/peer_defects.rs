@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 use backstop::backoff::Rng;
 use backstop::testing::VirtualTime;
 use backstop::{
-    AttemptState, Decision, GiveUp, Jitter, Policy, RetryBudget, SystemClock, Verdict, retry,
+    AttemptState, Attempted, Decision, GiveUp, Jitter, Policy, RetryBudget, SystemClock, Verdict,
+    retry,
 };
 
 mod support;
@@ -176,7 +177,9 @@ fn retry_after_never_bypasses_the_deadline() {
         .no_budget();
     let mut state = AttemptState::new(&policy, SystemClock);
     assert_eq!(
-        state.decide(Some(Verdict::RetryAfter(Duration::from_secs(50)))),
+        state.decide(Attempted::Failed(Verdict::RetryAfter(Duration::from_secs(
+            50
+        )))),
         Decision::GiveUp(GiveUp::Deadline)
     );
 }

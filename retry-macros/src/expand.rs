@@ -85,8 +85,8 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
     };
     let function = function(func, &rt);
     let init = with_breaker(quote!({
-        #rt::AttemptState::with_function(
-            #rt::AttemptState::with_budget(#policy, #budget, #clock),
+        #rt::AttemptState::function(
+            #rt::AttemptState::budget(#rt::AttemptState::new(#policy, #clock), #budget),
             #function,
         )
     }));
@@ -476,7 +476,7 @@ fn hedged_timeout(
     let timed_out = |error: TokenStream| {
         quote! {(
             ::core::result::Result::Err(#error),
-            ::core::option::Option::Some(#rt::Verdict::RetryIfIdempotent),
+            #rt::Attempted::Failed(#rt::Verdict::RetryIfIdempotent),
         )}
     };
     match args.attempt_timeout.value() {
@@ -570,7 +570,7 @@ fn timed_attempt(
                 },
                 quote! {
                     if #timed_out {
-                        ::core::option::Option::Some(#rt::Verdict::RetryIfIdempotent)
+                        #rt::Attempted::Failed(#rt::Verdict::RetryIfIdempotent)
                     } else {
                         #classify
                     }
@@ -609,7 +609,7 @@ fn timed_attempt(
                 },
                 quote! {
                     if #timed_out {
-                        ::core::option::Option::Some(#rt::Verdict::RetryIfIdempotent)
+                        #rt::Attempted::Failed(#rt::Verdict::RetryIfIdempotent)
                     } else {
                         #classify
                     }
@@ -704,7 +704,7 @@ const BREAKER: Gate = Gate {
     what: "BREAKER",
     shared: "SharedBreaker",
     read: "breaker",
-    with: "with_breaker",
+    with: "breaker",
     admit: "admit",
     rejection: "CircuitOpen",
     reason: "BreakerOpen",
@@ -714,7 +714,7 @@ const THROTTLE: Gate = Gate {
     what: "THROTTLE",
     shared: "SharedThrottle",
     read: "throttle",
-    with: "with_throttle",
+    with: "throttle",
     admit: "admit_throttled",
     rejection: "Throttled",
     reason: "Throttled",
@@ -948,7 +948,7 @@ fn classify(args: &Args, rt: &TokenStream, n: &Names, ret: &Type, ret_span: Span
     };
     let ok = match args.when_ok.value() {
         Some(when_ok) => located_call(quote!(#rt::ok_verdict), &value, when_ok),
-        None => quote!(::core::option::Option::None),
+        None => quote!(#rt::Attempted::Succeeded),
     };
     let err = match args.when.value() {
         Some(when) => located_call(quote!(#rt::err_verdict), &error, when),
@@ -970,7 +970,7 @@ fn classify(args: &Args, rt: &TokenStream, n: &Names, ret: &Type, ret_span: Span
             let mut args =
                 proc_macro2::Group::new(proc_macro2::Delimiter::Parenthesis, quote!(#error));
             args.set_span(err_span);
-            quote!(::core::option::Option::Some(#call #args))
+            quote!(#rt::Attempted::Failed(#call #args))
         }
     };
     let (ok_pat, err_pat) = (

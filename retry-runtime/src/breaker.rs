@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use crate::clock::nanos_since_origin;
 use crate::sync::AtomicU64;
-use crate::vocabulary::Verdict;
+use crate::vocabulary::{Attempted, Verdict};
 
 /// The breaker's state word, so that every transition is one
 /// compare-and-swap: two bits of state; a generation, moved on each time the
@@ -84,14 +84,14 @@ pub use crate::vocabulary::CircuitOpen;
 /// ```
 /// # extern crate retry_runtime as backstop;
 /// use std::time::{Duration, Instant};
-/// use backstop::{BreakerState, CircuitBreaker, Verdict};
+/// use backstop::{Attempted, BreakerState, CircuitBreaker, Verdict};
 ///
 /// static PAYMENTS: CircuitBreaker = CircuitBreaker::new(3, Duration::from_secs(10));
 ///
 /// let now = Instant::now();
 /// for _ in 0..3 {
 ///     let permit = PAYMENTS.try_acquire(now).unwrap();
-///     permit.record(Some(Verdict::Retry), now); // a retryable failure
+///     permit.record(Attempted::Failed(Verdict::Retry), now); // a retryable failure
 /// }
 /// assert_eq!(PAYMENTS.state(), BreakerState::Open);
 /// assert!(PAYMENTS.try_acquire(now).is_err()); // rejected, not run
@@ -99,7 +99,7 @@ pub use crate::vocabulary::CircuitOpen;
 /// let later = now + Duration::from_secs(10);
 /// let probe = PAYMENTS.try_acquire(later).unwrap();
 /// assert!(PAYMENTS.try_acquire(later).is_err()); // one probe at a time
-/// probe.record(None, later); // it succeeded
+/// probe.record(Attempted::Succeeded, later); // it succeeded
 /// assert_eq!(PAYMENTS.state(), BreakerState::Closed);
 /// ```
 ///
@@ -297,15 +297,15 @@ impl Permit<'_> {
         self.probe
     }
 
-    /// Reports the call's outcome, as classified for retrying: `None` for a
-    /// success, the verdict on a failure. Retryable failures (`Retry`,
-    /// `RetryAfter`, `RetryIfIdempotent`) count against the dependency;
-    /// `Stop` does not (the dependency answered).
-    pub fn record(self, verdict: Option<Verdict>, now: Instant) {
+    /// Reports what the attempt came to, as classified for retrying.
+    /// Retryable failures (`Retry`, `RetryAfter`, `RetryIfIdempotent`)
+    /// count against the dependency; `Stop` does not (the dependency
+    /// answered).
+    pub fn record(self, attempted: Attempted, now: Instant) {
         let breaker = self.breaker;
         let failed = matches!(
-            verdict,
-            Some(Verdict::Retry | Verdict::RetryAfter(_) | Verdict::RetryIfIdempotent)
+            attempted,
+            Attempted::Failed(Verdict::Retry | Verdict::RetryAfter(_) | Verdict::RetryIfIdempotent)
         );
         let (probe, admitted) = (self.probe, self.generation);
         std::mem::forget(self); // reported: no release on drop
@@ -315,7 +315,7 @@ impl Permit<'_> {
             (true, false) => breaker.close(),
             (false, true) => breaker.count_failure(admitted, now),
             (false, false) => {
-                if verdict.is_none() {
+                if attempted == Attempted::Succeeded {
                     breaker.reset_failures(admitted);
                 }
             }

@@ -59,7 +59,7 @@ impl BudgetRef<'_> {
     }
 }
 
-/// What [`AttemptState::with_budget`](crate::AttemptState::with_budget)
+/// What [`AttemptState::budget`](crate::AttemptState::budget)
 /// takes: `Some(&throttle)`, `Some(&budget)`, `Some(budget_ref)`, or a
 /// `None` of any of them.
 pub trait IntoBudget<'a> {

@@ -7,27 +7,27 @@
 use std::error::Error;
 use std::io;
 
+use crate::vocabulary::Attempted;
 pub use crate::vocabulary::{Classify, Verdict};
 
-/// The verdict on an outcome: an error by `when`, an `Ok` value by
-/// `when_ok`, which returns it (`None`) unless a retry is asked for.
+/// What an attempt came to: an error judged by `when`, an `Ok` value by
+/// `when_ok`, which returns it (a success) unless a retry is asked for.
 pub(crate) fn of_result<T, E>(
     outcome: &Result<T, E>,
     when: impl FnOnce(&E) -> Verdict,
     when_ok: impl FnOnce(&T) -> Verdict,
-) -> Option<Verdict> {
+) -> Attempted {
     match outcome {
         Ok(value) => of_value(when_ok(value)),
-        Err(error) => Some(when(error)),
+        Err(error) => Attempted::Failed(when(error)),
     }
 }
 
-/// The verdict on an `Ok` value: returned (`None`) unless a retry is
-/// asked for.
-pub(crate) fn of_value(verdict: Verdict) -> Option<Verdict> {
+/// What an `Ok` value came to: a success unless a retry is asked for.
+pub(crate) fn of_value(verdict: Verdict) -> Attempted {
     match verdict {
-        Verdict::Stop => None,
-        retry => Some(retry),
+        Verdict::Stop => Attempted::Succeeded,
+        retry => Attempted::Failed(retry),
     }
 }
 

@@ -30,7 +30,8 @@
 //! 1. Leaves: the duration units and defaults shared with the macro, the
 //!    atomics (std's, or loom's for the models), virtual time's core, the
 //!    [`clock`], [`backoff`] math, and the vocabulary of a decision
-//!    ([`Verdict`], [`Classify`], [`Decision`], [`GiveUp`]) with the errors
+//!    ([`Verdict`], [`Classify`], [`Attempted`], [`Decision`], [`GiveUp`])
+//!    with the errors
 //!    the runtime gives a call ([`Elapsed`], [`CircuitOpen`],
 //!    [`Throttled`], and with `reqwest` its error of an HTTP call).
 //! 2. [`classify`]: which outcomes a retry can fix.
@@ -108,3 +109,4 @@ pub use run::{
 pub use run::{call_async, call_async_with};
 pub use state::{AttemptState, Decision, GiveUp};
 pub use throttle::RetryThrottle;
+pub use vocabulary::Attempted;

@@ -11,6 +11,7 @@ use crate::clock::Clock;
 use crate::policy::Policy;
 pub use crate::testing::own;
 use crate::throttle::RetryThrottle;
+use crate::vocabulary::Attempted;
 
 /// The return type of a `#[retry]` function: a `Result`.
 #[diagnostic::on_unimplemented(
@@ -49,9 +50,9 @@ impl<T, E> Outcome for Result<T, E> {
 // UFCS call, a `when` of the wrong shape at `when`. The `FnOnce(&E)` bounds
 // let a closure's argument type be inferred.
 
-/// The verdict on an `Ok` value by `when_ok`: `None` unless it asks for a
+/// What an `Ok` value came to by `when_ok`: a success unless it asks for a
 /// retry.
-pub fn ok_verdict<T, K, U>(value: &T, when_ok: K) -> Option<Verdict>
+pub fn ok_verdict<T, K, U>(value: &T, when_ok: K) -> Attempted
 where
     K: FnOnce(&T) -> U,
     U: Into<Verdict>,
@@ -59,13 +60,13 @@ where
     crate::classify::of_value(when_ok(value).into())
 }
 
-/// The verdict on an error by `when`.
-pub fn err_verdict<E, W, V>(error: &E, when: W) -> Option<Verdict>
+/// What an error came to by `when`.
+pub fn err_verdict<E, W, V>(error: &E, when: W) -> Attempted
 where
     W: FnOnce(&E) -> V,
     V: Into<Verdict>,
 {
-    Some(when(error).into())
+    Attempted::Failed(when(error).into())
 }
 
 /// With `policy = expr`: the policy's budget or throttle, none after its

@@ -59,7 +59,7 @@ use crate::classify::{ByClassify, Classifier, Classify, Verdict};
 use crate::observe::{Ignore, OnGiveUp, OnRetry};
 use crate::policy::Policy;
 use crate::run::{
-    AttemptTimeout, Attempted, BreakerSlot, Driver, Elapsed, NoBreaker, NoThrottle, NoTimeout,
+    AttemptNotes, AttemptTimeout, BreakerSlot, Driver, Elapsed, NoBreaker, NoThrottle, NoTimeout,
     ThrottleSlot, TimeoutSlot, WithTimeout,
 };
 use crate::tower::RetryLayer;
@@ -440,8 +440,8 @@ impl Driver for Call<'_> {
         })
     }
 
-    fn attempted(&mut self) -> Attempted {
-        Attempted {
+    fn attempted(&mut self) -> AttemptNotes {
+        AttemptNotes {
             timed_out: self.timed_out,
             replayable: self.clonable,
         }

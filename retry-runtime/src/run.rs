@@ -244,13 +244,13 @@ pub(crate) trait Driver {
     ) -> impl Future<Output = Result<Self::Ok, Self::Err>> + Send;
     /// What the last attempt left besides its outcome: cut off, and
     /// whether the request can be sent again (settled now, for good).
-    fn attempted(&mut self) -> Attempted;
+    fn attempted(&mut self) -> AttemptNotes;
 }
 
 /// What an async loop learns of an attempt besides its outcome.
 #[cfg(feature = "async")]
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Attempted {
+pub(crate) struct AttemptNotes {
     /// It was cut off by the attempt timeout: ambiguous.
     pub(crate) timed_out: bool,
     /// The request can be sent again.
@@ -258,7 +258,7 @@ pub(crate) struct Attempted {
 }
 
 #[cfg(feature = "async")]
-impl Attempted {
+impl AttemptNotes {
     /// Neither cut off nor spent.
     pub(crate) const PLAIN: Self = Self {
         timed_out: false,
@@ -930,13 +930,14 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
         B: BreakerSlot<E>,
         A: ThrottleSlot<E>,
     {
-        let mut state =
-            AttemptState::with_budget(self.policy, self.budget, clock).with_name(self.name);
+        let mut state = AttemptState::new(self.policy, clock)
+            .budget(self.budget)
+            .name(self.name);
         if let Some(breaker) = self.breaker.breaker() {
-            state = state.with_breaker(breaker);
+            state = state.breaker(breaker);
         }
         if let Some(throttle) = self.throttle.throttle() {
-            state = state.with_throttle(throttle);
+            state = state.throttle(throttle);
         }
         state
     }
@@ -1070,7 +1071,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
         if let Some(hedge) = &self.hedge {
             return self.run_hedged(hedge, timeout, op).await;
         }
-        self.run_async(false, timeout, attempt, |timed_out| Attempted {
+        self.run_async(false, timeout, attempt, |timed_out| AttemptNotes {
             timed_out: *timed_out,
             replayable: true,
         })
@@ -1135,7 +1136,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
         F: FnMut(S) -> Fut,
         Fut: Future<Output = (S, Result<T, E>)>,
     {
-        self.run_async(value, None, |value, _| op(value), |_| Attempted::PLAIN)
+        self.run_async(value, None, |value, _| op(value), |_| AttemptNotes::PLAIN)
             .await
     }
 
@@ -1147,7 +1148,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
         &self,
         state: &mut AttemptState<'a, C>,
         outcome: &Result<T, E>,
-        notes: Attempted,
+        notes: AttemptNotes,
     ) -> Option<Duration>
     where
         W: Classifier<E>,
@@ -1157,7 +1158,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     {
         state.set_replayable(notes.replayable);
         let verdict = if notes.timed_out {
-            Some(crate::classify::Verdict::RetryIfIdempotent)
+            crate::vocabulary::Attempted::Failed(crate::classify::Verdict::RetryIfIdempotent)
         } else {
             self.verdict(outcome)
         };
@@ -1166,7 +1167,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
 
     /// The verdict on an outcome: `when` on an error, `when_ok` on a value.
     #[cfg(feature = "async")]
-    fn verdict<T, E>(&self, outcome: &Result<T, E>) -> Option<crate::classify::Verdict>
+    fn verdict<T, E>(&self, outcome: &Result<T, E>) -> crate::vocabulary::Attempted
     where
         W: Classifier<E>,
         K: Classifier<T>,
@@ -1185,7 +1186,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
         &self,
         state: &mut AttemptState<'a, C>,
         outcome: &Result<T, E>,
-        verdict: Option<crate::classify::Verdict>,
+        verdict: crate::vocabulary::Attempted,
     ) -> Option<Duration>
     where
         R: OnRetry<T, E>,
@@ -1363,7 +1364,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     fn judge<T, E>(
         &self,
         out: Result<Result<T, E>, Elapsed>,
-    ) -> (Result<T, E>, Option<crate::classify::Verdict>)
+    ) -> (Result<T, E>, crate::vocabulary::Attempted)
     where
         W: Classifier<E>,
         K: Classifier<T>,
@@ -1376,7 +1377,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
             }
             Err(Elapsed) => (
                 Err(L::elapsed()),
-                Some(crate::classify::Verdict::RetryIfIdempotent),
+                crate::vocabulary::Attempted::Failed(crate::classify::Verdict::RetryIfIdempotent),
             ),
         }
     }
@@ -1392,7 +1393,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
         value: S,
         timeout: Option<Duration>,
         mut op: F,
-        attempted: impl Fn(&S) -> Attempted,
+        attempted: impl Fn(&S) -> AttemptNotes,
     ) -> (S, Result<T, E>)
     where
         W: Classifier<E>,

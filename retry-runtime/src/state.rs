@@ -17,6 +17,7 @@ use crate::clock::Clock;
 use crate::context::{self, CallContext, Scope};
 use crate::observe::{Function, GiveUpEvent, Observe, RetryEvent};
 use crate::policy::Policy;
+use crate::vocabulary::Attempted;
 
 #[cfg(all(feature = "async", not(loom)))]
 mod hedged;
@@ -40,6 +41,11 @@ pub use crate::vocabulary::{Decision, GiveUp};
 /// call on the budget (a call the breaker rejects never reaches the
 /// dependency, and earns no retries). That is all the work a call whose
 /// first attempt succeeds costs.
+///
+/// Set up as a [`Policy`] is: methods that take `self` and are named by
+/// what they set ([`budget`](Self::budget), [`breaker`](Self::breaker),
+/// [`name`](Self::name)…), getters named `get_*` where a setter has the
+/// plain name; `set_*` changes the call as it runs.
 ///
 /// ```
 /// # extern crate retry_runtime as backstop;
@@ -98,29 +104,20 @@ pub struct AttemptState<'a, C> {
 }
 
 impl<'a, C: Clock> AttemptState<'a, C> {
-    /// Starts a call under `policy`, drawing on the policy's budget.
-    pub fn new(policy: &'a Policy, clock: C) -> Self {
-        Self::with_budget(policy, policy.get_budget(), clock)
-    }
-
-    /// Starts a call under `policy`, drawing on `budget` instead of the
-    /// policy's own.
+    /// Starts a call under `policy`, drawing on the policy's budget (or on
+    /// another, given to [`budget`](Self::budget)).
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
-    /// use std::time::Duration;
-    /// use backstop::{AttemptState, Policy, RetryBudget, SystemClock};
+    /// use backstop::{AttemptState, Policy, SystemClock};
     ///
-    /// let budget = RetryBudget::new(0.1, 1, Duration::from_secs(1));
     /// let policy = Policy::new();
-    /// let mut state = AttemptState::with_budget(&policy, Some(&budget), SystemClock);
-    /// assert_eq!(budget.stats().calls, 0, "recorded when its first attempt runs");
-    /// let _ = state.decide(None);
-    /// assert_eq!(budget.stats().calls, 1);
+    /// let state = AttemptState::new(&policy, SystemClock);
+    /// assert_eq!(state.attempt(), 1);
     /// ```
     #[inline]
-    pub fn with_budget(policy: &'a Policy, budget: impl IntoBudget<'a>, clock: C) -> Self {
-        let budget = budget.into_budget();
+    pub fn new(policy: &'a Policy, clock: C) -> Self {
+        let budget = policy.get_budget();
         // The coarse clock: the only read a call whose first attempt
         // succeeds makes. Never late, so the deadline is never late either;
         // but it trails by milliseconds, too much for a deadline of a few.
@@ -156,6 +153,27 @@ impl<'a, C: Clock> AttemptState<'a, C> {
         }
     }
 
+    /// Draws on `budget` instead of the policy's own (`None`: no budget).
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// use std::time::Duration;
+    /// use backstop::{Attempted, AttemptState, Policy, RetryBudget, SystemClock};
+    ///
+    /// let budget = RetryBudget::new(0.1, 1, Duration::from_secs(1));
+    /// let policy = Policy::new();
+    /// let mut state = AttemptState::new(&policy, SystemClock).budget(Some(&budget));
+    /// assert_eq!(budget.stats().calls, 0, "recorded when its first attempt runs");
+    /// let _ = state.decide(Attempted::Succeeded);
+    /// assert_eq!(budget.stats().calls, 1);
+    /// ```
+    #[must_use]
+    #[inline]
+    pub fn budget(mut self, budget: impl IntoBudget<'a>) -> Self {
+        self.budget = budget.into_budget();
+        self
+    }
+
     /// Names the function retried, for `tracing` (the span's and events'
     /// `function` field) and `metrics` (the `function` label). `#[retry]`
     /// names every call after its function.
@@ -164,21 +182,21 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// # extern crate retry_runtime as backstop;
     /// use backstop::{AttemptState, Policy, SystemClock};
     /// let policy = Policy::new();
-    /// let state = AttemptState::new(&policy, SystemClock).with_name("fetch_user");
-    /// assert_eq!(state.name(), "fetch_user");
+    /// let state = AttemptState::new(&policy, SystemClock).name("fetch_user");
+    /// assert_eq!(state.get_name(), "fetch_user");
     /// ```
     #[must_use]
-    pub fn with_name(mut self, name: &'static str) -> Self {
+    pub fn name(mut self, name: &'static str) -> Self {
         self.obs.set_name(name);
         self
     }
 
-    /// Like [`with_name`](Self::with_name), from a `static` [`Function`],
+    /// Like [`name`](Self::name), from a `static` [`Function`],
     /// whose metric labels are built at compile time: reporting the call
     /// then allocates nothing. `#[retry]` does this.
     #[must_use]
     #[inline]
-    pub fn with_function(mut self, function: &'static Function) -> Self {
+    pub fn function(mut self, function: &'static Function) -> Self {
         self.obs.set_function(function);
         self
     }
@@ -191,7 +209,7 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// # extern crate retry_runtime as backstop;
     /// use backstop::{AttemptState, Policy, SystemClock};
     /// let policy = Policy::new();
-    /// let state = AttemptState::new(&policy, SystemClock).with_name("fetch_user");
+    /// let state = AttemptState::new(&policy, SystemClock).name("fetch_user");
     /// let logged = state.in_span(|| "retrying fetch_user");
     /// assert_eq!(logged, "retrying fetch_user");
     /// ```
@@ -202,7 +220,7 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     }
 
     /// The function retried (`"anonymous"` unless named).
-    pub fn name(&self) -> &'static str {
+    pub fn get_name(&self) -> &'static str {
         self.obs.name()
     }
 
@@ -215,11 +233,11 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// use backstop::{AttemptState, CircuitBreaker, Policy, SystemClock};
     /// static USERS: CircuitBreaker = CircuitBreaker::new(5, Duration::from_secs(30));
     /// let policy = Policy::new();
-    /// let mut state = AttemptState::new(&policy, SystemClock).with_breaker(&USERS);
+    /// let mut state = AttemptState::new(&policy, SystemClock).breaker(&USERS);
     /// assert!(state.admit().is_ok());
     /// ```
     #[must_use]
-    pub fn with_breaker(mut self, breaker: &'static CircuitBreaker) -> Self {
+    pub fn breaker(mut self, breaker: &'static CircuitBreaker) -> Self {
         self.breaker = Some(breaker);
         self
     }
@@ -232,11 +250,11 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// use backstop::{AdaptiveThrottle, AttemptState, Policy, SystemClock};
     /// static USERS: AdaptiveThrottle = AdaptiveThrottle::standard();
     /// let policy = Policy::new();
-    /// let mut state = AttemptState::new(&policy, SystemClock).with_throttle(&USERS);
+    /// let mut state = AttemptState::new(&policy, SystemClock).throttle(&USERS);
     /// assert!(state.admit_throttled().is_ok(), "healthy: never shed");
     /// ```
     #[must_use]
-    pub fn with_throttle(mut self, throttle: &'static AdaptiveThrottle) -> Self {
+    pub fn throttle(mut self, throttle: &'static AdaptiveThrottle) -> Self {
         self.throttle = Some((throttle, self.start));
         self
     }
@@ -415,12 +433,12 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// ```
     /// # extern crate retry_runtime as backstop;
     /// use std::time::Duration;
-    /// use backstop::{AttemptState, Decision, Jitter, Policy, SystemClock, Verdict};
+    /// use backstop::{Attempted, AttemptState, Decision, Jitter, Policy, SystemClock, Verdict};
     /// let _vt = backstop::testing::VirtualTime::start();
     /// let policy = Policy::new().jitter(Jitter::None);
     /// let mut state = AttemptState::new(&policy, SystemClock);
     /// let outcome: Result<(), &str> = Err("reset");
-    /// let Decision::Retry(delay) = state.decide(Some(Verdict::Retry)) else { unreachable!() };
+    /// let Decision::Retry(delay) = state.decide(Attempted::Failed(Verdict::Retry)) else { unreachable!() };
     /// let event = state.retry_event(outcome.as_ref(), delay);
     /// assert_eq!((event.attempt(), event.error()), (1, Some(&"reset")));
     /// ```
@@ -504,7 +522,7 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// Uses `rng` for jitter instead of a fresh per-call stream (for
     /// reproducible tests).
     #[must_use]
-    pub fn with_rng(mut self, rng: Rng) -> Self {
+    pub fn rng(mut self, rng: Rng) -> Self {
         self.rng = Some(rng);
         self
     }
@@ -516,11 +534,11 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
-    /// use backstop::{AttemptState, Decision, GiveUp, Policy, SystemClock, Verdict};
+    /// use backstop::{Attempted, AttemptState, Decision, GiveUp, Policy, SystemClock, Verdict};
     /// let policy = Policy::new();
     /// let mut state = AttemptState::new(&policy, SystemClock);
     /// state.set_replayable(false);
-    /// assert_eq!(state.decide(Some(Verdict::Retry)), Decision::GiveUp(GiveUp::NotReplayable));
+    /// assert_eq!(state.decide(Attempted::Failed(Verdict::Retry)), Decision::GiveUp(GiveUp::NotReplayable));
     /// ```
     pub fn set_replayable(&mut self, replayable: bool) {
         self.replayable = replayable;
@@ -549,12 +567,12 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// ```
     /// # extern crate retry_runtime as backstop;
     /// use std::time::Duration;
-    /// use backstop::{AttemptState, Decision, GiveUp, Jitter, Policy, SystemClock, Verdict};
+    /// use backstop::{Attempted, AttemptState, Decision, GiveUp, Jitter, Policy, SystemClock, Verdict};
     /// let vt = backstop::testing::VirtualTime::start();
     ///
     /// let policy = Policy::new().jitter(Jitter::None).deadline(Some(Duration::from_millis(150)));
     /// let mut state = AttemptState::new(&policy, SystemClock);
-    /// assert_eq!(state.decide(Some(Verdict::Retry)), Decision::Retry(Duration::from_millis(100)));
+    /// assert_eq!(state.decide(Attempted::Failed(Verdict::Retry)), Decision::Retry(Duration::from_millis(100)));
     /// vt.advance(Duration::from_millis(150)); // woke late
     /// assert_eq!(state.may_resume(), Err(GiveUp::Deadline));
     /// ```
@@ -591,29 +609,28 @@ impl<'a, C: Clock> AttemptState<'a, C> {
         W: Classifier<E> + ?Sized,
         K: Classifier<T> + ?Sized,
     {
-        let verdict = crate::classify::of_result(
+        let attempted = crate::classify::of_result(
             outcome,
             |error| when.verdict(error),
             |value| when_ok.verdict(value),
         );
-        self.decide(verdict)
+        self.decide(attempted)
     }
 
-    /// Decides after an attempt whose outcome was classified as `verdict`
-    /// (`None`: a success nobody asked to retry).
+    /// Decides after an attempt that came to `attempted`.
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
-    /// use backstop::{AttemptState, Decision, Jitter, Policy, SystemClock, Verdict};
+    /// use backstop::{Attempted, AttemptState, Decision, Jitter, Policy, SystemClock, Verdict};
     /// # let _vt = backstop::testing::VirtualTime::start();
     ///
     /// let policy = Policy::new().jitter(Jitter::None).no_budget();
     /// let mut state = AttemptState::new(&policy, SystemClock);
     /// assert_eq!(
-    ///     state.decide(Some(Verdict::Retry)),
+    ///     state.decide(Attempted::Failed(Verdict::Retry)),
     ///     Decision::Retry(std::time::Duration::from_millis(100))
     /// );
-    /// assert_eq!(state.decide(None), Decision::Return);
+    /// assert_eq!(state.decide(Attempted::Succeeded), Decision::Return);
     /// ```
     ///
     /// In this order: classification (`Stop`, or an ambiguous failure of
@@ -621,11 +638,11 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// sent again, a nested call that already retried, attempts, the delay (with `Retry-After`), the deadline, the
     /// breaker, the budget. The budget comes last so that a retry refused
     /// for another reason never spends a token.
-    pub fn decide(&mut self, verdict: Option<Verdict>) -> Decision {
+    pub fn decide(&mut self, attempted: Attempted) -> Decision {
         self.done = self.done.saturating_add(1);
-        self.last_verdict = verdict;
-        let decision = self.decide_inner(verdict);
-        self.obs.decided(self.done, decision, verdict);
+        self.last_verdict = attempted.verdict();
+        let decision = self.decide_inner(attempted);
+        self.obs.decided(self.done, decision, attempted.verdict());
         // Giving up after retrying (or because a nested call had): tell the
         // enclosing call, if any, not to retry on top.
         if let Decision::GiveUp(reason) = decision
@@ -654,10 +671,10 @@ impl<'a, C: Clock> AttemptState<'a, C> {
         }
     }
 
-    fn decide_inner(&mut self, verdict: Option<Verdict>) -> Decision {
+    fn decide_inner(&mut self, attempted: Attempted) -> Decision {
         self.record_call();
         if let Some(permit) = self.permit.take() {
-            permit.record(verdict, self.clock.now());
+            permit.record(attempted, self.clock.now());
         }
         let policy = self.policy;
         // The throttle hears of every attempt: an answer credits it (with
@@ -665,28 +682,26 @@ impl<'a, C: Clock> AttemptState<'a, C> {
         // whether or not this call goes on to retry; the retry itself is
         // allowed only while it stays above half (step 6).
         if let Some((throttle, requested)) = self.throttle
-            && matches!(verdict, None | Some(Verdict::Stop))
+            && attempted.answered()
         {
             throttle.accepted(requested);
         }
-        let throttle_allows = match (self.budget, verdict) {
-            (Some(BudgetRef::Throttle(throttle)), None | Some(Verdict::Stop)) => {
+        let throttle_allows = match self.budget {
+            Some(BudgetRef::Throttle(throttle)) if attempted.answered() => {
                 throttle.answered(self.start);
                 true
             }
             // (The coarse clock: the bucket refills by the second.)
-            (Some(BudgetRef::Throttle(throttle)), Some(_)) => {
-                throttle.failed(self.clock.start_now())
-            }
+            Some(BudgetRef::Throttle(throttle)) => throttle.failed(self.clock.start_now()),
             _ => true,
         };
-        let verdict = match verdict {
-            None => return Decision::Return,
-            Some(Verdict::Stop) => return Decision::GiveUp(GiveUp::Stopped),
-            Some(Verdict::RetryIfIdempotent) if !policy.idempotent => {
+        let verdict = match attempted {
+            Attempted::Succeeded => return Decision::Return,
+            Attempted::Failed(Verdict::Stop) => return Decision::GiveUp(GiveUp::Stopped),
+            Attempted::Failed(Verdict::RetryIfIdempotent) if !policy.idempotent => {
                 return Decision::GiveUp(GiveUp::NotIdempotent);
             }
-            Some(verdict) => verdict,
+            Attempted::Failed(verdict) => verdict,
         };
         if !self.replayable {
             return Decision::GiveUp(GiveUp::NotReplayable);

@@ -100,7 +100,8 @@ pub enum RuntimeClock {
     #[cfg(feature = "async-io")]
     AsyncIo,
     /// The one set with [`set_timer`] (set once: read where it is used,
-    /// which keeps the clock, and every call's future, a word smaller).
+    /// which keeps the clock, and every call's future, two words smaller).
+    /// Made by hand before a timer is set, it is [`Missing`](Self::Missing).
     Custom,
     /// None at all: a call starts, and fails at its first sleep.
     Missing,
@@ -158,7 +159,10 @@ impl RuntimeClock {
             Self::AsyncIo => {
                 async_io::Timer::after(delay).await;
             }
-            Self::Custom => custom().sleep(delay).await,
+            Self::Custom => match CUSTOM.get() {
+                Some(timer) => timer.sleep(delay).await,
+                None => missing(),
+            },
             Self::Missing => missing(),
         }
     }
@@ -188,11 +192,10 @@ impl RuntimeClock {
     }
 }
 
-/// The timer set with [`set_timer`], for a clock that found it set.
-fn custom() -> &'static dyn Timer {
-    *CUSTOM
-        .get()
-        .expect("a custom clock is made only once its timer is set")
+/// The time on the timer set with [`set_timer`] (the real time if none
+/// is: a `Custom` clock made by hand before one was set).
+fn custom_now() -> Instant {
+    CUSTOM.get().map_or_else(Instant::now, |timer| timer.now())
 }
 
 /// A sleep on tokio's timer outside a tokio runtime: backstop's message
@@ -218,7 +221,7 @@ impl Clock for RuntimeClock {
             Self::Tokio => tokio::time::Instant::now().into_std(),
             #[cfg(feature = "async-io")]
             Self::AsyncIo => Instant::now(),
-            Self::Custom => custom().now(),
+            Self::Custom => custom_now(),
             Self::Missing => Instant::now(),
         }
     }
@@ -229,7 +232,7 @@ impl Clock for RuntimeClock {
             Self::Tokio => || tokio::time::Instant::now().into_std(),
             #[cfg(feature = "async-io")]
             Self::AsyncIo => Instant::now,
-            Self::Custom => || custom().now(),
+            Self::Custom => custom_now,
             Self::Missing => Instant::now,
         }
     }
@@ -238,8 +241,8 @@ impl Clock for RuntimeClock {
         // tokio's wheel ticks in milliseconds and can end a sleep two ticks
         // late (see `TokioClock`); async-io's reactor parks in whole
         // milliseconds too.
-        if let Self::Custom = self {
-            custom().sleep_slack()
+        if let (Self::Custom, Some(timer)) = (self, CUSTOM.get()) {
+            timer.sleep_slack()
         } else {
             Duration::from_millis(2)
         }

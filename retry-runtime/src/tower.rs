@@ -64,7 +64,7 @@ use crate::hedge::Hedge;
 use crate::observe::{Ignore, OnGiveUp, OnRetry};
 use crate::policy::Policy;
 use crate::run::{
-    AttemptTimeout, Attempted, BreakerSlot, Driver, NoBreaker, NoThrottle, NoTimeout, Retry,
+    AttemptNotes, AttemptTimeout, BreakerSlot, Driver, NoBreaker, NoThrottle, NoTimeout, Retry,
     ThrottleSlot, TimeoutSlot, WithTimeout,
 };
 use crate::throttle::RetryThrottle;
@@ -858,8 +858,8 @@ where
         })
     }
 
-    fn attempted(&mut self) -> Attempted {
-        Attempted {
+    fn attempted(&mut self) -> AttemptNotes {
+        AttemptNotes {
             timed_out: self.timed_out,
             replayable: P::settle(&mut self.source),
         }

@@ -53,6 +53,50 @@ impl From<bool> for Verdict {
     }
 }
 
+/// What one attempt came to, classified: what the decider
+/// ([`AttemptState::decide`](crate::AttemptState::decide)) and a breaker's
+/// [`Permit::record`](crate::Permit::record) are told.
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use backstop::{Attempted, Verdict};
+///
+/// assert_eq!(Attempted::from(Verdict::Retry), Attempted::Failed(Verdict::Retry));
+/// assert_eq!(Attempted::Succeeded.verdict(), None);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Attempted {
+    /// A success, or an `Ok` value no `when_ok` asked to retry: the call
+    /// returns it.
+    Succeeded,
+    /// An error, or an `Ok` value a `when_ok` asked to retry, with the
+    /// verdict on it (a [`Verdict::Stop`] returns it too, as a failure).
+    Failed(Verdict),
+}
+
+impl Attempted {
+    /// The verdict on a failure; `None` for a success.
+    pub const fn verdict(self) -> Option<Verdict> {
+        match self {
+            Self::Succeeded => None,
+            Self::Failed(verdict) => Some(verdict),
+        }
+    }
+
+    /// The dependency answered: a success, or a failure no retry can fix
+    /// (what the throttles count as an answer).
+    pub(crate) const fn answered(self) -> bool {
+        matches!(self, Self::Succeeded | Self::Failed(Verdict::Stop))
+    }
+}
+
+impl From<Verdict> for Attempted {
+    /// A failure with this verdict.
+    fn from(verdict: Verdict) -> Self {
+        Self::Failed(verdict)
+    }
+}
+
 /// Errors that know whether a retry can fix them.
 ///
 /// Implement it next to your error type, or pass `when` to the retry loop.
@@ -171,11 +215,11 @@ impl fmt::Display for GiveUp {
 ///
 /// ```
 /// # extern crate retry_runtime as backstop;
-/// use backstop::{AttemptState, Decision, GiveUp, Policy, SystemClock, Verdict};
+/// use backstop::{Attempted, AttemptState, Decision, GiveUp, Policy, SystemClock, Verdict};
 ///
 /// let policy = Policy::new().no_budget();
 /// let mut state = AttemptState::new(&policy, SystemClock);
-/// match state.decide(Some(Verdict::Stop)) {
+/// match state.decide(Attempted::Failed(Verdict::Stop)) {
 ///     Decision::Retry(delay) => println!("sleep {delay:?}, then attempt again"),
 ///     Decision::GiveUp(reason) => assert_eq!(reason, GiveUp::Stopped),
 ///     Decision::Return => unreachable!("an error is never a plain return"),

@@ -3,12 +3,15 @@
 
 use std::time::{Duration, Instant};
 
-use retry_runtime::{BreakerState, CircuitBreaker, Verdict};
+use retry_runtime::{Attempted, BreakerState, CircuitBreaker, Verdict};
 
 const COOLDOWN: Duration = Duration::from_secs(10);
 
 fn fail(breaker: &CircuitBreaker, now: Instant, verdict: Verdict) {
-    breaker.try_acquire(now).unwrap().record(Some(verdict), now);
+    breaker
+        .try_acquire(now)
+        .unwrap()
+        .record(Attempted::Failed(verdict), now);
 }
 
 #[test]
@@ -31,7 +34,10 @@ fn a_success_resets_the_count_and_stop_failures_never_count() {
     for _ in 0..10 {
         fail(&breaker, now, Verdict::Retry);
         fail(&breaker, now, Verdict::Retry);
-        breaker.try_acquire(now).unwrap().record(None, now); // a success
+        breaker
+            .try_acquire(now)
+            .unwrap()
+            .record(Attempted::Succeeded, now); // a success
     }
     for _ in 0..100 {
         fail(&breaker, now, Verdict::Stop); // a 400: the caller's fault
@@ -49,7 +55,7 @@ fn after_the_cooldown_one_probe_closes_or_reopens() {
     assert!(probe.is_probe());
     assert_eq!(breaker.state(), BreakerState::HalfOpen);
     assert!(breaker.try_acquire(t1).is_err(), "one probe at a time");
-    probe.record(Some(Verdict::Retry), t1);
+    probe.record(Attempted::Failed(Verdict::Retry), t1);
     assert_eq!(
         breaker.state(),
         BreakerState::Open,
@@ -60,7 +66,10 @@ fn after_the_cooldown_one_probe_closes_or_reopens() {
         "for a whole cooldown"
     );
     let t2 = t1 + COOLDOWN;
-    breaker.try_acquire(t2).unwrap().record(None, t2);
+    breaker
+        .try_acquire(t2)
+        .unwrap()
+        .record(Attempted::Succeeded, t2);
     assert_eq!(
         breaker.state(),
         BreakerState::Closed,
@@ -127,8 +136,11 @@ fn a_failure_from_before_the_breaker_opened_does_not_count_after_it_closes() {
     let stale = breaker.try_acquire(t0).unwrap(); // admitted while closed
     fail(&breaker, t0, Verdict::Retry); // opens it
     let later = t0 + COOLDOWN;
-    breaker.try_acquire(later).unwrap().record(None, later); // the probe closes it
-    stale.record(Some(Verdict::Retry), later); // an old call reports late
+    breaker
+        .try_acquire(later)
+        .unwrap()
+        .record(Attempted::Succeeded, later); // the probe closes it
+    stale.record(Attempted::Failed(Verdict::Retry), later); // an old call reports late
     assert_eq!(
         breaker.state(),
         BreakerState::Closed,
@@ -141,9 +153,12 @@ fn a_failure_from_before_the_breaker_opened_does_not_count_after_it_closes() {
     for _ in 0..3 {
         fail(&breaker, t0, Verdict::Retry);
     }
-    breaker.try_acquire(later).unwrap().record(None, later);
+    breaker
+        .try_acquire(later)
+        .unwrap()
+        .record(Attempted::Succeeded, later);
     for permit in stale {
-        permit.record(Some(Verdict::Retry), later);
+        permit.record(Attempted::Failed(Verdict::Retry), later);
     }
     fail(&breaker, later, Verdict::Retry);
     assert_eq!(breaker.state(), BreakerState::Closed);
@@ -162,7 +177,7 @@ fn a_caller_whose_clock_is_far_ahead_does_not_wedge_the_others() {
         .expect("not locked out for an hour");
     assert!(probe.is_probe(), "one probe, as after any cooldown");
     assert!(breaker.try_acquire(now).is_err(), "still one at a time");
-    probe.record(None, now);
+    probe.record(Attempted::Succeeded, now);
     assert_eq!(breaker.state(), BreakerState::Closed);
 }
 
@@ -185,7 +200,7 @@ fn a_caller_whose_clock_is_far_behind_does_not_wedge_the_others() {
     // Opened by a caller an hour behind; then a reopen by a caller on time.
     fail(&breaker, behind, Verdict::Retry);
     let probe = breaker.try_acquire(later).unwrap();
-    probe.record(Some(Verdict::Retry), later);
+    probe.record(Attempted::Failed(Verdict::Retry), later);
     assert!(
         breaker.try_acquire(later + COOLDOWN / 2).is_err(),
         "reopened for a cooldown"

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use loom::sync::Arc;
 use loom::thread;
-use retry_runtime::{BreakerState, CircuitBreaker, Verdict};
+use retry_runtime::{Attempted, BreakerState, CircuitBreaker, Verdict};
 
 const COOLDOWN: Duration = Duration::from_secs(10);
 
@@ -27,7 +27,7 @@ fn opened() -> Arc<CircuitBreaker> {
     breaker
         .try_acquire(t0())
         .unwrap()
-        .record(Some(Verdict::Retry), t0());
+        .record(Attempted::Failed(Verdict::Retry), t0());
     breaker
 }
 
@@ -42,7 +42,7 @@ fn two_callers_after_the_cooldown_make_one_probe() {
             let probe = permit.as_ref().is_some_and(|p| p.is_probe());
             // Report success while still holding it.
             if let Some(permit) = permit {
-                permit.record(None, later);
+                permit.record(Attempted::Succeeded, later);
             }
             probe
         });
@@ -87,11 +87,11 @@ fn failures_racing_at_the_threshold_open_it_once() {
         let now = t0();
         let theirs = thread::spawn(move || {
             if let Ok(permit) = other.try_acquire(now) {
-                permit.record(Some(Verdict::Retry), now);
+                permit.record(Attempted::Failed(Verdict::Retry), now);
             }
         });
         if let Ok(permit) = breaker.try_acquire(now) {
-            permit.record(Some(Verdict::Retry), now);
+            permit.record(Attempted::Failed(Verdict::Retry), now);
         }
         theirs.join().unwrap();
         assert_eq!(breaker.state(), BreakerState::Open);
@@ -114,18 +114,18 @@ fn a_late_failure_racing_the_probes_success_cannot_reopen_it() {
         breaker
             .try_acquire(now)
             .unwrap()
-            .record(Some(Verdict::Retry), now);
+            .record(Attempted::Failed(Verdict::Retry), now);
         breaker
             .try_acquire(now)
             .unwrap()
-            .record(Some(Verdict::Retry), now);
+            .record(Attempted::Failed(Verdict::Retry), now);
         assert_eq!(breaker.state(), BreakerState::Open);
-        late_a.record(Some(Verdict::Retry), now);
+        late_a.record(Attempted::Failed(Verdict::Retry), now);
         let later = now + COOLDOWN;
         let probe = breaker.try_acquire(later).unwrap();
-        let late_report = move || late_b.record(Some(Verdict::Retry), later);
+        let late_report = move || late_b.record(Attempted::Failed(Verdict::Retry), later);
         let late = thread::spawn(late_report);
-        probe.record(None, later);
+        probe.record(Attempted::Succeeded, later);
         late.join().unwrap();
         assert_eq!(breaker.state(), BreakerState::Closed);
     });

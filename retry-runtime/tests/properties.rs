@@ -9,7 +9,7 @@ use proptest::prelude::*;
 use retry_runtime::backoff::Rng;
 use retry_runtime::testing::VirtualTime;
 use retry_runtime::{
-    AttemptState, Backoff, Decision, GiveUp, Jitter, Policy, RetryBudget, RetryThrottle,
+    AttemptState, Attempted, Backoff, Decision, GiveUp, Jitter, Policy, RetryBudget, RetryThrottle,
     SystemClock, Verdict,
 };
 
@@ -169,8 +169,9 @@ proptest! {
         let budget = RetryBudget::new(0.000_001, reserve, Duration::from_secs(1));
         let start = vt.now();
         let deadline = deadline_ms.map(|ms| start + Duration::from_millis(ms));
-        let mut state = AttemptState::with_budget(&policy, Some(&budget), SystemClock)
-            .with_rng(Rng::seeded(seed));
+        let mut state = AttemptState::new(&policy, SystemClock)
+            .budget(Some(&budget))
+            .rng(Rng::seeded(seed));
         let mut made = 0u32;
         let mut granted_at: Vec<Instant> = Vec::new();
         for step in &steps {
@@ -183,7 +184,7 @@ proptest! {
             }
             prop_assert!(made <= attempts, "attempt {made} of {attempts}");
             vt.advance(step.runs_for);
-            match state.decide(step.verdict) {
+            match state.decide(step.verdict.map_or(Attempted::Succeeded, Attempted::Failed)) {
                 Decision::Return => {
                     prop_assert!(step.verdict.is_none());
                     break;

@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 use retry_runtime::backoff::Rng;
 use retry_runtime::testing::VirtualTime;
 use retry_runtime::{
-    AttemptState, Decision, GiveUp, Jitter, Policy, RetryBudget, SystemClock, Verdict, call, run,
+    AttemptState, Attempted, Decision, GiveUp, Jitter, Policy, RetryBudget, SystemClock, Verdict,
+    call, run,
 };
 
 const MS: Duration = Duration::from_millis(1);
@@ -29,12 +30,12 @@ fn drive(
     mut verdict: impl FnMut(u32) -> Option<Verdict>,
 ) -> Run {
     let t0 = vt.now();
-    let mut state = AttemptState::with_budget(policy, budget, SystemClock);
+    let mut state = AttemptState::new(policy, SystemClock).budget(budget);
     let mut starts = Vec::new();
     loop {
         starts.push(vt.now() - t0);
         let v = verdict(state.attempt());
-        match state.decide(v) {
+        match state.decide(v.map_or(Attempted::Succeeded, Attempted::Failed)) {
             Decision::Retry(d) => run::sleep(d),
             end => {
                 return Run {
@@ -254,8 +255,8 @@ fn retry_after_is_honoured_and_jittered_upward_only() {
     let mut slept = Vec::new();
     for seed in 0..2000 {
         let vt = VirtualTime::start();
-        let mut state = AttemptState::new(&policy, SystemClock).with_rng(Rng::seeded(seed));
-        match state.decide(Some(Verdict::RetryAfter(asked))) {
+        let mut state = AttemptState::new(&policy, SystemClock).rng(Rng::seeded(seed));
+        match state.decide(Attempted::Failed(Verdict::RetryAfter(asked))) {
             Decision::Retry(d) => slept.push(d),
             other => panic!("{other:?}"),
         }
@@ -317,8 +318,8 @@ fn a_retry_after_that_fits_is_never_refused_for_its_jitter() {
     let policy = quiet().attempts(2).deadline(Some(Duration::from_secs(10)));
     for seed in 0..500 {
         let _vt = VirtualTime::start();
-        let mut state = AttemptState::new(&policy, SystemClock).with_rng(Rng::seeded(seed));
-        match state.decide(Some(Verdict::RetryAfter(asked))) {
+        let mut state = AttemptState::new(&policy, SystemClock).rng(Rng::seeded(seed));
+        match state.decide(Attempted::Failed(Verdict::RetryAfter(asked))) {
             Decision::Retry(d) => assert!(
                 d >= asked && d < Duration::from_secs(10),
                 "seed {seed}: {d:?}"
@@ -334,7 +335,9 @@ fn a_retry_after_that_does_not_fit_gives_up_with_the_deadline() {
     let policy = quiet().attempts(2).deadline(Some(Duration::from_secs(10)));
     let mut state = AttemptState::new(&policy, SystemClock);
     assert_eq!(
-        state.decide(Some(Verdict::RetryAfter(Duration::from_secs(10)))),
+        state.decide(Attempted::Failed(Verdict::RetryAfter(Duration::from_secs(
+            10
+        )))),
         Decision::GiveUp(GiveUp::Deadline)
     );
 }
@@ -604,7 +607,7 @@ fn near_the_deadline_a_trailing_coarse_clock_does_not_decide() {
     vt.advance(Duration::from_millis(950));
     // 950 ms + 100 ms would end at 1050 ms: still before it.
     assert_eq!(
-        state.decide(Some(Verdict::Retry)),
+        state.decide(Attempted::Failed(Verdict::Retry)),
         Decision::Retry(100 * MS)
     );
     vt.advance(Duration::from_millis(100));
@@ -612,13 +615,13 @@ fn near_the_deadline_a_trailing_coarse_clock_does_not_decide() {
     // 1050 ms + 200 ms is past it, though the coarse reading (150 ms)
     // says there is time.
     assert_eq!(
-        state.decide(Some(Verdict::Retry)),
+        state.decide(Attempted::Failed(Verdict::Retry)),
         Decision::GiveUp(GiveUp::Deadline)
     );
     // Woken at the deadline: the coarse reading says 200 ms are left.
     let mut state = AttemptState::new(&policy, Trailing);
     assert!(matches!(
-        state.decide(Some(Verdict::Retry)),
+        state.decide(Attempted::Failed(Verdict::Retry)),
         Decision::Retry(_)
     ));
     vt.advance(Duration::from_millis(1100));

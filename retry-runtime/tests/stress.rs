@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use retry_runtime::backoff::Rng;
-use retry_runtime::{BreakerState, CircuitBreaker, RetryBudget, RetryThrottle, Verdict};
+use retry_runtime::{Attempted, BreakerState, CircuitBreaker, RetryBudget, RetryThrottle, Verdict};
 
 const THREADS: usize = 2;
 
@@ -277,10 +277,10 @@ fn a_hammered_breaker_never_lets_two_probes_through() {
                         // then, and a permit dropped unreported (a
                         // cancelled or panicking attempt).
                         match rng.next_u64() % 10 {
-                            0..=3 => permit.record(Some(Verdict::Retry), now),
-                            4 => permit.record(Some(Verdict::Stop), now),
+                            0..=3 => permit.record(Attempted::Failed(Verdict::Retry), now),
+                            4 => permit.record(Attempted::Failed(Verdict::Stop), now),
                             5 => drop(permit),
-                            _ => permit.record(None, now),
+                            _ => permit.record(Attempted::Succeeded, now),
                         }
                     }
                     Err(_) => rejected += 1,
@@ -305,7 +305,7 @@ fn a_hammered_breaker_never_lets_two_probes_through() {
     let permit = breaker
         .try_acquire(later)
         .expect("a probe after the cooldown");
-    permit.record(None, later);
+    permit.record(Attempted::Succeeded, later);
     assert_eq!(breaker.state(), BreakerState::Closed);
 }
 

@@ -17,7 +17,7 @@ use crate::context::Scope;
 use crate::hedge::Hedge;
 use crate::timer::RuntimeClock;
 use crate::timer::maybe_timeout;
-use crate::vocabulary::Elapsed;
+use crate::vocabulary::{Attempted, Elapsed};
 
 /// What a round keeps of an attempt in flight besides its future.
 struct InFlight {
@@ -41,14 +41,13 @@ impl<C: Clock> AttemptState<'_, C> {
     /// `timeout` (or at the deadline) if given.
     ///
     /// `judge` turns what an attempt gave (`Err(Elapsed)` if it was cut
-    /// off) into its outcome and the verdict on it (`None`: a success
-    /// nobody asked to retry). The first answer (a success, or a
+    /// off) into its outcome and what the attempt came to. The first answer (a success, or a
     /// [`Stop`](Verdict::Stop)) ends the round and the other attempts are
     /// dropped at once. A retryable failure ends only its attempt (it
     /// counts against the breaker and the retry throttle as any failure
     /// does), unless it is the last in flight; the next hedge still waits
     /// for its delay. The round returns the outcome that ended it with its
-    /// verdict, for [`decide`](Self::decide): retries still apply after
+    /// judgement, for [`decide`](Self::decide): retries still apply after
     /// all attempts failed, after the longest `Retry-After` any of them
     /// was given.
     ///
@@ -62,13 +61,13 @@ impl<C: Clock> AttemptState<'_, C> {
     /// ```
     /// # extern crate retry_runtime as backstop;
     /// use std::time::Duration;
-    /// use backstop::{context, hedge::Hedge, AttemptState, Decision, Policy, SystemClock};
+    /// use backstop::{context, hedge::Hedge, Attempted, AttemptState, Decision, Policy, SystemClock};
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
     /// let policy = Policy::new().idempotent(true).no_budget();
     /// let mut state = AttemptState::new(&policy, backstop::timer::RuntimeClock::current());
     /// let hedge = Hedge::after(Duration::from_millis(50));
-    /// let (outcome, verdict) = state
+    /// let (outcome, attempted) = state
     ///     .run_hedged(
     ///         &hedge,
     ///         None,
@@ -81,12 +80,12 @@ impl<C: Clock> AttemptState<'_, C> {
     ///         },
     ///         |out| {
     ///             let outcome = out.unwrap_or_else(|_| unreachable!("no timeout"));
-    ///             (outcome, None)
+    ///             (outcome, Attempted::Succeeded)
     ///         },
     ///     )
     ///     .await;
     /// assert_eq!(outcome.unwrap(), 2);
-    /// assert_eq!(state.decide(verdict), Decision::Return);
+    /// assert_eq!(state.decide(attempted), Decision::Return);
     /// # }
     /// ```
     pub async fn run_hedged<O, F, Fut, J>(
@@ -95,11 +94,11 @@ impl<C: Clock> AttemptState<'_, C> {
         timeout: Option<Duration>,
         mut make: F,
         judge: J,
-    ) -> (O, Option<Verdict>)
+    ) -> (O, Attempted)
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = O>,
-        J: Fn(Result<O, Elapsed>) -> (O, Option<Verdict>),
+        J: Fn(Result<O, Elapsed>) -> (O, Attempted),
     {
         self.record_call();
         self.sending();
@@ -161,13 +160,13 @@ impl<C: Clock> AttemptState<'_, C> {
                         hedge.record(now.saturating_duration_since(meta.started), now);
                     }
                     let (outcome, mut verdict) = judge(out);
-                    let answered = matches!(verdict, None | Some(Verdict::Stop));
-                    if let (Some(Verdict::RetryAfter(asked)), false) = (verdict, answered) {
+                    let answered = verdict.answered();
+                    if let Attempted::Failed(Verdict::RetryAfter(asked)) = verdict {
                         pushback = pushback.max(Some(asked));
                     }
                     if answered || (first_in.is_none() && hedges.is_empty()) {
                         if let (Some(asked), false) = (pushback, answered) {
-                            verdict = Some(Verdict::RetryAfter(asked));
+                            verdict = Attempted::Failed(Verdict::RetryAfter(asked));
                         }
                         // The round is over: the others are dropped now.
                         primary.set(None);
@@ -347,14 +346,14 @@ impl<C: Clock> AttemptState<'_, C> {
     /// An attempt failed retryably while others are still in flight: it
     /// counts against the breaker and the retry throttle as any failure
     /// does, and the others go on.
-    fn failed_beside(&mut self, attempt: InFlight, verdict: Option<Verdict>, now: Instant) {
+    fn failed_beside(&mut self, attempt: InFlight, attempted: Attempted, now: Instant) {
         if let Some(permit) = attempt.permit {
-            permit.record(verdict, now);
+            permit.record(attempted, now);
         }
         if let Some(BudgetRef::Throttle(throttle)) = self.budget {
             throttle.failed(now);
         }
-        self.obs.failed_beside(attempt.attempt, verdict);
+        self.obs.failed_beside(attempt.attempt, attempted.verdict());
     }
 
     /// An attempt dropped when another ended the round. A first attempt's
