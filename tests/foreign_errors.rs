@@ -72,7 +72,7 @@ async fn a_tokio_timeout_is_ambiguous() {
     assert_eq!(elapsed.classify(), Verdict::RetryIfIdempotent);
     let boxed: BoxError = Box::new(elapsed);
     assert_eq!(boxed.classify(), Verdict::RetryIfIdempotent);
-    let rejected: BoxError = Box::new(backstop::CircuitOpen);
+    let rejected: BoxError = Box::new(backstop::CircuitOpen::new());
     assert_eq!(rejected.classify(), Verdict::Stop);
 }
 

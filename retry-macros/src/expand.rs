@@ -493,7 +493,7 @@ fn hedged_timeout(
             );
             (
                 quote_spanned!(span=> ::core::option::Option::Some(#rt::attempt_timeout(#t))),
-                timed_out(quote!(#from(#rt::Elapsed))),
+                timed_out(quote!(#from(#rt::Elapsed::new()))),
             )
         }
         None if args.policy.value().is_some() => {
@@ -563,7 +563,7 @@ fn timed_attempt(
                     ).await {
                         ::core::result::Result::Ok(#outcome) => (#outcome, false),
                         ::core::result::Result::Err(_) => (
-                            ::core::result::Result::Err(#from(#rt::Elapsed)),
+                            ::core::result::Result::Err(#from(#rt::Elapsed::new())),
                             true,
                         ),
                     };
@@ -599,7 +599,7 @@ fn timed_attempt(
                         #attempt,
                     ).await {
                         ::core::result::Result::Ok(#outcome) => (#outcome, false),
-                        ::core::result::Result::Err(#rt::Elapsed) => match #into {
+                        ::core::result::Result::Err(#rt::Elapsed { .. }) => match #into {
                             ::core::option::Option::Some(#into) => {
                                 (::core::result::Result::Err(#into()), true)
                             }

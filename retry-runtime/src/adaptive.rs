@@ -247,7 +247,7 @@ impl AdaptiveThrottle {
     /// [`Throttled`] when the attempt is shed.
     pub fn admit(&self, now: Instant, draw: f64) -> Result<(), Throttled> {
         if draw < self.rejection_probability(now) {
-            Err(Throttled)
+            Err(Throttled::new())
         } else {
             Ok(())
         }

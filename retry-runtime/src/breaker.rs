@@ -222,7 +222,7 @@ impl CircuitBreaker {
                         Err(actual) => current = actual,
                     }
                 }
-                _ => return Err(CircuitOpen),
+                _ => return Err(CircuitOpen::new()),
             }
         }
     }

@@ -145,7 +145,7 @@ pub trait ViaFrom<E> {
 
 impl<E: From<crate::Elapsed>> ViaFrom<E> for ElapsedInto<E> {
     fn elapsed_into(&self) -> Option<fn() -> E> {
-        Some(|| E::from(crate::Elapsed))
+        Some(|| E::from(crate::Elapsed::new()))
     }
 }
 

@@ -161,7 +161,7 @@ impl AttemptRequest {
         }
         match tokio::time::timeout(left, client.execute(request)).await {
             Ok(response) => Ok(response?),
-            Err(_) => Err(Error::Elapsed(Elapsed)),
+            Err(_) => Err(Error::Elapsed(Elapsed::new())),
         }
     }
 }

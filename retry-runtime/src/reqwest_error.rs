@@ -19,9 +19,9 @@ use crate::vocabulary::{CircuitOpen, Classify, Elapsed, Verdict};
 /// # extern crate retry_runtime as backstop;
 /// use backstop::{reqwest::Error, CircuitOpen, Classify, Elapsed, Verdict};
 ///
-/// assert_eq!(Error::from(CircuitOpen).classify(), Verdict::Stop);
-/// assert_eq!(Error::from(Elapsed).classify(), Verdict::RetryIfIdempotent);
-/// assert!(Error::from(Elapsed).is_timeout());
+/// assert_eq!(Error::from(CircuitOpen::new()).classify(), Verdict::Stop);
+/// assert_eq!(Error::from(Elapsed::new()).classify(), Verdict::RetryIfIdempotent);
+/// assert!(Error::from(Elapsed::new()).is_timeout());
 /// ```
 #[derive(Debug)]
 #[non_exhaustive]

@@ -329,9 +329,9 @@ impl Classify for ::reqwest::Response {
 /// ```
 /// # extern crate retry_runtime as backstop;
 /// use backstop::{CircuitOpen, Classify, Elapsed, Verdict};
-/// let open = reqwest_middleware::Error::from(CircuitOpen);
+/// let open = reqwest_middleware::Error::from(CircuitOpen::new());
 /// assert_eq!(open.classify(), Verdict::Stop);
-/// let timed_out = reqwest_middleware::Error::from(Elapsed);
+/// let timed_out = reqwest_middleware::Error::from(Elapsed::new());
 /// assert_eq!(timed_out.classify(), Verdict::RetryIfIdempotent);
 /// ```
 impl Classify for Error {
@@ -436,7 +436,7 @@ impl Driver for Call<'_> {
         let outcome = crate::timer::timeout(limit, send).await;
         outcome.unwrap_or_else(|_| {
             self.timed_out = true;
-            Err(Error::from(Elapsed))
+            Err(Error::from(Elapsed::new()))
         })
     }
 

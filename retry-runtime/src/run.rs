@@ -310,7 +310,7 @@ impl<E: From<Elapsed>> TimeoutSlot<E> for WithTimeout {
     }
 
     fn elapsed() -> E {
-        E::from(Elapsed)
+        E::from(Elapsed::new())
     }
 }
 
@@ -1375,7 +1375,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
                 let verdict = self.verdict(&outcome);
                 (outcome, verdict)
             }
-            Err(Elapsed) => (
+            Err(crate::Elapsed { .. }) => (
                 Err(L::elapsed()),
                 crate::vocabulary::Attempted::Failed(crate::classify::Verdict::RetryIfIdempotent),
             ),

@@ -178,7 +178,7 @@ impl RuntimeClock {
             in_tokio();
             return tokio::time::timeout(limit, future)
                 .await
-                .map_err(|_| crate::Elapsed);
+                .map_err(|_| crate::Elapsed::new());
         }
         let mut future = std::pin::pin!(future);
         let mut timer = std::pin::pin!(self.sleep(limit));
@@ -186,7 +186,7 @@ impl RuntimeClock {
             if let Poll::Ready(output) = future.as_mut().poll(cx) {
                 return Poll::Ready(Ok(output));
             }
-            timer.as_mut().poll(cx).map(|()| Err(crate::Elapsed))
+            timer.as_mut().poll(cx).map(|()| Err(crate::Elapsed::new()))
         })
         .await
     }

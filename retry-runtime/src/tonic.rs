@@ -62,7 +62,7 @@ impl Classify for ::tonic::Status {
 /// ```
 /// # extern crate retry_runtime as backstop;
 /// use backstop::{CircuitOpen, Classify, Verdict};
-/// let status = tonic::Status::from(CircuitOpen);
+/// let status = tonic::Status::from(CircuitOpen::new());
 /// assert_eq!(status.code(), tonic::Code::Unavailable);
 /// assert_eq!(status.classify(), Verdict::Stop);
 /// ```
@@ -91,7 +91,7 @@ impl From<crate::Throttled> for ::tonic::Status {
 /// ```
 /// # extern crate retry_runtime as backstop;
 /// use backstop::{Classify, Elapsed, Verdict};
-/// let status = tonic::Status::from(Elapsed);
+/// let status = tonic::Status::from(Elapsed::new());
 /// assert_eq!(status.code(), tonic::Code::DeadlineExceeded);
 /// assert_eq!(status.classify(), Verdict::RetryIfIdempotent);
 /// ```

@@ -207,7 +207,7 @@ impl<E: Classify + 'static> Classifier<E> for TransportErrors {
 /// assert_eq!(transport_verdict(&Error::from(ErrorKind::ConnectionRefused)), Verdict::Retry);
 /// assert_eq!(transport_verdict(&Error::from(ErrorKind::ConnectionReset)), Verdict::RetryIfIdempotent);
 /// assert_eq!(transport_verdict(&std::fmt::Error), Verdict::RetryIfIdempotent);
-/// assert_eq!(transport_verdict(&backstop::CircuitOpen), Verdict::Stop);
+/// assert_eq!(transport_verdict(&backstop::CircuitOpen::new()), Verdict::Stop);
 /// ```
 pub fn transport_verdict<E: std::error::Error + 'static>(error: &E) -> Verdict {
     transport_chain(error)

@@ -245,10 +245,22 @@ pub enum Decision {
 /// ```
 /// # extern crate retry_runtime as backstop;
 /// use backstop::Elapsed;
-/// assert_eq!(Elapsed.to_string(), "attempt timed out");
+/// assert_eq!(Elapsed::new().to_string(), "attempt timed out");
+/// // Matched without naming its private field:
+/// let outcome: Result<(), Elapsed> = Err(Elapsed::default());
+/// assert!(matches!(outcome, Err(Elapsed { .. })));
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct Elapsed;
+pub struct Elapsed(());
+
+impl Elapsed {
+    /// The error, as the runtime makes it (for tests and hand-written
+    /// wrappers). Its field is private so that it can grow; match it as
+    /// `Elapsed { .. }`.
+    pub const fn new() -> Self {
+        Self(())
+    }
+}
 
 impl fmt::Display for Elapsed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -266,7 +278,7 @@ impl Error for Elapsed {}
 /// # extern crate retry_runtime as backstop;
 /// use std::io::{Error, ErrorKind};
 /// use backstop::{Classify, Elapsed, Verdict};
-/// let error = Error::from(Elapsed);
+/// let error = Error::from(Elapsed::new());
 /// assert_eq!(error.kind(), ErrorKind::TimedOut);
 /// assert_eq!(error.classify(), Verdict::RetryIfIdempotent);
 /// assert!(error.get_ref().is_some_and(|e| e.is::<Elapsed>()));
@@ -285,10 +297,19 @@ impl From<Elapsed> for std::io::Error {
 /// ```
 /// # extern crate retry_runtime as backstop;
 /// use backstop::CircuitOpen;
-/// assert_eq!(CircuitOpen.to_string(), "circuit breaker open: the dependency is failing, call rejected");
+/// assert_eq!(CircuitOpen::new().to_string(), "circuit breaker open: the dependency is failing, call rejected");
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct CircuitOpen;
+pub struct CircuitOpen(());
+
+impl CircuitOpen {
+    /// The error, as the runtime makes it (for tests and hand-written
+    /// wrappers). Its field is private so that it can grow; match it as
+    /// `CircuitOpen { .. }`.
+    pub const fn new() -> Self {
+        Self(())
+    }
+}
 
 impl fmt::Display for CircuitOpen {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -306,7 +327,7 @@ impl Error for CircuitOpen {}
 /// ```
 /// # extern crate retry_runtime as backstop;
 /// use backstop::{CircuitOpen, Classify, Verdict};
-/// let error = std::io::Error::from(CircuitOpen);
+/// let error = std::io::Error::from(CircuitOpen::new());
 /// assert_eq!(error.classify(), Verdict::Stop);
 /// assert!(error.get_ref().is_some_and(|e| e.is::<CircuitOpen>()));
 /// ```
@@ -325,10 +346,19 @@ impl From<CircuitOpen> for std::io::Error {
 /// ```
 /// # extern crate retry_runtime as backstop;
 /// use backstop::Throttled;
-/// assert_eq!(Throttled.to_string(), "attempt shed by the adaptive throttle");
+/// assert_eq!(Throttled::new().to_string(), "attempt shed by the adaptive throttle");
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct Throttled;
+pub struct Throttled(());
+
+impl Throttled {
+    /// The error, as the runtime makes it (for tests and hand-written
+    /// wrappers). Its field is private so that it can grow; match it as
+    /// `Throttled { .. }`.
+    pub const fn new() -> Self {
+        Self(())
+    }
+}
 
 impl fmt::Display for Throttled {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -345,7 +375,7 @@ impl Error for Throttled {}
 /// ```
 /// # extern crate retry_runtime as backstop;
 /// use backstop::{Classify, Throttled, Verdict};
-/// let error = std::io::Error::from(Throttled);
+/// let error = std::io::Error::from(Throttled::new());
 /// assert_eq!(error.classify(), Verdict::Stop);
 /// ```
 impl From<Throttled> for std::io::Error {
