@@ -104,11 +104,33 @@ impl RetryMiddleware {
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
-    /// use backstop::{reqwest_middleware::RetryMiddleware, Policy};
-    /// let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+    /// use backstop::{http::Attempts, reqwest_middleware::RetryMiddleware, Policy};
+    /// use reqwest_middleware::ClientBuilder;
+    /// # use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+    /// # /// Stands in for the network: answers these statuses in turn (the last
+    /// # /// ever after; 0 hangs for a minute, then answers 200; 1 is an error).
+    /// # struct Server(&'static [u16], AtomicUsize);
+    /// # impl Server { fn new(statuses: &'static [u16]) -> Self { Self(statuses, AtomicUsize::new(0)) } }
+    /// # #[async_trait::async_trait]
+    /// # impl reqwest_middleware::Middleware for Server {
+    /// #     async fn handle(&self, _: reqwest::Request, _: &mut http::Extensions, _: reqwest_middleware::Next<'_>)
+    /// #     -> reqwest_middleware::Result<reqwest::Response> {
+    /// #         let mut status = self.0[self.1.fetch_add(1, Relaxed).min(self.0.len() - 1)];
+    /// #         if status == 0 { tokio::time::sleep(std::time::Duration::from_secs(60)).await; status = 200; }
+    /// #         if status == 1 { return Err(reqwest_middleware::Error::middleware(std::io::Error::other("pool busy"))); }
+    /// #         Ok(http::Response::builder().status(status).body("").unwrap().into())
+    /// #     }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let client = ClientBuilder::new(reqwest::Client::new())
     ///     .with(RetryMiddleware::new(&Policy::new()))
+    /// #   .with(Server::new(&[503, 200]))
     ///     .build();
-    /// # let _ = client;
+    /// // Unavailable once, then answered.
+    /// let response = client.get("http://users.internal/users/7").send().await.unwrap();
+    /// assert_eq!(response.status(), 200);
+    /// assert_eq!(response.extensions().get::<Attempts>(), Some(&Attempts(2)));
+    /// # }
     /// ```
     pub fn new(policy: &Policy) -> Self {
         let inner = RetryLayer::with_requests(policy, ReqwestRequests::default())
@@ -137,9 +159,34 @@ impl<W, K, B, R, G, L, A> RetryMiddleware<W, K, B, R, G, L, A> {
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
-    /// use backstop::{reqwest_middleware::RetryMiddleware, Policy};
-    /// let middleware = RetryMiddleware::new(&Policy::new()).add_idempotency_key();
-    /// # let _ = middleware;
+    /// use backstop::{http::Attempts, reqwest_middleware::RetryMiddleware, Policy};
+    /// use reqwest_middleware::ClientBuilder;
+    /// # use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+    /// # /// Stands in for the network: answers these statuses in turn (the last
+    /// # /// ever after; 0 hangs for a minute, then answers 200; 1 is an error).
+    /// # struct Server(&'static [u16], AtomicUsize);
+    /// # impl Server { fn new(statuses: &'static [u16]) -> Self { Self(statuses, AtomicUsize::new(0)) } }
+    /// # #[async_trait::async_trait]
+    /// # impl reqwest_middleware::Middleware for Server {
+    /// #     async fn handle(&self, _: reqwest::Request, _: &mut http::Extensions, _: reqwest_middleware::Next<'_>)
+    /// #     -> reqwest_middleware::Result<reqwest::Response> {
+    /// #         let mut status = self.0[self.1.fetch_add(1, Relaxed).min(self.0.len() - 1)];
+    /// #         if status == 0 { tokio::time::sleep(std::time::Duration::from_secs(60)).await; status = 200; }
+    /// #         if status == 1 { return Err(reqwest_middleware::Error::middleware(std::io::Error::other("pool busy"))); }
+    /// #         Ok(http::Response::builder().status(status).body("").unwrap().into())
+    /// #     }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let client = ClientBuilder::new(reqwest::Client::new())
+    ///     .with(RetryMiddleware::new(&Policy::new()).add_idempotency_key())
+    /// #   .with(Server::new(&[502, 201]))
+    ///     .build();
+    /// // A 502 may come after the server did the work: a POST is sent again only
+    /// // because it carries the same key, for the server to do the work once.
+    /// let response = client.post("http://orders.internal/orders").body("{}").send().await.unwrap();
+    /// assert_eq!(response.status(), 201);
+    /// assert_eq!(response.extensions().get::<Attempts>(), Some(&Attempts(2)));
+    /// # }
     /// ```
     pub fn add_idempotency_key(mut self) -> Self {
         self.inner.requests.add_key = true;
@@ -152,9 +199,33 @@ impl<W, K, B, R, G, L, A> RetryMiddleware<W, K, B, R, G, L, A> {
     /// ```
     /// # extern crate retry_runtime as backstop;
     /// use backstop::{reqwest_middleware::RetryMiddleware, Policy, RetryThrottle};
+    /// use reqwest_middleware::ClientBuilder;
+    /// # use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+    /// # /// Stands in for the network: answers these statuses in turn (the last
+    /// # /// ever after; 0 hangs for a minute, then answers 200; 1 is an error).
+    /// # struct Server(&'static [u16], AtomicUsize);
+    /// # impl Server { fn new(statuses: &'static [u16]) -> Self { Self(statuses, AtomicUsize::new(0)) } }
+    /// # #[async_trait::async_trait]
+    /// # impl reqwest_middleware::Middleware for Server {
+    /// #     async fn handle(&self, _: reqwest::Request, _: &mut http::Extensions, _: reqwest_middleware::Next<'_>)
+    /// #     -> reqwest_middleware::Result<reqwest::Response> {
+    /// #         let mut status = self.0[self.1.fetch_add(1, Relaxed).min(self.0.len() - 1)];
+    /// #         if status == 0 { tokio::time::sleep(std::time::Duration::from_secs(60)).await; status = 200; }
+    /// #         if status == 1 { return Err(reqwest_middleware::Error::middleware(std::io::Error::other("pool busy"))); }
+    /// #         Ok(http::Response::builder().status(status).body("").unwrap().into())
+    /// #     }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
     /// static USERS_API: RetryThrottle = RetryThrottle::standard();
-    /// let middleware = RetryMiddleware::new(&Policy::new()).budget(&USERS_API);
-    /// # let _ = middleware;
+    /// let client = ClientBuilder::new(reqwest::Client::new())
+    ///     .with(RetryMiddleware::new(&Policy::new()).budget(&USERS_API))
+    /// #   .with(Server::new(&[503, 200]))
+    ///     .build();
+    /// let response = client.get("http://users.internal/users/7").send().await.unwrap();
+    /// assert_eq!(response.status(), 200);
+    /// // The failure was paid for from the shared throttle.
+    /// assert!(USERS_API.tokens() < f64::from(USERS_API.max_tokens()));
+    /// # }
     /// ```
     pub fn budget(self, budget: impl Into<BudgetRef<'static>>) -> Self {
         self.map(|layer| layer.budget(budget))
@@ -164,9 +235,35 @@ impl<W, K, B, R, G, L, A> RetryMiddleware<W, K, B, R, G, L, A> {
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
-    /// use backstop::{reqwest_middleware::RetryMiddleware, Policy};
-    /// let middleware = RetryMiddleware::new(&Policy::new()).no_budget();
-    /// # let _ = middleware;
+    /// use backstop::{reqwest_middleware::RetryMiddleware, Policy, RetryThrottle};
+    /// use reqwest_middleware::ClientBuilder;
+    /// # use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+    /// # /// Stands in for the network: answers these statuses in turn (the last
+    /// # /// ever after; 0 hangs for a minute, then answers 200; 1 is an error).
+    /// # struct Server(&'static [u16], AtomicUsize);
+    /// # impl Server { fn new(statuses: &'static [u16]) -> Self { Self(statuses, AtomicUsize::new(0)) } }
+    /// # #[async_trait::async_trait]
+    /// # impl reqwest_middleware::Middleware for Server {
+    /// #     async fn handle(&self, _: reqwest::Request, _: &mut http::Extensions, _: reqwest_middleware::Next<'_>)
+    /// #     -> reqwest_middleware::Result<reqwest::Response> {
+    /// #         let mut status = self.0[self.1.fetch_add(1, Relaxed).min(self.0.len() - 1)];
+    /// #         if status == 0 { tokio::time::sleep(std::time::Duration::from_secs(60)).await; status = 200; }
+    /// #         if status == 1 { return Err(reqwest_middleware::Error::middleware(std::io::Error::other("pool busy"))); }
+    /// #         Ok(http::Response::builder().status(status).body("").unwrap().into())
+    /// #     }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// static USERS_API: RetryThrottle = RetryThrottle::standard();
+    /// // Whatever the policy names, this middleware draws on nothing.
+    /// let policy = Policy::new().retry_throttle(&USERS_API);
+    /// let client = ClientBuilder::new(reqwest::Client::new())
+    ///     .with(RetryMiddleware::new(&policy).no_budget())
+    /// #   .with(Server::new(&[503, 200]))
+    ///     .build();
+    /// let response = client.get("http://users.internal/users/7").send().await.unwrap();
+    /// assert_eq!(response.status(), 200);
+    /// assert_eq!(USERS_API.tokens(), f64::from(USERS_API.max_tokens()));
+    /// # }
     /// ```
     pub fn no_budget(self) -> Self {
         self.map(RetryLayer::no_budget)
@@ -176,10 +273,35 @@ impl<W, K, B, R, G, L, A> RetryMiddleware<W, K, B, R, G, L, A> {
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
-    /// use backstop::{reqwest_middleware::RetryMiddleware, Policy};
-    /// let middleware = RetryMiddleware::new(&Policy::new())
-    ///     .when(|e: &reqwest_middleware::Error| e.is_connect());
-    /// # let _ = middleware;
+    /// use backstop::{http::Attempts, reqwest_middleware::RetryMiddleware, Policy};
+    /// use reqwest_middleware::ClientBuilder;
+    /// # use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+    /// # /// Stands in for the network: answers these statuses in turn (the last
+    /// # /// ever after; 0 hangs for a minute, then answers 200; 1 is an error).
+    /// # struct Server(&'static [u16], AtomicUsize);
+    /// # impl Server { fn new(statuses: &'static [u16]) -> Self { Self(statuses, AtomicUsize::new(0)) } }
+    /// # #[async_trait::async_trait]
+    /// # impl reqwest_middleware::Middleware for Server {
+    /// #     async fn handle(&self, _: reqwest::Request, _: &mut http::Extensions, _: reqwest_middleware::Next<'_>)
+    /// #     -> reqwest_middleware::Result<reqwest::Response> {
+    /// #         let mut status = self.0[self.1.fetch_add(1, Relaxed).min(self.0.len() - 1)];
+    /// #         if status == 0 { tokio::time::sleep(std::time::Duration::from_secs(60)).await; status = 200; }
+    /// #         if status == 1 { return Err(reqwest_middleware::Error::middleware(std::io::Error::other("pool busy"))); }
+    /// #         Ok(http::Response::builder().status(status).body("").unwrap().into())
+    /// #     }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let client = ClientBuilder::new(reqwest::Client::new())
+    ///     // The default retries reqwest's own failures; this, another
+    ///     // middleware's "pool busy" too.
+    ///     .with(RetryMiddleware::new(&Policy::new()).when(|e: &reqwest_middleware::Error| {
+    ///         e.is_connect() || e.to_string().contains("pool busy")
+    ///     }))
+    /// #   .with(Server::new(&[1, 200]))
+    ///     .build();
+    /// let response = client.get("http://users.internal/users/7").send().await.unwrap();
+    /// assert_eq!(response.extensions().get::<Attempts>(), Some(&Attempts(2)));
+    /// # }
     /// ```
     pub fn when<F, V>(self, f: F) -> RetryMiddleware<crate::When<F>, K, B, R, G, L, A>
     where
@@ -194,10 +316,33 @@ impl<W, K, B, R, G, L, A> RetryMiddleware<W, K, B, R, G, L, A> {
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
-    /// use backstop::{reqwest_middleware::RetryMiddleware, Policy};
-    /// let middleware = RetryMiddleware::new(&Policy::new())
-    ///     .when_ok(|r: &reqwest::Response| r.status() == 503);
-    /// # let _ = middleware;
+    /// use backstop::{http::Attempts, reqwest_middleware::RetryMiddleware, Policy};
+    /// use reqwest_middleware::ClientBuilder;
+    /// # use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+    /// # /// Stands in for the network: answers these statuses in turn (the last
+    /// # /// ever after; 0 hangs for a minute, then answers 200; 1 is an error).
+    /// # struct Server(&'static [u16], AtomicUsize);
+    /// # impl Server { fn new(statuses: &'static [u16]) -> Self { Self(statuses, AtomicUsize::new(0)) } }
+    /// # #[async_trait::async_trait]
+    /// # impl reqwest_middleware::Middleware for Server {
+    /// #     async fn handle(&self, _: reqwest::Request, _: &mut http::Extensions, _: reqwest_middleware::Next<'_>)
+    /// #     -> reqwest_middleware::Result<reqwest::Response> {
+    /// #         let mut status = self.0[self.1.fetch_add(1, Relaxed).min(self.0.len() - 1)];
+    /// #         if status == 0 { tokio::time::sleep(std::time::Duration::from_secs(60)).await; status = 200; }
+    /// #         if status == 1 { return Err(reqwest_middleware::Error::middleware(std::io::Error::other("pool busy"))); }
+    /// #         Ok(http::Response::builder().status(status).body("").unwrap().into())
+    /// #     }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let client = ClientBuilder::new(reqwest::Client::new())
+    ///     // Retries a 404 as well (the record is being created elsewhere).
+    ///     .with(RetryMiddleware::new(&Policy::new()).when_ok(|r: &reqwest::Response| r.status() == 404))
+    /// #   .with(Server::new(&[404, 200]))
+    ///     .build();
+    /// let response = client.get("http://users.internal/users/7").send().await.unwrap();
+    /// assert_eq!(response.status(), 200);
+    /// assert_eq!(response.extensions().get::<Attempts>(), Some(&Attempts(2)));
+    /// # }
     /// ```
     pub fn when_ok<F, V>(self, f: F) -> RetryMiddleware<W, crate::When<F>, B, R, G, L, A>
     where
@@ -213,7 +358,7 @@ impl<W, K, B, R, G, L, A> RetryMiddleware<W, K, B, R, G, L, A> {
     /// # extern crate retry_runtime as backstop;
     /// use backstop::{reqwest_middleware::RetryMiddleware, Policy};
     /// let middleware = RetryMiddleware::new(&Policy::new()).name("users-api");
-    /// # let _ = middleware;
+    /// assert!(format!("{middleware:?}").contains(r#"name: "users-api""#));
     /// ```
     pub fn name(self, name: &'static str) -> Self {
         self.map(|layer| layer.name(name))
@@ -223,11 +368,40 @@ impl<W, K, B, R, G, L, A> RetryMiddleware<W, K, B, R, G, L, A> {
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
+    /// use std::time::Duration;
     /// use backstop::{reqwest_middleware::RetryMiddleware, Policy, RetryEvent};
+    /// use reqwest_middleware::ClientBuilder;
+    /// # use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+    /// # /// Stands in for the network: answers these statuses in turn (the last
+    /// # /// ever after; 0 hangs for a minute, then answers 200; 1 is an error).
+    /// # struct Server(&'static [u16], AtomicUsize);
+    /// # impl Server { fn new(statuses: &'static [u16]) -> Self { Self(statuses, AtomicUsize::new(0)) } }
+    /// # #[async_trait::async_trait]
+    /// # impl reqwest_middleware::Middleware for Server {
+    /// #     async fn handle(&self, _: reqwest::Request, _: &mut http::Extensions, _: reqwest_middleware::Next<'_>)
+    /// #     -> reqwest_middleware::Result<reqwest::Response> {
+    /// #         let mut status = self.0[self.1.fetch_add(1, Relaxed).min(self.0.len() - 1)];
+    /// #         if status == 0 { tokio::time::sleep(std::time::Duration::from_secs(60)).await; status = 200; }
+    /// #         if status == 1 { return Err(reqwest_middleware::Error::middleware(std::io::Error::other("pool busy"))); }
+    /// #         Ok(http::Response::builder().status(status).body("").unwrap().into())
+    /// #     }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// static WAITED: std::sync::Mutex<Vec<Duration>> = std::sync::Mutex::new(Vec::new());
     /// let middleware = RetryMiddleware::new(&Policy::new()).on_retry(
-    ///     |e: &RetryEvent<'_, reqwest::Response, reqwest_middleware::Error>| eprintln!("retry {}", e.attempt()),
+    ///     |e: &RetryEvent<'_, reqwest::Response, reqwest_middleware::Error>| {
+    ///         assert_eq!(e.outcome().unwrap().status(), 503);
+    ///         WAITED.lock().unwrap().push(e.delay());
+    ///     },
     /// );
-    /// # let _ = middleware;
+    /// let client = ClientBuilder::new(reqwest::Client::new())
+    ///     .with(middleware)
+    /// #   .with(Server::new(&[503, 503, 200]))
+    ///     .build();
+    /// let response = client.get("http://users.internal/users/7").send().await.unwrap();
+    /// assert_eq!(response.status(), 200);
+    /// assert_eq!(WAITED.lock().unwrap().len(), 2);
+    /// # }
     /// ```
     pub fn on_retry<F>(self, f: F) -> RetryMiddleware<W, K, B, F, G, L, A>
     where
@@ -240,11 +414,40 @@ impl<W, K, B, R, G, L, A> RetryMiddleware<W, K, B, R, G, L, A> {
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
-    /// use backstop::{reqwest_middleware::RetryMiddleware, GiveUpEvent, Policy};
-    /// let middleware = RetryMiddleware::new(&Policy::new()).on_give_up(
-    ///     |e: &GiveUpEvent<'_, reqwest::Response, reqwest_middleware::Error>| eprintln!("{}", e.reason()),
+    /// use std::sync::Mutex;
+    /// use backstop::{reqwest_middleware::RetryMiddleware, GiveUp, GiveUpEvent, Policy};
+    /// use reqwest_middleware::ClientBuilder;
+    /// # use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+    /// # /// Stands in for the network: answers these statuses in turn (the last
+    /// # /// ever after; 0 hangs for a minute, then answers 200; 1 is an error).
+    /// # struct Server(&'static [u16], AtomicUsize);
+    /// # impl Server { fn new(statuses: &'static [u16]) -> Self { Self(statuses, AtomicUsize::new(0)) } }
+    /// # #[async_trait::async_trait]
+    /// # impl reqwest_middleware::Middleware for Server {
+    /// #     async fn handle(&self, _: reqwest::Request, _: &mut http::Extensions, _: reqwest_middleware::Next<'_>)
+    /// #     -> reqwest_middleware::Result<reqwest::Response> {
+    /// #         let mut status = self.0[self.1.fetch_add(1, Relaxed).min(self.0.len() - 1)];
+    /// #         if status == 0 { tokio::time::sleep(std::time::Duration::from_secs(60)).await; status = 200; }
+    /// #         if status == 1 { return Err(reqwest_middleware::Error::middleware(std::io::Error::other("pool busy"))); }
+    /// #         Ok(http::Response::builder().status(status).body("").unwrap().into())
+    /// #     }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// static REASON: Mutex<Option<GiveUp>> = Mutex::new(None);
+    /// let middleware = RetryMiddleware::new(&Policy::new().attempts(2)).on_give_up(
+    ///     |e: &GiveUpEvent<'_, reqwest::Response, reqwest_middleware::Error>| {
+    ///         *REASON.lock().unwrap() = Some(e.reason());
+    ///     },
     /// );
-    /// # let _ = middleware;
+    /// let client = ClientBuilder::new(reqwest::Client::new())
+    ///     .with(middleware)
+    /// #   .with(Server::new(&[503]))
+    ///     .build();
+    /// // Unavailable, and again: the last answer is the call's.
+    /// let response = client.get("http://users.internal/users/7").send().await.unwrap();
+    /// assert_eq!(response.status(), 503);
+    /// assert_eq!(*REASON.lock().unwrap(), Some(GiveUp::Attempts));
+    /// # }
     /// ```
     pub fn on_give_up<F>(self, f: F) -> RetryMiddleware<W, K, B, R, F, L, A>
     where
@@ -259,10 +462,37 @@ impl<W, K, B, R, G, L, A> RetryMiddleware<W, K, B, R, G, L, A> {
     /// ```
     /// # extern crate retry_runtime as backstop;
     /// use std::time::Duration;
-    /// use backstop::{reqwest_middleware::RetryMiddleware, CircuitBreaker, Policy};
-    /// static USERS_API: CircuitBreaker = CircuitBreaker::new(5, Duration::from_secs(30));
-    /// let middleware = RetryMiddleware::new(&Policy::new()).breaker(&USERS_API);
-    /// # let _ = middleware;
+    /// use backstop::{reqwest_middleware::RetryMiddleware, BreakerState, CircuitBreaker, CircuitOpen, Policy};
+    /// use reqwest_middleware::ClientBuilder;
+    /// # use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+    /// # /// Stands in for the network: answers these statuses in turn (the last
+    /// # /// ever after; 0 hangs for a minute, then answers 200; 1 is an error).
+    /// # struct Server(&'static [u16], AtomicUsize);
+    /// # impl Server { fn new(statuses: &'static [u16]) -> Self { Self(statuses, AtomicUsize::new(0)) } }
+    /// # #[async_trait::async_trait]
+    /// # impl reqwest_middleware::Middleware for Server {
+    /// #     async fn handle(&self, _: reqwest::Request, _: &mut http::Extensions, _: reqwest_middleware::Next<'_>)
+    /// #     -> reqwest_middleware::Result<reqwest::Response> {
+    /// #         let mut status = self.0[self.1.fetch_add(1, Relaxed).min(self.0.len() - 1)];
+    /// #         if status == 0 { tokio::time::sleep(std::time::Duration::from_secs(60)).await; status = 200; }
+    /// #         if status == 1 { return Err(reqwest_middleware::Error::middleware(std::io::Error::other("pool busy"))); }
+    /// #         Ok(http::Response::builder().status(status).body("").unwrap().into())
+    /// #     }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// static USERS_API: CircuitBreaker = CircuitBreaker::new(3, Duration::from_secs(30));
+    /// let client = ClientBuilder::new(reqwest::Client::new())
+    ///     .with(RetryMiddleware::new(&Policy::new()).breaker(&USERS_API))
+    /// #   .with(Server::new(&[503]))
+    ///     .build();
+    /// let url = "http://users.internal/users/7";
+    /// assert_eq!(client.get(url).send().await.unwrap().status(), 503); // three 503s open it
+    /// assert_eq!(USERS_API.state(), BreakerState::Open);
+    /// let Err(reqwest_middleware::Error::Middleware(rejected)) = client.get(url).send().await else {
+    ///     panic!("the breaker is open");
+    /// };
+    /// assert!(rejected.is::<CircuitOpen>());
+    /// # }
     /// ```
     pub fn breaker(
         self,
@@ -276,10 +506,41 @@ impl<W, K, B, R, G, L, A> RetryMiddleware<W, K, B, R, G, L, A> {
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
-    /// use backstop::{reqwest_middleware::RetryMiddleware, AdaptiveThrottle, Policy};
+    /// use backstop::{reqwest_middleware::RetryMiddleware, AdaptiveThrottle, Policy, Throttled};
+    /// use reqwest_middleware::ClientBuilder;
+    /// # use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+    /// # /// Stands in for the network: answers these statuses in turn (the last
+    /// # /// ever after; 0 hangs for a minute, then answers 200; 1 is an error).
+    /// # struct Server(&'static [u16], AtomicUsize);
+    /// # impl Server { fn new(statuses: &'static [u16]) -> Self { Self(statuses, AtomicUsize::new(0)) } }
+    /// # #[async_trait::async_trait]
+    /// # impl reqwest_middleware::Middleware for Server {
+    /// #     async fn handle(&self, _: reqwest::Request, _: &mut http::Extensions, _: reqwest_middleware::Next<'_>)
+    /// #     -> reqwest_middleware::Result<reqwest::Response> {
+    /// #         let mut status = self.0[self.1.fetch_add(1, Relaxed).min(self.0.len() - 1)];
+    /// #         if status == 0 { tokio::time::sleep(std::time::Duration::from_secs(60)).await; status = 200; }
+    /// #         if status == 1 { return Err(reqwest_middleware::Error::middleware(std::io::Error::other("pool busy"))); }
+    /// #         Ok(http::Response::builder().status(status).body("").unwrap().into())
+    /// #     }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
     /// static USERS_API: AdaptiveThrottle = AdaptiveThrottle::standard();
-    /// let middleware = RetryMiddleware::new(&Policy::new()).throttle(&USERS_API);
-    /// # let _ = middleware;
+    /// let client = ClientBuilder::new(reqwest::Client::new())
+    ///     .with(RetryMiddleware::new(&Policy::new().attempts(1)).throttle(&USERS_API))
+    /// #   .with(Server::new(&[503]))
+    ///     .build();
+    /// // The dependency refuses everything: the throttle soon sheds most calls
+    /// // before they are sent.
+    /// let mut shed = 0;
+    /// for _ in 0..50 {
+    ///     match client.get("http://users.internal/users/7").send().await {
+    ///         Ok(response) => assert_eq!(response.status(), 503),
+    ///         Err(reqwest_middleware::Error::Middleware(e)) if e.is::<Throttled>() => shed += 1,
+    ///         Err(e) => panic!("{e}"),
+    ///     }
+    /// }
+    /// assert!(shed > 25);
+    /// # }
     /// ```
     pub fn throttle(
         self,
@@ -295,9 +556,34 @@ impl<W, K, B, R, G, L, A> RetryMiddleware<W, K, B, R, G, L, A> {
     /// ```
     /// # extern crate retry_runtime as backstop;
     /// use std::time::Duration;
-    /// use backstop::{reqwest_middleware::RetryMiddleware, Policy};
-    /// let middleware = RetryMiddleware::new(&Policy::new()).attempt_timeout(Duration::from_secs(2));
-    /// # let _ = middleware;
+    /// use backstop::{http::Attempts, reqwest_middleware::RetryMiddleware, Policy};
+    /// use reqwest_middleware::ClientBuilder;
+    /// # use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+    /// # /// Stands in for the network: answers these statuses in turn (the last
+    /// # /// ever after; 0 hangs for a minute, then answers 200; 1 is an error).
+    /// # struct Server(&'static [u16], AtomicUsize);
+    /// # impl Server { fn new(statuses: &'static [u16]) -> Self { Self(statuses, AtomicUsize::new(0)) } }
+    /// # #[async_trait::async_trait]
+    /// # impl reqwest_middleware::Middleware for Server {
+    /// #     async fn handle(&self, _: reqwest::Request, _: &mut http::Extensions, _: reqwest_middleware::Next<'_>)
+    /// #     -> reqwest_middleware::Result<reqwest::Response> {
+    /// #         let mut status = self.0[self.1.fetch_add(1, Relaxed).min(self.0.len() - 1)];
+    /// #         if status == 0 { tokio::time::sleep(std::time::Duration::from_secs(60)).await; status = 200; }
+    /// #         if status == 1 { return Err(reqwest_middleware::Error::middleware(std::io::Error::other("pool busy"))); }
+    /// #         Ok(http::Response::builder().status(status).body("").unwrap().into())
+    /// #     }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let client = ClientBuilder::new(reqwest::Client::new())
+    ///     .with(RetryMiddleware::new(&Policy::new()).attempt_timeout(Duration::from_secs(2)))
+    /// #   .with(Server::new(&[0, 200]))
+    ///     .build();
+    /// // The first attempt hangs: cut off after 2 s, and a GET is sent again.
+    /// let start = tokio::time::Instant::now();
+    /// let response = client.get("http://users.internal/users/7").send().await.unwrap();
+    /// assert_eq!(response.extensions().get::<Attempts>(), Some(&Attempts(2)));
+    /// assert!(start.elapsed() < Duration::from_secs(3));
+    /// # }
     /// ```
     pub fn attempt_timeout(
         self,

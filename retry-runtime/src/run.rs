@@ -187,7 +187,7 @@ pub struct Retry<
     breaker: B,
     on_retry: R,
     on_give_up: G,
-    name: &'static str,
+    pub(crate) name: &'static str,
     timeout: L,
     throttle: A,
     hedge: HedgeSlot,

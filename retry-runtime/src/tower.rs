@@ -137,6 +137,7 @@ impl<P: fmt::Debug, W, K, B, R, G, L, A> fmt::Debug for RetryLayer<P, W, K, B, R
             .field("policy", &self.policy)
             .field("budget", &self.budget)
             .field("requests", &self.requests)
+            .field("name", &self.retry.name)
             .finish_non_exhaustive()
     }
 }
@@ -242,10 +243,24 @@ impl RetryLayer {
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
+    /// # use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+    /// use std::io::{Error, ErrorKind};
     /// use std::time::Duration;
     /// use backstop::{tower::RetryLayer, Policy};
+    /// use tower::{service_fn, Layer, ServiceExt};
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// # static CALLS: AtomicU32 = AtomicU32::new(0);
+    /// // Refused once (nothing was sent: retried), then answered.
+    /// let inner = service_fn(|()| async {
+    ///     match CALLS.fetch_add(1, Relaxed) {
+    ///         0 => Err(Error::from(ErrorKind::ConnectionRefused)),
+    ///         _ => Ok("done"),
+    ///     }
+    /// });
     /// let layer = RetryLayer::new(&Policy::new().attempts(4).deadline(Some(Duration::from_secs(2))));
-    /// # let _ = layer;
+    /// assert_eq!(layer.layer(inner).oneshot(()).await.unwrap(), "done");
+    /// assert_eq!(CALLS.load(Relaxed), 2);
+    /// # }
     /// ```
     pub fn new(policy: &Policy) -> Self {
         Self::with_requests(policy, Cloned)
@@ -263,9 +278,22 @@ impl RetryLayer<HttpBodies, TransportErrors, ByClassify> {
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
-    /// use backstop::{tower::RetryLayer, Policy};
+    /// # use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+    /// use backstop::{http::Attempts, tower::RetryLayer, Policy};
+    /// use tower::{service_fn, Layer, ServiceExt};
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// # static CALLS: AtomicU32 = AtomicU32::new(0);
+    /// // 503 (the server did nothing: retried, even a POST), then 201.
+    /// let inner = service_fn(|_: http::Request<_>| async {
+    ///     let status = if CALLS.fetch_add(1, Relaxed) == 0 { 503 } else { 201 };
+    ///     Ok::<_, std::io::Error>(http::Response::builder().status(status).body(()).unwrap())
+    /// });
     /// let layer = RetryLayer::http(&Policy::new()).replay_limit(1 << 20);
-    /// # let _ = layer;
+    /// let request = http::Request::post("/orders").body("{}".to_owned()).unwrap();
+    /// let response = layer.layer(inner).oneshot(request).await.unwrap();
+    /// assert_eq!(response.status(), 201);
+    /// assert_eq!(response.extensions().get::<Attempts>(), Some(&Attempts(2)));
+    /// # }
     /// ```
     pub fn http(policy: &Policy) -> Self {
         RetryLayer::with_requests(policy, HttpBodies::new(DEFAULT_REPLAY_LIMIT))
@@ -280,9 +308,26 @@ impl<W, K, B, R, G, L, A> RetryLayer<HttpBodies, W, K, B, R, G, L, A> {
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
-    /// use backstop::{tower::RetryLayer, Policy};
+    /// # use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+    /// use backstop::{tower::{ReplayBody, RetryLayer}, Policy};
+    /// use http_body::Body;
+    /// use tower::{service_fn, Layer, ServiceExt};
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// # static CALLS: AtomicU32 = AtomicU32::new(0);
+    /// // Reads the request (sends it on), then answers 503.
+    /// let inner = service_fn(|request: http::Request<ReplayBody<String>>| async move {
+    ///     CALLS.fetch_add(1, Relaxed);
+    ///     let mut body = std::pin::pin!(request.into_body());
+    ///     while std::future::poll_fn(|cx| body.as_mut().poll_frame(cx)).await.is_some() {}
+    ///     Ok::<_, std::io::Error>(http::Response::builder().status(503).body(()).unwrap())
+    /// });
     /// let never_kept = RetryLayer::http(&Policy::new()).replay_limit(0);
-    /// # let _ = never_kept;
+    /// let request = http::Request::post("/orders").body("{}".to_owned()).unwrap();
+    /// // The body was streamed and not kept: the 503 is the answer.
+    /// let response = never_kept.layer(inner).oneshot(request).await.unwrap();
+    /// assert_eq!(response.status(), 503);
+    /// assert_eq!(CALLS.load(Relaxed), 1);
+    /// # }
     /// ```
     pub fn replay_limit(mut self, bytes: usize) -> Self {
         self.requests = self.requests.with_limit(bytes);
@@ -299,9 +344,24 @@ impl<W, K, B, R, G, L, A> RetryLayer<HttpBodies, W, K, B, R, G, L, A> {
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
+    /// use std::time::Duration;
     /// use backstop::{tower::RetryLayer, Policy};
-    /// let unary_only = RetryLayer::http(&Policy::new()).grpc_deadline();
-    /// # let _ = unary_only;
+    /// use tower::{service_fn, Layer, ServiceExt};
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// // The server is told the time left, in its `grpc-timeout` header.
+    /// let inner = service_fn(|request: http::Request<_>| async move {
+    ///     let timeout = request.headers().get("grpc-timeout").cloned();
+    ///     Ok::<_, std::io::Error>(http::Response::new(timeout))
+    /// });
+    /// let policy = Policy::new().deadline(Some(Duration::from_secs(2)));
+    /// let unary_only = RetryLayer::http(&policy).grpc_deadline();
+    /// let request = http::Request::post("/users.Users/Get")
+    ///     .header("content-type", "application/grpc")
+    ///     .body(String::new())
+    ///     .unwrap();
+    /// let response = unary_only.layer(inner).oneshot(request).await.unwrap();
+    /// assert_eq!(response.into_body().unwrap(), "2000000u"); // 2 s, in microseconds
+    /// # }
     /// ```
     pub fn grpc_deadline(mut self) -> Self {
         self.requests.grpc_deadline = true;
@@ -354,10 +414,25 @@ impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
+    /// # use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+    /// use std::io::{Error, ErrorKind};
     /// use backstop::{tower::RetryLayer, Policy, RetryThrottle};
+    /// use tower::{service_fn, Layer, ServiceExt};
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
     /// static USERS_API: RetryThrottle = RetryThrottle::standard();
+    /// # static CALLS: AtomicU32 = AtomicU32::new(0);
+    /// // Refused once (nothing was sent: retried), then answered.
+    /// let inner = service_fn(|()| async {
+    ///     match CALLS.fetch_add(1, Relaxed) {
+    ///         0 => Err(Error::from(ErrorKind::ConnectionRefused)),
+    ///         _ => Ok("done"),
+    ///     }
+    /// });
     /// let layer = RetryLayer::new(&Policy::new()).budget(&USERS_API);
-    /// # let _ = layer;
+    /// assert_eq!(layer.layer(inner).oneshot(()).await.unwrap(), "done");
+    /// // The failure was paid for from the shared throttle.
+    /// assert!(USERS_API.tokens() < f64::from(USERS_API.max_tokens()));
+    /// # }
     /// ```
     pub fn budget(mut self, budget: impl Into<BudgetRef<'static>>) -> Self {
         self.budget = LayerBudget::Given(Some(budget.into()));
@@ -368,9 +443,25 @@ impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
-    /// use backstop::{tower::RetryLayer, Policy};
-    /// let layer = RetryLayer::new(&Policy::new()).no_budget();
-    /// # let _ = layer;
+    /// # use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+    /// use std::io::{Error, ErrorKind};
+    /// use backstop::{tower::RetryLayer, Policy, RetryThrottle};
+    /// use tower::{service_fn, Layer, ServiceExt};
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// static USERS_API: RetryThrottle = RetryThrottle::standard();
+    /// # static CALLS: AtomicU32 = AtomicU32::new(0);
+    /// // Refused once (nothing was sent: retried), then answered.
+    /// let inner = service_fn(|()| async {
+    ///     match CALLS.fetch_add(1, Relaxed) {
+    ///         0 => Err(Error::from(ErrorKind::ConnectionRefused)),
+    ///         _ => Ok("done"),
+    ///     }
+    /// });
+    /// // Whatever the policy names, this layer draws on nothing.
+    /// let layer = RetryLayer::new(&Policy::new().retry_throttle(&USERS_API)).no_budget();
+    /// assert_eq!(layer.layer(inner).oneshot(()).await.unwrap(), "done");
+    /// assert_eq!(USERS_API.tokens(), f64::from(USERS_API.max_tokens()));
+    /// # }
     /// ```
     pub fn no_budget(mut self) -> Self {
         self.budget = LayerBudget::Given(None);
@@ -382,9 +473,18 @@ impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
+    /// # use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
     /// use backstop::{tower::RetryLayer, Policy};
+    /// use tower::{service_fn, Layer, ServiceExt};
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// # static CALLS: AtomicU32 = AtomicU32::new(0);
+    /// // Busy once, then done.
+    /// let inner = service_fn(|()| async {
+    ///     if CALLS.fetch_add(1, Relaxed) == 0 { Err("busy".to_owned()) } else { Ok("done") }
+    /// });
     /// let layer = RetryLayer::new(&Policy::new()).when(|e: &String| e == "busy");
-    /// # let _ = layer;
+    /// assert_eq!(layer.layer(inner).oneshot(()).await, Ok("done"));
+    /// # }
     /// ```
     pub fn when<F>(self, f: F) -> RetryLayer<P, crate::When<F>, K, B, R, G, L, A> {
         self.map(|retry| retry.when(f))
@@ -395,9 +495,19 @@ impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
+    /// # use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
     /// use backstop::{tower::RetryLayer, Policy};
+    /// use tower::{service_fn, Layer, ServiceExt};
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// # static CALLS: AtomicU32 = AtomicU32::new(0);
+    /// // Answers 503 once, then 200.
+    /// let inner = service_fn(|()| async {
+    ///     let status: u16 = if CALLS.fetch_add(1, Relaxed) == 0 { 503 } else { 200 };
+    ///     Ok::<_, std::io::Error>(status)
+    /// });
     /// let layer = RetryLayer::new(&Policy::new()).when_ok(|status: &u16| *status == 503);
-    /// # let _ = layer;
+    /// assert_eq!(layer.layer(inner).oneshot(()).await.unwrap(), 200);
+    /// # }
     /// ```
     pub fn when_ok<F>(self, f: F) -> RetryLayer<P, W, crate::When<F>, B, R, G, L, A> {
         self.map(|retry| retry.when_ok(f))
@@ -409,7 +519,7 @@ impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
     /// # extern crate retry_runtime as backstop;
     /// use backstop::{tower::RetryLayer, Policy};
     /// let layer = RetryLayer::new(&Policy::new()).name("users-api");
-    /// # let _ = layer;
+    /// assert!(format!("{layer:?}").contains(r#"name: "users-api""#));
     /// ```
     pub fn name(mut self, name: &'static str) -> Self {
         self.retry = self.retry.name(name);
@@ -421,10 +531,27 @@ impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
-    /// use backstop::{tower::RetryLayer, Policy};
-    /// let layer = RetryLayer::new(&Policy::new())
-    ///     .on_retry(|e: &backstop::RetryEvent<'_, u16, std::io::Error>| eprintln!("retry {}", e.attempt()));
-    /// # let _ = layer;
+    /// # use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+    /// use std::io::{Error, ErrorKind};
+    /// use backstop::{tower::RetryLayer, Policy, RetryEvent};
+    /// use tower::{service_fn, Layer, ServiceExt};
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// # static CALLS: AtomicU32 = AtomicU32::new(0);
+    /// // Refused once (nothing was sent: retried), then answered.
+    /// let inner = service_fn(|()| async {
+    ///     match CALLS.fetch_add(1, Relaxed) {
+    ///         0 => Err(Error::from(ErrorKind::ConnectionRefused)),
+    ///         _ => Ok("done"),
+    ///     }
+    /// });
+    /// static RETRIES: AtomicU32 = AtomicU32::new(0);
+    /// let layer = RetryLayer::new(&Policy::new()).on_retry(|e: &RetryEvent<'_, &str, Error>| {
+    ///     assert_eq!(e.error().map(Error::kind), Some(ErrorKind::ConnectionRefused));
+    ///     RETRIES.fetch_add(1, Relaxed);
+    /// });
+    /// assert_eq!(layer.layer(inner).oneshot(()).await.unwrap(), "done");
+    /// assert_eq!(RETRIES.load(Relaxed), 1);
+    /// # }
     /// ```
     pub fn on_retry<T, E, F>(self, f: F) -> RetryLayer<P, W, K, B, F, G, L, A>
     where
@@ -438,10 +565,19 @@ impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
-    /// use backstop::{tower::RetryLayer, Policy};
-    /// let layer = RetryLayer::new(&Policy::new())
-    ///     .on_give_up(|e: &backstop::GiveUpEvent<'_, u16, std::io::Error>| eprintln!("gave up: {}", e.reason()));
-    /// # let _ = layer;
+    /// use std::io::{Error, ErrorKind};
+    /// use std::sync::Mutex;
+    /// use backstop::{tower::RetryLayer, GiveUp, GiveUpEvent, Policy};
+    /// use tower::{service_fn, Layer, ServiceExt};
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// // Never answers.
+    /// let inner = service_fn(|()| async { Err::<(), _>(Error::from(ErrorKind::ConnectionRefused)) });
+    /// static REASON: Mutex<Option<GiveUp>> = Mutex::new(None);
+    /// let layer = RetryLayer::new(&Policy::new().attempts(3))
+    ///     .on_give_up(|e: &GiveUpEvent<'_, (), Error>| *REASON.lock().unwrap() = Some(e.reason()));
+    /// assert!(layer.layer(inner).oneshot(()).await.is_err());
+    /// assert_eq!(*REASON.lock().unwrap(), Some(GiveUp::Attempts));
+    /// # }
     /// ```
     pub fn on_give_up<T, E, F>(self, f: F) -> RetryLayer<P, W, K, B, R, F, L, A>
     where
@@ -455,11 +591,26 @@ impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
+    /// # use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+    /// use std::io::{Error, ErrorKind};
     /// use std::time::Duration;
-    /// use backstop::{tower::RetryLayer, CircuitBreaker, Policy};
-    /// static USERS_API: CircuitBreaker = CircuitBreaker::new(5, Duration::from_secs(30));
-    /// let layer = RetryLayer::new(&Policy::new()).breaker(&USERS_API);
-    /// # let _ = layer;
+    /// use backstop::{tower::RetryLayer, BreakerState, CircuitBreaker, CircuitOpen, Policy};
+    /// use tower::{service_fn, Layer, ServiceExt};
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// # static CALLS: AtomicU32 = AtomicU32::new(0);
+    /// static USERS_API: CircuitBreaker = CircuitBreaker::new(3, Duration::from_secs(30));
+    /// // Down.
+    /// let inner = service_fn(|()| async {
+    ///     CALLS.fetch_add(1, Relaxed);
+    ///     Err::<(), _>(Error::from(ErrorKind::ConnectionRefused))
+    /// });
+    /// let service = RetryLayer::new(&Policy::new()).breaker(&USERS_API).layer(inner);
+    /// assert!(service.clone().oneshot(()).await.is_err()); // three failures open it
+    /// assert_eq!(USERS_API.state(), BreakerState::Open);
+    /// let rejected = service.oneshot(()).await.unwrap_err();
+    /// assert!(rejected.get_ref().is_some_and(|e| e.is::<CircuitOpen>()));
+    /// assert_eq!(CALLS.load(Relaxed), 3); // the dependency was spared the last call
+    /// # }
     /// ```
     pub fn breaker(
         self,
@@ -473,10 +624,28 @@ impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
-    /// use backstop::{tower::RetryLayer, AdaptiveThrottle, Policy};
+    /// # use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+    /// use std::io::{Error, ErrorKind};
+    /// use backstop::{tower::RetryLayer, AdaptiveThrottle, Policy, Throttled};
+    /// use tower::{service_fn, Layer, ServiceExt};
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// # static CALLS: AtomicU32 = AtomicU32::new(0);
     /// static USERS_API: AdaptiveThrottle = AdaptiveThrottle::standard();
-    /// let layer = RetryLayer::new(&Policy::new()).throttle(&USERS_API);
-    /// # let _ = layer;
+    /// // Refuses everything.
+    /// let inner = service_fn(|()| async {
+    ///     CALLS.fetch_add(1, Relaxed);
+    ///     Err::<(), _>(Error::from(ErrorKind::ConnectionRefused))
+    /// });
+    /// let service = RetryLayer::new(&Policy::new().attempts(1)).throttle(&USERS_API).layer(inner);
+    /// let mut shed = 0;
+    /// for _ in 0..50 {
+    ///     let error = service.clone().oneshot(()).await.unwrap_err();
+    ///     shed += usize::from(error.get_ref().is_some_and(|e| e.is::<Throttled>()));
+    /// }
+    /// // Most calls never reached the dependency.
+    /// assert!(shed > 25);
+    /// assert_eq!(CALLS.load(Relaxed) as usize, 50 - shed);
+    /// # }
     /// ```
     pub fn throttle(
         self,
@@ -490,10 +659,26 @@ impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
+    /// # use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
     /// use std::time::Duration;
     /// use backstop::{tower::RetryLayer, Policy};
-    /// let layer = RetryLayer::new(&Policy::new()).attempt_timeout(Duration::from_secs(2));
-    /// # let _ = layer;
+    /// use tower::{service_fn, Layer, ServiceExt};
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// # static CALLS: AtomicU32 = AtomicU32::new(0);
+    /// // Hangs once, then answers at once.
+    /// let inner = service_fn(|()| async {
+    ///     if CALLS.fetch_add(1, Relaxed) == 0 {
+    ///         tokio::time::sleep(Duration::from_secs(60)).await;
+    ///     }
+    ///     Ok::<_, std::io::Error>("done")
+    /// });
+    /// // A timed-out attempt may have done its work: retried only if idempotent.
+    /// let policy = Policy::new().idempotent(true);
+    /// let layer = RetryLayer::new(&policy).attempt_timeout(Duration::from_secs(2));
+    /// let start = tokio::time::Instant::now();
+    /// assert_eq!(layer.layer(inner).oneshot(()).await.unwrap(), "done");
+    /// assert!(start.elapsed() < Duration::from_secs(3));
+    /// # }
     /// ```
     pub fn attempt_timeout(
         self,
@@ -515,11 +700,29 @@ impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
+    /// # use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
     /// use std::time::Duration;
-    /// use backstop::{hedge::{Hedge, LatencyPercentile}, tower::RetryLayer, Policy};
-    /// static USERS_API: LatencyPercentile = LatencyPercentile::new(0.95, Duration::from_secs(10));
-    /// let layer = RetryLayer::http(&Policy::new()).hedge(Hedge::at(&USERS_API));
-    /// # let _ = layer;
+    /// use backstop::{hedge::Hedge, tower::RetryLayer, Policy};
+    /// use tower::{service_fn, Layer, ServiceExt};
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// # static CALLS: AtomicU32 = AtomicU32::new(0);
+    /// // The first request is stuck behind something slow; the next is quick.
+    /// let inner = service_fn(|_: http::Request<_>| async {
+    ///     if CALLS.fetch_add(1, Relaxed) == 0 {
+    ///         tokio::time::sleep(Duration::from_secs(5)).await;
+    ///     }
+    ///     Ok::<_, std::io::Error>(http::Response::new(()))
+    /// });
+    /// // A copy after 100 ms (`Hedge::at(&P95)`, with a `static`
+    /// // `LatencyPercentile`, would wait for the 95th percentile of the
+    /// // latencies seen, once there are enough of them).
+    /// let layer = RetryLayer::http(&Policy::new()).hedge(Hedge::after(Duration::from_millis(100)));
+    /// let start = tokio::time::Instant::now();
+    /// let request = http::Request::get("/users/7").body(String::new()).unwrap();
+    /// let response = layer.layer(inner).oneshot(request).await.unwrap();
+    /// assert_eq!(response.status(), 200);
+    /// assert!(start.elapsed() < Duration::from_secs(1)); // the hedge answered
+    /// # }
     /// ```
     pub fn hedge(self, hedge: Hedge) -> Self {
         self.map(|retry| retry.hedge(hedge))
