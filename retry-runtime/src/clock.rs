@@ -178,8 +178,11 @@ fn coarse_now() -> Instant {
 /// # extern crate retry_runtime as backstop;
 /// use std::time::Duration;
 /// use backstop::{Clock, TokioClock};
-/// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// let _ = TokioClock.now();
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+/// // On a paused clock, a second passes at once and exactly.
+/// let before = TokioClock.now();
+/// tokio::time::sleep(Duration::from_secs(1)).await;
+/// assert_eq!(TokioClock.now() - before, Duration::from_secs(1));
 /// assert_eq!(TokioClock.sleep_slack(), Duration::from_millis(2));
 /// # }
 /// ```
