@@ -1274,13 +1274,16 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     }
 
     /// The async loop of a hedged call: rounds of attempts side by side
-    /// ([`AttemptState::run_hedged`]), decided as single attempts are.
+    /// ([`AttemptState::run_hedged`]), decided as single attempts are. As
+    /// in [`run_async`](Self::run_async), a round's outcome is dropped
+    /// before the sleep, and a throttle that sheds or a breaker that opened
+    /// meanwhile makes the rejection the error.
     #[cfg(feature = "async")]
     async fn run_hedged<T, E, F, Fut>(
         &self,
         hedge: &Hedge,
         timeout: Option<Duration>,
-        mut op: F,
+        op: F,
     ) -> Result<T, E>
     where
         W: Classifier<E>,
@@ -1293,26 +1296,8 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
-        let mut state = self.state(crate::timer::RuntimeClock::current());
-        if let Some(rejected) = self.admit(&mut state) {
-            return rejected;
-        }
-        loop {
-            // As in `run_async`, the outcome is dropped before the sleep.
-            let delay = {
-                let (outcome, verdict) = state
-                    .run_hedged(hedge, timeout, &mut op, |out| self.judge(out))
-                    .await;
-                match self.after_verdict(&mut state, &outcome, verdict) {
-                    Some(delay) => delay,
-                    None => return outcome,
-                }
-            };
-            crate::timer::sleep_async(delay).await;
-            if let Some(rejected) = self.admit(&mut state) {
-                return rejected;
-            }
-        }
+        self.hedged_rounds(hedge, timeout, op, drop, |state, ()| self.admit(state))
+            .await
     }
 
     /// The loop of a hedged call through the tower layer: as
@@ -1325,7 +1310,40 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
         &self,
         hedge: &Hedge,
         timeout: Option<Duration>,
-        mut make: F,
+        make: F,
+    ) -> Result<T, E>
+    where
+        W: Classifier<E>,
+        K: Classifier<T>,
+        B: BreakerSlot<E>,
+        A: ThrottleSlot<E>,
+        R: OnRetry<T, E>,
+        G: OnGiveUp<T, E>,
+        L: TimeoutSlot<E>,
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        let resume = |state: &mut AttemptState<'a, _>, kept: Result<T, E>| {
+            let reason = state.may_resume().err()?;
+            self.on_give_up
+                .on_give_up(&state.give_up_event(kept.as_ref(), reason));
+            Some(kept)
+        };
+        self.hedged_rounds(hedge, timeout, make, |outcome| outcome, resume)
+            .await
+    }
+
+    /// The rounds of a hedged call. `keep` takes a round's outcome before
+    /// the sleep (all of it, or nothing); after the sleep, `resume` returns
+    /// what the call ends with if the next round cannot start.
+    #[cfg(feature = "async")]
+    async fn hedged_rounds<T, E, F, Fut, H>(
+        &self,
+        hedge: &Hedge,
+        timeout: Option<Duration>,
+        mut op: F,
+        keep: impl Fn(Result<T, E>) -> H,
+        resume: impl Fn(&mut AttemptState<'a, crate::timer::RuntimeClock>, H) -> Option<Result<T, E>>,
     ) -> Result<T, E>
     where
         W: Classifier<E>,
@@ -1343,17 +1361,20 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
             return rejected;
         }
         loop {
-            let (outcome, verdict) = state
-                .run_hedged(hedge, timeout, &mut make, |out| self.judge(out))
-                .await;
-            let Some(delay) = self.after_verdict(&mut state, &outcome, verdict) else {
-                return outcome;
+            // In a block: what `keep` does not keep is not held through
+            // the sleep (the future is `Send` though the outcome is not).
+            let (delay, kept) = {
+                let (outcome, verdict) = state
+                    .run_hedged(hedge, timeout, &mut op, |out| self.judge(out))
+                    .await;
+                match self.after_verdict(&mut state, &outcome, verdict) {
+                    Some(delay) => (delay, keep(outcome)),
+                    None => return outcome,
+                }
             };
             crate::timer::sleep_async(delay).await;
-            if let Err(reason) = state.may_resume() {
-                self.on_give_up
-                    .on_give_up(&state.give_up_event(outcome.as_ref(), reason));
-                return outcome;
+            if let Some(last) = resume(&mut state, kept) {
+                return last;
             }
         }
     }
