@@ -353,7 +353,7 @@
 //! A call that finds the breaker open after a retry's sleep ends with the
 //! last outcome if it is sync; an async one, which dropped that outcome
 //! before sleeping (so that its future stays `Send`), ends with
-//! `Err(E::from(CircuitOpen))`. Both are reported to `on_give_up` as
+//! `Err(E::from(CircuitOpen::new()))`. Both are reported to `on_give_up` as
 //! [`GiveUp::BreakerOpen`].
 //!
 //! ```

@@ -61,6 +61,23 @@ async fn call_async_futures_with_non_send_errors_are_send() {
     assert!(out.await.unwrap());
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hedged_call_async_futures_with_non_send_errors_are_send() {
+    static POLICY: Policy = Policy::new().base(Duration::from_millis(1));
+    let out = tokio::spawn(assert_send(async {
+        Retry::new(&POLICY)
+            .when(|_: &Box<dyn Error>| true)
+            .hedge(backstop::hedge::Hedge::after(Duration::from_millis(1)))
+            .call_async(|| async {
+                tokio::task::yield_now().await;
+                Err::<u8, Box<dyn Error>>("down".into())
+            })
+            .await
+            .is_err()
+    }));
+    assert!(out.await.unwrap());
+}
+
 /// A response holding a connection: records when it is dropped.
 struct Response {
     status: u16,

@@ -139,7 +139,7 @@ impl<E> Default for ElapsedInto<E> {
 
 /// See [`ElapsedInto`].
 pub trait ViaFrom<E> {
-    /// `E::from(Elapsed)`.
+    /// `E::from(Elapsed::new())`.
     fn elapsed_into(&self) -> Option<fn() -> E>;
 }
 
@@ -161,7 +161,7 @@ impl<E> ViaNothing<E> for &ElapsedInto<E> {
     }
 }
 
-/// `attempt`, limited to `limit` if there is one: `Err(Elapsed)` if it
+/// `attempt`, limited to `limit` if there is one: `Err(Elapsed::new())` if it
 /// ran out.
 pub fn maybe_timeout<F: Future>(
     limit: Option<std::time::Duration>,

@@ -109,12 +109,14 @@ impl RetryMiddleware {
     /// # use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
     /// # /// Stands in for the network: answers these statuses in turn (the last
     /// # /// ever after; 0 hangs for a minute, then answers 200; 1 is an error).
-    /// # struct Server(&'static [u16], AtomicUsize);
-    /// # impl Server { fn new(statuses: &'static [u16]) -> Self { Self(statuses, AtomicUsize::new(0)) } }
+    /// # struct Server(&'static [u16], AtomicUsize, std::sync::Mutex<Vec<String>>);
+    /// # impl Server { fn new(statuses: &'static [u16]) -> Self { Self(statuses, AtomicUsize::new(0), Default::default()) } }
     /// # #[async_trait::async_trait]
     /// # impl reqwest_middleware::Middleware for Server {
-    /// #     async fn handle(&self, _: reqwest::Request, _: &mut http::Extensions, _: reqwest_middleware::Next<'_>)
+    /// #     async fn handle(&self, request: reqwest::Request, _: &mut http::Extensions, _: reqwest_middleware::Next<'_>)
     /// #     -> reqwest_middleware::Result<reqwest::Response> {
+    /// #         let key = request.headers().get("idempotency-key").map(|k| k.to_str().unwrap().to_owned());
+    /// #         self.2.lock().unwrap().push(key.unwrap_or_default());
     /// #         let mut status = self.0[self.1.fetch_add(1, Relaxed).min(self.0.len() - 1)];
     /// #         if status == 0 { tokio::time::sleep(std::time::Duration::from_secs(60)).await; status = 200; }
     /// #         if status == 1 { return Err(reqwest_middleware::Error::middleware(std::io::Error::other("pool busy"))); }
@@ -124,7 +126,7 @@ impl RetryMiddleware {
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
     /// let client = ClientBuilder::new(reqwest::Client::new())
     ///     .with(RetryMiddleware::new(&Policy::new()))
-    /// #   .with(Server::new(&[503, 200]))
+    ///     .with(Server::new(&[503, 200])) // stands in for the network: 503, then 200
     ///     .build();
     /// // Unavailable once, then answered.
     /// let response = client.get("http://users.internal/users/7").send().await.unwrap();
@@ -160,16 +162,19 @@ impl<W, K, B, R, G, L, A> RetryMiddleware<W, K, B, R, G, L, A> {
     /// ```
     /// # extern crate retry_runtime as backstop;
     /// use backstop::{http::Attempts, reqwest_middleware::RetryMiddleware, Policy};
+    /// use std::sync::Arc;
     /// use reqwest_middleware::ClientBuilder;
     /// # use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
     /// # /// Stands in for the network: answers these statuses in turn (the last
     /// # /// ever after; 0 hangs for a minute, then answers 200; 1 is an error).
-    /// # struct Server(&'static [u16], AtomicUsize);
-    /// # impl Server { fn new(statuses: &'static [u16]) -> Self { Self(statuses, AtomicUsize::new(0)) } }
+    /// # struct Server(&'static [u16], AtomicUsize, std::sync::Mutex<Vec<String>>);
+    /// # impl Server { fn new(statuses: &'static [u16]) -> Self { Self(statuses, AtomicUsize::new(0), Default::default()) } }
     /// # #[async_trait::async_trait]
     /// # impl reqwest_middleware::Middleware for Server {
-    /// #     async fn handle(&self, _: reqwest::Request, _: &mut http::Extensions, _: reqwest_middleware::Next<'_>)
+    /// #     async fn handle(&self, request: reqwest::Request, _: &mut http::Extensions, _: reqwest_middleware::Next<'_>)
     /// #     -> reqwest_middleware::Result<reqwest::Response> {
+    /// #         let key = request.headers().get("idempotency-key").map(|k| k.to_str().unwrap().to_owned());
+    /// #         self.2.lock().unwrap().push(key.unwrap_or_default());
     /// #         let mut status = self.0[self.1.fetch_add(1, Relaxed).min(self.0.len() - 1)];
     /// #         if status == 0 { tokio::time::sleep(std::time::Duration::from_secs(60)).await; status = 200; }
     /// #         if status == 1 { return Err(reqwest_middleware::Error::middleware(std::io::Error::other("pool busy"))); }
@@ -177,15 +182,19 @@ impl<W, K, B, R, G, L, A> RetryMiddleware<W, K, B, R, G, L, A> {
     /// #     }
     /// # }
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let server = Arc::new(Server::new(&[502, 201])); // stands in for the network: 502, then 201
     /// let client = ClientBuilder::new(reqwest::Client::new())
     ///     .with(RetryMiddleware::new(&Policy::new()).add_idempotency_key())
-    /// #   .with(Server::new(&[502, 201]))
+    ///     .with_arc(server.clone())
     ///     .build();
     /// // A 502 may come after the server did the work: a POST is sent again only
     /// // because it carries the same key, for the server to do the work once.
     /// let response = client.post("http://orders.internal/orders").body("{}").send().await.unwrap();
     /// assert_eq!(response.status(), 201);
     /// assert_eq!(response.extensions().get::<Attempts>(), Some(&Attempts(2)));
+    /// let keys = server.2.lock().unwrap(); // each attempt's Idempotency-Key header
+    /// assert!(!keys[0].is_empty());
+    /// assert_eq!(keys[0], keys[1]);
     /// # }
     /// ```
     pub fn add_idempotency_key(mut self) -> Self {
@@ -203,12 +212,14 @@ impl<W, K, B, R, G, L, A> RetryMiddleware<W, K, B, R, G, L, A> {
     /// # use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
     /// # /// Stands in for the network: answers these statuses in turn (the last
     /// # /// ever after; 0 hangs for a minute, then answers 200; 1 is an error).
-    /// # struct Server(&'static [u16], AtomicUsize);
-    /// # impl Server { fn new(statuses: &'static [u16]) -> Self { Self(statuses, AtomicUsize::new(0)) } }
+    /// # struct Server(&'static [u16], AtomicUsize, std::sync::Mutex<Vec<String>>);
+    /// # impl Server { fn new(statuses: &'static [u16]) -> Self { Self(statuses, AtomicUsize::new(0), Default::default()) } }
     /// # #[async_trait::async_trait]
     /// # impl reqwest_middleware::Middleware for Server {
-    /// #     async fn handle(&self, _: reqwest::Request, _: &mut http::Extensions, _: reqwest_middleware::Next<'_>)
+    /// #     async fn handle(&self, request: reqwest::Request, _: &mut http::Extensions, _: reqwest_middleware::Next<'_>)
     /// #     -> reqwest_middleware::Result<reqwest::Response> {
+    /// #         let key = request.headers().get("idempotency-key").map(|k| k.to_str().unwrap().to_owned());
+    /// #         self.2.lock().unwrap().push(key.unwrap_or_default());
     /// #         let mut status = self.0[self.1.fetch_add(1, Relaxed).min(self.0.len() - 1)];
     /// #         if status == 0 { tokio::time::sleep(std::time::Duration::from_secs(60)).await; status = 200; }
     /// #         if status == 1 { return Err(reqwest_middleware::Error::middleware(std::io::Error::other("pool busy"))); }
@@ -219,7 +230,7 @@ impl<W, K, B, R, G, L, A> RetryMiddleware<W, K, B, R, G, L, A> {
     /// static USERS_API: RetryThrottle = RetryThrottle::standard();
     /// let client = ClientBuilder::new(reqwest::Client::new())
     ///     .with(RetryMiddleware::new(&Policy::new()).budget(&USERS_API))
-    /// #   .with(Server::new(&[503, 200]))
+    ///     .with(Server::new(&[503, 200])) // stands in for the network: 503, then 200
     ///     .build();
     /// let response = client.get("http://users.internal/users/7").send().await.unwrap();
     /// assert_eq!(response.status(), 200);
@@ -240,12 +251,14 @@ impl<W, K, B, R, G, L, A> RetryMiddleware<W, K, B, R, G, L, A> {
     /// # use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
     /// # /// Stands in for the network: answers these statuses in turn (the last
     /// # /// ever after; 0 hangs for a minute, then answers 200; 1 is an error).
-    /// # struct Server(&'static [u16], AtomicUsize);
-    /// # impl Server { fn new(statuses: &'static [u16]) -> Self { Self(statuses, AtomicUsize::new(0)) } }
+    /// # struct Server(&'static [u16], AtomicUsize, std::sync::Mutex<Vec<String>>);
+    /// # impl Server { fn new(statuses: &'static [u16]) -> Self { Self(statuses, AtomicUsize::new(0), Default::default()) } }
     /// # #[async_trait::async_trait]
     /// # impl reqwest_middleware::Middleware for Server {
-    /// #     async fn handle(&self, _: reqwest::Request, _: &mut http::Extensions, _: reqwest_middleware::Next<'_>)
+    /// #     async fn handle(&self, request: reqwest::Request, _: &mut http::Extensions, _: reqwest_middleware::Next<'_>)
     /// #     -> reqwest_middleware::Result<reqwest::Response> {
+    /// #         let key = request.headers().get("idempotency-key").map(|k| k.to_str().unwrap().to_owned());
+    /// #         self.2.lock().unwrap().push(key.unwrap_or_default());
     /// #         let mut status = self.0[self.1.fetch_add(1, Relaxed).min(self.0.len() - 1)];
     /// #         if status == 0 { tokio::time::sleep(std::time::Duration::from_secs(60)).await; status = 200; }
     /// #         if status == 1 { return Err(reqwest_middleware::Error::middleware(std::io::Error::other("pool busy"))); }
@@ -258,7 +271,7 @@ impl<W, K, B, R, G, L, A> RetryMiddleware<W, K, B, R, G, L, A> {
     /// let policy = Policy::new().retry_throttle(&USERS_API);
     /// let client = ClientBuilder::new(reqwest::Client::new())
     ///     .with(RetryMiddleware::new(&policy).no_budget())
-    /// #   .with(Server::new(&[503, 200]))
+    ///     .with(Server::new(&[503, 200])) // stands in for the network: 503, then 200
     ///     .build();
     /// let response = client.get("http://users.internal/users/7").send().await.unwrap();
     /// assert_eq!(response.status(), 200);
@@ -273,17 +286,19 @@ impl<W, K, B, R, G, L, A> RetryMiddleware<W, K, B, R, G, L, A> {
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
-    /// use backstop::{http::Attempts, reqwest_middleware::RetryMiddleware, Policy};
+    /// use backstop::{http::Attempts, reqwest_middleware::RetryMiddleware, Classify, Policy, Verdict};
     /// use reqwest_middleware::ClientBuilder;
     /// # use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
     /// # /// Stands in for the network: answers these statuses in turn (the last
     /// # /// ever after; 0 hangs for a minute, then answers 200; 1 is an error).
-    /// # struct Server(&'static [u16], AtomicUsize);
-    /// # impl Server { fn new(statuses: &'static [u16]) -> Self { Self(statuses, AtomicUsize::new(0)) } }
+    /// # struct Server(&'static [u16], AtomicUsize, std::sync::Mutex<Vec<String>>);
+    /// # impl Server { fn new(statuses: &'static [u16]) -> Self { Self(statuses, AtomicUsize::new(0), Default::default()) } }
     /// # #[async_trait::async_trait]
     /// # impl reqwest_middleware::Middleware for Server {
-    /// #     async fn handle(&self, _: reqwest::Request, _: &mut http::Extensions, _: reqwest_middleware::Next<'_>)
+    /// #     async fn handle(&self, request: reqwest::Request, _: &mut http::Extensions, _: reqwest_middleware::Next<'_>)
     /// #     -> reqwest_middleware::Result<reqwest::Response> {
+    /// #         let key = request.headers().get("idempotency-key").map(|k| k.to_str().unwrap().to_owned());
+    /// #         self.2.lock().unwrap().push(key.unwrap_or_default());
     /// #         let mut status = self.0[self.1.fetch_add(1, Relaxed).min(self.0.len() - 1)];
     /// #         if status == 0 { tokio::time::sleep(std::time::Duration::from_secs(60)).await; status = 200; }
     /// #         if status == 1 { return Err(reqwest_middleware::Error::middleware(std::io::Error::other("pool busy"))); }
@@ -292,12 +307,13 @@ impl<W, K, B, R, G, L, A> RetryMiddleware<W, K, B, R, G, L, A> {
     /// # }
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
     /// let client = ClientBuilder::new(reqwest::Client::new())
-    ///     // The default retries reqwest's own failures; this, another
-    ///     // middleware's "pool busy" too.
-    ///     .with(RetryMiddleware::new(&Policy::new()).when(|e: &reqwest_middleware::Error| {
-    ///         e.is_connect() || e.to_string().contains("pool busy")
+    ///     .with(RetryMiddleware::new(&Policy::new()).when(|e: &reqwest_middleware::Error| match e {
+    ///         // Another middleware's "pool busy": worth another try.
+    ///         reqwest_middleware::Error::Middleware(busy) if busy.to_string() == "pool busy" => Verdict::Retry,
+    ///         // Everything else as by default.
+    ///         _ => e.classify(),
     ///     }))
-    /// #   .with(Server::new(&[1, 200]))
+    ///     .with(Server::new(&[1, 200])) // stands in: "pool busy", then 200
     ///     .build();
     /// let response = client.get("http://users.internal/users/7").send().await.unwrap();
     /// assert_eq!(response.extensions().get::<Attempts>(), Some(&Attempts(2)));
@@ -316,17 +332,19 @@ impl<W, K, B, R, G, L, A> RetryMiddleware<W, K, B, R, G, L, A> {
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
-    /// use backstop::{http::Attempts, reqwest_middleware::RetryMiddleware, Policy};
+    /// use backstop::{http::Attempts, reqwest_middleware::RetryMiddleware, Classify, Policy, Verdict};
     /// use reqwest_middleware::ClientBuilder;
     /// # use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
     /// # /// Stands in for the network: answers these statuses in turn (the last
     /// # /// ever after; 0 hangs for a minute, then answers 200; 1 is an error).
-    /// # struct Server(&'static [u16], AtomicUsize);
-    /// # impl Server { fn new(statuses: &'static [u16]) -> Self { Self(statuses, AtomicUsize::new(0)) } }
+    /// # struct Server(&'static [u16], AtomicUsize, std::sync::Mutex<Vec<String>>);
+    /// # impl Server { fn new(statuses: &'static [u16]) -> Self { Self(statuses, AtomicUsize::new(0), Default::default()) } }
     /// # #[async_trait::async_trait]
     /// # impl reqwest_middleware::Middleware for Server {
-    /// #     async fn handle(&self, _: reqwest::Request, _: &mut http::Extensions, _: reqwest_middleware::Next<'_>)
+    /// #     async fn handle(&self, request: reqwest::Request, _: &mut http::Extensions, _: reqwest_middleware::Next<'_>)
     /// #     -> reqwest_middleware::Result<reqwest::Response> {
+    /// #         let key = request.headers().get("idempotency-key").map(|k| k.to_str().unwrap().to_owned());
+    /// #         self.2.lock().unwrap().push(key.unwrap_or_default());
     /// #         let mut status = self.0[self.1.fetch_add(1, Relaxed).min(self.0.len() - 1)];
     /// #         if status == 0 { tokio::time::sleep(std::time::Duration::from_secs(60)).await; status = 200; }
     /// #         if status == 1 { return Err(reqwest_middleware::Error::middleware(std::io::Error::other("pool busy"))); }
@@ -335,13 +353,16 @@ impl<W, K, B, R, G, L, A> RetryMiddleware<W, K, B, R, G, L, A> {
     /// # }
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
     /// let client = ClientBuilder::new(reqwest::Client::new())
-    ///     // Retries a 404 as well (the record is being created elsewhere).
-    ///     .with(RetryMiddleware::new(&Policy::new()).when_ok(|r: &reqwest::Response| r.status() == 404))
-    /// #   .with(Server::new(&[404, 200]))
+    ///     // Retries a 404 too (the record is being created elsewhere), and
+    ///     // judges every other response by the HTTP rule, which `f` replaces.
+    ///     .with(RetryMiddleware::new(&Policy::new()).when_ok(|r: &reqwest::Response| {
+    ///         if r.status() == 404 { Verdict::Retry } else { r.classify() }
+    ///     }))
+    ///     .with(Server::new(&[404, 503, 200])) // stands in for the network: 404, then 503, then 200
     ///     .build();
     /// let response = client.get("http://users.internal/users/7").send().await.unwrap();
     /// assert_eq!(response.status(), 200);
-    /// assert_eq!(response.extensions().get::<Attempts>(), Some(&Attempts(2)));
+    /// assert_eq!(response.extensions().get::<Attempts>(), Some(&Attempts(3)));
     /// # }
     /// ```
     pub fn when_ok<F, V>(self, f: F) -> RetryMiddleware<W, crate::When<F>, B, R, G, L, A>
@@ -374,12 +395,14 @@ impl<W, K, B, R, G, L, A> RetryMiddleware<W, K, B, R, G, L, A> {
     /// # use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
     /// # /// Stands in for the network: answers these statuses in turn (the last
     /// # /// ever after; 0 hangs for a minute, then answers 200; 1 is an error).
-    /// # struct Server(&'static [u16], AtomicUsize);
-    /// # impl Server { fn new(statuses: &'static [u16]) -> Self { Self(statuses, AtomicUsize::new(0)) } }
+    /// # struct Server(&'static [u16], AtomicUsize, std::sync::Mutex<Vec<String>>);
+    /// # impl Server { fn new(statuses: &'static [u16]) -> Self { Self(statuses, AtomicUsize::new(0), Default::default()) } }
     /// # #[async_trait::async_trait]
     /// # impl reqwest_middleware::Middleware for Server {
-    /// #     async fn handle(&self, _: reqwest::Request, _: &mut http::Extensions, _: reqwest_middleware::Next<'_>)
+    /// #     async fn handle(&self, request: reqwest::Request, _: &mut http::Extensions, _: reqwest_middleware::Next<'_>)
     /// #     -> reqwest_middleware::Result<reqwest::Response> {
+    /// #         let key = request.headers().get("idempotency-key").map(|k| k.to_str().unwrap().to_owned());
+    /// #         self.2.lock().unwrap().push(key.unwrap_or_default());
     /// #         let mut status = self.0[self.1.fetch_add(1, Relaxed).min(self.0.len() - 1)];
     /// #         if status == 0 { tokio::time::sleep(std::time::Duration::from_secs(60)).await; status = 200; }
     /// #         if status == 1 { return Err(reqwest_middleware::Error::middleware(std::io::Error::other("pool busy"))); }
@@ -396,7 +419,7 @@ impl<W, K, B, R, G, L, A> RetryMiddleware<W, K, B, R, G, L, A> {
     /// );
     /// let client = ClientBuilder::new(reqwest::Client::new())
     ///     .with(middleware)
-    /// #   .with(Server::new(&[503, 503, 200]))
+    ///     .with(Server::new(&[503, 503, 200])) // stands in for the network: 503, then 503, then 200
     ///     .build();
     /// let response = client.get("http://users.internal/users/7").send().await.unwrap();
     /// assert_eq!(response.status(), 200);
@@ -420,12 +443,14 @@ impl<W, K, B, R, G, L, A> RetryMiddleware<W, K, B, R, G, L, A> {
     /// # use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
     /// # /// Stands in for the network: answers these statuses in turn (the last
     /// # /// ever after; 0 hangs for a minute, then answers 200; 1 is an error).
-    /// # struct Server(&'static [u16], AtomicUsize);
-    /// # impl Server { fn new(statuses: &'static [u16]) -> Self { Self(statuses, AtomicUsize::new(0)) } }
+    /// # struct Server(&'static [u16], AtomicUsize, std::sync::Mutex<Vec<String>>);
+    /// # impl Server { fn new(statuses: &'static [u16]) -> Self { Self(statuses, AtomicUsize::new(0), Default::default()) } }
     /// # #[async_trait::async_trait]
     /// # impl reqwest_middleware::Middleware for Server {
-    /// #     async fn handle(&self, _: reqwest::Request, _: &mut http::Extensions, _: reqwest_middleware::Next<'_>)
+    /// #     async fn handle(&self, request: reqwest::Request, _: &mut http::Extensions, _: reqwest_middleware::Next<'_>)
     /// #     -> reqwest_middleware::Result<reqwest::Response> {
+    /// #         let key = request.headers().get("idempotency-key").map(|k| k.to_str().unwrap().to_owned());
+    /// #         self.2.lock().unwrap().push(key.unwrap_or_default());
     /// #         let mut status = self.0[self.1.fetch_add(1, Relaxed).min(self.0.len() - 1)];
     /// #         if status == 0 { tokio::time::sleep(std::time::Duration::from_secs(60)).await; status = 200; }
     /// #         if status == 1 { return Err(reqwest_middleware::Error::middleware(std::io::Error::other("pool busy"))); }
@@ -441,7 +466,7 @@ impl<W, K, B, R, G, L, A> RetryMiddleware<W, K, B, R, G, L, A> {
     /// );
     /// let client = ClientBuilder::new(reqwest::Client::new())
     ///     .with(middleware)
-    /// #   .with(Server::new(&[503]))
+    ///     .with(Server::new(&[503])) // stands in for the network: 503, always
     ///     .build();
     /// // Unavailable, and again: the last answer is the call's.
     /// let response = client.get("http://users.internal/users/7").send().await.unwrap();
@@ -467,12 +492,14 @@ impl<W, K, B, R, G, L, A> RetryMiddleware<W, K, B, R, G, L, A> {
     /// # use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
     /// # /// Stands in for the network: answers these statuses in turn (the last
     /// # /// ever after; 0 hangs for a minute, then answers 200; 1 is an error).
-    /// # struct Server(&'static [u16], AtomicUsize);
-    /// # impl Server { fn new(statuses: &'static [u16]) -> Self { Self(statuses, AtomicUsize::new(0)) } }
+    /// # struct Server(&'static [u16], AtomicUsize, std::sync::Mutex<Vec<String>>);
+    /// # impl Server { fn new(statuses: &'static [u16]) -> Self { Self(statuses, AtomicUsize::new(0), Default::default()) } }
     /// # #[async_trait::async_trait]
     /// # impl reqwest_middleware::Middleware for Server {
-    /// #     async fn handle(&self, _: reqwest::Request, _: &mut http::Extensions, _: reqwest_middleware::Next<'_>)
+    /// #     async fn handle(&self, request: reqwest::Request, _: &mut http::Extensions, _: reqwest_middleware::Next<'_>)
     /// #     -> reqwest_middleware::Result<reqwest::Response> {
+    /// #         let key = request.headers().get("idempotency-key").map(|k| k.to_str().unwrap().to_owned());
+    /// #         self.2.lock().unwrap().push(key.unwrap_or_default());
     /// #         let mut status = self.0[self.1.fetch_add(1, Relaxed).min(self.0.len() - 1)];
     /// #         if status == 0 { tokio::time::sleep(std::time::Duration::from_secs(60)).await; status = 200; }
     /// #         if status == 1 { return Err(reqwest_middleware::Error::middleware(std::io::Error::other("pool busy"))); }
@@ -483,7 +510,7 @@ impl<W, K, B, R, G, L, A> RetryMiddleware<W, K, B, R, G, L, A> {
     /// static USERS_API: CircuitBreaker = CircuitBreaker::new(3, Duration::from_secs(30));
     /// let client = ClientBuilder::new(reqwest::Client::new())
     ///     .with(RetryMiddleware::new(&Policy::new()).breaker(&USERS_API))
-    /// #   .with(Server::new(&[503]))
+    ///     .with(Server::new(&[503])) // stands in for the network: 503, always
     ///     .build();
     /// let url = "http://users.internal/users/7";
     /// assert_eq!(client.get(url).send().await.unwrap().status(), 503); // three 503s open it
@@ -511,12 +538,14 @@ impl<W, K, B, R, G, L, A> RetryMiddleware<W, K, B, R, G, L, A> {
     /// # use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
     /// # /// Stands in for the network: answers these statuses in turn (the last
     /// # /// ever after; 0 hangs for a minute, then answers 200; 1 is an error).
-    /// # struct Server(&'static [u16], AtomicUsize);
-    /// # impl Server { fn new(statuses: &'static [u16]) -> Self { Self(statuses, AtomicUsize::new(0)) } }
+    /// # struct Server(&'static [u16], AtomicUsize, std::sync::Mutex<Vec<String>>);
+    /// # impl Server { fn new(statuses: &'static [u16]) -> Self { Self(statuses, AtomicUsize::new(0), Default::default()) } }
     /// # #[async_trait::async_trait]
     /// # impl reqwest_middleware::Middleware for Server {
-    /// #     async fn handle(&self, _: reqwest::Request, _: &mut http::Extensions, _: reqwest_middleware::Next<'_>)
+    /// #     async fn handle(&self, request: reqwest::Request, _: &mut http::Extensions, _: reqwest_middleware::Next<'_>)
     /// #     -> reqwest_middleware::Result<reqwest::Response> {
+    /// #         let key = request.headers().get("idempotency-key").map(|k| k.to_str().unwrap().to_owned());
+    /// #         self.2.lock().unwrap().push(key.unwrap_or_default());
     /// #         let mut status = self.0[self.1.fetch_add(1, Relaxed).min(self.0.len() - 1)];
     /// #         if status == 0 { tokio::time::sleep(std::time::Duration::from_secs(60)).await; status = 200; }
     /// #         if status == 1 { return Err(reqwest_middleware::Error::middleware(std::io::Error::other("pool busy"))); }
@@ -527,7 +556,7 @@ impl<W, K, B, R, G, L, A> RetryMiddleware<W, K, B, R, G, L, A> {
     /// static USERS_API: AdaptiveThrottle = AdaptiveThrottle::standard();
     /// let client = ClientBuilder::new(reqwest::Client::new())
     ///     .with(RetryMiddleware::new(&Policy::new().attempts(1)).throttle(&USERS_API))
-    /// #   .with(Server::new(&[503]))
+    ///     .with(Server::new(&[503])) // stands in for the network: 503, always
     ///     .build();
     /// // The dependency refuses everything: the throttle soon sheds most calls
     /// // before they are sent.
@@ -561,12 +590,14 @@ impl<W, K, B, R, G, L, A> RetryMiddleware<W, K, B, R, G, L, A> {
     /// # use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
     /// # /// Stands in for the network: answers these statuses in turn (the last
     /// # /// ever after; 0 hangs for a minute, then answers 200; 1 is an error).
-    /// # struct Server(&'static [u16], AtomicUsize);
-    /// # impl Server { fn new(statuses: &'static [u16]) -> Self { Self(statuses, AtomicUsize::new(0)) } }
+    /// # struct Server(&'static [u16], AtomicUsize, std::sync::Mutex<Vec<String>>);
+    /// # impl Server { fn new(statuses: &'static [u16]) -> Self { Self(statuses, AtomicUsize::new(0), Default::default()) } }
     /// # #[async_trait::async_trait]
     /// # impl reqwest_middleware::Middleware for Server {
-    /// #     async fn handle(&self, _: reqwest::Request, _: &mut http::Extensions, _: reqwest_middleware::Next<'_>)
+    /// #     async fn handle(&self, request: reqwest::Request, _: &mut http::Extensions, _: reqwest_middleware::Next<'_>)
     /// #     -> reqwest_middleware::Result<reqwest::Response> {
+    /// #         let key = request.headers().get("idempotency-key").map(|k| k.to_str().unwrap().to_owned());
+    /// #         self.2.lock().unwrap().push(key.unwrap_or_default());
     /// #         let mut status = self.0[self.1.fetch_add(1, Relaxed).min(self.0.len() - 1)];
     /// #         if status == 0 { tokio::time::sleep(std::time::Duration::from_secs(60)).await; status = 200; }
     /// #         if status == 1 { return Err(reqwest_middleware::Error::middleware(std::io::Error::other("pool busy"))); }
@@ -576,7 +607,7 @@ impl<W, K, B, R, G, L, A> RetryMiddleware<W, K, B, R, G, L, A> {
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
     /// let client = ClientBuilder::new(reqwest::Client::new())
     ///     .with(RetryMiddleware::new(&Policy::new()).attempt_timeout(Duration::from_secs(2)))
-    /// #   .with(Server::new(&[0, 200]))
+    ///     .with(Server::new(&[0, 200])) // stands in for the network: hangs, then 200
     ///     .build();
     /// // The first attempt hangs: cut off after 2 s, and a GET is sent again.
     /// let start = tokio::time::Instant::now();

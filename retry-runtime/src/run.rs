@@ -764,7 +764,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     }
 
     /// Puts the calls behind `breaker`: a rejected first attempt returns
-    /// `Err(E::from(CircuitOpen))`, so the error type must implement
+    /// `Err(E::from(CircuitOpen::new()))`, so the error type must implement
     /// `From<CircuitOpen>`.
     ///
     /// ```
@@ -811,7 +811,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
 
     /// Puts the calls behind an adaptive throttle: attempts, the first
     /// included, are shed in proportion to what the dependency has been
-    /// refusing. A shed first attempt returns `Err(E::from(Throttled))`, so
+    /// refusing. A shed first attempt returns `Err(E::from(Throttled::new()))`, so
     /// the error type must implement `From<Throttled>`.
     ///
     /// ```
@@ -847,7 +847,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// Cuts each async attempt off after `timeout` (a `Duration`, or a
     /// policy's `Option<Duration>`, `None` meaning only at the deadline),
     /// or at the deadline if that comes first: the attempt then fails with
-    /// `E::from(Elapsed)`, an ambiguous failure, retried only for an
+    /// `E::from(Elapsed::new())`, an ambiguous failure, retried only for an
     /// idempotent policy. The error type must implement `From<Elapsed>`,
     /// and the loop must be async (`call_async`): a sync attempt cannot be
     /// interrupted.

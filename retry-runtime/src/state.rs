@@ -283,7 +283,7 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     }
 
     /// Before each attempt: may it run? Always, without a breaker; with
-    /// one, `Err(CircuitOpen)` while it is open. A rejected first attempt
+    /// one, `Err(CircuitOpen::new())` while it is open. A rejected first attempt
     /// is the call's error (`E: From<CircuitOpen>`); a rejected later one
     /// ends the call with the last outcome ([`GiveUp::BreakerOpen`]).
     ///

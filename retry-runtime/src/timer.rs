@@ -249,7 +249,7 @@ impl Clock for RuntimeClock {
     }
 }
 
-/// `attempt`, limited to `limit` if there is one: `Err(Elapsed)` if it
+/// `attempt`, limited to `limit` if there is one: `Err(Elapsed::new())` if it
 /// ran out.
 pub(crate) async fn maybe_timeout<F: Future>(
     limit: Option<Duration>,

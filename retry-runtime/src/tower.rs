@@ -348,7 +348,8 @@ impl<W, K, B, R, G, L, A> RetryLayer<HttpBodies, W, K, B, R, G, L, A> {
     /// use backstop::{tower::RetryLayer, Policy};
     /// use tower::{service_fn, Layer, ServiceExt};
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
-    /// // The server is told the time left, in its `grpc-timeout` header.
+    /// // The server is told the time left, in its `grpc-timeout` header (all
+    /// // of the 2 s here: on tokio's paused clock no time passes).
     /// let inner = service_fn(|request: http::Request<_>| async move {
     ///     let timeout = request.headers().get("grpc-timeout").cloned();
     ///     Ok::<_, std::io::Error>(http::Response::new(timeout))
@@ -478,12 +479,18 @@ impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
     /// use tower::{service_fn, Layer, ServiceExt};
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
     /// # static CALLS: AtomicU32 = AtomicU32::new(0);
-    /// // Busy once, then done.
+    /// // Busy once, then done; then refuses for good.
     /// let inner = service_fn(|()| async {
-    ///     if CALLS.fetch_add(1, Relaxed) == 0 { Err("busy".to_owned()) } else { Ok("done") }
+    ///     match CALLS.fetch_add(1, Relaxed) {
+    ///         0 => Err("busy".to_owned()),
+    ///         1 => Ok("done"),
+    ///         _ => Err("forbidden".to_owned()),
+    ///     }
     /// });
-    /// let layer = RetryLayer::new(&Policy::new()).when(|e: &String| e == "busy");
-    /// assert_eq!(layer.layer(inner).oneshot(()).await, Ok("done"));
+    /// let service = RetryLayer::new(&Policy::new()).when(|e: &String| e == "busy").layer(inner);
+    /// assert_eq!(service.clone().oneshot(()).await, Ok("done")); // "busy" was retried
+    /// assert_eq!(service.oneshot(()).await, Err("forbidden".to_owned())); // this was not
+    /// assert_eq!(CALLS.load(Relaxed), 3);
     /// # }
     /// ```
     pub fn when<F>(self, f: F) -> RetryLayer<P, crate::When<F>, K, B, R, G, L, A> {
@@ -587,7 +594,7 @@ impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
     }
 
     /// Puts the calls behind `breaker`: a rejected call fails with
-    /// `E::from(CircuitOpen)`.
+    /// `E::from(CircuitOpen::new())`.
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
@@ -620,7 +627,7 @@ impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
     }
 
     /// Puts the calls behind an adaptive throttle: a shed call fails with
-    /// `E::from(Throttled)`.
+    /// `E::from(Throttled::new())`.
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
@@ -655,7 +662,7 @@ impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
     }
 
     /// Cuts each attempt off after `timeout` (or at the deadline, if
-    /// sooner), failing it with `E::from(Elapsed)`: an ambiguous failure.
+    /// sooner), failing it with `E::from(Elapsed::new())`: an ambiguous failure.
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;

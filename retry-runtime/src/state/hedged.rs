@@ -40,7 +40,7 @@ impl<C: Clock> AttemptState<'_, C> {
     /// idempotency key and deadline. Each attempt is cut off after
     /// `timeout` (or at the deadline) if given.
     ///
-    /// `judge` turns what an attempt gave (`Err(Elapsed)` if it was cut
+    /// `judge` turns what an attempt gave (`Err(Elapsed::new())` if it was cut
     /// off) into its outcome and what the attempt came to. The first answer (a success, or a
     /// [`Stop`](Verdict::Stop)) ends the round and the other attempts are
     /// dropped at once. A retryable failure ends only its attempt (it
