@@ -10,6 +10,7 @@ use std::marker::PhantomData;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use backstop::hedge::Hedge;
 use backstop::{Policy, Retry, retry};
 use tokio::time::Instant;
 
@@ -48,34 +49,23 @@ async fn futures_with_non_send_outcomes_are_send() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn call_async_futures_with_non_send_errors_are_send() {
     static POLICY: Policy = Policy::new().base(Duration::from_millis(1));
-    let out = tokio::spawn(assert_send(async {
-        Retry::new(&POLICY)
-            .when(|_: &Box<dyn Error>| true)
-            .call_async(|| async {
-                tokio::task::yield_now().await;
-                Err::<u8, Box<dyn Error>>("down".into())
-            })
-            .await
-            .is_err()
-    }));
-    assert!(out.await.unwrap());
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hedged_call_async_futures_with_non_send_errors_are_send() {
-    static POLICY: Policy = Policy::new().base(Duration::from_millis(1));
-    let out = tokio::spawn(assert_send(async {
-        Retry::new(&POLICY)
-            .when(|_: &Box<dyn Error>| true)
-            .hedge(backstop::hedge::Hedge::after(Duration::from_millis(1)))
-            .call_async(|| async {
-                tokio::task::yield_now().await;
-                Err::<u8, Box<dyn Error>>("down".into())
-            })
-            .await
-            .is_err()
-    }));
-    assert!(out.await.unwrap());
+    // Single attempts, then hedged rounds (their own loop).
+    for hedge in [None, Some(Hedge::after(Duration::from_millis(1)))] {
+        let mut retry = Retry::new(&POLICY).when(|_: &Box<dyn Error>| true);
+        if let Some(hedge) = hedge {
+            retry = retry.hedge(hedge);
+        }
+        let out = tokio::spawn(assert_send(async move {
+            retry
+                .call_async(|| async {
+                    tokio::task::yield_now().await;
+                    Err::<u8, Box<dyn Error>>("down".into())
+                })
+                .await
+                .is_err()
+        }));
+        assert!(out.await.unwrap());
+    }
 }
 
 /// A response holding a connection: records when it is dropped.
