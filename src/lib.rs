@@ -678,21 +678,26 @@
 //!         .base(std::time::Duration::new(0, 100_000_000));
 //!     // `own`: a fresh throttle instead under `testing::isolate()`.
 //!     let budget = Some(rt::BudgetRef::Throttle(rt::own(&THROTTLE)));
-//!     let mut state = rt::AttemptState::new(&POLICY, rt::SystemClock).budget(budget);
+//!     // Names the call for `tracing` and `metrics`.
+//!     static FUNCTION: rt::Function = rt::Function::new("my_crate::get");
+//!     // The call reads the clock once. Its state machine is made only if
+//!     // the first attempt fails: a call that succeeds at once costs a
+//!     // clock read, the attempt's context and a read of the throttle.
+//!     let mut call = rt::Call::new(&POLICY, rt::SystemClock, budget, &FUNCTION);
 //!     loop {
 //!         // The attempt, with `backstop::context()` set while it runs.
 //!         let outcome: Result<u32, Error> =
-//!             rt::AttemptState::run_attempt(&mut state, || -> Result<u32, Error> { fetch() });
+//!             rt::Call::run_attempt(&mut call, || -> Result<u32, Error> { fetch() });
 //!         // `when_ok` and `when`, where given, judge `Ok` and `Err` instead.
 //!         let attempted = match <Result<u32, Error> as rt::Outcome>::as_result(&outcome) {
 //!             Ok(_value) => rt::Attempted::Succeeded,
 //!             Err(error) => rt::Attempted::Failed(rt::Classify::classify(error)),
 //!         };
-//!         match rt::AttemptState::decide(&mut state, attempted) {
+//!         match rt::Call::decide(&mut call, attempted) {
 //!             rt::Decision::Retry(delay) => {
 //!                 rt::sleep(delay);
 //!                 // Woke at or past the deadline: return, never start late.
-//!                 if rt::AttemptState::may_resume(&mut state).is_err() {
+//!                 if rt::AttemptState::may_resume(rt::Call::state(&mut call)).is_err() {
 //!                     return outcome;
 //!                 }
 //!             }

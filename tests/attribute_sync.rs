@@ -630,3 +630,30 @@ fn a_quiet_function_gets_its_retries_back_in_time() {
     let _ = quiet(&mut attempts);
     assert_eq!(attempts, 3);
 }
+
+#[retry(attempts = 3, base = 1ns)]
+fn answers(fail: bool, attempts: &mut u32) -> Result<(), Error> {
+    *attempts += 1;
+    if fail { Err(reset()) } else { Ok(()) }
+}
+
+#[test]
+fn successes_at_the_first_attempt_refill_the_throttle() {
+    let _vt = VirtualTime::start();
+    let _fresh = backstop::testing::isolate();
+    for _ in 0..10 {
+        let _ = answers(true, &mut 0);
+    }
+    let mut attempts = 0;
+    let _ = answers(true, &mut attempts);
+    assert_eq!(attempts, 1, "an outage drained the throttle");
+    // No time passes: only the answers refill it, a tenth of a token each.
+    for _ in 0..70 {
+        answers(false, &mut 0).unwrap();
+    }
+    // 7 tokens: the failure takes one, the retry stays above half (6 > 5);
+    // the second failure takes another, and 5 is not above half.
+    let mut attempts = 0;
+    let _ = answers(true, &mut attempts);
+    assert_eq!(attempts, 2);
+}

@@ -62,8 +62,6 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
     let ret = erase_impl_trait(ret);
     let n = Names::new();
     let Names {
-        policy,
-        budget,
         state,
         outcome,
         verdict,
@@ -84,12 +82,7 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
         quote!(#rt::SystemClock)
     };
     let function = function(func, &rt);
-    let init = with_breaker(quote!({
-        #rt::AttemptState::function(
-            #rt::AttemptState::budget(#rt::AttemptState::new(#policy, #clock), #budget),
-            #function,
-        )
-    }));
+    let init = init(args, &rt, &n, &clock, &function, &with_breaker);
     let prologue = quote! {
         #(#items)*
         #setup
@@ -109,7 +102,7 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
             loop {
                 let #delay = {
                     #attempt
-                    match #rt::AttemptState::decide(&mut #state, #verdict) {
+                    match #rt::Call::decide(&mut #state, #verdict) {
                         #rt::Decision::Retry(#delay) => {
                             #on_retry
                             #delay
@@ -134,16 +127,16 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
             #prologue
             loop {
                 let #outcome: #ret =
-                    #rt::AttemptState::run_attempt(&mut #state, || -> #ret { #(#stmts)* });
+                    #rt::Call::run_attempt(&mut #state, || -> #ret { #(#stmts)* });
                 let #verdict = #classify;
-                match #rt::AttemptState::decide(&mut #state, #verdict) {
+                match #rt::Call::decide(&mut #state, #verdict) {
                     #rt::Decision::Retry(#delay) => {
                         #on_retry
                         #rt::sleep(#delay);
                         // Late for the deadline, or the breaker opened:
                         // return the outcome kept through the sleep.
                         if let ::core::result::Result::Err(#reason) =
-                            #rt::AttemptState::may_resume(&mut #state)
+                            #rt::AttemptState::may_resume(#rt::Call::state(&mut #state))
                         {
                             #on_give_up
                             return #outcome;
@@ -159,6 +152,30 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
         }
     };
     with_body(func, &sig, Some(block.brace_token), body)
+}
+
+/// The call's state. Without a gate before every attempt, the state
+/// machine is made only if the first attempt fails.
+fn init(
+    args: &Args,
+    rt: &TokenStream,
+    n: &Names,
+    clock: &TokenStream,
+    function: &TokenStream,
+    with_breaker: &WithBreaker,
+) -> TokenStream {
+    let Names { policy, budget, .. } = n;
+    if args.breaker.value().is_some() || args.throttle.value().is_some() {
+        let state = with_breaker(quote!({
+            #rt::AttemptState::function(
+                #rt::AttemptState::budget(#rt::AttemptState::new(#policy, #clock), #budget),
+                #function,
+            )
+        }));
+        quote!(#rt::Call::from_state(#state))
+    } else {
+        quote!(#rt::Call::new(#policy, #clock, #budget, #function))
+    }
 }
 
 /// The function's `&'static Function`, for `tracing` and `metrics`: a
@@ -362,7 +379,7 @@ fn async_attempt(
 ) -> TokenStream {
     let Names { state, pinned, .. } = n;
     quote! {
-        #rt::AttemptState::run_attempt_pinned(&mut #state, ::core::pin::pin!(async {
+        #rt::Call::run_attempt_pinned(&mut #state, ::core::pin::pin!(async {
             // Pins the block's return type before the body is checked, so
             // `?` inside it knows what to convert into.
             #[allow(unreachable_code)]
@@ -433,7 +450,7 @@ fn hedged_round(
     // elided lifetime in it (`Result<&str, E>`) as a lifetime of its own.
     let run = quote! {
         #rt::AttemptState::run_hedged(
-            &mut #state,
+            #rt::Call::state(&mut #state),
             &#hedge_v,
             #timeout,
             &#attempt,
@@ -558,7 +575,7 @@ fn timed_attempt(
             (
                 quote! {
                     let (#outcome, #timed_out): (#ret, bool) = match #rt::timeout(
-                        #rt::AttemptState::attempt_limit(&#state, #limit),
+                        #rt::Call::attempt_limit(&#state, #limit),
                         #attempt,
                     ).await {
                         ::core::result::Result::Ok(#outcome) => (#outcome, false),
@@ -595,7 +612,7 @@ fn timed_attempt(
                         (&#rt::ElapsedInto::<#error>::new()).elapsed_into()
                     };
                     let (#outcome, #timed_out): (#ret, bool) = match #rt::maybe_timeout(
-                        #rt::AttemptState::attempt_limit_of(&#state, #policy, #into.is_some()),
+                        #rt::Call::attempt_limit_of(&#state, #policy, #into.is_some()),
                         #attempt,
                     ).await {
                         ::core::result::Result::Ok(#outcome) => (#outcome, false),
@@ -659,8 +676,8 @@ fn hooks(args: &Args, rt: &TokenStream, n: &Names) -> (TokenStream, TokenStream)
         let call = located_call_with(quote!(#rt::on_retry), &event, hook, quote!(&));
         // In the call's span: what the hook logs belongs to the call.
         quote! {{
-            let #event = &#rt::AttemptState::retry_event(&#state, #view, #delay);
-            #rt::AttemptState::in_span(&#state, || { #call; });
+            let #event = &#rt::AttemptState::retry_event(#rt::Call::state(&mut #state), #view, #delay);
+            #rt::AttemptState::in_span(#rt::Call::state(&mut #state), || { #call; });
         }}
     });
     let on_give_up = args
@@ -669,8 +686,8 @@ fn hooks(args: &Args, rt: &TokenStream, n: &Names) -> (TokenStream, TokenStream)
         .map_or_else(TokenStream::new, |hook| {
             let call = located_call_with(quote!(#rt::on_give_up), &event, hook, quote!(&));
             quote! {{
-                let #event = &#rt::AttemptState::give_up_event(&#state, #view, #reason);
-                #rt::AttemptState::in_span(&#state, || { #call; });
+                let #event = &#rt::AttemptState::give_up_event(#rt::Call::state(&mut #state), #view, #reason);
+                #rt::AttemptState::in_span(#rt::Call::state(&mut #state), || { #call; });
             }}
         });
     (on_retry, on_give_up)
@@ -779,7 +796,7 @@ fn gate(
                 format_ident!("{}", gate.with),
             );
             let reject = quote! {
-                if let ::core::result::Result::Err(#open) = #rt::AttemptState::#admit(&mut #state) {
+                if let ::core::result::Result::Err(#open) = #rt::AttemptState::#admit(#rt::Call::state(&mut #state)) {
                     let #outcome: #ret = ::core::result::Result::Err(#from #from_args);
                     let #reason = #rt::GiveUp::#give_up;
                     #on_give_up

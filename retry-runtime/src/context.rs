@@ -196,10 +196,10 @@ struct Current {
     deadline: Cell<Option<Instant>>,
     now: Cell<fn() -> Instant>,
     retried_below: Cell<bool>,
-    /// Where work carried out of this attempt ([`current_call`]: a spawned
-    /// task, a blocking closure) says that a call nested in it gave up
-    /// after retrying. Made by the first `current_call` of an attempt.
-    shared: Cell<Option<Arc<AtomicBool>>>,
+    /// [`SHARED`] holds this frame's flag: the first `current_call` of an
+    /// attempt made one. A frame without (nearly every one) never touches
+    /// [`SHARED`].
+    has_shared: Cell<bool>,
 }
 
 impl Current {
@@ -243,9 +243,34 @@ thread_local! {
             deadline: Cell::new(None),
             now: Cell::new(Instant::now),
             retried_below: Cell::new(false),
-            shared: Cell::new(None),
+            has_shared: Cell::new(false),
         }
     };
+    /// Where work carried out of the current attempt ([`current_call`]: a
+    /// spawned task, a blocking closure) says that a call nested in it gave
+    /// up after retrying, if that attempt made one (then
+    /// `CURRENT.has_shared`). Apart from `CURRENT`: a thread-local that
+    /// needs dropping is checked for life at every access, and this one is
+    /// rarely needed.
+    static SHARED: Cell<Option<Arc<AtomicBool>>> = const { Cell::new(None) };
+}
+
+/// Makes `flag` the current frame's shared flag, returning the one it had.
+#[inline]
+fn swap_shared(current: &Current, flag: Option<Arc<AtomicBool>>) -> Option<Arc<AtomicBool>> {
+    if !current.has_shared.get() && flag.is_none() {
+        return None;
+    }
+    swap_shared_slow(current, flag)
+}
+
+#[cold]
+fn swap_shared_slow(current: &Current, flag: Option<Arc<AtomicBool>>) -> Option<Arc<AtomicBool>> {
+    current.has_shared.set(flag.is_some());
+    SHARED
+        .try_with(|shared| shared.replace(flag))
+        .ok()
+        .flatten()
 }
 
 /// The context of the attempt running now, if any: inside a sync attempt
@@ -382,11 +407,9 @@ pub fn current_call() -> CallScope {
             // The work shares the attempt's key: draw it now if need be.
             let key = raw.key.or_draw();
             current.key.set(key);
-            let flag = current
-                .shared
-                .take()
-                .unwrap_or_else(|| Arc::new(AtomicBool::new(false)));
-            current.shared.set(Some(Arc::clone(&flag)));
+            let flag =
+                swap_shared(current, None).unwrap_or_else(|| Arc::new(AtomicBool::new(false)));
+            swap_shared(current, Some(Arc::clone(&flag)));
             CallScope {
                 frame: Some(Frame {
                     key,
@@ -410,7 +433,7 @@ impl CallScope {
             return f();
         };
         let previous = CURRENT.with(|current| {
-            let previous = (current.raw(), current.shared.replace(self.flag.clone()));
+            let previous = (current.raw(), swap_shared(current, self.flag.clone()));
             current.set_raw(frame);
             previous
         });
@@ -559,7 +582,7 @@ struct Shared(Option<Arc<AtomicBool>>);
 impl Drop for Shared {
     fn drop(&mut self) {
         let flag = self.0.take();
-        let _ = CURRENT.try_with(|current| current.shared.set(flag));
+        let _ = CURRENT.try_with(|current| swap_shared(current, flag));
     }
 }
 
@@ -712,12 +735,14 @@ impl Scope {
         let outer = CURRENT.with(|current| {
             let frame = (current.attempt.get() != 0 || current.deadline.get().is_some())
                 .then(|| current.raw());
-            let shared = current.shared.replace(self.shared.take());
+            let shared = swap_shared(current, self.shared.take());
             current.set_raw(self.frame);
             Outer { frame, shared }
         });
-        let _leave = Leave { scope: self, outer };
-        f()
+        let leave = Leave { scope: self, outer };
+        let out = f();
+        leave.now();
+        out
     }
 }
 
@@ -735,14 +760,23 @@ struct Leave<'s> {
     outer: Outer,
 }
 
-impl Drop for Leave<'_> {
+impl Leave<'_> {
+    /// Leaves on return: inline, where a guard's `drop`, shared with the
+    /// unwinding path, is a call of its own.
     #[inline]
-    fn drop(&mut self) {
+    fn now(mut self) {
+        self.restore();
+        // Nothing is left to drop: `restore` took the outer shared flag.
+        std::mem::forget(self);
+    }
+
+    #[inline]
+    fn restore(&mut self) {
         let scope = &mut *self.scope;
         let outer = &mut self.outer;
         let _ = CURRENT.try_with(|current| {
             scope.frame.key = current.key.get();
-            scope.shared = current.shared.replace(outer.shared.take());
+            scope.shared = swap_shared(current, outer.shared.take());
             scope.frame.retried_below = current.retried_below.get()
                 || scope
                     .shared
@@ -758,5 +792,12 @@ impl Drop for Leave<'_> {
                 }
             }
         });
+    }
+}
+
+impl Drop for Leave<'_> {
+    /// Leaves when the attempt unwinds.
+    fn drop(&mut self) {
+        self.restore();
     }
 }

@@ -9,6 +9,7 @@ use crate::budget::{BudgetRef, RetryBudget};
 use crate::classify::Verdict;
 use crate::clock::Clock;
 use crate::policy::Policy;
+pub use crate::state::Call;
 pub use crate::testing::own;
 use crate::throttle::RetryThrottle;
 use crate::vocabulary::Attempted;

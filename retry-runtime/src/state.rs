@@ -4,6 +4,10 @@
 //! this long, then attempt again". It never sleeps and reads time only
 //! through its [`Clock`], so every rule can be tested in virtual time, and
 //! sync and async loops differ only in how they sleep.
+//!
+//! A `#[retry]` call holds less until its first attempt is decided
+//! (`first.rs`): most first attempts succeed, and one that fails is then
+//! decided by the state machine as if it had been there from the start.
 
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -19,8 +23,12 @@ use crate::observe::{Function, GiveUpEvent, Observe, RetryEvent};
 use crate::policy::Policy;
 use crate::vocabulary::Attempted;
 
+mod first;
 #[cfg(all(feature = "async", not(loom)))]
 mod hedged;
+
+#[doc(hidden)]
+pub use first::Call;
 
 /// Deadlines shorter than this start from the precise clock: the coarse
 /// one ([`Clock::start_now`]) can trail by milliseconds.
@@ -117,20 +125,28 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// ```
     #[inline]
     pub fn new(policy: &'a Policy, clock: C) -> Self {
-        let budget = policy.get_budget();
-        // The coarse clock: the only read a call whose first attempt
-        // succeeds makes. Never late, so the deadline is never late either;
-        // but it trails by milliseconds, too much for a deadline of a few.
-        let start = match policy.deadline {
-            Some(deadline) if deadline < PRECISE_START_BELOW => clock.now(),
-            _ => clock.start_now(),
-        };
-        // A call made inside another's attempt never outlives that call.
-        let own = policy.deadline.and_then(|d| start.checked_add(d));
-        let deadline = match (own, context::enclosing_deadline()) {
-            (Some(own), Some(enclosing)) => Some(own.min(enclosing)),
-            (own, enclosing) => own.or(enclosing),
-        };
+        let (start, deadline) = start_and_deadline(policy, &clock);
+        Self::started(
+            policy,
+            policy.get_budget(),
+            clock,
+            start,
+            deadline,
+            Observe::new(),
+        )
+    }
+
+    /// A state for a call that started at `start`, before its first
+    /// attempt was decided.
+    #[inline]
+    fn started(
+        policy: &'a Policy,
+        budget: Option<BudgetRef<'a>>,
+        clock: C,
+        start: Instant,
+        deadline: Option<Instant>,
+        obs: Observe,
+    ) -> Self {
         Self {
             policy,
             budget,
@@ -145,7 +161,7 @@ impl<'a, C: Clock> AttemptState<'a, C> {
             breaker: None,
             throttle: None,
             last_verdict: None,
-            obs: Observe::new(),
+            obs,
             recorded: false,
             permit: None,
             replayable: true,
@@ -360,15 +376,7 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// ```
     #[inline]
     pub fn run_attempt<R>(&mut self, attempt: impl FnOnce() -> R) -> R {
-        self.record_call();
-        self.sending();
-        self.obs.started(self.attempt());
-        #[cfg(feature = "tracing")]
-        let _span = self.obs.span().clone().entered();
-        let (out, call, below) = self.scope().run(attempt);
-        self.call = call;
-        self.retried_below = below;
-        out
+        run_sync(self, attempt)
     }
 
     /// Runs one async attempt with its [`Context`](crate::Context) set
@@ -400,31 +408,9 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     #[doc(hidden)]
     pub fn run_attempt_pinned<'s, F: Future>(
         &'s mut self,
-        mut attempt: std::pin::Pin<&'s mut F>,
+        attempt: std::pin::Pin<&'s mut F>,
     ) -> impl Future<Output = F::Output> + 's {
-        self.record_call();
-        self.sending();
-        self.obs.started(self.attempt());
-        self.retried_below = false;
-        #[cfg(feature = "tracing")]
-        let span = self.obs.span().clone();
-        // The frame is built from the state at every poll (it is a few
-        // words): only the flag of work carried out of the attempt, once
-        // there is some, is kept between polls.
-        let mut shared = None;
-        std::future::poll_fn(move |task| {
-            #[cfg(feature = "tracing")]
-            let _span = span.enter();
-            let mut scope = self.scope().carrying(shared.take(), self.retried_below);
-            let poll = scope.poll(attempt.as_mut(), task);
-            // After every poll: an attempt cancelled midway (timed out, or
-            // dropped) keeps the key it drew for the next one, and a nested
-            // call that gave up after retrying is not forgotten.
-            self.call = scope.call();
-            self.retried_below = scope.retried_below();
-            shared = scope.into_shared();
-            poll
-        })
+        run_pinned(self, attempt)
     }
 
     /// What to tell `on_retry` after [`decide`](Self::decide) answered
@@ -490,13 +476,7 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// assert_eq!(state.attempt_limit(Duration::from_secs(1)), Duration::from_secs(1));
     /// ```
     pub fn attempt_limit(&self, timeout: Duration) -> Duration {
-        match self.deadline {
-            Some(deadline) => {
-                let left = deadline.saturating_duration_since(self.clock.now());
-                timeout.min(left.saturating_sub(self.clock.sleep_slack()))
-            }
-            None => timeout,
-        }
+        attempt_limit(self.deadline, &self.clock, timeout)
     }
 
     /// How long the next attempt may run under `policy`'s own attempt
@@ -504,10 +484,7 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// timed-out attempt as its error): as [`attempt_limit`](Self::attempt_limit).
     #[doc(hidden)]
     pub fn attempt_limit_of(&self, policy: &Policy, applies: bool) -> Option<Duration> {
-        policy
-            .attempt_timeout
-            .filter(|_| applies)
-            .map(|timeout| self.attempt_limit(timeout))
+        attempt_limit_of(self.deadline, &self.clock, policy, applies)
     }
 
     fn scope(&self) -> Scope {
@@ -769,6 +746,140 @@ impl<'a, C: Clock> AttemptState<'a, C> {
         }
         Decision::Retry(delay)
     }
+}
+
+/// What runs attempts: the state machine, or a call before its first
+/// attempt is decided ([`Call`]). [`run_sync`] and [`run_pinned`] run an
+/// attempt in its frame for either.
+trait Attempts {
+    /// An attempt starts: the call is recorded on the budget (once), the
+    /// attempt counted, and no nested call has given up in it yet.
+    fn begin(&mut self);
+    /// The frame the attempt runs in, carrying what an earlier poll of it
+    /// left.
+    fn scope(&self) -> Scope;
+    /// Whether a call nested in the attempt gave up after retrying.
+    fn retried_below(&self) -> bool;
+    /// Keeps what the attempt (or a poll of it) left to the call.
+    fn keep(&mut self, call: CallContext, retried_below: bool);
+    /// The call's span, which the attempt runs in.
+    #[cfg(feature = "tracing")]
+    fn span(&self) -> &tracing::Span;
+}
+
+impl<C: Clock> Attempts for AttemptState<'_, C> {
+    #[inline]
+    fn begin(&mut self) {
+        self.record_call();
+        self.sending();
+        self.obs.started(self.attempt());
+        self.retried_below = false;
+    }
+
+    #[inline]
+    fn scope(&self) -> Scope {
+        AttemptState::scope(self)
+    }
+
+    #[inline]
+    fn retried_below(&self) -> bool {
+        self.retried_below
+    }
+
+    #[inline]
+    fn keep(&mut self, call: CallContext, retried_below: bool) {
+        self.call = call;
+        self.retried_below = retried_below;
+    }
+
+    #[cfg(feature = "tracing")]
+    fn span(&self) -> &tracing::Span {
+        self.obs.span()
+    }
+}
+
+/// Runs one sync attempt for `state` in the attempt's frame.
+#[inline]
+fn run_sync<R>(state: &mut impl Attempts, attempt: impl FnOnce() -> R) -> R {
+    state.begin();
+    #[cfg(feature = "tracing")]
+    let _span = state.span().clone().entered();
+    let (out, call, below) = state.scope().run(attempt);
+    state.keep(call, below);
+    out
+}
+
+/// Runs one async attempt for `state`, with the attempt's frame set around
+/// each poll.
+fn run_pinned<'s, F: Future>(
+    state: &'s mut impl Attempts,
+    mut attempt: std::pin::Pin<&'s mut F>,
+) -> impl Future<Output = F::Output> + 's {
+    state.begin();
+    #[cfg(feature = "tracing")]
+    let span = state.span().clone();
+    // The frame is built from the state at every poll (it is a few words):
+    // only the flag of work carried out of the attempt, once there is
+    // some, is kept between polls.
+    let mut shared = None;
+    std::future::poll_fn(move |task| {
+        #[cfg(feature = "tracing")]
+        let _span = span.enter();
+        let mut scope = state.scope().carrying(shared.take(), state.retried_below());
+        let poll = scope.poll(attempt.as_mut(), task);
+        // After every poll: an attempt cancelled midway (timed out, or
+        // dropped) keeps the key it drew for the next one, and a nested
+        // call that gave up after retrying is not forgotten.
+        state.keep(scope.call(), scope.retried_below());
+        shared = scope.into_shared();
+        poll
+    })
+}
+
+/// How long an attempt may run under `timeout` in a call with `deadline`:
+/// see [`AttemptState::attempt_limit`].
+fn attempt_limit(deadline: Option<Instant>, clock: &impl Clock, timeout: Duration) -> Duration {
+    match deadline {
+        Some(deadline) => {
+            let left = deadline.saturating_duration_since(clock.now());
+            timeout.min(left.saturating_sub(clock.sleep_slack()))
+        }
+        None => timeout,
+    }
+}
+
+/// How long an attempt may run under `policy`'s own attempt timeout:
+/// see [`AttemptState::attempt_limit_of`].
+fn attempt_limit_of(
+    deadline: Option<Instant>,
+    clock: &impl Clock,
+    policy: &Policy,
+    applies: bool,
+) -> Option<Duration> {
+    policy
+        .attempt_timeout
+        .filter(|_| applies)
+        .map(|timeout| attempt_limit(deadline, clock, timeout))
+}
+
+/// When a call under `policy` starts, and its deadline: its own, or the
+/// enclosing call's if that is sooner.
+#[inline]
+fn start_and_deadline(policy: &Policy, clock: &impl Clock) -> (Instant, Option<Instant>) {
+    // The coarse clock: the only read a call whose first attempt succeeds
+    // makes. Never late, so the deadline is never late either; but it
+    // trails by milliseconds, too much for a deadline of a few.
+    let start = match policy.deadline {
+        Some(deadline) if deadline < PRECISE_START_BELOW => clock.now(),
+        _ => clock.start_now(),
+    };
+    // A call made inside another's attempt never outlives that call.
+    let own = policy.deadline.and_then(|d| start.checked_add(d));
+    let deadline = match (own, context::enclosing_deadline()) {
+        (Some(own), Some(enclosing)) => Some(own.min(enclosing)),
+        (own, enclosing) => own.or(enclosing),
+    };
+    (start, deadline)
 }
 
 impl<C> fmt::Debug for AttemptState<'_, C> {
