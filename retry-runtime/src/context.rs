@@ -665,6 +665,7 @@ impl Scope {
     /// This scope, carrying what an earlier poll of the attempt left: the
     /// flag of work carried out of it, and whether a call nested in it gave
     /// up after retrying.
+    #[inline]
     pub(crate) fn carrying(mut self, shared: Option<Arc<AtomicBool>>, retried_below: bool) -> Self {
         self.shared = shared;
         self.frame.retried_below = retried_below;

@@ -90,6 +90,7 @@ impl<'a, C: Clock> Call<'a, C> {
     }
 
     /// Runs one async attempt: [`AttemptState::run_attempt_pinned`].
+    #[inline]
     pub fn run_attempt_pinned<'s, F: Future>(
         &'s mut self,
         attempt: std::pin::Pin<&'s mut F>,
@@ -104,8 +105,14 @@ impl<'a, C: Clock> Call<'a, C> {
     pub fn decide(&mut self, attempted: Attempted) -> Decision {
         match (&mut self.0, attempted) {
             (Phase::First(first), Attempted::Succeeded) => first.succeeded(),
-            _ => self.state().decide(attempted),
+            _ => self.decide_in_state(attempted),
         }
+    }
+
+    /// Out of line: the call's path on success stays short.
+    #[inline(never)]
+    fn decide_in_state(&mut self, attempted: Attempted) -> Decision {
+        self.state().decide(attempted)
     }
 
     /// How long the next attempt may run: [`AttemptState::attempt_limit`].
@@ -131,18 +138,26 @@ impl<'a, C: Clock> Call<'a, C> {
 
     /// The state machine, made now if the first attempt has not been
     /// decided yet.
-    #[cold]
+    #[inline]
     pub fn state(&mut self) -> &mut AttemptState<'a, C> {
         if let Phase::First(_) = self.0 {
-            let Phase::First(first) = std::mem::replace(&mut self.0, Phase::Moving) else {
-                unreachable!("matched above")
-            };
-            self.0 = Phase::Going(first.into_state());
+            self.promote();
         }
         match &mut self.0 {
             Phase::Going(state) => state,
             _ => unreachable!("{MOVING}"),
         }
+    }
+
+    /// The first attempt failed (or something only the state machine
+    /// answers was asked): make it.
+    #[cold]
+    #[inline(never)]
+    fn promote(&mut self) {
+        self.0 = match std::mem::replace(&mut self.0, Phase::Moving) {
+            Phase::First(first) => Phase::Going(first.into_state()),
+            other => other,
+        };
     }
 }
 
@@ -185,7 +200,8 @@ impl<C: Clock> Attempts for Call<'_, C> {
     fn begin(&mut self) {
         match &mut self.0 {
             Phase::First(first) => first.begin(),
-            _ => self.state().begin(),
+            Phase::Going(state) => state.begin(),
+            Phase::Moving => unreachable!("{MOVING}"),
         }
     }
 
