@@ -309,6 +309,7 @@ pub fn context() -> Option<Context> {
 /// The deadline of the enclosing attempt's call or [deadline scope](deadline_sync),
 /// if any: a nested call may not outlive it. (Outside both, the field is
 /// `None`: attempts and scopes put back what they found.)
+#[inline]
 pub(crate) fn enclosing_deadline() -> Option<Instant> {
     CURRENT
         .try_with(|current| current.deadline.get())
@@ -731,7 +732,8 @@ impl Scope {
     /// One thread-local access on the way in, one on the way out. At the
     /// top level (no attempt or deadline scope around), nothing is saved:
     /// leaving puts back the empty frame, whose other fields nobody reads.
-    #[inline]
+    #[allow(clippy::inline_always)]
+    #[inline(always)]
     fn enter<R>(&mut self, f: impl FnOnce() -> R) -> R {
         let outer = CURRENT.with(|current| {
             let frame = (current.attempt.get() != 0 || current.deadline.get().is_some())

@@ -287,11 +287,17 @@ impl RetryThrottle {
     /// A call got an answer (a success, or an error that no retry can
     /// fix): `token_ratio` more, up to `max_tokens`. With the bucket full,
     /// a read and nothing else.
+    #[inline]
     pub fn answered(&self, now: Instant) {
-        let mut current = self.state.load(Acquire);
-        if tokens_of(current) >= self.max {
-            return;
+        let current = self.state.load(Acquire);
+        if tokens_of(current) < self.max {
+            self.credit(current, now);
         }
+    }
+
+    /// [`answered`](Self::answered) with the bucket not full.
+    #[cold]
+    fn credit(&self, mut current: u64, now: Instant) {
         let now = self.tick(now);
         loop {
             let tokens = self
