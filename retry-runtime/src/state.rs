@@ -331,11 +331,7 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// (or is decided, for a loop that runs attempts itself). A call the
     /// breaker rejects never gets here.
     fn record_call(&mut self) {
-        if !std::mem::replace(&mut self.recorded, true)
-            && let Some(BudgetRef::Window(budget)) = self.budget
-        {
-            budget.record_call(self.start);
-        }
+        record_once(&mut self.recorded, self.budget, self.start);
     }
 
     /// The loop gave up between attempts for `reason` (the service was
@@ -860,6 +856,17 @@ fn attempt_limit_of(
         .attempt_timeout
         .filter(|_| applies)
         .map(|timeout| attempt_limit(deadline, clock, timeout))
+}
+
+/// Records a call that started at `start` on `budget` if that is a
+/// windowed budget, once: `recorded` says it was.
+#[inline]
+fn record_once(recorded: &mut bool, budget: Option<BudgetRef<'_>>, start: Instant) {
+    if let Some(BudgetRef::Window(budget)) = budget
+        && !std::mem::replace(recorded, true)
+    {
+        budget.record_call(start);
+    }
 }
 
 /// When a call under `policy` starts, and its deadline: its own, or the

@@ -259,11 +259,7 @@ impl<'a, C: Clock> First<'a, C> {
     /// As [`AttemptState::record_call`].
     #[inline]
     fn record_call(&mut self) {
-        if !std::mem::replace(&mut self.recorded, true)
-            && let Some(BudgetRef::Window(budget)) = self.budget
-        {
-            budget.record_call(self.start);
-        }
+        super::record_once(&mut self.recorded, self.budget, self.start);
     }
 
     /// The state machine, as if it had run the first attempt itself.
