@@ -72,7 +72,7 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
 
     let setup = setup(args, &rt, &n);
     let (on_retry, on_give_up) = hooks(args, &rt, &n);
-    let (with_breaker, admit_first, admit_after_sleep) = breaker(args, &rt, &n, &ret, &on_give_up);
+    let (with_gates, admit_first, admit_after_sleep) = breaker(args, &rt, &n, &ret, &on_give_up);
     let classify = classify(args, &rt, &n, &ret, ret_span);
     let (items, stmts) = split_items(block);
     let is_async = func.sig.asyncness.is_some();
@@ -82,7 +82,7 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
         quote!(#rt::SystemClock)
     };
     let function = function(func, &rt);
-    let init = init(args, &rt, &n, &clock, &function, &with_breaker);
+    let init = init(&rt, &n, &clock, &function, with_gates.as_ref());
     let prologue = quote! {
         #(#items)*
         #setup
@@ -157,24 +157,24 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
 /// The call's state. Without a gate before every attempt, the state
 /// machine is made only if the first attempt fails.
 fn init(
-    args: &Args,
     rt: &TokenStream,
     n: &Names,
     clock: &TokenStream,
     function: &TokenStream,
-    with_breaker: &WithBreaker,
+    with_gates: Option<&WithGate>,
 ) -> TokenStream {
     let Names { policy, budget, .. } = n;
-    if args.breaker.value().is_some() || args.throttle.value().is_some() {
-        let state = with_breaker(quote!({
-            #rt::AttemptState::function(
-                #rt::AttemptState::budget(#rt::AttemptState::new(#policy, #clock), #budget),
-                #function,
-            )
-        }));
-        quote!(#rt::Call::from_state(#state))
-    } else {
-        quote!(#rt::Call::new(#policy, #clock, #budget, #function))
+    match with_gates {
+        Some(with_gates) => {
+            let state = with_gates(quote!({
+                #rt::AttemptState::function(
+                    #rt::AttemptState::budget(#rt::AttemptState::new(#policy, #clock), #budget),
+                    #function,
+                )
+            }));
+            quote!(#rt::Call::from_state(#state))
+        }
+        None => quote!(#rt::Call::new(#policy, #clock, #budget, #function)),
     }
 }
 
@@ -693,10 +693,9 @@ fn hooks(args: &Args, rt: &TokenStream, n: &Names) -> (TokenStream, TokenStream)
     (on_retry, on_give_up)
 }
 
-/// A function turning the state's constructor into one with the breaker
-/// (or throttle), and the admission checks before the first attempt and
-/// after each sleep (none without one).
-type WithBreaker = Box<dyn Fn(TokenStream) -> TokenStream>;
+/// A function turning the state's constructor into one behind a gate (the
+/// breaker, the adaptive throttle, or both).
+type WithGate = Box<dyn Fn(TokenStream) -> TokenStream>;
 
 /// What a gate before every attempt is: the breaker or the adaptive
 /// throttle.
@@ -737,21 +736,34 @@ const THROTTLE: Gate = Gate {
     reason: "Throttled",
 };
 
+/// The gates before every attempt (the adaptive throttle, the breaker):
+/// their constructor (none without a gate: the call then makes its state
+/// machine only if the first attempt fails), and the admission checks
+/// before the first attempt and after each sleep.
 fn breaker(
     args: &Args,
     rt: &TokenStream,
     n: &Names,
     ret: &Type,
     on_give_up: &TokenStream,
-) -> (WithBreaker, TokenStream, TokenStream) {
+) -> (Option<WithGate>, TokenStream, TokenStream) {
     // The throttle is asked first: an attempt it sheds never takes a
     // breaker's leave.
     let (with_throttle, throttle_first, throttle_after) =
         gate(args.throttle.value(), &THROTTLE, rt, n, ret, on_give_up);
     let (with_breaker, breaker_first, breaker_after) =
         gate(args.breaker.value(), &BREAKER, rt, n, ret, on_give_up);
+    let with_gates: Option<WithGate> = match (with_throttle, with_breaker) {
+        (None, None) => None,
+        (throttle, breaker) => Some(Box::new(move |mut init| {
+            for gate in [&throttle, &breaker].into_iter().flatten() {
+                init = gate(init);
+            }
+            init
+        })),
+    };
     (
-        Box::new(move |init| with_breaker(with_throttle(init))),
+        with_gates,
         quote!(#throttle_first #breaker_first),
         quote!(#throttle_after #breaker_after),
     )
@@ -764,7 +776,7 @@ fn gate(
     n: &Names,
     ret: &Type,
     on_give_up: &TokenStream,
-) -> (WithBreaker, TokenStream, TokenStream) {
+) -> (Option<WithGate>, TokenStream, TokenStream) {
     let state = &n.state;
     // With a gate: the state machine asks it before every attempt; a
     // rejected first attempt is the function's error, through
@@ -806,13 +818,13 @@ fn gate(
             let rt = rt.clone();
             let with_gate =
                 move |init: TokenStream| quote!({ #item #rt::AttemptState::#with(#init, #read) });
-            (Box::new(with_gate) as WithBreaker, reject.clone(), reject)
+            (
+                Some(Box::new(with_gate) as WithGate),
+                reject.clone(),
+                reject,
+            )
         }
-        None => (
-            Box::new(|init: TokenStream| init) as WithBreaker,
-            quote!(),
-            quote!(),
-        ),
+        None => (None, quote!(), quote!()),
     }
 }
 

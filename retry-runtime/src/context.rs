@@ -769,7 +769,9 @@ impl Leave<'_> {
     #[inline]
     fn now(mut self) {
         self.restore();
-        // Nothing is left to drop: `restore` took the outer shared flag.
+        // Nothing is left to drop but the outer shared flag, which
+        // `restore` took unless the thread-local was gone.
+        drop(self.outer.shared.take());
         std::mem::forget(self);
     }
 

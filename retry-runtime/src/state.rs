@@ -660,8 +660,8 @@ impl<'a, C: Clock> AttemptState<'a, C> {
             throttle.accepted(requested);
         }
         let throttle_allows = match self.budget {
-            Some(BudgetRef::Throttle(throttle)) if attempted.answered() => {
-                throttle.answered(self.start);
+            Some(BudgetRef::Throttle(_)) if attempted.answered() => {
+                credit_answer(self.budget, self.start);
                 true
             }
             // (The coarse clock: the bucket refills by the second.)
@@ -866,6 +866,16 @@ fn record_once(recorded: &mut bool, budget: Option<BudgetRef<'_>>, start: Instan
         && !std::mem::replace(recorded, true)
     {
         budget.record_call(start);
+    }
+}
+
+/// An attempt of a call that started at `start` was answered (a success,
+/// or an error no retry can fix): a retry throttle is credited. The one
+/// rule for the state machine and for a first attempt decided without it.
+#[inline]
+fn credit_answer(budget: Option<BudgetRef<'_>>, start: Instant) {
+    if let Some(BudgetRef::Throttle(throttle)) = budget {
+        throttle.answered(start);
     }
 }
 

@@ -44,6 +44,8 @@ struct First<'a, C> {
     retried_below: bool,
     /// The call has been recorded on the budget.
     recorded: bool,
+    /// The attempt has been decided (it succeeded).
+    decided: bool,
     obs: Observe,
 }
 
@@ -70,6 +72,7 @@ impl<'a, C: Clock> Call<'a, C> {
             call: CallContext::default(),
             retried_below: false,
             recorded: false,
+            decided: false,
             obs,
         }))
     }
@@ -245,13 +248,14 @@ impl<C: Clock> Attempts for Call<'_, C> {
 const MOVING: &str = "a call is first or going but for the instant between";
 
 impl<'a, C: Clock> First<'a, C> {
-    /// [`AttemptState::decide`] for a first attempt that succeeded.
+    /// [`AttemptState::decide`] for a first attempt that succeeded, without
+    /// a breaker or an adaptive throttle: the call is recorded (if it was
+    /// not), the throttle credited, the end reported.
     #[inline]
     fn succeeded(&mut self) -> Decision {
         self.record_call();
-        if let Some(BudgetRef::Throttle(throttle)) = self.budget {
-            throttle.answered(self.start);
-        }
+        super::credit_answer(self.budget, self.start);
+        self.decided = true;
         self.obs.decided(1, Decision::Return, None);
         Decision::Return
     }
@@ -275,6 +279,7 @@ impl<'a, C: Clock> First<'a, C> {
         state.call = self.call;
         state.retried_below = self.retried_below;
         state.recorded = self.recorded;
+        state.done = u32::from(self.decided);
         state
     }
 }
@@ -282,14 +287,129 @@ impl<'a, C: Clock> First<'a, C> {
 impl<C> std::fmt::Debug for Call<'_, C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.0 {
-            Phase::Going(state) => state.fmt(f),
+            Phase::Going(state) => f.debug_tuple("Call").field(state).finish(),
             Phase::First(first) => f
-                .debug_struct("AttemptState")
-                .field("attempt", &1)
+                .debug_struct("Call")
+                .field("attempt", &(u32::from(first.decided) + 1))
                 .field("start", &first.start)
                 .field("deadline", &first.deadline)
                 .finish_non_exhaustive(),
-            Phase::Moving => f.write_str("AttemptState"),
+            Phase::Moving => f.write_str("Call"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::budget::RetryBudget;
+    use crate::classify::Verdict;
+    use crate::context;
+    use crate::throttle::RetryThrottle;
+
+    static FUNCTION: Function = Function::new("tests::call");
+
+    /// A clock standing still.
+    #[derive(Clone, Copy)]
+    struct Still(Instant);
+
+    impl Clock for Still {
+        fn now(&self) -> Instant {
+            self.0
+        }
+    }
+
+    fn still() -> Still {
+        Still(Instant::now())
+    }
+
+    fn failed() -> Attempted {
+        Attempted::Failed(Verdict::Retry)
+    }
+
+    #[test]
+    fn a_failed_first_attempt_makes_the_state_machine_with_what_it_left() {
+        let budget = RetryBudget::new(1.0, 10, Duration::from_secs(10));
+        let policy = Policy::new().attempts(3).base(Duration::from_millis(1));
+        let mut call = Call::new(
+            &policy,
+            still(),
+            Some(BudgetRef::Window(&budget)),
+            &FUNCTION,
+        );
+        let key = call.run_attempt(|| {
+            // A nested call gave up after retrying inside this attempt.
+            context::note_retried_below();
+            context::context().map(|cx| cx.idempotency_key())
+        });
+        assert!(matches!(call.0, Phase::First(_)));
+        // The nested call's give-up holds: no retry on top of it.
+        assert_eq!(
+            call.decide(failed()),
+            Decision::GiveUp(crate::vocabulary::GiveUp::RetriedBelow)
+        );
+        let state = call.state();
+        assert_eq!(state.attempt(), 2);
+        assert_eq!(
+            budget.stats().calls,
+            1,
+            "recorded once, by the first attempt"
+        );
+        // The key drawn in attempt 1 is the call's.
+        let again = state.run_attempt(|| context::context().map(|cx| cx.idempotency_key()));
+        assert_eq!(again, key);
+        assert_eq!(budget.stats().calls, 1);
+    }
+
+    #[test]
+    fn a_first_attempt_that_succeeds_credits_the_throttle_and_ends_the_call() {
+        let throttle = RetryThrottle::new(10, 1.0);
+        let now = Instant::now();
+        // Two failures: 8 tokens of 10.
+        assert!(throttle.failed(now));
+        assert!(throttle.failed(now));
+        let policy = Policy::new();
+        let mut call = Call::new(
+            &policy,
+            still(),
+            Some(BudgetRef::Throttle(&throttle)),
+            &FUNCTION,
+        );
+        assert_eq!(call.run_attempt(|| 7), 7);
+        assert_eq!(call.decide(Attempted::Succeeded), Decision::Return);
+        let tokens = throttle.tokens();
+        assert!(
+            (tokens - 9.0).abs() < 1e-9,
+            "one answer, a whole token at ratio 1: {tokens}"
+        );
+        assert!(format!("{call:?}").starts_with("Call { attempt: 2,"));
+        // Asked for the state machine afterwards, it counts the attempt.
+        assert_eq!(call.state().attempt(), 2);
+    }
+
+    #[test]
+    fn attempt_limits_are_the_state_machines_in_either_phase() {
+        let policy = Policy::new()
+            .deadline(Some(Duration::from_secs(2)))
+            .attempt_timeout(Some(Duration::from_secs(5)));
+        let mut call = Call::new(&policy, still(), None, &FUNCTION);
+        let first = (
+            call.attempt_limit(Duration::from_secs(5)),
+            call.attempt_limit_of(&policy, true),
+        );
+        let state = call.state();
+        let going = (
+            state.attempt_limit(Duration::from_secs(5)),
+            state.attempt_limit_of(&policy, true),
+        );
+        assert_eq!(first, going);
+        assert_eq!(
+            first.0,
+            Duration::from_secs(2),
+            "the deadline is nearer than the timeout"
+        );
+        assert_eq!(call.attempt_limit_of(&policy, false), None);
     }
 }
