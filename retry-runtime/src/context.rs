@@ -766,12 +766,11 @@ struct Leave<'s> {
 impl Leave<'_> {
     /// Leaves on return: inline, where a guard's `drop`, shared with the
     /// unwinding path, is a call of its own.
-    #[inline]
+    #[allow(clippy::inline_always)]
+    #[inline(always)]
     fn now(mut self) {
         self.restore();
-        // Nothing is left to drop but the outer shared flag, which
-        // `restore` took unless the thread-local was gone.
-        drop(self.outer.shared.take());
+        // Nothing is left to drop: `restore` took the outer shared flag.
         std::mem::forget(self);
     }
 
@@ -779,7 +778,7 @@ impl Leave<'_> {
     fn restore(&mut self) {
         let scope = &mut *self.scope;
         let outer = &mut self.outer;
-        let _ = CURRENT.try_with(|current| {
+        let left = CURRENT.try_with(|current| {
             scope.frame.key = current.key.get();
             scope.shared = swap_shared(current, outer.shared.take());
             scope.frame.retried_below = current.retried_below.get()
@@ -797,6 +796,11 @@ impl Leave<'_> {
                 }
             }
         });
+        if left.is_err() {
+            // The thread is ending and its frame is gone: drop the flag
+            // here (`now` forgets the guard).
+            drop(outer.shared.take());
+        }
     }
 }
 
