@@ -114,6 +114,7 @@ fn nanos_u64(d: Duration) -> Option<u64> {
 /// A uniform draw from `[lo, hi)` (`lo` when `hi <= lo`), in integer
 /// nanoseconds: 64 random bits scale the span by a multiplication, with no
 /// float conversion.
+#[inline]
 fn between(lo: Duration, hi: Duration, rng: &mut Rng) -> Duration {
     let span = hi.saturating_sub(lo);
     let r = u128::from(rng.next_u64());
@@ -131,6 +132,7 @@ fn between(lo: Duration, hi: Duration, rng: &mut Rng) -> Duration {
 
 /// `base · factor^n`, saturating. An integral factor (2, the default)
 /// takes integer arithmetic: exact, and no `powf`.
+#[inline]
 fn exponential(base: Duration, factor: f64, n: u32) -> Duration {
     // The default, doubling, in 64-bit nanoseconds while they fit.
     #[allow(clippy::float_cmp)] // exactly 2, as the user wrote it
@@ -162,6 +164,7 @@ fn exponential(base: Duration, factor: f64, n: u32) -> Duration {
 
 /// The schedule's ceiling for retry number `n`, before jitter: saturating,
 /// and never above `cap`.
+#[inline]
 pub(crate) fn ceiling(
     backoff: Backoff,
     base: Duration,
@@ -179,6 +182,7 @@ pub(crate) fn ceiling(
 
 /// One jittered delay. `prev` is the previous delay (for `Decorrelated`),
 /// `base` the policy's first delay.
+#[inline]
 pub(crate) fn jittered(
     jitter: Jitter,
     ceil: Duration,

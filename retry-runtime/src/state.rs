@@ -558,8 +558,8 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// [`GiveUp::Deadline`] when the deadline has been reached,
     /// [`GiveUp::BreakerOpen`] when the breaker rejects the next attempt.
     pub fn may_resume(&mut self) -> Result<(), GiveUp> {
-        match self.deadline {
-            Some(deadline) if self.now_ahead_of(Duration::ZERO) >= deadline => {
+        match self.now_ahead_of(Duration::ZERO) {
+            (_, Some(Duration::ZERO)) => {
                 self.gave_up(GiveUp::Deadline);
                 Err(GiveUp::Deadline)
             }
@@ -626,21 +626,25 @@ impl<'a, C: Clock> AttemptState<'a, C> {
         decision
     }
 
-    /// The time now, for a decision about something `ahead` from now: the
-    /// coarse clock (a few nanoseconds) when the deadline, if any, is
-    /// further away than that by more than the coarse clock can trail;
+    /// The time now, for a decision about something `ahead` from now, and
+    /// the time left from then to the deadline, if any (zero once it is
+    /// reached): the coarse clock (a few nanoseconds) when the deadline is
+    /// further away than `ahead` by more than the coarse clock can trail;
     /// the precise clock otherwise.
     #[inline]
-    fn now_ahead_of(&self, ahead: Duration) -> Instant {
+    fn now_ahead_of(&self, ahead: Duration) -> (Instant, Option<Duration>) {
         let coarse = self.clock.start_now();
         match self.deadline {
-            Some(deadline)
-                if deadline.saturating_duration_since(coarse)
-                    <= ahead.saturating_add(COARSE_TRAILS_BY_LESS_THAN) =>
-            {
-                self.clock.now()
+            Some(deadline) => {
+                let left = deadline.saturating_duration_since(coarse);
+                if left <= ahead.saturating_add(COARSE_TRAILS_BY_LESS_THAN) {
+                    let now = self.clock.now();
+                    (now, Some(deadline.saturating_duration_since(now)))
+                } else {
+                    (coarse, Some(left))
+                }
             }
-            _ => coarse,
+            None => (coarse, None),
         }
     }
 
@@ -701,15 +705,13 @@ impl<'a, C: Clock> AttemptState<'a, C> {
             self.prev = delay;
             (delay, None)
         };
-        let now = self.now_ahead_of(delay);
+        let (now, left) = self.now_ahead_of(delay);
         // The latest delay after which the next attempt still starts before
         // the deadline, however much the timer oversleeps within its slack.
         // An attempt that starts at the deadline has no time to succeed and
         // still costs the server: give up rather than sleep into it.
-        let latest = self.deadline.map(|deadline| {
-            deadline
-                .saturating_duration_since(now)
-                .checked_sub(self.clock.sleep_slack())
+        let latest = left.map(|left| {
+            left.checked_sub(self.clock.sleep_slack())
                 .and_then(|left| left.checked_sub(Duration::from_nanos(1)))
         });
         // The spread shrinks to fit the deadline; only the server's own
