@@ -17,54 +17,10 @@
 #![allow(missing_docs)]
 
 use std::hint::black_box;
-use std::io::{Error, ErrorKind};
 use std::time::{Duration, Instant};
 
-use backstop::{Jitter, Policy, RetryBudget, retry};
-
-#[inline(never)]
-fn op(x: u64) -> Result<u64, Error> {
-    if x == u64::MAX {
-        Err(ErrorKind::ConnectionReset.into())
-    } else {
-        Ok(x.wrapping_add(1))
-    }
-}
-
-#[inline(never)]
-fn flaky(failures: &mut u32) -> Result<u64, Error> {
-    if *failures > 0 {
-        *failures -= 1;
-        Err(ErrorKind::ConnectionReset.into())
-    } else {
-        Ok(7)
-    }
-}
-
-// Out of line, as a function is called from elsewhere (and as criterion
-// calls it).
-#[retry]
-#[inline(never)]
-fn backstop_sync(x: u64) -> Result<u64, Error> {
-    op(x)
-}
-
-#[retry]
-async fn backstop_async(x: u64) -> Result<u64, Error> {
-    op(x)
-}
-
-static ZERO_DELAY: Policy = Policy::new()
-    .attempts(4)
-    .base(Duration::ZERO)
-    .jitter(Jitter::Full);
-static GENEROUS: RetryBudget = RetryBudget::new(1.0, u32::MAX, Duration::from_secs(10));
-
-#[retry(policy = &ZERO_DELAY, budget = GENEROUS)]
-#[inline(never)]
-fn backstop_flaky(failures: &mut u32) -> Result<u64, Error> {
-    flaky(failures)
-}
+mod cases;
+use cases::{backstop_async, backstop_flaky, backstop_sync, flaky, op};
 
 fn main() {
     // `cargo bench` passes `--bench`; the case is the first other argument.

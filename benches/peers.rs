@@ -25,68 +25,19 @@
 #![allow(missing_docs)]
 
 use std::hint::black_box;
-use std::io::{Error, ErrorKind};
+use std::io::Error;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use backstop::backoff::Rng;
-use backstop::{Jitter, Policy, RetryBudget, RetryThrottle, retry};
+use backstop::{Jitter, Policy, RetryBudget, RetryThrottle};
 use criterion::{BenchmarkId, Criterion, criterion_group};
 
-/// The operation every contender retries: cheap, so the overhead shows.
-#[inline(never)]
-fn op(x: u64) -> Result<u64, Error> {
-    if x == u64::MAX {
-        Err(ErrorKind::ConnectionReset.into())
-    } else {
-        Ok(x.wrapping_add(1))
-    }
-}
-
-// --- backstop, as a user writes it -------------------------------------
-
-#[retry]
-fn backstop_sync(x: u64) -> Result<u64, Error> {
-    op(x)
-}
-
-#[retry(budget = none)]
-fn backstop_sync_no_budget(x: u64) -> Result<u64, Error> {
-    op(x)
-}
-
-#[retry(deadline = none, budget = none)]
-fn backstop_sync_bare(x: u64) -> Result<u64, Error> {
-    op(x)
-}
-
-#[retry]
-async fn backstop_async(x: u64) -> Result<u64, Error> {
-    op(x)
-}
-
-/// Zero delays, and a budget that always has a retry: deciding, not
-/// sleeping or refusing, is what `fail_3x_then_ok` measures.
-static ZERO_DELAY: Policy = Policy::new()
-    .attempts(4)
-    .base(Duration::ZERO)
-    .jitter(Jitter::Full);
-static GENEROUS: RetryBudget = RetryBudget::new(1.0, u32::MAX, Duration::from_secs(10));
-
-#[retry(policy = &ZERO_DELAY, budget = GENEROUS)]
-fn backstop_flaky(failures: &mut u32) -> Result<u64, Error> {
-    flaky(failures)
-}
-
-#[inline(never)]
-fn flaky(failures: &mut u32) -> Result<u64, Error> {
-    if *failures > 0 {
-        *failures -= 1;
-        Err(ErrorKind::ConnectionReset.into())
-    } else {
-        Ok(7)
-    }
-}
+mod cases;
+use cases::{
+    backstop_async, backstop_flaky, backstop_sync, backstop_sync_bare, backstop_sync_no_budget,
+    flaky, op,
+};
 
 /// tower's retry middleware needs a policy: retry a retryable error up to
 /// this many more times, at once (tower's `Retry` leaves backoff to the

@@ -1,0 +1,71 @@
+//! The functions both benchmarks run: the operation every contender
+//! retries, and `#[retry]` around it as a user writes it.
+
+// Each benchmark runs some of them.
+#![allow(dead_code)]
+
+use std::io::{Error, ErrorKind};
+use std::time::Duration;
+
+use backstop::{Jitter, Policy, RetryBudget, retry};
+
+/// The operation every contender retries: cheap, so the overhead shows.
+#[inline(never)]
+pub(crate) fn op(x: u64) -> Result<u64, Error> {
+    if x == u64::MAX {
+        Err(ErrorKind::ConnectionReset.into())
+    } else {
+        Ok(x.wrapping_add(1))
+    }
+}
+
+/// Fails `*failures` times, then succeeds.
+#[inline(never)]
+pub(crate) fn flaky(failures: &mut u32) -> Result<u64, Error> {
+    if *failures > 0 {
+        *failures -= 1;
+        Err(ErrorKind::ConnectionReset.into())
+    } else {
+        Ok(7)
+    }
+}
+
+// --- backstop, as a user writes it -------------------------------------
+// Out of line, as a function called from elsewhere is.
+
+#[retry]
+#[inline(never)]
+pub(crate) fn backstop_sync(x: u64) -> Result<u64, Error> {
+    op(x)
+}
+
+#[retry(budget = none)]
+#[inline(never)]
+pub(crate) fn backstop_sync_no_budget(x: u64) -> Result<u64, Error> {
+    op(x)
+}
+
+#[retry(deadline = none, budget = none)]
+#[inline(never)]
+pub(crate) fn backstop_sync_bare(x: u64) -> Result<u64, Error> {
+    op(x)
+}
+
+#[retry]
+pub(crate) async fn backstop_async(x: u64) -> Result<u64, Error> {
+    op(x)
+}
+
+/// Zero delays, and a budget that always has a retry: deciding, not
+/// sleeping or refusing, is what `fail_3x_then_ok` measures.
+static ZERO_DELAY: Policy = Policy::new()
+    .attempts(4)
+    .base(Duration::ZERO)
+    .jitter(Jitter::Full);
+static GENEROUS: RetryBudget = RetryBudget::new(1.0, u32::MAX, Duration::from_secs(10));
+
+#[retry(policy = &ZERO_DELAY, budget = GENEROUS)]
+#[inline(never)]
+pub(crate) fn backstop_flaky(failures: &mut u32) -> Result<u64, Error> {
+    flaky(failures)
+}
