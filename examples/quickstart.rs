@@ -25,7 +25,7 @@ fn get_user(id: u64, attempts: &mut u32) -> Result<String, Error> {
     *attempts += 1;
     if RESETS_LEFT.load(Ordering::Relaxed) > 0 {
         RESETS_LEFT.fetch_sub(1, Ordering::Relaxed);
-        return Err(ErrorKind::ConnectionReset.into());
+        return Err(ErrorKind::ConnectionRefused.into());
     }
     Ok(format!("user #{id}"))
 }

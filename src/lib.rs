@@ -12,16 +12,16 @@
 //! # let _vt = backstop::testing::VirtualTime::start();
 //!
 //! #[retry(attempts = 4, base = 100ms, cap = 5s, deadline = 10s)]
-//! fn fetch_user(id: u64, resets: &mut u32) -> Result<String, Error> {
-//!     if *resets > 0 {
-//!         *resets -= 1;
-//!         return Err(ErrorKind::ConnectionReset.into()); // transient: retried
+//! fn fetch_user(id: u64, refusals: &mut u32) -> Result<String, Error> {
+//!     if *refusals > 0 {
+//!         *refusals -= 1;
+//!         return Err(ErrorKind::ConnectionRefused.into()); // transient: retried
 //!     }
 //!     Ok(format!("user #{id}"))
 //! }
 //!
-//! let mut resets = 2;
-//! assert_eq!(fetch_user(7, &mut resets).unwrap(), "user #7");
+//! let mut refusals = 2;
+//! assert_eq!(fetch_user(7, &mut refusals).unwrap(), "user #7");
 //! ```
 //!
 //! `async fn` works the same, sleeping on tokio's timer (or async-io's,
@@ -299,7 +299,7 @@
 //! #[retry(budget = DB, base = 1ns)] // (no time passes: no refill)
 //! fn read_row(attempts: &mut u32) -> Result<(), Error> {
 //!     *attempts += 1;
-//!     Err(ErrorKind::ConnectionReset.into())
+//!     Err(ErrorKind::ConnectionRefused.into())
 //! }
 //!
 //! let mut attempts = 0;
@@ -320,12 +320,12 @@
 //!
 //! #[retry(budget = DB)]
 //! fn read_row() -> Result<(), Error> {
-//!     Err(ErrorKind::ConnectionReset.into())
+//!     Err(ErrorKind::ConnectionRefused.into())
 //! }
 //!
 //! #[retry(budget = DB)]
 //! fn write_row() -> Result<(), Error> {
-//!     Err(ErrorKind::ConnectionReset.into())
+//!     Err(ErrorKind::ConnectionRefused.into())
 //! }
 //!
 //! for _ in 0..100 {
@@ -509,7 +509,7 @@
 //! #[retry(attempts = 3, on_retry = log_retry,
 //!         on_give_up = |e: &GiveUpEvent<'_, u32, Error>| eprintln!("gave up: {}", e.reason()))]
 //! fn fetch() -> Result<u32, Error> {
-//!     Err(ErrorKind::ConnectionReset.into())
+//!     Err(ErrorKind::ConnectionRefused.into())
 //! }
 //! let _ = fetch();
 //! ```
@@ -740,7 +740,7 @@
 //!     let cx = context().unwrap();
 //!     let key = cx.idempotency_key().to_string();
 //!     sent.push((cx.attempt(), key, cx.remaining().unwrap()));
-//!     Err(ErrorKind::ConnectionReset.into())
+//!     Err(ErrorKind::ConnectionRefused.into())
 //! }
 //!
 //! let mut sent = Vec::new();
@@ -857,9 +857,9 @@
 //!
 //! | [`Verdict`] | meaning | retried |
 //! |---|---|---|
-//! | `Retry` | transient (a reset connection, a 503) | yes |
+//! | `Retry` | transient: nothing was done (a refused connection, a 503) | yes |
 //! | `RetryAfter(d)` | the server said when | after `d`…`1.2·d`, unless `d > retry_after_max` |
-//! | `RetryIfIdempotent` | ambiguous: the work may have happened | only if `idempotent` |
+//! | `RetryIfIdempotent` | ambiguous: the work may have happened (a timeout, a connection reset after the request was sent) | only if `idempotent` |
 //! | `Stop` | retrying cannot help (validation, most 4xx) | never |
 //!
 //! ```
@@ -888,10 +888,16 @@
 //! assert_eq!(attempts, 1); // not retried
 //! ```
 //!
-//! [`std::io::Error`] is classified by kind: refused, reset, aborted or
-//! unconnected (`NotConnected`) connections, broken pipes, `Interrupted`
-//! and `WouldBlock` are retried,
-//! `TimedOut` only for idempotent operations, everything else stops.
+//! [`std::io::Error`] is classified by kind, by whether the request can
+//! have reached the other side. What proves nothing was sent is retried: a
+//! refused connection, `NotConnected`, `AddrNotAvailable`, a host or
+//! network unreachable, the network down, `Interrupted` and `WouldBlock`.
+//! What can come after the request was written is ambiguous, retried only
+//! for idempotent operations: a connection reset or aborted, a broken
+//! pipe, an unexpected end of stream, `TimedOut` (a server that did the
+//! work and then dropped the connection looks like one that never saw the
+//! request). Everything else stops. Declare reads `idempotent`, so that
+//! they are retried after a reset too.
 //!
 //! # Without the macro
 //!
@@ -909,11 +915,11 @@
 //! static BUDGET: RetryBudget = RetryBudget::new(0.1, 10, Duration::from_secs(10));
 //! static POLICY: Policy = Policy::new().attempts(4).budget(&BUDGET);
 //!
-//! let mut resets = 2;
+//! let mut refusals = 2;
 //! let answer = backstop::call(&POLICY, || {
-//!     if resets > 0 {
-//!         resets -= 1;
-//!         return Err(Error::from(ErrorKind::ConnectionReset));
+//!     if refusals > 0 {
+//!         refusals -= 1;
+//!         return Err(Error::from(ErrorKind::ConnectionRefused));
 //!     }
 //!     Ok(42)
 //! });
@@ -938,7 +944,7 @@
 //!
 //! #[retry(attempts = 3, jitter = none)]
 //! fn flaky() -> Result<(), Error> {
-//!     Err(ErrorKind::ConnectionReset.into())
+//!     Err(ErrorKind::ConnectionRefused.into())
 //! }
 //!
 //! let vt = VirtualTime::start();
@@ -956,7 +962,7 @@
 //!
 //! #[retry(attempts = 3, jitter = none)]
 //! async fn flaky() -> Result<(), Error> {
-//!     Err(ErrorKind::ConnectionReset.into())
+//!     Err(ErrorKind::ConnectionRefused.into())
 //! }
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
@@ -985,7 +991,7 @@
 //! #[retry(attempts = 3)]
 //! fn flaky(attempts: &mut u32) -> Result<(), Error> {
 //!     *attempts += 1;
-//!     Err(ErrorKind::ConnectionReset.into())
+//!     Err(ErrorKind::ConnectionRefused.into())
 //! }
 //!
 //! let _vt = VirtualTime::start();

@@ -14,7 +14,7 @@ async fn flaky(calls: &AtomicU32) -> Result<u32, Error> {
     let n = calls.fetch_add(1, Ordering::Relaxed);
     async_io::Timer::after(Duration::from_millis(1)).await;
     if n < 2 {
-        return Err(ErrorKind::ConnectionReset.into());
+        return Err(ErrorKind::ConnectionRefused.into());
     }
     Ok(n)
 }

@@ -8,7 +8,7 @@ use backstop::{Classify, RetryBudget, Verdict, retry};
 use tokio::time::Instant;
 
 mod support;
-use support::reset;
+use support::refused;
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -18,7 +18,7 @@ async fn always_fails(
     t0: Instant,
 ) -> Result<(), Error> {
     starts.borrow_mut().push(t0.elapsed());
-    Err(reset())
+    Err(refused())
 }
 
 #[tokio::test(start_paused = true)]
@@ -26,14 +26,14 @@ async fn attempts_follow_the_schedule_in_virtual_time() {
     let t0 = Instant::now();
     let starts = std::cell::RefCell::new(Vec::new());
     let err = always_fails(&starts, t0).await.unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::ConnectionReset);
+    assert_eq!(err.kind(), ErrorKind::ConnectionRefused);
     assert_eq!(*starts.borrow(), [0, 100, 300, 700].map(|ms| ms * MS));
 }
 
 #[retry(attempts = 6, base = 10ms, factor = 3, cap = 200ms, jitter = none, budget = none)]
 async fn exponential(calls: &Cell<u32>) -> Result<(), Error> {
     calls.set(calls.get() + 1);
-    Err(reset())
+    Err(refused())
 }
 
 #[tokio::test(start_paused = true)]
@@ -47,7 +47,7 @@ async fn exponential_with_factor_and_cap() {
 
 #[retry(attempts = 5, base = 100ms, cap = 1s, jitter = full, budget = none)]
 async fn full_jitter() -> Result<(), Error> {
-    Err(reset())
+    Err(refused())
 }
 
 #[tokio::test(start_paused = true)]
@@ -77,14 +77,14 @@ async fn full_jitter_stays_below_the_schedule() {
 #[retry(attempts = 10, base = 400ms, jitter = none, deadline = 1s, budget = none)]
 async fn short_deadline(calls: &Cell<u32>) -> Result<(), Error> {
     calls.set(calls.get() + 1);
-    Err(reset())
+    Err(refused())
 }
 
 #[retry(attempts = 10, deadline = 1s, budget = none)]
 async fn slow(calls: &Cell<u32>) -> Result<(), Error> {
     calls.set(calls.get() + 1);
     tokio::time::sleep(Duration::from_secs(2)).await;
-    Err(reset())
+    Err(refused())
 }
 
 #[tokio::test(start_paused = true)]
@@ -221,7 +221,7 @@ static SHARED: RetryBudget = RetryBudget::new(0.5, 0, Duration::from_secs(10));
 #[retry(attempts = 5, budget = SHARED)]
 async fn budgeted(calls: &Cell<u32>) -> Result<(), Error> {
     calls.set(calls.get() + 1);
-    Err(reset())
+    Err(refused())
 }
 
 #[tokio::test(start_paused = true)]
@@ -241,7 +241,7 @@ impl Session {
     async fn login(&mut self, user: &str) -> Result<String, Error> {
         self.tries += 1;
         if self.tries < 3 {
-            return Err(reset());
+            return Err(refused());
         }
         Ok(format!("{user}:{}", self.tries))
     }
@@ -263,7 +263,7 @@ impl Fetch for Flaky {
     async fn raw(&self) -> Result<u32, Error> {
         self.0.set(self.0.get() + 1);
         if self.0.get() < 3 {
-            Err(reset())
+            Err(refused())
         } else {
             Ok(self.0.get())
         }
@@ -288,7 +288,7 @@ async fn methods_and_async_fn_in_traits() {
 #[retry(attempts = 10, budget = none)]
 async fn forever(calls: &std::sync::atomic::AtomicU32) -> Result<(), Error> {
     calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    Err(reset())
+    Err(refused())
 }
 
 #[tokio::test(start_paused = true)]
@@ -315,12 +315,12 @@ async fn the_generated_future_is_send() {
 
 #[retry(attempts = 4, backoff = linear, base = 50ms, jitter = none, budget = none)]
 async fn linear() -> Result<(), Error> {
-    Err(reset())
+    Err(refused())
 }
 
 #[retry(attempts = 4, backoff = fixed, base = 50ms, jitter = none, budget = none)]
 async fn fixed() -> Result<(), Error> {
-    Err(reset())
+    Err(refused())
 }
 
 #[tokio::test(start_paused = true)]
@@ -335,12 +335,12 @@ async fn linear_and_fixed_schedules() {
 
 #[retry(attempts = 2, base = 1s, jitter = equal, budget = none)]
 async fn equal_jitter() -> Result<(), Error> {
-    Err(reset())
+    Err(refused())
 }
 
 #[retry(attempts = 3, base = 100ms, cap = 250ms, jitter = decorrelated, budget = none)]
 async fn decorrelated_jitter() -> Result<(), Error> {
-    Err(reset())
+    Err(refused())
 }
 
 #[tokio::test(start_paused = true)]
@@ -362,7 +362,7 @@ async fn equal_and_decorrelated_jitter_bounds() {
 #[retry(attempts = 20, deadline = none, cap = 1h, jitter = none, budget = none)]
 async fn no_deadline(calls: &Cell<u32>) -> Result<(), Error> {
     calls.set(calls.get() + 1);
-    Err(reset())
+    Err(refused())
 }
 
 #[tokio::test(start_paused = true)]
@@ -380,7 +380,7 @@ static POLICY: backstop::Policy = backstop::Policy::new()
 #[retry(policy = POLICY, budget = none)]
 async fn with_policy(calls: &Cell<u32>) -> Result<(), Error> {
     calls.set(calls.get() + 1);
-    Err(reset())
+    Err(refused())
 }
 
 mod facade {
@@ -390,7 +390,7 @@ mod facade {
 #[retry(crate = crate::facade::renamed, attempts = 2, base = 1ms, budget = none)]
 async fn through_a_renamed_crate(calls: &Cell<u32>) -> Result<(), Error> {
     calls.set(calls.get() + 1);
-    Err(reset())
+    Err(refused())
 }
 
 #[tokio::test(start_paused = true)]
@@ -410,13 +410,13 @@ type Starts = std::cell::RefCell<Vec<Instant>>;
 #[retry(attempts = 2, base = 10ms, jitter = none, deadline = 10500us, budget = none)]
 async fn tight_deadline(starts: &Starts) -> Result<(), Error> {
     starts.borrow_mut().push(Instant::now());
-    Err(reset())
+    Err(refused())
 }
 
 #[retry(attempts = 2, deadline = 11500us, backoff = fixed, base = 10101us, jitter = none, budget = none)]
 async fn odd_offset(starts: &Starts) -> Result<(), Error> {
     starts.borrow_mut().push(Instant::now());
-    Err(reset())
+    Err(refused())
 }
 
 /// Moves the paused clock `offset` past a millisecond tick, calls `f`, and
@@ -461,4 +461,79 @@ async fn no_attempt_starts_after_the_deadline_when_the_timer_parks_a_tick_late()
     let starts = Starts::default();
     let deadline = Duration::from_micros(11_500);
     starts_before_the_deadline(Duration::from_micros(900), deadline, &starts, odd_offset).await;
+}
+
+/// A server that does the work, then resets the connection instead of
+/// answering, once; it answers `OK` on the connections after. Returns its
+/// address and the writes it applied.
+async fn applies_then_resets_once() -> (
+    std::net::SocketAddr,
+    std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+) {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let applied = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = std::sync::Arc::clone(&applied);
+    tokio::spawn(async move {
+        for n in 0.. {
+            let (socket, _) = listener.accept().await.unwrap();
+            let mut socket = tokio::io::BufReader::new(socket);
+            let mut line = String::new();
+            socket.read_line(&mut line).await.unwrap();
+            log.lock().unwrap().push(line.trim().to_owned());
+            if n == 0 {
+                // The work is done; the answer never leaves (a crash, a
+                // proxy timing out): the client sees a reset.
+                socket.get_ref().set_zero_linger().unwrap();
+                drop(socket);
+            } else {
+                socket.get_mut().write_all(b"OK\n").await.unwrap();
+            }
+        }
+    });
+    (addr, applied)
+}
+
+/// Sends one write and reads its answer.
+async fn insert(addr: std::net::SocketAddr, row: &str) -> Result<String, Error> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut socket = tokio::net::TcpStream::connect(addr).await?;
+    socket
+        .write_all(format!("INSERT {row}\n").as_bytes())
+        .await?;
+    let mut answer = String::new();
+    socket.read_to_string(&mut answer).await?;
+    if answer.is_empty() {
+        return Err(ErrorKind::UnexpectedEof.into());
+    }
+    Ok(answer)
+}
+
+#[retry(base = 1ms, jitter = none, budget = none)]
+async fn insert_once(addr: std::net::SocketAddr) -> Result<String, Error> {
+    insert(addr, "order 7").await
+}
+
+#[retry(base = 1ms, jitter = none, budget = none, idempotent)]
+async fn upsert(addr: std::net::SocketAddr) -> Result<String, Error> {
+    insert(addr, "order 7").await
+}
+
+#[tokio::test]
+async fn a_write_reset_after_it_was_sent_is_not_repeated() {
+    let (addr, applied) = applies_then_resets_once().await;
+    let error = insert_once(addr).await.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::ConnectionReset);
+    assert_eq!(*applied.lock().unwrap(), ["INSERT order 7"]);
+}
+
+#[tokio::test]
+async fn an_idempotent_write_reset_after_it_was_sent_is_repeated() {
+    let (addr, applied) = applies_then_resets_once().await;
+    assert_eq!(upsert(addr).await.unwrap(), "OK\n");
+    assert_eq!(
+        *applied.lock().unwrap(),
+        ["INSERT order 7", "INSERT order 7"]
+    );
 }

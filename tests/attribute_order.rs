@@ -20,7 +20,7 @@ async fn retry_above_tokio_test_sleeps_on_the_paused_clock() -> Result<(), Error
     let (virtual_start, real_start) =
         *START.get_or_init(|| (tokio::time::Instant::now(), std::time::Instant::now()));
     if ATTEMPTS.fetch_add(1, Relaxed) < 2 {
-        return Err(ErrorKind::ConnectionReset.into());
+        return Err(ErrorKind::ConnectionRefused.into());
     }
     assert_eq!(virtual_start.elapsed(), Duration::from_secs(30));
     assert!(
@@ -58,7 +58,7 @@ impl tracing::Subscriber for SpanCounter {
 #[tracing::instrument]
 fn send(body: String, failures: &AtomicU32) -> Result<usize, Error> {
     if failures.fetch_sub(1, Relaxed) > 0 {
-        return Err(ErrorKind::ConnectionReset.into());
+        return Err(ErrorKind::ConnectionRefused.into());
     }
     Ok(body.len())
 }

@@ -7,7 +7,7 @@ use backstop::testing::VirtualTime;
 use backstop::{Classify, Policy, RetryBudget, Verdict, retry};
 
 mod support;
-use support::reset;
+use support::refused;
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -16,7 +16,7 @@ const MS: Duration = Duration::from_millis(1);
 #[retry(attempts = 5, jitter = none, budget = none)]
 fn always_fails(calls: &mut u32) -> Result<(), Error> {
     *calls += 1;
-    Err(reset())
+    Err(refused())
 }
 
 #[test]
@@ -25,7 +25,7 @@ fn attempts_bound_the_call_and_the_default_schedule_doubles() {
     let mut calls = 0;
     assert_eq!(
         always_fails(&mut calls).unwrap_err().kind(),
-        ErrorKind::ConnectionReset
+        ErrorKind::ConnectionRefused
     );
     assert_eq!(calls, 5);
     assert_eq!(vt.sleeps(), [100, 200, 400, 800].map(|ms| ms * MS));
@@ -34,7 +34,7 @@ fn attempts_bound_the_call_and_the_default_schedule_doubles() {
 #[retry(attempts = 6, base = 10ms, factor = 3, cap = 200ms, jitter = none, budget = none)]
 fn exponential(calls: &mut u32) -> Result<(), Error> {
     *calls += 1;
-    Err(reset())
+    Err(refused())
 }
 
 #[test]
@@ -48,12 +48,12 @@ fn exponential_schedule_with_factor_and_cap() {
 
 #[retry(attempts = 4, backoff = linear, base = 50ms, jitter = none, budget = none)]
 fn linear() -> Result<(), Error> {
-    Err(reset())
+    Err(refused())
 }
 
 #[retry(attempts = 4, backoff = fixed, base = 0.05s, jitter = none, budget = none)]
 fn fixed() -> Result<(), Error> {
-    Err(reset())
+    Err(refused())
 }
 
 #[test]
@@ -69,17 +69,17 @@ fn linear_and_fixed_schedules() {
 
 #[retry(attempts = 5, base = 100ms, cap = 1s, budget = none)]
 fn full_jitter() -> Result<(), Error> {
-    Err(reset())
+    Err(refused())
 }
 
 #[retry(attempts = 5, base = 100ms, cap = 1s, jitter = equal, budget = none)]
 fn equal_jitter() -> Result<(), Error> {
-    Err(reset())
+    Err(refused())
 }
 
 #[retry(attempts = 5, base = 100ms, cap = 1s, jitter = decorrelated, budget = none)]
 fn decorrelated_jitter() -> Result<(), Error> {
-    Err(reset())
+    Err(refused())
 }
 
 /// Runs `f` 300 times, returning each call's sleeps.
@@ -141,7 +141,7 @@ fn decorrelated_jitter_grows_from_the_previous_delay_within_the_cap() {
 #[retry(attempts = 10, base = 400ms, jitter = none, deadline = 1s, budget = none)]
 fn short_deadline(calls: &mut u32) -> Result<(), Error> {
     *calls += 1;
-    Err(reset())
+    Err(refused())
 }
 
 #[test]
@@ -157,7 +157,7 @@ fn gives_up_when_the_next_delay_would_pass_the_deadline() {
 fn slow(vt: &VirtualTime, calls: &mut u32) -> Result<(), Error> {
     *calls += 1;
     vt.advance(Duration::from_secs(2));
-    Err(reset())
+    Err(refused())
 }
 
 #[test]
@@ -172,7 +172,7 @@ fn a_slow_first_attempt_eats_the_deadline() {
 #[retry(attempts = 30, deadline = none, cap = 1h, jitter = none, budget = none)]
 fn no_deadline(calls: &mut u32) -> Result<(), Error> {
     *calls += 1;
-    Err(reset())
+    Err(refused())
 }
 
 #[test]
@@ -187,7 +187,7 @@ fn deadline_none_leaves_only_the_attempts() {
 #[retry(attempts = 100, deadline = limit, base = 10ms, jitter = none, budget = none)]
 fn deadline_from_argument(limit: Duration, calls: &mut u32) -> Result<(), Error> {
     *calls += 1;
-    Err(reset())
+    Err(refused())
 }
 
 #[test]
@@ -357,19 +357,19 @@ static SHARED: RetryBudget = RetryBudget::new(0.5, 0, Duration::from_secs(10));
 #[retry(attempts = 5, base = 1ms, budget = SHARED)]
 fn shared_a(calls: &mut u32) -> Result<(), Error> {
     *calls += 1;
-    Err(reset())
+    Err(refused())
 }
 
 #[retry(attempts = 5, base = 1ms, budget = SHARED)]
 fn shared_b(calls: &mut u32) -> Result<(), Error> {
     *calls += 1;
-    Err(reset())
+    Err(refused())
 }
 
 #[retry(attempts = 5, base = 1ms, budget = none)]
 fn unbudgeted(calls: &mut u32) -> Result<(), Error> {
     *calls += 1;
-    Err(reset())
+    Err(refused())
 }
 
 #[test]
@@ -389,13 +389,13 @@ fn a_shared_static_budget_bounds_both_functions_and_none_bounds_nothing() {
 #[retry(attempts = 3, base = 1ns)]
 fn own_budget(calls: &mut u32) -> Result<(), Error> {
     *calls += 1;
-    Err(reset())
+    Err(refused())
 }
 
 #[retry(attempts = 3, base = 1ns)]
 fn other_own_budget(calls: &mut u32) -> Result<(), Error> {
     *calls += 1;
-    Err(reset())
+    Err(refused())
 }
 
 #[test]
@@ -424,9 +424,9 @@ fn question_mark(inputs: &mut Vec<&'static str>) -> Result<u32, Error> {
         .pop()
         .ok_or_else(|| Error::from(ErrorKind::UnexpectedEof))?;
     if raw.is_empty() {
-        return Err(reset());
+        return Err(refused());
     }
-    let n = raw.parse().map_err(|_| reset())?;
+    let n = raw.parse().map_err(|_| refused())?;
     Ok(n)
 }
 
@@ -448,7 +448,7 @@ impl Connection {
     fn send(&mut self, payload: &str) -> Result<usize, Error> {
         self.attempts += 1;
         if self.attempts < self.healthy_after {
-            return Err(reset());
+            return Err(refused());
         }
         Ok(payload.len())
     }
@@ -482,13 +482,13 @@ static POLICY: Policy = Policy::new()
 #[retry(policy = POLICY, budget = none)]
 fn with_static_policy(calls: &mut u32) -> Result<(), Error> {
     *calls += 1;
-    Err(reset())
+    Err(refused())
 }
 
 #[retry(policy = Policy::new().attempts(n).jitter(backstop::Jitter::None), budget = none)]
 fn with_runtime_policy(n: u32, calls: &mut u32) -> Result<(), Error> {
     *calls += 1;
-    Err(reset())
+    Err(refused())
 }
 
 #[test]
@@ -510,7 +510,7 @@ mod facade {
 #[retry(crate = crate::facade::renamed, attempts = 2, budget = none)]
 fn through_a_renamed_crate(calls: &mut u32) -> Result<(), Error> {
     *calls += 1;
-    Err(reset())
+    Err(refused())
 }
 
 #[test]
@@ -525,7 +525,7 @@ fn crate_path_points_at_a_renamed_facade() {
 fn mutable_argument(mut tries: u32) -> Result<u32, Error> {
     tries += 1;
     if tries < 3 {
-        return Err(reset());
+        return Err(refused());
     }
     Ok(tries)
 }
@@ -540,7 +540,7 @@ fn a_mut_argument_keeps_its_changes_across_attempts() {
 #[retry(attempts = 2, base = 10ms, jitter = none, deadline = 10030us, budget = none)]
 fn real_time_tight_deadline(starts: &mut Vec<std::time::Instant>) -> Result<(), Error> {
     starts.push(std::time::Instant::now());
-    Err(ErrorKind::ConnectionReset.into())
+    Err(ErrorKind::ConnectionRefused.into())
 }
 
 /// Real time, on purpose (20 × 10 ms): `thread::sleep` oversleeps by the
@@ -566,7 +566,7 @@ static LAZY: std::sync::LazyLock<RetryBudget> =
 #[retry(attempts = 5, budget = LAZY)]
 fn lazily_budgeted(calls: &mut u32) -> Result<(), Error> {
     *calls += 1;
-    Err(ErrorKind::ConnectionReset.into())
+    Err(ErrorKind::ConnectionRefused.into())
 }
 
 #[test]
@@ -582,7 +582,7 @@ fn a_static_budget_built_lazily_is_drawn_on() {
 #[retry(deadline = 5ms, base = 100us, backoff = fixed, jitter = none, budget = none, attempts = 1000)]
 fn fails_fast(attempts: &mut u32) -> Result<(), Error> {
     *attempts += 1;
-    Err(ErrorKind::ConnectionReset.into())
+    Err(ErrorKind::ConnectionRefused.into())
 }
 
 /// A deadline of a few milliseconds is measured from the precise clock:
@@ -609,7 +609,7 @@ fn a_short_deadline_gets_its_whole_time_in_real_time() {
 #[retry(attempts = 3, base = 1ns)]
 fn quiet(attempts: &mut u32) -> Result<(), Error> {
     *attempts += 1;
-    Err(reset())
+    Err(refused())
 }
 
 #[test]
@@ -634,7 +634,7 @@ fn a_quiet_function_gets_its_retries_back_in_time() {
 #[retry(attempts = 3, base = 1ns)]
 fn answers(fail: bool, attempts: &mut u32) -> Result<(), Error> {
     *attempts += 1;
-    if fail { Err(reset()) } else { Ok(()) }
+    if fail { Err(refused()) } else { Ok(()) }
 }
 
 #[test]

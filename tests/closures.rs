@@ -17,7 +17,7 @@ impl Conn {
         self.queries += 1;
         tokio::task::yield_now().await;
         if self.queries < 3 {
-            return Err(ErrorKind::ConnectionReset.into());
+            return Err(ErrorKind::ConnectionRefused.into());
         }
         Ok(self.queries)
     }
@@ -57,7 +57,7 @@ async fn a_closure_returning_a_future_still_works() {
         let fail = tries < 2;
         async move {
             if fail {
-                Err(Error::from(ErrorKind::ConnectionReset))
+                Err(Error::from(ErrorKind::ConnectionRefused))
             } else {
                 Ok(7)
             }
@@ -91,7 +91,7 @@ async fn the_futures_are_send_and_spawn_on_a_multi_thread_runtime() {
                 };
                 tokio::task::yield_now().await;
                 if queries < 3 {
-                    return Err(Error::from(ErrorKind::ConnectionReset));
+                    return Err(Error::from(ErrorKind::ConnectionRefused));
                 }
                 Ok(queries)
             }
@@ -115,10 +115,10 @@ fn hooks_infer_their_event_type() {
                 .push((e.attempt(), format!("{:?}", e.error())));
         })
         .on_give_up(|e| gave_up.set(Some((e.reason(), e.attempts()))))
-        .call(|| Err(ErrorKind::ConnectionReset.into()));
+        .call(|| Err(ErrorKind::ConnectionRefused.into()));
     assert!(out.is_err());
     assert_eq!(retries.borrow().len(), 2);
-    assert!(retries.borrow()[0].1.contains("ConnectionReset"));
+    assert!(retries.borrow()[0].1.contains("ConnectionRefused"));
     assert_eq!(gave_up.get(), Some((backstop::GiveUp::Attempts, 3)));
 }
 
@@ -185,8 +185,8 @@ async fn retry_cuts_an_attempt_off_by_the_deadline_whatever_the_timers_phase() {
 
 // --- the same default protection as the attribute ----------------------------
 
-fn reset() -> Result<(), Error> {
-    Err(ErrorKind::ConnectionReset.into())
+fn refused() -> Result<(), Error> {
+    Err(ErrorKind::ConnectionRefused.into())
 }
 
 #[test]
@@ -199,7 +199,7 @@ fn closures_draw_on_a_throttle_of_their_call_site_by_default() {
     for _ in 0..20 {
         let _ = backstop::call(&policy, || {
             here += 1;
-            reset()
+            refused()
         });
     }
     // A dependency failing every call: every attempt's failure takes a
@@ -209,7 +209,7 @@ fn closures_draw_on_a_throttle_of_their_call_site_by_default() {
     // Another call site has a throttle of its own.
     let _ = Retry::new(&policy).call(|| {
         there += 1;
-        reset()
+        refused()
     });
     assert_eq!(there, 3);
     // `no_budget` is the explicit way out.
@@ -217,7 +217,7 @@ fn closures_draw_on_a_throttle_of_their_call_site_by_default() {
     for _ in 0..20 {
         let _ = backstop::call(&unprotected, || {
             off += 1;
-            reset()
+            refused()
         });
     }
     assert_eq!(off, 60);
@@ -231,7 +231,7 @@ async fn call_async_draws_on_its_call_sites_throttle_too() {
     for _ in 0..20 {
         let _ = backstop::call_async(&policy, || async {
             attempts.set(attempts.get() + 1);
-            reset()
+            refused()
         })
         .await;
     }
@@ -252,7 +252,7 @@ fn a_policy_without_a_budget_from_configuration_gets_the_default_too() {
     for _ in 0..20 {
         let _ = Retry::new(&policy).call(|| {
             attempts += 1;
-            reset()
+            refused()
         });
     }
     assert_eq!(attempts, 20 + 3);
@@ -263,7 +263,7 @@ static NO_BUDGET: Policy = Policy::new().no_budget();
 #[backstop::retry(policy = NO_BUDGET)]
 fn attribute_with_an_unbudgeted_policy(attempts: &mut u32) -> Result<(), Error> {
     *attempts += 1;
-    reset()
+    refused()
 }
 
 #[test]

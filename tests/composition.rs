@@ -9,7 +9,7 @@ use backstop::testing::VirtualTime;
 use backstop::{IdempotencyKey, context, retry};
 
 mod support;
-use support::reset;
+use support::refused;
 
 // --- context -------------------------------------------------------------
 
@@ -17,7 +17,7 @@ use support::reset;
 fn observed(seen: &mut Vec<(u32, IdempotencyKey, Option<Duration>)>) -> Result<(), Error> {
     let cx = context().expect("inside an attempt");
     seen.push((cx.attempt(), cx.idempotency_key(), cx.remaining()));
-    Err(reset())
+    Err(refused())
 }
 
 #[test]
@@ -81,7 +81,7 @@ async fn hops(reads: &std::sync::Mutex<Vec<(IdempotencyKey, u32)>>) -> Result<()
             .unwrap()
             .push((cx.idempotency_key(), cx.attempt()));
     }
-    Err(reset())
+    Err(refused())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -118,7 +118,7 @@ static DEPENDENCY_CALLS: AtomicU32 = AtomicU32::new(0);
 #[retry(attempts = 3, budget = none)]
 fn inner() -> Result<(), Error> {
     DEPENDENCY_CALLS.fetch_add(1, Relaxed);
-    Err(reset())
+    Err(refused())
 }
 
 #[retry(attempts = 3, budget = none)]
@@ -145,7 +145,7 @@ fn nested_retries_retry_at_one_layer_only() {
 #[retry(attempts = 1, budget = none)]
 fn inner_without_retries(calls: &AtomicU32) -> Result<(), Error> {
     calls.fetch_add(1, Relaxed);
-    Err(reset())
+    Err(refused())
 }
 
 #[retry(attempts = 3, budget = none)]
@@ -171,7 +171,7 @@ static ASYNC_DEPENDENCY_CALLS: AtomicU32 = AtomicU32::new(0);
 async fn inner_async() -> Result<(), Error> {
     tokio::task::yield_now().await;
     ASYNC_DEPENDENCY_CALLS.fetch_add(1, Relaxed);
-    Err(reset())
+    Err(refused())
 }
 
 #[retry(attempts = 3, budget = none)]
@@ -191,7 +191,7 @@ async fn nested_async_retries_retry_at_one_layer_only() {
 
 #[retry(attempts = 100, base = 50ms, budget = none)]
 fn inner_default_deadline() -> Result<(), Error> {
-    Err(reset())
+    Err(refused())
 }
 
 #[retry(attempts = 1, deadline = 1s, budget = none)]
@@ -208,7 +208,7 @@ fn a_nested_call_never_outlives_the_enclosing_deadline() {
 
 #[retry(attempts = 100, base = 50ms, budget = none)]
 async fn inner_default_deadline_async() -> Result<(), Error> {
-    Err(reset())
+    Err(refused())
 }
 
 #[retry(attempts = 1, deadline = 1s, budget = none)]
@@ -231,7 +231,7 @@ async fn slow_inner(
     starts.lock().unwrap().push(t0.elapsed());
     // Each attempt takes time: the deadline must count it, not only the sleeps.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    Err(reset())
+    Err(refused())
 }
 
 #[retry(attempts = 1, deadline = 1s, budget = none)]
@@ -267,7 +267,7 @@ async fn a_nested_call_whose_attempts_take_time_never_outlives_the_enclosing_dea
 #[retry(attempts = 100, base = 100ms, jitter = none, budget = none)]
 fn reaches(left: &mut Vec<Option<Duration>>) -> Result<(), Error> {
     left.push(context().and_then(|cx| cx.remaining()));
-    Err(reset())
+    Err(refused())
 }
 
 #[test]
@@ -347,7 +347,7 @@ async fn reaches_async(left: &std::sync::Mutex<Vec<Option<Duration>>>) -> Result
     left.lock()
         .unwrap()
         .push(context().and_then(|cx| cx.remaining()));
-    Err(reset())
+    Err(refused())
 }
 
 #[tokio::test(start_paused = true)]
@@ -388,7 +388,7 @@ async fn spawned_inner(
 ) -> Result<(), Error> {
     keys.lock().unwrap().push(None);
     SPAWNED_DEPENDENCY.fetch_add(1, Relaxed);
-    Err(reset())
+    Err(refused())
 }
 
 #[retry(attempts = 3, base = 1ms, budget = none)]
@@ -438,7 +438,7 @@ fn blocking_inner(left: &std::sync::Mutex<Vec<Option<Duration>>>) -> Result<(), 
         .unwrap()
         .push(context().and_then(|cx| cx.remaining()));
     BLOCKING_DEPENDENCY.fetch_add(1, Relaxed);
-    Err(reset())
+    Err(refused())
 }
 
 #[retry(attempts = 3, deadline = 2s, jitter = none, budget = none)]

@@ -121,7 +121,7 @@ static PAYMENTS_BUDGET: LazyLock<RetryBudget> = LazyLock::new(|| CONFIG.payments
 #[retry(policy = CONFIG.payments, budget = PAYMENTS_BUDGET)]
 fn charge(calls: &mut u32) -> Result<(), std::io::Error> {
     *calls += 1;
-    Err(std::io::ErrorKind::ConnectionReset.into())
+    Err(std::io::ErrorKind::ConnectionRefused.into())
 }
 
 #[test]

@@ -59,7 +59,7 @@ fn block_on<F: Future>(future: F) -> F::Output {
 
 #[retry(attempts = 10, base = 1s, factor = 2, jitter = none, deadline = 10s, budget = none)]
 async fn down() -> Result<(), Error> {
-    Err(ErrorKind::ConnectionReset.into())
+    Err(ErrorKind::ConnectionRefused.into())
 }
 
 #[test]

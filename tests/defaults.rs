@@ -11,12 +11,12 @@ use backstop::{Policy, retry};
 // pins that 30s is not), and so is `cap` equal to the default base.
 #[retry(base = 20s, jitter = none, attempts = 2, deadline = none, budget = none)]
 fn base_at_default_cap() -> Result<(), Error> {
-    Err(std::io::ErrorKind::ConnectionReset.into())
+    Err(std::io::ErrorKind::ConnectionRefused.into())
 }
 
 #[retry(cap = 100ms, jitter = none, attempts = 2, budget = none)]
 fn cap_at_default_base() -> Result<(), Error> {
-    Err(std::io::ErrorKind::ConnectionReset.into())
+    Err(std::io::ErrorKind::ConnectionRefused.into())
 }
 
 #[test]

@@ -71,7 +71,7 @@ fn a_panicking_body_propagates_and_leaves_budget_breaker_and_context_consistent(
 #[retry(attempts = 5, base = 1s, jitter = none, budget = none)]
 async fn fails_then_sleeps(calls: &AtomicU32) -> Result<(), Error> {
     calls.fetch_add(1, Ordering::Relaxed);
-    Err(ErrorKind::ConnectionReset.into())
+    Err(ErrorKind::ConnectionRefused.into())
 }
 
 #[tokio::test(start_paused = true)]
@@ -147,7 +147,7 @@ fn a_deadline_already_past_on_entry_allows_the_first_attempt_only() {
     #[retry(attempts = 5, budget = none)]
     fn inner(calls: &AtomicU32) -> Result<(), Error> {
         calls.fetch_add(1, Ordering::Relaxed);
-        Err(ErrorKind::ConnectionReset.into())
+        Err(ErrorKind::ConnectionRefused.into())
     }
 
     #[retry(attempts = 1, deadline = 1s, budget = none)]
@@ -171,7 +171,7 @@ fn a_deadline_already_past_on_entry_allows_the_first_attempt_only() {
     let calls = AtomicU32::new(0);
     let out: Result<(), Error> = backstop::call(&policy, || {
         calls.fetch_add(1, Ordering::Relaxed);
-        Err(ErrorKind::ConnectionReset.into())
+        Err(ErrorKind::ConnectionRefused.into())
     });
     assert!(out.is_err());
     assert_eq!(calls.load(Ordering::Relaxed), 1);
@@ -184,7 +184,7 @@ fn the_largest_values_of_every_option_neither_panic_nor_overflow() {
     #[retry(attempts = 4294967295, base = 1s, cap = 10000000h, deadline = 10000000h, retry_after_max = 10000000h, factor = 1000000, budget = none)]
     fn everything_at_the_top(calls: &AtomicU32) -> Result<(), Error> {
         calls.fetch_add(1, Ordering::Relaxed);
-        Err(ErrorKind::ConnectionReset.into())
+        Err(ErrorKind::ConnectionRefused.into())
     }
     let vt = VirtualTime::start();
     let policy = Policy::new()
@@ -198,7 +198,7 @@ fn the_largest_values_of_every_option_neither_panic_nor_overflow() {
     let calls = AtomicU32::new(0);
     let out: Result<u32, Error> = backstop::call(&policy, || {
         if calls.fetch_add(1, Ordering::Relaxed) < 3 {
-            Err(ErrorKind::ConnectionReset.into())
+            Err(ErrorKind::ConnectionRefused.into())
         } else {
             Ok(1)
         }

@@ -70,7 +70,7 @@ async fn attempt(log: &Mutex<Log>, start: Instant, table: &[(u64, Then)]) -> Res
     log.lock().unwrap().finished.push(n);
     match then {
         Then::Ok => Ok(n),
-        Then::Reset => Err(ErrorKind::ConnectionReset.into()),
+        Then::Reset => Err(ErrorKind::ConnectionRefused.into()),
         Then::Denied => Err(ErrorKind::PermissionDenied.into()),
     }
 }
@@ -158,7 +158,7 @@ async fn hedges_count_as_attempts() {
     // attempts = 3 (the default): 1 and its hedge fail, 3 fails alone
     // (its hedge would be a fourth attempt), and the call gives up.
     let (out, _, log) = run(&[(60, Then::Reset), (30, Then::Reset), (1_000, Then::Reset)]).await;
-    assert_eq!(out.unwrap_err().kind(), ErrorKind::ConnectionReset);
+    assert_eq!(out.unwrap_err().kind(), ErrorKind::ConnectionRefused);
     assert_eq!(log.started, [1, 2, 3]);
 }
 

@@ -41,12 +41,12 @@ fn fetch(answers: &mut Vec<Result<u16, Error>>) -> Result<u16, Error> {
 #[test]
 fn every_retry_is_reported_with_its_outcome_verdict_and_delay() {
     let _vt = VirtualTime::start();
-    let mut answers = vec![Err(ErrorKind::ConnectionReset.into()), Ok(503), Ok(200)];
+    let mut answers = vec![Err(ErrorKind::ConnectionRefused.into()), Ok(503), Ok(200)];
     assert_eq!(fetch(&mut answers).unwrap(), 200);
     assert_eq!(
         take_log(),
         [
-            "retry after attempt 1: error ConnectionReset, Retry, sleep 100ms, at 0ns",
+            "retry after attempt 1: error ConnectionRefused, Retry, sleep 100ms, at 0ns",
             "retry after attempt 2: status 503, Retry, sleep 200ms, at 100ms",
         ]
     );
@@ -246,7 +246,7 @@ fn a_panicking_probe_frees_the_half_open_slot() {
         on_retry = |e| log(format!("untyped retry {}", e.attempt())),
         on_give_up = |e| log(format!("untyped give-up {}", e.reason())))]
 fn untyped_hooks() -> Result<(), Error> {
-    Err(ErrorKind::ConnectionReset.into())
+    Err(ErrorKind::ConnectionRefused.into())
 }
 
 #[test]
@@ -263,7 +263,7 @@ fn hook_closures_need_no_annotations() {
 // for each call of it, not moved.
 #[retry(attempts = 3, budget = none, on_retry = hook)]
 fn with_hook_value<H: Fn(&RetryEvent<'_, (), Error>)>(hook: H) -> Result<(), Error> {
-    Err(ErrorKind::ConnectionReset.into())
+    Err(ErrorKind::ConnectionRefused.into())
 }
 
 type BoxedHook = Box<dyn Fn(&GiveUpEvent<'_, (), Error>)>;
@@ -272,7 +272,7 @@ type BoxedHook = Box<dyn Fn(&GiveUpEvent<'_, (), Error>)>;
 #[allow(clippy::needless_pass_by_value)]
 #[retry(attempts = 3, budget = none, on_give_up = hook)]
 fn with_boxed_hook(hook: BoxedHook) -> Result<(), Error> {
-    Err(ErrorKind::ConnectionReset.into())
+    Err(ErrorKind::ConnectionRefused.into())
 }
 
 #[test]

@@ -14,7 +14,7 @@ use backstop::testing::{VirtualTime, isolate, record_sleeps};
 #[retry(attempts = 3, base = 10ms)]
 fn shared_flaky(attempts: &mut u32) -> Result<(), Error> {
     *attempts += 1;
-    Err(ErrorKind::ConnectionReset.into())
+    Err(ErrorKind::ConnectionRefused.into())
 }
 
 /// Enough failing calls to spend a default budget (10% of calls plus a
@@ -56,7 +56,7 @@ fn b_table_driven_test_gets_every_retry_in_every_case() {
 #[retry(attempts = 3, base = 10ms)]
 fn flaky(attempts: &mut u32) -> Result<(), Error> {
     *attempts += 1;
-    Err(ErrorKind::ConnectionReset.into())
+    Err(ErrorKind::ConnectionRefused.into())
 }
 
 #[test]
@@ -92,7 +92,7 @@ fn without_isolation_one_test_leaks_into_the_next_and_with_it_none_does() {
 #[retry(attempts = 3, base = 10ms)]
 fn threaded_flaky(attempts: &mut u32) -> Result<(), Error> {
     *attempts += 1;
-    Err(ErrorKind::ConnectionReset.into())
+    Err(ErrorKind::ConnectionRefused.into())
 }
 
 #[test]
@@ -132,13 +132,13 @@ fn isolation_holds_per_thread_while_another_thread_spends() {
 #[retry(attempts = 3, base = 1ms)]
 async fn async_flaky(attempts: &mut u32) -> Result<(), Error> {
     *attempts += 1;
-    Err(ErrorKind::ConnectionReset.into())
+    Err(ErrorKind::ConnectionRefused.into())
 }
 
 #[retry(attempts = 4, base = 100ms, jitter = none)]
 async fn async_recorded(attempts: &mut u32) -> Result<(), Error> {
     *attempts += 1;
-    Err(ErrorKind::ConnectionReset.into())
+    Err(ErrorKind::ConnectionRefused.into())
 }
 
 #[tokio::test(start_paused = true)]

@@ -14,7 +14,7 @@ use backstop::{
 };
 
 mod support;
-use support::reset;
+use support::refused;
 
 /// tower's `TpsBudget` checks the balance, then subtracts: two callers
 /// racing for the last token both get it. Here the check and the take are
@@ -76,7 +76,7 @@ fn a_long_idle_period_does_not_walk_every_missed_window() {
 
 #[retry(attempts = 5, budget = none)]
 fn reach_five_times() -> Result<(), Error> {
-    Err(reset())
+    Err(refused())
 }
 
 /// tower's `ExponentialBackoff` is `Clone` with its random state: every
@@ -122,7 +122,7 @@ fn no_panic_or_overflow_at_retry_33_64_or_any_other() {
     #[retry(attempts = 100, base = 1ms, cap = 1s, deadline = none, budget = none)]
     fn reach(calls: &AtomicU32) -> Result<(), Error> {
         calls.fetch_add(1, Ordering::Relaxed);
-        Err(reset())
+        Err(refused())
     }
     let policy = Policy::new()
         .base(Duration::from_secs(1))
@@ -212,7 +212,7 @@ fn retry_after_is_the_delay_actually_slept() {
 fn a_question_mark_in_the_body_is_retried() {
     fn flaky(calls: &AtomicU32) -> Result<u32, Error> {
         if calls.fetch_add(1, Ordering::Relaxed) < 2 {
-            Err(reset())
+            Err(refused())
         } else {
             Ok(7)
         }
@@ -236,7 +236,7 @@ fn a_deadline_is_never_overshot_by_a_sleep() {
     #[retry(attempts = 100, base = 300ms, factor = 2, jitter = none, deadline = 1s, budget = none)]
     fn reach(starts: &std::cell::RefCell<Vec<Duration>>, vt: &VirtualTime) -> Result<(), Error> {
         starts.borrow_mut().push(vt.elapsed());
-        Err(reset())
+        Err(refused())
     }
     let vt = VirtualTime::start();
     let starts = std::cell::RefCell::new(Vec::new());

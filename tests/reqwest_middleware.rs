@@ -232,7 +232,7 @@ static SHARED: RetryThrottle = RetryThrottle::standard();
 #[retry(budget = SHARED, base = 1ms, attempts = 5)]
 async fn shares_the_throttle(calls: &Mutex<u32>) -> Result<(), std::io::Error> {
     *calls.lock().unwrap() += 1;
-    Err(std::io::ErrorKind::ConnectionReset.into())
+    Err(std::io::ErrorKind::ConnectionRefused.into())
 }
 
 #[tokio::test]

@@ -87,7 +87,7 @@ impl tracing::Subscriber for Capture {
 
 #[retry(attempts = 3, jitter = none, budget = none)]
 fn fetch_user() -> Result<(), Error> {
-    Err(ErrorKind::ConnectionReset.into())
+    Err(ErrorKind::ConnectionRefused.into())
 }
 
 fn fields(pairs: &[(&str, &str)]) -> Fields {
@@ -157,7 +157,7 @@ fn a_span_per_call_and_an_event_per_retry_and_give_up() {
     on_give_up = |e| tracing::error!(attempts = e.attempts(), "hook: giving up"),
 )]
 fn logged() -> Result<(), Error> {
-    Err(ErrorKind::ConnectionReset.into())
+    Err(ErrorKind::ConnectionRefused.into())
 }
 
 #[test]
@@ -272,7 +272,7 @@ static TIGHT: backstop::RetryBudget =
 #[retry(attempts = 3, jitter = none, budget = TIGHT)]
 fn get_order(fail: bool) -> Result<(), Error> {
     if fail {
-        return Err(ErrorKind::ConnectionReset.into());
+        return Err(ErrorKind::ConnectionRefused.into());
     }
     Ok(())
 }
@@ -363,7 +363,7 @@ fn rejected() -> Result<(), Down> {
 async fn cancelled() -> Result<(), Error> {
     // Attempts run 0–100 ms and 200–300 ms: cancelled at 250 ms, during the second.
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    Err(ErrorKind::ConnectionReset.into())
+    Err(ErrorKind::ConnectionRefused.into())
 }
 
 #[retry(attempts = 3, budget = none)]
@@ -448,7 +448,7 @@ struct Repo<T>(T);
 impl Users {
     #[retry(attempts = 2, budget = none)]
     fn get(&self) -> Result<(), Error> {
-        Err(ErrorKind::ConnectionReset.into())
+        Err(ErrorKind::ConnectionRefused.into())
     }
 }
 
@@ -456,21 +456,21 @@ impl Users {
 impl Orders {
     #[retry(attempts = 2, budget = none)]
     fn get(&self) -> Result<(), Error> {
-        Err(ErrorKind::ConnectionReset.into())
+        Err(ErrorKind::ConnectionRefused.into())
     }
 }
 
 impl<T> Repo<T> {
     #[retry(attempts = 2, budget = none)]
     async fn get(&self) -> Result<(), Error> {
-        Err(ErrorKind::ConnectionReset.into())
+        Err(ErrorKind::ConnectionRefused.into())
     }
 }
 
 trait Store {
     #[retry(attempts = 2, budget = none)]
     fn load(&self) -> Result<(), Error> {
-        Err(ErrorKind::ConnectionReset.into())
+        Err(ErrorKind::ConnectionRefused.into())
     }
 }
 
@@ -522,7 +522,7 @@ fn same_named_methods_of_different_types_have_labels_of_their_own() {
 fn not_found(calls: &mut u32) -> Result<(), Error> {
     *calls += 1;
     if *calls == 1 {
-        return Err(ErrorKind::ConnectionReset.into());
+        return Err(ErrorKind::ConnectionRefused.into());
     }
     Err(ErrorKind::NotFound.into())
 }
@@ -780,7 +780,7 @@ async fn hedged(calls: &std::sync::atomic::AtomicU32) -> Result<u32, Error> {
     if ok {
         Ok(attempt)
     } else {
-        Err(ErrorKind::ConnectionReset.into())
+        Err(ErrorKind::ConnectionRefused.into())
     }
 }
 

@@ -322,6 +322,72 @@ fn a_status_is_found_in_a_source_chain() {
     assert_eq!(wrapped.classify(), Verdict::Stop);
 }
 
+/// `Say(message)` through a lazy `Channel`, as a client that connects on
+/// its first call sees it: every failure a `Status`.
+async fn say_lazy(addr: SocketAddr) -> Status {
+    let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect_lazy();
+    let mut grpc = tonic::client::Grpc::new(channel);
+    if let Err(error) = grpc.ready().await {
+        return Status::from_error(error.into());
+    }
+    let path = http::uri::PathAndQuery::from_static("/test.Echo/Say");
+    grpc.unary(tonic::Request::new("hi".to_owned()), path, Utf8)
+        .await
+        .unwrap_err()
+}
+
+#[tokio::test]
+async fn a_connection_never_made_is_retried_and_one_reset_after_the_request_only_if_idempotent() {
+    // Nothing listens: the call never reached a server.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = closed.local_addr().unwrap();
+    drop(closed);
+    let refused = say_lazy(addr).await;
+    assert_eq!(refused.code(), Code::Unavailable, "{refused:?}");
+    assert_eq!(refused.classify(), Verdict::Retry, "{refused:?}");
+    // A server that reads the request, then resets the connection: it may
+    // have acted on it.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        use tokio::io::AsyncReadExt;
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut request = vec![0; 4096];
+        let _ = socket.read(&mut request).await;
+        socket.set_zero_linger().unwrap();
+    });
+    let reset = say_lazy(addr).await;
+    assert_eq!(reset.classify(), Verdict::RetryIfIdempotent, "{reset:?}");
+}
+
+#[test]
+fn unavailable_from_the_server_is_retried_and_from_a_transport_failure_follows_the_transport_rule()
+{
+    use std::io::{Error, ErrorKind};
+    assert_eq!(Status::unavailable("draining").classify(), Verdict::Retry);
+    let with_source = |kind: ErrorKind| {
+        let mut status = Status::unavailable("transport error");
+        status.set_source(Arc::new(Error::from(kind)));
+        status.classify()
+    };
+    assert_eq!(with_source(ErrorKind::ConnectionRefused), Verdict::Retry);
+    assert_eq!(
+        with_source(ErrorKind::ConnectionReset),
+        Verdict::RetryIfIdempotent
+    );
+    assert_eq!(
+        with_source(ErrorKind::BrokenPipe),
+        Verdict::RetryIfIdempotent
+    );
+    // A transport failure the walk does not know (hyper's keep-alive
+    // timeout): the request may have been served.
+    let mut unknown = Status::unavailable("keep-alive timed out");
+    unknown.set_source(Arc::new(std::fmt::Error));
+    assert_eq!(unknown.classify(), Verdict::RetryIfIdempotent);
+}
+
 #[tokio::test]
 async fn the_layer_on_a_channel_makes_a_tonic_client_service() {
     fn is_grpc_service<S: tonic::client::GrpcService<Body>>(_: &S) {}

@@ -331,7 +331,7 @@ async fn each_attempt_runs_with_the_calls_context() {
 #[retry(attempts = 3, base = 10ms)]
 async fn nested_lookup(calls: &AtomicU32) -> Result<(), std::io::Error> {
     calls.fetch_add(1, Ordering::Relaxed);
-    Err(std::io::ErrorKind::ConnectionReset.into())
+    Err(std::io::ErrorKind::ConnectionRefused.into())
 }
 
 #[tokio::test(start_paused = true)]
@@ -344,7 +344,7 @@ async fn a_nested_retry_call_that_retried_is_not_retried_again_by_the_layer() {
     });
     let service = RetryLayer::http(&Policy::new()).layer(inner);
     let error = service.oneshot(get()).await.unwrap_err();
-    assert_eq!(error.kind(), std::io::ErrorKind::ConnectionReset);
+    assert_eq!(error.kind(), std::io::ErrorKind::ConnectionRefused);
     assert_eq!(
         calls.load(Ordering::Relaxed),
         3,
@@ -399,7 +399,7 @@ static SHARED_THROTTLE: RetryThrottle = RetryThrottle::standard();
 #[retry(budget = SHARED_THROTTLE, base = 1ms, attempts = 5)]
 async fn shares_the_throttle(calls: &AtomicU32) -> Result<(), std::io::Error> {
     calls.fetch_add(1, Ordering::Relaxed);
-    Err(std::io::ErrorKind::ConnectionReset.into())
+    Err(std::io::ErrorKind::ConnectionRefused.into())
 }
 
 #[tokio::test(start_paused = true)]
@@ -521,7 +521,7 @@ where
 async fn each_retry_waits_for_the_service_to_be_ready_again() {
     let inner = Counted::new(|n, request| {
         Box::pin(std::future::ready(if n <= 2 {
-            Err(std::io::ErrorKind::ConnectionReset.into())
+            Err(std::io::ErrorKind::ConnectionRefused.into())
         } else {
             Ok(request)
         }))
@@ -544,7 +544,7 @@ async fn a_layers_own_throttle_is_shared_by_its_services_and_not_by_other_layers
     let seen = attempts.clone();
     let failing = service_fn(move |()| {
         seen.fetch_add(1, Ordering::Relaxed);
-        async { Err::<(), _>(std::io::Error::from(std::io::ErrorKind::ConnectionReset)) }
+        async { Err::<(), _>(std::io::Error::from(std::io::ErrorKind::ConnectionRefused)) }
     });
     for _ in 0..10 {
         let _ = layer.layer(failing.clone()).oneshot(()).await;
@@ -658,7 +658,7 @@ static SHARED_ADAPTIVE: backstop::AdaptiveThrottle = backstop::AdaptiveThrottle:
 
 #[retry(throttle = SHARED_ADAPTIVE, attempts = 1)]
 async fn refused_by_the_dependency() -> Result<(), BoxError> {
-    Err(std::io::Error::from(std::io::ErrorKind::ConnectionReset).into())
+    Err(std::io::Error::from(std::io::ErrorKind::ConnectionRefused).into())
 }
 
 #[tokio::test(start_paused = true)]
@@ -718,7 +718,7 @@ impl tower::Service<u32> for StuckAfterOne {
     }
     fn call(&mut self, _: u32) -> Self::Future {
         self.calls.fetch_add(1, Ordering::Relaxed);
-        std::future::ready(Err(std::io::ErrorKind::ConnectionReset.into()))
+        std::future::ready(Err(std::io::ErrorKind::ConnectionRefused.into()))
     }
 }
 
@@ -741,7 +741,7 @@ async fn a_service_not_ready_again_by_the_deadline_gives_up_with_the_last_error(
     let error = service.oneshot(7).await.unwrap_err();
     assert_eq!(
         error.kind(),
-        std::io::ErrorKind::ConnectionReset,
+        std::io::ErrorKind::ConnectionRefused,
         "the last outcome"
     );
     assert!(
@@ -1030,4 +1030,58 @@ async fn a_hedged_request_behind_a_concurrency_limit_uses_the_slot_the_caller_re
     assert_eq!(response.status(), StatusCode::OK);
     assert_eq!(start.elapsed(), Duration::from_millis(100));
     assert_eq!(log.lock().unwrap().len(), 1, "the hedge never got a slot");
+}
+
+static HUNG_PROBE: CircuitBreaker = CircuitBreaker::new(1, Duration::from_secs(1));
+
+#[tokio::test(start_paused = true)]
+async fn a_probe_that_never_returns_does_not_hold_the_breaker_shut() {
+    // The first call fails and opens the breaker; the probe a cooldown
+    // later hangs (no `attempt_timeout`: nothing cuts it off); a call a
+    // cooldown after the probe was let through is a new trial, and its
+    // success closes the breaker while the hung probe is still out.
+    let calls = Arc::new(AtomicU32::new(0));
+    let seen = calls.clone();
+    let inner = service_fn(move |_: Request<ReplayBody<String>>| {
+        let n = seen.fetch_add(1, Ordering::Relaxed) + 1;
+        async move {
+            match n {
+                1 => Ok::<_, BoxError>(status(503, None)),
+                2 => std::future::pending().await,
+                _ => Ok(Response::new(())),
+            }
+        }
+    });
+    let policy = Policy::new().attempts(1).deadline(None);
+    let service = RetryLayer::http(&policy).breaker(&HUNG_PROBE).layer(inner);
+    assert_eq!(
+        service.clone().oneshot(get()).await.unwrap().status(),
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+    assert_eq!(HUNG_PROBE.state(), backstop::BreakerState::Open);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let hung = tokio::spawn(service.clone().oneshot(get()));
+    tokio::task::yield_now().await;
+    assert_eq!(calls.load(Ordering::Relaxed), 2, "the probe is out");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let error = service.clone().oneshot(get()).await.unwrap_err();
+    assert!(
+        error.is::<CircuitOpen>(),
+        "within its time, the probe holds the slot: {error}"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let response = service.clone().oneshot(get()).await.unwrap();
+    assert_eq!(
+        response.status(),
+        StatusCode::OK,
+        "a new trial a cooldown after the first"
+    );
+    assert_eq!(HUNG_PROBE.state(), backstop::BreakerState::Closed);
+    assert_eq!(
+        service.oneshot(get()).await.unwrap().status(),
+        StatusCode::OK
+    );
+    assert_eq!(calls.load(Ordering::Relaxed), 4);
+    assert!(!hung.is_finished());
+    hung.abort();
 }

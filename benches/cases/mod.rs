@@ -13,7 +13,7 @@ use backstop::{Jitter, Policy, RetryBudget, retry};
 #[inline(never)]
 pub(crate) fn op(x: u64) -> Result<u64, Error> {
     if x == u64::MAX {
-        Err(ErrorKind::ConnectionReset.into())
+        Err(ErrorKind::ConnectionRefused.into())
     } else {
         Ok(x.wrapping_add(1))
     }
@@ -24,7 +24,7 @@ pub(crate) fn op(x: u64) -> Result<u64, Error> {
 pub(crate) fn flaky(failures: &mut u32) -> Result<u64, Error> {
     if *failures > 0 {
         *failures -= 1;
-        Err(ErrorKind::ConnectionReset.into())
+        Err(ErrorKind::ConnectionRefused.into())
     } else {
         Ok(7)
     }

@@ -29,7 +29,7 @@ use proc_macro::TokenStream;
 ///
 /// #[retry(attempts = 4, base = 100ms, cap = 5s, deadline = 10s)]
 /// async fn fetch_user(id: u64) -> Result<String, Error> {
-///     if id == 0 { Err(ErrorKind::ConnectionReset.into()) } else { Ok(format!("user {id}")) }
+///     if id == 0 { Err(ErrorKind::ConnectionRefused.into()) } else { Ok(format!("user {id}")) }
 /// }
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
 /// assert_eq!(fetch_user(7).await.unwrap(), "user 7");

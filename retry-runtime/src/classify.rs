@@ -32,36 +32,68 @@ pub(crate) fn of_value(verdict: Verdict) -> Attempted {
 }
 
 impl Classify for io::Error {
-    /// By [`io::ErrorKind`]: a refused, reset, aborted or unconnected
-    /// connection, a broken pipe, an interrupted or would-block call are
-    /// transient ([`Verdict::Retry`]); a timeout is ambiguous
-    /// ([`Verdict::RetryIfIdempotent`]: the request may have been served);
-    /// everything else (not found, permission denied, invalid input…)
-    /// [`Verdict::Stop`]s.
+    /// By [`io::ErrorKind`], by whether the request can have reached the
+    /// other side:
+    ///
+    /// - nothing was sent: a refused connection, a socket not connected,
+    ///   an address not available, a host or network unreachable, the
+    ///   network down, an interrupted or would-block call:
+    ///   [`Verdict::Retry`];
+    /// - it may have been sent and acted on: a connection reset or
+    ///   aborted, a broken pipe, an end of stream before the answer, a
+    ///   timeout: [`Verdict::RetryIfIdempotent`]. A server that did the
+    ///   work and then dropped the connection looks exactly like one that
+    ///   never saw the request, so a write is repeated only when the call
+    ///   is declared `idempotent`;
+    /// - everything else (not found, permission denied, invalid input…):
+    ///   [`Verdict::Stop`].
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
     /// use std::io::{Error, ErrorKind};
     /// use backstop::{Classify, Verdict};
     ///
-    /// assert_eq!(Error::from(ErrorKind::ConnectionReset).classify(), Verdict::Retry);
+    /// assert_eq!(Error::from(ErrorKind::ConnectionRefused).classify(), Verdict::Retry);
+    /// assert_eq!(Error::from(ErrorKind::ConnectionReset).classify(), Verdict::RetryIfIdempotent);
     /// assert_eq!(Error::from(ErrorKind::TimedOut).classify(), Verdict::RetryIfIdempotent);
     /// assert_eq!(Error::from(ErrorKind::NotFound).classify(), Verdict::Stop);
     /// ```
     fn classify(&self) -> Verdict {
-        use io::ErrorKind as K;
-        match self.kind() {
-            K::ConnectionRefused
-            | K::ConnectionReset
-            | K::ConnectionAborted
-            | K::NotConnected
-            | K::BrokenPipe
-            | K::Interrupted
-            | K::WouldBlock => Verdict::Retry,
-            K::TimedOut => Verdict::RetryIfIdempotent,
-            _ => Verdict::Stop,
+        if never_sent(self.kind()) {
+            Verdict::Retry
+        } else if may_have_been_sent(self.kind()) {
+            Verdict::RetryIfIdempotent
+        } else {
+            Verdict::Stop
         }
     }
+}
+
+/// The transport failures that prove the request never left: no
+/// connection was made, or the call did nothing.
+pub(crate) fn never_sent(kind: io::ErrorKind) -> bool {
+    use io::ErrorKind as K;
+    matches!(
+        kind,
+        K::ConnectionRefused
+            | K::NotConnected
+            | K::AddrNotAvailable
+            | K::HostUnreachable
+            | K::NetworkUnreachable
+            | K::NetworkDown
+            | K::Interrupted
+            | K::WouldBlock
+    )
+}
+
+/// The transport failures that can come after the request was written:
+/// the other side may have done the work (a reset is a timeout's twin).
+fn may_have_been_sent(kind: io::ErrorKind) -> bool {
+    use io::ErrorKind as K;
+    matches!(
+        kind,
+        K::ConnectionReset | K::ConnectionAborted | K::BrokenPipe | K::UnexpectedEof | K::TimedOut
+    )
 }
 
 /// Classifies an error by the first error of its source chain (the error
@@ -85,7 +117,7 @@ impl Classify for io::Error {
 /// use std::io::{Error, ErrorKind};
 /// use backstop::{classify::source_chain, Verdict};
 ///
-/// let wrapped = Error::other(Error::from(ErrorKind::ConnectionReset));
+/// let wrapped = Error::other(Error::from(ErrorKind::ConnectionRefused));
 /// assert_eq!(source_chain(&wrapped), Verdict::Retry);
 /// assert_eq!(source_chain(&std::fmt::Error), Verdict::Stop);
 /// ```
@@ -113,7 +145,7 @@ pub(crate) fn known_in_chain(error: &(dyn Error + 'static)) -> Option<Verdict> {
 /// # extern crate retry_runtime as backstop;
 /// use std::io::{Error, ErrorKind};
 /// use backstop::{classify::by_source_chain, Verdict};
-/// assert_eq!(by_source_chain(&Error::from(ErrorKind::ConnectionReset)), Verdict::Retry);
+/// assert_eq!(by_source_chain(&Error::from(ErrorKind::ConnectionRefused)), Verdict::Retry);
 /// ```
 pub fn by_source_chain<E: Error + 'static>(error: &E) -> Verdict {
     source_chain(error)
@@ -144,6 +176,11 @@ fn known(error: &(dyn Error + 'static)) -> Option<Verdict> {
     #[cfg(feature = "tonic")]
     if let Some(status) = error.downcast_ref::<::tonic::Status>() {
         return Some(status.classify());
+    }
+    // A connection that was never made: nothing was sent.
+    #[cfg(feature = "tonic")]
+    if error.is::<::tonic::ConnectError>() {
+        return Some(Verdict::Retry);
     }
     #[cfg(feature = "tonic")]
     if error.is::<::tonic::TimeoutExpired>() {
@@ -181,7 +218,7 @@ impl Classify for dyn Error + Send + 'static {
 /// # extern crate retry_runtime as backstop;
 /// use std::io::{Error, ErrorKind};
 /// use backstop::{Classify, Verdict};
-/// let boxed: Box<dyn std::error::Error + Send + Sync> = Error::from(ErrorKind::BrokenPipe).into();
+/// let boxed: Box<dyn std::error::Error + Send + Sync> = Error::from(ErrorKind::ConnectionRefused).into();
 /// assert_eq!(boxed.classify(), Verdict::Retry);
 /// ```
 impl Classify for dyn Error + Send + Sync + 'static {
@@ -226,7 +263,7 @@ impl Classify for crate::vocabulary::Throttled {
 /// # extern crate retry_runtime as backstop;
 /// use std::io::{Error, ErrorKind};
 /// use backstop::{Classify, Verdict};
-/// let e = anyhow::Error::new(Error::from(ErrorKind::ConnectionReset)).context("loading");
+/// let e = anyhow::Error::new(Error::from(ErrorKind::ConnectionRefused)).context("loading");
 /// assert_eq!(e.classify(), Verdict::Retry);
 /// ```
 #[cfg(feature = "anyhow")]
@@ -278,7 +315,7 @@ pub trait Classifier<X: ?Sized> {
 /// ```
 /// # extern crate retry_runtime as backstop;
 /// use backstop::{ByClassify, Classifier, Verdict};
-/// let e = std::io::Error::from(std::io::ErrorKind::BrokenPipe);
+/// let e = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
 /// assert_eq!(ByClassify.verdict(&e), Verdict::Retry);
 /// ```
 #[derive(Clone, Copy, Debug, Default)]
@@ -337,29 +374,39 @@ mod tests {
 
     #[test]
     fn io_errors_are_classified_by_kind() {
-        let transient = [
+        let never_sent = [
             K::ConnectionRefused,
-            K::ConnectionReset,
-            K::ConnectionAborted,
             K::NotConnected,
-            K::BrokenPipe,
+            K::AddrNotAvailable,
+            K::HostUnreachable,
+            K::NetworkUnreachable,
+            K::NetworkDown,
             K::Interrupted,
             K::WouldBlock,
         ];
-        for kind in transient {
+        for kind in never_sent {
             assert_eq!(io::Error::from(kind).classify(), Verdict::Retry, "{kind:?}");
         }
-        assert_eq!(
-            io::Error::from(K::TimedOut).classify(),
-            Verdict::RetryIfIdempotent
-        );
+        let may_have_been_sent = [
+            K::ConnectionReset,
+            K::ConnectionAborted,
+            K::BrokenPipe,
+            K::UnexpectedEof,
+            K::TimedOut,
+        ];
+        for kind in may_have_been_sent {
+            assert_eq!(
+                io::Error::from(kind).classify(),
+                Verdict::RetryIfIdempotent,
+                "{kind:?}"
+            );
+        }
         let permanent = [
             K::NotFound,
             K::PermissionDenied,
             K::InvalidInput,
             K::InvalidData,
             K::AlreadyExists,
-            K::UnexpectedEof,
             K::Unsupported,
             K::Other,
         ];
@@ -370,7 +417,7 @@ mod tests {
 
     #[test]
     fn references_and_boxes_classify_like_their_target() {
-        let e = io::Error::from(K::BrokenPipe);
+        let e = io::Error::from(K::ConnectionRefused);
         assert_eq!(Classify::classify(&&e), Verdict::Retry);
         assert_eq!(Box::new(e).classify(), Verdict::Retry);
     }

@@ -58,7 +58,7 @@ impl Context {
     /// let mut keys = Vec::new();
     /// let _: Result<(), std::io::Error> = backstop::call(&Policy::new(), || {
     ///     keys.push(context().unwrap().idempotency_key());
-    ///     Err(std::io::ErrorKind::ConnectionReset.into())
+    ///     Err(std::io::ErrorKind::ConnectionRefused.into())
     /// });
     /// assert_eq!(keys.len(), 3);
     /// assert!(keys.iter().all(|k| *k == keys[0]), "stable across attempts");
@@ -508,7 +508,7 @@ impl<F: Future> InCurrentCall for F {}
 /// // A handler bounds the whole request to 1 s; the call inside has 30 s.
 /// let out: Result<(), Error> = backstop::deadline_sync(Duration::from_secs(1), || {
 ///     let policy = Policy::new().attempts(100).no_budget();
-///     backstop::call(&policy, || Err(ErrorKind::ConnectionReset.into()))
+///     backstop::call(&policy, || Err(ErrorKind::ConnectionRefused.into()))
 /// });
 /// assert!(out.is_err());
 /// assert!(vt.elapsed() < Duration::from_secs(1));
@@ -535,7 +535,7 @@ pub fn deadline_sync<R>(limit: Duration, f: impl FnOnce() -> R) -> R {
 /// let started = tokio::time::Instant::now();
 /// let out: Result<(), Error> = backstop::deadline(Duration::from_secs(1), async {
 ///     let policy = Policy::new().attempts(100).no_budget();
-///     backstop::call_async(&policy, || async { Err(ErrorKind::ConnectionReset.into()) }).await
+///     backstop::call_async(&policy, || async { Err(ErrorKind::ConnectionRefused.into()) }).await
 /// })
 /// .await;
 /// assert!(out.is_err());

@@ -380,7 +380,7 @@ impl Drop for Observe {
 ///     .on_retry(|event: &RetryEvent<'_, (), std::io::Error>| {
 ///         seen.borrow_mut().push((event.attempt(), event.delay()));
 ///     })
-///     .call(|| Err::<(), _>(std::io::Error::from(std::io::ErrorKind::ConnectionReset)));
+///     .call(|| Err::<(), _>(std::io::Error::from(std::io::ErrorKind::ConnectionRefused)));
 /// let ms = Duration::from_millis;
 /// assert_eq!(*seen.borrow(), [(1, ms(100)), (2, ms(200))]);
 /// ```
@@ -468,7 +468,7 @@ impl<T, E> fmt::Debug for RetryEvent<'_, T, E> {
 ///     .on_give_up(|event: &GiveUpEvent<'_, (), std::io::Error>| {
 ///         reasons.borrow_mut().push((event.reason(), event.attempts()));
 ///     })
-///     .call(|| Err::<(), _>(std::io::Error::from(std::io::ErrorKind::ConnectionReset)));
+///     .call(|| Err::<(), _>(std::io::Error::from(std::io::ErrorKind::ConnectionRefused)));
 /// assert_eq!(*reasons.borrow(), [(GiveUp::Attempts, 2)]);
 /// ```
 pub struct GiveUpEvent<'a, T, E> {

@@ -35,7 +35,7 @@ use crate::state::{AttemptState, Decision, GiveUp};
 /// let answer = backstop::call(&Policy::new(), || {
 ///     if failures > 0 {
 ///         failures -= 1;
-///         return Err(Error::from(ErrorKind::ConnectionReset));
+///         return Err(Error::from(ErrorKind::ConnectionRefused));
 ///     }
 ///     Ok(42)
 /// });
@@ -101,7 +101,7 @@ where
 /// let mut sent = Vec::new();
 /// let (sent, out) = backstop::call_async_with(&Policy::new(), &mut sent, |sent| async move {
 ///     sent.push("ping");
-///     let out = if sent.len() < 2 { Err(std::io::ErrorKind::ConnectionReset.into()) } else { Ok(()) };
+///     let out = if sent.len() < 2 { Err(std::io::ErrorKind::ConnectionRefused.into()) } else { Ok(()) };
 ///     (sent, out)
 /// })
 /// .await;
@@ -430,7 +430,7 @@ impl<'a> Retry<'a> {
     ///     // half: at 9, 8 and 6), then none.
     ///     let _ = Retry::new(&policy).call(|| {
     ///         attempts += 1;
-    ///         Err::<(), _>(std::io::Error::from(std::io::ErrorKind::ConnectionReset))
+    ///         Err::<(), _>(std::io::Error::from(std::io::ErrorKind::ConnectionRefused))
     ///     });
     /// }
     /// assert_eq!(attempts, 10 + 3);
@@ -708,7 +708,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// let seen = std::cell::RefCell::new(&mut log);
     /// let _ = Retry::new(&Policy::new())
     ///     .on_retry(|e| seen.borrow_mut().push(format!("attempt {} failed: {:?}", e.attempt(), e.error())))
-    ///     .call(|| Err::<(), _>(std::io::Error::from(std::io::ErrorKind::ConnectionReset)));
+    ///     .call(|| Err::<(), _>(std::io::Error::from(std::io::ErrorKind::ConnectionRefused)));
     /// assert_eq!(log.len(), 2);
     /// ```
     pub fn on_retry<T, E, F>(self, f: F) -> Retry<'a, W, K, B, F, G, L, A>
@@ -741,7 +741,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// let reason = std::cell::Cell::new(None);
     /// let _ = Retry::new(&Policy::new())
     ///     .on_give_up(|e| reason.set(Some((e.reason(), e.attempts()))))
-    ///     .call(|| Err::<(), _>(std::io::Error::from(std::io::ErrorKind::ConnectionReset)));
+    ///     .call(|| Err::<(), _>(std::io::Error::from(std::io::ErrorKind::ConnectionRefused)));
     /// assert_eq!(reason.get(), Some((GiveUp::Attempts, 3)));
     /// ```
     pub fn on_give_up<T, E, F>(self, f: F) -> Retry<'a, W, K, B, R, F, L, A>
@@ -1098,7 +1098,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     ///     async fn query(&mut self) -> Result<&'static str, std::io::Error> {
     ///         if self.resets > 0 {
     ///             self.resets -= 1;
-    ///             return Err(std::io::ErrorKind::ConnectionReset.into());
+    ///             return Err(std::io::ErrorKind::ConnectionRefused.into());
     ///         }
     ///         Ok("row")
     ///     }

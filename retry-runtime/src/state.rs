@@ -62,7 +62,7 @@ pub use crate::vocabulary::{Decision, GiveUp};
 ///
 /// let policy = Policy::new().attempts(2);
 /// let mut state = AttemptState::new(&policy, SystemClock);
-/// let failed: Result<(), Error> = Err(ErrorKind::ConnectionReset.into());
+/// let failed: Result<(), Error> = Err(ErrorKind::ConnectionRefused.into());
 /// assert!(matches!(state.decide_result(&failed, &ByClassify, &NeverRetry), Decision::Retry(_)));
 /// assert_eq!(state.attempt(), 2);
 /// assert_eq!(

@@ -193,7 +193,7 @@ pub struct SleepRecorder {
 /// let sleeps = record_sleeps();
 /// let policy = Policy::new().attempts(3).jitter(Jitter::None).no_budget();
 /// let out: Result<(), Error> = backstop::call_async(&policy, || async {
-///     Err(ErrorKind::ConnectionReset.into())
+///     Err(ErrorKind::ConnectionRefused.into())
 /// })
 /// .await;
 /// assert!(out.is_err());
@@ -282,7 +282,7 @@ thread_local! {
 ///     let budget = backstop::testing::own(&OWN);
 ///     Retry::new(&policy).budget(budget).call(|| {
 ///         *attempts += 1;
-///         Err(ErrorKind::ConnectionReset.into())
+///         Err(ErrorKind::ConnectionRefused.into())
 ///     })
 /// };
 /// let _vt = VirtualTime::start();

@@ -2,11 +2,14 @@
 //! sent as `grpc-timeout`, and the tower layer on a tonic `Channel`.
 //!
 //! A `tonic::Status` is judged by [`grpc_verdict`](crate::http::grpc_verdict):
-//! `UNAVAILABLE` is retried, `DEADLINE_EXCEEDED` only for an idempotent
-//! call, `RESOURCE_EXHAUSTED` only when the server pushed back with a
-//! delay (`grpc-retry-pushback-ms`), the rest never; a negative pushback
-//! means do not retry. A `Status` boxed in an error's source chain is
-//! found there.
+//! `UNAVAILABLE` from the server is retried, `DEADLINE_EXCEEDED` only for
+//! an idempotent call, `RESOURCE_EXHAUSTED` only when the server pushed
+//! back with a delay (`grpc-retry-pushback-ms`), the rest never; a
+//! negative pushback means do not retry. An `UNAVAILABLE` tonic made from
+//! a transport failure follows the transport rule: retried when the
+//! connection was never made, only for an idempotent call when it broke
+//! after the request was written. A `Status` boxed in an error's source
+//! chain is found there.
 //!
 //! The tower layer retries the unary calls of a tonic client made on a
 //! `Channel` (see the crate's documentation of this module for the
@@ -38,16 +41,47 @@ use crate::classify::{Classify, Verdict};
 /// what it holds; tonic's own client-side timeout (`CANCELLED`, "Timeout
 /// expired") is ambiguous, as any timeout is: retried for an idempotent
 /// call.
+///
+/// `UNAVAILABLE` is judged by who said it. A server (or a proxy in front
+/// of it) that answers `UNAVAILABLE` has not processed the call: it is
+/// retried. A status tonic made on the client from a transport failure
+/// follows the transport rule: a connection that was never made
+/// (`tonic::ConnectError`, a refused connection) is retried; a
+/// connection reset or closed after the request was written, or a
+/// keep-alive timeout, is ambiguous (the server may have done the work)
+/// and retried only for an idempotent call.
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use std::io::{Error, ErrorKind};
+/// use std::sync::Arc;
+/// use backstop::{Classify, Verdict};
+///
+/// let mut reset = tonic::Status::unavailable("connection reset");
+/// reset.set_source(Arc::new(Error::from(ErrorKind::ConnectionReset)));
+/// assert_eq!(reset.classify(), Verdict::RetryIfIdempotent);
+/// let mut refused = tonic::Status::unavailable("tcp connect error");
+/// refused.set_source(Arc::new(Error::from(ErrorKind::ConnectionRefused)));
+/// assert_eq!(refused.classify(), Verdict::Retry);
+/// ```
 impl Classify for ::tonic::Status {
     fn classify(&self) -> Verdict {
-        if let Some(verdict) =
-            std::error::Error::source(self).and_then(crate::classify::known_in_chain)
-        {
+        let source = std::error::Error::source(self);
+        if let Some(verdict) = source.and_then(crate::classify::known_in_chain) {
             return verdict;
         }
         if self.code() == ::tonic::Code::Cancelled
             && self.message() == ::tonic::TimeoutExpired(()).to_string()
         {
+            return Verdict::RetryIfIdempotent;
+        }
+        // An `UNAVAILABLE` the client made from a transport failure it
+        // could not place (hyper's keep-alive timeout, a connection that
+        // closed mid-call): the request may have reached the server, which
+        // gRPC means by "not always safe to retry non-idempotent
+        // operations". A refused or failed connect is known above
+        // (`Retry`); a server's own `UNAVAILABLE` has no source.
+        if source.is_some() && self.code() == ::tonic::Code::Unavailable {
             return Verdict::RetryIfIdempotent;
         }
         crate::http::grpc_verdict(self.code() as i32, self.metadata().as_ref())

@@ -146,7 +146,8 @@ impl<P: fmt::Debug, W, K, B, R, G, L, A> fmt::Debug for RetryLayer<P, W, K, B, R
 /// an HTTP layer an error is a transport failure, and one that comes after
 /// the request was written may come after the server did the work: it is
 /// ambiguous, so a `POST` is not repeated on it and a `GET` is. Only a
-/// refused connection is sure to have sent nothing, and is retried.
+/// connection that was never made (refused, unreachable) is sure to have
+/// sent nothing, and is retried.
 ///
 /// `io::Error`, the boxed errors (`Box<dyn Error + Send + Sync>`, what
 /// tower stacks use) and `anyhow::Error` (feature `anyhow`) are read down
@@ -191,7 +192,9 @@ impl<E: Classify + 'static> Classifier<E> for TransportErrors {
 }
 
 /// An error of an HTTP client's transport, by its source chain: a refused
-/// connection anywhere in it is [`Verdict::Retry`] (nothing was sent); an
+/// connection (or another failure that proves nothing was sent: not
+/// connected, address not available, host or network unreachable)
+/// anywhere in it is [`Verdict::Retry`]; an
 /// error this crate knows keeps its verdict, except that a failure a
 /// retry could fix becomes [`Verdict::RetryIfIdempotent`] (a reset, a
 /// broken pipe: the request may have been written and acted on); an
@@ -219,7 +222,7 @@ fn transport_chain(error: &(dyn std::error::Error + 'static)) -> Verdict {
     while let Some(error) = next {
         if error
             .downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
+            .is_some_and(|io| crate::classify::never_sent(io.kind()))
         {
             return Verdict::Retry;
         }

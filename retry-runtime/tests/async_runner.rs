@@ -38,7 +38,7 @@ async fn succeeds_once_the_dependency_recovers() {
     let out = call_async(&quiet().attempts(5), || async {
         attempts.set(attempts.get() + 1);
         if attempts.get() < 3 {
-            Err(Error::from(ErrorKind::ConnectionReset))
+            Err(Error::from(ErrorKind::ConnectionRefused))
         } else {
             Ok("up")
         }

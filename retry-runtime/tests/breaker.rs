@@ -124,6 +124,65 @@ fn a_probe_that_never_reports_frees_the_half_open_slot() {
 }
 
 #[test]
+fn a_probe_still_out_a_cooldown_after_it_was_let_through_does_not_hold_the_breaker_shut() {
+    let breaker = CircuitBreaker::new(1, COOLDOWN);
+    let t0 = Instant::now();
+    fail(&breaker, t0, Verdict::Retry);
+    let half_open = t0 + COOLDOWN;
+    let hung = breaker.try_acquire(half_open).unwrap();
+    assert!(hung.is_probe());
+    let almost = half_open + COOLDOWN - Duration::from_millis(1);
+    assert!(
+        breaker.try_acquire(almost).is_err(),
+        "within its time, the probe holds the slot"
+    );
+    let trial = breaker.try_acquire(half_open + COOLDOWN).unwrap();
+    assert!(trial.is_probe(), "a new trial, a cooldown after the first");
+    assert!(
+        breaker.try_acquire(half_open + COOLDOWN).is_err(),
+        "one new trial per cooldown"
+    );
+    trial.record(Attempted::Succeeded, half_open + COOLDOWN);
+    assert_eq!(breaker.state(), BreakerState::Closed);
+    // The hung probe reports at last: the breaker was decided since.
+    hung.record(Attempted::Failed(Verdict::Retry), half_open + 2 * COOLDOWN);
+    assert_eq!(breaker.state(), BreakerState::Closed);
+}
+
+#[test]
+fn a_late_probe_that_succeeds_closes_the_breaker_its_successor_finds_decided() {
+    // A dependency slower than the cooldown still closes the breaker: the
+    // first trial to report decides the half-open breaker.
+    let breaker = CircuitBreaker::new(1, COOLDOWN);
+    let t0 = Instant::now();
+    fail(&breaker, t0, Verdict::Retry);
+    let slow = breaker.try_acquire(t0 + COOLDOWN).unwrap();
+    let next = breaker.try_acquire(t0 + 2 * COOLDOWN).unwrap();
+    assert!(slow.is_probe() && next.is_probe());
+    slow.record(Attempted::Succeeded, t0 + 2 * COOLDOWN);
+    assert_eq!(breaker.state(), BreakerState::Closed);
+    next.record(Attempted::Failed(Verdict::Retry), t0 + 2 * COOLDOWN);
+    assert_eq!(
+        breaker.state(),
+        BreakerState::Closed,
+        "a trial's failure after the breaker closed is not a closed call's"
+    );
+    // A superseded probe dropped without a report frees nothing it no
+    // longer holds.
+    fail(&breaker, t0 + 3 * COOLDOWN, Verdict::Retry);
+    let first = breaker.try_acquire(t0 + 4 * COOLDOWN).unwrap();
+    let second = breaker.try_acquire(t0 + 5 * COOLDOWN).unwrap();
+    drop(first);
+    assert_eq!(breaker.state(), BreakerState::HalfOpen);
+    assert!(
+        breaker.try_acquire(t0 + 5 * COOLDOWN).is_err(),
+        "the second trial still holds the slot"
+    );
+    second.record(Attempted::Failed(Verdict::Retry), t0 + 5 * COOLDOWN);
+    assert_eq!(breaker.state(), BreakerState::Open);
+}
+
+#[test]
 #[should_panic(expected = "failure_threshold")]
 fn a_zero_threshold_is_rejected() {
     let _ = CircuitBreaker::new(0, COOLDOWN);

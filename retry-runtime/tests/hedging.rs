@@ -340,7 +340,7 @@ fn a_retry_after_given_to_an_attempt_that_failed_beside_another_holds_for_the_re
         let attempt = context().unwrap().attempt();
         let (ms, kind) = match attempt {
             1 => (30, std::io::ErrorKind::WouldBlock),
-            2 => (50, std::io::ErrorKind::ConnectionReset),
+            2 => (50, std::io::ErrorKind::ConnectionRefused),
             _ => return Ok::<u32, std::io::Error>(attempt),
         };
         sleep(MS * ms).await;

@@ -130,3 +130,36 @@ fn a_late_failure_racing_the_probes_success_cannot_reopen_it() {
         assert_eq!(breaker.state(), BreakerState::Closed);
     });
 }
+
+#[test]
+fn a_probe_past_its_time_lets_exactly_one_new_trial_through() {
+    loom::model(|| {
+        let breaker = opened();
+        let half_open = t0() + COOLDOWN;
+        let hung = breaker.try_acquire(half_open).unwrap();
+        assert!(hung.is_probe());
+        let past = half_open + COOLDOWN;
+        let other = Arc::clone(&breaker);
+        let theirs = thread::spawn(move || {
+            let permit = other.try_acquire(past).ok();
+            let probe = permit.as_ref().is_some_and(|p| p.is_probe());
+            if let Some(permit) = permit {
+                permit.record(Attempted::Succeeded, past);
+            }
+            probe
+        });
+        let mine = breaker.try_acquire(past).ok();
+        let my_probe = mine.as_ref().is_some_and(|p| p.is_probe());
+        // The hung probe is dropped at last, while the others race: it
+        // frees nothing it no longer holds.
+        drop(hung);
+        let their_probe = theirs.join().unwrap();
+        assert!(!(my_probe && their_probe), "two new trials at once");
+        assert!(
+            my_probe || their_probe,
+            "the hung probe held the breaker shut"
+        );
+        drop(mine);
+        assert_ne!(breaker.state(), BreakerState::HalfOpen, "nobody is probing");
+    });
+}

@@ -456,7 +456,7 @@ fn panicking_attempt_leaves_nothing_broken() {
     let out = call(&policy, || {
         attempts += 1;
         if attempts < 2 {
-            Err(Error::from(ErrorKind::ConnectionReset))
+            Err(Error::from(ErrorKind::ConnectionRefused))
         } else {
             Ok(7)
         }
@@ -546,7 +546,7 @@ fn the_sync_runner_never_starts_an_attempt_after_waking_late() {
         let mut starts = Vec::new();
         let _: Result<(), Error> = call(&policy, || {
             starts.push(Instant::now());
-            Err(ErrorKind::ConnectionReset.into())
+            Err(ErrorKind::ConnectionRefused.into())
         });
         if let [first, second] = starts[..] {
             assert!(

@@ -7,9 +7,9 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-/// A failure a retry can fix: a connection reset.
-pub fn reset() -> std::io::Error {
-    std::io::ErrorKind::ConnectionReset.into()
+/// A failure a retry can fix: a refused connection (nothing was sent).
+pub fn refused() -> std::io::Error {
+    std::io::ErrorKind::ConnectionRefused.into()
 }
 
 /// Answers each request with the next status of `script` (and its extra

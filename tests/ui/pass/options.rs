@@ -15,7 +15,7 @@ static SHED: AdaptiveThrottle = AdaptiveThrottle::standard();
 static POLICY: Policy = Policy::new().attempts(5).jitter(Jitter::Equal);
 
 fn transient(e: &Error) -> bool {
-    e.kind() == ErrorKind::ConnectionReset
+    e.kind() == ErrorKind::ConnectionRefused
 }
 
 const TIMEOUT: Duration = Duration::from_secs(3);

@@ -217,7 +217,7 @@ fn pattern_arguments((a, b): (u32, u32), Wrapper(c): Wrapper<u32>) -> Result<u32
 fn mutable_argument(mut tries: u32) -> Result<u32, Error> {
     tries += 1;
     if tries < 3 {
-        return Err(ErrorKind::ConnectionReset.into());
+        return Err(ErrorKind::ConnectionRefused.into());
     }
     Ok(tries)
 }
