@@ -8,12 +8,12 @@
 //! its failure opens it for another cooldown.
 
 use std::fmt;
-use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
+use std::sync::atomic::Ordering::{AcqRel, Acquire};
 use std::time::{Duration, Instant};
 
 use crate::clock::nanos_since_origin;
 use crate::sync::AtomicU64;
-use crate::vocabulary::{Attempted, Verdict};
+use crate::vocabulary::Attempted;
 
 /// The breaker's state word, so that every transition is one
 /// compare-and-swap: two bits of state; a generation, moved on each time the
@@ -21,7 +21,8 @@ use crate::vocabulary::{Attempted, Verdict};
 /// late by a call admitted before the breaker opened never counts after it
 /// closed again; and a payload: the consecutive failures while closed,
 /// while open when it opened (milliseconds since the process origin; 0:
-/// the cooldown is over, as after a probe that never reported).
+/// the cooldown is over, as after a probe that never reported), while
+/// half-open when the probe in flight was let through.
 const CLOSED: u64 = 0;
 const OPEN: u64 = 1;
 const HALF_OPEN: u64 = 2;
@@ -64,7 +65,9 @@ pub enum BreakerState {
     Closed,
     /// Calls are rejected until the cooldown is over.
     Open,
-    /// One probe call is in flight; the others are rejected.
+    /// A probe call is in flight; the others are rejected until it reports,
+    /// or until a cooldown after it was let through (then the next caller
+    /// is a new trial).
     HalfOpen,
 }
 
@@ -73,13 +76,16 @@ pub use crate::vocabulary::CircuitOpen;
 /// A lock-free circuit breaker, shareable as a `static`.
 ///
 /// Closed, it lets calls through and counts consecutive retryable
-/// failures (a [`Verdict::Stop`] failure, such as a 400, is the caller's
+/// failures (a [`Verdict::Stop`](crate::Verdict::Stop) failure, such as a 400, is the caller's
 /// fault, not the dependency's, and does not count). At
 /// `failure_threshold` it opens: calls are rejected for `cooldown`. Then it
 /// is half-open: exactly one call, the probe, goes through and is never
 /// retried; its success closes the breaker, its failure opens it again. A
 /// probe that panics, or whose future is dropped, frees the half-open slot
-/// for the next caller.
+/// for the next caller. A probe that hangs holds the slot for a cooldown
+/// at most: a cooldown after it was let through, the next caller is a new
+/// trial (one per cooldown, as Polly's breaker does), and the first trial
+/// to report decides.
 ///
 /// ```
 /// # extern crate retry_runtime as backstop;
@@ -126,8 +132,9 @@ pub struct CircuitBreaker {
 pub struct Permit<'a> {
     breaker: &'a CircuitBreaker,
     probe: bool,
-    /// The breaker's generation when the permit was given.
-    generation: u64,
+    /// The breaker's state word when the permit was given: its
+    /// generation, and for a probe the half-open word it made.
+    admitted: u64,
 }
 
 impl fmt::Debug for Permit<'_> {
@@ -195,7 +202,8 @@ impl CircuitBreaker {
     }
 
     /// Asks to make one call at `now`: a permit, or [`CircuitOpen`] while
-    /// the breaker is open (or a probe is in flight).
+    /// the breaker is open (or a probe is in flight, for a cooldown at
+    /// most).
     ///
     /// # Errors
     ///
@@ -204,21 +212,31 @@ impl CircuitBreaker {
         let now = millis(now);
         let mut current = self.state.load(Acquire);
         loop {
-            let permit = |probe| Permit {
-                breaker: self,
-                probe,
-                generation: generation(current),
-            };
             match current & TAG {
-                CLOSED => return Ok(permit(false)),
-                OPEN if self.cooled_down(current, now) => {
-                    // Exactly one caller wins the move to half-open.
-                    let half_open = word(HALF_OPEN, generation(current), 0);
+                CLOSED => {
+                    return Ok(Permit {
+                        breaker: self,
+                        probe: false,
+                        admitted: current,
+                    });
+                }
+                // Open past its cooldown, or half-open with a probe let
+                // through a cooldown ago that has not reported (hung: no
+                // attempt timeout cut it off): exactly one caller wins the
+                // move to a new trial.
+                OPEN | HALF_OPEN if self.cooled_down(current, now) => {
+                    let half_open = word(HALF_OPEN, generation(current), now);
                     match self
                         .state
                         .compare_exchange(current, half_open, AcqRel, Acquire)
                     {
-                        Ok(_) => return Ok(permit(true)),
+                        Ok(_) => {
+                            return Ok(Permit {
+                                breaker: self,
+                                probe: true,
+                                admitted: half_open,
+                            });
+                        }
                         Err(actual) => current = actual,
                     }
                 }
@@ -227,7 +245,8 @@ impl CircuitBreaker {
         }
     }
 
-    /// A cooldown has passed between the opening and `now`, on either side:
+    /// A cooldown has passed between the opening (or the probe's start) and
+    /// `now`, on either side:
     /// callers whose clocks disagree (a test's paused clock an hour ahead
     /// beside real time) share a breaker, and one that opened it from the
     /// far future must not lock the others out until their clocks get
@@ -238,18 +257,28 @@ impl CircuitBreaker {
         opened == 0 || now.abs_diff(opened) >= self.cooldown_millis
     }
 
-    /// A failed probe: open again, for a whole cooldown.
-    fn reopen(&self, now: Instant) {
-        let current = self.state.load(Acquire);
-        self.state
-            .store(word(OPEN, generation(current), millis(now)), Release);
-    }
-
-    /// A probe's success: closed, in the generation the opening began.
-    fn close(&self) {
-        let current = self.state.load(Acquire);
-        self.state
-            .store(word(CLOSED, generation(current), 0), Release);
+    /// A probe admitted in generation `admitted` reports: its failure opens
+    /// the breaker again for a whole cooldown (a new generation, so that no
+    /// report from before counts in the next half-open period), its
+    /// success closes it. Only while the breaker is still half-open in that
+    /// generation: the first trial to report decides, and a trial that
+    /// reports after it (one let through beside a hung probe) is too late.
+    fn settle(&self, admitted: u64, failed: bool, now: Instant) {
+        let next = if failed {
+            word(OPEN, admitted.wrapping_add(1), millis(now))
+        } else {
+            word(CLOSED, admitted, 0)
+        };
+        let mut current = self.state.load(Acquire);
+        while current & TAG == HALF_OPEN && generation(current) == admitted {
+            match self
+                .state
+                .compare_exchange_weak(current, next, AcqRel, Acquire)
+            {
+                Ok(_) => return,
+                Err(actual) => current = actual,
+            }
+        }
     }
 
     /// A retryable failure of a call admitted in `admitted`: one more, or
@@ -298,21 +327,17 @@ impl Permit<'_> {
     }
 
     /// Reports what the attempt came to, as classified for retrying.
-    /// Retryable failures (`Retry`, `RetryAfter`, `RetryIfIdempotent`)
-    /// count against the dependency; `Stop` does not (the dependency
-    /// answered).
+    /// Retryable failures (`Retry`, `RetryAfter`, `RetryIfIdempotent`) and
+    /// an overloaded dependency's `StopOverloaded` count against the
+    /// dependency; `Stop` does not (the dependency answered).
     pub fn record(self, attempted: Attempted, now: Instant) {
         let breaker = self.breaker;
-        let failed = matches!(
-            attempted,
-            Attempted::Failed(Verdict::Retry | Verdict::RetryAfter(_) | Verdict::RetryIfIdempotent)
-        );
-        let (probe, admitted) = (self.probe, self.generation);
+        let failed = matches!(attempted, Attempted::Failed(_)) && !attempted.answered();
+        let (probe, admitted) = (self.probe, generation(self.admitted));
         std::mem::forget(self); // reported: no release on drop
         match (probe, failed) {
-            (true, true) => breaker.reopen(now),
-            // Only the probe's holder moves the breaker out of half-open.
-            (true, false) => breaker.close(),
+            // Only a probe's holder moves the breaker out of half-open.
+            (true, failed) => breaker.settle(admitted, failed, now),
             (false, true) => breaker.count_failure(admitted, now),
             (false, false) => {
                 if attempted == Attempted::Succeeded {
@@ -327,11 +352,11 @@ impl Drop for Permit<'_> {
     fn drop(&mut self) {
         if self.probe {
             // The probe never reported (it panicked, or its future was
-            // dropped): free the half-open slot at once, cooldown over.
-            let half_open = word(HALF_OPEN, self.generation, 0);
+            // dropped): free the half-open slot at once, cooldown over;
+            // unless a new trial took it since.
             let _ = self.breaker.state.compare_exchange(
-                half_open,
-                word(OPEN, self.generation, 0),
+                self.admitted,
+                word(OPEN, generation(self.admitted), 0),
                 AcqRel,
                 Acquire,
             );

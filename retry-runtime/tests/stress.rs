@@ -245,7 +245,7 @@ fn racing_rounds_in_a_sliding_window_keep_the_bound() {
 }
 
 #[test]
-fn a_hammered_breaker_never_lets_two_probes_through() {
+fn a_hammered_breaker_lets_a_second_probe_out_only_past_the_first_ones_time() {
     let breaker = Arc::new(CircuitBreaker::new(3, Duration::from_millis(5)));
     let probes_out = Arc::new(AtomicUsize::new(0));
     let base = Instant::now();
@@ -264,14 +264,28 @@ fn a_hammered_breaker_never_lets_two_probes_through() {
                         admitted += 1;
                         if permit.is_probe() {
                             probes += 1;
-                            let out = probes_out.fetch_add(1, Ordering::SeqCst);
-                            assert_eq!(out, 0, "a second probe while one is out");
+                            // When the probe out (if any) was let through,
+                            // in microseconds after `base`, plus one.
+                            let mine = (now - base).as_micros() as usize + 1;
+                            let out = probes_out.swap(mine, Ordering::SeqCst);
+                            // A second trial only once the first is past
+                            // its time: a cooldown on the breaker's
+                            // millisecond clock.
+                            assert!(
+                                out == 0 || out.abs_diff(mine) >= 4_000,
+                                "a second probe while one is out: {out} and {mine}"
+                            );
                             // Hold it a while, as a real probe does: a
                             // second probe would be seen meanwhile.
                             std::thread::yield_now();
                             // Released before the permit is: the next
                             // probe may start the instant it reports.
-                            probes_out.fetch_sub(1, Ordering::SeqCst);
+                            let _ = probes_out.compare_exchange(
+                                mine,
+                                0,
+                                Ordering::SeqCst,
+                                Ordering::SeqCst,
+                            );
                         }
                         // Failures in bursts, successes, a Stop now and
                         // then, and a permit dropped unreported (a
