@@ -346,8 +346,10 @@
 //! cooldown, one call (the probe) goes through, never retried: its success
 //! closes the breaker, its failure opens it again. A probe that panics or
 //! whose future is dropped frees the slot for the next caller; a probe
-//! that hangs holds it, so give async functions behind a breaker an
-//! `attempt_timeout`. Like a budget, it must be a `static`, shared by
+//! that hangs holds it for a cooldown at most (then the next caller is a
+//! new trial, and the first trial to report decides), so give async
+//! functions behind a breaker an `attempt_timeout` all the same: a hung
+//! probe still holds its caller. Like a budget, it must be a `static`, shared by
 //! everything that calls the dependency.
 //!
 //! A call that finds the breaker open after a retry's sleep ends with the
@@ -457,8 +459,9 @@
 //! it counts towards `attempts`; and it is granted as a retry is — never
 //! after the deadline, never beside a breaker's half-open probe, not while
 //! the breaker is open or the adaptive throttle sheds it, and only while
-//! the budget would grant a retry (the retry throttle above half, a
-//! windowed budget's token). When the dependency is failing, the throttle
+//! the budget grants it: a retry throttle with more than half its tokens
+//! (a check, nothing taken, as gRFC A6 sends hedges), or a windowed
+//! budget's token (counted as a retry). When the dependency is failing, the throttle
 //! stops hedges first: hedging is for latency, not for overload. Hooks
 //! see hedges in [`RetryEvent::hedges`] and [`GiveUpEvent::hedges`];
 //! `tracing` logs each at DEBUG, `metrics` counts `backstop_hedges_total`
@@ -861,6 +864,7 @@
 //! | `RetryAfter(d)` | the server said when | after `d`…`1.2·d`, unless `d > retry_after_max` |
 //! | `RetryIfIdempotent` | ambiguous: the work may have happened (a timeout, a connection reset after the request was sent) | only if `idempotent` |
 //! | `Stop` | retrying cannot help (validation, most 4xx) | never |
+//! | `StopOverloaded` | the dependency is overloaded and said not to retry (gRPC's negative pushback): a failure for the throttles and the breaker, where a `Stop` is an answer | never |
 //!
 //! ```
 //! use backstop::{retry, Classify, Verdict};

@@ -234,6 +234,36 @@ async fn the_servers_pushback_is_honoured_and_a_negative_one_stops() {
     );
 }
 
+static PUSHED_BACK: backstop::RetryThrottle = backstop::RetryThrottle::standard();
+
+#[tokio::test]
+async fn a_negative_pushback_is_a_failure_for_the_retry_throttle() {
+    // gRFC A6: the server says it is overloaded; that is no answer.
+    let mut refused = Status::unavailable("overloaded");
+    refused
+        .metadata_mut()
+        .insert("grpc-retry-pushback-ms", "-1".parse().unwrap());
+    let (addr, seen) = serve(vec![refused]).await;
+    let layer = RetryLayer::http(&quick()).budget(&PUSHED_BACK);
+    let request = tonic::Request::new("hi".to_owned());
+    let error = say_with(addr, layer.clone(), request).await.unwrap_err();
+    assert_eq!(error.code(), Code::Unavailable);
+    assert_eq!(seen.lock().unwrap().len(), 1, "not retried");
+    assert!(
+        (PUSHED_BACK.tokens() - 9.0).abs() < 1e-9,
+        "a token taken, none given: {}",
+        PUSHED_BACK.tokens()
+    );
+    // The next call answers: a tenth of a token back.
+    let request = tonic::Request::new("hi".to_owned());
+    assert_eq!(say_with(addr, layer, request).await.unwrap(), "echo hi");
+    assert!(
+        (PUSHED_BACK.tokens() - 9.1).abs() < 1e-9,
+        "{}",
+        PUSHED_BACK.tokens()
+    );
+}
+
 #[tokio::test]
 async fn deadline_exceeded_is_retried_only_for_an_idempotent_call() {
     let (addr, seen) = serve(vec![Status::deadline_exceeded("slow")]).await;

@@ -124,7 +124,9 @@ impl<B> Classify for ::http::Response<B> {
 ///
 /// A pushback of zero or more milliseconds makes a retryable code
 /// [`Verdict::RetryAfter`]; a negative or malformed one means "do not
-/// retry" (gRFC A6), [`Verdict::Stop`].
+/// retry" (gRFC A6), [`Verdict::StopOverloaded`]: the call is returned,
+/// and the retry throttle counts it as a failure, as A6's throttling does
+/// (the server is overloaded, not answering).
 ///
 /// ```
 /// # extern crate retry_runtime as backstop;
@@ -139,7 +141,7 @@ impl<B> Classify for ::http::Response<B> {
 /// pushback.insert("grpc-retry-pushback-ms", "250".parse().unwrap());
 /// assert_eq!(grpc_verdict(8, &pushback), Verdict::RetryAfter(Duration::from_millis(250)));
 /// pushback.insert("grpc-retry-pushback-ms", "-1".parse().unwrap());
-/// assert_eq!(grpc_verdict(14, &pushback), Verdict::Stop);
+/// assert_eq!(grpc_verdict(14, &pushback), Verdict::StopOverloaded);
 /// ```
 pub fn grpc_verdict(code: i32, metadata: &::http::HeaderMap) -> Verdict {
     const DEADLINE_EXCEEDED: i32 = 4;
@@ -154,8 +156,11 @@ pub fn grpc_verdict(code: i32, metadata: &::http::HeaderMap) -> Verdict {
             .map(Duration::from_millis)
     });
     match (code, pushback) {
-        // The server said not to retry.
-        (DEADLINE_EXCEEDED | RESOURCE_EXHAUSTED | UNAVAILABLE, Some(None)) => Verdict::Stop,
+        // The server said not to retry: it is overloaded (a failure for
+        // the retry throttle, as gRFC A6 counts it).
+        (DEADLINE_EXCEEDED | RESOURCE_EXHAUSTED | UNAVAILABLE, Some(None)) => {
+            Verdict::StopOverloaded
+        }
         (RESOURCE_EXHAUSTED | UNAVAILABLE, Some(Some(after))) => Verdict::RetryAfter(after),
         (UNAVAILABLE, None) => Verdict::Retry,
         (DEADLINE_EXCEEDED, _) => Verdict::RetryIfIdempotent,

@@ -674,7 +674,9 @@ impl<'a, C: Clock> AttemptState<'a, C> {
         };
         let verdict = match attempted {
             Attempted::Succeeded => return Decision::Return,
-            Attempted::Failed(Verdict::Stop) => return Decision::GiveUp(GiveUp::Stopped),
+            Attempted::Failed(Verdict::Stop | Verdict::StopOverloaded) => {
+                return Decision::GiveUp(GiveUp::Stopped);
+            }
             Attempted::Failed(Verdict::RetryIfIdempotent) if !policy.idempotent => {
                 return Decision::GiveUp(GiveUp::NotIdempotent);
             }

@@ -58,11 +58,14 @@ const fn later(a: u64, b: u64) -> u64 {
 ///
 /// - It holds up to `max_tokens` tokens, and starts full.
 /// - Every attempt that fails in a way the classifier would retry
-///   (`Retry`, `RetryAfter`, `RetryIfIdempotent`) takes one token.
+///   (`Retry`, `RetryAfter`, `RetryIfIdempotent`), or that an overloaded
+///   dependency refused with "do not retry" (`StopOverloaded`), takes one
+///   token.
 /// - Every call that gets an answer (a success, or a `Stop` verdict: the
 ///   dependency answered, if only to say no) adds `token_ratio` tokens.
 /// - A retry is allowed only while more than `max_tokens / 2` tokens are
-///   left after the failure that asks for it. First attempts are never
+///   left after the failure that asks for it; a hedge while more than
+///   `max_tokens / 2` are left, taking none. First attempts are never
 ///   throttled.
 /// - One token comes back every `refill` (10 s by default) while the bucket
 ///   is not full. gRPC's bucket refills from answers alone: a function
@@ -133,8 +136,8 @@ pub struct RetryThrottle {
 impl RetryThrottle {
     const_unless_loom! {
     /// A throttle of `max_tokens` tokens, crediting `token_ratio` per
-    /// answer (kept to three decimal places, as gRPC keeps it), refilling
-    /// one token every 10 s.
+    /// answer (truncated to three decimal places, as gRFC A6 keeps it:
+    /// 0.1239 is 0.123), refilling one token every 10 s.
     ///
     /// # Panics
     ///
@@ -157,8 +160,16 @@ impl RetryThrottle {
             "RetryThrottle::new: `token_ratio` must be above 0 and at most `max_tokens`"
         );
         let max = max_tokens as u64 * MILLI;
-        // Rounded to the nearest thousandth, at least one.
-        let ratio = (token_ratio * MILLI as f64 + 0.5) as u64;
+        // Truncated to thousandths, at least one; a ratio written with
+        // three decimals is kept exactly, though its binary value may lie
+        // a hair below (4.35 × 1000 is 4349.999…).
+        let scaled = token_ratio * MILLI as f64;
+        let nearest = (scaled + 0.5) as u64;
+        let ratio = if (nearest as f64 - scaled) < 1e-6 {
+            nearest
+        } else {
+            scaled as u64
+        };
         Self {
             max,
             ratio: if ratio == 0 { 1 } else { ratio },
@@ -243,6 +254,29 @@ impl RetryThrottle {
         self.refilled(self.state.load(Acquire), self.tick(now))
             .saturating_sub(MILLI)
             > self.max / 2
+    }
+
+    /// Whether a hedge may be sent now: more than `max_tokens / 2` tokens,
+    /// as gRFC A6 grants hedges. Nothing is taken: a hedge is not a
+    /// failure, and only a failure takes a token.
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// use std::time::Instant;
+    /// use backstop::RetryThrottle;
+    ///
+    /// let throttle = RetryThrottle::new(10, 0.1);
+    /// let now = Instant::now();
+    /// for _ in 0..4 {
+    ///     throttle.failed(now);
+    /// }
+    /// assert!(throttle.allows_hedge(now), "6 tokens: above half");
+    /// assert!(!throttle.allows_retry(now), "a failure would leave 5");
+    /// throttle.failed(now);
+    /// assert!(!throttle.allows_hedge(now), "5 tokens: not above half");
+    /// ```
+    pub fn allows_hedge(&self, now: Instant) -> bool {
+        self.refilled(self.state.load(Acquire), self.tick(now)) > self.max / 2
     }
 
     /// The tick of `now`, in the 32 bits the word has for it (a tick is

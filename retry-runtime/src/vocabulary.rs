@@ -29,6 +29,12 @@ pub enum Verdict {
     RetryIfIdempotent,
     /// Retrying cannot help (a 400, a validation error): return at once.
     Stop,
+    /// The dependency is overloaded and said not to retry (gRPC's negative
+    /// `grpc-retry-pushback-ms`): return at once, as for [`Stop`](Self::Stop),
+    /// but as a failure. The retry throttle loses a token, the breaker counts
+    /// it and the adaptive throttle does not count it as accepted (gRFC
+    /// A6), where a `Stop` is an answer.
+    StopOverloaded,
 }
 
 impl Verdict {
@@ -40,9 +46,10 @@ impl Verdict {
     /// use backstop::Verdict;
     /// assert!(Verdict::RetryIfIdempotent.is_retryable());
     /// assert!(!Verdict::Stop.is_retryable());
+    /// assert!(!Verdict::StopOverloaded.is_retryable());
     /// ```
     pub const fn is_retryable(self) -> bool {
-        !matches!(self, Self::Stop)
+        !matches!(self, Self::Stop | Self::StopOverloaded)
     }
 }
 
@@ -87,6 +94,12 @@ impl Attempted {
     /// (what the throttles count as an answer).
     pub(crate) const fn answered(self) -> bool {
         matches!(self, Self::Succeeded | Self::Failed(Verdict::Stop))
+    }
+
+    /// The call ends with this outcome, whatever the policy: an answer, or
+    /// a dependency that said not to retry.
+    pub(crate) const fn is_final(self) -> bool {
+        self.answered() || matches!(self, Self::Failed(Verdict::StopOverloaded))
     }
 }
 

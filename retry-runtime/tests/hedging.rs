@@ -274,6 +274,34 @@ fn a_windowed_budget_grants_hedges_as_retries_and_refuses_them_when_empty() {
 }
 
 #[test]
+fn a_retry_throttle_grants_hedges_while_above_half_and_takes_nothing() {
+    // gRFC A6: hedges are sent while tokens > max / 2. At 6 of 10 a
+    // failure's retry is refused (it would leave 5), a hedge is not.
+    let policy = Policy::new().idempotent(true);
+    let script = [(1_000, Kind::Ok), (10, Kind::Ok)];
+    for (failures, hedged) in [(4, true), (5, false)] {
+        let throttle: &'static retry_runtime::RetryThrottle =
+            Box::leak(Box::new(retry_runtime::RetryThrottle::standard()));
+        let now = std::time::Instant::now();
+        for _ in 0..failures {
+            throttle.failed(now);
+        }
+        let before = throttle.tokens();
+        let retry = Retry::new(&policy)
+            .budget(throttle)
+            .hedge(Hedge::after(MS * 50));
+        let log = Mutex::new(Vec::new());
+        let out = runtime().block_on(scripted(&retry, &script, &log, Instant::now()));
+        assert_eq!(out, Ok(if hedged { 2 } else { 1 }), "at {before} tokens");
+        assert!(
+            (throttle.tokens() - (before + 0.1)).abs() < 1e-9,
+            "the answer's tenth, and nothing taken for the hedge: {}",
+            throttle.tokens()
+        );
+    }
+}
+
+#[test]
 fn a_breaker_probe_is_never_hedged_and_an_open_breaker_sends_no_hedge() {
     static BREAKER: CircuitBreaker = CircuitBreaker::new(1, Duration::from_secs(1));
     let policy = Policy::new().idempotent(true).no_budget();

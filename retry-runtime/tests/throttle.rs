@@ -109,10 +109,15 @@ fn callers_whose_clocks_disagree_never_wedge_it() {
 }
 
 #[test]
-fn ratios_are_kept_to_three_decimal_places() {
+fn ratios_are_truncated_to_three_decimal_places_as_grpc_keeps_them() {
     let throttle = RetryThrottle::new(3, 0.0004);
     assert_eq!(throttle.token_ratio(), 0.001, "at least a thousandth");
-    assert_eq!(RetryThrottle::new(3, 0.2345).token_ratio(), 0.235);
+    assert_eq!(RetryThrottle::new(3, 0.2345).token_ratio(), 0.234);
+    assert_eq!(RetryThrottle::new(3, 0.2349).token_ratio(), 0.234);
+    // Written with three decimals, kept whatever its binary value.
+    for ratio in [0.1, 0.3, 0.7, 1.1, 4.35, 2.675] {
+        assert_eq!(RetryThrottle::new(10, ratio).token_ratio(), ratio);
+    }
 }
 
 #[test]

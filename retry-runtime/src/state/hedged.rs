@@ -161,11 +161,12 @@ impl<C: Clock> AttemptState<'_, C> {
                     }
                     let (outcome, mut verdict) = judge(out);
                     let answered = verdict.answered();
+                    let last = verdict.is_final();
                     if let Attempted::Failed(Verdict::RetryAfter(asked)) = verdict {
                         pushback = pushback.max(Some(asked));
                     }
-                    if answered || (first_in.is_none() && hedges.is_empty()) {
-                        if let (Some(asked), false) = (pushback, answered) {
+                    if last || (first_in.is_none() && hedges.is_empty()) {
+                        if let (Some(asked), false) = (pushback, last) {
                             verdict = Attempted::Failed(Verdict::RetryAfter(asked));
                         }
                         // The round is over: the others are dropped now.
@@ -332,7 +333,7 @@ impl<C: Clock> AttemptState<'_, C> {
             None => None,
         };
         let granted = match self.budget {
-            Some(BudgetRef::Throttle(throttle)) => throttle.allows_retry(now),
+            Some(BudgetRef::Throttle(throttle)) => throttle.allows_hedge(now),
             Some(BudgetRef::Window(budget)) => budget.try_withdraw(now),
             None => true,
         };
