@@ -283,7 +283,9 @@
 //! takes one, every answer gives back 0.1; retries only while more than 5
 //! are left; one token back every 10 s). A dependency failing every call
 //! gets 5 retries, then one per 10 s, so an outage adds no load worth the
-//! name; isolated failures (under about 9% of calls) are all retried.
+//! name; isolated failures are retried: with attempts failing at random,
+//! at most 1% of the retries are refused while 4% of attempts fail or
+//! fewer (evenly spaced failures get all their retries up to about 9%).
 //! Share a `static` throttle between the functions that call one
 //! dependency, use a windowed [`RetryBudget`] (retries at most a fraction
 //! of the calls of a window) where a fixed ratio fits better, or opt out
@@ -679,8 +681,8 @@
 //!     static POLICY: rt::Policy = rt::Policy::new()
 //!         .attempts(4)
 //!         .base(std::time::Duration::new(0, 100_000_000));
-//!     // `own`: a fresh throttle instead under `testing::isolate()`.
-//!     let budget = Some(rt::BudgetRef::Throttle(rt::own(&THROTTLE)));
+//!     // (Under `testing::isolate()`, the call draws on a fresh copy.)
+//!     let budget = Some(rt::BudgetRef::Throttle(&THROTTLE));
 //!     // Names the call for `tracing` and `metrics`.
 //!     static FUNCTION: rt::Function = rt::Function::new("my_crate::get");
 //!     // The call reads the clock once. Its state machine is made only if
@@ -983,8 +985,11 @@
 //! whole process, and the tests of a crate run in one process: a test that
 //! makes a few failing calls spends the throttle that the next test's
 //! retries count on, so that test passes alone and fails after the other.
-//! [`testing::isolate`] gives the functions called on the test's thread a
-//! fresh throttle until its guard is dropped. Take one per test, or per
+//! The same holds for the throttles, budgets and breakers a crate names
+//! (`budget = PG`, `breaker = PAYMENTS`). [`testing::isolate`] gives the
+//! calls made on the test's thread fresh copies of all of them, each
+//! configured as the one it stands for, until its guard is dropped
+//! ([`testing::own`]`(&PG)` is the copy in use). Take one per test, or per
 //! case of a table-driven test (a few failing cases in a row spend even a
 //! fresh throttle: that is what it is for).
 //!

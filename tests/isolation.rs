@@ -186,3 +186,137 @@ fn sync_sleeps_are_recorded_too_and_recorders_nest() {
         "the inner recorder's sleeps are its own"
     );
 }
+
+// Named statics, as the README recommends (`budget = PG`): under
+// `isolate()` each is a fresh instance with its own configuration.
+
+static PG: backstop::RetryThrottle = backstop::RetryThrottle::new(4, 0.1);
+
+/// Always fails transiently, on the named throttle: 4 tokens, so a fresh
+/// one grants one retry (3 left, above 2) and refuses the next.
+#[retry(attempts = 5, base = 10ms, budget = PG)]
+fn on_named_throttle(attempts: &mut u32) -> Result<(), Error> {
+    *attempts += 1;
+    Err(ErrorKind::ConnectionRefused.into())
+}
+
+#[test]
+fn a_named_throttle_is_fresh_with_its_own_configuration_in_each_isolation() {
+    let _vt = VirtualTime::start();
+    for round in 0..3 {
+        let _fresh = isolate();
+        let mut attempts = 0;
+        let _ = on_named_throttle(&mut attempts);
+        assert_eq!(
+            attempts, 2,
+            "round {round}: a fresh 4-token throttle, one retry"
+        );
+        let mut attempts = 0;
+        let _ = on_named_throttle(&mut attempts);
+        assert_eq!(
+            attempts, 1,
+            "round {round}: within one isolation it is shared"
+        );
+        let in_use = backstop::testing::own(&PG);
+        assert!(
+            !std::ptr::eq(in_use, &raw const PG),
+            "the calls drew on a fresh one"
+        );
+        assert_eq!(in_use.max_tokens(), 4);
+        assert!((in_use.tokens() - 1.0).abs() < 1e-9, "{}", in_use.tokens());
+    }
+    assert!(
+        (PG.tokens() - 4.0).abs() < 1e-9,
+        "the static itself was never touched"
+    );
+}
+
+static WITHOUT: backstop::RetryThrottle = backstop::RetryThrottle::new(4, 0.1);
+
+#[retry(attempts = 5, base = 10ms, budget = WITHOUT)]
+fn on_unisolated_throttle(attempts: &mut u32) -> Result<(), Error> {
+    *attempts += 1;
+    Err(ErrorKind::ConnectionRefused.into())
+}
+
+#[test]
+fn without_isolation_a_named_throttle_is_one_instance() {
+    let _vt = VirtualTime::start();
+    let mut attempts = 0;
+    let _ = on_unisolated_throttle(&mut attempts);
+    let _ = on_unisolated_throttle(&mut attempts);
+    assert_eq!(attempts, 2 + 1, "the second call found it drained");
+    assert!(WITHOUT.tokens() < 4.0);
+}
+
+static WINDOW: backstop::RetryBudget = backstop::RetryBudget::new(0.5, 1, Duration::from_secs(10));
+static BREAKER: backstop::CircuitBreaker =
+    backstop::CircuitBreaker::new(1, Duration::from_secs(60));
+static SHEDDER: backstop::AdaptiveThrottle =
+    backstop::AdaptiveThrottle::new(3.0, Duration::from_secs(5));
+
+#[derive(Debug)]
+enum Down {
+    Refused,
+    Open,
+    Shed,
+}
+
+impl backstop::Classify for Down {
+    fn classify(&self) -> backstop::Verdict {
+        match self {
+            Down::Refused => backstop::Verdict::Retry,
+            Down::Open | Down::Shed => backstop::Verdict::Stop,
+        }
+    }
+}
+
+impl From<backstop::CircuitOpen> for Down {
+    fn from(_: backstop::CircuitOpen) -> Self {
+        Down::Open
+    }
+}
+
+impl From<backstop::Throttled> for Down {
+    fn from(_: backstop::Throttled) -> Self {
+        Down::Shed
+    }
+}
+
+#[retry(attempts = 3, base = 10ms, budget = WINDOW, breaker = BREAKER, throttle = SHEDDER)]
+fn behind_everything(attempts: &mut u32) -> Result<(), Down> {
+    *attempts += 1;
+    Err(Down::Refused)
+}
+
+#[test]
+fn a_named_budget_breaker_and_adaptive_throttle_are_fresh_in_each_isolation() {
+    let _vt = VirtualTime::start();
+    for round in 0..3 {
+        let _fresh = isolate();
+        let mut attempts = 0;
+        let error = behind_everything(&mut attempts).unwrap_err();
+        assert!(matches!(error, Down::Refused), "round {round}: {error:?}");
+        assert_eq!(attempts, 1, "round {round}: the failure opened the breaker");
+        let error = behind_everything(&mut attempts).unwrap_err();
+        // Shed by the adaptive throttle (one refusal in its window sheds
+        // half the calls) or turned away by the open breaker: not sent.
+        assert!(
+            matches!(error, Down::Open | Down::Shed),
+            "round {round}: {error:?}"
+        );
+        assert_eq!(attempts, 1, "round {round}: not sent");
+        let budget = backstop::testing::own(&WINDOW);
+        assert_eq!((budget.ratio(), budget.min_per_sec()), (0.5, 1));
+        assert_eq!(budget.stats().calls, 1, "round {round}");
+        let throttle = backstop::testing::own(&SHEDDER);
+        assert_eq!(
+            (throttle.k(), throttle.window()),
+            (3.0, Duration::from_secs(5))
+        );
+        let breaker = backstop::testing::own(&BREAKER);
+        assert_eq!(breaker.state(), backstop::BreakerState::Open);
+    }
+    assert_eq!(BREAKER.state(), backstop::BreakerState::Closed);
+    assert_eq!(WINDOW.stats().calls, 0);
+}

@@ -37,7 +37,9 @@
 //! 2. [`classify`]: which outcomes a retry can fix.
 //! 3. The limiters: [`throttle`], [`budget`], [`adaptive`], [`breaker`];
 //!    then [`policy`], the [`observe`] events, the attempt
-//!    [`context`](mod@context), the [`timer`], the [`hedge`] delay.
+//!    [`context`](mod@context), the [`timer`], the [`hedge`] delay, and
+//!    the fresh copies of all of them that [`testing::isolate`] hands a
+//!    test.
 //! 4. [`state`]: the one decider.
 //! 5. The loops and integrations: [`run`], the `#[retry]` glue,
 //!    [`testing`], `http`, `reqwest`, `config`, `tower`,
@@ -49,6 +51,7 @@
 
 #[macro_use]
 mod sync;
+mod isolation;
 #[cfg(feature = "reqwest")]
 mod reqwest_error;
 mod units;

@@ -8,9 +8,9 @@ use crate::breaker::CircuitBreaker;
 use crate::budget::{BudgetRef, RetryBudget};
 use crate::classify::Verdict;
 use crate::clock::Clock;
+pub use crate::isolation::own;
 use crate::policy::Policy;
 pub use crate::state::Call;
-pub use crate::testing::own;
 use crate::throttle::RetryThrottle;
 use crate::vocabulary::Attempted;
 

@@ -439,7 +439,7 @@ impl<'a> Retry<'a> {
     pub fn new(policy: &'a Policy) -> Self {
         let budget = if policy.has_default_budget() {
             let site = crate::throttle::at_call_site(std::panic::Location::caller());
-            Some(BudgetRef::Throttle(crate::testing::own(site)))
+            Some(BudgetRef::Throttle(site))
         } else {
             policy.get_budget()
         };

@@ -149,7 +149,7 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     ) -> Self {
         Self {
             policy,
-            budget,
+            budget: crate::isolation::own_budget(budget),
             deadline,
             clock,
             start,
@@ -186,7 +186,7 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     #[must_use]
     #[inline]
     pub fn budget(mut self, budget: impl IntoBudget<'a>) -> Self {
-        self.budget = budget.into_budget();
+        self.budget = crate::isolation::own_budget(budget.into_budget());
         self
     }
 
@@ -254,7 +254,7 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// ```
     #[must_use]
     pub fn breaker(mut self, breaker: &'static CircuitBreaker) -> Self {
-        self.breaker = Some(breaker);
+        self.breaker = Some(crate::isolation::own(breaker));
         self
     }
 
@@ -271,7 +271,7 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// ```
     #[must_use]
     pub fn throttle(mut self, throttle: &'static AdaptiveThrottle) -> Self {
-        self.throttle = Some((throttle, self.start));
+        self.throttle = Some((crate::isolation::own(throttle), self.start));
         self
     }
 

@@ -7,17 +7,17 @@
 //! - [`record_sleeps`] lists the delays retry loops slept on this thread,
 //!   sync and async: what `VirtualTime::sleeps` tells of sync loops, for
 //!   async tests in tokio's paused time too.
-//! - [`isolate`] gives the `#[retry]` functions called on this thread fresh
-//!   default protection (their own retry throttle), so that a test's
-//!   outcome does not depend on the tests that ran before it.
+//! - [`isolate`] gives the retry loops called on this thread fresh
+//!   protection (their own retry throttle, and the throttles, budgets and
+//!   breakers they name), so that a test's outcome does not depend on the
+//!   tests that ran before it.
 
-use std::any::Any;
-use std::cell::RefCell;
 use std::marker::PhantomData;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+pub use crate::isolation::{Fresh, Isolation, isolate, own};
 use crate::virtual_time::virtual_now;
 use crate::virtual_time::{IN_USE, RECORDING, VIRTUAL, Virtual};
 
@@ -236,159 +236,4 @@ impl std::fmt::Debug for SleepRecorder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SleepRecorder").finish_non_exhaustive()
     }
-}
-
-/// Set once any test isolates: until then, the default protection of a
-/// call costs one load of this flag to look up.
-static ISOLATING: AtomicBool = AtomicBool::new(false);
-
-/// The fresh defaults of an isolation: each function's own `static`, by
-/// address, and what replaces it.
-type FreshDefaults = Vec<(usize, &'static (dyn Any + Sync))>;
-
-thread_local! {
-    /// The fresh defaults of the isolation in force on this thread.
-    static ISOLATED: RefCell<Option<FreshDefaults>> = const { RefCell::new(None) };
-}
-
-/// Gives the `#[retry]` functions called on this thread fresh default
-/// protection until the returned guard is dropped.
-///
-/// A `#[retry]` function without `budget = ..` draws on a retry throttle
-/// of its own, shared by every call in the process, so one test's failing
-/// calls can use up the throttle another test counts on: a test asserting
-/// three attempts passes alone and fails after a test that made a few
-/// failing calls. Under `isolate()`, each function draws instead on one
-/// fresh for this guard: the test sees what a fresh process would.
-/// Throttles, budgets and breakers you name (`budget = SHARED`) are yours,
-/// and are not replaced.
-///
-/// It applies to calls that start on this thread: every call of a sync
-/// test, and of an async test on a current-thread runtime (the default of
-/// `#[tokio::test]`), spawned tasks included. A guard started inside
-/// another shadows it until dropped. Each (guard, function) pair keeps a
-/// fresh throttle (a few dozen bytes) until the process exits.
-///
-/// ```
-/// # extern crate retry_runtime as backstop;
-/// use std::io::{Error, ErrorKind};
-/// use std::time::Duration;
-/// use backstop::{testing::{isolate, VirtualTime}, Policy, RetryThrottle, Retry};
-///
-/// // What `#[retry]` gives a function by default.
-/// static OWN: RetryThrottle = RetryThrottle::standard();
-/// let fail = |attempts: &mut u32| -> Result<(), Error> {
-///     let policy = Policy::new();
-///     let budget = backstop::testing::own(&OWN);
-///     Retry::new(&policy).budget(budget).call(|| {
-///         *attempts += 1;
-///         Err(ErrorKind::ConnectionRefused.into())
-///     })
-/// };
-/// let _vt = VirtualTime::start();
-/// {
-///     let _fresh = isolate();
-///     for _ in 0..20 {
-///         let _ = fail(&mut 0); // uses up this test's throttle
-///     }
-/// }
-/// let _fresh = isolate();
-/// let mut attempts = 0;
-/// let _ = fail(&mut attempts);
-/// assert_eq!(attempts, 3, "a fresh throttle: every retry granted");
-/// ```
-pub fn isolate() -> Isolation {
-    ISOLATING.store(true, Ordering::Relaxed);
-    let shadowed = ISOLATED.with(|i| i.borrow_mut().replace(Vec::new()));
-    Isolation {
-        shadowed,
-        _thread: PhantomData,
-    }
-}
-
-/// Fresh default protection on this thread, until dropped: see
-/// [`isolate`].
-#[must_use = "isolation lasts until the guard is dropped: bind it, `let _fresh = isolate();`"]
-pub struct Isolation {
-    shadowed: Option<FreshDefaults>,
-    /// Installed on one thread: not `Send`.
-    _thread: PhantomData<Rc<()>>,
-}
-
-impl Drop for Isolation {
-    fn drop(&mut self) {
-        let shadowed = self.shadowed.take();
-        let _ = ISOLATED.try_with(|i| *i.borrow_mut() = shadowed);
-    }
-}
-
-impl std::fmt::Debug for Isolation {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Isolation").finish_non_exhaustive()
-    }
-}
-
-/// Default protection that [`isolate`] can replace with a fresh one.
-pub trait Fresh: Any + Sync + Sized {
-    /// A fresh one made like this one, as a new process would start with.
-    #[must_use]
-    fn fresh(&self) -> Self;
-}
-
-impl Fresh for crate::RetryBudget {
-    fn fresh(&self) -> Self {
-        Self::standard()
-    }
-}
-
-impl Fresh for crate::RetryThrottle {
-    fn fresh(&self) -> Self {
-        Self::standard()
-    }
-}
-
-/// A hedged function's adaptive delay: a test under [`isolate`] learns
-/// latencies afresh (and on its own clock: a paused tokio runtime of an
-/// earlier test may have moved on).
-#[cfg(not(loom))]
-impl Fresh for crate::hedge::LatencyPercentile {
-    fn fresh(&self) -> Self {
-        Self::new(self.quantile(), self.window())
-    }
-}
-
-/// A function's own default protection `own` (its `static`), or, under
-/// [`isolate`] on this thread, the fresh one that replaces it. `#[retry]`
-/// calls it for the budget it gives a function by default.
-#[inline]
-pub fn own<T: Fresh>(own: &'static T) -> &'static T {
-    if ISOLATING.load(Ordering::Relaxed) {
-        isolated(own)
-    } else {
-        own
-    }
-}
-
-#[cold]
-fn isolated<T: Fresh>(own: &'static T) -> &'static T {
-    let address = std::ptr::from_ref(own) as usize;
-    ISOLATED
-        .try_with(|i| {
-            let mut i = i.borrow_mut();
-            let fresh = i.as_mut()?;
-            if let Some(found) = fresh
-                .iter()
-                .find(|(a, _)| *a == address)
-                .and_then(|(_, f)| (*f as &dyn Any).downcast_ref::<T>())
-            {
-                return Some(found);
-            }
-            // Leaked: calls hold `&'static` references to their budget.
-            let made: &'static T = Box::leak(Box::new(own.fresh()));
-            fresh.push((address, made));
-            Some(made)
-        })
-        .ok()
-        .flatten()
-        .unwrap_or(own)
 }

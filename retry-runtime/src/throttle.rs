@@ -86,8 +86,12 @@ const fn later(a: u64, b: u64) -> u64 {
 /// gets at most 5 retries (4 with three attempts a call: the failure that
 /// ends a call takes a token too), then at most one per 10 s (fewer while
 /// calls keep failing: their first attempts take the refilled tokens); one
-/// failing a fraction `f` of calls gets all its retries while `f` is below
-/// about 9% (`token_ratio / (1 + token_ratio)`), and fewer and fewer above.
+/// failing one call in `n`, evenly spaced, gets all its retries while
+/// `1 / n` is below about 9% (`token_ratio / (1 + token_ratio)`), and fewer
+/// and fewer above. Failures at random come in runs that the bucket's
+/// level follows: with attempts failing independently, at most 1% of the
+/// retries are refused while 4% of attempts fail or fewer, about 10% at
+/// 7%.
 ///
 /// It is one atomic word: a call that succeeds with the bucket full reads
 /// it and writes nothing; every other change is one compare-and-swap, so
@@ -218,6 +222,17 @@ impl RetryThrottle {
         };
         self
     }
+    }
+
+    /// One configured as this one, full, as a new process starts it.
+    pub(crate) fn unused(&self) -> Self {
+        Self {
+            max: self.max,
+            ratio: self.ratio,
+            refill_per_tick: self.refill_per_tick,
+            state: AtomicU64::new(pack(self.max, 0)),
+            anchor: Anchor::new(),
+        }
     }
 
     /// The most tokens it holds.

@@ -342,8 +342,9 @@ impl<W, K, B, R, G, L, A> RetryLayer<HttpBodies, W, K, B, R, G, L, A> {
     /// on an attempt nobody will wait for. For a layer that serves unary
     /// calls only: a streaming call would be cut off at the deadline.
     /// Without it, a `grpc-timeout` the request has (tonic's
-    /// `Request::set_timeout`, `Endpoint::timeout`) is shortened to the
-    /// time left, and none is added.
+    /// `Request::set_timeout`) is shortened to the time left, and none is
+    /// added. (tonic's `Endpoint::timeout` sets no header: it runs inside
+    /// the `Channel`, below the layer, and is not shortened.)
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;

@@ -131,7 +131,7 @@ fn a_probe_still_out_a_cooldown_after_it_was_let_through_does_not_hold_the_break
     let half_open = t0 + COOLDOWN;
     let hung = breaker.try_acquire(half_open).unwrap();
     assert!(hung.is_probe());
-    let almost = half_open + COOLDOWN - Duration::from_millis(1);
+    let almost = half_open + COOLDOWN.checked_sub(Duration::from_millis(1)).unwrap();
     assert!(
         breaker.try_acquire(almost).is_err(),
         "within its time, the probe holds the slot"

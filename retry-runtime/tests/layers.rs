@@ -19,8 +19,16 @@ const LAYERS: [&[&str]; 5] = [
     ],
     &["classify"],
     &[
-        "throttle", "budget", "adaptive", "breaker", "policy", "observe", "context", "timer",
+        "throttle",
+        "budget",
+        "adaptive",
+        "breaker",
+        "policy",
+        "observe",
+        "context",
+        "timer",
         "hedge",
+        "isolation",
     ],
     &["state"],
     &[

@@ -279,13 +279,13 @@ fn a_hammered_breaker_lets_a_second_probe_out_only_past_the_first_ones_time() {
                             // second probe would be seen meanwhile.
                             std::thread::yield_now();
                             // Released before the permit is: the next
-                            // probe may start the instant it reports.
-                            let _ = probes_out.compare_exchange(
-                                mine,
-                                0,
-                                Ordering::SeqCst,
-                                Ordering::SeqCst,
-                            );
+                            // probe may start the instant it reports. A
+                            // probe let through beside this one (this one
+                            // past its time) is released too: the first
+                            // trial to report decides the half-open
+                            // breaker, and the next probe belongs to the
+                            // next opening.
+                            probes_out.store(0, Ordering::SeqCst);
                         }
                         // Failures in bursts, successes, a Stop now and
                         // then, and a permit dropped unreported (a

@@ -65,7 +65,7 @@ impl<'a, C: Clock> Call<'a, C> {
         obs.set_function(function);
         Self(Phase::First(First {
             policy,
-            budget,
+            budget: crate::isolation::own_budget(budget),
             clock,
             start,
             deadline,

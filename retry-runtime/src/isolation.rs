@@ -1,0 +1,239 @@
+//! Fresh protection for tests: [`isolate`](crate::testing::isolate) and
+//! the lookup every call makes of the throttles, budgets and breakers it
+//! draws on. Below the state machine, which asks it; re-exported by
+//! [`testing`](crate::testing).
+
+use std::any::Any;
+use std::cell::RefCell;
+use std::marker::PhantomData;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::budget::BudgetRef;
+
+/// Set once any test isolates: until then, the default protection of a
+/// call costs one load of this flag to look up.
+static ISOLATING: AtomicBool = AtomicBool::new(false);
+
+/// The fresh defaults of an isolation: each function's own `static`, by
+/// address, and what replaces it.
+type FreshDefaults = Vec<(usize, &'static (dyn Any + Sync))>;
+
+thread_local! {
+    /// The fresh defaults of the isolation in force on this thread.
+    static ISOLATED: RefCell<Option<FreshDefaults>> = const { RefCell::new(None) };
+}
+
+/// Gives the retry loops called on this thread fresh protection until the
+/// returned guard is dropped.
+///
+/// A `#[retry]` function without `budget = ..` draws on a retry throttle
+/// of its own, and one with `budget = PG` on the `static` it names, each
+/// shared by every call in the process, so one test's failing calls can
+/// use up the throttle another test counts on (or open the breaker it
+/// calls through): a test asserting three attempts passes alone and fails
+/// after a test that made a few failing calls. Under `isolate()`, every
+/// retry throttle, windowed budget, circuit breaker and adaptive throttle
+/// a call on this thread uses — a function's default and the statics you
+/// name alike, through `#[retry]`, closures, the tower layer or the
+/// middleware — is replaced by one fresh for this guard, made with the
+/// same configuration: the test sees what a fresh process would. The
+/// statics themselves are left as they are; [`own(&PG)`](own) is the
+/// instance the calls on this thread draw on in its place.
+///
+/// It applies to calls that start on this thread: every call of a sync
+/// test, and of an async test on a current-thread runtime (the default of
+/// `#[tokio::test]`), spawned tasks included. A guard started inside
+/// another shadows it until dropped. Each (guard, function) pair keeps a
+/// fresh throttle (a few dozen bytes) until the process exits.
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use std::io::{Error, ErrorKind};
+/// use std::time::Duration;
+/// use backstop::{testing::{isolate, VirtualTime}, Policy, RetryThrottle, Retry};
+///
+/// // What `#[retry]` gives a function by default.
+/// static OWN: RetryThrottle = RetryThrottle::standard();
+/// let fail = |attempts: &mut u32| -> Result<(), Error> {
+///     let policy = Policy::new();
+///     let budget = backstop::testing::own(&OWN);
+///     Retry::new(&policy).budget(budget).call(|| {
+///         *attempts += 1;
+///         Err(ErrorKind::ConnectionRefused.into())
+///     })
+/// };
+/// let _vt = VirtualTime::start();
+/// {
+///     let _fresh = isolate();
+///     for _ in 0..20 {
+///         let _ = fail(&mut 0); // uses up this test's throttle
+///     }
+/// }
+/// let _fresh = isolate();
+/// let mut attempts = 0;
+/// let _ = fail(&mut attempts);
+/// assert_eq!(attempts, 3, "a fresh throttle: every retry granted");
+/// ```
+///
+/// A `static` the calls name is replaced too, by one configured as it is:
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use std::io::{Error, ErrorKind};
+/// use backstop::{testing::{isolate, own, VirtualTime}, Policy, RetryThrottle, Retry};
+///
+/// static PG: RetryThrottle = RetryThrottle::new(4, 0.1);
+/// let policy = Policy::new().attempts(5);
+/// let fail = |attempts: &mut u32| -> Result<(), Error> {
+///     Retry::new(&policy).budget(&PG).call(|| {
+///         *attempts += 1;
+///         Err(ErrorKind::ConnectionRefused.into())
+///     })
+/// };
+/// let _vt = VirtualTime::start();
+/// for _ in 0..2 {
+///     let _fresh = isolate();
+///     let mut attempts = 0;
+///     let _ = fail(&mut attempts);
+///     assert_eq!(attempts, 2, "4 tokens: one retry, each time");
+///     assert_eq!(own(&PG).tokens(), 2.0, "what this test's calls drew on");
+/// }
+/// assert_eq!(PG.tokens(), 4.0, "the static itself is untouched");
+/// ```
+pub fn isolate() -> Isolation {
+    ISOLATING.store(true, Ordering::Relaxed);
+    let shadowed = ISOLATED.with(|i| i.borrow_mut().replace(Vec::new()));
+    Isolation {
+        shadowed,
+        _thread: PhantomData,
+    }
+}
+
+/// Fresh default protection on this thread, until dropped: see
+/// [`isolate`].
+#[must_use = "isolation lasts until the guard is dropped: bind it, `let _fresh = isolate();`"]
+pub struct Isolation {
+    shadowed: Option<FreshDefaults>,
+    /// Installed on one thread: not `Send`.
+    _thread: PhantomData<Rc<()>>,
+}
+
+impl Drop for Isolation {
+    fn drop(&mut self) {
+        let shadowed = self.shadowed.take();
+        let _ = ISOLATED.try_with(|i| *i.borrow_mut() = shadowed);
+    }
+}
+
+impl std::fmt::Debug for Isolation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Isolation").finish_non_exhaustive()
+    }
+}
+
+/// Protection that [`isolate`] can replace with a fresh one.
+pub trait Fresh: Any + Sync + Sized {
+    /// A fresh one made like this one, as a new process would start with.
+    #[must_use]
+    fn fresh(&self) -> Self;
+}
+
+impl Fresh for crate::RetryBudget {
+    fn fresh(&self) -> Self {
+        Self::new(self.ratio(), self.min_per_sec(), self.ttl())
+    }
+}
+
+impl Fresh for crate::RetryThrottle {
+    fn fresh(&self) -> Self {
+        self.unused()
+    }
+}
+
+impl Fresh for crate::CircuitBreaker {
+    fn fresh(&self) -> Self {
+        Self::new(self.failure_threshold(), self.cooldown())
+    }
+}
+
+impl Fresh for crate::AdaptiveThrottle {
+    fn fresh(&self) -> Self {
+        Self::new(self.k(), self.window())
+    }
+}
+
+/// A hedged function's adaptive delay: a test under [`isolate`] learns
+/// latencies afresh (and on its own clock: a paused tokio runtime of an
+/// earlier test may have moved on).
+#[cfg(not(loom))]
+impl Fresh for crate::hedge::LatencyPercentile {
+    fn fresh(&self) -> Self {
+        Self::new(self.quantile(), self.window())
+    }
+}
+
+/// The protection the calls on this thread draw on in place of `own`:
+/// `own` itself, or, under [`isolate`], the fresh one that replaces it (a
+/// fresh one is its own). Read a named `static`'s state in a test through
+/// it: `own(&PG).tokens()`.
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use backstop::{testing::{isolate, own}, RetryThrottle};
+/// static PG: RetryThrottle = RetryThrottle::new(20, 0.2);
+/// assert!(std::ptr::eq(own(&PG), &PG));
+/// let _fresh = isolate();
+/// assert!(!std::ptr::eq(own(&PG), &PG));
+/// assert_eq!(own(&PG).max_tokens(), 20, "configured as the static is");
+/// assert!(std::ptr::eq(own(own(&PG)), own(&PG)));
+/// ```
+#[inline]
+pub fn own<T: Fresh>(own: &T) -> &T {
+    if ISOLATING.load(Ordering::Relaxed) {
+        isolated(own)
+    } else {
+        own
+    }
+}
+
+/// [`own`] of a budget: what a call draws on, under isolation.
+#[inline]
+pub(crate) fn own_budget(budget: Option<BudgetRef<'_>>) -> Option<BudgetRef<'_>> {
+    match budget {
+        Some(_) if ISOLATING.load(Ordering::Relaxed) => budget.map(|budget| match budget {
+            BudgetRef::Throttle(throttle) => BudgetRef::Throttle(isolated(throttle)),
+            BudgetRef::Window(window) => BudgetRef::Window(isolated(window)),
+        }),
+        _ => budget,
+    }
+}
+
+#[cold]
+fn isolated<T: Fresh>(own: &T) -> &T {
+    let address = std::ptr::from_ref(own) as usize;
+    ISOLATED
+        .try_with(|i| {
+            let mut i = i.borrow_mut();
+            let fresh = i.as_mut()?;
+            // The fresh one for `own`, or `own` itself if it is a fresh one
+            // already (a budget handed on from one part of a call to the
+            // next is replaced once).
+            if let Some(found) = fresh
+                .iter()
+                .find(|(a, f)| {
+                    *a == address || std::ptr::from_ref(*f).cast::<()>() as usize == address
+                })
+                .and_then(|(_, f)| (*f as &dyn Any).downcast_ref::<T>())
+            {
+                return Some(found);
+            }
+            // Leaked: calls hold `&'static` references to their budget.
+            let made: &'static T = Box::leak(Box::new(own.fresh()));
+            fresh.push((address, made));
+            Some(made)
+        })
+        .ok()
+        .flatten()
+        .unwrap_or(own)
+}
