@@ -793,10 +793,12 @@
 //! assert_eq!(calls.get(), 3); // not 9
 //! ```
 //!
-//! To bound a whole request without retrying it, run it in a deadline
-//! scope: [`deadline`] for a future, [`deadline_sync`] for sync code. The
-//! `#[retry]` calls inside it see its deadline as they would see an
-//! enclosing `#[retry]` call's.
+//! To bound a whole request without retrying it, run it under a deadline:
+//! [`deadline`] for a future, a time limit (its output, or [`Elapsed`] at
+//! the deadline, when the future is dropped), and [`deadline_sync`] for
+//! sync code, which cannot be cut off. The `#[retry]` calls inside either
+//! see its deadline as they would see an enclosing `#[retry]` call's, and
+//! give up before it with their own error.
 //!
 //! ```
 //! # use std::io::{Error, ErrorKind}; use std::time::Duration; use backstop::retry;
@@ -807,11 +809,12 @@
 //! }
 //!
 //! async fn handler(id: u64) -> Result<String, Error> {
-//!     // Every call in the handler ends by 500 ms, whatever its own deadline.
+//!     // Every call in the handler ends by 500 ms, whatever its own deadline;
+//!     // whatever else runs past it is cut off (`Elapsed`, into `Error`).
 //!     backstop::deadline(Duration::from_millis(500), async {
 //!         load_profile(id).await
 //!     })
-//!     .await
+//!     .await?
 //! }
 //!
 //! let started = tokio::time::Instant::now();

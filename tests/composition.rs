@@ -350,6 +350,31 @@ async fn reaches_async(left: &std::sync::Mutex<Vec<Option<Duration>>>) -> Result
     Err(refused())
 }
 
+#[retry(attempts = 3, base = 10ms, budget = none, idempotent)]
+async fn hangs(attempts: &std::sync::atomic::AtomicU32) -> Result<(), Error> {
+    attempts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    std::future::pending().await
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_async_deadline_is_a_time_limit_for_what_it_runs() {
+    // Plain code inside it, and an attempt that hangs (no
+    // `attempt_timeout`), are cut off at the deadline.
+    let started = tokio::time::Instant::now();
+    let slept = backstop::deadline(
+        Duration::from_secs(2),
+        tokio::time::sleep(Duration::from_secs(5)),
+    );
+    assert_eq!(slept.await, Err(backstop::Elapsed::new()));
+    assert_eq!(started.elapsed(), Duration::from_secs(2));
+    let attempts = std::sync::atomic::AtomicU32::new(0);
+    let started = tokio::time::Instant::now();
+    let hung = backstop::deadline(Duration::from_secs(2), hangs(&attempts)).await;
+    assert!(matches!(hung, Err(backstop::Elapsed { .. })), "{hung:?}");
+    assert_eq!(started.elapsed(), Duration::from_secs(2));
+    assert_eq!(attempts.load(std::sync::atomic::Ordering::Relaxed), 1);
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_async_deadline_scope_bounds_the_calls_awaited_in_it() {
     let started = tokio::time::Instant::now();
@@ -359,7 +384,8 @@ async fn an_async_deadline_scope_bounds_the_calls_awaited_in_it() {
         let _ = reaches_async(&first).await;
         let _ = reaches_async(&second).await;
     })
-    .await;
+    .await
+    .expect("the calls inside give up before the deadline");
     let ms = Duration::from_millis;
     let first = first.into_inner().unwrap();
     assert_eq!(

@@ -843,3 +843,43 @@ fn hedges_are_counted_told_to_the_hooks_and_logged() {
         ]
     );
 }
+
+#[test]
+fn many_layers_built_at_one_place_are_warned_about_once_in_debug_builds() {
+    static SHARED: backstop::RetryThrottle = backstop::RetryThrottle::standard();
+    let _serial = serial();
+    let policy = backstop::Policy::new();
+    let capture = captured(|| {
+        for _ in 0..250 {
+            drop(backstop::tower::RetryLayer::new(&policy));
+        }
+        // Sharing a throttle is the fix: no warning, however many.
+        for _ in 0..250 {
+            drop(backstop::tower::RetryLayer::new(&policy).budget(&SHARED));
+        }
+    });
+    let warnings: Vec<_> = capture
+        .events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(_, fields)| {
+            fields
+                .get("message")
+                .is_some_and(|m| m.contains("retry layers built"))
+        })
+        .map(|(_, fields)| fields.clone())
+        .collect();
+    assert_eq!(
+        warnings.len(),
+        usize::from(cfg!(debug_assertions)),
+        "{warnings:?}"
+    );
+    if let Some(warning) = warnings.first() {
+        assert!(warning["site"].contains("telemetry.rs"), "{warning:?}");
+        assert!(
+            warning["message"].contains("budget(&STATIC)"),
+            "{warning:?}"
+        );
+    }
+}

@@ -482,17 +482,18 @@ pub trait InCurrentCall: Future + Sized {
 
 impl<F: Future> InCurrentCall for F {}
 
-/// Runs the sync code `f` under a deadline `limit` from now, without
-/// retrying anything: every `#[retry]` call made inside it (and in calls
-/// nested in those)
-/// sees the deadline exactly as it would see an enclosing `#[retry]`
-/// call's, and ends by it. A deadline scope inside another, or inside an
-/// attempt, never outlives the enclosing deadline.
+/// Runs the sync code `f` with a deadline `limit` from now that the retry
+/// calls inside it keep, without retrying anything. Sync code cannot be
+/// cut off: `f` itself runs to its end, however long that takes.
 ///
-/// It bounds when the calls inside it start attempts and how long they
-/// sleep; like a `#[retry]` deadline, it does not interrupt code already
-/// running. Time is read from [`SystemClock`](crate::SystemClock) (virtual
-/// under [`VirtualTime`](crate::testing::VirtualTime)).
+/// Every `#[retry]` call made inside it (and in calls nested in those)
+/// sees the deadline exactly as it would see an enclosing `#[retry]`
+/// call's: it starts no attempt after it and sleeps no retry into it. A
+/// deadline inside another, or inside an attempt, never outlives the
+/// enclosing deadline. An attempt already running is not interrupted: give
+/// its blocking call the time left (`context()`'s `remaining()`). Time is
+/// read from [`SystemClock`](crate::SystemClock) (virtual under
+/// [`VirtualTime`](crate::testing::VirtualTime)).
 ///
 /// The scope ends when `f` returns: a closure returning a future
 /// (`|| async { .. }`) would leave it before the future runs. Give a future
@@ -519,43 +520,59 @@ pub fn deadline_sync<R>(limit: Duration, f: impl FnOnce() -> R) -> R {
     in_deadline_scope(deadline, f)
 }
 
-/// [`deadline_sync`]'s async twin, for a future: the deadline starts when the future is
-/// first polled, and holds around every poll of `future`, across `.await`
-/// points and worker threads. Time is read from the call's timer
-/// ([`RuntimeClock`](crate::timer::RuntimeClock): tokio's clock, virtual
-/// when paused, inside a tokio runtime).
+/// Runs `future` for at most `limit` from its first poll: its output, or
+/// [`Elapsed`](crate::Elapsed) once the time is up (the future is then
+/// dropped, whatever it was waiting for), as `tokio::time::timeout` does.
+/// And every retry call inside it keeps the deadline: a `#[retry]` call
+/// awaited in it sees it exactly as it would see an enclosing `#[retry]`
+/// call's, across `.await` points and worker threads, so that it gives up
+/// before the deadline with its own error rather than be cut off in the
+/// middle of a backoff. A deadline inside another, or inside an attempt,
+/// never outlives the enclosing deadline. Time is read from the call's
+/// timer ([`RuntimeClock`](crate::timer::RuntimeClock): tokio's clock,
+/// virtual when paused, inside a tokio runtime).
 ///
 /// ```
 /// # extern crate retry_runtime as backstop;
 /// use std::io::{Error, ErrorKind};
 /// use std::time::Duration;
-/// use backstop::Policy;
+/// use backstop::{Elapsed, Policy};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
 /// let started = tokio::time::Instant::now();
-/// let out: Result<(), Error> = backstop::deadline(Duration::from_secs(1), async {
+/// // The retries inside give up before the deadline, with their error.
+/// let out = backstop::deadline(Duration::from_secs(1), async {
 ///     let policy = Policy::new().attempts(100).no_budget();
-///     backstop::call_async(&policy, || async { Err(ErrorKind::ConnectionRefused.into()) }).await
+///     backstop::call_async(&policy, || async {
+///         Err::<(), _>(Error::from(ErrorKind::ConnectionRefused))
+///     })
+///     .await
 /// })
 /// .await;
-/// assert!(out.is_err());
+/// assert_eq!(out.unwrap().unwrap_err().kind(), ErrorKind::ConnectionRefused);
 /// assert!(started.elapsed() < Duration::from_secs(1));
+/// // Anything else is cut off at the deadline.
+/// let started = tokio::time::Instant::now();
+/// let hung = backstop::deadline(Duration::from_secs(1), tokio::time::sleep(Duration::from_secs(5)));
+/// assert_eq!(hung.await, Err(Elapsed::new()));
+/// assert_eq!(started.elapsed(), Duration::from_secs(1));
 /// # }
 /// ```
+///
+/// # Errors
+///
+/// [`Elapsed`](crate::Elapsed) when `future` has not finished by the
+/// deadline.
 #[cfg(feature = "async")]
-pub async fn deadline<F: Future>(limit: Duration, future: F) -> F::Output {
+pub async fn deadline<F: Future>(limit: Duration, future: F) -> Result<F::Output, crate::Elapsed> {
     use crate::clock::Clock;
+    let clock = crate::timer::RuntimeClock::current();
+    // This body runs at the first poll: the deadline starts there.
+    let deadline = clock.now().checked_add(limit);
     let mut future = std::pin::pin!(future);
-    let mut deadline = None;
-    std::future::poll_fn(|task| {
-        let deadline = *deadline.get_or_insert_with(|| {
-            crate::timer::RuntimeClock::current()
-                .now()
-                .checked_add(limit)
-        });
-        in_deadline_scope(deadline, || future.as_mut().poll(task))
-    })
-    .await
+    let scoped =
+        std::future::poll_fn(|task| in_deadline_scope(deadline, || future.as_mut().poll(task)));
+    clock.timeout(limit, scoped).await
 }
 
 /// Tells the enclosing attempt, if any, that a call nested in it gave up

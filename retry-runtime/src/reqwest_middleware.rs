@@ -102,6 +102,13 @@ impl RetryMiddleware {
     /// `Retry-After`, errors by [`Classify`], each request idempotent or
     /// not by its method, with a retry throttle of its own.
     ///
+    /// Build the client once and share it (reqwest's `Client` is made to
+    /// be): the middleware's retry throttle is its own, so a client built
+    /// per request starts with a full throttle every time and never
+    /// throttles (a debug build warns after 100 built at one place); share
+    /// a `static` throttle with [`budget`](Self::budget) to build it where
+    /// you like.
+    ///
     /// ```
     /// # extern crate retry_runtime as backstop;
     /// use backstop::{http::Attempts, reqwest_middleware::RetryMiddleware, Policy};
@@ -134,6 +141,7 @@ impl RetryMiddleware {
     /// assert_eq!(response.extensions().get::<Attempts>(), Some(&Attempts(2)));
     /// # }
     /// ```
+    #[track_caller]
     pub fn new(policy: &Policy) -> Self {
         let inner = RetryLayer::with_requests(policy, ReqwestRequests::default())
             .map(|retry| retry.judging(ByClassify, ByClassify));

@@ -113,7 +113,7 @@ pub struct RetryLayer<
 #[derive(Clone, Debug)]
 enum LayerBudget {
     /// A throttle of the layer's own, shared by its services.
-    Own(Arc<RetryThrottle>),
+    Own(Arc<RetryThrottle>, Made),
     /// The one named (a `static`), or none.
     Given(Option<BudgetRef<'static>>),
 }
@@ -244,6 +244,12 @@ impl RetryLayer {
     /// final unless [`when_ok`](Self::when_ok) says otherwise, and an
     /// ambiguous failure is repeated only if the policy is `idempotent`.
     ///
+    /// Build it once and clone it: the layer's retry throttle is its own,
+    /// shared by the services it makes and their clones. A layer built per
+    /// request starts with a full throttle every time and never throttles
+    /// (a debug build warns after 100 built at one place); share a `static`
+    /// throttle with [`budget`](Self::budget) to build it where you like.
+    ///
     /// ```
     /// # extern crate retry_runtime as backstop;
     /// # use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
@@ -265,6 +271,7 @@ impl RetryLayer {
     /// assert_eq!(CALLS.load(Relaxed), 2);
     /// # }
     /// ```
+    #[track_caller]
     pub fn new(policy: &Policy) -> Self {
         Self::with_requests(policy, Cloned)
     }
@@ -278,6 +285,12 @@ impl RetryLayer<HttpBodies, TransportErrors, ByClassify> {
     /// when its method is idempotent or it carries an `Idempotency-Key`
     /// (or the policy says every request is idempotent); a body longer than
     /// 64 KiB ([`replay_limit`](Self::replay_limit)) is sent once.
+    ///
+    /// Build it once and clone it: the layer's retry throttle is its own,
+    /// shared by the services it makes and their clones. A layer built per
+    /// request starts with a full throttle every time and never throttles
+    /// (a debug build warns after 100 built at one place); share a `static`
+    /// throttle with [`budget`](Self::budget) to build it where you like.
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
@@ -298,6 +311,7 @@ impl RetryLayer<HttpBodies, TransportErrors, ByClassify> {
     /// assert_eq!(response.extensions().get::<Attempts>(), Some(&Attempts(2)));
     /// # }
     /// ```
+    #[track_caller]
     pub fn http(policy: &Policy) -> Self {
         RetryLayer::with_requests(policy, HttpBodies::new(DEFAULT_REPLAY_LIMIT))
             .map(|retry| retry.judging(TransportErrors, ByClassify))
@@ -375,9 +389,11 @@ impl<W, K, B, R, G, L, A> RetryLayer<HttpBodies, W, K, B, R, G, L, A> {
 }
 
 impl<P> RetryLayer<P> {
+    #[track_caller]
     pub(crate) fn with_requests(policy: &Policy, requests: P) -> Self {
         let budget = if policy.has_default_budget() {
-            LayerBudget::Own(Arc::new(RetryThrottle::standard()))
+            let (throttle, made) = own_throttle();
+            LayerBudget::Own(throttle, made)
         } else {
             LayerBudget::Given(policy.get_budget())
         };
@@ -390,11 +406,79 @@ impl<P> RetryLayer<P> {
     }
 }
 
+/// A layer's retry throttle of its own, full. In debug builds, the place
+/// that builds one is counted: a layer built per request (or per client
+/// built per request) has a fresh throttle every time, which never sees
+/// the failures of the others, and so never throttles. After
+/// [`MANY_LAYERS`] from one place, it says so, once: through `tracing`
+/// (feature `tracing`) as a WARN event, or on standard error.
+#[track_caller]
+fn own_throttle() -> (Arc<RetryThrottle>, Made) {
+    let made = Made(
+        #[cfg(debug_assertions)]
+        std::panic::Location::caller(),
+    );
+    #[cfg(debug_assertions)]
+    count_own_throttle(made.0, true);
+    (Arc::new(RetryThrottle::standard()), made)
+}
+
+/// Where a layer's own throttle was made (in debug builds).
+#[derive(Clone, Copy, Debug)]
+struct Made(#[cfg(debug_assertions)] &'static std::panic::Location<'static>);
+
+impl Made {
+    /// The throttle was replaced before any service used it: a layer that
+    /// names a shared throttle does not count as one built with its own.
+    fn unused(self) {
+        #[cfg(debug_assertions)]
+        count_own_throttle(self.0, false);
+    }
+}
+
+/// How many layers with a throttle of their own one place may build
+/// before a debug build warns.
+#[cfg(debug_assertions)]
+const MANY_LAYERS: u32 = 100;
+
+#[cfg(debug_assertions)]
+fn count_own_throttle(site: &'static std::panic::Location<'static>, made: bool) {
+    type Sites = Vec<(&'static std::panic::Location<'static>, u32)>;
+    static SITES: std::sync::Mutex<Sites> = std::sync::Mutex::new(Vec::new());
+    let mut sites = SITES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let built = match sites.iter_mut().find(|(at, _)| *at == site) {
+        Some((_, built)) if made => {
+            *built += 1;
+            *built
+        }
+        Some((_, built)) => {
+            *built = built.saturating_sub(1);
+            return;
+        }
+        None => {
+            sites.push((site, 1));
+            1
+        }
+    };
+    drop(sites);
+    if built == MANY_LAYERS {
+        let warning = "each has a retry throttle of its own, full, that no other call sees \
+                       fail, so none of them ever throttles: build the layer (or the client) \
+                       once and clone it, or share a `static` throttle with `.budget(&STATIC)`";
+        #[cfg(feature = "tracing")]
+        tracing::warn!(site = %site, built, "{MANY_LAYERS} retry layers built at one place: {warning}");
+        #[cfg(not(feature = "tracing"))]
+        eprintln!("backstop: {MANY_LAYERS} retry layers built at {site}: {warning}");
+    }
+}
+
 impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
     /// The budget this layer's calls draw on.
     pub(crate) fn budget_ref(&self) -> Option<BudgetRef<'_>> {
         match &self.budget {
-            LayerBudget::Own(throttle) => Some(BudgetRef::Throttle(throttle)),
+            LayerBudget::Own(throttle, _) => Some(BudgetRef::Throttle(throttle)),
             LayerBudget::Given(budget) => *budget,
         }
     }
@@ -440,7 +524,7 @@ impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
     /// # }
     /// ```
     pub fn budget(mut self, budget: impl Into<BudgetRef<'static>>) -> Self {
-        self.budget = LayerBudget::Given(Some(budget.into()));
+        self.set_budget(Some(budget.into()));
         self
     }
 
@@ -469,8 +553,19 @@ impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
     /// # }
     /// ```
     pub fn no_budget(mut self) -> Self {
-        self.budget = LayerBudget::Given(None);
+        self.set_budget(None);
         self
+    }
+
+    /// Draws on `budget` instead of the layer's own throttle, which (if
+    /// no clone holds it) was never used.
+    fn set_budget(&mut self, budget: Option<BudgetRef<'static>>) {
+        if let LayerBudget::Own(throttle, made) = &self.budget
+            && Arc::strong_count(throttle) == 1
+        {
+            made.unused();
+        }
+        self.budget = LayerBudget::Given(budget);
     }
 
     /// Classifies the inner service's errors with `f`, answering `bool` or
