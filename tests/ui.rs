@@ -18,7 +18,9 @@
         feature = "reqwest-middleware",
         feature = "tonic",
         feature = "async-io",
-        feature = "custom-timer"
+        feature = "custom-timer",
+        feature = "redis",
+        feature = "tokio-postgres"
     )),
     ignore = "the snapshots are taken with every feature: run `cargo test --workspace`"
 )]

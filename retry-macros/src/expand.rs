@@ -505,7 +505,7 @@ fn hedged_timeout(
             let t = duration(t);
             let error = error_type_tokens(ret, rt, span);
             let from = respan(
-                quote!(<#error as ::core::convert::From<#rt::Elapsed>>::from),
+                quote!(<#error as #rt::HoldsRejection<#rt::Elapsed>>::hold),
                 span,
             );
             (
@@ -569,7 +569,7 @@ fn timed_attempt(
             let limit = quote_spanned!(span=> #rt::attempt_timeout(#limit));
             let error = error_type_tokens(ret, rt, span);
             let from = respan(
-                quote!(<#error as ::core::convert::From<#rt::Elapsed>>::from),
+                quote!(<#error as #rt::HoldsRejection<#rt::Elapsed>>::hold),
                 span,
             );
             (
@@ -791,7 +791,7 @@ fn gate(
             let error = error_type_tokens(ret, rt, last);
             let rejection = format_ident!("{}", gate.rejection);
             let from = respan(
-                quote!(<#error as ::core::convert::From<#rt::#rejection>>::from),
+                quote!(<#error as #rt::HoldsRejection<#rt::#rejection>>::hold),
                 last,
             );
             let open_arg = Ident::new(&open.to_string(), Span::mixed_site().located_at(last));

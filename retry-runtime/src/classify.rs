@@ -194,7 +194,60 @@ fn known(error: &(dyn Error + 'static)) -> Option<Verdict> {
     if let Some(error) = error.downcast_ref::<crate::reqwest_error::Error>() {
         return Some(error.classify());
     }
+    #[cfg(feature = "redis")]
+    if let Some(error) = error.downcast_ref::<::redis::RedisError>() {
+        return Some(error.classify());
+    }
+    #[cfg(feature = "tokio-postgres")]
+    if let Some(error) = error.downcast_ref::<::tokio_postgres::Error>() {
+        return Some(error.classify());
+    }
     None
+}
+
+/// The verdict on a SQL error by its SQLSTATE (the five-character code
+/// PostgreSQL, and in its standard classes MySQL and others, send with
+/// every error), following PostgreSQL's table of error codes (the
+/// PostgreSQL documentation, appendix A, "PostgreSQL Error Codes"):
+///
+/// - `53300` too many connections, `57P03` cannot connect now (starting
+///   up or shutting down), `08001` and `08004` (the connection was never
+///   established): [`Verdict::Retry`], nothing ran;
+/// - `57P01` admin shutdown and `57P02` crash shutdown, as a statement's
+///   error: [`Verdict::Retry`], the server rolled its transaction back;
+/// - `40001` serialization failure and `40P01` deadlock detected:
+///   [`Verdict::Retry`], the transaction was rolled back. Only a function
+///   that runs the *whole* transaction may retry them: a statement retried
+///   inside a larger transaction is not a retried transaction (the
+///   transaction is aborted, and every later statement fails with
+///   `25P02`). Give such a function `when = ..` that stops on them;
+/// - the other connection exceptions (class `08`: connection failure,
+///   transaction resolution unknown...) and `57014` query canceled (a
+///   statement timeout): [`Verdict::RetryIfIdempotent`], the statement may
+///   have run, or committed;
+/// - everything else: [`Verdict::Stop`], among them `25P02` (in a failed
+///   transaction), integrity constraint violations (class `23`), syntax
+///   and access errors (class `42`), data exceptions (class `22`).
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use backstop::{classify::sqlstate, Verdict};
+///
+/// assert_eq!(sqlstate("40001"), Verdict::Retry);        // serialization failure
+/// assert_eq!(sqlstate("57P03"), Verdict::Retry);        // the database is starting up
+/// assert_eq!(sqlstate("08006"), Verdict::RetryIfIdempotent); // connection failure
+/// assert_eq!(sqlstate("23505"), Verdict::Stop);         // unique violation
+/// ```
+pub fn sqlstate(code: &str) -> Verdict {
+    match code {
+        "53300" | "57P03" | "08001" | "08004" | "57P01" | "57P02" | "40001" | "40P01" => {
+            Verdict::Retry
+        }
+        "57014" => Verdict::RetryIfIdempotent,
+        "08P01" => Verdict::Stop, // protocol violation: a bug, not the network
+        _ if code.starts_with("08") => Verdict::RetryIfIdempotent,
+        _ => Verdict::Stop,
+    }
 }
 
 /// By its [source chain](source_chain): what `Box<dyn Error>` holds decides.

@@ -51,6 +51,7 @@
 
 #[macro_use]
 mod sync;
+mod clients;
 mod isolation;
 #[cfg(feature = "reqwest")]
 mod reqwest_error;

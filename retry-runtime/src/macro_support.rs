@@ -117,6 +117,29 @@ pub fn attempt_timeout<T: AttemptTimeout>(timeout: T) -> std::time::Duration {
     timeout.limit()
 }
 
+/// What `#[retry]` returns for the runtime's own outcomes (a timed-out
+/// attempt, a breaker's or an adaptive throttle's rejection): the
+/// function's error, made `From` it. A trait of its own so that a missing
+/// `From` says what takes one.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot hold a `{R}`, which `#[retry]` returns as the function's error",
+    label = "needs `{Self}: From<{R}>`",
+    note = "`std::io::Error`, `Box<dyn Error + Send + Sync>`, `anyhow::Error`, `tonic::Status`, \
+            `backstop::reqwest::Error` and `reqwest_middleware::Error` hold it; for an error \
+            type of your own, add a variant for it and `impl From<{R}> for {Self}`"
+)]
+pub trait HoldsRejection<R>: Sized {
+    /// The function's error for `rejection`.
+    fn hold(rejection: R) -> Self;
+}
+
+impl<R, E: From<R>> HoldsRejection<R> for E {
+    #[inline]
+    fn hold(rejection: R) -> Self {
+        E::from(rejection)
+    }
+}
+
 /// How a function's error type holds a timed-out attempt, if it can: the
 /// `#[retry(policy = ..)]` loop applies the policy's `attempt_timeout`
 /// only then. Asked as `(&ElapsedInto::<E>::new()).elapsed_into()` with

@@ -6,20 +6,21 @@ use std::error::Error as StdError;
 use std::fmt;
 use std::time::Duration;
 
-use crate::vocabulary::{CircuitOpen, Classify, Elapsed, Verdict};
+use crate::vocabulary::{CircuitOpen, Classify, Elapsed, Throttled, Verdict};
 
 /// The error of an HTTP call made with reqwest under a retry loop: what
 /// reqwest reported, an error status, or the loop's own rejections. It
 /// implements [`Classify`] and `From` each of them, so a function returning
 /// `Result<reqwest::Response, backstop::reqwest::Error>` can take
-/// `breaker` and `attempt_timeout` (a `reqwest::Error` cannot: no crate but
-/// reqwest can give it a `From<CircuitOpen>`).
+/// `breaker`, `throttle` and `attempt_timeout` (a `reqwest::Error` cannot:
+/// no crate but reqwest can give it a `From<CircuitOpen>`).
 ///
 /// ```
 /// # extern crate retry_runtime as backstop;
 /// use backstop::{reqwest::Error, CircuitOpen, Classify, Elapsed, Verdict};
 ///
 /// assert_eq!(Error::from(CircuitOpen::new()).classify(), Verdict::Stop);
+/// assert_eq!(Error::from(backstop::Throttled::new()).classify(), Verdict::Stop);
 /// assert_eq!(Error::from(Elapsed::new()).classify(), Verdict::RetryIfIdempotent);
 /// assert!(Error::from(Elapsed::new()).is_timeout());
 /// ```
@@ -39,6 +40,8 @@ pub enum Error {
     },
     /// The circuit breaker rejected the call.
     CircuitOpen(CircuitOpen),
+    /// The adaptive throttle shed the call.
+    Throttled(Throttled),
     /// The attempt ran out of time: its `attempt_timeout`, or the call's
     /// deadline while waiting for the response.
     Elapsed(Elapsed),
@@ -51,7 +54,7 @@ impl Error {
         match self {
             Self::Request(e) => e.is_timeout(),
             Self::Elapsed(_) => true,
-            Self::Status { .. } | Self::CircuitOpen(_) => false,
+            Self::Status { .. } | Self::CircuitOpen(_) | Self::Throttled(_) => false,
         }
     }
 
@@ -60,7 +63,7 @@ impl Error {
         match self {
             Self::Request(e) => e.status(),
             Self::Status { status, .. } => Some(*status),
-            Self::CircuitOpen(_) | Self::Elapsed(_) => None,
+            Self::CircuitOpen(_) | Self::Throttled(_) | Self::Elapsed(_) => None,
         }
     }
 }
@@ -75,6 +78,7 @@ impl fmt::Display for Error {
             } => write!(f, "server answered {status}, retry after {after:?}"),
             Self::Status { status, .. } => write!(f, "server answered {status}"),
             Self::CircuitOpen(e) => fmt::Display::fmt(e, f),
+            Self::Throttled(e) => fmt::Display::fmt(e, f),
             Self::Elapsed(e) => fmt::Display::fmt(e, f),
         }
     }
@@ -85,6 +89,7 @@ impl StdError for Error {
         match self {
             Self::Request(e) => Some(e),
             Self::CircuitOpen(e) => Some(e),
+            Self::Throttled(e) => Some(e),
             Self::Elapsed(e) => Some(e),
             Self::Status { .. } => None,
         }
@@ -93,7 +98,8 @@ impl StdError for Error {
 
 /// By what it holds: reqwest's error as [`Classify`] for `reqwest::Error`
 /// has it, a status by the HTTP rule with its `Retry-After`, the breaker's
-/// rejection [`Verdict::Stop`], a timeout [`Verdict::RetryIfIdempotent`].
+/// or the adaptive throttle's rejection [`Verdict::Stop`], a timeout
+/// [`Verdict::RetryIfIdempotent`].
 impl Classify for Error {
     fn classify(&self) -> Verdict {
         match self {
@@ -106,6 +112,7 @@ impl Classify for Error {
                 (verdict, _) => verdict,
             },
             Self::CircuitOpen(e) => e.classify(),
+            Self::Throttled(e) => e.classify(),
             Self::Elapsed(e) => e.classify(),
         }
     }
@@ -120,6 +127,12 @@ impl From<::reqwest::Error> for Error {
 impl From<CircuitOpen> for Error {
     fn from(open: CircuitOpen) -> Self {
         Self::CircuitOpen(open)
+    }
+}
+
+impl From<Throttled> for Error {
+    fn from(shed: Throttled) -> Self {
+        Self::Throttled(shed)
     }
 }
 

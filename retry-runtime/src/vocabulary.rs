@@ -138,7 +138,11 @@ impl From<Verdict> for Attempted {
             implement `backstop::Classify` for it (retry only what a retry can fix)",
     note = "errors of other crates are classified with backstop's features: \
             `anyhow` for `anyhow::Error`, `reqwest` for `reqwest::Error`, `http` for \
-            `http::StatusCode` (`std::io::Error` and `Box<dyn Error>` need none)"
+            `http::StatusCode`, `tonic` for `tonic::Status`, `redis` for `redis::RedisError`, \
+            `tokio-postgres` for `tokio_postgres::Error` and `postgres::Error` \
+            (`std::io::Error` and `Box<dyn Error>` need none)",
+    note = "an error type that wraps others is classified by the first error of its \
+            source chain that backstop knows with `when = backstop::classify::by_source_chain`"
 )]
 pub trait Classify {
     /// The verdict for this error.

@@ -17,7 +17,7 @@ const LAYERS: [&[&str]; 5] = [
         "vocabulary",
         "reqwest_error",
     ],
-    &["classify"],
+    &["classify", "clients"],
     &[
         "throttle",
         "budget",

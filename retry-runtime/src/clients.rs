@@ -1,0 +1,129 @@
+//! The errors of the database and cache clients services call most,
+//! classified by the clients' own predicates and codes (never by message
+//! text), under the transport rule of [`classify`](crate::classify): what
+//! provably never reached the server is retried, what may have been
+//! executed (a connection dropped after the command was written) only for
+//! an idempotent call.
+
+#[cfg(any(feature = "redis", feature = "tokio-postgres"))]
+use crate::classify::{Classify, Verdict};
+
+/// A Redis error, by what the client says of it:
+///
+/// - a refused connection, a cluster or sentinel with no node to send to:
+///   [`Verdict::Retry`] (nothing was sent);
+/// - `TRYAGAIN`, `MOVED`, `ASK`, `LOADING`, `BUSY`, `CLUSTERDOWN`,
+///   `MASTERDOWN`, `READONLY` (a write that reached a replica after a
+///   failover): [`Verdict::Retry`], as the server did not run the command;
+/// - a connection dropped, reset or timed out, an I/O error the client
+///   does not place, an answer it could not parse: [`Verdict::RetryIfIdempotent`]:
+///   the command may have run (an `INCR` would count twice);
+/// - everything else (a wrong type, a script error, `NOSCRIPT`, a refused
+///   authentication, a bad configuration): [`Verdict::Stop`].
+///
+/// redis keeps the I/O error behind an `Arc<dyn Error>`, where a chain walk
+/// cannot see it: this impl, which the walk uses for a `RedisError` in a
+/// `Box<dyn Error>` or an `anyhow::Error`, asks the client instead.
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use std::io;
+/// use backstop::{Classify, Verdict};
+///
+/// let refused = redis::RedisError::from(io::Error::from(io::ErrorKind::ConnectionRefused));
+/// assert_eq!(refused.classify(), Verdict::Retry);
+/// let dropped = redis::RedisError::from(io::Error::from(io::ErrorKind::ConnectionReset));
+/// assert_eq!(dropped.classify(), Verdict::RetryIfIdempotent);
+/// let wrong = redis::RedisError::from((redis::ErrorKind::UnexpectedReturnType, "not a number"));
+/// assert_eq!(wrong.classify(), Verdict::Stop);
+/// ```
+#[cfg(feature = "redis")]
+impl Classify for redis::RedisError {
+    fn classify(&self) -> Verdict {
+        use redis::{ErrorKind as K, ServerErrorKind as S};
+        if self.is_connection_refusal() {
+            return Verdict::Retry;
+        }
+        match self.kind() {
+            K::Server(
+                S::TryAgain
+                | S::Moved
+                | S::Ask
+                | S::BusyLoading
+                | S::ClusterDown
+                | S::MasterDown
+                | S::ReadOnly,
+            )
+            | K::ClusterConnectionNotFound
+            | K::MasterNameNotFoundBySentinel
+            | K::NoValidReplicasFoundBySentinel => Verdict::Retry,
+            // A script runs: the server ran nothing else meanwhile.
+            K::Extension if self.code() == Some("BUSY") => Verdict::Retry,
+            K::Io => match io_source(self) {
+                Some(io) if crate::classify::never_sent(io.kind()) => Verdict::Retry,
+                // Dropped, reset, timed out, or a kind it does not say.
+                _ => Verdict::RetryIfIdempotent,
+            },
+            K::Parse => Verdict::RetryIfIdempotent,
+            _ => Verdict::Stop,
+        }
+    }
+}
+
+/// The I/O error a `RedisError` holds, if any (behind its `Arc`).
+#[cfg(feature = "redis")]
+fn io_source(error: &redis::RedisError) -> Option<&std::io::Error> {
+    let held = std::error::Error::source(error)?;
+    // `source()` is the `Arc<dyn Error>` itself: look inside it.
+    held.downcast_ref::<std::sync::Arc<dyn std::error::Error + Send + Sync>>()
+        .and_then(|inner| inner.downcast_ref::<std::io::Error>())
+        .or_else(|| held.downcast_ref::<std::io::Error>())
+}
+
+/// A PostgreSQL error (tokio-postgres, and the blocking `postgres` crate,
+/// whose error is the same type):
+///
+/// - an error the server sent: by its SQLSTATE, as
+///   [`classify::sqlstate`](crate::classify::sqlstate) says (too many
+///   connections, starting up or shutting down, a serialization failure
+///   or a deadlock: retried; a constraint, syntax or data error: not);
+/// - a connection closed (the client's connection task ended: the server
+///   restarted, or the connection broke mid-query):
+///   [`Verdict::RetryIfIdempotent`], since the statement may have run;
+/// - an I/O error, while connecting or later: by the transport rule (a
+///   refused connection retried, a reset or a timeout only if idempotent);
+/// - everything else (a parameter or a row that does not convert, a bad
+///   configuration, a refused authentication): [`Verdict::Stop`].
+///
+/// A pool's checkout that timed out (deadpool's or bb8's `Timeout`) sent
+/// nothing: give the pool's error a `Classify` that says
+/// [`Verdict::Retry`] for it, and this one for its backend's error.
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use backstop::{classify::sqlstate, Verdict};
+/// use tokio_postgres::error::SqlState;
+///
+/// assert_eq!(sqlstate(SqlState::T_R_SERIALIZATION_FAILURE.code()), Verdict::Retry);
+/// assert_eq!(sqlstate(SqlState::UNIQUE_VIOLATION.code()), Verdict::Stop);
+/// ```
+#[cfg(feature = "tokio-postgres")]
+impl Classify for tokio_postgres::Error {
+    fn classify(&self) -> Verdict {
+        if let Some(code) = self.code() {
+            return crate::classify::sqlstate(code.code());
+        }
+        if self.is_closed() {
+            return Verdict::RetryIfIdempotent;
+        }
+        match std::error::Error::source(self).and_then(|e| e.downcast_ref::<std::io::Error>()) {
+            Some(io) => match io.classify() {
+                // An I/O error whose kind says nothing of the transport
+                // (the server went away mid-message): it may have run.
+                Verdict::Stop => Verdict::RetryIfIdempotent,
+                verdict => verdict,
+            },
+            None => Verdict::Stop,
+        }
+    }
+}

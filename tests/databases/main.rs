@@ -1,0 +1,68 @@
+//! Features `tokio-postgres` and `redis`: `#[retry]` over real PostgreSQL
+//! and Redis servers on 127.0.0.1, started, killed and restarted by the
+//! tests, with the clients people use (tokio-postgres, the blocking
+//! `postgres` crate, redis with its connection manager), errors boxed as
+//! services box them. Without the server binaries each test is skipped;
+//! `.ci/run` installs them and sets `BACKSTOP_REAL_SERVERS=1`.
+
+mod postgres;
+mod redis;
+mod servers;
+
+use std::time::{Duration, Instant};
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// What one call under load came to.
+#[derive(Debug)]
+struct Outcome {
+    /// The write's own key.
+    id: i64,
+    /// When it started, from the start of the load.
+    started: Duration,
+    took: Duration,
+    ok: bool,
+}
+
+/// Runs `tasks` tasks calling `call` with fresh ids, one call after
+/// another, until `stop` returns true; what every call came to.
+async fn load<F, Fut>(
+    tasks: i64,
+    origin: Instant,
+    call: F,
+    stop: impl Fn() -> bool + Send + Sync + 'static,
+) -> Vec<Outcome>
+where
+    F: Fn(i64) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = bool> + Send,
+{
+    let call = std::sync::Arc::new(call);
+    let stop = std::sync::Arc::new(stop);
+    let mut handles = Vec::new();
+    for task in 0..tasks {
+        let (call, stop) = (call.clone(), stop.clone());
+        handles.push(tokio::spawn(async move {
+            let mut outcomes = Vec::new();
+            let mut n = 0;
+            while !stop() {
+                let id = task * 1_000_000 + n;
+                n += 1;
+                let started = origin.elapsed();
+                let ok = call(id).await;
+                outcomes.push(Outcome {
+                    id,
+                    started,
+                    took: origin.elapsed().saturating_sub(started),
+                    ok,
+                });
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            outcomes
+        }));
+    }
+    let mut all = Vec::new();
+    for handle in handles {
+        all.extend(handle.await.unwrap());
+    }
+    all
+}

@@ -1,0 +1,215 @@
+//! Redis through redis-rs: a multiplexed connection, and the connection
+//! manager that reconnects on its own.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use backstop::{Classify, Verdict, retry};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{ErrorKind, RedisError, ServerErrorKind};
+
+use super::servers::Redis;
+use super::{BoxError, load};
+
+/// An append: not idempotent (a repeated `RPUSH` is a second entry).
+#[retry(deadline = 2s, attempt_timeout = 500ms, base = 50ms, attempts = 10)]
+async fn push(redis: &ConnectionManager, id: i64) -> Result<(), BoxError> {
+    let mut redis = redis.clone();
+    let _: i64 = redis::cmd("RPUSH")
+        .arg("log")
+        .arg(id)
+        .query_async(&mut redis)
+        .await?;
+    Ok(())
+}
+
+/// One retry layer: the manager reconnects when asked, and does not
+/// retry commands itself beyond one reconnection.
+fn manager_config() -> ConnectionManagerConfig {
+    ConnectionManagerConfig::new()
+        .set_number_of_retries(1)
+        .set_min_delay(Duration::from_millis(10))
+        .set_max_delay(Duration::from_millis(100))
+        .set_connection_timeout(Some(Duration::from_millis(500)))
+        .set_response_timeout(Some(Duration::from_millis(500)))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_under_load_applies_no_write_twice_and_the_calls_recover() {
+    let Some(mut server) = Redis::start("redis restart under load") else {
+        return;
+    };
+    let client = redis::Client::open(server.url()).unwrap();
+    let manager = ConnectionManager::new_with_config(client, manager_config())
+        .await
+        .unwrap();
+    let origin = Instant::now();
+    let done = Arc::new(AtomicBool::new(false));
+    let calls = {
+        let (manager, done) = (manager.clone(), done.clone());
+        tokio::spawn(load(
+            8,
+            origin,
+            move |id| {
+                let manager = manager.clone();
+                async move { push(&manager, id).await.is_ok() }
+            },
+            move || done.load(Ordering::Relaxed),
+        ))
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let down = origin.elapsed();
+    server.crash();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    server.up();
+    let back = origin.elapsed();
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    done.store(true, Ordering::Relaxed);
+    let outcomes = calls.await.unwrap();
+
+    let late: Vec<_> = outcomes
+        .iter()
+        .filter(|o| o.took > Duration::from_millis(2_050))
+        .collect();
+    assert!(late.is_empty(), "past the deadline: {late:?}");
+    assert!(
+        outcomes
+            .iter()
+            .any(|o| o.started > down && o.started < back)
+    );
+    let after: Vec<_> = outcomes
+        .iter()
+        .filter(|o| o.started > back + Duration::from_secs(1))
+        .collect();
+    assert!(!after.is_empty());
+    assert!(after.iter().all(|o| o.ok), "{after:?}");
+
+    let mut redis = manager.clone();
+    let log: Vec<i64> = redis::cmd("LRANGE")
+        .arg("log")
+        .arg(0)
+        .arg(-1)
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    let mut seen = std::collections::HashSet::new();
+    let twice: Vec<_> = log.iter().filter(|id| !seen.insert(**id)).collect();
+    assert!(twice.is_empty(), "applied twice: {twice:?}");
+    let lost: Vec<_> = outcomes
+        .iter()
+        .filter(|o| o.ok && !seen.contains(&o.id))
+        .collect();
+    assert!(lost.is_empty(), "acknowledged but not there: {lost:?}");
+    eprintln!(
+        "{} calls, {} failed, {} entries",
+        outcomes.len(),
+        outcomes.iter().filter(|o| !o.ok).count(),
+        log.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_servers_errors_are_classified_by_the_clients_own_predicates() {
+    let Some(mut server) = Redis::start("redis error classification") else {
+        return;
+    };
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut redis = client.get_multiplexed_async_connection().await.unwrap();
+
+    // A wrong type: the command ran, and would fail again.
+    let _: i64 = redis::cmd("RPUSH")
+        .arg("k")
+        .arg(1)
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    let wrong = redis::cmd("INCR")
+        .arg("k")
+        .query_async::<i64>(&mut redis)
+        .await
+        .unwrap_err();
+    assert_eq!(wrong.classify(), Verdict::Stop, "{wrong:?}");
+
+    // BUSY: a script runs past the busy threshold; the server runs no
+    // other command meanwhile.
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("lua-time-limit")
+        .arg(100)
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    let mut scripted = client.get_multiplexed_async_connection().await.unwrap();
+    let script = tokio::spawn(async move {
+        redis::cmd("EVAL")
+            .arg("while true do end")
+            .arg(0)
+            .query_async::<()>(&mut scripted)
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut other = client.get_multiplexed_async_connection().await.unwrap();
+    let busy = redis::cmd("GET")
+        .arg("k")
+        .query_async::<Option<String>>(&mut other)
+        .await
+        .unwrap_err();
+    assert_eq!(busy.code(), Some("BUSY"), "{busy:?}");
+    assert_eq!(busy.classify(), Verdict::Retry);
+    let _: () = redis::cmd("SCRIPT")
+        .arg("KILL")
+        .query_async(&mut other)
+        .await
+        .unwrap();
+    assert!(script.await.unwrap().is_err());
+
+    // The server goes away: a connection it had dropped may have had its
+    // command run; a new one is refused, and nothing was sent.
+    server.crash();
+    let dropped = redis::cmd("GET")
+        .arg("k")
+        .query_async::<Option<String>>(&mut redis)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        dropped.classify(),
+        Verdict::RetryIfIdempotent,
+        "{dropped:?}"
+    );
+    let refused = client.get_multiplexed_async_connection().await.unwrap_err();
+    assert_eq!(refused.classify(), Verdict::Retry, "{refused:?}");
+    // Boxed, as services keep their errors, and walked by its chain.
+    let wrapped = anyhow::Error::from(refused.clone()).context("loading the session");
+    assert_eq!(wrapped.classify(), Verdict::Retry, "through anyhow");
+    let boxed: BoxError = refused.into();
+    assert_eq!(boxed.classify(), Verdict::Retry, "through a Box<dyn Error>");
+}
+
+#[test]
+fn a_cluster_in_motion_is_retried() {
+    for kind in [
+        ServerErrorKind::TryAgain,
+        ServerErrorKind::Moved,
+        ServerErrorKind::Ask,
+        ServerErrorKind::BusyLoading,
+        ServerErrorKind::ClusterDown,
+        ServerErrorKind::MasterDown,
+        ServerErrorKind::ReadOnly,
+    ] {
+        let error = RedisError::from((ErrorKind::Server(kind), "in motion"));
+        assert_eq!(error.classify(), Verdict::Retry, "{kind:?}");
+    }
+    for kind in [
+        ServerErrorKind::NoScript,
+        ServerErrorKind::ExecAbort,
+        ServerErrorKind::ResponseError,
+    ] {
+        let error = RedisError::from((ErrorKind::Server(kind), "no"));
+        assert_eq!(error.classify(), Verdict::Stop, "{kind:?}");
+    }
+    let timed_out = RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut));
+    assert_eq!(timed_out.classify(), Verdict::RetryIfIdempotent);
+    let auth = RedisError::from((ErrorKind::AuthenticationFailed, "WRONGPASS"));
+    assert_eq!(auth.classify(), Verdict::Stop);
+}
