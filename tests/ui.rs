@@ -20,7 +20,9 @@
         feature = "async-io",
         feature = "custom-timer",
         feature = "redis",
-        feature = "tokio-postgres"
+        feature = "tokio-postgres",
+        feature = "deadpool",
+        feature = "bb8"
     )),
     ignore = "the snapshots are taken with every feature: run `cargo test --workspace`"
 )]

@@ -202,6 +202,27 @@ fn known(error: &(dyn Error + 'static)) -> Option<Verdict> {
     if let Some(error) = error.downcast_ref::<::tokio_postgres::Error>() {
         return Some(error.classify());
     }
+    // The pools of those clients: a pool's error is generic over its
+    // backend's, so each pairing is its own type.
+    #[cfg(all(feature = "deadpool", feature = "tokio-postgres"))]
+    if let Some(error) =
+        error.downcast_ref::<::deadpool::managed::PoolError<::tokio_postgres::Error>>()
+    {
+        return Some(error.classify());
+    }
+    #[cfg(all(feature = "deadpool", feature = "redis"))]
+    if let Some(error) = error.downcast_ref::<::deadpool::managed::PoolError<::redis::RedisError>>()
+    {
+        return Some(error.classify());
+    }
+    #[cfg(all(feature = "bb8", feature = "tokio-postgres"))]
+    if let Some(error) = error.downcast_ref::<::bb8::RunError<::tokio_postgres::Error>>() {
+        return Some(error.classify());
+    }
+    #[cfg(all(feature = "bb8", feature = "redis"))]
+    if let Some(error) = error.downcast_ref::<::bb8::RunError<::redis::RedisError>>() {
+        return Some(error.classify());
+    }
     None
 }
 

@@ -5,7 +5,12 @@
 //! executed (a connection dropped after the command was written) only for
 //! an idempotent call.
 
-#[cfg(any(feature = "redis", feature = "tokio-postgres"))]
+#[cfg(any(
+    feature = "redis",
+    feature = "tokio-postgres",
+    feature = "deadpool",
+    feature = "bb8"
+))]
 use crate::classify::{Classify, Verdict};
 
 /// A Redis error, by what the client says of it:
@@ -124,6 +129,61 @@ impl Classify for tokio_postgres::Error {
                 verdict => verdict,
             },
             None => Verdict::Stop,
+        }
+    }
+}
+
+/// A deadpool checkout (deadpool-postgres, deadpool-redis...): one that
+/// timed out, waiting for a connection, making one or checking one, sent
+/// nothing of the call ([`Verdict::Retry`]); the backend's error, or a
+/// `post_create` hook's, is classified as its own; a closed pool, or one
+/// with no runtime for its timeouts, is [`Verdict::Stop`]. Found in a
+/// source chain for tokio-postgres's and redis's pools.
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use backstop::{Classify, Verdict};
+/// use deadpool::managed::{PoolError, TimeoutType};
+///
+/// let timed_out: PoolError<std::io::Error> = PoolError::Timeout(TimeoutType::Wait);
+/// assert_eq!(timed_out.classify(), Verdict::Retry);
+/// let refused = PoolError::Backend(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+/// assert_eq!(refused.classify(), Verdict::Retry);
+/// assert_eq!(PoolError::<std::io::Error>::Closed.classify(), Verdict::Stop);
+/// ```
+#[cfg(feature = "deadpool")]
+impl<E: Classify> Classify for deadpool::managed::PoolError<E> {
+    fn classify(&self) -> Verdict {
+        use deadpool::managed::{HookError, PoolError};
+        match self {
+            PoolError::Timeout(_) => Verdict::Retry,
+            PoolError::Backend(error) | PoolError::PostCreateHook(HookError::Backend(error)) => {
+                error.classify()
+            }
+            _ => Verdict::Stop,
+        }
+    }
+}
+
+/// A bb8 checkout (bb8-postgres, bb8-redis...): one that timed out sent
+/// nothing of the call ([`Verdict::Retry`]); the backend's error is
+/// classified as its own. Found in a source chain for tokio-postgres's
+/// and redis's pools.
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use backstop::{Classify, Verdict};
+///
+/// assert_eq!(bb8::RunError::<std::io::Error>::TimedOut.classify(), Verdict::Retry);
+/// let reset = bb8::RunError::User(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
+/// assert_eq!(reset.classify(), Verdict::RetryIfIdempotent);
+/// ```
+#[cfg(feature = "bb8")]
+impl<E: Classify> Classify for bb8::RunError<E> {
+    fn classify(&self) -> Verdict {
+        match self {
+            bb8::RunError::TimedOut => Verdict::Retry,
+            bb8::RunError::User(error) => error.classify(),
         }
     }
 }

@@ -97,7 +97,8 @@ impl Attempted {
     }
 
     /// The call ends with this outcome, whatever the policy: an answer, or
-    /// a dependency that said not to retry.
+    /// a dependency that said not to retry. (What ends a hedged round.)
+    #[cfg(all(feature = "async", not(loom)))]
     pub(crate) const fn is_final(self) -> bool {
         self.answered() || matches!(self, Self::Failed(Verdict::StopOverloaded))
     }
@@ -139,7 +140,8 @@ impl From<Verdict> for Attempted {
     note = "errors of other crates are classified with backstop's features: \
             `anyhow` for `anyhow::Error`, `reqwest` for `reqwest::Error`, `http` for \
             `http::StatusCode`, `tonic` for `tonic::Status`, `redis` for `redis::RedisError`, \
-            `tokio-postgres` for `tokio_postgres::Error` and `postgres::Error` \
+            `tokio-postgres` for `tokio_postgres::Error` and `postgres::Error`, \
+            `deadpool` and `bb8` for their pools' errors \
             (`std::io::Error` and `Box<dyn Error>` need none)",
     note = "an error type that wraps others is classified by the first error of its \
             source chain that backstop knows with `when = backstop::classify::by_source_chain`"

@@ -5,6 +5,7 @@
 //! services box them. Without the server binaries each test is skipped;
 //! `.ci/run` installs them and sets `BACKSTOP_REAL_SERVERS=1`.
 
+mod pools;
 mod postgres;
 mod redis;
 mod servers;

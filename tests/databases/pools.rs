@@ -1,0 +1,99 @@
+//! The pools of those clients, deadpool's and bb8's, over the real
+//! servers: a checkout that timed out sent nothing, and is retried.
+
+use std::time::Duration;
+
+use backstop::{Classify, Verdict};
+
+use super::BoxError;
+use super::servers::{Postgres, Redis};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deadpool_checkout_that_timed_out_is_retried_and_the_backends_error_is_its_own() {
+    let Some(server) = Postgres::start("deadpool-postgres") else {
+        return;
+    };
+    let mut config = deadpool_postgres::Config::new();
+    config.host = Some("127.0.0.1".to_owned());
+    config.port = Some(server.port);
+    config.user = Some("postgres".to_owned());
+    config.dbname = Some("postgres".to_owned());
+    let mut pool = deadpool_postgres::PoolConfig::new(1);
+    pool.timeouts.wait = Some(Duration::from_millis(100));
+    config.pool = Some(pool);
+    let pool = config
+        .create_pool(
+            Some(deadpool_postgres::Runtime::Tokio1),
+            tokio_postgres::NoTls,
+        )
+        .unwrap();
+    let held = pool.get().await.unwrap();
+    let Err(timed_out) = pool.get().await else {
+        panic!("a second connection from a pool of one");
+    };
+    assert!(
+        matches!(timed_out, deadpool_postgres::PoolError::Timeout(_)),
+        "{timed_out:?}"
+    );
+    assert_eq!(timed_out.classify(), Verdict::Retry);
+    let boxed: BoxError = timed_out.into();
+    assert_eq!(boxed.classify(), Verdict::Retry, "through a Box<dyn Error>");
+    drop(held);
+    // The server gone, the pool's connection closed: making a new one is
+    // refused, which the pool reports as its backend's error.
+    server.crash();
+    let Err(refused) = pool.get().await else {
+        panic!("a connection from a stopped server");
+    };
+    assert!(
+        matches!(refused, deadpool_postgres::PoolError::Backend(_)),
+        "{refused:?}"
+    );
+    assert_eq!(refused.classify(), Verdict::Retry, "{refused:?}");
+    let boxed: BoxError = refused.into();
+    assert_eq!(boxed.classify(), Verdict::Retry, "through a Box<dyn Error>");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bb8_checkout_that_timed_out_is_retried() {
+    let Some(server) = Redis::start("bb8-redis") else {
+        return;
+    };
+    let manager = bb8_redis::RedisConnectionManager::new(server.url()).unwrap();
+    let pool = bb8::Pool::builder()
+        .max_size(1)
+        .connection_timeout(Duration::from_millis(100))
+        .build(manager)
+        .await
+        .unwrap();
+    let held = pool.get().await.unwrap();
+    let Err(timed_out) = pool.get().await else {
+        panic!("a second connection from a pool of one");
+    };
+    assert!(
+        matches!(timed_out, bb8::RunError::TimedOut),
+        "{timed_out:?}"
+    );
+    assert_eq!(timed_out.classify(), Verdict::Retry);
+    let boxed: BoxError = timed_out.into();
+    assert_eq!(boxed.classify(), Verdict::Retry, "through a Box<dyn Error>");
+    drop(held);
+}
+
+#[test]
+fn every_pairing_of_pool_and_client_is_found_in_a_source_chain() {
+    use deadpool::managed::{PoolError, TimeoutType};
+    let boxed: [BoxError; 4] = [
+        PoolError::<tokio_postgres::Error>::Timeout(TimeoutType::Create).into(),
+        PoolError::<redis::RedisError>::Timeout(TimeoutType::Recycle).into(),
+        bb8::RunError::<tokio_postgres::Error>::TimedOut.into(),
+        bb8::RunError::<redis::RedisError>::TimedOut.into(),
+    ];
+    for error in &boxed {
+        assert_eq!(error.classify(), Verdict::Retry, "{error:?}");
+    }
+    let dropped =
+        redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
+    let boxed: BoxError = bb8::RunError::User(dropped).into();
+    assert_eq!(boxed.classify(), Verdict::RetryIfIdempotent);
+}
