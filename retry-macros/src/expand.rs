@@ -895,7 +895,7 @@ fn setup(args: &Args, rt: &TokenStream, n: &Names) -> TokenStream {
             };
             // Through `own`: a test under `testing::isolate()` gets a
             // fresh one instead.
-            let own_ref = quote!(#rt::BudgetRef::Throttle(&#own_budget));
+            let own_ref = quote!(#rt::BudgetRef::Throttle(#rt::own(&#own_budget)));
             let init = if args.policy.value().is_some() {
                 quote!(#rt::policy_budget(#policy, || #own_ref))
             } else {

@@ -59,9 +59,10 @@ impl Classify for io::Error {
     /// assert_eq!(Error::from(ErrorKind::NotFound).classify(), Verdict::Stop);
     /// ```
     fn classify(&self) -> Verdict {
-        if never_sent(self.kind()) {
+        let kind = self.kind();
+        if never_sent(kind) {
             Verdict::Retry
-        } else if may_have_been_sent(self.kind()) {
+        } else if may_have_been_sent(kind) {
             Verdict::RetryIfIdempotent
         } else {
             Verdict::Stop
@@ -71,6 +72,7 @@ impl Classify for io::Error {
 
 /// The transport failures that prove the request never left: no
 /// connection was made, or the call did nothing.
+#[inline]
 pub(crate) fn never_sent(kind: io::ErrorKind) -> bool {
     use io::ErrorKind as K;
     matches!(
@@ -88,6 +90,7 @@ pub(crate) fn never_sent(kind: io::ErrorKind) -> bool {
 
 /// The transport failures that can come after the request was written:
 /// the other side may have done the work (a reset is a timeout's twin).
+#[inline]
 fn may_have_been_sent(kind: io::ErrorKind) -> bool {
     use io::ErrorKind as K;
     matches!(

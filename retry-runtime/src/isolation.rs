@@ -200,13 +200,20 @@ pub fn own<T: Fresh>(own: &T) -> &T {
 /// [`own`] of a budget: what a call draws on, under isolation.
 #[inline]
 pub(crate) fn own_budget(budget: Option<BudgetRef<'_>>) -> Option<BudgetRef<'_>> {
-    match budget {
-        Some(_) if ISOLATING.load(Ordering::Relaxed) => budget.map(|budget| match budget {
-            BudgetRef::Throttle(throttle) => BudgetRef::Throttle(isolated(throttle)),
-            BudgetRef::Window(window) => BudgetRef::Window(isolated(window)),
-        }),
-        _ => budget,
+    if ISOLATING.load(Ordering::Relaxed) {
+        isolated_budget(budget)
+    } else {
+        budget
     }
+}
+
+#[cold]
+#[inline(never)]
+fn isolated_budget(budget: Option<BudgetRef<'_>>) -> Option<BudgetRef<'_>> {
+    budget.map(|budget| match budget {
+        BudgetRef::Throttle(throttle) => BudgetRef::Throttle(isolated(throttle)),
+        BudgetRef::Window(window) => BudgetRef::Window(isolated(window)),
+    })
 }
 
 #[cold]

@@ -79,7 +79,7 @@ pub fn policy_budget(
     if policy.has_default_budget() {
         Some(own())
     } else {
-        policy.get_budget()
+        crate::isolation::own_budget(policy.get_budget())
     }
 }
 
@@ -224,15 +224,18 @@ pub trait SharedBudget: Sync + 'static {
     fn budget(&'static self) -> BudgetRef<'static>;
 }
 
+// Each through `own`: a test under `testing::isolate()` draws on a fresh
+// copy instead.
+
 impl SharedBudget for RetryBudget {
     fn budget(&'static self) -> BudgetRef<'static> {
-        BudgetRef::Window(self)
+        BudgetRef::Window(own(self))
     }
 }
 
 impl SharedBudget for RetryThrottle {
     fn budget(&'static self) -> BudgetRef<'static> {
-        BudgetRef::Throttle(self)
+        BudgetRef::Throttle(own(self))
     }
 }
 
@@ -244,13 +247,13 @@ pub trait BudgetKind: Sync + 'static {
 
 impl BudgetKind for RetryBudget {
     fn kind(&'static self) -> BudgetRef<'static> {
-        BudgetRef::Window(self)
+        BudgetRef::Window(own(self))
     }
 }
 
 impl BudgetKind for RetryThrottle {
     fn kind(&'static self) -> BudgetRef<'static> {
-        BudgetRef::Throttle(self)
+        BudgetRef::Throttle(own(self))
     }
 }
 

@@ -128,7 +128,7 @@ impl<'a, C: Clock> AttemptState<'a, C> {
         let (start, deadline) = start_and_deadline(policy, &clock);
         Self::started(
             policy,
-            policy.get_budget(),
+            crate::isolation::own_budget(policy.get_budget()),
             clock,
             start,
             deadline,
@@ -149,7 +149,7 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     ) -> Self {
         Self {
             policy,
-            budget: crate::isolation::own_budget(budget),
+            budget,
             deadline,
             clock,
             start,

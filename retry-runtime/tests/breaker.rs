@@ -46,6 +46,17 @@ fn a_success_resets_the_count_and_stop_failures_never_count() {
 }
 
 #[test]
+fn an_overloaded_dependencys_pushback_counts_as_a_failure() {
+    // Not retried, but the dependency's fault: gRPC's "do not retry".
+    let breaker = CircuitBreaker::new(3, COOLDOWN);
+    let now = Instant::now();
+    for _ in 0..3 {
+        fail(&breaker, now, Verdict::StopOverloaded);
+    }
+    assert_eq!(breaker.state(), BreakerState::Open);
+}
+
+#[test]
 fn after_the_cooldown_one_probe_closes_or_reopens() {
     let breaker = CircuitBreaker::new(1, COOLDOWN);
     let t0 = Instant::now();

@@ -122,6 +122,7 @@ fn any_verdict() -> impl Strategy<Value = Option<Verdict>> {
         3 => Just(Some(Verdict::Retry)),
         1 => Just(None),
         1 => Just(Some(Verdict::Stop)),
+        1 => Just(Some(Verdict::StopOverloaded)),
         1 => Just(Some(Verdict::RetryIfIdempotent)),
         1 => (0u64..20_000).prop_map(|ms| Some(Verdict::RetryAfter(Duration::from_millis(ms)))),
     ]
@@ -191,7 +192,9 @@ proptest! {
                 }
                 Decision::GiveUp(reason) => {
                     match step.verdict {
-                        Some(Verdict::Stop) => prop_assert_eq!(reason, GiveUp::Stopped),
+                        Some(Verdict::Stop | Verdict::StopOverloaded) => {
+                            prop_assert_eq!(reason, GiveUp::Stopped);
+                        }
                         Some(Verdict::RetryIfIdempotent) if !idempotent => {
                             prop_assert_eq!(reason, GiveUp::NotIdempotent);
                         }
@@ -203,6 +206,7 @@ proptest! {
                     granted_at.push(vt.now());
                     prop_assert!(step.verdict.is_some(), "a success was retried");
                     prop_assert_ne!(step.verdict, Some(Verdict::Stop), "a Stop was retried");
+                    prop_assert_ne!(step.verdict, Some(Verdict::StopOverloaded), "a pushback was retried");
                     if step.verdict == Some(Verdict::RetryIfIdempotent) {
                         prop_assert!(idempotent, "an ambiguous failure of a non-idempotent call was retried");
                     }

@@ -50,7 +50,8 @@ struct First<'a, C> {
 }
 
 impl<'a, C: Clock> Call<'a, C> {
-    /// Starts a call of `function` under `policy`, drawing on `budget`:
+    /// Starts a call of `function` under `policy`, drawing on `budget` as
+    /// it is (`#[retry]` has asked [`own`](crate::testing::own) for it):
     /// as `AttemptState::new(policy, clock).budget(budget).function(function)`
     /// does, reading the same clock once.
     #[inline]
@@ -65,7 +66,7 @@ impl<'a, C: Clock> Call<'a, C> {
         obs.set_function(function);
         Self(Phase::First(First {
             policy,
-            budget: crate::isolation::own_budget(budget),
+            budget,
             clock,
             start,
             deadline,
