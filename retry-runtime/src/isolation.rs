@@ -39,13 +39,16 @@ thread_local! {
 /// middleware — is replaced by one fresh for this guard, made with the
 /// same configuration: the test sees what a fresh process would. The
 /// statics themselves are left as they are; [`own(&PG)`](own) is the
-/// instance the calls on this thread draw on in its place.
+/// instance the calls on this thread draw on in its place. (A budget the
+/// test makes itself and lends to a call is replaced too, as the runtime
+/// cannot tell it from a `static`: read its state through `own` as well.)
 ///
 /// It applies to calls that start on this thread: every call of a sync
 /// test, and of an async test on a current-thread runtime (the default of
 /// `#[tokio::test]`), spawned tasks included. A guard started inside
-/// another shadows it until dropped. Each (guard, function) pair keeps a
-/// fresh throttle (a few dozen bytes) until the process exits.
+/// another shadows it until dropped. Each (guard, original) pair keeps its
+/// fresh copy (tens of bytes, a few hundred for an adaptive throttle)
+/// until the process exits.
 ///
 /// ```
 /// # extern crate retry_runtime as backstop;
@@ -57,8 +60,7 @@ thread_local! {
 /// static OWN: RetryThrottle = RetryThrottle::standard();
 /// let fail = |attempts: &mut u32| -> Result<(), Error> {
 ///     let policy = Policy::new();
-///     let budget = backstop::testing::own(&OWN);
-///     Retry::new(&policy).budget(budget).call(|| {
+///     Retry::new(&policy).budget(&OWN).call(|| {
 ///         *attempts += 1;
 ///         Err(ErrorKind::ConnectionRefused.into())
 ///     })

@@ -106,3 +106,71 @@ fn every_pairing_of_pool_and_client_is_found_in_a_source_chain() {
     let boxed: BoxError = bb8::RunError::User(dropped).into();
     assert_eq!(boxed.classify(), Verdict::RetryIfIdempotent);
 }
+
+// The README's two functions, as written there.
+
+#[backstop::retry(deadline = 2s, attempt_timeout = 1s)]
+async fn insert_order(pool: &deadpool_postgres::Pool, id: i64) -> Result<(), BoxError> {
+    let client = pool.get().await?;
+    client
+        .execute("INSERT INTO orders (id) VALUES ($1)", &[&id])
+        .await?;
+    Ok(())
+}
+
+#[backstop::retry(deadline = 2s, attempt_timeout = 500ms, idempotent)]
+async fn session(
+    redis: &redis::aio::ConnectionManager,
+    key: &str,
+) -> Result<Option<String>, BoxError> {
+    use redis::AsyncCommands;
+    Ok(redis.clone().get(key).await?)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readmes_functions_run_against_the_servers() {
+    let (Some(postgres), Some(mut redis)) = (
+        Postgres::start("the README's functions"),
+        Redis::start("the README's functions"),
+    ) else {
+        return;
+    };
+    let mut config = deadpool_postgres::Config::new();
+    config.host = Some("127.0.0.1".to_owned());
+    config.port = Some(postgres.port);
+    config.user = Some("postgres".to_owned());
+    config.dbname = Some("postgres".to_owned());
+    let pool = config
+        .create_pool(
+            Some(deadpool_postgres::Runtime::Tokio1),
+            tokio_postgres::NoTls,
+        )
+        .unwrap();
+    pool.get()
+        .await
+        .unwrap()
+        .batch_execute("CREATE TABLE orders (id bigint NOT NULL)")
+        .await
+        .unwrap();
+    insert_order(&pool, 7).await.unwrap();
+    let client = redis::Client::open(redis.url()).unwrap();
+    let manager = redis::aio::ConnectionManager::new(client).await.unwrap();
+    assert_eq!(session(&manager, "nobody").await.unwrap(), None);
+    insert_order(&pool, 8).await.unwrap();
+    let rows: Vec<i64> = pool
+        .get()
+        .await
+        .unwrap()
+        .query("SELECT id FROM orders ORDER BY id", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert_eq!(rows, [7, 8]);
+    redis.crash();
+    // Dropped or refused, retried (idempotent) until the deadline or the
+    // attempts ran out: the last error, unchanged.
+    let error = session(&manager, "nobody").await.unwrap_err();
+    assert!(error.classify().is_retryable(), "{error:?}");
+}
