@@ -25,6 +25,30 @@ struct Outcome {
     ok: bool,
 }
 
+/// What a restart under load must leave: no call past its 2 s deadline
+/// (with `attempt_timeout`, a call returns by it), calls made while the
+/// server was down, and every call made a second after it came back a
+/// success.
+fn the_restart_held(outcomes: &[Outcome], down: Duration, back: Duration) {
+    let late: Vec<_> = outcomes
+        .iter()
+        .filter(|o| o.took > Duration::from_millis(2_050))
+        .collect();
+    assert!(late.is_empty(), "past the deadline: {late:?}");
+    assert!(
+        outcomes
+            .iter()
+            .any(|o| o.started > down && o.started < back),
+        "no call met the server down"
+    );
+    let after: Vec<_> = outcomes
+        .iter()
+        .filter(|o| o.started > back + Duration::from_secs(1))
+        .collect();
+    assert!(!after.is_empty());
+    assert!(after.iter().all(|o| o.ok), "{after:?}");
+}
+
 /// Runs `tasks` tasks calling `call` with fresh ids, one call after
 /// another, until `stop` returns true; what every call came to.
 async fn load<F, Fut>(

@@ -8,16 +8,22 @@ use backstop::{Classify, Verdict};
 use super::BoxError;
 use super::servers::{Postgres, Redis};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_deadpool_checkout_that_timed_out_is_retried_and_the_backends_error_is_its_own() {
-    let Some(server) = Postgres::start("deadpool-postgres") else {
-        return;
-    };
+/// deadpool-postgres's configuration of `server`.
+fn deadpool_config(server: &Postgres) -> deadpool_postgres::Config {
     let mut config = deadpool_postgres::Config::new();
     config.host = Some("127.0.0.1".to_owned());
     config.port = Some(server.port);
     config.user = Some("postgres".to_owned());
     config.dbname = Some("postgres".to_owned());
+    config
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deadpool_checkout_that_timed_out_is_retried_and_the_backends_error_is_its_own() {
+    let Some(server) = Postgres::start("deadpool-postgres") else {
+        return;
+    };
+    let mut config = deadpool_config(&server);
     let mut pool = deadpool_postgres::PoolConfig::new(1);
     pool.timeouts.wait = Some(Duration::from_millis(100));
     config.pool = Some(pool);
@@ -135,12 +141,7 @@ async fn the_readmes_functions_run_against_the_servers() {
     ) else {
         return;
     };
-    let mut config = deadpool_postgres::Config::new();
-    config.host = Some("127.0.0.1".to_owned());
-    config.port = Some(postgres.port);
-    config.user = Some("postgres".to_owned());
-    config.dbname = Some("postgres".to_owned());
-    let pool = config
+    let pool = deadpool_config(&postgres)
         .create_pool(
             Some(deadpool_postgres::Runtime::Tokio1),
             tokio_postgres::NoTls,
