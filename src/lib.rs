@@ -900,10 +900,10 @@
 //! [`std::io::Error`] is classified by kind, by whether the request can
 //! have reached the other side. What proves nothing was sent is retried: a
 //! refused connection, `NotConnected`, `AddrNotAvailable`, a host or
-//! network unreachable, the network down, `Interrupted` and `WouldBlock`.
+//! network unreachable, the network down, `Interrupted`.
 //! What can come after the request was written is ambiguous, retried only
 //! for idempotent operations: a connection reset or aborted, a broken
-//! pipe, an unexpected end of stream, `TimedOut` (a server that did the
+//! pipe, an unexpected end of stream, `TimedOut` and `WouldBlock` (a socket's read timeout on Unix; a server that did the
 //! work and then dropped the connection looks like one that never saw the
 //! request). Everything else stops. Declare reads `idempotent`, so that
 //! they are retried after a reset too.

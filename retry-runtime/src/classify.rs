@@ -37,11 +37,11 @@ impl Classify for io::Error {
     ///
     /// - nothing was sent: a refused connection, a socket not connected,
     ///   an address not available, a host or network unreachable, the
-    ///   network down, an interrupted or would-block call:
-    ///   [`Verdict::Retry`];
+    ///   network down, an interrupted call: [`Verdict::Retry`];
     /// - it may have been sent and acted on: a connection reset or
     ///   aborted, a broken pipe, an end of stream before the answer, a
-    ///   timeout: [`Verdict::RetryIfIdempotent`]. A server that did the
+    ///   timeout (`WouldBlock` too: a socket's read timeout on Unix):
+    ///   [`Verdict::RetryIfIdempotent`]. A server that did the
     ///   work and then dropped the connection looks exactly like one that
     ///   never saw the request, so a write is repeated only when the call
     ///   is declared `idempotent`;
@@ -84,7 +84,6 @@ pub(crate) fn never_sent(kind: io::ErrorKind) -> bool {
             | K::NetworkUnreachable
             | K::NetworkDown
             | K::Interrupted
-            | K::WouldBlock
     )
 }
 
@@ -95,7 +94,14 @@ fn may_have_been_sent(kind: io::ErrorKind) -> bool {
     use io::ErrorKind as K;
     matches!(
         kind,
-        K::ConnectionReset | K::ConnectionAborted | K::BrokenPipe | K::UnexpectedEof | K::TimedOut
+        K::ConnectionReset
+            | K::ConnectionAborted
+            | K::BrokenPipe
+            | K::UnexpectedEof
+            | K::TimedOut
+            // A socket's read timeout (`set_read_timeout`) on Unix: the
+            // request was written, the answer did not come in time.
+            | K::WouldBlock
     )
 }
 
@@ -459,7 +465,6 @@ mod tests {
             K::NetworkUnreachable,
             K::NetworkDown,
             K::Interrupted,
-            K::WouldBlock,
         ];
         for kind in never_sent {
             assert_eq!(io::Error::from(kind).classify(), Verdict::Retry, "{kind:?}");
@@ -470,6 +475,7 @@ mod tests {
             K::BrokenPipe,
             K::UnexpectedEof,
             K::TimedOut,
+            K::WouldBlock,
         ];
         for kind in may_have_been_sent {
             assert_eq!(

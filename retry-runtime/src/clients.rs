@@ -64,6 +64,9 @@ impl Classify for redis::RedisError {
             | K::NoValidReplicasFoundBySentinel => Verdict::Retry,
             // A script runs: the server ran nothing else meanwhile.
             K::Extension if self.code() == Some("BUSY") => Verdict::Retry,
+            // A read timeout (`TimedOut`, or `WouldBlock` from a socket's
+            // timeout): the command was sent.
+            K::Io if self.is_timeout() => Verdict::RetryIfIdempotent,
             K::Io => match io_source(self) {
                 Some(io) if crate::classify::never_sent(io.kind()) => Verdict::Retry,
                 // Dropped, reset, timed out, or a kind it does not say.
@@ -136,7 +139,9 @@ impl Classify for tokio_postgres::Error {
 /// A deadpool checkout (deadpool-postgres, deadpool-redis...): one that
 /// timed out, waiting for a connection, making one or checking one, sent
 /// nothing of the call ([`Verdict::Retry`]); the backend's error, or a
-/// `post_create` hook's, is classified as its own; a closed pool, or one
+/// `post_create` hook's, is classified as its own, except that what it
+/// calls ambiguous is retried (the connection was being made: nothing of
+/// the call was sent); a closed pool, or one
 /// with no runtime for its timeouts, is [`Verdict::Stop`]. Found in a
 /// source chain for tokio-postgres's and redis's pools.
 ///
@@ -158,7 +163,7 @@ impl<E: Classify> Classify for deadpool::managed::PoolError<E> {
         match self {
             PoolError::Timeout(_) => Verdict::Retry,
             PoolError::Backend(error) | PoolError::PostCreateHook(HookError::Backend(error)) => {
-                error.classify()
+                checkout(error.classify())
             }
             _ => Verdict::Stop,
         }
@@ -167,7 +172,8 @@ impl<E: Classify> Classify for deadpool::managed::PoolError<E> {
 
 /// A bb8 checkout (bb8-postgres, bb8-redis...): one that timed out sent
 /// nothing of the call ([`Verdict::Retry`]); the backend's error is
-/// classified as its own. Found in a source chain for tokio-postgres's
+/// classified as its own, what it calls ambiguous retried (nothing of the
+/// call was sent while the connection was made). Found in a source chain for tokio-postgres's
 /// and redis's pools.
 ///
 /// ```
@@ -175,15 +181,27 @@ impl<E: Classify> Classify for deadpool::managed::PoolError<E> {
 /// use backstop::{Classify, Verdict};
 ///
 /// assert_eq!(bb8::RunError::<std::io::Error>::TimedOut.classify(), Verdict::Retry);
+/// // A reset while the pool made the connection: the call was not sent.
 /// let reset = bb8::RunError::User(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
-/// assert_eq!(reset.classify(), Verdict::RetryIfIdempotent);
+/// assert_eq!(reset.classify(), Verdict::Retry);
 /// ```
 #[cfg(feature = "bb8")]
 impl<E: Classify> Classify for bb8::RunError<E> {
     fn classify(&self) -> Verdict {
         match self {
             bb8::RunError::TimedOut => Verdict::Retry,
-            bb8::RunError::User(error) => error.classify(),
+            bb8::RunError::User(error) => checkout(error.classify()),
         }
+    }
+}
+
+/// The verdict on a pool's error while it made or checked a connection:
+/// none of the call was sent yet, so what the backend calls ambiguous (a
+/// connect timeout, a reset during the handshake) is retried.
+#[cfg(any(feature = "deadpool", feature = "bb8"))]
+fn checkout(verdict: Verdict) -> Verdict {
+    match verdict {
+        Verdict::RetryIfIdempotent => Verdict::Retry,
+        verdict => verdict,
     }
 }

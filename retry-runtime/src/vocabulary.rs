@@ -18,6 +18,7 @@ use std::time::Duration;
 /// assert_eq!(Verdict::from(false), Verdict::Stop);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Verdict {
     /// Transient: another attempt may well succeed.
     Retry,
@@ -254,7 +255,8 @@ pub enum Decision {
     Retry(Duration),
 }
 
-/// The error of an attempt that ran out of time under `attempt_timeout`.
+/// The error of a time limit that ran out: an attempt's under
+/// `attempt_timeout`, or the future `backstop::deadline` ran.
 ///
 /// A function with `#[retry(attempt_timeout = ..)]` returns it through its
 /// own error type, which must implement `From<Elapsed>`. A timed-out
@@ -264,7 +266,7 @@ pub enum Decision {
 /// ```
 /// # extern crate retry_runtime as backstop;
 /// use backstop::Elapsed;
-/// assert_eq!(Elapsed::new().to_string(), "attempt timed out");
+/// assert_eq!(Elapsed::new().to_string(), "time limit elapsed");
 /// // Matched without naming its private field:
 /// let outcome: Result<(), Elapsed> = Err(Elapsed::default());
 /// assert!(matches!(outcome, Err(Elapsed { .. })));
@@ -283,7 +285,7 @@ impl Elapsed {
 
 impl fmt::Display for Elapsed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("attempt timed out")
+        f.write_str("time limit elapsed")
     }
 }
 
