@@ -320,3 +320,22 @@ fn a_named_budget_breaker_and_adaptive_throttle_are_fresh_in_each_isolation() {
     assert_eq!(BREAKER.state(), backstop::BreakerState::Closed);
     assert_eq!(WINDOW.stats().calls, 0);
 }
+
+#[test]
+fn a_budget_lent_to_the_state_machine_is_used_as_it_is() {
+    // A budget made for one case and dropped: the next case's, at the same
+    // address perhaps, is its own, not a copy of the first.
+    let _fresh = isolate();
+    let policy = backstop::Policy::new();
+    for max in [4, 100] {
+        let throttle = backstop::RetryThrottle::new(max, 0.1);
+        let mut state =
+            backstop::AttemptState::new(&policy, backstop::SystemClock).budget(Some(&throttle));
+        let _ = state.decide(backstop::Attempted::Failed(backstop::Verdict::Retry));
+        assert!(
+            (throttle.tokens() - f64::from(max - 1)).abs() < 1e-9,
+            "{max}: {}",
+            throttle.tokens()
+        );
+    }
+}

@@ -39,9 +39,11 @@ thread_local! {
 /// middleware — is replaced by one fresh for this guard, made with the
 /// same configuration: the test sees what a fresh process would. The
 /// statics themselves are left as they are; [`own(&PG)`](own) is the
-/// instance the calls on this thread draw on in its place. (A budget the
-/// test makes itself and lends to a call is replaced too, as the runtime
-/// cannot tell it from a `static`: read its state through `own` as well.)
+/// instance the calls on this thread draw on in its place. A layer's or
+/// middleware's throttle of its own, and a budget lent to the state
+/// machine itself (`AttemptState::budget`), are used as they are: they are
+/// the test's own already. (A `Retry` built before the guard keeps what it
+/// was built with.)
 ///
 /// It applies to calls that start on this thread: every call of a sync
 /// test, and of an async test on a current-thread runtime (the default of

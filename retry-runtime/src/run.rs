@@ -437,12 +437,13 @@ impl<'a> Retry<'a> {
     /// ```
     #[track_caller]
     pub fn new(policy: &'a Policy) -> Self {
-        let budget = if policy.has_default_budget() {
+        // (Through `own`: under `testing::isolate()`, a fresh copy.)
+        let budget = crate::isolation::own_budget(if policy.has_default_budget() {
             let site = crate::throttle::at_call_site(std::panic::Location::caller());
             Some(BudgetRef::Throttle(site))
         } else {
             policy.get_budget()
-        };
+        });
         Self {
             policy,
             budget,
@@ -603,7 +604,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// let _ = Retry::new(&policy).budget(&FRESH_EVERY_TIME).call(|| Ok::<_, std::io::Error>(()));
     /// ```
     pub fn budget(mut self, budget: impl Into<BudgetRef<'static>>) -> Self {
-        self.budget = Some(budget.into());
+        self.budget = crate::isolation::own_budget(Some(budget.into()));
         self
     }
 

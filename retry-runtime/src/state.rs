@@ -186,7 +186,7 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     #[must_use]
     #[inline]
     pub fn budget(mut self, budget: impl IntoBudget<'a>) -> Self {
-        self.budget = crate::isolation::own_budget(budget.into_budget());
+        self.budget = budget.into_budget();
         self
     }
 

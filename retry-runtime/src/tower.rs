@@ -478,8 +478,10 @@ impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
     /// The budget this layer's calls draw on.
     pub(crate) fn budget_ref(&self) -> Option<BudgetRef<'_>> {
         match &self.budget {
+            // Its own is fresh already; a `static` it names is looked up
+            // at each call, as `#[retry]` looks up its own.
             LayerBudget::Own(throttle, _) => Some(BudgetRef::Throttle(throttle)),
-            LayerBudget::Given(budget) => *budget,
+            LayerBudget::Given(budget) => crate::isolation::own_budget(*budget),
         }
     }
 
