@@ -418,6 +418,23 @@ fn unavailable_from_the_server_is_retried_and_from_a_transport_failure_follows_t
     assert_eq!(unknown.classify(), Verdict::RetryIfIdempotent);
 }
 
+#[test]
+fn a_stream_the_server_refused_before_processing_is_retried_and_other_http2_errors_are_not_sure() {
+    // RFC 9113 section 8.7: REFUSED_STREAM means the server did not process
+    // the request, so it is safe to send again whatever it does. A tonic
+    // client (feature `channel`) makes it an `UNKNOWN` that holds h2's
+    // error; with tonic's `server` feature, an `UNAVAILABLE` that holds it.
+    let refused = Status::from_error(Box::new(h2::Error::from(h2::Reason::REFUSED_STREAM)));
+    assert_eq!(refused.classify(), Verdict::Retry, "{refused:?}");
+    let mut unavailable = Status::unavailable("h2 protocol error");
+    unavailable.set_source(Arc::new(h2::Error::from(h2::Reason::REFUSED_STREAM)));
+    assert_eq!(unavailable.classify(), Verdict::Retry, "{unavailable:?}");
+    // A stream reset for any other reason may have been processed.
+    let mut reset = Status::unavailable("stream reset");
+    reset.set_source(Arc::new(h2::Error::from(h2::Reason::INTERNAL_ERROR)));
+    assert_eq!(reset.classify(), Verdict::RetryIfIdempotent, "{reset:?}");
+}
+
 #[tokio::test]
 async fn the_layer_on_a_channel_makes_a_tonic_client_service() {
     fn is_grpc_service<S: tonic::client::GrpcService<Body>>(_: &S) {}

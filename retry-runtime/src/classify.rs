@@ -191,6 +191,16 @@ fn known(error: &(dyn Error + 'static)) -> Option<Verdict> {
     if error.is::<::tonic::ConnectError>() {
         return Some(Verdict::Retry);
     }
+    // An HTTP/2 stream the server refused before processing it (RFC 9113,
+    // section 8.7): nothing ran. Another reset reason may come after the
+    // work: the walk goes on to what it holds, and the caller's rule for an
+    // unplaced failure decides.
+    #[cfg(feature = "tonic")]
+    if let Some(h2) = error.downcast_ref::<::h2::Error>()
+        && h2.reason() == Some(::h2::Reason::REFUSED_STREAM)
+    {
+        return Some(Verdict::Retry);
+    }
     #[cfg(feature = "tonic")]
     if error.is::<::tonic::TimeoutExpired>() {
         return Some(Verdict::RetryIfIdempotent);

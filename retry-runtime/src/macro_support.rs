@@ -122,11 +122,13 @@ pub fn attempt_timeout<T: AttemptTimeout>(timeout: T) -> std::time::Duration {
 /// function's error, made `From` it. A trait of its own so that a missing
 /// `From` says what takes one.
 #[diagnostic::on_unimplemented(
-    message = "`{Self}` cannot hold a `{R}`, which `#[retry]` returns as the function's error",
+    message = "`{Self}` cannot hold `{R}`, which `#[retry]` returns as the function's error",
     label = "needs `{Self}: From<{R}>`",
     note = "`std::io::Error`, `Box<dyn Error + Send + Sync>`, `anyhow::Error`, `tonic::Status`, \
-            `backstop::reqwest::Error` and `reqwest_middleware::Error` hold it; for an error \
-            type of your own, add a variant for it and `impl From<{R}> for {Self}`"
+            `backstop::reqwest::Error` and `reqwest_middleware::Error` hold it",
+    note = "for an error type of your own, add a variant for it and `impl From<{R}> for {Self}`; \
+            another crate's error type cannot take that impl here: return one of the types \
+            above, or an error of your own that wraps both"
 )]
 pub trait HoldsRejection<R>: Sized {
     /// The function's error for `rejection`.

@@ -46,7 +46,8 @@ use crate::classify::{Classify, Verdict};
 /// of it) that answers `UNAVAILABLE` has not processed the call: it is
 /// retried. A status tonic made on the client from a transport failure
 /// follows the transport rule: a connection that was never made
-/// (`tonic::ConnectError`, a refused connection) is retried; a
+/// (`tonic::ConnectError`, a refused connection) or an HTTP/2 stream the
+/// server refused before processing it (`REFUSED_STREAM`) is retried; a
 /// connection reset or closed after the request was written, or a
 /// keep-alive timeout, is ambiguous (the server may have done the work)
 /// and retried only for an idempotent call.
