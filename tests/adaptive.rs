@@ -180,3 +180,65 @@ fn calls_the_breaker_rejects_are_not_requests_the_dependency_refused() {
     let p = BEHIND_GUARD.rejection_probability(vt.now());
     assert!((p - 0.5).abs() < 1e-12, "{p}");
 }
+
+/// An error that says how the dependency refused.
+#[derive(Debug, PartialEq)]
+enum Pushback {
+    /// "Do not retry": the dependency is overloaded.
+    Overloaded,
+    /// An answer no retry can fix (a bad request).
+    Invalid,
+    Shed,
+}
+
+impl backstop::Classify for Pushback {
+    fn classify(&self) -> backstop::Verdict {
+        match self {
+            Pushback::Overloaded => backstop::Verdict::StopOverloaded,
+            Pushback::Invalid | Pushback::Shed => backstop::Verdict::Stop,
+        }
+    }
+}
+
+impl From<Throttled> for Pushback {
+    fn from(_: Throttled) -> Self {
+        Pushback::Shed
+    }
+}
+
+static OVERLOADED: AdaptiveThrottle = AdaptiveThrottle::new(2.0, Duration::from_secs(60));
+static INVALID: AdaptiveThrottle = AdaptiveThrottle::new(2.0, Duration::from_secs(60));
+
+#[retry(attempts = 1, throttle = OVERLOADED, budget = none)]
+fn overloaded(calls: &Cell<u32>) -> Result<(), Pushback> {
+    calls.set(calls.get() + 1);
+    Err(Pushback::Overloaded)
+}
+
+#[retry(attempts = 1, throttle = INVALID, budget = none)]
+fn invalid(calls: &Cell<u32>) -> Result<(), Pushback> {
+    calls.set(calls.get() + 1);
+    Err(Pushback::Invalid)
+}
+
+#[test]
+fn a_dependency_that_says_it_is_overloaded_is_shed_and_one_that_answers_is_not() {
+    let _vt = VirtualTime::start();
+    seed_jitter(11);
+    let overloaded_calls = Cell::new(0);
+    let invalid_calls = Cell::new(0);
+    let mut shed = (0, 0);
+    for _ in 0..1000 {
+        if overloaded(&overloaded_calls) == Err(Pushback::Shed) {
+            shed.0 += 1;
+        }
+        if invalid(&invalid_calls) == Err(Pushback::Shed) {
+            shed.1 += 1;
+        }
+    }
+    // "Do not retry" is a refusal, not an answer: the throttle sheds.
+    assert_eq!(overloaded_calls.get() + shed.0, 1000);
+    assert!(shed.0 > 900, "{shed:?} shed");
+    // A bad request is an answer: every call reaches the dependency.
+    assert_eq!((invalid_calls.get(), shed.1), (1000, 0));
+}

@@ -26,6 +26,12 @@ use crate::classify::{Classify, Verdict};
 /// - everything else (a wrong type, a script error, `NOSCRIPT`, a refused
 ///   authentication, a bad configuration): [`Verdict::Stop`].
 ///
+/// A retry sends the whole function again. A pipeline that failed part-way
+/// may have run its first commands: its verdict is its error's, so declare
+/// it `idempotent` only when every command in it is. (`MULTI`/`EXEC` runs
+/// all or nothing, but a connection lost after `EXEC` is as ambiguous as
+/// any write.)
+///
 /// redis keeps the I/O error behind an `Arc<dyn Error>`, where a chain walk
 /// cannot see it: this impl, which the walk uses for a `RedisError` in a
 /// `Box<dyn Error>` or an `anyhow::Error`, asks the client instead.
