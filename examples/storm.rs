@@ -47,7 +47,7 @@ use tokio::time::Instant;
 /// The resolution of every time series: load and success per 100 ms.
 const BUCKET: Duration = Duration::from_millis(100);
 
-/// What a run simulates; every field has a flag. (The items `tests/storm.rs`
+/// What a run simulates; every field has a flag. (The items `tests/attribute/storm.rs`
 /// drives are `pub(crate)`.)
 #[derive(Clone, Debug)]
 pub(crate) struct Scenario {

@@ -263,14 +263,20 @@ impl CircuitBreaker {
     /// success closes it. Only while the breaker is still half-open in that
     /// generation: the first trial to report decides, and a trial that
     /// reports after it (one let through beside a hung probe) is too late.
+    ///
+    /// A failure reopens for a cooldown from the later of the report and
+    /// the latest trial's start: a hung probe that reports after a new
+    /// trial went out (its caller's clock behind that trial's) must not
+    /// let a third one out while the second is in flight.
     fn settle(&self, admitted: u64, failed: bool, now: Instant) {
-        let next = if failed {
-            word(OPEN, admitted.wrapping_add(1), millis(now))
-        } else {
-            word(CLOSED, admitted, 0)
-        };
+        let now = millis(now);
         let mut current = self.state.load(Acquire);
         while current & TAG == HALF_OPEN && generation(current) == admitted {
+            let next = if failed {
+                word(OPEN, admitted.wrapping_add(1), now.max(payload(current)))
+            } else {
+                word(CLOSED, admitted, 0)
+            };
             match self
                 .state
                 .compare_exchange_weak(current, next, AcqRel, Acquire)

@@ -1,6 +1,6 @@
 //! Feature `tower`: `RetryLayer` against a real hyper server and client on
 //! 127.0.0.1, and against in-process services in tokio's paused time.
-//! Run with `cargo test -p backstop --features tower --test tower`.
+//! Run with `cargo test -p backstop --features tower --test integrations tower::`.
 
 use std::convert::Infallible;
 use std::error::Error as StdError;
@@ -23,7 +23,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpListener;
 use tower::{Layer, ServiceExt, service_fn};
 
-mod support;
+use crate::support;
 
 type BoxError = Box<dyn StdError + Send + Sync>;
 

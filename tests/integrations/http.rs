@@ -1,5 +1,5 @@
 //! Feature `http`: status codes by the HTTP rule, and `Retry-After`.
-//! Run with `cargo test -p backstop --features http --test http`.
+//! Run with `cargo test -p backstop --features http --test integrations http::`.
 
 use std::time::{Duration, SystemTime};
 

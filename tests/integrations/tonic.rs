@@ -1,7 +1,7 @@
 //! Feature `tonic`: the tower layer on a tonic `Channel`, against a gRPC
 //! server on 127.0.0.1 (tonic's own server side, served by hyper), with a
 //! codec of UTF-8 strings so that no `.proto` is needed.
-//! Run with `cargo test -p backstop --features tonic --test tonic`.
+//! Run with `cargo test -p backstop --features tonic --test integrations tonic::`.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;

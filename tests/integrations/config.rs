@@ -1,5 +1,5 @@
 //! Feature `serde`: policies, budgets and breakers from configuration.
-//! Run with `cargo test -p backstop --features serde --test config`.
+//! Run with `cargo test -p backstop --features serde --test integrations config::`.
 
 use std::sync::LazyLock;
 use std::time::Duration;

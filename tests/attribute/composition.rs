@@ -8,7 +8,7 @@ use std::time::Duration;
 use backstop::testing::VirtualTime;
 use backstop::{IdempotencyKey, context, retry};
 
-mod support;
+use crate::support;
 use support::refused;
 
 // --- context -------------------------------------------------------------

@@ -2,7 +2,7 @@
 //! stands still, a deadline already past, the largest values every option
 //! takes. Each is handled, and loses nothing. (A probe that panics frees
 //! the half-open slot: `a_panicking_probe_frees_the_half_open_slot` in
-//! tests/hooks.rs.)
+//! tests/attribute/hooks.rs.)
 
 use std::io::{Error, ErrorKind};
 use std::panic::{AssertUnwindSafe, catch_unwind};

@@ -6,7 +6,7 @@ use std::time::Duration;
 use backstop::testing::VirtualTime;
 use backstop::{Classify, Policy, RetryBudget, Verdict, retry};
 
-mod support;
+use crate::support;
 use support::refused;
 
 const MS: Duration = Duration::from_millis(1);
@@ -507,7 +507,7 @@ mod facade {
     pub(crate) use backstop as renamed;
 }
 
-#[retry(crate = crate::facade::renamed, attempts = 2, budget = none)]
+#[retry(crate = self::facade::renamed, attempts = 2, budget = none)]
 fn through_a_renamed_crate(calls: &mut u32) -> Result<(), Error> {
     *calls += 1;
     Err(refused())

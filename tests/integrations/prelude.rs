@@ -1,6 +1,6 @@
 //! `use backstop::prelude::*` is a glob import that shadows nothing: the
 //! crates named like backstop's modules (`reqwest`, `http`) stay reachable.
-//! Run with `cargo test -p backstop --features reqwest --test prelude`.
+//! Run with `cargo test -p backstop --features reqwest --test integrations prelude::`.
 
 use backstop::prelude::*;
 

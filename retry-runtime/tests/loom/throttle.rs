@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 \
-//!     cargo test -p retry-runtime --no-default-features --release --test loom_throttle
+//!     cargo test -p retry-runtime --no-default-features --release --test loom -- throttle::
 //! ```
 #![cfg(loom)]
 // Tokens are whole thousandths: their `f64` values compare exactly.

@@ -3,13 +3,13 @@
 //! recover, and the defaults keep the load near the offered load.
 
 #[allow(dead_code, unreachable_pub)]
-#[path = "../examples/storm.rs"]
-mod storm;
+#[path = "../../examples/storm.rs"]
+mod example;
 
 use std::sync::Mutex;
 use std::time::Duration;
 
-use storm::{
+use example::{
     MATRIX_STRATEGIES, Recovery, Scenario, Strategy, Summary, broken_promises, run, summarise,
 };
 

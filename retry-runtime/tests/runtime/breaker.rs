@@ -161,6 +161,31 @@ fn a_probe_still_out_a_cooldown_after_it_was_let_through_does_not_hold_the_break
 }
 
 #[test]
+fn a_late_probe_that_fails_reopens_no_earlier_than_the_trial_still_out() {
+    // The hung probe's caller reads a clock behind the new trial's (or
+    // reports the time it started): its failure must not date the opening
+    // before the trial in flight, or a third caller gets a trial beside it.
+    let breaker = CircuitBreaker::new(1, COOLDOWN);
+    let t0 = Instant::now();
+    fail(&breaker, t0, Verdict::Retry);
+    let hung_at = t0 + COOLDOWN;
+    let hung = breaker.try_acquire(hung_at).unwrap();
+    let trial_at = hung_at + COOLDOWN;
+    let trial = breaker.try_acquire(trial_at).unwrap();
+    assert!(hung.is_probe() && trial.is_probe());
+    hung.record(Attempted::Failed(Verdict::Retry), hung_at);
+    assert_eq!(breaker.state(), BreakerState::Open);
+    assert!(
+        breaker.try_acquire(trial_at).is_err(),
+        "no trial beside the one let through a moment ago"
+    );
+    let almost = trial_at + COOLDOWN.checked_sub(Duration::from_millis(1)).unwrap();
+    assert!(breaker.try_acquire(almost).is_err());
+    drop(trial);
+    assert!(breaker.try_acquire(trial_at + COOLDOWN).unwrap().is_probe());
+}
+
+#[test]
 fn a_late_probe_that_succeeds_closes_the_breaker_its_successor_finds_decided() {
     // A dependency slower than the cooldown still closes the breaker: the
     // first trial to report decides the half-open breaker.

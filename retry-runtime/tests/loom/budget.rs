@@ -8,7 +8,7 @@
 //!
 //! ```text
 //! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 \
-//!     cargo test -p retry-runtime --no-default-features --release --test loom_budget
+//!     cargo test -p retry-runtime --no-default-features --release --test loom -- budget::
 //! ```
 #![cfg(loom)]
 

@@ -13,14 +13,14 @@ use backstop::{
     retry,
 };
 
-mod support;
+use crate::support;
 use support::refused;
 
 /// tower's `TpsBudget` checks the balance, then subtracts: two callers
 /// racing for the last token both get it. Here the check and the take are
 /// one compare-and-swap: 8 threads racing for 15 tokens get exactly 15. (A
 /// race is caught here only when the threads happen to collide; the loom
-/// models in retry-runtime/tests/loom_budget.rs check every interleaving.)
+/// models in retry-runtime/tests/loom/budget.rs check every interleaving.)
 #[test]
 fn a_budget_is_never_overdrawn_by_racing_callers() {
     for _ in 0..200 {
@@ -51,7 +51,7 @@ fn a_budget_is_never_overdrawn_by_racing_callers() {
 /// caller after. The budget's source takes no lock of any kind.
 #[test]
 fn the_budget_path_takes_no_lock() {
-    let source = include_str!("../retry-runtime/src/budget.rs");
+    let source = include_str!("../../retry-runtime/src/budget.rs");
     for lock in ["Mutex", "RwLock", ".lock()", "parking_lot", "spin::"] {
         assert!(!source.contains(lock), "budget.rs mentions {lock}");
     }

@@ -1,7 +1,7 @@
 //! Feature `reqwest-middleware`: `RetryMiddleware` in a reqwest-middleware
 //! client, against a real HTTP server on 127.0.0.1 (the scenarios of
-//! tests/reqwest.rs).
-//! Run with `cargo test -p backstop --features reqwest-middleware --test reqwest_middleware`.
+//! tests/integrations/reqwest.rs).
+//! Run with `cargo test -p backstop --features reqwest-middleware --test integrations reqwest_middleware::`.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -11,7 +11,7 @@ use backstop::reqwest_middleware::RetryMiddleware;
 use backstop::{CircuitBreaker, GiveUp, GiveUpEvent, Policy, RetryThrottle, retry};
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
 
-mod support;
+use crate::support;
 use support::serve;
 
 /// Retrying at once: the loopback tests take milliseconds.

@@ -7,7 +7,7 @@ use std::time::Duration;
 use backstop::{Classify, RetryBudget, Verdict, retry};
 use tokio::time::Instant;
 
-mod support;
+use crate::support;
 use support::refused;
 
 const MS: Duration = Duration::from_millis(1);
@@ -387,7 +387,7 @@ mod facade {
     pub(crate) use backstop as renamed;
 }
 
-#[retry(crate = crate::facade::renamed, attempts = 2, base = 1ms, budget = none)]
+#[retry(crate = self::facade::renamed, attempts = 2, base = 1ms, budget = none)]
 async fn through_a_renamed_crate(calls: &Cell<u32>) -> Result<(), Error> {
     calls.set(calls.get() + 1);
     Err(refused())

@@ -1,5 +1,5 @@
 //! Feature `reqwest`, against a real HTTP server on 127.0.0.1.
-//! Run with `cargo test -p backstop --features reqwest --test reqwest`.
+//! Run with `cargo test -p backstop --features reqwest --test integrations reqwest::`.
 
 use std::time::Duration;
 
@@ -8,7 +8,7 @@ use backstop::{Classify, Verdict, retry};
 
 use tokio::net::TcpListener;
 
-mod support;
+use crate::support;
 use support::serve;
 
 #[retry(attempts = 5, base = 1ms, deadline = 5s, idempotent, when_ok = response_verdict)]
