@@ -12,7 +12,7 @@ mod args;
 mod expand;
 // Shared with the runtime, which a proc-macro crate cannot depend on: the
 // duration units and the defaults.
-#[path = "../../retry-runtime/src/units.rs"]
+#[path = "../../retry-runtime/src/time/units.rs"]
 mod units;
 mod valid;
 

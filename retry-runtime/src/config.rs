@@ -23,11 +23,11 @@ use serde::de::{self, Deserializer, Visitor};
 use serde::ser::{SerializeStruct, Serializer};
 use serde::{Deserialize, Serialize};
 
-use crate::backoff::{Backoff, Jitter};
-use crate::breaker::CircuitBreaker;
-use crate::budget::RetryBudget;
-use crate::policy::Policy;
-use crate::units::{UNIT_NAMES, human, unit_nanos};
+use crate::limit::breaker::CircuitBreaker;
+use crate::limit::budget::RetryBudget;
+use crate::state::backoff::{Backoff, Jitter};
+use crate::state::policy::Policy;
+use crate::time::units::{UNIT_NAMES, human, unit_nanos};
 
 /// Parses a human duration: a decimal number and a unit (`ns`, `us`, `ms`,
 /// `s`, `m`, `h`), as `"250ms"`, `"1.5 s"` or `"2m"`.

@@ -25,25 +25,39 @@
 //!
 //! # How it is built
 //!
-//! In layers, each importing only the ones below it:
+//! In folders by concern:
 //!
-//! 1. Leaves: the duration units and defaults shared with the macro, the
-//!    atomics (std's, or loom's for the models), virtual time's core, the
-//!    [`clock`], [`backoff`] math, and the vocabulary of a decision
-//!    ([`Verdict`], [`Classify`], [`Attempted`], [`Decision`], [`GiveUp`])
-//!    with the errors
-//!    the runtime gives a call ([`Elapsed`], [`CircuitOpen`],
+//! - `time/`: the duration units and defaults shared with the macro,
+//!   virtual time's core, the [`clock`]s and the [`timer`];
+//! - `limit/`: the [`throttle`], the windowed [`budget`], the
+//!   [`adaptive`] throttle and the [`breaker`], lock-free (their atomics
+//!   come from `sync.rs`: std's, or loom's for the models);
+//! - [`classify`]: which outcomes a retry can fix, with the database
+//!   clients' errors and the HTTP rule (`http`);
+//! - [`state`]: the one decider, with its vocabulary, the [`policy`] and
+//!   the [`backoff`] math;
+//! - [`run`]: the loops, the attempt [`context`](mod@context), the
+//!   [`observe`] events and the [`hedge`] delay;
+//! - `tower/` (the layer, with `tonic`), `reqwest/` (classification, the
+//!   error of an HTTP call, the middleware), [`testing`] (with the fresh
+//!   copies [`testing::isolate`] hands a test), `config.rs`, and the
+//!   `#[retry]` glue in `macro_support.rs`.
+//!
+//! And in layers, each importing only the ones below it:
+//!
+//! 1. Leaves: the units, the atomics, virtual time's core, the clock, the
+//!    backoff math, and the vocabulary of a decision ([`Verdict`],
+//!    [`Classify`], [`Attempted`], [`Decision`], [`GiveUp`]) with the
+//!    errors the runtime gives a call ([`Elapsed`], [`CircuitOpen`],
 //!    [`Throttled`], and with `reqwest` its error of an HTTP call).
-//! 2. [`classify`]: which outcomes a retry can fix.
-//! 3. The limiters: [`throttle`], [`budget`], [`adaptive`], [`breaker`];
-//!    then [`policy`], the [`observe`] events, the attempt
-//!    [`context`](mod@context), the [`timer`], the [`hedge`] delay, and
-//!    the fresh copies of all of them that [`testing::isolate`] hands a
-//!    test.
-//! 4. [`state`]: the one decider.
+//! 2. Classification.
+//! 3. The limiters; then the policy, the events, the attempt context, the
+//!    timer, the hedge delay, and the fresh copies of all of them that
+//!    [`testing::isolate`] hands a test.
+//! 4. The decider.
 //! 5. The loops and integrations: [`run`], the `#[retry]` glue,
-//!    [`testing`], `http`, `reqwest`, `config`, `tower`,
-//!    `reqwest_middleware`, `tonic`.
+//!    [`testing`], `http`, `reqwest`, `config`, `tower`, the middleware,
+//!    `tonic`.
 //!
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
@@ -51,44 +65,35 @@
 
 #[macro_use]
 mod sync;
-mod clients;
-mod isolation;
-#[cfg(feature = "reqwest")]
-mod reqwest_error;
-mod units;
-mod virtual_time;
-mod vocabulary;
 
-pub mod adaptive;
-pub mod backoff;
-pub mod breaker;
-pub mod budget;
 pub mod classify;
-pub mod clock;
 #[cfg(feature = "serde")]
 pub mod config;
-pub mod context;
-#[cfg(not(loom))]
-pub mod hedge;
-#[cfg(feature = "http")]
-pub mod http;
+mod limit;
 #[doc(hidden)]
 pub mod macro_support;
-pub mod observe;
-pub mod policy;
 #[cfg(feature = "reqwest")]
 pub mod reqwest;
-#[cfg(feature = "reqwest-middleware")]
-pub mod reqwest_middleware;
 pub mod run;
 pub mod state;
 pub mod testing;
-pub mod throttle;
-pub mod timer;
-#[cfg(feature = "tonic")]
-pub mod tonic;
+mod time;
 #[cfg(feature = "tower")]
 pub mod tower;
+
+// The modules' paths of the crate's first releases, by concern above.
+#[cfg(feature = "http")]
+pub use classify::http;
+pub use limit::{adaptive, breaker, budget, throttle};
+#[cfg(feature = "reqwest-middleware")]
+pub use reqwest::middleware as reqwest_middleware;
+#[cfg(not(loom))]
+pub use run::hedge;
+pub use run::{context, observe};
+pub use state::{backoff, policy};
+pub use time::{clock, timer};
+#[cfg(feature = "tonic")]
+pub use tower::tonic;
 
 pub use adaptive::{AdaptiveThrottle, Throttled};
 pub use backoff::{Backoff, Jitter};
@@ -111,6 +116,6 @@ pub use run::{
 };
 #[cfg(feature = "async")]
 pub use run::{call_async, call_async_with};
+pub use state::vocabulary::Attempted;
 pub use state::{AttemptState, Decision, GiveUp};
 pub use throttle::RetryThrottle;
-pub use vocabulary::Attempted;

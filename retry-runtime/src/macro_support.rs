@@ -3,16 +3,16 @@
 
 use std::borrow::Borrow;
 
-use crate::adaptive::AdaptiveThrottle;
-use crate::breaker::CircuitBreaker;
-use crate::budget::{BudgetRef, RetryBudget};
 use crate::classify::Verdict;
-use crate::clock::Clock;
-pub use crate::isolation::own;
-use crate::policy::Policy;
+use crate::limit::adaptive::AdaptiveThrottle;
+use crate::limit::breaker::CircuitBreaker;
+use crate::limit::budget::{BudgetRef, RetryBudget};
+use crate::limit::throttle::RetryThrottle;
 pub use crate::state::Call;
-use crate::throttle::RetryThrottle;
-use crate::vocabulary::Attempted;
+use crate::state::policy::Policy;
+use crate::state::vocabulary::Attempted;
+pub use crate::testing::isolation::own;
+use crate::time::clock::Clock;
 
 /// The return type of a `#[retry]` function: a `Result`.
 #[diagnostic::on_unimplemented(
@@ -79,7 +79,7 @@ pub fn policy_budget(
     if policy.has_default_budget() {
         Some(own())
     } else {
-        crate::isolation::own_budget(policy.get_budget())
+        crate::testing::isolation::own_budget(policy.get_budget())
     }
 }
 
@@ -100,7 +100,7 @@ pub fn policy_ref<P: Borrow<Policy>>(policy: &P) -> &Policy {
 )]
 pub trait AsyncClock: Clock {}
 
-pub use crate::timer::RuntimeClock;
+pub use crate::time::timer::RuntimeClock;
 
 #[cfg(feature = "async")]
 impl AsyncClock for RuntimeClock {}
@@ -193,7 +193,7 @@ pub fn maybe_timeout<F: Future>(
     limit: Option<std::time::Duration>,
     attempt: F,
 ) -> impl Future<Output = Result<F::Output, crate::Elapsed>> {
-    crate::timer::maybe_timeout(limit, attempt)
+    crate::time::timer::maybe_timeout(limit, attempt)
 }
 
 /// An attempt limited to `limit` (`attempt_timeout`), on the call's
@@ -202,13 +202,13 @@ pub fn timeout<F: Future>(
     limit: std::time::Duration,
     attempt: F,
 ) -> impl Future<Output = Result<F::Output, crate::Elapsed>> {
-    crate::timer::timeout(limit, attempt)
+    crate::time::timer::timeout(limit, attempt)
 }
 
 /// The sleep of an async `#[retry]` loop, on the call's timer (recorded
 /// under [`record_sleeps`](crate::testing::record_sleeps)).
 pub fn sleep_async(delay: std::time::Duration) -> impl Future<Output = ()> {
-    crate::timer::sleep_async(delay)
+    crate::time::timer::sleep_async(delay)
 }
 
 /// What `budget = PATH` may name: a `static RetryThrottle` or a `static

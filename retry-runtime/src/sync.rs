@@ -1,6 +1,6 @@
 //! The one place the lock-free limiters get their atomics from: std's, or
 //! under `cfg(loom)` loom's, whose model checker explores every
-//! interleaving of them (the models in `tests/loom_*.rs`). Loom's atomics
+//! interleaving of them (the models in `tests/loom/`). Loom's atomics
 //! cannot be made in const evaluation: the limiters' constructors are
 //! `const fn`s but under loom ([`const_unless_loom!`]), and their arrays of
 //! atomics are built by [`zeroed_atomics!`].

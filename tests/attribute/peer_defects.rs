@@ -51,7 +51,7 @@ fn a_budget_is_never_overdrawn_by_racing_callers() {
 /// caller after. The budget's source takes no lock of any kind.
 #[test]
 fn the_budget_path_takes_no_lock() {
-    let source = include_str!("../../retry-runtime/src/budget.rs");
+    let source = include_str!("../../retry-runtime/src/limit/budget.rs");
     for lock in ["Mutex", "RwLock", ".lock()", "parking_lot", "spin::"] {
         assert!(!source.contains(lock), "budget.rs mentions {lock}");
     }

@@ -9,12 +9,12 @@
 use std::time::{Duration, Instant};
 
 use super::{AttemptState, Attempts, run_pinned, run_sync, start_and_deadline};
-use crate::budget::BudgetRef;
-use crate::clock::Clock;
-use crate::context::{CallContext, Scope};
-use crate::observe::{Function, Observe};
-use crate::policy::Policy;
-use crate::vocabulary::{Attempted, Decision};
+use crate::limit::budget::BudgetRef;
+use crate::run::context::{CallContext, Scope};
+use crate::run::observe::{Function, Observe};
+use crate::state::policy::Policy;
+use crate::state::vocabulary::{Attempted, Decision};
+use crate::time::clock::Clock;
 
 /// One call of a `#[retry]` function: an [`AttemptState`] made only when
 /// the first attempt fails. Not a public API.
@@ -305,10 +305,10 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::budget::RetryBudget;
     use crate::classify::Verdict;
-    use crate::context;
-    use crate::throttle::RetryThrottle;
+    use crate::limit::budget::RetryBudget;
+    use crate::limit::throttle::RetryThrottle;
+    use crate::run::context;
 
     static FUNCTION: Function = Function::new("tests::call");
 
@@ -349,7 +349,7 @@ mod tests {
         // The nested call's give-up holds: no retry on top of it.
         assert_eq!(
             call.decide(failed()),
-            Decision::GiveUp(crate::vocabulary::GiveUp::RetriedBelow)
+            Decision::GiveUp(crate::state::vocabulary::GiveUp::RetriedBelow)
         );
         let state = call.state();
         assert_eq!(state.attempt(), 2);

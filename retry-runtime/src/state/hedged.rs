@@ -8,16 +8,16 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use super::{AttemptState, GiveUp};
-use crate::backoff::Rng;
-use crate::breaker::Permit;
-use crate::budget::BudgetRef;
 use crate::classify::Verdict;
-use crate::clock::Clock;
-use crate::context::Scope;
-use crate::hedge::Hedge;
-use crate::timer::RuntimeClock;
-use crate::timer::maybe_timeout;
-use crate::vocabulary::{Attempted, Elapsed};
+use crate::limit::breaker::Permit;
+use crate::limit::budget::BudgetRef;
+use crate::run::context::Scope;
+use crate::run::hedge::Hedge;
+use crate::state::backoff::Rng;
+use crate::state::vocabulary::{Attempted, Elapsed};
+use crate::time::clock::Clock;
+use crate::time::timer::RuntimeClock;
+use crate::time::timer::maybe_timeout;
 
 /// What a round keeps of an attempt in flight besides its future.
 struct InFlight {

@@ -353,7 +353,7 @@ where
     }
 
     fn idempotent(source: &HttpSource<B>) -> bool {
-        crate::http::is_idempotent_parts(&source.parts.method, &source.parts.headers)
+        crate::classify::http::is_idempotent_parts(&source.parts.method, &source.parts.headers)
     }
 
     async fn next(source: &mut HttpSource<B>) -> http::Request<ReplayBody<B>> {
@@ -474,7 +474,7 @@ fn grpc_timeout(headers: &mut http::HeaderMap, add: bool) {
         .get(http::header::CONTENT_TYPE)
         .and_then(|value| value.to_str().ok())
         .is_some_and(|value| value.starts_with("application/grpc"));
-    let Some(left) = crate::context().and_then(|cx| cx.remaining()) else {
+    let Some(left) = crate::run::context::context().and_then(|cx| cx.remaining()) else {
         return;
     };
     if !is_grpc {
@@ -483,11 +483,12 @@ fn grpc_timeout(headers: &mut http::HeaderMap, add: bool) {
     let own = headers
         .get("grpc-timeout")
         .and_then(|value| value.to_str().ok())
-        .and_then(crate::http::parse_grpc_timeout);
+        .and_then(crate::classify::http::parse_grpc_timeout);
     if own.map_or(!add, |own| own <= left) {
         return;
     }
-    if let Ok(value) = http::HeaderValue::try_from(crate::http::format_grpc_timeout(left)) {
+    if let Ok(value) = http::HeaderValue::try_from(crate::classify::http::format_grpc_timeout(left))
+    {
         headers.insert("grpc-timeout", value);
     }
 }

@@ -1,18 +1,23 @@
 //! Retry loops without the macro: [`call`], [`call_async`] and the
 //! [`Retry`] builder. `#[retry]` expands to the same state machine.
 
+pub mod context;
+#[cfg(not(loom))]
+pub mod hedge;
+pub mod observe;
+
 use std::time::Duration;
 
-use crate::adaptive::{AdaptiveThrottle, Throttled};
-use crate::breaker::{CircuitBreaker, CircuitOpen};
-use crate::budget::BudgetRef;
 use crate::classify::{ByClassify, Classifier, Classify, NeverRetry, When};
-use crate::clock::SystemClock;
+use crate::limit::adaptive::{AdaptiveThrottle, Throttled};
+use crate::limit::breaker::{CircuitBreaker, CircuitOpen};
+use crate::limit::budget::BudgetRef;
 #[cfg(not(loom))]
-use crate::hedge::Hedge;
-use crate::observe::{Ignore, OnGiveUp, OnRetry};
-use crate::policy::Policy;
+use crate::run::hedge::Hedge;
+use crate::run::observe::{Ignore, OnGiveUp, OnRetry};
+use crate::state::policy::Policy;
 use crate::state::{AttemptState, Decision, GiveUp};
+use crate::time::clock::SystemClock;
 
 /// Retries `op` under `policy`, classifying errors by [`Classify`].
 ///
@@ -137,13 +142,13 @@ where
 /// assert_eq!(vt.elapsed(), Duration::from_secs(3600));
 /// ```
 pub fn sleep(delay: Duration) {
-    crate::virtual_time::note_sleep(delay);
-    if !crate::virtual_time::virtual_sleep(delay) {
+    crate::time::virtual_time::note_sleep(delay);
+    if !crate::time::virtual_time::virtual_sleep(delay) {
         std::thread::sleep(delay);
     }
 }
 
-pub use crate::vocabulary::Elapsed;
+pub use crate::state::vocabulary::Elapsed;
 
 /// A retry loop with more than a policy: its own budget, a `when`
 /// classifier for errors, a `when_ok` one for values.
@@ -438,8 +443,8 @@ impl<'a> Retry<'a> {
     #[track_caller]
     pub fn new(policy: &'a Policy) -> Self {
         // (Through `own`: under `testing::isolate()`, a fresh copy.)
-        let budget = crate::isolation::own_budget(if policy.has_default_budget() {
-            let site = crate::throttle::at_call_site(std::panic::Location::caller());
+        let budget = crate::testing::isolation::own_budget(if policy.has_default_budget() {
+            let site = crate::limit::throttle::at_call_site(std::panic::Location::caller());
             Some(BudgetRef::Throttle(site))
         } else {
             policy.get_budget()
@@ -452,7 +457,7 @@ impl<'a> Retry<'a> {
             breaker: NoBreaker,
             on_retry: Ignore,
             on_give_up: Ignore,
-            name: crate::observe::ANONYMOUS,
+            name: crate::run::observe::ANONYMOUS,
             timeout: NoTimeout,
             throttle: NoThrottle,
             hedge: None,
@@ -474,7 +479,7 @@ impl Retry<'static> {
             breaker: NoBreaker,
             on_retry: Ignore,
             on_give_up: Ignore,
-            name: crate::observe::ANONYMOUS,
+            name: crate::run::observe::ANONYMOUS,
             timeout: NoTimeout,
             throttle: NoThrottle,
             hedge: None,
@@ -604,7 +609,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// let _ = Retry::new(&policy).budget(&FRESH_EVERY_TIME).call(|| Ok::<_, std::io::Error>(()));
     /// ```
     pub fn budget(mut self, budget: impl Into<BudgetRef<'static>>) -> Self {
-        self.budget = crate::isolation::own_budget(Some(budget.into()));
+        self.budget = crate::testing::isolation::own_budget(Some(budget.into()));
         self
     }
 
@@ -926,7 +931,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
         self
     }
 
-    fn state<C: crate::clock::Clock, E>(&self, clock: C) -> AttemptState<'a, C>
+    fn state<C: crate::time::clock::Clock, E>(&self, clock: C) -> AttemptState<'a, C>
     where
         B: BreakerSlot<E>,
         A: ThrottleSlot<E>,
@@ -946,7 +951,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// Before an attempt: the throttle, then the breaker (an attempt the
     /// throttle sheds never takes the breaker's leave). A rejection is the
     /// call's outcome, and `on_give_up` is told.
-    fn admit<T, E, C: crate::clock::Clock>(
+    fn admit<T, E, C: crate::time::clock::Clock>(
         &self,
         state: &mut AttemptState<'a, C>,
     ) -> Option<Result<T, E>>
@@ -1062,7 +1067,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
                 let Some(limit) = limit else {
                     return (false, attempt.await);
                 };
-                match crate::timer::timeout(limit, attempt).await {
+                match crate::time::timer::timeout(limit, attempt).await {
                     Ok(outcome) => (false, outcome),
                     Err(_) => (true, Err(L::elapsed())),
                 }
@@ -1145,7 +1150,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// cut off), decides, and tells the hooks. `Some(delay)`: sleep, then
     /// attempt again; `None`: return the outcome.
     #[cfg(feature = "async")]
-    fn after_attempt<T, E, C: crate::clock::Clock>(
+    fn after_attempt<T, E, C: crate::time::clock::Clock>(
         &self,
         state: &mut AttemptState<'a, C>,
         outcome: &Result<T, E>,
@@ -1159,7 +1164,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     {
         state.set_replayable(notes.replayable);
         let verdict = if notes.timed_out {
-            crate::vocabulary::Attempted::Failed(crate::classify::Verdict::RetryIfIdempotent)
+            crate::state::vocabulary::Attempted::Failed(crate::classify::Verdict::RetryIfIdempotent)
         } else {
             self.verdict(outcome)
         };
@@ -1168,7 +1173,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
 
     /// The verdict on an outcome: `when` on an error, `when_ok` on a value.
     #[cfg(feature = "async")]
-    fn verdict<T, E>(&self, outcome: &Result<T, E>) -> crate::vocabulary::Attempted
+    fn verdict<T, E>(&self, outcome: &Result<T, E>) -> crate::state::vocabulary::Attempted
     where
         W: Classifier<E>,
         K: Classifier<T>,
@@ -1183,11 +1188,11 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// Decides on `outcome`, classified as `verdict`, and tells the hooks:
     /// `Some(delay)` to sleep and attempt again, `None` to return it.
     #[cfg(feature = "async")]
-    fn after_verdict<T, E, C: crate::clock::Clock>(
+    fn after_verdict<T, E, C: crate::time::clock::Clock>(
         &self,
         state: &mut AttemptState<'a, C>,
         outcome: &Result<T, E>,
-        verdict: crate::vocabulary::Attempted,
+        verdict: crate::state::vocabulary::Attempted,
     ) -> Option<Duration>
     where
         R: OnRetry<T, E>,
@@ -1231,7 +1236,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
         R: OnRetry<D::Ok, D::Err>,
         G: OnGiveUp<D::Ok, D::Err>,
     {
-        let mut state = self.state(crate::timer::RuntimeClock::current());
+        let mut state = self.state(crate::time::timer::RuntimeClock::current());
         if let Some(rejected) = self.admit(&mut state) {
             return rejected;
         }
@@ -1241,7 +1246,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
             let Some(delay) = self.after_attempt(&mut state, &outcome, driver.attempted()) else {
                 return outcome;
             };
-            crate::timer::sleep_async(delay).await;
+            crate::time::timer::sleep_async(delay).await;
             let mut reason = state.may_resume().err();
             if reason.is_none() {
                 let left = state.attempt_limit(Duration::MAX);
@@ -1249,7 +1254,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
                 let ready = if left == Duration::MAX {
                     Some(ready.await)
                 } else {
-                    crate::timer::timeout(left, ready).await.ok()
+                    crate::time::timer::timeout(left, ready).await.ok()
                 };
                 match ready {
                     Some(Ok(())) => {}
@@ -1344,7 +1349,10 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
         timeout: Option<Duration>,
         mut op: F,
         keep: impl Fn(Result<T, E>) -> H,
-        resume: impl Fn(&mut AttemptState<'a, crate::timer::RuntimeClock>, H) -> Option<Result<T, E>>,
+        resume: impl Fn(
+            &mut AttemptState<'a, crate::time::timer::RuntimeClock>,
+            H,
+        ) -> Option<Result<T, E>>,
     ) -> Result<T, E>
     where
         W: Classifier<E>,
@@ -1357,7 +1365,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
-        let mut state = self.state(crate::timer::RuntimeClock::current());
+        let mut state = self.state(crate::time::timer::RuntimeClock::current());
         if let Some(rejected) = self.admit(&mut state) {
             return rejected;
         }
@@ -1373,7 +1381,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
                     None => return outcome,
                 }
             };
-            crate::timer::sleep_async(delay).await;
+            crate::time::timer::sleep_async(delay).await;
             if let Some(last) = resume(&mut state, kept) {
                 return last;
             }
@@ -1386,7 +1394,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     fn judge<T, E>(
         &self,
         out: Result<Result<T, E>, Elapsed>,
-    ) -> (Result<T, E>, crate::vocabulary::Attempted)
+    ) -> (Result<T, E>, crate::state::vocabulary::Attempted)
     where
         W: Classifier<E>,
         K: Classifier<T>,
@@ -1399,7 +1407,9 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
             }
             Err(crate::Elapsed { .. }) => (
                 Err(L::elapsed()),
-                crate::vocabulary::Attempted::Failed(crate::classify::Verdict::RetryIfIdempotent),
+                crate::state::vocabulary::Attempted::Failed(
+                    crate::classify::Verdict::RetryIfIdempotent,
+                ),
             ),
         }
     }
@@ -1428,7 +1438,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
         Fut: Future<Output = (S, Result<T, E>)>,
     {
         let mut value = value;
-        let mut state = self.state(crate::timer::RuntimeClock::current());
+        let mut state = self.state(crate::time::timer::RuntimeClock::current());
         if let Some(rejected) = self.admit(&mut state) {
             return (value, rejected);
         }
@@ -1447,7 +1457,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
                     None => return (value, outcome),
                 }
             };
-            crate::timer::sleep_async(delay).await;
+            crate::time::timer::sleep_async(delay).await;
             // The outcome is gone: a throttle that sheds or a breaker that
             // opened meanwhile makes the rejection the error.
             if let Some(rejected) = self.admit(&mut state) {

@@ -10,9 +10,9 @@ use std::fmt;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
 use std::time::{Duration, Instant};
 
-use crate::clock::nanos_since_origin;
+use crate::limit::throttle::RetryThrottle;
 use crate::sync::AtomicU64;
-use crate::throttle::RetryThrottle;
+use crate::time::clock::nanos_since_origin;
 
 /// What a call's retries draw on: a [`RetryThrottle`] (the default of
 /// `#[retry]`: retries stop while failure is systemic) or a windowed

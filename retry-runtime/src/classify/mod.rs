@@ -4,11 +4,15 @@
 //! retrying a timeout of a non-idempotent call may charge a card twice. The
 //! classifier is where those are told apart, once, next to the error type.
 
+pub(crate) mod clients;
+#[cfg(feature = "http")]
+pub mod http;
+
 use std::error::Error;
 use std::io;
 
-use crate::vocabulary::Attempted;
-pub use crate::vocabulary::{Classify, Verdict};
+use crate::state::vocabulary::Attempted;
+pub use crate::state::vocabulary::{Classify, Verdict};
 
 /// What an attempt came to: an error judged by `when`, an `Ok` value by
 /// `when_ok`, which returns it (a success) unless a retry is asked for.
@@ -172,14 +176,16 @@ fn known(error: &(dyn Error + 'static)) -> Option<Verdict> {
         }
         return Some(io.classify());
     }
-    if error.is::<crate::vocabulary::Elapsed>() {
+    if error.is::<crate::state::vocabulary::Elapsed>() {
         return Some(Verdict::RetryIfIdempotent);
     }
     #[cfg(feature = "tokio")]
     if error.is::<tokio::time::error::Elapsed>() {
         return Some(Verdict::RetryIfIdempotent);
     }
-    if error.is::<crate::vocabulary::CircuitOpen>() || error.is::<crate::vocabulary::Throttled>() {
+    if error.is::<crate::state::vocabulary::CircuitOpen>()
+        || error.is::<crate::state::vocabulary::Throttled>()
+    {
         return Some(Verdict::Stop);
     }
     #[cfg(feature = "tonic")]
@@ -210,7 +216,7 @@ fn known(error: &(dyn Error + 'static)) -> Option<Verdict> {
         return Some(reqwest.classify());
     }
     #[cfg(feature = "reqwest")]
-    if let Some(error) = error.downcast_ref::<crate::reqwest_error::Error>() {
+    if let Some(error) = error.downcast_ref::<crate::reqwest::error::Error>() {
         return Some(error.classify());
     }
     #[cfg(feature = "redis")]
@@ -329,14 +335,14 @@ impl Classify for tokio::time::error::Elapsed {
 }
 
 /// A timed-out attempt is ambiguous: the work may have been done.
-impl Classify for crate::vocabulary::Elapsed {
+impl Classify for crate::state::vocabulary::Elapsed {
     fn classify(&self) -> Verdict {
         Verdict::RetryIfIdempotent
     }
 }
 
 /// The breaker rejected the call: retrying now cannot help.
-impl Classify for crate::vocabulary::CircuitOpen {
+impl Classify for crate::state::vocabulary::CircuitOpen {
     fn classify(&self) -> Verdict {
         Verdict::Stop
     }
@@ -344,7 +350,7 @@ impl Classify for crate::vocabulary::CircuitOpen {
 
 /// The adaptive throttle shed the attempt: retrying now would only add to
 /// what the dependency refuses.
-impl Classify for crate::vocabulary::Throttled {
+impl Classify for crate::state::vocabulary::Throttled {
     fn classify(&self) -> Verdict {
         Verdict::Stop
     }

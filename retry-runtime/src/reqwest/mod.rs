@@ -17,11 +17,15 @@
 //! # let _ = response; Ok(()) }
 //! ```
 
+pub(crate) mod error;
+#[cfg(feature = "reqwest-middleware")]
+pub mod middleware;
+
 use std::error::Error as StdError;
 use std::time::SystemTime;
 
 use crate::classify::{Classify, Verdict};
-use crate::vocabulary::Elapsed;
+use crate::state::vocabulary::Elapsed;
 
 /// A failed request:
 ///
@@ -72,7 +76,7 @@ fn broke_off(error: &::reqwest::Error) -> bool {
     false
 }
 
-/// A `when_ok` classifier for responses, by [`http::verdict`](crate::http::verdict):
+/// A `when_ok` classifier for responses, by [`http::verdict`](crate::classify::http::verdict):
 /// a success or a status not worth a retry is returned ([`Verdict::Stop`]);
 /// 408, 425, 429 and 503 are retried, after the server's `Retry-After` when
 /// it sent one; 500, 502 and 504 only for an `idempotent` call (the server
@@ -92,7 +96,7 @@ fn broke_off(error: &::reqwest::Error) -> bool {
 /// assert_eq!(response_verdict(&reqwest::Response::from(failed)), Verdict::RetryIfIdempotent);
 /// ```
 pub fn response_verdict(response: &::reqwest::Response) -> Verdict {
-    crate::http::verdict(response.status(), response.headers())
+    crate::classify::http::verdict(response.status(), response.headers())
 }
 
 /// The request, to be sent from an attempt: see [`AttemptRequest::send`].
@@ -120,7 +124,7 @@ pub struct AttemptRequest {
 
 impl AttemptRequest {
     /// Sends the request. Inside an attempt (where
-    /// [`context()`](crate::context()) answers):
+    /// [`context()`](crate::run::context::context()) answers):
     ///
     /// - it carries the call's `Idempotency-Key`, the same for every
     ///   attempt, so that a server that honours the header does a retried
@@ -141,7 +145,7 @@ impl AttemptRequest {
     /// request's own timeout included), [`Error::Elapsed`] when the call's
     /// deadline came first.
     pub async fn send(self) -> Result<::reqwest::Response, Error> {
-        let Some(cx) = crate::context() else {
+        let Some(cx) = crate::run::context::context() else {
             return Ok(self.request.send().await?);
         };
         let (client, request) = self.request.build_split();
@@ -187,7 +191,7 @@ impl AttemptRequest {
 pub fn error_for_status(response: ::reqwest::Response) -> Result<::reqwest::Response, Error> {
     let status = response.status();
     if status.is_client_error() || status.is_server_error() {
-        let retry_after = crate::http::retry_after(response.headers(), SystemTime::now());
+        let retry_after = crate::classify::http::retry_after(response.headers(), SystemTime::now());
         Err(Error::Status {
             status,
             retry_after,
@@ -197,4 +201,4 @@ pub fn error_for_status(response: ::reqwest::Response) -> Result<::reqwest::Resp
     }
 }
 
-pub use crate::reqwest_error::Error;
+pub use crate::reqwest::error::Error;

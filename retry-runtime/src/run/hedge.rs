@@ -19,7 +19,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicU32, AtomicU64};
 use std::time::{Duration, Instant};
 
-use crate::clock::Anchor;
+use crate::time::clock::Anchor;
 
 /// Sub-buckets per power of two: a latency lands in a bucket at most
 /// 1/16 (6.25%) wider than itself.

@@ -12,14 +12,16 @@
 //!   breakers they name), so that a test's outcome does not depend on the
 //!   tests that ran before it.
 
+pub(crate) mod isolation;
+
 use std::marker::PhantomData;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-pub use crate::isolation::{Fresh, Isolation, isolate, own};
-use crate::virtual_time::virtual_now;
-use crate::virtual_time::{IN_USE, RECORDING, VIRTUAL, Virtual};
+pub use crate::testing::isolation::{Fresh, Isolation, isolate, own};
+use crate::time::virtual_time::virtual_now;
+use crate::time::virtual_time::{IN_USE, RECORDING, VIRTUAL, Virtual};
 
 const OUT_OF_ORDER: &str =
     "VirtualTime handles on one thread must be dropped in reverse order of `start`";
@@ -164,7 +166,7 @@ impl std::fmt::Debug for VirtualTime {
 /// assert_ne!(delays(), first, "another seed, other delays");
 /// ```
 pub fn seed_jitter(seed: u64) {
-    crate::backoff::Rng::reseed_thread(seed);
+    crate::state::backoff::Rng::reseed_thread(seed);
 }
 
 /// Records the delays retry loops sleep on this thread, until dropped: see

@@ -112,7 +112,7 @@ pub struct SystemClock;
 
 impl Clock for SystemClock {
     fn now(&self) -> Instant {
-        crate::virtual_time::virtual_now().unwrap_or_else(Instant::now)
+        crate::time::virtual_time::virtual_now().unwrap_or_else(Instant::now)
     }
 
     fn now_fn(&self) -> fn() -> Instant {
@@ -120,7 +120,7 @@ impl Clock for SystemClock {
     }
 
     fn start_now(&self) -> Instant {
-        crate::virtual_time::virtual_now().unwrap_or_else(coarse_now)
+        crate::time::virtual_time::virtual_now().unwrap_or_else(coarse_now)
     }
 }
 

@@ -6,7 +6,7 @@ use std::error::Error as StdError;
 use std::fmt;
 use std::time::Duration;
 
-use crate::vocabulary::{CircuitOpen, Classify, Elapsed, Throttled, Verdict};
+use crate::state::vocabulary::{CircuitOpen, Classify, Elapsed, Throttled, Verdict};
 
 /// The error of an HTTP call made with reqwest under a retry loop: what
 /// reqwest reported, an error status, or the loop's own rejections. It

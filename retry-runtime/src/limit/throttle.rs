@@ -15,8 +15,8 @@ use std::fmt;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
 use std::time::{Duration, Instant};
 
-use crate::clock::Anchor;
 use crate::sync::AtomicU64;
+use crate::time::clock::Anchor;
 
 /// Tokens are counted in thousandths, as gRPC counts them: a `token_ratio`
 /// of 0.1 is exactly 100 milli-tokens per answer.

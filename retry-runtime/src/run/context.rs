@@ -515,8 +515,8 @@ impl<F: Future> InCurrentCall for F {}
 /// assert!(vt.elapsed() < Duration::from_secs(1));
 /// ```
 pub fn deadline_sync<R>(limit: Duration, f: impl FnOnce() -> R) -> R {
-    use crate::clock::Clock;
-    let deadline = crate::clock::SystemClock.now().checked_add(limit);
+    use crate::time::clock::Clock;
+    let deadline = crate::time::clock::SystemClock.now().checked_add(limit);
     in_deadline_scope(deadline, f)
 }
 
@@ -529,7 +529,7 @@ pub fn deadline_sync<R>(limit: Duration, f: impl FnOnce() -> R) -> R {
 /// before the deadline with its own error rather than be cut off in the
 /// middle of a backoff. A deadline inside another, or inside an attempt,
 /// never outlives the enclosing deadline. Time is read from the call's
-/// timer ([`RuntimeClock`](crate::timer::RuntimeClock): tokio's clock,
+/// timer ([`RuntimeClock`](crate::time::timer::RuntimeClock): tokio's clock,
 /// virtual when paused, inside a tokio runtime).
 ///
 /// ```
@@ -565,8 +565,8 @@ pub fn deadline_sync<R>(limit: Duration, f: impl FnOnce() -> R) -> R {
 /// deadline.
 #[cfg(feature = "async")]
 pub async fn deadline<F: Future>(limit: Duration, future: F) -> Result<F::Output, crate::Elapsed> {
-    use crate::clock::Clock;
-    let clock = crate::timer::RuntimeClock::current();
+    use crate::time::clock::Clock;
+    let clock = crate::time::timer::RuntimeClock::current();
     // This body runs at the first poll: the deadline starts there.
     let deadline = clock.now().checked_add(limit);
     let mut future = std::pin::pin!(future);

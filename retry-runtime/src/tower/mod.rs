@@ -5,7 +5,7 @@
 //! [`Policy`] (deadline, backoff, attempts), the same retry throttle or
 //! budget, breaker and adaptive throttle, the same classification, hooks,
 //! `tracing` and `metrics`. Each attempt runs with the call's
-//! [`Context`](crate::Context) set, so [`context()`](crate::context()), the
+//! [`Context`](crate::Context) set, so [`context()`](crate::run::context::context()), the
 //! idempotency key and nested `#[retry]` calls work inside the inner
 //! service.
 //!
@@ -19,7 +19,7 @@
 //!   responses by the HTTP rule and `Retry-After`, and repeats a request
 //!   after an ambiguous failure (a 502, a timeout) only when its method is
 //!   idempotent or it carries an `Idempotency-Key`
-//!   ([`http::is_idempotent`](crate::http::is_idempotent)), or the policy
+//!   ([`http::is_idempotent`](crate::classify::http::is_idempotent)), or the policy
 //!   says every request is.
 //!
 //! ```
@@ -46,6 +46,9 @@
 //! # }
 //! ```
 
+#[cfg(feature = "tonic")]
+pub mod tonic;
+
 use std::fmt;
 use std::marker::PhantomData;
 use std::pin::Pin;
@@ -56,18 +59,18 @@ use std::time::Duration;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::adaptive::AdaptiveThrottle;
-use crate::breaker::CircuitBreaker;
-use crate::budget::BudgetRef;
 use crate::classify::{ByClassify, Classifier, Classify, NeverRetry, Verdict};
-use crate::hedge::Hedge;
-use crate::observe::{Ignore, OnGiveUp, OnRetry};
-use crate::policy::Policy;
+use crate::limit::adaptive::AdaptiveThrottle;
+use crate::limit::breaker::CircuitBreaker;
+use crate::limit::budget::BudgetRef;
+use crate::limit::throttle::RetryThrottle;
+use crate::run::hedge::Hedge;
+use crate::run::observe::{Ignore, OnGiveUp, OnRetry};
 use crate::run::{
     AttemptNotes, AttemptTimeout, BreakerSlot, Driver, NoBreaker, NoThrottle, NoTimeout, Retry,
     ThrottleSlot, TimeoutSlot, WithTimeout,
 };
-use crate::throttle::RetryThrottle;
+use crate::state::policy::Policy;
 
 mod replay;
 
@@ -481,7 +484,7 @@ impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
             // Its own is fresh already; a `static` it names is looked up
             // at each call, as `#[retry]` looks up its own.
             LayerBudget::Own(throttle, _) => Some(BudgetRef::Throttle(throttle)),
-            LayerBudget::Given(budget) => crate::isolation::own_budget(*budget),
+            LayerBudget::Given(budget) => crate::testing::isolation::own_budget(*budget),
         }
     }
 
@@ -958,7 +961,7 @@ impl<Req: Clone + Send> Replay<Req> for Cloned {
 
 /// What a layer tells of a call in the response it returns: the HTTP
 /// layer puts the number of attempts in its extensions
-/// ([`http::Attempts`](crate::http::Attempts)); a layer of `Clone`
+/// ([`http::Attempts`](crate::classify::http::Attempts)); a layer of `Clone`
 /// requests, whose responses may be of any type, tells nothing.
 pub trait Answer<P> {
     /// Notes that the call took `attempts` attempts.
@@ -972,7 +975,7 @@ impl<T> Answer<Cloned> for T {
 impl<B> Answer<HttpBodies> for http::Response<B> {
     fn took(&mut self, attempts: u32) {
         self.extensions_mut()
-            .insert(crate::http::Attempts(attempts));
+            .insert(crate::classify::http::Attempts(attempts));
     }
 }
 
@@ -1162,7 +1165,7 @@ where
         let Some(limit) = limit else {
             return send.await;
         };
-        let outcome = crate::timer::timeout(limit, send).await;
+        let outcome = crate::time::timer::timeout(limit, send).await;
         outcome.unwrap_or_else(|_| {
             self.timed_out = true;
             Err(L::elapsed())

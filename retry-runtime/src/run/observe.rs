@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use crate::classify::Verdict;
-use crate::vocabulary::{Decision, GiveUp};
+use crate::state::vocabulary::{Decision, GiveUp};
 
 /// The `function` of a call nobody named.
 pub(crate) const ANONYMOUS: &str = "anonymous";

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use crate::sync::AtomicU64;
 
-use crate::clock::Anchor;
+use crate::time::clock::Anchor;
 
 /// Slots the window is cut into: counts leave it a slot at a time.
 const SLOTS: u64 = 8;
@@ -44,7 +44,7 @@ const fn accepts_of(word: u64) -> u64 {
     word & COUNT_MAX
 }
 
-pub use crate::vocabulary::Throttled;
+pub use crate::state::vocabulary::Throttled;
 
 /// Client-side throttling (Google SRE): before every attempt, the first
 /// included, reject it locally with probability

@@ -2,10 +2,10 @@
 
 use std::time::Duration;
 
-use crate::backoff::{self, Backoff, Jitter, Rng};
-use crate::budget::{BudgetRef, RetryBudget};
-use crate::throttle::RetryThrottle;
-use crate::units;
+use crate::limit::budget::{BudgetRef, RetryBudget};
+use crate::limit::throttle::RetryThrottle;
+use crate::state::backoff::{self, Backoff, Jitter, Rng};
+use crate::time::units;
 
 /// Everything a retry loop needs to know, built in `const` context if you
 /// like.

@@ -41,7 +41,7 @@ use std::sync::OnceLock;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use crate::clock::Clock;
+use crate::time::clock::Clock;
 
 /// A timer for async retry loops on an executor of your choice: what time
 /// it is, and a future that sleeps.
@@ -278,6 +278,6 @@ pub(crate) fn timeout<F: Future>(
 /// that retry sleep; a retry pays one allocation instead, beside a sleep of
 /// milliseconds.
 pub(crate) fn sleep_async(delay: Duration) -> Pin<Box<impl Future<Output = ()>>> {
-    crate::virtual_time::note_sleep(delay);
+    crate::time::virtual_time::note_sleep(delay);
     Box::pin(RuntimeClock::current().sleep(delay))
 }

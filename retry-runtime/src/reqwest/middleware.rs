@@ -52,16 +52,16 @@ use std::time::Duration;
 use ::reqwest_middleware::{Error, Middleware, Next};
 use http::Extensions;
 
-use crate::adaptive::{AdaptiveThrottle, Throttled};
-use crate::breaker::{CircuitBreaker, CircuitOpen};
-use crate::budget::BudgetRef;
 use crate::classify::{ByClassify, Classifier, Classify, Verdict};
-use crate::observe::{Ignore, OnGiveUp, OnRetry};
-use crate::policy::Policy;
+use crate::limit::adaptive::{AdaptiveThrottle, Throttled};
+use crate::limit::breaker::{CircuitBreaker, CircuitOpen};
+use crate::limit::budget::BudgetRef;
+use crate::run::observe::{Ignore, OnGiveUp, OnRetry};
 use crate::run::{
     AttemptNotes, AttemptTimeout, BreakerSlot, Driver, Elapsed, NoBreaker, NoThrottle, NoTimeout,
     ThrottleSlot, TimeoutSlot, WithTimeout,
 };
+use crate::state::policy::Policy;
 use crate::tower::RetryLayer;
 
 /// The requests of a reqwest-middleware client, sent again by
@@ -729,10 +729,10 @@ impl Driver for Call<'_> {
                 .take()
                 .expect("the decider retries only a request that can be sent again")
         };
-        if let Some(cx) = crate::context() {
-            let key = crate::http::IDEMPOTENCY_KEY;
+        if let Some(cx) = crate::run::context::context() {
+            let key = crate::classify::http::IDEMPOTENCY_KEY;
             if self.add_key
-                && !crate::http::is_idempotent_parts(request.method(), request.headers())
+                && !crate::classify::http::is_idempotent_parts(request.method(), request.headers())
                 && let Ok(value) = http::HeaderValue::try_from(cx.idempotency_key().to_string())
             {
                 request.headers_mut().insert(key, value);
@@ -758,7 +758,7 @@ impl Driver for Call<'_> {
         let Some(limit) = cut else {
             return send.await;
         };
-        let outcome = crate::timer::timeout(limit, send).await;
+        let outcome = crate::time::timer::timeout(limit, send).await;
         outcome.unwrap_or_else(|_| {
             self.timed_out = true;
             Err(Error::from(Elapsed::new()))
@@ -792,7 +792,7 @@ where
     ) -> Result<reqwest::Response, Error> {
         let layer = &self.inner;
         let idempotent = layer.requests.add_key
-            || crate::http::is_idempotent_parts(request.method(), request.headers());
+            || crate::classify::http::is_idempotent_parts(request.method(), request.headers());
         let policy = if idempotent {
             layer.policy.idempotent(true)
         } else {
@@ -827,7 +827,7 @@ where
         if let Ok(response) = &mut outcome {
             response
                 .extensions_mut()
-                .insert(crate::http::Attempts(call.attempts));
+                .insert(crate::classify::http::Attempts(call.attempts));
         }
         outcome
     }

@@ -9,19 +9,23 @@
 //! (`first.rs`): most first attempts succeed, and one that fails is then
 //! decided by the state machine as if it had been there from the start.
 
+pub mod backoff;
+pub mod policy;
+pub(crate) mod vocabulary;
+
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use crate::adaptive::{AdaptiveThrottle, Throttled};
-use crate::backoff::{self, Rng};
-use crate::breaker::{CircuitBreaker, CircuitOpen, Permit};
-use crate::budget::{BudgetRef, IntoBudget};
 use crate::classify::{Classifier, Verdict};
-use crate::clock::Clock;
-use crate::context::{self, CallContext, Scope};
-use crate::observe::{Function, GiveUpEvent, Observe, RetryEvent};
-use crate::policy::Policy;
-use crate::vocabulary::Attempted;
+use crate::limit::adaptive::{AdaptiveThrottle, Throttled};
+use crate::limit::breaker::{CircuitBreaker, CircuitOpen, Permit};
+use crate::limit::budget::{BudgetRef, IntoBudget};
+use crate::run::context::{self, CallContext, Scope};
+use crate::run::observe::{Function, GiveUpEvent, Observe, RetryEvent};
+use crate::state::backoff::Rng;
+use crate::state::policy::Policy;
+use crate::state::vocabulary::Attempted;
+use crate::time::clock::Clock;
 
 mod first;
 #[cfg(all(feature = "async", not(loom)))]
@@ -41,7 +45,7 @@ const PRECISE_START_BELOW: Duration = Duration::from_secs(1);
 /// it.
 const COARSE_TRAILS_BY_LESS_THAN: Duration = Duration::from_secs(1);
 
-pub use crate::vocabulary::{Decision, GiveUp};
+pub use crate::state::vocabulary::{Decision, GiveUp};
 
 /// The state of one retry loop: one per call, never shared.
 ///
@@ -128,7 +132,7 @@ impl<'a, C: Clock> AttemptState<'a, C> {
         let (start, deadline) = start_and_deadline(policy, &clock);
         Self::started(
             policy,
-            crate::isolation::own_budget(policy.get_budget()),
+            crate::testing::isolation::own_budget(policy.get_budget()),
             clock,
             start,
             deadline,
@@ -254,7 +258,7 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// ```
     #[must_use]
     pub fn breaker(mut self, breaker: &'static CircuitBreaker) -> Self {
-        self.breaker = Some(crate::isolation::own(breaker));
+        self.breaker = Some(crate::testing::isolation::own(breaker));
         self
     }
 
@@ -271,7 +275,7 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// ```
     #[must_use]
     pub fn throttle(mut self, throttle: &'static AdaptiveThrottle) -> Self {
-        self.throttle = Some((crate::isolation::own(throttle), self.start));
+        self.throttle = Some((crate::testing::isolation::own(throttle), self.start));
         self
     }
 
@@ -359,7 +363,7 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     }
 
     /// Runs one sync attempt with its [`Context`](crate::Context) set, so
-    /// that [`context()`](crate::context()) answers inside it and calls
+    /// that [`context()`](crate::run::context::context()) answers inside it and calls
     /// nested in it see this call's deadline.
     ///
     /// ```

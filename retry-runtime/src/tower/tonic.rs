@@ -1,7 +1,7 @@
 //! tonic (feature `tonic`): gRPC statuses classified, the call's deadline
 //! sent as `grpc-timeout`, and the tower layer on a tonic `Channel`.
 //!
-//! A `tonic::Status` is judged by [`grpc_verdict`](crate::http::grpc_verdict):
+//! A `tonic::Status` is judged by [`grpc_verdict`](crate::classify::http::grpc_verdict):
 //! `UNAVAILABLE` from the server is retried, `DEADLINE_EXCEEDED` only for
 //! an idempotent call, `RESOURCE_EXHAUSTED` only when the server pushed
 //! back with a delay (`grpc-retry-pushback-ms`), the rest never; a
@@ -21,7 +21,7 @@
 use crate::classify::{Classify, Verdict};
 
 /// By its code and the server's pushback, as
-/// [`grpc_verdict`](crate::http::grpc_verdict) says.
+/// [`grpc_verdict`](crate::classify::http::grpc_verdict) says.
 ///
 /// ```
 /// # extern crate retry_runtime as backstop;
@@ -85,7 +85,7 @@ impl Classify for ::tonic::Status {
         if source.is_some() && self.code() == ::tonic::Code::Unavailable {
             return Verdict::RetryIfIdempotent;
         }
-        crate::http::grpc_verdict(self.code() as i32, self.metadata().as_ref())
+        crate::classify::http::grpc_verdict(self.code() as i32, self.metadata().as_ref())
     }
 }
 
@@ -157,16 +157,16 @@ impl From<crate::Elapsed> for ::tonic::Status {
 /// assert_eq!(timeout.unwrap().unwrap(), "2000000u");
 /// ```
 pub fn within_attempt<T>(mut request: ::tonic::Request<T>) -> ::tonic::Request<T> {
-    let Some(left) = crate::context().and_then(|cx| cx.remaining()) else {
+    let Some(left) = crate::run::context::context().and_then(|cx| cx.remaining()) else {
         return request;
     };
     let own = request
         .metadata()
         .get("grpc-timeout")
         .and_then(|value| value.to_str().ok())
-        .and_then(crate::http::parse_grpc_timeout);
+        .and_then(crate::classify::http::parse_grpc_timeout);
     if own.is_none_or(|own| left < own)
-        && let Ok(value) = crate::http::format_grpc_timeout(left).parse()
+        && let Ok(value) = crate::classify::http::format_grpc_timeout(left).parse()
     {
         request.metadata_mut().insert("grpc-timeout", value);
     }

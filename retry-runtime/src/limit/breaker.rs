@@ -11,9 +11,9 @@ use std::fmt;
 use std::sync::atomic::Ordering::{AcqRel, Acquire};
 use std::time::{Duration, Instant};
 
-use crate::clock::nanos_since_origin;
+use crate::state::vocabulary::Attempted;
 use crate::sync::AtomicU64;
-use crate::vocabulary::Attempted;
+use crate::time::clock::nanos_since_origin;
 
 /// The breaker's state word, so that every transition is one
 /// compare-and-swap: two bits of state; a generation, moved on each time the
@@ -71,7 +71,7 @@ pub enum BreakerState {
     HalfOpen,
 }
 
-pub use crate::vocabulary::CircuitOpen;
+pub use crate::state::vocabulary::CircuitOpen;
 
 /// A lock-free circuit breaker, shareable as a `static`.
 ///

@@ -9,7 +9,7 @@ use std::marker::PhantomData;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::budget::BudgetRef;
+use crate::limit::budget::BudgetRef;
 
 /// Set once any test isolates: until then, the default protection of a
 /// call costs one load of this flag to look up.
@@ -171,7 +171,7 @@ impl Fresh for crate::AdaptiveThrottle {
 /// latencies afresh (and on its own clock: a paused tokio runtime of an
 /// earlier test may have moved on).
 #[cfg(not(loom))]
-impl Fresh for crate::hedge::LatencyPercentile {
+impl Fresh for crate::run::hedge::LatencyPercentile {
     fn fresh(&self) -> Self {
         Self::new(self.quantile(), self.window())
     }
