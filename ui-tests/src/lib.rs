@@ -1,0 +1,1 @@
+//! The compile-time rules of `#[retry]`: see `tests/ui.rs`. Nothing here.
