@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use backstop::http::Attempts;
 use backstop::tower::RetryLayer;
-use backstop::{CircuitBreaker, Policy};
+use backstop::{CircuitBreaker, Policy, Retry};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
@@ -36,8 +36,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         .base(Duration::from_millis(50));
     let client = Client::builder(TokioExecutor::new()).build_http();
     let orders = tower::ServiceBuilder::new()
-        .layer(
-            RetryLayer::http(&policy)
+        .layer(RetryLayer::http(
+            Retry::new(&policy)
                 .name("orders")
                 .breaker(&ORDERS)
                 .attempt_timeout(Duration::from_secs(2))
@@ -49,7 +49,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
                         e.delay()
                     );
                 }),
-        )
+        ))
         // Below the layer, hyper's errors are boxed: the breaker's
         // rejection and the attempt timeout must fit the same type. A
         // boxed transport error is retried when the connection was

@@ -488,8 +488,8 @@
 //! # }
 //! ```
 //!
-//! The same is [`Retry::hedge`] for closures and
-//! [`tower::RetryLayer::hedge`](crate::tower) for a tower stack.
+//! The same is [`Retry::hedge`] for closures, and for a tower stack a
+//! [`tower::RetryLayer`] made from such a `Retry`.
 //!
 //! ### `on_retry` and `on_give_up`
 //!

@@ -632,9 +632,10 @@ fn each_attempt_through_the_layer_has_a_span_and_the_response_counts_them() {
                 Ok::<_, Error>(http::Response::builder().status(status).body(()).unwrap())
             }
         });
-        let service = backstop::tower::RetryLayer::http(&backstop::Policy::new())
-            .name("users")
-            .layer(inner);
+        let service = backstop::tower::RetryLayer::http(
+            backstop::Retry::new(&backstop::Policy::new()).name("users"),
+        )
+        .layer(inner);
         let request = http::Request::get("/users/7").body(String::new()).unwrap();
         let response = runtime.block_on(service.oneshot(request)).unwrap();
         attempts = response
@@ -735,9 +736,10 @@ fn a_request_that_cannot_be_sent_again_is_counted_as_not_replayable() {
                 Ok::<_, Error>(http::Response::builder().status(503).body(()).unwrap())
             },
         );
-        let service = backstop::tower::RetryLayer::http(&backstop::Policy::new())
-            .name("uploads")
-            .layer(inner);
+        let service = backstop::tower::RetryLayer::http(
+            backstop::Retry::new(&backstop::Policy::new()).name("uploads"),
+        )
+        .layer(inner);
         // 65 KiB of unknown length: over the 64 KiB kept.
         let chunks = (0..65).map(|_| {
             Ok::<_, std::convert::Infallible>(hyper::body::Frame::data(bytes::Bytes::from(
@@ -855,7 +857,9 @@ fn many_layers_built_at_one_place_are_warned_about_once_in_debug_builds() {
         }
         // Sharing a throttle is the fix: no warning, however many.
         for _ in 0..250 {
-            drop(backstop::tower::RetryLayer::new(&policy).budget(&SHARED));
+            drop(backstop::tower::RetryLayer::new(
+                backstop::Retry::new(&policy).budget(&SHARED),
+            ));
         }
     });
     let warnings: Vec<_> = capture

@@ -181,11 +181,11 @@ async fn a_streamed_body_is_sent_once_and_reported() {
     let (url, keys) = serve(vec![(503, ""), (200, "")]).await;
     let reasons = Arc::new(Mutex::new(Vec::new()));
     let told = reasons.clone();
-    let middleware = RetryMiddleware::new(&quick()).on_give_up(
+    let middleware = RetryMiddleware::new(backstop::Retry::new(&quick()).on_give_up(
         move |e: &GiveUpEvent<'_, reqwest::Response, reqwest_middleware::Error>| {
             told.lock().unwrap().push(e.reason());
         },
-    );
+    ));
     let client = ClientBuilder::new(reqwest::Client::new())
         .with(middleware)
         .build();
@@ -204,10 +204,11 @@ async fn a_refused_connection_is_retried_even_for_a_post() {
     drop(closed);
     let attempts = Arc::new(Mutex::new(0));
     let seen = attempts.clone();
-    let middleware =
-        RetryMiddleware::new(&quick()).on_retry(move |_: &backstop::RetryEvent<'_, _, _>| {
+    let middleware = RetryMiddleware::new(backstop::Retry::new(&quick()).on_retry(
+        move |_: &backstop::RetryEvent<'_, _, _>| {
             *seen.lock().unwrap() += 1;
-        });
+        },
+    ));
     let error = client(middleware).post(&url).send().await.unwrap_err();
     assert!(error.is_connect(), "{error:?}");
     assert_eq!(*attempts.lock().unwrap(), 2, "nothing was sent: retried");
@@ -218,7 +219,9 @@ static ORDERS: CircuitBreaker = CircuitBreaker::new(2, Duration::from_secs(30));
 #[tokio::test]
 async fn an_open_breaker_turns_calls_away_as_a_middleware_error() {
     let (url, keys) = serve(vec![(503, ""), (503, ""), (200, "")]).await;
-    let client = client(RetryMiddleware::new(&quick()).breaker(&ORDERS));
+    let client = client(RetryMiddleware::new(
+        backstop::Retry::new(&quick()).breaker(&ORDERS),
+    ));
     let response = client.get(&url).send().await.unwrap();
     assert_eq!(response.status(), 503, "opened after two failures");
     let error = client.get(&url).send().await.unwrap_err();
@@ -238,7 +241,9 @@ async fn shares_the_throttle(calls: &Mutex<u32>) -> Result<(), std::io::Error> {
 #[tokio::test]
 async fn a_throttle_is_shared_with_retry_functions() {
     let (url, _) = serve((0..20).map(|_| (503, "")).collect()).await;
-    let client = client(RetryMiddleware::new(&quick().attempts(10)).budget(&SHARED));
+    let client = client(RetryMiddleware::new(
+        backstop::Retry::new(&quick().attempts(10)).budget(&SHARED),
+    ));
     let response = client.get(&url).send().await.unwrap();
     assert_eq!(response.status(), 503);
     let response = client.get(&url).send().await.unwrap();
@@ -293,10 +298,12 @@ async fn a_policys_attempt_timeout_applies() {
 #[tokio::test]
 async fn the_added_key_goes_only_on_requests_not_idempotent_by_their_method() {
     let (url, keys) = serve(vec![(503, ""), (200, "")]).await;
-    let middleware = RetryMiddleware::new(&quick())
-        .add_idempotency_key()
-        .when(|e| e.is_connect() || e.is_timeout())
-        .on_retry(|e| assert_eq!(e.attempt(), 1));
+    let middleware = RetryMiddleware::new(
+        backstop::Retry::new(&quick())
+            .when(|e: &reqwest_middleware::Error| e.is_connect() || e.is_timeout())
+            .on_retry(|e| assert_eq!(e.attempt(), 1)),
+    )
+    .add_idempotency_key();
     let response = client(middleware).get(&url).send().await.unwrap();
     assert_eq!(response.status(), 200);
     assert_eq!(*keys.lock().unwrap(), [None, None], "a GET needs no key");

@@ -244,7 +244,7 @@ async fn a_negative_pushback_is_a_failure_for_the_retry_throttle() {
         .metadata_mut()
         .insert("grpc-retry-pushback-ms", "-1".parse().unwrap());
     let (addr, seen) = serve(vec![refused]).await;
-    let layer = RetryLayer::http(&quick()).budget(&PUSHED_BACK);
+    let layer = RetryLayer::http(backstop::Retry::new(&quick()).budget(&PUSHED_BACK));
     let request = tonic::Request::new("hi".to_owned());
     let error = say_with(addr, layer.clone(), request).await.unwrap_err();
     assert_eq!(error.code(), Code::Unavailable);

@@ -107,9 +107,8 @@ fn post(addr: SocketAddr, body: &'static str) -> Request<Full<Bytes>> {
 #[tokio::test]
 async fn a_503_503_200_takes_three_requests_each_with_the_whole_body() {
     let (addr, seen) = serve(vec![(503, None), (503, None)]).await;
-    let service = RetryLayer::http(&quick())
-        .when(hyper_verdict)
-        .layer(client());
+    let service =
+        RetryLayer::http(backstop::Retry::new(&quick()).when(hyper_verdict)).layer(client());
     let response = service.oneshot(post(addr, "{\"sku\": 7}")).await.unwrap();
     assert_eq!(response.status(), StatusCode::OK);
     let seen = seen.lock().unwrap();
@@ -123,9 +122,8 @@ async fn a_503_503_200_takes_three_requests_each_with_the_whole_body() {
 #[tokio::test]
 async fn a_post_answered_502_is_sent_once_a_put_or_a_keyed_post_again() {
     let (addr, seen) = serve(vec![(502, None), (502, None)]).await;
-    let service = RetryLayer::http(&quick())
-        .when(hyper_verdict)
-        .layer(client());
+    let service =
+        RetryLayer::http(backstop::Retry::new(&quick()).when(hyper_verdict)).layer(client());
     let response = service.clone().oneshot(post(addr, "a")).await.unwrap();
     assert_eq!(response.status(), StatusCode::BAD_GATEWAY);
     assert_eq!(
@@ -158,9 +156,9 @@ async fn a_post_answered_502_is_sent_once_a_put_or_a_keyed_post_again() {
 #[tokio::test]
 async fn a_policy_that_says_idempotent_repeats_a_post() {
     let (addr, seen) = serve(vec![(500, None)]).await;
-    let service = RetryLayer::http(&quick().idempotent(true))
-        .when(hyper_verdict)
-        .layer(client());
+    let service =
+        RetryLayer::http(backstop::Retry::new(&quick().idempotent(true)).when(hyper_verdict))
+            .layer(client());
     let response = service.oneshot(post(addr, "a")).await.unwrap();
     assert_eq!(response.status(), StatusCode::OK);
     assert_eq!(seen.lock().unwrap().len(), 2);
@@ -179,12 +177,14 @@ async fn a_streamed_body_over_the_limit_is_sent_once_and_reported() {
     let (addr, seen) = serve(vec![(503, None), (503, None)]).await;
     let reasons = Arc::new(Mutex::new(Vec::new()));
     let told = reasons.clone();
-    let service = RetryLayer::http(&quick())
-        .when(hyper_verdict)
-        .on_give_up(move |e: &GiveUpEvent<'_, Response<Incoming>, _>| {
-            told.lock().unwrap().push(e.reason());
-        })
-        .layer(client());
+    let service = RetryLayer::http(
+        backstop::Retry::new(&quick())
+            .when(hyper_verdict)
+            .on_give_up(move |e: &GiveUpEvent<'_, Response<Incoming>, _>| {
+                told.lock().unwrap().push(e.reason());
+            }),
+    )
+    .layer(client());
     let upload = Request::put(format!("http://{addr}/files/1"))
         .body(stream(65))
         .unwrap();
@@ -221,9 +221,8 @@ async fn a_streamed_body_over_the_limit_is_sent_once_and_reported() {
 #[tokio::test]
 async fn a_replay_limit_of_zero_keeps_only_empty_bodies() {
     let (addr, seen) = serve(vec![(503, None), (503, None)]).await;
-    let service = RetryLayer::http(&quick())
+    let service = RetryLayer::http(backstop::Retry::new(&quick()).when(hyper_verdict))
         .replay_limit(0)
-        .when(hyper_verdict)
         .layer(client());
     let response = service.clone().oneshot(post(addr, "a")).await.unwrap();
     assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
@@ -365,9 +364,10 @@ async fn an_attempt_timeout_cuts_off_a_hung_attempt_of_an_idempotent_request() {
             Ok::<_, BoxError>(Response::new(()))
         }
     });
-    let service = RetryLayer::http(&Policy::new())
-        .attempt_timeout(Duration::from_secs(2))
-        .layer(inner);
+    let service = RetryLayer::http(
+        backstop::Retry::new(&Policy::new()).attempt_timeout(Duration::from_secs(2)),
+    )
+    .layer(inner);
     let start = tokio::time::Instant::now();
     let response = service.oneshot(get()).await.unwrap();
     assert_eq!(response.status(), StatusCode::OK);
@@ -385,9 +385,10 @@ async fn a_timed_out_post_is_not_repeated() {
             f.await
         })
         .service(inner);
-    let service = RetryLayer::http(&Policy::new())
-        .attempt_timeout(Duration::from_secs(1))
-        .layer(slow);
+    let service = RetryLayer::http(
+        backstop::Retry::new(&Policy::new()).attempt_timeout(Duration::from_secs(1)),
+    )
+    .layer(slow);
     let post = Request::post("/orders").body(String::from("{}")).unwrap();
     let error = service.oneshot(post).await.unwrap_err();
     assert!(error.is::<backstop::Elapsed>(), "{error}");
@@ -406,9 +407,10 @@ async fn shares_the_throttle(calls: &AtomicU32) -> Result<(), std::io::Error> {
 async fn a_throttle_is_shared_with_retry_functions() {
     // The layer's failures drain the throttle both draw on...
     let (inner, calls) = scripted((0..20).map(|_| status(503, None)).collect());
-    let service = RetryLayer::http(&Policy::new().attempts(10))
-        .budget(&SHARED_THROTTLE)
-        .layer(inner);
+    let service = RetryLayer::http(
+        backstop::Retry::new(&Policy::new().attempts(10)).budget(&SHARED_THROTTLE),
+    )
+    .layer(inner);
     let response = service.oneshot(get()).await.unwrap();
     assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert!(
@@ -458,8 +460,7 @@ async fn a_breaker_opened_by_a_retry_function_turns_the_layer_away() {
         seen.fetch_add(1, Ordering::Relaxed);
         async { Ok::<_, ApiError>(Response::new(())) }
     });
-    let service = RetryLayer::http(&Policy::new())
-        .breaker(&SHARED_BREAKER)
+    let service = RetryLayer::http(backstop::Retry::new(&Policy::new()).breaker(&SHARED_BREAKER))
         .layer(inner);
     let outcome = service.oneshot(get()).await;
     assert!(matches!(outcome, Err(ApiError::Open)), "{outcome:?}");
@@ -637,11 +638,11 @@ where
     let attempts = Arc::new(AtomicU32::new(0));
     let seen = attempts.clone();
     let service = tower::ServiceBuilder::new()
-        .layer(RetryLayer::http(&quick()).on_retry(
+        .layer(RetryLayer::http(backstop::Retry::new(&quick()).on_retry(
             move |_: &backstop::RetryEvent<'_, Response<Incoming>, BoxError>| {
                 seen.fetch_add(1, Ordering::Relaxed);
             },
-        ))
+        )))
         .map_err(BoxError::from)
         .service(client());
     let _ = service.oneshot(request(addr)).await.unwrap_err();
@@ -676,9 +677,8 @@ async fn an_adaptive_throttle_is_shared_with_retry_functions() {
     // calls locally, before sending them.
     let (inner, calls) = scripted((0..20).map(|_| status(503, None)).collect());
     let policy = Policy::new().attempts(1);
-    let service = RetryLayer::http(&policy)
-        .throttle(&SHARED_ADAPTIVE)
-        .layer(inner);
+    let service =
+        RetryLayer::http(backstop::Retry::new(&policy).throttle(&SHARED_ADAPTIVE)).layer(inner);
     let mut shed = 0;
     for _ in 0..20 {
         match service.clone().oneshot(get()).await {
@@ -732,11 +732,12 @@ async fn a_service_not_ready_again_by_the_deadline_gives_up_with_the_last_error(
     let reasons = Arc::new(Mutex::new(Vec::new()));
     let told = reasons.clone();
     let policy = Policy::new().deadline(Some(Duration::from_secs(1)));
-    let service = RetryLayer::new(&policy)
-        .on_give_up(move |e: &GiveUpEvent<'_, u32, std::io::Error>| {
+    let service = RetryLayer::new(backstop::Retry::new(&policy).on_give_up(
+        move |e: &GiveUpEvent<'_, u32, std::io::Error>| {
             told.lock().unwrap().push(e.reason());
-        })
-        .layer(inner.clone());
+        },
+    ))
+    .layer(inner.clone());
     let start = tokio::time::Instant::now();
     let error = service.oneshot(7).await.unwrap_err();
     assert_eq!(
@@ -780,7 +781,7 @@ static OPENED_MEANWHILE: CircuitBreaker = CircuitBreaker::new(2, Duration::from_
 #[tokio::test(start_paused = true)]
 async fn a_breaker_opened_during_the_sleep_returns_the_last_response_not_a_rejection() {
     let (inner, calls) = scripted((0..4).map(|_| status(503, None)).collect());
-    let layer = RetryLayer::http(&Policy::new()).breaker(&OPENED_MEANWHILE);
+    let layer = RetryLayer::http(backstop::Retry::new(&Policy::new()).breaker(&OPENED_MEANWHILE));
     // The first call fails once and sleeps; the second's failure opens the
     // breaker meanwhile.
     let first = layer.layer(inner.clone()).oneshot(get());
@@ -837,9 +838,9 @@ async fn a_small_streamed_post_to_a_refused_port_is_retried() {
 #[tokio::test]
 async fn the_transport_rule_holds_for_hyper_errors_given_to_when() {
     let (addr, requests) = reset_after_reading().await;
-    let with_when = RetryLayer::http(&quick())
-        .when(backstop::tower::transport_verdict)
-        .layer(client());
+    let with_when =
+        RetryLayer::http(backstop::Retry::new(&quick()).when(backstop::tower::transport_verdict))
+            .layer(client());
     let _ = with_when.oneshot(post(addr, "{}")).await.unwrap_err();
     assert_eq!(
         requests.load(Ordering::Relaxed),
@@ -934,9 +935,11 @@ fn slow_service(latencies: &'static [u64]) -> (SlowService, AttemptLog) {
 #[tokio::test(start_paused = true)]
 async fn a_slow_get_is_hedged_with_the_same_body_and_the_loser_dropped() {
     let (inner, log) = slow_service(&[1_000, 10]);
-    let service = RetryLayer::http(&Policy::new())
-        .hedge(backstop::hedge::Hedge::after(Duration::from_millis(50)))
-        .layer(inner);
+    let service = RetryLayer::http(
+        backstop::Retry::new(&Policy::new())
+            .hedge(backstop::hedge::Hedge::after(Duration::from_millis(50))),
+    )
+    .layer(inner);
     let start = tokio::time::Instant::now();
     let request = Request::get("/users/7").body("query".to_owned()).unwrap();
     let response = service.oneshot(request).await.unwrap();
@@ -960,9 +963,11 @@ async fn a_slow_get_is_hedged_with_the_same_body_and_the_loser_dropped() {
 async fn a_post_is_not_hedged_a_keyed_post_is() {
     for (keyed, attempts) in [(false, 1), (true, 2)] {
         let (inner, log) = slow_service(&[1_000, 10]);
-        let service = RetryLayer::http(&Policy::new())
-            .hedge(backstop::hedge::Hedge::after(Duration::from_millis(50)))
-            .layer(inner);
+        let service = RetryLayer::http(
+            backstop::Retry::new(&Policy::new())
+                .hedge(backstop::hedge::Hedge::after(Duration::from_millis(50))),
+        )
+        .layer(inner);
         let mut request = Request::post("/orders").body("order".to_owned()).unwrap();
         if keyed {
             request
@@ -977,10 +982,12 @@ async fn a_post_is_not_hedged_a_keyed_post_is() {
 #[tokio::test(start_paused = true)]
 async fn a_body_over_the_replay_limit_is_not_hedged() {
     let (inner, log) = slow_service(&[1_000, 10]);
-    let service = RetryLayer::http(&Policy::new())
-        .replay_limit(2)
-        .hedge(backstop::hedge::Hedge::after(Duration::from_millis(50)))
-        .layer(inner);
+    let service = RetryLayer::http(
+        backstop::Retry::new(&Policy::new())
+            .hedge(backstop::hedge::Hedge::after(Duration::from_millis(50))),
+    )
+    .replay_limit(2)
+    .layer(inner);
     let request = Request::put("/users/7")
         .body("too long".to_owned())
         .unwrap();
@@ -999,9 +1006,11 @@ async fn a_layer_of_clone_requests_hedges_on_clones_of_its_service_each_made_rea
         })
     });
     let policy = Policy::new().idempotent(true);
-    let service = RetryLayer::new(&policy)
-        .hedge(backstop::hedge::Hedge::after(Duration::from_millis(20)))
-        .layer(inner.clone());
+    let service = RetryLayer::new(
+        backstop::Retry::new(&policy)
+            .hedge(backstop::hedge::Hedge::after(Duration::from_millis(20))),
+    )
+    .layer(inner.clone());
     assert_eq!(service.oneshot(7).await.unwrap(), (2, 7));
     assert_eq!(inner.calls.load(Ordering::Relaxed), 2);
     assert_eq!(
@@ -1019,9 +1028,11 @@ async fn a_hedged_request_behind_a_concurrency_limit_uses_the_slot_the_caller_re
     // any request, and the first attempt answers.
     let (inner, log) = slow_service(&[100, 10]);
     let limited = tower::limit::ConcurrencyLimit::new(inner, 1);
-    let service = RetryLayer::http(&Policy::new())
-        .hedge(backstop::hedge::Hedge::after(Duration::from_millis(50)))
-        .layer(limited);
+    let service = RetryLayer::http(
+        backstop::Retry::new(&Policy::new())
+            .hedge(backstop::hedge::Hedge::after(Duration::from_millis(50))),
+    )
+    .layer(limited);
     let start = tokio::time::Instant::now();
     let response = tokio::time::timeout(Duration::from_secs(30), service.oneshot(get()))
         .await
@@ -1053,7 +1064,7 @@ async fn a_probe_that_never_returns_does_not_hold_the_breaker_shut() {
         }
     });
     let policy = Policy::new().attempts(1).deadline(None);
-    let service = RetryLayer::http(&policy).breaker(&HUNG_PROBE).layer(inner);
+    let service = RetryLayer::http(backstop::Retry::new(&policy).breaker(&HUNG_PROBE)).layer(inner);
     assert_eq!(
         service.clone().oneshot(get()).await.unwrap().status(),
         StatusCode::SERVICE_UNAVAILABLE

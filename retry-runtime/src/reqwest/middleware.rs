@@ -31,7 +31,7 @@
 //!   other request gets the call's key on all its attempts, and is then
 //!   idempotent;
 //! - the time left before the deadline is each attempt's timeout (with
-//!   the attempt timeout, `.attempt_timeout(..)` or the policy's, if
+//!   the attempt timeout, the `Retry`'s `.attempt_timeout(..)` or the policy's, if
 //!   sooner): a timeout of the request's own shrinks to it, and reqwest
 //!   reports it (`is_timeout()`); a request without one keeps the
 //!   `Client`'s, and is cut off at the time left with an
@@ -53,16 +53,14 @@ use ::reqwest_middleware::{Error, Middleware, Next};
 use http::Extensions;
 
 use crate::classify::{ByClassify, Classifier, Classify, Verdict};
-use crate::limit::adaptive::{AdaptiveThrottle, Throttled};
-use crate::limit::breaker::{CircuitBreaker, CircuitOpen};
-use crate::limit::budget::BudgetRef;
+use crate::limit::adaptive::Throttled;
+use crate::limit::breaker::CircuitOpen;
 use crate::run::observe::{Ignore, OnGiveUp, OnRetry};
 use crate::run::{
-    AttemptNotes, AttemptTimeout, BreakerSlot, Driver, Elapsed, NoBreaker, NoThrottle, NoTimeout,
-    ThrottleSlot, TimeoutSlot, WithTimeout,
+    AttemptNotes, BreakerSlot, Driver, Elapsed, NoBreaker, NoThrottle, NoTimeout, Retry,
+    ThrottleSlot, TimeoutSlot,
 };
-use crate::state::policy::Policy;
-use crate::tower::RetryLayer;
+use crate::tower::{ClassifierOr, RetryLayer};
 
 /// The requests of a reqwest-middleware client, sent again by
 /// `try_clone`.
@@ -72,10 +70,9 @@ pub(crate) struct ReqwestRequests {
     add_key: bool,
 }
 
-/// A reqwest-middleware [`Middleware`] that retries requests under a
-/// [`Policy`]: see the [module docs](self). It keeps what a
-/// [`RetryLayer`] keeps (its builder methods are the same), and runs the
-/// same loop.
+/// A reqwest-middleware [`Middleware`] that retries requests as a
+/// [`Retry`] configures: see the [module docs](self). It keeps what a
+/// [`RetryLayer`] keeps, and runs the same loop.
 #[must_use = "a middleware does nothing until a client is built `.with(..)` it"]
 pub struct RetryMiddleware<
     W = ByClassify,
@@ -98,16 +95,19 @@ impl<W, K, B, R, G, L, A> fmt::Debug for RetryMiddleware<W, K, B, R, G, L, A> {
 }
 
 impl RetryMiddleware {
-    /// A middleware under `policy`: responses judged by the HTTP rule and
-    /// `Retry-After`, errors by [`Classify`], each request idempotent or
-    /// not by its method, with a retry throttle of its own.
+    /// A middleware from a policy or a [`Retry`] configured as a closure's
+    /// would be (its budget, breaker, adaptive throttle, classifiers,
+    /// hooks, attempt timeout and name): responses judged by the HTTP rule
+    /// and `Retry-After` and errors by [`Classify`] unless
+    /// [`Retry::when_ok`] and [`Retry::when`] say otherwise, each request
+    /// idempotent or not by its method.
     ///
     /// Build the client once and share it (reqwest's `Client` is made to
-    /// be): the middleware's retry throttle is its own, so a client built
-    /// per request starts with a full throttle every time and never
-    /// throttles (a debug build warns after 100 built at one place); share
-    /// a `static` throttle with [`budget`](Self::budget) to build it where
-    /// you like.
+    /// be): unless the [`Retry`] names one, the middleware's retry throttle
+    /// is its own, so a client built per request starts with a full
+    /// throttle every time and never throttles (a debug build warns after
+    /// 100 built at one place); share a `static` throttle with
+    /// [`Retry::budget`] to build it where you like.
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
@@ -142,25 +142,23 @@ impl RetryMiddleware {
     /// # }
     /// ```
     #[track_caller]
-    pub fn new(policy: &Policy) -> Self {
-        let inner = RetryLayer::with_requests(policy, ReqwestRequests::default())
-            .map(|retry| retry.judging(ByClassify, ByClassify));
-        Self { inner }
+    pub fn new<'a, W, K, B, R, G, L, A>(
+        retry: impl Into<Retry<'a, W, K, B, R, G, L, A>>,
+    ) -> RetryMiddleware<W::Or, K::Or, B, R, G, L, A>
+    where
+        W: ClassifierOr<ByClassify>,
+        K: ClassifierOr<ByClassify>,
+    {
+        let retry = retry
+            .into()
+            .classifying(|when| when.or(ByClassify), |when_ok| when_ok.or(ByClassify));
+        RetryMiddleware {
+            inner: RetryLayer::from_retry(retry, ReqwestRequests::default()),
+        }
     }
 }
 
 impl<W, K, B, R, G, L, A> RetryMiddleware<W, K, B, R, G, L, A> {
-    fn map<W2, K2, B2, R2, G2, L2, A2>(
-        self,
-        f: impl FnOnce(
-            RetryLayer<ReqwestRequests, W, K, B, R, G, L, A>,
-        ) -> RetryLayer<ReqwestRequests, W2, K2, B2, R2, G2, L2, A2>,
-    ) -> RetryMiddleware<W2, K2, B2, R2, G2, L2, A2> {
-        RetryMiddleware {
-            inner: f(self.inner),
-        }
-    }
-
     /// Sends the call's `Idempotency-Key` (the same on every attempt) with
     /// each request that is not idempotent by its method and has no key
     /// of its own, so that a server honouring the header does a retried
@@ -208,427 +206,6 @@ impl<W, K, B, R, G, L, A> RetryMiddleware<W, K, B, R, G, L, A> {
     pub fn add_idempotency_key(mut self) -> Self {
         self.inner.requests.add_key = true;
         self
-    }
-
-    /// Draws on `budget`, shared with whatever else names it, as
-    /// [`RetryLayer::budget`].
-    ///
-    /// ```
-    /// # extern crate retry_runtime as backstop;
-    /// use backstop::{reqwest_middleware::RetryMiddleware, Policy, RetryThrottle};
-    /// use reqwest_middleware::ClientBuilder;
-    /// # use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-    /// # /// Stands in for the network: answers these statuses in turn (the last
-    /// # /// ever after; 0 hangs for a minute, then answers 200; 1 is an error).
-    /// # struct Server(&'static [u16], AtomicUsize, std::sync::Mutex<Vec<String>>);
-    /// # impl Server { fn new(statuses: &'static [u16]) -> Self { Self(statuses, AtomicUsize::new(0), Default::default()) } }
-    /// # #[async_trait::async_trait]
-    /// # impl reqwest_middleware::Middleware for Server {
-    /// #     async fn handle(&self, request: reqwest::Request, _: &mut http::Extensions, _: reqwest_middleware::Next<'_>)
-    /// #     -> reqwest_middleware::Result<reqwest::Response> {
-    /// #         let key = request.headers().get("idempotency-key").map(|k| k.to_str().unwrap().to_owned());
-    /// #         self.2.lock().unwrap().push(key.unwrap_or_default());
-    /// #         let mut status = self.0[self.1.fetch_add(1, Relaxed).min(self.0.len() - 1)];
-    /// #         if status == 0 { tokio::time::sleep(std::time::Duration::from_secs(60)).await; status = 200; }
-    /// #         if status == 1 { return Err(reqwest_middleware::Error::middleware(std::io::Error::other("pool busy"))); }
-    /// #         Ok(http::Response::builder().status(status).body("").unwrap().into())
-    /// #     }
-    /// # }
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
-    /// static USERS_API: RetryThrottle = RetryThrottle::standard();
-    /// let client = ClientBuilder::new(reqwest::Client::new())
-    ///     .with(RetryMiddleware::new(&Policy::new()).budget(&USERS_API))
-    ///     .with(Server::new(&[503, 200])) // stands in for the network: 503, then 200
-    ///     .build();
-    /// let response = client.get("http://users.internal/users/7").send().await.unwrap();
-    /// assert_eq!(response.status(), 200);
-    /// // The failure was paid for from the shared throttle.
-    /// assert!(USERS_API.tokens() < f64::from(USERS_API.max_tokens()));
-    /// # }
-    /// ```
-    pub fn budget(self, budget: impl Into<BudgetRef<'static>>) -> Self {
-        self.map(|layer| layer.budget(budget))
-    }
-
-    /// Draws on no budget at all.
-    ///
-    /// ```
-    /// # extern crate retry_runtime as backstop;
-    /// use backstop::{reqwest_middleware::RetryMiddleware, Policy, RetryThrottle};
-    /// use reqwest_middleware::ClientBuilder;
-    /// # use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-    /// # /// Stands in for the network: answers these statuses in turn (the last
-    /// # /// ever after; 0 hangs for a minute, then answers 200; 1 is an error).
-    /// # struct Server(&'static [u16], AtomicUsize, std::sync::Mutex<Vec<String>>);
-    /// # impl Server { fn new(statuses: &'static [u16]) -> Self { Self(statuses, AtomicUsize::new(0), Default::default()) } }
-    /// # #[async_trait::async_trait]
-    /// # impl reqwest_middleware::Middleware for Server {
-    /// #     async fn handle(&self, request: reqwest::Request, _: &mut http::Extensions, _: reqwest_middleware::Next<'_>)
-    /// #     -> reqwest_middleware::Result<reqwest::Response> {
-    /// #         let key = request.headers().get("idempotency-key").map(|k| k.to_str().unwrap().to_owned());
-    /// #         self.2.lock().unwrap().push(key.unwrap_or_default());
-    /// #         let mut status = self.0[self.1.fetch_add(1, Relaxed).min(self.0.len() - 1)];
-    /// #         if status == 0 { tokio::time::sleep(std::time::Duration::from_secs(60)).await; status = 200; }
-    /// #         if status == 1 { return Err(reqwest_middleware::Error::middleware(std::io::Error::other("pool busy"))); }
-    /// #         Ok(http::Response::builder().status(status).body("").unwrap().into())
-    /// #     }
-    /// # }
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
-    /// static USERS_API: RetryThrottle = RetryThrottle::standard();
-    /// // Whatever the policy names, this middleware draws on nothing.
-    /// let policy = Policy::new().retry_throttle(&USERS_API);
-    /// let client = ClientBuilder::new(reqwest::Client::new())
-    ///     .with(RetryMiddleware::new(&policy).no_budget())
-    ///     .with(Server::new(&[503, 200])) // stands in for the network: 503, then 200
-    ///     .build();
-    /// let response = client.get("http://users.internal/users/7").send().await.unwrap();
-    /// assert_eq!(response.status(), 200);
-    /// assert_eq!(USERS_API.tokens(), f64::from(USERS_API.max_tokens()));
-    /// # }
-    /// ```
-    pub fn no_budget(self) -> Self {
-        self.map(RetryLayer::no_budget)
-    }
-
-    /// Classifies errors with `f`, answering `bool` or [`Verdict`].
-    ///
-    /// ```
-    /// # extern crate retry_runtime as backstop;
-    /// use backstop::{http::Attempts, reqwest_middleware::RetryMiddleware, Classify, Policy, Verdict};
-    /// use reqwest_middleware::ClientBuilder;
-    /// # use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-    /// # /// Stands in for the network: answers these statuses in turn (the last
-    /// # /// ever after; 0 hangs for a minute, then answers 200; 1 is an error).
-    /// # struct Server(&'static [u16], AtomicUsize, std::sync::Mutex<Vec<String>>);
-    /// # impl Server { fn new(statuses: &'static [u16]) -> Self { Self(statuses, AtomicUsize::new(0), Default::default()) } }
-    /// # #[async_trait::async_trait]
-    /// # impl reqwest_middleware::Middleware for Server {
-    /// #     async fn handle(&self, request: reqwest::Request, _: &mut http::Extensions, _: reqwest_middleware::Next<'_>)
-    /// #     -> reqwest_middleware::Result<reqwest::Response> {
-    /// #         let key = request.headers().get("idempotency-key").map(|k| k.to_str().unwrap().to_owned());
-    /// #         self.2.lock().unwrap().push(key.unwrap_or_default());
-    /// #         let mut status = self.0[self.1.fetch_add(1, Relaxed).min(self.0.len() - 1)];
-    /// #         if status == 0 { tokio::time::sleep(std::time::Duration::from_secs(60)).await; status = 200; }
-    /// #         if status == 1 { return Err(reqwest_middleware::Error::middleware(std::io::Error::other("pool busy"))); }
-    /// #         Ok(http::Response::builder().status(status).body("").unwrap().into())
-    /// #     }
-    /// # }
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
-    /// let client = ClientBuilder::new(reqwest::Client::new())
-    ///     .with(RetryMiddleware::new(&Policy::new()).when(|e: &reqwest_middleware::Error| match e {
-    ///         // Another middleware's "pool busy": worth another try.
-    ///         reqwest_middleware::Error::Middleware(busy) if busy.to_string() == "pool busy" => Verdict::Retry,
-    ///         // Everything else as by default.
-    ///         _ => e.classify(),
-    ///     }))
-    ///     .with(Server::new(&[1, 200])) // stands in: "pool busy", then 200
-    ///     .build();
-    /// let response = client.get("http://users.internal/users/7").send().await.unwrap();
-    /// assert_eq!(response.extensions().get::<Attempts>(), Some(&Attempts(2)));
-    /// # }
-    /// ```
-    pub fn when<F, V>(self, f: F) -> RetryMiddleware<crate::When<F>, K, B, R, G, L, A>
-    where
-        F: Fn(&Error) -> V,
-        V: Into<Verdict>,
-    {
-        self.map(|layer| layer.when(f))
-    }
-
-    /// Judges responses with `f`, answering `bool` or [`Verdict`], instead
-    /// of the HTTP rule.
-    ///
-    /// ```
-    /// # extern crate retry_runtime as backstop;
-    /// use backstop::{http::Attempts, reqwest_middleware::RetryMiddleware, Classify, Policy, Verdict};
-    /// use reqwest_middleware::ClientBuilder;
-    /// # use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-    /// # /// Stands in for the network: answers these statuses in turn (the last
-    /// # /// ever after; 0 hangs for a minute, then answers 200; 1 is an error).
-    /// # struct Server(&'static [u16], AtomicUsize, std::sync::Mutex<Vec<String>>);
-    /// # impl Server { fn new(statuses: &'static [u16]) -> Self { Self(statuses, AtomicUsize::new(0), Default::default()) } }
-    /// # #[async_trait::async_trait]
-    /// # impl reqwest_middleware::Middleware for Server {
-    /// #     async fn handle(&self, request: reqwest::Request, _: &mut http::Extensions, _: reqwest_middleware::Next<'_>)
-    /// #     -> reqwest_middleware::Result<reqwest::Response> {
-    /// #         let key = request.headers().get("idempotency-key").map(|k| k.to_str().unwrap().to_owned());
-    /// #         self.2.lock().unwrap().push(key.unwrap_or_default());
-    /// #         let mut status = self.0[self.1.fetch_add(1, Relaxed).min(self.0.len() - 1)];
-    /// #         if status == 0 { tokio::time::sleep(std::time::Duration::from_secs(60)).await; status = 200; }
-    /// #         if status == 1 { return Err(reqwest_middleware::Error::middleware(std::io::Error::other("pool busy"))); }
-    /// #         Ok(http::Response::builder().status(status).body("").unwrap().into())
-    /// #     }
-    /// # }
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
-    /// let client = ClientBuilder::new(reqwest::Client::new())
-    ///     // Retries a 404 too (the record is being created elsewhere), and
-    ///     // judges every other response by the HTTP rule, which `f` replaces.
-    ///     .with(RetryMiddleware::new(&Policy::new()).when_ok(|r: &reqwest::Response| {
-    ///         if r.status() == 404 { Verdict::Retry } else { r.classify() }
-    ///     }))
-    ///     .with(Server::new(&[404, 503, 200])) // stands in for the network: 404, then 503, then 200
-    ///     .build();
-    /// let response = client.get("http://users.internal/users/7").send().await.unwrap();
-    /// assert_eq!(response.status(), 200);
-    /// assert_eq!(response.extensions().get::<Attempts>(), Some(&Attempts(3)));
-    /// # }
-    /// ```
-    pub fn when_ok<F, V>(self, f: F) -> RetryMiddleware<W, crate::When<F>, B, R, G, L, A>
-    where
-        F: Fn(&reqwest::Response) -> V,
-        V: Into<Verdict>,
-    {
-        self.map(|layer| layer.when_ok(f))
-    }
-
-    /// Names the calls, for `tracing` and `metrics`.
-    ///
-    /// ```
-    /// # extern crate retry_runtime as backstop;
-    /// use backstop::{reqwest_middleware::RetryMiddleware, Policy};
-    /// let middleware = RetryMiddleware::new(&Policy::new()).name("users-api");
-    /// assert!(format!("{middleware:?}").contains(r#"name: "users-api""#));
-    /// ```
-    pub fn name(self, name: &'static str) -> Self {
-        self.map(|layer| layer.name(name))
-    }
-
-    /// Tells `f` about each retry before its sleep.
-    ///
-    /// ```
-    /// # extern crate retry_runtime as backstop;
-    /// use std::time::Duration;
-    /// use backstop::{reqwest_middleware::RetryMiddleware, Policy, RetryEvent};
-    /// use reqwest_middleware::ClientBuilder;
-    /// # use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-    /// # /// Stands in for the network: answers these statuses in turn (the last
-    /// # /// ever after; 0 hangs for a minute, then answers 200; 1 is an error).
-    /// # struct Server(&'static [u16], AtomicUsize, std::sync::Mutex<Vec<String>>);
-    /// # impl Server { fn new(statuses: &'static [u16]) -> Self { Self(statuses, AtomicUsize::new(0), Default::default()) } }
-    /// # #[async_trait::async_trait]
-    /// # impl reqwest_middleware::Middleware for Server {
-    /// #     async fn handle(&self, request: reqwest::Request, _: &mut http::Extensions, _: reqwest_middleware::Next<'_>)
-    /// #     -> reqwest_middleware::Result<reqwest::Response> {
-    /// #         let key = request.headers().get("idempotency-key").map(|k| k.to_str().unwrap().to_owned());
-    /// #         self.2.lock().unwrap().push(key.unwrap_or_default());
-    /// #         let mut status = self.0[self.1.fetch_add(1, Relaxed).min(self.0.len() - 1)];
-    /// #         if status == 0 { tokio::time::sleep(std::time::Duration::from_secs(60)).await; status = 200; }
-    /// #         if status == 1 { return Err(reqwest_middleware::Error::middleware(std::io::Error::other("pool busy"))); }
-    /// #         Ok(http::Response::builder().status(status).body("").unwrap().into())
-    /// #     }
-    /// # }
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
-    /// static WAITED: std::sync::Mutex<Vec<Duration>> = std::sync::Mutex::new(Vec::new());
-    /// let middleware = RetryMiddleware::new(&Policy::new()).on_retry(
-    ///     |e: &RetryEvent<'_, reqwest::Response, reqwest_middleware::Error>| {
-    ///         assert_eq!(e.outcome().unwrap().status(), 503);
-    ///         WAITED.lock().unwrap().push(e.delay());
-    ///     },
-    /// );
-    /// let client = ClientBuilder::new(reqwest::Client::new())
-    ///     .with(middleware)
-    ///     .with(Server::new(&[503, 503, 200])) // stands in for the network: 503, then 503, then 200
-    ///     .build();
-    /// let response = client.get("http://users.internal/users/7").send().await.unwrap();
-    /// assert_eq!(response.status(), 200);
-    /// assert_eq!(WAITED.lock().unwrap().len(), 2);
-    /// # }
-    /// ```
-    pub fn on_retry<F>(self, f: F) -> RetryMiddleware<W, K, B, F, G, L, A>
-    where
-        F: Fn(&crate::RetryEvent<'_, reqwest::Response, Error>),
-    {
-        self.map(|layer| layer.on_retry(f))
-    }
-
-    /// Tells `f` when a call gives up, with the reason.
-    ///
-    /// ```
-    /// # extern crate retry_runtime as backstop;
-    /// use std::sync::Mutex;
-    /// use backstop::{reqwest_middleware::RetryMiddleware, GiveUp, GiveUpEvent, Policy};
-    /// use reqwest_middleware::ClientBuilder;
-    /// # use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-    /// # /// Stands in for the network: answers these statuses in turn (the last
-    /// # /// ever after; 0 hangs for a minute, then answers 200; 1 is an error).
-    /// # struct Server(&'static [u16], AtomicUsize, std::sync::Mutex<Vec<String>>);
-    /// # impl Server { fn new(statuses: &'static [u16]) -> Self { Self(statuses, AtomicUsize::new(0), Default::default()) } }
-    /// # #[async_trait::async_trait]
-    /// # impl reqwest_middleware::Middleware for Server {
-    /// #     async fn handle(&self, request: reqwest::Request, _: &mut http::Extensions, _: reqwest_middleware::Next<'_>)
-    /// #     -> reqwest_middleware::Result<reqwest::Response> {
-    /// #         let key = request.headers().get("idempotency-key").map(|k| k.to_str().unwrap().to_owned());
-    /// #         self.2.lock().unwrap().push(key.unwrap_or_default());
-    /// #         let mut status = self.0[self.1.fetch_add(1, Relaxed).min(self.0.len() - 1)];
-    /// #         if status == 0 { tokio::time::sleep(std::time::Duration::from_secs(60)).await; status = 200; }
-    /// #         if status == 1 { return Err(reqwest_middleware::Error::middleware(std::io::Error::other("pool busy"))); }
-    /// #         Ok(http::Response::builder().status(status).body("").unwrap().into())
-    /// #     }
-    /// # }
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
-    /// static REASON: Mutex<Option<GiveUp>> = Mutex::new(None);
-    /// let middleware = RetryMiddleware::new(&Policy::new().attempts(2)).on_give_up(
-    ///     |e: &GiveUpEvent<'_, reqwest::Response, reqwest_middleware::Error>| {
-    ///         *REASON.lock().unwrap() = Some(e.reason());
-    ///     },
-    /// );
-    /// let client = ClientBuilder::new(reqwest::Client::new())
-    ///     .with(middleware)
-    ///     .with(Server::new(&[503])) // stands in for the network: 503, always
-    ///     .build();
-    /// // Unavailable, and again: the last answer is the call's.
-    /// let response = client.get("http://users.internal/users/7").send().await.unwrap();
-    /// assert_eq!(response.status(), 503);
-    /// assert_eq!(*REASON.lock().unwrap(), Some(GiveUp::Attempts));
-    /// # }
-    /// ```
-    pub fn on_give_up<F>(self, f: F) -> RetryMiddleware<W, K, B, R, F, L, A>
-    where
-        F: Fn(&crate::GiveUpEvent<'_, reqwest::Response, Error>),
-    {
-        self.map(|layer| layer.on_give_up(f))
-    }
-
-    /// Puts the calls behind `breaker`: a rejected call fails with a
-    /// [`Error::Middleware`] holding a [`CircuitOpen`].
-    ///
-    /// ```
-    /// # extern crate retry_runtime as backstop;
-    /// use std::time::Duration;
-    /// use backstop::{reqwest_middleware::RetryMiddleware, BreakerState, CircuitBreaker, CircuitOpen, Policy};
-    /// use reqwest_middleware::ClientBuilder;
-    /// # use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-    /// # /// Stands in for the network: answers these statuses in turn (the last
-    /// # /// ever after; 0 hangs for a minute, then answers 200; 1 is an error).
-    /// # struct Server(&'static [u16], AtomicUsize, std::sync::Mutex<Vec<String>>);
-    /// # impl Server { fn new(statuses: &'static [u16]) -> Self { Self(statuses, AtomicUsize::new(0), Default::default()) } }
-    /// # #[async_trait::async_trait]
-    /// # impl reqwest_middleware::Middleware for Server {
-    /// #     async fn handle(&self, request: reqwest::Request, _: &mut http::Extensions, _: reqwest_middleware::Next<'_>)
-    /// #     -> reqwest_middleware::Result<reqwest::Response> {
-    /// #         let key = request.headers().get("idempotency-key").map(|k| k.to_str().unwrap().to_owned());
-    /// #         self.2.lock().unwrap().push(key.unwrap_or_default());
-    /// #         let mut status = self.0[self.1.fetch_add(1, Relaxed).min(self.0.len() - 1)];
-    /// #         if status == 0 { tokio::time::sleep(std::time::Duration::from_secs(60)).await; status = 200; }
-    /// #         if status == 1 { return Err(reqwest_middleware::Error::middleware(std::io::Error::other("pool busy"))); }
-    /// #         Ok(http::Response::builder().status(status).body("").unwrap().into())
-    /// #     }
-    /// # }
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
-    /// static USERS_API: CircuitBreaker = CircuitBreaker::new(3, Duration::from_secs(30));
-    /// let client = ClientBuilder::new(reqwest::Client::new())
-    ///     .with(RetryMiddleware::new(&Policy::new()).breaker(&USERS_API))
-    ///     .with(Server::new(&[503])) // stands in for the network: 503, always
-    ///     .build();
-    /// let url = "http://users.internal/users/7";
-    /// assert_eq!(client.get(url).send().await.unwrap().status(), 503); // three 503s open it
-    /// assert_eq!(USERS_API.state(), BreakerState::Open);
-    /// let Err(reqwest_middleware::Error::Middleware(rejected)) = client.get(url).send().await else {
-    ///     panic!("the breaker is open");
-    /// };
-    /// assert!(rejected.is::<CircuitOpen>());
-    /// # }
-    /// ```
-    pub fn breaker(
-        self,
-        breaker: &'static CircuitBreaker,
-    ) -> RetryMiddleware<W, K, &'static CircuitBreaker, R, G, L, A> {
-        self.map(|layer| layer.breaker(breaker))
-    }
-
-    /// Puts the calls behind an adaptive throttle: a shed call fails with a
-    /// [`Error::Middleware`] holding a [`Throttled`].
-    ///
-    /// ```
-    /// # extern crate retry_runtime as backstop;
-    /// use backstop::{reqwest_middleware::RetryMiddleware, AdaptiveThrottle, Policy, Throttled};
-    /// use reqwest_middleware::ClientBuilder;
-    /// # use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-    /// # /// Stands in for the network: answers these statuses in turn (the last
-    /// # /// ever after; 0 hangs for a minute, then answers 200; 1 is an error).
-    /// # struct Server(&'static [u16], AtomicUsize, std::sync::Mutex<Vec<String>>);
-    /// # impl Server { fn new(statuses: &'static [u16]) -> Self { Self(statuses, AtomicUsize::new(0), Default::default()) } }
-    /// # #[async_trait::async_trait]
-    /// # impl reqwest_middleware::Middleware for Server {
-    /// #     async fn handle(&self, request: reqwest::Request, _: &mut http::Extensions, _: reqwest_middleware::Next<'_>)
-    /// #     -> reqwest_middleware::Result<reqwest::Response> {
-    /// #         let key = request.headers().get("idempotency-key").map(|k| k.to_str().unwrap().to_owned());
-    /// #         self.2.lock().unwrap().push(key.unwrap_or_default());
-    /// #         let mut status = self.0[self.1.fetch_add(1, Relaxed).min(self.0.len() - 1)];
-    /// #         if status == 0 { tokio::time::sleep(std::time::Duration::from_secs(60)).await; status = 200; }
-    /// #         if status == 1 { return Err(reqwest_middleware::Error::middleware(std::io::Error::other("pool busy"))); }
-    /// #         Ok(http::Response::builder().status(status).body("").unwrap().into())
-    /// #     }
-    /// # }
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
-    /// static USERS_API: AdaptiveThrottle = AdaptiveThrottle::standard();
-    /// let client = ClientBuilder::new(reqwest::Client::new())
-    ///     .with(RetryMiddleware::new(&Policy::new().attempts(1)).throttle(&USERS_API))
-    ///     .with(Server::new(&[503])) // stands in for the network: 503, always
-    ///     .build();
-    /// // The dependency refuses everything: the throttle soon sheds most calls
-    /// // before they are sent.
-    /// let mut shed = 0;
-    /// for _ in 0..50 {
-    ///     match client.get("http://users.internal/users/7").send().await {
-    ///         Ok(response) => assert_eq!(response.status(), 503),
-    ///         Err(reqwest_middleware::Error::Middleware(e)) if e.is::<Throttled>() => shed += 1,
-    ///         Err(e) => panic!("{e}"),
-    ///     }
-    /// }
-    /// assert!(shed > 25);
-    /// # }
-    /// ```
-    pub fn throttle(
-        self,
-        throttle: &'static AdaptiveThrottle,
-    ) -> RetryMiddleware<W, K, B, R, G, L, &'static AdaptiveThrottle> {
-        self.map(|layer| layer.throttle(throttle))
-    }
-
-    /// Cuts each attempt off after `timeout` (or at the deadline, if
-    /// sooner), failing it with a [`Error::Middleware`] holding an
-    /// [`Elapsed`]: an ambiguous failure.
-    ///
-    /// ```
-    /// # extern crate retry_runtime as backstop;
-    /// use std::time::Duration;
-    /// use backstop::{http::Attempts, reqwest_middleware::RetryMiddleware, Policy};
-    /// use reqwest_middleware::ClientBuilder;
-    /// # use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-    /// # /// Stands in for the network: answers these statuses in turn (the last
-    /// # /// ever after; 0 hangs for a minute, then answers 200; 1 is an error).
-    /// # struct Server(&'static [u16], AtomicUsize, std::sync::Mutex<Vec<String>>);
-    /// # impl Server { fn new(statuses: &'static [u16]) -> Self { Self(statuses, AtomicUsize::new(0), Default::default()) } }
-    /// # #[async_trait::async_trait]
-    /// # impl reqwest_middleware::Middleware for Server {
-    /// #     async fn handle(&self, request: reqwest::Request, _: &mut http::Extensions, _: reqwest_middleware::Next<'_>)
-    /// #     -> reqwest_middleware::Result<reqwest::Response> {
-    /// #         let key = request.headers().get("idempotency-key").map(|k| k.to_str().unwrap().to_owned());
-    /// #         self.2.lock().unwrap().push(key.unwrap_or_default());
-    /// #         let mut status = self.0[self.1.fetch_add(1, Relaxed).min(self.0.len() - 1)];
-    /// #         if status == 0 { tokio::time::sleep(std::time::Duration::from_secs(60)).await; status = 200; }
-    /// #         if status == 1 { return Err(reqwest_middleware::Error::middleware(std::io::Error::other("pool busy"))); }
-    /// #         Ok(http::Response::builder().status(status).body("").unwrap().into())
-    /// #     }
-    /// # }
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
-    /// let client = ClientBuilder::new(reqwest::Client::new())
-    ///     .with(RetryMiddleware::new(&Policy::new()).attempt_timeout(Duration::from_secs(2)))
-    ///     .with(Server::new(&[0, 200])) // stands in for the network: hangs, then 200
-    ///     .build();
-    /// // The first attempt hangs: cut off after 2 s, and a GET is sent again.
-    /// let start = tokio::time::Instant::now();
-    /// let response = client.get("http://users.internal/users/7").send().await.unwrap();
-    /// assert_eq!(response.extensions().get::<Attempts>(), Some(&Attempts(2)));
-    /// assert!(start.elapsed() < Duration::from_secs(3));
-    /// # }
-    /// ```
-    pub fn attempt_timeout(
-        self,
-        timeout: impl AttemptTimeout,
-    ) -> RetryMiddleware<W, K, B, R, G, WithTimeout, A> {
-        self.map(|layer| layer.attempt_timeout(timeout))
     }
 }
 

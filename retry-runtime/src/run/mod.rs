@@ -187,6 +187,9 @@ pub struct Retry<
 > {
     policy: &'a Policy,
     budget: Option<BudgetRef<'a>>,
+    /// The budget as it was chosen, for an integration made from this
+    /// loop.
+    given: Chosen,
     when: W,
     when_ok: K,
     breaker: B,
@@ -204,6 +207,17 @@ pub struct Retry<
 type HedgeSlot = Option<Hedge>;
 #[cfg(loom)]
 type HedgeSlot = Option<std::convert::Infallible>;
+
+/// How a [`Retry`]'s budget was chosen, as an integration made from it
+/// needs to know.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Chosen {
+    /// The default: a closure's call site's throttle; an integration makes
+    /// one of its own.
+    Default,
+    /// The policy's, or the one given, or none.
+    Given(Option<BudgetRef<'static>>),
+}
 
 /// What an attempt timeout may be given as: a `Duration`, or an
 /// `Option<Duration>` (`None`: no limit of its own, only the deadline), as
@@ -443,15 +457,22 @@ impl<'a> Retry<'a> {
     #[track_caller]
     pub fn new(policy: &'a Policy) -> Self {
         // (Through `own`: under `testing::isolate()`, a fresh copy.)
-        let budget = crate::testing::isolation::own_budget(if policy.has_default_budget() {
-            let site = crate::limit::throttle::at_call_site(std::panic::Location::caller());
-            Some(BudgetRef::Throttle(site))
+        let given = if policy.has_default_budget() {
+            Chosen::Default
         } else {
-            policy.get_budget()
+            Chosen::Given(policy.get_budget())
+        };
+        let budget = crate::testing::isolation::own_budget(match given {
+            Chosen::Given(given) => given,
+            Chosen::Default => {
+                let site = crate::limit::throttle::at_call_site(std::panic::Location::caller());
+                Some(BudgetRef::Throttle(site))
+            }
         });
         Self {
             policy,
             budget,
+            given,
             when: ByClassify,
             when_ok: NeverRetry,
             breaker: NoBreaker,
@@ -474,6 +495,7 @@ impl Retry<'static> {
         Self {
             policy: &UNUSED,
             budget: None,
+            given: Chosen::Default,
             when: ByClassify,
             when_ok: NeverRetry,
             breaker: NoBreaker,
@@ -483,6 +505,65 @@ impl Retry<'static> {
             timeout: NoTimeout,
             throttle: NoThrottle,
             hedge: None,
+        }
+    }
+}
+
+impl<'a> From<&'a Policy> for Retry<'a> {
+    /// [`Retry::new`]: what a layer or a middleware made from a policy
+    /// alone is configured with.
+    #[track_caller]
+    fn from(policy: &'a Policy) -> Self {
+        Retry::new(policy)
+    }
+}
+
+#[cfg(feature = "tower")]
+impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
+    /// What an integration keeps of this loop: the policy, the budget as
+    /// it was chosen, and the rest, to be run under a policy and a budget
+    /// of the integration's ([`by_ref`](Self::by_ref)).
+    // (The three parts an integration keeps apart: no type of their own.)
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn detach(self) -> (Policy, Chosen, Retry<'static, W, K, B, R, G, L, A>) {
+        let detached = Retry::detached();
+        let loop_ = Retry {
+            policy: detached.policy,
+            budget: None,
+            given: self.given,
+            when: self.when,
+            when_ok: self.when_ok,
+            breaker: self.breaker,
+            on_retry: self.on_retry,
+            on_give_up: self.on_give_up,
+            name: self.name,
+            timeout: self.timeout,
+            throttle: self.throttle,
+            hedge: self.hedge,
+        };
+        (*self.policy, self.given, loop_)
+    }
+
+    /// This loop with its classifiers made by `when` and `when_ok` from
+    /// its own (an integration's defaults for those left unset).
+    pub(crate) fn classifying<W2, K2>(
+        self,
+        when: impl FnOnce(W) -> W2,
+        when_ok: impl FnOnce(K) -> K2,
+    ) -> Retry<'a, W2, K2, B, R, G, L, A> {
+        Retry {
+            policy: self.policy,
+            budget: self.budget,
+            given: self.given,
+            when: when(self.when),
+            when_ok: when_ok(self.when_ok),
+            breaker: self.breaker,
+            on_retry: self.on_retry,
+            on_give_up: self.on_give_up,
+            name: self.name,
+            timeout: self.timeout,
+            throttle: self.throttle,
+            hedge: self.hedge,
         }
     }
 }
@@ -536,30 +617,12 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
         Retry {
             policy,
             budget,
+            given: self.given,
             when: ByRef(&self.when),
             when_ok: ByRef(&self.when_ok),
             breaker: self.breaker,
             on_retry: ByRef(&self.on_retry),
             on_give_up: ByRef(&self.on_give_up),
-            name: self.name,
-            timeout: self.timeout,
-            throttle: self.throttle,
-            hedge: self.hedge,
-        }
-    }
-
-    /// This loop judging errors with `when` and `Ok` values with
-    /// `when_ok`, classifiers of any kind.
-    #[cfg(feature = "tower")]
-    pub(crate) fn judging<W2, K2>(self, when: W2, when_ok: K2) -> Retry<'a, W2, K2, B, R, G, L, A> {
-        Retry {
-            policy: self.policy,
-            budget: self.budget,
-            when,
-            when_ok,
-            breaker: self.breaker,
-            on_retry: self.on_retry,
-            on_give_up: self.on_give_up,
             name: self.name,
             timeout: self.timeout,
             throttle: self.throttle,
@@ -609,7 +672,9 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// let _ = Retry::new(&policy).budget(&FRESH_EVERY_TIME).call(|| Ok::<_, std::io::Error>(()));
     /// ```
     pub fn budget(mut self, budget: impl Into<BudgetRef<'static>>) -> Self {
-        self.budget = crate::testing::isolation::own_budget(Some(budget.into()));
+        let budget = budget.into();
+        self.given = Chosen::Given(Some(budget));
+        self.budget = crate::testing::isolation::own_budget(Some(budget));
         self
     }
 
@@ -624,6 +689,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// assert_eq!(BUDGET.stats().calls, 0);
     /// ```
     pub fn no_budget(mut self) -> Self {
+        self.given = Chosen::Given(None);
         self.budget = None;
         self
     }
@@ -645,6 +711,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
         Retry {
             policy: self.policy,
             budget: self.budget,
+            given: self.given,
             when: When(f),
             when_ok: self.when_ok,
             breaker: self.breaker,
@@ -673,6 +740,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
         Retry {
             policy: self.policy,
             budget: self.budget,
+            given: self.given,
             when: self.when,
             when_ok: When(f),
             breaker: self.breaker,
@@ -724,6 +792,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
         Retry {
             policy: self.policy,
             budget: self.budget,
+            given: self.given,
             when: self.when,
             when_ok: self.when_ok,
             breaker: self.breaker,
@@ -757,6 +826,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
         Retry {
             policy: self.policy,
             budget: self.budget,
+            given: self.given,
             when: self.when,
             when_ok: self.when_ok,
             breaker: self.breaker,
@@ -803,6 +873,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
         Retry {
             policy: self.policy,
             budget: self.budget,
+            given: self.given,
             when: self.when,
             when_ok: self.when_ok,
             breaker,
@@ -838,6 +909,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
         Retry {
             policy: self.policy,
             budget: self.budget,
+            given: self.given,
             when: self.when,
             when_ok: self.when_ok,
             breaker: self.breaker,
@@ -883,6 +955,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
         Retry {
             policy: self.policy,
             budget: self.budget,
+            given: self.given,
             when: self.when,
             when_ok: self.when_ok,
             breaker: self.breaker,

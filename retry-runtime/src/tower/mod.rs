@@ -11,7 +11,7 @@
 //!
 //! - [`RetryLayer::new`] retries any request that is `Clone`, classifying
 //!   the inner service's errors by [`Classify`] and never
-//!   retrying an `Ok` response unless told to ([`RetryLayer::when_ok`]).
+//!   retrying an `Ok` response unless told to ([`Retry::when_ok`]).
 //! - [`RetryLayer::http`] is for `http::Request<B>` whatever the body: it
 //!   keeps a body of up to 64 KiB to send again ([`ReplayBody`]; a longer
 //!   one is streamed once and not retried, and that is reported as
@@ -60,15 +60,13 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::classify::{ByClassify, Classifier, Classify, NeverRetry, Verdict};
-use crate::limit::adaptive::AdaptiveThrottle;
-use crate::limit::breaker::CircuitBreaker;
 use crate::limit::budget::BudgetRef;
 use crate::limit::throttle::RetryThrottle;
 use crate::run::hedge::Hedge;
 use crate::run::observe::{Ignore, OnGiveUp, OnRetry};
 use crate::run::{
-    AttemptNotes, AttemptTimeout, BreakerSlot, Driver, NoBreaker, NoThrottle, NoTimeout, Retry,
-    ThrottleSlot, TimeoutSlot, WithTimeout,
+    AttemptNotes, BreakerSlot, Chosen, Driver, NoBreaker, NoThrottle, NoTimeout, Retry,
+    ThrottleSlot, TimeoutSlot,
 };
 use crate::state::policy::Policy;
 
@@ -84,8 +82,8 @@ pub const DEFAULT_REPLAY_LIMIT: usize = 64 * 1024;
 ///
 /// Its services share one retry throttle of the layer's own (clones of the
 /// layer too), as `#[retry]` gives each function its own, unless the policy
-/// or [`budget`](Self::budget) names one to share with other layers and
-/// functions.
+/// or the [`Retry`] it was made from ([`Retry::budget`]) names one to share
+/// with other layers and functions.
 ///
 /// Readiness is tower's: [`poll_ready`](Service::poll_ready) is the inner
 /// service's, the first attempt uses the service made ready, and each
@@ -116,7 +114,7 @@ pub struct RetryLayer<
 #[derive(Clone, Debug)]
 enum LayerBudget {
     /// A throttle of the layer's own, shared by its services.
-    Own(Arc<RetryThrottle>, Made),
+    Own(Arc<RetryThrottle>),
     /// The one named (a `static`), or none.
     Given(Option<BudgetRef<'static>>),
 }
@@ -237,21 +235,69 @@ fn transport_chain(error: &(dyn std::error::Error + 'static)) -> Verdict {
     }
 }
 
+/// A classifier as a [`Retry`] holds it, for an integration made from it:
+/// one given with [`Retry::when`] or [`Retry::when_ok`] is kept; one left
+/// as [`Retry::new`] made it becomes the integration's own default `D`
+/// (the HTTP rule for responses, [`TransportErrors`] for a hyper client's
+/// errors). Not for implementing: the classifiers a `Retry` can hold
+/// have it.
+pub trait ClassifierOr<D>: classifier_or::Sealed {
+    /// The classifier the integration uses.
+    type Or;
+    /// It, given `default`.
+    fn or(self, default: D) -> Self::Or;
+}
+
+mod classifier_or {
+    pub trait Sealed {}
+    impl Sealed for crate::classify::ByClassify {}
+    impl Sealed for crate::classify::NeverRetry {}
+    impl<F> Sealed for crate::classify::When<F> {}
+}
+
+/// Errors left to [`Classify`].
+impl<D> ClassifierOr<D> for ByClassify {
+    type Or = D;
+    fn or(self, default: D) -> D {
+        default
+    }
+}
+
+/// `Ok` values left unclassified.
+impl<D> ClassifierOr<D> for NeverRetry {
+    type Or = D;
+    fn or(self, default: D) -> D {
+        default
+    }
+}
+
+/// A classifier given: kept.
+impl<F, D> ClassifierOr<D> for crate::classify::When<F> {
+    type Or = Self;
+    fn or(self, _: D) -> Self {
+        self
+    }
+}
+
 /// Requests that are sent again by cloning them (the default).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Cloned;
 
 impl RetryLayer {
-    /// A layer under `policy` for requests that are `Clone`: errors are
-    /// classified by [`Classify`], `Ok` responses are
-    /// final unless [`when_ok`](Self::when_ok) says otherwise, and an
-    /// ambiguous failure is repeated only if the policy is `idempotent`.
+    /// A layer for requests that are `Clone`, from a policy or a
+    /// [`Retry`] configured as a closure's would be (its budget, breaker,
+    /// adaptive throttle, classifiers, hooks, attempt timeout, hedging and
+    /// name): errors are classified by [`Classify`] unless
+    /// [`Retry::when`] says otherwise, `Ok` responses are final unless
+    /// [`Retry::when_ok`] does, and an ambiguous failure is repeated only
+    /// if the policy is `idempotent`.
     ///
-    /// Build it once and clone it: the layer's retry throttle is its own,
-    /// shared by the services it makes and their clones. A layer built per
-    /// request starts with a full throttle every time and never throttles
-    /// (a debug build warns after 100 built at one place); share a `static`
-    /// throttle with [`budget`](Self::budget) to build it where you like.
+    /// Build it once and clone it: unless the [`Retry`] names one, the
+    /// layer's retry throttle is its own, shared by the services it makes
+    /// and their clones. A layer built per request starts with a full
+    /// throttle every time and never throttles (a debug build warns after
+    /// 100 built at one place); share a `static` throttle with
+    /// [`Retry::budget`] to build it where you like.
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
@@ -274,26 +320,56 @@ impl RetryLayer {
     /// assert_eq!(CALLS.load(Relaxed), 2);
     /// # }
     /// ```
-    #[track_caller]
-    pub fn new(policy: &Policy) -> Self {
-        Self::with_requests(policy, Cloned)
-    }
-}
-
-impl RetryLayer<HttpBodies, TransportErrors, ByClassify> {
-    /// A layer under `policy` for `http::Request<B>`, any body `B`: the
-    /// inner service gets `http::Request<ReplayBody<B>>`. Responses are
-    /// judged by the HTTP rule (503 → retry, 404 → return it) with
-    /// `Retry-After`, errors as [`TransportErrors`]; a request is repeated after an ambiguous failure only
-    /// when its method is idempotent or it carries an `Idempotency-Key`
-    /// (or the policy says every request is idempotent); a body longer than
-    /// 64 KiB ([`replay_limit`](Self::replay_limit)) is sent once.
     ///
-    /// Build it once and clone it: the layer's retry throttle is its own,
-    /// shared by the services it makes and their clones. A layer built per
-    /// request starts with a full throttle every time and never throttles
-    /// (a debug build warns after 100 built at one place); share a `static`
-    /// throttle with [`budget`](Self::budget) to build it where you like.
+    /// Configured, sharing a `static` throttle with whatever else names it
+    /// (other layers, `#[retry(budget = ..)]` functions):
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// # use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+    /// use std::io::{Error, ErrorKind};
+    /// use backstop::{tower::RetryLayer, Policy, Retry, RetryThrottle};
+    /// use tower::{service_fn, Layer, ServiceExt};
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// static USERS_API: RetryThrottle = RetryThrottle::standard();
+    /// # static CALLS: AtomicU32 = AtomicU32::new(0);
+    /// let inner = service_fn(|()| async {
+    ///     match CALLS.fetch_add(1, Relaxed) {
+    ///         0 => Err(Error::from(ErrorKind::ConnectionRefused)),
+    ///         _ => Ok("done"),
+    ///     }
+    /// });
+    /// let policy = Policy::new();
+    /// let layer = RetryLayer::new(Retry::new(&policy).budget(&USERS_API).name("users"));
+    /// assert_eq!(layer.layer(inner).oneshot(()).await.unwrap(), "done");
+    /// // The failure was paid for from the shared throttle.
+    /// assert!(USERS_API.tokens() < f64::from(USERS_API.max_tokens()));
+    /// # }
+    /// ```
+    #[track_caller]
+    pub fn new<'a, W, K, B, R, G, L, A>(
+        retry: impl Into<Retry<'a, W, K, B, R, G, L, A>>,
+    ) -> RetryLayer<Cloned, W, K, B, R, G, L, A> {
+        RetryLayer::from_retry(retry.into(), Cloned)
+    }
+
+    /// A layer for `http::Request<B>`, any body `B`, from a policy or a
+    /// configured [`Retry`]: the inner service gets
+    /// `http::Request<ReplayBody<B>>`. Responses are judged by the HTTP
+    /// rule (503 → retry, 404 → return it) with `Retry-After`, errors as
+    /// [`TransportErrors`] (unless [`Retry::when_ok`] and [`Retry::when`]
+    /// say otherwise); a request is repeated after an ambiguous failure
+    /// only when its method is idempotent or it carries an
+    /// `Idempotency-Key` (or the policy says every request is idempotent);
+    /// a body longer than 64 KiB ([`replay_limit`](RetryLayer::replay_limit))
+    /// is sent once.
+    ///
+    /// Build it once and clone it: unless the [`Retry`] names one, the
+    /// layer's retry throttle is its own, shared by the services it makes
+    /// and their clones. A layer built per request starts with a full
+    /// throttle every time and never throttles (a debug build warns after
+    /// 100 built at one place); share a `static` throttle with
+    /// [`Retry::budget`] to build it where you like.
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
@@ -315,9 +391,18 @@ impl RetryLayer<HttpBodies, TransportErrors, ByClassify> {
     /// # }
     /// ```
     #[track_caller]
-    pub fn http(policy: &Policy) -> Self {
-        RetryLayer::with_requests(policy, HttpBodies::new(DEFAULT_REPLAY_LIMIT))
-            .map(|retry| retry.judging(TransportErrors, ByClassify))
+    pub fn http<'a, W, K, B, R, G, L, A>(
+        retry: impl Into<Retry<'a, W, K, B, R, G, L, A>>,
+    ) -> RetryLayer<HttpBodies, W::Or, K::Or, B, R, G, L, A>
+    where
+        W: ClassifierOr<TransportErrors>,
+        K: ClassifierOr<ByClassify>,
+    {
+        let retry = retry.into().classifying(
+            |when| when.or(TransportErrors),
+            |when_ok| when_ok.or(ByClassify),
+        );
+        RetryLayer::from_retry(retry, HttpBodies::new(DEFAULT_REPLAY_LIMIT))
     }
 }
 
@@ -391,19 +476,19 @@ impl<W, K, B, R, G, L, A> RetryLayer<HttpBodies, W, K, B, R, G, L, A> {
     }
 }
 
-impl<P> RetryLayer<P> {
+impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
+    /// The layer `retry` configures, for `requests`.
     #[track_caller]
-    pub(crate) fn with_requests(policy: &Policy, requests: P) -> Self {
-        let budget = if policy.has_default_budget() {
-            let (throttle, made) = own_throttle();
-            LayerBudget::Own(throttle, made)
-        } else {
-            LayerBudget::Given(policy.get_budget())
+    pub(crate) fn from_retry(retry: Retry<'_, W, K, B, R, G, L, A>, requests: P) -> Self {
+        let (policy, given, retry) = retry.detach();
+        let budget = match given {
+            Chosen::Given(given) => LayerBudget::Given(given),
+            Chosen::Default => LayerBudget::Own(own_throttle()),
         };
         Self {
-            policy: *policy,
+            policy,
             budget,
-            retry: Retry::detached(),
+            retry,
             requests,
         }
     }
@@ -416,27 +501,10 @@ impl<P> RetryLayer<P> {
 /// [`MANY_LAYERS`] from one place, it says so, once: through `tracing`
 /// (feature `tracing`) as a WARN event, or on standard error.
 #[track_caller]
-fn own_throttle() -> (Arc<RetryThrottle>, Made) {
-    let made = Made(
-        #[cfg(debug_assertions)]
-        std::panic::Location::caller(),
-    );
+fn own_throttle() -> Arc<RetryThrottle> {
     #[cfg(debug_assertions)]
-    count_own_throttle(made.0, true);
-    (Arc::new(RetryThrottle::standard()), made)
-}
-
-/// Where a layer's own throttle was made (in debug builds).
-#[derive(Clone, Copy, Debug)]
-struct Made(#[cfg(debug_assertions)] &'static std::panic::Location<'static>);
-
-impl Made {
-    /// The throttle was replaced before any service used it: a layer that
-    /// names a shared throttle does not count as one built with its own.
-    fn unused(self) {
-        #[cfg(debug_assertions)]
-        count_own_throttle(self.0, false);
-    }
+    count_own_throttle(std::panic::Location::caller());
+    Arc::new(RetryThrottle::standard())
 }
 
 /// How many layers with a throttle of their own one place may build
@@ -445,31 +513,24 @@ impl Made {
 const MANY_LAYERS: u32 = 100;
 
 #[cfg(debug_assertions)]
-fn count_own_throttle(site: &'static std::panic::Location<'static>, made: bool) {
+fn count_own_throttle(site: &'static std::panic::Location<'static>) {
     type Sites = Vec<(&'static std::panic::Location<'static>, u32)>;
     static SITES: std::sync::Mutex<Sites> = std::sync::Mutex::new(Vec::new());
     let mut sites = SITES
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let built = match sites.iter_mut().find(|(at, _)| *at == site) {
-        Some((_, built)) if made => {
-            *built += 1;
-            *built
-        }
-        Some((_, built)) => {
-            *built = built.saturating_sub(1);
-            return;
-        }
-        None => {
-            sites.push((site, 1));
-            1
-        }
+    let built = if let Some((_, built)) = sites.iter_mut().find(|(at, _)| *at == site) {
+        *built += 1;
+        *built
+    } else {
+        sites.push((site, 1));
+        1
     };
     drop(sites);
     if built == MANY_LAYERS {
         let warning = "each has a retry throttle of its own, full, that no other call sees \
                        fail, so none of them ever throttles: build the layer (or the client) \
-                       once and clone it, or share a `static` throttle with `.budget(&STATIC)`";
+                       once and clone it, or share a `static` throttle with `Retry::new(&policy).budget(&STATIC)`";
         #[cfg(feature = "tracing")]
         tracing::warn!(site = %site, built, "{MANY_LAYERS} retry layers built at one place: {warning}");
         #[cfg(not(feature = "tracing"))]
@@ -483,360 +544,9 @@ impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
         match &self.budget {
             // Its own is fresh already; a `static` it names is looked up
             // at each call, as `#[retry]` looks up its own.
-            LayerBudget::Own(throttle, _) => Some(BudgetRef::Throttle(throttle)),
+            LayerBudget::Own(throttle) => Some(BudgetRef::Throttle(throttle)),
             LayerBudget::Given(budget) => crate::testing::isolation::own_budget(*budget),
         }
-    }
-
-    pub(crate) fn map<W2, K2, B2, R2, G2, L2, A2>(
-        self,
-        f: impl FnOnce(
-            Retry<'static, W, K, B, R, G, L, A>,
-        ) -> Retry<'static, W2, K2, B2, R2, G2, L2, A2>,
-    ) -> RetryLayer<P, W2, K2, B2, R2, G2, L2, A2> {
-        RetryLayer {
-            policy: self.policy,
-            budget: self.budget,
-            retry: f(self.retry),
-            requests: self.requests,
-        }
-    }
-
-    /// Draws on `budget` (a `static` [`RetryThrottle`] or
-    /// [`RetryBudget`](crate::RetryBudget)), shared with whatever else
-    /// names it: other layers, `#[retry(budget = ..)]` functions.
-    ///
-    /// ```
-    /// # extern crate retry_runtime as backstop;
-    /// # use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
-    /// use std::io::{Error, ErrorKind};
-    /// use backstop::{tower::RetryLayer, Policy, RetryThrottle};
-    /// use tower::{service_fn, Layer, ServiceExt};
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
-    /// static USERS_API: RetryThrottle = RetryThrottle::standard();
-    /// # static CALLS: AtomicU32 = AtomicU32::new(0);
-    /// // Refused once (nothing was sent: retried), then answered.
-    /// let inner = service_fn(|()| async {
-    ///     match CALLS.fetch_add(1, Relaxed) {
-    ///         0 => Err(Error::from(ErrorKind::ConnectionRefused)),
-    ///         _ => Ok("done"),
-    ///     }
-    /// });
-    /// let layer = RetryLayer::new(&Policy::new()).budget(&USERS_API);
-    /// assert_eq!(layer.layer(inner).oneshot(()).await.unwrap(), "done");
-    /// // The failure was paid for from the shared throttle.
-    /// assert!(USERS_API.tokens() < f64::from(USERS_API.max_tokens()));
-    /// # }
-    /// ```
-    pub fn budget(mut self, budget: impl Into<BudgetRef<'static>>) -> Self {
-        self.set_budget(Some(budget.into()));
-        self
-    }
-
-    /// Draws on no budget at all.
-    ///
-    /// ```
-    /// # extern crate retry_runtime as backstop;
-    /// # use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
-    /// use std::io::{Error, ErrorKind};
-    /// use backstop::{tower::RetryLayer, Policy, RetryThrottle};
-    /// use tower::{service_fn, Layer, ServiceExt};
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
-    /// static USERS_API: RetryThrottle = RetryThrottle::standard();
-    /// # static CALLS: AtomicU32 = AtomicU32::new(0);
-    /// // Refused once (nothing was sent: retried), then answered.
-    /// let inner = service_fn(|()| async {
-    ///     match CALLS.fetch_add(1, Relaxed) {
-    ///         0 => Err(Error::from(ErrorKind::ConnectionRefused)),
-    ///         _ => Ok("done"),
-    ///     }
-    /// });
-    /// // Whatever the policy names, this layer draws on nothing.
-    /// let layer = RetryLayer::new(&Policy::new().retry_throttle(&USERS_API)).no_budget();
-    /// assert_eq!(layer.layer(inner).oneshot(()).await.unwrap(), "done");
-    /// assert_eq!(USERS_API.tokens(), f64::from(USERS_API.max_tokens()));
-    /// # }
-    /// ```
-    pub fn no_budget(mut self) -> Self {
-        self.set_budget(None);
-        self
-    }
-
-    /// Draws on `budget` instead of the layer's own throttle, which (if
-    /// no clone holds it) was never used.
-    fn set_budget(&mut self, budget: Option<BudgetRef<'static>>) {
-        if let LayerBudget::Own(throttle, made) = &self.budget
-            && Arc::strong_count(throttle) == 1
-        {
-            made.unused();
-        }
-        self.budget = LayerBudget::Given(budget);
-    }
-
-    /// Classifies the inner service's errors with `f`, answering `bool` or
-    /// [`Verdict`].
-    ///
-    /// ```
-    /// # extern crate retry_runtime as backstop;
-    /// # use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
-    /// use backstop::{tower::RetryLayer, Policy};
-    /// use tower::{service_fn, Layer, ServiceExt};
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
-    /// # static CALLS: AtomicU32 = AtomicU32::new(0);
-    /// // Busy once, then done; then refuses for good.
-    /// let inner = service_fn(|()| async {
-    ///     match CALLS.fetch_add(1, Relaxed) {
-    ///         0 => Err("busy".to_owned()),
-    ///         1 => Ok("done"),
-    ///         _ => Err("forbidden".to_owned()),
-    ///     }
-    /// });
-    /// let service = RetryLayer::new(&Policy::new()).when(|e: &String| e == "busy").layer(inner);
-    /// assert_eq!(service.clone().oneshot(()).await, Ok("done")); // "busy" was retried
-    /// assert_eq!(service.oneshot(()).await, Err("forbidden".to_owned())); // this was not
-    /// assert_eq!(CALLS.load(Relaxed), 3);
-    /// # }
-    /// ```
-    pub fn when<F>(self, f: F) -> RetryLayer<P, crate::When<F>, K, B, R, G, L, A> {
-        self.map(|retry| retry.when(f))
-    }
-
-    /// Retries `Ok` responses too, when `f` says so (answering `bool` or
-    /// [`Verdict`]).
-    ///
-    /// ```
-    /// # extern crate retry_runtime as backstop;
-    /// # use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
-    /// use backstop::{tower::RetryLayer, Policy};
-    /// use tower::{service_fn, Layer, ServiceExt};
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
-    /// # static CALLS: AtomicU32 = AtomicU32::new(0);
-    /// // Answers 503 once, then 200.
-    /// let inner = service_fn(|()| async {
-    ///     let status: u16 = if CALLS.fetch_add(1, Relaxed) == 0 { 503 } else { 200 };
-    ///     Ok::<_, std::io::Error>(status)
-    /// });
-    /// let layer = RetryLayer::new(&Policy::new()).when_ok(|status: &u16| *status == 503);
-    /// assert_eq!(layer.layer(inner).oneshot(()).await.unwrap(), 200);
-    /// # }
-    /// ```
-    pub fn when_ok<F>(self, f: F) -> RetryLayer<P, W, crate::When<F>, B, R, G, L, A> {
-        self.map(|retry| retry.when_ok(f))
-    }
-
-    /// Names the calls, for `tracing` and `metrics`.
-    ///
-    /// ```
-    /// # extern crate retry_runtime as backstop;
-    /// use backstop::{tower::RetryLayer, Policy};
-    /// let layer = RetryLayer::new(&Policy::new()).name("users-api");
-    /// assert!(format!("{layer:?}").contains(r#"name: "users-api""#));
-    /// ```
-    pub fn name(mut self, name: &'static str) -> Self {
-        self.retry = self.retry.name(name);
-        self
-    }
-
-    /// Tells `f` about each retry before its sleep, as
-    /// [`Retry::on_retry`] does.
-    ///
-    /// ```
-    /// # extern crate retry_runtime as backstop;
-    /// # use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
-    /// use std::io::{Error, ErrorKind};
-    /// use backstop::{tower::RetryLayer, Policy, RetryEvent};
-    /// use tower::{service_fn, Layer, ServiceExt};
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
-    /// # static CALLS: AtomicU32 = AtomicU32::new(0);
-    /// // Refused once (nothing was sent: retried), then answered.
-    /// let inner = service_fn(|()| async {
-    ///     match CALLS.fetch_add(1, Relaxed) {
-    ///         0 => Err(Error::from(ErrorKind::ConnectionRefused)),
-    ///         _ => Ok("done"),
-    ///     }
-    /// });
-    /// static RETRIES: AtomicU32 = AtomicU32::new(0);
-    /// let layer = RetryLayer::new(&Policy::new()).on_retry(|e: &RetryEvent<'_, &str, Error>| {
-    ///     assert_eq!(e.error().map(Error::kind), Some(ErrorKind::ConnectionRefused));
-    ///     RETRIES.fetch_add(1, Relaxed);
-    /// });
-    /// assert_eq!(layer.layer(inner).oneshot(()).await.unwrap(), "done");
-    /// assert_eq!(RETRIES.load(Relaxed), 1);
-    /// # }
-    /// ```
-    pub fn on_retry<T, E, F>(self, f: F) -> RetryLayer<P, W, K, B, F, G, L, A>
-    where
-        F: Fn(&crate::RetryEvent<'_, T, E>),
-    {
-        self.map(|retry| retry.on_retry(f))
-    }
-
-    /// Tells `f` when a call gives up, with the reason, as
-    /// [`Retry::on_give_up`] does.
-    ///
-    /// ```
-    /// # extern crate retry_runtime as backstop;
-    /// use std::io::{Error, ErrorKind};
-    /// use std::sync::Mutex;
-    /// use backstop::{tower::RetryLayer, GiveUp, GiveUpEvent, Policy};
-    /// use tower::{service_fn, Layer, ServiceExt};
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
-    /// // Never answers.
-    /// let inner = service_fn(|()| async { Err::<(), _>(Error::from(ErrorKind::ConnectionRefused)) });
-    /// static REASON: Mutex<Option<GiveUp>> = Mutex::new(None);
-    /// let layer = RetryLayer::new(&Policy::new().attempts(3))
-    ///     .on_give_up(|e: &GiveUpEvent<'_, (), Error>| *REASON.lock().unwrap() = Some(e.reason()));
-    /// assert!(layer.layer(inner).oneshot(()).await.is_err());
-    /// assert_eq!(*REASON.lock().unwrap(), Some(GiveUp::Attempts));
-    /// # }
-    /// ```
-    pub fn on_give_up<T, E, F>(self, f: F) -> RetryLayer<P, W, K, B, R, F, L, A>
-    where
-        F: Fn(&crate::GiveUpEvent<'_, T, E>),
-    {
-        self.map(|retry| retry.on_give_up(f))
-    }
-
-    /// Puts the calls behind `breaker`: a rejected call fails with
-    /// `E::from(CircuitOpen::new())`.
-    ///
-    /// ```
-    /// # extern crate retry_runtime as backstop;
-    /// # use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
-    /// use std::io::{Error, ErrorKind};
-    /// use std::time::Duration;
-    /// use backstop::{tower::RetryLayer, BreakerState, CircuitBreaker, CircuitOpen, Policy};
-    /// use tower::{service_fn, Layer, ServiceExt};
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
-    /// # static CALLS: AtomicU32 = AtomicU32::new(0);
-    /// static USERS_API: CircuitBreaker = CircuitBreaker::new(3, Duration::from_secs(30));
-    /// // Down.
-    /// let inner = service_fn(|()| async {
-    ///     CALLS.fetch_add(1, Relaxed);
-    ///     Err::<(), _>(Error::from(ErrorKind::ConnectionRefused))
-    /// });
-    /// let service = RetryLayer::new(&Policy::new()).breaker(&USERS_API).layer(inner);
-    /// assert!(service.clone().oneshot(()).await.is_err()); // three failures open it
-    /// assert_eq!(USERS_API.state(), BreakerState::Open);
-    /// let rejected = service.oneshot(()).await.unwrap_err();
-    /// assert!(rejected.get_ref().is_some_and(|e| e.is::<CircuitOpen>()));
-    /// assert_eq!(CALLS.load(Relaxed), 3); // the dependency was spared the last call
-    /// # }
-    /// ```
-    pub fn breaker(
-        self,
-        breaker: &'static CircuitBreaker,
-    ) -> RetryLayer<P, W, K, &'static CircuitBreaker, R, G, L, A> {
-        self.map(|retry| retry.breaker(breaker))
-    }
-
-    /// Puts the calls behind an adaptive throttle: a shed call fails with
-    /// `E::from(Throttled::new())`.
-    ///
-    /// ```
-    /// # extern crate retry_runtime as backstop;
-    /// # use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
-    /// use std::io::{Error, ErrorKind};
-    /// use backstop::{tower::RetryLayer, AdaptiveThrottle, Policy, Throttled};
-    /// use tower::{service_fn, Layer, ServiceExt};
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
-    /// # static CALLS: AtomicU32 = AtomicU32::new(0);
-    /// static USERS_API: AdaptiveThrottle = AdaptiveThrottle::standard();
-    /// // Refuses everything.
-    /// let inner = service_fn(|()| async {
-    ///     CALLS.fetch_add(1, Relaxed);
-    ///     Err::<(), _>(Error::from(ErrorKind::ConnectionRefused))
-    /// });
-    /// let service = RetryLayer::new(&Policy::new().attempts(1)).throttle(&USERS_API).layer(inner);
-    /// let mut shed = 0;
-    /// for _ in 0..50 {
-    ///     let error = service.clone().oneshot(()).await.unwrap_err();
-    ///     shed += usize::from(error.get_ref().is_some_and(|e| e.is::<Throttled>()));
-    /// }
-    /// // Most calls never reached the dependency.
-    /// assert!(shed > 25);
-    /// assert_eq!(CALLS.load(Relaxed) as usize, 50 - shed);
-    /// # }
-    /// ```
-    pub fn throttle(
-        self,
-        throttle: &'static AdaptiveThrottle,
-    ) -> RetryLayer<P, W, K, B, R, G, L, &'static AdaptiveThrottle> {
-        self.map(|retry| retry.throttle(throttle))
-    }
-
-    /// Cuts each attempt off after `timeout` (or at the deadline, if
-    /// sooner), failing it with `E::from(Elapsed::new())`: an ambiguous failure.
-    ///
-    /// ```
-    /// # extern crate retry_runtime as backstop;
-    /// # use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
-    /// use std::time::Duration;
-    /// use backstop::{tower::RetryLayer, Policy};
-    /// use tower::{service_fn, Layer, ServiceExt};
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
-    /// # static CALLS: AtomicU32 = AtomicU32::new(0);
-    /// // Hangs once, then answers at once.
-    /// let inner = service_fn(|()| async {
-    ///     if CALLS.fetch_add(1, Relaxed) == 0 {
-    ///         tokio::time::sleep(Duration::from_secs(60)).await;
-    ///     }
-    ///     Ok::<_, std::io::Error>("done")
-    /// });
-    /// // A timed-out attempt may have done its work: retried only if idempotent.
-    /// let policy = Policy::new().idempotent(true);
-    /// let layer = RetryLayer::new(&policy).attempt_timeout(Duration::from_secs(2));
-    /// let start = tokio::time::Instant::now();
-    /// assert_eq!(layer.layer(inner).oneshot(()).await.unwrap(), "done");
-    /// assert!(start.elapsed() < Duration::from_secs(3));
-    /// # }
-    /// ```
-    pub fn attempt_timeout(
-        self,
-        timeout: impl AttemptTimeout,
-    ) -> RetryLayer<P, W, K, B, R, G, WithTimeout, A> {
-        self.map(|retry| retry.attempt_timeout(timeout))
-    }
-
-    /// Hedges slow requests ([`Hedge`]): after the delay, a copy of a
-    /// request not yet answered goes out beside it, on a clone of the
-    /// inner service made ready for it (a copy waits for readiness as any
-    /// request does: behind a full concurrency limit, it waits for a
-    /// slot), and the first answer wins. Only
-    /// requests that may be repeated are hedged (an idempotent method, an
-    /// `Idempotency-Key`, or an idempotent policy), and, through
-    /// [`http`](RetryLayer::http), only those whose body fits the replay
-    /// limit (read whole before the first attempt). Every hedge is granted
-    /// like a retry.
-    ///
-    /// ```
-    /// # extern crate retry_runtime as backstop;
-    /// # use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
-    /// use std::time::Duration;
-    /// use backstop::{hedge::Hedge, tower::RetryLayer, Policy};
-    /// use tower::{service_fn, Layer, ServiceExt};
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
-    /// # static CALLS: AtomicU32 = AtomicU32::new(0);
-    /// // The first request is stuck behind something slow; the next is quick.
-    /// let inner = service_fn(|_: http::Request<_>| async {
-    ///     if CALLS.fetch_add(1, Relaxed) == 0 {
-    ///         tokio::time::sleep(Duration::from_secs(5)).await;
-    ///     }
-    ///     Ok::<_, std::io::Error>(http::Response::new(()))
-    /// });
-    /// // A copy after 100 ms (`Hedge::at(&P95)`, with a `static`
-    /// // `LatencyPercentile`, would wait for the 95th percentile of the
-    /// // latencies seen, once there are enough of them).
-    /// let layer = RetryLayer::http(&Policy::new()).hedge(Hedge::after(Duration::from_millis(100)));
-    /// let start = tokio::time::Instant::now();
-    /// let request = http::Request::get("/users/7").body(String::new()).unwrap();
-    /// let response = layer.layer(inner).oneshot(request).await.unwrap();
-    /// assert_eq!(response.status(), 200);
-    /// assert!(start.elapsed() < Duration::from_secs(1)); // the hedge answered
-    /// # }
-    /// ```
-    pub fn hedge(self, hedge: Hedge) -> Self {
-        self.map(|retry| retry.hedge(hedge))
     }
 }
 

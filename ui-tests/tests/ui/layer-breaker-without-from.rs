@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use backstop::tower::RetryLayer;
-use backstop::{CircuitBreaker, Classify, Policy, Verdict};
+use backstop::{CircuitBreaker, Classify, Policy, Retry, Verdict};
 use tower::{Layer, ServiceExt};
 
 #[derive(Debug)]
@@ -21,6 +21,6 @@ fn main() {
     let inner = tower::service_fn(|request: u32| async move {
         if request == 0 { Err(ConnError) } else { Ok(request) }
     });
-    let service = RetryLayer::new(&Policy::new()).breaker(&DOWNSTREAM).layer(inner);
+    let service = RetryLayer::new(Retry::new(&Policy::new()).breaker(&DOWNSTREAM)).layer(inner);
     let _ = service.oneshot(7);
 }
