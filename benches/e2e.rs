@@ -1,0 +1,210 @@
+//! What a retry layer costs a real request: one hyper server on 127.0.0.1,
+//! a kept-alive connection, each request awaited to the end of its body,
+//! side by side in one run.
+//!
+//! ```sh
+//! cargo bench --bench e2e --features tower,reqwest-middleware
+//! cargo bench --bench e2e --features tower,reqwest-middleware -- hyper   # one group
+//! ```
+//!
+//! Groups:
+//!
+//! - `hyper`: a bare hyper-util client; the same behind
+//!   `RetryLayer::http`; and behind tower's `Retry` with a policy that
+//!   never retries a success (what a success costs each).
+//! - `reqwest`: a bare reqwest client; a reqwest-middleware client with
+//!   `RetryMiddleware`; and with reqwest-retry's `RetryTransientMiddleware`.
+//!
+//! BENCHMARKS.md has the figures and what they mean.
+
+// `criterion_group!` generates an undocumented `pub fn`.
+#![allow(missing_docs)]
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+
+use backstop::Policy;
+use backstop::reqwest_middleware::RetryMiddleware;
+use backstop::tower::{ReplayBody, RetryLayer};
+use bytes::Bytes;
+use criterion::{Criterion, criterion_group};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tower::{Service, ServiceExt};
+
+/// The answer to every request: a small JSON body.
+const BODY: &[u8] = br#"{"id": 7, "name": "Ada"}"#;
+
+/// A server that answers every request 200 with [`BODY`].
+async fn serve() -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let handler = hyper::service::service_fn(|_: http::Request<hyper::body::Incoming>| {
+                std::future::ready(Ok::<_, Infallible>(http::Response::new(Full::new(
+                    Bytes::from_static(BODY),
+                ))))
+            });
+            tokio::spawn(
+                hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), handler),
+            );
+        }
+    });
+    addr
+}
+
+fn get(uri: &str) -> http::Request<Full<Bytes>> {
+    http::Request::get(uri).body(Full::default()).unwrap()
+}
+
+/// Reads a response's body to its end, as a caller does.
+async fn read<B: hyper::body::Body>(response: http::Response<B>) -> usize
+where
+    B::Error: std::fmt::Debug,
+{
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(body.len(), BODY.len());
+    body.len()
+}
+
+/// tower's `Retry` policy for the comparison: a success is final, a failure
+/// retried once (never reached here: the server always answers).
+#[derive(Clone)]
+struct Once(bool);
+
+impl<Res, E> tower::retry::Policy<http::Request<Full<Bytes>>, Res, E> for Once {
+    type Future = std::future::Ready<()>;
+
+    fn retry(
+        &mut self,
+        _: &mut http::Request<Full<Bytes>>,
+        result: &mut Result<Res, E>,
+    ) -> Option<Self::Future> {
+        (result.is_err() && std::mem::replace(&mut self.0, false)).then(|| std::future::ready(()))
+    }
+
+    fn clone_request(
+        &mut self,
+        request: &http::Request<Full<Bytes>>,
+    ) -> Option<http::Request<Full<Bytes>>> {
+        let mut copy = http::Request::new(request.body().clone());
+        *copy.method_mut() = request.method().clone();
+        *copy.uri_mut() = request.uri().clone();
+        *copy.headers_mut() = request.headers().clone();
+        Some(copy)
+    }
+}
+
+fn hyper(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let addr = runtime.block_on(serve());
+    let uri = format!("http://{addr}/users/7");
+    let policy = Policy::new();
+    let mut group = c.benchmark_group("hyper");
+
+    let bare: Client<HttpConnector, Full<Bytes>> =
+        Client::builder(TokioExecutor::new()).build_http();
+    group.bench_function("bare", |b| {
+        b.to_async(&runtime).iter(|| {
+            let request = get(&uri);
+            let bare = bare.clone();
+            async move { read(bare.request(request).await.unwrap()).await }
+        });
+    });
+
+    let behind: Client<HttpConnector, ReplayBody<Full<Bytes>>> =
+        Client::builder(TokioExecutor::new()).build_http();
+    // (hyper-util's error has no `Classify`: boxed below the layer, as the
+    // crate docs show, it is classified by what it holds.)
+    let layered = tower::ServiceBuilder::new()
+        .layer(RetryLayer::http(&policy))
+        .map_err(Box::<dyn std::error::Error + Send + Sync>::from)
+        .service(behind);
+    group.bench_function("backstop_layer", |b| {
+        b.to_async(&runtime).iter(|| {
+            let request = get(&uri);
+            let mut service = layered.clone();
+            async move {
+                let response = service.ready().await.unwrap().call(request).await;
+                read(response.unwrap()).await
+            }
+        });
+    });
+
+    let under_tower: Client<HttpConnector, Full<Bytes>> =
+        Client::builder(TokioExecutor::new()).build_http();
+    let retried = tower::ServiceBuilder::new()
+        .retry(Once(true))
+        .service(under_tower);
+    group.bench_function("tower_retry", |b| {
+        b.to_async(&runtime).iter(|| {
+            let request = get(&uri);
+            let mut service = retried.clone();
+            async move {
+                let response = service.ready().await.unwrap().call(request).await;
+                read(response.unwrap()).await
+            }
+        });
+    });
+    group.finish();
+}
+
+fn reqwest(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let addr = runtime.block_on(serve());
+    let uri = format!("http://{addr}/users/7");
+    let policy = Policy::new();
+    let mut group = c.benchmark_group("reqwest");
+
+    let bare = reqwest::Client::new();
+    group.bench_function("bare", |b| {
+        b.to_async(&runtime).iter(|| {
+            let send = bare.get(&uri).send();
+            async move { send.await.unwrap().bytes().await.unwrap().len() }
+        });
+    });
+
+    let backstop = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+        .with(RetryMiddleware::new(&policy))
+        .build();
+    group.bench_function("backstop_middleware", |b| {
+        b.to_async(&runtime).iter(|| {
+            let send = backstop.get(&uri).send();
+            async move { send.await.unwrap().bytes().await.unwrap().len() }
+        });
+    });
+
+    let backoff = reqwest_retry::policies::ExponentialBackoff::builder().build_with_max_retries(2);
+    let retry_crate = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+        .with(reqwest_retry::RetryTransientMiddleware::new_with_policy(
+            backoff,
+        ))
+        .build();
+    group.bench_function("reqwest_retry", |b| {
+        b.to_async(&runtime).iter(|| {
+            let send = retry_crate.get(&uri).send();
+            async move { send.await.unwrap().bytes().await.unwrap().len() }
+        });
+    });
+    group.finish();
+}
+
+criterion_group!(benches, hyper, reqwest);
+
+fn main() {
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}
