@@ -100,7 +100,9 @@ impl RetryMiddleware {
     /// hooks, attempt timeout and name): responses judged by the HTTP rule
     /// and `Retry-After` and errors by [`Classify`] unless
     /// [`Retry::when_ok`] and [`Retry::when`] say otherwise, each request
-    /// idempotent or not by its method.
+    /// idempotent or not by its method. A `Retry` is made before it knows
+    /// what it will judge, so a `when` closure names its argument's type:
+    /// `Retry::new(&policy).when(|e: &reqwest_middleware::Error| e.is_connect())`.
     ///
     /// Build the client once and share it (reqwest's `Client` is made to
     /// be): unless the [`Retry`] names one, the middleware's retry throttle
