@@ -97,7 +97,8 @@ impl<W, K, B, R, G, L, A> fmt::Debug for RetryMiddleware<W, K, B, R, G, L, A> {
 impl RetryMiddleware {
     /// A middleware from a policy or a [`Retry`] configured as a closure's
     /// would be (its budget, breaker, adaptive throttle, classifiers,
-    /// hooks, attempt timeout and name): responses judged by the HTTP rule
+    /// hooks, attempt timeout and name; the middleware does not hedge, and
+    /// a [`Retry::hedge`] given here is not used): responses judged by the HTTP rule
     /// and `Retry-After` and errors by [`Classify`] unless
     /// [`Retry::when_ok`] and [`Retry::when`] say otherwise, each request
     /// idempotent or not by its method. A `Retry` is made before it knows
