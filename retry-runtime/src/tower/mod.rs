@@ -153,7 +153,8 @@ impl<P: fmt::Debug, W, K, B, R, G, L, A> fmt::Debug for RetryLayer<P, W, K, B, R
 /// `io::Error`, the boxed errors (`Box<dyn Error + Send + Sync>`, what
 /// tower stacks use) and `anyhow::Error` (feature `anyhow`) are read down
 /// their source chain by [`transport_verdict`]; any other error type's
-/// own [`Classify`] verdict stands (use `.when(transport_verdict)` for a
+/// own [`Classify`] verdict stands (make the layer from
+/// `Retry::new(&policy).when(transport_verdict::<TheError>)` for a
 /// transport error type of another crate, such as hyper-util's).
 ///
 /// ```
@@ -201,9 +202,8 @@ impl<E: Classify + 'static> Classifier<E> for TransportErrors {
 /// broken pipe: the request may have been written and acted on); an
 /// error it does not know (hyper's "connection closed before message
 /// completed") is [`Verdict::RetryIfIdempotent`] too. The rule of
-/// [`TransportErrors`], for `.when(..)` on a layer whose inner service has
-/// an error type of its own:
-/// `RetryLayer::http(&policy).when(backstop::tower::transport_verdict)`.
+/// [`TransportErrors`], for a layer whose inner service has an error type
+/// of its own: `RetryLayer::http(Retry::new(&policy).when(transport_verdict::<TheError>))`.
 ///
 /// ```
 /// # extern crate retry_runtime as backstop;
