@@ -102,13 +102,18 @@ impl<Res, E> tower::retry::Policy<http::Request<Full<Bytes>>, Res, E> for Once {
     }
 }
 
-fn hyper(c: &mut Criterion) {
+/// A current-thread runtime with a server of its own, and the URI to ask.
+fn set_up() -> (tokio::runtime::Runtime, String) {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     let addr = runtime.block_on(serve());
-    let uri = format!("http://{addr}/users/7");
+    (runtime, format!("http://{addr}/users/7"))
+}
+
+fn hyper(c: &mut Criterion) {
+    let (runtime, uri) = set_up();
     let policy = Policy::new();
     let mut group = c.benchmark_group("hyper");
 
@@ -160,12 +165,7 @@ fn hyper(c: &mut Criterion) {
 }
 
 fn reqwest(c: &mut Criterion) {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let addr = runtime.block_on(serve());
-    let uri = format!("http://{addr}/users/7");
+    let (runtime, uri) = set_up();
     let policy = Policy::new();
     let mut group = c.benchmark_group("reqwest");
 
