@@ -1048,7 +1048,7 @@ pub use retry_runtime::TokioClock;
 pub use retry_runtime::{
     AdaptiveThrottle, AttemptState, Attempted, Backoff, BreakerState, BudgetRef, BudgetStats,
     ByClassify, CircuitBreaker, CircuitOpen, Classifier, Classify, Clock, Context, Decision,
-    Elapsed, GiveUp, GiveUpEvent, IdempotencyKey, Ignore, Jitter, NeverRetry, NoBreaker,
+    Elapsed, GiveUp, GiveUpEvent, Handles, IdempotencyKey, Ignore, Jitter, NeverRetry, NoBreaker,
     NoThrottle, NoTimeout, Permit, Policy, Retry, RetryBudget, RetryEvent, RetryThrottle,
     SystemClock, Throttled, Verdict, When, WithTimeout, call, context, deadline_sync,
 };

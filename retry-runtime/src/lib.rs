@@ -111,8 +111,8 @@ pub use context::{
 pub use observe::{GiveUpEvent, Ignore, RetryEvent};
 pub use policy::Policy;
 pub use run::{
-    AttemptTimeout, BreakerSlot, Elapsed, NoBreaker, NoThrottle, NoTimeout, Retry, SyncLoop,
-    ThrottleSlot, TimeoutSlot, ValueLoop, WithTimeout, call,
+    AttemptTimeout, BreakerSlot, Elapsed, Handles, NoBreaker, NoThrottle, NoTimeout, Retry,
+    SyncLoop, ThrottleSlot, TimeoutSlot, ValueLoop, WithTimeout, call,
 };
 #[cfg(feature = "async")]
 pub use run::{call_async, call_async_with};

@@ -428,6 +428,54 @@ pub(crate) fn at_call_site(site: &'static std::panic::Location<'static>) -> &'st
     &OVERFLOW
 }
 
+/// A retry throttle of a layer's own, full when the layer gets it: one of
+/// a pool of leaked ones, lent to one layer at a time (its clones, services
+/// and calls hold it through the layer's shared part), and back in the
+/// pool, to be filled again for another, when the last of them is dropped.
+/// So calls may hold a `&'static` reference to it, and the pool is only as
+/// large as the most layers ever alive at once (a layer built per request
+/// takes one back).
+#[cfg(feature = "tower")]
+pub(crate) struct OwnThrottle(&'static RetryThrottle);
+
+#[cfg(feature = "tower")]
+static LENDABLE: std::sync::Mutex<Vec<&'static RetryThrottle>> = std::sync::Mutex::new(Vec::new());
+
+#[cfg(feature = "tower")]
+impl OwnThrottle {
+    /// A full throttle, of the standard size, lent to one owner.
+    pub(crate) fn lend() -> Self {
+        let mut free = LENDABLE
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let throttle = match free.pop() {
+            Some(throttle) => {
+                // Nobody holds it any more: it starts again, full.
+                throttle.state.store(pack(throttle.max, 0), Relaxed);
+                throttle.anchor.reset();
+                throttle
+            }
+            None => Box::leak(Box::new(RetryThrottle::standard())),
+        };
+        Self(throttle)
+    }
+
+    /// The throttle, for as long as this is held.
+    pub(crate) fn get(&self) -> &'static RetryThrottle {
+        self.0
+    }
+}
+
+#[cfg(feature = "tower")]
+impl Drop for OwnThrottle {
+    fn drop(&mut self) {
+        LENDABLE
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(self.0);
+    }
+}
+
 /// Under loom (whose models do not use call sites): a throttle per call.
 #[cfg(loom)]
 pub(crate) fn at_call_site(_: &'static std::panic::Location<'static>) -> &'static RetryThrottle {

@@ -47,19 +47,19 @@
 //!   their error.
 
 use std::fmt;
+use std::pin::Pin;
+use std::task::{Context as TaskContext, Poll, ready};
 use std::time::Duration;
 
 use ::reqwest_middleware::{Error, Middleware, Next};
 use http::Extensions;
 
-use crate::classify::{ByClassify, Classifier, Classify, Verdict};
+use crate::classify::{ByClassify, Classify, Verdict};
 use crate::limit::adaptive::Throttled;
 use crate::limit::breaker::CircuitOpen;
-use crate::run::observe::{Ignore, OnGiveUp, OnRetry};
-use crate::run::{
-    AttemptNotes, BreakerSlot, Driver, Elapsed, NoBreaker, NoThrottle, NoTimeout, Retry,
-    ThrottleSlot, TimeoutSlot,
-};
+use crate::run::drive::{Drive, Keeps, Operation};
+use crate::run::observe::Ignore;
+use crate::run::{Elapsed, Handles, NoBreaker, NoThrottle, NoTimeout, Retry};
 use crate::tower::{ClassifierOr, RetryLayer};
 
 /// The requests of a reqwest-middleware client, sent again by
@@ -272,6 +272,11 @@ impl From<Elapsed> for Error {
     }
 }
 
+/// What an attempt through the middleware gives: the extensions it ran
+/// with, and its outcome.
+type Sent<'a> =
+    Pin<Box<dyn Future<Output = (Extensions, Result<reqwest::Response, Error>)> + Send + 'a>>;
+
 /// One call through the middleware, carried from attempt to attempt.
 struct Call<'a> {
     /// The request to clone for each attempt; or, for a body that cannot
@@ -279,26 +284,23 @@ struct Call<'a> {
     request: Option<reqwest::Request>,
     /// The request could be cloned.
     clonable: bool,
+    /// The caller's: each attempt runs with a copy, which becomes the
+    /// caller's when it is over.
     extensions: &'a mut Extensions,
     next: Next<'a>,
     add_key: bool,
-    timed_out: bool,
     attempts: u32,
+    /// How long the attempt running may take, if limited.
+    limit: Option<Duration>,
+    sent: Option<Sent<'a>>,
 }
 
-impl Driver for Call<'_> {
-    type Ok = reqwest::Response;
-    type Err = Error;
-
-    fn ready(&mut self) -> impl Future<Output = Result<(), Error>> + Send {
-        std::future::ready(Ok(()))
-    }
-
-    // All of it in the future: it runs inside the attempt's context (its
-    // key, its deadline) and the call's span.
-    async fn attempt(&mut self, limit: Option<Duration>) -> Result<reqwest::Response, Error> {
-        self.timed_out = false;
-        self.attempts += 1;
+impl<'a> Call<'a> {
+    /// The request of the next attempt, made inside it (its key is the
+    /// call's), and its timeout within `limit`: a timeout of the
+    /// request's own shrinks to it, so that reqwest reports the timeout
+    /// (`is_timeout()`).
+    fn request(&mut self, hedge: bool) -> reqwest::Request {
         let mut request = if self.clonable {
             let template = self.request.as_ref().expect("kept for every attempt");
             template
@@ -309,46 +311,112 @@ impl Driver for Call<'_> {
                 .take()
                 .expect("the decider retries only a request that can be sent again")
         };
-        if let Some(cx) = crate::run::context::context() {
-            let key = crate::classify::http::IDEMPOTENCY_KEY;
-            if self.add_key
-                && !crate::classify::http::is_idempotent_parts(request.method(), request.headers())
-                && let Ok(value) = http::HeaderValue::try_from(cx.idempotency_key().to_string())
-            {
-                request.headers_mut().insert(key, value);
-            }
-        }
-        // The time left (and the attempt timeout, if any), less the timer's
-        // slack: the call returns by its deadline. A timeout of the
-        // request's own shrinks to it, so that reqwest reports the timeout
-        // (`is_timeout()`); one of the `Client`'s, which the middleware
-        // cannot see, is never overridden (a request's own would replace
-        // it): the attempt is then cut off from outside.
-        let limit = limit.filter(|limit| *limit < Duration::MAX);
-        let mut cut = limit;
-        if let (Some(limit), Some(own)) = (limit, request.timeout_mut()) {
+        if let (false, Some(limit), Some(own)) = (hedge, self.limit, request.timeout_mut()) {
             *own = (*own).min(limit);
-            cut = None;
         }
-        #[cfg(feature = "tracing")]
-        let span = crate::tower::attempt_span(self.attempts, true);
-        let send = self.next.clone().run(request, self.extensions);
-        #[cfg(feature = "tracing")]
-        let send = tracing::Instrument::instrument(send, span);
-        let Some(limit) = cut else {
-            return send.await;
-        };
-        let outcome = crate::time::timer::timeout(limit, send).await;
-        outcome.unwrap_or_else(|_| {
-            self.timed_out = true;
-            Err(Error::from(Elapsed::new()))
-        })
+        request
     }
 
-    fn attempted(&mut self) -> AttemptNotes {
-        AttemptNotes {
-            timed_out: self.timed_out,
-            replayable: self.clonable,
+    /// Sends `request` with a copy of the caller's extensions, inside the
+    /// attempt's context (which gives it the call's key) and span.
+    fn send(&self, request: reqwest::Request, attempt: u32) -> Sent<'a> {
+        let extensions = self.extensions.clone();
+        let next = self.next.clone();
+        let add_key = self.add_key;
+        let send = async move {
+            let mut request = request;
+            if add_key {
+                with_key(&mut request);
+            }
+            let mut extensions = extensions;
+            let outcome = next.run(request, &mut extensions).await;
+            (extensions, outcome)
+        };
+        #[cfg(feature = "tracing")]
+        let send = tracing::Instrument::instrument(send, crate::tower::attempt_span(attempt, true));
+        #[cfg(not(feature = "tracing"))]
+        let _ = attempt;
+        Box::pin(send)
+    }
+}
+
+/// Gives a request that is not idempotent by its method the call's
+/// `Idempotency-Key`.
+fn with_key(request: &mut reqwest::Request) {
+    if let Some(cx) = crate::run::context::context()
+        && !crate::classify::http::is_idempotent_parts(request.method(), request.headers())
+        && let Ok(value) = http::HeaderValue::try_from(cx.idempotency_key().to_string())
+    {
+        request
+            .headers_mut()
+            .insert(crate::classify::http::IDEMPOTENCY_KEY, value);
+    }
+}
+
+impl<'a> Operation for Call<'a> {
+    type Ok = reqwest::Response;
+    type Err = Error;
+    type Kept = Keeps<Result<reqwest::Response, Error>>;
+    type Hedge = Pin<Box<dyn Future<Output = Result<reqwest::Response, Error>> + Send + 'a>>;
+
+    // The time left (and the attempt timeout, if any), less the timer's
+    // slack: the call returns by its deadline. A request with a timeout of
+    // its own gets it shrunk to that, and is not cut off from outside; one
+    // of the `Client`'s, which the middleware cannot see, is never
+    // overridden (a request's own would replace it): the attempt is then
+    // cut off from outside.
+    fn start(self: Pin<&mut Self>, limit: Option<Duration>) -> Option<Duration> {
+        let this = self.get_mut();
+        this.attempts += 1;
+        this.limit = limit.filter(|limit| *limit < Duration::MAX);
+        let own = this.request.as_ref().is_some_and(|r| r.timeout().is_some());
+        this.limit.filter(|_| !own)
+    }
+
+    fn poll_attempt(
+        self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+    ) -> Poll<Result<reqwest::Response, Error>> {
+        let this = self.get_mut();
+        if this.sent.is_none() {
+            let request = this.request(false);
+            this.sent = Some(this.send(request, this.attempts));
+        }
+        let sent = this.sent.as_mut().expect("the request was sent");
+        let (extensions, outcome) = ready!(sent.as_mut().poll(cx));
+        this.sent = None;
+        *this.extensions = extensions;
+        Poll::Ready(outcome)
+    }
+
+    fn cut_off(self: Pin<&mut Self>) -> Error {
+        self.get_mut().sent = None;
+        Error::from(Elapsed::new())
+    }
+
+    fn replayable(self: Pin<&mut Self>) -> bool {
+        self.clonable
+    }
+
+    fn poll_prepare(self: Pin<&mut Self>, _: &mut TaskContext<'_>, idempotent: bool) -> Poll<bool> {
+        Poll::Ready(idempotent && self.clonable)
+    }
+
+    // A hedge's extensions are its own: only a plain attempt's become the
+    // caller's.
+    fn hedge(self: Pin<&mut Self>) -> Self::Hedge {
+        let this = self.get_mut();
+        this.attempts += 1;
+        let request = this.request(true);
+        let sent = this.send(request, this.attempts);
+        Box::pin(async move { sent.await.1 })
+    }
+
+    fn finish(self: Pin<&mut Self>, outcome: &mut Result<reqwest::Response, Error>) {
+        if let Ok(response) = outcome {
+            response
+                .extensions_mut()
+                .insert(crate::classify::http::Attempts(self.attempts));
         }
     }
 }
@@ -356,13 +424,15 @@ impl Driver for Call<'_> {
 #[async_trait::async_trait]
 impl<W, K, B, R, G, L, A> Middleware for RetryMiddleware<W, K, B, R, G, L, A>
 where
-    W: Classifier<Error> + Send + Sync + 'static,
-    K: Classifier<reqwest::Response> + Send + Sync + 'static,
-    B: BreakerSlot<Error> + Copy + Send + Sync + 'static,
-    R: OnRetry<reqwest::Response, Error> + Send + Sync + 'static,
-    G: OnGiveUp<reqwest::Response, Error> + Send + Sync + 'static,
-    L: TimeoutSlot<Error> + Copy + Send + Sync + 'static,
-    A: ThrottleSlot<Error> + Copy + Send + Sync + 'static,
+    Retry<'static, W, K, B, R, G, L, A>: Handles<reqwest::Response, Error>,
+    // (Each part, for the middleware to be shared between threads.)
+    W: Send + Sync + 'static,
+    K: Send + Sync + 'static,
+    B: Send + Sync + 'static,
+    R: Send + Sync + 'static,
+    G: Send + Sync + 'static,
+    L: Send + Sync + 'static,
+    A: Send + Sync + 'static,
 {
     async fn handle(
         &self,
@@ -378,37 +448,33 @@ where
         } else {
             layer.policy
         };
-        let budget = layer.budget_ref();
+        let budget = layer.retry.budget();
+        let retry = &layer.retry.retry;
+        let state = retry.state_under::<reqwest::Response, Error, _, _>(
+            policy,
+            budget,
+            crate::time::timer::RuntimeClock::current(),
+        );
         let clonable = request.try_clone().is_some();
-        let mut call = Call {
+        let call = Call {
             request: Some(request),
             clonable,
             extensions,
             next,
             add_key: layer.requests.add_key,
-            timed_out: false,
             attempts: 0,
+            limit: None,
+            sent: None,
         };
         // Every attempt is bounded by the time left, as its timeout, and by
         // the attempt timeout given here or in the policy.
-        let own = layer
-            .retry
-            .attempt_limit::<Error>()
+        let own = crate::run::Steps::<reqwest::Response, Error>::timeout(retry)
             .filter(|limit| *limit < Duration::MAX);
-        let timeout = Some(
-            own.or(policy.get_attempt_timeout())
-                .unwrap_or(Duration::MAX),
-        );
-        let mut outcome = layer
-            .retry
-            .by_ref(&policy, budget)
-            .run_driven(&mut call, timeout)
-            .await;
-        if let Ok(response) = &mut outcome {
-            response
-                .extensions_mut()
-                .insert(crate::classify::http::Attempts(call.attempts));
-        }
-        outcome
+        let timeout = own
+            .or(policy.get_attempt_timeout())
+            .unwrap_or(Duration::MAX);
+        Drive::new(retry, state, call, true)
+            .with_timeout(Some(timeout))
+            .await
     }
 }

@@ -735,6 +735,7 @@ impl Scope {
     }
 
     /// Polls `fut` once inside this frame.
+    #[cfg(feature = "async")]
     pub(crate) fn poll<F: Future>(
         &mut self,
         fut: std::pin::Pin<&mut F>,
@@ -751,7 +752,7 @@ impl Scope {
     /// leaving puts back the empty frame, whose other fields nobody reads.
     #[allow(clippy::inline_always)]
     #[inline(always)]
-    fn enter<R>(&mut self, f: impl FnOnce() -> R) -> R {
+    pub(crate) fn enter<R>(&mut self, f: impl FnOnce() -> R) -> R {
         let outer = CURRENT.with(|current| {
             let frame = (current.attempt.get() != 0 || current.deadline.get().is_some())
                 .then(|| current.raw());

@@ -2,6 +2,8 @@
 //! [`Retry`] builder. `#[retry]` expands to the same state machine.
 
 pub mod context;
+#[cfg(all(feature = "async", not(loom)))]
+pub(crate) mod drive;
 #[cfg(not(loom))]
 pub mod hedge;
 pub mod observe;
@@ -16,8 +18,9 @@ use crate::limit::budget::BudgetRef;
 use crate::run::hedge::Hedge;
 use crate::run::observe::{Ignore, OnGiveUp, OnRetry};
 use crate::state::policy::Policy;
-use crate::state::{AttemptState, Decision, GiveUp};
+use crate::state::{AttemptState, Decision, GiveUp, HoldsPolicy};
 use crate::time::clock::SystemClock;
+pub(crate) use steps::Steps;
 
 /// Retries `op` under `policy`, classifying errors by [`Classify`].
 ///
@@ -186,7 +189,7 @@ pub struct Retry<
     A = NoThrottle,
 > {
     policy: &'a Policy,
-    budget: Option<BudgetRef<'a>>,
+    pub(crate) budget: Option<BudgetRef<'a>>,
     /// The budget as it was chosen, for an integration made from this
     /// loop.
     given: Chosen,
@@ -243,46 +246,6 @@ impl AttemptTimeout for Option<Duration> {
     fn limit(self) -> Duration {
         self.unwrap_or(Duration::MAX)
     }
-}
-
-/// What the loop of a layer drives: a service made ready, then called
-/// with the request, attempt after attempt.
-#[cfg(feature = "tower")]
-pub(crate) trait Driver {
-    /// What an attempt gives.
-    type Ok;
-    /// How an attempt fails.
-    type Err;
-    /// Waits until the next attempt can be sent (a tower service's
-    /// readiness).
-    fn ready(&mut self) -> impl Future<Output = Result<(), Self::Err>> + Send;
-    /// Sends an attempt, cut off after `limit` if given.
-    fn attempt(
-        &mut self,
-        limit: Option<Duration>,
-    ) -> impl Future<Output = Result<Self::Ok, Self::Err>> + Send;
-    /// What the last attempt left besides its outcome: cut off, and
-    /// whether the request can be sent again (settled now, for good).
-    fn attempted(&mut self) -> AttemptNotes;
-}
-
-/// What an async loop learns of an attempt besides its outcome.
-#[cfg(feature = "async")]
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct AttemptNotes {
-    /// It was cut off by the attempt timeout: ambiguous.
-    pub(crate) timed_out: bool,
-    /// The request can be sent again.
-    pub(crate) replayable: bool,
-}
-
-#[cfg(feature = "async")]
-impl AttemptNotes {
-    /// Neither cut off nor spent.
-    pub(crate) const PLAIN: Self = Self {
-        timed_out: false,
-        replayable: true,
-    };
 }
 
 /// A [`Retry`] loop whose attempts run as long as they take (the deadline
@@ -544,6 +507,11 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
         (*self.policy, self.given, loop_)
     }
 
+    /// This loop, drawing on `budget`.
+    pub(crate) fn budget_chosen(self, budget: Option<BudgetRef<'a>>) -> Self {
+        Self { budget, ..self }
+    }
+
     /// This loop with its classifiers made by `when` and `when_ok` from
     /// its own (an integration's defaults for those left unset).
     pub(crate) fn classifying<W2, K2>(
@@ -568,83 +536,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     }
 }
 
-/// A loop whose classifiers and hooks are lent by another ([`Retry::by_ref`]).
-#[cfg(feature = "tower")]
-pub(crate) type Lent<'b, W, K, B, R, G, L, A> =
-    Retry<'b, ByRef<'b, W>, ByRef<'b, K>, B, ByRef<'b, R>, ByRef<'b, G>, L, A>;
-
-/// A classifier or hook lent to a loop by whoever keeps it.
-#[cfg(feature = "tower")]
-#[derive(Debug)]
-pub(crate) struct ByRef<'a, X>(&'a X);
-
-#[cfg(feature = "tower")]
-impl<X: ?Sized, C: Classifier<X>> Classifier<X> for ByRef<'_, C> {
-    fn verdict(&self, x: &X) -> crate::Verdict {
-        self.0.verdict(x)
-    }
-}
-
-#[cfg(feature = "tower")]
-impl<T, E, H: OnRetry<T, E>> OnRetry<T, E> for ByRef<'_, H> {
-    fn on_retry(&self, event: &crate::RetryEvent<'_, T, E>) {
-        self.0.on_retry(event);
-    }
-}
-
-#[cfg(feature = "tower")]
-impl<T, E, H: OnGiveUp<T, E>> OnGiveUp<T, E> for ByRef<'_, H> {
-    fn on_give_up(&self, event: &crate::GiveUpEvent<'_, T, E>) {
-        self.0.on_give_up(event);
-    }
-}
-
 impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
-    /// This loop's classifiers, hooks and slots, lent to a run under
-    /// `policy` and `budget` (a layer's call: its policy made for the
-    /// request, its budget kept by the layer).
-    #[cfg(feature = "tower")]
-    pub(crate) fn by_ref<'b>(
-        &'b self,
-        policy: &'b Policy,
-        budget: Option<BudgetRef<'b>>,
-    ) -> Lent<'b, W, K, B, R, G, L, A>
-    where
-        B: Copy,
-        L: Copy,
-        A: Copy,
-    {
-        Retry {
-            policy,
-            budget,
-            given: self.given,
-            when: ByRef(&self.when),
-            when_ok: ByRef(&self.when_ok),
-            breaker: self.breaker,
-            on_retry: ByRef(&self.on_retry),
-            on_give_up: ByRef(&self.on_give_up),
-            name: self.name,
-            timeout: self.timeout,
-            throttle: self.throttle,
-            hedge: self.hedge,
-        }
-    }
-
-    /// How this loop hedges, if it does.
-    #[cfg(feature = "tower")]
-    pub(crate) fn hedging(&self) -> Option<&Hedge> {
-        self.hedge.as_ref()
-    }
-
-    /// The limit of each attempt, if any.
-    #[cfg(feature = "tower")]
-    pub(crate) fn attempt_limit<E>(&self) -> Option<Duration>
-    where
-        L: TimeoutSlot<E>,
-    {
-        self.timeout.limit()
-    }
-
     /// Draws on `budget` instead of the policy's: a
     /// [`RetryThrottle`](crate::RetryThrottle) or a windowed
     /// [`RetryBudget`](crate::RetryBudget), shared by the calls it protects:
@@ -1004,45 +896,25 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
         self
     }
 
-    fn state<C: crate::time::clock::Clock, E>(&self, clock: C) -> AttemptState<'a, C>
+    /// A call's state under `policy` (an integration's, made for the
+    /// request), drawing on this loop's budget.
+    pub(crate) fn state_under<T, E, C: crate::time::clock::Clock, P: HoldsPolicy>(
+        &self,
+        policy: P,
+        budget: Option<BudgetRef<'a>>,
+        clock: C,
+    ) -> AttemptState<'a, C, P>
     where
-        B: BreakerSlot<E>,
-        A: ThrottleSlot<E>,
+        Self: Steps<T, E>,
     {
-        let mut state = AttemptState::new(self.policy, clock)
-            .budget(self.budget)
-            .name(self.name);
-        if let Some(breaker) = self.breaker.breaker() {
+        let mut state = AttemptState::under(policy, budget, clock).name(self.name);
+        if let Some(breaker) = Steps::<T, E>::breaker(self) {
             state = state.breaker(breaker);
         }
-        if let Some(throttle) = self.throttle.throttle() {
+        if let Some(throttle) = Steps::<T, E>::throttle(self) {
             state = state.throttle(throttle);
         }
         state
-    }
-
-    /// Before an attempt: the throttle, then the breaker (an attempt the
-    /// throttle sheds never takes the breaker's leave). A rejection is the
-    /// call's outcome, and `on_give_up` is told.
-    fn admit<T, E, C: crate::time::clock::Clock>(
-        &self,
-        state: &mut AttemptState<'a, C>,
-    ) -> Option<Result<T, E>>
-    where
-        B: BreakerSlot<E>,
-        A: ThrottleSlot<E>,
-        G: OnGiveUp<T, E>,
-    {
-        let (outcome, reason) = if let Err(shed) = state.admit_throttled() {
-            (Err(A::rejected(shed)), GiveUp::Throttled)
-        } else if let Err(open) = state.admit() {
-            (Err(B::rejected(open)), GiveUp::BreakerOpen)
-        } else {
-            return None;
-        };
-        self.on_give_up
-            .on_give_up(&state.give_up_event(outcome.as_ref(), reason));
-        Some(outcome)
     }
 
     /// Runs the loop around a sync operation.
@@ -1060,41 +932,27 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// not retryable, or attempts, deadline or budget ran out.
     pub fn call<T, E, F>(&self, mut op: F) -> Result<T, E>
     where
-        W: Classifier<E>,
-        K: Classifier<T>,
-        B: BreakerSlot<E>,
-        A: ThrottleSlot<E>,
-        R: OnRetry<T, E>,
-        G: OnGiveUp<T, E>,
+        Self: Handles<T, E>,
         L: SyncLoop,
         F: FnMut() -> Result<T, E>,
     {
-        let mut state = self.state(SystemClock);
+        let mut state = self.state_under::<T, E, _, _>(self.policy, self.budget, SystemClock);
         if let Some(rejected) = self.admit(&mut state) {
             return rejected;
         }
         loop {
             let outcome = state.run_attempt(&mut op);
-            match state.decide_result(&outcome, &self.when, &self.when_ok) {
-                Decision::Retry(delay) => {
-                    self.on_retry
-                        .on_retry(&state.retry_event(outcome.as_ref(), delay));
-                    // A sync loop can keep the outcome through the sleep: if
-                    // the thread woke at or past the deadline, it is returned
-                    // rather than start an attempt too late.
-                    sleep(delay);
-                    if let Err(reason) = state.may_resume() {
-                        self.on_give_up
-                            .on_give_up(&state.give_up_event(outcome.as_ref(), reason));
-                        return outcome;
-                    }
-                }
-                Decision::GiveUp(reason) => {
-                    self.on_give_up
-                        .on_give_up(&state.give_up_event(outcome.as_ref(), reason));
-                    return outcome;
-                }
-                Decision::Return => return outcome,
+            let verdict = self.judge(&outcome);
+            let Some(delay) = self.decided(&mut state, &outcome, verdict) else {
+                return outcome;
+            };
+            // A sync loop can keep the outcome through the sleep: if the
+            // thread woke at or past the deadline, it is returned rather
+            // than start an attempt too late.
+            sleep(delay);
+            if let Err(reason) = state.may_resume() {
+                self.gave_up(&mut state, &outcome, reason);
+                return outcome;
             }
         }
     }
@@ -1120,42 +978,20 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// The last attempt's error, unchanged, once retrying is over: the error was
     /// not retryable, or attempts, deadline or budget ran out.
     #[cfg(feature = "async")]
-    pub async fn call_async<T, E, F, Fut>(&self, mut op: F) -> Result<T, E>
+    pub async fn call_async<T, E, F, Fut>(&self, op: F) -> Result<T, E>
     where
-        W: Classifier<E>,
-        K: Classifier<T>,
-        B: BreakerSlot<E>,
-        A: ThrottleSlot<E>,
-        R: OnRetry<T, E>,
-        G: OnGiveUp<T, E>,
+        Self: Handles<T, E>,
         L: TimeoutSlot<E>,
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
-        // The value carried through the loop says whether the attempt
-        // timed out: ambiguous, whatever the classifier says of the error.
-        let attempt = |_, limit: Option<Duration>| {
-            let attempt = op();
-            async move {
-                let Some(limit) = limit else {
-                    return (false, attempt.await);
-                };
-                match crate::time::timer::timeout(limit, attempt).await {
-                    Ok(outcome) => (false, outcome),
-                    Err(_) => (true, Err(L::elapsed())),
-                }
-            }
-        };
-        let timeout = self.timeout.limit();
-        if let Some(hedge) = &self.hedge {
-            return self.run_hedged(hedge, timeout, op).await;
-        }
-        self.run_async(false, timeout, attempt, |timed_out| AttemptNotes {
-            timed_out: *timed_out,
-            replayable: true,
-        })
-        .await
-        .1
+        let state = self.state_under::<T, E, _, _>(
+            self.policy,
+            self.budget,
+            crate::time::timer::RuntimeClock::current(),
+        );
+        let op = drive::Closures::<F, Fut, L>::new(op);
+        drive::Drive::new(self, state, op, true).await
     }
 
     /// Runs the loop around an async operation that borrows or owns
@@ -1203,54 +1039,151 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// is over: the error was not retryable, or attempts, deadline or
     /// budget ran out.
     #[cfg(feature = "async")]
-    pub async fn call_async_with<S, T, E, F, Fut>(&self, value: S, mut op: F) -> (S, Result<T, E>)
+    pub async fn call_async_with<S, T, E, F, Fut>(&self, value: S, op: F) -> (S, Result<T, E>)
     where
-        W: Classifier<E>,
-        K: Classifier<T>,
-        B: BreakerSlot<E>,
-        A: ThrottleSlot<E>,
-        R: OnRetry<T, E>,
-        G: OnGiveUp<T, E>,
+        Self: Handles<T, E>,
         L: ValueLoop,
         F: FnMut(S) -> Fut,
         Fut: Future<Output = (S, Result<T, E>)>,
     {
-        self.run_async(value, None, |value, _| op(value), |_| AttemptNotes::PLAIN)
-            .await
+        let state = self.state_under::<T, E, _, _>(
+            self.policy,
+            self.budget,
+            crate::time::timer::RuntimeClock::current(),
+        );
+        let op = drive::WithValue::new(value, op);
+        let mut call = std::pin::pin!(drive::Drive::new(self, state, op, false));
+        let outcome = call.as_mut().await;
+        (call.operation().take(), outcome)
     }
+}
 
-    /// After an async attempt: classifies `outcome` (ambiguous if it was
-    /// cut off), decides, and tells the hooks. `Some(delay)`: sleep, then
-    /// attempt again; `None`: return the outcome.
+/// What a [`Retry`] loop needs to run calls whose attempts give
+/// `Result<T, E>`: classifiers for `E` and `T` (`when`, `when_ok`), hooks
+/// for them, and, for a breaker, an adaptive throttle or an attempt
+/// timeout, an error type that can hold their rejections
+/// (`E: From<CircuitOpen>`, `From<Throttled>`, `From<Elapsed>`).
+///
+/// Every [`Retry`] whose parts fit has it: it is the one bound of
+/// [`call`](Retry::call), [`call_async`](Retry::call_async) and the
+/// integrations, and cannot be implemented elsewhere.
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use backstop::{Handles, Policy, Retry};
+/// fn runs<R: Handles<u8, std::io::Error>>(_: &R) {}
+/// runs(&Retry::new(&Policy::new()));
+/// ```
+pub trait Handles<T, E>: steps::Steps<T, E> {}
+
+impl<T, E, X: steps::Steps<T, E> + ?Sized> Handles<T, E> for X {}
+
+/// The loop's steps, out of reach: [`Handles`] is sealed by them.
+pub(crate) mod steps {
+    use std::time::Duration;
+
     #[cfg(feature = "async")]
-    fn after_attempt<T, E, C: crate::time::clock::Clock>(
+    use crate::Elapsed;
+    use crate::limit::adaptive::AdaptiveThrottle;
+    use crate::limit::breaker::CircuitBreaker;
+    #[cfg(all(feature = "async", not(loom)))]
+    use crate::run::hedge::Hedge;
+    use crate::state::{AttemptState, GiveUp, HoldsPolicy};
+
+    /// The steps of a retry loop around attempts giving `Result<T, E>`,
+    /// between one attempt and the next. Out of reach outside this crate: [`Handles`] is
+    /// sealed by it.
+    pub trait Steps<T, E> {
+        /// Before an attempt: the throttle, then the breaker (an attempt the
+        /// throttle sheds never takes the breaker's leave). A rejection is the
+        /// call's outcome, and `on_give_up` is told.
+        #[doc(hidden)]
+        fn admit<C: crate::time::clock::Clock, P: HoldsPolicy>(
+            &self,
+            state: &mut AttemptState<'_, C, P>,
+        ) -> Option<Result<T, E>>;
+
+        /// The verdict on an outcome: `when` on an error, `when_ok` on a value.
+        #[doc(hidden)]
+        fn judge(&self, outcome: &Result<T, E>) -> crate::state::vocabulary::Attempted;
+
+        /// Decides on `outcome`, classified as `verdict`, and tells the hooks:
+        /// `Some(delay)` to sleep and attempt again, `None` to return it.
+        #[doc(hidden)]
+        fn decided<C: crate::time::clock::Clock, P: HoldsPolicy>(
+            &self,
+            state: &mut AttemptState<'_, C, P>,
+            outcome: &Result<T, E>,
+            verdict: crate::state::vocabulary::Attempted,
+        ) -> Option<Duration>;
+
+        /// The call gives up between attempts, with `outcome`, for `reason`:
+        /// `on_give_up` is told.
+        #[doc(hidden)]
+        fn gave_up<C: crate::time::clock::Clock, P: HoldsPolicy>(
+            &self,
+            state: &mut AttemptState<'_, C, P>,
+            outcome: &Result<T, E>,
+            reason: GiveUp,
+        );
+
+        /// The limit of each attempt, if any.
+        #[doc(hidden)]
+        fn timeout(&self) -> Option<Duration>;
+
+        /// The breaker, if any.
+        #[doc(hidden)]
+        fn breaker(&self) -> Option<&'static CircuitBreaker>;
+
+        /// The adaptive throttle, if any.
+        #[doc(hidden)]
+        fn throttle(&self) -> Option<&'static AdaptiveThrottle>;
+
+        /// How the loop hedges, if it does.
+        #[cfg(all(feature = "async", not(loom)))]
+        #[doc(hidden)]
+        fn hedging(&self) -> Option<&Hedge>;
+
+        /// What a hedged attempt gave, as its outcome and the verdict on it:
+        /// cut off, it is the loop's `Elapsed` error, ambiguous.
+        #[cfg(feature = "async")]
+        #[doc(hidden)]
+        fn judge_hedged(
+            &self,
+            out: Result<Result<T, E>, Elapsed>,
+        ) -> (Result<T, E>, crate::state::vocabulary::Attempted);
+    }
+}
+
+impl<T, E, W, K, B, R, G, L, A> steps::Steps<T, E> for Retry<'_, W, K, B, R, G, L, A>
+where
+    W: Classifier<E>,
+    K: Classifier<T>,
+    B: BreakerSlot<E>,
+    A: ThrottleSlot<E>,
+    R: OnRetry<T, E>,
+    G: OnGiveUp<T, E>,
+    L: TimeoutSlot<E>,
+{
+    #[inline]
+    fn admit<C: crate::time::clock::Clock, P: HoldsPolicy>(
         &self,
-        state: &mut AttemptState<'a, C>,
-        outcome: &Result<T, E>,
-        notes: AttemptNotes,
-    ) -> Option<Duration>
-    where
-        W: Classifier<E>,
-        K: Classifier<T>,
-        R: OnRetry<T, E>,
-        G: OnGiveUp<T, E>,
-    {
-        state.set_replayable(notes.replayable);
-        let verdict = if notes.timed_out {
-            crate::state::vocabulary::Attempted::Failed(crate::classify::Verdict::RetryIfIdempotent)
+        state: &mut AttemptState<'_, C, P>,
+    ) -> Option<Result<T, E>> {
+        let (outcome, reason) = if let Err(shed) = state.admit_throttled() {
+            (Err(A::rejected(shed)), GiveUp::Throttled)
+        } else if let Err(open) = state.admit() {
+            (Err(B::rejected(open)), GiveUp::BreakerOpen)
         } else {
-            self.verdict(outcome)
+            return None;
         };
-        self.after_verdict(state, outcome, verdict)
+        self.on_give_up
+            .on_give_up(&state.give_up_event(outcome.as_ref(), reason));
+        Some(outcome)
     }
 
-    /// The verdict on an outcome: `when` on an error, `when_ok` on a value.
-    #[cfg(feature = "async")]
-    fn verdict<T, E>(&self, outcome: &Result<T, E>) -> crate::state::vocabulary::Attempted
-    where
-        W: Classifier<E>,
-        K: Classifier<T>,
-    {
+    #[inline]
+    fn judge(&self, outcome: &Result<T, E>) -> crate::state::vocabulary::Attempted {
         crate::classify::of_result(
             outcome,
             |error| self.when.verdict(error),
@@ -1258,19 +1191,13 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
         )
     }
 
-    /// Decides on `outcome`, classified as `verdict`, and tells the hooks:
-    /// `Some(delay)` to sleep and attempt again, `None` to return it.
-    #[cfg(feature = "async")]
-    fn after_verdict<T, E, C: crate::time::clock::Clock>(
+    #[inline]
+    fn decided<C: crate::time::clock::Clock, P: HoldsPolicy>(
         &self,
-        state: &mut AttemptState<'a, C>,
+        state: &mut AttemptState<'_, C, P>,
         outcome: &Result<T, E>,
         verdict: crate::state::vocabulary::Attempted,
-    ) -> Option<Duration>
-    where
-        R: OnRetry<T, E>,
-        G: OnGiveUp<T, E>,
-    {
+    ) -> Option<Duration> {
         match state.decide(verdict) {
             Decision::Retry(delay) => {
                 self.on_retry
@@ -1286,256 +1213,49 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
         }
     }
 
-    /// The loop of the tower layer and the reqwest middleware: as
-    /// [`run_async`](Self::run_async), but the last outcome is kept through
-    /// the sleep (their outcomes are `Send`), so that a retry that cannot
-    /// be made returns it, as the sync loop does: a breaker that opened or
-    /// a throttle that sheds meanwhile, or a service not ready again by
-    /// the deadline (the wait for readiness is bounded by the time left).
-    /// A readiness error ends the call: a service that failed it is to be
-    /// discarded (tower's contract).
-    #[cfg(feature = "tower")]
-    pub(crate) async fn run_driven<D>(
+    fn gave_up<C: crate::time::clock::Clock, P: HoldsPolicy>(
         &self,
-        driver: &mut D,
-        timeout: Option<Duration>,
-    ) -> Result<D::Ok, D::Err>
-    where
-        D: Driver,
-        W: Classifier<D::Err>,
-        K: Classifier<D::Ok>,
-        B: BreakerSlot<D::Err>,
-        A: ThrottleSlot<D::Err>,
-        R: OnRetry<D::Ok, D::Err>,
-        G: OnGiveUp<D::Ok, D::Err>,
-    {
-        let mut state = self.state(crate::time::timer::RuntimeClock::current());
-        if let Some(rejected) = self.admit(&mut state) {
-            return rejected;
-        }
-        loop {
-            let limit = timeout.map(|timeout| state.attempt_limit(timeout));
-            let outcome = state.run_attempt_async(driver.attempt(limit)).await;
-            let Some(delay) = self.after_attempt(&mut state, &outcome, driver.attempted()) else {
-                return outcome;
-            };
-            crate::time::timer::sleep_async(delay).await;
-            let mut reason = state.may_resume().err();
-            if reason.is_none() {
-                let left = state.attempt_limit(Duration::MAX);
-                let ready = driver.ready();
-                let ready = if left == Duration::MAX {
-                    Some(ready.await)
-                } else {
-                    crate::time::timer::timeout(left, ready).await.ok()
-                };
-                match ready {
-                    Some(Ok(())) => {}
-                    Some(Err(error)) => {
-                        let failed = Err(error);
-                        state.give_up(GiveUp::Stopped);
-                        self.on_give_up
-                            .on_give_up(&state.give_up_event(failed.as_ref(), GiveUp::Stopped));
-                        return failed;
-                    }
-                    None => {
-                        state.give_up(GiveUp::Deadline);
-                        reason = Some(GiveUp::Deadline);
-                    }
-                }
-            }
-            if let Some(reason) = reason {
-                self.on_give_up
-                    .on_give_up(&state.give_up_event(outcome.as_ref(), reason));
-                return outcome;
-            }
-        }
+        state: &mut AttemptState<'_, C, P>,
+        outcome: &Result<T, E>,
+        reason: GiveUp,
+    ) {
+        self.on_give_up
+            .on_give_up(&state.give_up_event(outcome.as_ref(), reason));
     }
 
-    /// The async loop of a hedged call: rounds of attempts side by side
-    /// ([`AttemptState::run_hedged`]), decided as single attempts are. As
-    /// in [`run_async`](Self::run_async), a round's outcome is dropped
-    /// before the sleep, and a throttle that sheds or a breaker that opened
-    /// meanwhile makes the rejection the error.
+    fn timeout(&self) -> Option<Duration> {
+        self.timeout.limit()
+    }
+
+    fn breaker(&self) -> Option<&'static CircuitBreaker> {
+        self.breaker.breaker()
+    }
+
+    fn throttle(&self) -> Option<&'static AdaptiveThrottle> {
+        self.throttle.throttle()
+    }
+
+    #[cfg(all(feature = "async", not(loom)))]
+    fn hedging(&self) -> Option<&Hedge> {
+        self.hedge.as_ref()
+    }
+
     #[cfg(feature = "async")]
-    async fn run_hedged<T, E, F, Fut>(
-        &self,
-        hedge: &Hedge,
-        timeout: Option<Duration>,
-        op: F,
-    ) -> Result<T, E>
-    where
-        W: Classifier<E>,
-        K: Classifier<T>,
-        B: BreakerSlot<E>,
-        A: ThrottleSlot<E>,
-        R: OnRetry<T, E>,
-        G: OnGiveUp<T, E>,
-        L: TimeoutSlot<E>,
-        F: FnMut() -> Fut,
-        Fut: Future<Output = Result<T, E>>,
-    {
-        self.hedged_rounds(hedge, timeout, op, drop, |state, ()| self.admit(state))
-            .await
-    }
-
-    /// The loop of a hedged call through the tower layer: as
-    /// [`run_hedged`](Self::run_hedged), but the last outcome is kept
-    /// through the sleep and returned if the next round cannot start, as
-    /// [`run_driven`](Self::run_driven) does. Each attempt makes its own
-    /// service ready.
-    #[cfg(feature = "tower")]
-    pub(crate) async fn run_hedged_driven<T, E, F, Fut>(
-        &self,
-        hedge: &Hedge,
-        timeout: Option<Duration>,
-        make: F,
-    ) -> Result<T, E>
-    where
-        W: Classifier<E>,
-        K: Classifier<T>,
-        B: BreakerSlot<E>,
-        A: ThrottleSlot<E>,
-        R: OnRetry<T, E>,
-        G: OnGiveUp<T, E>,
-        L: TimeoutSlot<E>,
-        F: FnMut() -> Fut,
-        Fut: Future<Output = Result<T, E>>,
-    {
-        let resume = |state: &mut AttemptState<'a, _>, kept: Result<T, E>| {
-            let reason = state.may_resume().err()?;
-            self.on_give_up
-                .on_give_up(&state.give_up_event(kept.as_ref(), reason));
-            Some(kept)
-        };
-        self.hedged_rounds(hedge, timeout, make, |outcome| outcome, resume)
-            .await
-    }
-
-    /// The rounds of a hedged call. `keep` takes a round's outcome before
-    /// the sleep (all of it, or nothing); after the sleep, `resume` returns
-    /// what the call ends with if the next round cannot start.
-    #[cfg(feature = "async")]
-    async fn hedged_rounds<T, E, F, Fut, H>(
-        &self,
-        hedge: &Hedge,
-        timeout: Option<Duration>,
-        mut op: F,
-        keep: impl Fn(Result<T, E>) -> H,
-        resume: impl Fn(
-            &mut AttemptState<'a, crate::time::timer::RuntimeClock>,
-            H,
-        ) -> Option<Result<T, E>>,
-    ) -> Result<T, E>
-    where
-        W: Classifier<E>,
-        K: Classifier<T>,
-        B: BreakerSlot<E>,
-        A: ThrottleSlot<E>,
-        R: OnRetry<T, E>,
-        G: OnGiveUp<T, E>,
-        L: TimeoutSlot<E>,
-        F: FnMut() -> Fut,
-        Fut: Future<Output = Result<T, E>>,
-    {
-        let mut state = self.state(crate::time::timer::RuntimeClock::current());
-        if let Some(rejected) = self.admit(&mut state) {
-            return rejected;
-        }
-        loop {
-            // In a block: what `keep` does not keep is not held through
-            // the sleep (the future is `Send` though the outcome is not).
-            let (delay, kept) = {
-                let (outcome, verdict) = state
-                    .run_hedged(hedge, timeout, &mut op, |out| self.judge(out))
-                    .await;
-                match self.after_verdict(&mut state, &outcome, verdict) {
-                    Some(delay) => (delay, keep(outcome)),
-                    None => return outcome,
-                }
-            };
-            crate::time::timer::sleep_async(delay).await;
-            if let Some(last) = resume(&mut state, kept) {
-                return last;
-            }
-        }
-    }
-
-    /// What a hedged attempt gave, as its outcome and the verdict on it:
-    /// cut off, it is the loop's `Elapsed` error, ambiguous.
-    #[cfg(feature = "async")]
-    fn judge<T, E>(
+    fn judge_hedged(
         &self,
         out: Result<Result<T, E>, Elapsed>,
-    ) -> (Result<T, E>, crate::state::vocabulary::Attempted)
-    where
-        W: Classifier<E>,
-        K: Classifier<T>,
-        L: TimeoutSlot<E>,
-    {
+    ) -> (Result<T, E>, crate::state::vocabulary::Attempted) {
         match out {
             Ok(outcome) => {
-                let verdict = self.verdict(&outcome);
+                let verdict = self.judge(&outcome);
                 (outcome, verdict)
             }
-            Err(crate::Elapsed { .. }) => (
+            Err(Elapsed { .. }) => (
                 Err(L::elapsed()),
                 crate::state::vocabulary::Attempted::Failed(
                     crate::classify::Verdict::RetryIfIdempotent,
                 ),
             ),
-        }
-    }
-
-    /// The async loop: `value` goes into each attempt, with how long the
-    /// attempt may run under `timeout` (and the deadline), and comes back
-    /// with its outcome; `attempted` says from it whether the attempt was
-    /// cut off (then ambiguous, whatever the classifier says) and whether
-    /// the request could be sent again.
-    #[cfg(feature = "async")]
-    pub(crate) async fn run_async<S, T, E, F, Fut>(
-        &self,
-        value: S,
-        timeout: Option<Duration>,
-        mut op: F,
-        attempted: impl Fn(&S) -> AttemptNotes,
-    ) -> (S, Result<T, E>)
-    where
-        W: Classifier<E>,
-        K: Classifier<T>,
-        B: BreakerSlot<E>,
-        A: ThrottleSlot<E>,
-        R: OnRetry<T, E>,
-        G: OnGiveUp<T, E>,
-        F: FnMut(S, Option<Duration>) -> Fut,
-        Fut: Future<Output = (S, Result<T, E>)>,
-    {
-        let mut value = value;
-        let mut state = self.state(crate::time::timer::RuntimeClock::current());
-        if let Some(rejected) = self.admit(&mut state) {
-            return (value, rejected);
-        }
-        loop {
-            // The outcome is dropped before the sleep: a retried response
-            // releases its connection at once, and the future stays `Send`
-            // when `T` or `E` is not. So the deadline cannot be checked again
-            // after waking; the state machine leaves the timer's slack
-            // instead.
-            let delay = {
-                let limit = timeout.map(|timeout| state.attempt_limit(timeout));
-                let (back, outcome) = state.run_attempt_async(op(value, limit)).await;
-                value = back;
-                match self.after_attempt(&mut state, &outcome, attempted(&value)) {
-                    Some(delay) => delay,
-                    None => return (value, outcome),
-                }
-            };
-            crate::time::timer::sleep_async(delay).await;
-            // The outcome is gone: a throttle that sheds or a breaker that
-            // opened meanwhile makes the rejection the error.
-            if let Some(rejected) = self.admit(&mut state) {
-                return (value, rejected);
-            }
         }
     }
 }

@@ -3,11 +3,11 @@
 //! failed. The round only runs attempts and records what each one cost;
 //! the decision after it is [`AttemptState::decide`]'s, as for any attempt.
 
-use std::pin::{Pin, pin};
+use std::pin::Pin;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use super::{AttemptState, GiveUp};
+use super::{AttemptState, GiveUp, HoldsPolicy};
 use crate::classify::Verdict;
 use crate::limit::breaker::Permit;
 use crate::limit::budget::BudgetRef;
@@ -16,8 +16,7 @@ use crate::run::hedge::Hedge;
 use crate::state::backoff::Rng;
 use crate::state::vocabulary::{Attempted, Elapsed};
 use crate::time::clock::Clock;
-use crate::time::timer::RuntimeClock;
-use crate::time::timer::maybe_timeout;
+use crate::time::timer::{RuntimeClock, Sleep, Timed};
 
 /// What a round keeps of an attempt in flight besides its future.
 struct InFlight {
@@ -31,7 +30,7 @@ struct InFlight {
     admitted: Option<Instant>,
 }
 
-impl<C: Clock> AttemptState<'_, C> {
+impl<C: Clock, P: HoldsPolicy> AttemptState<'_, C, P> {
     /// Runs one round of a hedged call: an attempt made by `make`, and
     /// after `hedge`'s delay, if it has not answered, another beside it
     /// (up to [`Hedge::max_hedges`], each a delay after the one before),
@@ -100,117 +99,13 @@ impl<C: Clock> AttemptState<'_, C> {
         Fut: Future<Output = O>,
         J: Fn(Result<O, Elapsed>) -> (O, Attempted),
     {
-        self.record_call();
-        self.sending();
-        let first = self.attempt();
-        self.obs.started(first);
-        let now = self.clock.now();
-        // Neither an operation that may not be repeated nor a probe (never
-        // retried) is hedged.
-        let may_hedge =
-            self.policy.idempotent && !self.permit.as_ref().is_some_and(Permit::is_probe);
-        let delay = hedge.delay(now);
-        if delay.is_some() && !self.policy.idempotent {
-            self.obs.hedge_refused(GiveUp::NotIdempotent);
-        }
-        let delay = delay.filter(|_| may_hedge);
-        // The last attempt this round may start: hedges are attempts.
-        let last = match delay {
-            Some(_) => first
-                .saturating_add(hedge.max_hedges())
-                .min(self.policy.attempts.max(first)),
-            None => first,
-        };
-        let mut primary = pin!(Some(maybe_timeout(
-            timeout.map(|t| self.attempt_limit(t)),
-            make()
-        )));
-        let mut first_in = Some(InFlight {
-            scope: self.scope(),
-            attempt: first,
-            started: now,
-            permit: self.permit.take(),
-            admitted: self.throttle.map(|(_, at)| at),
-        });
-        let mut hedges = hedges_beside(primary.as_ref());
-        let mut timer = pin!(
-            delay
-                .filter(|_| last > first)
-                .map(|delay| RuntimeClock::current().sleep(delay))
-        );
-        // The number the next attempt started gets.
-        let mut next = first + 1;
-        // The longest `Retry-After` of an attempt that failed beside
-        // others: the server's word holds for the round's retry.
-        let mut pushback = None;
+        let mut round = Round::start(self, hedge, timeout, &mut make);
         #[cfg(feature = "tracing")]
         let span = self.obs.span().clone();
         std::future::poll_fn(|task| {
             #[cfg(feature = "tracing")]
             let _span = span.enter();
-            loop {
-                let over = self.poll_attempts(primary.as_mut(), &mut first_in, &mut hedges, task);
-                if let Some((out, meta)) = over {
-                    let now = self.clock.now();
-                    // The adaptive delay learns from first attempts only:
-                    // a hedge runs to its end only when it is faster than
-                    // the attempt it shadows, so its latencies would read
-                    // the dependency as faster than it is.
-                    if meta.attempt == first {
-                        hedge.record(now.saturating_duration_since(meta.started), now);
-                    }
-                    let (outcome, mut verdict) = judge(out);
-                    let answered = verdict.answered();
-                    let last = verdict.is_final();
-                    if let Attempted::Failed(Verdict::RetryAfter(asked)) = verdict {
-                        pushback = pushback.max(Some(asked));
-                    }
-                    if last || (first_in.is_none() && hedges.is_empty()) {
-                        if let (Some(asked), false) = (pushback, last) {
-                            verdict = Attempted::Failed(Verdict::RetryAfter(asked));
-                        }
-                        // The round is over: the others are dropped now.
-                        primary.set(None);
-                        timer.set(None);
-                        let losers = first_in.take().into_iter();
-                        let losers = losers.chain(hedges.drain(..).map(|(_, meta)| meta));
-                        self.end_round(hedge, &meta, losers, answered, now);
-                        self.permit = meta.permit;
-                        self.done = next - 2;
-                        return Poll::Ready((outcome, verdict));
-                    }
-                    self.failed_beside(meta, verdict, now);
-                    continue;
-                }
-                // The timer: time for the next hedge.
-                let Some(sleep) = timer.as_mut().as_pin_mut() else {
-                    return Poll::Pending;
-                };
-                if sleep.poll(task).is_pending() {
-                    return Poll::Pending;
-                }
-                timer.set(None);
-                let Some(meta) = self.admit_hedge(next) else {
-                    // Refused: no more hedges this round.
-                    return Poll::Pending;
-                };
-                // Every attempt of the call shares its key: drawn now if
-                // the first attempt has not asked for it yet.
-                if let Some(first) = first_in.as_mut() {
-                    first.scope.share(self.call);
-                }
-                for (_, other) in &mut hedges {
-                    other.scope.share(self.call);
-                }
-                let limit = timeout.map(|t| self.attempt_limit(t));
-                hedges.push((Box::pin(maybe_timeout(limit, make())), meta));
-                next += 1;
-                if next <= last
-                    && let Some(delay) = delay
-                {
-                    timer.set(Some(RuntimeClock::current().sleep(delay)));
-                }
-            }
+            round.poll(self, hedge, &mut make, &judge, task)
         })
         .await
     }
@@ -219,17 +114,15 @@ impl<C: Clock> AttemptState<'_, C> {
     /// own frame: the first that is over, taken out of the round.
     fn poll_attempts<Fut: Future>(
         &mut self,
-        mut primary: Pin<&mut Option<Fut>>,
-        first_in: &mut Option<InFlight>,
+        primary: &mut Option<(Pin<Box<Fut>>, InFlight)>,
         hedges: &mut Vec<(Pin<Box<Fut>>, InFlight)>,
         task: &mut std::task::Context<'_>,
     ) -> Option<(Fut::Output, InFlight)> {
-        if let (Some(future), Some(meta)) = (primary.as_mut().as_pin_mut(), first_in.as_mut()) {
-            let poll = meta.scope.poll(future, task);
+        if let Some((future, meta)) = primary.as_mut() {
+            let poll = meta.scope.poll(future.as_mut(), task);
             self.keep(&meta.scope);
             if let Poll::Ready(out) = poll {
-                primary.set(None);
-                return first_in.take().map(|meta| (out, meta));
+                return primary.take().map(|(_, meta)| (out, meta));
             }
         }
         for i in 0..hedges.len() {
@@ -376,8 +269,156 @@ impl<C: Clock> AttemptState<'_, C> {
     }
 }
 
-/// Room for the hedges beside `first`: futures of its type, each boxed
-/// (a round that sends none allocates nothing).
-fn hedges_beside<F>(_first: Pin<&Option<F>>) -> Vec<(Pin<Box<F>>, InFlight)> {
-    Vec::new()
+/// One round of a hedged call in flight: its first attempt, the hedges
+/// sent beside it, and the timer of the next hedge (see
+/// [`AttemptState::run_hedged`]). Every attempt is boxed: a round that
+/// sends none allocates one.
+pub(crate) struct Round<Fut> {
+    primary: Option<(Pin<Box<Timed<Fut>>>, InFlight)>,
+    hedges: Vec<(Pin<Box<Timed<Fut>>>, InFlight)>,
+    timer: Option<Pin<Box<Sleep>>>,
+    timeout: Option<Duration>,
+    /// The hedge delay, if hedges may be sent this round.
+    delay: Option<Duration>,
+    /// The first attempt's number, and the last this round may start:
+    /// hedges are attempts.
+    first: u32,
+    last: u32,
+    /// The number the next attempt started gets.
+    next: u32,
+    /// The longest `Retry-After` of an attempt that failed beside
+    /// others: the server's word holds for the round's retry.
+    pushback: Option<Duration>,
+}
+
+impl<Fut: Future> Round<Fut> {
+    /// Starts a round for `state`: its first attempt, made by `make`, and
+    /// the timer of the first hedge if one may follow.
+    pub(crate) fn start<C: Clock, P: HoldsPolicy>(
+        state: &mut AttemptState<'_, C, P>,
+        hedge: &Hedge,
+        timeout: Option<Duration>,
+        make: impl FnOnce() -> Fut,
+    ) -> Self {
+        state.record_call();
+        state.sending();
+        let first = state.attempt();
+        state.obs.started(first);
+        let now = state.clock.now();
+        // Neither an operation that may not be repeated nor a probe (never
+        // retried) is hedged.
+        let may_hedge =
+            state.policy.get().idempotent && !state.permit.as_ref().is_some_and(Permit::is_probe);
+        let delay = hedge.delay(now);
+        if delay.is_some() && !state.policy.get().idempotent {
+            state.obs.hedge_refused(GiveUp::NotIdempotent);
+        }
+        let delay = delay.filter(|_| may_hedge);
+        let last = match delay {
+            Some(_) => first
+                .saturating_add(hedge.max_hedges())
+                .min(state.policy.get().attempts.max(first)),
+            None => first,
+        };
+        let limit = timeout.map(|t| state.attempt_limit(t));
+        let primary = Box::pin(Timed::new(limit, make()));
+        let meta = InFlight {
+            scope: state.scope(),
+            attempt: first,
+            started: now,
+            permit: state.permit.take(),
+            admitted: state.throttle.map(|(_, at)| at),
+        };
+        let timer = delay
+            .filter(|_| last > first)
+            .map(|delay| Box::pin(RuntimeClock::current().sleep(delay)));
+        Self {
+            primary: Some((primary, meta)),
+            hedges: Vec::new(),
+            timer,
+            timeout,
+            delay,
+            first,
+            last,
+            next: first + 1,
+            pushback: None,
+        }
+    }
+
+    /// Polls the round: `Ready` with the outcome that ended it and its
+    /// judgement, once one answers or all have failed. `make` makes the
+    /// hedges; `judge` turns what an attempt gave into its outcome and
+    /// what the attempt came to.
+    pub(crate) fn poll<C: Clock, P: HoldsPolicy, O>(
+        &mut self,
+        state: &mut AttemptState<'_, C, P>,
+        hedge: &Hedge,
+        make: &mut impl FnMut() -> Fut,
+        judge: &impl Fn(Result<Fut::Output, Elapsed>) -> (O, Attempted),
+        task: &mut std::task::Context<'_>,
+    ) -> Poll<(O, Attempted)> {
+        loop {
+            let over = state.poll_attempts(&mut self.primary, &mut self.hedges, task);
+            if let Some((out, meta)) = over {
+                let now = state.clock.now();
+                // The adaptive delay learns from first attempts only: a
+                // hedge runs to its end only when it is faster than the
+                // attempt it shadows, so its latencies would read the
+                // dependency as faster than it is.
+                if meta.attempt == self.first {
+                    hedge.record(now.saturating_duration_since(meta.started), now);
+                }
+                let (outcome, mut verdict) = judge(out);
+                let answered = verdict.answered();
+                let last = verdict.is_final();
+                if let Attempted::Failed(Verdict::RetryAfter(asked)) = verdict {
+                    self.pushback = self.pushback.max(Some(asked));
+                }
+                if last || (self.primary.is_none() && self.hedges.is_empty()) {
+                    if let (Some(asked), false) = (self.pushback, last) {
+                        verdict = Attempted::Failed(Verdict::RetryAfter(asked));
+                    }
+                    // The round is over: the others are dropped now.
+                    self.timer = None;
+                    let losers = self.primary.take().into_iter().map(|(_, meta)| meta);
+                    let losers = losers.chain(self.hedges.drain(..).map(|(_, meta)| meta));
+                    state.end_round(hedge, &meta, losers, answered, now);
+                    state.permit = meta.permit;
+                    state.done = self.next - 2;
+                    return Poll::Ready((outcome, verdict));
+                }
+                state.failed_beside(meta, verdict, now);
+                continue;
+            }
+            // The timer: time for the next hedge.
+            let Some(sleep) = self.timer.as_mut() else {
+                return Poll::Pending;
+            };
+            if sleep.as_mut().poll(task).is_pending() {
+                return Poll::Pending;
+            }
+            self.timer = None;
+            let Some(meta) = state.admit_hedge(self.next) else {
+                // Refused: no more hedges this round.
+                return Poll::Pending;
+            };
+            // Every attempt of the call shares its key: drawn now if the
+            // first attempt has not asked for it yet.
+            if let Some((_, first)) = self.primary.as_mut() {
+                first.scope.share(state.call);
+            }
+            for (_, other) in &mut self.hedges {
+                other.scope.share(state.call);
+            }
+            let limit = self.timeout.map(|t| state.attempt_limit(t));
+            self.hedges
+                .push((Box::pin(Timed::new(limit, make())), meta));
+            self.next += 1;
+            if self.next <= self.last
+                && let Some(delay) = self.delay
+            {
+                self.timer = Some(Box::pin(RuntimeClock::current().sleep(delay)));
+            }
+        }
+    }
 }

@@ -14,6 +14,8 @@ pub mod policy;
 pub(crate) mod vocabulary;
 
 use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use crate::classify::{Classifier, Verdict};
@@ -28,8 +30,34 @@ use crate::state::vocabulary::Attempted;
 use crate::time::clock::Clock;
 
 mod first;
+
+pub(crate) use holds::HoldsPolicy;
+
+mod holds {
+    use crate::state::policy::Policy;
+
+    /// How a call's state holds its policy: borrowed, or its own.
+    pub trait HoldsPolicy: Copy {
+        /// The policy.
+        fn get(&self) -> &Policy;
+    }
+
+    impl HoldsPolicy for &Policy {
+        #[inline]
+        fn get(&self) -> &Policy {
+            self
+        }
+    }
+
+    impl HoldsPolicy for Policy {
+        #[inline]
+        fn get(&self) -> &Policy {
+            self
+        }
+    }
+}
 #[cfg(all(feature = "async", not(loom)))]
-mod hedged;
+pub(crate) mod hedged;
 
 #[doc(hidden)]
 pub use first::Call;
@@ -74,8 +102,10 @@ pub use crate::state::vocabulary::{Decision, GiveUp};
 ///     Decision::GiveUp(GiveUp::Attempts)
 /// );
 /// ```
-pub struct AttemptState<'a, C> {
-    policy: &'a Policy,
+pub struct AttemptState<'a, C, P = &'a Policy> {
+    /// Borrowed, or (a layer's call, whose policy is made for its
+    /// request) its own.
+    policy: P,
     budget: Option<BudgetRef<'a>>,
     clock: C,
     start: Instant,
@@ -139,12 +169,22 @@ impl<'a, C: Clock> AttemptState<'a, C> {
             Observe::new(),
         )
     }
+}
+
+impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
+    /// Starts a call under `policy` (borrowed, or an integration's own,
+    /// made for its request), drawing on `budget` as it is.
+    #[inline]
+    pub(crate) fn under(policy: P, budget: Option<BudgetRef<'a>>, clock: C) -> Self {
+        let (start, deadline) = start_and_deadline(policy.get(), &clock);
+        Self::started(policy, budget, clock, start, deadline, Observe::new())
+    }
 
     /// A state for a call that started at `start`, before its first
     /// attempt was decided.
     #[inline]
     fn started(
-        policy: &'a Policy,
+        policy: P,
         budget: Option<BudgetRef<'a>>,
         clock: C,
         start: Instant,
@@ -158,7 +198,7 @@ impl<'a, C: Clock> AttemptState<'a, C> {
             clock,
             start,
             done: 0,
-            prev: policy.base,
+            prev: policy.get().base,
             rng: None,
             call: CallContext::default(),
             retried_below: false,
@@ -341,7 +381,7 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// The loop gave up between attempts for `reason` (the service was
     /// not ready by the deadline, or failed): reported like a decision's
     /// give-up.
-    #[cfg(feature = "tower")]
+    #[cfg(feature = "async")]
     pub(crate) fn give_up(&mut self, reason: GiveUp) {
         self.gave_up(reason);
     }
@@ -411,6 +451,35 @@ impl<'a, C: Clock> AttemptState<'a, C> {
         attempt: std::pin::Pin<&'s mut F>,
     ) -> impl Future<Output = F::Output> + 's {
         run_pinned(self, attempt)
+    }
+
+    /// Whether the call's policy says its operation is idempotent.
+    #[cfg(feature = "async")]
+    pub(crate) fn idempotent(&self) -> bool {
+        self.policy.get().idempotent
+    }
+
+    /// The call's span.
+    #[cfg(all(feature = "async", feature = "tracing"))]
+    pub(crate) fn call_span(&self) -> &tracing::Span {
+        self.obs.span()
+    }
+
+    /// An async attempt starts (the driver's): counted, sent, reported.
+    #[cfg(feature = "async")]
+    pub(crate) fn begin_attempt(&mut self) {
+        Attempts::begin(self);
+    }
+
+    /// One poll of the attempt running now, in its frame: `shared` keeps
+    /// what one poll leaves to the next.
+    #[cfg(feature = "async")]
+    pub(crate) fn poll_framed<R>(
+        &mut self,
+        shared: &mut Option<Arc<AtomicBool>>,
+        poll: impl FnOnce() -> R,
+    ) -> R {
+        poll_framed(self, shared, poll)
     }
 
     /// What to tell `on_retry` after [`decide`](Self::decide) answered
@@ -657,7 +726,8 @@ impl<'a, C: Clock> AttemptState<'a, C> {
         if let Some(permit) = self.permit.take() {
             permit.record(attempted, self.clock.now());
         }
-        let policy = self.policy;
+        let holder = self.policy;
+        let policy = holder.get();
         // The throttle hears of every attempt: an answer credits it (with
         // the bucket full, a read), a failure a retry could fix debits it,
         // whether or not this call goes on to retry; the retry itself is
@@ -771,7 +841,7 @@ trait Attempts {
     fn span(&self) -> &tracing::Span;
 }
 
-impl<C: Clock> Attempts for AttemptState<'_, C> {
+impl<C: Clock, P: HoldsPolicy> Attempts for AttemptState<'_, C, P> {
     #[inline]
     fn begin(&mut self) {
         self.record_call();
@@ -822,22 +892,32 @@ fn run_pinned<'s, F: Future>(
     state.begin();
     #[cfg(feature = "tracing")]
     let span = state.span().clone();
-    // The frame is built from the state at every poll (it is a few words):
-    // only the flag of work carried out of the attempt, once there is
-    // some, is kept between polls.
     let mut shared = None;
     std::future::poll_fn(move |task| {
         #[cfg(feature = "tracing")]
         let _span = span.enter();
-        let mut scope = state.scope().carrying(shared.take(), state.retried_below());
-        let poll = scope.poll(attempt.as_mut(), task);
-        // After every poll: an attempt cancelled midway (timed out, or
-        // dropped) keeps the key it drew for the next one, and a nested
-        // call that gave up after retrying is not forgotten.
-        state.keep(scope.call(), scope.retried_below());
-        shared = scope.into_shared();
-        poll
+        poll_framed(state, &mut shared, || attempt.as_mut().poll(task))
     })
+}
+
+/// One poll of an attempt for `state`, in the attempt's frame. The frame
+/// is built from the state at every poll (it is a few words): only the flag
+/// of work carried out of the attempt, once there is some, is kept between
+/// polls, in `shared`.
+#[inline]
+fn poll_framed<R>(
+    state: &mut impl Attempts,
+    shared: &mut Option<Arc<AtomicBool>>,
+    poll: impl FnOnce() -> R,
+) -> R {
+    let mut scope = state.scope().carrying(shared.take(), state.retried_below());
+    let out = scope.enter(poll);
+    // After every poll: an attempt cancelled midway (timed out, or
+    // dropped) keeps the key it drew for the next one, and a nested call
+    // that gave up after retrying is not forgotten.
+    state.keep(scope.call(), scope.retried_below());
+    *shared = scope.into_shared();
+    out
 }
 
 /// How long an attempt may run under `timeout` in a call with `deadline`:
@@ -907,7 +987,7 @@ fn start_and_deadline(policy: &Policy, clock: &impl Clock) -> (Instant, Option<I
     (start, deadline)
 }
 
-impl<C> fmt::Debug for AttemptState<'_, C> {
+impl<C, P> fmt::Debug for AttemptState<'_, C, P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AttemptState")
             .field("attempt", &self.done.saturating_add(1))

@@ -251,6 +251,12 @@ impl Anchor {
         }
     }
 
+    /// Not anchored again: for a limiter made fresh for a new owner.
+    #[cfg(feature = "tower")]
+    pub(crate) fn reset(&self) {
+        self.0.store(0, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Nanoseconds from the anchor to `now` (0 for a caller further back).
     pub(crate) fn nanos(&self, now: Instant) -> u64 {
         use std::sync::atomic::Ordering::Relaxed;

@@ -148,19 +148,25 @@ impl RuntimeClock {
     }
 
     /// Sleeps `delay` on this timer.
-    pub(crate) async fn sleep(self, delay: Duration) {
+    pub(crate) fn sleep(self, delay: Duration) -> Sleep {
         match self {
             #[cfg(feature = "tokio")]
             Self::Tokio => {
                 in_tokio();
-                tokio::time::sleep(delay).await;
+                Sleep::Tokio {
+                    sleep: tokio::time::sleep(delay),
+                }
             }
             #[cfg(feature = "async-io")]
-            Self::AsyncIo => {
-                async_io::Timer::after(delay).await;
-            }
+            Self::AsyncIo => Sleep::Boxed {
+                sleep: Box::pin(async move {
+                    async_io::Timer::after(delay).await;
+                }),
+            },
             Self::Custom => match CUSTOM.get() {
-                Some(timer) => timer.sleep(delay).await,
+                Some(timer) => Sleep::Boxed {
+                    sleep: timer.sleep(delay),
+                },
                 None => missing(),
             },
             Self::Missing => missing(),
@@ -189,6 +195,70 @@ impl RuntimeClock {
             timer.as_mut().poll(cx).map(|()| Err(crate::Elapsed::new()))
         })
         .await
+    }
+}
+
+/// tokio's sleep, where it is built.
+#[cfg(feature = "tokio")]
+type TokioSleep = tokio::time::Sleep;
+#[cfg(not(feature = "tokio"))]
+type TokioSleep = std::future::Pending<()>;
+
+pin_project_lite::pin_project! {
+    /// A sleep on a call's timer, as a type the loops can hold: tokio's
+    /// in place; async-io's and a timer of your own boxed.
+    #[project = SleepProj]
+    pub(crate) enum Sleep {
+        Tokio { #[pin] sleep: TokioSleep },
+        Boxed { sleep: Pin<Box<dyn Future<Output = ()> + Send>> },
+    }
+}
+
+impl Future for Sleep {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<()> {
+        match self.project() {
+            SleepProj::Tokio { sleep } => sleep.poll(cx),
+            SleepProj::Boxed { sleep } => sleep.as_mut().poll(cx),
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// `future`, cut off once its limit has passed, if it has one: `Err`
+    /// then.
+    pub(crate) struct Timed<F> {
+        #[pin]
+        future: F,
+        #[pin]
+        cut: Option<Sleep>,
+    }
+}
+
+#[cfg(feature = "async")]
+impl<F: Future> Timed<F> {
+    /// `future`, cut off after `limit` if given, on the call's timer.
+    pub(crate) fn new(limit: Option<Duration>, future: F) -> Self {
+        Self {
+            future,
+            cut: limit.map(|limit| RuntimeClock::current().sleep(limit)),
+        }
+    }
+}
+
+impl<F: Future> Future for Timed<F> {
+    type Output = Result<F::Output, crate::Elapsed>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        if let Poll::Ready(output) = this.future.poll(cx) {
+            return Poll::Ready(Ok(output));
+        }
+        match this.cut.as_pin_mut() {
+            Some(cut) => cut.poll(cx).map(|()| Err(crate::Elapsed::new())),
+            None => Poll::Pending,
+        }
     }
 }
 
@@ -277,7 +347,7 @@ pub(crate) fn timeout<F: Future>(
 /// in the future of every call, for its whole life, though only the calls
 /// that retry sleep; a retry pays one allocation instead, beside a sleep of
 /// milliseconds.
-pub(crate) fn sleep_async(delay: Duration) -> Pin<Box<impl Future<Output = ()>>> {
+pub(crate) fn sleep_async(delay: Duration) -> Pin<Box<Sleep>> {
     crate::time::virtual_time::note_sleep(delay);
     Box::pin(RuntimeClock::current().sleep(delay))
 }

@@ -53,7 +53,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context as TaskContext, Poll};
+use std::task::{Context as TaskContext, Poll, ready};
 use std::time::Duration;
 
 use tower_layer::Layer;
@@ -61,14 +61,12 @@ use tower_service::Service;
 
 use crate::classify::{ByClassify, Classifier, Classify, NeverRetry, Verdict};
 use crate::limit::budget::BudgetRef;
-use crate::limit::throttle::RetryThrottle;
-use crate::run::hedge::Hedge;
-use crate::run::observe::{Ignore, OnGiveUp, OnRetry};
-use crate::run::{
-    AttemptNotes, BreakerSlot, Chosen, Driver, NoBreaker, NoThrottle, NoTimeout, Retry,
-    ThrottleSlot, TimeoutSlot,
-};
+use crate::limit::throttle::OwnThrottle;
+use crate::run::drive::{Drive, Keeps, Lends, Operation};
+use crate::run::observe::Ignore;
+use crate::run::{Chosen, Handles, NoBreaker, NoThrottle, NoTimeout, Retry, TimeoutSlot};
 use crate::state::policy::Policy;
+use crate::time::timer::RuntimeClock;
 
 mod replay;
 
@@ -105,27 +103,15 @@ pub struct RetryLayer<
     A = NoThrottle,
 > {
     pub(crate) policy: Policy,
-    budget: LayerBudget,
-    pub(crate) retry: Retry<'static, W, K, B, R, G, L, A>,
+    /// The rest of the loop, shared by the layer's services and calls.
+    pub(crate) retry: Arc<Shared<W, K, B, R, G, L, A>>,
     pub(crate) requests: P,
 }
 
-/// Where a layer's retries draw from.
-#[derive(Clone, Debug)]
-enum LayerBudget {
-    /// A throttle of the layer's own, shared by its services.
-    Own(Arc<RetryThrottle>),
-    /// The one named (a `static`), or none.
-    Given(Option<BudgetRef<'static>>),
-}
-
-impl<P: Clone, W: Clone, K: Clone, B: Clone, R: Clone, G: Clone, L: Clone, A: Clone> Clone
-    for RetryLayer<P, W, K, B, R, G, L, A>
-{
+impl<P: Clone, W, K, B, R, G, L, A> Clone for RetryLayer<P, W, K, B, R, G, L, A> {
     fn clone(&self) -> Self {
         Self {
             policy: self.policy,
-            budget: self.budget.clone(),
             retry: self.retry.clone(),
             requests: self.requests.clone(),
         }
@@ -136,9 +122,9 @@ impl<P: fmt::Debug, W, K, B, R, G, L, A> fmt::Debug for RetryLayer<P, W, K, B, R
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RetryLayer")
             .field("policy", &self.policy)
-            .field("budget", &self.budget)
+            .field("budget", &self.retry.retry.budget)
             .field("requests", &self.requests)
-            .field("name", &self.retry.name)
+            .field("name", &self.retry.retry.name)
             .finish_non_exhaustive()
     }
 }
@@ -481,16 +467,51 @@ impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
     #[track_caller]
     pub(crate) fn from_retry(retry: Retry<'_, W, K, B, R, G, L, A>, requests: P) -> Self {
         let (policy, given, retry) = retry.detach();
-        let budget = match given {
-            Chosen::Given(given) => LayerBudget::Given(given),
-            Chosen::Default => LayerBudget::Own(own_throttle()),
+        let (budget, own) = match given {
+            Chosen::Given(given) => (given, None),
+            Chosen::Default => {
+                let own = own_throttle();
+                (Some(BudgetRef::Throttle(own.get())), Some(own))
+            }
         };
         Self {
             policy,
-            budget,
-            retry,
+            retry: Arc::new(Shared {
+                retry: retry.budget_chosen(budget),
+                own,
+            }),
             requests,
         }
+    }
+}
+
+/// What a layer's services and calls share: the loop, drawing on the
+/// layer's budget, and the throttle of the layer's own if that is it.
+pub(crate) struct Shared<W, K, B, R, G, L, A> {
+    pub(crate) retry: Retry<'static, W, K, B, R, G, L, A>,
+    /// Held for as long as anything of the layer is: calls draw on it by
+    /// a `&'static` reference.
+    own: Option<OwnThrottle>,
+}
+
+impl<W, K, B, R, G, L, A> Shared<W, K, B, R, G, L, A> {
+    /// The budget a call draws on: the layer's own, fresh already; or a
+    /// `static` it names, looked up at each call, as `#[retry]` looks up
+    /// its own (under `testing::isolate()`, a fresh copy).
+    pub(crate) fn budget(&self) -> Option<BudgetRef<'static>> {
+        if self.own.is_some() {
+            self.retry.budget
+        } else {
+            crate::testing::isolation::own_budget(self.retry.budget)
+        }
+    }
+}
+
+impl<W, K, B, R, G, L, A> Lends for Arc<Shared<W, K, B, R, G, L, A>> {
+    type Loop = Retry<'static, W, K, B, R, G, L, A>;
+
+    fn lent(&self) -> &Self::Loop {
+        &self.retry
     }
 }
 
@@ -501,10 +522,10 @@ impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
 /// [`MANY_LAYERS`] from one place, it says so, once: through `tracing`
 /// (feature `tracing`) as a WARN event, or on standard error.
 #[track_caller]
-fn own_throttle() -> Arc<RetryThrottle> {
+fn own_throttle() -> OwnThrottle {
     #[cfg(debug_assertions)]
     count_own_throttle(std::panic::Location::caller());
-    Arc::new(RetryThrottle::standard())
+    OwnThrottle::lend()
 }
 
 /// How many layers with a throttle of their own one place may build
@@ -538,28 +559,13 @@ fn count_own_throttle(site: &'static std::panic::Location<'static>) {
     }
 }
 
-impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
-    /// The budget this layer's calls draw on.
-    pub(crate) fn budget_ref(&self) -> Option<BudgetRef<'_>> {
-        match &self.budget {
-            // Its own is fresh already; a `static` it names is looked up
-            // at each call, as `#[retry]` looks up its own.
-            LayerBudget::Own(throttle) => Some(BudgetRef::Throttle(throttle)),
-            LayerBudget::Given(budget) => crate::testing::isolation::own_budget(*budget),
-        }
-    }
-}
-
-impl<S, P, W, K, B, R, G, L, A> Layer<S> for RetryLayer<P, W, K, B, R, G, L, A>
-where
-    Self: Clone,
-{
+impl<S, P: Clone, W, K, B, R, G, L, A> Layer<S> for RetryLayer<P, W, K, B, R, G, L, A> {
     type Service = RetryService<S, P, W, K, B, R, G, L, A>;
 
     fn layer(&self, inner: S) -> Self::Service {
         RetryService {
             inner,
-            shared: Arc::new(self.clone()),
+            layer: self.clone(),
         }
     }
 }
@@ -577,15 +583,14 @@ pub struct RetryService<
     A = NoThrottle,
 > {
     inner: S,
-    #[allow(clippy::type_complexity)] // the layer's own type parameters, once
-    shared: Arc<RetryLayer<P, W, K, B, R, G, L, A>>,
+    layer: RetryLayer<P, W, K, B, R, G, L, A>,
 }
 
-impl<S: Clone, P, W, K, B, R, G, L, A> Clone for RetryService<S, P, W, K, B, R, G, L, A> {
+impl<S: Clone, P: Clone, W, K, B, R, G, L, A> Clone for RetryService<S, P, W, K, B, R, G, L, A> {
     fn clone(&self) -> Self {
         Self {
             inner: self.inner.clone(),
-            shared: self.shared.clone(),
+            layer: self.layer.clone(),
         }
     }
 }
@@ -596,7 +601,7 @@ impl<S: fmt::Debug, P: fmt::Debug, W, K, B, R, G, L, A> fmt::Debug
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RetryService")
             .field("inner", &self.inner)
-            .field("layer", &self.shared)
+            .field("layer", &self.layer)
             .finish()
     }
 }
@@ -614,9 +619,10 @@ pub trait Replay<Req>: replay::Sealed {
     /// Whether the request may be repeated after an ambiguous failure
     /// whatever the policy says (an idempotent HTTP method).
     fn idempotent(source: &Self::Source) -> bool;
-    /// The request for the next attempt. Called again only after
-    /// [`settle`](Self::settle) said it could be.
-    fn next(source: &mut Self::Source) -> impl Future<Output = Self::Request> + Send;
+    /// The request for the next attempt, once it is ready (an HTTP body
+    /// that fits the replay limit is read whole first). Asked again only
+    /// after [`settle`](Self::settle) said it could be.
+    fn poll_next(source: &mut Self::Source, cx: &mut TaskContext<'_>) -> Poll<Self::Request>;
     /// After an attempt: whether another can be sent, for good (what will
     /// be sent is fixed now).
     fn settle(source: &mut Self::Source) -> bool;
@@ -625,7 +631,7 @@ pub trait Replay<Req>: replay::Sealed {
     /// Before a hedged call: makes the request copyable if it can be (an
     /// HTTP body that fits the replay limit is read whole now), and says
     /// whether it is.
-    fn prepare(source: &mut Self::Source) -> impl Future<Output = bool> + Send;
+    fn poll_prepare(source: &mut Self::Source, cx: &mut TaskContext<'_>) -> Poll<bool>;
     /// A copy of a [prepared](Self::prepare) request, to send beside
     /// another.
     fn copy(source: &Self::Source) -> Option<Self::Copy>;
@@ -646,8 +652,8 @@ impl<Req: Clone + Send> Replay<Req> for Cloned {
         false
     }
 
-    fn next(source: &mut Req) -> impl Future<Output = Req> + Send {
-        std::future::ready(source.clone())
+    fn poll_next(source: &mut Req, _: &mut TaskContext<'_>) -> Poll<Req> {
+        Poll::Ready(source.clone())
     }
 
     fn settle(_: &mut Req) -> bool {
@@ -656,8 +662,8 @@ impl<Req: Clone + Send> Replay<Req> for Cloned {
 
     type Copy = Req;
 
-    fn prepare(_: &mut Req) -> impl Future<Output = bool> + Send {
-        std::future::ready(true)
+    fn poll_prepare(_: &mut Req, _: &mut TaskContext<'_>) -> Poll<bool> {
+        Poll::Ready(true)
     }
 
     fn copy(source: &Req) -> Option<Req> {
@@ -691,23 +697,15 @@ impl<B> Answer<HttpBodies> for http::Response<B> {
 
 impl<S, Req, P, W, K, B, R, G, L, A> Service<Req> for RetryService<S, P, W, K, B, R, G, L, A>
 where
-    S: Service<P::Request> + Clone + Send + 'static,
-    S::Future: Send,
-    S::Response: Answer<P> + Send + 'static,
-    S::Error: Send + 'static,
-    Req: Send + 'static,
-    P: Replay<Req> + Send + Sync + 'static,
-    W: Classifier<S::Error> + Send + Sync + 'static,
-    K: Classifier<S::Response> + Send + Sync + 'static,
-    B: BreakerSlot<S::Error> + Copy + Send + Sync + 'static,
-    R: OnRetry<S::Response, S::Error> + Send + Sync + 'static,
-    G: OnGiveUp<S::Response, S::Error> + Send + Sync + 'static,
-    L: TimeoutSlot<S::Error> + Copy + Send + Sync + 'static,
-    A: ThrottleSlot<S::Error> + Copy + Send + Sync + 'static,
+    S: Service<P::Request> + Clone,
+    S::Response: Answer<P>,
+    P: Replay<Req>,
+    L: TimeoutSlot<S::Error>,
+    Retry<'static, W, K, B, R, G, L, A>: Handles<S::Response, S::Error>,
 {
     type Response = S::Response;
     type Error = S::Error;
-    type Future = ResponseFuture<S::Response, S::Error>;
+    type Future = ResponseFuture<S, Req, P, W, K, B, R, G, L, A>;
 
     fn poll_ready(&mut self, cx: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
@@ -718,175 +716,212 @@ where
         // is a clone, to be made ready for the next.
         let clone = self.inner.clone();
         let service = std::mem::replace(&mut self.inner, clone);
-        let shared = self.shared.clone();
-        ResponseFuture {
-            inner: Box::pin(async move { shared.run(service, request).await }),
-        }
-    }
-}
-
-impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
-    async fn run<S, Req>(&self, service: S, request: Req) -> Result<S::Response, S::Error>
-    where
-        S: Service<P::Request> + Clone + Send,
-        S::Future: Send,
-        S::Response: Answer<P> + Send,
-        S::Error: Send,
-        P: Replay<Req>,
-        W: Classifier<S::Error>,
-        K: Classifier<S::Response>,
-        B: BreakerSlot<S::Error> + Copy,
-        R: OnRetry<S::Response, S::Error>,
-        G: OnGiveUp<S::Response, S::Error>,
-        L: TimeoutSlot<S::Error> + Copy,
-        A: ThrottleSlot<S::Error> + Copy,
-    {
-        let source = self.requests.source(request);
+        let source = self.layer.requests.source(request);
         let policy = if P::idempotent(&source) {
-            self.policy.idempotent(true)
+            self.layer.policy.idempotent(true)
         } else {
-            self.policy
+            self.layer.policy
         };
-        let mut call = Call::<S, P, Req, L> {
+        let retry = self.layer.retry.clone();
+        let budget = retry.budget();
+        let state = retry.retry.state_under::<S::Response, S::Error, _, _>(
+            policy,
+            budget,
+            RuntimeClock::current(),
+        );
+        let call = LayerCall {
             service,
             source,
-            timed_out: false,
             attempts: 0,
+            lent: false,
+            sent: None,
+            span: no_span(),
             kinds: PhantomData,
         };
-        let timeout = self.retry.attempt_limit::<S::Error>();
-        let retry = self.retry.by_ref(&policy, self.budget_ref());
-        if let Some(hedge) = self.retry.hedging()
-            && policy.idempotent
-            && P::prepare(&mut call.source).await
-        {
-            return hedged(&retry, hedge, timeout, call).await;
+        ResponseFuture {
+            drive: Drive::new(retry, state, call, true),
         }
-        let mut outcome = retry.run_driven(&mut call, timeout).await;
-        if let Ok(response) = &mut outcome {
-            response.took(call.attempts);
-        }
-        outcome
     }
 }
 
-/// A hedged call through the layer: every attempt, hedge or not, sends a
-/// copy of the request on a clone of the service made ready for it.
-async fn hedged<S, P, Req, L, W, K, B, R, G, A>(
-    retry: &Retry<'_, W, K, B, R, G, L, A>,
-    hedge: &Hedge,
-    timeout: Option<Duration>,
-    call: Call<S, P, Req, L>,
-) -> Result<S::Response, S::Error>
-where
-    S: Service<P::Request> + Clone + Send,
-    S::Future: Send,
-    S::Response: Answer<P> + Send,
-    S::Error: Send,
-    P: Replay<Req>,
-    W: Classifier<S::Error>,
-    K: Classifier<S::Response>,
-    B: BreakerSlot<S::Error>,
-    R: OnRetry<S::Response, S::Error>,
-    G: OnGiveUp<S::Response, S::Error>,
-    L: TimeoutSlot<S::Error>,
-    A: ThrottleSlot<S::Error>,
-{
-    let Call {
-        service, source, ..
-    } = call;
-    let mut made = 0;
-    let count = &mut made;
-    // The first attempt goes out on the service the caller made ready
-    // (what it reserved, a concurrency limit's slot, is used, not held
-    // idle while a clone waits for another); the others on clones, each
-    // made ready in its attempt.
-    let template = service.clone();
-    let mut ready = Some(service);
-    // Owns the services and the request: the round's future then needs
-    // them `Send`, not `Sync`.
-    let next_attempt = move || {
-        *count += 1;
-        #[cfg(feature = "tracing")]
-        let attempt = *count;
-        let copy = P::copy(&source);
-        let mut service = ready.take().unwrap_or_else(|| template.clone());
-        let send = async move {
-            let request = P::from_copy(copy.expect("a prepared request can be copied"));
-            std::future::poll_fn(|cx| service.poll_ready(cx)).await?;
-            service.call(request).await
-        };
-        #[cfg(feature = "tracing")]
-        let send = tracing::Instrument::instrument(send, attempt_span(attempt, P::IS_HTTP));
-        send
-    };
-    let mut outcome = retry.run_hedged_driven(hedge, timeout, next_attempt).await;
-    if let Ok(response) = &mut outcome {
-        response.took(made);
+/// The span an attempt runs in.
+#[cfg(feature = "tracing")]
+type AttemptSpan = tracing::Span;
+#[cfg(not(feature = "tracing"))]
+type AttemptSpan = ();
+
+/// No span yet: an attempt's is made when it starts.
+fn no_span() -> AttemptSpan {
+    #[cfg(feature = "tracing")]
+    return tracing::Span::none();
+    #[cfg(not(feature = "tracing"))]
+    ()
+}
+
+pin_project_lite::pin_project! {
+    /// One call through the layer, carried from attempt to attempt.
+    struct LayerCall<S, Req, P, L>
+    where
+        S: Service<P::Request>,
+        P: Replay<Req>,
+    {
+        // The service the caller made ready, then made ready again before
+        // each retry (in a hedged call, lent to its first attempt).
+        service: S,
+        source: P::Source,
+        // Attempts sent so far.
+        attempts: u32,
+        // The ready service went to a hedge.
+        lent: bool,
+        // The request of the attempt running, once sent.
+        #[pin]
+        sent: Option<S::Future>,
+        span: AttemptSpan,
+        kinds: PhantomData<fn() -> (Req, L)>,
     }
-    outcome
 }
 
-/// The types a [`Call`] works with but does not hold.
-type Kinds<P, Req, L> = PhantomData<fn() -> (P, Req, L)>;
-
-/// One call through the layer, carried from attempt to attempt.
-struct Call<S, P: Replay<Req>, Req, L> {
-    /// The service the caller made ready, then made ready again before
-    /// each retry.
-    service: S,
-    source: P::Source,
-    /// The last attempt was cut off by the attempt timeout.
-    timed_out: bool,
-    /// Attempts sent so far.
-    attempts: u32,
-    kinds: Kinds<P, Req, L>,
-}
-
-impl<S, P, Req, L> Driver for Call<S, P, Req, L>
+impl<S, Req, P, L> Operation for LayerCall<S, Req, P, L>
 where
+    S: Service<P::Request> + Clone,
+    S::Response: Answer<P>,
     P: Replay<Req>,
-    S: Service<P::Request> + Send,
-    S::Future: Send,
-    S::Response: Send,
-    S::Error: Send,
     L: TimeoutSlot<S::Error>,
 {
     type Ok = S::Response;
     type Err = S::Error;
+    type Kept = Keeps<Result<S::Response, S::Error>>;
+    type Hedge = LayerHedge<S, Req, P>;
 
-    fn ready(&mut self) -> impl Future<Output = Result<(), S::Error>> + Send {
-        std::future::poll_fn(|cx| self.service.poll_ready(cx))
-    }
-
-    // All of it in the future: it runs inside the attempt's context (its
-    // key, its deadline) and the call's span.
-    async fn attempt(&mut self, limit: Option<Duration>) -> Result<S::Response, S::Error> {
-        self.timed_out = false;
-        self.attempts += 1;
+    fn start(self: Pin<&mut Self>, limit: Option<Duration>) -> Option<Duration> {
+        let this = self.project();
+        *this.attempts += 1;
         #[cfg(feature = "tracing")]
-        let span = attempt_span(self.attempts, P::IS_HTTP);
-        let send = async {
-            let request = P::next(&mut self.source).await;
-            self.service.call(request).await
-        };
-        #[cfg(feature = "tracing")]
-        let send = tracing::Instrument::instrument(send, span);
-        let Some(limit) = limit else {
-            return send.await;
-        };
-        let outcome = crate::time::timer::timeout(limit, send).await;
-        outcome.unwrap_or_else(|_| {
-            self.timed_out = true;
-            Err(L::elapsed())
-        })
-    }
-
-    fn attempted(&mut self) -> AttemptNotes {
-        AttemptNotes {
-            timed_out: self.timed_out,
-            replayable: P::settle(&mut self.source),
+        {
+            *this.span = attempt_span(*this.attempts, P::IS_HTTP);
         }
+        limit
+    }
+
+    // All of it in the attempt: it runs inside the attempt's context (its
+    // key, its deadline) and the call's span.
+    fn poll_attempt(
+        self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+    ) -> Poll<Result<S::Response, S::Error>> {
+        let mut this = self.project();
+        #[cfg(feature = "tracing")]
+        let _span = this.span.enter();
+        if this.sent.is_none() {
+            let request = ready!(P::poll_next(this.source, cx));
+            this.sent.set(Some(this.service.call(request)));
+        }
+        let sent = this.sent.as_mut().as_pin_mut();
+        let outcome = ready!(sent.expect("the request was sent").poll(cx));
+        this.sent.set(None);
+        Poll::Ready(outcome)
+    }
+
+    fn cut_off(self: Pin<&mut Self>) -> S::Error {
+        self.project().sent.set(None);
+        L::elapsed()
+    }
+
+    fn replayable(self: Pin<&mut Self>) -> bool {
+        P::settle(self.project().source)
+    }
+
+    fn poll_ready(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Result<(), S::Error>> {
+        self.project().service.poll_ready(cx)
+    }
+
+    fn poll_prepare(
+        self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+        idempotent: bool,
+    ) -> Poll<bool> {
+        if !idempotent {
+            return Poll::Ready(false);
+        }
+        P::poll_prepare(self.project().source, cx)
+    }
+
+    // Every attempt of a hedged call, hedge or not, sends a copy of the
+    // request on a service of its own. The first goes out on the service
+    // the caller made ready (what it reserved, a concurrency limit's slot,
+    // is used, not held idle while a clone waits for another); the others
+    // on clones, each made ready in its attempt.
+    fn hedge(self: Pin<&mut Self>) -> LayerHedge<S, Req, P> {
+        let this = self.project();
+        *this.attempts += 1;
+        let service = if std::mem::replace(this.lent, true) {
+            this.service.clone()
+        } else {
+            let clone = this.service.clone();
+            std::mem::replace(this.service, clone)
+        };
+        LayerHedge {
+            service,
+            ready: false,
+            copy: P::copy(this.source),
+            sent: None,
+            #[cfg(feature = "tracing")]
+            span: attempt_span(*this.attempts, P::IS_HTTP),
+            #[cfg(not(feature = "tracing"))]
+            span: (),
+        }
+    }
+
+    fn finish(self: Pin<&mut Self>, outcome: &mut Result<S::Response, S::Error>) {
+        if let Ok(response) = outcome {
+            response.took(*self.project().attempts);
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// An attempt of a hedged call through the layer: a copy of the
+    /// request, on a service of its own.
+    #[doc(hidden)]
+    pub struct LayerHedge<S, Req, P>
+    where
+        S: Service<P::Request>,
+        P: Replay<Req>,
+    {
+        service: S,
+        // The service was made ready for this attempt (the caller's too:
+        // asking again costs it nothing).
+        ready: bool,
+        copy: Option<P::Copy>,
+        #[pin]
+        sent: Option<S::Future>,
+        span: AttemptSpan,
+    }
+}
+
+impl<S, Req, P> Future for LayerHedge<S, Req, P>
+where
+    S: Service<P::Request>,
+    P: Replay<Req>,
+{
+    type Output = Result<S::Response, S::Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        #[cfg(feature = "tracing")]
+        let _span = this.span.enter();
+        if this.sent.is_none() {
+            if !*this.ready {
+                ready!(this.service.poll_ready(cx))?;
+                *this.ready = true;
+            }
+            // Built inside the attempt: its `grpc-timeout` is the time
+            // left then.
+            let copy = this.copy.take().expect("a prepared request can be copied");
+            this.sent.set(Some(this.service.call(P::from_copy(copy))));
+        }
+        let sent = this.sent.as_mut().as_pin_mut();
+        sent.expect("the request was sent").poll(cx)
     }
 }
 
@@ -906,21 +941,51 @@ pub(crate) fn attempt_span(attempt: u32, http: bool) -> tracing::Span {
     span
 }
 
-/// The future of a call through a [`RetryService`].
-#[must_use = "futures do nothing unless polled"]
-pub struct ResponseFuture<T, E> {
-    inner: Pin<Box<dyn Future<Output = Result<T, E>> + Send>>,
-}
-
-impl<T, E> Future for ResponseFuture<T, E> {
-    type Output = Result<T, E>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
-        self.inner.as_mut().poll(cx)
+pin_project_lite::pin_project! {
+    /// The future of a call through a [`RetryService`].
+    #[must_use = "futures do nothing unless polled"]
+    pub struct ResponseFuture<S, Req, P, W, K, B, R, G, L, A>
+    where
+        S: Service<P::Request>,
+        S: Clone,
+        S::Response: Answer<P>,
+        P: Replay<Req>,
+        L: TimeoutSlot<S::Error>,
+    {
+        #[pin]
+        drive: Drive<
+            'static,
+            Arc<Shared<W, K, B, R, G, L, A>>,
+            LayerCall<S, Req, P, L>,
+            Keeps<Result<S::Response, S::Error>>,
+            LayerHedge<S, Req, P>,
+            Policy,
+        >,
     }
 }
 
-impl<T, E> fmt::Debug for ResponseFuture<T, E> {
+impl<S, Req, P, W, K, B, R, G, L, A> Future for ResponseFuture<S, Req, P, W, K, B, R, G, L, A>
+where
+    S: Service<P::Request> + Clone,
+    S::Response: Answer<P>,
+    P: Replay<Req>,
+    L: TimeoutSlot<S::Error>,
+    Retry<'static, W, K, B, R, G, L, A>: Handles<S::Response, S::Error>,
+{
+    type Output = Result<S::Response, S::Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
+        self.project().drive.poll(cx)
+    }
+}
+
+impl<S, Req, P, W, K, B, R, G, L, A> fmt::Debug for ResponseFuture<S, Req, P, W, K, B, R, G, L, A>
+where
+    S: Service<P::Request> + Clone,
+    S::Response: Answer<P>,
+    P: Replay<Req>,
+    L: TimeoutSlot<S::Error>,
+{
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ResponseFuture").finish_non_exhaustive()
     }

@@ -312,6 +312,9 @@ pub struct HttpSource<B: Body> {
 enum BodyState<B: Body> {
     /// Not sent yet.
     Unsent(B),
+    /// Being read whole before its first attempt (it said it fits): what
+    /// was read so far.
+    Reading(Pin<Box<B>>, Kept, usize),
     /// Kept whole.
     Kept(Kept),
     /// Streamed, kept as it was read while it fit.
@@ -356,14 +359,19 @@ where
         crate::classify::http::is_idempotent_parts(&source.parts.method, &source.parts.headers)
     }
 
-    async fn next(source: &mut HttpSource<B>) -> http::Request<ReplayBody<B>> {
+    fn poll_next(
+        source: &mut HttpSource<B>,
+        cx: &mut TaskContext<'_>,
+    ) -> Poll<http::Request<ReplayBody<B>>> {
         if let Some(kind) = source.pending.take() {
-            return request(source, kind);
+            return Poll::Ready(request(source, kind));
         }
         let kind = match std::mem::replace(&mut source.body, BodyState::Broken) {
-            BodyState::Unsent(body) => {
-                let (kind, state) = first(body, source.limit).await;
+            state @ (BodyState::Unsent(_) | BodyState::Reading(..)) => {
                 source.body = state;
+                let Poll::Ready(kind) = poll_first(source, cx) else {
+                    return Poll::Pending;
+                };
                 kind
             }
             BodyState::Returned(prefix, body) => {
@@ -382,11 +390,14 @@ where
                 unreachable!("the decider retries only a request that can be sent again")
             }
         };
-        request(source, kind)
+        Poll::Ready(request(source, kind))
     }
 
     fn settle(source: &mut HttpSource<B>) -> bool {
         let settled = match std::mem::replace(&mut source.body, BodyState::Broken) {
+            // Cut off while it was read: what was read is gone with
+            // the attempt.
+            BodyState::Reading(..) => BodyState::Broken,
             BodyState::Streamed(recording) => {
                 let mut recording = lock(&recording);
                 if let Some(kept) = recording.whole() {
@@ -405,20 +416,17 @@ where
 
     type Copy = Copied;
 
-    async fn prepare(source: &mut HttpSource<B>) -> bool {
-        if matches!(source.body, BodyState::Unsent(_)) {
-            let BodyState::Unsent(body) = std::mem::replace(&mut source.body, BodyState::Broken)
-            else {
-                unreachable!("matched above")
+    fn poll_prepare(source: &mut HttpSource<B>, cx: &mut TaskContext<'_>) -> Poll<bool> {
+        if matches!(source.body, BodyState::Unsent(_) | BodyState::Reading(..)) {
+            let Poll::Ready(kind) = poll_first(source, cx) else {
+                return Poll::Pending;
             };
-            let (kind, state) = first(body, source.limit).await;
-            if !matches!(state, BodyState::Kept(_)) {
+            if !matches!(source.body, BodyState::Kept(_)) {
                 // Streamed, or broken: the first attempt sends it as it is.
                 source.pending = Some(kind);
             }
-            source.body = state;
         }
-        matches!(source.body, BodyState::Kept(_))
+        Poll::Ready(matches!(source.body, BodyState::Kept(_)))
     }
 
     fn copy(source: &HttpSource<B>) -> Option<Self::Copy> {
@@ -493,59 +501,77 @@ fn grpc_timeout(headers: &mut http::HeaderMap, add: bool) {
     }
 }
 
-/// The first attempt's body. One that says it fits is read whole first
-/// (a server may answer before reading it, and it must still be there to
-/// send again); any other is streamed, and kept as it goes while it fits.
-async fn first<B>(body: B, limit: usize) -> (Kind<B>, BodyState<B>)
+/// The first attempt's body, from `source.body` (`Unsent`, or `Reading`
+/// it), leaving there what becomes of it. One that says it fits is read
+/// whole first (a server may answer before reading it, and it must still
+/// be there to send again); any other is streamed, and kept as it goes
+/// while it fits. A read cut off midway stays `Reading`, which `settle`
+/// takes for broken.
+fn poll_first<B>(source: &mut HttpSource<B>, cx: &mut TaskContext<'_>) -> Poll<Kind<B>>
 where
     B: Body,
     B::Data: Buf,
 {
-    let fits = body
-        .size_hint()
-        .upper()
-        .is_some_and(|upper| upper <= limit as u64);
-    let mut body = Box::pin(body);
-    let mut prefix = VecDeque::new();
-    if fits {
-        let mut kept = Kept::default();
-        let mut len = 0usize;
-        loop {
-            if body.is_end_stream() {
-                return (Kind::Kept(kept.clone()), BodyState::Kept(kept));
+    let limit = source.limit;
+    let (mut body, mut kept, mut len) = match std::mem::replace(&mut source.body, BodyState::Broken)
+    {
+        BodyState::Unsent(body) => {
+            let fits = body
+                .size_hint()
+                .upper()
+                .is_some_and(|upper| upper <= limit as u64);
+            let body = Box::pin(body);
+            if !fits {
+                let (kind, state) = streamed(VecDeque::new(), body, limit);
+                source.body = state;
+                return Poll::Ready(kind);
             }
-            match std::future::poll_fn(|cx| body.as_mut().poll_frame(cx)).await {
-                None => return (Kind::Kept(kept.clone()), BodyState::Kept(kept)),
-                Some(Err(error)) => {
-                    let kind = Kind::Broken {
-                        prefix: kept.chunks,
-                        error: Some(error),
-                    };
-                    return (kind, BodyState::Broken);
-                }
-                Some(Ok(frame)) => {
-                    let frame = frame.map_data(|mut data| data.copy_to_bytes(data.remaining()));
-                    match frame.into_data() {
-                        Ok(chunk) => {
-                            len = len.saturating_add(chunk.len());
-                            kept.chunks.push_back(chunk);
-                        }
-                        Err(frame) => {
-                            if let Ok(trailers) = frame.into_trailers() {
-                                kept.trailers = Some(trailers);
-                            }
-                        }
-                    }
-                    if len > limit {
-                        // Its size hint was wrong: stream the rest.
-                        prefix = std::mem::take(&mut kept.chunks);
-                        break;
-                    }
+            (body, Kept::default(), 0usize)
+        }
+        BodyState::Reading(body, kept, len) => (body, kept, len),
+        _ => unreachable!("only an unsent body is read first"),
+    };
+    loop {
+        if body.is_end_stream() {
+            source.body = BodyState::Kept(kept.clone());
+            return Poll::Ready(Kind::Kept(kept));
+        }
+        let frame = match body.as_mut().poll_frame(cx) {
+            Poll::Pending => {
+                source.body = BodyState::Reading(body, kept, len);
+                return Poll::Pending;
+            }
+            Poll::Ready(None) => {
+                source.body = BodyState::Kept(kept.clone());
+                return Poll::Ready(Kind::Kept(kept));
+            }
+            Poll::Ready(Some(Err(error))) => {
+                return Poll::Ready(Kind::Broken {
+                    prefix: kept.chunks,
+                    error: Some(error),
+                });
+            }
+            Poll::Ready(Some(Ok(frame))) => frame,
+        };
+        let frame = frame.map_data(|mut data| data.copy_to_bytes(data.remaining()));
+        match frame.into_data() {
+            Ok(chunk) => {
+                len = len.saturating_add(chunk.len());
+                kept.chunks.push_back(chunk);
+            }
+            Err(frame) => {
+                if let Ok(trailers) = frame.into_trailers() {
+                    kept.trailers = Some(trailers);
                 }
             }
         }
+        if len > limit {
+            // Its size hint was wrong: stream the rest.
+            let (kind, state) = streamed(std::mem::take(&mut kept.chunks), body, limit);
+            source.body = state;
+            return Poll::Ready(kind);
+        }
     }
-    streamed(prefix, body, limit)
 }
 
 /// A body streamed after `prefix`, kept as it goes while it fits.

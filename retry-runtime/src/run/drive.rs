@@ -1,0 +1,610 @@
+//! The async retry loop, once: [`Drive`], a future that runs a call's
+//! attempts (one at a time, or in hedged rounds), sleeps between them and
+//! gives up as the state machine decides. `Retry::call_async`, the tower
+//! layer and the reqwest middleware each give it an [`Operation`]: how an
+//! attempt is made, and what the call keeps of it. `#[retry]` writes its
+//! loop inline (its attempts borrow the function's arguments) around the
+//! same steps.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use crate::classify::Verdict;
+use crate::run::Steps;
+use crate::state::hedged::Round;
+use crate::state::policy::Policy;
+use crate::state::vocabulary::Attempted;
+use crate::state::{AttemptState, GiveUp, HoldsPolicy};
+use crate::time::timer::{RuntimeClock, Sleep};
+
+/// How a [`Drive`] holds the loop it runs: borrowed, or shared with an
+/// integration's other calls.
+pub(crate) trait Lends {
+    /// The loop (a `Retry`).
+    type Loop: ?Sized;
+    /// The loop, for a step.
+    fn lent(&self) -> &Self::Loop;
+}
+
+impl<R: ?Sized> Lends for &R {
+    type Loop = R;
+
+    fn lent(&self) -> &R {
+        self
+    }
+}
+
+/// What a call does, attempt after attempt, for the [`Drive`] that runs
+/// it.
+pub(crate) trait Operation {
+    /// What an attempt gives.
+    type Ok;
+    /// How an attempt fails.
+    type Err;
+    /// What the loop keeps of an outcome it retries, through the sleep:
+    /// nothing (`()`: the outcome is dropped at once, which releases a
+    /// response's connection and keeps the future `Send` whatever the
+    /// outcome), or the outcome, returned if the retry cannot be made.
+    type Kept: Kept<Result<Self::Ok, Self::Err>>;
+    /// An attempt of a hedged round, sent beside others.
+    type Hedge: Future<Output = Result<Self::Ok, Self::Err>>;
+
+    /// Starts an attempt that may run `limit` (the attempt timeout, within
+    /// the deadline), if limited: how long the loop is to let it run
+    /// before cutting it off.
+    fn start(self: Pin<&mut Self>, limit: Option<Duration>) -> Option<Duration>;
+
+    /// Polls the attempt started, in its frame.
+    fn poll_attempt(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Self::Ok, Self::Err>>;
+
+    /// The attempt ran out of time: it is dropped now, and this is its
+    /// outcome.
+    fn cut_off(self: Pin<&mut Self>) -> Self::Err;
+
+    /// After an attempt: whether the request can be sent again (settled
+    /// now, for good).
+    fn replayable(self: Pin<&mut Self>) -> bool {
+        true
+    }
+
+    /// Before a retry: waits until another attempt can be sent (a tower
+    /// service's readiness). Asked only of an operation that keeps its
+    /// outcome.
+    fn poll_ready(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Err>> {
+        Poll::Ready(Ok(()))
+    }
+
+    /// Before a call that may hedge, under a policy that says whether the
+    /// operation is `idempotent`: whether it will (a request made
+    /// copyable, if it can be).
+    fn poll_prepare(self: Pin<&mut Self>, _cx: &mut Context<'_>, _idempotent: bool) -> Poll<bool> {
+        Poll::Ready(true)
+    }
+
+    /// An attempt of a hedged round.
+    fn hedge(self: Pin<&mut Self>) -> Self::Hedge;
+
+    /// The call is over, with `outcome`.
+    fn finish(self: Pin<&mut Self>, _outcome: &mut Result<Self::Ok, Self::Err>) {}
+}
+
+/// What a loop keeps of an outcome through its sleep: `()`, nothing, or
+/// [`Keeps`], all of it.
+pub(crate) trait Kept<O> {
+    /// Keeps what is kept of `outcome`.
+    fn keep(outcome: O) -> Self;
+    /// The outcome, if it was kept.
+    fn take(self) -> Option<O>;
+}
+
+impl<O> Kept<O> for () {
+    fn keep(_: O) {}
+
+    fn take(self) -> Option<O> {
+        None
+    }
+}
+
+/// An outcome kept through the sleep.
+#[cfg(feature = "tower")]
+pub(crate) struct Keeps<O>(O);
+
+#[cfg(feature = "tower")]
+impl<O> Kept<O> for Keeps<O> {
+    fn keep(outcome: O) -> Self {
+        Self(outcome)
+    }
+
+    fn take(self) -> Option<O> {
+        Some(self.0)
+    }
+}
+
+/// Where a call is.
+enum Phase<K, H> {
+    /// Not started: made copyable (if it may hedge), then admitted.
+    Start,
+    /// Admitted: the next attempt, or round, starts.
+    Next,
+    /// An attempt is running.
+    Attempt,
+    /// A hedged round is running.
+    Round(Box<Round<H>>),
+    /// Sleeping before a retry, with what is kept of the last outcome.
+    Sleep(Pin<Box<Sleep>>, K),
+    /// Waiting, until the deadline at most, for the operation to be ready
+    /// for the retry.
+    Ready(K, Option<Pin<Box<Sleep>>>),
+    /// Over.
+    Done,
+}
+
+/// The call's span, entered around every poll.
+#[cfg(feature = "tracing")]
+type CallSpan = tracing::Span;
+#[cfg(not(feature = "tracing"))]
+type CallSpan = ();
+
+pin_project_lite::pin_project! {
+    /// The async retry loop around `op`, under the classifiers, hooks and
+    /// limits of `steps` (a `Retry`, borrowed or shared).
+    pub(crate) struct Drive<'a, X, D, K, H, P = &'a Policy> {
+        steps: X,
+        state: AttemptState<'a, RuntimeClock, P>,
+        #[pin]
+        op: D,
+        // The attempt timeout, if any.
+        timeout: Option<Duration>,
+        // Whether the call may hedge (a `Retry` with a hedge, and an
+        // operation that can).
+        hedges: bool,
+        phase: Phase<K, H>,
+        // When the attempt running now is cut off.
+        #[pin]
+        cut: Option<Sleep>,
+        // The attempt was cut off: ambiguous, whatever its error says.
+        timed_out: bool,
+        // What a poll of the attempt leaves to the next.
+        shared: Option<Arc<AtomicBool>>,
+        span: CallSpan,
+    }
+}
+
+impl<'a, X, D, P> Drive<'a, X, D, D::Kept, D::Hedge, P>
+where
+    D: Operation,
+    P: HoldsPolicy,
+    X: Lends,
+    X::Loop: Steps<D::Ok, D::Err>,
+{
+    /// The loop around `op`, from `state` (made for this call by `steps`).
+    pub(crate) fn new(
+        steps: X,
+        state: AttemptState<'a, RuntimeClock, P>,
+        op: D,
+        hedges: bool,
+    ) -> Self {
+        let timeout = steps.lent().timeout();
+        let hedges = hedges && steps.lent().hedging().is_some();
+        #[cfg(feature = "tracing")]
+        let span = state.call_span().clone();
+        #[cfg(not(feature = "tracing"))]
+        let span = ();
+        Self {
+            steps,
+            state,
+            op,
+            timeout,
+            hedges,
+            phase: Phase::Start,
+            cut: None,
+            timed_out: false,
+            shared: None,
+            span,
+        }
+    }
+
+    /// This loop, with attempts limited to `timeout` (within the
+    /// deadline) rather than to the `Retry`'s attempt timeout.
+    #[cfg(feature = "reqwest-middleware")]
+    pub(crate) fn with_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The operation, once the call is over: what it holds.
+    pub(crate) fn operation(self: Pin<&mut Self>) -> Pin<&mut D> {
+        self.project().op
+    }
+}
+
+impl<X, D, P> Future for Drive<'_, X, D, D::Kept, D::Hedge, P>
+where
+    D: Operation,
+    P: HoldsPolicy,
+    X: Lends,
+    X::Loop: Steps<D::Ok, D::Err>,
+{
+    type Output = Result<D::Ok, D::Err>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        #[cfg(feature = "tracing")]
+        let _span = this.span.enter();
+        let steps = this.steps.lent();
+        let state = &mut *this.state;
+        loop {
+            let (outcome, verdict) = match this.phase {
+                Phase::Start => {
+                    if *this.hedges {
+                        *this.hedges =
+                            ready!(this.op.as_mut().poll_prepare(cx, state.idempotent()));
+                    }
+                    if let Some(mut rejected) = steps.admit(state) {
+                        *this.phase = Phase::Done;
+                        this.op.as_mut().finish(&mut rejected);
+                        return Poll::Ready(rejected);
+                    }
+                    *this.phase = Phase::Next;
+                    continue;
+                }
+                Phase::Next => {
+                    if *this.hedges
+                        && let Some(hedge) = steps.hedging()
+                    {
+                        let mut op = this.op.as_mut();
+                        let round =
+                            Round::start(state, hedge, *this.timeout, || op.as_mut().hedge());
+                        *this.phase = Phase::Round(Box::new(round));
+                    } else {
+                        start(this.op.as_mut(), state, *this.timeout, this.cut.as_mut());
+                        *this.timed_out = false;
+                        *this.phase = Phase::Attempt;
+                    }
+                    continue;
+                }
+                Phase::Attempt => ready!(attempted(
+                    this.op.as_mut(),
+                    state,
+                    steps,
+                    this.shared,
+                    this.cut.as_mut(),
+                    this.timed_out,
+                    cx,
+                )),
+                Phase::Round(round) => {
+                    let hedge = steps.hedging().expect("a hedged call has a hedge");
+                    let mut op = this.op.as_mut();
+                    ready!(round.poll(
+                        state,
+                        hedge,
+                        &mut || op.as_mut().hedge(),
+                        &|out| steps.judge_hedged(out),
+                        cx,
+                    ))
+                }
+                Phase::Sleep(sleep, _) => {
+                    ready!(sleep.as_mut().poll(cx));
+                    let Phase::Sleep(_, kept) = std::mem::replace(this.phase, Phase::Done) else {
+                        unreachable!("matched above")
+                    };
+                    match resumed::<D, _, _>(kept, state, steps, *this.hedges) {
+                        Ok(next) => *this.phase = next,
+                        Err(mut over) => {
+                            this.op.as_mut().finish(&mut over);
+                            return Poll::Ready(over);
+                        }
+                    }
+                    continue;
+                }
+                Phase::Ready(_, limit) => {
+                    let why = ready!(readied(this.op.as_mut(), state, limit, cx));
+                    if let Readied::Ready = why {
+                        *this.phase = Phase::Next;
+                        continue;
+                    }
+                    let Phase::Ready(kept, _) = std::mem::replace(this.phase, Phase::Done) else {
+                        unreachable!("matched above")
+                    };
+                    let mut outcome = waited_in_vain::<D, _, _>(why, kept, state, steps);
+                    this.op.as_mut().finish(&mut outcome);
+                    return Poll::Ready(outcome);
+                }
+                Phase::Done => panic!("a retry loop polled after it returned"),
+            };
+            // After an attempt or a round: decide.
+            match steps.decided(state, &outcome, verdict) {
+                Some(delay) => {
+                    let sleep = crate::time::timer::sleep_async(delay);
+                    *this.phase = Phase::Sleep(sleep, Kept::keep(outcome));
+                }
+                None => {
+                    *this.phase = Phase::Done;
+                    let mut outcome = outcome;
+                    this.op.as_mut().finish(&mut outcome);
+                    return Poll::Ready(outcome);
+                }
+            }
+        }
+    }
+}
+
+/// Starts an attempt of `op`: limited to the attempt timeout within the
+/// deadline, if either applies.
+fn start<D: Operation, P: HoldsPolicy>(
+    op: Pin<&mut D>,
+    state: &mut AttemptState<'_, RuntimeClock, P>,
+    timeout: Option<Duration>,
+    mut cut: Pin<&mut Option<Sleep>>,
+) {
+    let limit = timeout.map(|timeout| state.attempt_limit(timeout));
+    let cut_at = op.start(limit);
+    state.begin_attempt();
+    cut.set(cut_at.map(|limit| RuntimeClock::current().sleep(limit)));
+}
+
+pin_project_lite::pin_project! {
+    /// The attempts of `call_async`: futures made by a closure, each cut
+    /// off as the loop's attempt timeout `L` says.
+    pub(crate) struct Closures<F, Fut, L> {
+        make: F,
+        #[pin]
+        attempt: Option<Fut>,
+        timeout: std::marker::PhantomData<fn() -> L>,
+    }
+}
+
+impl<F, Fut, L> Closures<F, Fut, L> {
+    pub(crate) fn new(make: F) -> Self {
+        Self {
+            make,
+            attempt: None,
+            timeout: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<T, E, F, Fut, L> Operation for Closures<F, Fut, L>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+    L: crate::run::TimeoutSlot<E>,
+{
+    type Ok = T;
+    type Err = E;
+    type Kept = ();
+    type Hedge = Fut;
+
+    fn start(self: Pin<&mut Self>, limit: Option<Duration>) -> Option<Duration> {
+        let mut this = self.project();
+        this.attempt.set(Some((this.make)()));
+        limit
+    }
+
+    fn poll_attempt(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<T, E>> {
+        let mut this = self.project();
+        let attempt = this.attempt.as_mut().as_pin_mut();
+        let outcome = ready!(attempt.expect("an attempt was started").poll(cx));
+        this.attempt.set(None);
+        Poll::Ready(outcome)
+    }
+
+    fn cut_off(self: Pin<&mut Self>) -> E {
+        self.project().attempt.set(None);
+        L::elapsed()
+    }
+
+    fn hedge(self: Pin<&mut Self>) -> Fut {
+        (self.project().make)()
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The attempts of `call_async_with`: each gets the value and hands it
+    /// back with its outcome.
+    pub(crate) struct WithValue<S, F, Fut> {
+        value: Option<S>,
+        make: F,
+        #[pin]
+        attempt: Option<Fut>,
+    }
+}
+
+impl<S, F, Fut> WithValue<S, F, Fut> {
+    pub(crate) fn new(value: S, make: F) -> Self {
+        Self {
+            value: Some(value),
+            make,
+            attempt: None,
+        }
+    }
+
+    /// The value, handed back by the last attempt.
+    pub(crate) fn take(self: Pin<&mut Self>) -> S {
+        self.project()
+            .value
+            .take()
+            .expect("every attempt hands the value back")
+    }
+}
+
+impl<S, T, E, F, Fut> Operation for WithValue<S, F, Fut>
+where
+    F: FnMut(S) -> Fut,
+    Fut: Future<Output = (S, Result<T, E>)>,
+{
+    type Ok = T;
+    type Err = E;
+    type Kept = ();
+    type Hedge = std::future::Pending<Result<T, E>>;
+
+    fn start(self: Pin<&mut Self>, limit: Option<Duration>) -> Option<Duration> {
+        let mut this = self.project();
+        let value = this
+            .value
+            .take()
+            .expect("every attempt hands the value back");
+        this.attempt.set(Some((this.make)(value)));
+        limit
+    }
+
+    fn poll_attempt(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<T, E>> {
+        let mut this = self.project();
+        let attempt = this.attempt.as_mut().as_pin_mut();
+        let (value, outcome) = ready!(attempt.expect("an attempt was started").poll(cx));
+        this.attempt.set(None);
+        *this.value = Some(value);
+        Poll::Ready(outcome)
+    }
+
+    fn cut_off(self: Pin<&mut Self>) -> E {
+        unreachable!("`call_async_with` has no attempt timeout")
+    }
+
+    fn hedge(self: Pin<&mut Self>) -> Self::Hedge {
+        unreachable!("`call_async_with` does not hedge")
+    }
+}
+
+/// What a call ends with.
+type Outcome<D> = Result<<D as Operation>::Ok, <D as Operation>::Err>;
+
+/// After the sleep before a retry: where the call goes next, or what it
+/// ends with. An outcome that was not kept is gone: a throttle that sheds
+/// or a breaker that opened meanwhile makes the rejection the error. One
+/// that was kept is returned if the retry cannot be made (the deadline
+/// passed, a breaker opened, a throttle sheds).
+fn resumed<D, S, P>(
+    kept: D::Kept,
+    state: &mut AttemptState<'_, RuntimeClock, P>,
+    steps: &S,
+    hedges: bool,
+) -> Result<Phase<D::Kept, D::Hedge>, Outcome<D>>
+where
+    D: Operation,
+    S: Steps<D::Ok, D::Err> + ?Sized,
+    P: HoldsPolicy,
+{
+    let Some(outcome) = kept.take() else {
+        return match steps.admit(state) {
+            Some(rejected) => Err(rejected),
+            None => Ok(Phase::Next),
+        };
+    };
+    if let Err(reason) = state.may_resume() {
+        steps.gave_up(state, &outcome, reason);
+        return Err(outcome);
+    }
+    // Each attempt of a hedged round makes its own service ready.
+    Ok(if hedges {
+        Phase::Next
+    } else {
+        Phase::Ready(Kept::keep(outcome), None)
+    })
+}
+
+/// One poll of the attempt running, in its frame, then of its cut-off
+/// timer: once it is over, its outcome and what it came to (cut off, it is
+/// ambiguous whatever its error says).
+#[allow(clippy::too_many_arguments)] // the fields of the loop it needs
+fn attempted<D, S, P>(
+    mut op: Pin<&mut D>,
+    state: &mut AttemptState<'_, RuntimeClock, P>,
+    steps: &S,
+    shared: &mut Option<Arc<AtomicBool>>,
+    mut cut: Pin<&mut Option<Sleep>>,
+    timed_out: &mut bool,
+    cx: &mut Context<'_>,
+) -> Poll<(Outcome<D>, Attempted)>
+where
+    D: Operation,
+    S: Steps<D::Ok, D::Err> + ?Sized,
+    P: HoldsPolicy,
+{
+    let attempt = op.as_mut();
+    let outcome = match state.poll_framed(shared, || attempt.poll_attempt(cx)) {
+        Poll::Ready(outcome) => outcome,
+        Poll::Pending => {
+            let Some(timer) = cut.as_mut().as_pin_mut() else {
+                return Poll::Pending;
+            };
+            ready!(timer.poll(cx));
+            *timed_out = true;
+            Err(op.as_mut().cut_off())
+        }
+    };
+    cut.set(None);
+    *shared = None;
+    state.set_replayable(op.as_mut().replayable());
+    let verdict = if *timed_out {
+        Attempted::Failed(Verdict::RetryIfIdempotent)
+    } else {
+        steps.judge(&outcome)
+    };
+    Poll::Ready((outcome, verdict))
+}
+
+/// What waiting for the operation to be ready for a retry came to.
+enum Readied<E> {
+    Ready,
+    Failed(E),
+    /// The deadline came first.
+    Late,
+}
+
+/// The call ends while waiting for the operation to be ready for a
+/// retry: with the readiness error (a service that failed its readiness is
+/// to be discarded, tower's contract), or, past the deadline, with the
+/// outcome kept.
+fn waited_in_vain<D, S, P>(
+    why: Readied<D::Err>,
+    kept: D::Kept,
+    state: &mut AttemptState<'_, RuntimeClock, P>,
+    steps: &S,
+) -> Outcome<D>
+where
+    D: Operation,
+    S: Steps<D::Ok, D::Err> + ?Sized,
+    P: HoldsPolicy,
+{
+    let (outcome, reason) = match why {
+        Readied::Failed(error) => (Err(error), GiveUp::Stopped),
+        Readied::Late | Readied::Ready => (
+            kept.take().expect("only a kept outcome waits"),
+            GiveUp::Deadline,
+        ),
+    };
+    state.give_up(reason);
+    steps.gave_up(state, &outcome, reason);
+    outcome
+}
+
+/// One poll of the wait for the operation to be ready for a retry,
+/// bounded by the time left (the timer set at the first poll).
+fn readied<D: Operation, P: HoldsPolicy>(
+    op: Pin<&mut D>,
+    state: &AttemptState<'_, RuntimeClock, P>,
+    limit: &mut Option<Pin<Box<Sleep>>>,
+    cx: &mut Context<'_>,
+) -> Poll<Readied<D::Err>> {
+    if limit.is_none() {
+        let left = state.attempt_limit(Duration::MAX);
+        if left != Duration::MAX {
+            *limit = Some(Box::pin(RuntimeClock::current().sleep(left)));
+        }
+    }
+    match op.poll_ready(cx) {
+        Poll::Ready(Ok(())) => Poll::Ready(Readied::Ready),
+        Poll::Ready(Err(error)) => Poll::Ready(Readied::Failed(error)),
+        Poll::Pending => match limit {
+            Some(sleep) => sleep.as_mut().poll(cx).map(|()| Readied::Late),
+            None => Poll::Pending,
+        },
+    }
+}
