@@ -10,7 +10,7 @@
 //! ```
 //!
 //! Cases: `sync`, `async` and `fail` (three failures, then success) with
-//! `#[retry]`; `backon`, `backon_fail` and `tokio_retry2` beside them. `N`
+//! `#[retry]`, `call_async` (the closure form of `async`); `backon`, `backon_fail` and `tokio_retry2` beside them. `N`
 //! calls (5,000,000 unless set; a tenth of that for the failing cases).
 //! BENCHMARKS.md says how the figures were taken.
 
@@ -20,12 +20,12 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 mod cases;
-use cases::{backstop_async, backstop_flaky, backstop_sync, flaky, op};
+use cases::{backstop_async, backstop_call_async, backstop_flaky, backstop_sync, flaky, op};
 
 fn main() {
     // `cargo bench` passes `--bench`; the case is the first other argument.
     let Some(case) = std::env::args().skip(1).find(|arg| !arg.starts_with("--")) else {
-        eprintln!("usage: hot_loop sync|async|fail|backon|backon_fail|tokio_retry2");
+        eprintln!("usage: hot_loop sync|async|call_async|fail|backon|backon_fail|tokio_retry2");
         return;
     };
     let n: u64 = std::env::var("N").map_or(5_000_000, |n| n.parse().expect("N: a number"));
@@ -46,6 +46,11 @@ fn main() {
         "async" => runtime().block_on(async {
             for i in 0..calls {
                 black_box(backstop_async(black_box(i)).await).ok();
+            }
+        }),
+        "call_async" => runtime().block_on(async {
+            for i in 0..calls {
+                black_box(backstop_call_async(black_box(i)).await).ok();
             }
         }),
         "fail" => {

@@ -56,6 +56,13 @@ pub(crate) async fn backstop_async(x: u64) -> Result<u64, Error> {
     op(x)
 }
 
+/// The closure form of `backstop_async`: `call_async` with the defaults
+/// (its call site's retry throttle, as `#[retry]` has its function's).
+#[inline(never)]
+pub(crate) async fn backstop_call_async(x: u64) -> Result<u64, Error> {
+    backstop::call_async(&Policy::DEFAULT, || async move { op(x) }).await
+}
+
 /// Zero delays, and a budget that always has a retry: deciding, not
 /// sleeping or refusing, is what `fail_3x_then_ok` measures.
 static ZERO_DELAY: Policy = Policy::new()

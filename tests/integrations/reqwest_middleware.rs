@@ -308,3 +308,62 @@ async fn the_added_key_goes_only_on_requests_not_idempotent_by_their_method() {
     assert_eq!(response.status(), 200);
     assert_eq!(*keys.lock().unwrap(), [None, None], "a GET needs no key");
 }
+
+/// Stands in for the network: the first request hangs for a minute, the
+/// others answer 200 at once; it counts them.
+struct SlowFirst(std::sync::atomic::AtomicU32);
+
+#[async_trait::async_trait]
+impl reqwest_middleware::Middleware for SlowFirst {
+    async fn handle(
+        &self,
+        _: reqwest::Request,
+        _: &mut http::Extensions,
+        _: reqwest_middleware::Next<'_>,
+    ) -> reqwest_middleware::Result<reqwest::Response> {
+        let n = self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if n == 0 {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+        }
+        let body = format!("answer {n}");
+        Ok(http::Response::builder()
+            .status(200)
+            .body(body)
+            .unwrap()
+            .into())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_idempotent_request_slow_to_answer_is_hedged_and_a_post_is_not() {
+    // (No deadline: the POST below waits a minute for its answer.)
+    let policy = quick().deadline(None);
+    let hedged = backstop::Retry::new(&policy)
+        .hedge(backstop::hedge::Hedge::after(Duration::from_millis(50)));
+    let network = Arc::new(SlowFirst(std::sync::atomic::AtomicU32::new(0)));
+    let client = ClientBuilder::new(reqwest::Client::new())
+        .with(RetryMiddleware::new(hedged))
+        .with_arc(network.clone())
+        .build();
+    let started = tokio::time::Instant::now();
+    let response = client.get("http://users.internal/7").send().await.unwrap();
+    assert_eq!(response.extensions().get::<Attempts>(), Some(&Attempts(2)));
+    assert_eq!(
+        response.text().await.unwrap(),
+        "answer 1",
+        "the hedge answered"
+    );
+    assert_eq!(started.elapsed(), Duration::from_millis(50));
+
+    // A POST may do its work twice: never hedged, it waits for its answer.
+    network.0.store(0, std::sync::atomic::Ordering::SeqCst);
+    let started = tokio::time::Instant::now();
+    let response = client
+        .post("http://users.internal/")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.text().await.unwrap(), "answer 0");
+    assert_eq!(started.elapsed(), Duration::from_secs(60));
+}

@@ -97,13 +97,18 @@ impl<W, K, B, R, G, L, A> fmt::Debug for RetryMiddleware<W, K, B, R, G, L, A> {
 impl RetryMiddleware {
     /// A middleware from a policy or a [`Retry`] configured as a closure's
     /// would be (its budget, breaker, adaptive throttle, classifiers,
-    /// hooks, attempt timeout and name; the middleware does not hedge, and
-    /// a [`Retry::hedge`] given here is not used): responses judged by the HTTP rule
-    /// and `Retry-After` and errors by [`Classify`] unless
+    /// hooks, attempt timeout, hedging and name): responses judged by the
+    /// HTTP rule and `Retry-After` and errors by [`Classify`] unless
     /// [`Retry::when_ok`] and [`Retry::when`] say otherwise, each request
     /// idempotent or not by its method. A `Retry` is made before it knows
     /// what it will judge, so a `when` closure names its argument's type:
     /// `Retry::new(&policy).when(|e: &reqwest_middleware::Error| e.is_connect())`.
+    ///
+    /// With [`Retry::hedge`], an idempotent request (by its method, its key
+    /// or the policy) whose body can be cloned is sent again beside an
+    /// attempt slow to answer, and the first answer wins; the others are
+    /// dropped. The extensions the caller sees are those of the plain
+    /// attempts: a hedge runs with a copy of its own.
     ///
     /// Build the client once and share it (reqwest's `Client` is made to
     /// be): unless the [`Retry`] names one, the middleware's retry throttle
@@ -450,7 +455,7 @@ where
         };
         let budget = layer.retry.budget();
         let retry = &layer.retry.retry;
-        let state = retry.state_under::<reqwest::Response, Error, _, _>(
+        let state = retry.unstarted_under::<reqwest::Response, Error, _>(
             policy,
             budget,
             crate::time::timer::RuntimeClock::current(),

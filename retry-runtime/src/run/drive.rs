@@ -37,6 +37,17 @@ impl<R: ?Sized> Lends for &R {
     }
 }
 
+/// A loop a [`Drive`] owns (`call_async`'s, made for the call).
+pub(crate) struct Owned<R>(pub(crate) R);
+
+impl<R> Lends for Owned<R> {
+    type Loop = R;
+
+    fn lent(&self) -> &R {
+        &self.0
+    }
+}
+
 /// What a call does, attempt after attempt, for the [`Drive`] that runs
 /// it.
 pub(crate) trait Operation {
@@ -128,12 +139,16 @@ impl<O> Kept<O> for Keeps<O> {
 
 /// Where a call is.
 enum Phase<K, H> {
-    /// Not started: made copyable (if it may hedge), then admitted.
+    /// Not polled yet: the call starts (its deadline counts) at its first
+    /// poll, as an `async fn`'s would.
+    Unstarted,
+    /// Started: made copyable (if it may hedge), then admitted.
     Start,
     /// Admitted: the next attempt, or round, starts.
     Next,
-    /// An attempt is running.
-    Attempt,
+    /// An attempt is running, cut off when its timer (if any) fires
+    /// (boxed: a call without an attempt timeout carries no timer).
+    Attempt(Option<Pin<Box<Sleep>>>),
     /// A hedged round is running.
     Round(Box<Round<H>>),
     /// Sleeping before a retry, with what is kept of the last outcome.
@@ -165,9 +180,6 @@ pin_project_lite::pin_project! {
         // operation that can).
         hedges: bool,
         phase: Phase<K, H>,
-        // When the attempt running now is cut off.
-        #[pin]
-        cut: Option<Sleep>,
         // The attempt was cut off: ambiguous, whatever its error says.
         timed_out: bool,
         // What a poll of the attempt leaves to the next.
@@ -183,7 +195,9 @@ where
     X: Lends,
     X::Loop: Steps<D::Ok, D::Err>,
 {
-    /// The loop around `op`, from `state` (made for this call by `steps`).
+    /// The loop around `op`, from `state` (made for this call by `steps`,
+    /// unstarted: it starts at the first poll).
+    #[inline]
     pub(crate) fn new(
         steps: X,
         state: AttemptState<'a, RuntimeClock, P>,
@@ -202,8 +216,7 @@ where
             op,
             timeout,
             hedges,
-            phase: Phase::Start,
-            cut: None,
+            phase: Phase::Unstarted,
             timed_out: false,
             shared: None,
             span,
@@ -216,11 +229,6 @@ where
     pub(crate) fn with_timeout(mut self, timeout: Option<Duration>) -> Self {
         self.timeout = timeout;
         self
-    }
-
-    /// The operation, once the call is over: what it holds.
-    pub(crate) fn operation(self: Pin<&mut Self>) -> Pin<&mut D> {
-        self.project().op
     }
 }
 
@@ -241,7 +249,14 @@ where
         let state = &mut *this.state;
         loop {
             let (outcome, verdict) = match this.phase {
-                Phase::Start => {
+                Phase::Unstarted | Phase::Start => {
+                    if let Phase::Unstarted = this.phase {
+                        state.start_now();
+                        if *this.hedges {
+                            // (Making the request copyable may take polls.)
+                            *this.phase = Phase::Start;
+                        }
+                    }
                     if *this.hedges {
                         *this.hedges =
                             ready!(this.op.as_mut().poll_prepare(cx, state.idempotent()));
@@ -251,30 +266,21 @@ where
                         this.op.as_mut().finish(&mut rejected);
                         return Poll::Ready(rejected);
                     }
-                    *this.phase = Phase::Next;
+                    *this.phase = next(this.op.as_mut(), state, steps, *this.timeout, *this.hedges);
+                    *this.timed_out = false;
                     continue;
                 }
                 Phase::Next => {
-                    if *this.hedges
-                        && let Some(hedge) = steps.hedging()
-                    {
-                        let mut op = this.op.as_mut();
-                        let round =
-                            Round::start(state, hedge, *this.timeout, || op.as_mut().hedge());
-                        *this.phase = Phase::Round(Box::new(round));
-                    } else {
-                        start(this.op.as_mut(), state, *this.timeout, this.cut.as_mut());
-                        *this.timed_out = false;
-                        *this.phase = Phase::Attempt;
-                    }
+                    *this.phase = next(this.op.as_mut(), state, steps, *this.timeout, *this.hedges);
+                    *this.timed_out = false;
                     continue;
                 }
-                Phase::Attempt => ready!(attempted(
+                Phase::Attempt(cut) => ready!(attempted(
                     this.op.as_mut(),
                     state,
                     steps,
                     this.shared,
-                    this.cut.as_mut(),
+                    cut,
                     this.timed_out,
                     cx,
                 )),
@@ -324,8 +330,9 @@ where
                     let sleep = crate::time::timer::sleep_async(delay);
                     *this.phase = Phase::Sleep(sleep, Kept::keep(outcome));
                 }
+                // (The phase stays as it is: a loop polled after it
+                // returned panics, as it finds no attempt running.)
                 None => {
-                    *this.phase = Phase::Done;
                     let mut outcome = outcome;
                     this.op.as_mut().finish(&mut outcome);
                     return Poll::Ready(outcome);
@@ -335,18 +342,28 @@ where
     }
 }
 
-/// Starts an attempt of `op`: limited to the attempt timeout within the
-/// deadline, if either applies.
-fn start<D: Operation, P: HoldsPolicy>(
-    op: Pin<&mut D>,
+/// The next attempt starts, or the next hedged round: limited to the
+/// attempt timeout within the deadline, if either applies.
+fn next<D, S, P>(
+    mut op: Pin<&mut D>,
     state: &mut AttemptState<'_, RuntimeClock, P>,
+    steps: &S,
     timeout: Option<Duration>,
-    mut cut: Pin<&mut Option<Sleep>>,
-) {
+    hedges: bool,
+) -> Phase<D::Kept, D::Hedge>
+where
+    D: Operation,
+    S: Steps<D::Ok, D::Err> + ?Sized,
+    P: HoldsPolicy,
+{
+    if hedges && let Some(hedge) = steps.hedging() {
+        let round = Round::start(state, hedge, timeout, || op.as_mut().hedge());
+        return Phase::Round(Box::new(round));
+    }
     let limit = timeout.map(|timeout| state.attempt_limit(timeout));
-    let cut_at = op.start(limit);
+    let cut = op.start(limit);
     state.begin_attempt();
-    cut.set(cut_at.map(|limit| RuntimeClock::current().sleep(limit)));
+    Phase::Attempt(cut.map(|limit| Box::pin(RuntimeClock::current().sleep(limit))))
 }
 
 pin_project_lite::pin_project! {
@@ -361,6 +378,7 @@ pin_project_lite::pin_project! {
 }
 
 impl<F, Fut, L> Closures<F, Fut, L> {
+    #[inline]
     pub(crate) fn new(make: F) -> Self {
         Self {
             make,
@@ -518,7 +536,7 @@ fn attempted<D, S, P>(
     state: &mut AttemptState<'_, RuntimeClock, P>,
     steps: &S,
     shared: &mut Option<Arc<AtomicBool>>,
-    mut cut: Pin<&mut Option<Sleep>>,
+    cut: &mut Option<Pin<Box<Sleep>>>,
     timed_out: &mut bool,
     cx: &mut Context<'_>,
 ) -> Poll<(Outcome<D>, Attempted)>
@@ -531,15 +549,15 @@ where
     let outcome = match state.poll_framed(shared, || attempt.poll_attempt(cx)) {
         Poll::Ready(outcome) => outcome,
         Poll::Pending => {
-            let Some(timer) = cut.as_mut().as_pin_mut() else {
+            let Some(timer) = cut else {
                 return Poll::Pending;
             };
-            ready!(timer.poll(cx));
+            ready!(timer.as_mut().poll(cx));
             *timed_out = true;
             Err(op.as_mut().cut_off())
         }
     };
-    cut.set(None);
+    *cut = None;
     *shared = None;
     state.set_replayable(op.as_mut().replayable());
     let verdict = if *timed_out {
@@ -606,5 +624,40 @@ fn readied<D: Operation, P: HoldsPolicy>(
             Some(sleep) => sleep.as_mut().poll(cx).map(|()| Readied::Late),
             None => Poll::Pending,
         },
+    }
+}
+
+/// The loop of `call_async_with`.
+type WithValueDrive<'a, X, S, F, Fut, T, E> =
+    Drive<'a, X, WithValue<S, F, Fut>, (), std::future::Pending<Result<T, E>>>;
+
+pin_project_lite::pin_project! {
+    /// The future of `call_async_with`: the loop, then the value its last
+    /// attempt handed back, beside the outcome.
+    pub(crate) struct HandsBack<'a, X, S, F, Fut, T, E> {
+        #[pin]
+        drive: WithValueDrive<'a, X, S, F, Fut, T, E>,
+    }
+}
+
+impl<'a, X, S, F, Fut, T, E> HandsBack<'a, X, S, F, Fut, T, E> {
+    pub(crate) fn new(drive: WithValueDrive<'a, X, S, F, Fut, T, E>) -> Self {
+        Self { drive }
+    }
+}
+
+impl<X, S, F, Fut, T, E> Future for HandsBack<'_, X, S, F, Fut, T, E>
+where
+    F: FnMut(S) -> Fut,
+    Fut: Future<Output = (S, Result<T, E>)>,
+    X: Lends,
+    X::Loop: Steps<T, E>,
+{
+    type Output = (S, Result<T, E>);
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut drive = self.project().drive;
+        let outcome = ready!(drive.as_mut().poll(cx));
+        Poll::Ready((drive.project().op.take(), outcome))
     }
 }

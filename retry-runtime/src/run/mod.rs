@@ -91,7 +91,13 @@ where
 {
     // Made here, not in the future: the call site is this function's caller.
     let retry = Retry::new(policy);
-    async move { retry.call_async(op).await }
+    let state = retry.unstarted::<T, E>();
+    drive::Drive::new(
+        drive::Owned(retry),
+        state,
+        drive::Closures::<F, Fut, NoTimeout>::new(op),
+        true,
+    )
 }
 
 /// Retries an async operation that borrows or owns `value` (`&mut conn`),
@@ -130,7 +136,9 @@ where
     Fut: Future<Output = (S, Result<T, E>)>,
 {
     let retry = Retry::new(policy);
-    async move { retry.call_async_with(value, op).await }
+    let state = retry.unstarted::<T, E>();
+    let op = drive::WithValue::new(value, op);
+    drive::HandsBack::new(drive::Drive::new(drive::Owned(retry), state, op, false))
 }
 
 /// Sleeps a sync retry loop's delay: in virtual time if installed on this
@@ -863,7 +871,9 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// Hedges slow attempts: after `hedge`'s delay, another copy of the
     /// attempt starts beside the one not yet answered, and the first answer
     /// wins ([`Hedge`]). For [`call_async`](Self::call_async) with an
-    /// idempotent policy (hedges are duplicates): a policy not declared
+    /// idempotent policy (hedges are duplicates), and for the tower layer
+    /// and the reqwest middleware made from this loop (requests that may be
+    /// repeated and can be copied): a policy not declared
     /// idempotent, a sync [`call`](Self::call) and
     /// [`call_async_with`](Self::call_async_with) (whose value goes to one
     /// attempt at a time) run one attempt at a time. Every hedge is granted
@@ -907,7 +917,35 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     where
         Self: Steps<T, E>,
     {
-        let mut state = AttemptState::under(policy, budget, clock).name(self.name);
+        self.gated::<T, E, _, _>(AttemptState::under(policy, budget, clock))
+    }
+
+    /// The state of an integration's async call under `policy` (made for
+    /// its request), drawing on `budget`: started at its first poll.
+    #[cfg(feature = "tower")]
+    pub(crate) fn unstarted_under<T, E, P: HoldsPolicy>(
+        &self,
+        policy: P,
+        budget: Option<BudgetRef<'a>>,
+        clock: crate::time::timer::RuntimeClock,
+    ) -> AttemptState<'a, crate::time::timer::RuntimeClock, P>
+    where
+        Self: Steps<T, E>,
+    {
+        self.gated::<T, E, _, _>(AttemptState::unstarted(policy, budget, clock))
+    }
+
+    /// `state`, named as this loop is, behind its breaker and adaptive
+    /// throttle if it has them.
+    #[inline]
+    fn gated<T, E, C: crate::time::clock::Clock, P: HoldsPolicy>(
+        &self,
+        state: AttemptState<'a, C, P>,
+    ) -> AttemptState<'a, C, P>
+    where
+        Self: Steps<T, E>,
+    {
+        let mut state = state.name(self.name);
         if let Some(breaker) = Steps::<T, E>::breaker(self) {
             state = state.breaker(breaker);
         }
@@ -978,20 +1016,27 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// The last attempt's error, unchanged, once retrying is over: the error was
     /// not retryable, or attempts, deadline or budget ran out.
     #[cfg(feature = "async")]
-    pub async fn call_async<T, E, F, Fut>(&self, op: F) -> Result<T, E>
+    pub fn call_async<T, E, F, Fut>(&self, op: F) -> impl Future<Output = Result<T, E>>
     where
         Self: Handles<T, E>,
         L: TimeoutSlot<E>,
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
-        let state = self.state_under::<T, E, _, _>(
-            self.policy,
-            self.budget,
-            crate::time::timer::RuntimeClock::current(),
-        );
-        let op = drive::Closures::<F, Fut, L>::new(op);
-        drive::Drive::new(self, state, op, true).await
+        let state = self.unstarted::<T, E>();
+        drive::Drive::new(self, state, drive::Closures::<F, Fut, L>::new(op), true)
+    }
+
+    /// The state of an async call of this loop, started at its first
+    /// poll.
+    #[cfg(feature = "async")]
+    #[inline]
+    pub(crate) fn unstarted<T, E>(&self) -> AttemptState<'a, crate::time::timer::RuntimeClock>
+    where
+        Self: Steps<T, E>,
+    {
+        let clock = crate::time::timer::RuntimeClock::current();
+        self.gated::<T, E, _, _>(AttemptState::unstarted(self.policy, self.budget, clock))
     }
 
     /// Runs the loop around an async operation that borrows or owns
@@ -1039,22 +1084,20 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// is over: the error was not retryable, or attempts, deadline or
     /// budget ran out.
     #[cfg(feature = "async")]
-    pub async fn call_async_with<S, T, E, F, Fut>(&self, value: S, op: F) -> (S, Result<T, E>)
+    pub fn call_async_with<S, T, E, F, Fut>(
+        &self,
+        value: S,
+        op: F,
+    ) -> impl Future<Output = (S, Result<T, E>)>
     where
         Self: Handles<T, E>,
         L: ValueLoop,
         F: FnMut(S) -> Fut,
         Fut: Future<Output = (S, Result<T, E>)>,
     {
-        let state = self.state_under::<T, E, _, _>(
-            self.policy,
-            self.budget,
-            crate::time::timer::RuntimeClock::current(),
-        );
+        let state = self.unstarted::<T, E>();
         let op = drive::WithValue::new(value, op);
-        let mut call = std::pin::pin!(drive::Drive::new(self, state, op, false));
-        let outcome = call.as_mut().await;
-        (call.operation().take(), outcome)
+        drive::HandsBack::new(drive::Drive::new(self, state, op, false))
     }
 }
 

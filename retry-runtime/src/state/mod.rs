@@ -172,6 +172,24 @@ impl<'a, C: Clock> AttemptState<'a, C> {
 }
 
 impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
+    /// A call under `policy` that starts when [`start_now`](Self::start_now)
+    /// says (an async call: at its first poll), drawing on `budget` as it
+    /// is.
+    #[cfg(feature = "async")]
+    #[inline]
+    pub(crate) fn unstarted(policy: P, budget: Option<BudgetRef<'a>>, clock: C) -> Self {
+        let origin = crate::time::clock::origin();
+        Self::started(policy, budget, clock, origin, None, Observe::new())
+    }
+
+    /// An [`unstarted`](Self::unstarted) call starts now: its deadline
+    /// counts from here.
+    #[cfg(feature = "async")]
+    #[inline]
+    pub(crate) fn start_now(&mut self) {
+        (self.start, self.deadline) = start_and_deadline(self.policy.get(), &self.clock);
+    }
+
     /// Starts a call under `policy` (borrowed, or an integration's own,
     /// made for its request), drawing on `budget` as it is.
     #[inline]
@@ -246,6 +264,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     /// assert_eq!(state.get_name(), "fetch_user");
     /// ```
     #[must_use]
+    #[inline]
     pub fn name(mut self, name: &'static str) -> Self {
         self.obs.set_name(name);
         self
@@ -297,6 +316,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     /// assert!(state.admit().is_ok());
     /// ```
     #[must_use]
+    #[inline]
     pub fn breaker(mut self, breaker: &'static CircuitBreaker) -> Self {
         self.breaker = Some(crate::testing::isolation::own(breaker));
         self
@@ -314,6 +334,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     /// assert!(state.admit_throttled().is_ok(), "healthy: never shed");
     /// ```
     #[must_use]
+    #[inline]
     pub fn throttle(mut self, throttle: &'static AdaptiveThrottle) -> Self {
         self.throttle = Some((crate::testing::isolation::own(throttle), self.start));
         self

@@ -724,7 +724,7 @@ where
         };
         let retry = self.layer.retry.clone();
         let budget = retry.budget();
-        let state = retry.retry.state_under::<S::Response, S::Error, _, _>(
+        let state = retry.retry.unstarted_under::<S::Response, S::Error, _>(
             policy,
             budget,
             RuntimeClock::current(),
