@@ -313,18 +313,24 @@ async fn the_added_key_goes_only_on_requests_not_idempotent_by_their_method() {
 /// others answer 200 at once; it counts them.
 struct SlowFirst(std::sync::atomic::AtomicU32);
 
+/// Which request answered, as a middleware below the retries tells it.
+#[derive(Clone, Debug, PartialEq)]
+struct Answered(u32);
+
 #[async_trait::async_trait]
 impl reqwest_middleware::Middleware for SlowFirst {
     async fn handle(
         &self,
         _: reqwest::Request,
-        _: &mut http::Extensions,
+        extensions: &mut http::Extensions,
         _: reqwest_middleware::Next<'_>,
     ) -> reqwest_middleware::Result<reqwest::Response> {
         let n = self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         if n == 0 {
             tokio::time::sleep(Duration::from_secs(60)).await;
         }
+        // What the attempt that answered leaves to the caller.
+        extensions.insert(Answered(n));
         let body = format!("answer {n}");
         Ok(http::Response::builder()
             .status(200)
@@ -366,4 +372,45 @@ async fn an_idempotent_request_slow_to_answer_is_hedged_and_a_post_is_not() {
         .unwrap();
     assert_eq!(response.text().await.unwrap(), "answer 0");
     assert_eq!(started.elapsed(), Duration::from_secs(60));
+}
+
+/// Stands in for a network that never answers.
+struct Hangs;
+
+#[async_trait::async_trait]
+impl reqwest_middleware::Middleware for Hangs {
+    async fn handle(
+        &self,
+        _: reqwest::Request,
+        _: &mut http::Extensions,
+        _: reqwest_middleware::Next<'_>,
+    ) -> reqwest_middleware::Result<reqwest::Response> {
+        std::future::pending().await
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hedged_call_that_never_answers_gives_up_at_its_deadline() {
+    let policy = quick().deadline(Some(Duration::from_secs(1)));
+    let hedged = backstop::Retry::new(&policy)
+        .hedge(backstop::hedge::Hedge::after(Duration::from_millis(50)));
+    let client = ClientBuilder::new(reqwest::Client::new())
+        .with(RetryMiddleware::new(hedged))
+        .with(Hangs)
+        .build();
+    let started = tokio::time::Instant::now();
+    let error = client
+        .get("http://users.internal/7")
+        .send()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, reqwest_middleware::Error::Middleware(e) if e.is::<backstop::Elapsed>()),
+        "{error:?}"
+    );
+    assert!(
+        started.elapsed() <= Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
 }

@@ -48,6 +48,7 @@
 
 use std::fmt;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context as TaskContext, Poll, ready};
 use std::time::Duration;
 
@@ -107,8 +108,9 @@ impl RetryMiddleware {
     /// With [`Retry::hedge`], an idempotent request (by its method, its key
     /// or the policy) whose body can be cloned is sent again beside an
     /// attempt slow to answer, and the first answer wins; the others are
-    /// dropped. The extensions the caller sees are those of the plain
-    /// attempts: a hedge runs with a copy of its own.
+    /// dropped. Every attempt runs with a copy of the caller's extensions,
+    /// and the copy of the last to end (the winner's) becomes the
+    /// caller's.
     ///
     /// Build the client once and share it (reqwest's `Client` is made to
     /// be): unless the [`Retry`] names one, the middleware's retry throttle
@@ -298,6 +300,9 @@ struct Call<'a> {
     /// How long the attempt running may take, if limited.
     limit: Option<Duration>,
     sent: Option<Sent<'a>>,
+    /// The extensions of the last attempt of a hedged round to end: the
+    /// caller's when the call is over.
+    hedged: Arc<Mutex<Option<Extensions>>>,
 }
 
 impl<'a> Call<'a> {
@@ -305,7 +310,7 @@ impl<'a> Call<'a> {
     /// call's), and its timeout within `limit`: a timeout of the
     /// request's own shrinks to it, so that reqwest reports the timeout
     /// (`is_timeout()`).
-    fn request(&mut self, hedge: bool) -> reqwest::Request {
+    fn request(&mut self, limit: Option<Duration>) -> reqwest::Request {
         let mut request = if self.clonable {
             let template = self.request.as_ref().expect("kept for every attempt");
             template
@@ -316,7 +321,7 @@ impl<'a> Call<'a> {
                 .take()
                 .expect("the decider retries only a request that can be sent again")
         };
-        if let (false, Some(limit), Some(own)) = (hedge, self.limit, request.timeout_mut()) {
+        if let (Some(limit), Some(own)) = (limit, request.timeout_mut()) {
             *own = (*own).min(limit);
         }
         request
@@ -384,7 +389,7 @@ impl<'a> Operation for Call<'a> {
     ) -> Poll<Result<reqwest::Response, Error>> {
         let this = self.get_mut();
         if this.sent.is_none() {
-            let request = this.request(false);
+            let request = this.request(this.limit);
             this.sent = Some(this.send(request, this.attempts));
         }
         let sent = this.sent.as_mut().expect("the request was sent");
@@ -396,6 +401,10 @@ impl<'a> Operation for Call<'a> {
 
     fn cut_off(self: Pin<&mut Self>) -> Error {
         self.get_mut().sent = None;
+        Self::elapsed()
+    }
+
+    fn elapsed() -> Error {
         Error::from(Elapsed::new())
     }
 
@@ -407,21 +416,37 @@ impl<'a> Operation for Call<'a> {
         Poll::Ready(idempotent && self.clonable)
     }
 
-    // A hedge's extensions are its own: only a plain attempt's become the
-    // caller's.
-    fn hedge(self: Pin<&mut Self>) -> Self::Hedge {
+    // Each attempt of a hedged round runs with a copy of the caller's
+    // extensions; the copy of the one that ends the round (it ends last)
+    // becomes the caller's. The round cuts it off after `limit`: its own
+    // timeout, if it has one, shrinks to that.
+    fn hedge(self: Pin<&mut Self>, limit: Option<Duration>) -> Self::Hedge {
         let this = self.get_mut();
         this.attempts += 1;
-        let request = this.request(true);
+        let request = this.request(limit.filter(|limit| *limit < Duration::MAX));
         let sent = this.send(request, this.attempts);
-        Box::pin(async move { sent.await.1 })
+        let hedged = this.hedged.clone();
+        Box::pin(async move {
+            let (extensions, outcome) = sent.await;
+            *hedged.lock().unwrap_or_else(PoisonError::into_inner) = Some(extensions);
+            outcome
+        })
     }
 
     fn finish(self: Pin<&mut Self>, outcome: &mut Result<reqwest::Response, Error>) {
+        let this = self.get_mut();
+        let hedged = this
+            .hedged
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(extensions) = hedged {
+            *this.extensions = extensions;
+        }
         if let Ok(response) = outcome {
             response
                 .extensions_mut()
-                .insert(crate::classify::http::Attempts(self.attempts));
+                .insert(crate::classify::http::Attempts(this.attempts));
         }
     }
 }
@@ -455,11 +480,6 @@ where
         };
         let budget = layer.retry.budget();
         let retry = &layer.retry.retry;
-        let state = retry.unstarted_under::<reqwest::Response, Error, _>(
-            policy,
-            budget,
-            crate::time::timer::RuntimeClock::current(),
-        );
         let clonable = request.try_clone().is_some();
         let call = Call {
             request: Some(request),
@@ -470,6 +490,7 @@ where
             attempts: 0,
             limit: None,
             sent: None,
+            hedged: Arc::default(),
         };
         // Every attempt is bounded by the time left, as its timeout, and by
         // the attempt timeout given here or in the policy.
@@ -478,7 +499,7 @@ where
         let timeout = own
             .or(policy.get_attempt_timeout())
             .unwrap_or(Duration::MAX);
-        Drive::new(retry, state, call, true)
+        Drive::new(retry, policy, budget, call, true)
             .with_timeout(Some(timeout))
             .await
     }

@@ -13,10 +13,11 @@ use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use crate::classify::Verdict;
+use crate::limit::budget::BudgetRef;
 use crate::run::Steps;
 use crate::state::hedged::Round;
 use crate::state::policy::Policy;
-use crate::state::vocabulary::Attempted;
+use crate::state::vocabulary::{Attempted, Elapsed};
 use crate::state::{AttemptState, GiveUp, HoldsPolicy};
 use crate::time::timer::{RuntimeClock, Sleep};
 
@@ -75,8 +76,11 @@ pub(crate) trait Operation {
     ) -> Poll<Result<Self::Ok, Self::Err>>;
 
     /// The attempt ran out of time: it is dropped now, and this is its
-    /// outcome.
+    /// outcome ([`elapsed`](Self::elapsed)).
     fn cut_off(self: Pin<&mut Self>) -> Self::Err;
+
+    /// What an attempt that ran out of time ends with.
+    fn elapsed() -> Self::Err;
 
     /// After an attempt: whether the request can be sent again (settled
     /// now, for good).
@@ -98,8 +102,9 @@ pub(crate) trait Operation {
         Poll::Ready(true)
     }
 
-    /// An attempt of a hedged round.
-    fn hedge(self: Pin<&mut Self>) -> Self::Hedge;
+    /// An attempt of a hedged round, which the round cuts off after
+    /// `limit`, if given.
+    fn hedge(self: Pin<&mut Self>, limit: Option<Duration>) -> Self::Hedge;
 
     /// The call is over, with `outcome`.
     fn finish(self: Pin<&mut Self>, _outcome: &mut Result<Self::Ok, Self::Err>) {}
@@ -139,10 +144,7 @@ impl<O> Kept<O> for Keeps<O> {
 
 /// Where a call is.
 enum Phase<K, H> {
-    /// Not polled yet: the call starts (its deadline counts) at its first
-    /// poll, as an `async fn`'s would.
-    Unstarted,
-    /// Started: made copyable (if it may hedge), then admitted.
+    /// Not started: made copyable (if it may hedge), then admitted.
     Start,
     /// Admitted: the next attempt, or round, starts.
     Next,
@@ -166,12 +168,26 @@ type CallSpan = tracing::Span;
 #[cfg(not(feature = "tracing"))]
 type CallSpan = ();
 
+/// No span yet: the call's is made at its first poll.
+#[cfg(feature = "tracing")]
+fn no_span() -> CallSpan {
+    tracing::Span::none()
+}
+
+#[cfg(not(feature = "tracing"))]
+fn no_span() -> CallSpan {}
+
 pin_project_lite::pin_project! {
     /// The async retry loop around `op`, under the classifiers, hooks and
     /// limits of `steps` (a `Retry`, borrowed or shared).
     pub(crate) struct Drive<'a, X, D, K, H, P = &'a Policy> {
         steps: X,
-        state: AttemptState<'a, RuntimeClock, P>,
+        // Made at the first poll, as an `async fn`'s locals are: the call
+        // starts then (its clock chosen, its span entered, its deadline
+        // counted), and a future never polled is no call.
+        state: Option<AttemptState<'a, RuntimeClock, P>>,
+        // What it is made from: the policy, and the budget.
+        home: Option<(P, Option<BudgetRef<'a>>)>,
         #[pin]
         op: D,
         // The attempt timeout, if any.
@@ -195,31 +211,28 @@ where
     X: Lends,
     X::Loop: Steps<D::Ok, D::Err>,
 {
-    /// The loop around `op`, from `state` (made for this call by `steps`,
-    /// unstarted: it starts at the first poll).
+    /// The loop around `op`, under `policy`, drawing on `budget`.
     #[inline]
     pub(crate) fn new(
         steps: X,
-        state: AttemptState<'a, RuntimeClock, P>,
+        policy: P,
+        budget: Option<BudgetRef<'a>>,
         op: D,
         hedges: bool,
     ) -> Self {
         let timeout = steps.lent().timeout();
         let hedges = hedges && steps.lent().hedging().is_some();
-        #[cfg(feature = "tracing")]
-        let span = state.call_span().clone();
-        #[cfg(not(feature = "tracing"))]
-        let span = ();
         Self {
             steps,
-            state,
+            state: None,
+            home: Some((policy, budget)),
             op,
             timeout,
             hedges,
-            phase: Phase::Unstarted,
+            phase: Phase::Start,
             timed_out: false,
             shared: None,
-            span,
+            span: no_span(),
         }
     }
 
@@ -243,20 +256,23 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
+        let steps = this.steps.lent();
+        if this.state.is_none() {
+            let (policy, budget) = this.home.take().expect("a loop starts once");
+            let clock = RuntimeClock::current();
+            let state = steps.gate(AttemptState::under(policy, budget, clock));
+            #[cfg(feature = "tracing")]
+            {
+                *this.span = state.call_span().clone();
+            }
+            *this.state = Some(state);
+        }
         #[cfg(feature = "tracing")]
         let _span = this.span.enter();
-        let steps = this.steps.lent();
-        let state = &mut *this.state;
+        let state = this.state.as_mut().expect("made above");
         loop {
             let (outcome, verdict) = match this.phase {
-                Phase::Unstarted | Phase::Start => {
-                    if let Phase::Unstarted = this.phase {
-                        state.start_now();
-                        if *this.hedges {
-                            // (Making the request copyable may take polls.)
-                            *this.phase = Phase::Start;
-                        }
-                    }
+                Phase::Start => {
                     if *this.hedges {
                         *this.hedges =
                             ready!(this.op.as_mut().poll_prepare(cx, state.idempotent()));
@@ -290,8 +306,8 @@ where
                     ready!(round.poll(
                         state,
                         hedge,
-                        &mut || op.as_mut().hedge(),
-                        &|out| steps.judge_hedged(out),
+                        &mut |limit| op.as_mut().hedge(limit),
+                        &|out| judge_hedged::<D, _>(steps, out),
                         cx,
                     ))
                 }
@@ -330,9 +346,8 @@ where
                     let sleep = crate::time::timer::sleep_async(delay);
                     *this.phase = Phase::Sleep(sleep, Kept::keep(outcome));
                 }
-                // (The phase stays as it is: a loop polled after it
-                // returned panics, as it finds no attempt running.)
                 None => {
+                    *this.phase = Phase::Done;
                     let mut outcome = outcome;
                     this.op.as_mut().finish(&mut outcome);
                     return Poll::Ready(outcome);
@@ -357,7 +372,7 @@ where
     P: HoldsPolicy,
 {
     if hedges && let Some(hedge) = steps.hedging() {
-        let round = Round::start(state, hedge, timeout, || op.as_mut().hedge());
+        let round = Round::start(state, hedge, timeout, |limit| op.as_mut().hedge(limit));
         return Phase::Round(Box::new(round));
     }
     let limit = timeout.map(|timeout| state.attempt_limit(timeout));
@@ -418,7 +433,11 @@ where
         L::elapsed()
     }
 
-    fn hedge(self: Pin<&mut Self>) -> Fut {
+    fn elapsed() -> E {
+        L::elapsed()
+    }
+
+    fn hedge(self: Pin<&mut Self>, _: Option<Duration>) -> Fut {
         (self.project().make)()
     }
 }
@@ -485,13 +504,36 @@ where
         unreachable!("`call_async_with` has no attempt timeout")
     }
 
-    fn hedge(self: Pin<&mut Self>) -> Self::Hedge {
+    fn elapsed() -> E {
+        unreachable!("`call_async_with` has no attempt timeout")
+    }
+
+    fn hedge(self: Pin<&mut Self>, _: Option<Duration>) -> Self::Hedge {
         unreachable!("`call_async_with` does not hedge")
     }
 }
 
 /// What a call ends with.
 type Outcome<D> = Result<<D as Operation>::Ok, <D as Operation>::Err>;
+
+/// What an attempt of a hedged round gave, as its outcome and the verdict
+/// on it: cut off, it is the operation's `Elapsed` error, ambiguous.
+fn judge_hedged<D, S>(steps: &S, out: Result<Outcome<D>, Elapsed>) -> (Outcome<D>, Attempted)
+where
+    D: Operation,
+    S: Steps<D::Ok, D::Err> + ?Sized,
+{
+    match out {
+        Ok(outcome) => {
+            let verdict = steps.judge(&outcome);
+            (outcome, verdict)
+        }
+        Err(Elapsed { .. }) => (
+            Err(D::elapsed()),
+            Attempted::Failed(Verdict::RetryIfIdempotent),
+        ),
+    }
+}
 
 /// After the sleep before a retry: where the call goes next, or what it
 /// ends with. An outcome that was not kept is gone: a throttle that sheds
@@ -554,7 +596,9 @@ where
             };
             ready!(timer.as_mut().poll(cx));
             *timed_out = true;
-            Err(op.as_mut().cut_off())
+            // Dropped in its frame, as it ran.
+            let attempt = op.as_mut();
+            Err(state.poll_framed(shared, || attempt.cut_off()))
         }
     };
     *cut = None;

@@ -91,13 +91,9 @@ where
 {
     // Made here, not in the future: the call site is this function's caller.
     let retry = Retry::new(policy);
-    let state = retry.unstarted::<T, E>();
-    drive::Drive::new(
-        drive::Owned(retry),
-        state,
-        drive::Closures::<F, Fut, NoTimeout>::new(op),
-        true,
-    )
+    let op = drive::Closures::<F, Fut, NoTimeout>::new(op);
+    let budget = retry.budget;
+    drive::Drive::new(drive::Owned(retry), policy, budget, op, true)
 }
 
 /// Retries an async operation that borrows or owns `value` (`&mut conn`),
@@ -136,9 +132,14 @@ where
     Fut: Future<Output = (S, Result<T, E>)>,
 {
     let retry = Retry::new(policy);
-    let state = retry.unstarted::<T, E>();
     let op = drive::WithValue::new(value, op);
-    drive::HandsBack::new(drive::Drive::new(drive::Owned(retry), state, op, false))
+    drive::HandsBack::new(drive::Drive::new(
+        drive::Owned(retry),
+        policy,
+        retry.budget,
+        op,
+        false,
+    ))
 }
 
 /// Sleeps a sync retry loop's delay: in virtual time if installed on this
@@ -917,42 +918,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     where
         Self: Steps<T, E>,
     {
-        self.gated::<T, E, _, _>(AttemptState::under(policy, budget, clock))
-    }
-
-    /// The state of an integration's async call under `policy` (made for
-    /// its request), drawing on `budget`: started at its first poll.
-    #[cfg(feature = "tower")]
-    pub(crate) fn unstarted_under<T, E, P: HoldsPolicy>(
-        &self,
-        policy: P,
-        budget: Option<BudgetRef<'a>>,
-        clock: crate::time::timer::RuntimeClock,
-    ) -> AttemptState<'a, crate::time::timer::RuntimeClock, P>
-    where
-        Self: Steps<T, E>,
-    {
-        self.gated::<T, E, _, _>(AttemptState::unstarted(policy, budget, clock))
-    }
-
-    /// `state`, named as this loop is, behind its breaker and adaptive
-    /// throttle if it has them.
-    #[inline]
-    fn gated<T, E, C: crate::time::clock::Clock, P: HoldsPolicy>(
-        &self,
-        state: AttemptState<'a, C, P>,
-    ) -> AttemptState<'a, C, P>
-    where
-        Self: Steps<T, E>,
-    {
-        let mut state = state.name(self.name);
-        if let Some(breaker) = Steps::<T, E>::breaker(self) {
-            state = state.breaker(breaker);
-        }
-        if let Some(throttle) = Steps::<T, E>::throttle(self) {
-            state = state.throttle(throttle);
-        }
-        state
+        Steps::<T, E>::gate(self, AttemptState::under(policy, budget, clock))
     }
 
     /// Runs the loop around a sync operation.
@@ -1023,20 +989,8 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
-        let state = self.unstarted::<T, E>();
-        drive::Drive::new(self, state, drive::Closures::<F, Fut, L>::new(op), true)
-    }
-
-    /// The state of an async call of this loop, started at its first
-    /// poll.
-    #[cfg(feature = "async")]
-    #[inline]
-    pub(crate) fn unstarted<T, E>(&self) -> AttemptState<'a, crate::time::timer::RuntimeClock>
-    where
-        Self: Steps<T, E>,
-    {
-        let clock = crate::time::timer::RuntimeClock::current();
-        self.gated::<T, E, _, _>(AttemptState::unstarted(self.policy, self.budget, clock))
+        let op = drive::Closures::<F, Fut, L>::new(op);
+        drive::Drive::new(self, self.policy, self.budget, op, true)
     }
 
     /// Runs the loop around an async operation that borrows or owns
@@ -1095,9 +1049,8 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
         F: FnMut(S) -> Fut,
         Fut: Future<Output = (S, Result<T, E>)>,
     {
-        let state = self.unstarted::<T, E>();
         let op = drive::WithValue::new(value, op);
-        drive::HandsBack::new(drive::Drive::new(self, state, op, false))
+        drive::HandsBack::new(drive::Drive::new(self, self.policy, self.budget, op, false))
     }
 }
 
@@ -1125,8 +1078,6 @@ impl<T, E, X: steps::Steps<T, E> + ?Sized> Handles<T, E> for X {}
 pub(crate) mod steps {
     use std::time::Duration;
 
-    #[cfg(feature = "async")]
-    use crate::Elapsed;
     use crate::limit::adaptive::AdaptiveThrottle;
     use crate::limit::breaker::CircuitBreaker;
     #[cfg(all(feature = "async", not(loom)))]
@@ -1187,14 +1138,13 @@ pub(crate) mod steps {
         #[doc(hidden)]
         fn hedging(&self) -> Option<&Hedge>;
 
-        /// What a hedged attempt gave, as its outcome and the verdict on it:
-        /// cut off, it is the loop's `Elapsed` error, ambiguous.
-        #[cfg(feature = "async")]
+        /// `state`, named as this loop is, behind its breaker and adaptive
+        /// throttle if it has them.
         #[doc(hidden)]
-        fn judge_hedged(
+        fn gate<'s, C: crate::time::clock::Clock, P: HoldsPolicy>(
             &self,
-            out: Result<Result<T, E>, Elapsed>,
-        ) -> (Result<T, E>, crate::state::vocabulary::Attempted);
+            state: AttemptState<'s, C, P>,
+        ) -> AttemptState<'s, C, P>;
     }
 }
 
@@ -1283,22 +1233,18 @@ where
         self.hedge.as_ref()
     }
 
-    #[cfg(feature = "async")]
-    fn judge_hedged(
+    #[inline]
+    fn gate<'s, C: crate::time::clock::Clock, P: HoldsPolicy>(
         &self,
-        out: Result<Result<T, E>, Elapsed>,
-    ) -> (Result<T, E>, crate::state::vocabulary::Attempted) {
-        match out {
-            Ok(outcome) => {
-                let verdict = self.judge(&outcome);
-                (outcome, verdict)
-            }
-            Err(Elapsed { .. }) => (
-                Err(L::elapsed()),
-                crate::state::vocabulary::Attempted::Failed(
-                    crate::classify::Verdict::RetryIfIdempotent,
-                ),
-            ),
+        state: AttemptState<'s, C, P>,
+    ) -> AttemptState<'s, C, P> {
+        let mut state = state.name(self.name);
+        if let Some(breaker) = self.breaker.breaker() {
+            state = state.breaker(breaker);
         }
+        if let Some(throttle) = self.throttle.throttle() {
+            state = state.throttle(throttle);
+        }
+        state
     }
 }

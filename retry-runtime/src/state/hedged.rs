@@ -99,13 +99,13 @@ impl<C: Clock, P: HoldsPolicy> AttemptState<'_, C, P> {
         Fut: Future<Output = O>,
         J: Fn(Result<O, Elapsed>) -> (O, Attempted),
     {
-        let mut round = Round::start(self, hedge, timeout, &mut make);
+        let mut round = Round::start(self, hedge, timeout, |_| make());
         #[cfg(feature = "tracing")]
         let span = self.obs.span().clone();
         std::future::poll_fn(|task| {
             #[cfg(feature = "tracing")]
             let _span = span.enter();
-            round.poll(self, hedge, &mut make, &judge, task)
+            round.poll(self, hedge, &mut |_| make(), &judge, task)
         })
         .await
     }
@@ -298,7 +298,7 @@ impl<Fut: Future> Round<Fut> {
         state: &mut AttemptState<'_, C, P>,
         hedge: &Hedge,
         timeout: Option<Duration>,
-        make: impl FnOnce() -> Fut,
+        make: impl FnOnce(Option<Duration>) -> Fut,
     ) -> Self {
         state.record_call();
         state.sending();
@@ -321,7 +321,7 @@ impl<Fut: Future> Round<Fut> {
             None => first,
         };
         let limit = timeout.map(|t| state.attempt_limit(t));
-        let primary = Box::pin(Timed::new(limit, make()));
+        let primary = Box::pin(Timed::new(limit, make(limit)));
         let meta = InFlight {
             scope: state.scope(),
             attempt: first,
@@ -347,13 +347,14 @@ impl<Fut: Future> Round<Fut> {
 
     /// Polls the round: `Ready` with the outcome that ended it and its
     /// judgement, once one answers or all have failed. `make` makes the
-    /// hedges; `judge` turns what an attempt gave into its outcome and
+    /// hedges (each told how long it may run); `judge` turns what an
+    /// attempt gave into its outcome and
     /// what the attempt came to.
     pub(crate) fn poll<C: Clock, P: HoldsPolicy, O>(
         &mut self,
         state: &mut AttemptState<'_, C, P>,
         hedge: &Hedge,
-        make: &mut impl FnMut() -> Fut,
+        make: &mut impl FnMut(Option<Duration>) -> Fut,
         judge: &impl Fn(Result<Fut::Output, Elapsed>) -> (O, Attempted),
         task: &mut std::task::Context<'_>,
     ) -> Poll<(O, Attempted)> {
@@ -412,7 +413,7 @@ impl<Fut: Future> Round<Fut> {
             }
             let limit = self.timeout.map(|t| state.attempt_limit(t));
             self.hedges
-                .push((Box::pin(Timed::new(limit, make())), meta));
+                .push((Box::pin(Timed::new(limit, make(limit))), meta));
             self.next += 1;
             if self.next <= self.last
                 && let Some(delay) = self.delay

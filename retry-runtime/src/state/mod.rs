@@ -172,24 +172,6 @@ impl<'a, C: Clock> AttemptState<'a, C> {
 }
 
 impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
-    /// A call under `policy` that starts when [`start_now`](Self::start_now)
-    /// says (an async call: at its first poll), drawing on `budget` as it
-    /// is.
-    #[cfg(feature = "async")]
-    #[inline]
-    pub(crate) fn unstarted(policy: P, budget: Option<BudgetRef<'a>>, clock: C) -> Self {
-        let origin = crate::time::clock::origin();
-        Self::started(policy, budget, clock, origin, None, Observe::new())
-    }
-
-    /// An [`unstarted`](Self::unstarted) call starts now: its deadline
-    /// counts from here.
-    #[cfg(feature = "async")]
-    #[inline]
-    pub(crate) fn start_now(&mut self) {
-        (self.start, self.deadline) = start_and_deadline(self.policy.get(), &self.clock);
-    }
-
     /// Starts a call under `policy` (borrowed, or an integration's own,
     /// made for its request), drawing on `budget` as it is.
     #[inline]

@@ -215,7 +215,7 @@ impl Clock for TokioClock {
 ///
 /// It is placed a day before its first use, so that instants read a little
 /// earlier (a paused tokio runtime started first) still land after it.
-pub(crate) fn origin() -> Instant {
+fn origin() -> Instant {
     static ORIGIN: OnceLock<Instant> = OnceLock::new();
     *ORIGIN.get_or_init(|| {
         let now = Instant::now();

@@ -66,7 +66,6 @@ use crate::run::drive::{Drive, Keeps, Lends, Operation};
 use crate::run::observe::Ignore;
 use crate::run::{Chosen, Handles, NoBreaker, NoThrottle, NoTimeout, Retry, TimeoutSlot};
 use crate::state::policy::Policy;
-use crate::time::timer::RuntimeClock;
 
 mod replay;
 
@@ -724,11 +723,6 @@ where
         };
         let retry = self.layer.retry.clone();
         let budget = retry.budget();
-        let state = retry.retry.unstarted_under::<S::Response, S::Error, _>(
-            policy,
-            budget,
-            RuntimeClock::current(),
-        );
         let call = LayerCall {
             service,
             source,
@@ -739,7 +733,7 @@ where
             kinds: PhantomData,
         };
         ResponseFuture {
-            drive: Drive::new(retry, state, call, true),
+            drive: Drive::new(retry, policy, budget, call, true),
         }
     }
 }
@@ -751,12 +745,13 @@ type AttemptSpan = tracing::Span;
 type AttemptSpan = ();
 
 /// No span yet: an attempt's is made when it starts.
+#[cfg(feature = "tracing")]
 fn no_span() -> AttemptSpan {
-    #[cfg(feature = "tracing")]
-    return tracing::Span::none();
-    #[cfg(not(feature = "tracing"))]
-    ()
+    tracing::Span::none()
 }
+
+#[cfg(not(feature = "tracing"))]
+fn no_span() -> AttemptSpan {}
 
 pin_project_lite::pin_project! {
     /// One call through the layer, carried from attempt to attempt.
@@ -823,7 +818,14 @@ where
     }
 
     fn cut_off(self: Pin<&mut Self>) -> S::Error {
-        self.project().sent.set(None);
+        let mut this = self.project();
+        #[cfg(feature = "tracing")]
+        let _span = this.span.enter();
+        this.sent.set(None);
+        L::elapsed()
+    }
+
+    fn elapsed() -> S::Error {
         L::elapsed()
     }
 
@@ -851,7 +853,7 @@ where
     // the caller made ready (what it reserved, a concurrency limit's slot,
     // is used, not held idle while a clone waits for another); the others
     // on clones, each made ready in its attempt.
-    fn hedge(self: Pin<&mut Self>) -> LayerHedge<S, Req, P> {
+    fn hedge(self: Pin<&mut Self>, _: Option<Duration>) -> LayerHedge<S, Req, P> {
         let this = self.project();
         *this.attempts += 1;
         let service = if std::mem::replace(this.lent, true) {
