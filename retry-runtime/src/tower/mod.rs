@@ -631,7 +631,7 @@ pub trait Replay<Req>: replay::Sealed {
     /// HTTP body that fits the replay limit is read whole now), and says
     /// whether it is.
     fn poll_prepare(source: &mut Self::Source, cx: &mut TaskContext<'_>) -> Poll<bool>;
-    /// A copy of a [prepared](Self::prepare) request, to send beside
+    /// A copy of a [prepared](Self::poll_prepare) request, to send beside
     /// another.
     fn copy(source: &Self::Source) -> Option<Self::Copy>;
     /// The request of a copy, built inside the attempt that sends it.
