@@ -459,8 +459,8 @@ impl<'a> Retry<'a> {
 }
 
 impl Retry<'static> {
-    /// A loop to be run later under a policy of its own
-    /// ([`by_ref`](Self::by_ref)), with no budget yet: what a layer keeps.
+    /// A loop to be run later under a policy of its own (each request's),
+    /// with no budget yet: what a layer keeps.
     #[cfg(feature = "tower")]
     pub(crate) const fn detached() -> Self {
         static UNUSED: Policy = Policy::new();
@@ -493,8 +493,8 @@ impl<'a> From<&'a Policy> for Retry<'a> {
 #[cfg(feature = "tower")]
 impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// What an integration keeps of this loop: the policy, the budget as
-    /// it was chosen, and the rest, to be run under a policy and a budget
-    /// of the integration's ([`by_ref`](Self::by_ref)).
+    /// it was chosen, and the rest, to be run under a policy made for each
+    /// request and the budget the integration settles on.
     // (The three parts an integration keeps apart: no type of their own.)
     #[allow(clippy::type_complexity)]
     pub(crate) fn detach(self) -> (Policy, Chosen, Retry<'static, W, K, B, R, G, L, A>) {
@@ -907,8 +907,8 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
         self
     }
 
-    /// A call's state under `policy` (an integration's, made for the
-    /// request), drawing on this loop's budget.
+    /// A sync call's state under `policy`, drawing on `budget`, started
+    /// now.
     pub(crate) fn state_under<T, E, C: crate::time::clock::Clock, P: HoldsPolicy>(
         &self,
         policy: P,
