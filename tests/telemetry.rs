@@ -31,6 +31,8 @@ struct Capture {
     levels: Mutex<Vec<tracing::Level>>,
     /// The spans entered, innermost last.
     entered: Mutex<Vec<u64>>,
+    /// Each span's parent, if it has one.
+    parents: Mutex<BTreeMap<u64, u64>>,
 }
 
 struct Visitor<'a>(&'a mut Fields);
@@ -54,6 +56,14 @@ impl tracing::Subscriber for Capture {
         span.record(&mut Visitor(&mut fields));
         let name = span.metadata().name().to_owned();
         self.spans.lock().unwrap().insert(id, (name, fields));
+        let parent = match span.parent() {
+            Some(explicit) => Some(explicit.into_u64()),
+            None if span.is_contextual() => self.entered.lock().unwrap().last().copied(),
+            None => None,
+        };
+        if let Some(parent) = parent {
+            self.parents.lock().unwrap().insert(id, parent);
+        }
         tracing::span::Id::from_u64(id)
     }
     fn record(&self, span: &tracing::span::Id, values: &tracing::span::Record<'_>) {
@@ -886,4 +896,44 @@ fn many_layers_built_at_one_place_are_warned_about_once_in_debug_builds() {
             "{warning:?}"
         );
     }
+}
+
+#[test]
+fn a_call_async_future_starts_when_first_polled_in_the_span_it_runs_in() {
+    let _serial = serial();
+    let capture = Arc::new(Capture::default());
+    tracing::subscriber::with_default(Arc::clone(&capture), || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let policy = backstop::Policy::new();
+            // Made before the span is given to it, as `.instrument` is used.
+            let call = backstop::call_async(&policy, || async { Ok::<_, Error>(1) });
+            let request = tracing::info_span!("request");
+            let out = tracing::Instrument::instrument(call, request).await;
+            assert_eq!(out.unwrap(), 1);
+            // A call never polled is no call.
+            drop(backstop::call_async(&policy, || async {
+                Ok::<_, Error>(2)
+            }));
+        });
+    });
+    let spans = capture.spans.lock().unwrap();
+    let named = |name: &str| {
+        spans
+            .iter()
+            .filter(|(_, (n, _))| n == name)
+            .map(|(id, _)| *id)
+            .collect::<Vec<_>>()
+    };
+    let (calls, requests) = (named("retry"), named("request"));
+    assert_eq!(calls.len(), 1, "one span for the call that ran: {spans:?}");
+    assert_eq!(
+        capture.parents.lock().unwrap().get(&calls[0]),
+        Some(&requests[0]),
+        "the call's span is inside the one its future ran in"
+    );
 }
