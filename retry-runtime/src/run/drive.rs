@@ -162,20 +162,22 @@ enum Phase<K, H> {
     Done,
 }
 
-/// The call's span, entered around every poll.
+/// A span the loop enters (the call's, an attempt's): nothing without
+/// `tracing`.
 #[cfg(feature = "tracing")]
-type CallSpan = tracing::Span;
+pub(crate) type LoopSpan = tracing::Span;
 #[cfg(not(feature = "tracing"))]
-type CallSpan = ();
+pub(crate) type LoopSpan = ();
 
-/// No span yet: the call's is made at its first poll.
+/// No span yet: the call's is made at its first poll, an attempt's when it
+/// starts.
 #[cfg(feature = "tracing")]
-fn no_span() -> CallSpan {
+pub(crate) fn no_span() -> LoopSpan {
     tracing::Span::none()
 }
 
 #[cfg(not(feature = "tracing"))]
-fn no_span() -> CallSpan {}
+pub(crate) fn no_span() -> LoopSpan {}
 
 pin_project_lite::pin_project! {
     /// The async retry loop around `op`, under the classifiers, hooks and
@@ -200,7 +202,7 @@ pin_project_lite::pin_project! {
         timed_out: bool,
         // What a poll of the attempt leaves to the next.
         shared: Option<Arc<AtomicBool>>,
-        span: CallSpan,
+        span: LoopSpan,
     }
 }
 

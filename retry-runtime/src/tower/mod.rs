@@ -62,7 +62,7 @@ use tower_service::Service;
 use crate::classify::{ByClassify, Classifier, Classify, NeverRetry, Verdict};
 use crate::limit::budget::BudgetRef;
 use crate::limit::throttle::OwnThrottle;
-use crate::run::drive::{Drive, Keeps, Lends, Operation};
+use crate::run::drive::{Drive, Keeps, Lends, LoopSpan, Operation, no_span};
 use crate::run::observe::Ignore;
 use crate::run::{Chosen, Handles, NoBreaker, NoThrottle, NoTimeout, Retry, TimeoutSlot};
 use crate::state::policy::Policy;
@@ -738,21 +738,6 @@ where
     }
 }
 
-/// The span an attempt runs in.
-#[cfg(feature = "tracing")]
-type AttemptSpan = tracing::Span;
-#[cfg(not(feature = "tracing"))]
-type AttemptSpan = ();
-
-/// No span yet: an attempt's is made when it starts.
-#[cfg(feature = "tracing")]
-fn no_span() -> AttemptSpan {
-    tracing::Span::none()
-}
-
-#[cfg(not(feature = "tracing"))]
-fn no_span() -> AttemptSpan {}
-
 pin_project_lite::pin_project! {
     /// One call through the layer, carried from attempt to attempt.
     struct LayerCall<S, Req, P, L>
@@ -771,7 +756,7 @@ pin_project_lite::pin_project! {
         // The request of the attempt running, once sent.
         #[pin]
         sent: Option<S::Future>,
-        span: AttemptSpan,
+        span: LoopSpan,
         kinds: PhantomData<fn() -> (Req, L)>,
     }
 }
@@ -897,7 +882,7 @@ pin_project_lite::pin_project! {
         copy: Option<P::Copy>,
         #[pin]
         sent: Option<S::Future>,
-        span: AttemptSpan,
+        span: LoopSpan,
     }
 }
 
