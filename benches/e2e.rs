@@ -24,7 +24,7 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 
 use backstop::Policy;
-use backstop::reqwest_middleware::RetryMiddleware;
+use backstop::reqwest::RetryMiddleware;
 use backstop::tower::{ReplayBody, RetryLayer};
 use bytes::Bytes;
 use criterion::{Criterion, criterion_group};

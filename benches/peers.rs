@@ -30,7 +30,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use backstop::backoff::Rng;
-use backstop::{Jitter, Policy, RetryBudget, RetryThrottle};
+use backstop::limit::{TokenBudget, WindowBudget};
+use backstop::{Jitter, Policy};
 use criterion::{BenchmarkId, Criterion, criterion_group};
 
 mod cases;
@@ -144,7 +145,8 @@ fn success(c: &mut Criterion) {
             .iter(|| (|| async { op(black_box(1)) }).retry(policy));
     });
     g.bench_function("tower Retry async", |b| {
-        use tower::{ServiceExt, retry::Retry, service_fn};
+        use tower::retry::Retry;
+        use tower::{ServiceExt, service_fn};
         b.to_async(&rt).iter(|| {
             let service = service_fn(|x: u64| async move { op(x) });
             Retry::new(TowerAttempts(2), service).oneshot(black_box(1))
@@ -156,7 +158,9 @@ fn success(c: &mut Criterion) {
         0.2,
     )));
     g.bench_function("tower Retry + TpsBudget + Timeout async", |b| {
-        use tower::{ServiceExt, retry::Retry, service_fn, timeout::Timeout};
+        use tower::retry::Retry;
+        use tower::timeout::Timeout;
+        use tower::{ServiceExt, service_fn};
         b.to_async(&rt).iter(|| {
             let service = service_fn(|x: u64| async move { op(x) });
             let service = Timeout::new(service, Duration::from_secs(30));
@@ -212,7 +216,7 @@ const OPS: u32 = 1_000_000;
 fn budget(c: &mut Criterion) {
     use tower::retry::budget::{Budget, TpsBudget};
     let mut g = c.benchmark_group("budget");
-    let ours = RetryBudget::new(0.1, 10, Duration::from_secs(10));
+    let ours = WindowBudget::new(0.1, 10, Duration::from_secs(10));
     g.bench_function("backstop call + retry", |b| {
         b.iter(|| {
             let now = Instant::now();
@@ -228,13 +232,13 @@ fn budget(c: &mut Criterion) {
         });
     });
     // The default: a success with the bucket full reads one word.
-    let full = RetryThrottle::standard();
+    let full = TokenBudget::standard();
     let now = Instant::now();
     g.bench_function("backstop throttle: answer, bucket full", |b| {
         b.iter(|| black_box(&full).answered(black_box(now)));
     });
     // A failure and an answer: two compare-and-swaps.
-    let busy = RetryThrottle::standard();
+    let busy = TokenBudget::standard();
     g.bench_function("backstop throttle: failure + answer", |b| {
         b.iter(|| {
             let now = Instant::now();
@@ -250,7 +254,7 @@ fn budget(c: &mut Criterion) {
     g.sample_size(10);
     g.bench_function(BenchmarkId::new("backstop", OPS), |b| {
         b.iter(|| {
-            let budget = Arc::new(RetryBudget::new(0.1, 10, Duration::from_secs(10)));
+            let budget = Arc::new(WindowBudget::new(0.1, 10, Duration::from_secs(10)));
             contend(|| {
                 let budget = budget.clone();
                 move || {
@@ -265,7 +269,7 @@ fn budget(c: &mut Criterion) {
     });
     g.bench_function(BenchmarkId::new("backstop throttle", OPS), |b| {
         b.iter(|| {
-            let throttle = Arc::new(RetryThrottle::standard());
+            let throttle = Arc::new(TokenBudget::standard());
             contend(|| {
                 let throttle = throttle.clone();
                 move || {
@@ -366,8 +370,8 @@ fn sizes() {
         let _ = tokio_retry2.await;
     });
     println!(
-        "RetryBudget {} bytes (no heap), tower TpsBudget {} bytes (and a boxed slice of slots)",
-        size_of::<RetryBudget>(),
+        "WindowBudget {} bytes (no heap), tower TpsBudget {} bytes (and a boxed slice of slots)",
+        size_of::<WindowBudget>(),
         size_of::<tower::retry::budget::TpsBudget>(),
     );
 }
@@ -407,7 +411,7 @@ fn rng(c: &mut Criterion) {
 /// `testing::VirtualTime` when one is installed on the thread) beside the
 /// clocks it reads underneath.
 fn clock(c: &mut Criterion) {
-    use backstop::{Clock, SystemClock};
+    use backstop::time::{Clock, SystemClock};
     let mut g = c.benchmark_group("clock");
     g.bench_function("Instant::now", |b| b.iter(Instant::now));
     g.bench_function("backstop SystemClock::now", |b| {

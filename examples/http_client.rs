@@ -8,8 +8,9 @@
 
 use std::time::{Duration, Instant};
 
+use backstop::limit::CircuitBreaker;
 use backstop::reqwest::{Error, response_verdict, within_attempt};
-use backstop::{CircuitBreaker, GiveUpEvent, RetryEvent, context, retry};
+use backstop::{GiveUpEvent, RetryEvent, context, retry};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 

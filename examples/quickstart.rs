@@ -6,13 +6,14 @@ use std::io::{Error, ErrorKind};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Instant;
 
-use backstop::{RetryThrottle, Verdict, retry};
+use backstop::limit::TokenBudget;
+use backstop::{Verdict, retry};
 
 /// Shared by every function that calls the user service (each `#[retry]`
 /// function has one of its own by default): a token bucket that every
 /// retryable failure drains and every answer refills, so that retries stop
 /// within a few failures when the service is down.
-static USERS: RetryThrottle = RetryThrottle::standard();
+static USERS: TokenBudget = TokenBudget::standard();
 
 /// A dependency that resets the connection twice, then answers.
 static RESETS_LEFT: AtomicU32 = AtomicU32::new(2);
@@ -79,7 +80,7 @@ fn main() {
     println!("async: {:?}", runtime.block_on(get_user_async(7)));
 
     println!(
-        "retry throttle: {} of {} tokens left (retries stop at half)",
+        "token budget: {} of {} tokens left (retries stop at half)",
         USERS.tokens(),
         USERS.max_tokens()
     );

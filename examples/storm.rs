@@ -37,10 +37,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use backstop::backoff::Rng;
-use backstop::{
-    AdaptiveThrottle, CircuitBreaker, CircuitOpen, Classify, Elapsed, RetryBudget, Throttled,
-    Verdict, retry,
-};
+use backstop::limit::{AdaptiveThrottle, CircuitBreaker, WindowBudget};
+use backstop::{CircuitOpen, Classify, Elapsed, Throttled, Verdict, retry};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
@@ -428,7 +426,7 @@ async fn defaults(server: &Server) -> Result<(), CallError> {
 
 /// A windowed budget instead: retries at most 10% of the calls of the last
 /// 10 s, plus a reserve of 10 a second.
-static WINDOW: RetryBudget = RetryBudget::standard();
+static WINDOW: WindowBudget = WindowBudget::standard();
 
 /// Full jitter and the windowed budget.
 #[retry(idempotent, attempt_timeout = server.timeout(), budget = WINDOW)]
@@ -486,7 +484,7 @@ impl Strategy {
             Self::Exponential => "exponential, no jitter",
             Self::FullJitter => "full jitter",
             Self::Windowed => "windowed budget (10%)",
-            Self::Defaults => "defaults (throttle)",
+            Self::Defaults => "defaults (token budget)",
             Self::DefaultsAdaptive => "defaults + adaptive",
             Self::DefaultsBreaker => "defaults + breaker",
         }

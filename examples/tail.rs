@@ -28,7 +28,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use backstop::backoff::Rng;
-use backstop::{RetryBudget, retry};
+use backstop::limit::WindowBudget;
+use backstop::retry;
 use tokio::time::{Instant, sleep};
 
 /// Calls per scenario: enough for a steady 99.9th percentile.
@@ -82,7 +83,7 @@ async fn adaptive(dependency: &Dependency) -> Result<(), Error> {
 }
 
 /// A budget with little in it: retries and hedges at most 0.5% of calls.
-static SCARCE: RetryBudget = RetryBudget::new(0.005, 0, Duration::from_secs(10));
+static SCARCE: WindowBudget = WindowBudget::new(0.005, 0, Duration::from_secs(10));
 
 #[retry(idempotent, hedge = p95, budget = SCARCE)]
 async fn adaptive_scarce(dependency: &Dependency) -> Result<(), Error> {

@@ -14,8 +14,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use backstop::http::Attempts;
+use backstop::limit::CircuitBreaker;
 use backstop::tower::RetryLayer;
-use backstop::{CircuitBreaker, Policy, Retry};
+use backstop::{Policy, Retry};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;

@@ -2,7 +2,7 @@
 //!
 //! Retries that never make an outage worse. One line above a function
 //! gives it exponential backoff with jitter that never breaks its cap, a
-//! deadline for the whole call, `Retry-After` honoured, a retry throttle on
+//! deadline for the whole call, `Retry-After` honoured, a token budget on
 //! by default that stops retrying when failure is systemic, and retries
 //! only for what a retry can fix.
 //!
@@ -25,7 +25,7 @@
 //! ```
 //!
 //! `async fn` works the same, sleeping on tokio's timer (or async-io's,
-//! or one of your own: see [`timer`]):
+//! or one of your own: see [`time`]):
 //!
 //! ```
 //! # use std::io::Error;
@@ -57,10 +57,10 @@
 //! | a closure, with a budget, breaker, classifiers or hooks | `backstop::Retry::new(&policy).breaker(..).when(..).call_async(..)` | (async: a timer) |
 //! | a tower stack (hyper, any `Service`) | `backstop::tower::RetryLayer::http(&policy)`, `backstop::tower::RetryLayer::new(&policy)` | `tower` |
 //! | reqwest | `#[retry]` with `backstop::reqwest::within_attempt(..).send()` and `when_ok = response_verdict` | `reqwest` |
-//! | a reqwest-middleware client | `backstop::reqwest_middleware::RetryMiddleware::new(&policy)` | `reqwest-middleware` |
+//! | a reqwest-middleware client | `backstop::reqwest::RetryMiddleware::new(&policy)` | `reqwest-middleware` |
 //! | a tonic client | `backstop::tower::RetryLayer::http(&policy)` on its `Channel`, or `#[retry]` with `backstop::tonic::within_attempt(request)` (`Classify` for `tonic::Status`) | `tonic` |
 //!
-//! Each keeps the same guarantees: the deadline, the throttle, the
+//! Each keeps the same guarantees: the deadline, the budget, the
 //! classification, the context inside attempts.
 //!
 //! # What a call does
@@ -69,7 +69,7 @@
 //! enclosing `#[retry]` call, see [Composing calls](#composing-calls)).
 //! Before each attempt, the adaptive throttle (`throttle = ..`) may shed
 //! it, and the breaker (`breaker = ..`) may reject it. After each attempt,
-//! the retry throttle hears of it (an answer gives back a tenth of a token,
+//! the token budget hears of it (an answer gives back a tenth of a token,
 //! a failure a retry could fix takes one; a windowed budget counts the
 //! call once instead), and then, in this order:
 //!
@@ -95,7 +95,7 @@
 //!    still start late if its task runs late: an executor that polls it
 //!    late behind a blocked worker thread, or an overloaded machine that
 //!    wakes the runtime's thread late.)
-//! 6. **Budget.** The retry throttle allows a retry only while more than
+//! 6. **Budget.** The token budget allows a retry only while more than
 //!    half its tokens are left (a windowed budget: while the window has
 //!    one to grant).
 //! 7. Sleep, and attempt again.
@@ -121,7 +121,7 @@
 //! | `when` | path or closure `Fn(&E) -> bool` or `-> Verdict` | `E: Classify` |
 //! | `when_ok` | path or closure `Fn(&T) -> bool` or `-> Verdict` | never |
 //! | `idempotent` | `true`, `false` (bare `idempotent` is `true`) | `false` |
-//! | `budget` | path to a `static RetryThrottle` or `RetryBudget` (not a `const`), or `none` | a throttle of the function's own |
+//! | `budget` | path to a `static TokenBudget` or `WindowBudget` (not a `const`), or `none` | a token budget of the function's own |
 //! | `breaker` | path to a `static CircuitBreaker`; needs `E: From<CircuitOpen>` | none |
 //! | `throttle` | path to a `static AdaptiveThrottle`; needs `E: From<Throttled>` | none |
 //! | `attempt_timeout` | duration (async fns only); needs `E: From<Elapsed>` | none |
@@ -278,7 +278,7 @@
 //!
 //! ### `budget`
 //!
-//! Every `#[retry]` function has a [`RetryThrottle`] of its own by default
+//! Every `#[retry]` function has a [`TokenBudget`](limit::TokenBudget) of its own by default
 //! (gRPC's retry throttling: 10 tokens; every failure a retry could fix
 //! takes one, every answer gives back 0.1; retries only while more than 5
 //! are left; one token back every 10 s). A dependency failing every call
@@ -286,17 +286,17 @@
 //! name; isolated failures are retried: with attempts failing at random,
 //! at most 1% of the retries are refused while 4% of attempts fail or
 //! fewer (evenly spaced failures get all their retries up to about 9%).
-//! Share a `static` throttle between the functions that call one
-//! dependency, use a windowed [`RetryBudget`] (retries at most a fraction
+//! Share a `static` token budget between the functions that call one
+//! dependency, use a windowed [`WindowBudget`](limit::WindowBudget) (retries at most a fraction
 //! of the calls of a window) where a fixed ratio fits better, or opt out
 //! with `budget = none`. It must be a `static`: a `const` is copied at
 //! every use, so each call would draw on a fresh one and every retry be
 //! granted; `budget = SOME_CONST` is a compile error.
 //!
 //! ```
-//! # use std::io::{Error, ErrorKind}; use backstop::{retry, RetryThrottle};
+//! # use std::io::{Error, ErrorKind}; use backstop::{retry, limit::TokenBudget};
 //! # let _vt = backstop::testing::VirtualTime::start();
-//! static DB: RetryThrottle = RetryThrottle::new(10, 0.1);
+//! static DB: TokenBudget = TokenBudget::new(10, 0.1);
 //!
 //! #[retry(budget = DB, base = 1ns)] // (no time passes: no refill)
 //! fn read_row(attempts: &mut u32) -> Result<(), Error> {
@@ -316,9 +316,9 @@
 //! A windowed budget, shared:
 //!
 //! ```
-//! # use std::io::{Error, ErrorKind}; use std::time::Duration; use backstop::{retry, RetryBudget};
+//! # use std::io::{Error, ErrorKind}; use std::time::Duration; use backstop::{retry, limit::WindowBudget};
 //! # let _vt = backstop::testing::VirtualTime::start();
-//! static DB: RetryBudget = RetryBudget::new(0.2, 5, Duration::from_secs(10));
+//! static DB: WindowBudget = WindowBudget::new(0.2, 5, Duration::from_secs(10));
 //!
 //! #[retry(budget = DB)]
 //! fn read_row() -> Result<(), Error> {
@@ -340,7 +340,7 @@
 //!
 //! ### `breaker`
 //!
-//! A [`CircuitBreaker`] stops the calls themselves while the dependency is
+//! A [`CircuitBreaker`](limit::CircuitBreaker) stops the calls themselves while the dependency is
 //! known to be down: after `failure_threshold` consecutive retryable
 //! failures (a `Stop` error such as a 400 is the caller's fault and does
 //! not count) it opens, and calls fail at once with [`CircuitOpen`],
@@ -362,7 +362,7 @@
 //!
 //! ```
 //! # use std::time::Duration;
-//! use backstop::{retry, CircuitBreaker, CircuitOpen, Classify, Verdict};
+//! use backstop::{retry, limit::CircuitBreaker, CircuitOpen, Classify, Verdict};
 //! # let vt = backstop::testing::VirtualTime::start();
 //!
 //! #[derive(Debug, PartialEq)]
@@ -461,9 +461,9 @@
 //! it counts towards `attempts`; and it is granted as a retry is — never
 //! after the deadline, never beside a breaker's half-open probe, not while
 //! the breaker is open or the adaptive throttle sheds it, and only while
-//! the budget grants it: a retry throttle with more than half its tokens
+//! the budget grants it: a token budget with more than half its tokens
 //! (a check, nothing taken, as gRFC A6 sends hedges), or a windowed
-//! budget's token (counted as a retry). When the dependency is failing, the throttle
+//! budget's token (counted as a retry). When the dependency is failing, the budget
 //! stops hedges first: hedging is for latency, not for overload. Hooks
 //! see hedges in [`RetryEvent::hedges`] and [`GiveUpEvent::hedges`];
 //! `tracing` logs each at DEBUG, `metrics` counts `backstop_hedges_total`
@@ -549,7 +549,7 @@
 //!
 //! A [`Policy`] built at run time (from configuration, say) replaces the
 //! schedule options, which cannot be combined with it. It is evaluated on
-//! every call, before the first attempt. The function keeps a throttle of
+//! every call, before the first attempt. The function keeps a token budget of
 //! its own unless the policy has a budget or `budget` says otherwise.
 //!
 //! ```
@@ -676,18 +676,18 @@
 //! // fn get() -> Result<u32, Error> { fetch() }
 //! fn get() -> Result<u32, Error> {
 //!     use backstop::__private as rt;
-//!     static THROTTLE: rt::RetryThrottle = rt::RetryThrottle::standard();
+//!     static BUDGET: rt::TokenBudget = rt::TokenBudget::standard();
 //!     // Options that are all literals make a `static` policy.
 //!     static POLICY: rt::Policy = rt::Policy::new()
 //!         .attempts(4)
 //!         .base(std::time::Duration::new(0, 100_000_000));
 //!     // (Under `testing::isolate()`, the call draws on a fresh copy.)
-//!     let budget = Some(rt::BudgetRef::Throttle(&THROTTLE));
+//!     let budget = Some(rt::BudgetRef::Token(&BUDGET));
 //!     // Names the call for `tracing` and `metrics`.
 //!     static FUNCTION: rt::Function = rt::Function::new("my_crate::get");
 //!     // The call reads the clock once. Its state machine is made only if
 //!     // the first attempt fails: a call that succeeds at once costs a
-//!     // clock read, the attempt's context and a read of the throttle.
+//!     // clock read, the attempt's context and a read of the budget.
 //!     let mut call = rt::Call::new(&POLICY, rt::SystemClock, budget, &FUNCTION);
 //!     loop {
 //!         // The attempt, with `backstop::context()` set while it runs.
@@ -715,8 +715,8 @@
 //!
 //! An `async fn` awaits an `async { body }` block instead of calling a
 //! closure, reads the clock and sleeps on the timer of its runtime
-//! ([`timer::RuntimeClock`]: tokio's, async-io's or one set with
-//! [`timer::set_timer`]). Its outcome
+//! ([`time::RuntimeClock`]: tokio's, async-io's or one set with
+//! [`time::set_timer`]). Its outcome
 //! lives in an inner block that ends before the sleep: a retried value (a
 //! 503 response and its connection) is dropped at once, and the future is
 //! `Send` whenever the plain function's would be, even for a `!Send` error
@@ -759,8 +759,8 @@
 //! to `tokio::spawn` or `spawn_blocking` runs outside it (no context, no
 //! deadline propagation, no one-layer rule there) unless the call is
 //! carried along, as `tracing` carries a span: `tokio::spawn(fut.in_current_call())`
-//! ([`InCurrentCall`]), or `let call = current_call();` then
-//! `spawn_blocking(move || call.in_scope(|| ...))` ([`current_call`]).
+//! ([`InCurrentCall`](scope::InCurrentCall)), or `let call = current_call();` then
+//! `spawn_blocking(move || call.in_scope(|| ...))` ([`current_call`](scope::current_call)).
 //! `block_in_place` keeps it.
 //!
 //! `#[retry]` functions that call each other compose:
@@ -794,8 +794,8 @@
 //! ```
 //!
 //! To bound a whole request without retrying it, run it under a deadline:
-//! [`deadline`] for a future, a time limit (its output, or [`Elapsed`] at
-//! the deadline, when the future is dropped), and [`deadline_sync`] for
+//! [`deadline`](scope::deadline) for a future, a time limit (its output, or [`Elapsed`] at
+//! the deadline, when the future is dropped), and [`deadline_sync`](scope::deadline_sync) for
 //! sync code, which cannot be cut off. The `#[retry]` calls inside either
 //! see its deadline as they would see an enclosing `#[retry]` call's, and
 //! give up before it with their own error.
@@ -811,7 +811,7 @@
 //! async fn handler(id: u64) -> Result<String, Error> {
 //!     // Every call in the handler ends by 500 ms, whatever its own deadline;
 //!     // whatever else runs past it is cut off (`Elapsed`, into `Error`).
-//!     backstop::deadline(Duration::from_millis(500), async {
+//!     backstop::scope::deadline(Duration::from_millis(500), async {
 //!         load_profile(id).await
 //!     })
 //!     .await?
@@ -869,7 +869,7 @@
 //! | `RetryAfter(d)` | the server said when | after `d`…`1.2·d`, unless `d > retry_after_max` |
 //! | `RetryIfIdempotent` | ambiguous: the work may have happened (a timeout, a connection reset after the request was sent) | only if `idempotent` |
 //! | `Stop` | retrying cannot help (validation, most 4xx) | never |
-//! | `StopOverloaded` | the dependency is overloaded and said not to retry (gRPC's negative pushback): a failure for the throttles and the breaker, where a `Stop` is an answer | never |
+//! | `StopOverloaded` | the dependency is overloaded and said not to retry (gRPC's negative pushback): a failure for the budgets and the breaker, where a `Stop` is an answer | never |
 //!
 //! ```
 //! use backstop::{retry, Classify, Verdict};
@@ -918,10 +918,10 @@
 //! ```
 //! use std::io::{Error, ErrorKind};
 //! use std::time::Duration;
-//! use backstop::{Policy, RetryBudget};
+//! use backstop::{Policy, limit::WindowBudget};
 //! # let _vt = backstop::testing::VirtualTime::start();
 //!
-//! static BUDGET: RetryBudget = RetryBudget::new(0.1, 10, Duration::from_secs(10));
+//! static BUDGET: WindowBudget = WindowBudget::new(0.1, 10, Duration::from_secs(10));
 //! static POLICY: Policy = Policy::new().attempts(4).budget(&BUDGET);
 //!
 //! let mut refusals = 2;
@@ -935,9 +935,9 @@
 //! assert_eq!(answer.unwrap(), 42);
 //! ```
 //!
-//! Every decision is made by [`AttemptState`], which never sleeps and reads
-//! time only through a [`Clock`]: drive it yourself to retry inside another
-//! framework's loop.
+//! Every decision is made by one state machine, which never sleeps and
+//! reads time only through a [`Clock`](time::Clock): the attribute, the
+//! closures, the layer and the middleware all drive the same one.
 //!
 //! # Testing your retries in virtual time
 //!
@@ -984,17 +984,17 @@
 //!
 //! ## Tests that do not leak into each other
 //!
-//! A `#[retry]` function's default throttle is one per function for the
+//! A `#[retry]` function's default token budget is one per function for the
 //! whole process, and the tests of a crate run in one process: a test that
-//! makes a few failing calls spends the throttle that the next test's
+//! makes a few failing calls spends the budget that the next test's
 //! retries count on, so that test passes alone and fails after the other.
-//! The same holds for the throttles, budgets and breakers a crate names
+//! The same holds for the budgets, throttles and breakers a crate names
 //! (`budget = PG`, `breaker = PAYMENTS`). [`testing::isolate`] gives the
 //! calls made on the test's thread fresh copies of all of them, each
 //! configured as the one it stands for, until its guard is dropped
 //! ([`testing::own`]`(&PG)` is the copy in use). Take one per test, or per
 //! case of a table-driven test (a few failing cases in a row spend even a
-//! fresh throttle: that is what it is for).
+//! fresh budget: that is what it is for).
 //!
 //! ```
 //! # use std::io::{Error, ErrorKind};
@@ -1041,25 +1041,17 @@
 /// ```
 #[doc(inline)]
 pub use retry_macros::retry;
-#[cfg(feature = "tokio")]
-#[doc(inline)]
-pub use retry_runtime::TokioClock;
 #[doc(inline)]
 pub use retry_runtime::{
-    AdaptiveThrottle, AttemptState, Attempted, Backoff, BreakerState, BudgetRef, BudgetStats,
-    ByClassify, CircuitBreaker, CircuitOpen, Classifier, Classify, Clock, Context, Decision,
-    Elapsed, GiveUp, GiveUpEvent, Handles, IdempotencyKey, Ignore, Jitter, NeverRetry, NoBreaker,
-    NoThrottle, NoTimeout, Permit, Policy, Retry, RetryBudget, RetryEvent, RetryThrottle,
-    SystemClock, Throttled, Verdict, When, WithTimeout, call, context, deadline_sync,
+    Backoff, CircuitOpen, Classify, Context, Elapsed, GiveUp, GiveUpEvent, Jitter, Policy, Retry,
+    RetryEvent, Throttled, Verdict, call, context,
 };
-#[doc(inline)]
-pub use retry_runtime::{CallScope, InCurrentCall, current_call};
 #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
 #[doc(inline)]
-pub use retry_runtime::{call_async, call_async_with, deadline};
+pub use retry_runtime::{call_async, call_async_with};
 
 #[doc(inline)]
-pub use retry_runtime::{backoff, classify, hedge, testing, timer};
+pub use retry_runtime::{backoff, builder, classify, hedge, limit, scope, testing, time};
 
 #[cfg(feature = "http")]
 #[doc(inline)]
@@ -1076,10 +1068,6 @@ pub use retry_runtime::reqwest;
 #[cfg(feature = "tower")]
 #[doc(inline)]
 pub use retry_runtime::tower;
-
-#[cfg(feature = "reqwest-middleware")]
-#[doc(inline)]
-pub use retry_runtime::reqwest_middleware;
 
 /// # A tonic client on a `Channel`, behind the retry layer
 ///
@@ -1108,7 +1096,8 @@ pub use retry_runtime::tonic;
 /// bring its modules too, and `backstop::reqwest`, `backstop::http`,
 /// `backstop::config` or `backstop::backoff` would then shadow the crates
 /// of the same names (`reqwest::Client` would be looked up in
-/// `backstop::reqwest`). Import from the crate root by name.
+/// `backstop::reqwest`). Import from the crate root
+/// and its modules by name.
 ///
 /// ```
 /// use backstop::prelude::*;
@@ -1126,10 +1115,11 @@ pub mod prelude {
     #[doc(no_inline)]
     pub use crate::call_async;
     #[doc(no_inline)]
+    pub use crate::limit::{AdaptiveThrottle, CircuitBreaker, TokenBudget, WindowBudget};
+    #[doc(no_inline)]
     pub use crate::{
-        AdaptiveThrottle, Backoff, CircuitBreaker, CircuitOpen, Classify, Context, Elapsed, GiveUp,
-        GiveUpEvent, Jitter, Policy, Retry, RetryBudget, RetryEvent, RetryThrottle, Throttled,
-        Verdict, call, context, retry,
+        Backoff, CircuitOpen, Classify, Context, Elapsed, GiveUp, GiveUpEvent, Jitter, Policy,
+        Retry, RetryEvent, Throttled, Verdict, call, context, retry,
     };
 }
 
@@ -1137,12 +1127,11 @@ pub mod prelude {
 /// any release.
 #[doc(hidden)]
 pub mod __private {
+    pub use retry_runtime::hedge::{Hedge, LatencyPercentile};
+    pub use retry_runtime::limit::{BudgetRef, TokenBudget, WindowBudget};
     pub use retry_runtime::macro_support::*;
-    pub use retry_runtime::run::sleep;
+    pub use retry_runtime::time::SystemClock;
     pub use retry_runtime::{
-        AttemptState, Attempted, Backoff, BudgetRef, CircuitOpen, Classify, Decision, Elapsed,
-        GiveUp, Jitter, Policy, RetryBudget, RetryThrottle, SystemClock, Throttled, Verdict,
-        hedge::{Hedge, LatencyPercentile},
-        observe::Function,
+        Backoff, CircuitOpen, Classify, Elapsed, GiveUp, Jitter, Policy, Throttled, Verdict,
     };
 }

@@ -6,7 +6,7 @@ use std::io::{Error, ErrorKind};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use backstop::timer::RuntimeClock;
+use backstop::time::RuntimeClock;
 use backstop::{Policy, Retry, retry};
 
 #[retry(attempts = 3, base = 5ms, jitter = none, budget = none)]

@@ -1,5 +1,5 @@
 //! Feature `custom-timer`: async retry loops on a timer of the user's own,
-//! set once with `backstop::timer::set_timer`. This one keeps virtual
+//! set once with `backstop::time::set_timer`. This one keeps virtual
 //! time: a sleep returns at once and moves its clock.
 //! Run with `cargo test -p backstop --features custom-timer --test custom_timer`.
 
@@ -12,7 +12,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use backstop::retry;
-use backstop::timer::{RuntimeClock, Timer, set_timer};
+use backstop::time::{RuntimeClock, Timer, set_timer};
 
 /// Virtual time: an origin, nanoseconds slept since, and every delay.
 struct Virtual {

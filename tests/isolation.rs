@@ -190,29 +190,29 @@ fn sync_sleeps_are_recorded_too_and_recorders_nest() {
 // Named statics, as the README recommends (`budget = PG`): under
 // `isolate()` each is a fresh instance with its own configuration.
 
-static PG: backstop::RetryThrottle = backstop::RetryThrottle::new(4, 0.1);
+static PG: backstop::limit::TokenBudget = backstop::limit::TokenBudget::new(4, 0.1);
 
 /// Always fails transiently, on the named throttle: 4 tokens, so a fresh
 /// one grants one retry (3 left, above 2) and refuses the next.
 #[retry(attempts = 5, base = 10ms, budget = PG)]
-fn on_named_throttle(attempts: &mut u32) -> Result<(), Error> {
+fn on_named_token_budget(attempts: &mut u32) -> Result<(), Error> {
     *attempts += 1;
     Err(ErrorKind::ConnectionRefused.into())
 }
 
 #[test]
-fn a_named_throttle_is_fresh_with_its_own_configuration_in_each_isolation() {
+fn a_named_token_budget_is_fresh_with_its_own_configuration_in_each_isolation() {
     let _vt = VirtualTime::start();
     for round in 0..3 {
         let _fresh = isolate();
         let mut attempts = 0;
-        let _ = on_named_throttle(&mut attempts);
+        let _ = on_named_token_budget(&mut attempts);
         assert_eq!(
             attempts, 2,
             "round {round}: a fresh 4-token throttle, one retry"
         );
         let mut attempts = 0;
-        let _ = on_named_throttle(&mut attempts);
+        let _ = on_named_token_budget(&mut attempts);
         assert_eq!(
             attempts, 1,
             "round {round}: within one isolation it is shared"
@@ -231,29 +231,30 @@ fn a_named_throttle_is_fresh_with_its_own_configuration_in_each_isolation() {
     );
 }
 
-static WITHOUT: backstop::RetryThrottle = backstop::RetryThrottle::new(4, 0.1);
+static WITHOUT: backstop::limit::TokenBudget = backstop::limit::TokenBudget::new(4, 0.1);
 
 #[retry(attempts = 5, base = 10ms, budget = WITHOUT)]
-fn on_unisolated_throttle(attempts: &mut u32) -> Result<(), Error> {
+fn on_unisolated_token_budget(attempts: &mut u32) -> Result<(), Error> {
     *attempts += 1;
     Err(ErrorKind::ConnectionRefused.into())
 }
 
 #[test]
-fn without_isolation_a_named_throttle_is_one_instance() {
+fn without_isolation_a_named_token_budget_is_one_instance() {
     let _vt = VirtualTime::start();
     let mut attempts = 0;
-    let _ = on_unisolated_throttle(&mut attempts);
-    let _ = on_unisolated_throttle(&mut attempts);
+    let _ = on_unisolated_token_budget(&mut attempts);
+    let _ = on_unisolated_token_budget(&mut attempts);
     assert_eq!(attempts, 2 + 1, "the second call found it drained");
     assert!(WITHOUT.tokens() < 4.0);
 }
 
-static WINDOW: backstop::RetryBudget = backstop::RetryBudget::new(0.5, 1, Duration::from_secs(10));
-static BREAKER: backstop::CircuitBreaker =
-    backstop::CircuitBreaker::new(1, Duration::from_secs(60));
-static SHEDDER: backstop::AdaptiveThrottle =
-    backstop::AdaptiveThrottle::new(3.0, Duration::from_secs(5));
+static WINDOW: backstop::limit::WindowBudget =
+    backstop::limit::WindowBudget::new(0.5, 1, Duration::from_secs(10));
+static BREAKER: backstop::limit::CircuitBreaker =
+    backstop::limit::CircuitBreaker::new(1, Duration::from_secs(60));
+static SHEDDER: backstop::limit::AdaptiveThrottle =
+    backstop::limit::AdaptiveThrottle::new(3.0, Duration::from_secs(5));
 
 #[derive(Debug)]
 enum Down {
@@ -315,9 +316,9 @@ fn a_named_budget_breaker_and_adaptive_throttle_are_fresh_in_each_isolation() {
             (3.0, Duration::from_secs(5))
         );
         let breaker = backstop::testing::own(&BREAKER);
-        assert_eq!(breaker.state(), backstop::BreakerState::Open);
+        assert_eq!(breaker.state(), backstop::limit::BreakerState::Open);
     }
-    assert_eq!(BREAKER.state(), backstop::BreakerState::Closed);
+    assert_eq!(BREAKER.state(), backstop::limit::BreakerState::Closed);
     assert_eq!(WINDOW.stats().calls, 0);
 }
 
@@ -328,10 +329,13 @@ fn a_budget_lent_to_the_state_machine_is_used_as_it_is() {
     let _fresh = isolate();
     let policy = backstop::Policy::new();
     for max in [4, 100] {
-        let throttle = backstop::RetryThrottle::new(max, 0.1);
+        let throttle = backstop::limit::TokenBudget::new(max, 0.1);
         let mut state =
-            backstop::AttemptState::new(&policy, backstop::SystemClock).budget(Some(&throttle));
-        let _ = state.decide(backstop::Attempted::Failed(backstop::Verdict::Retry));
+            backstop::__private::AttemptState::new(&policy, backstop::time::SystemClock)
+                .budget(Some(&throttle));
+        let _ = state.decide(backstop::__private::Attempted::Failed(
+            backstop::Verdict::Retry,
+        ));
         assert!(
             (throttle.tokens() - f64::from(max - 1)).abs() < 1e-9,
             "{max}: {}",

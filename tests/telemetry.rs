@@ -3,7 +3,8 @@
 
 use std::collections::BTreeMap;
 use std::io::{Error, ErrorKind};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 
 use backstop::retry;
@@ -276,8 +277,8 @@ impl metrics::Recorder for Recorder {
     }
 }
 
-static TIGHT: backstop::RetryBudget =
-    backstop::RetryBudget::new(0.1, 1, std::time::Duration::from_secs(1));
+static TIGHT: backstop::limit::WindowBudget =
+    backstop::limit::WindowBudget::new(0.1, 1, std::time::Duration::from_secs(1));
 
 #[retry(attempts = 3, jitter = none, budget = TIGHT)]
 fn get_order(fail: bool) -> Result<(), Error> {
@@ -361,8 +362,8 @@ impl From<backstop::CircuitOpen> for Down {
     }
 }
 
-static OPEN: backstop::CircuitBreaker =
-    backstop::CircuitBreaker::new(1, std::time::Duration::from_secs(60));
+static OPEN: backstop::limit::CircuitBreaker =
+    backstop::limit::CircuitBreaker::new(1, std::time::Duration::from_secs(60));
 
 #[retry(attempts = 2, budget = none, breaker = OPEN)]
 fn rejected() -> Result<(), Down> {
@@ -587,8 +588,8 @@ fn a_first_attempt_that_no_retry_can_fix_is_not_a_give_up() {
     );
 }
 
-static TURNS_AWAY: backstop::CircuitBreaker =
-    backstop::CircuitBreaker::new(1, std::time::Duration::from_secs(60));
+static TURNS_AWAY: backstop::limit::CircuitBreaker =
+    backstop::limit::CircuitBreaker::new(1, std::time::Duration::from_secs(60));
 
 #[retry(attempts = 2, budget = none, breaker = TURNS_AWAY)]
 fn turned_away() -> Result<(), Down> {
@@ -704,7 +705,7 @@ fn each_attempt_through_the_middleware_has_a_span() {
             let (url, _) = support::serve(vec![(503, ""), (200, "")]).await;
             let policy = backstop::Policy::new().base(std::time::Duration::from_millis(1));
             let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
-                .with(backstop::reqwest_middleware::RetryMiddleware::new(&policy))
+                .with(backstop::reqwest::RetryMiddleware::new(&policy))
                 .build();
             client.get(&url).send().await.unwrap().status()
         })
@@ -858,7 +859,7 @@ fn hedges_are_counted_told_to_the_hooks_and_logged() {
 
 #[test]
 fn many_layers_built_at_one_place_are_warned_about_once_in_debug_builds() {
-    static SHARED: backstop::RetryThrottle = backstop::RetryThrottle::standard();
+    static SHARED: backstop::limit::TokenBudget = backstop::limit::TokenBudget::standard();
     let _serial = serial();
     let policy = backstop::Policy::new();
     let capture = captured(|| {

@@ -7,7 +7,8 @@
 use std::io::{Error, ErrorKind};
 use std::time::Duration;
 
-use backstop::{Jitter, Policy, RetryBudget, retry};
+use backstop::limit::WindowBudget;
+use backstop::{Jitter, Policy, retry};
 
 /// The operation every contender retries: cheap, so the overhead shows.
 #[inline(never)]
@@ -57,7 +58,7 @@ pub(crate) async fn backstop_async(x: u64) -> Result<u64, Error> {
 }
 
 /// The closure form of `backstop_async`: `call_async` with the defaults
-/// (its call site's retry throttle, as `#[retry]` has its function's).
+/// (its call site's token budget, as `#[retry]` has its function's).
 #[inline(never)]
 pub(crate) async fn backstop_call_async(x: u64) -> Result<u64, Error> {
     backstop::call_async(&Policy::DEFAULT, || async move { op(x) }).await
@@ -69,7 +70,7 @@ static ZERO_DELAY: Policy = Policy::new()
     .attempts(4)
     .base(Duration::ZERO)
     .jitter(Jitter::Full);
-static GENEROUS: RetryBudget = RetryBudget::new(1.0, u32::MAX, Duration::from_secs(10));
+static GENEROUS: WindowBudget = WindowBudget::new(1.0, u32::MAX, Duration::from_secs(10));
 
 #[retry(policy = &ZERO_DELAY, budget = GENEROUS)]
 #[inline(never)]

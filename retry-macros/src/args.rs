@@ -354,7 +354,7 @@ impl Args {
             },
             "budget" => {
                 let v = or_none(cx, "budget", value, |cx, v| {
-                    shared_static_path(cx, v, "budget", "BUDGET", "RetryThrottle")
+                    shared_static_path(cx, v, "budget", "BUDGET", "TokenBudget")
                 });
                 if let Some(v) = v {
                     self.budget.set(cx, span, v);
@@ -539,7 +539,7 @@ fn shared_static_path(
         cx,
         value,
         &if option == "budget" {
-            "`budget` takes a path to a `static RetryThrottle` or `RetryBudget`, or `none`"
+            "`budget` takes a path to a `static TokenBudget` or `WindowBudget`, or `none`"
                 .to_owned()
         } else {
             format!("`{option}` takes a path to a `static {ty}`")

@@ -891,11 +891,11 @@ fn setup(args: &Args, rt: &TokenStream, n: &Names) -> TokenStream {
         }
         None => {
             let own = quote! {
-                static #own_budget: #rt::RetryThrottle = #rt::RetryThrottle::standard();
+                static #own_budget: #rt::TokenBudget = #rt::TokenBudget::standard();
             };
             // Through `own`: a test under `testing::isolate()` gets a
             // fresh one instead.
-            let own_ref = quote!(#rt::BudgetRef::Throttle(#rt::own(&#own_budget)));
+            let own_ref = quote!(#rt::BudgetRef::Token(#rt::own(&#own_budget)));
             let init = if args.policy.value().is_some() {
                 quote!(#rt::policy_budget(#policy, || #own_ref))
             } else {

@@ -21,7 +21,7 @@ use proc_macro::TokenStream;
 /// Turns a function returning `Result<T, E>`, sync or async, into a retry
 /// loop that is safe at fleet scale: backoff with jitter under a cap, a
 /// deadline for the whole call, `Retry-After` honoured, retries only for
-/// what a retry can fix, and a retry throttle of the function's own.
+/// what a retry can fix, and a token budget of the function's own.
 ///
 /// ```
 /// use backstop::retry;
@@ -54,7 +54,7 @@ use proc_macro::TokenStream;
 /// | `when` | path or closure `Fn(&E) -> bool` or `-> Verdict`: which errors to retry | `E: Classify` | `when = \|e\| e.is_transient()` |
 /// | `when_ok` | path or closure `Fn(&T) -> bool` or `-> Verdict`: retry an `Ok` value | never | `when_ok = \|r: &Response\| r.status() == 503` |
 /// | `idempotent` | `true`, `false` (bare `idempotent` is `true`): may an ambiguous failure (a timeout) be repeated? | `false` | `idempotent` |
-/// | `budget` | path to a `static RetryThrottle` or `RetryBudget`, or `none` | a retry throttle of the function's own | `budget = USERS_API` |
+/// | `budget` | path to a `static TokenBudget` or `WindowBudget`, or `none` | a token budget of the function's own | `budget = USERS_API` |
 /// | `breaker` | path to a `static CircuitBreaker`; needs `E: From<CircuitOpen>` | none | `breaker = USERS_API` |
 /// | `throttle` | path to a `static AdaptiveThrottle`; needs `E: From<Throttled>` | none | `throttle = USERS_API` |
 /// | `attempt_timeout` | duration (async fns only); needs `E: From<Elapsed>` | none | `attempt_timeout = 2s` |

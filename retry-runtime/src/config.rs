@@ -23,8 +23,8 @@ use serde::de::{self, Deserializer, Visitor};
 use serde::ser::{SerializeStruct, Serializer};
 use serde::{Deserialize, Serialize};
 
+use crate::limit::WindowBudget;
 use crate::limit::breaker::CircuitBreaker;
-use crate::limit::budget::RetryBudget;
 use crate::state::backoff::{Backoff, Jitter};
 use crate::state::policy::Policy;
 use crate::time::units::{UNIT_NAMES, human, unit_nanos};
@@ -149,7 +149,7 @@ struct PolicyFields {
 /// A `Policy` from configuration: every field optional (the defaults of
 /// [`Policy::new`] stand in; `null` is the same as leaving a field out),
 /// durations as strings with a unit, `deadline` and `attempt_timeout` also
-/// `"none"`, and `budget` either `"default"` (a retry throttle of the call
+/// `"none"`, and `budget` either `"default"` (a token budget of the call
 /// site's, or the function's, own) or `"none"` (no throttle or budget at
 /// all). A budget of your own is not configuration here: build it from a
 /// [`BudgetConfig`] and give it in code.
@@ -298,17 +298,17 @@ impl Serialize for Policy {
     }
 }
 
-/// A [`RetryBudget`]'s settings from configuration; [`build`](Self::build)
+/// A [`WindowBudget`]'s settings from configuration; [`build`](Self::build)
 /// makes the budget (once, shared, in a `static LazyLock` say).
 ///
 /// ```
 /// # extern crate retry_runtime as backstop;
 /// use std::sync::LazyLock;
-/// use backstop::{config::BudgetConfig, RetryBudget};
+/// use backstop::{config::BudgetConfig, limit::WindowBudget};
 ///
 /// let config: BudgetConfig =
 ///     serde_json::from_str(r#"{ "ratio": 0.1, "min_per_sec": 10, "ttl": "10s" }"#).unwrap();
-/// static BUDGET: LazyLock<RetryBudget> = LazyLock::new(|| RetryBudget::standard());
+/// static BUDGET: LazyLock<WindowBudget> = LazyLock::new(|| WindowBudget::standard());
 /// assert_eq!(config.build().ratio(), BUDGET.ratio());
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -320,8 +320,8 @@ pub struct BudgetConfig {
 
 impl BudgetConfig {
     /// The budget.
-    pub fn build(&self) -> RetryBudget {
-        RetryBudget::new(self.ratio, self.min_per_sec, self.ttl)
+    pub fn build(&self) -> WindowBudget {
+        WindowBudget::new(self.ratio, self.min_per_sec, self.ttl)
     }
 }
 

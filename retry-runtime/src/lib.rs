@@ -2,9 +2,10 @@
 //! `#[retry]`: backoff math, classification, deadlines, retry budgets and the
 //! attempt state machine. Depend on `backstop`, which re-exports all of it.
 //!
-//! Every retry decision is made in one place, [`AttemptState`]: it is told
+//! Every retry decision is made in one place, the attempt state (`AttemptState`, which
+//! the macro's loops and the one driver hold): it is told
 //! each attempt's outcome and answers "return it" or "sleep, then attempt
-//! again". It never sleeps and reads time only through a [`Clock`], so the
+//! again". It never sleeps and reads time only through a [`Clock`](time::Clock), so the
 //! rules are tested in virtual time and sync and async loops are identical
 //! but for the one `sleep`.
 //!
@@ -27,17 +28,18 @@
 //!
 //! In folders by concern:
 //!
-//! - `time/`: the duration units and defaults shared with the macro,
-//!   virtual time's core, the [`clock`]s and the [`timer`];
-//! - `limit/`: the [`throttle`], the windowed [`budget`], the
-//!   [`adaptive`] throttle and the [`breaker`], lock-free (their atomics
-//!   come from `sync.rs`: std's, or loom's for the models);
+//! - [`time`]: the duration units and defaults shared with the macro,
+//!   virtual time's core, the clocks and the timer;
+//! - [`limit`]: the token budget, the windowed budget, the adaptive
+//!   throttle and the breaker, lock-free (their atomics come from
+//!   `sync.rs`: std's, or loom's for the models);
 //! - [`classify`]: which outcomes a retry can fix, with the database
 //!   clients' errors and the HTTP rule (`http`);
-//! - [`state`]: the one decider, with its vocabulary, the [`policy`] and
+//! - `state/`: the one decider, with its vocabulary, the [`Policy`] and
 //!   the [`backoff`] math;
-//! - [`run`]: the loops, the attempt [`context`](mod@context), the
-//!   [`observe`] events and the [`hedge`] delay;
+//! - `run/`: the builder ([`Retry`], its parts in [`builder`]), the one
+//!   driver, the attempt context and the call's [`scope`], the events
+//!   hooks are told and the [`hedge`] delay;
 //! - `tower/` (the layer, with `tonic`), `reqwest/` (classification, the
 //!   error of an HTTP call, the middleware), [`testing`] (with the fresh
 //!   copies [`testing::isolate`] hands a test), `config.rs`, and the
@@ -47,7 +49,7 @@
 //!
 //! 1. Leaves: the units, the atomics, virtual time's core, the clock, the
 //!    backoff math, and the vocabulary of a decision ([`Verdict`],
-//!    [`Classify`], [`Attempted`], [`Decision`], [`GiveUp`]) with the
+//!    [`Classify`], `Attempted`, `Decision`, [`GiveUp`]) with the
 //!    errors the runtime gives a call ([`Elapsed`], [`CircuitOpen`],
 //!    [`Throttled`], and with `reqwest` its error of an HTTP call).
 //! 2. Classification.
@@ -55,7 +57,7 @@
 //!    timer, the hedge delay, and the fresh copies of all of them that
 //!    [`testing::isolate`] hands a test.
 //! 4. The decider.
-//! 5. The loops and integrations: [`run`], the `#[retry]` glue,
+//! 5. The loops and integrations: `run`, the `#[retry]` glue,
 //!    [`testing`], `http`, `reqwest`, `config`, `tower`, the middleware,
 //!    `tonic`.
 //!
@@ -69,53 +71,76 @@ mod sync;
 pub mod classify;
 #[cfg(feature = "serde")]
 pub mod config;
-mod limit;
+pub mod limit;
 #[doc(hidden)]
 pub mod macro_support;
 #[cfg(feature = "reqwest")]
 pub mod reqwest;
-pub mod run;
-pub mod state;
+mod run;
+mod state;
 pub mod testing;
-mod time;
+pub mod time;
 #[cfg(feature = "tower")]
 pub mod tower;
 
-// The modules' paths of the crate's first releases, by concern above.
 #[cfg(feature = "http")]
 pub use classify::http;
-pub use limit::{adaptive, breaker, budget, throttle};
-#[cfg(feature = "reqwest-middleware")]
-pub use reqwest::middleware as reqwest_middleware;
 #[cfg(not(loom))]
 pub use run::hedge;
-pub use run::{context, observe};
-pub use state::{backoff, policy};
-pub use time::{clock, timer};
+pub use run::scope;
+pub use state::backoff;
 #[cfg(feature = "tonic")]
 pub use tower::tonic;
 
-pub use adaptive::{AdaptiveThrottle, Throttled};
+/// The parts of a [`Retry`]'s type: what its type parameters hold while
+/// an option is unset or set, the hook traits, and the one bound
+/// ([`Handles`](builder::Handles)) a generic function taking a `Retry`
+/// writes.
+///
+/// A `Retry` is built by its methods; these names matter only to code
+/// that names its type, as a struct that keeps one does:
+///
+/// ```
+/// # extern crate retry_runtime as backstop;
+/// use std::io;
+/// use std::time::Duration;
+/// use backstop::builder::{Ignore, NoTimeout};
+/// use backstop::classify::{ByClassify, NeverRetry};
+/// use backstop::limit::CircuitBreaker;
+/// use backstop::{Policy, Retry};
+///
+/// static POLICY: Policy = Policy::new();
+/// static PAYMENTS: CircuitBreaker = CircuitBreaker::new(5, Duration::from_secs(30));
+///
+/// /// A client that keeps its retry: the defaults, and a breaker.
+/// struct Payments {
+///     retry: Retry<'static, ByClassify, NeverRetry, &'static CircuitBreaker, Ignore, Ignore, NoTimeout>,
+/// }
+///
+/// impl Payments {
+///     fn charge(&self) -> Result<u32, io::Error> {
+///         self.retry.call(|| Ok(7))
+///     }
+/// }
+///
+/// let payments = Payments { retry: Retry::new(&POLICY).breaker(&PAYMENTS) };
+/// assert_eq!(payments.charge().unwrap(), 7);
+/// ```
+pub mod builder {
+    pub use crate::run::observe::{Ignore, OnGiveUp, OnRetry};
+    pub use crate::run::{
+        AttemptTimeout, BreakerSlot, Handles, NoBreaker, NoThrottle, NoTimeout, SyncLoop,
+        ThrottleSlot, TimeoutSlot, ValueLoop, WithTimeout,
+    };
+}
+
 pub use backoff::{Backoff, Jitter};
-pub use breaker::{BreakerState, CircuitBreaker, CircuitOpen, Permit};
-pub use budget::{BudgetRef, BudgetStats, IntoBudget, RetryBudget};
-pub use classify::{ByClassify, Classifier, Classify, NeverRetry, Verdict, When};
-#[cfg(feature = "tokio")]
-pub use clock::TokioClock;
-pub use clock::{Clock, SystemClock};
-#[cfg(feature = "async")]
-pub use context::deadline;
-pub use context::{
-    CallScope, Context, IdempotencyKey, InCurrentCall, context, current_call, deadline_sync,
-};
-pub use observe::{GiveUpEvent, Ignore, RetryEvent};
-pub use policy::Policy;
-pub use run::{
-    AttemptTimeout, BreakerSlot, Elapsed, Handles, NoBreaker, NoThrottle, NoTimeout, Retry,
-    SyncLoop, ThrottleSlot, TimeoutSlot, ValueLoop, WithTimeout, call,
-};
+pub use classify::{Classify, Verdict};
+pub use limit::{CircuitOpen, Throttled};
+pub use run::observe::{GiveUpEvent, RetryEvent};
+pub use run::{Elapsed, Retry, call};
 #[cfg(feature = "async")]
 pub use run::{call_async, call_async_with};
-pub use state::vocabulary::Attempted;
-pub use state::{AttemptState, Decision, GiveUp};
-pub use throttle::RetryThrottle;
+pub use scope::{Context, context};
+pub use state::GiveUp;
+pub use state::policy::Policy;

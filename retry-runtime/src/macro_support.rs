@@ -6,11 +6,12 @@ use std::borrow::Borrow;
 use crate::classify::Verdict;
 use crate::limit::adaptive::AdaptiveThrottle;
 use crate::limit::breaker::CircuitBreaker;
-use crate::limit::budget::{BudgetRef, RetryBudget};
-use crate::limit::throttle::RetryThrottle;
-pub use crate::state::Call;
+use crate::limit::{BudgetRef, TokenBudget, WindowBudget};
+pub use crate::run::observe::Function;
+pub use crate::run::sleep;
 use crate::state::policy::Policy;
-use crate::state::vocabulary::Attempted;
+pub use crate::state::vocabulary::Attempted;
+pub use crate::state::{AttemptState, Call, Decision};
 pub use crate::testing::isolation::own;
 use crate::time::clock::Clock;
 
@@ -96,7 +97,7 @@ pub fn policy_ref<P: Borrow<Policy>>(policy: &P) -> &Policy {
     message = "`#[retry]` on an `async fn` needs a timer to sleep on between attempts",
     label = "this `async fn` sleeps between attempts",
     note = "enable one of backstop's features: `tokio` (the default), `async-io` (smol, async-std), \
-            or `custom-timer` with a `backstop::timer::Timer` of your own (`backstop::timer::set_timer`)"
+            or `custom-timer` with a `backstop::time::Timer` of your own (`backstop::time::set_timer`)"
 )]
 pub trait AsyncClock: Clock {}
 
@@ -211,15 +212,15 @@ pub fn sleep_async(delay: std::time::Duration) -> impl Future<Output = ()> {
     crate::time::timer::sleep_async(delay)
 }
 
-/// What `budget = PATH` may name: a `static RetryThrottle` or a `static
-/// RetryBudget`, or a `static` that dereferences to one (a `LazyLock`
+/// What `budget = PATH` may name: a `static TokenBudget` or a `static
+/// WindowBudget`, or a `static` that dereferences to one (a `LazyLock`
 /// built from configuration). The generated code borrows `PATH` once, as a
 /// `&'static dyn SharedBudget` in a `static`: a `const` is then the one
 /// error (a fresh budget per call would silently grant every retry).
 #[diagnostic::on_unimplemented(
-    message = "`budget = ..` needs a `static RetryThrottle` or `RetryBudget`, not a `{Self}`",
-    label = "not a `RetryThrottle` or `RetryBudget`",
-    note = "declare it `static NAME: RetryThrottle = RetryThrottle::new(..);` (or a `RetryBudget`, or a `LazyLock` of either)"
+    message = "`budget = ..` needs a `static TokenBudget` or `WindowBudget`, not a `{Self}`",
+    label = "not a `TokenBudget` or `WindowBudget`",
+    note = "declare it `static NAME: TokenBudget = TokenBudget::new(..);` (or a `WindowBudget`, or a `LazyLock` of either)"
 )]
 pub trait SharedBudget: Sync + 'static {
     /// The budget.
@@ -229,15 +230,15 @@ pub trait SharedBudget: Sync + 'static {
 // Each through `own`: a test under `testing::isolate()` draws on a fresh
 // copy instead.
 
-impl SharedBudget for RetryBudget {
+impl SharedBudget for WindowBudget {
     fn budget(&'static self) -> BudgetRef<'static> {
         BudgetRef::Window(own(self))
     }
 }
 
-impl SharedBudget for RetryThrottle {
+impl SharedBudget for TokenBudget {
     fn budget(&'static self) -> BudgetRef<'static> {
-        BudgetRef::Throttle(own(self))
+        BudgetRef::Token(own(self))
     }
 }
 
@@ -247,15 +248,15 @@ pub trait BudgetKind: Sync + 'static {
     fn kind(&'static self) -> BudgetRef<'static>;
 }
 
-impl BudgetKind for RetryBudget {
+impl BudgetKind for WindowBudget {
     fn kind(&'static self) -> BudgetRef<'static> {
         BudgetRef::Window(own(self))
     }
 }
 
-impl BudgetKind for RetryThrottle {
+impl BudgetKind for TokenBudget {
     fn kind(&'static self) -> BudgetRef<'static> {
-        BudgetRef::Throttle(own(self))
+        BudgetRef::Token(own(self))
     }
 }
 

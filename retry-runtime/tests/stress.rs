@@ -6,12 +6,12 @@
 //! once. A thread that fails makes the others fail too, never hang.
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use retry_runtime::Verdict;
 use retry_runtime::backoff::Rng;
-use retry_runtime::{Attempted, BreakerState, CircuitBreaker, RetryBudget, RetryThrottle, Verdict};
+use retry_runtime::limit::{BreakerState, CircuitBreaker, TokenBudget, WindowBudget};
 
 const THREADS: usize = 2;
 
@@ -107,7 +107,7 @@ struct Event {
 #[test]
 fn a_hammered_budget_loses_nothing() {
     let ttl = Duration::from_secs(1);
-    let budget = Arc::new(RetryBudget::new(0.1, 5, ttl));
+    let budget = Arc::new(WindowBudget::new(0.1, 5, ttl));
     let base = Instant::now();
     let logs: Vec<Vec<Event>> = on_threads({
         let budget = budget.clone();
@@ -161,7 +161,7 @@ const ROUNDS: usize = 10;
 #[test]
 fn racing_withdrawals_get_exactly_what_the_calls_paid_for() {
     let ttl = Duration::from_secs(1);
-    let budget = Arc::new(RetryBudget::new(0.1, 5, ttl));
+    let budget = Arc::new(WindowBudget::new(0.1, 5, ttl));
     let base = Instant::now();
     // Per thread and round: 3/4 of the operations record calls, 1/4 ask.
     let per_round = OPS / ROUNDS;
@@ -207,7 +207,7 @@ fn racing_withdrawals_get_exactly_what_the_calls_paid_for() {
 #[test]
 fn racing_rounds_in_a_sliding_window_keep_the_bound() {
     let ttl = Duration::from_secs(1);
-    let budget = Arc::new(RetryBudget::new(0.1, 5, ttl));
+    let budget = Arc::new(WindowBudget::new(0.1, 5, ttl));
     let base = Instant::now();
     let rounds_total = 4 * ROUNDS;
     let half = OPS / rounds_total / 2;
@@ -291,10 +291,10 @@ fn a_hammered_breaker_lets_a_second_probe_out_only_past_the_first_ones_time() {
                         // then, and a permit dropped unreported (a
                         // cancelled or panicking attempt).
                         match rng.next_u64() % 10 {
-                            0..=3 => permit.record(Attempted::Failed(Verdict::Retry), now),
-                            4 => permit.record(Attempted::Failed(Verdict::Stop), now),
+                            0..=3 => permit.failed(Verdict::Retry, now),
+                            4 => permit.failed(Verdict::Stop, now),
                             5 => drop(permit),
-                            _ => permit.record(Attempted::Succeeded, now),
+                            _ => permit.succeeded(now),
                         }
                     }
                     Err(_) => rejected += 1,
@@ -319,17 +319,17 @@ fn a_hammered_breaker_lets_a_second_probe_out_only_past_the_first_ones_time() {
     let permit = breaker
         .try_acquire(later)
         .expect("a probe after the cooldown");
-    permit.record(Attempted::Succeeded, later);
+    permit.succeeded(later);
     assert_eq!(breaker.state(), BreakerState::Closed);
 }
 
 #[test]
-fn a_hammered_throttle_loses_no_update() {
+fn a_hammered_token_budget_loses_no_update() {
     // 4,000,000 tokens, a ratio of 1, drained to half without races: one
     // thread fails OPS times while the other answers OPS times, never near
     // either end, so a sequential replay in any order ends where it began.
     // A lost update (a store where a compare-and-swap belongs) would not.
-    let throttle = Arc::new(RetryThrottle::new(4_000_000, 1.0));
+    let throttle = Arc::new(TokenBudget::new(4_000_000, 1.0));
     let now = std::time::Instant::now();
     for _ in 0..2_000_000 {
         throttle.failed(now);

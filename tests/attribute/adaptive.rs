@@ -5,8 +5,9 @@ use std::cell::Cell;
 use std::io::{Error, ErrorKind};
 use std::time::Duration;
 
+use backstop::limit::AdaptiveThrottle;
 use backstop::testing::{VirtualTime, isolate, seed_jitter};
-use backstop::{AdaptiveThrottle, GiveUp, Throttled, retry};
+use backstop::{GiveUp, Throttled, retry};
 
 #[derive(Debug, PartialEq)]
 enum ApiError {
@@ -150,7 +151,8 @@ fn retry_takes_the_throttle_too() {
     assert!(shed > 150, "{shed}");
 }
 
-static GUARD: backstop::CircuitBreaker = backstop::CircuitBreaker::new(1, Duration::from_secs(600));
+static GUARD: backstop::limit::CircuitBreaker =
+    backstop::limit::CircuitBreaker::new(1, Duration::from_secs(600));
 static BEHIND_GUARD: AdaptiveThrottle = AdaptiveThrottle::new(2.0, Duration::from_secs(60));
 
 impl From<backstop::CircuitOpen> for ApiError {

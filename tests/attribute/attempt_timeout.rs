@@ -1,10 +1,13 @@
 //! `#[retry(attempt_timeout = ..)]` on async functions, in paused time.
 
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use std::sync::atomic::AtomicU32;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
-use backstop::{CircuitBreaker, CircuitOpen, Classify, Elapsed, IdempotencyKey, Verdict, retry};
+use backstop::limit::CircuitBreaker;
+use backstop::scope::IdempotencyKey;
+use backstop::{CircuitOpen, Classify, Elapsed, Verdict, retry};
 use tokio::time::Instant;
 
 #[derive(Debug, PartialEq)]

@@ -4,7 +4,8 @@ use std::cell::Cell;
 use std::io::{Error, ErrorKind};
 use std::time::Duration;
 
-use backstop::{Classify, RetryBudget, Verdict, retry};
+use backstop::limit::WindowBudget;
+use backstop::{Classify, Verdict, retry};
 use tokio::time::Instant;
 
 use crate::support;
@@ -187,8 +188,8 @@ async fn a_timeout_is_retried_only_when_idempotent() {
     assert_eq!(calls.get(), 3);
 }
 
-static IO_BREAKER: backstop::CircuitBreaker =
-    backstop::CircuitBreaker::new(2, Duration::from_secs(60));
+static IO_BREAKER: backstop::limit::CircuitBreaker =
+    backstop::limit::CircuitBreaker::new(2, Duration::from_secs(60));
 
 // `std::io::Error` takes `attempt_timeout` and `breaker` as it is: the
 // runtime converts `Elapsed` and `CircuitOpen` into it.
@@ -216,7 +217,7 @@ async fn io_errors_take_attempt_timeout_and_breaker() {
     assert_eq!(calls.get(), 2, "rejected without running");
 }
 
-static SHARED: RetryBudget = RetryBudget::new(0.5, 0, Duration::from_secs(10));
+static SHARED: WindowBudget = WindowBudget::new(0.5, 0, Duration::from_secs(10));
 
 #[retry(attempts = 5, budget = SHARED)]
 async fn budgeted(calls: &Cell<u32>) -> Result<(), Error> {

@@ -3,7 +3,8 @@
 //! drives the sleeps, and `#[tracing::instrument]` makes one span per call.
 
 use std::io::{Error, ErrorKind};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicU32, AtomicU64};
 use std::time::Duration;
 
 use backstop::retry;

@@ -3,8 +3,9 @@
 use std::io::{Error, ErrorKind};
 use std::time::Duration;
 
+use backstop::limit::WindowBudget;
 use backstop::testing::VirtualTime;
-use backstop::{Classify, Policy, RetryBudget, Verdict, retry};
+use backstop::{Classify, Policy, Verdict, retry};
 
 use crate::support;
 use support::refused;
@@ -352,7 +353,7 @@ fn a_stop_error_is_attempted_once() {
 
 // --- budgets -----------------------------------------------------------------
 
-static SHARED: RetryBudget = RetryBudget::new(0.5, 0, Duration::from_secs(10));
+static SHARED: WindowBudget = WindowBudget::new(0.5, 0, Duration::from_secs(10));
 
 #[retry(attempts = 5, base = 1ms, budget = SHARED)]
 fn shared_a(calls: &mut u32) -> Result<(), Error> {
@@ -399,7 +400,7 @@ fn other_own_budget(calls: &mut u32) -> Result<(), Error> {
 }
 
 #[test]
-fn every_function_has_a_retry_throttle_of_its_own_by_default() {
+fn every_function_has_a_token_budget_of_its_own_by_default() {
     let _vt = VirtualTime::start();
     let _fresh = backstop::testing::isolate();
     let mut calls = 0;
@@ -560,8 +561,8 @@ fn no_attempt_starts_after_the_deadline_when_the_thread_oversleeps() {
     }
 }
 
-static LAZY: std::sync::LazyLock<RetryBudget> =
-    std::sync::LazyLock::new(|| RetryBudget::new(0.5, 0, Duration::from_secs(10)));
+static LAZY: std::sync::LazyLock<WindowBudget> =
+    std::sync::LazyLock::new(|| WindowBudget::new(0.5, 0, Duration::from_secs(10)));
 
 #[retry(attempts = 5, budget = LAZY)]
 fn lazily_budgeted(calls: &mut u32) -> Result<(), Error> {
@@ -638,7 +639,7 @@ fn answers(fail: bool, attempts: &mut u32) -> Result<(), Error> {
 }
 
 #[test]
-fn successes_at_the_first_attempt_refill_the_throttle() {
+fn successes_at_the_first_attempt_refill_the_token_budget() {
     let _vt = VirtualTime::start();
     let _fresh = backstop::testing::isolate();
     for _ in 0..10 {

@@ -1,10 +1,12 @@
 //! `#[retry(breaker = ..)]`: fail fast while the dependency is down.
 
-use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use std::sync::atomic::AtomicU32;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
+use backstop::limit::{BreakerState, CircuitBreaker};
 use backstop::testing::VirtualTime;
-use backstop::{BreakerState, CircuitBreaker, CircuitOpen, Classify, Verdict, retry};
+use backstop::{CircuitOpen, Classify, Verdict, retry};
 
 #[derive(Debug, PartialEq)]
 enum ApiError {
@@ -172,8 +174,8 @@ fn a_call_that_opened_the_breaker_stops_even_if_its_backoff_outlasts_the_cooldow
 }
 
 static GATE: CircuitBreaker = CircuitBreaker::new(1, Duration::from_secs(60));
-static GATE_BUDGET: backstop::RetryBudget =
-    backstop::RetryBudget::new(1.0, 0, Duration::from_secs(10));
+static GATE_BUDGET: backstop::limit::WindowBudget =
+    backstop::limit::WindowBudget::new(1.0, 0, Duration::from_secs(10));
 
 #[retry(attempts = 2, breaker = GATE, budget = GATE_BUDGET)]
 fn gated() -> Result<(), ApiError> {

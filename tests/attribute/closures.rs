@@ -190,7 +190,7 @@ fn refused() -> Result<(), Error> {
 }
 
 #[test]
-fn closures_draw_on_a_throttle_of_their_call_site_by_default() {
+fn closures_draw_on_a_token_budget_of_their_call_site_by_default() {
     let _vt = backstop::testing::VirtualTime::start();
     let _fresh = backstop::testing::isolate();
     // Retries at once: no time passes, so no token comes back in time.
@@ -224,7 +224,7 @@ fn closures_draw_on_a_throttle_of_their_call_site_by_default() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn call_async_draws_on_its_call_sites_throttle_too() {
+async fn call_async_draws_on_its_call_sites_token_budget_too() {
     let _fresh = backstop::testing::isolate();
     let policy = Policy::new().base(Duration::from_nanos(1));
     let attempts = std::cell::Cell::new(0);

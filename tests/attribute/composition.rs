@@ -2,11 +2,13 @@
 //! and one retry layer per failure domain (step 2 of a call).
 
 use std::io::Error;
-use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use std::sync::atomic::AtomicU32;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
+use backstop::scope::IdempotencyKey;
 use backstop::testing::VirtualTime;
-use backstop::{IdempotencyKey, context, retry};
+use backstop::{context, retry};
 
 use crate::support;
 use support::refused;
@@ -274,7 +276,7 @@ fn reaches(left: &mut Vec<Option<Duration>>) -> Result<(), Error> {
 fn calls_in_a_deadline_scope_end_by_it_one_after_another() {
     let vt = VirtualTime::start();
     let (mut first, mut second) = (Vec::new(), Vec::new());
-    backstop::deadline_sync(Duration::from_secs(1), || {
+    backstop::scope::deadline_sync(Duration::from_secs(1), || {
         let _ = reaches(&mut first);
         // The second call sees what is left of the scope, not its own 30 s.
         let _ = reaches(&mut second);
@@ -299,12 +301,12 @@ fn calls_in_a_deadline_scope_end_by_it_one_after_another() {
 fn scoped_inside(left: &mut Vec<Option<Duration>>) -> Result<(), Error> {
     // A longer scope inside an attempt: the attempt's deadline still holds.
     let mut inner = Vec::new();
-    backstop::deadline_sync(Duration::from_secs(10), || {
+    backstop::scope::deadline_sync(Duration::from_secs(10), || {
         let _ = reaches(&mut inner);
     });
     left.push(inner[0]);
     // A shorter one shortens it.
-    backstop::deadline_sync(Duration::from_millis(50), || {
+    backstop::scope::deadline_sync(Duration::from_millis(50), || {
         left.push(context().and_then(|cx| cx.remaining()));
     });
     left.push(context().and_then(|cx| cx.remaining()));
@@ -333,7 +335,7 @@ fn a_deadline_scope_never_outlives_the_enclosing_deadline() {
 fn a_panic_inside_a_deadline_scope_leaves_no_deadline_behind() {
     let _vt = VirtualTime::start();
     let caught = std::panic::catch_unwind(|| {
-        backstop::deadline_sync(Duration::from_millis(10), || panic!("boom"));
+        backstop::scope::deadline_sync(Duration::from_millis(10), || panic!("boom"));
     });
     assert!(caught.is_err());
     let mut after = Vec::new();
@@ -361,7 +363,7 @@ async fn an_async_deadline_is_a_time_limit_for_what_it_runs() {
     // Plain code inside it, and an attempt that hangs (no
     // `attempt_timeout`), are cut off at the deadline.
     let started = tokio::time::Instant::now();
-    let slept = backstop::deadline(
+    let slept = backstop::scope::deadline(
         Duration::from_secs(2),
         tokio::time::sleep(Duration::from_secs(5)),
     );
@@ -369,7 +371,7 @@ async fn an_async_deadline_is_a_time_limit_for_what_it_runs() {
     assert_eq!(started.elapsed(), Duration::from_secs(2));
     let attempts = std::sync::atomic::AtomicU32::new(0);
     let started = tokio::time::Instant::now();
-    let hung = backstop::deadline(Duration::from_secs(2), hangs(&attempts)).await;
+    let hung = backstop::scope::deadline(Duration::from_secs(2), hangs(&attempts)).await;
     assert!(matches!(hung, Err(backstop::Elapsed { .. })), "{hung:?}");
     assert_eq!(started.elapsed(), Duration::from_secs(2));
     assert_eq!(attempts.load(std::sync::atomic::Ordering::Relaxed), 1);
@@ -379,7 +381,7 @@ async fn an_async_deadline_is_a_time_limit_for_what_it_runs() {
 async fn an_async_deadline_scope_bounds_the_calls_awaited_in_it() {
     let started = tokio::time::Instant::now();
     let (first, second) = (std::sync::Mutex::default(), std::sync::Mutex::default());
-    backstop::deadline(Duration::from_secs(1), async {
+    backstop::scope::deadline(Duration::from_secs(1), async {
         tokio::time::sleep(Duration::from_millis(100)).await;
         let _ = reaches_async(&first).await;
         let _ = reaches_async(&second).await;
@@ -422,7 +424,7 @@ async fn spawns(
     carry: bool,
     keys: &std::sync::Arc<std::sync::Mutex<Vec<Option<IdempotencyKey>>>>,
 ) -> Result<(), Error> {
-    use backstop::InCurrentCall;
+    use backstop::scope::InCurrentCall;
     let outer_key = context().unwrap().idempotency_key();
     let seen = std::sync::Arc::clone(keys);
     let task = async move {
@@ -471,7 +473,7 @@ fn blocking_inner(left: &std::sync::Mutex<Vec<Option<Duration>>>) -> Result<(), 
 async fn spawns_blocking(
     left: &std::sync::Arc<std::sync::Mutex<Vec<Option<Duration>>>>,
 ) -> Result<(), Error> {
-    let call = backstop::current_call();
+    let call = backstop::scope::current_call();
     let left = std::sync::Arc::clone(left);
     tokio::task::spawn_blocking(move || call.in_scope(|| blocking_inner(&left)))
         .await
@@ -493,11 +495,11 @@ async fn a_call_carried_into_a_blocking_closure_keeps_the_deadline_and_one_layer
 
 #[test]
 fn outside_every_call_a_carried_scope_changes_nothing_and_a_deadline_scope_carries() {
-    let call = backstop::current_call();
+    let call = backstop::scope::current_call();
     assert!(call.in_scope(|| context().is_none()));
     let _vt = VirtualTime::start();
-    let left = backstop::deadline_sync(Duration::from_secs(1), || {
-        let call = backstop::current_call();
+    let left = backstop::scope::deadline_sync(Duration::from_secs(1), || {
+        let call = backstop::scope::current_call();
         std::thread::spawn(move || {
             call.in_scope(|| {
                 let _vt = VirtualTime::start();

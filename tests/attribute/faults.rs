@@ -9,11 +9,11 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use backstop::__private::{AttemptState, Attempted, Decision};
+use backstop::limit::{BreakerState, CircuitBreaker, WindowBudget};
 use backstop::testing::VirtualTime;
-use backstop::{
-    AttemptState, Attempted, BreakerState, CircuitBreaker, CircuitOpen, Clock, Decision, GiveUp,
-    Policy, RetryBudget, Verdict, context, retry,
-};
+use backstop::time::Clock;
+use backstop::{CircuitOpen, GiveUp, Policy, Verdict, context, retry};
 
 #[derive(Debug)]
 enum Failure {
@@ -36,7 +36,7 @@ impl From<CircuitOpen> for Failure {
     }
 }
 
-static PANIC_BUDGET: RetryBudget = RetryBudget::new(0.5, 1, Duration::from_secs(10));
+static PANIC_BUDGET: WindowBudget = WindowBudget::new(0.5, 1, Duration::from_secs(10));
 static PANIC_BREAKER: CircuitBreaker = CircuitBreaker::new(10, Duration::from_secs(1));
 
 #[retry(attempts = 3, budget = PANIC_BUDGET, breaker = PANIC_BREAKER)]
@@ -132,7 +132,7 @@ fn a_clock_that_never_advances_still_ends_the_call() {
     assert_eq!(decisions.len(), 2);
 
     // No attempt limit to speak of: the budget ends it.
-    let budget = RetryBudget::new(0.1, 1, Duration::from_secs(10));
+    let budget = WindowBudget::new(0.1, 1, Duration::from_secs(10));
     let policy = Policy::new().attempts(u32::MAX);
     let mut state = AttemptState::new(&policy, clock).budget(Some(&budget));
     let mut retries = 0;
@@ -217,10 +217,10 @@ fn the_largest_values_of_every_option_neither_panic_nor_overflow() {
 }
 
 #[test]
-#[should_panic(expected = "RetryBudget::new: `ratio` must be in (0, 1]")]
+#[should_panic(expected = "WindowBudget::new: `ratio` must be in (0, 1]")]
 fn a_budget_with_a_bad_ratio_is_a_clear_panic_at_run_time() {
     let ratio = std::hint::black_box(2.0);
-    let _ = RetryBudget::new(ratio, 10, Duration::from_secs(10));
+    let _ = WindowBudget::new(ratio, 10, Duration::from_secs(10));
 }
 
 #[test]
@@ -230,19 +230,19 @@ fn a_breaker_with_a_zero_threshold_is_a_clear_panic_at_run_time() {
 }
 
 #[test]
-#[should_panic(expected = "RetryBudget::new: `ratio` must be in (0, 1]")]
+#[should_panic(expected = "WindowBudget::new: `ratio` must be in (0, 1]")]
 fn a_budget_with_a_zero_ratio_is_a_clear_panic_at_run_time() {
-    let _ = RetryBudget::new(std::hint::black_box(0.0), 10, Duration::from_secs(10));
+    let _ = WindowBudget::new(std::hint::black_box(0.0), 10, Duration::from_secs(10));
 }
 
 #[test]
-#[should_panic(expected = "RetryBudget::new: `ratio` must be in (0, 1]")]
+#[should_panic(expected = "WindowBudget::new: `ratio` must be in (0, 1]")]
 fn a_budget_with_a_nan_ratio_is_a_clear_panic_at_run_time() {
-    let _ = RetryBudget::new(std::hint::black_box(f64::NAN), 10, Duration::from_secs(10));
+    let _ = WindowBudget::new(std::hint::black_box(f64::NAN), 10, Duration::from_secs(10));
 }
 
 #[test]
-#[should_panic(expected = "RetryBudget::new: `ttl` must be greater than zero")]
+#[should_panic(expected = "WindowBudget::new: `ttl` must be greater than zero")]
 fn a_budget_with_a_zero_ttl_is_a_clear_panic_at_run_time() {
-    let _ = RetryBudget::new(0.1, 10, std::hint::black_box(Duration::ZERO));
+    let _ = WindowBudget::new(0.1, 10, std::hint::black_box(Duration::ZERO));
 }

@@ -5,7 +5,8 @@
 use std::error::Error;
 use std::fmt;
 use std::io::{self, ErrorKind};
-use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use std::sync::atomic::AtomicU32;
+use std::sync::atomic::Ordering::Relaxed;
 
 use backstop::{Classify, Verdict, retry};
 

@@ -2,12 +2,12 @@
 //! rather than failing, in tokio's paused time.
 
 use std::io::{Error, ErrorKind};
-use std::sync::Arc;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use backstop::{RetryThrottle, context, retry};
+use backstop::limit::TokenBudget;
+use backstop::{context, retry};
 use tokio::time::{Instant, sleep};
 
 const MS: Duration = Duration::from_millis(1);
@@ -190,10 +190,10 @@ async fn hedges_go_out_a_delay_apart_up_to_their_number() {
     assert_eq!(dropped, [1, 2]);
 }
 
-static DRAINED: RetryThrottle = RetryThrottle::standard();
+static DRAINED: TokenBudget = TokenBudget::standard();
 
 #[retry(hedge = 50ms, idempotent, budget = DRAINED)]
-async fn on_a_drained_throttle(log: &Mutex<Log>, start: Instant) -> Result<u32, Error> {
+async fn on_a_drained_token_budget(log: &Mutex<Log>, start: Instant) -> Result<u32, Error> {
     attempt(log, start, &[(1_000, Then::Ok), (10, Then::Ok)]).await
 }
 
@@ -205,7 +205,7 @@ async fn an_empty_budget_sends_no_hedge() {
     }
     let log = Mutex::new(Log::default());
     let start = Instant::now();
-    assert_eq!(on_a_drained_throttle(&log, start).await.unwrap(), 1);
+    assert_eq!(on_a_drained_token_budget(&log, start).await.unwrap(), 1);
     assert_eq!(start.elapsed(), MS * 1_000, "the slow attempt ran alone");
     assert_eq!(log.into_inner().unwrap().started, [1]);
 }

@@ -99,9 +99,11 @@ fn the_reason_has_a_stable_name_for_metrics() {
 
 // --- every give-up reason, as a hook sees it ---------------------------------
 
-use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use std::sync::atomic::AtomicU32;
+use std::sync::atomic::Ordering::Relaxed;
 
-use backstop::{CircuitBreaker, CircuitOpen, Classify, RetryBudget, Verdict};
+use backstop::limit::{CircuitBreaker, WindowBudget};
+use backstop::{CircuitOpen, Classify, Verdict};
 
 #[derive(Debug)]
 enum Failure {
@@ -154,7 +156,7 @@ fn with_retry_after_max() -> Result<(), Failure> {
     Err(Failure::Throttled(std::time::Duration::from_secs(30)))
 }
 
-static EMPTY: RetryBudget = RetryBudget::new(0.1, 0, std::time::Duration::from_secs(10));
+static EMPTY: WindowBudget = WindowBudget::new(0.1, 0, std::time::Duration::from_secs(10));
 
 #[retry(attempts = 5, budget = EMPTY, on_give_up = reason)]
 fn with_budget() -> Result<(), Failure> {
@@ -168,8 +170,8 @@ fn with_breaker() -> Result<(), Failure> {
     Err(Failure::Transient)
 }
 
-static SHEDDING: backstop::AdaptiveThrottle =
-    backstop::AdaptiveThrottle::new(2.0, std::time::Duration::from_secs(60));
+static SHEDDING: backstop::limit::AdaptiveThrottle =
+    backstop::limit::AdaptiveThrottle::new(2.0, std::time::Duration::from_secs(60));
 
 #[retry(attempts = 5, budget = none, throttle = SHEDDING, on_give_up = reason)]
 fn with_throttle() -> Result<(), Failure> {
@@ -198,7 +200,7 @@ fn every_give_up_reason_is_reported() {
     let _ = with_breaker();
     // Ten thousand refusals: the next attempt is shed with p = 0.9999.
     for _ in 0..10_000 {
-        SHEDDING.requested(backstop::Clock::now(&backstop::SystemClock));
+        SHEDDING.requested(backstop::time::Clock::now(&backstop::time::SystemClock));
     }
     backstop::testing::seed_jitter(1);
     let _ = with_throttle();

@@ -6,12 +6,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use backstop::__private::{AttemptState, Attempted, Decision};
 use backstop::backoff::Rng;
+use backstop::limit::WindowBudget;
 use backstop::testing::VirtualTime;
-use backstop::{
-    AttemptState, Attempted, Decision, GiveUp, Jitter, Policy, RetryBudget, SystemClock, Verdict,
-    retry,
-};
+use backstop::time::SystemClock;
+use backstop::{GiveUp, Jitter, Policy, Verdict, retry};
 
 use crate::support;
 use support::refused;
@@ -20,11 +20,11 @@ use support::refused;
 /// racing for the last token both get it. Here the check and the take are
 /// one compare-and-swap: 8 threads racing for 15 tokens get exactly 15. (A
 /// race is caught here only when the threads happen to collide; the loom
-/// models in retry-runtime/tests/loom/budget.rs check every interleaving.)
+/// models in retry-runtime/tests/loom/window.rs check every interleaving.)
 #[test]
 fn a_budget_is_never_overdrawn_by_racing_callers() {
     for _ in 0..200 {
-        let budget = Arc::new(RetryBudget::new(0.1, 1, Duration::from_secs(10)));
+        let budget = Arc::new(WindowBudget::new(0.1, 1, Duration::from_secs(10)));
         let now = Instant::now();
         for _ in 0..50 {
             budget.record_call(now); // 5 tokens, plus a reserve of 10
@@ -51,9 +51,9 @@ fn a_budget_is_never_overdrawn_by_racing_callers() {
 /// caller after. The budget's source takes no lock of any kind.
 #[test]
 fn the_budget_path_takes_no_lock() {
-    let source = include_str!("../../retry-runtime/src/limit/budget.rs");
+    let source = include_str!("../../retry-runtime/src/limit/window.rs");
     for lock in ["Mutex", "RwLock", ".lock()", "parking_lot", "spin::"] {
-        assert!(!source.contains(lock), "budget.rs mentions {lock}");
+        assert!(!source.contains(lock), "window.rs mentions {lock}");
     }
 }
 
@@ -63,7 +63,7 @@ fn the_budget_path_takes_no_lock() {
 /// after a century of idleness moves at most two rings of slots.
 #[test]
 fn a_long_idle_period_does_not_walk_every_missed_window() {
-    let budget = RetryBudget::new(1.0, 1, Duration::from_millis(1));
+    let budget = WindowBudget::new(1.0, 1, Duration::from_millis(1));
     let t0 = Instant::now();
     budget.record_call(t0);
     // A 1 ms window: a century is 3 × 10¹² missed windows, which a loop

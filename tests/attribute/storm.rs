@@ -82,7 +82,7 @@ fn the_defaults_keep_load_near_the_offered_load_and_recover_a_breaker_first() {
 }
 
 #[test]
-fn near_capacity_the_windowed_budget_feeds_the_storm_and_the_throttle_does_not() {
+fn near_capacity_the_windowed_budget_feeds_the_storm_and_the_token_budget_does_not() {
     let _turn = STATICS
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);

@@ -5,7 +5,8 @@ use std::sync::LazyLock;
 use std::time::Duration;
 
 use backstop::config::{BreakerConfig, BudgetConfig};
-use backstop::{Jitter, Policy, RetryBudget, retry};
+use backstop::limit::WindowBudget;
+use backstop::{Jitter, Policy, retry};
 use serde::Deserialize;
 
 #[derive(Deserialize)]
@@ -116,7 +117,7 @@ fn an_invalid_config_is_an_error_naming_the_field_and_the_reason() {
 
 // A configuration loaded once, and functions that use it.
 static CONFIG: LazyLock<Config> = LazyLock::new(|| toml::from_str(TOML).unwrap());
-static PAYMENTS_BUDGET: LazyLock<RetryBudget> = LazyLock::new(|| CONFIG.payments_budget.build());
+static PAYMENTS_BUDGET: LazyLock<WindowBudget> = LazyLock::new(|| CONFIG.payments_budget.build());
 
 #[retry(policy = CONFIG.payments, budget = PAYMENTS_BUDGET)]
 fn charge(calls: &mut u32) -> Result<(), std::io::Error> {
@@ -274,10 +275,10 @@ fn a_factor_needs_an_exponential_backoff_and_a_fixed_one_reads_back() {
     assert_eq!(toml::from_str::<Policy>(&text).unwrap(), fixed);
 }
 
-static OWN: backstop::RetryThrottle = backstop::RetryThrottle::standard();
+static OWN: backstop::limit::TokenBudget = backstop::limit::TokenBudget::standard();
 
 #[test]
-fn a_policy_says_whether_it_draws_on_the_default_throttle_or_none() {
+fn a_policy_says_whether_it_draws_on_the_default_token_budget_or_none() {
     let off: Policy = toml::from_str("budget = \"none\"").unwrap();
     assert!(!off.has_default_budget() && off.get_budget().is_none());
     let default: Policy = toml::from_str("budget = \"default\"").unwrap();
@@ -291,6 +292,6 @@ fn a_policy_says_whether_it_draws_on_the_default_throttle_or_none() {
         let text = toml::to_string(&policy).unwrap();
         assert_eq!(toml::from_str::<Policy>(&text).unwrap(), policy, "{text}");
     }
-    let custom = toml::to_string(&Policy::new().retry_throttle(&OWN)).unwrap();
+    let custom = toml::to_string(&Policy::new().token_budget(&OWN)).unwrap();
     assert!(custom.contains("budget = \"custom\""), "{custom}");
 }

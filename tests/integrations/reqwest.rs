@@ -330,7 +330,8 @@ async fn an_idempotent_call_retries_a_500_502_or_504() {
     assert_eq!(keys.lock().unwrap().len(), 2);
 }
 
-static ORDERS: backstop::CircuitBreaker = backstop::CircuitBreaker::new(2, Duration::from_secs(60));
+static ORDERS: backstop::limit::CircuitBreaker =
+    backstop::limit::CircuitBreaker::new(2, Duration::from_secs(60));
 
 #[retry(attempts = 2, base = 1ms, breaker = ORDERS, attempt_timeout = 50ms, idempotent, when_ok = response_verdict)]
 async fn behind_a_breaker(url: &str) -> Result<reqwest::Response, Error> {

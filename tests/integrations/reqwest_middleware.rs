@@ -7,8 +7,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use backstop::http::Attempts;
-use backstop::reqwest_middleware::RetryMiddleware;
-use backstop::{CircuitBreaker, GiveUp, GiveUpEvent, Policy, RetryThrottle, retry};
+use backstop::limit::{CircuitBreaker, TokenBudget};
+use backstop::reqwest::RetryMiddleware;
+use backstop::{GiveUp, GiveUpEvent, Policy, retry};
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
 
 use crate::support;
@@ -81,7 +82,7 @@ async fn a_400_is_exactly_one_request() {
 async fn a_post_answered_500_502_or_504_is_sent_once_a_put_again() {
     for status in [500, 502, 504] {
         // A client each: six failures in a row on one would empty its
-        // retry throttle, as they should.
+        // token budget, as they should.
         let client = client(RetryMiddleware::new(&quick()));
         let (url, keys) = serve(vec![(status, ""), (200, "")]).await;
         let response = client.post(&url).body("{}").send().await.unwrap();
@@ -230,16 +231,16 @@ async fn an_open_breaker_turns_calls_away_as_a_middleware_error() {
     assert_eq!(keys.lock().unwrap().len(), 2, "rejected without sending");
 }
 
-static SHARED: RetryThrottle = RetryThrottle::standard();
+static SHARED: TokenBudget = TokenBudget::standard();
 
 #[retry(budget = SHARED, base = 1ms, attempts = 5)]
-async fn shares_the_throttle(calls: &Mutex<u32>) -> Result<(), std::io::Error> {
+async fn shares_the_token_budget(calls: &Mutex<u32>) -> Result<(), std::io::Error> {
     *calls.lock().unwrap() += 1;
     Err(std::io::ErrorKind::ConnectionRefused.into())
 }
 
 #[tokio::test]
-async fn a_throttle_is_shared_with_retry_functions() {
+async fn a_token_budget_is_shared_with_retry_functions() {
     let (url, _) = serve((0..20).map(|_| (503, "")).collect()).await;
     let client = client(RetryMiddleware::new(
         backstop::Retry::new(&quick().attempts(10)).budget(&SHARED),
@@ -249,7 +250,7 @@ async fn a_throttle_is_shared_with_retry_functions() {
     let response = client.get(&url).send().await.unwrap();
     assert_eq!(response.status(), 503);
     let calls = Mutex::new(0);
-    shares_the_throttle(&calls).await.unwrap_err();
+    shares_the_token_budget(&calls).await.unwrap_err();
     assert_eq!(
         *calls.lock().unwrap(),
         1,

@@ -157,7 +157,7 @@ async fn say(addr: SocketAddr, policy: &Policy, message: &str) -> Result<String,
 /// A request through a tonic client on a `Channel` behind `layer`.
 async fn say_with(
     addr: SocketAddr,
-    layer: RetryLayer<HttpBodies, TransportErrors, backstop::ByClassify>,
+    layer: RetryLayer<HttpBodies, TransportErrors, backstop::classify::ByClassify>,
     request: tonic::Request<String>,
 ) -> Result<String, Status> {
     let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
@@ -234,10 +234,10 @@ async fn the_servers_pushback_is_honoured_and_a_negative_one_stops() {
     );
 }
 
-static PUSHED_BACK: backstop::RetryThrottle = backstop::RetryThrottle::standard();
+static PUSHED_BACK: backstop::limit::TokenBudget = backstop::limit::TokenBudget::standard();
 
 #[tokio::test]
-async fn a_negative_pushback_is_a_failure_for_the_retry_throttle() {
+async fn a_negative_pushback_is_a_failure_for_the_token_budget() {
     // gRFC A6: the server says it is overloaded; that is no answer.
     let mut refused = Status::unavailable("overloaded");
     refused

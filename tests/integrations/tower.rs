@@ -9,16 +9,15 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use backstop::limit::{CircuitBreaker, TokenBudget};
 use backstop::tower::{ReplayBody, RetryLayer};
-use backstop::{
-    CircuitBreaker, CircuitOpen, GiveUp, GiveUpEvent, Policy, RetryThrottle, Verdict, context,
-    retry,
-};
+use backstop::{CircuitOpen, GiveUp, GiveUpEvent, Policy, Verdict, context, retry};
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::{Frame, Incoming};
-use hyper_util::client::legacy::{Client, connect::HttpConnector};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpListener;
 use tower::{Layer, ServiceExt, service_fn};
@@ -395,16 +394,16 @@ async fn a_timed_out_post_is_not_repeated() {
     assert_eq!(calls.load(Ordering::Relaxed), 1);
 }
 
-static SHARED_THROTTLE: RetryThrottle = RetryThrottle::standard();
+static SHARED_THROTTLE: TokenBudget = TokenBudget::standard();
 
 #[retry(budget = SHARED_THROTTLE, base = 1ms, attempts = 5)]
-async fn shares_the_throttle(calls: &AtomicU32) -> Result<(), std::io::Error> {
+async fn shares_the_token_budget(calls: &AtomicU32) -> Result<(), std::io::Error> {
     calls.fetch_add(1, Ordering::Relaxed);
     Err(std::io::ErrorKind::ConnectionRefused.into())
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_throttle_is_shared_with_retry_functions() {
+async fn a_token_budget_is_shared_with_retry_functions() {
     // The layer's failures drain the throttle both draw on...
     let (inner, calls) = scripted((0..20).map(|_| status(503, None)).collect());
     let service = RetryLayer::http(
@@ -419,7 +418,7 @@ async fn a_throttle_is_shared_with_retry_functions() {
     );
     // ...so the function is not retried either.
     let fn_calls = AtomicU32::new(0);
-    shares_the_throttle(&fn_calls).await.unwrap_err();
+    shares_the_token_budget(&fn_calls).await.unwrap_err();
     assert_eq!(fn_calls.load(Ordering::Relaxed), 1);
 }
 
@@ -538,7 +537,7 @@ async fn each_retry_waits_for_the_service_to_be_ready_again() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_layers_own_throttle_is_shared_by_its_services_and_not_by_other_layers() {
+async fn a_layers_own_token_budget_is_shared_by_its_services_and_not_by_other_layers() {
     let policy = Policy::new().base(Duration::from_nanos(1));
     let layer = RetryLayer::new(&policy);
     let attempts = Arc::new(AtomicU32::new(0));
@@ -655,7 +654,8 @@ async fn a_refused_connection_is_retried_even_for_a_post() {
     assert_eq!(retries, 2, "nothing was sent: retried");
 }
 
-static SHARED_ADAPTIVE: backstop::AdaptiveThrottle = backstop::AdaptiveThrottle::standard();
+static SHARED_ADAPTIVE: backstop::limit::AdaptiveThrottle =
+    backstop::limit::AdaptiveThrottle::standard();
 
 #[retry(throttle = SHARED_ADAPTIVE, attempts = 1)]
 async fn refused_by_the_dependency() -> Result<(), BoxError> {
@@ -668,7 +668,7 @@ async fn an_adaptive_throttle_is_shared_with_retry_functions() {
     for _ in 0..40 {
         let _ = refused_by_the_dependency().await;
     }
-    let now = backstop::Clock::now(&backstop::TokioClock);
+    let now = backstop::time::Clock::now(&backstop::time::TokioClock);
     // (It sheds most of them too once refusals mount, and a shed call is
     // not a refusal: a few calls are sent, each refused.)
     let shedding = SHARED_ADAPTIVE.rejection_probability(now);
@@ -1069,7 +1069,7 @@ async fn a_probe_that_never_returns_does_not_hold_the_breaker_shut() {
         service.clone().oneshot(get()).await.unwrap().status(),
         StatusCode::SERVICE_UNAVAILABLE
     );
-    assert_eq!(HUNG_PROBE.state(), backstop::BreakerState::Open);
+    assert_eq!(HUNG_PROBE.state(), backstop::limit::BreakerState::Open);
     tokio::time::sleep(Duration::from_secs(1)).await;
     let hung = tokio::spawn(service.clone().oneshot(get()));
     tokio::task::yield_now().await;
@@ -1087,7 +1087,7 @@ async fn a_probe_that_never_returns_does_not_hold_the_breaker_shut() {
         StatusCode::OK,
         "a new trial a cooldown after the first"
     );
-    assert_eq!(HUNG_PROBE.state(), backstop::BreakerState::Closed);
+    assert_eq!(HUNG_PROBE.state(), backstop::limit::BreakerState::Closed);
     assert_eq!(
         service.oneshot(get()).await.unwrap().status(),
         StatusCode::OK

@@ -125,7 +125,7 @@ impl<B> Classify for ::http::Response<B> {
 /// A pushback of zero or more milliseconds makes a retryable code
 /// [`Verdict::RetryAfter`]; a negative or malformed one means "do not
 /// retry" (gRFC A6), [`Verdict::StopOverloaded`]: the call is returned,
-/// and the retry throttle counts it as a failure, as A6's throttling does
+/// and the token budget counts it as a failure, as A6's throttling does
 /// (the server is overloaded, not answering).
 ///
 /// ```
@@ -157,7 +157,7 @@ pub fn grpc_verdict(code: i32, metadata: &::http::HeaderMap) -> Verdict {
     });
     match (code, pushback) {
         // The server said not to retry: it is overloaded (a failure for
-        // the retry throttle, as gRFC A6 counts it).
+        // the token budget, as gRFC A6 counts it).
         (DEADLINE_EXCEEDED | RESOURCE_EXHAUSTED | UNAVAILABLE, Some(None)) => {
             Verdict::StopOverloaded
         }
@@ -198,7 +198,7 @@ pub(crate) fn is_idempotent_parts(method: &::http::Method, headers: &::http::Hea
 
 /// How many attempts a call took, in the extensions of the response that
 /// a retry layer (`tower::RetryLayer::http`) or middleware
-/// (`reqwest_middleware::RetryMiddleware`) returns: `1` when the first
+/// (`reqwest::RetryMiddleware`) returns: `1` when the first
 /// attempt answered.
 ///
 /// ```

@@ -413,7 +413,7 @@ pub trait Classifier<X: ?Sized> {
 ///
 /// ```
 /// # extern crate retry_runtime as backstop;
-/// use backstop::{ByClassify, Classifier, Verdict};
+/// use backstop::{classify::ByClassify, classify::Classifier, Verdict};
 /// let e = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
 /// assert_eq!(ByClassify.verdict(&e), Verdict::Retry);
 /// ```
@@ -430,7 +430,7 @@ impl<E: Classify + ?Sized> Classifier<E> for ByClassify {
 ///
 /// ```
 /// # extern crate retry_runtime as backstop;
-/// use backstop::{Classifier, NeverRetry, Verdict};
+/// use backstop::{classify::Classifier, classify::NeverRetry, Verdict};
 /// assert_eq!(NeverRetry.verdict(&42), Verdict::Stop);
 /// ```
 #[derive(Clone, Copy, Debug, Default)]
@@ -447,7 +447,7 @@ impl<X: ?Sized> Classifier<X> for NeverRetry {
 ///
 /// ```
 /// # extern crate retry_runtime as backstop;
-/// use backstop::{Classifier, Verdict, When};
+/// use backstop::{classify::Classifier, Verdict, classify::When};
 ///
 /// let status_503 = When(|status: &u16| *status == 503);
 /// assert_eq!(status_503.verdict(&503), Verdict::Retry);

@@ -1,14 +1,4 @@
-//! The adaptive throttle: Google SRE's client-side throttling ("Handling
-//! Overload", *Site Reliability Engineering*, ch. 21).
-//!
-//! A retry throttle stops the *retries* when failure is systemic; the
-//! first attempts still go out, and a dependency that is drowning keeps
-//! getting the whole offered load. The adaptive throttle sheds attempts
-//! themselves, locally, in proportion to how many the dependency has been
-//! rejecting: each client counts its `requests` and the `accepts` among
-//! them over a sliding window, and rejects a new attempt with probability
-//! `max(0, (requests − K × accepts) / (requests + 1))`. With healthy
-//! traffic `requests ≤ K × accepts` and the probability is exactly 0.
+//! The adaptive throttle (documented in `limit`).
 
 use std::fmt;
 use std::sync::atomic::Ordering::{AcqRel, Acquire};
@@ -83,7 +73,7 @@ pub use crate::state::vocabulary::Throttled;
 /// ```
 /// # extern crate retry_runtime as backstop;
 /// use std::time::Instant;
-/// use backstop::AdaptiveThrottle;
+/// use backstop::limit::AdaptiveThrottle;
 ///
 /// static USERS: AdaptiveThrottle = AdaptiveThrottle::standard();
 /// let now = Instant::now();
@@ -120,7 +110,7 @@ impl AdaptiveThrottle {
     /// ```
     /// # extern crate retry_runtime as backstop;
     /// use std::time::Duration;
-    /// use backstop::AdaptiveThrottle;
+    /// use backstop::limit::AdaptiveThrottle;
     /// static SEARCH: AdaptiveThrottle = AdaptiveThrottle::new(1.5, Duration::from_secs(60));
     /// assert_eq!(SEARCH.k(), 1.5);
     /// ```
@@ -146,7 +136,7 @@ impl AdaptiveThrottle {
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
-    /// use backstop::AdaptiveThrottle;
+    /// use backstop::limit::AdaptiveThrottle;
     /// static API: AdaptiveThrottle = AdaptiveThrottle::standard();
     /// assert_eq!(API.window(), std::time::Duration::from_secs(2));
     /// ```

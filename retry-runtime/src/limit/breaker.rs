@@ -1,16 +1,10 @@
-//! The circuit breaker: fail fast while a dependency is known to be down.
-//!
-//! A budget limits how much retrying adds to an outage; a breaker stops
-//! the calls themselves. After `failure_threshold` consecutive retryable
-//! failures it opens, and calls fail at once with [`CircuitOpen`] without
-//! touching the dependency, which gets room to recover. After `cooldown`
-//! one call, the probe, is let through: its success closes the breaker,
-//! its failure opens it for another cooldown.
+//! The circuit breaker (documented in `limit`).
 
 use std::fmt;
 use std::sync::atomic::Ordering::{AcqRel, Acquire};
 use std::time::{Duration, Instant};
 
+use crate::classify::Verdict;
 use crate::state::vocabulary::Attempted;
 use crate::sync::AtomicU64;
 use crate::time::clock::nanos_since_origin;
@@ -55,7 +49,7 @@ fn millis(now: Instant) -> u64 {
 /// ```
 /// # extern crate retry_runtime as backstop;
 /// use std::time::Duration;
-/// use backstop::{BreakerState, CircuitBreaker};
+/// use backstop::{limit::BreakerState, limit::CircuitBreaker};
 /// let breaker = CircuitBreaker::new(5, Duration::from_secs(30));
 /// assert_eq!(breaker.state(), BreakerState::Closed);
 /// ```
@@ -90,14 +84,14 @@ pub use crate::state::vocabulary::CircuitOpen;
 /// ```
 /// # extern crate retry_runtime as backstop;
 /// use std::time::{Duration, Instant};
-/// use backstop::{Attempted, BreakerState, CircuitBreaker, Verdict};
+/// use backstop::{limit::BreakerState, limit::CircuitBreaker, Verdict};
 ///
 /// static PAYMENTS: CircuitBreaker = CircuitBreaker::new(3, Duration::from_secs(10));
 ///
 /// let now = Instant::now();
 /// for _ in 0..3 {
 ///     let permit = PAYMENTS.try_acquire(now).unwrap();
-///     permit.record(Attempted::Failed(Verdict::Retry), now); // a retryable failure
+///     permit.failed(Verdict::Retry, now); // a retryable failure
 /// }
 /// assert_eq!(PAYMENTS.state(), BreakerState::Open);
 /// assert!(PAYMENTS.try_acquire(now).is_err()); // rejected, not run
@@ -105,7 +99,7 @@ pub use crate::state::vocabulary::CircuitOpen;
 /// let later = now + Duration::from_secs(10);
 /// let probe = PAYMENTS.try_acquire(later).unwrap();
 /// assert!(PAYMENTS.try_acquire(later).is_err()); // one probe at a time
-/// probe.record(Attempted::Succeeded, later); // it succeeded
+/// probe.succeeded(later); // it succeeded
 /// assert_eq!(PAYMENTS.state(), BreakerState::Closed);
 /// ```
 ///
@@ -113,7 +107,7 @@ pub use crate::state::vocabulary::CircuitOpen;
 ///
 /// ```compile_fail
 /// # extern crate retry_runtime as backstop;
-/// # use std::time::Duration; use backstop::CircuitBreaker;
+/// # use std::time::Duration; use backstop::limit::CircuitBreaker;
 /// static BAD: CircuitBreaker = CircuitBreaker::new(0, Duration::from_secs(10));
 /// # fn main() { let _ = &BAD; }
 /// ```
@@ -126,9 +120,10 @@ pub struct CircuitBreaker {
 }
 
 /// Leave to make one call through a [`CircuitBreaker`]: report its outcome
-/// with [`record`](Permit::record). Dropped without a report (the call
-/// panicked, or its future was dropped), a probe frees the half-open slot.
-#[must_use = "report the call's outcome with `record`"]
+/// with [`succeeded`](Permit::succeeded) or [`failed`](Permit::failed).
+/// Dropped without a report (the call panicked, or its future was
+/// dropped), a probe frees the half-open slot.
+#[must_use = "report the call's outcome with `succeeded` or `failed`"]
 pub struct Permit<'a> {
     breaker: &'a CircuitBreaker,
     probe: bool,
@@ -158,7 +153,7 @@ impl CircuitBreaker {
         /// ```
         /// # extern crate retry_runtime as backstop;
         /// use std::time::Duration;
-        /// use backstop::CircuitBreaker;
+        /// use backstop::limit::CircuitBreaker;
         /// static USERS: CircuitBreaker = CircuitBreaker::new(5, Duration::from_secs(30));
         /// assert_eq!(USERS.failure_threshold(), 5);
         /// ```
@@ -332,11 +327,22 @@ impl Permit<'_> {
         self.probe
     }
 
-    /// Reports what the attempt came to, as classified for retrying.
+    /// Reports that the attempt succeeded: a probe's success closes the
+    /// breaker, and any success ends a run of consecutive failures.
+    pub fn succeeded(self, now: Instant) {
+        self.record(Attempted::Succeeded, now);
+    }
+
+    /// Reports that the attempt failed, as classified for retrying.
     /// Retryable failures (`Retry`, `RetryAfter`, `RetryIfIdempotent`) and
     /// an overloaded dependency's `StopOverloaded` count against the
     /// dependency; `Stop` does not (the dependency answered).
-    pub fn record(self, attempted: Attempted, now: Instant) {
+    pub fn failed(self, verdict: Verdict, now: Instant) {
+        self.record(Attempted::Failed(verdict), now);
+    }
+
+    /// Reports what the attempt came to.
+    pub(crate) fn record(self, attempted: Attempted, now: Instant) {
         let breaker = self.breaker;
         let failed = matches!(attempted, Attempted::Failed(_)) && !attempted.answered();
         let (probe, admitted) = (self.probe, generation(self.admitted));

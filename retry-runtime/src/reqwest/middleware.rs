@@ -1,50 +1,4 @@
-//! reqwest-middleware (feature `reqwest-middleware`): [`RetryMiddleware`],
-//! the retry loop of `#[retry]` for a `reqwest_middleware::ClientWithMiddleware`,
-//! in place of reqwest-retry's `RetryTransientMiddleware`.
-//!
-//! ```no_run
-//! # extern crate retry_runtime as backstop;
-//! use std::time::Duration;
-//! use backstop::{reqwest_middleware::RetryMiddleware, Policy};
-//! use reqwest_middleware::ClientBuilder;
-//!
-//! # async fn run() -> Result<(), reqwest_middleware::Error> {
-//! let policy = Policy::new().attempts(4).deadline(Some(Duration::from_secs(10)));
-//! let client = ClientBuilder::new(reqwest::Client::new())
-//!     .with(RetryMiddleware::new(&policy))
-//!     .build();
-//! let response = client.get("http://127.0.0.1:8080/users/7").send().await?;
-//! # let _ = response; Ok(()) }
-//! ```
-//!
-//! What it does with each request:
-//!
-//! - a response is judged by the HTTP rule (408, 425, 429, 503 retried,
-//!   after their `Retry-After`; 500, 502, 504 only if idempotent; the
-//!   others returned), an error by [`Classify`] (a connection that failed
-//!   is retried; a timeout, or a failure after the request was sent, only
-//!   if idempotent);
-//! - a request is idempotent when its method is (`GET`, `HEAD`, `OPTIONS`,
-//!   `TRACE`, `PUT`, `DELETE`), when it carries an `Idempotency-Key`, or
-//!   when the policy says so; with
-//!   [`add_idempotency_key`](RetryMiddleware::add_idempotency_key), every
-//!   other request gets the call's key on all its attempts, and is then
-//!   idempotent;
-//! - the time left before the deadline is each attempt's timeout (with
-//!   the attempt timeout, the `Retry`'s `.attempt_timeout(..)` or the policy's, if
-//!   sooner): a timeout of the request's own shrinks to it, and reqwest
-//!   reports it (`is_timeout()`); a request without one keeps the
-//!   `Client`'s, and is cut off at the time left with an
-//!   [`Error::Middleware`] holding an [`Elapsed`] (ambiguous, retried only
-//!   if idempotent);
-//! - a request whose body cannot be cloned (a stream) is sent once, and a
-//!   retryable failure of it gives up with
-//!   [`GiveUp::NotReplayable`](crate::GiveUp::NotReplayable), told to
-//!   hooks, `tracing` and `metrics`;
-//! - retries draw on a retry throttle of the middleware's own (or the
-//!   budget named), and the breaker and adaptive throttle, if given, turn
-//!   calls away with a [`reqwest_middleware::Error::Middleware`] holding
-//!   their error.
+//! The reqwest-middleware retry loop (documented in `reqwest`).
 
 use std::fmt;
 use std::pin::Pin;
@@ -72,8 +26,56 @@ pub(crate) struct ReqwestRequests {
 }
 
 /// A reqwest-middleware [`Middleware`] that retries requests as a
-/// [`Retry`] configures: see the [module docs](self). It keeps what a
-/// [`RetryLayer`] keeps, and runs the same loop.
+/// [`Retry`] configures. It keeps what a [`RetryLayer`] keeps, and runs the
+/// same loop.
+///
+/// It is the retry loop of `#[retry]` for a
+/// `reqwest_middleware::ClientWithMiddleware`, in place of reqwest-retry's
+/// `RetryTransientMiddleware`.
+///
+/// ```no_run
+/// # extern crate retry_runtime as backstop;
+/// use std::time::Duration;
+/// use backstop::{reqwest::RetryMiddleware, Policy};
+/// use reqwest_middleware::ClientBuilder;
+///
+/// # async fn run() -> Result<(), reqwest_middleware::Error> {
+/// let policy = Policy::new().attempts(4).deadline(Some(Duration::from_secs(10)));
+/// let client = ClientBuilder::new(reqwest::Client::new())
+///     .with(RetryMiddleware::new(&policy))
+///     .build();
+/// let response = client.get("http://127.0.0.1:8080/users/7").send().await?;
+/// # let _ = response; Ok(()) }
+/// ```
+///
+/// What it does with each request:
+///
+/// - a response is judged by the HTTP rule (408, 425, 429, 503 retried,
+///   after their `Retry-After`; 500, 502, 504 only if idempotent; the
+///   others returned), an error by [`Classify`] (a connection that failed
+///   is retried; a timeout, or a failure after the request was sent, only
+///   if idempotent);
+/// - a request is idempotent when its method is (`GET`, `HEAD`, `OPTIONS`,
+///   `TRACE`, `PUT`, `DELETE`), when it carries an `Idempotency-Key`, or
+///   when the policy says so; with
+///   [`add_idempotency_key`](RetryMiddleware::add_idempotency_key), every
+///   other request gets the call's key on all its attempts, and is then
+///   idempotent;
+/// - the time left before the deadline is each attempt's timeout (with
+///   the attempt timeout, the `Retry`'s `.attempt_timeout(..)` or the policy's, if
+///   sooner): a timeout of the request's own shrinks to it, and reqwest
+///   reports it (`is_timeout()`); a request without one keeps the
+///   `Client`'s, and is cut off at the time left with an
+///   [`Error::Middleware`](::reqwest_middleware::Error::Middleware) holding an
+///   [`Elapsed`] (ambiguous, retried only if idempotent);
+/// - a request whose body cannot be cloned (a stream) is sent once, and a
+///   retryable failure of it gives up with
+///   [`GiveUp::NotReplayable`](crate::GiveUp::NotReplayable), told to
+///   hooks, `tracing` and `metrics`;
+/// - retries draw on a token budget of the middleware's own (or the
+///   budget named), and the breaker and adaptive throttle, if given, turn
+///   calls away with a [`reqwest_middleware::Error::Middleware`] holding
+///   their error.
 #[must_use = "a middleware does nothing until a client is built `.with(..)` it"]
 pub struct RetryMiddleware<
     W = ByClassify,
@@ -113,7 +115,7 @@ impl RetryMiddleware {
     /// caller's.
     ///
     /// Build the client once and share it (reqwest's `Client` is made to
-    /// be): unless the [`Retry`] names one, the middleware's retry throttle
+    /// be): unless the [`Retry`] names one, the middleware's token budget
     /// is its own, so a client built per request starts with a full
     /// throttle every time and never throttles (a debug build warns after
     /// 100 built at one place); share a `static` throttle with
@@ -121,7 +123,7 @@ impl RetryMiddleware {
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
-    /// use backstop::{http::Attempts, reqwest_middleware::RetryMiddleware, Policy};
+    /// use backstop::{http::Attempts, reqwest::RetryMiddleware, Policy};
     /// use reqwest_middleware::ClientBuilder;
     /// # use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
     /// # /// Stands in for the network: answers these statuses in turn (the last
@@ -177,7 +179,7 @@ impl<W, K, B, R, G, L, A> RetryMiddleware<W, K, B, R, G, L, A> {
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
-    /// use backstop::{http::Attempts, reqwest_middleware::RetryMiddleware, Policy};
+    /// use backstop::{http::Attempts, reqwest::RetryMiddleware, Policy};
     /// use std::sync::Arc;
     /// use reqwest_middleware::ClientBuilder;
     /// # use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
@@ -353,7 +355,7 @@ impl<'a> Call<'a> {
 /// Gives a request that is not idempotent by its method the call's
 /// `Idempotency-Key`.
 fn with_key(request: &mut reqwest::Request) {
-    if let Some(cx) = crate::run::context::context()
+    if let Some(cx) = crate::run::scope::context()
         && !crate::classify::http::is_idempotent_parts(request.method(), request.headers())
         && let Ok(value) = http::HeaderValue::try_from(cx.idempotency_key().to_string())
     {

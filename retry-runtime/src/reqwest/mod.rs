@@ -1,7 +1,8 @@
 //! reqwest (feature `reqwest`): its errors classified, responses judged by
 //! status and `Retry-After`, requests sent within the call's deadline with
 //! the call's idempotency key, and an error type that takes the breaker and
-//! `attempt_timeout`.
+//! `attempt_timeout`; with feature `reqwest-middleware`, `RetryMiddleware`
+//! for a `reqwest_middleware::ClientWithMiddleware`.
 //!
 //! ```no_run
 //! # extern crate retry_runtime as backstop;
@@ -19,7 +20,10 @@
 
 pub(crate) mod error;
 #[cfg(feature = "reqwest-middleware")]
-pub mod middleware;
+mod middleware;
+
+#[cfg(feature = "reqwest-middleware")]
+pub use middleware::RetryMiddleware;
 
 use std::error::Error as StdError;
 use std::time::SystemTime;
@@ -124,7 +128,7 @@ pub struct AttemptRequest {
 
 impl AttemptRequest {
     /// Sends the request. Inside an attempt (where
-    /// [`context()`](crate::run::context::context()) answers):
+    /// [`context()`](crate::run::scope::context()) answers):
     ///
     /// - it carries the call's `Idempotency-Key`, the same for every
     ///   attempt, so that a server that honours the header does a retried
@@ -145,7 +149,7 @@ impl AttemptRequest {
     /// request's own timeout included), [`Error::Elapsed`] when the call's
     /// deadline came first.
     pub async fn send(self) -> Result<::reqwest::Response, Error> {
-        let Some(cx) = crate::run::context::context() else {
+        let Some(cx) = crate::run::scope::context() else {
             return Ok(self.request.send().await?);
         };
         let (client, request) = self.request.build_split();

@@ -13,7 +13,7 @@ use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use crate::classify::Verdict;
-use crate::limit::budget::BudgetRef;
+use crate::limit::BudgetRef;
 use crate::run::Steps;
 use crate::state::hedged::Round;
 use crate::state::policy::Policy;

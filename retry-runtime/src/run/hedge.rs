@@ -12,7 +12,7 @@
 //!
 //! Every hedge is extra load, so it is granted like a retry: only for an
 //! idempotent operation, before the deadline, by the call's budget or
-//! retry throttle, the circuit breaker and the adaptive throttle; when the
+//! token budget, the circuit breaker and the adaptive throttle; when the
 //! dependency is failing, they stop hedges first.
 
 use std::sync::atomic::Ordering::Relaxed;

@@ -1,19 +1,19 @@
 //! Retry loops without the macro: [`call`], [`call_async`] and the
 //! [`Retry`] builder. `#[retry]` expands to the same state machine.
 
-pub mod context;
 #[cfg(all(feature = "async", not(loom)))]
 pub(crate) mod drive;
 #[cfg(not(loom))]
 pub mod hedge;
-pub mod observe;
+pub(crate) mod observe;
+pub mod scope;
 
 use std::time::Duration;
 
 use crate::classify::{ByClassify, Classifier, Classify, NeverRetry, When};
+use crate::limit::BudgetRef;
 use crate::limit::adaptive::{AdaptiveThrottle, Throttled};
 use crate::limit::breaker::{CircuitBreaker, CircuitOpen};
-use crate::limit::budget::BudgetRef;
 #[cfg(not(loom))]
 use crate::run::hedge::Hedge;
 use crate::run::observe::{Ignore, OnGiveUp, OnRetry};
@@ -147,7 +147,7 @@ where
 ///
 /// ```
 /// use std::time::Duration;
-/// use retry_runtime::{run::sleep, testing::VirtualTime};
+/// use retry_runtime::{macro_support::sleep, testing::VirtualTime};
 ///
 /// let vt = VirtualTime::start();
 /// sleep(Duration::from_secs(3600)); // returns at once
@@ -168,9 +168,9 @@ pub use crate::state::vocabulary::Elapsed;
 /// ```
 /// # extern crate retry_runtime as backstop;
 /// use std::time::Duration;
-/// use backstop::{testing::VirtualTime, Policy, Retry, RetryBudget, Verdict};
+/// use backstop::{testing::VirtualTime, Policy, Retry, limit::WindowBudget, Verdict};
 ///
-/// static BUDGET: RetryBudget = RetryBudget::new(0.1, 10, Duration::from_secs(10));
+/// static BUDGET: WindowBudget = WindowBudget::new(0.1, 10, Duration::from_secs(10));
 ///
 /// let _vt = VirtualTime::start();
 /// let policy = Policy::new();
@@ -403,7 +403,7 @@ impl<'a> Retry<'a> {
     ///
     /// Its retries draw on the policy's budget or throttle if it has one;
     /// none after [`Policy::no_budget`]; otherwise on a
-    /// [`RetryThrottle`](crate::RetryThrottle) of this call site's own
+    /// [`TokenBudget`](crate::limit::TokenBudget) of this call site's own
     /// (the line of code calling `Retry::new`, `call` or `call_async`),
     /// as `#[retry]` gives each function its own: the same protection
     /// wherever calls are made.
@@ -437,8 +437,8 @@ impl<'a> Retry<'a> {
         let budget = crate::testing::isolation::own_budget(match given {
             Chosen::Given(given) => given,
             Chosen::Default => {
-                let site = crate::limit::throttle::at_call_site(std::panic::Location::caller());
-                Some(BudgetRef::Throttle(site))
+                let site = crate::limit::token::at_call_site(std::panic::Location::caller());
+                Some(BudgetRef::Token(site))
             }
         });
         Self {
@@ -547,28 +547,28 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
 
 impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// Draws on `budget` instead of the policy's: a
-    /// [`RetryThrottle`](crate::RetryThrottle) or a windowed
-    /// [`RetryBudget`](crate::RetryBudget), shared by the calls it protects:
+    /// [`TokenBudget`](crate::limit::TokenBudget) or a windowed
+    /// [`WindowBudget`](crate::limit::WindowBudget), shared by the calls it protects:
     /// a `static` (or a `LazyLock`, or one leaked). A `const` or a local
     /// made for each call would be a fresh one every time, granting every
     /// retry, and does not compile.
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
-    /// # use std::time::Duration; use backstop::{Policy, Retry, RetryBudget, RetryThrottle};
-    /// static BUDGET: RetryBudget = RetryBudget::new(0.5, 0, Duration::from_secs(10));
+    /// # use std::time::Duration; use backstop::{Policy, Retry, limit::WindowBudget, limit::TokenBudget};
+    /// static BUDGET: WindowBudget = WindowBudget::new(0.5, 0, Duration::from_secs(10));
     /// let policy = Policy::new();
     /// let _ = Retry::new(&policy).budget(&BUDGET).call(|| Ok::<_, std::io::Error>(()));
     /// assert_eq!(BUDGET.stats().calls, 1);
     ///
-    /// static THROTTLE: RetryThrottle = RetryThrottle::standard();
+    /// static THROTTLE: TokenBudget = TokenBudget::standard();
     /// let _ = Retry::new(&policy).budget(&THROTTLE).call(|| Ok::<_, std::io::Error>(()));
     /// ```
     ///
     /// ```compile_fail
     /// # extern crate retry_runtime as backstop;
-    /// # use backstop::{Policy, Retry, RetryThrottle};
-    /// const FRESH_EVERY_TIME: RetryThrottle = RetryThrottle::standard();
+    /// # use backstop::{Policy, Retry, limit::TokenBudget};
+    /// const FRESH_EVERY_TIME: TokenBudget = TokenBudget::standard();
     /// let policy = Policy::new();
     /// let _ = Retry::new(&policy).budget(&FRESH_EVERY_TIME).call(|| Ok::<_, std::io::Error>(()));
     /// ```
@@ -583,8 +583,8 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
-    /// # use std::time::Duration; use backstop::{Policy, Retry, RetryBudget};
-    /// static BUDGET: RetryBudget = RetryBudget::new(0.5, 0, Duration::from_secs(10));
+    /// # use std::time::Duration; use backstop::{Policy, Retry, limit::WindowBudget};
+    /// static BUDGET: WindowBudget = WindowBudget::new(0.5, 0, Duration::from_secs(10));
     /// let policy = Policy::new().budget(&BUDGET);
     /// let _ = Retry::new(&policy).no_budget().call(|| Ok::<_, std::io::Error>(()));
     /// assert_eq!(BUDGET.stats().calls, 0);
@@ -747,7 +747,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// ```
     /// # extern crate retry_runtime as backstop;
     /// use std::time::Duration;
-    /// use backstop::{CircuitBreaker, CircuitOpen, Policy, Retry};
+    /// use backstop::{limit::CircuitBreaker, CircuitOpen, Policy, Retry};
     /// # let _vt = backstop::testing::VirtualTime::start();
     ///
     /// #[derive(Debug)]
@@ -794,7 +794,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
-    /// use backstop::{AdaptiveThrottle, Policy, Retry};
+    /// use backstop::{limit::AdaptiveThrottle, Policy, Retry};
     /// # let _vt = backstop::testing::VirtualTime::start();
     /// static USERS: AdaptiveThrottle = AdaptiveThrottle::standard();
     /// let policy = Policy::new();
@@ -878,7 +878,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// idempotent, a sync [`call`](Self::call) and
     /// [`call_async_with`](Self::call_async_with) (whose value goes to one
     /// attempt at a time) run one attempt at a time. Every hedge is granted
-    /// like a retry, by the budget or retry throttle, the breaker and the
+    /// like a retry, by the budget or token budget, the breaker and the
     /// adaptive throttle, before the deadline.
     ///
     /// ```
@@ -1066,7 +1066,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
 ///
 /// ```
 /// # extern crate retry_runtime as backstop;
-/// use backstop::{Handles, Policy, Retry};
+/// use backstop::{builder::Handles, Policy, Retry};
 /// fn runs<R: Handles<u8, std::io::Error>>(_: &R) {}
 /// runs(&Retry::new(&Policy::new()));
 /// ```

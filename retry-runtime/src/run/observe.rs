@@ -24,7 +24,7 @@ pub(crate) const ANONYMOUS: &str = "anonymous";
 /// each type (`my_service::Client::get`), made once, on its first call.
 ///
 /// ```
-/// use retry_runtime::observe::Function;
+/// use retry_runtime::macro_support::Function;
 /// static FETCH_USER: Function = Function::new("users::fetch_user");
 /// assert_eq!(FETCH_USER.name(), "users::fetch_user");
 ///
@@ -434,7 +434,7 @@ impl<'a, T, E> RetryEvent<'a, T, E> {
 
     /// Time since the call began. With a deadline of a second or more the
     /// start is read from the coarse clock
-    /// ([`Clock::start_now`](crate::Clock::start_now)), so this can read a
+    /// ([`Clock::start_now`](crate::time::Clock::start_now)), so this can read a
     /// few milliseconds high.
     pub fn elapsed(&self) -> Duration {
         self.elapsed
@@ -512,7 +512,7 @@ impl<'a, T, E> GiveUpEvent<'a, T, E> {
 
     /// Time since the call began. With a deadline of a second or more the
     /// start is read from the coarse clock
-    /// ([`Clock::start_now`](crate::Clock::start_now)), so this can read a
+    /// ([`Clock::start_now`](crate::time::Clock::start_now)), so this can read a
     /// few milliseconds high.
     pub fn elapsed(&self) -> Duration {
         self.elapsed

@@ -9,9 +9,9 @@
 use std::time::{Duration, Instant};
 
 use super::{AttemptState, Attempts, run_pinned, run_sync, start_and_deadline};
-use crate::limit::budget::BudgetRef;
-use crate::run::context::{CallContext, Scope};
+use crate::limit::BudgetRef;
 use crate::run::observe::{Function, Observe};
+use crate::run::scope::{CallContext, Scope};
 use crate::state::policy::Policy;
 use crate::state::vocabulary::{Attempted, Decision};
 use crate::time::clock::Clock;
@@ -306,9 +306,8 @@ mod tests {
 
     use super::*;
     use crate::classify::Verdict;
-    use crate::limit::budget::RetryBudget;
-    use crate::limit::throttle::RetryThrottle;
-    use crate::run::context;
+    use crate::limit::{TokenBudget, WindowBudget};
+    use crate::run::scope as context;
 
     static FUNCTION: Function = Function::new("tests::call");
 
@@ -332,7 +331,7 @@ mod tests {
 
     #[test]
     fn a_failed_first_attempt_makes_the_state_machine_with_what_it_left() {
-        let budget = RetryBudget::new(1.0, 10, Duration::from_secs(10));
+        let budget = WindowBudget::new(1.0, 10, Duration::from_secs(10));
         let policy = Policy::new().attempts(3).base(Duration::from_millis(1));
         let mut call = Call::new(
             &policy,
@@ -365,8 +364,8 @@ mod tests {
     }
 
     #[test]
-    fn a_first_attempt_that_succeeds_credits_the_throttle_and_ends_the_call() {
-        let throttle = RetryThrottle::new(10, 1.0);
+    fn a_first_attempt_that_succeeds_credits_the_token_budget_and_ends_the_call() {
+        let throttle = TokenBudget::new(10, 1.0);
         let now = Instant::now();
         // Two failures: 8 tokens of 10.
         assert!(throttle.failed(now));
@@ -375,7 +374,7 @@ mod tests {
         let mut call = Call::new(
             &policy,
             still(),
-            Some(BudgetRef::Throttle(&throttle)),
+            Some(BudgetRef::Token(&throttle)),
             &FUNCTION,
         );
         assert_eq!(call.run_attempt(|| 7), 7);

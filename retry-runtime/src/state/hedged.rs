@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 
 use super::{AttemptState, GiveUp, HoldsPolicy};
 use crate::classify::Verdict;
+use crate::limit::BudgetRef;
 use crate::limit::breaker::Permit;
-use crate::limit::budget::BudgetRef;
-use crate::run::context::Scope;
 use crate::run::hedge::Hedge;
+use crate::run::scope::Scope;
 use crate::state::backoff::Rng;
 use crate::state::vocabulary::{Attempted, Elapsed};
 use crate::time::clock::Clock;
@@ -43,7 +43,7 @@ impl<C: Clock, P: HoldsPolicy> AttemptState<'_, C, P> {
     /// off) into its outcome and what the attempt came to. The first answer (a success, or a
     /// [`Stop`](Verdict::Stop)) ends the round and the other attempts are
     /// dropped at once. A retryable failure ends only its attempt (it
-    /// counts against the breaker and the retry throttle as any failure
+    /// counts against the breaker and the token budget as any failure
     /// does), unless it is the last in flight; the next hedge still waits
     /// for its delay. The round returns the outcome that ended it with its
     /// judgement, for [`decide`](Self::decide): retries still apply after
@@ -55,16 +55,16 @@ impl<C: Clock, P: HoldsPolicy> AttemptState<'_, C, P> {
     /// (hedges are attempts), and only if it could start before the
     /// deadline, the breaker is closed and admits it, the adaptive
     /// throttle does not shed it, and the budget grants it as it would a
-    /// retry (a retry throttle above half; a windowed budget's token).
+    /// retry (a token budget above half; a windowed budget's token).
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
     /// use std::time::Duration;
-    /// use backstop::{context, hedge::Hedge, Attempted, AttemptState, Decision, Policy, SystemClock};
+    /// use backstop::{context, hedge::Hedge, macro_support::Attempted, macro_support::AttemptState, macro_support::Decision, Policy, time::SystemClock};
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
     /// let policy = Policy::new().idempotent(true).no_budget();
-    /// let mut state = AttemptState::new(&policy, backstop::timer::RuntimeClock::current());
+    /// let mut state = AttemptState::new(&policy, backstop::time::RuntimeClock::current());
     /// let hedge = Hedge::after(Duration::from_millis(50));
     /// let (outcome, attempted) = state
     ///     .run_hedged(
@@ -226,7 +226,7 @@ impl<C: Clock, P: HoldsPolicy> AttemptState<'_, C, P> {
             None => None,
         };
         let granted = match self.budget {
-            Some(BudgetRef::Throttle(throttle)) => throttle.allows_hedge(now),
+            Some(BudgetRef::Token(throttle)) => throttle.allows_hedge(now),
             Some(BudgetRef::Window(budget)) => budget.try_withdraw(now),
             None => true,
         };
@@ -238,13 +238,13 @@ impl<C: Clock, P: HoldsPolicy> AttemptState<'_, C, P> {
     }
 
     /// An attempt failed retryably while others are still in flight: it
-    /// counts against the breaker and the retry throttle as any failure
+    /// counts against the breaker and the token budget as any failure
     /// does, and the others go on.
     fn failed_beside(&mut self, attempt: InFlight, attempted: Attempted, now: Instant) {
         if let Some(permit) = attempt.permit {
             permit.record(attempted, now);
         }
-        if let Some(BudgetRef::Throttle(throttle)) = self.budget {
+        if let Some(BudgetRef::Token(throttle)) = self.budget {
             throttle.failed(now);
         }
         self.obs.failed_beside(attempt.attempt, attempted.verdict());

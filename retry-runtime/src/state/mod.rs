@@ -10,7 +10,7 @@
 //! decided by the state machine as if it had been there from the start.
 
 pub mod backoff;
-pub mod policy;
+pub(crate) mod policy;
 pub(crate) mod vocabulary;
 
 use std::fmt;
@@ -21,9 +21,9 @@ use std::time::{Duration, Instant};
 use crate::classify::{Classifier, Verdict};
 use crate::limit::adaptive::{AdaptiveThrottle, Throttled};
 use crate::limit::breaker::{CircuitBreaker, CircuitOpen, Permit};
-use crate::limit::budget::{BudgetRef, IntoBudget};
-use crate::run::context::{self, CallContext, Scope};
+use crate::limit::{BudgetRef, IntoBudget};
 use crate::run::observe::{Function, GiveUpEvent, Observe, RetryEvent};
+use crate::run::scope::{self, CallContext, Scope};
 use crate::state::backoff::Rng;
 use crate::state::policy::Policy;
 use crate::state::vocabulary::Attempted;
@@ -90,7 +90,7 @@ pub use crate::state::vocabulary::{Decision, GiveUp};
 /// ```
 /// # extern crate retry_runtime as backstop;
 /// use std::io::{Error, ErrorKind};
-/// use backstop::{AttemptState, ByClassify, Decision, GiveUp, NeverRetry, Policy, SystemClock};
+/// use backstop::{macro_support::AttemptState, classify::ByClassify, macro_support::Decision, GiveUp, classify::NeverRetry, Policy, time::SystemClock};
 ///
 /// let policy = Policy::new().attempts(2);
 /// let mut state = AttemptState::new(&policy, SystemClock);
@@ -151,7 +151,7 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
-    /// use backstop::{AttemptState, Policy, SystemClock};
+    /// use backstop::{macro_support::AttemptState, Policy, time::SystemClock};
     ///
     /// let policy = Policy::new();
     /// let state = AttemptState::new(&policy, SystemClock);
@@ -218,9 +218,9 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     /// ```
     /// # extern crate retry_runtime as backstop;
     /// use std::time::Duration;
-    /// use backstop::{Attempted, AttemptState, Policy, RetryBudget, SystemClock};
+    /// use backstop::{macro_support::Attempted, macro_support::AttemptState, Policy, limit::WindowBudget, time::SystemClock};
     ///
-    /// let budget = RetryBudget::new(0.1, 1, Duration::from_secs(1));
+    /// let budget = WindowBudget::new(0.1, 1, Duration::from_secs(1));
     /// let policy = Policy::new();
     /// let mut state = AttemptState::new(&policy, SystemClock).budget(Some(&budget));
     /// assert_eq!(budget.stats().calls, 0, "recorded when its first attempt runs");
@@ -240,7 +240,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
-    /// use backstop::{AttemptState, Policy, SystemClock};
+    /// use backstop::{macro_support::AttemptState, Policy, time::SystemClock};
     /// let policy = Policy::new();
     /// let state = AttemptState::new(&policy, SystemClock).name("fetch_user");
     /// assert_eq!(state.get_name(), "fetch_user");
@@ -268,7 +268,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
-    /// use backstop::{AttemptState, Policy, SystemClock};
+    /// use backstop::{macro_support::AttemptState, Policy, time::SystemClock};
     /// let policy = Policy::new();
     /// let state = AttemptState::new(&policy, SystemClock).name("fetch_user");
     /// let logged = state.in_span(|| "retrying fetch_user");
@@ -291,7 +291,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     /// ```
     /// # extern crate retry_runtime as backstop;
     /// use std::time::Duration;
-    /// use backstop::{AttemptState, CircuitBreaker, Policy, SystemClock};
+    /// use backstop::{macro_support::AttemptState, limit::CircuitBreaker, Policy, time::SystemClock};
     /// static USERS: CircuitBreaker = CircuitBreaker::new(5, Duration::from_secs(30));
     /// let policy = Policy::new();
     /// let mut state = AttemptState::new(&policy, SystemClock).breaker(&USERS);
@@ -309,7 +309,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
-    /// use backstop::{AdaptiveThrottle, AttemptState, Policy, SystemClock};
+    /// use backstop::{limit::AdaptiveThrottle, macro_support::AttemptState, Policy, time::SystemClock};
     /// static USERS: AdaptiveThrottle = AdaptiveThrottle::standard();
     /// let policy = Policy::new();
     /// let mut state = AttemptState::new(&policy, SystemClock).throttle(&USERS);
@@ -401,17 +401,17 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
             self.obs.gave_up(reason);
         }
         if self.done > 1 {
-            context::note_retried_below();
+            scope::note_retried_below();
         }
     }
 
     /// Runs one sync attempt with its [`Context`](crate::Context) set, so
-    /// that [`context()`](crate::run::context::context()) answers inside it and calls
+    /// that [`context()`](crate::run::scope::context()) answers inside it and calls
     /// nested in it see this call's deadline.
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
-    /// use backstop::{context, AttemptState, Policy, SystemClock};
+    /// use backstop::{context, macro_support::AttemptState, Policy, time::SystemClock};
     /// let policy = Policy::new();
     /// let mut state = AttemptState::new(&policy, SystemClock);
     /// let attempt = state.run_attempt(|| context().map(|cx| cx.attempt()));
@@ -428,7 +428,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
-    /// use backstop::{context, AttemptState, Policy, SystemClock};
+    /// use backstop::{context, macro_support::AttemptState, Policy, time::SystemClock};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() {
     /// let policy = Policy::new();
     /// let mut state = AttemptState::new(&policy, SystemClock);
@@ -491,7 +491,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     /// ```
     /// # extern crate retry_runtime as backstop;
     /// use std::time::Duration;
-    /// use backstop::{Attempted, AttemptState, Decision, Jitter, Policy, SystemClock, Verdict};
+    /// use backstop::{macro_support::Attempted, macro_support::AttemptState, macro_support::Decision, Jitter, Policy, time::SystemClock, Verdict};
     /// let _vt = backstop::testing::VirtualTime::start();
     /// let policy = Policy::new().jitter(Jitter::None);
     /// let mut state = AttemptState::new(&policy, SystemClock);
@@ -540,7 +540,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     /// ```
     /// # extern crate retry_runtime as backstop;
     /// use std::time::Duration;
-    /// use backstop::{AttemptState, Policy, SystemClock};
+    /// use backstop::{macro_support::AttemptState, Policy, time::SystemClock};
     /// let _vt = backstop::testing::VirtualTime::start();
     /// let policy = Policy::new().deadline(Some(Duration::from_secs(2)));
     /// let state = AttemptState::new(&policy, SystemClock);
@@ -579,11 +579,11 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     /// Tells the decider whether the request could be sent again: a
     /// retryable failure of one that cannot gives up with
     /// [`GiveUp::NotReplayable`] (a windowed budget is not drawn on; a
-    /// retry throttle still counts the failure, as it counts every one).
+    /// token budget still counts the failure, as it counts every one).
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
-    /// use backstop::{Attempted, AttemptState, Decision, GiveUp, Policy, SystemClock, Verdict};
+    /// use backstop::{macro_support::Attempted, macro_support::AttemptState, macro_support::Decision, GiveUp, Policy, time::SystemClock, Verdict};
     /// let policy = Policy::new();
     /// let mut state = AttemptState::new(&policy, SystemClock);
     /// state.set_replayable(false);
@@ -616,7 +616,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     /// ```
     /// # extern crate retry_runtime as backstop;
     /// use std::time::Duration;
-    /// use backstop::{Attempted, AttemptState, Decision, GiveUp, Jitter, Policy, SystemClock, Verdict};
+    /// use backstop::{macro_support::Attempted, macro_support::AttemptState, macro_support::Decision, GiveUp, Jitter, Policy, time::SystemClock, Verdict};
     /// let vt = backstop::testing::VirtualTime::start();
     ///
     /// let policy = Policy::new().jitter(Jitter::None).deadline(Some(Duration::from_millis(150)));
@@ -670,7 +670,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
-    /// use backstop::{Attempted, AttemptState, Decision, Jitter, Policy, SystemClock, Verdict};
+    /// use backstop::{macro_support::Attempted, macro_support::AttemptState, macro_support::Decision, Jitter, Policy, time::SystemClock, Verdict};
     /// # let _vt = backstop::testing::VirtualTime::start();
     ///
     /// let policy = Policy::new().jitter(Jitter::None).no_budget();
@@ -697,7 +697,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
         if let Decision::GiveUp(reason) = decision
             && (self.done > 1 || reason == GiveUp::RetriedBelow)
         {
-            context::note_retried_below();
+            scope::note_retried_below();
         }
         decision
     }
@@ -741,12 +741,12 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
             throttle.accepted(requested);
         }
         let throttle_allows = match self.budget {
-            Some(BudgetRef::Throttle(_)) if attempted.answered() => {
+            Some(BudgetRef::Token(_)) if attempted.answered() => {
                 credit_answer(self.budget, self.start);
                 true
             }
             // (The coarse clock: the bucket refills by the second.)
-            Some(BudgetRef::Throttle(throttle)) => throttle.failed(self.clock.start_now()),
+            Some(BudgetRef::Token(throttle)) => throttle.failed(self.clock.start_now()),
             _ => true,
         };
         let verdict = match attempted {
@@ -815,7 +815,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
         }
         let granted = match self.budget {
             Some(BudgetRef::Window(budget)) => budget.try_withdraw(now),
-            Some(BudgetRef::Throttle(_)) => throttle_allows,
+            Some(BudgetRef::Token(_)) => throttle_allows,
             None => true,
         };
         if !granted {
@@ -961,11 +961,11 @@ fn record_once(recorded: &mut bool, budget: Option<BudgetRef<'_>>, start: Instan
 }
 
 /// An attempt of a call that started at `start` was answered (a success,
-/// or an error no retry can fix): a retry throttle is credited. The one
+/// or an error no retry can fix): a token budget is credited. The one
 /// rule for the state machine and for a first attempt decided without it.
 #[inline]
 fn credit_answer(budget: Option<BudgetRef<'_>>, start: Instant) {
-    if let Some(BudgetRef::Throttle(throttle)) = budget {
+    if let Some(BudgetRef::Token(throttle)) = budget {
         throttle.answered(start);
     }
 }
@@ -983,7 +983,7 @@ fn start_and_deadline(policy: &Policy, clock: &impl Clock) -> (Instant, Option<I
     };
     // A call made inside another's attempt never outlives that call.
     let own = policy.deadline.and_then(|d| start.checked_add(d));
-    let deadline = match (own, context::enclosing_deadline()) {
+    let deadline = match (own, scope::enclosing_deadline()) {
         (Some(own), Some(enclosing)) => Some(own.min(enclosing)),
         (own, enclosing) => own.or(enclosing),
     };

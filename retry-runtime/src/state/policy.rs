@@ -2,8 +2,7 @@
 
 use std::time::Duration;
 
-use crate::limit::budget::{BudgetRef, RetryBudget};
-use crate::limit::throttle::RetryThrottle;
+use crate::limit::{BudgetRef, TokenBudget, WindowBudget};
 use crate::state::backoff::{self, Backoff, Jitter, Rng};
 use crate::time::units;
 
@@ -49,7 +48,7 @@ impl Policy {
     /// The defaults: 3 attempts, a 30 s deadline, exponential backoff from
     /// 100 ms by a factor of 2, capped at 20 s, full jitter, not idempotent,
     /// `Retry-After` honoured up to 60 s, no attempt timeout, and the
-    /// default protection: a retry throttle of the call site's own
+    /// default protection: a token budget of the call site's own
     /// (`#[retry]`: of the function's own).
     pub const DEFAULT: Self = Self {
         attempts: units::DEFAULT_ATTEMPTS,
@@ -255,35 +254,35 @@ impl Policy {
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
-    /// # use std::time::Duration; use backstop::{Policy, RetryBudget};
-    /// static BUDGET: RetryBudget = RetryBudget::new(0.1, 10, Duration::from_secs(10));
+    /// # use std::time::Duration; use backstop::{Policy, limit::WindowBudget};
+    /// static BUDGET: WindowBudget = WindowBudget::new(0.1, 10, Duration::from_secs(10));
     /// static POLICY: Policy = Policy::new().budget(&BUDGET);
     /// assert!(POLICY.get_budget().is_some());
     /// ```
     #[must_use]
-    pub const fn budget(mut self, budget: &'static RetryBudget) -> Self {
+    pub const fn budget(mut self, budget: &'static WindowBudget) -> Self {
         self.budget = BudgetChoice::Set(BudgetRef::Window(budget));
         self
     }
 
-    /// The retry throttle this policy draws on (instead of a budget).
+    /// The token budget this policy draws on (instead of a budget).
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
-    /// # use backstop::{Policy, RetryThrottle};
-    /// static PAYMENTS: RetryThrottle = RetryThrottle::standard();
-    /// static POLICY: Policy = Policy::new().retry_throttle(&PAYMENTS);
+    /// # use backstop::{Policy, limit::TokenBudget};
+    /// static PAYMENTS: TokenBudget = TokenBudget::standard();
+    /// static POLICY: Policy = Policy::new().token_budget(&PAYMENTS);
     /// # let _ = &POLICY;
     /// ```
     #[must_use]
-    pub const fn retry_throttle(mut self, throttle: &'static RetryThrottle) -> Self {
-        self.budget = BudgetChoice::Set(BudgetRef::Throttle(throttle));
+    pub const fn token_budget(mut self, throttle: &'static TokenBudget) -> Self {
+        self.budget = BudgetChoice::Set(BudgetRef::Token(throttle));
         self
     }
 
     /// No retry budget or throttle at all: every retry the other limits
     /// allow is made, however many calls fail. (Without this, or a budget
-    /// of its own, a policy draws on a retry throttle of the call site's
+    /// of its own, a policy draws on a token budget of the call site's
     /// own: see [`Retry::new`](crate::Retry::new).)
     ///
     /// ```
@@ -349,7 +348,7 @@ impl Policy {
 
     /// Whether the policy leaves the budget to the default (a retry
     /// throttle of the call site's, or the function's, own): neither
-    /// [`budget`](Self::budget), [`retry_throttle`](Self::retry_throttle)
+    /// [`budget`](Self::budget), [`token_budget`](Self::token_budget)
     /// nor [`no_budget`](Self::no_budget) was set.
     ///
     /// ```

@@ -32,7 +32,7 @@ pub enum Verdict {
     Stop,
     /// The dependency is overloaded and said not to retry (gRPC's negative
     /// `grpc-retry-pushback-ms`): return at once, as for [`Stop`](Self::Stop),
-    /// but as a failure. The retry throttle loses a token, the breaker counts
+    /// but as a failure. The token budget loses a token, the breaker counts
     /// it and the adaptive throttle does not count it as accepted (gRFC
     /// A6), where a `Stop` is an answer.
     StopOverloaded,
@@ -62,12 +62,12 @@ impl From<bool> for Verdict {
 }
 
 /// What one attempt came to, classified: what the decider
-/// ([`AttemptState::decide`](crate::AttemptState::decide)) and a breaker's
-/// [`Permit::record`](crate::Permit::record) are told.
+/// ([`AttemptState::decide`](crate::state::AttemptState::decide)) and a breaker's
+/// permit are told.
 ///
 /// ```
 /// # extern crate retry_runtime as backstop;
-/// use backstop::{Attempted, Verdict};
+/// use backstop::{macro_support::Attempted, Verdict};
 ///
 /// assert_eq!(Attempted::from(Verdict::Retry), Attempted::Failed(Verdict::Retry));
 /// assert_eq!(Attempted::Succeeded.verdict(), None);
@@ -235,7 +235,7 @@ impl fmt::Display for GiveUp {
 ///
 /// ```
 /// # extern crate retry_runtime as backstop;
-/// use backstop::{Attempted, AttemptState, Decision, GiveUp, Policy, SystemClock, Verdict};
+/// use backstop::{macro_support::Attempted, macro_support::AttemptState, macro_support::Decision, GiveUp, Policy, time::SystemClock, Verdict};
 ///
 /// let policy = Policy::new().no_budget();
 /// let mut state = AttemptState::new(&policy, SystemClock);
@@ -256,7 +256,7 @@ pub enum Decision {
 }
 
 /// The error of a time limit that ran out: an attempt's under
-/// `attempt_timeout`, or the future `backstop::deadline` ran.
+/// `attempt_timeout`, or the future `backstop::scope::deadline` ran.
 ///
 /// A function with `#[retry(attempt_timeout = ..)]` returns it through its
 /// own error type, which must implement `From<Elapsed>`. A timed-out

@@ -9,7 +9,7 @@ use std::marker::PhantomData;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::limit::budget::BudgetRef;
+use crate::limit::BudgetRef;
 
 /// Set once any test isolates: until then, the default protection of a
 /// call costs one load of this flag to look up.
@@ -27,13 +27,13 @@ thread_local! {
 /// Gives the retry loops called on this thread fresh protection until the
 /// returned guard is dropped.
 ///
-/// A `#[retry]` function without `budget = ..` draws on a retry throttle
+/// A `#[retry]` function without `budget = ..` draws on a token budget
 /// of its own, and one with `budget = PG` on the `static` it names, each
 /// shared by every call in the process, so one test's failing calls can
 /// use up the throttle another test counts on (or open the breaker it
 /// calls through): a test asserting three attempts passes alone and fails
 /// after a test that made a few failing calls. Under `isolate()`, every
-/// retry throttle, windowed budget, circuit breaker and adaptive throttle
+/// token budget, windowed budget, circuit breaker and adaptive throttle
 /// a call on this thread uses — a function's default and the statics you
 /// name alike, through `#[retry]`, closures, the tower layer or the
 /// middleware — is replaced by one fresh for this guard, made with the
@@ -56,10 +56,10 @@ thread_local! {
 /// # extern crate retry_runtime as backstop;
 /// use std::io::{Error, ErrorKind};
 /// use std::time::Duration;
-/// use backstop::{testing::{isolate, VirtualTime}, Policy, RetryThrottle, Retry};
+/// use backstop::{testing::{isolate, VirtualTime}, Policy, limit::TokenBudget, Retry};
 ///
 /// // What `#[retry]` gives a function by default.
-/// static OWN: RetryThrottle = RetryThrottle::standard();
+/// static OWN: TokenBudget = TokenBudget::standard();
 /// let fail = |attempts: &mut u32| -> Result<(), Error> {
 ///     let policy = Policy::new();
 ///     Retry::new(&policy).budget(&OWN).call(|| {
@@ -85,9 +85,9 @@ thread_local! {
 /// ```
 /// # extern crate retry_runtime as backstop;
 /// use std::io::{Error, ErrorKind};
-/// use backstop::{testing::{isolate, own, VirtualTime}, Policy, RetryThrottle, Retry};
+/// use backstop::{testing::{isolate, own, VirtualTime}, Policy, limit::TokenBudget, Retry};
 ///
-/// static PG: RetryThrottle = RetryThrottle::new(4, 0.1);
+/// static PG: TokenBudget = TokenBudget::new(4, 0.1);
 /// let policy = Policy::new().attempts(5);
 /// let fail = |attempts: &mut u32| -> Result<(), Error> {
 ///     Retry::new(&policy).budget(&PG).call(|| {
@@ -143,25 +143,25 @@ pub trait Fresh: Any + Sync + Sized {
     fn fresh(&self) -> Self;
 }
 
-impl Fresh for crate::RetryBudget {
+impl Fresh for crate::limit::WindowBudget {
     fn fresh(&self) -> Self {
         Self::new(self.ratio(), self.min_per_sec(), self.ttl())
     }
 }
 
-impl Fresh for crate::RetryThrottle {
+impl Fresh for crate::limit::TokenBudget {
     fn fresh(&self) -> Self {
         self.unused()
     }
 }
 
-impl Fresh for crate::CircuitBreaker {
+impl Fresh for crate::limit::CircuitBreaker {
     fn fresh(&self) -> Self {
         Self::new(self.failure_threshold(), self.cooldown())
     }
 }
 
-impl Fresh for crate::AdaptiveThrottle {
+impl Fresh for crate::limit::AdaptiveThrottle {
     fn fresh(&self) -> Self {
         Self::new(self.k(), self.window())
     }
@@ -184,8 +184,8 @@ impl Fresh for crate::run::hedge::LatencyPercentile {
 ///
 /// ```
 /// # extern crate retry_runtime as backstop;
-/// use backstop::{testing::{isolate, own}, RetryThrottle};
-/// static PG: RetryThrottle = RetryThrottle::new(20, 0.2);
+/// use backstop::{testing::{isolate, own}, limit::TokenBudget};
+/// static PG: TokenBudget = TokenBudget::new(20, 0.2);
 /// assert!(std::ptr::eq(own(&PG), &PG));
 /// let _fresh = isolate();
 /// assert!(!std::ptr::eq(own(&PG), &PG));
@@ -215,7 +215,7 @@ pub(crate) fn own_budget(budget: Option<BudgetRef<'_>>) -> Option<BudgetRef<'_>>
 #[inline(never)]
 fn isolated_budget(budget: Option<BudgetRef<'_>>) -> Option<BudgetRef<'_>> {
     budget.map(|budget| match budget {
-        BudgetRef::Throttle(throttle) => BudgetRef::Throttle(isolated(throttle)),
+        BudgetRef::Token(throttle) => BudgetRef::Token(isolated(throttle)),
         BudgetRef::Window(window) => BudgetRef::Window(isolated(window)),
     })
 }

@@ -8,7 +8,7 @@
 //!   sync and async: what `VirtualTime::sleeps` tells of sync loops, for
 //!   async tests in tokio's paused time too.
 //! - [`isolate`] gives the retry loops called on this thread fresh
-//!   protection (their own retry throttle, and the throttles, budgets and
+//!   protection (their own token budget, and the throttles, budgets and
 //!   breakers they name), so that a test's outcome does not depend on the
 //!   tests that ran before it.
 
@@ -20,8 +20,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 pub use crate::testing::isolation::{Fresh, Isolation, isolate, own};
-use crate::time::virtual_time::virtual_now;
-use crate::time::virtual_time::{IN_USE, RECORDING, VIRTUAL, Virtual};
+use crate::time::virtual_time::{IN_USE, RECORDING, VIRTUAL, Virtual, virtual_now};
 
 const OUT_OF_ORDER: &str =
     "VirtualTime handles on one thread must be dropped in reverse order of `start`";
@@ -31,7 +30,7 @@ const OUT_OF_ORDER: &str =
 /// `VirtualTime::start()` installs it until the value is dropped: every
 /// sleep of a retry loop (the `call` runner, a `#[retry]` sync fn) then
 /// returns at once and advances the virtual clock, and everything that reads
-/// time through [`SystemClock`](crate::SystemClock) (the deadline, the
+/// time through [`SystemClock`](crate::time::SystemClock) (the deadline, the
 /// budget's window) reads the virtual clock. A second `start` on the same
 /// thread shadows the first until it is dropped.
 ///

@@ -1,8 +1,4 @@
-//! Where time comes from.
-//!
-//! Everything that reads time (the attempt state machine, the budget's
-//! window) reads it through a [`Clock`], so tests can drive all of it in
-//! virtual time.
+//! The clocks a call reads (documented in `time`).
 
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -11,7 +7,7 @@ use std::time::{Duration, Instant};
 ///
 /// ```
 /// # extern crate retry_runtime as backstop;
-/// use backstop::{Clock, SystemClock};
+/// use backstop::{time::Clock, time::SystemClock};
 /// let a = SystemClock.now();
 /// let b = SystemClock.now();
 /// assert!(b >= a);
@@ -27,12 +23,12 @@ pub trait Clock {
     ///
     /// Zero for [`SystemClock`]: a thread's oversleep has no bound, so the
     /// sync loop checks the deadline again after waking instead
-    /// ([`AttemptState::may_resume`](crate::AttemptState::may_resume)).
+    /// ([`AttemptState::may_resume`](crate::state::AttemptState::may_resume)).
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
     /// use std::time::Duration;
-    /// use backstop::{Clock, SystemClock};
+    /// use backstop::{time::Clock, time::SystemClock};
     /// assert_eq!(SystemClock.sleep_slack(), Duration::ZERO);
     /// ```
     fn sleep_slack(&self) -> Duration {
@@ -45,7 +41,7 @@ pub trait Clock {
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
-    /// use backstop::{Clock, SystemClock, testing::VirtualTime};
+    /// use backstop::{time::Clock, time::SystemClock, testing::VirtualTime};
     /// let vt = VirtualTime::start();
     /// assert_eq!((SystemClock.now_fn())(), vt.now());
     /// ```
@@ -67,7 +63,7 @@ pub trait Clock {
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
-    /// use backstop::{Clock, SystemClock};
+    /// use backstop::{time::Clock, time::SystemClock};
     /// let start = SystemClock.start_now();
     /// assert!(start <= SystemClock.now());
     /// ```
@@ -100,7 +96,7 @@ impl<C: Clock + ?Sized> Clock for &C {
 /// ```
 /// # extern crate retry_runtime as backstop;
 /// use std::time::Duration;
-/// use backstop::{Clock, SystemClock, testing::VirtualTime};
+/// use backstop::{time::Clock, time::SystemClock, testing::VirtualTime};
 ///
 /// let vt = VirtualTime::start();
 /// let before = SystemClock.now();
@@ -177,7 +173,7 @@ fn coarse_now() -> Instant {
 /// ```
 /// # extern crate retry_runtime as backstop;
 /// use std::time::Duration;
-/// use backstop::{Clock, TokioClock};
+/// use backstop::{time::Clock, time::TokioClock};
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
 /// // On a paused clock, a second passes at once and exactly.
 /// let before = TokioClock.now();

@@ -1,8 +1,55 @@
-//! Time: the duration units and defaults shared with the macro, virtual
-//! time's core, the clocks a call reads, and the timer its async loops
-//! sleep on.
+//! Where time comes from: the clocks a call reads and the timer its async
+//! loops sleep on.
+//!
+//! Everything that reads time (the attempt state machine, the budget's
+//! window) reads it through a [`Clock`], so tests can drive all of it in
+//! virtual time ([`testing::VirtualTime`](crate::testing::VirtualTime)).
+//!
+//! # The timer
+//!
+//! The timer async retry loops sleep on and read time from: tokio's
+//! (feature `tokio`, the default; its paused clock included), async-io's
+//! (feature `async-io`: smol, async-std and other executors built on it),
+//! or one of your own ([`Timer`], set with [`set_timer`], feature
+//! `custom-timer` where neither of the others is built).
+//!
+//! Which one a call uses is decided when it reads the time or sleeps: the
+//! timer set with [`set_timer`], if any; else tokio's inside a tokio
+//! runtime; else async-io's. So a program on smol works even when another
+//! crate in the build turns the `tokio` feature on. (With the feature
+//! `tokio` alone, a loop that sleeps outside a tokio runtime panics with a
+//! message that names the choices.)
+//!
+//! ```
+//! # extern crate retry_runtime as backstop;
+//! use std::future::Future;
+//! use std::pin::Pin;
+//! use std::time::{Duration, Instant};
+//! use backstop::time::Timer;
+//!
+//! /// A timer for an executor backstop does not know: its own sleep.
+//! struct Embedded;
+//!
+//! impl Timer for Embedded {
+//!     fn now(&self) -> Instant {
+//!         Instant::now()
+//!     }
+//!     fn sleep(&self, delay: Duration) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+//!         Box::pin(async move { std::thread::sleep(delay) }) // (a real one would not block)
+//!     }
+//! }
+//!
+//! static EMBEDDED: Embedded = Embedded;
+//! // Once, at start-up: `backstop::time::set_timer(&EMBEDDED)`.
+//! # let _ = &EMBEDDED;
+//! ```
 
-pub mod clock;
-pub mod timer;
+pub(crate) mod clock;
+pub(crate) mod timer;
 pub(crate) mod units;
 pub(crate) mod virtual_time;
+
+#[cfg(feature = "tokio")]
+pub use clock::TokioClock;
+pub use clock::{Clock, SystemClock};
+pub use timer::{RuntimeClock, Timer, set_timer};

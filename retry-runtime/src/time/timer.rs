@@ -1,39 +1,4 @@
-//! The timer async retry loops sleep on and read time from: tokio's
-//! (feature `tokio`, the default; its paused clock included), async-io's
-//! (feature `async-io`: smol, async-std and other executors built on it),
-//! or one of your own ([`Timer`], set with [`set_timer`], feature
-//! `custom-timer` where neither of the others is built).
-//!
-//! Which one a call uses is decided when it reads the time or sleeps: the
-//! timer set with [`set_timer`], if any; else tokio's inside a tokio
-//! runtime; else async-io's. So a program on smol works even when another
-//! crate in the build turns the `tokio` feature on. (With the feature
-//! `tokio` alone, a loop that sleeps outside a tokio runtime panics with a
-//! message that names the choices.)
-//!
-//! ```
-//! # extern crate retry_runtime as backstop;
-//! use std::future::Future;
-//! use std::pin::Pin;
-//! use std::time::{Duration, Instant};
-//! use backstop::timer::Timer;
-//!
-//! /// A timer for an executor backstop does not know: its own sleep.
-//! struct Embedded;
-//!
-//! impl Timer for Embedded {
-//!     fn now(&self) -> Instant {
-//!         Instant::now()
-//!     }
-//!     fn sleep(&self, delay: Duration) -> Pin<Box<dyn Future<Output = ()> + Send>> {
-//!         Box::pin(async move { std::thread::sleep(delay) }) // (a real one would not block)
-//!     }
-//! }
-//!
-//! static EMBEDDED: Embedded = Embedded;
-//! // Once, at start-up: `backstop::timer::set_timer(&EMBEDDED)`.
-//! # let _ = &EMBEDDED;
-//! ```
+//! The timer async loops sleep on (documented in `time`).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -46,7 +11,7 @@ use crate::time::clock::Clock;
 /// A timer for async retry loops on an executor of your choice: what time
 /// it is, and a future that sleeps.
 ///
-/// Set one with [`set_timer`]; see the [module docs](self).
+/// Set one with [`set_timer`]; see the [module docs](crate::time).
 pub trait Timer: Send + Sync + 'static {
     /// Now, on the timer's clock (a clock that stands still under test is
     /// fine: every decision reads time from here).
@@ -76,20 +41,20 @@ static CUSTOM: OnceLock<&'static dyn Timer> = OnceLock::new();
 /// # extern crate retry_runtime as backstop;
 /// # use std::{future::Future, pin::Pin, time::{Duration, Instant}};
 /// # struct Embedded;
-/// # impl backstop::timer::Timer for Embedded {
+/// # impl backstop::time::Timer for Embedded {
 /// #     fn now(&self) -> Instant { Instant::now() }
 /// #     fn sleep(&self, _: Duration) -> Pin<Box<dyn Future<Output = ()> + Send>> { Box::pin(async {}) }
 /// # }
 /// static EMBEDDED: Embedded = Embedded;
-/// assert!(backstop::timer::set_timer(&EMBEDDED).is_ok());
-/// assert!(backstop::timer::set_timer(&EMBEDDED).is_err(), "once");
+/// assert!(backstop::time::set_timer(&EMBEDDED).is_ok());
+/// assert!(backstop::time::set_timer(&EMBEDDED).is_err(), "once");
 /// ```
 pub fn set_timer(timer: &'static dyn Timer) -> Result<(), &'static dyn Timer> {
     CUSTOM.set(timer).map_err(|_| timer)
 }
 
 /// The timer a call uses, chosen when its clock is read (see the
-/// [module docs](self)): a timer set with [`set_timer`] wins from then on.
+/// [module docs](crate::time)): a timer set with [`set_timer`] wins from then on.
 #[derive(Clone, Copy)]
 #[non_exhaustive]
 pub enum RuntimeClock {
@@ -125,7 +90,7 @@ impl RuntimeClock {
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
-    /// use backstop::timer::RuntimeClock;
+    /// use backstop::time::RuntimeClock;
     /// # #[tokio::main(flavor = "current_thread")] async fn main() {
     /// assert!(matches!(RuntimeClock::current(), RuntimeClock::Tokio));
     /// # }
@@ -280,7 +245,7 @@ fn in_tokio() {
 fn missing() -> ! {
     panic!(
         "an async retry loop has no timer to sleep on: run it in a tokio runtime (feature \
-         `tokio`), enable the feature `async-io`, or set one with `backstop::timer::set_timer`"
+         `tokio`), enable the feature `async-io`, or set one with `backstop::time::set_timer`"
     )
 }
 

@@ -2,10 +2,10 @@
 //! [`Layer`], for hyper clients and any other tower stack.
 //!
 //! The layer runs the very loop `#[retry]` and [`Retry`] run: the same
-//! [`Policy`] (deadline, backoff, attempts), the same retry throttle or
+//! [`Policy`] (deadline, backoff, attempts), the same token budget or
 //! budget, breaker and adaptive throttle, the same classification, hooks,
 //! `tracing` and `metrics`. Each attempt runs with the call's
-//! [`Context`](crate::Context) set, so [`context()`](crate::run::context::context()), the
+//! [`Context`](crate::Context) set, so [`context()`](crate::run::scope::context()), the
 //! idempotency key and nested `#[retry]` calls work inside the inner
 //! service.
 //!
@@ -60,8 +60,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::classify::{ByClassify, Classifier, Classify, NeverRetry, Verdict};
-use crate::limit::budget::BudgetRef;
-use crate::limit::throttle::OwnThrottle;
+use crate::limit::{BudgetRef, OwnBudget};
 use crate::run::drive::{Drive, Keeps, Lends, LoopSpan, Operation, no_span};
 use crate::run::observe::Ignore;
 use crate::run::{Chosen, Handles, NoBreaker, NoThrottle, NoTimeout, Retry, TimeoutSlot};
@@ -77,7 +76,7 @@ pub const DEFAULT_REPLAY_LIMIT: usize = 64 * 1024;
 /// A tower [`Layer`] that retries the calls of the service it wraps: see
 /// the [module docs](self).
 ///
-/// Its services share one retry throttle of the layer's own (clones of the
+/// Its services share one token budget of the layer's own (clones of the
 /// layer too), as `#[retry]` gives each function its own, unless the policy
 /// or the [`Retry`] it was made from ([`Retry::budget`]) names one to share
 /// with other layers and functions.
@@ -145,7 +144,7 @@ impl<P: fmt::Debug, W, K, B, R, G, L, A> fmt::Debug for RetryLayer<P, W, K, B, R
 /// ```
 /// # extern crate retry_runtime as backstop;
 /// use std::io::{Error, ErrorKind};
-/// use backstop::{tower::TransportErrors, Classifier, Verdict};
+/// use backstop::{tower::TransportErrors, classify::Classifier, Verdict};
 /// type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// let reset: BoxError = Error::other(Error::from(ErrorKind::ConnectionReset)).into();
 /// assert_eq!(TransportErrors.verdict(&reset), Verdict::RetryIfIdempotent);
@@ -278,7 +277,7 @@ impl RetryLayer {
     /// if the policy is `idempotent`.
     ///
     /// Build it once and clone it: unless the [`Retry`] names one, the
-    /// layer's retry throttle is its own, shared by the services it makes
+    /// layer's token budget is its own, shared by the services it makes
     /// and their clones. A layer built per request starts with a full
     /// throttle every time and never throttles (a debug build warns after
     /// 100 built at one place); share a `static` throttle with
@@ -313,10 +312,10 @@ impl RetryLayer {
     /// # extern crate retry_runtime as backstop;
     /// # use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
     /// use std::io::{Error, ErrorKind};
-    /// use backstop::{tower::RetryLayer, Policy, Retry, RetryThrottle};
+    /// use backstop::{tower::RetryLayer, Policy, Retry, limit::TokenBudget};
     /// use tower::{service_fn, Layer, ServiceExt};
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
-    /// static USERS_API: RetryThrottle = RetryThrottle::standard();
+    /// static USERS_API: TokenBudget = TokenBudget::standard();
     /// # static CALLS: AtomicU32 = AtomicU32::new(0);
     /// let inner = service_fn(|()| async {
     ///     match CALLS.fetch_add(1, Relaxed) {
@@ -350,7 +349,7 @@ impl RetryLayer {
     /// is sent once.
     ///
     /// Build it once and clone it: unless the [`Retry`] names one, the
-    /// layer's retry throttle is its own, shared by the services it makes
+    /// layer's token budget is its own, shared by the services it makes
     /// and their clones. A layer built per request starts with a full
     /// throttle every time and never throttles (a debug build warns after
     /// 100 built at one place); share a `static` throttle with
@@ -470,7 +469,7 @@ impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
             Chosen::Given(given) => (given, None),
             Chosen::Default => {
                 let own = own_throttle();
-                (Some(BudgetRef::Throttle(own.get())), Some(own))
+                (Some(BudgetRef::Token(own.get())), Some(own))
             }
         };
         Self {
@@ -490,7 +489,7 @@ pub(crate) struct Shared<W, K, B, R, G, L, A> {
     pub(crate) retry: Retry<'static, W, K, B, R, G, L, A>,
     /// Held for as long as anything of the layer is: calls draw on it by
     /// a `&'static` reference.
-    own: Option<OwnThrottle>,
+    own: Option<OwnBudget>,
 }
 
 impl<W, K, B, R, G, L, A> Shared<W, K, B, R, G, L, A> {
@@ -514,17 +513,17 @@ impl<W, K, B, R, G, L, A> Lends for Arc<Shared<W, K, B, R, G, L, A>> {
     }
 }
 
-/// A layer's retry throttle of its own, full. In debug builds, the place
+/// A layer's token budget of its own, full. In debug builds, the place
 /// that builds one is counted: a layer built per request (or per client
 /// built per request) has a fresh throttle every time, which never sees
 /// the failures of the others, and so never throttles. After
 /// [`MANY_LAYERS`] from one place, it says so, once: through `tracing`
 /// (feature `tracing`) as a WARN event, or on standard error.
 #[track_caller]
-fn own_throttle() -> OwnThrottle {
+fn own_throttle() -> OwnBudget {
     #[cfg(debug_assertions)]
     count_own_throttle(std::panic::Location::caller());
-    OwnThrottle::lend()
+    OwnBudget::lend()
 }
 
 /// How many layers with a throttle of their own one place may build
@@ -548,7 +547,7 @@ fn count_own_throttle(site: &'static std::panic::Location<'static>) {
     };
     drop(sites);
     if built == MANY_LAYERS {
-        let warning = "each has a retry throttle of its own, full, that no other call sees \
+        let warning = "each has a token budget of its own, full, that no other call sees \
                        fail, so none of them ever throttles: build the layer (or the client) \
                        once and clone it, or share a `static` throttle with `Retry::new(&policy).budget(&STATIC)`";
         #[cfg(feature = "tracing")]

@@ -482,7 +482,7 @@ fn grpc_timeout(headers: &mut http::HeaderMap, add: bool) {
         .get(http::header::CONTENT_TYPE)
         .and_then(|value| value.to_str().ok())
         .is_some_and(|value| value.starts_with("application/grpc"));
-    let Some(left) = crate::run::context::context().and_then(|cx| cx.remaining()) else {
+    let Some(left) = crate::run::scope::context().and_then(|cx| cx.remaining()) else {
         return;
     };
     if !is_grpc {

@@ -157,7 +157,7 @@ impl From<crate::Elapsed> for ::tonic::Status {
 /// assert_eq!(timeout.unwrap().unwrap(), "2000000u");
 /// ```
 pub fn within_attempt<T>(mut request: ::tonic::Request<T>) -> ::tonic::Request<T> {
-    let Some(left) = crate::run::context::context().and_then(|cx| cx.remaining()) else {
+    let Some(left) = crate::run::scope::context().and_then(|cx| cx.remaining()) else {
         return request;
     };
     let own = request

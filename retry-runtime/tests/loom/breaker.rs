@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 
 use loom::sync::Arc;
 use loom::thread;
-use retry_runtime::{Attempted, BreakerState, CircuitBreaker, Verdict};
+use retry_runtime::Verdict;
+use retry_runtime::limit::{BreakerState, CircuitBreaker};
 
 const COOLDOWN: Duration = Duration::from_secs(10);
 
@@ -27,7 +28,7 @@ fn opened() -> Arc<CircuitBreaker> {
     breaker
         .try_acquire(t0())
         .unwrap()
-        .record(Attempted::Failed(Verdict::Retry), t0());
+        .failed(Verdict::Retry, t0());
     breaker
 }
 
@@ -42,7 +43,7 @@ fn two_callers_after_the_cooldown_make_one_probe() {
             let probe = permit.as_ref().is_some_and(|p| p.is_probe());
             // Report success while still holding it.
             if let Some(permit) = permit {
-                permit.record(Attempted::Succeeded, later);
+                permit.succeeded(later);
             }
             probe
         });
@@ -87,11 +88,11 @@ fn failures_racing_at_the_threshold_open_it_once() {
         let now = t0();
         let theirs = thread::spawn(move || {
             if let Ok(permit) = other.try_acquire(now) {
-                permit.record(Attempted::Failed(Verdict::Retry), now);
+                permit.failed(Verdict::Retry, now);
             }
         });
         if let Ok(permit) = breaker.try_acquire(now) {
-            permit.record(Attempted::Failed(Verdict::Retry), now);
+            permit.failed(Verdict::Retry, now);
         }
         theirs.join().unwrap();
         assert_eq!(breaker.state(), BreakerState::Open);
@@ -114,18 +115,18 @@ fn a_late_failure_racing_the_probes_success_cannot_reopen_it() {
         breaker
             .try_acquire(now)
             .unwrap()
-            .record(Attempted::Failed(Verdict::Retry), now);
+            .failed(Verdict::Retry, now);
         breaker
             .try_acquire(now)
             .unwrap()
-            .record(Attempted::Failed(Verdict::Retry), now);
+            .failed(Verdict::Retry, now);
         assert_eq!(breaker.state(), BreakerState::Open);
-        late_a.record(Attempted::Failed(Verdict::Retry), now);
+        late_a.failed(Verdict::Retry, now);
         let later = now + COOLDOWN;
         let probe = breaker.try_acquire(later).unwrap();
-        let late_report = move || late_b.record(Attempted::Failed(Verdict::Retry), later);
+        let late_report = move || late_b.failed(Verdict::Retry, later);
         let late = thread::spawn(late_report);
-        probe.record(Attempted::Succeeded, later);
+        probe.succeeded(later);
         late.join().unwrap();
         assert_eq!(breaker.state(), BreakerState::Closed);
     });
@@ -144,7 +145,7 @@ fn a_probe_past_its_time_lets_exactly_one_new_trial_through() {
             let permit = other.try_acquire(past).ok();
             let probe = permit.as_ref().is_some_and(|p| p.is_probe());
             if let Some(permit) = permit {
-                permit.record(Attempted::Succeeded, past);
+                permit.succeeded(past);
             }
             probe
         });

@@ -1,10 +1,10 @@
 //! loom models of the lock-free limiters: every interleaving of a few
-//! threads on one windowed budget, breaker and retry throttle. Built only
+//! threads on one windowed budget, breaker and token budget. Built only
 //! with `--cfg loom` (see `.ci/run`, which runs each module with its own
 //! `LOOM_MAX_PREEMPTIONS`):
-//! `RUSTFLAGS="--cfg loom" cargo test -p retry-runtime --no-default-features --release --test loom -- budget::`.
+//! `RUSTFLAGS="--cfg loom" cargo test -p retry-runtime --no-default-features --release --test loom -- window::`.
 #![cfg(loom)]
 
 mod breaker;
-mod budget;
-mod throttle;
+mod token;
+mod window;

@@ -5,7 +5,8 @@ use std::cell::Cell;
 use std::io::{Error, ErrorKind};
 use std::time::Duration;
 
-use retry_runtime::{Jitter, Policy, Retry, RetryBudget, Verdict, call_async};
+use retry_runtime::limit::WindowBudget;
+use retry_runtime::{Jitter, Policy, Retry, Verdict, call_async};
 use tokio::time::Instant;
 
 const MS: Duration = Duration::from_millis(1);
@@ -104,7 +105,7 @@ async fn retry_after_is_slept_not_ignored() {
 
 #[tokio::test(start_paused = true)]
 async fn when_ok_and_a_shared_budget() {
-    static BUDGET: RetryBudget = RetryBudget::new(0.5, 0, Duration::from_secs(10));
+    static BUDGET: WindowBudget = WindowBudget::new(0.5, 0, Duration::from_secs(10));
     let statuses = std::cell::RefCell::new(vec![200u16, 503, 503, 503]);
     let policy = quiet().attempts(10);
     let retry = Retry::new(&policy)

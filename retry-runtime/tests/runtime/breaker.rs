@@ -3,15 +3,13 @@
 
 use std::time::{Duration, Instant};
 
-use retry_runtime::{Attempted, BreakerState, CircuitBreaker, Verdict};
+use retry_runtime::Verdict;
+use retry_runtime::limit::{BreakerState, CircuitBreaker};
 
 const COOLDOWN: Duration = Duration::from_secs(10);
 
 fn fail(breaker: &CircuitBreaker, now: Instant, verdict: Verdict) {
-    breaker
-        .try_acquire(now)
-        .unwrap()
-        .record(Attempted::Failed(verdict), now);
+    breaker.try_acquire(now).unwrap().failed(verdict, now);
 }
 
 #[test]
@@ -34,10 +32,7 @@ fn a_success_resets_the_count_and_stop_failures_never_count() {
     for _ in 0..10 {
         fail(&breaker, now, Verdict::Retry);
         fail(&breaker, now, Verdict::Retry);
-        breaker
-            .try_acquire(now)
-            .unwrap()
-            .record(Attempted::Succeeded, now); // a success
+        breaker.try_acquire(now).unwrap().succeeded(now); // a success
     }
     for _ in 0..100 {
         fail(&breaker, now, Verdict::Stop); // a 400: the caller's fault
@@ -66,7 +61,7 @@ fn after_the_cooldown_one_probe_closes_or_reopens() {
     assert!(probe.is_probe());
     assert_eq!(breaker.state(), BreakerState::HalfOpen);
     assert!(breaker.try_acquire(t1).is_err(), "one probe at a time");
-    probe.record(Attempted::Failed(Verdict::Retry), t1);
+    probe.failed(Verdict::Retry, t1);
     assert_eq!(
         breaker.state(),
         BreakerState::Open,
@@ -77,10 +72,7 @@ fn after_the_cooldown_one_probe_closes_or_reopens() {
         "for a whole cooldown"
     );
     let t2 = t1 + COOLDOWN;
-    breaker
-        .try_acquire(t2)
-        .unwrap()
-        .record(Attempted::Succeeded, t2);
+    breaker.try_acquire(t2).unwrap().succeeded(t2);
     assert_eq!(
         breaker.state(),
         BreakerState::Closed,
@@ -153,10 +145,10 @@ fn a_probe_still_out_a_cooldown_after_it_was_let_through_does_not_hold_the_break
         breaker.try_acquire(half_open + COOLDOWN).is_err(),
         "one new trial per cooldown"
     );
-    trial.record(Attempted::Succeeded, half_open + COOLDOWN);
+    trial.succeeded(half_open + COOLDOWN);
     assert_eq!(breaker.state(), BreakerState::Closed);
     // The hung probe reports at last: the breaker was decided since.
-    hung.record(Attempted::Failed(Verdict::Retry), half_open + 2 * COOLDOWN);
+    hung.failed(Verdict::Retry, half_open + 2 * COOLDOWN);
     assert_eq!(breaker.state(), BreakerState::Closed);
 }
 
@@ -173,7 +165,7 @@ fn a_late_probe_that_fails_reopens_no_earlier_than_the_trial_still_out() {
     let trial_at = hung_at + COOLDOWN;
     let trial = breaker.try_acquire(trial_at).unwrap();
     assert!(hung.is_probe() && trial.is_probe());
-    hung.record(Attempted::Failed(Verdict::Retry), hung_at);
+    hung.failed(Verdict::Retry, hung_at);
     assert_eq!(breaker.state(), BreakerState::Open);
     assert!(
         breaker.try_acquire(trial_at).is_err(),
@@ -195,9 +187,9 @@ fn a_late_probe_that_succeeds_closes_the_breaker_its_successor_finds_decided() {
     let slow = breaker.try_acquire(t0 + COOLDOWN).unwrap();
     let next = breaker.try_acquire(t0 + 2 * COOLDOWN).unwrap();
     assert!(slow.is_probe() && next.is_probe());
-    slow.record(Attempted::Succeeded, t0 + 2 * COOLDOWN);
+    slow.succeeded(t0 + 2 * COOLDOWN);
     assert_eq!(breaker.state(), BreakerState::Closed);
-    next.record(Attempted::Failed(Verdict::Retry), t0 + 2 * COOLDOWN);
+    next.failed(Verdict::Retry, t0 + 2 * COOLDOWN);
     assert_eq!(
         breaker.state(),
         BreakerState::Closed,
@@ -214,7 +206,7 @@ fn a_late_probe_that_succeeds_closes_the_breaker_its_successor_finds_decided() {
         breaker.try_acquire(t0 + 5 * COOLDOWN).is_err(),
         "the second trial still holds the slot"
     );
-    second.record(Attempted::Failed(Verdict::Retry), t0 + 5 * COOLDOWN);
+    second.failed(Verdict::Retry, t0 + 5 * COOLDOWN);
     assert_eq!(breaker.state(), BreakerState::Open);
 }
 
@@ -231,11 +223,8 @@ fn a_failure_from_before_the_breaker_opened_does_not_count_after_it_closes() {
     let stale = breaker.try_acquire(t0).unwrap(); // admitted while closed
     fail(&breaker, t0, Verdict::Retry); // opens it
     let later = t0 + COOLDOWN;
-    breaker
-        .try_acquire(later)
-        .unwrap()
-        .record(Attempted::Succeeded, later); // the probe closes it
-    stale.record(Attempted::Failed(Verdict::Retry), later); // an old call reports late
+    breaker.try_acquire(later).unwrap().succeeded(later); // the probe closes it
+    stale.failed(Verdict::Retry, later); // an old call reports late
     assert_eq!(
         breaker.state(),
         BreakerState::Closed,
@@ -248,12 +237,9 @@ fn a_failure_from_before_the_breaker_opened_does_not_count_after_it_closes() {
     for _ in 0..3 {
         fail(&breaker, t0, Verdict::Retry);
     }
-    breaker
-        .try_acquire(later)
-        .unwrap()
-        .record(Attempted::Succeeded, later);
+    breaker.try_acquire(later).unwrap().succeeded(later);
     for permit in stale {
-        permit.record(Attempted::Failed(Verdict::Retry), later);
+        permit.failed(Verdict::Retry, later);
     }
     fail(&breaker, later, Verdict::Retry);
     assert_eq!(breaker.state(), BreakerState::Closed);
@@ -272,7 +258,7 @@ fn a_caller_whose_clock_is_far_ahead_does_not_wedge_the_others() {
         .expect("not locked out for an hour");
     assert!(probe.is_probe(), "one probe, as after any cooldown");
     assert!(breaker.try_acquire(now).is_err(), "still one at a time");
-    probe.record(Attempted::Succeeded, now);
+    probe.succeeded(now);
     assert_eq!(breaker.state(), BreakerState::Closed);
 }
 
@@ -295,7 +281,7 @@ fn a_caller_whose_clock_is_far_behind_does_not_wedge_the_others() {
     // Opened by a caller an hour behind; then a reopen by a caller on time.
     fail(&breaker, behind, Verdict::Retry);
     let probe = breaker.try_acquire(later).unwrap();
-    probe.record(Attempted::Failed(Verdict::Retry), later);
+    probe.failed(Verdict::Retry, later);
     assert!(
         breaker.try_acquire(later + COOLDOWN / 2).is_err(),
         "reopened for a cooldown"

@@ -4,7 +4,8 @@
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
-use rand::{Rng, SeedableRng, rngs::SmallRng};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
 use retry_runtime::hedge::LatencyPercentile;
 
 /// The exact `quantile` of `samples` (the smallest value with at least

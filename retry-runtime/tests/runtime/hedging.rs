@@ -6,11 +6,11 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use proptest::prelude::*;
-use rand::{Rng, SeedableRng, rngs::SmallRng};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
 use retry_runtime::hedge::{Hedge, LatencyPercentile};
-use retry_runtime::{
-    CircuitBreaker, Classify, Policy, Retry, RetryBudget, Verdict, context, testing,
-};
+use retry_runtime::limit::{CircuitBreaker, WindowBudget};
+use retry_runtime::{Classify, Policy, Retry, Verdict, context, testing};
 use tokio::time::{Instant, sleep};
 
 const MS: Duration = Duration::from_millis(1);
@@ -254,8 +254,8 @@ fn the_adaptive_delay_converges_to_its_percentile_while_hedging() {
 
 #[test]
 fn a_windowed_budget_grants_hedges_as_retries_and_refuses_them_when_empty() {
-    static FUNDED: RetryBudget = RetryBudget::new(0.5, 10, Duration::from_secs(10));
-    static EMPTY: RetryBudget = RetryBudget::new(0.01, 0, Duration::from_secs(10));
+    static FUNDED: WindowBudget = WindowBudget::new(0.5, 10, Duration::from_secs(10));
+    static EMPTY: WindowBudget = WindowBudget::new(0.01, 0, Duration::from_secs(10));
     let policy = Policy::new().idempotent(true);
     let script = [(1_000, Kind::Ok), (10, Kind::Ok)];
     for (budget, hedged) in [(&FUNDED, true), (&EMPTY, false)] {
@@ -274,14 +274,14 @@ fn a_windowed_budget_grants_hedges_as_retries_and_refuses_them_when_empty() {
 }
 
 #[test]
-fn a_retry_throttle_grants_hedges_while_above_half_and_takes_nothing() {
+fn a_token_budget_grants_hedges_while_above_half_and_takes_nothing() {
     // gRFC A6: hedges are sent while tokens > max / 2. At 6 of 10 a
     // failure's retry is refused (it would leave 5), a hedge is not.
     let policy = Policy::new().idempotent(true);
     let script = [(1_000, Kind::Ok), (10, Kind::Ok)];
     for (failures, hedged) in [(4, true), (5, false)] {
-        let throttle: &'static retry_runtime::RetryThrottle =
-            Box::leak(Box::new(retry_runtime::RetryThrottle::standard()));
+        let throttle: &'static retry_runtime::limit::TokenBudget =
+            Box::leak(Box::new(retry_runtime::limit::TokenBudget::standard()));
         let now = std::time::Instant::now();
         for _ in 0..failures {
             throttle.failed(now);
@@ -389,7 +389,8 @@ fn a_failure_beside_another_attempt_takes_a_token_as_any_failure_does() {
     // Attempt 1 fails retryably at 30 ms while its hedge (sent at 20 ms)
     // is in flight; the hedge answers. The throttle hears of both: one
     // token taken by the failure, a tenth given back by the answer.
-    static THROTTLE: retry_runtime::RetryThrottle = retry_runtime::RetryThrottle::standard();
+    static THROTTLE: retry_runtime::limit::TokenBudget =
+        retry_runtime::limit::TokenBudget::standard();
     let policy = Policy::new().idempotent(true);
     let retry = Retry::new(&policy)
         .budget(&THROTTLE)

@@ -8,7 +8,7 @@ use std::path::Path;
 
 /// The layers, bottom first, as the crate docs list them. A module is a
 /// file of `src/` (`sync`), a folder (`state`: its `mod.rs` and the files
-/// it keeps to itself) or a file of a folder named here (`limit::budget`).
+/// it keeps to itself) or a file of a folder named here (`limit::window`).
 const LAYERS: [&[&str]; 5] = [
     &[
         "time::units",
@@ -22,13 +22,13 @@ const LAYERS: [&[&str]; 5] = [
     &["classify", "classify::clients"],
     &[
         "limit",
-        "limit::throttle",
-        "limit::budget",
+        "limit::token",
+        "limit::window",
         "limit::adaptive",
         "limit::breaker",
         "state::policy",
         "run::observe",
-        "run::context",
+        "run::scope",
         "time",
         "time::timer",
         "run::hedge",
@@ -61,8 +61,8 @@ fn layer(module: &str) -> Option<usize> {
         .map(|at| at + 1)
 }
 
-/// The module a path after `crate::` names: `limit::budget` for
-/// `crate::limit::budget::RetryBudget`, `state` for `crate::state::Call`.
+/// The module a path after `crate::` names: `limit::window` for
+/// `crate::limit::window::WindowBudget`, `state` for `crate::state::Call`.
 fn named(path: &str) -> String {
     let segment = |s: &str| -> String {
         s.chars()

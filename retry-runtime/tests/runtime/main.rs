@@ -1,16 +1,16 @@
 //! The runtime on its own: backoff and jitter, the attempt state machine
-//! and its properties, the retry throttle, windowed budget, adaptive
+//! and its properties, the token budget, windowed budget, adaptive
 //! throttle and breaker, hedging, the async runner, the module layering.
 //! Run with `cargo test -p retry-runtime --test runtime`.
 
 mod adaptive;
 mod async_runner;
 mod breaker;
-mod budget;
 mod hedge_delay;
 mod hedging;
 mod jitter;
 mod layers;
 mod properties;
 mod state;
-mod throttle;
+mod token;
+mod window;

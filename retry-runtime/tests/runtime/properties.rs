@@ -7,11 +7,11 @@ use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
 use retry_runtime::backoff::Rng;
+use retry_runtime::limit::{TokenBudget, WindowBudget};
+use retry_runtime::macro_support::{AttemptState, Attempted, Decision};
 use retry_runtime::testing::VirtualTime;
-use retry_runtime::{
-    AttemptState, Attempted, Backoff, Decision, GiveUp, Jitter, Policy, RetryBudget, RetryThrottle,
-    SystemClock, Verdict,
-};
+use retry_runtime::time::SystemClock;
+use retry_runtime::{Backoff, GiveUp, Jitter, Policy, Verdict};
 
 fn any_backoff() -> impl Strategy<Value = Backoff> {
     prop_oneof![
@@ -167,7 +167,7 @@ proptest! {
             .retry_after_max(Duration::from_millis(retry_after_max_ms));
         // A budget with a reserve of `reserve` retries a second and nothing
         // from calls: every retry decided must be one it granted.
-        let budget = RetryBudget::new(0.000_001, reserve, Duration::from_secs(1));
+        let budget = WindowBudget::new(0.000_001, reserve, Duration::from_secs(1));
         let start = vt.now();
         let deadline = deadline_ms.map(|ms| start + Duration::from_millis(ms));
         let mut state = AttemptState::new(&policy, SystemClock)
@@ -272,7 +272,7 @@ proptest! {
     ) {
         let ratio = f64::from(ratio_pct) / 100.0;
         let ttl = Duration::from_secs(ttl_s);
-        let budget = RetryBudget::new(ratio, min_per_sec, ttl);
+        let budget = WindowBudget::new(ratio, min_per_sec, ttl);
         let reserve = f64::from(min_per_sec) * ttl.as_secs_f64();
         let start = Instant::now();
         let mut now = start;
@@ -307,7 +307,7 @@ proptest! {
     }
 }
 
-/// What a retry throttle hears.
+/// What a token budget hears.
 #[derive(Clone, Copy, Debug)]
 enum Outcome {
     /// A call answered (success or `Stop`).
@@ -335,7 +335,7 @@ proptest! {
     /// is allowed at or below half); and the tokens stay in `[0, max]`.
     /// Counted in the throttle's own thousandths, exactly.
     #[test]
-    fn the_throttle_never_allows_more_than_its_bound(
+    fn the_token_budget_never_allows_more_than_its_bound(
         outcomes in prop::collection::vec(any_outcome(), 1..400),
         max_tokens in 1u32..50,
         ratio_milli in 1u64..2_000,
@@ -343,7 +343,7 @@ proptest! {
     ) {
         prop_assume!(ratio_milli <= u64::from(max_tokens) * 1000);
         let ratio = ratio_milli as f64 / 1000.0;
-        let throttle = RetryThrottle::new(max_tokens, ratio)
+        let throttle = TokenBudget::new(max_tokens, ratio)
             .refill(refill_s.map_or(Duration::ZERO, Duration::from_secs));
         // Milli-tokens refilled per 100 ms tick.
         let per_tick = refill_s.map_or(0, |s| 100 / s);

@@ -4,11 +4,11 @@ use std::io::{Error, ErrorKind};
 use std::time::{Duration, Instant};
 
 use retry_runtime::backoff::Rng;
+use retry_runtime::limit::WindowBudget;
+use retry_runtime::macro_support::{AttemptState, Attempted, Decision, sleep};
 use retry_runtime::testing::VirtualTime;
-use retry_runtime::{
-    AttemptState, Attempted, Decision, GiveUp, Jitter, Policy, RetryBudget, SystemClock, Verdict,
-    call, run,
-};
+use retry_runtime::time::SystemClock;
+use retry_runtime::{GiveUp, Jitter, Policy, Verdict, call};
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -26,7 +26,7 @@ struct Run {
 fn drive(
     vt: &VirtualTime,
     policy: &Policy,
-    budget: Option<&RetryBudget>,
+    budget: Option<&WindowBudget>,
     mut verdict: impl FnMut(u32) -> Option<Verdict>,
 ) -> Run {
     let t0 = vt.now();
@@ -36,7 +36,7 @@ fn drive(
         starts.push(vt.now() - t0);
         let v = verdict(state.attempt());
         match state.decide(v.map_or(Attempted::Succeeded, Attempted::Failed)) {
-            Decision::Retry(d) => run::sleep(d),
+            Decision::Retry(d) => sleep(d),
             end => {
                 return Run {
                     attempts: starts.len() as u32,
@@ -345,7 +345,7 @@ fn a_retry_after_that_does_not_fit_gives_up_with_the_deadline() {
 #[test]
 fn gives_up_when_the_budget_is_empty() {
     let vt = VirtualTime::start();
-    let budget = RetryBudget::new(0.5, 0, Duration::from_secs(10));
+    let budget = WindowBudget::new(0.5, 0, Duration::from_secs(10));
     let policy = quiet().attempts(5);
     // The first call alone has deposited half a retry: not enough.
     let run = drive(&vt, &policy, Some(&budget), always(Verdict::Retry));
@@ -366,7 +366,7 @@ fn gives_up_when_the_budget_is_empty() {
 #[test]
 fn budget_is_not_spent_on_retries_refused_for_other_reasons() {
     let vt = VirtualTime::start();
-    let budget = RetryBudget::new(1.0, 0, Duration::from_secs(10));
+    let budget = WindowBudget::new(1.0, 0, Duration::from_secs(10));
     let policy = quiet().attempts(2);
     let _ = drive(&vt, &policy, Some(&budget), always(Verdict::Stop));
     let _ = drive(
@@ -408,7 +408,7 @@ fn first_attempt_runs_even_with_a_zero_deadline() {
 
 #[test]
 fn an_ok_value_is_retried_only_when_asked() {
-    use retry_runtime::{ByClassify, NeverRetry, When};
+    use retry_runtime::classify::{ByClassify, NeverRetry, When};
     let _vt = VirtualTime::start();
     let policy = quiet();
     let mut state = AttemptState::new(&policy, SystemClock);
@@ -441,8 +441,8 @@ fn huge_deadline_does_not_overflow() {
 #[test]
 fn panicking_attempt_leaves_nothing_broken() {
     let vt = VirtualTime::start();
-    let budget: &'static RetryBudget =
-        Box::leak(Box::new(RetryBudget::new(0.5, 1, Duration::from_secs(10))));
+    let budget: &'static WindowBudget =
+        Box::leak(Box::new(WindowBudget::new(0.5, 1, Duration::from_secs(10))));
     let policy = quiet().budget(budget);
     let panicked = std::panic::catch_unwind(|| {
         call(&policy, || -> Result<(), Error> {
@@ -578,7 +578,7 @@ fn virtual_time_advanced_by_duration_max_saturates() {
 #[derive(Clone, Copy)]
 struct Trailing;
 
-impl retry_runtime::Clock for Trailing {
+impl retry_runtime::time::Clock for Trailing {
     fn now(&self) -> Instant {
         SystemClock.now()
     }
@@ -593,7 +593,7 @@ impl retry_runtime::Clock for Trailing {
 /// reading that trails would let the next attempt start after it.
 #[test]
 fn near_the_deadline_a_trailing_coarse_clock_does_not_decide() {
-    use retry_runtime::Clock as _;
+    use retry_runtime::time::Clock as _;
     let vt = VirtualTime::start();
     let policy = Policy::new()
         .jitter(Jitter::None)

@@ -1,6 +1,6 @@
 use std::time::Duration;
 
-use backstop::{CircuitBreaker, CircuitOpen, retry};
+use backstop::{limit::CircuitBreaker, CircuitOpen, retry};
 
 #[derive(Debug)]
 struct ApiError;

@@ -1,6 +1,6 @@
 use std::time::Duration;
 
-use backstop::{CircuitBreaker, Classify, Verdict, retry};
+use backstop::{limit::CircuitBreaker, Classify, Verdict, retry};
 
 struct ApiError;
 

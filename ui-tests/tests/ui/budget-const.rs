@@ -1,9 +1,9 @@
 use std::time::Duration;
 
-use backstop::{RetryBudget, retry};
+use backstop::{limit::WindowBudget, retry};
 
 // A `const` is copied at every use: each call would draw on a fresh budget.
-const USERS: RetryBudget = RetryBudget::new(0.1, 10, Duration::from_secs(10));
+const USERS: WindowBudget = WindowBudget::new(0.1, 10, Duration::from_secs(10));
 
 #[retry(budget = USERS)]
 fn fetch() -> Result<(), std::io::Error> {
@@ -11,7 +11,7 @@ fn fetch() -> Result<(), std::io::Error> {
 }
 
 mod limits {
-    pub const ORDERS: backstop::RetryBudget = backstop::RetryBudget::standard();
+    pub const ORDERS: backstop::limit::WindowBudget = backstop::limit::WindowBudget::standard();
 }
 
 #[retry(budget = limits::ORDERS)]

@@ -1,10 +1,10 @@
 use std::time::Duration;
 
-use backstop::{CircuitBreaker, RetryBudget, retry};
+use backstop::{limit::CircuitBreaker, limit::WindowBudget, retry};
 
 fn main() {
     // A variable would be a new budget (or breaker) at every call.
-    let local = RetryBudget::new(0.1, 10, Duration::from_secs(10));
+    let local = WindowBudget::new(0.1, 10, Duration::from_secs(10));
 
     #[retry(budget = local)]
     fn fetch() -> Result<(), std::io::Error> {

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use backstop::tower::RetryLayer;
-use backstop::{CircuitBreaker, Classify, Policy, Retry, Verdict};
+use backstop::{limit::CircuitBreaker, Classify, Policy, Retry, Verdict};
 use tower::{Layer, ServiceExt};
 
 #[derive(Debug)]

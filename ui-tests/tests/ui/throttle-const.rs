@@ -1,4 +1,4 @@
-use backstop::{AdaptiveThrottle, retry};
+use backstop::{limit::AdaptiveThrottle, retry};
 
 // A `const` is copied at every use: each call would count on a fresh throttle.
 const USERS: AdaptiveThrottle = AdaptiveThrottle::standard();

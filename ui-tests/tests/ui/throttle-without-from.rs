@@ -1,4 +1,4 @@
-use backstop::{AdaptiveThrottle, Classify, Verdict, retry};
+use backstop::{limit::AdaptiveThrottle, Classify, Verdict, retry};
 
 #[derive(Debug)]
 struct ApiError;

@@ -1,6 +1,6 @@
 use std::time::Duration;
 
-use backstop::{CircuitBreaker, retry};
+use backstop::{limit::CircuitBreaker, retry};
 
 static USERS: CircuitBreaker = CircuitBreaker::new(5, Duration::from_secs(30));
 

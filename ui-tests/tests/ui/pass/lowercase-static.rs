@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use backstop::{RetryBudget, retry};
+use backstop::{limit::WindowBudget, retry};
 
-static users: RetryBudget = RetryBudget::new(0.1, 10, Duration::from_secs(10));
+static users: WindowBudget = WindowBudget::new(0.1, 10, Duration::from_secs(10));
 
 #[retry(budget = self::users)]
 fn fetch() -> Result<(), std::io::Error> {

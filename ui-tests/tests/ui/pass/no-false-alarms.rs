@@ -4,7 +4,7 @@ use std::pin::Pin;
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use backstop::{RetryBudget, retry};
+use backstop::{limit::WindowBudget, retry};
 
 /// A futures contract, not a `std::future::Future`.
 pub struct Future {
@@ -42,8 +42,8 @@ fn sync_test() -> Result<(), std::io::Error> {
 }
 
 // A budget built at first use, from configuration say.
-static LAZY: LazyLock<RetryBudget> =
-    LazyLock::new(|| RetryBudget::new(0.2, 1, Duration::from_secs(1)));
+static LAZY: LazyLock<WindowBudget> =
+    LazyLock::new(|| WindowBudget::new(0.2, 1, Duration::from_secs(1)));
 
 #[retry(budget = LAZY)]
 fn lazy_budget() -> Result<(), std::io::Error> {
@@ -61,13 +61,13 @@ fn main() {
 // A budget declared inside the function it guards.
 #[retry(budget = INNER)]
 fn own_static() -> Result<(), std::io::Error> {
-    static INNER: RetryBudget = RetryBudget::new(0.1, 1, Duration::from_secs(1));
+    static INNER: WindowBudget = WindowBudget::new(0.1, 1, Duration::from_secs(1));
     Ok(())
 }
 
 #[retry(budget = INNER_ASYNC)]
 async fn own_static_async() -> Result<(), std::io::Error> {
-    static INNER_ASYNC: RetryBudget = RetryBudget::new(0.1, 1, Duration::from_secs(1));
+    static INNER_ASYNC: WindowBudget = WindowBudget::new(0.1, 1, Duration::from_secs(1));
     Ok(())
 }
 

@@ -5,11 +5,11 @@ use std::io::{Error, ErrorKind};
 use std::time::Duration;
 
 use backstop::{
-    AdaptiveThrottle, CircuitBreaker, Jitter, Policy, RetryBudget, RetryThrottle, Verdict, retry,
+    limit::AdaptiveThrottle, limit::CircuitBreaker, Jitter, Policy, limit::WindowBudget, limit::TokenBudget, Verdict, retry,
 };
 
-static BUDGET: RetryBudget = RetryBudget::new(0.2, 5, Duration::from_secs(10));
-static TOKENS: RetryThrottle = RetryThrottle::new(20, 0.2);
+static BUDGET: WindowBudget = WindowBudget::new(0.2, 5, Duration::from_secs(10));
+static TOKENS: TokenBudget = TokenBudget::new(20, 0.2);
 static BREAKER: CircuitBreaker = CircuitBreaker::new(5, Duration::from_secs(30));
 static SHED: AdaptiveThrottle = AdaptiveThrottle::standard();
 static POLICY: Policy = Policy::new().attempts(5).jitter(Jitter::Equal);

@@ -1,89 +1,11 @@
-//! The retry budget: retries as a fraction of calls.
-//!
-//! Backoff bounds what one client sends; a budget bounds what the fleet
-//! sends. When a dependency is down, every call fails and every call wants
-//! to retry: without a budget that multiplies the load on the one service
-//! least able to take it (a retry storm). With a budget of 10%, the worst
-//! case is 1.1× normal traffic, however long the outage lasts.
+//! The windowed budget (documented in `limit`).
 
 use std::fmt;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
 use std::time::{Duration, Instant};
 
-use crate::limit::throttle::RetryThrottle;
 use crate::sync::AtomicU64;
 use crate::time::clock::nanos_since_origin;
-
-/// What a call's retries draw on: a [`RetryThrottle`] (the default of
-/// `#[retry]`: retries stop while failure is systemic) or a windowed
-/// [`RetryBudget`] (retries at most a fraction of the calls of a window).
-///
-/// ```
-/// # extern crate retry_runtime as backstop;
-/// use std::time::Duration;
-/// use backstop::{BudgetRef, RetryBudget, RetryThrottle};
-///
-/// static THROTTLE: RetryThrottle = RetryThrottle::standard();
-/// static WINDOW: RetryBudget = RetryBudget::new(0.1, 10, Duration::from_secs(10));
-/// assert!(matches!(BudgetRef::from(&THROTTLE), BudgetRef::Throttle(_)));
-/// assert!(matches!(BudgetRef::from(&WINDOW), BudgetRef::Window(_)));
-/// ```
-#[derive(Clone, Copy, Debug)]
-pub enum BudgetRef<'a> {
-    /// A token bucket debited by failures, credited by answers.
-    Throttle(&'a RetryThrottle),
-    /// Retries as a fraction of the calls of a sliding window.
-    Window(&'a RetryBudget),
-}
-
-impl<'a> From<&'a RetryThrottle> for BudgetRef<'a> {
-    fn from(throttle: &'a RetryThrottle) -> Self {
-        Self::Throttle(throttle)
-    }
-}
-
-impl<'a> From<&'a RetryBudget> for BudgetRef<'a> {
-    fn from(budget: &'a RetryBudget) -> Self {
-        Self::Window(budget)
-    }
-}
-
-impl BudgetRef<'_> {
-    /// The very same budget or throttle (by address).
-    pub fn same_as(&self, other: &BudgetRef<'_>) -> bool {
-        match (self, other) {
-            (Self::Throttle(a), BudgetRef::Throttle(b)) => std::ptr::eq(*a, *b),
-            (Self::Window(a), BudgetRef::Window(b)) => std::ptr::eq(*a, *b),
-            _ => false,
-        }
-    }
-}
-
-/// What [`AttemptState::budget`](crate::AttemptState::budget)
-/// takes: `Some(&throttle)`, `Some(&budget)`, `Some(budget_ref)`, or a
-/// `None` of any of them.
-pub trait IntoBudget<'a> {
-    /// The budget, if any.
-    fn into_budget(self) -> Option<BudgetRef<'a>>;
-}
-
-impl<'a> IntoBudget<'a> for Option<BudgetRef<'a>> {
-    fn into_budget(self) -> Option<BudgetRef<'a>> {
-        self
-    }
-}
-
-impl<'a> IntoBudget<'a> for Option<&'a RetryBudget> {
-    fn into_budget(self) -> Option<BudgetRef<'a>> {
-        self.map(BudgetRef::Window)
-    }
-}
-
-impl<'a> IntoBudget<'a> for Option<&'a RetryThrottle> {
-    fn into_budget(self) -> Option<BudgetRef<'a>> {
-        self.map(BudgetRef::Throttle)
-    }
-}
 
 /// How many slots the `ttl` window is cut into: calls count for the
 /// `SLOTS` newest slots, so the window's edge is accurate to `ttl / SLOTS`.
@@ -179,11 +101,11 @@ const fn ahead(a: u64, b: u64) -> i64 {
 /// ```
 /// # extern crate retry_runtime as backstop;
 /// use std::time::Duration;
-/// use backstop::RetryBudget;
+/// use backstop::limit::WindowBudget;
 ///
 /// // 10% of calls may be retried, plus a reserve of 5 × 10 = 50 retries
 /// // per 10 s window.
-/// static BUDGET: RetryBudget = RetryBudget::new(0.1, 5, Duration::from_secs(10));
+/// static BUDGET: WindowBudget = WindowBudget::new(0.1, 5, Duration::from_secs(10));
 ///
 /// let now = std::time::Instant::now();
 /// for _ in 0..100 {
@@ -198,11 +120,11 @@ const fn ahead(a: u64, b: u64) -> i64 {
 ///
 /// ```compile_fail
 /// # extern crate retry_runtime as backstop;
-/// # use std::time::Duration; use backstop::RetryBudget;
-/// static BAD: RetryBudget = RetryBudget::new(1.5, 10, Duration::from_secs(10));
+/// # use std::time::Duration; use backstop::limit::WindowBudget;
+/// static BAD: WindowBudget = WindowBudget::new(1.5, 10, Duration::from_secs(10));
 /// # fn main() { let _ = &BAD; }
 /// ```
-pub struct RetryBudget {
+pub struct WindowBudget {
     ratio: f64,
     min_per_sec: u32,
     ttl: Duration,
@@ -243,11 +165,11 @@ pub struct RetryBudget {
     refusals: AtomicU64,
 }
 
-/// What a [`RetryBudget`] has seen since it was created.
+/// What a [`WindowBudget`] has seen since it was created.
 ///
 /// ```
 /// # extern crate retry_runtime as backstop;
-/// use backstop::BudgetStats;
+/// use backstop::limit::BudgetStats;
 /// let s = BudgetStats { calls: 200, retries: 20, refusals: 3 };
 /// assert_eq!(s.retry_ratio(), 0.1);
 /// ```
@@ -272,7 +194,7 @@ impl BudgetStats {
     }
 }
 
-impl RetryBudget {
+impl WindowBudget {
     const_unless_loom! {
     /// A budget allowing `ratio` retries per call (0.1 = 10%), plus a
     /// reserve of `min_per_sec × ttl` retries, over a sliding `ttl`.
@@ -285,18 +207,18 @@ impl RetryBudget {
     /// ```
     /// # extern crate retry_runtime as backstop;
     /// use std::time::Duration;
-    /// use backstop::RetryBudget;
-    /// static SHARED: RetryBudget = RetryBudget::new(0.2, 10, Duration::from_secs(10));
+    /// use backstop::limit::WindowBudget;
+    /// static SHARED: WindowBudget = WindowBudget::new(0.2, 10, Duration::from_secs(10));
     /// assert_eq!(SHARED.ratio(), 0.2);
     /// ```
     pub fn new(ratio: f64, min_per_sec: u32, ttl: Duration) -> Self {
         assert!(
             ratio > 0.0 && ratio <= 1.0,
-            "RetryBudget::new: `ratio` must be in (0, 1], e.g. 0.1 for 10% of calls"
+            "WindowBudget::new: `ratio` must be in (0, 1], e.g. 0.1 for 10% of calls"
         );
         assert!(
             !ttl.is_zero(),
-            "RetryBudget::new: `ttl` must be greater than zero"
+            "WindowBudget::new: `ttl` must be greater than zero"
         );
         let ttl_nanos = ttl.as_nanos();
         let slot = ttl_nanos / SLOTS as u128;
@@ -343,8 +265,8 @@ impl RetryBudget {
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
-    /// use backstop::RetryBudget;
-    /// static B: RetryBudget = RetryBudget::standard();
+    /// use backstop::limit::WindowBudget;
+    /// static B: WindowBudget = WindowBudget::standard();
     /// assert_eq!(B.min_per_sec(), 10);
     /// ```
     pub fn standard() -> Self {
@@ -356,8 +278,8 @@ impl RetryBudget {
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
-    /// # use std::time::Duration; use backstop::RetryBudget;
-    /// let b = RetryBudget::new(0.25, 3, Duration::from_secs(5));
+    /// # use std::time::Duration; use backstop::limit::WindowBudget;
+    /// let b = WindowBudget::new(0.25, 3, Duration::from_secs(5));
     /// assert_eq!((b.ratio(), b.min_per_sec(), b.ttl()), (0.25, 3, Duration::from_secs(5)));
     /// ```
     pub const fn ratio(&self) -> f64 {
@@ -379,8 +301,8 @@ impl RetryBudget {
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
-    /// # use std::time::{Duration, Instant}; use backstop::RetryBudget;
-    /// let b = RetryBudget::new(0.5, 0, Duration::from_secs(1));
+    /// # use std::time::{Duration, Instant}; use backstop::limit::WindowBudget;
+    /// let b = WindowBudget::new(0.5, 0, Duration::from_secs(1));
     /// b.record_call(Instant::now());
     /// assert_eq!(b.stats().calls, 1);
     /// ```
@@ -393,8 +315,8 @@ impl RetryBudget {
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
-    /// # use std::time::{Duration, Instant}; use backstop::RetryBudget;
-    /// let b = RetryBudget::new(0.5, 0, Duration::from_secs(1));
+    /// # use std::time::{Duration, Instant}; use backstop::limit::WindowBudget;
+    /// let b = WindowBudget::new(0.5, 0, Duration::from_secs(1));
     /// let now = Instant::now();
     /// b.record_call(now);
     /// b.record_call(now);
@@ -451,8 +373,8 @@ impl RetryBudget {
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
-    /// # use std::time::Duration; use backstop::RetryBudget;
-    /// let b = RetryBudget::standard();
+    /// # use std::time::Duration; use backstop::limit::WindowBudget;
+    /// let b = WindowBudget::standard();
     /// assert_eq!(b.stats().calls, 0);
     /// ```
     pub fn stats(&self) -> BudgetStats {
@@ -610,9 +532,9 @@ impl RetryBudget {
     }
 }
 
-impl fmt::Debug for RetryBudget {
+impl fmt::Debug for WindowBudget {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RetryBudget")
+        f.debug_struct("WindowBudget")
             .field("ratio", &self.ratio)
             .field("min_per_sec", &self.min_per_sec)
             .field("ttl", &self.ttl)
@@ -621,7 +543,7 @@ impl fmt::Debug for RetryBudget {
     }
 }
 
-impl Default for RetryBudget {
+impl Default for WindowBudget {
     fn default() -> Self {
         Self::standard()
     }

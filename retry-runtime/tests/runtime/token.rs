@@ -1,15 +1,15 @@
-//! The retry throttle: gRPC's retry throttling (gRFC A6) with a refill in
+//! The token budget: gRPC's retry throttling (gRFC A6) with a refill in
 //! time, its bound, and callers whose clocks disagree.
 // Tokens are whole thousandths: their `f64` values compare exactly.
 #![allow(clippy::float_cmp)]
 
 use std::time::{Duration, Instant};
 
-use retry_runtime::RetryThrottle;
+use retry_runtime::limit::TokenBudget;
 
 #[test]
 fn failures_take_a_token_answers_give_back_the_ratio_and_retries_stop_at_half() {
-    let throttle = RetryThrottle::new(10, 0.1);
+    let throttle = TokenBudget::new(10, 0.1);
     let now = Instant::now();
     assert_eq!(throttle.tokens(), 10.0, "it starts full");
     let allowed: Vec<bool> = (0..7).map(|_| throttle.failed(now)).collect();
@@ -39,7 +39,7 @@ fn failures_take_a_token_answers_give_back_the_ratio_and_retries_stop_at_half() 
 
 #[test]
 fn a_quiet_function_gets_its_retries_back_in_time_not_after_sixty_answers() {
-    let throttle = RetryThrottle::standard();
+    let throttle = TokenBudget::standard();
     let t0 = Instant::now();
     for _ in 0..20 {
         throttle.failed(t0);
@@ -51,7 +51,7 @@ fn a_quiet_function_gets_its_retries_back_in_time_not_after_sixty_answers() {
     assert!(!throttle.allows_retry(t0 + Duration::from_secs(60)));
     assert!(throttle.allows_retry(t0 + Duration::from_secs(70)));
     // Without the refill, as gRPC: still no retry an hour on.
-    let grpc = RetryThrottle::new(10, 0.1).refill(Duration::ZERO);
+    let grpc = TokenBudget::new(10, 0.1).refill(Duration::ZERO);
     for _ in 0..20 {
         grpc.failed(t0);
     }
@@ -61,7 +61,7 @@ fn a_quiet_function_gets_its_retries_back_in_time_not_after_sixty_answers() {
 
 #[test]
 fn the_refill_keeps_a_systemic_outage_to_one_retry_per_refill() {
-    let throttle = RetryThrottle::standard();
+    let throttle = TokenBudget::standard();
     let t0 = Instant::now();
     // A dependency failing every call, 100 calls a second for a minute:
     // one retry is attempted per failure that is allowed one.
@@ -84,7 +84,7 @@ fn the_refill_keeps_a_systemic_outage_to_one_retry_per_refill() {
 
 #[test]
 fn callers_whose_clocks_disagree_never_wedge_it() {
-    let throttle = RetryThrottle::standard();
+    let throttle = TokenBudget::standard();
     let now = Instant::now();
     let hour = Duration::from_secs(3600);
     // A caller an hour ahead spends it.
@@ -98,7 +98,7 @@ fn callers_whose_clocks_disagree_never_wedge_it() {
     assert!(throttle.allows_retry(now), "{}", throttle.tokens());
     // And a caller behind does not move the bucket's clock back: the one
     // ahead gets no refill for an hour that did not pass.
-    let throttle = RetryThrottle::standard();
+    let throttle = TokenBudget::standard();
     for _ in 0..10 {
         throttle.failed(now + hour);
     }
@@ -110,32 +110,32 @@ fn callers_whose_clocks_disagree_never_wedge_it() {
 
 #[test]
 fn ratios_are_truncated_to_three_decimal_places_as_grpc_keeps_them() {
-    let throttle = RetryThrottle::new(3, 0.0004);
+    let throttle = TokenBudget::new(3, 0.0004);
     assert_eq!(throttle.token_ratio(), 0.001, "at least a thousandth");
-    assert_eq!(RetryThrottle::new(3, 0.2345).token_ratio(), 0.234);
-    assert_eq!(RetryThrottle::new(3, 0.2349).token_ratio(), 0.234);
+    assert_eq!(TokenBudget::new(3, 0.2345).token_ratio(), 0.234);
+    assert_eq!(TokenBudget::new(3, 0.2349).token_ratio(), 0.234);
     // Written with three decimals, kept whatever its binary value.
     for ratio in [0.1, 0.3, 0.7, 1.1, 4.35, 2.675] {
-        assert_eq!(RetryThrottle::new(10, ratio).token_ratio(), ratio);
+        assert_eq!(TokenBudget::new(10, ratio).token_ratio(), ratio);
     }
 }
 
 #[test]
 #[should_panic(expected = "max_tokens")]
 fn zero_tokens_are_rejected() {
-    let _ = RetryThrottle::new(0, 0.1);
+    let _ = TokenBudget::new(0, 0.1);
 }
 
 #[test]
 #[should_panic(expected = "token_ratio")]
 fn a_ratio_of_nothing_is_rejected() {
-    let _ = RetryThrottle::new(10, f64::NAN);
+    let _ = TokenBudget::new(10, f64::NAN);
 }
 
 /// Through a total outage (nothing answers) for a minute, calls at `rate`
 /// a second, three attempts each: the requests sent per call.
 fn amplification_through_an_outage(rate: u64) -> f64 {
-    let throttle = RetryThrottle::standard();
+    let throttle = TokenBudget::standard();
     let t0 = Instant::now();
     let calls = rate * 60;
     let mut sent = 0u64;
@@ -165,7 +165,7 @@ fn a_total_outage_costs_at_most_the_stated_amplification() {
 /// A windowed budget (10%, a reserve of 10 a second over 10 s) through the
 /// same outage.
 fn windowed_amplification_through_an_outage(rate: u64) -> f64 {
-    let budget = retry_runtime::RetryBudget::standard();
+    let budget = retry_runtime::limit::WindowBudget::standard();
     let t0 = Instant::now();
     let calls = rate * 60;
     let mut sent = 0u64;
@@ -199,7 +199,7 @@ fn a_windowed_budget_costs_what_the_readme_says_through_the_same_outage() {
 /// calls in a row, three attempts each: the share of the retries wanted
 /// that the throttle allows.
 fn share_of_retries_allowed(every: u64) -> f64 {
-    let throttle = RetryThrottle::new(10, 0.1).refill(Duration::ZERO);
+    let throttle = TokenBudget::new(10, 0.1).refill(Duration::ZERO);
     let now = Instant::now();
     let (mut wanted, mut allowed) = (0u64, 0u64);
     for call in 0..10_000u64 {
@@ -241,7 +241,7 @@ fn isolated_failures_get_all_their_retries_and_frequent_ones_fewer() {
 /// failure it follows, on the default throttle (its refill included): the
 /// share of the retries wanted that the throttle refuses.
 fn share_refused_at_random(rate: f64, seed: u64) -> f64 {
-    let throttle = RetryThrottle::standard();
+    let throttle = TokenBudget::standard();
     let mut rng = retry_runtime::backoff::Rng::seeded(seed);
     let t0 = Instant::now();
     let (mut wanted, mut refused) = (0u64, 0u64);

@@ -110,7 +110,7 @@ impl fmt::Debug for Context {
 ///
 /// ```
 /// # extern crate retry_runtime as backstop;
-/// use backstop::IdempotencyKey;
+/// use backstop::scope::IdempotencyKey;
 /// let key = IdempotencyKey::from_u128(0x0123_4567_89ab_4def_8123_4567_89ab_cdef);
 /// assert_eq!(key.to_string(), "01234567-89ab-4def-8123-456789abcdef");
 /// ```
@@ -124,7 +124,7 @@ impl IdempotencyKey {
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
-    /// use backstop::IdempotencyKey;
+    /// use backstop::scope::IdempotencyKey;
     /// assert_ne!(IdempotencyKey::random(), IdempotencyKey::random());
     /// ```
     pub fn random() -> Self {
@@ -379,7 +379,7 @@ impl fmt::Debug for CallScope {
 /// ```
 /// # extern crate retry_runtime as backstop;
 /// use std::io::{Error, ErrorKind};
-/// use backstop::{context, current_call, InCurrentCall, Policy};
+/// use backstop::{context, scope::current_call, scope::InCurrentCall, Policy};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
 /// let policy = Policy::new().no_budget();
@@ -462,7 +462,7 @@ impl CallScope {
 ///
 /// ```
 /// # extern crate retry_runtime as backstop;
-/// use backstop::{context, InCurrentCall, Policy};
+/// use backstop::{context, scope::InCurrentCall, Policy};
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// let policy = Policy::new();
 /// let seen = backstop::call_async(&policy, || async {
@@ -492,7 +492,7 @@ impl<F: Future> InCurrentCall for F {}
 /// deadline inside another, or inside an attempt, never outlives the
 /// enclosing deadline. An attempt already running is not interrupted: give
 /// its blocking call the time left (`context()`'s `remaining()`). Time is
-/// read from [`SystemClock`](crate::SystemClock) (virtual under
+/// read from [`SystemClock`](crate::time::SystemClock) (virtual under
 /// [`VirtualTime`](crate::testing::VirtualTime)).
 ///
 /// The scope ends when `f` returns: a closure returning a future
@@ -507,7 +507,7 @@ impl<F: Future> InCurrentCall for F {}
 ///
 /// let vt = VirtualTime::start();
 /// // A handler bounds the whole request to 1 s; the call inside has 30 s.
-/// let out: Result<(), Error> = backstop::deadline_sync(Duration::from_secs(1), || {
+/// let out: Result<(), Error> = backstop::scope::deadline_sync(Duration::from_secs(1), || {
 ///     let policy = Policy::new().attempts(100).no_budget();
 ///     backstop::call(&policy, || Err(ErrorKind::ConnectionRefused.into()))
 /// });
@@ -541,7 +541,7 @@ pub fn deadline_sync<R>(limit: Duration, f: impl FnOnce() -> R) -> R {
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
 /// let started = tokio::time::Instant::now();
 /// // The retries inside give up before the deadline, with their error.
-/// let out = backstop::deadline(Duration::from_secs(1), async {
+/// let out = backstop::scope::deadline(Duration::from_secs(1), async {
 ///     let policy = Policy::new().attempts(100).no_budget();
 ///     backstop::call_async(&policy, || async {
 ///         Err::<(), _>(Error::from(ErrorKind::ConnectionRefused))
@@ -553,7 +553,7 @@ pub fn deadline_sync<R>(limit: Duration, f: impl FnOnce() -> R) -> R {
 /// assert!(started.elapsed() < Duration::from_secs(1));
 /// // Anything else is cut off at the deadline.
 /// let started = tokio::time::Instant::now();
-/// let hung = backstop::deadline(Duration::from_secs(1), tokio::time::sleep(Duration::from_secs(5)));
+/// let hung = backstop::scope::deadline(Duration::from_secs(1), tokio::time::sleep(Duration::from_secs(5)));
 /// assert_eq!(hung.await, Err(Elapsed::new()));
 /// assert_eq!(started.elapsed(), Duration::from_secs(1));
 /// # }

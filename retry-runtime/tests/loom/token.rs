@@ -1,10 +1,10 @@
-//! Model checking of the lock-free `RetryThrottle` with loom: racing
+//! Model checking of the lock-free `TokenBudget` with loom: racing
 //! failures and answers never lose an update, and however many callers
 //! race, a retry is allowed only while the tokens stay above half.
 //!
 //! ```text
 //! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 \
-//!     cargo test -p retry-runtime --no-default-features --release --test loom -- throttle::
+//!     cargo test -p retry-runtime --no-default-features --release --test loom -- token::
 //! ```
 #![cfg(loom)]
 // Tokens are whole thousandths: their `f64` values compare exactly.
@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use loom::sync::Arc;
 use loom::thread;
-use retry_runtime::RetryThrottle;
+use retry_runtime::limit::TokenBudget;
 
 /// One instant for every operation: no refill in time.
 fn now() -> Instant {
@@ -23,8 +23,8 @@ fn now() -> Instant {
 }
 
 /// A throttle of 10 tokens (ratio 1) drained to `tokens`, without races.
-fn drained_to(tokens: u32) -> Arc<RetryThrottle> {
-    let throttle = RetryThrottle::new(10, 1.0);
+fn drained_to(tokens: u32) -> Arc<TokenBudget> {
+    let throttle = TokenBudget::new(10, 1.0);
     for _ in tokens..10 {
         throttle.failed(now());
     }

@@ -1,4 +1,4 @@
-//! Model checking of the lock-free `RetryBudget` with loom: every
+//! Model checking of the lock-free `WindowBudget` with loom: every
 //! interleaving (up to loom's preemption bound) of racing callers, window
 //! rotation and disagreeing clocks keeps the budget's promises.
 //!
@@ -8,7 +8,7 @@
 //!
 //! ```text
 //! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 \
-//!     cargo test -p retry-runtime --no-default-features --release --test loom -- budget::
+//!     cargo test -p retry-runtime --no-default-features --release --test loom -- window::
 //! ```
 #![cfg(loom)]
 
@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use loom::sync::Arc;
 use loom::thread;
-use retry_runtime::RetryBudget;
+use retry_runtime::limit::WindowBudget;
 
 /// One instant for every model run, so that runs are alike.
 fn t0() -> Instant {
@@ -43,7 +43,7 @@ fn racing_for_the_only_token_of_a_fresh_budget() {
     loom::model(|| {
         // A reserve of exactly one retry (1/s over 1 s), no calls: both
         // callers race to open the first window, then for the token.
-        let budget = Arc::new(RetryBudget::new(0.1, 1, Duration::from_secs(1)));
+        let budget = Arc::new(WindowBudget::new(0.1, 1, Duration::from_secs(1)));
         let other = Arc::clone(&budget);
         let (a, b) = both(
             move || other.try_withdraw(ms(0)),
@@ -64,7 +64,7 @@ fn a_withdrawal_racing_the_rotation_never_overdraws() {
         // exactly a slot later, the window moves on and the first call and
         // its retry have left it: two callers race to move the window and
         // for that one token.
-        let budget = Arc::new(RetryBudget::new(1.0, 0, Duration::from_millis(10)));
+        let budget = Arc::new(WindowBudget::new(1.0, 0, Duration::from_millis(10)));
         budget.record_call(ms(0));
         assert!(budget.try_withdraw(ms(0)));
         budget.record_call(ms(11));
@@ -85,7 +85,7 @@ fn a_call_racing_a_rotation_is_counted_once() {
         // One caller records a call in the current slot while another
         // moves the window on: the call is neither lost nor counted twice,
         // and pays for a retry while it is in the window.
-        let budget = Arc::new(RetryBudget::new(1.0, 0, Duration::from_millis(10)));
+        let budget = Arc::new(WindowBudget::new(1.0, 0, Duration::from_millis(10)));
         budget.record_call(ms(0));
         let other = Arc::clone(&budget);
         // 5 ms is exactly one slot: one of them moves the window.
@@ -105,7 +105,7 @@ fn clocks_that_disagree_never_wedge_or_lose_counts() {
         // One caller an hour ahead (a test's virtual time), one on real
         // time, on one budget: each starts its own window, neither wedges,
         // and the totals add up.
-        let budget = Arc::new(RetryBudget::new(1.0, 1, Duration::from_secs(1)));
+        let budget = Arc::new(WindowBudget::new(1.0, 1, Duration::from_secs(1)));
         let other = Arc::clone(&budget);
         let ahead = ms(3_600_000);
         let (a, b) = both(
@@ -135,7 +135,7 @@ fn a_call_racing_a_withdrawal_in_one_window_never_overdraws() {
         // call races two withdrawals, all in one window. Whatever the
         // interleaving, the grants never exceed the calls the budget had
         // seen, and every call and withdrawal is counted once.
-        let budget = Arc::new(RetryBudget::new(1.0, 0, Duration::from_secs(1)));
+        let budget = Arc::new(WindowBudget::new(1.0, 0, Duration::from_secs(1)));
         budget.record_call(ms(0));
         let other = Arc::clone(&budget);
         let ((), (a, b)) = both(

@@ -3,14 +3,18 @@
 use std::io::{Error, ErrorKind};
 use std::time::{Duration, Instant};
 
+use retry_runtime::limit::WindowBudget;
 use retry_runtime::testing::VirtualTime;
-use retry_runtime::{Policy, RetryBudget, call};
+use retry_runtime::{Policy, call};
 
 #[test]
 fn a_thousand_failing_calls_get_at_most_the_budget() {
     let vt = VirtualTime::start();
-    let budget: &'static RetryBudget =
-        Box::leak(Box::new(RetryBudget::new(0.1, 10, Duration::from_secs(10))));
+    let budget: &'static WindowBudget = Box::leak(Box::new(WindowBudget::new(
+        0.1,
+        10,
+        Duration::from_secs(10),
+    )));
     // Zero delays, so all thousand calls land inside one window.
     let policy = Policy::new()
         .attempts(3)
@@ -38,7 +42,7 @@ fn a_thousand_failing_calls_get_at_most_the_budget() {
 
 #[test]
 fn ratios_are_exact() {
-    let budget = RetryBudget::new(0.3, 0, Duration::from_secs(10));
+    let budget = WindowBudget::new(0.3, 0, Duration::from_secs(10));
     let now = Instant::now();
     for _ in 0..10 {
         budget.record_call(now);
@@ -52,7 +56,7 @@ fn ratios_are_exact() {
 fn after_ttl_without_traffic_the_floor_is_available_again() {
     let vt = VirtualTime::start();
     let ttl = Duration::from_secs(10);
-    let budget = RetryBudget::new(0.1, 2, ttl);
+    let budget = WindowBudget::new(0.1, 2, ttl);
     budget.record_call(vt.now());
     let floor = (0..100).filter(|_| budget.try_withdraw(vt.now())).count();
     assert_eq!(floor, 20, "min_per_sec × ttl");
@@ -71,7 +75,7 @@ fn after_ttl_without_traffic_the_floor_is_available_again() {
 fn deposits_older_than_ttl_no_longer_pay_for_retries() {
     let vt = VirtualTime::start();
     let ttl = Duration::from_secs(10);
-    let budget = RetryBudget::new(0.5, 0, ttl);
+    let budget = WindowBudget::new(0.5, 0, ttl);
     for _ in 0..10 {
         budget.record_call(vt.now());
     }
@@ -97,7 +101,7 @@ fn deposits_older_than_ttl_no_longer_pay_for_retries() {
 fn the_window_slides_in_slots() {
     let vt = VirtualTime::start();
     let ttl = Duration::from_secs(10);
-    let budget = RetryBudget::new(1.0, 0, ttl);
+    let budget = WindowBudget::new(1.0, 0, ttl);
     budget.record_call(vt.now()); // t = 0
     vt.advance(Duration::from_secs(5));
     budget.record_call(vt.now()); // t = 5
@@ -118,7 +122,7 @@ fn the_window_slides_in_slots() {
 
 #[test]
 fn a_long_idle_period_costs_bounded_work_and_no_overflow() {
-    let budget = RetryBudget::new(0.5, 1, Duration::from_nanos(1));
+    let budget = WindowBudget::new(0.5, 1, Duration::from_nanos(1));
     let t0 = Instant::now();
     budget.record_call(t0);
     for hours in [1u64, 1_000, 1_000_000] {
@@ -131,7 +135,7 @@ fn a_long_idle_period_costs_bounded_work_and_no_overflow() {
 
 #[test]
 fn a_call_far_behind_the_window_starts_a_new_one() {
-    let budget = RetryBudget::new(1.0, 0, Duration::from_secs(1));
+    let budget = WindowBudget::new(1.0, 0, Duration::from_secs(1));
     let t0 = Instant::now() + Duration::from_secs(100);
     budget.record_call(t0);
     // A clock 50 s behind: nothing in the window applies to it.
@@ -146,7 +150,7 @@ fn a_call_far_behind_the_window_starts_a_new_one() {
     assert!(!budget.try_withdraw(t0));
 }
 
-static SHARED: RetryBudget = RetryBudget::new(0.1, 5, Duration::from_secs(10));
+static SHARED: WindowBudget = WindowBudget::new(0.1, 5, Duration::from_secs(10));
 
 #[test]
 fn a_static_budget_shared_by_two_threads_keeps_the_bound() {
@@ -180,19 +184,19 @@ fn a_static_budget_shared_by_two_threads_keeps_the_bound() {
 #[test]
 #[should_panic(expected = "ratio")]
 fn a_ratio_above_one_is_rejected() {
-    let _ = RetryBudget::new(1.5, 10, Duration::from_secs(10));
+    let _ = WindowBudget::new(1.5, 10, Duration::from_secs(10));
 }
 
 #[test]
 #[should_panic(expected = "ratio")]
 fn a_zero_or_nan_ratio_is_rejected() {
-    let _ = RetryBudget::new(f64::NAN, 10, Duration::from_secs(10));
+    let _ = WindowBudget::new(f64::NAN, 10, Duration::from_secs(10));
 }
 
 #[test]
 #[should_panic(expected = "ttl")]
 fn a_zero_ttl_is_rejected() {
-    let _ = RetryBudget::new(0.1, 10, Duration::ZERO);
+    let _ = WindowBudget::new(0.1, 10, Duration::ZERO);
 }
 
 #[test]
@@ -203,7 +207,7 @@ fn racing_callers_never_overdraw_the_last_tokens() {
         // Exactly `round % 5 + 1` retries are available; eight threads
         // released together all try to take two each.
         let available = round % 5 + 1;
-        let budget = Arc::new(RetryBudget::new(1.0, 0, Duration::from_secs(60)));
+        let budget = Arc::new(WindowBudget::new(1.0, 0, Duration::from_secs(60)));
         let now = Instant::now();
         for _ in 0..available {
             budget.record_call(now);
@@ -229,7 +233,7 @@ fn random_traffic_never_exceeds_the_windowed_bound() {
     use retry_runtime::backoff::Rng;
     // ratio 0.25 = 250_000 ppm, floor 2/s over ttl 10 s = 20 retries.
     let ttl = Duration::from_secs(10);
-    let budget = RetryBudget::new(0.25, 2, ttl);
+    let budget = WindowBudget::new(0.25, 2, ttl);
     let t0 = Instant::now();
     let mut rng = Rng::seeded(42);
     let mut calls: Vec<Duration> = Vec::new();
@@ -294,7 +298,8 @@ fn random_traffic_never_exceeds_the_windowed_bound() {
 /// the sum of what the threads returned.
 fn race(threads: usize, rounds: usize, work: impl Fn(usize) -> usize + Sync) -> Vec<usize> {
     use std::sync::Barrier;
-    use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::atomic::Ordering::Relaxed;
     let barrier = Barrier::new(threads);
     let totals: Vec<AtomicUsize> = (0..rounds).map(|_| AtomicUsize::new(0)).collect();
     std::thread::scope(|s| {
@@ -315,8 +320,8 @@ fn racing_callers_on_a_fresh_budget_never_overdraw() {
     // A reserve of 10 retries (1/s over 10 s), no calls: every thread's
     // first withdrawal races to open the window.
     const ROUNDS: usize = 3000;
-    let budgets: Vec<RetryBudget> = (0..ROUNDS)
-        .map(|_| RetryBudget::new(0.1, 1, Duration::from_secs(10)))
+    let budgets: Vec<WindowBudget> = (0..ROUNDS)
+        .map(|_| WindowBudget::new(0.1, 1, Duration::from_secs(10)))
         .collect();
     let now = Instant::now();
     let granted = race(16, ROUNDS, |round| {
@@ -349,9 +354,9 @@ fn racing_callers_across_a_slot_boundary_never_overdraw() {
     const ROUNDS: usize = 2000;
     let ms = Duration::from_millis(1);
     let t0 = Instant::now();
-    let budgets: Vec<RetryBudget> = (0..ROUNDS)
+    let budgets: Vec<WindowBudget> = (0..ROUNDS)
         .map(|_| {
-            let b = RetryBudget::new(1.0, 0, 100 * ms);
+            let b = WindowBudget::new(1.0, 0, 100 * ms);
             for _ in 0..10 {
                 b.record_call(t0);
             }
@@ -386,7 +391,7 @@ fn no_window_of_ttl_grants_more_than_the_reserve() {
     // t = 0.95 s must keep it spent until t = 10.95 s, not only until a
     // slot boundary at 10 s.
     let ttl = Duration::from_secs(10);
-    let budget = RetryBudget::new(0.1, 10, ttl);
+    let budget = WindowBudget::new(0.1, 10, ttl);
     let t0 = Instant::now();
     let at = |ms: u64| t0 + Duration::from_millis(ms);
     let first = (0..200).filter(|_| budget.try_withdraw(at(950))).count();
@@ -409,7 +414,7 @@ fn a_caller_whose_clock_is_far_ahead_does_not_wedge_the_others() {
     // A shared budget, and one caller on a clock an hour ahead (a test's
     // virtual time): real-time callers must still get their reserve back
     // once a ttl has passed on their own clock.
-    let budget = RetryBudget::new(0.1, 1, Duration::from_secs(10));
+    let budget = WindowBudget::new(0.1, 1, Duration::from_secs(10));
     let t0 = Instant::now();
     let ahead = t0 + Duration::from_secs(3600);
     budget.record_call(ahead);
@@ -428,7 +433,7 @@ fn a_caller_whose_clock_is_far_ahead_does_not_wedge_the_others() {
 
 #[test]
 fn a_clock_going_backwards_never_wedges_the_budget() {
-    let budget = RetryBudget::new(0.5, 1, Duration::from_secs(1));
+    let budget = WindowBudget::new(0.5, 1, Duration::from_secs(1));
     let t0 = Instant::now() + Duration::from_secs(3600);
     for step in 0..20u64 {
         // Forward a minute, back half an hour, forward again…
@@ -448,7 +453,7 @@ fn a_caller_behind_the_window_cannot_spend_the_reserve_twice() {
     // of its retries counted for a whole ttl of its own time.
     let ttl = Duration::from_secs(10);
     for skew_ms in [2_000u64, 5_000, 9_500] {
-        let budget = RetryBudget::new(0.1, 1, ttl); // a reserve of 10
+        let budget = WindowBudget::new(0.1, 1, ttl); // a reserve of 10
         let t0 = Instant::now();
         let skew = Duration::from_millis(skew_ms);
         let mut grants: Vec<Duration> = Vec::new();
@@ -483,7 +488,7 @@ fn a_caller_behind_the_window_cannot_spend_the_reserve_twice() {
 #[test]
 fn the_same_traffic_gets_the_same_answers_whenever_it_starts() {
     let run = |t0: Instant| {
-        let budget = RetryBudget::new(0.1, 1, Duration::from_secs(10));
+        let budget = WindowBudget::new(0.1, 1, Duration::from_secs(10));
         (0..3_000u64)
             .map(|i| {
                 let now = t0 + Duration::from_millis(i * 37);

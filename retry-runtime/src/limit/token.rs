@@ -1,15 +1,4 @@
-//! The retry throttle: retries stop while failure is systemic, and resume
-//! as answers come back.
-//!
-//! A budget funded per call is still funded while every call fails: during
-//! an outage it keeps adding its share of retries to a dependency that has
-//! no headroom, and the savings of a healthy window are spent in a burst
-//! when the outage starts. The retry throttle is funded by *answers*
-//! instead, as gRPC's retry throttling (gRFC A6), the AWS SDKs' retry quota
-//! and Google Cloud's retry throttler are: a token bucket that every
-//! retryable failure debits and every answer credits, which stops retries
-//! within a handful of failures and lets them resume after a few dozen
-//! answers.
+//! The token budget (documented in `limit`).
 
 use std::fmt;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
@@ -53,7 +42,7 @@ const fn later(a: u64, b: u64) -> u64 {
     }
 }
 
-/// A retry throttle: gRPC's retry throttling (gRFC A6), with a slow refill
+/// A token budget: gRPC's retry throttling (gRFC A6), with a slow refill
 /// in time so that a quiet function is not left without retries for long.
 ///
 /// - It holds up to `max_tokens` tokens, and starts full.
@@ -100,9 +89,9 @@ const fn later(a: u64, b: u64) -> u64 {
 /// ```
 /// # extern crate retry_runtime as backstop;
 /// use std::time::Instant;
-/// use backstop::RetryThrottle;
+/// use backstop::limit::TokenBudget;
 ///
-/// static THROTTLE: RetryThrottle = RetryThrottle::new(10, 0.1);
+/// static THROTTLE: TokenBudget = TokenBudget::new(10, 0.1);
 /// let now = Instant::now();
 /// // An outage: every failure takes a token; retries stop above half.
 /// let allowed = (0..20).filter(|_| THROTTLE.failed(now)).count();
@@ -119,11 +108,11 @@ const fn later(a: u64, b: u64) -> u64 {
 ///
 /// ```compile_fail
 /// # extern crate retry_runtime as backstop;
-/// # use backstop::RetryThrottle;
-/// static BAD: RetryThrottle = RetryThrottle::new(0, 0.1);
+/// # use backstop::limit::TokenBudget;
+/// static BAD: TokenBudget = TokenBudget::new(0, 0.1);
 /// # fn main() { let _ = &BAD; }
 /// ```
-pub struct RetryThrottle {
+pub struct TokenBudget {
     /// `max_tokens`, in milli-tokens.
     max: u64,
     /// Added per answer, in milli-tokens.
@@ -137,7 +126,7 @@ pub struct RetryThrottle {
     anchor: Anchor,
 }
 
-impl RetryThrottle {
+impl TokenBudget {
     const_unless_loom! {
     /// A throttle of `max_tokens` tokens, crediting `token_ratio` per
     /// answer (truncated to three decimal places, as gRFC A6 keeps it:
@@ -150,18 +139,18 @@ impl RetryThrottle {
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
-    /// use backstop::RetryThrottle;
-    /// static PAYMENTS: RetryThrottle = RetryThrottle::new(20, 0.2);
+    /// use backstop::limit::TokenBudget;
+    /// static PAYMENTS: TokenBudget = TokenBudget::new(20, 0.2);
     /// assert_eq!((PAYMENTS.max_tokens(), PAYMENTS.token_ratio()), (20, 0.2));
     /// ```
     pub fn new(max_tokens: u32, token_ratio: f64) -> Self {
         assert!(
             max_tokens > 0 && max_tokens <= 4_000_000,
-            "RetryThrottle::new: `max_tokens` must be in 1..=4000000"
+            "TokenBudget::new: `max_tokens` must be in 1..=4000000"
         );
         assert!(
             token_ratio > 0.0 && token_ratio <= max_tokens as f64,
-            "RetryThrottle::new: `token_ratio` must be above 0 and at most `max_tokens`"
+            "TokenBudget::new: `token_ratio` must be above 0 and at most `max_tokens`"
         );
         let max = max_tokens as u64 * MILLI;
         // Truncated to thousandths, at least one; a ratio written with
@@ -191,8 +180,8 @@ impl RetryThrottle {
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
-    /// use backstop::RetryThrottle;
-    /// static OWN: RetryThrottle = RetryThrottle::standard();
+    /// use backstop::limit::TokenBudget;
+    /// static OWN: TokenBudget = TokenBudget::standard();
     /// assert_eq!(OWN.max_tokens(), 10);
     /// ```
     pub fn standard() -> Self {
@@ -209,8 +198,8 @@ impl RetryThrottle {
     /// ```
     /// # extern crate retry_runtime as backstop;
     /// use std::time::Duration;
-    /// use backstop::RetryThrottle;
-    /// static FAST: RetryThrottle = RetryThrottle::new(10, 0.1).refill(Duration::from_secs(1));
+    /// use backstop::limit::TokenBudget;
+    /// static FAST: TokenBudget = TokenBudget::new(10, 0.1).refill(Duration::from_secs(1));
     /// assert_eq!(FAST.refill_every(), Some(Duration::from_secs(1)));
     /// ```
     #[must_use]
@@ -278,9 +267,9 @@ impl RetryThrottle {
     /// ```
     /// # extern crate retry_runtime as backstop;
     /// use std::time::Instant;
-    /// use backstop::RetryThrottle;
+    /// use backstop::limit::TokenBudget;
     ///
-    /// let throttle = RetryThrottle::new(10, 0.1);
+    /// let throttle = TokenBudget::new(10, 0.1);
     /// let now = Instant::now();
     /// for _ in 0..4 {
     ///     throttle.failed(now);
@@ -366,9 +355,9 @@ impl RetryThrottle {
     }
 }
 
-impl fmt::Debug for RetryThrottle {
+impl fmt::Debug for TokenBudget {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RetryThrottle")
+        f.debug_struct("TokenBudget")
             .field("max_tokens", &self.max_tokens())
             .field("token_ratio", &self.token_ratio())
             .field("refill_every", &self.refill_every())
@@ -377,7 +366,7 @@ impl fmt::Debug for RetryThrottle {
     }
 }
 
-impl Default for RetryThrottle {
+impl Default for TokenBudget {
     fn default() -> Self {
         Self::standard()
     }
@@ -392,19 +381,19 @@ const SITES: usize = 1024;
 #[cfg(not(loom))]
 static SITE_THROTTLES: [std::sync::OnceLock<(
     &'static std::panic::Location<'static>,
-    &'static RetryThrottle,
+    &'static TokenBudget,
 )>; SITES] = [const { std::sync::OnceLock::new() }; SITES];
 
 /// What call sites beyond [`SITES`] share.
 #[cfg(not(loom))]
-static OVERFLOW: RetryThrottle = RetryThrottle::standard();
+static OVERFLOW: TokenBudget = TokenBudget::standard();
 
-/// The retry throttle of the code at `site`: a call site's own, as
+/// The token budget of the code at `site`: a call site's own, as
 /// `#[retry]` gives each function its own. Lock-free: a site's first call
 /// claims a slot of a fixed table (open addressing, by the site's
 /// address); every later call finds it with a load or a few.
 #[cfg(not(loom))]
-pub(crate) fn at_call_site(site: &'static std::panic::Location<'static>) -> &'static RetryThrottle {
+pub(crate) fn at_call_site(site: &'static std::panic::Location<'static>) -> &'static TokenBudget {
     let same = |a: &std::panic::Location<'_>| {
         std::ptr::eq(a, site)
             || (a.line() == site.line() && a.column() == site.column() && a.file() == site.file())
@@ -418,7 +407,7 @@ pub(crate) fn at_call_site(site: &'static std::panic::Location<'static>) -> &'st
         let (owner, throttle) = *slot.get_or_init(|| {
             (
                 site,
-                Box::leak(Box::new(RetryThrottle::standard())) as &'static RetryThrottle,
+                Box::leak(Box::new(TokenBudget::standard())) as &'static TokenBudget,
             )
         });
         if same(owner) {
@@ -428,7 +417,7 @@ pub(crate) fn at_call_site(site: &'static std::panic::Location<'static>) -> &'st
     &OVERFLOW
 }
 
-/// A retry throttle of a layer's own, full when the layer gets it: one of
+/// A token budget of a layer's own, full when the layer gets it: one of
 /// a pool of leaked ones, lent to one layer at a time (its clones, services
 /// and calls hold it through the layer's shared part), and back in the
 /// pool, to be filled again for another, when the last of them is dropped.
@@ -436,13 +425,13 @@ pub(crate) fn at_call_site(site: &'static std::panic::Location<'static>) -> &'st
 /// large as the most layers ever alive at once (a layer built per request
 /// takes one back).
 #[cfg(feature = "tower")]
-pub(crate) struct OwnThrottle(&'static RetryThrottle);
+pub(crate) struct OwnBudget(&'static TokenBudget);
 
 #[cfg(feature = "tower")]
-static LENDABLE: std::sync::Mutex<Vec<&'static RetryThrottle>> = std::sync::Mutex::new(Vec::new());
+static LENDABLE: std::sync::Mutex<Vec<&'static TokenBudget>> = std::sync::Mutex::new(Vec::new());
 
 #[cfg(feature = "tower")]
-impl OwnThrottle {
+impl OwnBudget {
     /// A full throttle, of the standard size, lent to one owner.
     pub(crate) fn lend() -> Self {
         let mut free = LENDABLE
@@ -455,19 +444,19 @@ impl OwnThrottle {
                 throttle.anchor.reset();
                 throttle
             }
-            None => Box::leak(Box::new(RetryThrottle::standard())),
+            None => Box::leak(Box::new(TokenBudget::standard())),
         };
         Self(throttle)
     }
 
     /// The throttle, for as long as this is held.
-    pub(crate) fn get(&self) -> &'static RetryThrottle {
+    pub(crate) fn get(&self) -> &'static TokenBudget {
         self.0
     }
 }
 
 #[cfg(feature = "tower")]
-impl Drop for OwnThrottle {
+impl Drop for OwnBudget {
     fn drop(&mut self) {
         LENDABLE
             .lock()
@@ -478,6 +467,6 @@ impl Drop for OwnThrottle {
 
 /// Under loom (whose models do not use call sites): a throttle per call.
 #[cfg(loom)]
-pub(crate) fn at_call_site(_: &'static std::panic::Location<'static>) -> &'static RetryThrottle {
-    Box::leak(Box::new(RetryThrottle::standard()))
+pub(crate) fn at_call_site(_: &'static std::panic::Location<'static>) -> &'static TokenBudget {
+    Box::leak(Box::new(TokenBudget::standard()))
 }
