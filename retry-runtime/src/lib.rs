@@ -32,7 +32,8 @@
 //!   virtual time's core, the clocks and the timer;
 //! - [`limit`]: the token budget, the windowed budget, the adaptive
 //!   throttle and the breaker, lock-free (their atomics come from
-//!   `sync.rs`: std's, or loom's for the models);
+//!   `sync.rs`: std's, or loom's for the models), and which instance of
+//!   each a call draws on (the `static`, or a test's fresh copy);
 //! - [`classify`]: which outcomes a retry can fix, with the database
 //!   clients' errors and the HTTP rule (`http`);
 //! - `state/`: the one decider, with its vocabulary, the [`Policy`] and
@@ -41,8 +42,8 @@
 //!   driver, the attempt context and the call's [`scope`], the events
 //!   hooks are told and the [`hedge`] delay;
 //! - `tower/` (the layer, with `tonic`), `reqwest/` (classification, the
-//!   error of an HTTP call, the middleware), [`testing`] (with the fresh
-//!   copies [`testing::isolate`] hands a test), `config.rs`, and the
+//!   error of an HTTP call, the middleware), [`testing`] (virtual time,
+//!   and [`testing::isolate`] for fresh copies), `config.rs`, and the
 //!   `#[retry]` glue in `macro_support.rs`.
 //!
 //! And in layers, each importing only the ones below it:
@@ -54,8 +55,8 @@
 //!    [`Throttled`], and with `reqwest` its error of an HTTP call).
 //! 2. Classification.
 //! 3. The limiters; then the policy, the events, the attempt context, the
-//!    timer, the hedge delay, and the fresh copies of all of them that
-//!    [`testing::isolate`] hands a test.
+//!    timer, the hedge delay, and the lookup of the fresh copies of all of
+//!    them that [`testing::isolate`] hands a test.
 //! 4. The decider.
 //! 5. The loops and integrations: `run`, the `#[retry]` glue,
 //!    [`testing`], `http`, `reqwest`, `config`, `tower`, the middleware,

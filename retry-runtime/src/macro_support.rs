@@ -6,13 +6,13 @@ use std::borrow::Borrow;
 use crate::classify::Verdict;
 use crate::limit::adaptive::AdaptiveThrottle;
 use crate::limit::breaker::CircuitBreaker;
+pub use crate::limit::isolation::own;
 use crate::limit::{BudgetRef, TokenBudget, WindowBudget};
 pub use crate::run::observe::Function;
 pub use crate::run::sleep;
 use crate::state::policy::Policy;
 pub use crate::state::vocabulary::Attempted;
-pub use crate::state::{AttemptState, Call, Decision};
-pub use crate::testing::isolation::own;
+pub use crate::state::{AttemptState, Call, Decision, IntoBudget};
 use crate::time::clock::Clock;
 
 /// The return type of a `#[retry]` function: a `Result`.
@@ -80,7 +80,7 @@ pub fn policy_budget(
     if policy.has_default_budget() {
         Some(own())
     } else {
-        crate::testing::isolation::own_budget(policy.get_budget())
+        crate::limit::isolation::own_budget(policy.get_budget())
     }
 }
 

@@ -7,7 +7,7 @@ use std::path::Path;
 
 /// Items not re-exported by `backstop`: their examples stay in the
 /// runtime's names.
-const RUNTIME_ONLY: [&str; 3] = ["run::sleep", "observe::Function", "macro_support"];
+const RUNTIME_ONLY: [&str; 1] = ["macro_support"];
 
 /// The `.rs` files under `dir`, in its subdirectories too.
 fn rust_files(dir: &Path) -> Vec<std::path::PathBuf> {

@@ -413,7 +413,7 @@ pub trait Classifier<X: ?Sized> {
 ///
 /// ```
 /// # extern crate retry_runtime as backstop;
-/// use backstop::{classify::ByClassify, classify::Classifier, Verdict};
+/// use backstop::{classify::{ByClassify, Classifier}, Verdict};
 /// let e = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
 /// assert_eq!(ByClassify.verdict(&e), Verdict::Retry);
 /// ```
@@ -430,7 +430,7 @@ impl<E: Classify + ?Sized> Classifier<E> for ByClassify {
 ///
 /// ```
 /// # extern crate retry_runtime as backstop;
-/// use backstop::{classify::Classifier, classify::NeverRetry, Verdict};
+/// use backstop::{classify::{Classifier, NeverRetry}, Verdict};
 /// assert_eq!(NeverRetry.verdict(&42), Verdict::Stop);
 /// ```
 #[derive(Clone, Copy, Debug, Default)]
@@ -447,7 +447,7 @@ impl<X: ?Sized> Classifier<X> for NeverRetry {
 ///
 /// ```
 /// # extern crate retry_runtime as backstop;
-/// use backstop::{classify::Classifier, Verdict, classify::When};
+/// use backstop::{classify::{Classifier, When}, Verdict};
 ///
 /// let status_503 = When(|status: &u16| *status == 503);
 /// assert_eq!(status_503.verdict(&503), Verdict::Retry);

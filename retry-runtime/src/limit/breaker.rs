@@ -49,7 +49,7 @@ fn millis(now: Instant) -> u64 {
 /// ```
 /// # extern crate retry_runtime as backstop;
 /// use std::time::Duration;
-/// use backstop::{limit::BreakerState, limit::CircuitBreaker};
+/// use backstop::limit::{BreakerState, CircuitBreaker};
 /// let breaker = CircuitBreaker::new(5, Duration::from_secs(30));
 /// assert_eq!(breaker.state(), BreakerState::Closed);
 /// ```
@@ -84,7 +84,7 @@ pub use crate::state::vocabulary::CircuitOpen;
 /// ```
 /// # extern crate retry_runtime as backstop;
 /// use std::time::{Duration, Instant};
-/// use backstop::{limit::BreakerState, limit::CircuitBreaker, Verdict};
+/// use backstop::{limit::{BreakerState, CircuitBreaker}, Verdict};
 ///
 /// static PAYMENTS: CircuitBreaker = CircuitBreaker::new(3, Duration::from_secs(10));
 ///

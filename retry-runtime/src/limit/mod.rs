@@ -50,6 +50,7 @@
 
 pub(crate) mod adaptive;
 pub(crate) mod breaker;
+pub(crate) mod isolation;
 pub(crate) mod token;
 pub(crate) mod window;
 
@@ -67,7 +68,7 @@ pub use window::{BudgetStats, WindowBudget};
 /// ```
 /// # extern crate retry_runtime as backstop;
 /// use std::time::Duration;
-/// use backstop::{limit::BudgetRef, limit::WindowBudget, limit::TokenBudget};
+/// use backstop::limit::{BudgetRef, TokenBudget, WindowBudget};
 ///
 /// static THROTTLE: TokenBudget = TokenBudget::standard();
 /// static WINDOW: WindowBudget = WindowBudget::new(0.1, 10, Duration::from_secs(10));
@@ -102,31 +103,5 @@ impl BudgetRef<'_> {
             (Self::Window(a), BudgetRef::Window(b)) => std::ptr::eq(*a, *b),
             _ => false,
         }
-    }
-}
-
-/// What [`AttemptState::budget`](crate::state::AttemptState::budget)
-/// takes: `Some(&throttle)`, `Some(&budget)`, `Some(budget_ref)`, or a
-/// `None` of any of them.
-pub trait IntoBudget<'a> {
-    /// The budget, if any.
-    fn into_budget(self) -> Option<BudgetRef<'a>>;
-}
-
-impl<'a> IntoBudget<'a> for Option<BudgetRef<'a>> {
-    fn into_budget(self) -> Option<BudgetRef<'a>> {
-        self
-    }
-}
-
-impl<'a> IntoBudget<'a> for Option<&'a WindowBudget> {
-    fn into_budget(self) -> Option<BudgetRef<'a>> {
-        self.map(BudgetRef::Window)
-    }
-}
-
-impl<'a> IntoBudget<'a> for Option<&'a TokenBudget> {
-    fn into_budget(self) -> Option<BudgetRef<'a>> {
-        self.map(BudgetRef::Token)
     }
 }

@@ -240,7 +240,7 @@ pub(crate) enum Chosen {
     label = "expected `Duration` or `Option<Duration>`",
     note = "write a literal with a unit (`2s`, `500ms`) or an expression of type `Duration`"
 )]
-pub trait AttemptTimeout {
+pub trait AttemptTimeout: sealed::Part {
     /// The timeout, `Duration::MAX` for none.
     fn limit(self) -> Duration;
 }
@@ -277,7 +277,7 @@ pub struct WithTimeout(Duration);
             `backstop::reqwest::Error` have it); a sync loop (`call`) cannot interrupt an \
             attempt at all"
 )]
-pub trait TimeoutSlot<E> {
+pub trait TimeoutSlot<E>: sealed::Part {
     /// How long each attempt may run, if limited.
     fn limit(&self) -> Option<Duration>;
     /// A timed-out attempt as the call's error. Only called when
@@ -312,7 +312,7 @@ impl<E: From<Elapsed>> TimeoutSlot<E> for WithTimeout {
     label = "a sync attempt cannot be interrupted",
     note = "give the blocking call its own timeout instead (`backstop::context()` tells the time left)"
 )]
-pub trait SyncLoop {}
+pub trait SyncLoop: sealed::Part {}
 
 impl SyncLoop for NoTimeout {}
 
@@ -323,7 +323,7 @@ impl SyncLoop for NoTimeout {}
     label = "an attempt cut off would drop the value it holds, and the next attempt needs it",
     note = "give the operation its own timeout inside the attempt (`backstop::context()` tells the time left)"
 )]
-pub trait ValueLoop {}
+pub trait ValueLoop: sealed::Part {}
 
 impl ValueLoop for NoTimeout {}
 
@@ -334,7 +334,7 @@ pub struct NoThrottle;
 /// The adaptive throttle of a [`Retry`] loop, if any: [`NoThrottle`] or a
 /// `&'static AdaptiveThrottle`, which needs the error type to represent a
 /// shed attempt (`E: From<Throttled>`).
-pub trait ThrottleSlot<E> {
+pub trait ThrottleSlot<E>: sealed::Part {
     /// The throttle.
     fn throttle(&self) -> Option<&'static AdaptiveThrottle>;
     /// A shed first attempt as the call's error. Only called when
@@ -369,7 +369,7 @@ pub struct NoBreaker;
 /// The circuit breaker of a [`Retry`] loop, if any: [`NoBreaker`] or a
 /// `&'static CircuitBreaker` (breakers are shared: a `static`), which needs
 /// the error type to represent a rejection (`E: From<CircuitOpen>`).
-pub trait BreakerSlot<E> {
+pub trait BreakerSlot<E>: sealed::Part {
     /// The breaker.
     fn breaker(&self) -> Option<&'static CircuitBreaker>;
     /// A rejected first attempt as the call's error. Only called when
@@ -434,7 +434,7 @@ impl<'a> Retry<'a> {
         } else {
             Chosen::Given(policy.get_budget())
         };
-        let budget = crate::testing::isolation::own_budget(match given {
+        let budget = crate::limit::isolation::own_budget(match given {
             Chosen::Given(given) => given,
             Chosen::Default => {
                 let site = crate::limit::token::at_call_site(std::panic::Location::caller());
@@ -575,7 +575,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     pub fn budget(mut self, budget: impl Into<BudgetRef<'static>>) -> Self {
         let budget = budget.into();
         self.given = Chosen::Given(Some(budget));
-        self.budget = crate::testing::isolation::own_budget(Some(budget));
+        self.budget = crate::limit::isolation::own_budget(Some(budget));
         self
     }
 
@@ -1075,6 +1075,27 @@ pub trait Handles<T, E>: steps::Steps<T, E> {}
 impl<T, E, X: steps::Steps<T, E> + ?Sized> Handles<T, E> for X {}
 
 /// The loop's steps, out of reach: [`Handles`] is sealed by them.
+/// Seals the traits of a [`Retry`]'s parts: what its slots can hold is
+/// this crate's to say, so that a slot can gain a method in any release.
+pub(crate) mod sealed {
+    use std::time::Duration;
+
+    use crate::limit::{AdaptiveThrottle, CircuitBreaker};
+    use crate::run::{NoBreaker, NoThrottle, NoTimeout, WithTimeout};
+
+    /// One of the parts a [`Retry`](crate::Retry) slot holds.
+    pub trait Part {}
+
+    impl Part for Duration {}
+    impl Part for Option<Duration> {}
+    impl Part for NoTimeout {}
+    impl Part for WithTimeout {}
+    impl Part for NoThrottle {}
+    impl Part for &'static AdaptiveThrottle {}
+    impl Part for NoBreaker {}
+    impl Part for &'static CircuitBreaker {}
+}
+
 pub(crate) mod steps {
     use std::time::Duration;
 

@@ -379,7 +379,7 @@ impl fmt::Debug for CallScope {
 /// ```
 /// # extern crate retry_runtime as backstop;
 /// use std::io::{Error, ErrorKind};
-/// use backstop::{context, scope::current_call, scope::InCurrentCall, Policy};
+/// use backstop::{context, scope::{InCurrentCall, current_call}, Policy};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
 /// let policy = Policy::new().no_budget();

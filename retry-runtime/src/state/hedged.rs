@@ -60,7 +60,7 @@ impl<C: Clock, P: HoldsPolicy> AttemptState<'_, C, P> {
     /// ```
     /// # extern crate retry_runtime as backstop;
     /// use std::time::Duration;
-    /// use backstop::{context, hedge::Hedge, macro_support::Attempted, macro_support::AttemptState, macro_support::Decision, Policy, time::SystemClock};
+    /// use backstop::{context, hedge::Hedge, macro_support::{AttemptState, Attempted, Decision}, Policy, time::SystemClock};
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
     /// let policy = Policy::new().idempotent(true).no_budget();

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use crate::classify::{Classifier, Verdict};
 use crate::limit::adaptive::{AdaptiveThrottle, Throttled};
 use crate::limit::breaker::{CircuitBreaker, CircuitOpen, Permit};
-use crate::limit::{BudgetRef, IntoBudget};
+use crate::limit::{BudgetRef, TokenBudget, WindowBudget};
 use crate::run::observe::{Function, GiveUpEvent, Observe, RetryEvent};
 use crate::run::scope::{self, CallContext, Scope};
 use crate::state::backoff::Rng;
@@ -90,7 +90,7 @@ pub use crate::state::vocabulary::{Decision, GiveUp};
 /// ```
 /// # extern crate retry_runtime as backstop;
 /// use std::io::{Error, ErrorKind};
-/// use backstop::{macro_support::AttemptState, classify::ByClassify, macro_support::Decision, GiveUp, classify::NeverRetry, Policy, time::SystemClock};
+/// use backstop::{macro_support::{AttemptState, Decision}, classify::{ByClassify, NeverRetry}, GiveUp, Policy, time::SystemClock};
 ///
 /// let policy = Policy::new().attempts(2);
 /// let mut state = AttemptState::new(&policy, SystemClock);
@@ -162,7 +162,7 @@ impl<'a, C: Clock> AttemptState<'a, C> {
         let (start, deadline) = start_and_deadline(policy, &clock);
         Self::started(
             policy,
-            crate::testing::isolation::own_budget(policy.get_budget()),
+            crate::limit::isolation::own_budget(policy.get_budget()),
             clock,
             start,
             deadline,
@@ -218,7 +218,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     /// ```
     /// # extern crate retry_runtime as backstop;
     /// use std::time::Duration;
-    /// use backstop::{macro_support::Attempted, macro_support::AttemptState, Policy, limit::WindowBudget, time::SystemClock};
+    /// use backstop::{macro_support::{AttemptState, Attempted}, Policy, limit::WindowBudget, time::SystemClock};
     ///
     /// let budget = WindowBudget::new(0.1, 1, Duration::from_secs(1));
     /// let policy = Policy::new();
@@ -300,7 +300,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     #[must_use]
     #[inline]
     pub fn breaker(mut self, breaker: &'static CircuitBreaker) -> Self {
-        self.breaker = Some(crate::testing::isolation::own(breaker));
+        self.breaker = Some(crate::limit::isolation::own(breaker));
         self
     }
 
@@ -318,7 +318,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     #[must_use]
     #[inline]
     pub fn throttle(mut self, throttle: &'static AdaptiveThrottle) -> Self {
-        self.throttle = Some((crate::testing::isolation::own(throttle), self.start));
+        self.throttle = Some((crate::limit::isolation::own(throttle), self.start));
         self
     }
 
@@ -491,7 +491,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     /// ```
     /// # extern crate retry_runtime as backstop;
     /// use std::time::Duration;
-    /// use backstop::{macro_support::Attempted, macro_support::AttemptState, macro_support::Decision, Jitter, Policy, time::SystemClock, Verdict};
+    /// use backstop::{macro_support::{AttemptState, Attempted, Decision}, Jitter, Policy, time::SystemClock, Verdict};
     /// let _vt = backstop::testing::VirtualTime::start();
     /// let policy = Policy::new().jitter(Jitter::None);
     /// let mut state = AttemptState::new(&policy, SystemClock);
@@ -583,7 +583,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
-    /// use backstop::{macro_support::Attempted, macro_support::AttemptState, macro_support::Decision, GiveUp, Policy, time::SystemClock, Verdict};
+    /// use backstop::{macro_support::{AttemptState, Attempted, Decision}, GiveUp, Policy, time::SystemClock, Verdict};
     /// let policy = Policy::new();
     /// let mut state = AttemptState::new(&policy, SystemClock);
     /// state.set_replayable(false);
@@ -616,7 +616,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     /// ```
     /// # extern crate retry_runtime as backstop;
     /// use std::time::Duration;
-    /// use backstop::{macro_support::Attempted, macro_support::AttemptState, macro_support::Decision, GiveUp, Jitter, Policy, time::SystemClock, Verdict};
+    /// use backstop::{macro_support::{AttemptState, Attempted, Decision}, GiveUp, Jitter, Policy, time::SystemClock, Verdict};
     /// let vt = backstop::testing::VirtualTime::start();
     ///
     /// let policy = Policy::new().jitter(Jitter::None).deadline(Some(Duration::from_millis(150)));
@@ -670,7 +670,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
-    /// use backstop::{macro_support::Attempted, macro_support::AttemptState, macro_support::Decision, Jitter, Policy, time::SystemClock, Verdict};
+    /// use backstop::{macro_support::{AttemptState, Attempted, Decision}, Jitter, Policy, time::SystemClock, Verdict};
     /// # let _vt = backstop::testing::VirtualTime::start();
     ///
     /// let policy = Policy::new().jitter(Jitter::None).no_budget();
@@ -997,5 +997,31 @@ impl<C, P> fmt::Debug for AttemptState<'_, C, P> {
             .field("start", &self.start)
             .field("deadline", &self.deadline)
             .finish_non_exhaustive()
+    }
+}
+
+/// What [`AttemptState::budget`]
+/// takes: `Some(&throttle)`, `Some(&budget)`, `Some(budget_ref)`, or a
+/// `None` of any of them.
+pub trait IntoBudget<'a> {
+    /// The budget, if any.
+    fn into_budget(self) -> Option<BudgetRef<'a>>;
+}
+
+impl<'a> IntoBudget<'a> for Option<BudgetRef<'a>> {
+    fn into_budget(self) -> Option<BudgetRef<'a>> {
+        self
+    }
+}
+
+impl<'a> IntoBudget<'a> for Option<&'a WindowBudget> {
+    fn into_budget(self) -> Option<BudgetRef<'a>> {
+        self.map(BudgetRef::Window)
+    }
+}
+
+impl<'a> IntoBudget<'a> for Option<&'a TokenBudget> {
+    fn into_budget(self) -> Option<BudgetRef<'a>> {
+        self.map(BudgetRef::Token)
     }
 }

@@ -235,7 +235,7 @@ impl fmt::Display for GiveUp {
 ///
 /// ```
 /// # extern crate retry_runtime as backstop;
-/// use backstop::{macro_support::Attempted, macro_support::AttemptState, macro_support::Decision, GiveUp, Policy, time::SystemClock, Verdict};
+/// use backstop::{macro_support::{AttemptState, Attempted, Decision}, GiveUp, Policy, time::SystemClock, Verdict};
 ///
 /// let policy = Policy::new().no_budget();
 /// let mut state = AttemptState::new(&policy, SystemClock);

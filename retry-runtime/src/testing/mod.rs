@@ -12,14 +12,12 @@
 //!   breakers they name), so that a test's outcome does not depend on the
 //!   tests that ran before it.
 
-pub(crate) mod isolation;
-
 use std::marker::PhantomData;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-pub use crate::testing::isolation::{Fresh, Isolation, isolate, own};
+pub use crate::limit::isolation::{Fresh, Isolation, isolate, own};
 use crate::time::virtual_time::{IN_USE, RECORDING, VIRTUAL, Virtual, virtual_now};
 
 const OUT_OF_ORDER: &str =

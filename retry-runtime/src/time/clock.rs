@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 ///
 /// ```
 /// # extern crate retry_runtime as backstop;
-/// use backstop::{time::Clock, time::SystemClock};
+/// use backstop::time::{Clock, SystemClock};
 /// let a = SystemClock.now();
 /// let b = SystemClock.now();
 /// assert!(b >= a);
@@ -28,7 +28,7 @@ pub trait Clock {
     /// ```
     /// # extern crate retry_runtime as backstop;
     /// use std::time::Duration;
-    /// use backstop::{time::Clock, time::SystemClock};
+    /// use backstop::time::{Clock, SystemClock};
     /// assert_eq!(SystemClock.sleep_slack(), Duration::ZERO);
     /// ```
     fn sleep_slack(&self) -> Duration {
@@ -41,7 +41,7 @@ pub trait Clock {
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
-    /// use backstop::{time::Clock, time::SystemClock, testing::VirtualTime};
+    /// use backstop::{time::{Clock, SystemClock}, testing::VirtualTime};
     /// let vt = VirtualTime::start();
     /// assert_eq!((SystemClock.now_fn())(), vt.now());
     /// ```
@@ -63,7 +63,7 @@ pub trait Clock {
     ///
     /// ```
     /// # extern crate retry_runtime as backstop;
-    /// use backstop::{time::Clock, time::SystemClock};
+    /// use backstop::time::{Clock, SystemClock};
     /// let start = SystemClock.start_now();
     /// assert!(start <= SystemClock.now());
     /// ```
@@ -96,7 +96,7 @@ impl<C: Clock + ?Sized> Clock for &C {
 /// ```
 /// # extern crate retry_runtime as backstop;
 /// use std::time::Duration;
-/// use backstop::{time::Clock, time::SystemClock, testing::VirtualTime};
+/// use backstop::{time::{Clock, SystemClock}, testing::VirtualTime};
 ///
 /// let vt = VirtualTime::start();
 /// let before = SystemClock.now();
@@ -173,7 +173,7 @@ fn coarse_now() -> Instant {
 /// ```
 /// # extern crate retry_runtime as backstop;
 /// use std::time::Duration;
-/// use backstop::{time::Clock, time::TokioClock};
+/// use backstop::time::{Clock, TokioClock};
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
 /// // On a paused clock, a second passes at once and exactly.
 /// let before = TokioClock.now();

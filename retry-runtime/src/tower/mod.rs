@@ -500,7 +500,7 @@ impl<W, K, B, R, G, L, A> Shared<W, K, B, R, G, L, A> {
         if self.own.is_some() {
             self.retry.budget
         } else {
-            crate::testing::isolation::own_budget(self.retry.budget)
+            crate::limit::isolation::own_budget(self.retry.budget)
         }
     }
 }

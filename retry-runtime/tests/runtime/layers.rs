@@ -32,7 +32,7 @@ const LAYERS: [&[&str]; 5] = [
         "time",
         "time::timer",
         "run::hedge",
-        "testing::isolation",
+        "limit::isolation",
     ],
     &["state"],
     &[

@@ -1,6 +1,6 @@
 use std::time::Duration;
 
-use backstop::{limit::CircuitBreaker, limit::WindowBudget, retry};
+use backstop::{limit::{CircuitBreaker, WindowBudget}, retry};
 
 fn main() {
     // A variable would be a new budget (or breaker) at every call.

@@ -1,6 +1,7 @@
-//! Fresh protection for tests: [`isolate`](crate::testing::isolate) and
-//! the lookup every call makes of the throttles, budgets and breakers it
-//! draws on. Below the state machine, which asks it; re-exported by
+//! Which instance of a limiter a call draws on: the `static` itself, or
+//! the fresh copy a test's [`isolate`](crate::testing::isolate) made of it
+//! (one relaxed load when no test isolates). Below the state machine,
+//! which asks it; `isolate` and its guard are public in
 //! [`testing`](crate::testing).
 
 use std::any::Any;
