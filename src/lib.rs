@@ -1132,6 +1132,7 @@ pub mod __private {
     pub use retry_runtime::macro_support::*;
     pub use retry_runtime::time::SystemClock;
     pub use retry_runtime::{
-        Backoff, CircuitOpen, Classify, Elapsed, GiveUp, Jitter, Policy, Throttled, Verdict,
+        Backoff, CircuitOpen, Classify, Elapsed, GiveUp, GiveUpEvent, Jitter, Policy, RetryEvent,
+        Throttled, Verdict,
     };
 }

@@ -27,7 +27,6 @@ struct Names {
     outcome: Ident,
     verdict: Ident,
     delay: Ident,
-    reason: Ident,
     pinned: Ident,
 }
 
@@ -43,7 +42,6 @@ impl Names {
             outcome: format_ident!("__backstop_outcome", span = m),
             verdict: format_ident!("__backstop_verdict", span = m),
             delay: format_ident!("__backstop_delay", span = m),
-            reason: format_ident!("__backstop_reason", span = m),
             pinned: format_ident!("__backstop_pinned", span = m),
         }
     }
@@ -66,13 +64,14 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
         outcome,
         verdict,
         delay,
-        reason,
         ..
     } = &n;
 
     let setup = setup(args, &rt, &n);
-    let (on_retry, on_give_up) = hooks(args, &rt, &n);
-    let (with_gates, admit_first, admit_after_sleep) = breaker(args, &rt, &n, &ret, &on_give_up);
+    let (on_retry, on_give_up) = hooks(args, &rt);
+    let view = outcome_view(&rt, &n, &ret, ret_span);
+    let (with_gates, admit_first, admit_after_sleep) =
+        breaker(args, &rt, &n, &ret, &view, &on_give_up);
     let classify = classify(args, &rt, &n, &ret, ret_span);
     let (items, stmts) = split_items(block);
     let is_async = func.sig.asyncness.is_some();
@@ -102,16 +101,9 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
             loop {
                 let #delay = {
                     #attempt
-                    match #rt::Call::decide(&mut #state, #verdict) {
-                        #rt::Decision::Retry(#delay) => {
-                            #on_retry
-                            #delay
-                        }
-                        #rt::Decision::GiveUp(#reason) => {
-                            #on_give_up
-                            return #outcome;
-                        }
-                        #rt::Decision::Return => return #outcome,
+                    match #rt::Call::decided(&mut #state, #view, #verdict, #on_retry, #on_give_up) {
+                        ::core::option::Option::Some(#delay) => #delay,
+                        ::core::option::Option::None => return #outcome,
                     }
                 };
                 #rt::sleep_async(#delay).await;
@@ -129,24 +121,16 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
                 let #outcome: #ret =
                     #rt::Call::run_attempt(&mut #state, || -> #ret { #(#stmts)* });
                 let #verdict = #classify;
-                match #rt::Call::decide(&mut #state, #verdict) {
-                    #rt::Decision::Retry(#delay) => {
-                        #on_retry
+                match #rt::Call::decided(&mut #state, #view, #verdict, #on_retry, #on_give_up) {
+                    ::core::option::Option::Some(#delay) => {
                         #rt::sleep(#delay);
                         // Late for the deadline, or the breaker opened:
                         // return the outcome kept through the sleep.
-                        if let ::core::result::Result::Err(#reason) =
-                            #rt::AttemptState::may_resume(#rt::Call::state(&mut #state))
-                        {
-                            #on_give_up
+                        if !#rt::Call::resumed(&mut #state, #view, #on_give_up) {
                             return #outcome;
                         }
                     }
-                    #rt::Decision::GiveUp(#reason) => {
-                        #on_give_up
-                        return #outcome;
-                    }
-                    #rt::Decision::Return => return #outcome,
+                    ::core::option::Option::None => return #outcome,
                 }
             }
         }
@@ -657,40 +641,35 @@ fn split_items(block: &syn::Block) -> (Vec<&syn::Stmt>, Vec<&syn::Stmt>) {
         .partition(|stmt| matches!(stmt, syn::Stmt::Item(_)))
 }
 
-/// The calls of `on_retry` (in a `Retry(delay)` arm) and `on_give_up` (in
-/// a `GiveUp(reason)` arm) with their events, if given. The hook expression
-/// is called directly, so a closure's argument type is inferred.
-fn hooks(args: &Args, rt: &TokenStream, n: &Names) -> (TokenStream, TokenStream) {
-    let Names {
-        state,
-        outcome,
-        delay,
-        reason,
-        ..
-    } = n;
-    let view = quote!(#rt::Outcome::as_result(&#outcome));
-    // Each call located on the hook: a hook of the wrong shape is reported
-    // there. The event is built first, outside the located call.
+/// The hooks as the closures the runtime's steps call with an event
+/// (`None` without a hook: no event is built). The hook expression is called directly, so a
+/// closure's argument type is inferred, and the call is located on it: a
+/// hook of the wrong shape is reported there.
+fn hooks(args: &Args, rt: &TokenStream) -> (TokenStream, TokenStream) {
     let event = format_ident!("__backstop_event", span = Span::mixed_site());
-    let on_retry = args.on_retry.value().map_or_else(TokenStream::new, |hook| {
-        let call = located_call_with(quote!(#rt::on_retry), &event, hook, quote!(&));
-        // In the call's span: what the hook logs belongs to the call.
-        quote! {{
-            let #event = &#rt::AttemptState::retry_event(#rt::Call::state(&mut #state), #view, #delay);
-            #rt::AttemptState::in_span(#rt::Call::state(&mut #state), || { #call; });
-        }}
-    });
-    let on_give_up = args
-        .on_give_up
-        .value()
-        .map_or_else(TokenStream::new, |hook| {
-            let call = located_call_with(quote!(#rt::on_give_up), &event, hook, quote!(&));
-            quote! {{
-                let #event = &#rt::AttemptState::give_up_event(#rt::Call::state(&mut #state), #view, #reason);
-                #rt::AttemptState::in_span(#rt::Call::state(&mut #state), || { #call; });
-            }}
-        });
-    (on_retry, on_give_up)
+    // The event's type in full: a closure in `Some(..)` is general over
+    // the event's lifetimes only where its parameter says so.
+    let closure = |hook: Option<&syn::Expr>, call: TokenStream, event_type: TokenStream| {
+        hook.map_or_else(
+            || quote!(::core::option::Option::None::<fn(&#event_type)>),
+            |hook| {
+                let call = located_call_with(call, &event, hook, quote!(&));
+                quote!(::core::option::Option::Some(|#event: &#event_type| { #call; }))
+            },
+        )
+    };
+    (
+        closure(
+            args.on_retry.value(),
+            quote!(#rt::on_retry),
+            quote!(#rt::RetryEvent<'_, _, _>),
+        ),
+        closure(
+            args.on_give_up.value(),
+            quote!(#rt::on_give_up),
+            quote!(#rt::GiveUpEvent<'_, _, _>),
+        ),
+    )
 }
 
 /// A function turning the state's constructor into one behind a gate (the
@@ -745,14 +724,22 @@ fn breaker(
     rt: &TokenStream,
     n: &Names,
     ret: &Type,
+    view: &TokenStream,
     on_give_up: &TokenStream,
 ) -> (Option<WithGate>, TokenStream, TokenStream) {
     // The throttle is asked first: an attempt it sheds never takes a
     // breaker's leave.
-    let (with_throttle, throttle_first, throttle_after) =
-        gate(args.throttle.value(), &THROTTLE, rt, n, ret, on_give_up);
+    let (with_throttle, throttle_first, throttle_after) = gate(
+        args.throttle.value(),
+        &THROTTLE,
+        rt,
+        n,
+        ret,
+        view,
+        on_give_up,
+    );
     let (with_breaker, breaker_first, breaker_after) =
-        gate(args.breaker.value(), &BREAKER, rt, n, ret, on_give_up);
+        gate(args.breaker.value(), &BREAKER, rt, n, ret, view, on_give_up);
     let with_gates: Option<WithGate> = match (with_throttle, with_breaker) {
         (None, None) => None,
         (throttle, breaker) => Some(Box::new(move |mut init| {
@@ -775,6 +762,7 @@ fn gate(
     rt: &TokenStream,
     n: &Names,
     ret: &Type,
+    view: &TokenStream,
     on_give_up: &TokenStream,
 ) -> (Option<WithGate>, TokenStream, TokenStream) {
     let state = &n.state;
@@ -799,9 +787,7 @@ fn gate(
                 proc_macro2::Group::new(proc_macro2::Delimiter::Parenthesis, quote!(#open_arg));
             from_args.set_span(last);
             // The rejection is the call's outcome: `on_give_up` is told.
-            let Names {
-                outcome, reason, ..
-            } = n;
+            let outcome = &n.outcome;
             let (admit, give_up, with) = (
                 format_ident!("{}", gate.admit),
                 format_ident!("{}", gate.reason),
@@ -810,8 +796,12 @@ fn gate(
             let reject = quote! {
                 if let ::core::result::Result::Err(#open) = #rt::AttemptState::#admit(#rt::Call::state(&mut #state)) {
                     let #outcome: #ret = ::core::result::Result::Err(#from #from_args);
-                    let #reason = #rt::GiveUp::#give_up;
-                    #on_give_up
+                    #rt::AttemptState::gave_up_with(
+                        #rt::Call::state(&mut #state),
+                        #view,
+                        #rt::GiveUp::#give_up,
+                        #on_give_up,
+                    );
                     return #outcome;
                 }
             };
@@ -943,38 +933,43 @@ fn shared_static(
     (item, quote!(#rt::#shared::#read(#name)), last)
 }
 
+/// `<Ret as Outcome>::as_result(&outcome)`: the outcome as a `Result` of
+/// references, all of it on the return type's span, so that the
+/// obligations this expression raises for a non-`Result` type, wherever
+/// it is used, are one identical, de-duplicated report (the user's type
+/// tokens keep their hygiene: they are the user's, respanned to the
+/// user's own token).
+fn outcome_view(rt: &TokenStream, n: &Names, ret: &Type, ret_span: Span) -> TokenStream {
+    let outcome = Ident::new(
+        &n.outcome.to_string(),
+        Span::mixed_site().located_at(ret_span),
+    );
+    // `Self` named as the user wrote it: the one obligation is theirs.
+    let outcome_trait = respan(quote!(#rt::Outcome), ret_span);
+    let (lt, as_, gt_method) = (
+        respan(quote!(<), ret_span),
+        respan(quote!(as), ret_span),
+        respan(quote!(>::as_result), ret_span),
+    );
+    let ret = respan(ret.to_token_stream(), ret_span);
+    let call = quote!(#lt #ret #as_ #outcome_trait #gt_method);
+    let and = respan(quote!(&), ret_span);
+    let mut args =
+        proc_macro2::Group::new(proc_macro2::Delimiter::Parenthesis, quote!(#and #outcome));
+    args.set_span(ret_span);
+    quote!(#call #args)
+}
+
 /// The verdict on an outcome: `when_ok` (or never) for `Ok`, `when` (or
 /// `Classify`) for `Err`. Each call is located on the user's token it is
 /// about (the return type, `when`, `when_ok`), so that a type error lands
 /// there, once, with the runtime's own diagnostic.
 fn classify(args: &Args, rt: &TokenStream, n: &Names, ret: &Type, ret_span: Span) -> TokenStream {
-    let outcome = &n.outcome;
-    let at = |span: Span| Ident::new(&outcome.to_string(), Span::mixed_site().located_at(span));
     let (value, error) = (
         Ident::new("__backstop_value", Span::mixed_site()),
         Ident::new("__backstop_error", Span::mixed_site()),
     );
-    let view = {
-        let outcome = at(ret_span);
-        // `Self` named as the user wrote it: the one obligation is theirs.
-        let outcome_trait = respan(quote!(#rt::Outcome), ret_span);
-        let (lt, as_, gt_method) = (
-            respan(quote!(<), ret_span),
-            respan(quote!(as), ret_span),
-            respan(quote!(>::as_result), ret_span),
-        );
-        // All of it on one span, so that the obligations this expression
-        // raises for a non-`Result` type are one identical, de-duplicated
-        // report (the user's type tokens keep their hygiene: they are the
-        // user's, respanned to the user's own token).
-        let ret = respan(ret.to_token_stream(), ret_span);
-        let call = quote!(#lt #ret #as_ #outcome_trait #gt_method);
-        let and = respan(quote!(&), ret_span);
-        let mut args =
-            proc_macro2::Group::new(proc_macro2::Delimiter::Parenthesis, quote!(#and #outcome));
-        args.set_span(ret_span);
-        quote!(#call #args)
-    };
+    let view = outcome_view(rt, n, ret, ret_span);
     let ok = match args.when_ok.value() {
         Some(when_ok) => located_call(quote!(#rt::ok_verdict), &value, when_ok),
         None => quote!(#rt::Attempted::Succeeded),

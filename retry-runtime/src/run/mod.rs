@@ -16,9 +16,9 @@ use crate::limit::adaptive::{AdaptiveThrottle, Throttled};
 use crate::limit::breaker::{CircuitBreaker, CircuitOpen};
 #[cfg(not(loom))]
 use crate::run::hedge::Hedge;
-use crate::run::observe::{Ignore, OnGiveUp, OnRetry};
+use crate::run::observe::{GiveUpEvent, Ignore, OnGiveUp, OnRetry, RetryEvent};
 use crate::state::policy::Policy;
-use crate::state::{AttemptState, Decision, GiveUp, HoldsPolicy};
+use crate::state::{AttemptState, GiveUp, HoldsPolicy};
 use crate::time::clock::SystemClock;
 pub(crate) use steps::Steps;
 
@@ -954,8 +954,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
             // thread woke at or past the deadline, it is returned rather
             // than start an attempt too late.
             sleep(delay);
-            if let Err(reason) = state.may_resume() {
-                self.gave_up(&mut state, &outcome, reason);
+            if !self.resumed(&mut state, &outcome) {
                 return outcome;
             }
         }
@@ -1132,6 +1131,15 @@ pub(crate) mod steps {
             verdict: crate::state::vocabulary::Attempted,
         ) -> Option<Duration>;
 
+        /// After the sleep of a loop that kept `outcome` through it: may
+        /// the next attempt start? If not, `on_give_up` is told.
+        #[doc(hidden)]
+        fn resumed<C: crate::time::clock::Clock, P: HoldsPolicy>(
+            &self,
+            state: &mut AttemptState<'_, C, P>,
+            outcome: &Result<T, E>,
+        ) -> bool;
+
         /// The call gives up between attempts, with `outcome`, for `reason`:
         /// `on_give_up` is told.
         #[doc(hidden)]
@@ -1212,19 +1220,23 @@ where
         outcome: &Result<T, E>,
         verdict: crate::state::vocabulary::Attempted,
     ) -> Option<Duration> {
-        match state.decide(verdict) {
-            Decision::Retry(delay) => {
-                self.on_retry
-                    .on_retry(&state.retry_event(outcome.as_ref(), delay));
-                Some(delay)
-            }
-            Decision::GiveUp(reason) => {
-                self.on_give_up
-                    .on_give_up(&state.give_up_event(outcome.as_ref(), reason));
-                None
-            }
-            Decision::Return => None,
-        }
+        state.decided(
+            outcome.as_ref(),
+            verdict,
+            Some(|event: &RetryEvent<'_, T, E>| self.on_retry.on_retry(event)),
+            Some(|event: &GiveUpEvent<'_, T, E>| self.on_give_up.on_give_up(event)),
+        )
+    }
+
+    fn resumed<C: crate::time::clock::Clock, P: HoldsPolicy>(
+        &self,
+        state: &mut AttemptState<'_, C, P>,
+        outcome: &Result<T, E>,
+    ) -> bool {
+        state.resumed(
+            outcome.as_ref(),
+            Some(|event: &GiveUpEvent<'_, T, E>| self.on_give_up.on_give_up(event)),
+        )
     }
 
     fn gave_up<C: crate::time::clock::Clock, P: HoldsPolicy>(
@@ -1233,8 +1245,11 @@ where
         outcome: &Result<T, E>,
         reason: GiveUp,
     ) {
-        self.on_give_up
-            .on_give_up(&state.give_up_event(outcome.as_ref(), reason));
+        state.gave_up_with(
+            outcome.as_ref(),
+            reason,
+            Some(|event: &GiveUpEvent<'_, T, E>| self.on_give_up.on_give_up(event)),
+        );
     }
 
     fn timeout(&self) -> Option<Duration> {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use super::{AttemptState, Attempts, run_pinned, run_sync, start_and_deadline};
 use crate::limit::BudgetRef;
-use crate::run::observe::{Function, Observe};
+use crate::run::observe::{Function, GiveUpEvent, Observe, RetryEvent};
 use crate::run::scope::{CallContext, Scope};
 use crate::state::policy::Policy;
 use crate::state::vocabulary::{Attempted, Decision};
@@ -117,6 +117,44 @@ impl<'a, C: Clock> Call<'a, C> {
     #[inline(never)]
     fn decide_in_state(&mut self, attempted: Attempted) -> Decision {
         self.state().decide(attempted)
+    }
+
+    /// Decides after an attempt and tells the hooks:
+    /// [`AttemptState::decided`]. A first attempt that succeeded ends the
+    /// call here; without hooks, nothing is added to the decision.
+    #[inline]
+    pub fn decided<T, E>(
+        &mut self,
+        outcome: Result<&T, &E>,
+        attempted: Attempted,
+        on_retry: Option<impl FnOnce(&RetryEvent<'_, T, E>)>,
+        on_give_up: Option<impl FnOnce(&GiveUpEvent<'_, T, E>)>,
+    ) -> Option<Duration> {
+        match self.decide(attempted) {
+            Decision::Retry(delay) => {
+                if let Some(hook) = on_retry {
+                    self.state().tell_retry(outcome, delay, hook);
+                }
+                Some(delay)
+            }
+            Decision::GiveUp(reason) => {
+                if let Some(hook) = on_give_up {
+                    self.state().tell_give_up(outcome, reason, hook);
+                }
+                None
+            }
+            Decision::Return => None,
+        }
+    }
+
+    /// After the sleep of a sync loop: [`AttemptState::resumed`].
+    #[inline]
+    pub fn resumed<T, E>(
+        &mut self,
+        outcome: Result<&T, &E>,
+        on_give_up: Option<impl FnOnce(&GiveUpEvent<'_, T, E>)>,
+    ) -> bool {
+        self.state().resumed(outcome, on_give_up)
     }
 
     /// How long the next attempt may run: [`AttemptState::attempt_limit`].

@@ -646,6 +646,127 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
         }
     }
 
+    /// After an attempt, what every loop does: decides, and tells the
+    /// hooks what was decided, in the call's span (an event is built only
+    /// for a hook that is there). `Some(delay)`: sleep, then attempt again;
+    /// `None`: return the outcome.
+    ///
+    /// ```
+    /// # extern crate retry_runtime as backstop;
+    /// use std::time::Duration;
+    /// use backstop::macro_support::{AttemptState, Attempted};
+    /// use backstop::{GiveUpEvent, Jitter, Policy, RetryEvent, Verdict, time::SystemClock};
+    /// # let _vt = backstop::testing::VirtualTime::start();
+    ///
+    /// let policy = Policy::new().jitter(Jitter::None).no_budget();
+    /// let mut state = AttemptState::new(&policy, SystemClock);
+    /// let outcome: Result<(), &str> = Err("refused");
+    /// let mut told = Vec::new();
+    /// let next = state.decided(
+    ///     outcome.as_ref(),
+    ///     Attempted::Failed(Verdict::Retry),
+    ///     Some(|event: &RetryEvent<'_, (), &str>| told.push(event.delay())),
+    ///     None::<fn(&GiveUpEvent<'_, (), &str>)>,
+    /// );
+    /// assert_eq!(next, Some(Duration::from_millis(100)));
+    /// assert_eq!(told, [Duration::from_millis(100)]);
+    /// ```
+    #[inline]
+    pub fn decided<T, E>(
+        &mut self,
+        outcome: Result<&T, &E>,
+        attempted: Attempted,
+        on_retry: Option<impl FnOnce(&RetryEvent<'_, T, E>)>,
+        on_give_up: Option<impl FnOnce(&GiveUpEvent<'_, T, E>)>,
+    ) -> Option<Duration> {
+        let decision = self.decide(attempted);
+        self.told(decision, outcome, on_retry, on_give_up)
+    }
+
+    /// Tells the hooks of `decision`, in the call's span: the second half
+    /// of [`decided`](Self::decided). Without hooks, nothing but the match.
+    #[inline]
+    pub(crate) fn told<T, E>(
+        &self,
+        decision: Decision,
+        outcome: Result<&T, &E>,
+        on_retry: Option<impl FnOnce(&RetryEvent<'_, T, E>)>,
+        on_give_up: Option<impl FnOnce(&GiveUpEvent<'_, T, E>)>,
+    ) -> Option<Duration> {
+        match decision {
+            Decision::Retry(delay) => {
+                if let Some(hook) = on_retry {
+                    self.tell_retry(outcome, delay, hook);
+                }
+                Some(delay)
+            }
+            Decision::GiveUp(reason) => {
+                self.gave_up_with(outcome, reason, on_give_up);
+                None
+            }
+            Decision::Return => None,
+        }
+    }
+
+    /// Tells `hook`, in the call's span, that the call retries after
+    /// `delay`. Out of line: a loop without hooks never builds an event.
+    #[inline(never)]
+    pub(crate) fn tell_retry<T, E>(
+        &self,
+        outcome: Result<&T, &E>,
+        delay: Duration,
+        hook: impl FnOnce(&RetryEvent<'_, T, E>),
+    ) {
+        let event = self.retry_event(outcome, delay);
+        self.in_span(|| hook(&event));
+    }
+
+    /// Tells `hook`, in the call's span, that the call gives up with
+    /// `outcome` for `reason`.
+    #[inline(never)]
+    pub(crate) fn tell_give_up<T, E>(
+        &self,
+        outcome: Result<&T, &E>,
+        reason: GiveUp,
+        hook: impl FnOnce(&GiveUpEvent<'_, T, E>),
+    ) {
+        let event = self.give_up_event(outcome, reason);
+        self.in_span(|| hook(&event));
+    }
+
+    /// After the sleep of a loop that kept its outcome through it: may the
+    /// next attempt start ([`may_resume`](Self::may_resume))? `false` when
+    /// it may not, once `on_give_up` has been told: the caller returns the
+    /// outcome it kept.
+    #[inline]
+    pub fn resumed<T, E>(
+        &mut self,
+        outcome: Result<&T, &E>,
+        on_give_up: Option<impl FnOnce(&GiveUpEvent<'_, T, E>)>,
+    ) -> bool {
+        match self.may_resume() {
+            Ok(()) => true,
+            Err(reason) => {
+                self.gave_up_with(outcome, reason, on_give_up);
+                false
+            }
+        }
+    }
+
+    /// Tells `on_give_up`, in the call's span, that the call gives up with
+    /// `outcome` for `reason`.
+    #[inline]
+    pub fn gave_up_with<T, E>(
+        &self,
+        outcome: Result<&T, &E>,
+        reason: GiveUp,
+        on_give_up: Option<impl FnOnce(&GiveUpEvent<'_, T, E>)>,
+    ) {
+        if let Some(hook) = on_give_up {
+            self.tell_give_up(outcome, reason, hook);
+        }
+    }
+
     /// Classifies `outcome` (`when_ok` for `Ok`, `when` for `Err`) and
     /// decides.
     pub fn decide_result<T, E, W, K>(
