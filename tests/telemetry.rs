@@ -190,6 +190,48 @@ fn what_the_hooks_log_belongs_to_the_call() {
     }
 }
 
+/// The builder's hooks, like the attribute's, run in the call's span:
+/// sync and async alike.
+#[test]
+fn what_the_hooks_of_a_retry_log_belongs_to_the_call() {
+    let _serial = serial();
+    let policy = backstop::Policy::new()
+        .attempts(2)
+        .jitter(backstop::Jitter::None)
+        .no_budget();
+    let retry = backstop::Retry::new(&policy)
+        .on_retry(|e: &backstop::RetryEvent<'_, (), Error>| {
+            tracing::warn!(attempt = e.attempt(), "hook: retrying");
+        })
+        .on_give_up(|e: &backstop::GiveUpEvent<'_, (), Error>| {
+            tracing::error!(attempts = e.attempts(), "hook: giving up");
+        });
+    let refused = || Err::<(), _>(Error::from(ErrorKind::ConnectionRefused));
+    let capture = captured(|| {
+        let _ = retry.call(refused);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        let _ = runtime.block_on(retry.call_async(|| async { refused() }));
+    });
+    let spans = capture.spans.lock().unwrap();
+    assert_eq!(spans.len(), 2, "a span per call");
+    let events = capture.events.lock().unwrap();
+    let hooks: Vec<_> = events
+        .iter()
+        .filter(|(_, f)| f["message"].starts_with("hook:"))
+        .collect();
+    assert_eq!(hooks.len(), 4, "{events:?}");
+    for (parent, fields) in hooks {
+        assert!(
+            parent.is_some_and(|id| spans.contains_key(&id)),
+            "{fields:?} outside the call's span"
+        );
+    }
+}
+
 /// Counters and histograms, by name and labels.
 #[derive(Default)]
 struct Recorder {
