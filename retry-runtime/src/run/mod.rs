@@ -397,6 +397,49 @@ impl<E: From<CircuitOpen>> BreakerSlot<E> for &'static CircuitBreaker {
     }
 }
 
+impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
+    /// This loop with its typed parts (`when`, `when_ok`, `breaker`,
+    /// `on_retry`, `on_give_up`, `timeout`, `throttle`) replaced by what
+    /// `parts` makes of them: what each builder method that changes a
+    /// part's type does.
+    fn with_parts<W2, K2, B2, R2, G2, L2, A2>(
+        self,
+        parts: impl FnOnce((W, K, B, R, G, L, A)) -> (W2, K2, B2, R2, G2, L2, A2),
+    ) -> Retry<'a, W2, K2, B2, R2, G2, L2, A2> {
+        let Retry {
+            policy,
+            budget,
+            given,
+            when,
+            when_ok,
+            breaker,
+            on_retry,
+            on_give_up,
+            name,
+            timeout,
+            throttle,
+            hedge,
+        } = self;
+        let (when, when_ok, breaker, on_retry, on_give_up, timeout, throttle) = parts((
+            when, when_ok, breaker, on_retry, on_give_up, timeout, throttle,
+        ));
+        Retry {
+            policy,
+            budget,
+            given,
+            when,
+            when_ok,
+            breaker,
+            on_retry,
+            on_give_up,
+            name,
+            timeout,
+            throttle,
+            hedge,
+        }
+    }
+}
+
 impl<'a> Retry<'a> {
     /// A loop under `policy`, classifying errors by [`Classify`] and never
     /// retrying `Ok` values.
@@ -528,20 +571,17 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
         when: impl FnOnce(W) -> W2,
         when_ok: impl FnOnce(K) -> K2,
     ) -> Retry<'a, W2, K2, B, R, G, L, A> {
-        Retry {
-            policy: self.policy,
-            budget: self.budget,
-            given: self.given,
-            when: when(self.when),
-            when_ok: when_ok(self.when_ok),
-            breaker: self.breaker,
-            on_retry: self.on_retry,
-            on_give_up: self.on_give_up,
-            name: self.name,
-            timeout: self.timeout,
-            throttle: self.throttle,
-            hedge: self.hedge,
-        }
+        self.with_parts(|(w, k, breaker, on_retry, on_give_up, timeout, throttle)| {
+            (
+                when(w),
+                when_ok(k),
+                breaker,
+                on_retry,
+                on_give_up,
+                timeout,
+                throttle,
+            )
+        })
     }
 }
 
@@ -609,20 +649,19 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// assert_eq!(attempts, 3);
     /// ```
     pub fn when<F>(self, f: F) -> Retry<'a, When<F>, K, B, R, G, L, A> {
-        Retry {
-            policy: self.policy,
-            budget: self.budget,
-            given: self.given,
-            when: When(f),
-            when_ok: self.when_ok,
-            breaker: self.breaker,
-            on_retry: self.on_retry,
-            on_give_up: self.on_give_up,
-            name: self.name,
-            timeout: self.timeout,
-            throttle: self.throttle,
-            hedge: self.hedge,
-        }
+        self.with_parts(
+            |(_, when_ok, breaker, on_retry, on_give_up, timeout, throttle)| {
+                (
+                    When(f),
+                    when_ok,
+                    breaker,
+                    on_retry,
+                    on_give_up,
+                    timeout,
+                    throttle,
+                )
+            },
+        )
     }
 
     /// Retries `Ok` values too, when `f` says so (an HTTP 503 response).
@@ -638,20 +677,19 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// assert_eq!(status.unwrap(), 200);
     /// ```
     pub fn when_ok<F>(self, f: F) -> Retry<'a, W, When<F>, B, R, G, L, A> {
-        Retry {
-            policy: self.policy,
-            budget: self.budget,
-            given: self.given,
-            when: self.when,
-            when_ok: When(f),
-            breaker: self.breaker,
-            on_retry: self.on_retry,
-            on_give_up: self.on_give_up,
-            name: self.name,
-            timeout: self.timeout,
-            throttle: self.throttle,
-            hedge: self.hedge,
-        }
+        self.with_parts(
+            |(when, _, breaker, on_retry, on_give_up, timeout, throttle)| {
+                (
+                    when,
+                    When(f),
+                    breaker,
+                    on_retry,
+                    on_give_up,
+                    timeout,
+                    throttle,
+                )
+            },
+        )
     }
 
     /// Names the function retried, for `tracing` and `metrics`.
@@ -690,20 +728,11 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     where
         F: Fn(&crate::RetryEvent<'_, T, E>),
     {
-        Retry {
-            policy: self.policy,
-            budget: self.budget,
-            given: self.given,
-            when: self.when,
-            when_ok: self.when_ok,
-            breaker: self.breaker,
-            on_retry: f,
-            on_give_up: self.on_give_up,
-            name: self.name,
-            timeout: self.timeout,
-            throttle: self.throttle,
-            hedge: self.hedge,
-        }
+        self.with_parts(
+            |(when, when_ok, breaker, _, on_give_up, timeout, throttle)| {
+                (when, when_ok, breaker, f, on_give_up, timeout, throttle)
+            },
+        )
     }
 
     /// Tells `f` when a call gives up, with the reason: a
@@ -724,20 +753,9 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     where
         F: Fn(&crate::GiveUpEvent<'_, T, E>),
     {
-        Retry {
-            policy: self.policy,
-            budget: self.budget,
-            given: self.given,
-            when: self.when,
-            when_ok: self.when_ok,
-            breaker: self.breaker,
-            on_retry: self.on_retry,
-            on_give_up: f,
-            name: self.name,
-            timeout: self.timeout,
-            throttle: self.throttle,
-            hedge: self.hedge,
-        }
+        self.with_parts(|(when, when_ok, breaker, on_retry, _, timeout, throttle)| {
+            (when, when_ok, breaker, on_retry, f, timeout, throttle)
+        })
     }
 
     /// Puts the calls behind `breaker`: a rejected first attempt returns
@@ -771,20 +789,13 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
         self,
         breaker: &'static CircuitBreaker,
     ) -> Retry<'a, W, K, &'static CircuitBreaker, R, G, L, A> {
-        Retry {
-            policy: self.policy,
-            budget: self.budget,
-            given: self.given,
-            when: self.when,
-            when_ok: self.when_ok,
-            breaker,
-            on_retry: self.on_retry,
-            on_give_up: self.on_give_up,
-            name: self.name,
-            timeout: self.timeout,
-            throttle: self.throttle,
-            hedge: self.hedge,
-        }
+        self.with_parts(
+            |(when, when_ok, _, on_retry, on_give_up, timeout, throttle)| {
+                (
+                    when, when_ok, breaker, on_retry, on_give_up, timeout, throttle,
+                )
+            },
+        )
     }
 
     /// Puts the calls behind an adaptive throttle: attempts, the first
@@ -807,20 +818,13 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
         self,
         throttle: &'static AdaptiveThrottle,
     ) -> Retry<'a, W, K, B, R, G, L, &'static AdaptiveThrottle> {
-        Retry {
-            policy: self.policy,
-            budget: self.budget,
-            given: self.given,
-            when: self.when,
-            when_ok: self.when_ok,
-            breaker: self.breaker,
-            on_retry: self.on_retry,
-            on_give_up: self.on_give_up,
-            name: self.name,
-            timeout: self.timeout,
-            throttle,
-            hedge: self.hedge,
-        }
+        self.with_parts(
+            |(when, when_ok, breaker, on_retry, on_give_up, timeout, _)| {
+                (
+                    when, when_ok, breaker, on_retry, on_give_up, timeout, throttle,
+                )
+            },
+        )
     }
 
     /// Cuts each async attempt off after `timeout` (a `Duration`, or a
@@ -853,20 +857,19 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
         self,
         timeout: impl AttemptTimeout,
     ) -> Retry<'a, W, K, B, R, G, WithTimeout, A> {
-        Retry {
-            policy: self.policy,
-            budget: self.budget,
-            given: self.given,
-            when: self.when,
-            when_ok: self.when_ok,
-            breaker: self.breaker,
-            on_retry: self.on_retry,
-            on_give_up: self.on_give_up,
-            name: self.name,
-            timeout: WithTimeout(timeout.limit()),
-            throttle: self.throttle,
-            hedge: self.hedge,
-        }
+        self.with_parts(
+            |(when, when_ok, breaker, on_retry, on_give_up, _, throttle)| {
+                (
+                    when,
+                    when_ok,
+                    breaker,
+                    on_retry,
+                    on_give_up,
+                    WithTimeout(timeout.limit()),
+                    throttle,
+                )
+            },
+        )
     }
 
     /// Hedges slow attempts: after `hedge`'s delay, another copy of the
