@@ -698,15 +698,21 @@
 //!             Ok(_value) => rt::Attempted::Succeeded,
 //!             Err(error) => rt::Attempted::Failed(rt::Classify::classify(error)),
 //!         };
-//!         match rt::Call::decide(&mut call, attempted) {
-//!             rt::Decision::Retry(delay) => {
+//!         // The decision, told to `on_retry` and `on_give_up` where given
+//!         // (here neither is, and no event is built).
+//!         let view = <Result<u32, Error> as rt::Outcome>::as_result(&outcome);
+//!         let no_retry_hook = None::<fn(&rt::RetryEvent<'_, _, _>)>;
+//!         let no_give_up_hook = None::<fn(&rt::GiveUpEvent<'_, _, _>)>;
+//!         match rt::Call::decided(&mut call, view, attempted, no_retry_hook, no_give_up_hook) {
+//!             Some(delay) => {
 //!                 rt::sleep(delay);
 //!                 // Woke at or past the deadline: return, never start late.
-//!                 if rt::AttemptState::may_resume(rt::Call::state(&mut call)).is_err() {
+//!                 let no_give_up_hook = None::<fn(&rt::GiveUpEvent<'_, _, _>)>;
+//!                 if !rt::Call::resumed(&mut call, view, no_give_up_hook) {
 //!                     return outcome;
 //!                 }
 //!             }
-//!             _ => return outcome,
+//!             None => return outcome,
 //!         }
 //!     }
 //! }
