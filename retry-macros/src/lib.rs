@@ -10,9 +10,10 @@
 
 mod args;
 mod expand;
-// Shared with the runtime, which a proc-macro crate cannot depend on: the
-// duration units and the defaults.
-#[path = "../../retry-runtime/src/time/units.rs"]
+// The duration units and the defaults: a copy of the runtime's
+// `time/units.rs` (a proc-macro crate cannot depend on the runtime, and a
+// published package reads no file outside its own directory). The
+// workspace's `feature-tests` check that the two stay the same.
 mod units;
 mod valid;
 
@@ -24,7 +25,8 @@ use proc_macro::TokenStream;
 /// what a retry can fix, and a token budget of the function's own.
 ///
 /// ```
-/// use backstop::retry;
+/// # extern crate backstop_runtime as backstop;
+/// # use backstop_macros::retry; // `use backstop::retry;` in your crate
 /// use std::io::{Error, ErrorKind};
 ///
 /// #[retry(attempts = 4, base = 100ms, cap = 5s, deadline = 10s)]
@@ -75,7 +77,8 @@ use proc_macro::TokenStream;
 /// arguments.
 ///
 /// ```
-/// use backstop::retry;
+/// # extern crate backstop_runtime as backstop;
+/// # use backstop_macros::retry; // `use backstop::retry;` in your crate
 /// use std::time::Duration;
 ///
 /// // A slow answer is hedged after the function's own 95th percentile

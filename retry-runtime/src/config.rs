@@ -5,7 +5,7 @@
 //! error naming the field and the reason, never a panic.
 //!
 //! ```
-//! # extern crate retry_runtime as backstop;
+//! # extern crate backstop_runtime as backstop;
 //! use std::time::Duration;
 //! use backstop::Policy;
 //!
@@ -38,7 +38,7 @@ use crate::time::units::{UNIT_NAMES, human, unit_nanos};
 /// too large.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use std::time::Duration;
 /// use backstop::config::parse_duration;
 /// assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
@@ -93,7 +93,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 /// that [`parse_duration`] gives the same duration back.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use std::time::Duration;
 /// use backstop::config::{format_duration, parse_duration};
 /// assert_eq!(format_duration(Duration::from_millis(1500)), "1500ms");
@@ -258,7 +258,7 @@ fn positive_or_none<E: de::Error>(field: &str, text: &Human) -> Result<Option<Du
 /// or throttle set in code (which configuration cannot give back).
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use std::time::Duration;
 /// use backstop::Policy;
 ///
@@ -302,7 +302,7 @@ impl Serialize for Policy {
 /// makes the budget (once, shared, in a `static LazyLock` say).
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use std::sync::LazyLock;
 /// use backstop::{config::BudgetConfig, limit::WindowBudget};
 ///
@@ -357,7 +357,7 @@ impl<'de> Deserialize<'de> for BudgetConfig {
 /// makes the breaker.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use backstop::config::BreakerConfig;
 /// let config: BreakerConfig =
 ///     serde_json::from_str(r#"{ "failure_threshold": 5, "cooldown": "30s" }"#).unwrap();

@@ -11,7 +11,7 @@
 //!
 //! ```
 //! use std::io::{Error, ErrorKind};
-//! use retry_runtime::{call, testing::VirtualTime, Policy};
+//! use backstop_runtime::{call, testing::VirtualTime, Policy};
 //!
 //! let vt = VirtualTime::start();
 //! let mut attempts = 0;
@@ -75,6 +75,10 @@ pub mod config;
 pub mod limit;
 #[doc(hidden)]
 pub mod macro_support;
+/// What `#[retry]`'s generated code names (`crate = ..` may point it at
+/// this crate instead of `backstop`): [`macro_support`].
+#[doc(hidden)]
+pub use macro_support as __private;
 #[cfg(feature = "reqwest")]
 pub mod reqwest;
 mod run;
@@ -102,7 +106,7 @@ pub use tower::tonic;
 /// that names its type, as a struct that keeps one does:
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use std::io;
 /// use std::time::Duration;
 /// use backstop::builder::{Ignore, NoTimeout};

@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use retry_runtime::Verdict;
-use retry_runtime::backoff::Rng;
-use retry_runtime::limit::{BreakerState, CircuitBreaker, TokenBudget, WindowBudget};
+use backstop_runtime::Verdict;
+use backstop_runtime::backoff::Rng;
+use backstop_runtime::limit::{BreakerState, CircuitBreaker, TokenBudget, WindowBudget};
 
 const THREADS: usize = 2;
 

@@ -14,7 +14,6 @@ mod breaker;
 mod closures;
 mod composition;
 mod defaults;
-mod docs;
 mod faults;
 mod foreign_errors;
 mod hedging;

@@ -37,7 +37,7 @@ use crate::classify::{Classify, Verdict};
 /// `Box<dyn Error>` or an `anyhow::Error`, asks the client instead.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use std::io;
 /// use backstop::{Classify, Verdict};
 ///
@@ -114,7 +114,7 @@ fn io_source(error: &redis::RedisError) -> Option<&std::io::Error> {
 /// [`Verdict::Retry`] for it, and this one for its backend's error.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use backstop::{classify::sqlstate, Verdict};
 /// use tokio_postgres::error::SqlState;
 ///
@@ -152,7 +152,7 @@ impl Classify for tokio_postgres::Error {
 /// source chain for tokio-postgres's and redis's pools.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use backstop::{Classify, Verdict};
 /// use deadpool::managed::{PoolError, TimeoutType};
 ///
@@ -183,7 +183,7 @@ impl<E: Classify> Classify for deadpool::managed::PoolError<E> {
 /// and redis's pools.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use backstop::{Classify, Verdict};
 ///
 /// assert_eq!(bb8::RunError::<std::io::Error>::TimedOut.classify(), Verdict::Retry);

@@ -2,7 +2,7 @@
 //! the server asked to be called again.
 //!
 //! ```
-//! # extern crate retry_runtime as backstop;
+//! # extern crate backstop_runtime as backstop;
 //! use std::time::{Duration, SystemTime};
 //! use http::{header::RETRY_AFTER, HeaderMap, StatusCode};
 //! use backstop::{http::retry_after, Classify, Verdict};
@@ -35,7 +35,7 @@ use crate::classify::{Classify, Verdict};
 /// 425, 429 or 503, as [`Verdict::RetryAfter`].
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use http::StatusCode;
 /// use backstop::{Classify, Verdict};
 /// assert_eq!(StatusCode::TOO_MANY_REQUESTS.classify(), Verdict::Retry);
@@ -60,7 +60,7 @@ impl Classify for ::http::StatusCode {
 /// done.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use std::time::Duration;
 /// use http::{header::RETRY_AFTER, HeaderMap, StatusCode};
 /// use backstop::{http::verdict, Verdict};
@@ -84,7 +84,7 @@ pub fn verdict(status: ::http::StatusCode, headers: &::http::HeaderMap) -> Verdi
 /// does: what a layer over an HTTP client retries (`when_ok`).
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use backstop::{Classify, Verdict};
 /// let unavailable = http::Response::builder().status(503).body(()).unwrap();
 /// assert_eq!(unavailable.classify(), Verdict::Retry);
@@ -129,7 +129,7 @@ impl<B> Classify for ::http::Response<B> {
 /// (the server is overloaded, not answering).
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use std::time::Duration;
 /// use http::HeaderMap;
 /// use backstop::{http::grpc_verdict, Verdict};
@@ -174,7 +174,7 @@ pub fn grpc_verdict(code: i32, metadata: &::http::HeaderMap) -> Verdict {
 /// which the server can tell a repeat from a new request.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use backstop::http::is_idempotent;
 /// let get = http::Request::get("/users/7").body(()).unwrap();
 /// assert!(is_idempotent(&get));
@@ -202,7 +202,7 @@ pub(crate) fn is_idempotent_parts(method: &::http::Method, headers: &::http::Hea
 /// attempt answered.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use backstop::http::Attempts;
 /// let mut response = http::Response::new(());
 /// response.extensions_mut().insert(Attempts(2));
@@ -223,7 +223,7 @@ pub const IDEMPOTENCY_KEY: ::http::HeaderName = ::http::HeaderName::from_static(
 /// date): a malformed header never panics and is never taken as zero.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// use http::{header::RETRY_AFTER, HeaderMap};
 /// use backstop::http::retry_after;

@@ -53,7 +53,7 @@ impl Classify for io::Error {
     ///   [`Verdict::Stop`].
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// use std::io::{Error, ErrorKind};
     /// use backstop::{Classify, Verdict};
     ///
@@ -126,7 +126,7 @@ fn may_have_been_sent(kind: io::ErrorKind) -> bool {
 /// [`Verdict::Stop`]; keep the error in one form, or add a `.context(..)`.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use std::io::{Error, ErrorKind};
 /// use backstop::{classify::source_chain, Verdict};
 ///
@@ -155,7 +155,7 @@ pub(crate) fn known_in_chain(error: &(dyn Error + 'static)) -> Option<Verdict> {
 /// `#[retry(when = backstop::classify::by_source_chain)]`.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use std::io::{Error, ErrorKind};
 /// use backstop::{classify::by_source_chain, Verdict};
 /// assert_eq!(by_source_chain(&Error::from(ErrorKind::ConnectionRefused)), Verdict::Retry);
@@ -276,7 +276,7 @@ fn known(error: &(dyn Error + 'static)) -> Option<Verdict> {
 ///   and access errors (class `42`), data exceptions (class `22`).
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use backstop::{classify::sqlstate, Verdict};
 ///
 /// assert_eq!(sqlstate("40001"), Verdict::Retry);        // serialization failure
@@ -314,7 +314,7 @@ impl Classify for dyn Error + Send + 'static {
 /// error type of many services, needs no `when`.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use std::io::{Error, ErrorKind};
 /// use backstop::{Classify, Verdict};
 /// let boxed: Box<dyn std::error::Error + Send + Sync> = Error::from(ErrorKind::ConnectionRefused).into();
@@ -359,7 +359,7 @@ impl Classify for crate::state::vocabulary::Throttled {
 /// By its chain of causes, as [`source_chain`].
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use std::io::{Error, ErrorKind};
 /// use backstop::{Classify, Verdict};
 /// let e = anyhow::Error::new(Error::from(ErrorKind::ConnectionRefused)).context("loading");
@@ -376,7 +376,7 @@ impl Classify for anyhow::Error {
 /// `Ok::<_, Infallible>`): never reached.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use backstop::{Classify, Verdict};
 /// let never: Result<(), std::convert::Infallible> = Ok(());
 /// assert!(never.is_ok());
@@ -412,7 +412,7 @@ pub trait Classifier<X: ?Sized> {
 /// Classifies errors by their [`Classify`] impl (the default for errors).
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use backstop::{classify::{ByClassify, Classifier}, Verdict};
 /// let e = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
 /// assert_eq!(ByClassify.verdict(&e), Verdict::Retry);
@@ -429,7 +429,7 @@ impl<E: Classify + ?Sized> Classifier<E> for ByClassify {
 /// Never retries (the default for `Ok` values).
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use backstop::{classify::{Classifier, NeverRetry}, Verdict};
 /// assert_eq!(NeverRetry.verdict(&42), Verdict::Stop);
 /// ```
@@ -446,7 +446,7 @@ impl<X: ?Sized> Classifier<X> for NeverRetry {
 /// classifier: it may answer `bool` or [`Verdict`].
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use backstop::{classify::{Classifier, When}, Verdict};
 ///
 /// let status_503 = When(|status: &u16| *status == 503);

@@ -71,7 +71,7 @@ pub use crate::state::vocabulary::Throttled;
 /// it). Lock-free: each count is one compare-and-swap on its slot.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use std::time::Instant;
 /// use backstop::limit::AdaptiveThrottle;
 ///
@@ -108,7 +108,7 @@ impl AdaptiveThrottle {
     /// `window` is shorter than 8 µs. In a `static` that is a compile error.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// use std::time::Duration;
     /// use backstop::limit::AdaptiveThrottle;
     /// static SEARCH: AdaptiveThrottle = AdaptiveThrottle::new(1.5, Duration::from_secs(60));
@@ -135,7 +135,7 @@ impl AdaptiveThrottle {
     /// K = 2 over 2 s.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// use backstop::limit::AdaptiveThrottle;
     /// static API: AdaptiveThrottle = AdaptiveThrottle::standard();
     /// assert_eq!(API.window(), std::time::Duration::from_secs(2));

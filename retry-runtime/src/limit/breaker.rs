@@ -47,7 +47,7 @@ fn millis(now: Instant) -> u64 {
 /// Where a [`CircuitBreaker`] stands.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use std::time::Duration;
 /// use backstop::limit::{BreakerState, CircuitBreaker};
 /// let breaker = CircuitBreaker::new(5, Duration::from_secs(30));
@@ -82,7 +82,7 @@ pub use crate::state::vocabulary::CircuitOpen;
 /// to report decides.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use std::time::{Duration, Instant};
 /// use backstop::{limit::{BreakerState, CircuitBreaker}, Verdict};
 ///
@@ -106,7 +106,7 @@ pub use crate::state::vocabulary::CircuitOpen;
 /// Invalid arguments are rejected while the `static` is compiled:
 ///
 /// ```compile_fail
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// # use std::time::Duration; use backstop::limit::CircuitBreaker;
 /// static BAD: CircuitBreaker = CircuitBreaker::new(0, Duration::from_secs(10));
 /// # fn main() { let _ = &BAD; }
@@ -151,7 +151,7 @@ impl CircuitBreaker {
         /// error.
         ///
         /// ```
-        /// # extern crate retry_runtime as backstop;
+        /// # extern crate backstop_runtime as backstop;
         /// use std::time::Duration;
         /// use backstop::limit::CircuitBreaker;
         /// static USERS: CircuitBreaker = CircuitBreaker::new(5, Duration::from_secs(30));

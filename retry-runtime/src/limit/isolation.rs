@@ -54,7 +54,7 @@ thread_local! {
 /// until the process exits.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use std::io::{Error, ErrorKind};
 /// use std::time::Duration;
 /// use backstop::{testing::{isolate, VirtualTime}, Policy, limit::TokenBudget, Retry};
@@ -84,7 +84,7 @@ thread_local! {
 /// A `static` the calls name is replaced too, by one configured as it is:
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use std::io::{Error, ErrorKind};
 /// use backstop::{testing::{isolate, own, VirtualTime}, Policy, limit::TokenBudget, Retry};
 ///
@@ -184,7 +184,7 @@ impl Fresh for crate::run::hedge::LatencyPercentile {
 /// it: `own(&PG).tokens()`.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use backstop::{testing::{isolate, own}, limit::TokenBudget};
 /// static PG: TokenBudget = TokenBudget::new(20, 0.2);
 /// assert!(std::ptr::eq(own(&PG), &PG));

@@ -66,7 +66,7 @@ pub use window::{BudgetStats, WindowBudget};
 /// [`WindowBudget`] (retries at most a fraction of the calls of a window).
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use std::time::Duration;
 /// use backstop::limit::{BudgetRef, TokenBudget, WindowBudget};
 ///

@@ -87,7 +87,7 @@ const fn later(a: u64, b: u64) -> u64 {
 /// racing callers never lose an update.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use std::time::Instant;
 /// use backstop::limit::TokenBudget;
 ///
@@ -107,7 +107,7 @@ const fn later(a: u64, b: u64) -> u64 {
 /// Invalid arguments are rejected while the `static` is compiled:
 ///
 /// ```compile_fail
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// # use backstop::limit::TokenBudget;
 /// static BAD: TokenBudget = TokenBudget::new(0, 0.1);
 /// # fn main() { let _ = &BAD; }
@@ -138,7 +138,7 @@ impl TokenBudget {
     /// in `(0, max_tokens]`. In a `static` that is a compile error.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// use backstop::limit::TokenBudget;
     /// static PAYMENTS: TokenBudget = TokenBudget::new(20, 0.2);
     /// assert_eq!((PAYMENTS.max_tokens(), PAYMENTS.token_ratio()), (20, 0.2));
@@ -179,7 +179,7 @@ impl TokenBudget {
     /// refill).
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// use backstop::limit::TokenBudget;
     /// static OWN: TokenBudget = TokenBudget::standard();
     /// assert_eq!(OWN.max_tokens(), 10);
@@ -196,7 +196,7 @@ impl TokenBudget {
     /// slower than a token per 100 s is none.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// use std::time::Duration;
     /// use backstop::limit::TokenBudget;
     /// static FAST: TokenBudget = TokenBudget::new(10, 0.1).refill(Duration::from_secs(1));
@@ -265,7 +265,7 @@ impl TokenBudget {
     /// failure, and only a failure takes a token.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// use std::time::Instant;
     /// use backstop::limit::TokenBudget;
     ///

@@ -99,7 +99,7 @@ const fn ahead(a: u64, b: u64) -> i64 {
 ///   test running in virtual time budgets of its own.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use std::time::Duration;
 /// use backstop::limit::WindowBudget;
 ///
@@ -119,7 +119,7 @@ const fn ahead(a: u64, b: u64) -> i64 {
 /// Invalid arguments are rejected while the `static` is compiled:
 ///
 /// ```compile_fail
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// # use std::time::Duration; use backstop::limit::WindowBudget;
 /// static BAD: WindowBudget = WindowBudget::new(1.5, 10, Duration::from_secs(10));
 /// # fn main() { let _ = &BAD; }
@@ -168,7 +168,7 @@ pub struct WindowBudget {
 /// What a [`WindowBudget`] has seen since it was created.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use backstop::limit::BudgetStats;
 /// let s = BudgetStats { calls: 200, retries: 20, refusals: 3 };
 /// assert_eq!(s.retry_ratio(), 0.1);
@@ -205,7 +205,7 @@ impl WindowBudget {
     /// a compile error.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// use std::time::Duration;
     /// use backstop::limit::WindowBudget;
     /// static SHARED: WindowBudget = WindowBudget::new(0.2, 10, Duration::from_secs(10));
@@ -264,7 +264,7 @@ impl WindowBudget {
     /// plus a reserve of 100 retries (10 a second), over 10 s.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// use backstop::limit::WindowBudget;
     /// static B: WindowBudget = WindowBudget::standard();
     /// assert_eq!(B.min_per_sec(), 10);
@@ -277,7 +277,7 @@ impl WindowBudget {
     /// Retries allowed per call.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// # use std::time::Duration; use backstop::limit::WindowBudget;
     /// let b = WindowBudget::new(0.25, 3, Duration::from_secs(5));
     /// assert_eq!((b.ratio(), b.min_per_sec(), b.ttl()), (0.25, 3, Duration::from_secs(5)));
@@ -300,7 +300,7 @@ impl WindowBudget {
     /// Records one call (the first attempt), depositing `ratio` of a retry.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// # use std::time::{Duration, Instant}; use backstop::limit::WindowBudget;
     /// let b = WindowBudget::new(0.5, 0, Duration::from_secs(1));
     /// b.record_call(Instant::now());
@@ -314,7 +314,7 @@ impl WindowBudget {
     /// Takes one retry from the budget if it has one; `false` is a refusal.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// # use std::time::{Duration, Instant}; use backstop::limit::WindowBudget;
     /// let b = WindowBudget::new(0.5, 0, Duration::from_secs(1));
     /// let now = Instant::now();
@@ -372,7 +372,7 @@ impl WindowBudget {
     /// the counts being moved out of the window at that instant).
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// # use std::time::Duration; use backstop::limit::WindowBudget;
     /// let b = WindowBudget::standard();
     /// assert_eq!(b.stats().calls, 0);

@@ -16,7 +16,7 @@ use crate::state::vocabulary::{CircuitOpen, Classify, Elapsed, Throttled, Verdic
 /// no crate but reqwest can give it a `From<CircuitOpen>`).
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use backstop::{reqwest::Error, CircuitOpen, Classify, Elapsed, Verdict};
 ///
 /// assert_eq!(Error::from(CircuitOpen::new()).classify(), Verdict::Stop);

@@ -34,7 +34,7 @@ pub(crate) struct ReqwestRequests {
 /// `RetryTransientMiddleware`.
 ///
 /// ```no_run
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use std::time::Duration;
 /// use backstop::{reqwest::RetryMiddleware, Policy};
 /// use reqwest_middleware::ClientBuilder;
@@ -122,7 +122,7 @@ impl RetryMiddleware {
     /// [`Retry::budget`] to build it where you like.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// use backstop::{http::Attempts, reqwest::RetryMiddleware, Policy};
     /// use reqwest_middleware::ClientBuilder;
     /// # use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
@@ -178,7 +178,7 @@ impl<W, K, B, R, G, L, A> RetryMiddleware<W, K, B, R, G, L, A> {
     /// failure too.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// use backstop::{http::Attempts, reqwest::RetryMiddleware, Policy};
     /// use std::sync::Arc;
     /// use reqwest_middleware::ClientBuilder;
@@ -225,7 +225,7 @@ impl<W, K, B, R, G, L, A> RetryMiddleware<W, K, B, R, G, L, A> {
 /// [`response_verdict`](crate::reqwest::response_verdict) does.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use backstop::{Classify, Verdict};
 /// let busy = http::Response::builder().status(503).body("").unwrap();
 /// assert_eq!(reqwest::Response::from(busy).classify(), Verdict::Retry);
@@ -241,7 +241,7 @@ impl Classify for ::reqwest::Response {
 /// rejection, a timed-out attempt), [`Verdict::Stop`] if none.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use backstop::{CircuitOpen, Classify, Elapsed, Verdict};
 /// let open = reqwest_middleware::Error::from(CircuitOpen::new());
 /// assert_eq!(open.classify(), Verdict::Stop);

@@ -5,7 +5,7 @@
 //! for a `reqwest_middleware::ClientWithMiddleware`.
 //!
 //! ```no_run
-//! # extern crate retry_runtime as backstop;
+//! # extern crate backstop_runtime as backstop;
 //! use backstop::reqwest::{response_verdict, within_attempt, Error};
 //! use backstop::{Policy, Retry};
 //!
@@ -87,7 +87,7 @@ fn broke_off(error: &::reqwest::Error) -> bool {
 /// may have done the work).
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use backstop::{reqwest::response_verdict, Verdict};
 /// let ok = reqwest::Response::from(http::Response::new(""));
 /// assert_eq!(response_verdict(&ok), Verdict::Stop);
@@ -106,7 +106,7 @@ pub fn response_verdict(response: &::reqwest::Response) -> Verdict {
 /// The request, to be sent from an attempt: see [`AttemptRequest::send`].
 ///
 /// ```no_run
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use backstop::reqwest::{within_attempt, Error};
 ///
 /// // `#[retry(when_ok = backstop::reqwest::response_verdict)]` on it.
@@ -183,7 +183,7 @@ impl AttemptRequest {
 /// [`Error::Status`] for a 4xx or 5xx status.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use std::time::Duration;
 /// use backstop::{reqwest::error_for_status, Classify, Verdict};
 ///

@@ -50,7 +50,7 @@ const NONE: u64 = u64::MAX;
 /// `const`: a `static` per function or dependency.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use std::time::{Duration, Instant};
 /// use backstop::hedge::LatencyPercentile;
 ///
@@ -90,7 +90,7 @@ pub struct LatencyPercentile {
 /// idempotency key and deadline, and each has its own attempt number.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use std::time::Duration;
 /// use backstop::hedge::{Hedge, LatencyPercentile};
 ///
@@ -146,7 +146,7 @@ impl Hedge {
     /// If `hedges` is 0 (a compile error in a `const`).
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// # use std::time::Duration; use backstop::hedge::Hedge;
     /// assert_eq!(Hedge::after(Duration::from_millis(10)).hedges(3).max_hedges(), 3);
     /// ```
@@ -166,7 +166,7 @@ impl Hedge {
     /// (an adaptive delay without enough evidence gives none).
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// # use std::time::{Duration, Instant}; use backstop::hedge::Hedge;
     /// let hedge = Hedge::after(Duration::from_millis(10));
     /// assert_eq!(hedge.delay(Instant::now()), Some(Duration::from_millis(10)));
@@ -208,7 +208,7 @@ impl LatencyPercentile {
     /// four microseconds: a compile error in a `static`.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// use std::time::Duration;
     /// use backstop::hedge::LatencyPercentile;
     /// static P99: LatencyPercentile = LatencyPercentile::new(0.99, Duration::from_secs(30));
@@ -254,7 +254,7 @@ impl LatencyPercentile {
     /// Counts `latency`, observed at `now`.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// # use std::time::{Duration, Instant};
     /// # use backstop::hedge::LatencyPercentile;
     /// let p50 = LatencyPercentile::new(0.5, Duration::from_secs(10));
@@ -315,7 +315,7 @@ impl LatencyPercentile {
     /// them would be too low for long).
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// # use std::time::{Duration, Instant};
     /// # use backstop::hedge::LatencyPercentile;
     /// let p90 = LatencyPercentile::new(0.9, Duration::from_secs(10));

@@ -34,7 +34,7 @@ pub(crate) use steps::Steps;
 /// not retryable, or attempts, deadline or budget ran out.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use std::io::{Error, ErrorKind};
 /// use backstop::{testing::VirtualTime, Policy};
 ///
@@ -69,7 +69,7 @@ where
 /// not retryable, or attempts, deadline or budget ran out.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use std::io::{Error, ErrorKind};
 /// use backstop::Policy;
 ///
@@ -105,7 +105,7 @@ where
 /// over.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use backstop::Policy;
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
 /// let mut sent = Vec::new();
@@ -147,7 +147,7 @@ where
 ///
 /// ```
 /// use std::time::Duration;
-/// use retry_runtime::{macro_support::sleep, testing::VirtualTime};
+/// use backstop_runtime::{macro_support::sleep, testing::VirtualTime};
 ///
 /// let vt = VirtualTime::start();
 /// sleep(Duration::from_secs(3600)); // returns at once
@@ -166,7 +166,7 @@ pub use crate::state::vocabulary::Elapsed;
 /// classifier for errors, a `when_ok` one for values.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use std::time::Duration;
 /// use backstop::{testing::VirtualTime, Policy, Retry, limit::WindowBudget, Verdict};
 ///
@@ -452,7 +452,7 @@ impl<'a> Retry<'a> {
     /// wherever calls are made.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// # use backstop::{Policy, Retry};
     /// # let _vt = backstop::testing::VirtualTime::start();
     /// // (Retrying at once: no time passes, no token comes back in time.)
@@ -594,7 +594,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// retry, and does not compile.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// # use std::time::Duration; use backstop::{Policy, Retry, limit::WindowBudget, limit::TokenBudget};
     /// static BUDGET: WindowBudget = WindowBudget::new(0.5, 0, Duration::from_secs(10));
     /// let policy = Policy::new();
@@ -606,7 +606,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// ```
     ///
     /// ```compile_fail
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// # use backstop::{Policy, Retry, limit::TokenBudget};
     /// const FRESH_EVERY_TIME: TokenBudget = TokenBudget::standard();
     /// let policy = Policy::new();
@@ -622,7 +622,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// Draws on no budget at all.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// # use std::time::Duration; use backstop::{Policy, Retry, limit::WindowBudget};
     /// static BUDGET: WindowBudget = WindowBudget::new(0.5, 0, Duration::from_secs(10));
     /// let policy = Policy::new().budget(&BUDGET);
@@ -638,7 +638,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// Classifies errors with `f`, answering `bool` or [`Verdict`](crate::Verdict).
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// # use backstop::{Policy, Retry};
     /// # let _vt = backstop::testing::VirtualTime::start();
     /// let mut attempts = 0;
@@ -667,7 +667,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// Retries `Ok` values too, when `f` says so (an HTTP 503 response).
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// # use backstop::{Policy, Retry};
     /// # let _vt = backstop::testing::VirtualTime::start();
     /// let mut statuses = vec![200, 503];
@@ -695,7 +695,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// Names the function retried, for `tracing` and `metrics`.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// # use backstop::{Policy, Retry};
     /// let policy = Policy::new();
     /// let out = Retry::new(&policy).name("ping").call(|| Ok::<_, std::io::Error>(1));
@@ -714,7 +714,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// MyError>|`, or a `fn`).
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// # use backstop::{Policy, Retry};
     /// # let _vt = backstop::testing::VirtualTime::start();
     /// let mut log = Vec::new();
@@ -740,7 +740,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// [`on_retry`](Self::on_retry).
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// # use backstop::{GiveUp, Policy, Retry};
     /// # let _vt = backstop::testing::VirtualTime::start();
     /// let reason = std::cell::Cell::new(None);
@@ -763,7 +763,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// `From<CircuitOpen>`.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// use std::time::Duration;
     /// use backstop::{limit::CircuitBreaker, CircuitOpen, Policy, Retry};
     /// # let _vt = backstop::testing::VirtualTime::start();
@@ -804,7 +804,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// the error type must implement `From<Throttled>`.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// use backstop::{limit::AdaptiveThrottle, Policy, Retry};
     /// # let _vt = backstop::testing::VirtualTime::start();
     /// static USERS: AdaptiveThrottle = AdaptiveThrottle::standard();
@@ -836,7 +836,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// interrupted.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// use std::time::Duration;
     /// use backstop::{Policy, Retry};
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
@@ -885,7 +885,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// adaptive throttle, before the deadline.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// use std::time::Duration;
     /// use backstop::{context, hedge::Hedge, Policy, Retry};
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
@@ -927,7 +927,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// Runs the loop around a sync operation.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// # use backstop::{Policy, Retry};
     /// let out = Retry::new(&Policy::new()).call(|| Ok::<_, std::io::Error>(7));
     /// assert_eq!(out.unwrap(), 7);
@@ -966,7 +966,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// Runs the loop around an async operation, on tokio's timer and clock.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// # use backstop::{Policy, Retry};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() {
     /// let policy = Policy::new();
@@ -1007,7 +1007,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// This form can.)
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// # use backstop::{Policy, Retry};
     /// struct Conn { resets: u32 }
     /// impl Conn {
@@ -1067,7 +1067,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
 /// integrations, and cannot be implemented elsewhere.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use backstop::{builder::Handles, Policy, Retry};
 /// fn runs<R: Handles<u8, std::io::Error>>(_: &R) {}
 /// runs(&Retry::new(&Policy::new()));

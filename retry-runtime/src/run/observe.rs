@@ -24,7 +24,7 @@ pub(crate) const ANONYMOUS: &str = "anonymous";
 /// each type (`my_service::Client::get`), made once, on its first call.
 ///
 /// ```
-/// use retry_runtime::macro_support::Function;
+/// use backstop_runtime::macro_support::Function;
 /// static FETCH_USER: Function = Function::new("users::fetch_user");
 /// assert_eq!(FETCH_USER.name(), "users::fetch_user");
 ///
@@ -369,7 +369,7 @@ impl Drop for Observe {
 /// an `Ok` value that `when_ok` retries), before the sleep.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use std::time::Duration;
 /// use backstop::{testing::VirtualTime, Jitter, Policy, Retry, RetryEvent};
 /// let _vt = VirtualTime::start();
@@ -458,7 +458,7 @@ impl<T, E> fmt::Debug for RetryEvent<'_, T, E> {
 /// (a success).
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use backstop::{testing::VirtualTime, GiveUp, GiveUpEvent, Policy, Retry};
 /// let _vt = VirtualTime::start();
 ///

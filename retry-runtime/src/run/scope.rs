@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 /// What an attempt knows about its call: see [`context()`].
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use std::io::Error;
 /// use backstop::{context, Policy};
 ///
@@ -52,7 +52,7 @@ impl Context {
     /// that honours it does the work of a retried `POST` once.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// use backstop::{context, testing::VirtualTime, Policy};
     /// let _vt = VirtualTime::start();
     /// let mut keys = Vec::new();
@@ -79,7 +79,7 @@ impl Context {
     /// it to the operation as its own timeout.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// use std::time::Duration;
     /// use backstop::{context, testing::VirtualTime, Policy};
     /// let _vt = VirtualTime::start();
@@ -109,7 +109,7 @@ impl fmt::Debug for Context {
 /// (version 4, the random kind).
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use backstop::scope::IdempotencyKey;
 /// let key = IdempotencyKey::from_u128(0x0123_4567_89ab_4def_8123_4567_89ab_cdef);
 /// assert_eq!(key.to_string(), "01234567-89ab-4def-8123-456789abcdef");
@@ -123,7 +123,7 @@ impl IdempotencyKey {
     /// A fresh random key.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// use backstop::scope::IdempotencyKey;
     /// assert_ne!(IdempotencyKey::random(), IdempotencyKey::random());
     /// ```
@@ -278,7 +278,7 @@ fn swap_shared_slow(current: &Current, flag: Option<Arc<AtomicBool>>) -> Option<
 /// `None` outside every attempt.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use backstop::{context, Policy};
 /// assert!(context().is_none());
 /// let attempt = backstop::call(&Policy::new(), || {
@@ -377,7 +377,7 @@ impl fmt::Debug for CallScope {
 /// deadline scope), to carry into work spawned from it.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use std::io::{Error, ErrorKind};
 /// use backstop::{context, scope::{InCurrentCall, current_call}, Policy};
 ///
@@ -461,7 +461,7 @@ impl CallScope {
 /// [`CallScope`].
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use backstop::{context, scope::InCurrentCall, Policy};
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// let policy = Policy::new();
@@ -500,7 +500,7 @@ impl<F: Future> InCurrentCall for F {}
 /// to [`deadline`] instead.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use std::io::{Error, ErrorKind};
 /// use std::time::Duration;
 /// use backstop::{testing::VirtualTime, Policy};
@@ -533,7 +533,7 @@ pub fn deadline_sync<R>(limit: Duration, f: impl FnOnce() -> R) -> R {
 /// virtual when paused, inside a tokio runtime).
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use std::io::{Error, ErrorKind};
 /// use std::time::Duration;
 /// use backstop::{Elapsed, Policy};

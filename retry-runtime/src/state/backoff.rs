@@ -16,7 +16,7 @@ use rand::{RngCore, SeedableRng};
 /// The shape of the delay schedule, before jitter.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use std::time::Duration;
 /// use backstop::{Backoff, Policy};
 ///
@@ -53,7 +53,7 @@ pub enum Backoff {
 /// always clamped, so no delay exceeds the policy's `cap`.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use std::time::Duration;
 /// use backstop::{Jitter, Policy};
 ///
@@ -215,7 +215,7 @@ pub(crate) fn jittered(
 /// jitter exists to break.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use backstop::backoff::Rng;
 ///
 /// let mut a = Rng::seeded(7);

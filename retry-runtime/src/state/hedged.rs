@@ -58,7 +58,7 @@ impl<C: Clock, P: HoldsPolicy> AttemptState<'_, C, P> {
     /// retry (a token budget above half; a windowed budget's token).
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// use std::time::Duration;
     /// use backstop::{context, hedge::Hedge, macro_support::{AttemptState, Attempted, Decision}, Policy, time::SystemClock};
     ///

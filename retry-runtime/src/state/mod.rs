@@ -88,7 +88,7 @@ pub use crate::state::vocabulary::{Decision, GiveUp};
 /// plain name; `set_*` changes the call as it runs.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use std::io::{Error, ErrorKind};
 /// use backstop::{macro_support::{AttemptState, Decision}, classify::{ByClassify, NeverRetry}, GiveUp, Policy, time::SystemClock};
 ///
@@ -150,7 +150,7 @@ impl<'a, C: Clock> AttemptState<'a, C> {
     /// another, given to [`budget`](Self::budget)).
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// use backstop::{macro_support::AttemptState, Policy, time::SystemClock};
     ///
     /// let policy = Policy::new();
@@ -216,7 +216,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     /// Draws on `budget` instead of the policy's own (`None`: no budget).
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// use std::time::Duration;
     /// use backstop::{macro_support::{AttemptState, Attempted}, Policy, limit::WindowBudget, time::SystemClock};
     ///
@@ -239,7 +239,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     /// names every call after its function.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// use backstop::{macro_support::AttemptState, Policy, time::SystemClock};
     /// let policy = Policy::new();
     /// let state = AttemptState::new(&policy, SystemClock).name("fetch_user");
@@ -267,7 +267,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     /// `#[retry]` runs `on_retry` and `on_give_up` so.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// use backstop::{macro_support::AttemptState, Policy, time::SystemClock};
     /// let policy = Policy::new();
     /// let state = AttemptState::new(&policy, SystemClock).name("fetch_user");
@@ -289,7 +289,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     /// every attempt.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// use std::time::Duration;
     /// use backstop::{macro_support::AttemptState, limit::CircuitBreaker, Policy, time::SystemClock};
     /// static USERS: CircuitBreaker = CircuitBreaker::new(5, Duration::from_secs(30));
@@ -308,7 +308,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     /// [`admit_throttled`](Self::admit_throttled) before every attempt.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// use backstop::{limit::AdaptiveThrottle, macro_support::AttemptState, Policy, time::SystemClock};
     /// static USERS: AdaptiveThrottle = AdaptiveThrottle::standard();
     /// let policy = Policy::new();
@@ -410,7 +410,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     /// nested in it see this call's deadline.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// use backstop::{context, macro_support::AttemptState, Policy, time::SystemClock};
     /// let policy = Policy::new();
     /// let mut state = AttemptState::new(&policy, SystemClock);
@@ -427,7 +427,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     /// when the task moves between worker threads.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// use backstop::{context, macro_support::AttemptState, Policy, time::SystemClock};
     /// # #[tokio::main(flavor = "current_thread")] async fn main() {
     /// let policy = Policy::new();
@@ -489,7 +489,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     /// `Retry(delay)` for `outcome`.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// use std::time::Duration;
     /// use backstop::{macro_support::{AttemptState, Attempted, Decision}, Jitter, Policy, time::SystemClock, Verdict};
     /// let _vt = backstop::testing::VirtualTime::start();
@@ -538,7 +538,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     /// must return by its deadline whatever the timer's phase.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// use std::time::Duration;
     /// use backstop::{macro_support::AttemptState, Policy, time::SystemClock};
     /// let _vt = backstop::testing::VirtualTime::start();
@@ -582,7 +582,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     /// token budget still counts the failure, as it counts every one).
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// use backstop::{macro_support::{AttemptState, Attempted, Decision}, GiveUp, Policy, time::SystemClock, Verdict};
     /// let policy = Policy::new();
     /// let mut state = AttemptState::new(&policy, SystemClock);
@@ -614,7 +614,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     /// being descheduled); the caller then returns the outcome it kept.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// use std::time::Duration;
     /// use backstop::{macro_support::{AttemptState, Attempted, Decision}, GiveUp, Jitter, Policy, time::SystemClock, Verdict};
     /// let vt = backstop::testing::VirtualTime::start();
@@ -652,7 +652,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     /// `None`: return the outcome.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// use std::time::Duration;
     /// use backstop::macro_support::{AttemptState, Attempted};
     /// use backstop::{GiveUpEvent, Jitter, Policy, RetryEvent, Verdict, time::SystemClock};
@@ -790,7 +790,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     /// Decides after an attempt that came to `attempted`.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// use backstop::{macro_support::{AttemptState, Attempted, Decision}, Jitter, Policy, time::SystemClock, Verdict};
     /// # let _vt = backstop::testing::VirtualTime::start();
     ///

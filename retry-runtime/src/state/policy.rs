@@ -15,7 +15,7 @@ use crate::time::units;
 /// `factor` below 1 (or NaN) means 1, and a `cap` below `base` simply wins.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use std::time::Duration;
 /// use backstop::{Jitter, Policy};
 ///
@@ -67,7 +67,7 @@ impl Policy {
     /// [`Policy::DEFAULT`], as a `const fn`.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// use backstop::Policy;
     /// assert_eq!(Policy::new(), Policy::default());
     /// ```
@@ -78,7 +78,7 @@ impl Policy {
     /// The backstop on total attempts, the first included. `0` is read as 1.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// # use backstop::Policy;
     /// let p = Policy::new().attempts(5);
     /// assert_eq!(p.get_attempts(), 5);
@@ -98,7 +98,7 @@ impl Policy {
     /// (async), which is clamped to the time left.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// # use std::time::Duration; use backstop::Policy;
     /// let p = Policy::new().deadline(Some(Duration::from_secs(2)));
     /// assert_eq!(p.get_deadline(), Some(Duration::from_secs(2)));
@@ -112,7 +112,7 @@ impl Policy {
     /// The schedule's shape.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// # use backstop::{Backoff, Policy};
     /// let p = Policy::new().backoff(Backoff::Fixed);
     /// assert_eq!(p.ceiling(0), p.ceiling(5), "the same delay every time");
@@ -129,7 +129,7 @@ impl Policy {
     /// the delays are `cap`.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// # use std::time::Duration; use backstop::Policy;
     /// let p = Policy::new().base(Duration::from_millis(250));
     /// assert_eq!(p.ceiling(0), Duration::from_millis(250));
@@ -144,7 +144,7 @@ impl Policy {
     /// The exponential multiplier. Below 1 (or NaN) is read as 1.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// # use backstop::Policy;
     /// # use std::time::Duration;
     /// let p = Policy::new().factor(1.5);
@@ -161,7 +161,7 @@ impl Policy {
     /// No delay computed from the schedule exceeds it, jitter included.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// # use std::time::Duration; use backstop::Policy;
     /// let p = Policy::new().cap(Duration::from_secs(5));
     /// assert_eq!(p.ceiling(20), Duration::from_secs(5));
@@ -175,7 +175,7 @@ impl Policy {
     /// How delays are randomised.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// # use backstop::{Jitter, Policy};
     /// let p = Policy::new().jitter(Jitter::Decorrelated);
     /// assert_eq!(p.get_jitter(), Jitter::Decorrelated);
@@ -192,7 +192,7 @@ impl Policy {
     /// [`Verdict::RetryIfIdempotent`]: crate::Verdict::RetryIfIdempotent
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// # use backstop::Policy;
     /// let p = Policy::new().idempotent(true);
     /// assert!(p.is_idempotent());
@@ -207,7 +207,7 @@ impl Policy {
     /// the loop gives up instead of sleeping.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// # use std::time::Duration; use backstop::Policy;
     /// let p = Policy::new().retry_after_max(Duration::from_secs(5));
     /// assert_eq!(p.get_retry_after_max(), Duration::from_secs(5));
@@ -239,7 +239,7 @@ impl Policy {
     ///   bounds every attempt by the deadline in any case).
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// # use std::time::Duration; use backstop::Policy;
     /// let p = Policy::new().attempt_timeout(Some(Duration::from_secs(2)));
     /// assert_eq!(p.get_attempt_timeout(), Some(Duration::from_secs(2)));
@@ -253,7 +253,7 @@ impl Policy {
     /// The retry budget this policy draws on.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// # use std::time::Duration; use backstop::{Policy, limit::WindowBudget};
     /// static BUDGET: WindowBudget = WindowBudget::new(0.1, 10, Duration::from_secs(10));
     /// static POLICY: Policy = Policy::new().budget(&BUDGET);
@@ -268,7 +268,7 @@ impl Policy {
     /// The token budget this policy draws on (instead of a budget).
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// # use backstop::{Policy, limit::TokenBudget};
     /// static PAYMENTS: TokenBudget = TokenBudget::standard();
     /// static POLICY: Policy = Policy::new().token_budget(&PAYMENTS);
@@ -286,7 +286,7 @@ impl Policy {
     /// own: see [`Retry::new`](crate::Retry::new).)
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// # use backstop::Policy;
     /// let p = Policy::new().no_budget();
     /// assert!(p.get_budget().is_none() && !p.has_default_budget());
@@ -301,7 +301,7 @@ impl Policy {
     /// before jitter: `min(cap, schedule(n))`, saturating.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// # use std::time::Duration; use backstop::Policy;
     /// let p = Policy::new(); // 100ms · 2^n, capped at 20s
     /// assert_eq!(p.ceiling(3), Duration::from_millis(800));
@@ -317,7 +317,7 @@ impl Policy {
     /// `cap`.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// # use std::time::Duration; use backstop::{backoff::Rng, Jitter, Policy};
     /// let p = Policy::new().jitter(Jitter::Equal); // ceiling 400ms at n = 2
     /// let d = p.delay(2, Duration::ZERO, &mut Rng::seeded(1));
@@ -335,7 +335,7 @@ impl Policy {
     /// also serializes).
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// # use backstop::Policy;
     /// assert!(Policy::new().get_budget().is_none());
     /// ```
@@ -352,7 +352,7 @@ impl Policy {
     /// nor [`no_budget`](Self::no_budget) was set.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// # use backstop::Policy;
     /// assert!(Policy::new().has_default_budget());
     /// ```
@@ -363,7 +363,7 @@ impl Policy {
     /// The backstop on attempts, the first included.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// # use backstop::Policy;
     /// assert_eq!(Policy::new().attempts(0).get_attempts(), 1);
     /// ```
@@ -374,7 +374,7 @@ impl Policy {
     /// The bound on the whole call, if any.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// # use std::time::Duration; use backstop::Policy;
     /// assert_eq!(Policy::new().get_deadline(), Some(Duration::from_secs(30)));
     /// ```
@@ -385,7 +385,7 @@ impl Policy {
     /// The schedule's shape.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// # use backstop::{Backoff, Policy};
     /// assert_eq!(Policy::new().get_backoff(), Backoff::Exponential);
     /// ```
@@ -396,7 +396,7 @@ impl Policy {
     /// The first delay.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// # use std::time::Duration; use backstop::Policy;
     /// assert_eq!(Policy::new().get_base(), Duration::from_millis(100));
     /// ```
@@ -407,7 +407,7 @@ impl Policy {
     /// The exponential multiplier, as normalised (at least 1).
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// # use backstop::Policy;
     /// assert_eq!(Policy::new().factor(0.5).get_factor(), 1.0);
     /// ```
@@ -418,7 +418,7 @@ impl Policy {
     /// The largest delay the schedule computes.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// # use std::time::Duration; use backstop::Policy;
     /// assert_eq!(Policy::new().get_cap(), Duration::from_secs(20));
     /// ```
@@ -429,7 +429,7 @@ impl Policy {
     /// How delays are randomised.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// # use backstop::{Jitter, Policy};
     /// assert_eq!(Policy::new().get_jitter(), Jitter::Full);
     /// ```
@@ -440,7 +440,7 @@ impl Policy {
     /// Whether ambiguous failures may be repeated.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// # use backstop::Policy;
     /// assert!(!Policy::new().is_idempotent());
     /// ```
@@ -451,7 +451,7 @@ impl Policy {
     /// The longest `Retry-After` honoured.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// # use std::time::Duration; use backstop::Policy;
     /// assert_eq!(Policy::new().get_retry_after_max(), Duration::from_secs(60));
     /// ```
@@ -463,7 +463,7 @@ impl Policy {
     /// [`attempt_timeout`](Self::attempt_timeout) for where it applies).
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// # use backstop::Policy;
     /// assert_eq!(Policy::new().get_attempt_timeout(), None);
     /// ```

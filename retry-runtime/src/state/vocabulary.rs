@@ -11,7 +11,7 @@ use std::time::Duration;
 /// What to do about one outcome of an attempt.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use backstop::Verdict;
 ///
 /// assert_eq!(Verdict::from(true), Verdict::Retry);
@@ -43,7 +43,7 @@ impl Verdict {
     /// idempotent.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// use backstop::Verdict;
     /// assert!(Verdict::RetryIfIdempotent.is_retryable());
     /// assert!(!Verdict::Stop.is_retryable());
@@ -66,7 +66,7 @@ impl From<bool> for Verdict {
 /// permit are told.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use backstop::{macro_support::Attempted, Verdict};
 ///
 /// assert_eq!(Attempted::from(Verdict::Retry), Attempted::Failed(Verdict::Retry));
@@ -117,7 +117,7 @@ impl From<Verdict> for Attempted {
 /// Implement it next to your error type, or pass `when` to the retry loop.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use backstop::{Classify, Verdict};
 ///
 /// enum ApiError { Overloaded, BadRequest }
@@ -155,7 +155,7 @@ pub trait Classify {
 /// Why a retry loop stopped retrying and returned the last outcome.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use backstop::GiveUp;
 /// assert_eq!(GiveUp::Budget.to_string(), "retry budget exhausted");
 /// ```
@@ -195,7 +195,7 @@ impl GiveUp {
     /// A short, stable name for metrics labels (`"deadline"`, `"budget"`…).
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// assert_eq!(backstop::GiveUp::RetryAfterTooLong.as_str(), "retry_after_too_long");
     /// ```
     pub const fn as_str(self) -> &'static str {
@@ -234,7 +234,7 @@ impl fmt::Display for GiveUp {
 /// What to do after an attempt.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use backstop::{macro_support::{AttemptState, Attempted, Decision}, GiveUp, Policy, time::SystemClock, Verdict};
 ///
 /// let policy = Policy::new().no_budget();
@@ -264,7 +264,7 @@ pub enum Decision {
 /// for an `idempotent` function.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use backstop::Elapsed;
 /// assert_eq!(Elapsed::new().to_string(), "time limit elapsed");
 /// // Matched without naming its private field:
@@ -296,7 +296,7 @@ impl Error for Elapsed {}
 /// `attempt_timeout` (its own `From` impl would break the orphan rule).
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use std::io::{Error, ErrorKind};
 /// use backstop::{Classify, Elapsed, Verdict};
 /// let error = Error::from(Elapsed::new());
@@ -316,7 +316,7 @@ impl From<Elapsed> for std::io::Error {
 /// type, which must implement `From<CircuitOpen>`.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use backstop::CircuitOpen;
 /// assert_eq!(CircuitOpen::new().to_string(), "circuit breaker open: the dependency is failing, call rejected");
 /// ```
@@ -346,7 +346,7 @@ impl Error for CircuitOpen {}
 /// retried: the breaker is known to be open.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use backstop::{CircuitOpen, Classify, Verdict};
 /// let error = std::io::Error::from(CircuitOpen::new());
 /// assert_eq!(error.classify(), Verdict::Stop);
@@ -365,7 +365,7 @@ impl From<CircuitOpen> for std::io::Error {
 /// does).
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use backstop::Throttled;
 /// assert_eq!(Throttled::new().to_string(), "attempt shed by the adaptive throttle");
 /// ```
@@ -394,7 +394,7 @@ impl Error for Throttled {}
 /// `throttle`.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use backstop::{Classify, Throttled, Verdict};
 /// let error = std::io::Error::from(Throttled::new());
 /// assert_eq!(error.classify(), Verdict::Stop);

@@ -33,7 +33,7 @@ const OUT_OF_ORDER: &str =
 /// thread shadows the first until it is dropped.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use std::time::Duration;
 /// use backstop::{Jitter, Policy, testing::VirtualTime};
 ///
@@ -98,7 +98,7 @@ impl VirtualTime {
     /// Moves the clock forward, as a slow attempt would.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// # use std::time::Duration; use backstop::testing::VirtualTime;
     /// let vt = VirtualTime::start();
     /// let t0 = vt.now();
@@ -142,7 +142,7 @@ impl std::fmt::Debug for VirtualTime {
 /// run. Streams stay distinct from call to call.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use std::time::Duration;
 /// use backstop::{Policy, testing::{seed_jitter, VirtualTime}};
 ///
@@ -182,7 +182,7 @@ pub struct SleepRecorder {
 /// recorder on the thread shadows the first until it is dropped.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use std::io::{Error, ErrorKind};
 /// use std::time::Duration;
 /// use backstop::{testing::record_sleeps, Jitter, Policy};

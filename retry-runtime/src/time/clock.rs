@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 /// A monotonic clock.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use backstop::time::{Clock, SystemClock};
 /// let a = SystemClock.now();
 /// let b = SystemClock.now();
@@ -26,7 +26,7 @@ pub trait Clock {
     /// ([`AttemptState::may_resume`](crate::state::AttemptState::may_resume)).
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// use std::time::Duration;
     /// use backstop::time::{Clock, SystemClock};
     /// assert_eq!(SystemClock.sleep_slack(), Duration::ZERO);
@@ -40,7 +40,7 @@ pub trait Clock {
     /// `Copy` and outlives no clock). Real time unless overridden.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// use backstop::{time::{Clock, SystemClock}, testing::VirtualTime};
     /// let vt = VirtualTime::start();
     /// assert_eq!((SystemClock.now_fn())(), vt.now());
@@ -62,7 +62,7 @@ pub trait Clock {
     /// deadline under a second, where those milliseconds would matter.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// use backstop::time::{Clock, SystemClock};
     /// let start = SystemClock.start_now();
     /// assert!(start <= SystemClock.now());
@@ -94,7 +94,7 @@ impl<C: Clock + ?Sized> Clock for &C {
 /// [`VirtualTime`](crate::testing::VirtualTime) is installed on this thread.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use std::time::Duration;
 /// use backstop::{time::{Clock, SystemClock}, testing::VirtualTime};
 ///
@@ -171,7 +171,7 @@ fn coarse_now() -> Instant {
 /// is two milliseconds.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use std::time::Duration;
 /// use backstop::time::{Clock, TokioClock};
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {

@@ -21,7 +21,7 @@
 //! message that names the choices.)
 //!
 //! ```
-//! # extern crate retry_runtime as backstop;
+//! # extern crate backstop_runtime as backstop;
 //! use std::future::Future;
 //! use std::pin::Pin;
 //! use std::time::{Duration, Instant};

@@ -38,7 +38,7 @@ static CUSTOM: OnceLock<&'static dyn Timer> = OnceLock::new();
 /// The timer already set, if one was: it stays.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// # use std::{future::Future, pin::Pin, time::{Duration, Instant}};
 /// # struct Embedded;
 /// # impl backstop::time::Timer for Embedded {
@@ -89,7 +89,7 @@ impl RuntimeClock {
     /// The timer for a call starting now, on this thread.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// use backstop::time::RuntimeClock;
     /// # #[tokio::main(flavor = "current_thread")] async fn main() {
     /// assert!(matches!(RuntimeClock::current(), RuntimeClock::Tokio));

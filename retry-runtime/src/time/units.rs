@@ -1,8 +1,8 @@
 //! What the `#[retry]` attribute and the runtime must agree on, in one
 //! std-only file: the units a duration is written in, and the defaults of
 //! a policy. The runtime compiles it as a module; the attribute (a
-//! proc-macro crate, which cannot depend on the runtime) includes it with
-//! `#[path]`.
+//! proc-macro crate, which cannot depend on the runtime) keeps a copy of
+//! it, which `feature-tests/tests/sources.rs` keeps the same.
 
 // Each side uses part of it.
 #![allow(dead_code)]

@@ -23,7 +23,7 @@
 //!   says every request is.
 //!
 //! ```
-//! # extern crate retry_runtime as backstop;
+//! # extern crate backstop_runtime as backstop;
 //! use std::sync::atomic::{AtomicU32, Ordering};
 //! use std::sync::Arc;
 //! use backstop::{tower::RetryLayer, Policy};
@@ -142,7 +142,7 @@ impl<P: fmt::Debug, W, K, B, R, G, L, A> fmt::Debug for RetryLayer<P, W, K, B, R
 /// transport error type of another crate, such as hyper-util's).
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use std::io::{Error, ErrorKind};
 /// use backstop::{tower::TransportErrors, classify::Classifier, Verdict};
 /// type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -190,7 +190,7 @@ impl<E: Classify + 'static> Classifier<E> for TransportErrors {
 /// of its own: `RetryLayer::http(Retry::new(&policy).when(transport_verdict::<TheError>))`.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use std::io::{Error, ErrorKind};
 /// use backstop::{tower::transport_verdict, Verdict};
 /// assert_eq!(transport_verdict(&Error::from(ErrorKind::ConnectionRefused)), Verdict::Retry);
@@ -284,7 +284,7 @@ impl RetryLayer {
     /// [`Retry::budget`] to build it where you like.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// # use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
     /// use std::io::{Error, ErrorKind};
     /// use std::time::Duration;
@@ -309,7 +309,7 @@ impl RetryLayer {
     /// (other layers, `#[retry(budget = ..)]` functions):
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// # use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
     /// use std::io::{Error, ErrorKind};
     /// use backstop::{tower::RetryLayer, Policy, Retry, limit::TokenBudget};
@@ -356,7 +356,7 @@ impl RetryLayer {
     /// [`Retry::budget`] to build it where you like.
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// # use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
     /// use backstop::{http::Attempts, tower::RetryLayer, Policy};
     /// use tower::{service_fn, Layer, ServiceExt};
@@ -396,7 +396,7 @@ impl<W, K, B, R, G, L, A> RetryLayer<HttpBodies, W, K, B, R, G, L, A> {
     /// with [`GiveUp::NotReplayable`](crate::GiveUp::NotReplayable).
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// # use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
     /// use backstop::{tower::{ReplayBody, RetryLayer}, Policy};
     /// use http_body::Body;
@@ -433,7 +433,7 @@ impl<W, K, B, R, G, L, A> RetryLayer<HttpBodies, W, K, B, R, G, L, A> {
     /// the `Channel`, below the layer, and is not shortened.)
     ///
     /// ```
-    /// # extern crate retry_runtime as backstop;
+    /// # extern crate backstop_runtime as backstop;
     /// use std::time::Duration;
     /// use backstop::{tower::RetryLayer, Policy};
     /// use tower::{service_fn, Layer, ServiceExt};

@@ -49,7 +49,7 @@ impl HttpBodies {
 /// up to the limit).
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use backstop::tower::ReplayBody;
 /// use http_body::Body;
 /// let body: ReplayBody<String> = ReplayBody::from_bytes("hello".into());

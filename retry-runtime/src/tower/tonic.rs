@@ -24,7 +24,7 @@ use crate::classify::{Classify, Verdict};
 /// [`grpc_verdict`](crate::classify::http::grpc_verdict) says.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use backstop::{Classify, Verdict};
 /// assert_eq!(tonic::Status::unavailable("draining").classify(), Verdict::Retry);
 /// assert_eq!(tonic::Status::invalid_argument("no").classify(), Verdict::Stop);
@@ -53,7 +53,7 @@ use crate::classify::{Classify, Verdict};
 /// and retried only for an idempotent call.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use std::io::{Error, ErrorKind};
 /// use std::sync::Arc;
 /// use backstop::{Classify, Verdict};
@@ -95,7 +95,7 @@ impl Classify for ::tonic::Status {
 /// `Result<_, tonic::Status>` can take a `breaker`.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use backstop::{CircuitOpen, Classify, Verdict};
 /// let status = tonic::Status::from(CircuitOpen::new());
 /// assert_eq!(status.code(), tonic::Code::Unavailable);
@@ -124,7 +124,7 @@ impl From<crate::Throttled> for ::tonic::Status {
 /// `Result<_, tonic::Status>` can take an `attempt_timeout`.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use backstop::{Classify, Elapsed, Verdict};
 /// let status = tonic::Status::from(Elapsed::new());
 /// assert_eq!(status.code(), tonic::Code::DeadlineExceeded);
@@ -145,7 +145,7 @@ impl From<crate::Elapsed> for ::tonic::Status {
 /// deadline, the request is returned as it is.
 ///
 /// ```
-/// # extern crate retry_runtime as backstop;
+/// # extern crate backstop_runtime as backstop;
 /// use std::time::Duration;
 /// use backstop::{tonic::within_attempt, testing::VirtualTime, Policy};
 /// let _vt = VirtualTime::start();

@@ -4,16 +4,16 @@
 //!
 //! ```text
 //! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 \
-//!     cargo test -p retry-runtime --no-default-features --release --test loom -- breaker::
+//!     cargo test -p backstop-runtime --no-default-features --release --test loom -- breaker::
 //! ```
 #![cfg(loom)]
 
 use std::time::{Duration, Instant};
 
+use backstop_runtime::Verdict;
+use backstop_runtime::limit::{BreakerState, CircuitBreaker};
 use loom::sync::Arc;
 use loom::thread;
-use retry_runtime::Verdict;
-use retry_runtime::limit::{BreakerState, CircuitBreaker};
 
 const COOLDOWN: Duration = Duration::from_secs(10);
 

@@ -2,7 +2,7 @@
 //! threads on one windowed budget, breaker and token budget. Built only
 //! with `--cfg loom` (see `.ci/run`, which runs each module with its own
 //! `LOOM_MAX_PREEMPTIONS`):
-//! `RUSTFLAGS="--cfg loom" cargo test -p retry-runtime --no-default-features --release --test loom -- window::`.
+//! `RUSTFLAGS="--cfg loom" cargo test -p backstop-runtime --no-default-features --release --test loom -- window::`.
 #![cfg(loom)]
 
 mod breaker;

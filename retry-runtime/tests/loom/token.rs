@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 \
-//!     cargo test -p retry-runtime --no-default-features --release --test loom -- token::
+//!     cargo test -p backstop-runtime --no-default-features --release --test loom -- token::
 //! ```
 #![cfg(loom)]
 // Tokens are whole thousandths: their `f64` values compare exactly.
@@ -12,9 +12,9 @@
 
 use std::time::Instant;
 
+use backstop_runtime::limit::TokenBudget;
 use loom::sync::Arc;
 use loom::thread;
-use retry_runtime::limit::TokenBudget;
 
 /// One instant for every operation: no refill in time.
 fn now() -> Instant {

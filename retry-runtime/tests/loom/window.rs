@@ -8,15 +8,15 @@
 //!
 //! ```text
 //! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 \
-//!     cargo test -p retry-runtime --no-default-features --release --test loom -- window::
+//!     cargo test -p backstop-runtime --no-default-features --release --test loom -- window::
 //! ```
 #![cfg(loom)]
 
 use std::time::{Duration, Instant};
 
+use backstop_runtime::limit::WindowBudget;
 use loom::sync::Arc;
 use loom::thread;
-use retry_runtime::limit::WindowBudget;
 
 /// One instant for every model run, so that runs are alike.
 fn t0() -> Instant {

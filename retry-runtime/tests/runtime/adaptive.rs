@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use retry_runtime::limit::AdaptiveThrottle;
+use backstop_runtime::limit::AdaptiveThrottle;
 
 #[test]
 fn healthy_traffic_is_never_shed() {

@@ -5,8 +5,8 @@ use std::cell::Cell;
 use std::io::{Error, ErrorKind};
 use std::time::Duration;
 
-use retry_runtime::limit::WindowBudget;
-use retry_runtime::{Jitter, Policy, Retry, Verdict, call_async};
+use backstop_runtime::limit::WindowBudget;
+use backstop_runtime::{Jitter, Policy, Retry, Verdict, call_async};
 use tokio::time::Instant;
 
 const MS: Duration = Duration::from_millis(1);
@@ -185,7 +185,7 @@ async fn no_attempt_starts_after_the_deadline_at_any_clock_offset() {
     // tokio rounds a sleep's end up to its next millisecond tick, and its
     // driver may park up to one more tick: random offsets, delays and
     // deadlines must never see an attempt start late.
-    let mut rng = retry_runtime::backoff::Rng::seeded(7);
+    let mut rng = backstop_runtime::backoff::Rng::seeded(7);
     let mut late = Vec::new();
     for case in 0..3000 {
         let offset = Duration::from_micros(rng.next_u64() % 1000);
@@ -196,7 +196,7 @@ async fn no_attempt_starts_after_the_deadline_at_any_clock_offset() {
         let policy = quiet()
             .attempts(4)
             .base(base)
-            .backoff(retry_runtime::Backoff::Fixed)
+            .backoff(backstop_runtime::Backoff::Fixed)
             .deadline(Some(deadline));
         let starts = std::cell::RefCell::new(Vec::new());
         let _: Result<(), Error> = call_async(&policy, || async {

@@ -3,8 +3,8 @@
 
 use std::time::{Duration, Instant};
 
-use retry_runtime::Verdict;
-use retry_runtime::limit::{BreakerState, CircuitBreaker};
+use backstop_runtime::Verdict;
+use backstop_runtime::limit::{BreakerState, CircuitBreaker};
 
 const COOLDOWN: Duration = Duration::from_secs(10);
 

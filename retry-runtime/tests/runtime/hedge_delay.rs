@@ -3,10 +3,10 @@
 
 use std::time::{Duration, Instant};
 
+use backstop_runtime::hedge::LatencyPercentile;
 use proptest::prelude::*;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use retry_runtime::hedge::LatencyPercentile;
 
 /// The exact `quantile` of `samples` (the smallest value with at least
 /// that share of the samples at or below it).

@@ -5,12 +5,12 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
+use backstop_runtime::hedge::{Hedge, LatencyPercentile};
+use backstop_runtime::limit::{CircuitBreaker, WindowBudget};
+use backstop_runtime::{Classify, Policy, Retry, Verdict, context, testing};
 use proptest::prelude::*;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use retry_runtime::hedge::{Hedge, LatencyPercentile};
-use retry_runtime::limit::{CircuitBreaker, WindowBudget};
-use retry_runtime::{Classify, Policy, Retry, Verdict, context, testing};
 use tokio::time::{Instant, sleep};
 
 const MS: Duration = Duration::from_millis(1);
@@ -32,8 +32,8 @@ impl Classify for Failure {
     }
 }
 
-impl From<retry_runtime::CircuitOpen> for Failure {
-    fn from(_: retry_runtime::CircuitOpen) -> Self {
+impl From<backstop_runtime::CircuitOpen> for Failure {
+    fn from(_: backstop_runtime::CircuitOpen) -> Self {
         Failure {
             attempt: 0,
             stop: true,
@@ -280,8 +280,8 @@ fn a_token_budget_grants_hedges_while_above_half_and_takes_nothing() {
     let policy = Policy::new().idempotent(true);
     let script = [(1_000, Kind::Ok), (10, Kind::Ok)];
     for (failures, hedged) in [(4, true), (5, false)] {
-        let throttle: &'static retry_runtime::limit::TokenBudget =
-            Box::leak(Box::new(retry_runtime::limit::TokenBudget::standard()));
+        let throttle: &'static backstop_runtime::limit::TokenBudget =
+            Box::leak(Box::new(backstop_runtime::limit::TokenBudget::standard()));
         let now = std::time::Instant::now();
         for _ in 0..failures {
             throttle.failed(now);
@@ -389,8 +389,8 @@ fn a_failure_beside_another_attempt_takes_a_token_as_any_failure_does() {
     // Attempt 1 fails retryably at 30 ms while its hedge (sent at 20 ms)
     // is in flight; the hedge answers. The throttle hears of both: one
     // token taken by the failure, a tenth given back by the answer.
-    static THROTTLE: retry_runtime::limit::TokenBudget =
-        retry_runtime::limit::TokenBudget::standard();
+    static THROTTLE: backstop_runtime::limit::TokenBudget =
+        backstop_runtime::limit::TokenBudget::standard();
     let policy = Policy::new().idempotent(true);
     let retry = Retry::new(&policy)
         .budget(&THROTTLE)

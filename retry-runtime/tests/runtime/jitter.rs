@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use retry_runtime::backoff::Rng;
-use retry_runtime::{Backoff, Jitter, Policy};
+use backstop_runtime::backoff::Rng;
+use backstop_runtime::{Backoff, Jitter, Policy};
 
 const DRAWS: u32 = 10_000;
 const BASE: Duration = Duration::from_millis(100);

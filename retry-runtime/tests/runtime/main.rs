@@ -1,7 +1,7 @@
 //! The runtime on its own: backoff and jitter, the attempt state machine
 //! and its properties, the token budget, windowed budget, adaptive
 //! throttle and breaker, hedging, the async runner, the module layering.
-//! Run with `cargo test -p retry-runtime --test runtime`.
+//! Run with `cargo test -p backstop-runtime --test runtime`.
 
 mod adaptive;
 mod async_runner;

@@ -5,13 +5,13 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use backstop_runtime::backoff::Rng;
+use backstop_runtime::limit::{TokenBudget, WindowBudget};
+use backstop_runtime::macro_support::{AttemptState, Attempted, Decision};
+use backstop_runtime::testing::VirtualTime;
+use backstop_runtime::time::SystemClock;
+use backstop_runtime::{Backoff, GiveUp, Jitter, Policy, Verdict};
 use proptest::prelude::*;
-use retry_runtime::backoff::Rng;
-use retry_runtime::limit::{TokenBudget, WindowBudget};
-use retry_runtime::macro_support::{AttemptState, Attempted, Decision};
-use retry_runtime::testing::VirtualTime;
-use retry_runtime::time::SystemClock;
-use retry_runtime::{Backoff, GiveUp, Jitter, Policy, Verdict};
 
 fn any_backoff() -> impl Strategy<Value = Backoff> {
     prop_oneof![

@@ -3,12 +3,12 @@
 use std::io::{Error, ErrorKind};
 use std::time::{Duration, Instant};
 
-use retry_runtime::backoff::Rng;
-use retry_runtime::limit::WindowBudget;
-use retry_runtime::macro_support::{AttemptState, Attempted, Decision, sleep};
-use retry_runtime::testing::VirtualTime;
-use retry_runtime::time::SystemClock;
-use retry_runtime::{GiveUp, Jitter, Policy, Verdict, call};
+use backstop_runtime::backoff::Rng;
+use backstop_runtime::limit::WindowBudget;
+use backstop_runtime::macro_support::{AttemptState, Attempted, Decision, sleep};
+use backstop_runtime::testing::VirtualTime;
+use backstop_runtime::time::SystemClock;
+use backstop_runtime::{GiveUp, Jitter, Policy, Verdict, call};
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -173,7 +173,7 @@ fn delay_reaching_the_deadline_exactly_gives_up() {
     let vt = VirtualTime::start();
     let policy = quiet()
         .attempts(10)
-        .backoff(retry_runtime::Backoff::Fixed)
+        .backoff(backstop_runtime::Backoff::Fixed)
         .base(500 * MS)
         .deadline(Some(Duration::from_secs(1)));
     let run = drive(&vt, &policy, None, always(Verdict::Retry));
@@ -408,7 +408,7 @@ fn first_attempt_runs_even_with_a_zero_deadline() {
 
 #[test]
 fn an_ok_value_is_retried_only_when_asked() {
-    use retry_runtime::classify::{ByClassify, NeverRetry, When};
+    use backstop_runtime::classify::{ByClassify, NeverRetry, When};
     let _vt = VirtualTime::start();
     let policy = quiet();
     let mut state = AttemptState::new(&policy, SystemClock);
@@ -467,7 +467,7 @@ fn panicking_attempt_leaves_nothing_broken() {
 
 #[test]
 fn random_policies_keep_every_invariant() {
-    use retry_runtime::Backoff;
+    use backstop_runtime::Backoff;
     let mut rng = Rng::seeded(0xB0B);
     let pick = |rng: &mut Rng, n: u64| rng.next_u64() % n;
     let (mut by_attempts, mut by_deadline) = (0, 0);
@@ -578,7 +578,7 @@ fn virtual_time_advanced_by_duration_max_saturates() {
 #[derive(Clone, Copy)]
 struct Trailing;
 
-impl retry_runtime::time::Clock for Trailing {
+impl backstop_runtime::time::Clock for Trailing {
     fn now(&self) -> Instant {
         SystemClock.now()
     }
@@ -593,7 +593,7 @@ impl retry_runtime::time::Clock for Trailing {
 /// reading that trails would let the next attempt start after it.
 #[test]
 fn near_the_deadline_a_trailing_coarse_clock_does_not_decide() {
-    use retry_runtime::time::Clock as _;
+    use backstop_runtime::time::Clock as _;
     let vt = VirtualTime::start();
     let policy = Policy::new()
         .jitter(Jitter::None)

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use retry_runtime::limit::TokenBudget;
+use backstop_runtime::limit::TokenBudget;
 
 #[test]
 fn failures_take_a_token_answers_give_back_the_ratio_and_retries_stop_at_half() {
@@ -165,7 +165,7 @@ fn a_total_outage_costs_at_most_the_stated_amplification() {
 /// A windowed budget (10%, a reserve of 10 a second over 10 s) through the
 /// same outage.
 fn windowed_amplification_through_an_outage(rate: u64) -> f64 {
-    let budget = retry_runtime::limit::WindowBudget::standard();
+    let budget = backstop_runtime::limit::WindowBudget::standard();
     let t0 = Instant::now();
     let calls = rate * 60;
     let mut sent = 0u64;
@@ -242,7 +242,7 @@ fn isolated_failures_get_all_their_retries_and_frequent_ones_fewer() {
 /// share of the retries wanted that the throttle refuses.
 fn share_refused_at_random(rate: f64, seed: u64) -> f64 {
     let throttle = TokenBudget::standard();
-    let mut rng = retry_runtime::backoff::Rng::seeded(seed);
+    let mut rng = backstop_runtime::backoff::Rng::seeded(seed);
     let t0 = Instant::now();
     let (mut wanted, mut refused) = (0u64, 0u64);
     for call in 0..30_000u32 {

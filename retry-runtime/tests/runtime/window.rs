@@ -3,9 +3,9 @@
 use std::io::{Error, ErrorKind};
 use std::time::{Duration, Instant};
 
-use retry_runtime::limit::WindowBudget;
-use retry_runtime::testing::VirtualTime;
-use retry_runtime::{Policy, call};
+use backstop_runtime::limit::WindowBudget;
+use backstop_runtime::testing::VirtualTime;
+use backstop_runtime::{Policy, call};
 
 #[test]
 fn a_thousand_failing_calls_get_at_most_the_budget() {
@@ -230,7 +230,7 @@ fn racing_callers_never_overdraw_the_last_tokens() {
 
 #[test]
 fn random_traffic_never_exceeds_the_windowed_bound() {
-    use retry_runtime::backoff::Rng;
+    use backstop_runtime::backoff::Rng;
     // ratio 0.25 = 250_000 ppm, floor 2/s over ttl 10 s = 20 retries.
     let ttl = Duration::from_secs(10);
     let budget = WindowBudget::new(0.25, 2, ttl);

@@ -1,13 +1,22 @@
-//! The examples in the runtime's documentation are what a user of this
-//! crate reads under `backstop`'s items: they name `backstop`, which is the
-//! crate a user depends on. (The runtime's own doctests alias it with a
-//! hidden `extern crate retry_runtime as backstop;` line.)
+//! Checks that read the sources of the workspace's packages, here in the
+//! unpublished `feature-tests` so that no published package reads a file
+//! outside its own directory: the runtime's examples name the crate users
+//! depend on, the documentation states its rules, the attribute's copy of
+//! the duration units is the runtime's, and the budget takes no lock.
 
 use std::path::Path;
 
 /// Items not re-exported by `backstop`: their examples stay in the
 /// runtime's names.
 const RUNTIME_ONLY: [&str; 1] = ["macro_support"];
+
+/// The workspace's root, above this package.
+fn workspace() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("feature-tests is a member of the workspace")
+        .to_path_buf()
+}
 
 /// The `.rs` files under `dir`, in its subdirectories too.
 fn rust_files(dir: &Path) -> Vec<std::path::PathBuf> {
@@ -25,7 +34,7 @@ fn rust_files(dir: &Path) -> Vec<std::path::PathBuf> {
 
 #[test]
 fn runtime_examples_name_the_crate_users_depend_on() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("retry-runtime/src");
+    let src = workspace().join("retry-runtime/src");
     let mut offenders = Vec::new();
     let mut blocks = 0;
     for path in rust_files(&src) {
@@ -55,7 +64,7 @@ fn runtime_examples_name_the_crate_users_depend_on() {
                         .any(|(_, l)| RUNTIME_ONLY.iter().any(|item| l.contains(item)));
                     for (n, l) in block.drain(..) {
                         let visible = !l.starts_with('#');
-                        if visible && l.contains("retry_runtime") && !runtime_only {
+                        if visible && l.contains("backstop_runtime") && !runtime_only {
                             offenders.push(format!("{}:{n}: {l}", path.display()));
                         }
                     }
@@ -74,7 +83,7 @@ fn runtime_examples_name_the_crate_users_depend_on() {
     );
     assert!(
         offenders.is_empty(),
-        "examples naming `retry_runtime`:\n{}",
+        "examples naming `backstop_runtime`:\n{}",
         offenders.join("\n")
     );
 }
@@ -84,7 +93,8 @@ fn runtime_examples_name_the_crate_users_depend_on() {
 /// not have.
 #[test]
 fn documentation_states_its_rules_rather_than_cite_design_notes() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = workspace();
+    let root = root.as_path();
     let mut offenders = Vec::new();
     for dir in ["src", "retry-runtime/src", "retry-macros/src"] {
         for path in rust_files(&root.join(dir)) {
@@ -103,4 +113,29 @@ fn documentation_states_its_rules_rather_than_cite_design_notes() {
         offenders.push("README.md mentions DESIGN".to_owned());
     }
     assert!(offenders.is_empty(), "{}", offenders.join("\n"));
+}
+
+/// tower's `TpsBudget` takes a mutex on every deposit and withdrawal, and
+/// `expect`s it: one panic while it is held poisons the budget for every
+/// caller after. The budget's source takes no lock of any kind.
+#[test]
+fn the_budget_path_takes_no_lock() {
+    let source =
+        std::fs::read_to_string(workspace().join("retry-runtime/src/limit/window.rs")).unwrap();
+    for lock in ["Mutex", "RwLock", ".lock()", "parking_lot", "spin::"] {
+        assert!(!source.contains(lock), "window.rs mentions {lock}");
+    }
+}
+
+/// The attribute parses durations and checks its defaults with the same
+/// units and defaults as the runtime: its copy of the file is the same.
+#[test]
+fn the_attributes_units_are_the_runtimes() {
+    let root = workspace();
+    let runtime = std::fs::read_to_string(root.join("retry-runtime/src/time/units.rs")).unwrap();
+    let attribute = std::fs::read_to_string(root.join("retry-macros/src/units.rs")).unwrap();
+    assert!(
+        runtime == attribute,
+        "retry-macros/src/units.rs differs from retry-runtime/src/time/units.rs: copy it over"
+    );
 }
