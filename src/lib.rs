@@ -527,16 +527,16 @@
 //! ```
 //! # use std::time::Duration; use backstop::{retry, Classify, Verdict};
 //! # let vt = backstop::testing::VirtualTime::start();
-//! struct Throttled(Duration);
-//! impl Classify for Throttled {
+//! struct SlowDown(Duration);
+//! impl Classify for SlowDown {
 //!     fn classify(&self) -> Verdict {
 //!         Verdict::RetryAfter(self.0)
 //!     }
 //! }
 //!
 //! #[retry(retry_after_max = 5s)]
-//! fn call(wait: Duration) -> Result<(), Throttled> {
-//!     Err(Throttled(wait))
+//! fn call(wait: Duration) -> Result<(), SlowDown> {
+//!     Err(SlowDown(wait))
 //! }
 //!
 //! let _ = call(Duration::from_secs(60)); // gives up at once
@@ -662,8 +662,8 @@
 //! `extern` fn, a function returning a future instead of an `async fn`, a
 //! return type that is not a `Result`, an error type that neither
 //! implements [`Classify`] nor has `when`, a `when` of the wrong shape, a
-//! `budget` that is not a `static`, an `async fn` without the `tokio`
-//! feature.
+//! `budget` that is not a `static`, an `async fn` without a timer feature
+//! (`tokio`, `async-io` or `custom-timer`).
 //!
 //! # What it expands to
 //!
@@ -928,7 +928,7 @@
 //! # let _vt = backstop::testing::VirtualTime::start();
 //!
 //! static BUDGET: WindowBudget = WindowBudget::new(0.1, 10, Duration::from_secs(10));
-//! static POLICY: Policy = Policy::new().attempts(4).budget(&BUDGET);
+//! static POLICY: Policy = Policy::new().attempts(4).window_budget(&BUDGET);
 //!
 //! let mut refusals = 2;
 //! let answer = backstop::call(&POLICY, || {
@@ -1024,27 +1024,6 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 
-/// Retries the function it is placed on: see the [crate documentation](crate)
-/// for every option.
-///
-/// ```
-/// use std::io::{Error, ErrorKind};
-/// use backstop::retry;
-/// # let vt = backstop::testing::VirtualTime::start();
-///
-/// #[retry(attempts = 3, base = 50ms, jitter = none)]
-/// fn connect(refusals: &mut u32) -> Result<&'static str, Error> {
-///     if *refusals > 0 {
-///         *refusals -= 1;
-///         return Err(ErrorKind::ConnectionRefused.into());
-///     }
-///     Ok("connected")
-/// }
-///
-/// let mut refusals = 1;
-/// assert_eq!(connect(&mut refusals).unwrap(), "connected");
-/// # assert_eq!(vt.sleeps(), [std::time::Duration::from_millis(50)]);
-/// ```
 #[doc(inline)]
 pub use backstop_macros::retry;
 #[doc(inline)]
@@ -1075,6 +1054,9 @@ pub use backstop_runtime::reqwest;
 #[doc(inline)]
 pub use backstop_runtime::tower;
 
+/// tonic (feature `tonic`): the retry layer on a `Channel`, gRPC statuses
+/// classified, the call's deadline sent as `grpc-timeout`.
+///
 /// # A tonic client on a `Channel`, behind the retry layer
 ///
 /// ```no_run
@@ -1100,6 +1082,7 @@ pub use backstop_runtime::tonic;
 ///
 /// It holds items only, no modules: a glob import of the crate root would
 /// bring its modules too, and `backstop::reqwest`, `backstop::http`,
+/// `backstop::tower`, `backstop::tonic`, `backstop::time`,
 /// `backstop::config` or `backstop::backoff` would then shadow the crates
 /// of the same names (`reqwest::Client` would be looked up in
 /// `backstop::reqwest`). Import from the crate root

@@ -923,7 +923,7 @@ fn many_layers_built_at_one_place_are_warned_about_once_in_debug_builds() {
         .filter(|(_, fields)| {
             fields
                 .get("message")
-                .is_some_and(|m| m.contains("retry layers built"))
+                .is_some_and(|m| m.contains("retry layers or middlewares built"))
         })
         .map(|(_, fields)| fields.clone())
         .collect();

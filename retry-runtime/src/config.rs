@@ -150,7 +150,7 @@ struct PolicyFields {
 /// [`Policy::new`] stand in; `null` is the same as leaving a field out),
 /// durations as strings with a unit, `deadline` and `attempt_timeout` also
 /// `"none"`, and `budget` either `"default"` (a token budget of the call
-/// site's, or the function's, own) or `"none"` (no throttle or budget at
+/// site's, or the function's, own) or `"none"` (no budget at
 /// all). A budget of your own is not configuration here: build it from a
 /// [`BudgetConfig`] and give it in code.
 impl<'de> Deserialize<'de> for Policy {
@@ -255,7 +255,7 @@ fn positive_or_none<E: de::Error>(field: &str, text: &Human) -> Result<Option<Du
 /// with a unit, `"none"` for no deadline or attempt timeout), so that a
 /// service can log or expose the policy it runs with, and read it back
 /// unchanged. `budget` is `"default"`, `"none"`, or `"custom"` for a budget
-/// or throttle set in code (which configuration cannot give back).
+/// set in code (which configuration cannot give back).
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;

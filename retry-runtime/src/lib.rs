@@ -1,9 +1,9 @@
 //! The policy logic behind [`backstop`](https://docs.rs/backstop)'s
-//! `#[retry]`: backoff math, classification, deadlines, retry budgets and the
+//! `#[retry]`: backoff math, classification, deadlines, budgets and the
 //! attempt state machine. Depend on `backstop`, which re-exports all of it.
 //!
-//! Every retry decision is made in one place, the attempt state (`AttemptState`, which
-//! the macro's loops and the one driver hold): it is told
+//! Every retry decision is made in one place, one state machine (out of
+//! sight: the macro's loops and the one driver hold it): it is told
 //! each attempt's outcome and answers "return it" or "sleep, then attempt
 //! again". It never sleeps and reads time only through a [`Clock`](time::Clock), so the
 //! rules are tested in virtual time and sync and async loops are identical

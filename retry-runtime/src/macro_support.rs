@@ -224,7 +224,7 @@ pub fn sleep_async(delay: std::time::Duration) -> impl Future<Output = ()> {
 /// `&'static dyn SharedBudget` in a `static`: a `const` is then the one
 /// error (a fresh budget per call would silently grant every retry).
 #[diagnostic::on_unimplemented(
-    message = "`budget = ..` needs a `static TokenBudget` or `WindowBudget`, not a `{Self}`",
+    message = "`budget = ..` needs a `static TokenBudget` or `WindowBudget`, not `{Self}`",
     label = "not a `TokenBudget` or `WindowBudget`",
     note = "declare it `static NAME: TokenBudget = TokenBudget::new(..);` (or a `WindowBudget`, or a `LazyLock` of either)"
 )]
@@ -278,7 +278,7 @@ where
 /// What `breaker = PATH` may name: a `static CircuitBreaker`, or a `static`
 /// that dereferences to one; borrowed once, like [`SharedBudget`].
 #[diagnostic::on_unimplemented(
-    message = "`breaker = ..` needs a `static CircuitBreaker`, not a `{Self}`",
+    message = "`breaker = ..` needs a `static CircuitBreaker`, not `{Self}`",
     label = "not a `CircuitBreaker`",
     note = "declare it `static NAME: CircuitBreaker = CircuitBreaker::new(..);`"
 )]
@@ -302,7 +302,7 @@ impl<T: std::ops::Deref<Target = CircuitBreaker> + Sync + 'static> SharedBreaker
 /// What `throttle = PATH` may name: a `static AdaptiveThrottle`, or a
 /// `static` that dereferences to one; borrowed once, like [`SharedBudget`].
 #[diagnostic::on_unimplemented(
-    message = "`throttle = ..` needs a `static AdaptiveThrottle`, not a `{Self}`",
+    message = "`throttle = ..` needs a `static AdaptiveThrottle`, not `{Self}`",
     label = "not an `AdaptiveThrottle`",
     note = "declare it `static NAME: AdaptiveThrottle = AdaptiveThrottle::standard();`"
 )]

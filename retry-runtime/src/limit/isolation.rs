@@ -31,7 +31,7 @@ thread_local! {
 /// A `#[retry]` function without `budget = ..` draws on a token budget
 /// of its own, and one with `budget = PG` on the `static` it names, each
 /// shared by every call in the process, so one test's failing calls can
-/// use up the throttle another test counts on (or open the breaker it
+/// use up the token budget another test counts on (or open the breaker it
 /// calls through): a test asserting three attempts passes alone and fails
 /// after a test that made a few failing calls. Under `isolate()`, every
 /// token budget, windowed budget, circuit breaker and adaptive throttle
@@ -41,9 +41,8 @@ thread_local! {
 /// same configuration: the test sees what a fresh process would. The
 /// statics themselves are left as they are; [`own(&PG)`](own) is the
 /// instance the calls on this thread draw on in its place. A layer's or
-/// middleware's throttle of its own, and a budget lent to the state
-/// machine itself (`AttemptState::budget`), are used as they are: they are
-/// the test's own already. (A `Retry` built before the guard keeps what it
+/// middleware's token budget of its own is used as it is: it is the
+/// test's own already. (A `Retry` built before the guard keeps what it
 /// was built with.)
 ///
 /// It applies to calls that start on this thread: every call of a sync
@@ -72,13 +71,13 @@ thread_local! {
 /// {
 ///     let _fresh = isolate();
 ///     for _ in 0..20 {
-///         let _ = fail(&mut 0); // uses up this test's throttle
+///         let _ = fail(&mut 0); // uses up this test's token budget
 ///     }
 /// }
 /// let _fresh = isolate();
 /// let mut attempts = 0;
 /// let _ = fail(&mut attempts);
-/// assert_eq!(attempts, 3, "a fresh throttle: every retry granted");
+/// assert_eq!(attempts, 3, "a fresh token budget: every retry granted");
 /// ```
 ///
 /// A `static` the calls name is replaced too, by one configured as it is:

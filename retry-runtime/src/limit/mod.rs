@@ -70,9 +70,9 @@ pub use window::{BudgetStats, WindowBudget};
 /// use std::time::Duration;
 /// use backstop::limit::{BudgetRef, TokenBudget, WindowBudget};
 ///
-/// static THROTTLE: TokenBudget = TokenBudget::standard();
+/// static TOKENS: TokenBudget = TokenBudget::standard();
 /// static WINDOW: WindowBudget = WindowBudget::new(0.1, 10, Duration::from_secs(10));
-/// assert!(matches!(BudgetRef::from(&THROTTLE), BudgetRef::Token(_)));
+/// assert!(matches!(BudgetRef::from(&TOKENS), BudgetRef::Token(_)));
 /// assert!(matches!(BudgetRef::from(&WINDOW), BudgetRef::Window(_)));
 /// ```
 #[derive(Clone, Copy, Debug)]
@@ -96,7 +96,7 @@ impl<'a> From<&'a WindowBudget> for BudgetRef<'a> {
 }
 
 impl BudgetRef<'_> {
-    /// The very same budget or throttle (by address).
+    /// The very same budget (by address).
     pub fn same_as(&self, other: &BudgetRef<'_>) -> bool {
         match (self, other) {
             (Self::Token(a), BudgetRef::Token(b)) => std::ptr::eq(*a, *b),

@@ -91,17 +91,17 @@ const fn later(a: u64, b: u64) -> u64 {
 /// use std::time::Instant;
 /// use backstop::limit::TokenBudget;
 ///
-/// static THROTTLE: TokenBudget = TokenBudget::new(10, 0.1);
+/// static BUDGET: TokenBudget = TokenBudget::new(10, 0.1);
 /// let now = Instant::now();
 /// // An outage: every failure takes a token; retries stop above half.
-/// let allowed = (0..20).filter(|_| THROTTLE.failed(now)).count();
+/// let allowed = (0..20).filter(|_| BUDGET.failed(now)).count();
 /// assert_eq!(allowed, 4); // 9, 8, 7 and 6 tokens left: above 5
 /// // Answers come back: 0.1 token each.
 /// for _ in 0..60 {
-///     THROTTLE.answered(now);
+///     BUDGET.answered(now);
 /// }
-/// assert_eq!(THROTTLE.tokens(), 6.0);
-/// assert!(!THROTTLE.failed(now), "5 left: not above half, no retry");
+/// assert_eq!(BUDGET.tokens(), 6.0);
+/// assert!(!BUDGET.failed(now), "5 left: not above half, no retry");
 /// ```
 ///
 /// Invalid arguments are rejected while the `static` is compiled:
@@ -128,7 +128,7 @@ pub struct TokenBudget {
 
 impl TokenBudget {
     const_unless_loom! {
-    /// A throttle of `max_tokens` tokens, crediting `token_ratio` per
+    /// A token budget of `max_tokens` tokens, crediting `token_ratio` per
     /// answer (truncated to three decimal places, as gRFC A6 keeps it:
     /// 0.1239 is 0.123), refilling one token every 10 s.
     ///
@@ -174,7 +174,7 @@ impl TokenBudget {
     }
 
     const_unless_loom! {
-    /// The throttle `#[retry]` gives every function by default: 10 tokens,
+    /// The token budget `#[retry]` gives every function by default: 10 tokens,
     /// 0.1 per answer, one token back every 10 s (gRPC's defaults, and the
     /// refill).
     ///
@@ -269,15 +269,15 @@ impl TokenBudget {
     /// use std::time::Instant;
     /// use backstop::limit::TokenBudget;
     ///
-    /// let throttle = TokenBudget::new(10, 0.1);
+    /// let budget = TokenBudget::new(10, 0.1);
     /// let now = Instant::now();
     /// for _ in 0..4 {
-    ///     throttle.failed(now);
+    ///     budget.failed(now);
     /// }
-    /// assert!(throttle.allows_hedge(now), "6 tokens: above half");
-    /// assert!(!throttle.allows_retry(now), "a failure would leave 5");
-    /// throttle.failed(now);
-    /// assert!(!throttle.allows_hedge(now), "5 tokens: not above half");
+    /// assert!(budget.allows_hedge(now), "6 tokens: above half");
+    /// assert!(!budget.allows_retry(now), "a failure would leave 5");
+    /// budget.failed(now);
+    /// assert!(!budget.allows_hedge(now), "5 tokens: not above half");
     /// ```
     pub fn allows_hedge(&self, now: Instant) -> bool {
         self.refilled(self.state.load(Acquire), self.tick(now)) > self.max / 2
@@ -372,11 +372,11 @@ impl Default for TokenBudget {
     }
 }
 
-/// How many call sites get a throttle of their own; more share one.
+/// How many call sites get a token budget of their own; more share one.
 #[cfg(not(loom))]
 const SITES: usize = 1024;
 
-/// The throttles of the call sites of `Retry::new` (and `call`,
+/// The token budgets of the call sites of `Retry::new` (and `call`,
 /// `call_async`): made on a site's first call, kept for the process's life.
 #[cfg(not(loom))]
 static SITE_THROTTLES: [std::sync::OnceLock<(
@@ -432,7 +432,7 @@ static LENDABLE: std::sync::Mutex<Vec<&'static TokenBudget>> = std::sync::Mutex:
 
 #[cfg(feature = "tower")]
 impl OwnBudget {
-    /// A full throttle, of the standard size, lent to one owner.
+    /// A full token budget, of the standard size, lent to one owner.
     pub(crate) fn lend() -> Self {
         let mut free = LENDABLE
             .lock()
@@ -449,7 +449,7 @@ impl OwnBudget {
         Self(throttle)
     }
 
-    /// The throttle, for as long as this is held.
+    /// The token budget, for as long as this is held.
     pub(crate) fn get(&self) -> &'static TokenBudget {
         self.0
     }
@@ -465,7 +465,7 @@ impl Drop for OwnBudget {
     }
 }
 
-/// Under loom (whose models do not use call sites): a throttle per call.
+/// Under loom (whose models do not use call sites): a token budget per call.
 #[cfg(loom)]
 pub(crate) fn at_call_site(_: &'static std::panic::Location<'static>) -> &'static TokenBudget {
     Box::leak(Box::new(TokenBudget::standard()))

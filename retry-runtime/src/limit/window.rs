@@ -60,7 +60,7 @@ const fn ahead(a: u64, b: u64) -> i64 {
     a.wrapping_sub(b).cast_signed()
 }
 
-/// A lock-free retry budget, shareable as a `static`.
+/// A lock-free windowed budget, shareable as a `static`.
 ///
 /// Each call deposits `ratio` of a retry; each retry withdraws one; a
 /// deposit counts for `ttl`. The bound it keeps, checked at every grant:

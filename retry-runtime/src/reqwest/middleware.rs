@@ -117,8 +117,8 @@ impl RetryMiddleware {
     /// Build the client once and share it (reqwest's `Client` is made to
     /// be): unless the [`Retry`] names one, the middleware's token budget
     /// is its own, so a client built per request starts with a full
-    /// throttle every time and never throttles (a debug build warns after
-    /// 100 built at one place); share a `static` throttle with
+    /// token budget every time, which never runs out (a debug build warns after
+    /// 100 built at one place); share a `static` budget with
     /// [`Retry::budget`] to build it where you like.
     ///
     /// ```

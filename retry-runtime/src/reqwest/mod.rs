@@ -1,7 +1,7 @@
 //! reqwest (feature `reqwest`): its errors classified, responses judged by
 //! status and `Retry-After`, requests sent within the call's deadline with
-//! the call's idempotency key, and an error type that takes the breaker and
-//! `attempt_timeout`; with feature `reqwest-middleware`, `RetryMiddleware`
+//! the call's idempotency key, and an error type that takes the breaker's,
+//! the adaptive throttle's and `attempt_timeout`'s rejections; with feature `reqwest-middleware`, `RetryMiddleware`
 //! for a `reqwest_middleware::ClientWithMiddleware`.
 //!
 //! ```no_run

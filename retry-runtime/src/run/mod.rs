@@ -58,7 +58,8 @@ where
     Retry::new(policy).call(op)
 }
 
-/// Retries the future `op` makes under `policy`, sleeping on tokio's timer.
+/// Retries the future `op` makes under `policy`, sleeping on the runtime's
+/// timer (tokio's, async-io's or one set with [`set_timer`](crate::time::set_timer)).
 ///
 /// Runs in virtual time under a paused tokio clock. Dropping the returned
 /// future cancels the loop between or during attempts.
@@ -224,7 +225,7 @@ type HedgeSlot = Option<std::convert::Infallible>;
 /// needs to know.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Chosen {
-    /// The default: a closure's call site's throttle; an integration makes
+    /// The default: a closure's call site's token budget; an integration makes
     /// one of its own.
     Default,
     /// The policy's, or the one given, or none.
@@ -444,7 +445,7 @@ impl<'a> Retry<'a> {
     /// A loop under `policy`, classifying errors by [`Classify`] and never
     /// retrying `Ok` values.
     ///
-    /// Its retries draw on the policy's budget or throttle if it has one;
+    /// Its retries draw on the policy's budget if it has one;
     /// none after [`Policy::no_budget`]; otherwise on a
     /// [`TokenBudget`](crate::limit::TokenBudget) of this call site's own
     /// (the line of code calling `Retry::new`, `call` or `call_async`),
@@ -459,7 +460,7 @@ impl<'a> Retry<'a> {
     /// let policy = Policy::new().base(std::time::Duration::from_nanos(1));
     /// let mut attempts = 0;
     /// for _ in 0..10 {
-    ///     // One call site, one throttle: a dependency failing every call
+    ///     // One call site, one token budget: a dependency failing every call
     ///     // gets 3 retries (each failure takes a token, retries only above
     ///     // half: at 9, 8 and 6), then none.
     ///     let _ = Retry::new(&policy).call(|| {
@@ -601,8 +602,8 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// let _ = Retry::new(&policy).budget(&BUDGET).call(|| Ok::<_, std::io::Error>(()));
     /// assert_eq!(BUDGET.stats().calls, 1);
     ///
-    /// static THROTTLE: TokenBudget = TokenBudget::standard();
-    /// let _ = Retry::new(&policy).budget(&THROTTLE).call(|| Ok::<_, std::io::Error>(()));
+    /// static TOKENS: TokenBudget = TokenBudget::standard();
+    /// let _ = Retry::new(&policy).budget(&TOKENS).call(|| Ok::<_, std::io::Error>(()));
     /// ```
     ///
     /// ```compile_fail
@@ -625,7 +626,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// # extern crate backstop_runtime as backstop;
     /// # use std::time::Duration; use backstop::{Policy, Retry, limit::WindowBudget};
     /// static BUDGET: WindowBudget = WindowBudget::new(0.5, 0, Duration::from_secs(10));
-    /// let policy = Policy::new().budget(&BUDGET);
+    /// let policy = Policy::new().window_budget(&BUDGET);
     /// let _ = Retry::new(&policy).no_budget().call(|| Ok::<_, std::io::Error>(()));
     /// assert_eq!(BUDGET.stats().calls, 0);
     /// ```
@@ -1202,8 +1203,11 @@ where
         } else {
             return None;
         };
-        self.on_give_up
-            .on_give_up(&state.give_up_event(outcome.as_ref(), reason));
+        state.gave_up_with(
+            outcome.as_ref(),
+            reason,
+            Some(|event: &GiveUpEvent<'_, T, E>| self.on_give_up.on_give_up(event)),
+        );
         Some(outcome)
     }
 

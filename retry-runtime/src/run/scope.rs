@@ -1,5 +1,7 @@
-//! The attempt context: what an attempt can know about the call it is part
-//! of, and what one `#[retry]` call tells the call that encloses it.
+//! The call's scope: what an attempt can know about the call it is part
+//! of ([`context()`]), a deadline for a block of code ([`deadline`],
+//! [`deadline_sync`]), and a call carried into spawned work
+//! ([`current_call`], [`InCurrentCall`]).
 //!
 //! Inside an attempt, [`context()`] gives the attempt's number, the call's
 //! idempotency key and its deadline. Nested calls read it too: a call made

@@ -250,22 +250,26 @@ impl Policy {
         self
     }
 
-    /// The retry budget this policy draws on.
+    /// The windowed budget this policy draws on (instead of the default
+    /// token budget). A `const fn`, as the policy's other setters: one for
+    /// each kind of budget, where [`Retry::budget`](crate::Retry::budget)
+    /// and `budget = ..` take either.
     ///
     /// ```
     /// # extern crate backstop_runtime as backstop;
     /// # use std::time::Duration; use backstop::{Policy, limit::WindowBudget};
     /// static BUDGET: WindowBudget = WindowBudget::new(0.1, 10, Duration::from_secs(10));
-    /// static POLICY: Policy = Policy::new().budget(&BUDGET);
+    /// static POLICY: Policy = Policy::new().window_budget(&BUDGET);
     /// assert!(POLICY.get_budget().is_some());
     /// ```
     #[must_use]
-    pub const fn budget(mut self, budget: &'static WindowBudget) -> Self {
+    pub const fn window_budget(mut self, budget: &'static WindowBudget) -> Self {
         self.budget = BudgetChoice::Set(BudgetRef::Window(budget));
         self
     }
 
-    /// The token budget this policy draws on (instead of a budget).
+    /// The token budget this policy draws on (instead of the default one:
+    /// a `static` shared with other calls).
     ///
     /// ```
     /// # extern crate backstop_runtime as backstop;
@@ -280,7 +284,7 @@ impl Policy {
         self
     }
 
-    /// No retry budget or throttle at all: every retry the other limits
+    /// No budget at all: every retry the other limits
     /// allow is made, however many calls fail. (Without this, or a budget
     /// of its own, a policy draws on a token budget of the call site's
     /// own: see [`Retry::new`](crate::Retry::new).)
@@ -346,9 +350,9 @@ impl Policy {
         }
     }
 
-    /// Whether the policy leaves the budget to the default (a retry
-    /// throttle of the call site's, or the function's, own): neither
-    /// [`budget`](Self::budget), [`token_budget`](Self::token_budget)
+    /// Whether the policy leaves the budget to the default (a token
+    /// budget of the call site's, or the function's, own): neither
+    /// [`window_budget`](Self::window_budget), [`token_budget`](Self::token_budget)
     /// nor [`no_budget`](Self::no_budget) was set.
     ///
     /// ```
@@ -472,8 +476,8 @@ impl Policy {
     }
 }
 
-/// What a policy's calls draw on: the default, nothing, or a budget or
-/// throttle of the user's.
+/// What a policy's calls draw on: the default, nothing, or a token or
+/// windowed budget of the user's.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum BudgetChoice {
     Default,

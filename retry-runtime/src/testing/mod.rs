@@ -8,7 +8,7 @@
 //!   sync and async: what `VirtualTime::sleeps` tells of sync loops, for
 //!   async tests in tokio's paused time too.
 //! - [`isolate`] gives the retry loops called on this thread fresh
-//!   protection (their own token budget, and the throttles, budgets and
+//!   protection (their own token budget, and the budgets, adaptive throttles and
 //!   breakers they name), so that a test's outcome does not depend on the
 //!   tests that ran before it.
 

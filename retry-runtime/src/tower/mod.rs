@@ -2,7 +2,7 @@
 //! [`Layer`], for hyper clients and any other tower stack.
 //!
 //! The layer runs the very loop `#[retry]` and [`Retry`] run: the same
-//! [`Policy`] (deadline, backoff, attempts), the same token budget or
+//! [`Policy`] (deadline, backoff, attempts), the same token or windowed
 //! budget, breaker and adaptive throttle, the same classification, hooks,
 //! `tracing` and `metrics`. Each attempt runs with the call's
 //! [`Context`](crate::Context) set, so [`context()`](crate::run::scope::context()), the
@@ -279,8 +279,8 @@ impl RetryLayer {
     /// Build it once and clone it: unless the [`Retry`] names one, the
     /// layer's token budget is its own, shared by the services it makes
     /// and their clones. A layer built per request starts with a full
-    /// throttle every time and never throttles (a debug build warns after
-    /// 100 built at one place); share a `static` throttle with
+    /// token budget every time, which never runs out (a debug build warns after
+    /// 100 built at one place); share a `static` budget with
     /// [`Retry::budget`] to build it where you like.
     ///
     /// ```
@@ -305,7 +305,7 @@ impl RetryLayer {
     /// # }
     /// ```
     ///
-    /// Configured, sharing a `static` throttle with whatever else names it
+    /// Configured, sharing a `static` budget with whatever else names it
     /// (other layers, `#[retry(budget = ..)]` functions):
     ///
     /// ```
@@ -326,7 +326,7 @@ impl RetryLayer {
     /// let policy = Policy::new();
     /// let layer = RetryLayer::new(Retry::new(&policy).budget(&USERS_API).name("users"));
     /// assert_eq!(layer.layer(inner).oneshot(()).await.unwrap(), "done");
-    /// // The failure was paid for from the shared throttle.
+    /// // The failure was paid for from the shared budget.
     /// assert!(USERS_API.tokens() < f64::from(USERS_API.max_tokens()));
     /// # }
     /// ```
@@ -351,8 +351,8 @@ impl RetryLayer {
     /// Build it once and clone it: unless the [`Retry`] names one, the
     /// layer's token budget is its own, shared by the services it makes
     /// and their clones. A layer built per request starts with a full
-    /// throttle every time and never throttles (a debug build warns after
-    /// 100 built at one place); share a `static` throttle with
+    /// token budget every time, which never runs out (a debug build warns after
+    /// 100 built at one place); share a `static` budget with
     /// [`Retry::budget`] to build it where you like.
     ///
     /// ```
@@ -484,7 +484,7 @@ impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
 }
 
 /// What a layer's services and calls share: the loop, drawing on the
-/// layer's budget, and the throttle of the layer's own if that is it.
+/// layer's budget, and the token budget of the layer's own if that is it.
 pub(crate) struct Shared<W, K, B, R, G, L, A> {
     pub(crate) retry: Retry<'static, W, K, B, R, G, L, A>,
     /// Held for as long as anything of the layer is: calls draw on it by
@@ -515,8 +515,8 @@ impl<W, K, B, R, G, L, A> Lends for Arc<Shared<W, K, B, R, G, L, A>> {
 
 /// A layer's token budget of its own, full. In debug builds, the place
 /// that builds one is counted: a layer built per request (or per client
-/// built per request) has a fresh throttle every time, which never sees
-/// the failures of the others, and so never throttles. After
+/// built per request) has a fresh token budget every time, which never sees
+/// the failures of the others, and so never runs out. After
 /// [`MANY_LAYERS`] from one place, it says so, once: through `tracing`
 /// (feature `tracing`) as a WARN event, or on standard error.
 #[track_caller]
@@ -526,7 +526,7 @@ fn own_throttle() -> OwnBudget {
     OwnBudget::lend()
 }
 
-/// How many layers with a throttle of their own one place may build
+/// How many layers with a token budget of their own one place may build
 /// before a debug build warns.
 #[cfg(debug_assertions)]
 const MANY_LAYERS: u32 = 100;
@@ -548,12 +548,12 @@ fn count_own_throttle(site: &'static std::panic::Location<'static>) {
     drop(sites);
     if built == MANY_LAYERS {
         let warning = "each has a token budget of its own, full, that no other call sees \
-                       fail, so none of them ever throttles: build the layer (or the client) \
-                       once and clone it, or share a `static` throttle with `Retry::new(&policy).budget(&STATIC)`";
+                       fail, so none of them ever runs out: build the layer (or the client) \
+                       once and clone it, or share a `static` budget with `Retry::new(&policy).budget(&STATIC)`";
         #[cfg(feature = "tracing")]
-        tracing::warn!(site = %site, built, "{MANY_LAYERS} retry layers built at one place: {warning}");
+        tracing::warn!(site = %site, built, "{MANY_LAYERS} retry layers or middlewares built at one place: {warning}");
         #[cfg(not(feature = "tracing"))]
-        eprintln!("backstop: {MANY_LAYERS} retry layers built at {site}: {warning}");
+        eprintln!("backstop: {MANY_LAYERS} retry layers or middlewares built at {site}: {warning}");
     }
 }
 

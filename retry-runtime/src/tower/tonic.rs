@@ -12,8 +12,7 @@
 //! chain is found there.
 //!
 //! The tower layer retries the unary calls of a tonic client made on a
-//! `Channel` (see the crate's documentation of this module for the
-//! stack); gRPC requests are `POST`s, so only the statuses above that a
+//! `Channel` (as the example at the top of this page stacks it); gRPC requests are `POST`s, so only the statuses above that a
 //! retry can fix are retried, and a request's `grpc-timeout` shrinks to
 //! the time left before the deadline (`.grpc_deadline()` adds one to
 //! every request, for a layer that serves unary calls only).

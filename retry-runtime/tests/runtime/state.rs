@@ -443,7 +443,7 @@ fn panicking_attempt_leaves_nothing_broken() {
     let vt = VirtualTime::start();
     let budget: &'static WindowBudget =
         Box::leak(Box::new(WindowBudget::new(0.5, 1, Duration::from_secs(10))));
-    let policy = quiet().budget(budget);
+    let policy = quiet().window_budget(budget);
     let panicked = std::panic::catch_unwind(|| {
         call(&policy, || -> Result<(), Error> {
             panic!("attempt blew up")

@@ -19,7 +19,7 @@ fn a_thousand_failing_calls_get_at_most_the_budget() {
     let policy = Policy::new()
         .attempts(3)
         .base(Duration::ZERO)
-        .budget(budget);
+        .window_budget(budget);
     let mut attempts = 0u64;
     for _ in 0..1000 {
         let _: Result<(), Error> = call(&policy, || {
