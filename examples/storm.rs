@@ -417,8 +417,8 @@ async fn full_jitter(server: &Server) -> Result<(), CallError> {
     server.request().await
 }
 
-/// The crate's defaults: full jitter and the function's own retry
-/// throttle (10 tokens, 0.1 per answer).
+/// The crate's defaults: full jitter and the function's own token
+/// budget (10 tokens, 0.1 per answer).
 #[retry(idempotent, attempt_timeout = server.timeout())]
 async fn defaults(server: &Server) -> Result<(), CallError> {
     server.request().await

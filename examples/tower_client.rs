@@ -1,4 +1,4 @@
-//! A hyper client behind `RetryLayer`: the same policy, throttle and
+//! A hyper client behind `RetryLayer`: the same policy, budget and
 //! breaker as `#[retry]`, for a tower stack.
 //!
 //! `cargo run --example tower_client --features tower`
