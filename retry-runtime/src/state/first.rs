@@ -130,6 +130,8 @@ impl<'a, C: Clock> Call<'a, C> {
         on_retry: Option<impl FnOnce(&RetryEvent<'_, T, E>)>,
         on_give_up: Option<impl FnOnce(&GiveUpEvent<'_, T, E>)>,
     ) -> Option<Duration> {
+        // The match of `AttemptState::told`, written out: calling it through
+        // `self.state()` costs the success path 16 instructions (cachegrind).
         match self.decide(attempted) {
             Decision::Retry(delay) => {
                 if let Some(hook) = on_retry {
