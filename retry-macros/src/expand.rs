@@ -642,9 +642,9 @@ fn split_items(block: &syn::Block) -> (Vec<&syn::Stmt>, Vec<&syn::Stmt>) {
 }
 
 /// The hooks as the closures the runtime's steps call with an event
-/// (`None` without a hook: no event is built). The hook expression is called directly, so a
-/// closure's argument type is inferred, and the call is located on it: a
-/// hook of the wrong shape is reported there.
+/// (`None` without a hook: no event is built). The hook expression is
+/// called directly, so a closure's argument type is inferred, and the call
+/// is located on it: a hook of the wrong shape is reported there.
 fn hooks(args: &Args, rt: &TokenStream) -> (TokenStream, TokenStream) {
     let event = format_ident!("__backstop_event", span = Span::mixed_site());
     // The event's type in full: a closure in `Some(..)` is general over
