@@ -1,6 +1,6 @@
 //! Retry settings from configuration (feature `serde`): a [`Policy`]
 //! deserializes from TOML, JSON or any serde format, with human durations
-//! (`"250ms"`, `"1.5s"`, `"2m"`), as do [`BudgetConfig`] and
+//! (`"250ms"`, `"1.5s"`, `"2m"`), as do [`WindowBudgetConfig`] and
 //! [`BreakerConfig`]. Unknown fields are rejected; an invalid value is an
 //! error naming the field and the reason, never a panic.
 //!
@@ -152,7 +152,7 @@ struct PolicyFields {
 /// `"none"`, and `budget` either `"default"` (a token budget of the call
 /// site's, or the function's, own) or `"none"` (no budget at
 /// all). A budget of your own is not configuration here: build it from a
-/// [`BudgetConfig`] and give it in code.
+/// [`WindowBudgetConfig`] and give it in code.
 impl<'de> Deserialize<'de> for Policy {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let fields = PolicyFields::deserialize(deserializer)?;
@@ -226,7 +226,7 @@ impl<'de> Deserialize<'de> for Policy {
             Some(other) => {
                 return Err(de::Error::custom(format!(
                     "`budget`: `{other}` is not \"default\" or \"none\" (a budget of your own \
-                     is built from a BudgetConfig and given in code)"
+                     is built from a WindowBudgetConfig and given in code)"
                 )));
             }
         }
@@ -304,21 +304,21 @@ impl Serialize for Policy {
 /// ```
 /// # extern crate backstop_runtime as backstop;
 /// use std::sync::LazyLock;
-/// use backstop::{config::BudgetConfig, limit::WindowBudget};
+/// use backstop::{config::WindowBudgetConfig, limit::WindowBudget};
 ///
-/// let config: BudgetConfig =
+/// let config: WindowBudgetConfig =
 ///     serde_json::from_str(r#"{ "ratio": 0.1, "min_per_sec": 10, "ttl": "10s" }"#).unwrap();
 /// static BUDGET: LazyLock<WindowBudget> = LazyLock::new(|| WindowBudget::standard());
 /// assert_eq!(config.build().ratio(), BUDGET.ratio());
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct BudgetConfig {
+pub struct WindowBudgetConfig {
     ratio: f64,
     min_per_sec: u32,
     ttl: Duration,
 }
 
-impl BudgetConfig {
+impl WindowBudgetConfig {
     /// The budget.
     pub fn build(&self) -> WindowBudget {
         WindowBudget::new(self.ratio, self.min_per_sec, self.ttl)
@@ -333,7 +333,7 @@ struct BudgetFields {
     ttl: Human,
 }
 
-impl<'de> Deserialize<'de> for BudgetConfig {
+impl<'de> Deserialize<'de> for WindowBudgetConfig {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let fields = BudgetFields::deserialize(deserializer)?;
         if !(fields.ratio > 0.0 && fields.ratio <= 1.0) {

@@ -4,7 +4,7 @@
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use backstop::config::{BreakerConfig, BudgetConfig};
+use backstop::config::{BreakerConfig, WindowBudgetConfig};
 use backstop::limit::WindowBudget;
 use backstop::{Jitter, Policy, retry};
 use serde::Deserialize;
@@ -12,7 +12,7 @@ use serde::Deserialize;
 #[derive(Deserialize)]
 struct Config {
     payments: Policy,
-    payments_budget: BudgetConfig,
+    payments_budget: WindowBudgetConfig,
     payments_breaker: BreakerConfig,
 }
 
@@ -89,16 +89,18 @@ fn an_invalid_config_is_an_error_naming_the_field_and_the_reason() {
             .to_string();
         assert!(error.contains(expected), "{json}: {error}");
     }
-    let budget =
-        serde_json::from_str::<BudgetConfig>(r#"{ "ratio": 1.5, "min_per_sec": 1, "ttl": "10s" }"#);
+    let budget = serde_json::from_str::<WindowBudgetConfig>(
+        r#"{ "ratio": 1.5, "min_per_sec": 1, "ttl": "10s" }"#,
+    );
     assert!(
         budget
             .unwrap_err()
             .to_string()
             .contains("`ratio` must be in (0, 1]")
     );
-    let budget =
-        serde_json::from_str::<BudgetConfig>(r#"{ "ratio": 0.1, "min_per_sec": 1, "ttl": "0s" }"#);
+    let budget = serde_json::from_str::<WindowBudgetConfig>(
+        r#"{ "ratio": 0.1, "min_per_sec": 1, "ttl": "0s" }"#,
+    );
     assert!(
         budget
             .unwrap_err()
