@@ -171,6 +171,16 @@ fn logged() -> Result<(), Error> {
     Err(ErrorKind::ConnectionRefused.into())
 }
 
+/// The events the tests' hooks logged ("hook: …"), with their parents.
+fn hook_events(capture: &Capture) -> Vec<(Option<u64>, Fields)> {
+    let events = capture.events.lock().unwrap();
+    events
+        .iter()
+        .filter(|(_, f)| f["message"].starts_with("hook:"))
+        .cloned()
+        .collect()
+}
+
 #[test]
 fn what_the_hooks_log_belongs_to_the_call() {
     let _serial = serial();
@@ -179,14 +189,10 @@ fn what_the_hooks_log_belongs_to_the_call() {
     });
     let spans = capture.spans.lock().unwrap();
     let (&id, _) = spans.iter().next().unwrap();
-    let events = capture.events.lock().unwrap();
-    let hooks: Vec<_> = events
-        .iter()
-        .filter(|(_, f)| f["message"].starts_with("hook:"))
-        .collect();
-    assert_eq!(hooks.len(), 2, "{events:?}");
+    let hooks = hook_events(&capture);
+    assert_eq!(hooks.len(), 2, "{hooks:?}");
     for (parent, fields) in hooks {
-        assert_eq!(*parent, Some(id), "{fields:?} outside the call's span");
+        assert_eq!(parent, Some(id), "{fields:?} outside the call's span");
     }
 }
 
@@ -218,12 +224,8 @@ fn what_the_hooks_of_a_retry_log_belongs_to_the_call() {
     });
     let spans = capture.spans.lock().unwrap();
     assert_eq!(spans.len(), 2, "a span per call");
-    let events = capture.events.lock().unwrap();
-    let hooks: Vec<_> = events
-        .iter()
-        .filter(|(_, f)| f["message"].starts_with("hook:"))
-        .collect();
-    assert_eq!(hooks.len(), 4, "{events:?}");
+    let hooks = hook_events(&capture);
+    assert_eq!(hooks.len(), 4, "{hooks:?}");
     for (parent, fields) in hooks {
         assert!(
             parent.is_some_and(|id| spans.contains_key(&id)),
