@@ -36,8 +36,8 @@ use criterion::{BenchmarkId, Criterion, criterion_group};
 
 mod cases;
 use cases::{
-    backstop_async, backstop_flaky, backstop_sync, backstop_sync_bare, backstop_sync_no_budget,
-    flaky, op,
+    backstop_async, backstop_call_async, backstop_flaky, backstop_sync, backstop_sync_bare,
+    backstop_sync_no_budget, flaky, op,
 };
 
 /// tower's retry middleware needs a policy: retry a retryable error up to
@@ -346,6 +346,7 @@ fn sizes() {
     use std::mem::size_of_val;
     let rt = current_thread();
     let ours = backstop_async(1);
+    let closure = backstop_call_async(1);
     let backon = {
         use backon::{ExponentialBuilder, Retryable};
         (|| async { op(black_box(1)) }).retry(ExponentialBuilder::default().with_jitter())
@@ -359,13 +360,15 @@ fn sizes() {
         })
     };
     println!(
-        "future of one async call, bytes: backstop #[retry] {}, backon {}, tokio-retry2 {}",
+        "future of one async call, bytes: backstop #[retry] {}, backstop call_async {}, backon {}, tokio-retry2 {}",
         size_of_val(&ours),
+        size_of_val(&closure),
         size_of_val(&backon),
         size_of_val(&tokio_retry2),
     );
     rt.block_on(async {
         let _ = ours.await;
+        let _ = closure.await;
         let _ = backon.await;
         let _ = tokio_retry2.await;
     });

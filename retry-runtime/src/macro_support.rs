@@ -13,7 +13,7 @@ pub use crate::limit::{BudgetRef, TokenBudget, WindowBudget};
 pub use crate::run::observe::Function;
 pub use crate::run::sleep;
 pub use crate::state::vocabulary::Attempted;
-pub use crate::state::{AttemptState, Call, Decision, IntoBudget};
+pub use crate::state::{AttemptState, Call, Decision, Holds, InPlace, IntoBudget};
 pub use crate::time::SystemClock;
 use crate::time::clock::Clock;
 pub use crate::{

@@ -18,7 +18,7 @@ use crate::run::Steps;
 use crate::state::hedged::Round;
 use crate::state::policy::Policy;
 use crate::state::vocabulary::{Attempted, Elapsed};
-use crate::state::{AttemptState, GiveUp, HoldsPolicy};
+use crate::state::{AttemptState, Call, GiveUp, HoldsPolicy};
 use crate::time::timer::{RuntimeClock, Sleep};
 
 /// How a [`Drive`] holds the loop it runs: borrowed, or shared with an
@@ -162,6 +162,47 @@ enum Phase<K, H> {
     Done,
 }
 
+/// A call, made at the first poll of its [`Drive`], as an `async fn`'s
+/// locals are: the call starts then (its clock chosen, its span entered, its
+/// deadline counted), and a future never polled is no call.
+enum Run<'a, P> {
+    /// Not polled yet: the policy and the budget it will start under.
+    Unstarted(P, Option<BudgetRef<'a>>),
+    /// Started: lean until its first attempt fails, as `#[retry]`'s; then
+    /// the state machine, boxed (the driver's callers move it, and the
+    /// fewer bytes the cheaper).
+    Started(Lazy<'a, P>),
+}
+
+impl<'a, P: HoldsPolicy> Run<'a, P> {
+    /// The call, started now (under `steps`, `hedged` or not, its span
+    /// kept in `span`) if it has not been.
+    #[inline]
+    #[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
+    fn started<T, E, S: Steps<T, E> + ?Sized>(
+        &mut self,
+        steps: &S,
+        hedged: bool,
+        span: &mut LoopSpan,
+    ) -> &mut Lazy<'a, P> {
+        if let Run::Unstarted(policy, budget) = *self {
+            let state = steps.start(policy, budget, RuntimeClock::current(), hedged);
+            #[cfg(feature = "tracing")]
+            {
+                *span = state.call_span().clone();
+            }
+            *self = Run::Started(state);
+        }
+        match self {
+            Run::Started(state) => state,
+            Run::Unstarted(..) => unreachable!("started above"),
+        }
+    }
+}
+
+/// A call of the driver's.
+type Lazy<'a, P> = Call<'a, RuntimeClock, P, Box<AttemptState<'a, RuntimeClock, P>>>;
+
 /// A span the loop enters (the call's, an attempt's): nothing without
 /// `tracing`.
 #[cfg(feature = "tracing")]
@@ -184,12 +225,7 @@ pin_project_lite::pin_project! {
     /// limits of `steps` (a `Retry`, borrowed or shared).
     pub(crate) struct Drive<'a, X, D, K, H, P = &'a Policy> {
         steps: X,
-        // Made at the first poll, as an `async fn`'s locals are: the call
-        // starts then (its clock chosen, its span entered, its deadline
-        // counted), and a future never polled is no call.
-        state: Option<AttemptState<'a, RuntimeClock, P>>,
-        // What it is made from: the policy, and the budget.
-        home: Option<(P, Option<BudgetRef<'a>>)>,
+        state: Run<'a, P>,
         #[pin]
         op: D,
         // The attempt timeout, if any.
@@ -226,8 +262,7 @@ where
         let hedges = hedges && steps.lent().hedging().is_some();
         Self {
             steps,
-            state: None,
-            home: Some((policy, budget)),
+            state: Run::Unstarted(policy, budget),
             op,
             timeout,
             hedges,
@@ -259,27 +294,21 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
         let steps = this.steps.lent();
-        if this.state.is_none() {
-            let (policy, budget) = this.home.take().expect("a loop starts once");
-            let clock = RuntimeClock::current();
-            let state = steps.gate(AttemptState::under(policy, budget, clock));
-            #[cfg(feature = "tracing")]
-            {
-                *this.span = state.call_span().clone();
-            }
-            *this.state = Some(state);
-        }
+        let state = this.state.started(steps, *this.hedges, this.span);
         #[cfg(feature = "tracing")]
         let _span = this.span.enter();
-        let state = this.state.as_mut().expect("made above");
         loop {
             let (outcome, verdict) = match this.phase {
                 Phase::Start => {
                     if *this.hedges {
-                        *this.hedges =
-                            ready!(this.op.as_mut().poll_prepare(cx, state.idempotent()));
+                        let idempotent = state.state().idempotent();
+                        *this.hedges = ready!(this.op.as_mut().poll_prepare(cx, idempotent));
                     }
-                    if let Some(mut rejected) = steps.admit(state) {
+                    // A lean call has nothing to admit it (no breaker, no
+                    // adaptive throttle).
+                    if let Some(gated) = state.going()
+                        && let Some(mut rejected) = steps.admit(gated)
+                    {
                         *this.phase = Phase::Done;
                         this.op.as_mut().finish(&mut rejected);
                         return Poll::Ready(rejected);
@@ -306,7 +335,7 @@ where
                     let hedge = steps.hedging().expect("a hedged call has a hedge");
                     let mut op = this.op.as_mut();
                     ready!(round.poll(
-                        state,
+                        state.state(),
                         hedge,
                         &mut |limit| op.as_mut().hedge(limit),
                         &|out| judge_hedged::<D, _>(steps, out),
@@ -318,7 +347,7 @@ where
                     let Phase::Sleep(_, kept) = std::mem::replace(this.phase, Phase::Done) else {
                         unreachable!("matched above")
                     };
-                    match resumed::<D, _, _>(kept, state, steps, *this.hedges) {
+                    match resumed::<D, _, _>(kept, state.state(), steps, *this.hedges) {
                         Ok(next) => *this.phase = next,
                         Err(mut over) => {
                             this.op.as_mut().finish(&mut over);
@@ -328,7 +357,7 @@ where
                     continue;
                 }
                 Phase::Ready(_, limit) => {
-                    let why = ready!(readied(this.op.as_mut(), state, limit, cx));
+                    let why = ready!(readied(this.op.as_mut(), state.state(), limit, cx));
                     if let Readied::Ready = why {
                         *this.phase = Phase::Next;
                         continue;
@@ -336,14 +365,20 @@ where
                     let Phase::Ready(kept, _) = std::mem::replace(this.phase, Phase::Done) else {
                         unreachable!("matched above")
                     };
-                    let mut outcome = waited_in_vain::<D, _, _>(why, kept, state, steps);
+                    let mut outcome = waited_in_vain::<D, _, _>(why, kept, state.state(), steps);
                     this.op.as_mut().finish(&mut outcome);
                     return Poll::Ready(outcome);
                 }
                 Phase::Done => panic!("a retry loop polled after it returned"),
             };
-            // After an attempt or a round: decide.
-            match steps.decided(state, &outcome, verdict) {
+            // After an attempt or a round: decide (a lean first attempt
+            // that succeeded ends the call at once).
+            let delay = if state.first_succeeded(verdict) {
+                None
+            } else {
+                steps.decided(state.state(), &outcome, verdict)
+            };
+            match delay {
                 Some(delay) => {
                     let sleep = crate::time::timer::sleep_async(delay);
                     *this.phase = Phase::Sleep(sleep, Kept::keep(outcome));
@@ -363,7 +398,7 @@ where
 /// attempt timeout within the deadline, if either applies.
 fn next<D, S, P>(
     mut op: Pin<&mut D>,
-    state: &mut AttemptState<'_, RuntimeClock, P>,
+    state: &mut Lazy<'_, P>,
     steps: &S,
     timeout: Option<Duration>,
     hedges: bool,
@@ -374,7 +409,9 @@ where
     P: HoldsPolicy,
 {
     if hedges && let Some(hedge) = steps.hedging() {
-        let round = Round::start(state, hedge, timeout, |limit| op.as_mut().hedge(limit));
+        let round = Round::start(state.state(), hedge, timeout, |limit| {
+            op.as_mut().hedge(limit)
+        });
         return Phase::Round(Box::new(round));
     }
     let limit = timeout.map(|timeout| state.attempt_limit(timeout));
@@ -577,7 +614,7 @@ where
 #[allow(clippy::too_many_arguments)] // the fields of the loop it needs
 fn attempted<D, S, P>(
     mut op: Pin<&mut D>,
-    state: &mut AttemptState<'_, RuntimeClock, P>,
+    state: &mut Lazy<'_, P>,
     steps: &S,
     shared: &mut Option<Arc<AtomicBool>>,
     cut: &mut Option<Pin<Box<Sleep>>>,

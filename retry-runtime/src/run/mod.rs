@@ -1178,6 +1178,25 @@ pub(crate) mod steps {
             &self,
             state: AttemptState<'s, C, P>,
         ) -> AttemptState<'s, C, P>;
+
+        /// A call under `policy`, drawing on `budget`, started now on
+        /// `clock` and named as this loop is: its first attempt held lean
+        /// (as `#[retry]` holds it) unless the call is `hedged` or behind a
+        /// breaker or an adaptive throttle, which need the whole state
+        /// machine from the start.
+        #[cfg(feature = "async")]
+        #[doc(hidden)]
+        fn start<'s, C, P, S>(
+            &self,
+            policy: P,
+            budget: Option<crate::limit::BudgetRef<'s>>,
+            clock: C,
+            hedged: bool,
+        ) -> crate::state::Call<'s, C, P, S>
+        where
+            C: crate::time::clock::Clock,
+            P: HoldsPolicy,
+            S: crate::state::Holds<'s, C, P>;
     }
 }
 
@@ -1289,5 +1308,28 @@ where
             state = state.throttle(throttle);
         }
         state
+    }
+
+    #[cfg(feature = "async")]
+    #[inline]
+    fn start<'s, C, P, S>(
+        &self,
+        policy: P,
+        budget: Option<BudgetRef<'s>>,
+        clock: C,
+        hedged: bool,
+    ) -> crate::state::Call<'s, C, P, S>
+    where
+        C: crate::time::clock::Clock,
+        P: HoldsPolicy,
+        S: crate::state::Holds<'s, C, P>,
+    {
+        if hedged || self.breaker.breaker().is_some() || self.throttle.throttle().is_some() {
+            let state = AttemptState::under(policy, budget, clock);
+            return crate::state::Call::gated(Steps::<T, E>::gate(self, state));
+        }
+        let mut obs = crate::run::observe::Observe::new();
+        obs.set_name(self.name);
+        crate::state::Call::first(policy, budget, clock, obs)
     }
 }

@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::{AttemptState, Attempts, run_pinned, run_sync, start_and_deadline};
+use super::{AttemptState, Attempts, HoldsPolicy, run_pinned, run_sync, start_and_deadline};
 use crate::limit::BudgetRef;
 use crate::run::observe::{Function, GiveUpEvent, Observe, RetryEvent};
 use crate::run::scope::{CallContext, Scope};
@@ -19,21 +19,63 @@ use crate::time::clock::Clock;
 /// One call of a `#[retry]` function: an [`AttemptState`] made only when
 /// the first attempt fails. Not a public API.
 #[doc(hidden)]
-pub struct Call<'a, C>(Phase<'a, C>);
+pub struct Call<'a, C, P = &'a Policy, S = InPlace<AttemptState<'a, C, P>>>(Phase<'a, C, P, S>);
 
-enum Phase<'a, C> {
+/// Where a [`Call`] keeps the state machine once it is made: in place
+/// ([`InPlace`]: `#[retry]`'s, whose future does not move once it runs), or
+/// boxed (the driver's, which its callers move before polling: the box
+/// keeps the future small).
+pub trait Holds<'a, C, P>:
+    std::ops::DerefMut<Target = AttemptState<'a, C, P>> + From<AttemptState<'a, C, P>>
+{
+}
+
+impl<'a, C, P, S> Holds<'a, C, P> for S where
+    S: std::ops::DerefMut<Target = AttemptState<'a, C, P>> + From<AttemptState<'a, C, P>>
+{
+}
+
+/// A value kept where it is (the [`Holds`] without a box). Not a public
+/// API.
+#[doc(hidden)]
+pub struct InPlace<T>(T);
+
+impl<T> From<T> for InPlace<T> {
+    #[inline]
+    fn from(value: T) -> Self {
+        Self(value)
+    }
+}
+
+impl<T> std::ops::Deref for InPlace<T> {
+    type Target = T;
+
+    #[inline]
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<T> std::ops::DerefMut for InPlace<T> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.0
+    }
+}
+
+enum Phase<'a, C, P, S> {
     /// The first attempt has not been decided yet.
-    First(First<'a, C>),
+    First(First<'a, C, P>),
     /// It failed: the state machine decides from here on.
-    Going(AttemptState<'a, C>),
+    Going(S),
     /// Between the two, while the first becomes the second (never seen).
     Moving,
 }
 
 /// What a call keeps until its first attempt is decided: the fields of an
 /// [`AttemptState`] that attempt reads or writes.
-struct First<'a, C> {
-    policy: &'a Policy,
+struct First<'a, C, P> {
+    policy: P,
     budget: Option<BudgetRef<'a>>,
     clock: C,
     start: Instant,
@@ -61,9 +103,24 @@ impl<'a, C: Clock> Call<'a, C> {
         budget: Option<BudgetRef<'a>>,
         function: &'static Function,
     ) -> Self {
-        let (start, deadline) = start_and_deadline(policy, &clock);
         let mut obs = Observe::new();
         obs.set_function(function);
+        Self::first(policy, budget, clock, obs)
+    }
+
+    /// A call that needs the whole state machine from its first attempt
+    /// (behind a breaker or an adaptive throttle).
+    pub fn from_state(state: AttemptState<'a, C>) -> Self {
+        Self::gated(state)
+    }
+}
+
+impl<'a, C: Clock, P: HoldsPolicy, S: Holds<'a, C, P>> Call<'a, C, P, S> {
+    /// Starts a call under `policy`, drawing on `budget`, reported by
+    /// `obs`: its first attempt not decided yet.
+    #[inline]
+    pub(crate) fn first(policy: P, budget: Option<BudgetRef<'a>>, clock: C, obs: Observe) -> Self {
+        let (start, deadline) = start_and_deadline(policy.get(), &clock);
         Self(Phase::First(First {
             policy,
             budget,
@@ -79,9 +136,9 @@ impl<'a, C: Clock> Call<'a, C> {
     }
 
     /// A call that needs the whole state machine from its first attempt
-    /// (behind a breaker or an adaptive throttle).
-    pub fn from_state(state: AttemptState<'a, C>) -> Self {
-        Self(Phase::Going(state))
+    /// (behind a breaker or an adaptive throttle), kept as `S` keeps it.
+    pub(crate) fn gated(state: AttemptState<'a, C, P>) -> Self {
+        Self(Phase::Going(state.into()))
     }
 
     /// Runs one sync attempt: [`AttemptState::run_attempt`].
@@ -180,10 +237,69 @@ impl<'a, C: Clock> Call<'a, C> {
         }
     }
 
+    /// Ends the call if this is a first attempt that `attempted` says
+    /// succeeded (as [`decide`](Self::decide) would, answering `Return`):
+    /// whether it did. The driver's path on success.
+    #[cfg(feature = "async")]
+    #[inline]
+    pub(crate) fn first_succeeded(&mut self, attempted: Attempted) -> bool {
+        match (&mut self.0, attempted) {
+            (Phase::First(first), Attempted::Succeeded) => {
+                first.succeeded();
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// An async attempt starts (the driver's): counted, sent, reported.
+    #[cfg(feature = "async")]
+    #[inline]
+    pub(crate) fn begin_attempt(&mut self) {
+        Attempts::begin(self);
+    }
+
+    /// The state machine, if it has been made.
+    #[cfg(feature = "async")]
+    pub(crate) fn going(&mut self) -> Option<&mut AttemptState<'a, C, P>> {
+        match &mut self.0 {
+            Phase::Going(state) => Some(state),
+            _ => None,
+        }
+    }
+
+    /// One poll of the async attempt running now, in its frame:
+    /// [`AttemptState::poll_framed`].
+    #[cfg(feature = "async")]
+    #[inline]
+    pub(crate) fn poll_framed<R>(
+        &mut self,
+        shared: &mut Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+        poll: impl FnOnce() -> R,
+    ) -> R {
+        super::poll_framed(self, shared, poll)
+    }
+
+    /// Whether the request can be sent again: only a request that cannot
+    /// needs the state machine to know it.
+    #[cfg(feature = "async")]
+    #[inline]
+    pub(crate) fn set_replayable(&mut self, replayable: bool) {
+        if !replayable || matches!(self.0, Phase::Going(_)) {
+            self.state().set_replayable(replayable);
+        }
+    }
+
+    /// The call's span.
+    #[cfg(all(feature = "async", feature = "tracing"))]
+    pub(crate) fn call_span(&self) -> &tracing::Span {
+        Attempts::span(self)
+    }
+
     /// The state machine, made now if the first attempt has not been
     /// decided yet.
     #[inline]
-    pub fn state(&mut self) -> &mut AttemptState<'a, C> {
+    pub fn state(&mut self) -> &mut AttemptState<'a, C, P> {
         if let Phase::First(_) = self.0 {
             self.promote();
         }
@@ -199,7 +315,7 @@ impl<'a, C: Clock> Call<'a, C> {
     #[inline(never)]
     fn promote(&mut self) {
         self.0 = match std::mem::replace(&mut self.0, Phase::Moving) {
-            Phase::First(first) => Phase::Going(first.into_state()),
+            Phase::First(first) => Phase::Going(first.into_state().into()),
             other => other,
         };
     }
@@ -207,7 +323,7 @@ impl<'a, C: Clock> Call<'a, C> {
 
 /// Attempt 1, as the state machine runs it without a breaker or an
 /// adaptive throttle.
-impl<C: Clock> Attempts for First<'_, C> {
+impl<C: Clock, P: HoldsPolicy> Attempts for First<'_, C, P> {
     #[inline]
     fn begin(&mut self) {
         self.record_call();
@@ -239,7 +355,7 @@ impl<C: Clock> Attempts for First<'_, C> {
 
 /// For an async attempt, whose future holds the call: its phase does not
 /// change while the attempt runs.
-impl<C: Clock> Attempts for Call<'_, C> {
+impl<'a, C: Clock, P: HoldsPolicy, S: Holds<'a, C, P>> Attempts for Call<'a, C, P, S> {
     #[inline]
     fn begin(&mut self) {
         match &mut self.0 {
@@ -253,7 +369,7 @@ impl<C: Clock> Attempts for Call<'_, C> {
     fn scope(&self) -> Scope {
         match &self.0 {
             Phase::First(first) => first.scope(),
-            Phase::Going(state) => Attempts::scope(state),
+            Phase::Going(state) => Attempts::scope(&**state),
             Phase::Moving => unreachable!("{MOVING}"),
         }
     }
@@ -280,7 +396,7 @@ impl<C: Clock> Attempts for Call<'_, C> {
     fn span(&self) -> &tracing::Span {
         match &self.0 {
             Phase::First(first) => first.span(),
-            Phase::Going(state) => state.span(),
+            Phase::Going(state) => Attempts::span(&**state),
             Phase::Moving => unreachable!("{MOVING}"),
         }
     }
@@ -288,7 +404,7 @@ impl<C: Clock> Attempts for Call<'_, C> {
 
 const MOVING: &str = "a call is first or going but for the instant between";
 
-impl<'a, C: Clock> First<'a, C> {
+impl<'a, C: Clock, P: HoldsPolicy> First<'a, C, P> {
     /// [`AttemptState::decide`] for a first attempt that succeeded, without
     /// a breaker or an adaptive throttle: the call is recorded (if it was
     /// not), the throttle credited, the end reported.
@@ -308,7 +424,7 @@ impl<'a, C: Clock> First<'a, C> {
     }
 
     /// The state machine, as if it had run the first attempt itself.
-    fn into_state(self) -> AttemptState<'a, C> {
+    fn into_state(self) -> AttemptState<'a, C, P> {
         let mut state = AttemptState::started(
             self.policy,
             self.budget,
@@ -325,10 +441,12 @@ impl<'a, C: Clock> First<'a, C> {
     }
 }
 
-impl<C> std::fmt::Debug for Call<'_, C> {
+impl<'a, C, P, S: std::ops::Deref<Target = AttemptState<'a, C, P>>> std::fmt::Debug
+    for Call<'a, C, P, S>
+{
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.0 {
-            Phase::Going(state) => f.debug_tuple("Call").field(state).finish(),
+            Phase::Going(state) => f.debug_tuple("Call").field(&**state).finish(),
             Phase::First(first) => f
                 .debug_struct("Call")
                 .field("attempt", &(u32::from(first.decided) + 1))

@@ -60,7 +60,7 @@ mod holds {
 pub(crate) mod hedged;
 
 #[doc(hidden)]
-pub use first::Call;
+pub use first::{Call, Holds, InPlace};
 
 /// Deadlines shorter than this start from the precise clock: the coarse
 /// one ([`Clock::start_now`]) can trail by milliseconds.
@@ -460,29 +460,6 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     #[cfg(feature = "async")]
     pub(crate) fn idempotent(&self) -> bool {
         self.policy.get().idempotent
-    }
-
-    /// The call's span.
-    #[cfg(all(feature = "async", feature = "tracing"))]
-    pub(crate) fn call_span(&self) -> &tracing::Span {
-        self.obs.span()
-    }
-
-    /// An async attempt starts (the driver's): counted, sent, reported.
-    #[cfg(feature = "async")]
-    pub(crate) fn begin_attempt(&mut self) {
-        Attempts::begin(self);
-    }
-
-    /// One poll of the attempt running now, in its frame: `shared` keeps
-    /// what one poll leaves to the next.
-    #[cfg(feature = "async")]
-    pub(crate) fn poll_framed<R>(
-        &mut self,
-        shared: &mut Option<Arc<AtomicBool>>,
-        poll: impl FnOnce() -> R,
-    ) -> R {
-        poll_framed(self, shared, poll)
     }
 
     /// What to tell `on_retry` after [`decide`](Self::decide) answered
