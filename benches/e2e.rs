@@ -5,7 +5,14 @@
 //! ```sh
 //! cargo bench --bench e2e --features tower,reqwest-middleware
 //! cargo bench --bench e2e --features tower,reqwest-middleware -- hyper   # one group
+//! cargo bench --bench e2e --features tower,reqwest-middleware -- --interleaved
 //! ```
+//!
+//! `--interleaved` runs the stacks of each group in turns instead (rounds
+//! of a few hundred requests each, the order rotated every round) and
+//! prints each stack's median and the median of the per-round ratios: a
+//! machine whose speed drifts between criterion's groups of seconds (this
+//! one's moves by ±25%) drifts alike for every stack of one round.
 //!
 //! Groups:
 //!
@@ -21,6 +28,7 @@
 #![allow(missing_docs)]
 
 use std::convert::Infallible;
+use std::fmt::Write as _;
 use std::net::SocketAddr;
 
 use backstop::Policy;
@@ -204,7 +212,180 @@ fn reqwest(c: &mut Criterion) {
 
 criterion_group!(benches, hyper, reqwest);
 
+/// A stack of a group: sends one request and reads its answer.
+type Sender<'a> = Box<dyn Fn() -> std::pin::Pin<Box<dyn Future<Output = usize> + 'a>> + 'a>;
+
+/// Runs `stacks` in turns, `ROUNDS` rounds of `PER_ROUND` requests each,
+/// and prints the median time per request of each, and the median (and
+/// range) over the rounds of each stack's time over the first's and, if
+/// `versus` names one, over that one's.
+fn interleave(
+    group: &str,
+    runtime: &tokio::runtime::Runtime,
+    stacks: &[(&str, Sender<'_>)],
+    versus: Option<usize>,
+) {
+    const ROUNDS: usize = 300;
+    const PER_ROUND: usize = 200;
+    // `E2E_ONLY=group/stack E2E_N=n`: that stack alone, n requests after
+    // the warm-up (to count its instructions with cachegrind at two n).
+    if let Ok(only) = std::env::var("E2E_ONLY") {
+        let n: usize = std::env::var("E2E_N").map_or(10_000, |n| n.parse().unwrap());
+        for (name, send) in stacks
+            .iter()
+            .filter(|(name, _)| only == format!("{group}/{name}"))
+        {
+            runtime.block_on(async {
+                for _ in 0..PER_ROUND + n {
+                    std::hint::black_box(send().await);
+                }
+            });
+            println!("{group}/{name}: {n} requests");
+        }
+        return;
+    }
+    let mut times = vec![Vec::with_capacity(ROUNDS); stacks.len()];
+    runtime.block_on(async {
+        // Warm every connection and pool first.
+        for (_, send) in stacks {
+            for _ in 0..PER_ROUND {
+                send().await;
+            }
+        }
+        for round in 0..ROUNDS {
+            for turn in 0..stacks.len() {
+                let which = (turn + round) % stacks.len();
+                let started = std::time::Instant::now();
+                for _ in 0..PER_ROUND {
+                    std::hint::black_box(stacks[which].1().await);
+                }
+                let per_request = started.elapsed().as_secs_f64() * 1e6 / PER_ROUND as f64;
+                times[which].push(per_request);
+            }
+        }
+    });
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        (v[v.len() / 2], v[0], v[v.len() - 1])
+    };
+    let ratios =
+        |of: usize, to: usize| median((0..ROUNDS).map(|r| times[of][r] / times[to][r]).collect());
+    for (i, (name, _)) in stacks.iter().enumerate() {
+        let (us, _, _) = median(times[i].clone());
+        let mut line = format!("{group}/{name}: {us:.2} µs");
+        if i > 0 {
+            let (r, lo, hi) = ratios(i, 0);
+            let _ = write!(line, ", {r:.3}× {} ({lo:.3}–{hi:.3})", stacks[0].0);
+        }
+        if let Some(v) = versus.filter(|&v| v != i && i > 0 && v > 0) {
+            let (r, lo, hi) = ratios(i, v);
+            let _ = write!(line, ", {r:.3}× {} ({lo:.3}–{hi:.3})", stacks[v].0);
+        }
+        println!("{line}");
+    }
+}
+
+/// `--interleaved`: both groups, their stacks in turns.
+fn interleaved() {
+    let (runtime, uri) = set_up();
+    let policy = Policy::new();
+    let bare: Client<HttpConnector, Full<Bytes>> =
+        Client::builder(TokioExecutor::new()).build_http();
+    let behind: Client<HttpConnector, ReplayBody<Full<Bytes>>> =
+        Client::builder(TokioExecutor::new()).build_http();
+    let layered = tower::ServiceBuilder::new()
+        .layer(RetryLayer::http(&policy))
+        .map_err(Box::<dyn std::error::Error + Send + Sync>::from)
+        .service(behind);
+    let under_tower: Client<HttpConnector, Full<Bytes>> =
+        Client::builder(TokioExecutor::new()).build_http();
+    let retried = tower::ServiceBuilder::new()
+        .retry(Once(true))
+        .service(under_tower);
+    let uri = uri.as_str();
+    runtime.block_on(async {
+        let (mut bare, mut layered, mut retried) = (bare.clone(), layered.clone(), retried.clone());
+        println!(
+            "hyper: the future of one request, bytes: bare {}, backstop_layer {}, tower_retry {}; a request's body: bare {}, backstop_layer {}",
+            std::mem::size_of_val(&bare.ready().await.unwrap().call(get(uri))),
+            std::mem::size_of_val(&layered.ready().await.unwrap().call(get(uri))),
+            std::mem::size_of_val(&retried.ready().await.unwrap().call(get(uri))),
+            std::mem::size_of::<Full<Bytes>>(),
+            std::mem::size_of::<ReplayBody<Full<Bytes>>>(),
+        );
+    });
+    let hyper: [(&str, Sender<'_>); 3] = [
+        (
+            "bare",
+            Box::new(|| {
+                let bare = bare.clone();
+                Box::pin(async move { read(bare.request(get(uri)).await.unwrap()).await })
+            }),
+        ),
+        (
+            "backstop_layer",
+            Box::new(|| {
+                let mut service = layered.clone();
+                Box::pin(async move {
+                    let response = service.ready().await.unwrap().call(get(uri)).await;
+                    read(response.unwrap()).await
+                })
+            }),
+        ),
+        (
+            "tower_retry",
+            Box::new(|| {
+                let mut service = retried.clone();
+                Box::pin(async move {
+                    let response = service.ready().await.unwrap().call(get(uri)).await;
+                    read(response.unwrap()).await
+                })
+            }),
+        ),
+    ];
+    interleave("hyper", &runtime, &hyper, Some(2));
+
+    let bare = reqwest::Client::new();
+    let backstop = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+        .with(RetryMiddleware::new(&policy))
+        .build();
+    let backoff = reqwest_retry::policies::ExponentialBackoff::builder().build_with_max_retries(2);
+    let retry_crate = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+        .with(reqwest_retry::RetryTransientMiddleware::new_with_policy(
+            backoff,
+        ))
+        .build();
+    let reqwest: [(&str, Sender<'_>); 3] = [
+        (
+            "bare",
+            Box::new(|| {
+                let send = bare.get(uri).send();
+                Box::pin(async move { send.await.unwrap().bytes().await.unwrap().len() })
+            }),
+        ),
+        (
+            "backstop_middleware",
+            Box::new(|| {
+                let send = backstop.get(uri).send();
+                Box::pin(async move { send.await.unwrap().bytes().await.unwrap().len() })
+            }),
+        ),
+        (
+            "reqwest_retry",
+            Box::new(|| {
+                let send = retry_crate.get(uri).send();
+                Box::pin(async move { send.await.unwrap().bytes().await.unwrap().len() })
+            }),
+        ),
+    ];
+    interleave("reqwest", &runtime, &reqwest, Some(2));
+}
+
 fn main() {
+    if std::env::args().any(|arg| arg == "--interleaved") {
+        interleaved();
+        return;
+    }
     benches();
     Criterion::default().configure_from_args().final_summary();
 }

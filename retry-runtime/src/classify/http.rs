@@ -91,11 +91,19 @@ pub fn verdict(status: ::http::StatusCode, headers: &::http::HeaderMap) -> Verdi
 /// let created = http::Response::builder().status(201).body(()).unwrap();
 /// assert_eq!(created.classify(), Verdict::Stop);
 /// ```
+/// Header names made once (a name given as a string is parsed at every
+/// lookup).
+const GRPC_STATUS: ::http::HeaderName = ::http::HeaderName::from_static("grpc-status");
+const GRPC_RETRY_PUSHBACK_MS: ::http::HeaderName =
+    ::http::HeaderName::from_static("grpc-retry-pushback-ms");
+/// The gRPC deadline header.
+pub(crate) const GRPC_TIMEOUT: ::http::HeaderName = ::http::HeaderName::from_static("grpc-timeout");
+
 impl<B> Classify for ::http::Response<B> {
     fn classify(&self) -> Verdict {
         // A gRPC error answered at once comes "trailers-only": its status
         // in the headers of an HTTP 200.
-        match self.headers().get("grpc-status") {
+        match self.headers().get(&GRPC_STATUS) {
             Some(code) => code
                 .to_str()
                 .ok()
@@ -147,7 +155,7 @@ pub fn grpc_verdict(code: i32, metadata: &::http::HeaderMap) -> Verdict {
     const DEADLINE_EXCEEDED: i32 = 4;
     const RESOURCE_EXHAUSTED: i32 = 8;
     const UNAVAILABLE: i32 = 14;
-    let pushback = metadata.get("grpc-retry-pushback-ms").map(|value| {
+    let pushback = metadata.get(&GRPC_RETRY_PUSHBACK_MS).map(|value| {
         value
             .to_str()
             .ok()

@@ -127,18 +127,19 @@ impl<O> Kept<O> for () {
     }
 }
 
-/// An outcome kept through the sleep.
+/// An outcome kept through the sleep: boxed, as only a call that retries
+/// keeps one, and the loop's future is moved before it runs.
 #[cfg(feature = "tower")]
-pub(crate) struct Keeps<O>(O);
+pub(crate) struct Keeps<O>(Box<O>);
 
 #[cfg(feature = "tower")]
 impl<O> Kept<O> for Keeps<O> {
     fn keep(outcome: O) -> Self {
-        Self(outcome)
+        Self(Box::new(outcome))
     }
 
     fn take(self) -> Option<O> {
-        Some(self.0)
+        Some(*self.0)
     }
 }
 

@@ -1328,8 +1328,6 @@ where
             let state = AttemptState::under(policy, budget, clock);
             return crate::state::Call::gated(Steps::<T, E>::gate(self, state));
         }
-        let mut obs = crate::run::observe::Observe::new();
-        obs.set_name(self.name);
-        crate::state::Call::first(policy, budget, clock, obs)
+        crate::state::Call::first(policy, budget, clock, |obs| obs.set_name(self.name))
     }
 }

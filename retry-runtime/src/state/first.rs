@@ -103,9 +103,7 @@ impl<'a, C: Clock> Call<'a, C> {
         budget: Option<BudgetRef<'a>>,
         function: &'static Function,
     ) -> Self {
-        let mut obs = Observe::new();
-        obs.set_function(function);
-        Self::first(policy, budget, clock, obs)
+        Self::first(policy, budget, clock, |obs| obs.set_function(function))
     }
 
     /// A call that needs the whole state machine from its first attempt
@@ -116,11 +114,18 @@ impl<'a, C: Clock> Call<'a, C> {
 }
 
 impl<'a, C: Clock, P: HoldsPolicy, S: Holds<'a, C, P>> Call<'a, C, P, S> {
-    /// Starts a call under `policy`, drawing on `budget`, reported by
-    /// `obs`: its first attempt not decided yet.
+    /// Starts a call under `policy`, drawing on `budget`, reported as
+    /// `named` names it: its first attempt not decided yet.
     #[inline]
-    pub(crate) fn first(policy: P, budget: Option<BudgetRef<'a>>, clock: C, obs: Observe) -> Self {
+    pub(crate) fn first(
+        policy: P,
+        budget: Option<BudgetRef<'a>>,
+        clock: C,
+        named: impl FnOnce(&mut Observe),
+    ) -> Self {
         let (start, deadline) = start_and_deadline(policy.get(), &clock);
+        let mut obs = Observe::new();
+        named(&mut obs);
         Self(Phase::First(First {
             policy,
             budget,

@@ -86,7 +86,8 @@ enum Kind<B: Body> {
 #[derive(Clone, Debug, Default)]
 struct Kept {
     chunks: VecDeque<Bytes>,
-    trailers: Option<HeaderMap>,
+    // Boxed: most bodies have none, and a body is moved with its request.
+    trailers: Option<Box<HeaderMap>>,
 }
 
 impl Kept {
@@ -212,7 +213,11 @@ where
                 kept.chunks
                     .pop_front()
                     .map(Frame::data)
-                    .or_else(|| kept.trailers.take().map(Frame::trailers))
+                    .or_else(|| {
+                        kept.trailers
+                            .take()
+                            .map(|trailers| Frame::trailers(*trailers))
+                    })
                     .map(Ok),
             ),
             Kind::Broken { prefix, error } => Poll::Ready(
@@ -251,7 +256,7 @@ where
                 } else if let Some(trailers) = frame.trailers_ref()
                     && !recording.ended
                 {
-                    recording.kept.trailers = Some(trailers.clone());
+                    recording.kept.trailers = Some(Box::new(trailers.clone()));
                 }
                 if body.is_end_stream() {
                     recording.ended = true;
@@ -489,7 +494,7 @@ fn grpc_timeout(headers: &mut http::HeaderMap, add: bool) {
         return;
     }
     let own = headers
-        .get("grpc-timeout")
+        .get(&crate::classify::http::GRPC_TIMEOUT)
         .and_then(|value| value.to_str().ok())
         .and_then(crate::classify::http::parse_grpc_timeout);
     if own.map_or(!add, |own| own <= left) {
@@ -497,7 +502,7 @@ fn grpc_timeout(headers: &mut http::HeaderMap, add: bool) {
     }
     if let Ok(value) = http::HeaderValue::try_from(crate::classify::http::format_grpc_timeout(left))
     {
-        headers.insert("grpc-timeout", value);
+        headers.insert(crate::classify::http::GRPC_TIMEOUT, value);
     }
 }
 
@@ -561,7 +566,7 @@ where
             }
             Err(frame) => {
                 if let Ok(trailers) = frame.into_trailers() {
-                    kept.trailers = Some(trailers);
+                    kept.trailers = Some(Box::new(trailers));
                 }
             }
         }
