@@ -61,6 +61,29 @@ fn an_idempotency_key_is_a_version_4_uuid() {
     assert!("89ab".contains(&groups[3][..1]), "RFC 9562 variant: {text}");
 }
 
+#[test]
+fn idempotency_keys_are_unique_across_threads() {
+    use backstop::scope::IdempotencyKey;
+    // Each thread's generator is seeded by the operating system: threads
+    // started alike draw different keys, the first ones included.
+    let per_thread: Vec<Vec<u128>> = (0..8)
+        .map(|_| {
+            std::thread::spawn(|| {
+                (0..1000)
+                    .map(|_| IdempotencyKey::random().as_u128())
+                    .collect()
+            })
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|thread| thread.join().unwrap())
+        .collect();
+    let firsts: std::collections::HashSet<u128> = per_thread.iter().map(|keys| keys[0]).collect();
+    assert_eq!(firsts.len(), 8, "every thread starts elsewhere");
+    let all: std::collections::HashSet<u128> = per_thread.into_iter().flatten().collect();
+    assert_eq!(all.len(), 8000, "no key drawn twice");
+}
+
 #[retry(attempts = 2, budget = none)]
 fn panics_inside() -> Result<(), Error> {
     panic!("boom");

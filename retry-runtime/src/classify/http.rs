@@ -97,6 +97,7 @@ const GRPC_STATUS: ::http::HeaderName = ::http::HeaderName::from_static("grpc-st
 const GRPC_RETRY_PUSHBACK_MS: ::http::HeaderName =
     ::http::HeaderName::from_static("grpc-retry-pushback-ms");
 /// The gRPC deadline header.
+#[cfg(feature = "tower")]
 pub(crate) const GRPC_TIMEOUT: ::http::HeaderName = ::http::HeaderName::from_static("grpc-timeout");
 
 impl<B> Classify for ::http::Response<B> {
@@ -262,6 +263,7 @@ pub fn retry_after(headers: &::http::HeaderMap, now: SystemTime) -> Option<Durat
 
 /// A `grpc-timeout` header's value (gRPC over HTTP/2: at most eight
 /// digits and a unit, `H M S m u n`).
+#[cfg(feature = "tower")]
 pub(crate) fn parse_grpc_timeout(value: &str) -> Option<Duration> {
     let unit = value.chars().last()?;
     let digits = &value[..value.len() - unit.len_utf8()];
@@ -282,6 +284,7 @@ pub(crate) fn parse_grpc_timeout(value: &str) -> Option<Duration> {
 
 /// `timeout` as a `grpc-timeout` value, in the finest unit that holds it
 /// in eight digits, rounded down: the server never waits past it.
+#[cfg(feature = "tower")]
 pub(crate) fn format_grpc_timeout(timeout: Duration) -> String {
     const UNITS: [(char, u128); 6] = [
         ('n', 1),
@@ -301,7 +304,7 @@ pub(crate) fn format_grpc_timeout(timeout: Duration) -> String {
     "99999999H".to_owned()
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "tower"))]
 mod tests {
     use super::*;
 

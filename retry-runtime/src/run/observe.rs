@@ -174,6 +174,8 @@ impl Observe {
         not(any(feature = "tracing", feature = "metrics")),
         allow(unused_variables, clippy::needless_pass_by_value)
     )]
+    // (The verdict is told to `tracing` only.)
+    #[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
     pub(crate) fn decided(&mut self, attempts: u32, decision: Decision, verdict: Option<Verdict>) {
         self.attempts = attempts;
         match decision {

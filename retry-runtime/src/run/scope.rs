@@ -21,6 +21,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::state::backoff::Rng;
+
 /// What an attempt knows about its call: see [`context()`].
 ///
 /// ```
@@ -122,7 +124,14 @@ impl fmt::Debug for Context {
 pub struct IdempotencyKey([u64; 2]);
 
 impl IdempotencyKey {
-    /// A fresh random key.
+    /// A fresh random key (a UUID of version 4).
+    ///
+    /// Keys are unique, not secret: they come from a fast generator
+    /// (`rand`'s `SmallRng`, xoshiro256++) of the calling thread, which the operating system's
+    /// randomness seeds once per thread, with 128 bits, so that the keys of
+    /// a whole fleet sharing a server's deduplication window do not
+    /// collide. A key is not a token: do not use one where guessing it
+    /// would grant anything.
     ///
     /// ```
     /// # extern crate backstop_runtime as backstop;
@@ -130,11 +139,11 @@ impl IdempotencyKey {
     /// assert_ne!(IdempotencyKey::random(), IdempotencyKey::random());
     /// ```
     pub fn random() -> Self {
-        // 128 bits of `rand`'s thread generator (a cryptographic generator
-        // seeded from the operating system, and reseeded as it goes): not a
-        // 64-bit seed stretched, so that keys of a whole fleet sharing a
-        // server's deduplication window do not collide.
-        let bits: u128 = rand::Rng::random(&mut rand::rng());
+        let bits = KEYS.with(|keys| {
+            let mut keys = keys.borrow_mut();
+            let keys = keys.get_or_insert_with(seeded_by_the_system);
+            (u128::from(keys.next_u64()) << 64) | u128::from(keys.next_u64())
+        });
         // The UUID version (4: random) and variant (RFC 9562) bits.
         let bits = (bits & !(0xf << 76) & !(0b11 << 62)) | (0x4 << 76) | (0b10 << 62);
         Self::from_u128(bits)
@@ -150,6 +159,20 @@ impl IdempotencyKey {
     pub const fn as_u128(self) -> u128 {
         ((self.0[0] as u128) << 64) | self.0[1] as u128
     }
+}
+
+thread_local! {
+    /// This thread's generator of idempotency keys, seeded at its first key.
+    static KEYS: std::cell::RefCell<Option<Rng>> = const { std::cell::RefCell::new(None) };
+}
+
+/// A generator seeded from the operating system's randomness: the 128-bit
+/// keys that std's `RandomState` reads from it once per thread (and steps
+/// for every `RandomState` made), spread over the generator's state.
+fn seeded_by_the_system() -> Rng {
+    use std::hash::BuildHasher;
+    let keyed = std::collections::hash_map::RandomState::new();
+    Rng::from_state(std::array::from_fn(|word| keyed.hash_one(word)))
 }
 
 impl fmt::Display for IdempotencyKey {

@@ -272,6 +272,17 @@ impl Rng {
         }
     }
 
+    /// The stream that starts from these 256 bits.
+    pub(crate) fn from_state(state: [u64; 4]) -> Self {
+        let mut seed = [0; 32];
+        for (bytes, word) in seed.chunks_exact_mut(8).zip(state) {
+            bytes.copy_from_slice(&word.to_le_bytes());
+        }
+        Self {
+            inner: SmallRng::from_seed(seed),
+        }
+    }
+
     /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
         self.inner.next_u64()
