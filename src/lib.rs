@@ -1116,3 +1116,47 @@ pub mod prelude {
 /// any release.
 #[doc(hidden)]
 pub use backstop_runtime::__private;
+
+/// The manual's chapters beyond the options, also in the repository's
+/// `docs/`: why retries need a budget, the storm reproduced, hedging, each
+/// integration, configuration, composing and observing retries, and the
+/// guarantees with the tests that check them. (Documentation only: this
+/// module holds no items.)
+#[cfg(any(doc, doctest))]
+#[cfg(all(
+    feature = "tokio",
+    feature = "reqwest",
+    feature = "tower",
+    feature = "reqwest-middleware",
+    feature = "tonic",
+    feature = "serde",
+    feature = "tracing",
+    feature = "metrics",
+    feature = "anyhow",
+    feature = "redis",
+    feature = "tokio-postgres",
+    feature = "deadpool",
+))]
+pub mod guide {
+    #[doc = include_str!("../docs/why.md")]
+    pub mod why {}
+    #[doc = include_str!("../docs/storm.md")]
+    pub mod storm {}
+    #[doc = include_str!("../docs/hedging.md")]
+    pub mod hedging {}
+    #[doc = include_str!("../docs/http.md")]
+    pub mod http {}
+    #[doc = include_str!("../docs/clients.md")]
+    pub mod clients {}
+    #[doc = include_str!("../docs/config.md")]
+    pub mod config {}
+    #[doc = include_str!("../docs/composing.md")]
+    pub mod composing {}
+    #[doc = include_str!("../docs/guarantees.md")]
+    pub mod guarantees {}
+}
+
+/// The README's examples, run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct Readme;

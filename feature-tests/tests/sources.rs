@@ -108,11 +108,79 @@ fn documentation_states_its_rules_rather_than_cite_design_notes() {
             }
         }
     }
-    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
-    if readme.contains("DESIGN") {
-        offenders.push("README.md mentions DESIGN".to_owned());
+    for page in manual_pages(root) {
+        let text = std::fs::read_to_string(&page).unwrap();
+        if text.contains("DESIGN") {
+            offenders.push(format!("{} mentions DESIGN", page.display()));
+        }
     }
     assert!(offenders.is_empty(), "{}", offenders.join("\n"));
+}
+
+/// The README and the manual's chapters in `docs/`.
+fn manual_pages(root: &Path) -> Vec<std::path::PathBuf> {
+    let mut pages = vec![root.join("README.md")];
+    let mut docs: Vec<_> = std::fs::read_dir(root.join("docs"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "md"))
+        .collect();
+    docs.sort();
+    pages.extend(docs);
+    pages
+}
+
+/// A sentence of the README or the manual that promises behaviour names
+/// the test that checks it, in backticks: every such name is a test.
+#[test]
+fn every_test_the_manual_names_exists() {
+    let root = workspace();
+    let mut functions = std::collections::HashSet::new();
+    for dir in [
+        "tests",
+        "retry-runtime/tests",
+        "retry-runtime/src",
+        "src",
+        "ui-tests",
+        "feature-tests",
+    ] {
+        for path in rust_files(&root.join(dir)) {
+            let text = std::fs::read_to_string(&path).unwrap();
+            for rest in text.split("fn ").skip(1) {
+                let name: String = rest
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                functions.insert(name);
+            }
+        }
+    }
+    let mut missing = Vec::new();
+    let mut named = 0;
+    for page in manual_pages(&root) {
+        let text = std::fs::read_to_string(&page).unwrap();
+        for quoted in text.split('`').skip(1).step_by(2) {
+            // A test's name: lower-case words, at least four of them (a
+            // metric's name starts with the crate's).
+            let is_test_name = quoted.split('_').count() >= 4
+                && !quoted.starts_with("backstop_")
+                && quoted
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+            if is_test_name {
+                named += 1;
+                if !functions.contains(quoted) {
+                    missing.push(format!("{}: `{quoted}`", page.display()));
+                }
+            }
+        }
+    }
+    assert!(named > 10, "the manual names its tests ({named} found)");
+    assert!(
+        missing.is_empty(),
+        "named, but no such test:\n{}",
+        missing.join("\n")
+    );
 }
 
 /// tower's `TpsBudget` takes a mutex on every deposit and withdrawal, and

@@ -70,7 +70,7 @@ fn idempotency_keys_are_unique_across_threads() {
         .map(|_| {
             std::thread::spawn(|| {
                 (0..1000)
-                    .map(|_| IdempotencyKey::random().as_u128())
+                    .map(|_| IdempotencyKey::random().to_u128())
                     .collect()
             })
         })

@@ -60,7 +60,7 @@ async fn attempt(log: &Mutex<Log>, start: Instant, table: &[(u64, Then)]) -> Res
     {
         let mut log = log.lock().unwrap();
         log.started.push(n);
-        log.keys.push(cx.idempotency_key().as_u128());
+        log.keys.push(cx.idempotency_key().to_u128());
         log.at.push(start.elapsed());
     }
     let mut guard = Guard(log, n, false);

@@ -54,6 +54,7 @@ fn millis(now: Instant) -> u64 {
 /// assert_eq!(breaker.state(), BreakerState::Closed);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum BreakerState {
     /// Calls go through; consecutive retryable failures are counted.
     Closed,

@@ -76,6 +76,7 @@ pub use window::{BudgetStats, WindowBudget};
 /// assert!(matches!(BudgetRef::from(&WINDOW), BudgetRef::Window(_)));
 /// ```
 #[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
 pub enum BudgetRef<'a> {
     /// A token bucket debited by failures, credited by answers.
     Token(&'a TokenBudget),

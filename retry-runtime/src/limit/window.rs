@@ -169,11 +169,22 @@ pub struct WindowBudget {
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
-/// use backstop::limit::BudgetStats;
-/// let s = BudgetStats { calls: 200, retries: 20, refusals: 3 };
-/// assert_eq!(s.retry_ratio(), 0.1);
+/// use std::time::{Duration, Instant};
+/// use backstop::limit::WindowBudget;
+/// // 10% of calls, no reserve.
+/// let budget = WindowBudget::new(0.1, 0, Duration::from_secs(10));
+/// let now = Instant::now();
+/// for _ in 0..20 {
+///     budget.record_call(now);
+/// }
+/// assert!(budget.try_withdraw(now) && budget.try_withdraw(now));
+/// assert!(!budget.try_withdraw(now), "2 retries of 20 calls: the budget is spent");
+/// let stats = budget.stats();
+/// assert_eq!((stats.calls, stats.retries, stats.refusals), (20, 2, 1));
+/// assert_eq!(stats.retry_ratio(), 0.1);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct BudgetStats {
     /// Calls recorded.
     pub calls: u64,

@@ -156,7 +156,7 @@ impl IdempotencyKey {
     }
 
     /// The key's bits.
-    pub const fn as_u128(self) -> u128 {
+    pub const fn to_u128(self) -> u128 {
         ((self.0[0] as u128) << 64) | self.0[1] as u128
     }
 }
@@ -177,7 +177,7 @@ fn seeded_by_the_system() -> Rng {
 
 impl fmt::Display for IdempotencyKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let b = self.as_u128();
+        let b = self.to_u128();
         write!(
             f,
             "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",

@@ -34,6 +34,7 @@ use rand::{RngCore, SeedableRng};
     derive(serde::Deserialize, serde::Serialize),
     serde(rename_all = "lowercase")
 )]
+#[non_exhaustive]
 pub enum Backoff {
     /// `base · factor^n`: each wait longer than the last by `factor`, so a
     /// dependency under stress gets geometrically more room to recover.
@@ -70,6 +71,7 @@ pub enum Backoff {
     derive(serde::Deserialize, serde::Serialize),
     serde(rename_all = "lowercase")
 )]
+#[non_exhaustive]
 pub enum Jitter {
     /// `ceil`: no randomness. Only for tests and single clients.
     None,

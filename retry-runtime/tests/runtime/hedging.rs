@@ -96,7 +96,7 @@ async fn scripted(
                 let mut log = log.lock().unwrap();
                 log.push(Seen {
                     attempt,
-                    key: cx.idempotency_key().as_u128(),
+                    key: cx.idempotency_key().to_u128(),
                     start: origin.elapsed(),
                     end: None,
                 });
