@@ -109,29 +109,8 @@
 //! every call, before the first attempt, inside the function: they may use
 //! its arguments.
 //!
-//! | option | value | default |
-//! |---|---|---|
-//! | `attempts` | integer ≥ 1 | 3 |
-//! | `deadline` | duration, or `none` | 30s |
-//! | `backoff` | `exponential`, `linear`, `fixed` | `exponential` |
-//! | `base` | duration > 0 | 100ms |
-//! | `factor` | number > 1 | 2 |
-//! | `cap` | duration ≥ `base` | 20s |
-//! | `jitter` | `full`, `equal`, `decorrelated`, `none` | `full` |
-//! | `when` | path or closure `Fn(&E) -> bool` or `-> Verdict` | `E: Classify` |
-//! | `when_ok` | path or closure `Fn(&T) -> bool` or `-> Verdict` | never |
-//! | `idempotent` | `true`, `false` (bare `idempotent` is `true`) | `false` |
-//! | `budget` | path to a `static TokenBudget` or `WindowBudget` (not a `const`), or `none` | a token budget of the function's own |
-//! | `breaker` | path to a `static CircuitBreaker`; needs `E: From<CircuitOpen>` | none |
-//! | `throttle` | path to a `static AdaptiveThrottle`; needs `E: From<Throttled>` | none |
-//! | `attempt_timeout` | duration (async fns only); needs `E: From<Elapsed>` | none |
-//! | `hedge` | duration, or a percentile (`p95`) of the function's recent latencies (async fns, `idempotent`) | none |
-//! | `hedges` | integer ≥ 1: extra attempts beside a slow one | 1 |
-//! | `on_retry` | path or closure `Fn(&RetryEvent<'_, T, E>)` | none |
-//! | `on_give_up` | path or closure `Fn(&GiveUpEvent<'_, T, E>)` | none |
-//! | `retry_after_max` | duration | 60s |
-//! | `policy` | expression giving a [`Policy`] or `&Policy` | — |
-//! | `crate` | path to this crate, if renamed | `::backstop` |
+//! The table of every option, its values and its default is on the
+//! attribute's own page, [`retry`]; each is shown at work below.
 //!
 //!
 //! ### `attempts`
@@ -1022,6 +1001,8 @@
 //! ```
 #![deny(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
+// Loom's models are the runtime's own tests: no user builds with `loom`.
+#![cfg_attr(docsrs, doc(auto_cfg(hide(loom))))]
 #![forbid(unsafe_code)]
 
 #[doc(inline)]
@@ -1123,6 +1104,7 @@ pub use backstop_runtime::__private;
 /// guarantees with the tests that check them. (Documentation only: this
 /// module holds no items.)
 #[cfg(any(doc, doctest))]
+#[cfg_attr(docsrs, doc(auto_cfg = false))]
 #[cfg(all(
     feature = "tokio",
     feature = "reqwest",

@@ -207,3 +207,103 @@ fn the_attributes_units_are_the_runtimes() {
         "retry-macros/src/units.rs differs from retry-runtime/src/time/units.rs: copy it over"
     );
 }
+
+/// The table of `#[retry]`'s options, on the attribute's page: its rows
+/// (the option, and its default).
+fn options_table(root: &Path) -> Vec<(String, String)> {
+    let lib = std::fs::read_to_string(root.join("retry-macros/src/lib.rs")).unwrap();
+    let rows: Vec<&str> = lib
+        .lines()
+        .map(|line| line.trim_start_matches("///").trim())
+        .skip_while(|line| *line != "| option | value | default | example |")
+        .skip(2)
+        .take_while(|line| line.starts_with('|'))
+        .collect();
+    rows.iter()
+        .map(|row| {
+            let cells: Vec<&str> = row.trim_matches('|').split(" | ").collect();
+            (
+                cells[0].trim().trim_matches('`').to_owned(),
+                cells[2].trim().trim_matches('`').to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// `30s`, `100ms`: a duration as the table writes one.
+fn duration(text: &str) -> std::time::Duration {
+    let digits: String = text.chars().take_while(char::is_ascii_digit).collect();
+    let n: u64 = digits.parse().unwrap();
+    match &text[digits.len()..] {
+        "ms" => std::time::Duration::from_millis(n),
+        "s" => std::time::Duration::from_secs(n),
+        unit => panic!("a unit the table does not use: {unit}"),
+    }
+}
+
+/// One table of options, and it is the attribute's: the same names in the
+/// same order as the attribute parses them (and lists them in its
+/// messages), and the defaults the runtime has.
+#[test]
+fn the_options_table_is_the_attributes() {
+    let root = workspace();
+    let table = options_table(&root);
+    let args = std::fs::read_to_string(root.join("retry-macros/src/args.rs")).unwrap();
+    let block = args
+        .split("\noptions! {\n")
+        .nth(1)
+        .unwrap()
+        .split("\n}")
+        .next()
+        .unwrap();
+    let parsed: Vec<String> = block
+        .lines()
+        .map(|line| {
+            line.split("= \"")
+                .nth(1)
+                .unwrap()
+                .split('"')
+                .next()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    let documented: Vec<String> = table.iter().map(|(name, _)| name.clone()).collect();
+    assert_eq!(
+        documented, parsed,
+        "the table's options, and the attribute's"
+    );
+
+    let policy = backstop::Policy::DEFAULT;
+    let default = |name: &str| {
+        table
+            .iter()
+            .find(|(option, _)| option == name)
+            .map(|(_, default)| default.as_str())
+            .unwrap()
+    };
+    assert_eq!(
+        default("attempts").parse::<u32>().unwrap(),
+        policy.get_attempts()
+    );
+    assert_eq!(Some(duration(default("deadline"))), policy.get_deadline());
+    assert_eq!(duration(default("base")), policy.get_base());
+    let factor: f64 = default("factor").parse().unwrap();
+    assert!(
+        (factor - policy.get_factor()).abs() < f64::EPSILON,
+        "factor {factor}"
+    );
+    assert_eq!(duration(default("cap")), policy.get_cap());
+    assert_eq!(
+        duration(default("retry_after_max")),
+        policy.get_retry_after_max()
+    );
+    assert_eq!(
+        default("backoff"),
+        format!("{:?}", policy.get_backoff()).to_lowercase()
+    );
+    assert_eq!(
+        default("jitter"),
+        format!("{:?}", policy.get_jitter()).to_lowercase()
+    );
+}

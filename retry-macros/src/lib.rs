@@ -59,8 +59,8 @@ use proc_macro::TokenStream;
 /// | `budget` | path to a `static TokenBudget` or `WindowBudget`, or `none` | a token budget of the function's own | `budget = USERS_BUDGET` |
 /// | `breaker` | path to a `static CircuitBreaker`; needs `E: From<CircuitOpen>` | none | `breaker = USERS_BREAKER` |
 /// | `throttle` | path to a `static AdaptiveThrottle`; needs `E: From<Throttled>` | none | `throttle = USERS_THROTTLE` |
-/// | `attempt_timeout` | duration (async fns only); needs `E: From<Elapsed>` | none | `attempt_timeout = 2s` |
 /// | `retry_after_max` | duration: a longer `Retry-After` gives up | `60s` | `retry_after_max = 2m` |
+/// | `attempt_timeout` | duration (async fns only); needs `E: From<Elapsed>` | none | `attempt_timeout = 2s` |
 /// | `hedge` | duration, or a percentile of the function's recent latencies (`p50`…`p99`, `p999`): after it, another attempt starts beside the slow one, first answer wins (async fns, `idempotent`; hedges count as attempts) | none | `hedge = p95` |
 /// | `hedges` | integer ≥ 1: extra attempts at most beside the first, each a delay after the one before | `1` | `hedges = 2` |
 /// | `on_retry` | path or closure `Fn(&RetryEvent<'_, T, E>)`, before each sleep | none | `on_retry = \|e\| log(e.attempt())` |

@@ -65,6 +65,8 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
+// Loom's models are the runtime's own tests: no user builds with `loom`.
+#![cfg_attr(docsrs, doc(auto_cfg(hide(loom))))]
 
 #[macro_use]
 mod sync;
@@ -144,7 +146,7 @@ pub use classify::{Classify, Verdict};
 pub use limit::{CircuitOpen, Throttled};
 pub use run::observe::{GiveUpEvent, RetryEvent};
 pub use run::{Elapsed, Retry, call};
-#[cfg(feature = "async")]
+#[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
 pub use run::{call_async, call_async_with};
 pub use scope::{Context, context};
 pub use state::GiveUp;

@@ -109,7 +109,7 @@ pub trait AsyncClock: Clock {}
 
 pub use crate::time::timer::RuntimeClock;
 
-#[cfg(feature = "async")]
+#[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
 impl AsyncClock for RuntimeClock {}
 
 /// The clock of an async `#[retry]` loop, checked to be one.

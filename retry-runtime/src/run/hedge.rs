@@ -180,7 +180,7 @@ impl Hedge {
 
     /// An attempt ended (or was dropped) `latency` after it started: the
     /// adaptive delay learns it.
-    #[cfg(feature = "async")]
+    #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
     pub(crate) fn record(&self, latency: Duration, now: Instant) {
         if let Delay::Percentile(estimate) = self.delay {
             estimate.record(latency, now);

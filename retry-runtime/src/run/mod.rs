@@ -1,7 +1,10 @@
 //! Retry loops without the macro: [`call`], [`call_async`] and the
 //! [`Retry`] builder. `#[retry]` expands to the same state machine.
 
-#[cfg(all(feature = "async", not(loom)))]
+#[cfg(all(
+    any(feature = "tokio", feature = "async-io", feature = "custom-timer"),
+    not(loom)
+))]
 pub(crate) mod drive;
 #[cfg(not(loom))]
 pub mod hedge;
@@ -82,7 +85,7 @@ where
 /// assert!(out.is_err());
 /// # }
 /// ```
-#[cfg(feature = "async")]
+#[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
 #[track_caller]
 pub fn call_async<T, E, F, Fut>(policy: &Policy, op: F) -> impl Future<Output = Result<T, E>>
 where
@@ -120,7 +123,7 @@ where
 /// assert_eq!(*sent, ["ping", "ping"]);
 /// # }
 /// ```
-#[cfg(feature = "async")]
+#[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
 #[track_caller]
 pub fn call_async_with<S, T, E, F, Fut>(
     policy: &Policy,
@@ -984,7 +987,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     ///
     /// The last attempt's error, unchanged, once retrying is over: the error was
     /// not retryable, or attempts, deadline or budget ran out.
-    #[cfg(feature = "async")]
+    #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
     pub fn call_async<T, E, F, Fut>(&self, op: F) -> impl Future<Output = Result<T, E>>
     where
         Self: Handles<T, E>,
@@ -1040,7 +1043,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// The last attempt's error, unchanged, beside `value`, once retrying
     /// is over: the error was not retryable, or attempts, deadline or
     /// budget ran out.
-    #[cfg(feature = "async")]
+    #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
     pub fn call_async_with<S, T, E, F, Fut>(
         &self,
         value: S,
@@ -1104,7 +1107,10 @@ pub(crate) mod steps {
 
     use crate::limit::adaptive::AdaptiveThrottle;
     use crate::limit::breaker::CircuitBreaker;
-    #[cfg(all(feature = "async", not(loom)))]
+    #[cfg(all(
+        any(feature = "tokio", feature = "async-io", feature = "custom-timer"),
+        not(loom)
+    ))]
     use crate::run::hedge::Hedge;
     use crate::state::{AttemptState, GiveUp, HoldsPolicy};
 
@@ -1167,7 +1173,10 @@ pub(crate) mod steps {
         fn throttle(&self) -> Option<&'static AdaptiveThrottle>;
 
         /// How the loop hedges, if it does.
-        #[cfg(all(feature = "async", not(loom)))]
+        #[cfg(all(
+            any(feature = "tokio", feature = "async-io", feature = "custom-timer"),
+            not(loom)
+        ))]
         #[doc(hidden)]
         fn hedging(&self) -> Option<&Hedge>;
 
@@ -1184,7 +1193,7 @@ pub(crate) mod steps {
         /// (as `#[retry]` holds it) unless the call is `hedged` or behind a
         /// breaker or an adaptive throttle, which need the whole state
         /// machine from the start.
-        #[cfg(feature = "async")]
+        #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
         #[doc(hidden)]
         fn start<'s, C, P, S>(
             &self,
@@ -1290,7 +1299,10 @@ where
         self.throttle.throttle()
     }
 
-    #[cfg(all(feature = "async", not(loom)))]
+    #[cfg(all(
+        any(feature = "tokio", feature = "async-io", feature = "custom-timer"),
+        not(loom)
+    ))]
     fn hedging(&self) -> Option<&Hedge> {
         self.hedge.as_ref()
     }
@@ -1310,7 +1322,7 @@ where
         state
     }
 
-    #[cfg(feature = "async")]
+    #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
     #[inline]
     fn start<'s, C, P, S>(
         &self,

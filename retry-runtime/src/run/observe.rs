@@ -207,7 +207,7 @@ impl Observe {
 
     /// Hedge number `attempt` was sent beside the slow attempt(s): a DEBUG
     /// event, and `backstop_hedges_total`.
-    #[cfg(feature = "async")]
+    #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
     pub(crate) fn hedged(&mut self, attempt: u32) {
         self.attempts = self.attempts.max(attempt);
         #[cfg(feature = "tracing")]
@@ -218,7 +218,7 @@ impl Observe {
 
     /// A hedge the timer called for was not sent, for `reason`: a DEBUG
     /// event.
-    #[cfg(feature = "async")]
+    #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
     #[cfg_attr(not(feature = "tracing"), allow(unused_variables, clippy::unused_self))]
     pub(crate) fn hedge_refused(&self, reason: GiveUp) {
         #[cfg(feature = "tracing")]
@@ -232,7 +232,7 @@ impl Observe {
 
     /// Attempt `attempt` failed retryably while others were still in
     /// flight: they go on (a DEBUG event).
-    #[cfg(feature = "async")]
+    #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
     #[cfg_attr(not(feature = "tracing"), allow(unused_variables, clippy::unused_self))]
     pub(crate) fn failed_beside(&self, attempt: u32, verdict: Option<Verdict>) {
         #[cfg(feature = "tracing")]
@@ -247,7 +247,7 @@ impl Observe {
 
     /// Hedge number `attempt` answered first: a DEBUG event, and
     /// `backstop_hedge_wins_total`.
-    #[cfg(feature = "async")]
+    #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
     #[cfg_attr(
         not(any(feature = "tracing", feature = "metrics")),
         allow(unused_variables, clippy::unused_self)

@@ -588,7 +588,7 @@ pub fn deadline_sync<R>(limit: Duration, f: impl FnOnce() -> R) -> R {
 ///
 /// [`Elapsed`](crate::Elapsed) when `future` has not finished by the
 /// deadline.
-#[cfg(feature = "async")]
+#[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
 pub async fn deadline<F: Future>(limit: Duration, future: F) -> Result<F::Output, crate::Elapsed> {
     use crate::time::clock::Clock;
     let clock = crate::time::timer::RuntimeClock::current();
@@ -670,7 +670,7 @@ impl Default for CallContext {
 impl CallContext {
     /// The call's key, drawn now if it was not yet: attempts running side
     /// by side (hedges) share it.
-    #[cfg(feature = "async")]
+    #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
     pub(crate) fn with_key(self) -> Self {
         Self {
             key: self.key.or_draw(),
@@ -749,7 +749,7 @@ impl Scope {
     }
 
     /// Gives this attempt the call's key (drawn for its hedges).
-    #[cfg(feature = "async")]
+    #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
     pub(crate) fn share(&mut self, call: CallContext) {
         self.frame.key = call.key;
     }
@@ -760,7 +760,7 @@ impl Scope {
     }
 
     /// Polls `fut` once inside this frame.
-    #[cfg(feature = "async")]
+    #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
     pub(crate) fn poll<F: Future>(
         &mut self,
         fut: std::pin::Pin<&mut F>,

@@ -245,7 +245,7 @@ impl<'a, C: Clock, P: HoldsPolicy, S: Holds<'a, C, P>> Call<'a, C, P, S> {
     /// Ends the call if this is a first attempt that `attempted` says
     /// succeeded (as [`decide`](Self::decide) would, answering `Return`):
     /// whether it did. The driver's path on success.
-    #[cfg(feature = "async")]
+    #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
     #[inline]
     pub(crate) fn first_succeeded(&mut self, attempted: Attempted) -> bool {
         match (&mut self.0, attempted) {
@@ -258,14 +258,14 @@ impl<'a, C: Clock, P: HoldsPolicy, S: Holds<'a, C, P>> Call<'a, C, P, S> {
     }
 
     /// An async attempt starts (the driver's): counted, sent, reported.
-    #[cfg(feature = "async")]
+    #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
     #[inline]
     pub(crate) fn begin_attempt(&mut self) {
         Attempts::begin(self);
     }
 
     /// The state machine, if it has been made.
-    #[cfg(feature = "async")]
+    #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
     pub(crate) fn going(&mut self) -> Option<&mut AttemptState<'a, C, P>> {
         match &mut self.0 {
             Phase::Going(state) => Some(state),
@@ -275,7 +275,7 @@ impl<'a, C: Clock, P: HoldsPolicy, S: Holds<'a, C, P>> Call<'a, C, P, S> {
 
     /// One poll of the async attempt running now, in its frame:
     /// [`AttemptState::poll_framed`].
-    #[cfg(feature = "async")]
+    #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
     #[inline]
     pub(crate) fn poll_framed<R>(
         &mut self,
@@ -287,7 +287,7 @@ impl<'a, C: Clock, P: HoldsPolicy, S: Holds<'a, C, P>> Call<'a, C, P, S> {
 
     /// Whether the request can be sent again: only a request that cannot
     /// needs the state machine to know it.
-    #[cfg(feature = "async")]
+    #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
     #[inline]
     pub(crate) fn set_replayable(&mut self, replayable: bool) {
         if !replayable || matches!(self.0, Phase::Going(_)) {
@@ -296,7 +296,10 @@ impl<'a, C: Clock, P: HoldsPolicy, S: Holds<'a, C, P>> Call<'a, C, P, S> {
     }
 
     /// The call's span.
-    #[cfg(all(feature = "async", feature = "tracing"))]
+    #[cfg(all(
+        any(feature = "tokio", feature = "async-io", feature = "custom-timer"),
+        feature = "tracing"
+    ))]
     pub(crate) fn call_span(&self) -> &tracing::Span {
         Attempts::span(self)
     }

@@ -56,7 +56,10 @@ mod holds {
         }
     }
 }
-#[cfg(all(feature = "async", not(loom)))]
+#[cfg(all(
+    any(feature = "tokio", feature = "async-io", feature = "custom-timer"),
+    not(loom)
+))]
 pub(crate) mod hedged;
 
 #[doc(hidden)]
@@ -384,7 +387,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     /// The loop gave up between attempts for `reason` (the service was
     /// not ready by the deadline, or failed): reported like a decision's
     /// give-up.
-    #[cfg(feature = "async")]
+    #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
     pub(crate) fn give_up(&mut self, reason: GiveUp) {
         self.gave_up(reason);
     }
@@ -457,7 +460,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     }
 
     /// Whether the call's policy says its operation is idempotent.
-    #[cfg(feature = "async")]
+    #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
     pub(crate) fn idempotent(&self) -> bool {
         self.policy.get().idempotent
     }

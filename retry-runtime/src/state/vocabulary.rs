@@ -99,7 +99,10 @@ impl Attempted {
 
     /// The call ends with this outcome, whatever the policy: an answer, or
     /// a dependency that said not to retry. (What ends a hedged round.)
-    #[cfg(all(feature = "async", not(loom)))]
+    #[cfg(all(
+        any(feature = "tokio", feature = "async-io", feature = "custom-timer"),
+        not(loom)
+    ))]
     pub(crate) const fn is_final(self) -> bool {
         self.answered() || matches!(self, Self::Failed(Verdict::StopOverloaded))
     }

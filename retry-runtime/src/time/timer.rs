@@ -201,7 +201,7 @@ pin_project_lite::pin_project! {
     }
 }
 
-#[cfg(feature = "async")]
+#[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
 impl<F: Future> Timed<F> {
     /// `future`, cut off after `limit` if given, on the call's timer.
     pub(crate) fn new(limit: Option<Duration>, future: F) -> Self {
