@@ -319,7 +319,18 @@ pub struct WindowBudgetConfig {
 }
 
 impl WindowBudgetConfig {
-    /// The budget.
+    /// The budget, once per configuration: keep it in a `static` (a
+    /// `LazyLock`) for `budget =`, as a budget counts the calls it sees.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::time::Duration;
+    /// use backstop::config::WindowBudgetConfig;
+    /// let config: WindowBudgetConfig =
+    ///     serde_json::from_str(r#"{ "ratio": 0.2, "min_per_sec": 5, "ttl": "30s" }"#).unwrap();
+    /// let budget = config.build();
+    /// assert_eq!((budget.ratio(), budget.min_per_sec(), budget.ttl()), (0.2, 5, Duration::from_secs(30)));
+    /// ```
     pub fn build(&self) -> WindowBudget {
         WindowBudget::new(self.ratio, self.min_per_sec, self.ttl)
     }
@@ -370,7 +381,19 @@ pub struct BreakerConfig {
 }
 
 impl BreakerConfig {
-    /// The breaker.
+    /// The breaker, once per configuration: keep it in a `static` (a
+    /// `LazyLock`) for `breaker =`, as a breaker counts the failures it
+    /// sees.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::time::Duration;
+    /// use backstop::config::BreakerConfig;
+    /// let config: BreakerConfig =
+    ///     serde_json::from_str(r#"{ "failure_threshold": 3, "cooldown": "10s" }"#).unwrap();
+    /// let breaker = config.build();
+    /// assert_eq!((breaker.failure_threshold(), breaker.cooldown()), (3, Duration::from_secs(10)));
+    /// ```
     pub fn build(&self) -> CircuitBreaker {
         CircuitBreaker::new(self.failure_threshold, self.cooldown)
     }

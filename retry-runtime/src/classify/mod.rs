@@ -404,8 +404,27 @@ impl<T: Classify + ?Sized> Classify for Box<T> {
 ///
 /// The retry loops take one of these for errors and one for `Ok` values; the
 /// ready-made ones are [`ByClassify`], [`NeverRetry`] and [`When`].
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use std::io::{Error, ErrorKind};
+/// use backstop::Verdict;
+/// use backstop::classify::{ByClassify, Classifier, NeverRetry, When};
+/// let refused = Error::from(ErrorKind::ConnectionRefused);
+/// assert_eq!(ByClassify.verdict(&refused), Verdict::Retry); // its `Classify`
+/// assert_eq!(NeverRetry.verdict(&"an answer"), Verdict::Stop);
+/// let empty_is_retried = When(|body: &String| body.is_empty());
+/// assert_eq!(empty_is_retried.verdict(&String::new()), Verdict::Retry);
+/// ```
 pub trait Classifier<X: ?Sized> {
     /// The verdict for `x`.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use backstop::Verdict;
+    /// use backstop::classify::{Classifier, When};
+    /// assert_eq!(When(|status: &u16| *status == 503).verdict(&200), Verdict::Stop);
+    /// ```
     fn verdict(&self, x: &X) -> Verdict;
 }
 

@@ -98,6 +98,15 @@ impl<'a> From<&'a WindowBudget> for BudgetRef<'a> {
 
 impl BudgetRef<'_> {
     /// The very same budget (by address).
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use backstop::limit::{BudgetRef, TokenBudget};
+    /// static USERS: TokenBudget = TokenBudget::standard();
+    /// static ORDERS: TokenBudget = TokenBudget::standard();
+    /// assert!(BudgetRef::from(&USERS).same_as(&BudgetRef::from(&USERS)));
+    /// assert!(!BudgetRef::from(&USERS).same_as(&BudgetRef::from(&ORDERS)), "alike, not the same");
+    /// ```
     pub fn same_as(&self, other: &BudgetRef<'_>) -> bool {
         match (self, other) {
             (Self::Token(a), BudgetRef::Token(b)) => std::ptr::eq(*a, *b),

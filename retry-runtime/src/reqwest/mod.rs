@@ -120,6 +120,14 @@ pub fn within_attempt(request: ::reqwest::RequestBuilder) -> AttemptRequest {
 
 /// A request fitted to the attempt it is sent from, made by
 /// [`within_attempt`].
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// let client = reqwest::Client::new();
+/// let request: backstop::reqwest::AttemptRequest =
+///     backstop::reqwest::within_attempt(client.get("http://users.internal/users/7"));
+/// # drop(request);
+/// ```
 #[derive(Debug)]
 #[must_use = "a request does nothing until it is sent: `.send().await`"]
 pub struct AttemptRequest {
@@ -142,6 +150,17 @@ impl AttemptRequest {
     ///
     /// Both hold whatever the body, a stream included. Outside an attempt,
     /// the request is sent as it is.
+    ///
+    /// ```no_run
+    /// # extern crate backstop_runtime as backstop;
+    /// use backstop::reqwest::{within_attempt, Error};
+    /// # async fn f() -> Result<(), Error> {
+    /// let client = reqwest::Client::new();
+    /// let response = within_attempt(client.post("http://orders.internal/orders").body("{}"))
+    ///     .send()
+    ///     .await?;
+    /// # let _ = response; Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///

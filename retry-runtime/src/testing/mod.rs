@@ -56,7 +56,19 @@ pub struct VirtualTime {
 }
 
 impl VirtualTime {
-    /// Installs virtual time on this thread, starting at the real now.
+    /// Installs virtual time on this thread, starting at the real now,
+    /// until the value is dropped.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::time::{Duration, Instant};
+    /// use backstop::testing::VirtualTime;
+    /// let before = Instant::now();
+    /// let vt = VirtualTime::start();
+    /// vt.advance(Duration::from_secs(60));
+    /// assert!(vt.now() >= before + Duration::from_secs(60));
+    /// drop(vt); // real time again
+    /// ```
     pub fn start() -> Self {
         let fresh = Virtual {
             start: Instant::now(),
@@ -82,6 +94,16 @@ impl VirtualTime {
 
     /// The virtual now.
     ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::time::Duration;
+    /// use backstop::testing::VirtualTime;
+    /// let vt = VirtualTime::start();
+    /// let start = vt.now();
+    /// vt.advance(Duration::from_millis(250));
+    /// assert_eq!(vt.now() - start, Duration::from_millis(250));
+    /// ```
+    ///
     /// # Panics
     ///
     /// This and the other readers panic if a `VirtualTime` started before
@@ -90,7 +112,19 @@ impl VirtualTime {
         virtual_now().expect(OUT_OF_ORDER)
     }
 
-    /// Virtual time passed since `start`.
+    /// Virtual time passed since `start`: slept by retry loops, or
+    /// [advanced](Self::advance).
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::time::Duration;
+    /// use backstop::testing::VirtualTime;
+    /// use backstop::{Jitter, Policy};
+    /// let vt = VirtualTime::start();
+    /// let policy = Policy::new().attempts(2).jitter(Jitter::None).no_budget();
+    /// let _ = backstop::call(&policy, || Err::<(), _>(std::io::Error::from(std::io::ErrorKind::ConnectionRefused)));
+    /// assert_eq!(vt.elapsed(), Duration::from_millis(100)); // one sleep, of `base`
+    /// ```
     pub fn elapsed(&self) -> Duration {
         Self::with(|v| v.elapsed)
     }
@@ -114,6 +148,17 @@ impl VirtualTime {
     }
 
     /// The delays retry loops slept, in order.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::time::Duration;
+    /// use backstop::testing::VirtualTime;
+    /// use backstop::{Jitter, Policy};
+    /// let vt = VirtualTime::start();
+    /// let policy = Policy::new().attempts(3).jitter(Jitter::None).no_budget();
+    /// let _ = backstop::call(&policy, || Err::<(), _>(std::io::Error::from(std::io::ErrorKind::ConnectionRefused)));
+    /// assert_eq!(vt.sleeps(), [100, 200].map(Duration::from_millis));
+    /// ```
     pub fn sleeps(&self) -> Vec<Duration> {
         Self::with(|v| v.sleeps.clone())
     }
@@ -167,7 +212,13 @@ pub fn seed_jitter(seed: u64) {
 }
 
 /// Records the delays retry loops sleep on this thread, until dropped: see
-/// [`record_sleeps`].
+/// [`record_sleeps`], which makes one.
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// let sleeps: backstop::testing::SleepRecorder = backstop::testing::record_sleeps();
+/// assert!(sleeps.sleeps().is_empty());
+/// ```
 pub struct SleepRecorder {
     shadowed: Option<Vec<Duration>>,
     /// Installed on one thread: not `Send`.
@@ -210,6 +261,19 @@ pub fn record_sleeps() -> SleepRecorder {
 
 impl SleepRecorder {
     /// The delays slept so far, in order.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::time::Duration;
+    /// use backstop::testing::{VirtualTime, record_sleeps};
+    /// use backstop::{Jitter, Policy};
+    /// let _vt = VirtualTime::start();
+    /// let sleeps = record_sleeps();
+    /// assert!(sleeps.sleeps().is_empty());
+    /// let policy = Policy::new().attempts(2).jitter(Jitter::None).no_budget();
+    /// let _ = backstop::call(&policy, || Err::<(), _>(std::io::Error::from(std::io::ErrorKind::ConnectionRefused)));
+    /// assert_eq!(sleeps.sleeps(), [Duration::from_millis(100)]);
+    /// ```
     ///
     /// # Panics
     ///

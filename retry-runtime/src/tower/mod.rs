@@ -89,6 +89,29 @@ pub const DEFAULT_REPLAY_LIMIT: usize = 64 * 1024;
 /// a breaker, an adaptive throttle or an attempt timeout needs it to hold
 /// their errors (`From<CircuitOpen>`, `From<Throttled>`, `From<Elapsed>`),
 /// as `Box<dyn Error + Send + Sync>` does.
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use std::io::{Error, ErrorKind};
+/// use std::sync::atomic::{AtomicU32, Ordering};
+/// use backstop::Policy;
+/// use backstop::tower::RetryLayer;
+/// use tower::{Layer, ServiceExt};
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+/// static CALLS: AtomicU32 = AtomicU32::new(0);
+/// // A service refused once, then answering.
+/// let service = tower::service_fn(|name: &'static str| async move {
+///     match CALLS.fetch_add(1, Ordering::Relaxed) {
+///         0 => Err(Error::from(ErrorKind::ConnectionRefused)),
+///         _ => Ok(format!("hello, {name}")),
+///     }
+/// });
+/// let policy = Policy::new();
+/// let layer = RetryLayer::new(&policy);
+/// let answer = layer.layer(service).oneshot("Ada").await.unwrap();
+/// assert_eq!((answer.as_str(), CALLS.load(Ordering::Relaxed)), ("hello, Ada", 2));
+/// # }
+/// ```
 #[must_use = "a layer does nothing until it wraps a service"]
 pub struct RetryLayer<
     P = Cloned,
@@ -263,7 +286,15 @@ impl<F, D> ClassifierOr<D> for crate::classify::When<F> {
     }
 }
 
-/// Requests that are sent again by cloning them (the default).
+/// Requests that are sent again by cloning them (the default): what
+/// [`RetryLayer::new`] makes.
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use backstop::tower::{Cloned, RetryLayer};
+/// let policy = backstop::Policy::new();
+/// let _layer: RetryLayer<Cloned> = RetryLayer::new(&policy);
+/// ```
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Cloned;
 
@@ -568,7 +599,15 @@ impl<S, P: Clone, W, K, B, R, G, L, A> Layer<S> for RetryLayer<P, W, K, B, R, G,
     }
 }
 
-/// The service a [`RetryLayer`] makes.
+/// The service a [`RetryLayer`] makes: the inner service's calls, retried.
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use tower::Layer;
+/// let policy = backstop::Policy::new();
+/// let inner = tower::service_fn(|x: u32| async move { Ok::<_, std::io::Error>(x + 1) });
+/// let _service: backstop::tower::RetryService<_> = backstop::tower::RetryLayer::new(&policy).layer(inner);
+/// ```
 pub struct RetryService<
     S,
     P = Cloned,
