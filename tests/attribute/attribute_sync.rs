@@ -588,23 +588,31 @@ fn fails_fast(attempts: &mut u32) -> Result<(), Error> {
 
 /// A deadline of a few milliseconds is measured from the precise clock:
 /// the coarse clock trails it by milliseconds (up to 10 ms measured on a
-/// virtual machine), which would end such a call before its first retry.
+/// virtual machine), which would end such a call before its first retry,
+/// every time. A thread descheduled for the whole 5 ms (two cores, the
+/// other tests beside it) ends a call so too, now and then: most calls,
+/// not all, must retry.
 #[test]
 fn a_short_deadline_gets_its_whole_time_in_real_time() {
+    let mut short = Vec::new();
     for _ in 0..20 {
         let mut attempts = 0;
         let started = std::time::Instant::now();
         let _ = fails_fast(&mut attempts);
         let took = started.elapsed();
         assert!(
-            attempts >= 2,
-            "gave up after {attempts} attempt(s), in {took:?}"
-        );
-        assert!(
             took >= Duration::from_millis(4),
             "{took:?} of a 5 ms deadline"
         );
+        if attempts < 2 {
+            short.push(took);
+        }
     }
+    assert!(
+        short.len() <= 5,
+        "{} of 20 calls gave up after one attempt, in {short:?}",
+        short.len()
+    );
 }
 
 #[retry(attempts = 3, base = 1ns)]

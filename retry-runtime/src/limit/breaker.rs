@@ -16,10 +16,12 @@ use crate::time::clock::nanos_since_origin;
 /// closed again; and a payload: the consecutive failures while closed,
 /// while open when it opened (milliseconds since the process origin; 0:
 /// the cooldown is over, as after a probe that never reported), while
-/// half-open when the probe in flight was let through.
+/// half-open when the probe in flight was let through; held open (by an
+/// operator, until reset), none.
 const CLOSED: u64 = 0;
 const OPEN: u64 = 1;
 const HALF_OPEN: u64 = 2;
+const HELD: u64 = 3;
 const TAG: u64 = 0b11;
 const GEN_SHIFT: u32 = 2;
 const GEN_MASK: u64 = (1 << 20) - 1;
@@ -44,6 +46,17 @@ fn millis(now: Instant) -> u64 {
     (nanos_since_origin(now) / 1_000_000).clamp(1, PAYLOAD_MAX)
 }
 
+/// Now, on the clock the retry loops of this thread read: tokio's inside
+/// a tokio runtime (paused or not), else the system's (virtual under
+/// `testing::VirtualTime`), which sync loops read.
+fn loop_now() -> Instant {
+    #[cfg(all(feature = "tokio", not(loom)))]
+    if tokio::runtime::Handle::try_current().is_ok() {
+        return tokio::time::Instant::now().into_std();
+    }
+    crate::time::clock::Clock::now(&crate::time::clock::SystemClock)
+}
+
 /// Where a [`CircuitBreaker`] stands.
 ///
 /// ```
@@ -60,10 +73,14 @@ pub enum BreakerState {
     Closed,
     /// Calls are rejected until the cooldown is over.
     Open,
-    /// A probe call is in flight; the others are rejected until it reports,
+    /// The cooldown is over: the next call is a trial (the probe). Or a
+    /// trial is in flight, and the others are rejected until it reports,
     /// or until a cooldown after it was let through (then the next caller
     /// is a new trial).
     HalfOpen,
+    /// Held open by [`CircuitBreaker::hold_open`]: every call is rejected
+    /// until [`CircuitBreaker::reset`].
+    HeldOpen,
 }
 
 pub use crate::state::vocabulary::CircuitOpen;
@@ -187,13 +204,97 @@ impl CircuitBreaker {
         self.cooldown
     }
 
-    /// Where the breaker stands. `Open` until a caller after the cooldown
-    /// makes the probe.
+    /// Where the breaker stands now, on the clock the retry loops of this
+    /// thread read (tokio's, paused or not, inside a tokio runtime; else
+    /// the system's, virtual under
+    /// [`VirtualTime`](crate::testing::VirtualTime)): see
+    /// [`state_at`](Self::state_at).
     pub fn state(&self) -> BreakerState {
-        match self.state.load(Acquire) & TAG {
+        self.state_at(loop_now())
+    }
+
+    /// Where the breaker stands at `now`: `HalfOpen` as soon as a trial may
+    /// go (its cooldown is over), and while one is in flight.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::time::{Duration, Instant};
+    /// use backstop::limit::{BreakerState, CircuitBreaker};
+    /// use backstop::Verdict;
+    /// let breaker = CircuitBreaker::new(1, Duration::from_secs(10));
+    /// let now = Instant::now();
+    /// breaker.try_acquire(now).unwrap().failed(Verdict::Retry, now);
+    /// assert_eq!(breaker.state_at(now), BreakerState::Open);
+    /// let later = now + Duration::from_secs(10);
+    /// assert_eq!(breaker.state_at(later), BreakerState::HalfOpen, "a trial may go");
+    /// ```
+    pub fn state_at(&self, now: Instant) -> BreakerState {
+        let current = self.state.load(Acquire);
+        match current & TAG {
             CLOSED => BreakerState::Closed,
+            OPEN if self.cooled_down(current, millis(now)) => BreakerState::HalfOpen,
+            OPEN => BreakerState::Open,
             HALF_OPEN => BreakerState::HalfOpen,
-            _ => BreakerState::Open,
+            _ => BreakerState::HeldOpen,
+        }
+    }
+
+    /// Holds the breaker open, for an operator (a dependency taken down
+    /// for maintenance, or known to be failing): every call is rejected
+    /// with [`CircuitOpen`], whatever the cooldown, until
+    /// [`reset`](Self::reset). What calls let through before report is
+    /// ignored.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::time::{Duration, Instant};
+    /// use backstop::limit::{BreakerState, CircuitBreaker};
+    /// static PAYMENTS: CircuitBreaker = CircuitBreaker::new(5, Duration::from_secs(30));
+    /// let now = Instant::now();
+    /// PAYMENTS.hold_open();
+    /// assert_eq!(PAYMENTS.state(), BreakerState::HeldOpen);
+    /// assert!(PAYMENTS.try_acquire(now + Duration::from_secs(3600)).is_err(), "no cooldown ends it");
+    /// PAYMENTS.reset();
+    /// assert!(PAYMENTS.try_acquire(now).is_ok());
+    /// ```
+    pub fn hold_open(&self) {
+        self.restart(HELD);
+    }
+
+    /// Closes the breaker, with no failures counted, for an operator (the
+    /// dependency is known to be back, or a hold is over). What calls let
+    /// through before report is ignored: a failure from before the reset
+    /// does not count after it.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::time::{Duration, Instant};
+    /// use backstop::limit::{BreakerState, CircuitBreaker};
+    /// use backstop::Verdict;
+    /// let breaker = CircuitBreaker::new(1, Duration::from_secs(30));
+    /// let now = Instant::now();
+    /// breaker.try_acquire(now).unwrap().failed(Verdict::Retry, now);
+    /// assert_eq!(breaker.state_at(now), BreakerState::Open);
+    /// breaker.reset();
+    /// assert_eq!(breaker.state_at(now), BreakerState::Closed);
+    /// ```
+    pub fn reset(&self) {
+        self.restart(CLOSED);
+    }
+
+    /// Moves the breaker to `tag` (held open, or closed with no failures),
+    /// in a new generation: no permit given before counts after.
+    fn restart(&self, tag: u64) {
+        let mut current = self.state.load(Acquire);
+        loop {
+            let next = word(tag, generation(current).wrapping_add(1), 0);
+            match self
+                .state
+                .compare_exchange_weak(current, next, AcqRel, Acquire)
+            {
+                Ok(_) => return,
+                Err(actual) => current = actual,
+            }
         }
     }
 

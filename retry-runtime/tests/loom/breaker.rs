@@ -1,6 +1,7 @@
 //! Model checking of the lock-free `CircuitBreaker` with loom: the
-//! half-open probe race, a probe released by drop while others ask, and
-//! failures racing to open it.
+//! half-open probe race, a probe released by drop while others ask,
+//! failures racing to open it, and an operator's hold and reset racing the
+//! calls.
 //!
 //! ```text
 //! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 \
@@ -75,7 +76,7 @@ fn a_probe_dropped_while_another_caller_asks_never_wedges() {
             Some(true) | None => {}
             Some(false) => panic!("let through without probing while open"),
         }
-        assert_ne!(breaker.state(), BreakerState::HalfOpen);
+        // (Nobody is in flight: the next caller is the trial.)
         assert!(breaker.try_acquire(later).unwrap().is_probe());
     });
 }
@@ -95,7 +96,7 @@ fn failures_racing_at_the_threshold_open_it_once() {
             permit.failed(Verdict::Retry, now);
         }
         theirs.join().unwrap();
-        assert_eq!(breaker.state(), BreakerState::Open);
+        assert_eq!(breaker.state_at(now), BreakerState::Open);
         assert!(breaker.try_acquire(now).is_err());
     });
 }
@@ -120,7 +121,7 @@ fn a_late_failure_racing_the_probes_success_cannot_reopen_it() {
             .try_acquire(now)
             .unwrap()
             .failed(Verdict::Retry, now);
-        assert_eq!(breaker.state(), BreakerState::Open);
+        assert_eq!(breaker.state_at(now), BreakerState::Open);
         late_a.failed(Verdict::Retry, now);
         let later = now + COOLDOWN;
         let probe = breaker.try_acquire(later).unwrap();
@@ -128,7 +129,7 @@ fn a_late_failure_racing_the_probes_success_cannot_reopen_it() {
         let late = thread::spawn(late_report);
         probe.succeeded(later);
         late.join().unwrap();
-        assert_eq!(breaker.state(), BreakerState::Closed);
+        assert_eq!(breaker.state_at(later), BreakerState::Closed);
     });
 }
 
@@ -161,6 +162,52 @@ fn a_probe_past_its_time_lets_exactly_one_new_trial_through() {
             "the hung probe held the breaker shut"
         );
         drop(mine);
-        assert_ne!(breaker.state(), BreakerState::HalfOpen, "nobody is probing");
+        // Nobody is in flight: the breaker is not left shut (closed by
+        // their trial, or open with the next caller a new trial).
+        assert!(
+            breaker.try_acquire(past).is_ok(),
+            "left shut with nobody probing"
+        );
+    });
+}
+
+#[test]
+fn a_hold_racing_a_probes_success_keeps_the_breaker_shut() {
+    loom::model(|| {
+        let breaker: &'static CircuitBreaker =
+            Box::leak(Box::new(CircuitBreaker::new(1, COOLDOWN)));
+        breaker
+            .try_acquire(t0())
+            .unwrap()
+            .failed(Verdict::Retry, t0());
+        let later = t0() + COOLDOWN;
+        let probe = breaker.try_acquire(later).unwrap();
+        assert!(probe.is_probe());
+        let holding = thread::spawn(move || breaker.hold_open());
+        probe.succeeded(later);
+        holding.join().unwrap();
+        // Whichever came first, the operator's hold is the last word.
+        assert_eq!(breaker.state_at(later), BreakerState::HeldOpen);
+        assert!(breaker.try_acquire(later + COOLDOWN).is_err());
+        breaker.reset();
+        assert_eq!(breaker.state_at(later), BreakerState::Closed);
+    });
+}
+
+#[test]
+fn a_failure_from_before_a_reset_racing_it_does_not_count_after() {
+    loom::model(|| {
+        // Threshold 1: a failure that counted after the reset would open it.
+        let breaker: &'static CircuitBreaker =
+            Box::leak(Box::new(CircuitBreaker::new(1, COOLDOWN)));
+        let now = t0();
+        let before = breaker.try_acquire(now).unwrap();
+        let resetting = thread::spawn(move || breaker.reset());
+        before.failed(Verdict::Retry, now);
+        resetting.join().unwrap();
+        // The failure reported before the reset opened it, and the reset
+        // closed it; reported after, it was ignored: closed either way.
+        assert_eq!(breaker.state_at(now), BreakerState::Closed);
+        assert!(breaker.try_acquire(now).is_ok());
     });
 }

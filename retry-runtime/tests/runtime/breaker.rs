@@ -1,5 +1,5 @@
 //! The circuit breaker: its transitions, one probe among racing callers,
-//! and probes that never report.
+//! probes that never report, and an operator's hold and reset.
 
 use std::time::{Duration, Instant};
 
@@ -18,9 +18,9 @@ fn opens_after_the_threshold_of_consecutive_retryable_failures() {
     let now = Instant::now();
     fail(&breaker, now, Verdict::Retry);
     fail(&breaker, now, Verdict::RetryAfter(Duration::from_secs(1)));
-    assert_eq!(breaker.state(), BreakerState::Closed);
+    assert_eq!(breaker.state_at(now), BreakerState::Closed);
     fail(&breaker, now, Verdict::RetryIfIdempotent);
-    assert_eq!(breaker.state(), BreakerState::Open);
+    assert_eq!(breaker.state_at(now), BreakerState::Open);
     assert!(breaker.try_acquire(now).is_err());
     assert!(breaker.try_acquire(now + COOLDOWN / 2).is_err());
 }
@@ -37,7 +37,7 @@ fn a_success_resets_the_count_and_stop_failures_never_count() {
     for _ in 0..100 {
         fail(&breaker, now, Verdict::Stop); // a 400: the caller's fault
     }
-    assert_eq!(breaker.state(), BreakerState::Closed);
+    assert_eq!(breaker.state_at(now), BreakerState::Closed);
 }
 
 #[test]
@@ -48,7 +48,7 @@ fn an_overloaded_dependencys_pushback_counts_as_a_failure() {
     for _ in 0..3 {
         fail(&breaker, now, Verdict::StopOverloaded);
     }
-    assert_eq!(breaker.state(), BreakerState::Open);
+    assert_eq!(breaker.state_at(now), BreakerState::Open);
 }
 
 #[test]
@@ -59,11 +59,11 @@ fn after_the_cooldown_one_probe_closes_or_reopens() {
     let t1 = t0 + COOLDOWN;
     let probe = breaker.try_acquire(t1).unwrap();
     assert!(probe.is_probe());
-    assert_eq!(breaker.state(), BreakerState::HalfOpen);
+    assert_eq!(breaker.state_at(t1), BreakerState::HalfOpen);
     assert!(breaker.try_acquire(t1).is_err(), "one probe at a time");
     probe.failed(Verdict::Retry, t1);
     assert_eq!(
-        breaker.state(),
+        breaker.state_at(t1),
         BreakerState::Open,
         "a failed probe reopens"
     );
@@ -74,7 +74,7 @@ fn after_the_cooldown_one_probe_closes_or_reopens() {
     let t2 = t1 + COOLDOWN;
     breaker.try_acquire(t2).unwrap().succeeded(t2);
     assert_eq!(
-        breaker.state(),
+        breaker.state_at(t2),
         BreakerState::Closed,
         "a successful probe closes"
     );
@@ -146,10 +146,13 @@ fn a_probe_still_out_a_cooldown_after_it_was_let_through_does_not_hold_the_break
         "one new trial per cooldown"
     );
     trial.succeeded(half_open + COOLDOWN);
-    assert_eq!(breaker.state(), BreakerState::Closed);
+    assert_eq!(breaker.state_at(half_open + COOLDOWN), BreakerState::Closed);
     // The hung probe reports at last: the breaker was decided since.
     hung.failed(Verdict::Retry, half_open + 2 * COOLDOWN);
-    assert_eq!(breaker.state(), BreakerState::Closed);
+    assert_eq!(
+        breaker.state_at(half_open + 2 * COOLDOWN),
+        BreakerState::Closed
+    );
 }
 
 #[test]
@@ -166,7 +169,7 @@ fn a_late_probe_that_fails_reopens_no_earlier_than_the_trial_still_out() {
     let trial = breaker.try_acquire(trial_at).unwrap();
     assert!(hung.is_probe() && trial.is_probe());
     hung.failed(Verdict::Retry, hung_at);
-    assert_eq!(breaker.state(), BreakerState::Open);
+    assert_eq!(breaker.state_at(trial_at), BreakerState::Open);
     assert!(
         breaker.try_acquire(trial_at).is_err(),
         "no trial beside the one let through a moment ago"
@@ -188,10 +191,10 @@ fn a_late_probe_that_succeeds_closes_the_breaker_its_successor_finds_decided() {
     let next = breaker.try_acquire(t0 + 2 * COOLDOWN).unwrap();
     assert!(slow.is_probe() && next.is_probe());
     slow.succeeded(t0 + 2 * COOLDOWN);
-    assert_eq!(breaker.state(), BreakerState::Closed);
+    assert_eq!(breaker.state_at(t0 + 2 * COOLDOWN), BreakerState::Closed);
     next.failed(Verdict::Retry, t0 + 2 * COOLDOWN);
     assert_eq!(
-        breaker.state(),
+        breaker.state_at(t0 + 2 * COOLDOWN),
         BreakerState::Closed,
         "a trial's failure after the breaker closed is not a closed call's"
     );
@@ -201,13 +204,13 @@ fn a_late_probe_that_succeeds_closes_the_breaker_its_successor_finds_decided() {
     let first = breaker.try_acquire(t0 + 4 * COOLDOWN).unwrap();
     let second = breaker.try_acquire(t0 + 5 * COOLDOWN).unwrap();
     drop(first);
-    assert_eq!(breaker.state(), BreakerState::HalfOpen);
+    assert_eq!(breaker.state_at(t0 + 5 * COOLDOWN), BreakerState::HalfOpen);
     assert!(
         breaker.try_acquire(t0 + 5 * COOLDOWN).is_err(),
         "the second trial still holds the slot"
     );
     second.failed(Verdict::Retry, t0 + 5 * COOLDOWN);
-    assert_eq!(breaker.state(), BreakerState::Open);
+    assert_eq!(breaker.state_at(t0 + 5 * COOLDOWN), BreakerState::Open);
 }
 
 #[test]
@@ -226,7 +229,7 @@ fn a_failure_from_before_the_breaker_opened_does_not_count_after_it_closes() {
     breaker.try_acquire(later).unwrap().succeeded(later); // the probe closes it
     stale.failed(Verdict::Retry, later); // an old call reports late
     assert_eq!(
-        breaker.state(),
+        breaker.state_at(later),
         BreakerState::Closed,
         "the old failure is not news"
     );
@@ -242,7 +245,7 @@ fn a_failure_from_before_the_breaker_opened_does_not_count_after_it_closes() {
         permit.failed(Verdict::Retry, later);
     }
     fail(&breaker, later, Verdict::Retry);
-    assert_eq!(breaker.state(), BreakerState::Closed);
+    assert_eq!(breaker.state_at(later), BreakerState::Closed);
 }
 
 #[test]
@@ -252,14 +255,17 @@ fn a_caller_whose_clock_is_far_ahead_does_not_wedge_the_others() {
     let breaker = CircuitBreaker::new(1, COOLDOWN);
     let now = Instant::now();
     fail(&breaker, now + Duration::from_secs(3600), Verdict::Retry);
-    assert_eq!(breaker.state(), BreakerState::Open);
+    assert_eq!(
+        breaker.state_at(now + Duration::from_secs(3600)),
+        BreakerState::Open
+    );
     let probe = breaker
         .try_acquire(now)
         .expect("not locked out for an hour");
     assert!(probe.is_probe(), "one probe, as after any cooldown");
     assert!(breaker.try_acquire(now).is_err(), "still one at a time");
     probe.succeeded(now);
-    assert_eq!(breaker.state(), BreakerState::Closed);
+    assert_eq!(breaker.state_at(now), BreakerState::Closed);
 }
 
 #[test]
@@ -287,4 +293,78 @@ fn a_caller_whose_clock_is_far_behind_does_not_wedge_the_others() {
         "reopened for a cooldown"
     );
     assert!(breaker.try_acquire(later + COOLDOWN).is_ok());
+}
+
+#[test]
+fn the_state_is_half_open_as_soon_as_a_trial_may_go() {
+    let breaker = CircuitBreaker::new(1, COOLDOWN);
+    let t0 = Instant::now();
+    fail(&breaker, t0, Verdict::Retry);
+    let almost = t0 + COOLDOWN.checked_sub(Duration::from_millis(1)).unwrap();
+    assert_eq!(breaker.state_at(almost), BreakerState::Open);
+    assert!(breaker.try_acquire(almost).is_err());
+    let t1 = t0 + COOLDOWN;
+    assert_eq!(
+        breaker.state_at(t1),
+        BreakerState::HalfOpen,
+        "a trial may go"
+    );
+    let probe = breaker.try_acquire(t1).unwrap();
+    assert!(probe.is_probe(), "and the next caller is it");
+    assert_eq!(breaker.state_at(t1), BreakerState::HalfOpen, "in flight");
+    probe.succeeded(t1);
+    assert_eq!(breaker.state_at(t1), BreakerState::Closed);
+}
+
+#[test]
+fn held_open_it_rejects_every_call_until_reset_whatever_the_calls_report() {
+    let breaker = CircuitBreaker::new(1, COOLDOWN);
+    let t0 = Instant::now();
+    let before = breaker.try_acquire(t0).unwrap();
+    breaker.hold_open();
+    assert_eq!(breaker.state_at(t0), BreakerState::HeldOpen);
+    for later in [t0, t0 + COOLDOWN, t0 + 100 * COOLDOWN] {
+        assert!(
+            breaker.try_acquire(later).is_err(),
+            "no cooldown ends a hold"
+        );
+        assert_eq!(breaker.state_at(later), BreakerState::HeldOpen);
+    }
+    // A call let through before the hold succeeds: the hold stands.
+    before.succeeded(t0);
+    assert_eq!(breaker.state_at(t0), BreakerState::HeldOpen);
+    breaker.reset();
+    assert_eq!(breaker.state_at(t0), BreakerState::Closed);
+    assert!(
+        !breaker.try_acquire(t0).unwrap().is_probe(),
+        "closed: no trial"
+    );
+}
+
+#[test]
+fn a_reset_closes_an_open_breaker_and_forgets_what_came_before() {
+    let breaker = CircuitBreaker::new(2, COOLDOWN);
+    let t0 = Instant::now();
+    let late = breaker.try_acquire(t0).unwrap();
+    fail(&breaker, t0, Verdict::Retry);
+    breaker.reset();
+    assert_eq!(breaker.state_at(t0), BreakerState::Closed);
+    // One failure counted before the reset and one from a call let
+    // through before it: neither counts now.
+    late.failed(Verdict::Retry, t0);
+    fail(&breaker, t0, Verdict::Retry);
+    assert_eq!(
+        breaker.state_at(t0),
+        BreakerState::Closed,
+        "one failure since the reset"
+    );
+    fail(&breaker, t0, Verdict::Retry);
+    assert_eq!(
+        breaker.state_at(t0),
+        BreakerState::Open,
+        "two in a row open it"
+    );
+    // Reset from open: calls go through at once, no cooldown waited.
+    breaker.reset();
+    assert!(breaker.try_acquire(t0).is_ok());
 }
