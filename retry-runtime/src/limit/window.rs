@@ -271,8 +271,9 @@ impl WindowBudget {
     }
 
     const_unless_loom! {
-    /// The budget `#[retry]` gives each function by default: 10% of calls,
-    /// plus a reserve of 100 retries (10 a second), over 10 s.
+    /// The standard windowed budget: 10% of calls, plus a reserve of 100
+    /// retries (10 a second), over 10 s. (`#[retry]`'s default is a
+    /// [`TokenBudget`](crate::limit::TokenBudget), not this.)
     ///
     /// ```
     /// # extern crate backstop_runtime as backstop;

@@ -279,8 +279,8 @@ impl Policy {
     /// # let _ = &POLICY;
     /// ```
     #[must_use]
-    pub const fn token_budget(mut self, throttle: &'static TokenBudget) -> Self {
-        self.budget = BudgetChoice::Set(BudgetRef::Token(throttle));
+    pub const fn token_budget(mut self, budget: &'static TokenBudget) -> Self {
+        self.budget = BudgetChoice::Set(BudgetRef::Token(budget));
         self
     }
 

@@ -153,7 +153,7 @@ fn amplification_through_an_outage(rate: u64) -> f64 {
 
 #[test]
 fn a_total_outage_costs_at_most_the_stated_amplification() {
-    // The README's figures: 1.04× at 5 calls a second, 1.004× at 50,
+    // The figures of docs/why.md: 1.04× at 5 calls a second, 1.004× at 50,
     // 1.0004× at 500 (fewer than 5 + 60 s / 10 s = 11 retries a minute).
     for (rate, bound) in [(5, 1.04), (50, 1.004), (500, 1.0004)] {
         let amplification = amplification_through_an_outage(rate);
@@ -184,8 +184,8 @@ fn windowed_amplification_through_an_outage(rate: u64) -> f64 {
 }
 
 #[test]
-fn a_windowed_budget_costs_what_the_readme_says_through_the_same_outage() {
-    // The README: 2.92× at 5 calls a second, 1.29× at 50, 1.11× at 500.
+fn a_windowed_budget_costs_what_the_docs_say_through_the_same_outage() {
+    // docs/why.md: 2.92× at 5 calls a second, 1.29× at 50, 1.11× at 500.
     for (rate, expected) in [(5, 2.92), (50, 1.29), (500, 1.11)] {
         let amplification = windowed_amplification_through_an_outage(rate);
         assert!(
@@ -219,7 +219,7 @@ fn share_of_retries_allowed(every: u64) -> f64 {
 
 #[test]
 fn isolated_failures_get_all_their_retries_and_frequent_ones_fewer() {
-    // The README: all retries up to about 9% of calls failing, fewer above.
+    // docs/manual.md: all retries up to about 9% of calls failing, fewer above.
     assert_eq!(share_of_retries_allowed(100), 1.0, "1%");
     assert_eq!(share_of_retries_allowed(20), 1.0, "5%");
     assert_eq!(share_of_retries_allowed(12), 1.0, "8.3%");
@@ -269,7 +269,7 @@ fn share_refused_at_random(rate: f64, seed: u64) -> f64 {
 
 #[test]
 fn failures_at_random_get_their_retries_below_the_stated_rate() {
-    // The README: with each attempt failing at random, at most 1% of the
+    // docs/manual.md: with each attempt failing at random, at most 1% of the
     // retries are refused while 4% of attempts fail or fewer (on every
     // one of 20 seeds), and refusals grow fast above: on average 0.7% at
     // 5%, about 10% at 7%, about 26% at 8% (the bucket's level is a

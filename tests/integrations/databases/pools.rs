@@ -114,7 +114,7 @@ fn every_pairing_of_pool_and_client_is_found_in_a_source_chain() {
     assert_eq!(boxed.classify(), Verdict::Retry);
 }
 
-// The README's two functions, as written there.
+// The two functions of docs/clients.md, as written there.
 
 #[backstop::retry(deadline = 2s, attempt_timeout = 1s)]
 async fn insert_order(pool: &deadpool_postgres::Pool, id: i64) -> Result<(), BoxError> {
@@ -135,10 +135,10 @@ async fn session(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_readmes_functions_run_against_the_servers() {
+async fn the_documented_functions_run_against_the_servers() {
     let (Some(postgres), Some(mut redis)) = (
-        Postgres::start("the README's functions"),
-        Redis::start("the README's functions"),
+        Postgres::start("the documented functions"),
+        Redis::start("the documented functions"),
     ) else {
         return;
     };
