@@ -251,3 +251,34 @@ fn a_paused_clock_an_hour_ahead_does_not_lock_real_time_callers_out() {
     assert_eq!(calls.load(Relaxed), 1);
     assert_eq!(SHARED.state(), BreakerState::Closed);
 }
+
+static WATCHED: CircuitBreaker = CircuitBreaker::new(1, Duration::from_secs(30));
+
+#[retry(attempts = 1, breaker = WATCHED, budget = none)]
+fn watched() -> Result<(), ApiError> {
+    Err(ApiError::Unavailable)
+}
+
+/// A sync test inside a runtime (a `#[tokio::test]` calling sync code):
+/// the breaker's state is read on virtual time, which the sync calls read,
+/// not on the runtime's clock.
+#[test]
+fn the_state_reads_virtual_time_inside_a_runtime_as_sync_calls_do() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_time()
+        .build()
+        .unwrap();
+    let _inside = runtime.enter();
+    let vt = VirtualTime::start();
+    assert_eq!(watched(), Err(ApiError::Unavailable));
+    assert_eq!(WATCHED.state(), BreakerState::Open);
+    vt.advance(Duration::from_secs(30));
+    assert_eq!(WATCHED.state(), BreakerState::HalfOpen, "a trial may go");
+    assert_eq!(
+        watched(),
+        Err(ApiError::Unavailable),
+        "and the next call is it"
+    );
+    assert_eq!(WATCHED.state(), BreakerState::Open);
+}

@@ -46,15 +46,18 @@ fn millis(now: Instant) -> u64 {
     (nanos_since_origin(now) / 1_000_000).clamp(1, PAYLOAD_MAX)
 }
 
-/// Now, on the clock the retry loops of this thread read: tokio's inside
-/// a tokio runtime (paused or not), else the system's (virtual under
-/// `testing::VirtualTime`), which sync loops read.
+/// Now, on the clock the retry loops of this thread read: virtual time
+/// under `testing::VirtualTime` (sync loops read it), else tokio's inside a
+/// tokio runtime, paused or not (async loops read it), else the system's.
 fn loop_now() -> Instant {
+    if let Some(now) = crate::time::virtual_time::virtual_now() {
+        return now;
+    }
     #[cfg(all(feature = "tokio", not(loom)))]
     if tokio::runtime::Handle::try_current().is_ok() {
         return tokio::time::Instant::now().into_std();
     }
-    crate::time::clock::Clock::now(&crate::time::clock::SystemClock)
+    Instant::now()
 }
 
 /// Where a [`CircuitBreaker`] stands.
@@ -205,10 +208,12 @@ impl CircuitBreaker {
     }
 
     /// Where the breaker stands now, on the clock the retry loops of this
-    /// thread read (tokio's, paused or not, inside a tokio runtime; else
-    /// the system's, virtual under
-    /// [`VirtualTime`](crate::testing::VirtualTime)): see
-    /// [`state_at`](Self::state_at).
+    /// thread read: virtual time under
+    /// [`VirtualTime`](crate::testing::VirtualTime), else tokio's inside a
+    /// tokio runtime (paused or not), else the system's; see
+    /// [`state_at`](Self::state_at). A sync call made inside a paused
+    /// runtime reads the system's clock, not the paused one: ask
+    /// `state_at` with the clock your calls read.
     pub fn state(&self) -> BreakerState {
         self.state_at(loop_now())
     }
@@ -243,7 +248,9 @@ impl CircuitBreaker {
     /// for maintenance, or known to be failing): every call is rejected
     /// with [`CircuitOpen`], whatever the cooldown, until
     /// [`reset`](Self::reset). What calls let through before report is
-    /// ignored.
+    /// ignored. (Under [`testing::isolate`](crate::testing::isolate), a
+    /// test's calls draw on a fresh copy of the breaker: hold that one,
+    /// [`testing::own`](crate::testing::own)`(&BREAKER).hold_open()`.)
     ///
     /// ```
     /// # extern crate backstop_runtime as backstop;

@@ -876,8 +876,9 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
             }
             // Spread the herd that got the same header, but never come back
             // earlier than the server asked.
-            let spread = backoff::scale(asked, 1.0 + 0.2 * rng.next_f64()).max(asked);
-            (spread, Some(asked))
+            let draw = rng.next_f64();
+            let spread = backoff::scale(asked, 1.0 + 0.2 * draw).max(asked);
+            (spread, Some((asked, draw)))
         } else {
             // The backoff counts retries: the attempts before this one,
             // less the hedges sent beside them.
@@ -894,10 +895,14 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
             left.checked_sub(self.clock.sleep_slack())
                 .and_then(|left| left.checked_sub(Duration::from_nanos(1)))
         });
-        // The spread shrinks to fit the deadline; only the server's own
-        // value not fitting gives up.
+        // The spread shrinks to fit the deadline: the same draw over what is
+        // left between the server's value and the latest start, so that the
+        // callers told the same still come back spread out, not together at
+        // the last instant. Only the server's own value not fitting gives up.
         let delay = match (asked, latest) {
-            (Some(asked), Some(Some(latest))) => delay.min(latest.max(asked)),
+            (Some((asked, draw)), Some(Some(latest))) if delay > latest && latest >= asked => {
+                asked + latest.saturating_sub(asked).mul_f64(draw)
+            }
             _ => delay,
         };
         match latest {

@@ -330,6 +330,39 @@ fn a_retry_after_that_fits_is_never_refused_for_its_jitter() {
 }
 
 #[test]
+fn a_retry_after_spread_that_must_shrink_still_spreads_the_callers() {
+    // 9.5 s asked, 10 s left: callers told the same come back spread over
+    // the half second that is left, not together at its last instant.
+    let asked = Duration::from_millis(9_500);
+    let policy = quiet().attempts(2).deadline(Some(Duration::from_secs(10)));
+    let mut delays = Vec::new();
+    for seed in 0..500 {
+        let _vt = VirtualTime::start();
+        let mut state = AttemptState::new(&policy, SystemClock).rng(Rng::seeded(seed));
+        match state.decide(Attempted::Failed(Verdict::RetryAfter(asked))) {
+            Decision::Retry(d) => delays.push(d),
+            other => panic!("seed {seed}: {other:?}"),
+        }
+    }
+    let latest = *delays.iter().max().unwrap();
+    let at_the_latest = delays.iter().filter(|d| **d == latest).count();
+    assert!(at_the_latest <= 5, "{at_the_latest} of 500 at {latest:?}");
+    let below_the_middle = delays
+        .iter()
+        .filter(|d| **d < asked + Duration::from_millis(250))
+        .count();
+    assert!(
+        (150..=350).contains(&below_the_middle),
+        "{below_the_middle} of 500 in the first half of what is left"
+    );
+    assert!(
+        delays
+            .iter()
+            .all(|d| *d >= asked && *d < Duration::from_secs(10))
+    );
+}
+
+#[test]
 fn a_retry_after_that_does_not_fit_gives_up_with_the_deadline() {
     let _vt = VirtualTime::start();
     let policy = quiet().attempts(2).deadline(Some(Duration::from_secs(10)));
