@@ -120,94 +120,32 @@ fn set_up() -> (tokio::runtime::Runtime, String) {
     (runtime, format!("http://{addr}/users/7"))
 }
 
+/// Runs `stacks` as a criterion group, one after the other.
+fn group(
+    c: &mut Criterion,
+    name: &str,
+    runtime: &tokio::runtime::Runtime,
+    stacks: &[(&str, Sender<'_>)],
+) {
+    let mut group = c.benchmark_group(name);
+    for (stack, send) in stacks {
+        group.bench_function(*stack, |b| b.to_async(runtime).iter(send));
+    }
+    group.finish();
+}
+
 fn hyper(c: &mut Criterion) {
     let (runtime, uri) = set_up();
     let policy = Policy::new();
-    let mut group = c.benchmark_group("hyper");
-
-    let bare: Client<HttpConnector, Full<Bytes>> =
-        Client::builder(TokioExecutor::new()).build_http();
-    group.bench_function("bare", |b| {
-        b.to_async(&runtime).iter(|| {
-            let request = get(&uri);
-            let bare = bare.clone();
-            async move { read(bare.request(request).await.unwrap()).await }
-        });
-    });
-
-    let behind: Client<HttpConnector, ReplayBody<Full<Bytes>>> =
-        Client::builder(TokioExecutor::new()).build_http();
-    // (hyper-util's error has no `Classify`: boxed below the layer, as the
-    // crate docs show, it is classified by what it holds.)
-    let layered = tower::ServiceBuilder::new()
-        .layer(RetryLayer::http(&policy))
-        .map_err(Box::<dyn std::error::Error + Send + Sync>::from)
-        .service(behind);
-    group.bench_function("backstop_layer", |b| {
-        b.to_async(&runtime).iter(|| {
-            let request = get(&uri);
-            let mut service = layered.clone();
-            async move {
-                let response = service.ready().await.unwrap().call(request).await;
-                read(response.unwrap()).await
-            }
-        });
-    });
-
-    let under_tower: Client<HttpConnector, Full<Bytes>> =
-        Client::builder(TokioExecutor::new()).build_http();
-    let retried = tower::ServiceBuilder::new()
-        .retry(Once(true))
-        .service(under_tower);
-    group.bench_function("tower_retry", |b| {
-        b.to_async(&runtime).iter(|| {
-            let request = get(&uri);
-            let mut service = retried.clone();
-            async move {
-                let response = service.ready().await.unwrap().call(request).await;
-                read(response.unwrap()).await
-            }
-        });
-    });
-    group.finish();
+    let stacks = hyper_stacks(&policy, &uri);
+    group(c, "hyper", &runtime, &stacks);
 }
 
 fn reqwest(c: &mut Criterion) {
     let (runtime, uri) = set_up();
     let policy = Policy::new();
-    let mut group = c.benchmark_group("reqwest");
-
-    let bare = reqwest::Client::new();
-    group.bench_function("bare", |b| {
-        b.to_async(&runtime).iter(|| {
-            let send = bare.get(&uri).send();
-            async move { send.await.unwrap().bytes().await.unwrap().len() }
-        });
-    });
-
-    let backstop = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
-        .with(RetryMiddleware::new(&policy))
-        .build();
-    group.bench_function("backstop_middleware", |b| {
-        b.to_async(&runtime).iter(|| {
-            let send = backstop.get(&uri).send();
-            async move { send.await.unwrap().bytes().await.unwrap().len() }
-        });
-    });
-
-    let backoff = reqwest_retry::policies::ExponentialBackoff::builder().build_with_max_retries(2);
-    let retry_crate = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
-        .with(reqwest_retry::RetryTransientMiddleware::new_with_policy(
-            backoff,
-        ))
-        .build();
-    group.bench_function("reqwest_retry", |b| {
-        b.to_async(&runtime).iter(|| {
-            let send = retry_crate.get(&uri).send();
-            async move { send.await.unwrap().bytes().await.unwrap().len() }
-        });
-    });
-    group.finish();
+    let stacks = reqwest_stacks(&policy, &uri);
+    group(c, "reqwest", &runtime, &stacks);
 }
 
 criterion_group!(benches, hyper, reqwest);
@@ -285,16 +223,17 @@ fn interleave(
     }
 }
 
-/// `--interleaved`: both groups, their stacks in turns.
-fn interleaved() {
-    let (runtime, uri) = set_up();
-    let policy = Policy::new();
+/// The `hyper` group: a bare hyper-util client; the same behind
+/// `RetryLayer::http`; the same behind tower's `Retry`.
+fn hyper_stacks<'a>(policy: &'a Policy, uri: &'a str) -> [(&'static str, Sender<'a>); 3] {
     let bare: Client<HttpConnector, Full<Bytes>> =
         Client::builder(TokioExecutor::new()).build_http();
     let behind: Client<HttpConnector, ReplayBody<Full<Bytes>>> =
         Client::builder(TokioExecutor::new()).build_http();
+    // (hyper-util's error has no `Classify`: boxed below the layer, as the
+    // crate docs show, it is classified by what it holds.)
     let layered = tower::ServiceBuilder::new()
-        .layer(RetryLayer::http(&policy))
+        .layer(RetryLayer::http(policy))
         .map_err(Box::<dyn std::error::Error + Send + Sync>::from)
         .service(behind);
     let under_tower: Client<HttpConnector, Full<Bytes>> =
@@ -302,29 +241,28 @@ fn interleaved() {
     let retried = tower::ServiceBuilder::new()
         .retry(Once(true))
         .service(under_tower);
-    let uri = uri.as_str();
-    runtime.block_on(async {
-        let (mut bare, mut layered, mut retried) = (bare.clone(), layered.clone(), retried.clone());
-        println!(
-            "hyper: the future of one request, bytes: bare {}, backstop_layer {}, tower_retry {}; a request's body: bare {}, backstop_layer {}",
-            std::mem::size_of_val(&bare.ready().await.unwrap().call(get(uri))),
-            std::mem::size_of_val(&layered.ready().await.unwrap().call(get(uri))),
-            std::mem::size_of_val(&retried.ready().await.unwrap().call(get(uri))),
-            std::mem::size_of::<Full<Bytes>>(),
-            std::mem::size_of::<ReplayBody<Full<Bytes>>>(),
-        );
-    });
-    let hyper: [(&str, Sender<'_>); 3] = [
+    // Memory, not time: futures made and dropped unpolled (hyper-util's
+    // client needs no readiness first).
+    println!(
+        "hyper: the future of one request, bytes: bare {}, backstop_layer {}, tower_retry {}; \
+         a request's body: bare {}, backstop_layer {}",
+        std::mem::size_of_val(&bare.request(get(uri))),
+        std::mem::size_of_val(&layered.clone().call(get(uri))),
+        std::mem::size_of_val(&retried.clone().call(get(uri))),
+        std::mem::size_of::<Full<Bytes>>(),
+        std::mem::size_of::<ReplayBody<Full<Bytes>>>(),
+    );
+    [
         (
             "bare",
-            Box::new(|| {
+            Box::new(move || {
                 let bare = bare.clone();
                 Box::pin(async move { read(bare.request(get(uri)).await.unwrap()).await })
             }),
         ),
         (
             "backstop_layer",
-            Box::new(|| {
+            Box::new(move || {
                 let mut service = layered.clone();
                 Box::pin(async move {
                     let response = service.ready().await.unwrap().call(get(uri)).await;
@@ -334,7 +272,7 @@ fn interleaved() {
         ),
         (
             "tower_retry",
-            Box::new(|| {
+            Box::new(move || {
                 let mut service = retried.clone();
                 Box::pin(async move {
                     let response = service.ready().await.unwrap().call(get(uri)).await;
@@ -342,12 +280,15 @@ fn interleaved() {
                 })
             }),
         ),
-    ];
-    interleave("hyper", &runtime, &hyper, Some(2));
+    ]
+}
 
+/// The `reqwest` group: a bare client; a reqwest-middleware client with
+/// `RetryMiddleware`; the same with reqwest-retry's middleware.
+fn reqwest_stacks<'a>(policy: &'a Policy, uri: &'a str) -> [(&'static str, Sender<'a>); 3] {
     let bare = reqwest::Client::new();
     let backstop = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
-        .with(RetryMiddleware::new(&policy))
+        .with(RetryMiddleware::new(policy))
         .build();
     let backoff = reqwest_retry::policies::ExponentialBackoff::builder().build_with_max_retries(2);
     let retry_crate = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
@@ -355,29 +296,38 @@ fn interleaved() {
             backoff,
         ))
         .build();
-    let reqwest: [(&str, Sender<'_>); 3] = [
+    [
         (
             "bare",
-            Box::new(|| {
+            Box::new(move || {
                 let send = bare.get(uri).send();
                 Box::pin(async move { send.await.unwrap().bytes().await.unwrap().len() })
             }),
         ),
         (
             "backstop_middleware",
-            Box::new(|| {
+            Box::new(move || {
                 let send = backstop.get(uri).send();
                 Box::pin(async move { send.await.unwrap().bytes().await.unwrap().len() })
             }),
         ),
         (
             "reqwest_retry",
-            Box::new(|| {
+            Box::new(move || {
                 let send = retry_crate.get(uri).send();
                 Box::pin(async move { send.await.unwrap().bytes().await.unwrap().len() })
             }),
         ),
-    ];
+    ]
+}
+
+/// `--interleaved`: both groups, their stacks in turns.
+fn interleaved() {
+    let (runtime, uri) = set_up();
+    let policy = Policy::new();
+    let hyper = hyper_stacks(&policy, &uri);
+    interleave("hyper", &runtime, &hyper, Some(2));
+    let reqwest = reqwest_stacks(&policy, &uri);
     interleave("reqwest", &runtime, &reqwest, Some(2));
 }
 
