@@ -101,6 +101,23 @@ fn fetch_user() -> Result<(), Error> {
     Err(ErrorKind::ConnectionRefused.into())
 }
 
+#[retry(attempts = 2, base = std::time::Duration::from_micros(123_400), jitter = none, budget = none)]
+fn fetch_odd_delay() -> Result<(), Error> {
+    Err(ErrorKind::ConnectionRefused.into())
+}
+
+#[test]
+fn a_delay_reads_in_milliseconds_as_written() {
+    let _serial = serial();
+    let capture = captured(|| {
+        let _ = fetch_odd_delay();
+    });
+    let events = capture.events.lock().unwrap();
+    let delay = events[0].1.get("delay_ms").map(String::as_str);
+    // Not 123.39999999999999: one rounding, not two.
+    assert_eq!(delay, Some("123.4"), "{events:?}");
+}
+
 fn fields(pairs: &[(&str, &str)]) -> Fields {
     pairs
         .iter()

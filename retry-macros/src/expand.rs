@@ -1102,10 +1102,15 @@ fn builder_calls(args: &Args, rt: &TokenStream) -> (Vec<TokenStream>, bool) {
     if let Some(deadline) = args.deadline.value() {
         let d = match deadline {
             OrNone::None => quote!(::core::option::Option::None),
-            OrNone::Some(d) => {
-                constant &= d.as_lit().is_some();
+            OrNone::Some(d @ Dur::Lit(_)) => {
                 let d = duration(d);
                 quote!(::core::option::Option::Some(#d))
+            }
+            OrNone::Some(Dur::Expr(e)) => {
+                // A `Duration` or an `Option<Duration>` (`None`: no deadline).
+                constant = false;
+                let span = e.span();
+                quote_spanned!(span=> #rt::deadline(#e))
             }
         };
         calls.push(quote!(.deadline(#d)));

@@ -223,6 +223,13 @@ impl<'de> Deserialize<'de> for Policy {
         match fields.budget.as_deref().map(str::trim) {
             None | Some("default") => {}
             Some("none") => policy = policy.no_budget(),
+            Some("custom") => {
+                return Err(de::Error::custom(
+                    "`budget`: \"custom\" names a budget set in code, which configuration \
+                     cannot give back: write \"default\" or \"none\" here and give the budget \
+                     in code (`Policy::token_budget`, `Policy::window_budget`)",
+                ));
+            }
             Some(other) => {
                 return Err(de::Error::custom(format!(
                     "`budget`: `{other}` is not \"default\" or \"none\" (a budget of your own \

@@ -124,6 +124,36 @@ pub fn attempt_timeout<T: AttemptTimeout>(timeout: T) -> std::time::Duration {
     timeout.limit()
 }
 
+/// A `deadline = expr`: a `Duration`, or an `Option<Duration>` whose
+/// `None` is no deadline (as `deadline = none`).
+#[diagnostic::on_unimplemented(
+    message = "`deadline` takes a `Duration` or an `Option<Duration>`, not `{Self}`",
+    label = "expected `Duration` or `Option<Duration>`",
+    note = "write a literal with a unit (`10s`, `500ms`), `none`, or an expression of type \
+            `Duration` or `Option<Duration>`"
+)]
+pub trait DeadlineValue: crate::run::sealed::Part {
+    /// The deadline, if any.
+    fn deadline(self) -> Option<std::time::Duration>;
+}
+
+impl DeadlineValue for std::time::Duration {
+    fn deadline(self) -> Option<std::time::Duration> {
+        Some(self)
+    }
+}
+
+impl DeadlineValue for Option<std::time::Duration> {
+    fn deadline(self) -> Option<std::time::Duration> {
+        self
+    }
+}
+
+/// `deadline = expr`, as the policy's deadline.
+pub fn deadline<T: DeadlineValue>(deadline: T) -> Option<std::time::Duration> {
+    deadline.deadline()
+}
+
 /// What `#[retry]` returns for the runtime's own outcomes (a timed-out
 /// attempt, a breaker's or an adaptive throttle's rejection): the
 /// function's error, made `From` it. A trait of its own so that a missing

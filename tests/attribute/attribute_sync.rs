@@ -201,6 +201,25 @@ fn a_deadline_expression_may_use_the_arguments() {
     assert!(vt.elapsed() < Duration::from_millis(100));
 }
 
+#[retry(attempts = 100, deadline = limit, base = 10ms, jitter = none, budget = none)]
+fn deadline_from_option(limit: Option<Duration>, calls: &mut u32) -> Result<(), Error> {
+    *calls += 1;
+    Err(refused())
+}
+
+#[test]
+fn a_deadline_expression_may_be_an_option_and_none_is_no_deadline() {
+    let vt = VirtualTime::start();
+    let mut calls = 0;
+    let _ = deadline_from_option(Some(Duration::from_millis(100)), &mut calls);
+    assert_eq!(calls, 4);
+    assert!(vt.elapsed() < Duration::from_millis(100));
+    let mut calls = 0;
+    let _ = deadline_from_option(None, &mut calls);
+    // Only the attempts bound the call.
+    assert_eq!(calls, 100);
+}
+
 // --- Retry-After -----------------------------------------------------------
 
 #[derive(Debug)]

@@ -296,4 +296,10 @@ fn a_policy_says_whether_it_draws_on_the_default_token_budget_or_none() {
     }
     let custom = toml::to_string(&Policy::new().token_budget(&OWN)).unwrap();
     assert!(custom.contains("budget = \"custom\""), "{custom}");
+    // Read back, it says which budget it cannot give and where to give it.
+    let error = toml::from_str::<Policy>(&custom).unwrap_err().to_string();
+    assert!(
+        error.contains("set in code") && error.contains("Policy::token_budget"),
+        "{error}"
+    );
 }

@@ -59,11 +59,12 @@ const fn later(a: u64, b: u64) -> u64 {
 /// - One token comes back every `refill` (10 s by default) while the bucket
 ///   is not full. gRPC's bucket refills from answers alone: a function
 ///   called once a minute that went through an outage would need 60
-///   answers, an hour, before it could retry again; with the refill its
-///   first retry comes back a minute after the outage (6 tokens and a
-///   little: one to take, more than half left) and all of them after
-///   70 s. Time is read from the retry loop's
-///   clock, so virtual time drives it.
+///   answers, an hour, before it could retry again; with the refill, from
+///   an empty bucket, its first retry comes back one tick (100 ms) after a
+///   minute (more than 6 tokens: one to take, more than half left), and
+///   both retries of a three-attempt call one tick after 70 s (more than
+///   7). Time is read from the retry loop's clock, so virtual time drives
+///   it.
 ///
 /// **The bound.** With `n` calls answered over a stretch of time `t`, the
 /// retries it allows number fewer than

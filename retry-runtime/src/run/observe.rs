@@ -189,8 +189,10 @@ impl Observe {
                     parent: &self.span,
                     function = self.name,
                     attempt = attempts,
-                    // Milliseconds with their fraction: a 250 µs delay is 0.25.
-                    delay_ms = delay.as_secs_f64() * 1e3,
+                    // Milliseconds with their fraction: a 250 µs delay is
+                    // 0.25. One correctly rounded division, so 123.4 ms
+                    // reads 123.4, not 123.39999999999999.
+                    delay_ms = delay.as_nanos() as f64 / 1e6,
                     verdict = ?verdict.unwrap_or(Verdict::Retry),
                     "retrying"
                 );

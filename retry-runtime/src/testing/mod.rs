@@ -3,7 +3,11 @@
 //!
 //! - [`VirtualTime`] makes the sync retry loops of the current thread sleep
 //!   in virtual time. Async loops run on tokio's clock: under
-//!   `#[tokio::test(start_paused = true)]` they are virtual already.
+//!   `#[tokio::test(start_paused = true)]` they are virtual already. Tokio
+//!   pauses time on its current-thread runtime only, so a test of what
+//!   time changes (a breaker's cooldown, a budget's refill, a `Retry-After`)
+//!   on async calls runs there: `#[tokio::test(start_paused = true)]`, not
+//!   `flavor = "multi_thread"`, where every sleep is real.
 //! - [`record_sleeps`] lists the delays retry loops slept on this thread,
 //!   sync and async: what `VirtualTime::sleeps` tells of sync loops, for
 //!   async tests in tokio's paused time too.

@@ -46,10 +46,23 @@ fn a_quiet_function_gets_its_retries_back_in_time_not_after_sixty_answers() {
     }
     assert_eq!(throttle.tokens(), 0.0);
     // gRPC's bucket alone: a call a minute would need 60 answers (an
-    // hour) before a failure could be retried again (7 tokens: one taken,
-    // more than half left). With one token every 10 s: 70 s here.
+    // hour) before a failure could be retried again. With one token every
+    // 10 s: more than 6 tokens (one taken, more than half left) one tick
+    // after a minute.
     assert!(!throttle.allows_retry(t0 + Duration::from_secs(60)));
+    assert!(throttle.allows_retry(t0 + Duration::from_millis(60_100)));
     assert!(throttle.allows_retry(t0 + Duration::from_secs(70)));
+    // A three-attempt call's two retries: more than 7 tokens, one tick
+    // after 70 s.
+    let second = |at: Duration| {
+        let b = TokenBudget::standard();
+        for _ in 0..20 {
+            b.failed(t0);
+        }
+        b.failed(t0 + at) && b.failed(t0 + at)
+    };
+    assert!(!second(Duration::from_secs(70)));
+    assert!(second(Duration::from_millis(70_100)));
     // Without the refill, as gRPC: still no retry an hour on.
     let grpc = TokenBudget::new(10, 0.1).refill(Duration::ZERO);
     for _ in 0..20 {
