@@ -183,6 +183,7 @@ options! {
     budget: OrNone<Path> = "budget" ("MY_BUDGET");
     breaker: Path = "breaker" ("MY_BREAKER");
     throttle: Path = "throttle" ("MY_THROTTLE");
+    key: Expr = "key" ("shard_id");
     retry_after_max: Dur = "retry_after_max" ("60s") duration;
     attempt_timeout: Dur = "attempt_timeout" ("2s") duration;
     hedge: HedgeDelay = "hedge" ("p95") duration;
@@ -375,6 +376,7 @@ impl Args {
                 }
             }
             "policy" => self.policy.set(cx, span, value),
+            "key" => self.key.set(cx, span, value),
             "crate" => {
                 if let Some(p) = path(
                     cx,

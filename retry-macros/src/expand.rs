@@ -23,6 +23,7 @@ struct Names {
     policy_value: Ident,
     budget: Ident,
     own_budget: Ident,
+    key: Ident,
     state: Ident,
     outcome: Ident,
     verdict: Ident,
@@ -38,6 +39,7 @@ impl Names {
             policy_value: format_ident!("__backstop_policy_value", span = m),
             budget: format_ident!("__backstop_budget", span = m),
             own_budget: format_ident!("__BACKSTOP_BUDGET"),
+            key: format_ident!("__backstop_key", span = m),
             state: format_ident!("__backstop_state", span = m),
             outcome: format_ident!("__backstop_outcome", span = m),
             verdict: format_ident!("__backstop_verdict", span = m),
@@ -771,7 +773,8 @@ fn gate(
     // `E: From<Rejection>` (required only here, spanned on the path).
     match path {
         Some(path) => {
-            let (item, read, last) = shared_static(path, rt, gate.what, gate.shared, gate.read);
+            let (item, read, last) =
+                shared_static(path, rt, gate.what, gate.shared, gate.read, &n.key);
             let open = format_ident!("__backstop_open", span = Span::mixed_site());
             // `<E as From<Rejection>>::from` with the user's own `E` where
             // the return type names it, all on the path: a missing impl is
@@ -873,10 +876,18 @@ fn setup(args: &Args, rt: &TokenStream, n: &Names) -> TokenStream {
             }
         }
     };
+    let key = &n.key;
+    let key_init = match args.key.value() {
+        Some(expr) => {
+            let span = expr.span();
+            quote_spanned!(span=> #rt::call_key(&(#expr)))
+        }
+        None => quote!(::core::option::Option::None),
+    };
     let (own, budget_init) = match args.budget.value() {
         Some(OrNone::None) => (quote!(), quote!(::core::option::Option::None)),
         Some(OrNone::Some(path)) => {
-            let (item, read, _) = shared_static(path, rt, "BUDGET", "SharedBudget", "budget");
+            let (item, read, _) = shared_static(path, rt, "BUDGET", "SharedBudget", "budget", key);
             (item, quote!(::core::option::Option::Some(#read)))
         }
         None => {
@@ -884,8 +895,8 @@ fn setup(args: &Args, rt: &TokenStream, n: &Names) -> TokenStream {
                 static #own_budget: #rt::TokenBudget = #rt::TokenBudget::standard();
             };
             // Through `own`: a test under `testing::isolate()` gets a
-            // fresh one instead.
-            let own_ref = quote!(#rt::BudgetRef::Token(#rt::own(&#own_budget)));
+            // fresh one instead. With a key, the key's own.
+            let own_ref = quote!(#rt::own_budget(&#own_budget, #key));
             let init = if args.policy.value().is_some() {
                 quote!(#rt::policy_budget(#policy, || #own_ref))
             } else {
@@ -897,6 +908,7 @@ fn setup(args: &Args, rt: &TokenStream, n: &Names) -> TokenStream {
     quote! {
         #own
         #policy_init
+        let #key: ::core::option::Option<u64> = #key_init;
         let #budget: ::core::option::Option<#rt::BudgetRef<'static>> = #budget_init;
     }
 }
@@ -917,6 +929,7 @@ fn shared_static(
     what: &str,
     shared: &str,
     read: &str,
+    key: &Ident,
 ) -> (TokenStream, TokenStream, Span) {
     let last = path
         .segments
@@ -930,7 +943,7 @@ fn shared_static(
     let item = quote! {
         static #name: #ty = #borrow;
     };
-    (item, quote!(#rt::#shared::#read(#name)), last)
+    (item, quote!(#rt::#shared::#read(#name, #key)), last)
 }
 
 /// `<Ret as Outcome>::as_result(&outcome)`: the outcome as a `Result` of

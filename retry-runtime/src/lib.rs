@@ -32,8 +32,9 @@
 //!   virtual time's core, the clocks and the timer;
 //! - [`limit`]: the token budget, the windowed budget, the adaptive
 //!   throttle and the breaker, lock-free (their atomics come from
-//!   `sync.rs`: std's, or loom's for the models), and which instance of
-//!   each a call draws on (the `static`, or a test's fresh copy);
+//!   `sync.rs`: std's, or loom's for the models), which instance of each
+//!   a call draws on (the `static`, or a test's fresh copy), and the
+//!   tables that keep one per key;
 //! - [`classify`]: which outcomes a retry can fix, with the database
 //!   clients' errors and the HTTP rule (`http`);
 //! - `state/`: the one decider, with its vocabulary, the [`Policy`] and
@@ -55,8 +56,9 @@
 //!    [`Throttled`], and with `reqwest` its error of an HTTP call).
 //! 2. Classification.
 //! 3. The limiters; then the policy, the events, the attempt context, the
-//!    timer, the hedge delay, and the lookup of the fresh copies of all of
-//!    them that [`testing::isolate`] hands a test.
+//!    timer, the hedge delay, the lookup of the fresh copies of all of
+//!    them that [`testing::isolate`] hands a test, and the tables of them
+//!    per key.
 //! 4. The decider.
 //! 5. The loops and integrations: `run`, the `#[retry]` glue,
 //!    [`testing`], `http`, `reqwest`, `config`, `tower`, the middleware,
@@ -136,8 +138,8 @@ pub use tower::tonic;
 pub mod builder {
     pub use crate::run::observe::{Ignore, OnGiveUp, OnRetry};
     pub use crate::run::{
-        AttemptTimeout, BreakerSlot, Handles, NoBreaker, NoThrottle, NoTimeout, SyncLoop,
-        ThrottleSlot, TimeoutSlot, ValueLoop, WithTimeout,
+        AttemptTimeout, BreakerSlot, Budget, Handles, IntoBreaker, IntoThrottle, NoBreaker,
+        NoThrottle, NoTimeout, SyncLoop, ThrottleSlot, TimeoutSlot, ValueLoop, WithTimeout,
     };
 }
 

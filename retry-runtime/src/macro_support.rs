@@ -9,7 +9,7 @@ pub use crate::hedge::{Hedge, LatencyPercentile};
 use crate::limit::adaptive::AdaptiveThrottle;
 use crate::limit::breaker::CircuitBreaker;
 pub use crate::limit::isolation::own;
-pub use crate::limit::{BudgetRef, TokenBudget, WindowBudget};
+pub use crate::limit::{BudgetRef, Keyed, TokenBudget, WindowBudget};
 pub use crate::run::observe::Function;
 pub use crate::run::sleep;
 pub use crate::state::vocabulary::Attempted;
@@ -248,108 +248,187 @@ pub fn sleep_async(delay: std::time::Duration) -> impl Future<Output = ()> {
     crate::time::timer::sleep_async(delay)
 }
 
+/// `key = expr`: the call's key, hashed. A trait of its own so that a
+/// key that cannot be hashed says what `key` takes.
+#[diagnostic::on_unimplemented(
+    message = "`key = ..` needs a value that can be hashed, not `{Self}`",
+    label = "`{Self}` is not `Hash`",
+    note = "give a key that is `Hash`: a host name (`&str`), a shard number, a tenant id, \
+            or a tuple of them"
+)]
+pub trait CallKey {
+    /// The key's hash.
+    fn hashed(&self) -> u64;
+}
+
+impl<K: std::hash::Hash + ?Sized> CallKey for K {
+    fn hashed(&self) -> u64 {
+        crate::limit::keyed::key_hash(self)
+    }
+}
+
+/// The hash of a `key = expr`.
+pub fn call_key<K: CallKey + ?Sized>(key: &K) -> Option<u64> {
+    Some(key.hashed())
+}
+
+/// A function's own token budget (`own`, its `static`), or with a key,
+/// that key's own default budget; under `testing::isolate()`, fresh.
+pub fn own_budget(own: &'static TokenBudget, key: Option<u64>) -> BudgetRef<'static> {
+    match key {
+        None => BudgetRef::Token(crate::limit::isolation::own(own)),
+        Some(_) => crate::run::default_per_key(own, key),
+    }
+}
+
 /// What `budget = PATH` may name: a `static TokenBudget` or a `static
-/// WindowBudget`, or a `static` that dereferences to one (a `LazyLock`
-/// built from configuration). The generated code borrows `PATH` once, as a
-/// `&'static dyn SharedBudget` in a `static`: a `const` is then the one
-/// error (a fresh budget per call would silently grant every retry).
+/// WindowBudget`, a `static Keyed` of either, or a `static` that
+/// dereferences to one of them (a `LazyLock` built from configuration).
+/// The generated code borrows `PATH` once, as a `&'static dyn
+/// SharedBudget` in a `static`: a `const` is then the one error (a fresh
+/// budget per call would silently grant every retry).
 #[diagnostic::on_unimplemented(
     message = "`budget = ..` needs a `static TokenBudget` or `WindowBudget`, not `{Self}`",
     label = "not a `TokenBudget` or `WindowBudget`",
-    note = "declare it `static NAME: TokenBudget = TokenBudget::new(..);` (or a `WindowBudget`, or a `LazyLock` of either)"
+    note = "declare it `static NAME: TokenBudget = TokenBudget::new(..);` (or a `WindowBudget`, a `Keyed` of either, or a `LazyLock` of one)"
 )]
 pub trait SharedBudget: Sync + 'static {
-    /// The budget.
-    fn budget(&'static self) -> BudgetRef<'static>;
+    /// The budget of a call keyed `key`.
+    fn budget(&'static self, key: Option<u64>) -> BudgetRef<'static>;
 }
 
 // Each through `own`: a test under `testing::isolate()` draws on a fresh
 // copy instead.
 
-impl SharedBudget for WindowBudget {
-    fn budget(&'static self) -> BudgetRef<'static> {
-        BudgetRef::Window(own(self))
-    }
-}
-
 impl SharedBudget for TokenBudget {
-    fn budget(&'static self) -> BudgetRef<'static> {
-        BudgetRef::Token(own(self))
+    fn budget(&'static self, key: Option<u64>) -> BudgetRef<'static> {
+        self.kind(key)
     }
 }
 
-/// What a `static` holding a budget may dereference to.
+impl SharedBudget for WindowBudget {
+    fn budget(&'static self, key: Option<u64>) -> BudgetRef<'static> {
+        self.kind(key)
+    }
+}
+
+impl SharedBudget for Keyed<TokenBudget> {
+    fn budget(&'static self, key: Option<u64>) -> BudgetRef<'static> {
+        self.kind(key)
+    }
+}
+
+impl SharedBudget for Keyed<WindowBudget> {
+    fn budget(&'static self, key: Option<u64>) -> BudgetRef<'static> {
+        self.kind(key)
+    }
+}
+
+/// A `static` that dereferences to a budget (a `LazyLock`).
+impl<T: std::ops::Deref + Sync + 'static> SharedBudget for T
+where
+    T::Target: BudgetKind,
+{
+    fn budget(&'static self, key: Option<u64>) -> BudgetRef<'static> {
+        BudgetKind::kind(&**self, key)
+    }
+}
+
+/// What a `static` holding a budget may be, or dereference to.
 pub trait BudgetKind: Sync + 'static {
-    /// As a [`BudgetRef`].
-    fn kind(&'static self) -> BudgetRef<'static>;
+    /// As a [`BudgetRef`], for a call keyed `key`.
+    fn kind(&'static self, key: Option<u64>) -> BudgetRef<'static>;
 }
 
 impl BudgetKind for WindowBudget {
-    fn kind(&'static self) -> BudgetRef<'static> {
+    fn kind(&'static self, _: Option<u64>) -> BudgetRef<'static> {
         BudgetRef::Window(own(self))
     }
 }
 
 impl BudgetKind for TokenBudget {
-    fn kind(&'static self) -> BudgetRef<'static> {
+    fn kind(&'static self, _: Option<u64>) -> BudgetRef<'static> {
         BudgetRef::Token(own(self))
     }
 }
 
-impl<T: std::ops::Deref + Sync + 'static> SharedBudget for T
-where
-    T::Target: BudgetKind,
-{
-    fn budget(&'static self) -> BudgetRef<'static> {
-        BudgetKind::kind(&**self)
+impl BudgetKind for Keyed<TokenBudget> {
+    fn kind(&'static self, key: Option<u64>) -> BudgetRef<'static> {
+        crate::run::PerKeyBudget::Token(self).for_key(key)
     }
 }
 
-/// What `breaker = PATH` may name: a `static CircuitBreaker`, or a `static`
-/// that dereferences to one; borrowed once, like [`SharedBudget`].
+impl BudgetKind for Keyed<WindowBudget> {
+    fn kind(&'static self, key: Option<u64>) -> BudgetRef<'static> {
+        crate::run::PerKeyBudget::Window(self).for_key(key)
+    }
+}
+
+/// What `breaker = PATH` may name: a `static CircuitBreaker`, a `static
+/// Keyed<CircuitBreaker>`, or a `static` that dereferences to one;
+/// borrowed once, like [`SharedBudget`].
 #[diagnostic::on_unimplemented(
     message = "`breaker = ..` needs a `static CircuitBreaker`, not `{Self}`",
     label = "not a `CircuitBreaker`",
-    note = "declare it `static NAME: CircuitBreaker = CircuitBreaker::new(..);`"
+    note = "declare it `static NAME: CircuitBreaker = CircuitBreaker::new(..);` (or a `Keyed<CircuitBreaker>`)"
 )]
 pub trait SharedBreaker: Sync + 'static {
-    /// The breaker.
-    fn breaker(&'static self) -> &'static CircuitBreaker;
+    /// The breaker of a call keyed `key`.
+    fn breaker(&'static self, key: Option<u64>) -> &'static CircuitBreaker;
 }
 
 impl SharedBreaker for CircuitBreaker {
-    fn breaker(&'static self) -> &'static CircuitBreaker {
+    fn breaker(&'static self, _: Option<u64>) -> &'static CircuitBreaker {
         self
     }
 }
 
-impl<T: std::ops::Deref<Target = CircuitBreaker> + Sync + 'static> SharedBreaker for T {
-    fn breaker(&'static self) -> &'static CircuitBreaker {
-        self
+impl SharedBreaker for Keyed<CircuitBreaker> {
+    fn breaker(&'static self, key: Option<u64>) -> &'static CircuitBreaker {
+        self.for_key(key)
     }
 }
 
-/// What `throttle = PATH` may name: a `static AdaptiveThrottle`, or a
-/// `static` that dereferences to one; borrowed once, like [`SharedBudget`].
+impl<T: std::ops::Deref + Sync + 'static> SharedBreaker for T
+where
+    T::Target: SharedBreaker,
+{
+    fn breaker(&'static self, key: Option<u64>) -> &'static CircuitBreaker {
+        SharedBreaker::breaker(&**self, key)
+    }
+}
+
+/// What `throttle = PATH` may name: a `static AdaptiveThrottle`, a
+/// `static Keyed<AdaptiveThrottle>`, or a `static` that dereferences to
+/// one; borrowed once, like [`SharedBudget`].
 #[diagnostic::on_unimplemented(
     message = "`throttle = ..` needs a `static AdaptiveThrottle`, not `{Self}`",
     label = "not an `AdaptiveThrottle`",
-    note = "declare it `static NAME: AdaptiveThrottle = AdaptiveThrottle::standard();`"
+    note = "declare it `static NAME: AdaptiveThrottle = AdaptiveThrottle::standard();` (or a `Keyed<AdaptiveThrottle>`)"
 )]
 pub trait SharedThrottle: Sync + 'static {
-    /// The throttle.
-    fn throttle(&'static self) -> &'static AdaptiveThrottle;
+    /// The throttle of a call keyed `key`.
+    fn throttle(&'static self, key: Option<u64>) -> &'static AdaptiveThrottle;
 }
 
 impl SharedThrottle for AdaptiveThrottle {
-    fn throttle(&'static self) -> &'static AdaptiveThrottle {
+    fn throttle(&'static self, _: Option<u64>) -> &'static AdaptiveThrottle {
         self
     }
 }
 
-impl<T: std::ops::Deref<Target = AdaptiveThrottle> + Sync + 'static> SharedThrottle for T {
-    fn throttle(&'static self) -> &'static AdaptiveThrottle {
-        self
+impl SharedThrottle for Keyed<AdaptiveThrottle> {
+    fn throttle(&'static self, key: Option<u64>) -> &'static AdaptiveThrottle {
+        self.for_key(key)
+    }
+}
+
+impl<T: std::ops::Deref + Sync + 'static> SharedThrottle for T
+where
+    T::Target: SharedThrottle,
+{
+    fn throttle(&'static self, key: Option<u64>) -> &'static AdaptiveThrottle {
+        SharedThrottle::throttle(&**self, key)
     }
 }
 

@@ -220,6 +220,28 @@ fn a_deadline_expression_may_be_an_option_and_none_is_no_deadline() {
     assert_eq!(calls, 100);
 }
 
+#[retry(key = shard, base = 1ms, jitter = none)]
+fn by_shard(shard: u32, calls: &mut u32) -> Result<(), Error> {
+    *calls += 1;
+    Err(refused())
+}
+
+#[test]
+fn with_a_key_each_key_has_a_default_token_budget_of_its_own() {
+    let _vt = VirtualTime::start();
+    let attempts = |shard: u32| {
+        let mut calls = 0;
+        let _ = by_shard(shard, &mut calls);
+        calls
+    };
+    // Shard 1 is down: 3 retries in its first calls (each failure takes a
+    // token, retries only above half: at 9, 8 and 6), then none.
+    let spent: u32 = (0..10).map(|_| attempts(1)).sum();
+    assert_eq!(spent, 10 + 3);
+    assert_eq!(attempts(1), 1, "no retry left for shard 1");
+    assert_eq!(attempts(2), 3, "shard 2 has its own budget, full");
+}
+
 // --- Retry-After -----------------------------------------------------------
 
 #[derive(Debug)]

@@ -282,3 +282,42 @@ fn the_state_reads_virtual_time_inside_a_runtime_as_sync_calls_do() {
     );
     assert_eq!(WATCHED.state(), BreakerState::Open);
 }
+
+// --- Kept per key ---------------------------------------------------------
+
+static PER_SHARD: backstop::limit::Keyed<CircuitBreaker> =
+    backstop::limit::Keyed::new(CircuitBreaker::new(2, Duration::from_secs(30)));
+
+#[retry(attempts = 2, breaker = PER_SHARD, key = shard, budget = none, jitter = none)]
+fn call_shard(shard: u32, calls: &AtomicU32, up: bool) -> Result<(), ApiError> {
+    calls.fetch_add(1, Relaxed);
+    if up {
+        Ok(())
+    } else {
+        Err(ApiError::Unavailable)
+    }
+}
+
+#[retry(attempts = 2, breaker = PER_SHARD, key = shard, budget = none, jitter = none)]
+async fn call_shard_async(shard: u32, calls: &AtomicU32) -> Result<(), ApiError> {
+    calls.fetch_add(1, Relaxed);
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_breaker_kept_per_key_opens_for_the_failing_key_only() {
+    let _vt = VirtualTime::start();
+    let calls = AtomicU32::new(0);
+    // Shard 10 is down: two failures open its breaker.
+    assert_eq!(call_shard(10, &calls, false), Err(ApiError::Unavailable));
+    assert_eq!(calls.load(Relaxed), 2);
+    assert_eq!(call_shard(10, &calls, true), Err(ApiError::Open));
+    assert_eq!(calls.load(Relaxed), 2, "rejected without running");
+    assert_eq!(PER_SHARD.get(&10u32).state(), BreakerState::Open);
+    // Shard 11 is not: its breaker is its own, closed.
+    assert_eq!(call_shard(11, &calls, true), Ok(()));
+    assert_eq!(call_shard_async(11, &calls).await, Ok(()));
+    assert_eq!(calls.load(Relaxed), 4);
+    assert_eq!(call_shard_async(10, &calls).await, Err(ApiError::Open));
+    assert_eq!(calls.load(Relaxed), 4);
+}

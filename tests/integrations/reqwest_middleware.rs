@@ -415,3 +415,82 @@ async fn a_hedged_call_that_never_answers_gives_up_at_its_deadline() {
         started.elapsed()
     );
 }
+
+/// A port with nothing listening: every connection is refused.
+async fn refusing_url() -> String {
+    let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/", closed.local_addr().unwrap());
+    drop(closed);
+    url
+}
+
+/// Of 20 calls to a new host whose first request of each call is answered
+/// 503 and its retry 200, how many `client` gets a 200 for.
+async fn rescued_of_twenty(client: &ClientWithMiddleware) -> usize {
+    let (healthy, _) = serve((0..20).flat_map(|_| [(503, ""), (200, "")]).collect()).await;
+    let mut rescued = 0;
+    for _ in 0..20 {
+        if client.get(&healthy).send().await.unwrap().status() == 200 {
+            rescued += 1;
+        }
+    }
+    rescued
+}
+
+#[tokio::test]
+async fn a_host_that_is_down_drains_its_own_token_budget_and_no_other_hosts() {
+    // The healthy host alone, through a client of its own.
+    let alone = rescued_of_twenty(&client(RetryMiddleware::new(&quick()))).await;
+    assert!(alone >= 10, "{alone}: half of the calls at least");
+    // Behind one client with a host that is down.
+    let client = client(RetryMiddleware::new(&quick()));
+    let down = refusing_url().await;
+    for _ in 0..30 {
+        let error = client.get(&down).send().await.unwrap_err();
+        assert!(error.is_connect(), "{error:?}");
+    }
+    let beside = rescued_of_twenty(&client).await;
+    assert_eq!(
+        beside, alone,
+        "the healthy host kept the retries it has alone"
+    );
+    // And the host that is down has none left, through any client.
+    let attempts = Arc::new(Mutex::new(0));
+    let counted = attempts.clone();
+    let counting = client_counting(move || *counted.lock().unwrap() += 1);
+    let _ = counting.get(&down).send().await.unwrap_err();
+    assert_eq!(
+        *attempts.lock().unwrap(),
+        0,
+        "no retry for the host that is down"
+    );
+}
+
+/// A client whose middleware calls `on_retry` at each retry.
+fn client_counting(on_retry: impl Fn() + Send + Sync + 'static) -> ClientWithMiddleware {
+    client(RetryMiddleware::new(
+        backstop::Retry::new(&quick())
+            .on_retry(move |_: &backstop::RetryEvent<'_, _, _>| on_retry()),
+    ))
+}
+
+static PER_HOST: backstop::limit::Keyed<CircuitBreaker> =
+    backstop::limit::Keyed::new(CircuitBreaker::new(2, Duration::from_secs(30)));
+
+#[tokio::test]
+async fn a_breaker_kept_per_key_opens_for_the_host_that_is_down_only() {
+    let client = client(RetryMiddleware::new(
+        backstop::Retry::new(&quick()).breaker(&PER_HOST),
+    ));
+    let down = refusing_url().await;
+    let _ = client.get(&down).send().await.unwrap_err();
+    let rejected = client.get(&down).send().await.unwrap_err();
+    assert!(format!("{rejected}").contains("circuit"), "{rejected}");
+    let (healthy, _) = serve(vec![(200, "")]).await;
+    let response = client.get(&healthy).send().await.unwrap();
+    assert_eq!(
+        response.status(),
+        200,
+        "the healthy host's breaker is closed"
+    );
+}

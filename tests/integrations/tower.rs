@@ -1096,3 +1096,99 @@ async fn a_probe_that_never_returns_does_not_hold_the_breaker_shut() {
     assert!(!hung.is_finished());
     hung.abort();
 }
+
+/// A dependency of two hosts behind one client: `down` refuses every
+/// request; the other answers each call's first request 503 and its retry
+/// 200 (an odd request of its own is a first one).
+fn two_hosts(
+    down: &'static str,
+) -> impl tower::Service<
+    Request<ReplayBody<String>>,
+    Response = Response<()>,
+    Error = std::io::Error,
+    Future = impl Send,
+> + Clone {
+    let healthy = Arc::new(AtomicU32::new(0));
+    service_fn(move |request: Request<ReplayBody<String>>| {
+        let healthy = healthy.clone();
+        async move {
+            if request.uri().host() == Some(down) {
+                return Err(support::refused());
+            }
+            let n = healthy.fetch_add(1, Ordering::Relaxed);
+            let status = if n.is_multiple_of(2) { 503 } else { 200 };
+            Ok(Response::builder().status(status).body(()).unwrap())
+        }
+    })
+}
+
+/// Of 20 calls to `host` through `service`, how many are answered 200.
+async fn rescued_through<S>(service: &S, host: &str) -> usize
+where
+    S: tower::Service<Request<String>, Response = Response<()>, Error = std::io::Error> + Clone,
+{
+    let mut rescued = 0;
+    for _ in 0..20 {
+        let request = Request::get(format!("http://{host}/users/7"))
+            .body(String::new())
+            .unwrap();
+        let response = service.clone().oneshot(request).await.unwrap();
+        rescued += usize::from(response.status() == 200);
+    }
+    rescued
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_host_that_is_down_drains_its_own_token_budget_and_no_other_hosts() {
+    let policy = Policy::new();
+    let alone = RetryLayer::http(&policy).layer(two_hosts("down-a.test"));
+    let rescued_alone = rescued_through(&alone, "up-a.test").await;
+    assert!(rescued_alone >= 10, "{rescued_alone}");
+    let shared = RetryLayer::http(&policy).layer(two_hosts("down-b.test"));
+    for _ in 0..30 {
+        let request = Request::get("http://down-b.test/")
+            .body(String::new())
+            .unwrap();
+        assert!(shared.clone().oneshot(request).await.is_err());
+    }
+    let rescued_beside = rescued_through(&shared, "up-b.test").await;
+    assert_eq!(
+        rescued_beside, rescued_alone,
+        "the healthy host kept its retries"
+    );
+}
+
+static TOWER_PER_HOST: backstop::limit::Keyed<CircuitBreaker> =
+    backstop::limit::Keyed::new(CircuitBreaker::new(2, Duration::from_secs(30)));
+
+#[tokio::test(start_paused = true)]
+async fn a_breaker_kept_per_key_opens_for_the_destination_that_is_down_only() {
+    let calls = Arc::new(AtomicU32::new(0));
+    let seen = calls.clone();
+    let inner = service_fn(move |request: Request<ReplayBody<String>>| {
+        seen.fetch_add(1, Ordering::Relaxed);
+        async move {
+            match request.uri().port_u16() {
+                Some(8081) => Err(ApiError::Down),
+                _ => Ok(Response::new(())),
+            }
+        }
+    });
+    let service = RetryLayer::http(backstop::Retry::new(&Policy::new()).breaker(&TOWER_PER_HOST))
+        .layer(inner);
+    let to = |uri: &str| Request::get(uri).body(String::new()).unwrap();
+    let down = service.clone().oneshot(to("http://db.test:8081/")).await;
+    assert!(matches!(down, Err(ApiError::Down)), "{down:?}");
+    assert_eq!(
+        calls.load(Ordering::Relaxed),
+        2,
+        "opened after two failures"
+    );
+    let rejected = service.clone().oneshot(to("http://db.test:8081/")).await;
+    assert!(matches!(rejected, Err(ApiError::Open)), "{rejected:?}");
+    // Another port of the same host is another destination.
+    let other = service.clone().oneshot(to("http://db.test:8082/")).await;
+    assert!(other.is_ok(), "{other:?}");
+    let state = TOWER_PER_HOST.get(&"unused").state();
+    assert_eq!(state, backstop::limit::BreakerState::Closed);
+}

@@ -174,6 +174,11 @@ impl AdaptiveThrottle {
         })
     }
 
+    /// Nothing counted in the window ending at `now`: as a fresh one.
+    pub(crate) fn is_idle(&self, now: Instant) -> bool {
+        self.counts(now) == (0, 0)
+    }
+
     /// The probability that an attempt made at `now` is shed.
     pub fn rejection_probability(&self, now: Instant) -> f64 {
         let (requests, accepts) = self.counts(now);

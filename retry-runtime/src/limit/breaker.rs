@@ -46,20 +46,6 @@ fn millis(now: Instant) -> u64 {
     (nanos_since_origin(now) / 1_000_000).clamp(1, PAYLOAD_MAX)
 }
 
-/// Now, on the clock the retry loops of this thread read: virtual time
-/// under `testing::VirtualTime` (sync loops read it), else tokio's inside a
-/// tokio runtime, paused or not (async loops read it), else the system's.
-fn loop_now() -> Instant {
-    if let Some(now) = crate::time::virtual_time::virtual_now() {
-        return now;
-    }
-    #[cfg(all(feature = "tokio", not(loom)))]
-    if tokio::runtime::Handle::try_current().is_ok() {
-        return tokio::time::Instant::now().into_std();
-    }
-    Instant::now()
-}
-
 /// Where a [`CircuitBreaker`] stands.
 ///
 /// ```
@@ -215,7 +201,7 @@ impl CircuitBreaker {
     /// runtime reads the system's clock, not the paused one: ask
     /// `state_at` with the clock your calls read.
     pub fn state(&self) -> BreakerState {
-        self.state_at(loop_now())
+        self.state_at(crate::time::clock::loop_now())
     }
 
     /// Where the breaker stands at `now`: `HalfOpen` as soon as a trial may
@@ -422,6 +408,12 @@ impl CircuitBreaker {
                 self.state
                     .compare_exchange(current, word(CLOSED, admitted, 0), AcqRel, Acquire);
         }
+    }
+
+    /// Closed with no failure counted: as a fresh breaker is.
+    pub(crate) fn is_pristine(&self) -> bool {
+        let current = self.state.load(Acquire);
+        current & TAG == CLOSED && payload(current) == 0
     }
 
     /// Is the breaker closed (calls go through)?

@@ -56,11 +56,13 @@
 pub(crate) mod adaptive;
 pub(crate) mod breaker;
 pub(crate) mod isolation;
+pub(crate) mod keyed;
 pub(crate) mod token;
 pub(crate) mod window;
 
 pub use adaptive::{AdaptiveThrottle, Throttled};
 pub use breaker::{BreakerState, CircuitBreaker, CircuitOpen, Permit};
+pub use keyed::{Keyed, PerKey};
 #[cfg(feature = "tower")]
 pub(crate) use token::OwnBudget;
 pub use token::TokenBudget;

@@ -303,6 +303,11 @@ impl TokenBudget {
             .min(self.max)
     }
 
+    /// Full at `now`: as a fresh one is.
+    pub(crate) fn is_full(&self, now: Instant) -> bool {
+        self.refilled(self.state.load(Acquire), self.tick(now)) >= self.max
+    }
+
     /// An attempt failed in a way the classifier would retry: one token
     /// less. Answers whether a retry of it is allowed: more than
     /// `max_tokens / 2` tokens left.

@@ -408,6 +408,27 @@ impl WindowBudget {
         }
     }
 
+    /// Nothing of its window applies at `now`, as for a fresh one: never
+    /// used, idle for longer than its window, or no retry granted and no
+    /// call counted in it.
+    pub(crate) fn is_idle(&self, now: Instant) -> bool {
+        if self.base.load(Acquire) == 0 {
+            return true;
+        }
+        let head = self.head.load(Acquire);
+        let epoch = self.slot(now).wrapping_add(self.offset.load(Acquire));
+        if ahead(epoch, head) > RING.cast_signed() {
+            return true;
+        }
+        let live = |slots: &[AtomicU64; RING as usize]| {
+            slots.iter().any(|slot| {
+                let word = slot.load(Acquire);
+                count(word) > 0 && (0..RING as i32).contains(&tag_ahead(head, word))
+            })
+        };
+        self.granted.load(Acquire) == 0 && !live(&self.calls) && !live(&self.retries)
+    }
+
     /// The slot `now` falls in, counted from this budget's base.
     fn slot(&self, now: Instant) -> u64 {
         let nanos = nanos_since_origin(now);

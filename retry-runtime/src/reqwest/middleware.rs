@@ -480,7 +480,11 @@ where
         } else {
             layer.policy
         };
-        let budget = layer.retry.budget();
+        let url = request.url();
+        let destination = url
+            .host_str()
+            .map(|host| crate::classify::http::destination(Some(url.scheme()), host, url.port()));
+        let budget = layer.retry.budget_for(destination);
         let retry = &layer.retry.retry;
         let clonable = request.try_clone().is_some();
         let call = Call {
@@ -501,7 +505,7 @@ where
         let timeout = own
             .or(policy.get_attempt_timeout())
             .unwrap_or(Duration::MAX);
-        Drive::new(retry, policy, budget, call, true)
+        Drive::new(retry, policy, budget, destination, call, true)
             .with_timeout(Some(timeout))
             .await
     }

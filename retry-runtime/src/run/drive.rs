@@ -167,8 +167,9 @@ enum Phase<K, H> {
 /// locals are: the call starts then (its clock chosen, its span entered, its
 /// deadline counted), and a future never polled is no call.
 enum Run<'a, P> {
-    /// Not polled yet: the policy and the budget it will start under.
-    Unstarted(P, Option<BudgetRef<'a>>),
+    /// Not polled yet: the policy and the budget it will start under, and
+    /// the call's key.
+    Unstarted(P, Option<BudgetRef<'a>>, Option<u64>),
     /// Started: lean until its first attempt fails, as `#[retry]`'s; then
     /// the state machine, boxed (the driver's callers move it, and the
     /// fewer bytes the cheaper).
@@ -186,8 +187,8 @@ impl<'a, P: HoldsPolicy> Run<'a, P> {
         hedged: bool,
         span: &mut LoopSpan,
     ) -> &mut Lazy<'a, P> {
-        if let Run::Unstarted(policy, budget) = *self {
-            let state = steps.start(policy, budget, RuntimeClock::current(), hedged);
+        if let Run::Unstarted(policy, budget, key) = *self {
+            let state = steps.start(policy, budget, key, RuntimeClock::current(), hedged);
             #[cfg(feature = "tracing")]
             {
                 *span = state.call_span().clone();
@@ -250,12 +251,14 @@ where
     X: Lends,
     X::Loop: Steps<D::Ok, D::Err>,
 {
-    /// The loop around `op`, under `policy`, drawing on `budget`.
+    /// The loop around `op`, under `policy`, drawing on `budget`, behind
+    /// the breaker and throttle of `key`.
     #[inline]
     pub(crate) fn new(
         steps: X,
         policy: P,
         budget: Option<BudgetRef<'a>>,
+        key: Option<u64>,
         op: D,
         hedges: bool,
     ) -> Self {
@@ -263,7 +266,7 @@ where
         let hedges = hedges && steps.lent().hedging().is_some();
         Self {
             steps,
-            state: Run::Unstarted(policy, budget),
+            state: Run::Unstarted(policy, budget, key),
             op,
             timeout,
             hedges,

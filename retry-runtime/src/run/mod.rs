@@ -14,9 +14,10 @@ pub mod scope;
 use std::time::Duration;
 
 use crate::classify::{ByClassify, Classifier, Classify, NeverRetry, When};
-use crate::limit::BudgetRef;
 use crate::limit::adaptive::{AdaptiveThrottle, Throttled};
 use crate::limit::breaker::{CircuitBreaker, CircuitOpen};
+use crate::limit::keyed::key_hash;
+use crate::limit::{BudgetRef, Keyed, TokenBudget, WindowBudget};
 #[cfg(not(loom))]
 use crate::run::hedge::Hedge;
 use crate::run::observe::{GiveUpEvent, Ignore, OnGiveUp, OnRetry, RetryEvent};
@@ -97,7 +98,7 @@ where
     let retry = Retry::new(policy);
     let op = drive::Closures::<F, Fut, NoTimeout>::new(op);
     let budget = retry.budget;
-    drive::Drive::new(drive::Owned(retry), policy, budget, op, true)
+    drive::Drive::new(drive::Owned(retry), policy, budget, None, op, true)
 }
 
 /// Retries an async operation that borrows or owns `value` (`&mut conn`),
@@ -141,6 +142,7 @@ where
         drive::Owned(retry),
         policy,
         retry.budget,
+        None,
         op,
         false,
     ))
@@ -215,6 +217,8 @@ pub struct Retry<
     timeout: L,
     throttle: A,
     hedge: HedgeSlot,
+    /// The call's key (its hash), for the limiters kept per key.
+    pub(crate) key: Option<u64>,
 }
 
 /// The hedging of a [`Retry`] loop, if any (no hedging in loom models:
@@ -233,6 +237,103 @@ pub(crate) enum Chosen {
     Default,
     /// The policy's, or the one given, or none.
     Given(Option<BudgetRef<'static>>),
+    /// A budget per key, given.
+    PerKey(PerKeyBudget),
+}
+
+/// A budget kept per key: the key of each call picks its budget.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum PerKeyBudget {
+    Token(&'static Keyed<TokenBudget>),
+    Window(&'static Keyed<WindowBudget>),
+}
+
+impl PerKeyBudget {
+    /// The budget of a call keyed `key` (the shared one for none), as a
+    /// test under `testing::isolate()` sees it.
+    pub(crate) fn for_key(self, key: Option<u64>) -> BudgetRef<'static> {
+        let budget = match self {
+            Self::Token(table) => BudgetRef::Token(table.for_key(key)),
+            Self::Window(table) => BudgetRef::Window(table.for_key(key)),
+        };
+        crate::limit::isolation::own_budget(Some(budget)).unwrap_or(budget)
+    }
+}
+
+/// What [`Retry::budget`] takes: a `&'static TokenBudget` or
+/// `&'static WindowBudget` (or a [`BudgetRef`] to either), one for every
+/// call, or a `&'static Keyed` of either, one per key.
+pub trait Budget: budget_sealed::Sealed {}
+
+// The seal is out of reach: what it names need not be.
+#[allow(private_interfaces)]
+mod budget_sealed {
+    use super::{BudgetRef, Chosen, Keyed, PerKeyBudget, TokenBudget, WindowBudget};
+
+    pub trait Sealed {
+        /// The budget, as a loop keeps its choice.
+        fn chosen(self) -> Chosen;
+    }
+
+    impl Sealed for &'static TokenBudget {
+        fn chosen(self) -> Chosen {
+            Chosen::Given(Some(BudgetRef::Token(self)))
+        }
+    }
+
+    impl Sealed for &'static WindowBudget {
+        fn chosen(self) -> Chosen {
+            Chosen::Given(Some(BudgetRef::Window(self)))
+        }
+    }
+
+    impl Sealed for BudgetRef<'static> {
+        fn chosen(self) -> Chosen {
+            Chosen::Given(Some(self))
+        }
+    }
+
+    impl Sealed for &'static Keyed<TokenBudget> {
+        fn chosen(self) -> Chosen {
+            Chosen::PerKey(PerKeyBudget::Token(self))
+        }
+    }
+
+    impl Sealed for &'static Keyed<WindowBudget> {
+        fn chosen(self) -> Chosen {
+            Chosen::PerKey(PerKeyBudget::Window(self))
+        }
+    }
+}
+
+impl Budget for &'static TokenBudget {}
+impl Budget for &'static WindowBudget {}
+impl Budget for BudgetRef<'static> {}
+impl Budget for &'static Keyed<TokenBudget> {}
+impl Budget for &'static Keyed<WindowBudget> {}
+
+/// The default token budgets of the calls that give a key, for every call
+/// site and every key: one process-wide table, as each call site (each
+/// `#[retry]` function, each integration) has its own default budget of
+/// the calls without one.
+pub(crate) static DEFAULT_PER_KEY: Keyed<TokenBudget> =
+    Keyed::with_capacity(TokenBudget::standard(), 4096);
+
+/// The default token budget of a call keyed `key` at the call site (or
+/// function, or integration) whose default is `site`: its own, in the
+/// process-wide table.
+pub(crate) fn default_per_key(site: &'static TokenBudget, key: Option<u64>) -> BudgetRef<'static> {
+    match key {
+        Some(key) => {
+            let mixed = (std::ptr::from_ref(site) as usize as u64)
+                .rotate_left(17)
+                .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+                ^ key;
+            let budget = DEFAULT_PER_KEY.get_hashed(mixed, crate::time::clock::loop_now);
+            BudgetRef::Token(crate::limit::isolation::own(budget))
+        }
+        None => BudgetRef::Token(site),
+    }
 }
 
 /// What an attempt timeout may be given as: a `Duration`, or an
@@ -339,15 +440,15 @@ pub struct NoThrottle;
 /// `&'static AdaptiveThrottle`, which needs the error type to represent a
 /// shed attempt (`E: From<Throttled>`).
 pub trait ThrottleSlot<E>: sealed::Part {
-    /// The throttle.
-    fn throttle(&self) -> Option<&'static AdaptiveThrottle>;
+    /// The throttle of the call keyed `key` (a hash), if any.
+    fn throttle(&self, key: Option<u64>) -> Option<&'static AdaptiveThrottle>;
     /// A shed first attempt as the call's error. Only called when
     /// [`throttle`](Self::throttle) is `Some`.
     fn rejected(shed: Throttled) -> E;
 }
 
 impl<E> ThrottleSlot<E> for NoThrottle {
-    fn throttle(&self) -> Option<&'static AdaptiveThrottle> {
+    fn throttle(&self, _: Option<u64>) -> Option<&'static AdaptiveThrottle> {
         None
     }
 
@@ -357,8 +458,18 @@ impl<E> ThrottleSlot<E> for NoThrottle {
 }
 
 impl<E: From<Throttled>> ThrottleSlot<E> for &'static AdaptiveThrottle {
-    fn throttle(&self) -> Option<&'static AdaptiveThrottle> {
+    fn throttle(&self, _: Option<u64>) -> Option<&'static AdaptiveThrottle> {
         Some(self)
+    }
+
+    fn rejected(shed: Throttled) -> E {
+        E::from(shed)
+    }
+}
+
+impl<E: From<Throttled>> ThrottleSlot<E> for &'static Keyed<AdaptiveThrottle> {
+    fn throttle(&self, key: Option<u64>) -> Option<&'static AdaptiveThrottle> {
+        Some(self.for_key(key))
     }
 
     fn rejected(shed: Throttled) -> E {
@@ -374,15 +485,15 @@ pub struct NoBreaker;
 /// `&'static CircuitBreaker` (breakers are shared: a `static`), which needs
 /// the error type to represent a rejection (`E: From<CircuitOpen>`).
 pub trait BreakerSlot<E>: sealed::Part {
-    /// The breaker.
-    fn breaker(&self) -> Option<&'static CircuitBreaker>;
+    /// The breaker of the call keyed `key` (a hash), if any.
+    fn breaker(&self, key: Option<u64>) -> Option<&'static CircuitBreaker>;
     /// A rejected first attempt as the call's error. Only called when
     /// [`breaker`](Self::breaker) is `Some`.
     fn rejected(open: CircuitOpen) -> E;
 }
 
 impl<E> BreakerSlot<E> for NoBreaker {
-    fn breaker(&self) -> Option<&'static CircuitBreaker> {
+    fn breaker(&self, _: Option<u64>) -> Option<&'static CircuitBreaker> {
         None
     }
 
@@ -392,7 +503,7 @@ impl<E> BreakerSlot<E> for NoBreaker {
 }
 
 impl<E: From<CircuitOpen>> BreakerSlot<E> for &'static CircuitBreaker {
-    fn breaker(&self) -> Option<&'static CircuitBreaker> {
+    fn breaker(&self, _: Option<u64>) -> Option<&'static CircuitBreaker> {
         Some(self)
     }
 
@@ -400,6 +511,28 @@ impl<E: From<CircuitOpen>> BreakerSlot<E> for &'static CircuitBreaker {
         E::from(open)
     }
 }
+
+impl<E: From<CircuitOpen>> BreakerSlot<E> for &'static Keyed<CircuitBreaker> {
+    fn breaker(&self, key: Option<u64>) -> Option<&'static CircuitBreaker> {
+        Some(self.for_key(key))
+    }
+
+    fn rejected(open: CircuitOpen) -> E {
+        E::from(open)
+    }
+}
+
+/// What [`Retry::breaker`] takes: a `&'static CircuitBreaker`, one for
+/// every call, or a `&'static Keyed<CircuitBreaker>`, one per key.
+pub trait IntoBreaker: sealed::Part + Copy {}
+impl IntoBreaker for &'static CircuitBreaker {}
+impl IntoBreaker for &'static Keyed<CircuitBreaker> {}
+
+/// What [`Retry::throttle`] takes: a `&'static AdaptiveThrottle`, one for
+/// every call, or a `&'static Keyed<AdaptiveThrottle>`, one per key.
+pub trait IntoThrottle: sealed::Part + Copy {}
+impl IntoThrottle for &'static AdaptiveThrottle {}
+impl IntoThrottle for &'static Keyed<AdaptiveThrottle> {}
 
 impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// This loop with its typed parts (`when`, `when_ok`, `breaker`,
@@ -423,6 +556,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
             timeout,
             throttle,
             hedge,
+            key,
         } = self;
         let (when, when_ok, breaker, on_retry, on_give_up, timeout, throttle) = parts((
             when, when_ok, breaker, on_retry, on_give_up, timeout, throttle,
@@ -440,6 +574,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
             timeout,
             throttle,
             hedge,
+            key,
         }
     }
 }
@@ -483,6 +618,7 @@ impl<'a> Retry<'a> {
         };
         let budget = crate::limit::isolation::own_budget(match given {
             Chosen::Given(given) => given,
+            Chosen::PerKey(table) => Some(table.for_key(None)),
             Chosen::Default => {
                 let site = crate::limit::token::at_call_site(std::panic::Location::caller());
                 Some(BudgetRef::Token(site))
@@ -501,6 +637,7 @@ impl<'a> Retry<'a> {
             timeout: NoTimeout,
             throttle: NoThrottle,
             hedge: None,
+            key: None,
         }
     }
 }
@@ -524,6 +661,7 @@ impl Retry<'static> {
             timeout: NoTimeout,
             throttle: NoThrottle,
             hedge: None,
+            key: None,
         }
     }
 }
@@ -559,6 +697,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
             timeout: self.timeout,
             throttle: self.throttle,
             hedge: self.hedge,
+            key: None,
         };
         (*self.policy, self.given, loop_)
     }
@@ -616,10 +755,55 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// let policy = Policy::new();
     /// let _ = Retry::new(&policy).budget(&FRESH_EVERY_TIME).call(|| Ok::<_, std::io::Error>(()));
     /// ```
-    pub fn budget(mut self, budget: impl Into<BudgetRef<'static>>) -> Self {
-        let budget = budget.into();
-        self.given = Chosen::Given(Some(budget));
-        self.budget = crate::limit::isolation::own_budget(Some(budget));
+    pub fn budget(mut self, budget: impl Budget) -> Self {
+        self.given = budget_sealed::Sealed::chosen(budget);
+        self.budget = match self.given {
+            Chosen::Given(budget) => crate::limit::isolation::own_budget(budget),
+            Chosen::PerKey(table) => Some(table.for_key(self.key)),
+            Chosen::Default => self.budget,
+        };
+        self
+    }
+
+    /// The call's key: its budget, breaker and adaptive throttle are those
+    /// of `key` where they are kept per key (a [`Keyed`] table), and its
+    /// default token budget is `key`'s own, so that one shard, tenant or
+    /// host that fails drains its own budget and no other's. Hashed (a
+    /// 64-bit hash tells keys apart); nothing is allocated.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::io::{Error, ErrorKind};
+    /// use backstop::{Policy, Retry};
+    /// # let _vt = backstop::testing::VirtualTime::start();
+    /// let policy = Policy::new().base(std::time::Duration::from_nanos(1));
+    /// let mut attempts = |shard: u32, fail: bool| {
+    ///     let mut n = 0;
+    ///     let _ = Retry::new(&policy).key(&shard).call(|| {
+    ///         n += 1;
+    ///         if fail { Err(Error::from(ErrorKind::ConnectionRefused)) } else { Ok(()) }
+    ///     });
+    ///     n
+    /// };
+    /// for _ in 0..10 {
+    ///     attempts(1, true); // shard 1 is down: its budget runs out
+    /// }
+    /// assert_eq!(attempts(1, true), 1, "shard 1: no retries left");
+    /// assert_eq!(attempts(2, true), 3, "shard 2 has its own");
+    /// ```
+    #[track_caller]
+    pub fn key<Q: std::hash::Hash + ?Sized>(mut self, key: &Q) -> Self {
+        self.key = Some(key_hash(key));
+        self.budget = match self.given {
+            Chosen::PerKey(table) => Some(table.for_key(self.key)),
+            // The default of this call site (the line giving the key), per
+            // key.
+            Chosen::Default => {
+                let site = crate::limit::token::at_call_site(std::panic::Location::caller());
+                Some(default_per_key(site, self.key))
+            }
+            Chosen::Given(budget) => crate::limit::isolation::own_budget(budget),
+        };
         self
     }
 
@@ -789,10 +973,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// assert!(matches!(second, Err(Error::Open)));
     /// assert_eq!(calls, 2, "rejected without running");
     /// ```
-    pub fn breaker(
-        self,
-        breaker: &'static CircuitBreaker,
-    ) -> Retry<'a, W, K, &'static CircuitBreaker, R, G, L, A> {
+    pub fn breaker<S: IntoBreaker>(self, breaker: S) -> Retry<'a, W, K, S, R, G, L, A> {
         self.with_parts(
             |(when, when_ok, _, on_retry, on_give_up, timeout, throttle)| {
                 (
@@ -818,10 +999,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     ///     .call(|| Ok::<_, std::io::Error>(7));
     /// assert_eq!(out.unwrap(), 7);
     /// ```
-    pub fn throttle(
-        self,
-        throttle: &'static AdaptiveThrottle,
-    ) -> Retry<'a, W, K, B, R, G, L, &'static AdaptiveThrottle> {
+    pub fn throttle<S: IntoThrottle>(self, throttle: S) -> Retry<'a, W, K, B, R, G, L, S> {
         self.with_parts(
             |(when, when_ok, breaker, on_retry, on_give_up, timeout, _)| {
                 (
@@ -925,7 +1103,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     where
         Self: Steps<T, E>,
     {
-        Steps::<T, E>::gate(self, AttemptState::under(policy, budget, clock))
+        Steps::<T, E>::gate(self, AttemptState::under(policy, budget, clock), self.key)
     }
 
     /// Runs the loop around a sync operation.
@@ -996,7 +1174,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
         Fut: Future<Output = Result<T, E>>,
     {
         let op = drive::Closures::<F, Fut, L>::new(op);
-        drive::Drive::new(self, self.policy, self.budget, op, true)
+        drive::Drive::new(self, self.policy, self.budget, self.key, op, true)
     }
 
     /// Runs the loop around an async operation that borrows or owns
@@ -1056,7 +1234,14 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
         Fut: Future<Output = (S, Result<T, E>)>,
     {
         let op = drive::WithValue::new(value, op);
-        drive::HandsBack::new(drive::Drive::new(self, self.policy, self.budget, op, false))
+        drive::HandsBack::new(drive::Drive::new(
+            self,
+            self.policy,
+            self.budget,
+            self.key,
+            op,
+            false,
+        ))
     }
 }
 
@@ -1086,7 +1271,7 @@ impl<T, E, X: steps::Steps<T, E> + ?Sized> Handles<T, E> for X {}
 pub(crate) mod sealed {
     use std::time::Duration;
 
-    use crate::limit::{AdaptiveThrottle, CircuitBreaker};
+    use crate::limit::{AdaptiveThrottle, CircuitBreaker, Keyed};
     use crate::run::{NoBreaker, NoThrottle, NoTimeout, WithTimeout};
 
     /// One of the parts a [`Retry`](crate::Retry) slot holds.
@@ -1100,6 +1285,8 @@ pub(crate) mod sealed {
     impl Part for &'static AdaptiveThrottle {}
     impl Part for NoBreaker {}
     impl Part for &'static CircuitBreaker {}
+    impl Part for &'static Keyed<AdaptiveThrottle> {}
+    impl Part for &'static Keyed<CircuitBreaker> {}
 }
 
 pub(crate) mod steps {
@@ -1164,13 +1351,13 @@ pub(crate) mod steps {
         #[doc(hidden)]
         fn timeout(&self) -> Option<Duration>;
 
-        /// The breaker, if any.
+        /// The breaker of a call keyed `key`, if any.
         #[doc(hidden)]
-        fn breaker(&self) -> Option<&'static CircuitBreaker>;
+        fn breaker(&self, key: Option<u64>) -> Option<&'static CircuitBreaker>;
 
-        /// The adaptive throttle, if any.
+        /// The adaptive throttle of a call keyed `key`, if any.
         #[doc(hidden)]
-        fn throttle(&self) -> Option<&'static AdaptiveThrottle>;
+        fn throttle(&self, key: Option<u64>) -> Option<&'static AdaptiveThrottle>;
 
         /// How the loop hedges, if it does.
         #[cfg(all(
@@ -1181,11 +1368,12 @@ pub(crate) mod steps {
         fn hedging(&self) -> Option<&Hedge>;
 
         /// `state`, named as this loop is, behind its breaker and adaptive
-        /// throttle if it has them.
+        /// throttle (those of `key`, when kept per key) if it has them.
         #[doc(hidden)]
         fn gate<'s, C: crate::time::clock::Clock, P: HoldsPolicy>(
             &self,
             state: AttemptState<'s, C, P>,
+            key: Option<u64>,
         ) -> AttemptState<'s, C, P>;
 
         /// A call under `policy`, drawing on `budget`, started now on
@@ -1199,6 +1387,7 @@ pub(crate) mod steps {
             &self,
             policy: P,
             budget: Option<crate::limit::BudgetRef<'s>>,
+            key: Option<u64>,
             clock: C,
             hedged: bool,
         ) -> crate::state::Call<'s, C, P, S>
@@ -1291,12 +1480,12 @@ where
         self.timeout.limit()
     }
 
-    fn breaker(&self) -> Option<&'static CircuitBreaker> {
-        self.breaker.breaker()
+    fn breaker(&self, key: Option<u64>) -> Option<&'static CircuitBreaker> {
+        self.breaker.breaker(key)
     }
 
-    fn throttle(&self) -> Option<&'static AdaptiveThrottle> {
-        self.throttle.throttle()
+    fn throttle(&self, key: Option<u64>) -> Option<&'static AdaptiveThrottle> {
+        self.throttle.throttle(key)
     }
 
     #[cfg(all(
@@ -1311,12 +1500,13 @@ where
     fn gate<'s, C: crate::time::clock::Clock, P: HoldsPolicy>(
         &self,
         state: AttemptState<'s, C, P>,
+        key: Option<u64>,
     ) -> AttemptState<'s, C, P> {
         let mut state = state.name(self.name);
-        if let Some(breaker) = self.breaker.breaker() {
+        if let Some(breaker) = self.breaker.breaker(key) {
             state = state.breaker(breaker);
         }
-        if let Some(throttle) = self.throttle.throttle() {
+        if let Some(throttle) = self.throttle.throttle(key) {
             state = state.throttle(throttle);
         }
         state
@@ -1328,6 +1518,7 @@ where
         &self,
         policy: P,
         budget: Option<BudgetRef<'s>>,
+        key: Option<u64>,
         clock: C,
         hedged: bool,
     ) -> crate::state::Call<'s, C, P, S>
@@ -1336,9 +1527,10 @@ where
         P: HoldsPolicy,
         S: crate::state::Holds<'s, C, P>,
     {
-        if hedged || self.breaker.breaker().is_some() || self.throttle.throttle().is_some() {
+        if hedged || self.breaker.breaker(None).is_some() || self.throttle.throttle(None).is_some()
+        {
             let state = AttemptState::under(policy, budget, clock);
-            return crate::state::Call::gated(Steps::<T, E>::gate(self, state));
+            return crate::state::Call::gated(Steps::<T, E>::gate(self, state, key));
         }
         crate::state::Call::first(policy, budget, clock, |obs| obs.set_name(self.name))
     }

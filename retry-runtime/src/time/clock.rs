@@ -270,6 +270,20 @@ impl Anchor {
     }
 }
 
+/// Now, on the clock the retry loops of this thread read: virtual time
+/// under `testing::VirtualTime` (sync loops read it), else tokio's inside a
+/// tokio runtime, paused or not (async loops read it), else the system's.
+pub(crate) fn loop_now() -> Instant {
+    if let Some(now) = crate::time::virtual_time::virtual_now() {
+        return now;
+    }
+    #[cfg(all(feature = "tokio", not(loom)))]
+    if tokio::runtime::Handle::try_current().is_ok() {
+        return tokio::time::Instant::now().into_std();
+    }
+    Instant::now()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

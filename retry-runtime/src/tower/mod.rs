@@ -498,6 +498,7 @@ impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
         let (policy, given, retry) = retry.detach();
         let (budget, own) = match given {
             Chosen::Given(given) => (given, None),
+            Chosen::PerKey(table) => (Some(table.for_key(None)), None),
             Chosen::Default => {
                 let own = own_throttle();
                 (Some(BudgetRef::Token(own.get())), Some(own))
@@ -508,6 +509,7 @@ impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
             retry: Arc::new(Shared {
                 retry: retry.budget_chosen(budget),
                 own,
+                given,
             }),
             requests,
         }
@@ -521,6 +523,8 @@ pub(crate) struct Shared<W, K, B, R, G, L, A> {
     /// Held for as long as anything of the layer is: calls draw on it by
     /// a `&'static` reference.
     own: Option<OwnBudget>,
+    /// The budget as it was chosen.
+    given: Chosen,
 }
 
 impl<W, K, B, R, G, L, A> Shared<W, K, B, R, G, L, A> {
@@ -532,6 +536,23 @@ impl<W, K, B, R, G, L, A> Shared<W, K, B, R, G, L, A> {
             self.retry.budget
         } else {
             crate::limit::isolation::own_budget(self.retry.budget)
+        }
+    }
+
+    /// The budget a call to `destination` (hashed) draws on: by default,
+    /// the destination's own token budget, one per destination for the
+    /// whole process (every layer and middleware calling it draws on it);
+    /// a budget kept per key, the destination's; otherwise as
+    /// [`budget`](Self::budget), which calls without a destination draw on.
+    pub(crate) fn budget_for(&self, destination: Option<u64>) -> Option<BudgetRef<'static>> {
+        match (self.given, destination) {
+            (Chosen::Default, Some(destination)) => {
+                let budget = crate::run::DEFAULT_PER_KEY
+                    .get_hashed(destination, crate::time::clock::loop_now);
+                Some(BudgetRef::Token(crate::limit::isolation::own(budget)))
+            }
+            (Chosen::PerKey(table), destination) => Some(table.for_key(destination)),
+            _ => self.budget(),
         }
     }
 }
@@ -656,6 +677,10 @@ pub trait Replay<Req>: replay::Sealed {
     /// Whether the request may be repeated after an ambiguous failure
     /// whatever the policy says (an idempotent HTTP method).
     fn idempotent(source: &Self::Source) -> bool;
+    /// The destination the request goes to, hashed (scheme, host and
+    /// port of an HTTP request's URI), if it names one: the key of the
+    /// protection kept per destination.
+    fn destination(source: &Self::Source) -> Option<u64>;
     /// The request for the next attempt, once it is ready (an HTTP body
     /// that fits the replay limit is read whole first). Asked again only
     /// after [`settle`](Self::settle) said it could be.
@@ -687,6 +712,10 @@ impl<Req: Clone + Send> Replay<Req> for Cloned {
 
     fn idempotent(_: &Req) -> bool {
         false
+    }
+
+    fn destination(_: &Req) -> Option<u64> {
+        None
     }
 
     fn poll_next(source: &mut Req, _: &mut TaskContext<'_>) -> Poll<Req> {
@@ -760,7 +789,8 @@ where
             self.layer.policy
         };
         let retry = self.layer.retry.clone();
-        let budget = retry.budget();
+        let destination = P::destination(&source);
+        let budget = retry.budget_for(destination);
         let call = LayerCall {
             service,
             source,
@@ -771,7 +801,7 @@ where
             kinds: PhantomData,
         };
         ResponseFuture {
-            drive: Drive::new(retry, policy, budget, call, true),
+            drive: Drive::new(retry, policy, budget, destination, call, true),
         }
     }
 }

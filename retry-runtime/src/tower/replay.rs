@@ -364,6 +364,26 @@ where
         crate::classify::http::is_idempotent_parts(&source.parts.method, &source.parts.headers)
     }
 
+    fn destination(source: &HttpSource<B>) -> Option<u64> {
+        let uri = &source.parts.uri;
+        // A URI without a host (a path, as a gRPC client sends below its
+        // channel): the `Host` header's, else none.
+        let host = match uri.host() {
+            Some(host) => host,
+            None => source
+                .parts
+                .headers
+                .get(http::header::HOST)?
+                .to_str()
+                .ok()?,
+        };
+        Some(crate::classify::http::destination(
+            uri.scheme_str(),
+            host,
+            uri.port_u16(),
+        ))
+    }
+
     fn poll_next(
         source: &mut HttpSource<B>,
         cx: &mut TaskContext<'_>,

@@ -33,6 +33,7 @@ const LAYERS: [&[&str]; 5] = [
         "time::timer",
         "run::hedge",
         "limit::isolation",
+        "limit::keyed",
     ],
     &["state"],
     &[

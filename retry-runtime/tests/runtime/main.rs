@@ -9,6 +9,7 @@ mod breaker;
 mod hedge_delay;
 mod hedging;
 mod jitter;
+mod keyed;
 mod layers;
 mod properties;
 mod state;

@@ -1,0 +1,333 @@
+//! Limiters per key (documented in `limit`): a bounded table of
+//! independent instances, looked up lock-free.
+
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::Ordering::{AcqRel, Acquire};
+use std::time::Instant;
+
+use crate::limit::adaptive::AdaptiveThrottle;
+use crate::limit::breaker::CircuitBreaker;
+use crate::limit::isolation::Fresh;
+use crate::limit::token::TokenBudget;
+use crate::limit::window::WindowBudget;
+use crate::sync::AtomicU64;
+
+/// The places a key may sit in, from the one its hash names: a lookup
+/// reads at most this many slots.
+const PLACES: usize = 16;
+
+/// A slot no key has claimed. Keys are never removed, only replaced: the
+/// places before a key's, in its probe order, are never empty.
+const EMPTY: u64 = 0;
+
+/// The keys a table holds unless told otherwise.
+const CAPACITY: usize = 256;
+
+/// A limiter that can be kept per key: one that can say whether it holds
+/// anything a fresh one would not (a key whose limiter does may not be
+/// forgotten). Implemented by the four limiters of [`limit`](crate::limit).
+pub trait PerKey: Fresh + Send + sealed::Sealed {
+    /// Holds nothing a fresh one would not at `now`: its place may go to
+    /// another key without anything being forgotten.
+    #[doc(hidden)]
+    fn is_fresh(&self, now: Instant) -> bool;
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::TokenBudget {}
+    impl Sealed for super::WindowBudget {}
+    impl Sealed for super::CircuitBreaker {}
+    impl Sealed for super::AdaptiveThrottle {}
+}
+
+impl PerKey for TokenBudget {
+    fn is_fresh(&self, now: Instant) -> bool {
+        self.is_full(now)
+    }
+}
+
+impl PerKey for WindowBudget {
+    fn is_fresh(&self, now: Instant) -> bool {
+        self.is_idle(now)
+    }
+}
+
+impl PerKey for CircuitBreaker {
+    fn is_fresh(&self, _: Instant) -> bool {
+        self.is_pristine()
+    }
+}
+
+impl PerKey for AdaptiveThrottle {
+    fn is_fresh(&self, now: Instant) -> bool {
+        self.is_idle(now)
+    }
+}
+
+struct Slot<T> {
+    /// The key's hash ([`EMPTY`]: none yet).
+    key: AtomicU64,
+    limiter: T,
+}
+
+/// A limiter per key: a [`TokenBudget`], [`WindowBudget`],
+/// [`CircuitBreaker`] or [`AdaptiveThrottle`] for each destination, shard
+/// or tenant, made like the one it is built from, in a table of fixed
+/// capacity. One host that goes down then drains its own budget and opens
+/// its own breaker, and the others keep theirs.
+///
+/// Give it where the limiter goes (`budget = PER_HOST`,
+/// `.breaker(&PER_HOST)`), with the call's key (`key = host`,
+/// [`Retry::key`](crate::Retry::key)); the tower layer and the
+/// middleware key by destination (scheme, host and port) by themselves.
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use std::time::{Duration, Instant};
+/// use backstop::limit::{CircuitBreaker, Keyed};
+/// use backstop::Verdict;
+///
+/// static PER_HOST: Keyed<CircuitBreaker> =
+///     Keyed::new(CircuitBreaker::new(1, Duration::from_secs(30)));
+/// let now = Instant::now();
+/// let down = PER_HOST.get(&"db-1.internal");
+/// down.try_acquire(now).unwrap().failed(Verdict::Retry, now);
+/// assert!(down.try_acquire(now).is_err(), "db-1's breaker opened");
+/// assert!(PER_HOST.get(&"db-2.internal").try_acquire(now).is_ok(), "db-2's did not");
+/// assert!(std::ptr::eq(down, PER_HOST.get(&"db-1.internal")), "one per key");
+/// ```
+///
+/// **When the table is full.** A key sits in one of 16 places of the
+/// table, from the one its hash names. A new key takes the first empty
+/// one; when there is none, the first whose limiter holds nothing a fresh
+/// one would not (a full token budget, a closed breaker with no failure
+/// counted, a windowed budget or adaptive throttle with nothing in its
+/// window): that key is forgotten, and nothing with it. A key whose
+/// limiter remembers failures keeps its place. A key that finds no place
+/// draws on the table's shared limiter (the one it was built from), with
+/// the other keys that found none and the calls that gave no key: never
+/// unprotected, only protected together. Keys are told apart by a 64-bit
+/// hash.
+pub struct Keyed<T> {
+    /// The limiter of calls without a key, and of keys the table cannot
+    /// hold; every key's is made like it.
+    shared: T,
+    capacity: usize,
+    #[cfg(not(loom))]
+    table: std::sync::OnceLock<Box<[Slot<T>]>>,
+    #[cfg(loom)]
+    table: Box<[Slot<T>]>,
+}
+
+impl<T: PerKey> Keyed<T> {
+    const_unless_loom! {
+        /// A table of up to 256 keys, each with a limiter made like
+        /// `limiter` (which the calls without a key draw on).
+        ///
+        /// ```
+        /// # extern crate backstop_runtime as backstop;
+        /// use backstop::limit::{Keyed, TokenBudget};
+        /// static PER_SHARD: Keyed<TokenBudget> = Keyed::new(TokenBudget::standard());
+        /// assert_eq!(PER_SHARD.capacity(), 256);
+        /// ```
+        pub fn new(limiter: T) -> Self {
+            Self::with_capacity(limiter, CAPACITY)
+        }
+    }
+
+    const_unless_loom! {
+        /// A table of up to `capacity` keys.
+        ///
+        /// # Panics
+        ///
+        /// If `capacity` is zero. In a `static` that is a compile error.
+        ///
+        /// ```
+        /// # extern crate backstop_runtime as backstop;
+        /// use backstop::limit::{Keyed, TokenBudget};
+        /// static PER_TENANT: Keyed<TokenBudget> =
+        ///     Keyed::with_capacity(TokenBudget::standard(), 4096);
+        /// assert_eq!(PER_TENANT.capacity(), 4096);
+        /// ```
+        pub fn with_capacity(limiter: T, capacity: usize) -> Self {
+            assert!(capacity > 0, "Keyed::with_capacity: `capacity` must be at least 1");
+            #[cfg(not(loom))]
+            let table = std::sync::OnceLock::new();
+            #[cfg(loom)]
+            let table = (0..capacity)
+                .map(|_| Slot { key: AtomicU64::new(EMPTY), limiter: limiter.fresh() })
+                .collect();
+            Self { shared: limiter, capacity, table }
+        }
+    }
+
+    /// How many keys it holds at most.
+    pub const fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// The limiter of calls without a key, and of keys the full table
+    /// cannot hold.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use backstop::limit::{Keyed, TokenBudget};
+    /// static PER_SHARD: Keyed<TokenBudget> = Keyed::new(TokenBudget::new(20, 0.1));
+    /// assert_eq!(PER_SHARD.shared().max_tokens(), 20);
+    /// ```
+    pub const fn shared(&self) -> &T {
+        &self.shared
+    }
+
+    /// The limiter of `key`: its own, made on its first use, or the shared
+    /// one when the table has no place for it. Read a key's state through
+    /// it, or act on it (`PER_HOST.get(&host).hold_open()`).
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use backstop::limit::{Keyed, TokenBudget};
+    /// static PER_SHARD: Keyed<TokenBudget> = Keyed::new(TokenBudget::standard());
+    /// assert!(std::ptr::eq(PER_SHARD.get(&7u32), PER_SHARD.get(&7u32)));
+    /// assert!(!std::ptr::eq(PER_SHARD.get(&7u32), PER_SHARD.get(&8u32)));
+    /// ```
+    pub fn get<K: Hash + ?Sized>(&self, key: &K) -> &T {
+        self.get_hashed(key_hash(key), crate::time::clock::loop_now)
+    }
+
+    /// [`get`](Self::get), with `now` on the clock the calls read (what a
+    /// full table asks to find the key a place: which limiters hold
+    /// nothing a fresh one would not, at `now`).
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::time::Instant;
+    /// use backstop::limit::{Keyed, TokenBudget};
+    /// static PER_SHARD: Keyed<TokenBudget> = Keyed::new(TokenBudget::standard());
+    /// let now = Instant::now();
+    /// assert!(std::ptr::eq(PER_SHARD.get_at(&7u32, now), PER_SHARD.get(&7u32)));
+    /// ```
+    pub fn get_at<K: Hash + ?Sized>(&self, key: &K, now: Instant) -> &T {
+        self.get_hashed(key_hash(key), || now)
+    }
+
+    /// How many keys have a limiter of their own now.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use backstop::limit::{Keyed, TokenBudget};
+    /// let per_shard = Keyed::new(TokenBudget::standard());
+    /// per_shard.get(&1u8);
+    /// per_shard.get(&2u8);
+    /// assert_eq!(per_shard.len(), 2);
+    /// ```
+    pub fn len(&self) -> usize {
+        self.slots()
+            .iter()
+            .filter(|slot| slot.key.load(Acquire) != EMPTY)
+            .count()
+    }
+
+    /// No key has a limiter of its own yet.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn slots(&self) -> &[Slot<T>] {
+        #[cfg(not(loom))]
+        {
+            self.table.get_or_init(|| {
+                (0..self.capacity)
+                    .map(|_| Slot {
+                        key: AtomicU64::new(EMPTY),
+                        limiter: self.shared.fresh(),
+                    })
+                    .collect()
+            })
+        }
+        #[cfg(loom)]
+        {
+            &self.table
+        }
+    }
+
+    /// The limiter of the key whose hash is `hash`; `now` is read only
+    /// when a full table must find the key a place.
+    pub(crate) fn get_hashed(&self, hash: u64, now: impl FnOnce() -> Instant) -> &T {
+        let hash = if hash == EMPTY { 1 } else { hash };
+        let slots = self.slots();
+        let len = slots.len();
+        // Fibonacci hashing spreads keys whose hashes differ in high bits.
+        let start = (hash.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as usize % len;
+        let places = PLACES.min(len);
+        let place = |i: usize| &slots[(start + i) % len];
+        for i in 0..places {
+            let slot = place(i);
+            let mut key = slot.key.load(Acquire);
+            if key == EMPTY {
+                // Not further on (places before a key are never empty):
+                // claim this place, or the one the racing claimant left.
+                match slot.key.compare_exchange(EMPTY, hash, AcqRel, Acquire) {
+                    Ok(_) => return &slot.limiter,
+                    Err(actual) => key = actual,
+                }
+            }
+            if key == hash {
+                return &slot.limiter;
+            }
+        }
+        // Every place is held: the first whose limiter is as a fresh one's
+        // goes to this key (two callers bringing the same new key race for
+        // the same place).
+        let now = now();
+        for i in 0..places {
+            let slot = place(i);
+            let key = slot.key.load(Acquire);
+            if key == hash {
+                return &slot.limiter;
+            }
+            if slot.limiter.is_fresh(now) {
+                match slot.key.compare_exchange(key, hash, AcqRel, Acquire) {
+                    Ok(_) => return &slot.limiter,
+                    Err(actual) if actual == hash => return &slot.limiter,
+                    Err(_) => {}
+                }
+            }
+        }
+        &self.shared
+    }
+
+    /// The limiter for `key` (a hash from [`key_hash`]), or the shared one
+    /// for none.
+    pub(crate) fn for_key(&self, key: Option<u64>) -> &T {
+        match key {
+            Some(hash) => self.get_hashed(hash, crate::time::clock::loop_now),
+            None => &self.shared,
+        }
+    }
+}
+
+/// The 64-bit hash a key is told apart by (std's `SipHash` with its fixed
+/// keys: the same for every key of a process, no random seed).
+pub(crate) fn key_hash<K: Hash + ?Sized>(key: &K) -> u64 {
+    let mut hasher = std::hash::DefaultHasher::new();
+    key.hash(&mut hasher);
+    hasher.finish()
+}
+
+impl<T: PerKey> Fresh for Keyed<T> {
+    fn fresh(&self) -> Self {
+        Self::with_capacity(self.shared.fresh(), self.capacity)
+    }
+}
+
+impl<T: PerKey + fmt::Debug> fmt::Debug for Keyed<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Keyed")
+            .field("shared", &self.shared)
+            .field("capacity", &self.capacity)
+            .field("keys", &self.len())
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,148 @@
+//! Limiters kept per key: one instance per key, in a table of fixed
+//! capacity that forgets only keys whose limiter holds nothing a fresh one
+//! would not.
+// Tokens are whole thousandths: their `f64` values compare exactly.
+#![allow(clippy::float_cmp)]
+
+use std::time::{Duration, Instant};
+
+use backstop_runtime::Verdict;
+use backstop_runtime::limit::{AdaptiveThrottle, CircuitBreaker, Keyed, TokenBudget, WindowBudget};
+
+/// Opens `breaker` (threshold 1).
+fn open(breaker: &CircuitBreaker, now: Instant) {
+    breaker
+        .try_acquire(now)
+        .unwrap()
+        .failed(Verdict::Retry, now);
+}
+
+#[test]
+fn each_key_has_a_limiter_of_its_own_made_like_the_shared_one() {
+    let table = Keyed::new(TokenBudget::new(20, 0.5));
+    let now = Instant::now();
+    let a = table.get(&"a");
+    assert!(
+        std::ptr::eq(a, table.get(&"a")),
+        "the same key, the same budget"
+    );
+    assert!(!std::ptr::eq(a, table.get(&"b")));
+    assert!(!std::ptr::eq(a, table.shared()));
+    assert_eq!(a.max_tokens(), 20);
+    assert_eq!(a.token_ratio(), 0.5);
+    for _ in 0..15 {
+        a.failed(now);
+    }
+    assert_eq!(a.tokens(), 5.0);
+    assert_eq!(table.get(&"b").tokens(), 20.0, "b is untouched");
+    assert_eq!(table.shared().tokens(), 20.0);
+    assert_eq!(table.len(), 2);
+}
+
+#[test]
+fn a_full_table_never_forgets_a_key_whose_limiter_remembers_failures() {
+    // One place per key at most: a table of 4.
+    let table = Keyed::with_capacity(CircuitBreaker::new(1, Duration::from_secs(30)), 4);
+    let now = Instant::now();
+    let failing: Vec<&CircuitBreaker> = (0..4u32).map(|k| table.get(&k)).collect();
+    for breaker in &failing {
+        open(breaker, now);
+    }
+    assert_eq!(table.len(), 4);
+    // Every place holds a key whose breaker is open: a new key shares the
+    // table's breaker, and the failing keys keep theirs.
+    let newcomer = table.get(&99u32);
+    assert!(
+        std::ptr::eq(newcomer, table.shared()),
+        "no place: the shared one"
+    );
+    for (k, breaker) in (0..4u32).zip(&failing) {
+        assert!(
+            std::ptr::eq(table.get(&k), *breaker),
+            "key {k} kept its place"
+        );
+        assert!(
+            table.get(&k).try_acquire(now).is_err(),
+            "and its open breaker"
+        );
+    }
+    // One key recovers: its breaker is as a fresh one's, its place may go.
+    failing[2].reset();
+    let placed = table.get(&99u32);
+    assert!(
+        std::ptr::eq(placed, failing[2]),
+        "the recovered key's place"
+    );
+    assert!(
+        placed.try_acquire(now).is_ok(),
+        "closed, as a fresh breaker"
+    );
+    for k in [0u32, 1, 3] {
+        assert!(
+            table.get(&k).try_acquire(now).is_err(),
+            "key {k} still open"
+        );
+    }
+}
+
+#[test]
+fn a_token_budget_refilled_in_time_is_as_a_fresh_one_and_its_place_may_go() {
+    let table = Keyed::with_capacity(TokenBudget::standard(), 1);
+    let now = Instant::now();
+    let first = table.get(&1u8);
+    first.failed(now);
+    assert!(
+        std::ptr::eq(table.get_at(&2u8, now), table.shared()),
+        "1 is failing"
+    );
+    // One token back every 10 s: full again after 10 s.
+    let later = now + Duration::from_secs(10);
+    let second = table.get_at(&2u8, later);
+    assert!(
+        std::ptr::eq(second, first),
+        "1 was forgotten, with nothing to forget"
+    );
+    second.failed(later);
+    assert!(
+        std::ptr::eq(table.get_at(&1u8, later), table.shared()),
+        "2 holds it now"
+    );
+}
+
+#[test]
+fn windowed_budgets_and_adaptive_throttles_give_their_places_up_once_their_window_is_empty() {
+    let now = Instant::now();
+    let windows = Keyed::with_capacity(WindowBudget::new(0.5, 0, Duration::from_secs(1)), 1);
+    let one = windows.get_at(&1u8, now);
+    one.record_call(now);
+    assert!(std::ptr::eq(windows.get_at(&2u8, now), windows.shared()));
+    let after = now + Duration::from_secs(5);
+    assert!(
+        std::ptr::eq(windows.get_at(&2u8, after), one),
+        "its window is over"
+    );
+
+    let throttles = Keyed::with_capacity(AdaptiveThrottle::new(2.0, Duration::from_secs(1)), 1);
+    let one = throttles.get_at(&1u8, now);
+    one.requested(now);
+    assert!(std::ptr::eq(
+        throttles.get_at(&2u8, now),
+        throttles.shared()
+    ));
+    assert!(std::ptr::eq(throttles.get_at(&2u8, after), one));
+}
+
+#[test]
+fn keys_beyond_the_capacity_share_the_shared_limiter_and_are_never_unprotected() {
+    let table = Keyed::with_capacity(TokenBudget::standard(), 8);
+    let now = Instant::now();
+    // Every key fails once: none may be forgotten.
+    for k in 0..100u32 {
+        table.get(&k).failed(now);
+    }
+    assert_eq!(table.len(), 8);
+    // The shared budget took the failures of the 92 keys that found no
+    // place: it has no retries to give.
+    assert_eq!(table.shared().tokens(), 0.0);
+    assert!(!table.get(&1000u32).allows_retry(now));
+}
