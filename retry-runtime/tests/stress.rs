@@ -351,3 +351,84 @@ fn a_hammered_token_budget_loses_no_update() {
         throttle.tokens()
     );
 }
+
+/// Rounds in which both threads bring the same new key at once.
+const KEY_ROUNDS: usize = if cfg!(debug_assertions) {
+    2_000
+} else {
+    20_000
+};
+
+#[test]
+fn a_hammered_table_per_key_gives_racing_callers_one_limiter_and_keeps_failing_keys() {
+    use backstop_runtime::limit::Keyed;
+    let now = Instant::now();
+    // While there are empty places, callers racing to bring one new key
+    // always get one limiter.
+    let roomy: &'static Keyed<TokenBudget> = Box::leak(Box::new(Keyed::with_capacity(
+        TokenBudget::standard(),
+        4 * KEY_ROUNDS,
+    )));
+    let seen = on_threads(move |_, meet| {
+        (0..KEY_ROUNDS)
+            .map(|round| {
+                meet.wait();
+                std::ptr::from_ref(roomy.get_at(&round, now)) as usize
+            })
+            .collect::<Vec<_>>()
+    });
+    for (round, (a, b)) in seen[0].iter().zip(&seen[1]).enumerate() {
+        assert_eq!(a, b, "round {round}: two limiters for one key");
+    }
+    // A full table, churning: 32 keys that failed once hold their places
+    // throughout, and new keys brought by both callers at once get one
+    // limiter but for the rare instant another key's look for a place
+    // overlaps (see `Keyed`).
+    let table: &'static Keyed<TokenBudget> =
+        Box::leak(Box::new(Keyed::with_capacity(TokenBudget::standard(), 64)));
+    let failing: Vec<usize> = (0..32u32)
+        .map(|k| {
+            let budget = table.get_at(&k, now);
+            budget.failed(now);
+            std::ptr::from_ref(budget) as usize
+        })
+        .collect();
+    let seen = on_threads(move |_, meet| {
+        let mut got = Vec::with_capacity(KEY_ROUNDS);
+        for round in 0..KEY_ROUNDS {
+            meet.wait();
+            let key = 1_000_000 + round as u64;
+            got.push(std::ptr::from_ref(table.get_at(&key, now)) as usize);
+            // Other keys, old and new (which may take its place: it holds
+            // nothing to forget).
+            for k in 0..8u64 {
+                let _ = table.get_at(&(key.wrapping_mul(31) % 5_000 + k), now);
+            }
+        }
+        got
+    });
+    let shared = std::ptr::from_ref(table.shared()) as usize;
+    let (mut placed, mut split) = (0, 0);
+    for (a, b) in seen[0].iter().zip(&seen[1]) {
+        placed += usize::from(*a != shared);
+        split += usize::from(a != b);
+    }
+    assert!(
+        placed > KEY_ROUNDS / 2,
+        "{placed} of {KEY_ROUNDS} new keys found a place"
+    );
+    assert!(
+        split < KEY_ROUNDS / 20,
+        "{split} of {KEY_ROUNDS} new keys split"
+    );
+    for (k, place) in (0..32u32).zip(&failing) {
+        let budget = table.get_at(&k, now);
+        assert_eq!(
+            std::ptr::from_ref(budget) as usize,
+            *place,
+            "key {k} lost its place"
+        );
+        assert!(budget.tokens() < 10.0, "and its failure");
+    }
+    assert_eq!(table.len(), 64);
+}

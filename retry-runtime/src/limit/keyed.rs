@@ -3,7 +3,7 @@
 
 use std::fmt;
 use std::hash::{Hash, Hasher};
-use std::sync::atomic::Ordering::{AcqRel, Acquire};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
 use std::time::Instant;
 
 use crate::limit::adaptive::AdaptiveThrottle;
@@ -20,6 +20,11 @@ const PLACES: usize = 16;
 /// A slot no key has claimed. Keys are never removed, only replaced: the
 /// places before a key's, in its probe order, are never empty.
 const EMPTY: u64 = 0;
+
+/// The bit of a place's word set when its key is used, cleared by a look
+/// for a place that passes it over: a key used since the last look keeps
+/// its place through one more.
+const USED: u64 = 1;
 
 /// The keys a table holds unless told otherwise.
 const CAPACITY: usize = 256;
@@ -67,7 +72,7 @@ impl PerKey for AdaptiveThrottle {
 }
 
 struct Slot<T> {
-    /// The key's hash ([`EMPTY`]: none yet).
+    /// The key's hash with its low bit [`USED`] ([`EMPTY`]: no key yet).
     key: AtomicU64,
     limiter: T,
 }
@@ -101,10 +106,11 @@ struct Slot<T> {
 ///
 /// **When the table is full.** A key sits in one of 16 places of the
 /// table, from the one its hash names. A new key takes the first empty
-/// one; when there is none, the first whose limiter holds nothing a fresh
-/// one would not (a full token budget, a closed breaker with no failure
+/// one; when there is none, one whose limiter holds nothing a fresh one
+/// would not (a full token budget, a closed breaker with no failure
 /// counted, a windowed budget or adaptive throttle with nothing in its
-/// window): that key is forgotten, and nothing with it. A key whose
+/// window), preferring one whose key was not used since the last such
+/// look: that key is forgotten, and nothing with it. A key whose
 /// limiter remembers failures keeps its place. A key that finds no place
 /// draws on the table's shared limiter (the one it was built from), with
 /// the other keys that found none and the calls that gave no key: never
@@ -255,44 +261,84 @@ impl<T: PerKey> Keyed<T> {
     /// The limiter of the key whose hash is `hash`; `now` is read only
     /// when a full table must find the key a place.
     pub(crate) fn get_hashed(&self, hash: u64, now: impl FnOnce() -> Instant) -> &T {
-        let hash = if hash == EMPTY { 1 } else { hash };
+        // The low bit of a place's word is its key's second chance.
+        let hash = match hash & !USED {
+            EMPTY => 2,
+            hash => hash,
+        };
         let slots = self.slots();
         let len = slots.len();
         // Fibonacci hashing spreads keys whose hashes differ in high bits.
         let start = (hash.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as usize % len;
         let places = PLACES.min(len);
         let place = |i: usize| &slots[(start + i) % len];
+        let found = |slot: &Slot<T>, word: u64| {
+            if word & USED == 0 {
+                // Used since the last look for a place: one more chance.
+                slot.key.fetch_or(USED, Relaxed);
+            }
+        };
         for i in 0..places {
             let slot = place(i);
-            let mut key = slot.key.load(Acquire);
-            if key == EMPTY {
+            let mut word = slot.key.load(Acquire);
+            if word == EMPTY {
                 // Not further on (places before a key are never empty):
                 // claim this place, or the one the racing claimant left.
-                match slot.key.compare_exchange(EMPTY, hash, AcqRel, Acquire) {
+                match slot
+                    .key
+                    .compare_exchange(EMPTY, hash | USED, AcqRel, Acquire)
+                {
                     Ok(_) => return &slot.limiter,
-                    Err(actual) => key = actual,
+                    Err(actual) => word = actual,
                 }
             }
-            if key == hash {
+            if word & !USED == hash {
+                found(slot, word);
                 return &slot.limiter;
             }
         }
-        // Every place is held: the first whose limiter is as a fresh one's
-        // goes to this key (two callers bringing the same new key race for
-        // the same place).
+        // Every place is held. A place goes to this key only if its
+        // limiter is as a fresh one's: the first such place whose key was
+        // not used since the last look (a second chance, as a clock cache
+        // gives), else, their chances taken, the first such place. Callers
+        // bringing the same new key look at the same places in the same
+        // order and race for the one place; a caller whose claim is lost
+        // to a change looks again. (Under churn from other keys at that
+        // very instant, two callers may still take two places for one
+        // key: lookups find the first, and the other holds a key no lookup
+        // reaches until its limiter is as a fresh one's again.)
         let now = now();
-        for i in 0..places {
-            let slot = place(i);
-            let key = slot.key.load(Acquire);
-            if key == hash {
-                return &slot.limiter;
-            }
-            if slot.limiter.is_fresh(now) {
-                match slot.key.compare_exchange(key, hash, AcqRel, Acquire) {
-                    Ok(_) => return &slot.limiter,
-                    Err(actual) if actual == hash => return &slot.limiter,
-                    Err(_) => {}
+        'look: for _ in 0..4 {
+            let mut any_fresh = false;
+            for i in 0..places {
+                let slot = place(i);
+                let word = slot.key.load(Acquire);
+                if word & !USED == hash {
+                    found(slot, word);
+                    return &slot.limiter;
                 }
+                if !slot.limiter.is_fresh(now) {
+                    continue;
+                }
+                if word & USED == 0 {
+                    match slot
+                        .key
+                        .compare_exchange(word, hash | USED, AcqRel, Acquire)
+                    {
+                        Ok(_) => return &slot.limiter,
+                        Err(actual) if actual & !USED == hash => return &slot.limiter,
+                        Err(_) => continue 'look,
+                    }
+                }
+                any_fresh = true;
+            }
+            if !any_fresh {
+                break;
+            }
+            // Every fresh place was used since the last look: their
+            // chances are taken, and the next look takes the first.
+            for i in 0..places {
+                place(i).key.fetch_and(!USED, Relaxed);
             }
         }
         &self.shared

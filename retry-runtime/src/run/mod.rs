@@ -316,8 +316,20 @@ impl Budget for &'static Keyed<WindowBudget> {}
 /// site and every key: one process-wide table, as each call site (each
 /// `#[retry]` function, each integration) has its own default budget of
 /// the calls without one.
-pub(crate) static DEFAULT_PER_KEY: Keyed<TokenBudget> =
-    Keyed::with_capacity(TokenBudget::standard(), 4096);
+#[cfg(not(loom))]
+static DEFAULT_PER_KEY: Keyed<TokenBudget> = Keyed::with_capacity(TokenBudget::standard(), 4096);
+
+/// [`DEFAULT_PER_KEY`].
+#[cfg(not(loom))]
+pub(crate) fn default_per_key_table() -> &'static Keyed<TokenBudget> {
+    &DEFAULT_PER_KEY
+}
+
+/// Under loom (whose models do not use keyed defaults): a table per call.
+#[cfg(loom)]
+pub(crate) fn default_per_key_table() -> &'static Keyed<TokenBudget> {
+    Box::leak(Box::new(Keyed::with_capacity(TokenBudget::standard(), 1)))
+}
 
 /// The default token budget of a call keyed `key` at the call site (or
 /// function, or integration) whose default is `site`: its own, in the
@@ -329,7 +341,7 @@ pub(crate) fn default_per_key(site: &'static TokenBudget, key: Option<u64>) -> B
                 .rotate_left(17)
                 .wrapping_mul(0x9e37_79b9_7f4a_7c15)
                 ^ key;
-            let budget = DEFAULT_PER_KEY.get_hashed(mixed, crate::time::clock::loop_now);
+            let budget = default_per_key_table().get_hashed(mixed, crate::time::clock::loop_now);
             BudgetRef::Token(crate::limit::isolation::own(budget))
         }
         None => BudgetRef::Token(site),

@@ -547,7 +547,7 @@ impl<W, K, B, R, G, L, A> Shared<W, K, B, R, G, L, A> {
     pub(crate) fn budget_for(&self, destination: Option<u64>) -> Option<BudgetRef<'static>> {
         match (self.given, destination) {
             (Chosen::Default, Some(destination)) => {
-                let budget = crate::run::DEFAULT_PER_KEY
+                let budget = crate::run::default_per_key_table()
                     .get_hashed(destination, crate::time::clock::loop_now);
                 Some(BudgetRef::Token(crate::limit::isolation::own(budget)))
             }

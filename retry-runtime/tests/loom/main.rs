@@ -6,5 +6,6 @@
 #![cfg(loom)]
 
 mod breaker;
+mod keyed;
 mod token;
 mod window;
