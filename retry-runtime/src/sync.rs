@@ -10,6 +10,11 @@ pub(crate) use loom::sync::atomic::AtomicU64;
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::AtomicU64;
 
+#[cfg(loom)]
+pub(crate) use loom::sync::Mutex;
+#[cfg(not(loom))]
+pub(crate) use std::sync::Mutex;
+
 /// A `const fn`, but a plain `fn` under `cfg(loom)`.
 macro_rules! const_unless_loom {
     ($(#[$attr:meta])* $vis:vis fn $($rest:tt)*) => {

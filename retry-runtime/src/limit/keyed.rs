@@ -116,11 +116,20 @@ struct Slot<T> {
 /// the other keys that found none and the calls that gave no key: never
 /// unprotected, only protected together. Keys are told apart by a 64-bit
 /// hash.
+///
+/// **The cost.** A key that has a place is found with a hash and a few
+/// loads, lock-free, allocating nothing (the table itself is allocated
+/// once, at its first use). A new key takes an empty place with one
+/// compare-and-swap; when its places are all held, new keys look for one
+/// a key at a time, under a lock, so that callers bringing the same new
+/// key at once take one place between them.
 pub struct Keyed<T> {
     /// The limiter of calls without a key, and of keys the table cannot
     /// hold; every key's is made like it.
     shared: T,
     capacity: usize,
+    /// Held while a new key looks for a place in a full window.
+    looking: crate::sync::Mutex<()>,
     #[cfg(not(loom))]
     table: std::sync::OnceLock<Box<[Slot<T>]>>,
     #[cfg(loom)]
@@ -165,7 +174,12 @@ impl<T: PerKey> Keyed<T> {
             let table = (0..capacity)
                 .map(|_| Slot { key: AtomicU64::new(EMPTY), limiter: limiter.fresh() })
                 .collect();
-            Self { shared: limiter, capacity, table }
+            Self {
+                shared: limiter,
+                capacity,
+                looking: crate::sync::Mutex::new(()),
+                table,
+            }
         }
     }
 
@@ -297,48 +311,44 @@ impl<T: PerKey> Keyed<T> {
                 return &slot.limiter;
             }
         }
-        // Every place is held. A place goes to this key only if its
-        // limiter is as a fresh one's: the first such place whose key was
-        // not used since the last look (a second chance, as a clock cache
-        // gives), else, their chances taken, the first such place. Callers
-        // bringing the same new key look at the same places in the same
-        // order and race for the one place; a caller whose claim is lost
-        // to a change looks again. (Under churn from other keys at that
-        // very instant, two callers may still take two places for one
-        // key: lookups find the first, and the other holds a key no lookup
-        // reaches until its limiter is as a fresh one's again.)
+        // Every place is held: one looks for a place at a time (rare: a
+        // new key when its places are all held), so that callers bringing
+        // the same new key at once take one place between them.
+        let _looking = self
+            .looking
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // A place goes to this key only if its limiter is as a fresh
+        // one's: the first such place whose key was not used since the
+        // last look (a second chance, as a clock cache gives), else, their
+        // chances taken, the first such place.
+        // Placed by a caller that looked just before?
+        for i in 0..places {
+            let slot = place(i);
+            if slot.key.load(Acquire) & !USED == hash {
+                return &slot.limiter;
+            }
+        }
         let now = now();
-        'look: for _ in 0..4 {
-            let mut any_fresh = false;
+        for pass in 0..2 {
             for i in 0..places {
                 let slot = place(i);
                 let word = slot.key.load(Acquire);
-                if word & !USED == hash {
-                    found(slot, word);
-                    return &slot.limiter;
-                }
                 if !slot.limiter.is_fresh(now) {
                     continue;
                 }
-                if word & USED == 0 {
-                    match slot
-                        .key
-                        .compare_exchange(word, hash | USED, AcqRel, Acquire)
-                    {
-                        Ok(_) => return &slot.limiter,
-                        Err(actual) if actual & !USED == hash => return &slot.limiter,
-                        Err(_) => continue 'look,
-                    }
+                if pass == 0 && word & USED != 0 {
+                    slot.key.fetch_and(!USED, Relaxed);
+                    continue;
                 }
-                any_fresh = true;
-            }
-            if !any_fresh {
-                break;
-            }
-            // Every fresh place was used since the last look: their
-            // chances are taken, and the next look takes the first.
-            for i in 0..places {
-                place(i).key.fetch_and(!USED, Relaxed);
+                // A use racing this takes the place back: another look.
+                if slot
+                    .key
+                    .compare_exchange(word, hash | USED, AcqRel, Acquire)
+                    .is_ok()
+                {
+                    return &slot.limiter;
+                }
             }
         }
         &self.shared

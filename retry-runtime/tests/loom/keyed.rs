@@ -54,6 +54,22 @@ fn callers_racing_for_the_place_of_a_forgotten_key_get_one_limiter() {
 }
 
 #[test]
+fn callers_racing_for_one_of_two_places_that_may_go_take_the_same() {
+    loom::model(|| {
+        // Two places, each held by a key whose budget is full, the first
+        // used since (its second chance): either may go.
+        let table = Arc::new(Keyed::with_capacity(TokenBudget::standard(), 2));
+        table.get_at(&1u8, now());
+        table.get_at(&2u8, now());
+        let other = Arc::clone(&table);
+        let a = thread::spawn(move || at(other.get_at(&3u8, now())));
+        let mine = at(table.get_at(&3u8, now()));
+        assert_eq!(a.join().unwrap(), mine, "one place for the new key");
+        assert_ne!(mine, at(table.shared()));
+    });
+}
+
+#[test]
 fn a_failure_racing_the_eviction_of_its_place_is_never_lost() {
     loom::model(|| {
         let table = Arc::new(Keyed::with_capacity(TokenBudget::standard(), 1));
