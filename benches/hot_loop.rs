@@ -10,7 +10,8 @@
 //! ```
 //!
 //! Cases: `sync`, `async` and `fail` (three failures, then success) with
-//! `#[retry]`, `call_async` (the closure form of `async`); `backon`, `backon_fail` and `tokio_retry2` beside them. `N`
+//! `#[retry]`, `keyed` and `keyed_host` (`sync` with `key = ` a number or a
+//! host name, among 64), `call_async` (the closure form of `async`); `backon`, `backon_fail` and `tokio_retry2` beside them. `N`
 //! calls (5,000,000 unless set; a tenth of that for the failing cases).
 //! BENCHMARKS.md says how the figures were taken.
 
@@ -20,12 +21,17 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 mod cases;
-use cases::{backstop_async, backstop_call_async, backstop_flaky, backstop_sync, flaky, op};
+use cases::{
+    backstop_async, backstop_call_async, backstop_flaky, backstop_sync, backstop_sync_keyed,
+    backstop_sync_keyed_host, flaky, op,
+};
 
 fn main() {
     // `cargo bench` passes `--bench`; the case is the first other argument.
     let Some(case) = std::env::args().skip(1).find(|arg| !arg.starts_with("--")) else {
-        eprintln!("usage: hot_loop sync|async|call_async|fail|backon|backon_fail|tokio_retry2");
+        eprintln!(
+            "usage: hot_loop sync|keyed|keyed_host|async|call_async|fail|backon|backon_fail|tokio_retry2"
+        );
         return;
     };
     let n: u64 = std::env::var("N").map_or(5_000_000, |n| n.parse().expect("N: a number"));
@@ -41,6 +47,18 @@ fn main() {
         "sync" => {
             for i in 0..calls {
                 black_box(backstop_sync(black_box(i))).ok();
+            }
+        }
+        "keyed" => {
+            for i in 0..calls {
+                black_box(backstop_sync_keyed(black_box(i % 64), black_box(i))).ok();
+            }
+        }
+        "keyed_host" => {
+            let hosts: Vec<String> = (0..64).map(|h| format!("api-{h}.internal:443")).collect();
+            for i in 0..calls {
+                let host = &hosts[(i % 64) as usize];
+                black_box(backstop_sync_keyed_host(black_box(host), black_box(i))).ok();
             }
         }
         "async" => runtime().block_on(async {

@@ -40,6 +40,21 @@ pub(crate) fn backstop_sync(x: u64) -> Result<u64, Error> {
     op(x)
 }
 
+/// `backstop_sync` with a key: its default token budget is the key's own,
+/// found in the process-wide table by the key's hash.
+#[retry(key = shard)]
+#[inline(never)]
+pub(crate) fn backstop_sync_keyed(shard: u64, x: u64) -> Result<u64, Error> {
+    op(x)
+}
+
+/// `backstop_sync_keyed` with a host name as its key.
+#[retry(key = host)]
+#[inline(never)]
+pub(crate) fn backstop_sync_keyed_host(host: &str, x: u64) -> Result<u64, Error> {
+    op(x)
+}
+
 #[retry(budget = none)]
 #[inline(never)]
 pub(crate) fn backstop_sync_no_budget(x: u64) -> Result<u64, Error> {

@@ -268,12 +268,14 @@ impl<K: std::hash::Hash + ?Sized> CallKey for K {
 }
 
 /// The hash of a `key = expr`.
+#[inline]
 pub fn call_key<K: CallKey + ?Sized>(key: &K) -> Option<u64> {
     Some(key.hashed())
 }
 
 /// A function's own token budget (`own`, its `static`), or with a key,
 /// that key's own default budget; under `testing::isolate()`, fresh.
+#[inline]
 pub fn own_budget(own: &'static TokenBudget, key: Option<u64>) -> BudgetRef<'static> {
     match key {
         None => BudgetRef::Token(crate::limit::isolation::own(own)),

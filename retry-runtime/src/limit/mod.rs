@@ -53,6 +53,16 @@
 //! close it ([`CircuitBreaker::reset`]); [`CircuitBreaker::state`] tells
 //! where it stands.
 
+//! # Per key
+//!
+//! One instance protects every call that names it. Where calls go to
+//! several destinations (hosts, shards, tenants), one that goes down would
+//! drain the budget, or open the breaker, of all of them: a [`Keyed`]
+//! table keeps an instance per key instead (Envoy's per-cluster circuit
+//! breaking, gRPC's throttling per channel), and the call's key picks it
+//! (`key = expr`, [`Retry::key`](crate::Retry::key); the tower layer and
+//! the middleware key by destination).
+
 pub(crate) mod adaptive;
 pub(crate) mod breaker;
 pub(crate) mod isolation;

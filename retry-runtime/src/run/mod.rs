@@ -334,6 +334,7 @@ pub(crate) fn default_per_key_table() -> &'static Keyed<TokenBudget> {
 /// The default token budget of a call keyed `key` at the call site (or
 /// function, or integration) whose default is `site`: its own, in the
 /// process-wide table.
+#[cold]
 pub(crate) fn default_per_key(site: &'static TokenBudget, key: Option<u64>) -> BudgetRef<'static> {
     match key {
         Some(key) => {
