@@ -37,7 +37,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use backstop::backoff::Rng;
-use backstop::limit::{AdaptiveThrottle, CircuitBreaker, WindowBudget};
+use backstop::limit::{AdaptiveThrottle, CircuitBreaker, Keyed, WindowBudget};
 use backstop::{CircuitOpen, Classify, Elapsed, Throttled, Verdict, retry};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
@@ -453,6 +453,50 @@ async fn defaults_breaker(server: &Server) -> Result<(), CallError> {
     server.request().await
 }
 
+/// Two dependencies behind one client, protected per destination: the
+/// call's key picks its own token budget and its own breaker (what the
+/// tower layer and the middleware do by destination, without a key).
+static PER_DESTINATION: Keyed<CircuitBreaker> =
+    Keyed::new(CircuitBreaker::new(5, Duration::from_secs(1)));
+
+/// The defaults and a breaker, both kept per destination.
+#[retry(idempotent, attempt_timeout = server.timeout(), breaker = PER_DESTINATION, key = destination)]
+async fn per_destination(server: &Server, destination: usize) -> Result<(), CallError> {
+    server.request().await
+}
+
+/// One breaker for both dependencies.
+static ONE_FOR_BOTH: CircuitBreaker = CircuitBreaker::new(5, Duration::from_secs(1));
+
+/// The defaults and a breaker, one of each for both dependencies.
+#[retry(idempotent, attempt_timeout = server.timeout(), breaker = ONE_FOR_BOTH)]
+async fn one_for_both(server: &Server) -> Result<(), CallError> {
+    server.request().await
+}
+
+/// How a client calling two dependencies protects its calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Protection {
+    /// The healthy dependency's calls only, as if it were the only one.
+    Alone,
+    /// A token budget and a breaker per destination.
+    PerDestination,
+    /// One token budget and one breaker for both.
+    OneForBoth,
+}
+
+impl Protection {
+    pub(crate) const ALL: [Self; 3] = [Self::Alone, Self::PerDestination, Self::OneForBoth];
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Alone => "the healthy one alone",
+            Self::PerDestination => "per destination",
+            Self::OneForBoth => "one for both",
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Strategy {
     NoRetry,
@@ -572,6 +616,114 @@ pub(crate) fn run(strategy: Strategy, sc: &Scenario) -> Series {
         serving.await.expect("the server task does not panic");
         std::mem::take(&mut server.lock().series)
     })
+}
+
+/// Two dependencies behind one client, each offered `sc.load` of its
+/// capacity: the first stalls as the scenario says, the second never does.
+/// Calls go to one or the other at random (the same calls to the healthy
+/// one under every protection); `Alone` makes only those. Returns what the
+/// healthy dependency's calls saw, and how many of its requests were
+/// retries.
+pub(crate) fn run_two(protection: Protection, sc: &Scenario) -> (Series, u64) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a current-thread runtime builds");
+    backstop::testing::seed_jitter(mix(sc.seed, 0x2d5e));
+    let _fresh = backstop::testing::isolate();
+    let healthy_sc = Scenario {
+        outage: Duration::ZERO,
+        ..sc.clone()
+    };
+    runtime.block_on(async {
+        let servers = [
+            Arc::new(Server::new(sc.clone())),
+            Arc::new(Server::new(healthy_sc)),
+        ];
+        let serving: Vec<_> = servers
+            .iter()
+            .map(|server| tokio::spawn(server.clone().serve()))
+            .collect();
+        let in_flight = Arc::new(AtomicUsize::new(0));
+        let mean = sc.clients as f64 / (2.0 * sc.load * sc.capacity);
+        let origin = servers[0].origin;
+        let clients: Vec<_> = (0..sc.clients)
+            .map(|c| {
+                let servers = servers.clone();
+                let in_flight = in_flight.clone();
+                let mut rng = Rng::seeded(mix(sc.seed, c as u64));
+                let end = origin + sc.duration;
+                tokio::spawn(async move {
+                    let mut next = origin + exponential_gap(&mut rng, mean);
+                    while next < end {
+                        tokio::time::sleep_until(next).await;
+                        let destination = usize::from(rng.next_f64() < 0.5);
+                        next += exponential_gap(&mut rng, mean);
+                        if protection == Protection::Alone && destination == 0 {
+                            continue;
+                        }
+                        in_flight.fetch_add(1, Ordering::Relaxed);
+                        let (server, in_flight) = (servers[destination].clone(), in_flight.clone());
+                        tokio::spawn(async move {
+                            let started = Instant::now();
+                            bump(&mut server.lock().series.offered, server.bucket(started));
+                            let outcome = match protection {
+                                Protection::Alone | Protection::PerDestination => {
+                                    per_destination(&server, destination).await
+                                }
+                                Protection::OneForBoth => one_for_both(&server).await,
+                            };
+                            server.finished(started, outcome.is_ok());
+                            in_flight.fetch_sub(1, Ordering::Relaxed);
+                        });
+                    }
+                })
+            })
+            .collect();
+        for client in clients {
+            client.await.expect("a client task does not panic");
+        }
+        while in_flight.load(Ordering::Relaxed) > 0 {
+            tokio::time::sleep(BUCKET).await;
+        }
+        for (server, serving) in servers.iter().zip(serving) {
+            server.stop.store(true, Ordering::Relaxed);
+            serving.await.expect("the server task does not panic");
+        }
+        let healthy = std::mem::take(&mut servers[1].lock().series);
+        let retries = sum(&healthy.sent).saturating_sub(sum(&healthy.offered));
+        (healthy, retries)
+    })
+}
+
+/// The rows of two dependencies behind one client: what the healthy one's
+/// calls saw under each protection.
+fn two_dependencies(sc: &Scenario) -> String {
+    let mut out = format!(
+        "\ntwo dependencies behind one client, each offered {:.0}% of its capacity; the \
+         first stalls as above,\nthe second never does (the defaults and a breaker, as \
+         `defaults + breaker`):\n\n{:<25} {:>13} {:>10} {:>14}\n",
+        100.0 * sc.load,
+        "the healthy one's calls",
+        "offered",
+        "retries",
+        "calls failed"
+    );
+    for protection in Protection::ALL {
+        let (series, retries) = run_two(protection, sc);
+        let s = summarise(&series, sc);
+        let _ = writeln!(
+            out,
+            "{:<25} {:>13} {:>10} {:>7} ({:>4.1}%)",
+            protection.name(),
+            s.offered,
+            retries,
+            s.failed,
+            100.0 * s.failed_share()
+        );
+    }
+    out
 }
 
 // ---------------------------------------------------------------------
@@ -1170,6 +1322,7 @@ fn main() -> ExitCode {
          outage until every following second of calls succeeds at 99% or more.\n"
     );
     print!("{}", chart(&runs, &sc));
+    print!("{}", two_dependencies(&sc));
     if let Some(path) = &sc.svg {
         if let Err(e) = svg(path, &runs, &sc) {
             eprintln!("error: {e}");

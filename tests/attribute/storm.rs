@@ -10,7 +10,8 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use example::{
-    MATRIX_STRATEGIES, Recovery, Scenario, Strategy, Summary, broken_promises, run, summarise,
+    MATRIX_STRATEGIES, Protection, Recovery, Scenario, Strategy, Summary, broken_promises, run,
+    run_two, summarise,
 };
 
 fn scenario() -> Scenario {
@@ -204,5 +205,43 @@ fn the_matrix_promises_hold_on_the_small_scenario_over_seeds() {
             let broken = broken_promises(&results);
             assert!(broken.is_empty(), "{name}, seed {seed}: {broken:?}");
         }
+    }
+}
+
+#[test]
+fn behind_one_client_a_stalled_dependency_costs_the_healthy_one_nothing_per_destination() {
+    let _turn = STATICS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    for seed in 1..=3 {
+        let sc = Scenario { seed, ..scenario() };
+        let healthy = |protection| {
+            let (series, retries) = run_two(protection, &sc);
+            (summarise(&series, &sc), retries)
+        };
+        let (alone, alone_retries) = healthy(Protection::Alone);
+        let (per, per_retries) = healthy(Protection::PerDestination);
+        let (shared, _) = healthy(Protection::OneForBoth);
+        assert_eq!(per.offered, alone.offered, "seed {seed}: the same calls");
+        // Per destination: as if the healthy dependency were alone, within
+        // a point of its calls failed and of its retries.
+        assert!(
+            per.failed_share() <= alone.failed_share() + 0.01,
+            "seed {seed}: {} vs {} alone",
+            per.failed_share(),
+            alone.failed_share()
+        );
+        assert!(
+            per_retries as f64 >= 0.99 * alone_retries as f64,
+            "seed {seed}: {per_retries} retries vs {alone_retries} alone"
+        );
+        // One budget and one breaker for both: the stalled one's failures
+        // open the breaker and drain the budget for the healthy one too.
+        assert!(
+            shared.failed_share() > alone.failed_share() + 0.01,
+            "seed {seed}: {} shared vs {} alone",
+            shared.failed_share(),
+            alone.failed_share()
+        );
     }
 }
