@@ -256,6 +256,22 @@ fn what_the_hooks_of_a_retry_log_belongs_to_the_call() {
 struct Recorder {
     counters: Mutex<BTreeMap<String, Arc<Counter>>>,
     histograms: Mutex<BTreeMap<String, Arc<Histogram>>>,
+    gauges: Mutex<BTreeMap<String, Arc<Gauge>>>,
+}
+
+#[derive(Default)]
+struct Gauge(Mutex<f64>);
+
+impl metrics::GaugeFn for Gauge {
+    fn increment(&self, value: f64) {
+        *self.0.lock().unwrap() += value;
+    }
+    fn decrement(&self, value: f64) {
+        *self.0.lock().unwrap() -= value;
+    }
+    fn set(&self, value: f64) {
+        *self.0.lock().unwrap() = value;
+    }
 }
 
 #[derive(Default)]
@@ -319,8 +335,15 @@ impl metrics::Recorder for Recorder {
         );
         metrics::Counter::from_arc(counter)
     }
-    fn register_gauge(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Gauge {
-        metrics::Gauge::noop()
+    fn register_gauge(&self, key: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Gauge {
+        let gauge = Arc::clone(
+            self.gauges
+                .lock()
+                .unwrap()
+                .entry(key_text(key))
+                .or_default(),
+        );
+        metrics::Gauge::from_arc(gauge)
     }
     fn register_histogram(
         &self,
@@ -671,12 +694,21 @@ fn a_call_turned_away_before_its_first_attempt_is_a_debug_rejection() {
         .collect();
     assert_eq!(
         seen,
-        [("giving up", "breaker_open"), ("rejected", "breaker_open")],
+        [
+            // The breaker tells its own change, outside the call's span.
+            ("circuit breaker changed", "Failures"),
+            ("giving up", "breaker_open"),
+            ("rejected", "breaker_open")
+        ],
         "{events:?}"
     );
     assert_eq!(
         *capture.levels.lock().unwrap(),
-        [tracing::Level::INFO, tracing::Level::DEBUG]
+        [
+            tracing::Level::WARN,
+            tracing::Level::INFO,
+            tracing::Level::DEBUG
+        ]
     );
 }
 
@@ -998,4 +1030,68 @@ fn a_call_async_future_starts_when_first_polled_in_the_span_it_runs_in() {
         Some(&requests[0]),
         "the call's span is inside the one its future ran in"
     );
+}
+
+static ORDERS_DB: backstop::limit::CircuitBreaker =
+    backstop::limit::CircuitBreaker::new(2, std::time::Duration::from_secs(30)).named("orders-db");
+
+#[test]
+fn a_breaker_tells_its_changes_in_tracing_and_counts_itself_open_in_a_gauge() {
+    use backstop::Verdict;
+    let _serial = serial();
+    let recorder = Recorder::default();
+    let now = std::time::Instant::now();
+    let gauge = |recorder: &Recorder| {
+        recorder
+            .gauges
+            .lock()
+            .unwrap()
+            .get("backstop_breakers_open{breaker=orders-db}")
+            .map(|g| *g.0.lock().unwrap())
+    };
+    let capture = captured(|| {
+        metrics::with_local_recorder(&recorder, || {
+            for _ in 0..2 {
+                ORDERS_DB
+                    .try_acquire(now)
+                    .unwrap()
+                    .failed(Verdict::Retry, now);
+            }
+            assert_eq!(gauge(&recorder), Some(1.0), "open: one breaker open");
+            let later = now + std::time::Duration::from_secs(30);
+            ORDERS_DB.try_acquire(later).unwrap().succeeded(later);
+            assert_eq!(gauge(&recorder), Some(0.0), "closed again");
+        });
+    });
+    let events = capture.events.lock().unwrap();
+    let told: Vec<(String, String, String, String)> = events
+        .iter()
+        .filter(|(_, f)| f.get("breaker").map(String::as_str) == Some("orders-db"))
+        .map(|(_, f)| {
+            let field = |k: &str| f.get(k).cloned().unwrap_or_default();
+            (
+                field("message"),
+                field("from"),
+                field("to"),
+                field("reason"),
+            )
+        })
+        .collect();
+    let want = [
+        ("circuit breaker changed", "Closed", "Open", "Failures"),
+        (
+            "circuit breaker changed",
+            "Open",
+            "HalfOpen",
+            "TrialStarted",
+        ),
+        (
+            "circuit breaker closed",
+            "HalfOpen",
+            "Closed",
+            "TrialSucceeded",
+        ),
+    ]
+    .map(|(m, f, t, r)| (m.to_owned(), f.to_owned(), t.to_owned(), r.to_owned()));
+    assert_eq!(told, want);
 }

@@ -74,6 +74,43 @@ pub enum BreakerState {
 
 pub use crate::state::vocabulary::CircuitOpen;
 
+/// Why a [`CircuitBreaker`] changed state, in a [`BreakerChange`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ChangeReason {
+    /// Closed → open: `failure_threshold` consecutive retryable failures.
+    Failures,
+    /// Open → half-open: the cooldown is over and a trial was let through.
+    TrialStarted,
+    /// Half-open → closed: the trial succeeded.
+    TrialSucceeded,
+    /// Half-open → open: the trial failed; open for another cooldown.
+    TrialFailed,
+    /// Half-open → open, its cooldown over: the trial was dropped or
+    /// panicked without reporting; the next caller is a trial.
+    TrialAbandoned,
+    /// → held open, by [`CircuitBreaker::hold_open`].
+    HeldOpen,
+    /// → closed, by [`CircuitBreaker::reset`].
+    Reset,
+}
+
+/// A [`CircuitBreaker`]'s change of state, as its
+/// [`on_change`](CircuitBreaker::on_change) hook, `tracing` and `metrics`
+/// are told it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BreakerChange {
+    /// The breaker's [`name`](CircuitBreaker::named) (`""` for none).
+    pub breaker: &'static str,
+    /// The state it left.
+    pub from: BreakerState,
+    /// The state it is in now.
+    pub to: BreakerState,
+    /// Why.
+    pub reason: ChangeReason,
+}
+
 /// A lock-free circuit breaker, shareable as a `static`.
 ///
 /// Closed, it lets calls through and counts consecutive retryable
@@ -124,6 +161,8 @@ pub struct CircuitBreaker {
     /// The cooldown in milliseconds, rounded up.
     cooldown_millis: u64,
     state: AtomicU64,
+    name: &'static str,
+    on_change: Option<fn(&BreakerChange)>,
 }
 
 /// Leave to make one call through a [`CircuitBreaker`]: report its outcome
@@ -179,7 +218,134 @@ impl CircuitBreaker {
                     millis as u64
                 },
                 state: AtomicU64::new(CLOSED),
+                name: "",
+                on_change: None,
             }
+        }
+    }
+
+    const_unless_loom! {
+        /// This breaker, named `name` in its [`BreakerChange`]s, its
+        /// `tracing` events (`breaker` field) and its `metrics` gauge
+        /// (`breaker` label).
+        ///
+        /// ```
+        /// # extern crate backstop_runtime as backstop;
+        /// use std::time::Duration;
+        /// use backstop::limit::CircuitBreaker;
+        /// static PAYMENTS: CircuitBreaker =
+        ///     CircuitBreaker::new(5, Duration::from_secs(30)).named("payments");
+        /// assert_eq!(PAYMENTS.name(), "payments");
+        /// ```
+        #[must_use]
+        pub fn named(mut self, name: &'static str) -> Self {
+            self.name = name;
+            self
+        }
+    }
+
+    const_unless_loom! {
+        /// This breaker, calling `hook` with each change of its state
+        /// (opened, half-open, closed, held open, and why), on the thread
+        /// of the call that changed it, after the change. Keep it short: it
+        /// runs inside that call.
+        ///
+        /// ```
+        /// # extern crate backstop_runtime as backstop;
+        /// use std::sync::atomic::{AtomicU32, Ordering};
+        /// use std::time::{Duration, Instant};
+        /// use backstop::limit::{BreakerChange, BreakerState, CircuitBreaker};
+        /// use backstop::Verdict;
+        ///
+        /// static OPENED: AtomicU32 = AtomicU32::new(0);
+        /// fn count_openings(change: &BreakerChange) {
+        ///     if change.to == BreakerState::Open {
+        ///         OPENED.fetch_add(1, Ordering::Relaxed);
+        ///     }
+        /// }
+        /// static PAYMENTS: CircuitBreaker =
+        ///     CircuitBreaker::new(1, Duration::from_secs(30)).on_change(count_openings);
+        /// let now = Instant::now();
+        /// PAYMENTS.try_acquire(now).unwrap().failed(Verdict::Retry, now);
+        /// assert_eq!(OPENED.load(Ordering::Relaxed), 1);
+        /// ```
+        #[must_use]
+        pub fn on_change(mut self, hook: fn(&BreakerChange)) -> Self {
+            self.on_change = Some(hook);
+            self
+        }
+    }
+
+    /// The name given by [`named`](Self::named), `""` for none.
+    pub const fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// A breaker made like this one (its rule, name and hook), closed.
+    pub(crate) fn made_like(&self) -> Self {
+        let mut fresh = Self::new(self.failure_threshold, self.cooldown);
+        fresh.name = self.name;
+        fresh.on_change = self.on_change;
+        fresh
+    }
+
+    /// Tells the hook, `tracing` and `metrics` that the state word went
+    /// from `from` to `to`, for `reason`. Only on a change: never on the
+    /// path of a call that changes nothing.
+    #[cold]
+    fn changed(&self, from: u64, to: u64, reason: ChangeReason) {
+        let state = |word: u64| match word & TAG {
+            CLOSED => BreakerState::Closed,
+            OPEN => BreakerState::Open,
+            HALF_OPEN => BreakerState::HalfOpen,
+            _ => BreakerState::HeldOpen,
+        };
+        let change = BreakerChange {
+            breaker: self.name,
+            from: state(from),
+            to: state(to),
+            reason,
+        };
+        if change.from == change.to {
+            return;
+        }
+        #[cfg(feature = "tracing")]
+        {
+            let (from, to) = (change.from, change.to);
+            if to == BreakerState::Closed {
+                tracing::info!(
+                    breaker = self.name,
+                    ?from,
+                    ?to,
+                    ?reason,
+                    "circuit breaker closed"
+                );
+            } else {
+                tracing::warn!(
+                    breaker = self.name,
+                    ?from,
+                    ?to,
+                    ?reason,
+                    "circuit breaker changed"
+                );
+            }
+        }
+        #[cfg(feature = "metrics")]
+        {
+            // Breakers not closed, by name: one per key of a table.
+            let was_closed = change.from == BreakerState::Closed;
+            let is_closed = change.to == BreakerState::Closed;
+            if was_closed != is_closed {
+                let gauge = metrics::gauge!("backstop_breakers_open", "breaker" => self.name);
+                if is_closed {
+                    gauge.decrement(1.0);
+                } else {
+                    gauge.increment(1.0);
+                }
+            }
+        }
+        if let Some(hook) = self.on_change {
+            hook(&change);
         }
     }
 
@@ -285,7 +451,15 @@ impl CircuitBreaker {
                 .state
                 .compare_exchange_weak(current, next, AcqRel, Acquire)
             {
-                Ok(_) => return,
+                Ok(_) => {
+                    let reason = if tag == HELD {
+                        ChangeReason::HeldOpen
+                    } else {
+                        ChangeReason::Reset
+                    };
+                    self.changed(current, next, reason);
+                    return;
+                }
                 Err(actual) => current = actual,
             }
         }
@@ -321,6 +495,9 @@ impl CircuitBreaker {
                         .compare_exchange(current, half_open, AcqRel, Acquire)
                     {
                         Ok(_) => {
+                            if current & TAG == OPEN {
+                                self.changed(current, half_open, ChangeReason::TrialStarted);
+                            }
                             return Ok(Permit {
                                 breaker: self,
                                 probe: true,
@@ -371,7 +548,15 @@ impl CircuitBreaker {
                 .state
                 .compare_exchange_weak(current, next, AcqRel, Acquire)
             {
-                Ok(_) => return,
+                Ok(_) => {
+                    let reason = if failed {
+                        ChangeReason::TrialFailed
+                    } else {
+                        ChangeReason::TrialSucceeded
+                    };
+                    self.changed(current, next, reason);
+                    return;
+                }
                 Err(actual) => current = actual,
             }
         }
@@ -393,7 +578,12 @@ impl CircuitBreaker {
                 .state
                 .compare_exchange_weak(current, next, AcqRel, Acquire)
             {
-                Ok(_) => return,
+                Ok(_) => {
+                    if next & TAG == OPEN {
+                        self.changed(current, next, ChangeReason::Failures);
+                    }
+                    return;
+                }
                 Err(actual) => current = actual,
             }
         }
@@ -467,12 +657,16 @@ impl Drop for Permit<'_> {
             // The probe never reported (it panicked, or its future was
             // dropped): free the half-open slot at once, cooldown over;
             // unless a new trial took it since.
-            let _ = self.breaker.state.compare_exchange(
-                self.admitted,
-                word(OPEN, generation(self.admitted), 0),
-                AcqRel,
-                Acquire,
-            );
+            let abandoned = word(OPEN, generation(self.admitted), 0);
+            if self
+                .breaker
+                .state
+                .compare_exchange(self.admitted, abandoned, AcqRel, Acquire)
+                .is_ok()
+            {
+                self.breaker
+                    .changed(self.admitted, abandoned, ChangeReason::TrialAbandoned);
+            }
         }
     }
 }
@@ -480,6 +674,7 @@ impl Drop for Permit<'_> {
 impl fmt::Debug for CircuitBreaker {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CircuitBreaker")
+            .field("name", &self.name)
             .field("failure_threshold", &self.failure_threshold)
             .field("cooldown", &self.cooldown)
             .field("state", &self.state())

@@ -157,7 +157,7 @@ impl Fresh for crate::limit::TokenBudget {
 
 impl Fresh for crate::limit::CircuitBreaker {
     fn fresh(&self) -> Self {
-        Self::new(self.failure_threshold(), self.cooldown())
+        self.made_like()
     }
 }
 

@@ -71,7 +71,7 @@ pub(crate) mod token;
 pub(crate) mod window;
 
 pub use adaptive::{AdaptiveThrottle, Throttled};
-pub use breaker::{BreakerState, CircuitBreaker, CircuitOpen, Permit};
+pub use breaker::{BreakerChange, BreakerState, ChangeReason, CircuitBreaker, CircuitOpen, Permit};
 pub use keyed::{Keyed, PerKey};
 #[cfg(feature = "tower")]
 pub(crate) use token::OwnBudget;

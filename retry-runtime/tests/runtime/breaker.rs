@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use backstop_runtime::Verdict;
-use backstop_runtime::limit::{BreakerState, CircuitBreaker};
+use backstop_runtime::limit::{BreakerChange, BreakerState, ChangeReason, CircuitBreaker};
 
 const COOLDOWN: Duration = Duration::from_secs(10);
 
@@ -367,4 +367,73 @@ fn a_reset_closes_an_open_breaker_and_forgets_what_came_before() {
     // Reset from open: calls go through at once, no cooldown waited.
     breaker.reset();
     assert!(breaker.try_acquire(t0).is_ok());
+}
+
+static CHANGES: std::sync::Mutex<Vec<BreakerChange>> = std::sync::Mutex::new(Vec::new());
+
+fn record_change(change: &BreakerChange) {
+    CHANGES.lock().unwrap().push(*change);
+}
+
+static TOLD: CircuitBreaker = CircuitBreaker::new(1, Duration::from_secs(10))
+    .named("told")
+    .on_change(record_change);
+
+#[test]
+fn every_change_of_state_is_told_with_its_reason_and_nothing_else() {
+    use BreakerState::{Closed, HalfOpen, HeldOpen, Open};
+    use ChangeReason::{
+        Failures, Reset, TrialAbandoned, TrialFailed, TrialStarted, TrialSucceeded,
+    };
+    let t0 = Instant::now();
+    let at = |s: u64| t0 + Duration::from_secs(s);
+    // Opened by a failure; a success while open changes nothing.
+    TOLD.try_acquire(at(0))
+        .unwrap()
+        .failed(Verdict::Retry, at(0));
+    assert!(TOLD.try_acquire(at(1)).is_err());
+    // A trial that fails, a trial dropped without a report, one that
+    // succeeds.
+    TOLD.try_acquire(at(10))
+        .unwrap()
+        .failed(Verdict::Retry, at(10));
+    drop(TOLD.try_acquire(at(20)).unwrap());
+    TOLD.try_acquire(at(20)).unwrap().succeeded(at(20));
+    // A success and a `Stop` failure while closed: no change.
+    TOLD.try_acquire(at(21)).unwrap().succeeded(at(21));
+    TOLD.try_acquire(at(21))
+        .unwrap()
+        .failed(Verdict::Stop, at(21));
+    // An operator holds it open, and closes it.
+    TOLD.hold_open();
+    TOLD.reset();
+    TOLD.reset(); // closed already: no change
+    let told: Vec<_> = CHANGES
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|c| (c.breaker, c.from, c.to, c.reason))
+        .collect();
+    assert_eq!(
+        told,
+        [
+            ("told", Closed, Open, Failures),
+            ("told", Open, HalfOpen, TrialStarted),
+            ("told", HalfOpen, Open, TrialFailed),
+            ("told", Open, HalfOpen, TrialStarted),
+            ("told", HalfOpen, Open, TrialAbandoned),
+            ("told", Open, HalfOpen, TrialStarted),
+            ("told", HalfOpen, Closed, TrialSucceeded),
+            ("told", Closed, HeldOpen, ChangeReason::HeldOpen),
+            ("told", HeldOpen, Closed, Reset),
+        ]
+    );
+}
+
+#[test]
+fn a_keyed_breakers_instances_keep_its_name_and_hook() {
+    let table = backstop_runtime::limit::Keyed::new(
+        CircuitBreaker::new(3, Duration::from_secs(1)).named("per-shard"),
+    );
+    assert_eq!(table.get(&1u8).name(), "per-shard");
 }
