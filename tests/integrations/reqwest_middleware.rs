@@ -493,4 +493,17 @@ async fn a_breaker_kept_per_key_opens_for_the_host_that_is_down_only() {
         200,
         "the healthy host's breaker is closed"
     );
+    // An operator reaches each destination's breaker by its destination.
+    let state = |url: &str| {
+        let port = reqwest::Url::parse(url).unwrap().port();
+        PER_HOST
+            .peek(&backstop::limit::Destination::new(
+                "http",
+                "127.0.0.1",
+                port,
+            ))
+            .map(CircuitBreaker::state)
+    };
+    assert_eq!(state(&down), Some(backstop::limit::BreakerState::Open));
+    assert_eq!(state(&healthy), Some(backstop::limit::BreakerState::Closed));
 }

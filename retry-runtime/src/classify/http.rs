@@ -196,42 +196,16 @@ pub fn is_idempotent<B>(request: &::http::Request<B>) -> bool {
     is_idempotent_parts(request.method(), request.headers())
 }
 
-/// The destination a request goes to, as the key of the protection a
-/// layer or middleware keeps per destination: its scheme, host (told
-/// apart without case) and port (the scheme's default when none is
-/// written; a `host:port` authority is split), hashed. Nothing is
-/// allocated.
+/// The destination a request goes to, hashed: the key of the protection
+/// a layer or middleware keeps per destination ([`Destination`]).
+///
+/// [`Destination`]: crate::limit::Destination
 pub(crate) fn destination(scheme: Option<&str>, host: &str, port: Option<u16>) -> u64 {
-    use std::hash::Hasher;
-    let (host, port) = match port {
-        Some(port) => (host, Some(port)),
-        None => match host.rsplit_once(':') {
-            // (An IPv6 address is bracketed before its port.)
-            Some((name, digits)) if !name.contains(':') || name.ends_with(']') => {
-                match digits.parse() {
-                    Ok(port) => (name, Some(port)),
-                    Err(_) => (host, None),
-                }
-            }
-            _ => (host, None),
-        },
-    };
-    let port = port.or(match scheme {
-        Some(s) if s.eq_ignore_ascii_case("https") => Some(443),
-        Some(s) if s.eq_ignore_ascii_case("http") => Some(80),
-        _ => None,
-    });
-    let mut hasher = std::hash::DefaultHasher::new();
-    for byte in scheme.unwrap_or("").bytes() {
-        hasher.write_u8(byte.to_ascii_lowercase());
-    }
-    hasher.write_u8(0xff);
-    for byte in host.bytes() {
-        hasher.write_u8(byte.to_ascii_lowercase());
-    }
-    hasher.write_u8(0xff);
-    hasher.write_u32(port.map_or(u32::MAX, u32::from));
-    hasher.finish()
+    crate::limit::keyed::key_hash(&crate::limit::Destination::new(
+        scheme.unwrap_or(""),
+        host,
+        port,
+    ))
 }
 
 /// [`is_idempotent`] of a request's method and headers.

@@ -441,6 +441,17 @@ impl CircuitBreaker {
         self.restart(CLOSED);
     }
 
+    /// Closed, in a new generation, silently: a breaker whose place in a
+    /// table goes to another key (it was closed with nothing counted), so
+    /// that what the calls of the key it held report counts no more.
+    pub(crate) fn renew(&self) {
+        let current = self.state.load(Acquire);
+        if current & TAG == CLOSED {
+            let next = word(CLOSED, generation(current).wrapping_add(1), 0);
+            let _ = self.state.compare_exchange(current, next, AcqRel, Acquire);
+        }
+    }
+
     /// Moves the breaker to `tag` (held open, or closed with no failures),
     /// in a new generation: no permit given before counts after.
     fn restart(&self, tag: u64) {

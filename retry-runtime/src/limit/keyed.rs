@@ -37,6 +37,13 @@ pub trait PerKey: Fresh + Send + sealed::Sealed {
     /// another key without anything being forgotten.
     #[doc(hidden)]
     fn is_fresh(&self, now: Instant) -> bool;
+
+    /// Its place goes to another key: what calls of the key before it
+    /// report from now on is not to count for the new one, where the
+    /// limiter can tell (a breaker's new generation ignores the permits
+    /// given before it).
+    #[doc(hidden)]
+    fn reassigned(&self) {}
 }
 
 mod sealed {
@@ -62,6 +69,10 @@ impl PerKey for WindowBudget {
 impl PerKey for CircuitBreaker {
     fn is_fresh(&self, _: Instant) -> bool {
         self.is_pristine()
+    }
+
+    fn reassigned(&self) {
+        self.renew();
     }
 }
 
@@ -114,8 +125,15 @@ struct Slot<T> {
 /// limiter remembers failures keeps its place. A key that finds no place
 /// draws on the table's shared limiter (the one it was built from), with
 /// the other keys that found none and the calls that gave no key: never
-/// unprotected, only protected together. Keys are told apart by a 64-bit
-/// hash.
+/// unprotected, only protected together. (The default token budgets of
+/// keyed calls are a table of 4096 for the whole process: there, a key
+/// that finds no place draws on its call site's own budget, or the layer's,
+/// as a call without a key does.) Keys are told apart by a 64-bit hash.
+///
+/// A call looks its limiter up once, when it starts. If its key's place
+/// goes to another key while it runs (the key's limiter held nothing), a
+/// breaker does not count what it reports for the new key; a budget or
+/// throttle counts it, once.
 ///
 /// **The cost.** A key that has a place is found with a hash and a few
 /// loads, lock-free, allocating nothing (the table itself is allocated
@@ -201,9 +219,11 @@ impl<T: PerKey> Keyed<T> {
         &self.shared
     }
 
-    /// The limiter of `key`: its own, made on its first use, or the shared
-    /// one when the table has no place for it. Read a key's state through
-    /// it, or act on it (`PER_HOST.get(&host).hold_open()`).
+    /// The limiter of `key`: its own, given a place now if it had none, or
+    /// the shared one when the table has no place for it (see
+    /// [`peek`](Self::peek) to look without adding a key, and to tell the
+    /// two apart). A key is the value the calls give, of the same type:
+    /// `7u64` and `7u32` are two keys.
     ///
     /// ```
     /// # extern crate backstop_runtime as backstop;
@@ -232,6 +252,22 @@ impl<T: PerKey> Keyed<T> {
         self.get_hashed(key_hash(key), || now)
     }
 
+    /// The limiter of `key` if it has one of its own, without giving it a
+    /// place (what [`get`](Self::get) does for a key not seen yet): for an
+    /// operator, or a probe of state that must not add keys.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use backstop::limit::{Keyed, TokenBudget};
+    /// static PER_SHARD: Keyed<TokenBudget> = Keyed::new(TokenBudget::standard());
+    /// assert!(PER_SHARD.peek(&7u32).is_none());
+    /// let seven = PER_SHARD.get(&7u32);
+    /// assert!(std::ptr::eq(PER_SHARD.peek(&7u32).unwrap(), seven));
+    /// ```
+    pub fn peek<K: Hash + ?Sized>(&self, key: &K) -> Option<&T> {
+        self.peek_hashed(key_hash(key))
+    }
+
     /// How many keys have a limiter of their own now.
     ///
     /// ```
@@ -243,15 +279,29 @@ impl<T: PerKey> Keyed<T> {
     /// assert_eq!(per_shard.len(), 2);
     /// ```
     pub fn len(&self) -> usize {
-        self.slots()
-            .iter()
-            .filter(|slot| slot.key.load(Acquire) != EMPTY)
-            .count()
+        self.made().map_or(0, |slots| {
+            slots
+                .iter()
+                .filter(|slot| slot.key.load(Acquire) != EMPTY)
+                .count()
+        })
     }
 
     /// No key has a limiter of its own yet.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// The places, if the table was made (at its first use).
+    fn made(&self) -> Option<&[Slot<T>]> {
+        #[cfg(not(loom))]
+        {
+            self.table.get().map(|table| &**table)
+        }
+        #[cfg(loom)]
+        {
+            Some(&self.table)
+        }
     }
 
     fn slots(&self) -> &[Slot<T>] {
@@ -272,9 +322,33 @@ impl<T: PerKey> Keyed<T> {
         }
     }
 
-    /// The limiter of the key whose hash is `hash`; `now` is read only
-    /// when a full table must find the key a place.
+    /// The limiter of the key whose hash is `hash`, the shared one if it
+    /// finds no place; `now` is read only when a full table must find the
+    /// key a place.
     pub(crate) fn get_hashed(&self, hash: u64, now: impl FnOnce() -> Instant) -> &T {
+        self.placed(hash, now).unwrap_or(&self.shared)
+    }
+
+    /// The key's own limiter if it has a place, without giving it one.
+    pub(crate) fn peek_hashed(&self, hash: u64) -> Option<&T> {
+        let hash = match hash & !USED {
+            EMPTY => 2,
+            hash => hash,
+        };
+        let slots = self.made()?;
+        let len = slots.len();
+        let start = (hash.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as usize % len;
+        (0..PLACES.min(len))
+            .map(|i| &slots[(start + i) % len])
+            .take_while(|slot| slot.key.load(Acquire) != EMPTY)
+            .find(|slot| slot.key.load(Acquire) & !USED == hash)
+            .map(|slot| &slot.limiter)
+    }
+
+    /// The limiter of the key whose hash is `hash`: its own, found or
+    /// given a place now; none if every place is held by a key whose
+    /// limiter holds something a fresh one would not.
+    pub(crate) fn placed(&self, hash: u64, now: impl FnOnce() -> Instant) -> Option<&T> {
         // The low bit of a place's word is its key's second chance.
         let hash = match hash & !USED {
             EMPTY => 2,
@@ -302,13 +376,13 @@ impl<T: PerKey> Keyed<T> {
                     .key
                     .compare_exchange(EMPTY, hash | USED, AcqRel, Acquire)
                 {
-                    Ok(_) => return &slot.limiter,
+                    Ok(_) => return Some(&slot.limiter),
                     Err(actual) => word = actual,
                 }
             }
             if word & !USED == hash {
                 found(slot, word);
-                return &slot.limiter;
+                return Some(&slot.limiter);
             }
         }
         // Every place is held: one looks for a place at a time (rare: a
@@ -326,7 +400,7 @@ impl<T: PerKey> Keyed<T> {
         for i in 0..places {
             let slot = place(i);
             if slot.key.load(Acquire) & !USED == hash {
-                return &slot.limiter;
+                return Some(&slot.limiter);
             }
         }
         let now = now();
@@ -341,17 +415,19 @@ impl<T: PerKey> Keyed<T> {
                     slot.key.fetch_and(!USED, Relaxed);
                     continue;
                 }
-                // A use racing this takes the place back: another look.
+                // Calls of the key it held report to it no more (a breaker's
+                // new generation); a use racing this takes the place back.
+                slot.limiter.reassigned();
                 if slot
                     .key
                     .compare_exchange(word, hash | USED, AcqRel, Acquire)
                     .is_ok()
                 {
-                    return &slot.limiter;
+                    return Some(&slot.limiter);
                 }
             }
         }
-        &self.shared
+        None
     }
 
     /// The limiter for `key` (a hash from [`key_hash`]), or the shared one
@@ -361,6 +437,73 @@ impl<T: PerKey> Keyed<T> {
             Some(hash) => self.get_hashed(hash, crate::time::clock::loop_now),
             None => &self.shared,
         }
+    }
+}
+
+/// The key the tower layer and the middleware give a request: its
+/// destination, scheme, host (told apart without case) and port (the
+/// scheme's default when none is written; a `host:port` is split). Give
+/// one to [`Keyed::peek`] or [`Keyed::get`] to reach the limiter of a
+/// destination, as an operator would.
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use std::time::Duration;
+/// use backstop::limit::{CircuitBreaker, Destination, Keyed};
+/// static PER_HOST: Keyed<CircuitBreaker> =
+///     Keyed::new(CircuitBreaker::new(5, Duration::from_secs(30)));
+/// // Down for maintenance: every call to it turned away until reset.
+/// PER_HOST.get(&Destination::new("https", "db-1.internal", None)).hold_open();
+/// let same = Destination::new("HTTPS", "DB-1.internal:443", None);
+/// assert!(PER_HOST.peek(&same).is_some());
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct Destination<'a> {
+    scheme: &'a str,
+    host: &'a str,
+    port: Option<u16>,
+}
+
+impl<'a> Destination<'a> {
+    /// The destination `scheme://host:port`: `port` `None` for the
+    /// scheme's default (80 for `http`, 443 for `https`) or the port
+    /// written in `host` (`"db-1:5432"`, `"[::1]:8080"`).
+    pub fn new(scheme: &'a str, host: &'a str, port: Option<u16>) -> Self {
+        let (host, port) = match port {
+            Some(port) => (host, Some(port)),
+            None => match host.rsplit_once(':') {
+                // (An IPv6 address is bracketed before its port.)
+                Some((name, digits)) if !name.contains(':') || name.ends_with(']') => {
+                    match digits.parse() {
+                        Ok(port) => (name, Some(port)),
+                        Err(_) => (host, None),
+                    }
+                }
+                _ => (host, None),
+            },
+        };
+        let port = port.or(if scheme.eq_ignore_ascii_case("https") {
+            Some(443)
+        } else if scheme.eq_ignore_ascii_case("http") {
+            Some(80)
+        } else {
+            None
+        });
+        Self { scheme, host, port }
+    }
+}
+
+impl Hash for Destination<'_> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        for byte in self.scheme.bytes() {
+            state.write_u8(byte.to_ascii_lowercase());
+        }
+        state.write_u8(0xff);
+        for byte in self.host.bytes() {
+            state.write_u8(byte.to_ascii_lowercase());
+        }
+        state.write_u8(0xff);
+        state.write_u32(self.port.map_or(u32::MAX, u32::from));
     }
 }
 

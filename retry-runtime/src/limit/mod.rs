@@ -72,7 +72,7 @@ pub(crate) mod window;
 
 pub use adaptive::{AdaptiveThrottle, Throttled};
 pub use breaker::{BreakerChange, BreakerState, ChangeReason, CircuitBreaker, CircuitOpen, Permit};
-pub use keyed::{Keyed, PerKey};
+pub use keyed::{Destination, Keyed, PerKey};
 #[cfg(feature = "tower")]
 pub(crate) use token::OwnBudget;
 pub use token::TokenBudget;

@@ -342,7 +342,12 @@ pub(crate) fn default_per_key(site: &'static TokenBudget, key: Option<u64>) -> B
                 .rotate_left(17)
                 .wrapping_mul(0x9e37_79b9_7f4a_7c15)
                 ^ key;
-            let budget = default_per_key_table().get_hashed(mixed, crate::time::clock::loop_now);
+            // A key that finds no place in the table draws on the call
+            // site's own default, as a call without a key does: never on a
+            // budget shared with other call sites.
+            let budget = default_per_key_table()
+                .placed(mixed, crate::time::clock::loop_now)
+                .unwrap_or(site);
             BudgetRef::Token(crate::limit::isolation::own(budget))
         }
         None => BudgetRef::Token(site),

@@ -546,11 +546,12 @@ impl<W, K, B, R, G, L, A> Shared<W, K, B, R, G, L, A> {
     /// [`budget`](Self::budget), which calls without a destination draw on.
     pub(crate) fn budget_for(&self, destination: Option<u64>) -> Option<BudgetRef<'static>> {
         match (self.given, destination) {
-            (Chosen::Default, Some(destination)) => {
-                let budget = crate::run::default_per_key_table()
-                    .get_hashed(destination, crate::time::clock::loop_now);
-                Some(BudgetRef::Token(crate::limit::isolation::own(budget)))
-            }
+            // A destination that finds no place in the table draws on the
+            // layer's own, as a request without one does.
+            (Chosen::Default, Some(destination)) => crate::run::default_per_key_table()
+                .placed(destination, crate::time::clock::loop_now)
+                .map(|budget| BudgetRef::Token(crate::limit::isolation::own(budget)))
+                .or_else(|| self.budget()),
             (Chosen::PerKey(table), destination) => Some(table.for_key(destination)),
             _ => self.budget(),
         }

@@ -146,3 +146,76 @@ fn keys_beyond_the_capacity_share_the_shared_limiter_and_are_never_unprotected()
     assert_eq!(table.shared().tokens(), 0.0);
     assert!(!table.get(&1000u32).allows_retry(now));
 }
+
+#[test]
+fn a_failure_of_a_call_in_flight_when_its_place_went_to_another_key_does_not_count_for_it() {
+    let table = Keyed::with_capacity(CircuitBreaker::new(1, Duration::from_secs(30)), 1);
+    let now = Instant::now();
+    // A call to key "a" is admitted; its breaker holds nothing yet.
+    let in_flight = table.get_at(&"a", now).try_acquire(now).unwrap();
+    // Meanwhile "b" takes the place: "a"'s breaker was as a fresh one's.
+    let b = table.get_at(&"b", now);
+    assert!(std::ptr::eq(b, table.get_at(&"b", now)));
+    // The call to "a" fails: it opened "a"'s breaker, not "b"'s.
+    in_flight.failed(Verdict::Retry, now);
+    assert!(b.try_acquire(now).is_ok(), "b's breaker is closed");
+}
+
+#[test]
+fn peek_finds_a_keys_own_limiter_and_adds_no_key() {
+    let table = Keyed::with_capacity(TokenBudget::standard(), 1);
+    let now = Instant::now();
+    assert!(table.peek(&"a").is_none());
+    assert_eq!(table.len(), 0, "a look adds nothing");
+    let a = table.get_at(&"a", now);
+    assert!(std::ptr::eq(table.peek(&"a").unwrap(), a));
+    a.failed(now);
+    // "b" finds no place: `get` gives the shared budget, `peek` nothing.
+    assert!(std::ptr::eq(table.get_at(&"b", now), table.shared()));
+    assert!(table.peek(&"b").is_none());
+}
+
+#[test]
+fn keys_that_find_no_place_in_the_default_table_draw_on_their_call_sites_own_budget() {
+    use backstop_runtime::{Policy, Retry};
+    let _vt = backstop_runtime::testing::VirtualTime::start();
+    let refused = || std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+    // One call site fails once for each of 20,000 users: every place of
+    // the process-wide table of default budgets is held by a key with a
+    // token spent.
+    let once = Policy::new().attempts(1);
+    for user in 0..20_000u64 {
+        let _ = Retry::new(&once)
+            .key(&user)
+            .call(|| Err::<(), _>(refused()));
+    }
+    // Another call site's keys, never seen: each call fails once, then
+    // succeeds. They find no place either, and draw on their call site's
+    // own budget, which the flood did not touch: as many are rescued as
+    // calls without a key at a call site of their own.
+    let policy = Policy::new().base(Duration::from_millis(1));
+    let flaky = |attempts: &mut u32| {
+        *attempts += 1;
+        if *attempts == 1 {
+            Err(refused())
+        } else {
+            Ok(())
+        }
+    };
+    let mut keyed = 0;
+    for shard in 0..10u32 {
+        let mut attempts = 0;
+        let out = Retry::new(&policy)
+            .key(&shard)
+            .call(|| flaky(&mut attempts));
+        keyed += u32::from(out.is_ok());
+    }
+    let mut unkeyed = 0;
+    for _ in 0..10u32 {
+        let mut attempts = 0;
+        let out = Retry::new(&policy).call(|| flaky(&mut attempts));
+        unkeyed += u32::from(out.is_ok());
+    }
+    assert!(unkeyed >= 5, "{unkeyed}");
+    assert_eq!(keyed, unkeyed, "no fewer than without a key");
+}
