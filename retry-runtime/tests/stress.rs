@@ -431,3 +431,41 @@ fn a_hammered_table_per_key_gives_racing_callers_one_limiter_and_keeps_failing_k
     }
     assert_eq!(table.len(), 64);
 }
+
+#[test]
+fn a_hammered_ratio_breaker_opens_only_above_its_ratio() {
+    // Half of at least 100 calls over 1 s. Two threads, one all
+    // successes, one failing 3 calls in 10: 15% failed, never open. Then
+    // the second fails 9 in 10: 45% of all calls... and the first fails
+    // too, 2 in 10: 55%, open.
+    let run = |fail_a: usize, fail_b: usize| {
+        let breaker = Arc::new(CircuitBreaker::ratio(
+            0.5,
+            100,
+            Duration::from_secs(1),
+            Duration::from_secs(3600),
+        ));
+        let t0 = Instant::now();
+        let shared = Arc::clone(&breaker);
+        on_threads(move |t, meet| {
+            let fail = if t == 0 { fail_a } else { fail_b };
+            for i in 0..OPS {
+                if i % LOCKSTEP == 0 {
+                    meet.wait();
+                }
+                let now = t0 + STEP * i as u32;
+                let Ok(permit) = shared.try_acquire(now) else {
+                    continue;
+                };
+                if i % 10 < fail {
+                    permit.failed(Verdict::Retry, now);
+                } else {
+                    permit.succeeded(now);
+                }
+            }
+        });
+        breaker.state_at(t0)
+    };
+    assert_eq!(run(0, 3), BreakerState::Closed, "15% failed");
+    assert_ne!(run(2, 9), BreakerState::Closed, "55% failed");
+}

@@ -1,7 +1,7 @@
 //! The adaptive throttle (documented in `limit`).
 
 use std::fmt;
-use std::sync::atomic::Ordering::{AcqRel, Acquire};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
 use std::time::{Duration, Instant};
 
 use crate::sync::AtomicU64;
@@ -160,7 +160,7 @@ impl AdaptiveThrottle {
     }
 
     /// Requests and accepts in the window ending at `now`'s slot.
-    fn counts(&self, now: Instant) -> (u64, u64) {
+    pub(crate) fn counts(&self, now: Instant) -> (u64, u64) {
         let epoch = self.epoch(now);
         self.slots.iter().fold((0, 0), |(r, a), slot| {
             let word = slot.load(Acquire);
@@ -172,6 +172,13 @@ impl AdaptiveThrottle {
                 (r, a)
             }
         })
+    }
+
+    /// Forgets every count, as a fresh one (racing counts may survive).
+    pub(crate) fn clear(&self) {
+        for slot in &self.slots {
+            slot.store(0, Relaxed);
+        }
     }
 
     /// Nothing counted in the window ending at `now`: as a fresh one.
@@ -192,7 +199,7 @@ impl AdaptiveThrottle {
 
     /// Adds one to a count of `now`'s slot, moving the slot to this epoch
     /// first if it holds an older one.
-    fn add(&self, now: Instant, requests: u64, accepts: u64) {
+    pub(crate) fn add(&self, now: Instant, requests: u64, accepts: u64) {
         let epoch = self.epoch(now);
         let slot = &self.slots[(epoch % SLOTS) as usize];
         let tag = epoch & TAG_MASK;

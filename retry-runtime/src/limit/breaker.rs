@@ -1,10 +1,11 @@
 //! The circuit breaker (documented in `limit`).
 
 use std::fmt;
-use std::sync::atomic::Ordering::{AcqRel, Acquire};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
 use std::time::{Duration, Instant};
 
 use crate::classify::Verdict;
+use crate::limit::adaptive::AdaptiveThrottle;
 use crate::state::vocabulary::Attempted;
 use crate::sync::AtomicU64;
 use crate::time::clock::nanos_since_origin;
@@ -163,6 +164,22 @@ pub struct CircuitBreaker {
     state: AtomicU64,
     name: &'static str,
     on_change: Option<fn(&BreakerChange)>,
+    /// The ratio rule, for a breaker made by [`ratio`](Self::ratio).
+    ratio: Option<RatioRule>,
+    /// How the break grows after each failed trial, if it does: the
+    /// factor, and the longest break in milliseconds.
+    growth: Option<(u32, u64)>,
+    /// Trials failed in a row since the breaker last closed.
+    streak: AtomicU64,
+}
+
+/// The rule of a breaker that judges ratios: calls and failures over a
+/// sliding window (an adaptive throttle's window, counting calls as
+/// requests and failures as accepts).
+struct RatioRule {
+    failure_ratio: f64,
+    minimum_throughput: u32,
+    window: AdaptiveThrottle,
 }
 
 /// Leave to make one call through a [`CircuitBreaker`]: report its outcome
@@ -220,6 +237,116 @@ impl CircuitBreaker {
                 state: AtomicU64::new(CLOSED),
                 name: "",
                 on_change: None,
+                ratio: None,
+                growth: None,
+                streak: AtomicU64::new(0),
+            }
+        }
+    }
+
+    const_unless_loom! {
+        /// A breaker that judges ratios, as Polly's and resilience4j's do:
+        /// it opens when at least `failure_ratio` of the calls of the last
+        /// `sampling` failed retryably, once that window saw at least
+        /// `minimum_throughput` calls, and breaks for `break_for` (see
+        /// [`growing`](Self::growing)). Then one trial goes, as for
+        /// [`new`](Self::new); its success closes the breaker with the
+        /// window emptied.
+        ///
+        /// # Panics
+        ///
+        /// If `failure_ratio` is not in `(0, 1]`, `minimum_throughput` is
+        /// zero, or `sampling` is shorter than 8 µs. In a `static` that is
+        /// a compile error.
+        ///
+        /// ```
+        /// # extern crate backstop_runtime as backstop;
+        /// use std::time::{Duration, Instant};
+        /// use backstop::limit::{BreakerState, CircuitBreaker};
+        /// use backstop::Verdict;
+        /// // Polly's default: 10% of at least 100 calls over 30 s.
+        /// static SEARCH: CircuitBreaker = CircuitBreaker::ratio(
+        ///     0.1, 100, Duration::from_secs(30), Duration::from_secs(5));
+        /// let now = Instant::now();
+        /// for call in 0..100 {
+        ///     let permit = SEARCH.try_acquire(now).unwrap();
+        ///     if call % 10 == 9 { permit.failed(Verdict::Retry, now) } else { permit.succeeded(now) }
+        /// }
+        /// assert_eq!(SEARCH.state_at(now), BreakerState::Open, "10 of 100 failed");
+        /// ```
+        pub fn ratio(
+            failure_ratio: f64,
+            minimum_throughput: u32,
+            sampling: Duration,
+            break_for: Duration,
+        ) -> Self {
+            assert!(
+                failure_ratio > 0.0 && failure_ratio <= 1.0,
+                "CircuitBreaker::ratio: `failure_ratio` must be above 0 and at most 1"
+            );
+            assert!(
+                minimum_throughput > 0,
+                "CircuitBreaker::ratio: `minimum_throughput` must be at least 1"
+            );
+            let mut breaker = Self::new(u32::MAX, break_for);
+            breaker.ratio = Some(RatioRule {
+                failure_ratio,
+                minimum_throughput,
+                window: AdaptiveThrottle::new(1.0, sampling),
+            });
+            breaker
+        }
+    }
+
+    const_unless_loom! {
+        /// This breaker, its break growing `factor` times longer after each
+        /// trial that fails, up to `longest`; a trial that succeeds (or a
+        /// [`reset`](Self::reset)) brings it back to the cooldown given.
+        ///
+        /// # Panics
+        ///
+        /// If `factor` is below 2. In a `static` that is a compile error.
+        ///
+        /// ```
+        /// # extern crate backstop_runtime as backstop;
+        /// use std::time::{Duration, Instant};
+        /// use backstop::limit::CircuitBreaker;
+        /// use backstop::Verdict;
+        /// static DB: CircuitBreaker = CircuitBreaker::new(1, Duration::from_secs(1))
+        ///     .growing(2, Duration::from_secs(60));
+        /// let t0 = Instant::now();
+        /// let at = |s| t0 + Duration::from_secs(s);
+        /// DB.try_acquire(at(0)).unwrap().failed(Verdict::Retry, at(0)); // open for 1 s
+        /// DB.try_acquire(at(1)).unwrap().failed(Verdict::Retry, at(1)); // the trial fails: 2 s
+        /// assert!(DB.try_acquire(at(2)).is_err());
+        /// assert!(DB.try_acquire(at(3)).is_ok(), "the next trial, 2 s on");
+        /// ```
+        #[must_use]
+        pub fn growing(mut self, factor: u32, longest: Duration) -> Self {
+            assert!(factor >= 2, "CircuitBreaker::growing: `factor` must be at least 2");
+            let millis = longest.as_nanos().div_ceil(1_000_000);
+            self.growth = Some((factor, if millis > u64::MAX as u128 { u64::MAX } else { millis as u64 }));
+            self
+        }
+    }
+
+    /// The share of failed calls that opens the breaker, for one made by
+    /// [`ratio`](Self::ratio).
+    pub fn failure_ratio(&self) -> Option<f64> {
+        self.ratio.as_ref().map(|ratio| ratio.failure_ratio)
+    }
+
+    /// The break after the trials failed so far in a row.
+    fn break_millis(&self) -> u64 {
+        match self.growth {
+            None => self.cooldown_millis,
+            Some((factor, longest)) => {
+                let streak = self.streak.load(Acquire).min(64) as u32;
+                let grown = u64::from(factor)
+                    .checked_pow(streak)
+                    .and_then(|f| self.cooldown_millis.checked_mul(f))
+                    .unwrap_or(u64::MAX);
+                grown.min(longest.max(self.cooldown_millis))
             }
         }
     }
@@ -283,9 +410,18 @@ impl CircuitBreaker {
 
     /// A breaker made like this one (its rule, name and hook), closed.
     pub(crate) fn made_like(&self) -> Self {
-        let mut fresh = Self::new(self.failure_threshold, self.cooldown);
+        let mut fresh = match &self.ratio {
+            Some(ratio) => Self::ratio(
+                ratio.failure_ratio,
+                ratio.minimum_throughput,
+                ratio.window.window(),
+                self.cooldown,
+            ),
+            None => Self::new(self.failure_threshold, self.cooldown),
+        };
         fresh.name = self.name;
         fresh.on_change = self.on_change;
+        fresh.growth = self.growth;
         fresh
     }
 
@@ -308,6 +444,17 @@ impl CircuitBreaker {
         };
         if change.from == change.to {
             return;
+        }
+        // A closed breaker starts its count again, and its break from the
+        // cooldown given.
+        if change.to == BreakerState::Closed {
+            self.streak.store(0, Release);
+            if let Some(ratio) = &self.ratio {
+                ratio.window.clear();
+            }
+        }
+        if reason == ChangeReason::TrialFailed {
+            self.streak.fetch_add(1, AcqRel);
         }
         #[cfg(feature = "tracing")]
         {
@@ -349,7 +496,9 @@ impl CircuitBreaker {
         }
     }
 
-    /// Consecutive retryable failures that open the breaker.
+    /// Consecutive retryable failures that open the breaker (`u32::MAX`
+    /// for one made by [`ratio`](Self::ratio), which judges ratios
+    /// instead).
     pub const fn failure_threshold(&self) -> u32 {
         self.failure_threshold
     }
@@ -532,7 +681,7 @@ impl CircuitBreaker {
     /// clock (less than two cooldowns).
     fn cooled_down(&self, current: u64, now: u64) -> bool {
         let opened = payload(current);
-        opened == 0 || now.abs_diff(opened) >= self.cooldown_millis
+        opened == 0 || now.abs_diff(opened) >= self.break_millis()
     }
 
     /// A probe admitted in generation `admitted` reports: its failure opens
@@ -578,9 +727,23 @@ impl CircuitBreaker {
     /// in that generation: the failure is older than what happened since.
     fn count_failure(&self, admitted: u64, now: Instant) {
         let mut current = self.state.load(Acquire);
+        let opens = match &self.ratio {
+            Some(ratio) => {
+                if current & TAG != CLOSED || generation(current) != admitted {
+                    return;
+                }
+                ratio.window.add(now, 1, 1);
+                let (calls, failures) = ratio.window.counts(now);
+                calls >= u64::from(ratio.minimum_throughput)
+                    && failures as f64 >= ratio.failure_ratio * calls as f64
+            }
+            None => false,
+        };
         while current & TAG == CLOSED && generation(current) == admitted {
             let failures = payload(current).saturating_add(1).min(PAYLOAD_MAX);
-            let next = if failures >= u64::from(self.failure_threshold) {
+            let next = if opens
+                || (self.ratio.is_none() && failures >= u64::from(self.failure_threshold))
+            {
                 word(OPEN, admitted.wrapping_add(1), millis(now))
             } else {
                 word(CLOSED, admitted, failures)
@@ -600,10 +763,21 @@ impl CircuitBreaker {
         }
     }
 
-    /// A success while closed: the failures were not consecutive.
-    fn reset_failures(&self, admitted: u64) {
+    /// A success while closed: the failures were not consecutive, and a
+    /// ratio's window counts one more call.
+    fn reset_failures(&self, admitted: u64, now: Instant, succeeded: bool) {
         let current = self.state.load(Acquire);
-        if current & TAG == CLOSED && generation(current) == admitted && payload(current) != 0 {
+        if let Some(ratio) = &self.ratio {
+            if current & TAG == CLOSED && generation(current) == admitted {
+                ratio.window.add(now, 1, 0);
+            }
+            return;
+        }
+        if succeeded
+            && current & TAG == CLOSED
+            && generation(current) == admitted
+            && payload(current) != 0
+        {
             // Lost to a concurrent change: that one is newer.
             let _ =
                 self.state
@@ -611,10 +785,17 @@ impl CircuitBreaker {
         }
     }
 
-    /// Closed with no failure counted: as a fresh breaker is.
-    pub(crate) fn is_pristine(&self) -> bool {
+    /// Closed with no failure counted (nothing in a ratio's window) and
+    /// no failed trial remembered: as a fresh breaker is.
+    pub(crate) fn is_pristine(&self, now: Instant) -> bool {
         let current = self.state.load(Acquire);
-        current & TAG == CLOSED && payload(current) == 0
+        current & TAG == CLOSED
+            && payload(current) == 0
+            && self.streak.load(Acquire) == 0
+            && self
+                .ratio
+                .as_ref()
+                .is_none_or(|ratio| ratio.window.is_idle(now))
     }
 
     /// Is the breaker closed (calls go through)?
@@ -653,10 +834,11 @@ impl Permit<'_> {
             // Only a probe's holder moves the breaker out of half-open.
             (true, failed) => breaker.settle(admitted, failed, now),
             (false, true) => breaker.count_failure(admitted, now),
+            // A success ends a run of failures; an answer that is not a
+            // success (a `Stop`: the dependency answered) is a call of a
+            // ratio's window all the same.
             (false, false) => {
-                if attempted == Attempted::Succeeded {
-                    breaker.reset_failures(admitted);
-                }
+                breaker.reset_failures(admitted, now, attempted == Attempted::Succeeded);
             }
         }
     }
@@ -687,6 +869,7 @@ impl fmt::Debug for CircuitBreaker {
         f.debug_struct("CircuitBreaker")
             .field("name", &self.name)
             .field("failure_threshold", &self.failure_threshold)
+            .field("failure_ratio", &self.failure_ratio())
             .field("cooldown", &self.cooldown)
             .field("state", &self.state())
             .finish_non_exhaustive()

@@ -67,8 +67,8 @@ impl PerKey for WindowBudget {
 }
 
 impl PerKey for CircuitBreaker {
-    fn is_fresh(&self, _: Instant) -> bool {
-        self.is_pristine()
+    fn is_fresh(&self, now: Instant) -> bool {
+        self.is_pristine(now)
     }
 
     fn reassigned(&self) {

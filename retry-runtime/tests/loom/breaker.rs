@@ -211,3 +211,43 @@ fn a_failure_from_before_a_reset_racing_it_does_not_count_after() {
         assert!(breaker.try_acquire(now).is_ok());
     });
 }
+
+/// Openings told, in the model running now.
+static OPENINGS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+fn count_opening(change: &backstop_runtime::limit::BreakerChange) {
+    if change.to == BreakerState::Open {
+        OPENINGS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn failures_racing_at_a_ratio_open_it_once_and_a_racing_success_is_counted() {
+    loom::model(|| {
+        OPENINGS.store(0, std::sync::atomic::Ordering::SeqCst);
+        // Half of at least 3 calls: one success, then a failure racing a
+        // success and a failure. However they land, it opens once: at 2
+        // of 3 or 2 of 4 (a call after that is turned away).
+        let breaker = Arc::new(
+            CircuitBreaker::ratio(0.5, 3, Duration::from_secs(60), COOLDOWN)
+                .on_change(count_opening),
+        );
+        let now = t0();
+        breaker.try_acquire(now).unwrap().succeeded(now);
+        let other = Arc::clone(&breaker);
+        let t = thread::spawn(move || {
+            if let Ok(permit) = other.try_acquire(now) {
+                permit.failed(Verdict::Retry, now);
+            }
+        });
+        if let Ok(permit) = breaker.try_acquire(now) {
+            permit.succeeded(now);
+        }
+        if let Ok(permit) = breaker.try_acquire(now) {
+            permit.failed(Verdict::Retry, now);
+        }
+        t.join().unwrap();
+        assert_eq!(breaker.state_at(now), BreakerState::Open);
+        assert_eq!(OPENINGS.load(std::sync::atomic::Ordering::SeqCst), 1);
+    });
+}

@@ -437,3 +437,106 @@ fn a_keyed_breakers_instances_keep_its_name_and_hook() {
     );
     assert_eq!(table.get(&1u8).name(), "per-shard");
 }
+
+// --- The ratio rule -------------------------------------------------------
+
+/// `n` calls at `now`, `failed` of them failing retryably (the last ones).
+fn calls(breaker: &CircuitBreaker, n: u32, failed: u32, now: Instant) {
+    for call in 0..n {
+        let permit = breaker.try_acquire(now).unwrap();
+        if call >= n - failed {
+            permit.failed(Verdict::Retry, now);
+        } else {
+            permit.succeeded(now);
+        }
+    }
+}
+
+#[test]
+fn a_ratio_breaker_opens_at_the_ratio_once_the_window_saw_the_minimum_throughput() {
+    let t0 = Instant::now();
+    // 50% of at least 10 calls over 10 s.
+    let breaker = CircuitBreaker::ratio(0.5, 10, Duration::from_secs(10), Duration::from_secs(5));
+    // 8 failures of 8 calls: below the minimum throughput, closed.
+    calls(&breaker, 8, 8, t0);
+    assert_eq!(breaker.state_at(t0), BreakerState::Closed);
+    // The 10th call: 9 of 10 failed.
+    calls(&breaker, 1, 0, t0);
+    assert_eq!(
+        breaker.state_at(t0),
+        BreakerState::Closed,
+        "a success opens nothing"
+    );
+    calls(&breaker, 1, 1, t0);
+    assert_eq!(breaker.state_at(t0), BreakerState::Open);
+    // Half-open after the break; the trial's success closes it, the window
+    // emptied.
+    let later = t0 + Duration::from_secs(5);
+    breaker.try_acquire(later).unwrap().succeeded(later);
+    assert_eq!(breaker.state_at(later), BreakerState::Closed);
+    calls(&breaker, 9, 9, later);
+    assert_eq!(
+        breaker.state_at(later),
+        BreakerState::Closed,
+        "9 calls since it closed"
+    );
+}
+
+#[test]
+fn a_ratio_breaker_forgets_calls_older_than_its_window_and_counts_a_stop_as_a_call() {
+    let t0 = Instant::now();
+    let breaker = CircuitBreaker::ratio(0.5, 4, Duration::from_secs(8), Duration::from_secs(5));
+    calls(&breaker, 3, 3, t0);
+    // 9 s on, those three have left the window: one failure of one call.
+    let later = t0 + Duration::from_secs(9);
+    calls(&breaker, 1, 1, later);
+    assert_eq!(breaker.state_at(later), BreakerState::Closed);
+    // Three answers that are not successes (a 400 is the caller's fault):
+    // calls, not failures. 1 failure of 4.
+    for _ in 0..3 {
+        breaker
+            .try_acquire(later)
+            .unwrap()
+            .failed(Verdict::Stop, later);
+    }
+    assert_eq!(breaker.state_at(later), BreakerState::Closed);
+    // 2 of 5, then 3 of 6: open.
+    calls(&breaker, 1, 1, later);
+    assert_eq!(breaker.state_at(later), BreakerState::Closed);
+    calls(&breaker, 1, 1, later);
+    assert_eq!(breaker.state_at(later), BreakerState::Open);
+}
+
+#[test]
+fn a_growing_break_grows_after_each_failed_trial_up_to_its_longest_and_starts_over_on_a_success() {
+    let breaker =
+        CircuitBreaker::new(1, Duration::from_secs(1)).growing(3, Duration::from_secs(10));
+    let t0 = Instant::now();
+    let at = |ms: u64| t0 + Duration::from_millis(ms);
+    breaker
+        .try_acquire(at(0))
+        .unwrap()
+        .failed(Verdict::Retry, at(0));
+    // Breaks of 1 s, then 3, 9, and 10 (the longest), each trial failing.
+    let mut now = 0;
+    for expected in [1_000, 3_000, 9_000, 10_000, 10_000] {
+        assert!(
+            breaker.try_acquire(at(now + expected - 1)).is_err(),
+            "{expected}"
+        );
+        now += expected;
+        breaker
+            .try_acquire(at(now))
+            .unwrap()
+            .failed(Verdict::Retry, at(now));
+    }
+    // A trial that succeeds closes it; the next opening breaks for 1 s.
+    now += 10_000;
+    breaker.try_acquire(at(now)).unwrap().succeeded(at(now));
+    breaker
+        .try_acquire(at(now))
+        .unwrap()
+        .failed(Verdict::Retry, at(now));
+    assert!(breaker.try_acquire(at(now + 999)).is_err());
+    assert!(breaker.try_acquire(at(now + 1_000)).is_ok());
+}

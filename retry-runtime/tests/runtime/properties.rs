@@ -376,3 +376,45 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// A breaker that judges ratios opens exactly when a retryable failure
+    /// leaves at least `failure_ratio` of the window's calls failed, the
+    /// window holding at least `minimum_throughput` calls; a success or a
+    /// `Stop` is a call and never opens it. (All at one instant: the
+    /// window holds every call.)
+    #[test]
+    fn a_ratio_breaker_opens_exactly_by_its_rule(
+        ratio_percent in 1u32..=100,
+        minimum in 1u32..30,
+        outcomes in prop::collection::vec(0u8..3, 0..120),
+    ) {
+        use backstop_runtime::limit::{BreakerState, CircuitBreaker};
+        let ratio = f64::from(ratio_percent) / 100.0;
+        let breaker = CircuitBreaker::ratio(
+            ratio, minimum, Duration::from_secs(60), Duration::from_secs(5));
+        let now = Instant::now();
+        let (mut calls, mut failures) = (0u64, 0u64);
+        for outcome in outcomes {
+            let permit = breaker.try_acquire(now).expect("closed until the rule opens it");
+            calls += 1;
+            let failed = outcome == 0;
+            match outcome {
+                0 => { failures += 1; permit.failed(Verdict::Retry, now) }
+                1 => permit.failed(Verdict::Stop, now),
+                _ => permit.succeeded(now),
+            }
+            let opens = failed
+                && calls >= u64::from(minimum)
+                && failures as f64 >= ratio * calls as f64;
+            let state = breaker.state_at(now);
+            if opens {
+                prop_assert_eq!(state, BreakerState::Open, "{} of {}", failures, calls);
+                break;
+            }
+            prop_assert_eq!(state, BreakerState::Closed, "{} of {}", failures, calls);
+        }
+    }
+}
