@@ -60,6 +60,12 @@ pub(crate) struct Scenario {
     pub(crate) timeout: Duration,
     pub(crate) outage_at: Duration,
     pub(crate) outage: Duration,
+    /// What the outage is: the server stalls (requests queue, nothing is
+    /// served), or it refuses every request at once, as a restarting
+    /// dependency does (`--outage-kind refuse`).
+    pub(crate) refuse: bool,
+    /// How long a call may take, all its attempts included.
+    pub(crate) deadline: Duration,
     /// How long clients keep making calls.
     pub(crate) duration: Duration,
     /// Fraction of served requests that fail transiently anyway.
@@ -83,6 +89,8 @@ impl Default for Scenario {
             timeout: Duration::from_secs(1),
             outage_at: Duration::from_secs(5),
             outage: Duration::from_secs(3),
+            refuse: false,
+            deadline: Duration::from_secs(30),
             duration: Duration::from_secs(30),
             flaky: 0.002,
             seed: 1,
@@ -106,6 +114,9 @@ S is in seconds, `2` or `2s`, or `250ms`):
   --timeout S      seconds a client waits for one attempt, from 0.001 [1]
   --outage-at S    when the server stalls, in seconds [5]
   --outage S       how long it stalls, in seconds [3]
+  --outage-kind K  `stall` (requests queue, nothing is served) or `refuse`
+                   (every request refused at once: a restart) [stall]
+  --deadline S     how long a call may take, attempts included [30]
   --duration S     how long clients make calls, in seconds [30]
   --flaky F        fraction of served requests failing transiently [0.002]
   --seed N         seed for arrivals, failures and jitter [1]
@@ -160,6 +171,8 @@ impl Scenario {
                 "--timeout" => sc.timeout = seconds(&flag, v)?,
                 "--outage-at" => sc.outage_at = seconds(&flag, v)?,
                 "--outage" => sc.outage = seconds(&flag, v)?,
+                "--outage-kind" => sc.refuse = refuses(v.as_deref())?,
+                "--deadline" => sc.deadline = seconds(&flag, v)?,
                 "--duration" => sc.duration = seconds(&flag, v)?,
                 "--flaky" => sc.flaky = value(&flag, v)?,
                 "--seed" => sc.seed = value(&flag, v)?,
@@ -170,49 +183,71 @@ impl Scenario {
                 other => return Err(format!("unknown option `{other}`")),
             }
         }
+        sc.check()?;
+        Ok(sc)
+    }
+
+    /// The scenario's values, checked together: a clear error for each
+    /// that cannot be simulated.
+    fn check(&self) -> Result<(), String> {
         let hour = Duration::from_secs(3600);
-        if !(1..=1_000_000).contains(&sc.clients) {
+        if !(1..=1_000_000).contains(&self.clients) {
             return Err("--clients is between 1 and 1000000".into());
         }
-        if !(sc.load > 0.0 && sc.load <= 10.0) {
+        if !(self.load > 0.0 && self.load <= 10.0) {
             return Err("--load is a fraction of capacity above 0, at most 10".into());
         }
-        if !(1.0..=1_000_000.0).contains(&sc.capacity) {
+        if !(1.0..=1_000_000.0).contains(&self.capacity) {
             return Err("--capacity is between 1 and 1000000 requests a second".into());
         }
-        if sc.queue == 0 {
+        if self.queue == 0 {
             return Err(
                 "--queue must be at least 1: a server that queues nothing serves nothing".into(),
             );
         }
-        if !(0.0..=1.0).contains(&sc.flaky) {
+        if !(0.0..=1.0).contains(&self.flaky) {
             return Err("--flaky is a fraction between 0 and 1".into());
         }
-        if sc.duration < Duration::from_secs(2) || sc.duration > hour {
+        if self.duration < Duration::from_secs(2) || self.duration > hour {
             return Err("--duration is between 2 s and an hour".into());
         }
-        if sc.timeout < Duration::from_millis(1) || sc.timeout > sc.duration {
+        if self.timeout < Duration::from_millis(1) || self.timeout > self.duration {
             return Err("--timeout is between 1 ms (the timer's resolution) and --duration".into());
         }
-        if sc.outage_at > sc.duration || sc.outage > sc.duration {
+        if self.deadline < self.timeout {
+            return Err("--deadline is at least --timeout".into());
+        }
+        if self.outage_at > self.duration || self.outage > self.duration {
             return Err("--outage-at and --outage are at most --duration".into());
         }
-        let calls = sc.load * sc.capacity * sc.duration.as_secs_f64();
+        let calls = self.load * self.capacity * self.duration.as_secs_f64();
         if calls > 2_000_000.0 {
             return Err(format!(
                 "{calls:.0} calls per strategy is too many to simulate in reasonable time: \
                  lower --load, --capacity or --duration (at most 2000000)"
             ));
         }
-        if let Some(path) = &sc.svg {
+        if let Some(path) = &self.svg {
             // Fail now, not after the simulation.
             std::fs::File::create(path).map_err(|e| format!("--svg {path}: {e}"))?;
         }
-        Ok(sc)
+        Ok(())
     }
 
     fn outage_end(&self) -> Duration {
         self.outage_at + self.outage
+    }
+}
+
+/// `--outage-kind`: whether the server refuses every request (or stalls).
+fn refuses(v: Option<&str>) -> Result<bool, String> {
+    match v {
+        Some("stall") => Ok(false),
+        Some("refuse") => Ok(true),
+        Some(other) => Err(format!(
+            "--outage-kind: `{other}` is not `stall` or `refuse`"
+        )),
+        None => Err("--outage-kind needs a value".into()),
     }
 }
 
@@ -225,6 +260,9 @@ enum CallError {
     Transient,
     /// The attempt timed out: the server may still do the work.
     TimedOut,
+    /// The server refused the request at once (it is restarting):
+    /// nothing was done, retryable.
+    Refused,
     /// The circuit breaker is open, or the adaptive throttle shed the
     /// attempt: not even sent.
     Open,
@@ -233,7 +271,7 @@ enum CallError {
 impl Classify for CallError {
     fn classify(&self) -> Verdict {
         match self {
-            Self::Overloaded | Self::Transient => Verdict::Retry,
+            Self::Overloaded | Self::Transient | Self::Refused => Verdict::Retry,
             Self::TimedOut => Verdict::RetryIfIdempotent,
             Self::Open => Verdict::Stop,
         }
@@ -324,11 +362,23 @@ impl Server {
         self.sc.timeout
     }
 
+    fn deadline(&self) -> Duration {
+        self.sc.deadline
+    }
+
+    /// The server is in its outage at `t` (from its start).
+    fn down_at(&self, t: Duration) -> bool {
+        t >= self.sc.outage_at && t < self.sc.outage_end()
+    }
+
     /// One attempt: queue the request, wait for its answer.
     async fn request(&self) -> Result<(), CallError> {
         let answer = {
             let mut st = self.lock();
             bump(&mut st.series.sent, self.bucket(Instant::now()));
+            if self.sc.refuse && self.down_at(self.origin.elapsed()) {
+                return Err(CallError::Refused);
+            }
             if st.queue.len() >= self.sc.queue {
                 return Err(CallError::Overloaded);
             }
@@ -346,8 +396,7 @@ impl Server {
         let mut tick = tokio::time::interval(Duration::from_millis(1));
         while !self.stop.load(Ordering::Relaxed) {
             tick.tick().await;
-            let t = self.origin.elapsed();
-            if t >= self.sc.outage_at && t < self.sc.outage_end() {
+            if !self.sc.refuse && self.down_at(self.origin.elapsed()) {
                 continue; // stalled: requests queue up, nothing is served
             }
             credit += per_tick;
@@ -400,26 +449,26 @@ async fn no_retry(server: &Server) -> Result<(), CallError> {
 
 /// Retry at once (1 ms), three attempts: what a hand-written loop does.
 #[retry(attempts = 3, backoff = fixed, base = 1ms, jitter = none, budget = none,
-        idempotent, attempt_timeout = server.timeout())]
+        idempotent, attempt_timeout = server.timeout(), deadline = server.deadline())]
 async fn naive(server: &Server) -> Result<(), CallError> {
     server.request().await
 }
 
 /// Exponential backoff from 100 ms, every client on the same schedule.
-#[retry(jitter = none, budget = none, idempotent, attempt_timeout = server.timeout())]
+#[retry(jitter = none, budget = none, idempotent, attempt_timeout = server.timeout(), deadline = server.deadline())]
 async fn exponential(server: &Server) -> Result<(), CallError> {
     server.request().await
 }
 
 /// Exponential backoff with full jitter, no budget.
-#[retry(budget = none, idempotent, attempt_timeout = server.timeout())]
+#[retry(budget = none, idempotent, attempt_timeout = server.timeout(), deadline = server.deadline())]
 async fn full_jitter(server: &Server) -> Result<(), CallError> {
     server.request().await
 }
 
 /// The crate's defaults: full jitter and the function's own token
 /// budget (10 tokens, 0.1 per answer).
-#[retry(idempotent, attempt_timeout = server.timeout())]
+#[retry(idempotent, attempt_timeout = server.timeout(), deadline = server.deadline())]
 async fn defaults(server: &Server) -> Result<(), CallError> {
     server.request().await
 }
@@ -429,7 +478,7 @@ async fn defaults(server: &Server) -> Result<(), CallError> {
 static WINDOW: WindowBudget = WindowBudget::standard();
 
 /// Full jitter and the windowed budget.
-#[retry(idempotent, attempt_timeout = server.timeout(), budget = WINDOW)]
+#[retry(idempotent, attempt_timeout = server.timeout(), deadline = server.deadline(), budget = WINDOW)]
 async fn windowed(server: &Server) -> Result<(), CallError> {
     server.request().await
 }
@@ -439,7 +488,7 @@ async fn windowed(server: &Server) -> Result<(), CallError> {
 static ADAPTIVE: AdaptiveThrottle = AdaptiveThrottle::standard();
 
 /// The defaults behind an adaptive throttle.
-#[retry(idempotent, attempt_timeout = server.timeout(), throttle = ADAPTIVE)]
+#[retry(idempotent, attempt_timeout = server.timeout(), deadline = server.deadline(), throttle = ADAPTIVE)]
 async fn defaults_adaptive(server: &Server) -> Result<(), CallError> {
     server.request().await
 }
@@ -448,7 +497,7 @@ async fn defaults_adaptive(server: &Server) -> Result<(), CallError> {
 static BREAKER: CircuitBreaker = CircuitBreaker::new(5, Duration::from_secs(1));
 
 /// The defaults behind a circuit breaker.
-#[retry(idempotent, attempt_timeout = server.timeout(), breaker = BREAKER)]
+#[retry(idempotent, attempt_timeout = server.timeout(), deadline = server.deadline(), breaker = BREAKER)]
 async fn defaults_breaker(server: &Server) -> Result<(), CallError> {
     server.request().await
 }
@@ -460,7 +509,7 @@ static PER_DESTINATION: Keyed<CircuitBreaker> =
     Keyed::new(CircuitBreaker::new(5, Duration::from_secs(1)));
 
 /// The defaults and a breaker, both kept per destination.
-#[retry(idempotent, attempt_timeout = server.timeout(), breaker = PER_DESTINATION, key = destination)]
+#[retry(idempotent, attempt_timeout = server.timeout(), deadline = server.deadline(), breaker = PER_DESTINATION, key = destination)]
 async fn per_destination(server: &Server, destination: usize) -> Result<(), CallError> {
     server.request().await
 }
@@ -469,7 +518,7 @@ async fn per_destination(server: &Server, destination: usize) -> Result<(), Call
 static ONE_FOR_BOTH: CircuitBreaker = CircuitBreaker::new(5, Duration::from_secs(1));
 
 /// The defaults and a breaker, one of each for both dependencies.
-#[retry(idempotent, attempt_timeout = server.timeout(), breaker = ONE_FOR_BOTH)]
+#[retry(idempotent, attempt_timeout = server.timeout(), deadline = server.deadline(), breaker = ONE_FOR_BOTH)]
 async fn one_for_both(server: &Server) -> Result<(), CallError> {
     server.request().await
 }
@@ -730,6 +779,9 @@ fn two_dependencies(sc: &Scenario) -> String {
 // Reporting.
 
 pub(crate) struct Summary {
+    /// Through the outage: calls started in it, and how many succeeded;
+    /// requests sent in it; the most sent in 100 ms after it.
+    pub(crate) outage: OutageSummary,
     pub(crate) offered: u64,
     pub(crate) sent: u64,
     pub(crate) peak: u32,
@@ -758,10 +810,47 @@ fn at(v: &[u32], i: usize) -> u32 {
     v.get(i).copied().unwrap_or(0)
 }
 
+/// What a run did through its outage.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct OutageSummary {
+    /// Calls started during the outage, and those of them that succeeded.
+    pub(crate) offered: u64,
+    pub(crate) ok: u64,
+    /// Requests sent during the outage.
+    pub(crate) sent: u64,
+    /// The most requests sent in one 100 ms after the outage.
+    pub(crate) peak_after: u32,
+}
+
+impl OutageSummary {
+    /// The share of the calls started during the outage that succeeded.
+    pub(crate) fn rescued(&self) -> f64 {
+        self.ok as f64 / self.offered.max(1) as f64
+    }
+
+    /// Requests sent during the outage per call offered in it.
+    pub(crate) fn amplification(&self) -> f64 {
+        self.sent as f64 / self.offered.max(1) as f64
+    }
+}
+
+fn outage_summary(s: &Series, sc: &Scenario) -> OutageSummary {
+    let bucket = |d: Duration| (d.as_millis() / BUCKET.as_millis()) as usize;
+    let (from, to) = (bucket(sc.outage_at), bucket(sc.outage_end()));
+    let span = |v: &[u32]| (from..to).map(|i| u64::from(at(v, i))).sum::<u64>();
+    OutageSummary {
+        offered: span(&s.offered),
+        ok: span(&s.ok),
+        sent: span(&s.sent),
+        peak_after: s.sent.iter().skip(to).copied().max().unwrap_or(0),
+    }
+}
+
 pub(crate) fn summarise(s: &Series, sc: &Scenario) -> Summary {
     let ok = sum(&s.ok);
     let (useful, wasted) = (sum(&s.useful), sum(&s.wasted));
     Summary {
+        outage: outage_summary(s, sc),
         offered: sum(&s.offered),
         sent: sum(&s.sent),
         peak: s.sent.iter().copied().max().unwrap_or(0),
@@ -1083,6 +1172,23 @@ pub(crate) fn matrix_scenarios(base: &Scenario) -> Vec<(&'static str, Scenario)>
     ]
 }
 
+/// The restarts of the matrix: the server refuses every request at once for
+/// its outage, and callers would wait 3 s.
+pub(crate) fn restart_scenarios(base: &Scenario) -> Vec<(&'static str, Scenario)> {
+    let restart = |load: f64, outage: u64| Scenario {
+        load,
+        outage: Duration::from_secs(outage),
+        refuse: true,
+        deadline: Duration::from_secs(3),
+        ..base.clone()
+    };
+    vec![
+        ("restart 2 s, deadline 3 s, --load 0.3", restart(0.3, 2)),
+        ("restart 2 s, deadline 3 s, --load 0.8", restart(0.8, 2)),
+        ("restart 5 s, deadline 3 s, --load 0.3", restart(0.3, 5)),
+    ]
+}
+
 /// What the matrix promises, for one scenario and seed: a line for each
 /// promise broken (none when all hold).
 pub(crate) fn broken_promises(results: &[(Strategy, Summary)]) -> Vec<String> {
@@ -1173,6 +1279,23 @@ fn matrix_row(name: &str, sc: &Scenario) {
         .map(|strategy| (strategy, summarise(&run(strategy, sc), sc)))
         .collect();
     let mut line = format!("{name:<36} {:>4}", sc.seed);
+    if sc.refuse {
+        // A restart: what each strategy rescued of the calls started in
+        // it, what it sent in it per call, and its peak after it.
+        let capacity = sc.capacity * BUCKET.as_secs_f64();
+        for (_, s) in &results {
+            let o = s.outage;
+            let _ = write!(
+                line,
+                " {:>5.1}% {:>4.2}× {:>4.2}×",
+                100.0 * o.rescued(),
+                o.amplification(),
+                f64::from(o.peak_after) / capacity
+            );
+        }
+        println!("{line}");
+        return;
+    }
     for (_, s) in &results {
         let recovered = match s.recovered {
             Recovery::After(d) => format!("{:.1} s", d.as_secs_f64()),
@@ -1234,6 +1357,35 @@ fn matrix(base: &Scenario) -> Result<(), ()> {
         "\neach cell: recovery after the outage (as in the table of a single run), \
          and the share of calls that failed."
     );
+    // The restarts: the server refuses at once, and callers would wait.
+    let mut out = format!("\n{:<36} {:>4}", "restart", "seed");
+    for strategy in MATRIX_STRATEGIES {
+        let _ = write!(
+            out,
+            " {:>19}",
+            strategy.name().split(' ').next().unwrap_or("")
+        );
+    }
+    println!("{out}");
+    for (name, sc) in restart_scenarios(base) {
+        for seed in 1..=3u64 {
+            let output = std::process::Command::new(&exe)
+                .args(sc.flags())
+                .args(["--seed", &seed.to_string(), "--matrix-row", name])
+                .output()
+                .map_err(|e| eprintln!("error: {e}"))?;
+            print!("{}", String::from_utf8_lossy(&output.stdout));
+            if !output.status.success() {
+                eprintln!("{}", String::from_utf8_lossy(&output.stderr));
+                return Err(());
+            }
+        }
+    }
+    println!(
+        "\neach cell: of the calls started during the restart, the share that succeeded; \
+         requests sent during it per call offered; the most sent in 100 ms after it, \
+         per capacity."
+    );
     if broken.is_empty() {
         println!(
             "every promise holds: without a budget no recovery (or the last); the defaults \
@@ -1263,6 +1415,11 @@ impl Scenario {
             format!("--timeout={}", secs(self.timeout)),
             format!("--outage-at={}", secs(self.outage_at)),
             format!("--outage={}", secs(self.outage)),
+            format!(
+                "--outage-kind={}",
+                if self.refuse { "refuse" } else { "stall" }
+            ),
+            format!("--deadline={}", secs(self.deadline)),
             format!("--duration={}", secs(self.duration)),
             format!("--flaky={}", self.flaky),
         ]
@@ -1294,15 +1451,21 @@ fn main() -> ExitCode {
     }
     println!(
         "{} clients offer {:.0}% of a {:.0} req/s server's capacity for {:.0} s \
-         (queue {}, client timeout {:?}, {:.1}% of requests fail transiently); \
-         the server stalls from {:?} to {:?}. Seed {}.\n",
+         (queue {}, client timeout {:?}, deadline {:?}, {:.1}% of requests fail \
+         transiently); the server {} from {:?} to {:?}. Seed {}.\n",
         sc.clients,
         100.0 * sc.load,
         sc.capacity,
         sc.duration.as_secs_f64(),
         sc.queue,
         sc.timeout,
+        sc.deadline,
         100.0 * sc.flaky,
+        if sc.refuse {
+            "refuses every request at once (a restart)"
+        } else {
+            "stalls"
+        },
         sc.outage_at,
         sc.outage_end(),
         sc.seed,

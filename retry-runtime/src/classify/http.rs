@@ -200,6 +200,7 @@ pub fn is_idempotent<B>(request: &::http::Request<B>) -> bool {
 /// a layer or middleware keeps per destination ([`Destination`]).
 ///
 /// [`Destination`]: crate::limit::Destination
+#[cfg(feature = "tower")]
 pub(crate) fn destination(scheme: Option<&str>, host: &str, port: Option<u16>) -> u64 {
     crate::limit::keyed::key_hash(&crate::limit::Destination::new(
         scheme.unwrap_or(""),
