@@ -171,6 +171,21 @@ pub struct CircuitBreaker {
     growth: Option<(u32, u64)>,
     /// Trials failed in a row since the breaker last closed.
     streak: AtomicU64,
+    /// Trials a half-open breaker lets through, all to succeed to close it.
+    trials: u32,
+    /// With more than one trial: the half-open round's trials let through
+    /// and succeeded, tagged with the round (the low bits of its start).
+    trial_counts: AtomicU64,
+}
+
+/// `trial_counts`: the round's tag above the trials let through and the
+/// trials succeeded.
+const fn trial_word(round: u64, admitted: u64, succeeded: u64) -> u64 {
+    ((round & 0xffff_ffff) << 32) | ((admitted & 0xffff) << 16) | (succeeded & 0xffff)
+}
+
+const fn trial_round(word: u64) -> u64 {
+    word >> 32
 }
 
 /// The rule of a breaker that judges ratios: calls and failures over a
@@ -240,6 +255,8 @@ impl CircuitBreaker {
                 ratio: None,
                 growth: None,
                 streak: AtomicU64::new(0),
+                trials: 1,
+                trial_counts: AtomicU64::new(0),
             }
         }
     }
@@ -326,6 +343,44 @@ impl CircuitBreaker {
             assert!(factor >= 2, "CircuitBreaker::growing: `factor` must be at least 2");
             let millis = longest.as_nanos().div_ceil(1_000_000);
             self.growth = Some((factor, if millis > u64::MAX as u128 { u64::MAX } else { millis as u64 }));
+            self
+        }
+    }
+
+    const_unless_loom! {
+        /// This breaker, letting `trials` calls through when half-open (one
+        /// unless told): all of them must succeed to close it, and one
+        /// failure opens it again. The others are turned away while the
+        /// trials are out.
+        ///
+        /// # Panics
+        ///
+        /// If `trials` is zero or above 1000. In a `static` that is a
+        /// compile error.
+        ///
+        /// ```
+        /// # extern crate backstop_runtime as backstop;
+        /// use std::time::{Duration, Instant};
+        /// use backstop::limit::{BreakerState, CircuitBreaker};
+        /// use backstop::Verdict;
+        /// static DB: CircuitBreaker = CircuitBreaker::new(1, Duration::from_secs(1)).trials(3);
+        /// let t0 = Instant::now();
+        /// DB.try_acquire(t0).unwrap().failed(Verdict::Retry, t0);
+        /// let later = t0 + Duration::from_secs(1);
+        /// let trials: Vec<_> = (0..3).map(|_| DB.try_acquire(later).unwrap()).collect();
+        /// assert!(DB.try_acquire(later).is_err(), "three trials out");
+        /// for trial in trials {
+        ///     trial.succeeded(later);
+        /// }
+        /// assert_eq!(DB.state_at(later), BreakerState::Closed);
+        /// ```
+        #[must_use]
+        pub fn trials(mut self, trials: u32) -> Self {
+            assert!(
+                trials >= 1 && trials <= 1000,
+                "CircuitBreaker::trials: between 1 and 1000"
+            );
+            self.trials = trials;
             self
         }
     }
@@ -422,6 +477,7 @@ impl CircuitBreaker {
         fresh.name = self.name;
         fresh.on_change = self.on_change;
         fresh.growth = self.growth;
+        fresh.trials = self.trials;
         fresh
     }
 
@@ -658,6 +714,11 @@ impl CircuitBreaker {
                             if current & TAG == OPEN {
                                 self.changed(current, half_open, ChangeReason::TrialStarted);
                             }
+                            if self.trials > 1 {
+                                // One of the round's trials, counted as
+                                // the others are.
+                                return self.admit_trial(half_open);
+                            }
                             return Ok(Permit {
                                 breaker: self,
                                 probe: true,
@@ -667,8 +728,33 @@ impl CircuitBreaker {
                         Err(actual) => current = actual,
                     }
                 }
+                // Half-open with room for another trial of this round.
+                HALF_OPEN if self.trials > 1 => return self.admit_trial(current),
                 _ => return Err(CircuitOpen::new()),
             }
+        }
+    }
+
+    /// One more trial of the half-open round `half_open` started, if the
+    /// round has room. The round's counts start at the first caller to
+    /// count in it (counts tagged with an earlier round are that round's).
+    fn admit_trial(&self, half_open: u64) -> Result<Permit<'_>, CircuitOpen> {
+        let round = payload(half_open) & 0xffff_ffff;
+        let counted = self.trial_counts.fetch_update(AcqRel, Acquire, |t| {
+            let (admitted, succeeded) = if trial_round(t) == round {
+                ((t >> 16) & 0xffff, t & 0xffff)
+            } else {
+                (0, 0)
+            };
+            (admitted < u64::from(self.trials)).then(|| trial_word(round, admitted + 1, succeeded))
+        });
+        match counted {
+            Ok(_) => Ok(Permit {
+                breaker: self,
+                probe: true,
+                admitted: half_open,
+            }),
+            Err(_) => Err(CircuitOpen::new()),
         }
     }
 
@@ -695,8 +781,23 @@ impl CircuitBreaker {
     /// the latest trial's start: a hung probe that reports after a new
     /// trial went out (its caller's clock behind that trial's) must not
     /// let a third one out while the second is in flight.
-    fn settle(&self, admitted: u64, failed: bool, now: Instant) {
+    fn settle(&self, admitted_word: u64, failed: bool, now: Instant) {
         let now = millis(now);
+        let admitted = generation(admitted_word);
+        if !failed && self.trials > 1 {
+            // One more of the round's trials succeeded: the last one closes
+            // it. A trial of an earlier round (hung past its time) counts
+            // for nothing.
+            let round = payload(admitted_word) & 0xffff_ffff;
+            let counted = self.trial_counts.fetch_update(AcqRel, Acquire, |t| {
+                (trial_round(t) == round)
+                    .then(|| trial_word(round, (t >> 16) & 0xffff, (t & 0xffff) + 1))
+            });
+            match counted {
+                Ok(before) if (before & 0xffff) + 1 >= u64::from(self.trials) => {}
+                _ => return,
+            }
+        }
         let mut current = self.state.load(Acquire);
         while current & TAG == HALF_OPEN && generation(current) == admitted {
             let next = if failed {
@@ -828,11 +929,12 @@ impl Permit<'_> {
     pub(crate) fn record(self, attempted: Attempted, now: Instant) {
         let breaker = self.breaker;
         let failed = matches!(attempted, Attempted::Failed(_)) && !attempted.answered();
-        let (probe, admitted) = (self.probe, generation(self.admitted));
+        let (probe, admitted, self_admitted) =
+            (self.probe, generation(self.admitted), self.admitted);
         std::mem::forget(self); // reported: no release on drop
         match (probe, failed) {
             // Only a probe's holder moves the breaker out of half-open.
-            (true, failed) => breaker.settle(admitted, failed, now),
+            (true, failed) => breaker.settle(self_admitted, failed, now),
             (false, true) => breaker.count_failure(admitted, now),
             // A success ends a run of failures; an answer that is not a
             // success (a `Stop`: the dependency answered) is a call of a

@@ -49,7 +49,8 @@
 //! touching the dependency, which gets room to recover. After `cooldown`
 //! one call, the probe, is let through: its success closes the breaker,
 //! its failure opens it for another cooldown ([`CircuitBreaker::growing`]:
-//! each longer than the last, up to a longest). [`CircuitBreaker::ratio`]
+//! each longer than the last, up to a longest; [`CircuitBreaker::trials`]:
+//! several trials, all to succeed). [`CircuitBreaker::ratio`]
 //! opens on a share of failed calls over a sliding window instead, once it
 //! saw a minimum throughput. An operator can hold it open
 //! ([`CircuitBreaker::hold_open`], a dependency down for maintenance) and

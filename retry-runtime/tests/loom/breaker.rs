@@ -251,3 +251,71 @@ fn failures_racing_at_a_ratio_open_it_once_and_a_racing_success_is_counted() {
         assert_eq!(OPENINGS.load(std::sync::atomic::Ordering::SeqCst), 1);
     });
 }
+
+#[test]
+fn callers_racing_after_the_cooldown_get_exactly_the_trials() {
+    loom::model(|| {
+        // Two trials; three callers at once after the cooldown.
+        let breaker = Arc::new(CircuitBreaker::new(1, COOLDOWN).trials(2));
+        breaker
+            .try_acquire(t0())
+            .unwrap()
+            .failed(Verdict::Retry, t0());
+        let later = t0() + COOLDOWN;
+        let spawn = |breaker: &Arc<CircuitBreaker>| {
+            let breaker = Arc::clone(breaker);
+            thread::spawn(move || {
+                let permit = breaker.try_acquire(later).ok();
+                let got = permit.is_some();
+                // Held until the end of the thread: the trials are out.
+                std::mem::forget(permit);
+                got
+            })
+        };
+        let (a, b) = (spawn(&breaker), spawn(&breaker));
+        let mine = breaker.try_acquire(later).ok();
+        let got = usize::from(mine.is_some());
+        std::mem::forget(mine);
+        let total = got + usize::from(a.join().unwrap()) + usize::from(b.join().unwrap());
+        assert_eq!(total, 2, "exactly the trials");
+    });
+}
+
+#[test]
+fn trials_succeeding_at_once_close_it_once() {
+    loom::model(|| {
+        CLOSINGS.store(0, std::sync::atomic::Ordering::SeqCst);
+        let breaker = Arc::new(
+            CircuitBreaker::new(1, COOLDOWN)
+                .trials(2)
+                .on_change(count_closing),
+        );
+        breaker
+            .try_acquire(t0())
+            .unwrap()
+            .failed(Verdict::Retry, t0());
+        let later = t0() + COOLDOWN;
+        let other = Arc::clone(&breaker);
+        let first = breaker.try_acquire(later).unwrap();
+        let t = thread::spawn(move || {
+            if let Ok(second) = other.try_acquire(later) {
+                second.succeeded(later);
+            }
+        });
+        first.succeeded(later);
+        t.join().unwrap();
+        // The second trial may come after the first closed it (then it is
+        // a plain call): closed either way, and told once.
+        assert_eq!(breaker.state_at(later), BreakerState::Closed);
+        assert_eq!(CLOSINGS.load(std::sync::atomic::Ordering::SeqCst), 1);
+    });
+}
+
+/// Closings told, in the model running now.
+static CLOSINGS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+fn count_closing(change: &backstop_runtime::limit::BreakerChange) {
+    if change.to == BreakerState::Closed {
+        CLOSINGS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}

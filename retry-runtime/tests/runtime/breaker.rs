@@ -540,3 +540,64 @@ fn a_growing_break_grows_after_each_failed_trial_up_to_its_longest_and_starts_ov
     assert!(breaker.try_acquire(at(now + 999)).is_err());
     assert!(breaker.try_acquire(at(now + 1_000)).is_ok());
 }
+
+// --- Several trials -------------------------------------------------------
+
+#[test]
+fn a_breaker_with_several_trials_closes_when_all_succeed_and_opens_at_one_failure() {
+    let t0 = Instant::now();
+    let at = |s: u64| t0 + Duration::from_secs(s);
+    let breaker = CircuitBreaker::new(1, Duration::from_secs(10)).trials(3);
+    breaker
+        .try_acquire(at(0))
+        .unwrap()
+        .failed(Verdict::Retry, at(0));
+    // Three trials go, a fourth does not.
+    let mut trials: Vec<_> = (0..3)
+        .map(|_| breaker.try_acquire(at(10)).unwrap())
+        .collect();
+    assert!(trials.iter().all(backstop_runtime::limit::Permit::is_probe));
+    assert!(breaker.try_acquire(at(10)).is_err());
+    // Two succeed: still half-open. The third fails: open again.
+    trials.pop().unwrap().succeeded(at(10));
+    trials.pop().unwrap().succeeded(at(10));
+    assert_eq!(breaker.state_at(at(10)), BreakerState::HalfOpen);
+    trials.pop().unwrap().failed(Verdict::Retry, at(10));
+    assert_eq!(breaker.state_at(at(11)), BreakerState::Open);
+    // The next round: three successes close it.
+    let trials: Vec<_> = (0..3)
+        .map(|_| breaker.try_acquire(at(20)).unwrap())
+        .collect();
+    for trial in trials {
+        assert_ne!(breaker.state_at(at(20)), BreakerState::Closed);
+        trial.succeeded(at(20));
+    }
+    assert_eq!(breaker.state_at(at(20)), BreakerState::Closed);
+    assert!(breaker.try_acquire(at(20)).is_ok());
+}
+
+#[test]
+fn a_trial_of_an_earlier_round_counts_for_nothing() {
+    let t0 = Instant::now();
+    let at = |s: u64| t0 + Duration::from_secs(s);
+    let breaker = CircuitBreaker::new(1, Duration::from_secs(10)).trials(2);
+    breaker
+        .try_acquire(at(0))
+        .unwrap()
+        .failed(Verdict::Retry, at(0));
+    // A trial that hangs past its time: a cooldown later, a new round.
+    let hung = breaker.try_acquire(at(10)).unwrap();
+    let fresh: Vec<_> = (0..2)
+        .map(|_| breaker.try_acquire(at(20)).unwrap())
+        .collect();
+    hung.succeeded(at(21));
+    assert_eq!(
+        breaker.state_at(at(21)),
+        BreakerState::HalfOpen,
+        "not this round's"
+    );
+    for trial in fresh {
+        trial.succeeded(at(21));
+    }
+    assert_eq!(breaker.state_at(at(21)), BreakerState::Closed);
+}
