@@ -489,6 +489,46 @@ impl<W, K, B, R, G, L, A> RetryLayer<HttpBodies, W, K, B, R, G, L, A> {
         self.requests.grpc_deadline = true;
         self
     }
+
+    /// Keeps the protection of each destination per method too: the
+    /// default token budget, and a `Keyed` budget, breaker or throttle
+    /// given, are those of the request's destination and path (a gRPC
+    /// method's `/package.Service/Method`), so that one method failing
+    /// leaves the others theirs. A request without a host (a tonic client
+    /// below its `Channel` sends paths) is then keyed by its path alone.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+    /// use backstop::{tower::RetryLayer, Policy};
+    /// use tower::{service_fn, Layer, ServiceExt};
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// static SENT: AtomicU32 = AtomicU32::new(0);
+    /// // `Export` is down; `Get` answers its first request 503, its retry 200.
+    /// let inner = service_fn(|request: http::Request<_>| async move {
+    ///     let n = SENT.fetch_add(1, Relaxed);
+    ///     let up = request.uri().path().ends_with("/Get") && n % 2 == 1;
+    ///     let status = if up { 200 } else { 503 };
+    ///     Ok::<_, std::io::Error>(http::Response::builder().status(status).body(()).unwrap())
+    /// });
+    /// let service = RetryLayer::http(&Policy::new()).per_method().layer(inner);
+    /// let call = |method: &str| {
+    ///     let request = http::Request::get(format!("/reports.Reports/{method}"))
+    ///         .body(String::new())
+    ///         .unwrap();
+    ///     service.clone().oneshot(request)
+    /// };
+    /// for _ in 0..10 {
+    ///     let _ = call("Export").await; // drains Export's budget
+    /// }
+    /// SENT.store(0, Relaxed);
+    /// assert_eq!(call("Get").await.unwrap().status(), 200, "Get kept its retries");
+    /// # }
+    /// ```
+    pub fn per_method(mut self) -> Self {
+        self.requests.per_method = true;
+        self
+    }
 }
 
 impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {

@@ -29,6 +29,8 @@ pub struct HttpBodies {
     limit: usize,
     /// gRPC requests without a `grpc-timeout` get the time left as theirs.
     pub(crate) grpc_deadline: bool,
+    /// The protection kept per destination is kept per method (path) too.
+    pub(crate) per_method: bool,
 }
 
 impl HttpBodies {
@@ -36,6 +38,7 @@ impl HttpBodies {
         Self {
             limit,
             grpc_deadline: false,
+            per_method: false,
         }
     }
 
@@ -308,6 +311,7 @@ pub struct HttpSource<B: Body> {
     parts: http::request::Parts,
     limit: usize,
     grpc_deadline: bool,
+    per_method: bool,
     body: BodyState<B>,
     /// The first attempt's body, read by [`Replay::prepare`] when it did
     /// not turn out whole.
@@ -355,6 +359,7 @@ where
             parts,
             limit: self.limit,
             grpc_deadline: self.grpc_deadline,
+            per_method: self.per_method,
             body: BodyState::Unsent(body),
             pending: None,
         }
@@ -368,20 +373,22 @@ where
         let uri = &source.parts.uri;
         // A URI without a host (a path, as a gRPC client sends below its
         // channel): the `Host` header's, else none.
-        let host = match uri.host() {
-            Some(host) => host,
-            None => source
+        let host = uri.host().or_else(|| {
+            source
                 .parts
                 .headers
-                .get(http::header::HOST)?
-                .to_str()
-                .ok()?,
-        };
-        Some(crate::classify::http::destination(
-            uri.scheme_str(),
-            host,
-            uri.port_u16(),
-        ))
+                .get(http::header::HOST)
+                .and_then(|host| host.to_str().ok())
+        });
+        let destination = host
+            .map(|host| crate::classify::http::destination(uri.scheme_str(), host, uri.port_u16()));
+        if !source.per_method {
+            return destination;
+        }
+        // Per method too: the path (a gRPC method's `/package.Service/Method`)
+        // with the destination, if any.
+        let path = crate::limit::keyed::key_hash(uri.path());
+        Some(destination.map_or(path, |d| d.rotate_left(29) ^ path))
     }
 
     fn poll_next(
