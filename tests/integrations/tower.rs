@@ -1192,3 +1192,49 @@ async fn a_breaker_kept_per_key_opens_for_the_destination_that_is_down_only() {
     let state = TOWER_PER_HOST.get(&"unused").state();
     assert_eq!(state, backstop::limit::BreakerState::Closed);
 }
+
+/// A service answering every request with `status`, then `then` for ever
+/// after its first.
+fn answering(
+    first: u16,
+    then: u16,
+) -> impl tower::Service<
+    Request<ReplayBody<String>>,
+    Response = Response<()>,
+    Error = std::io::Error,
+    Future = impl Send,
+> + Clone {
+    let n = Arc::new(AtomicU32::new(0));
+    service_fn(move |_: Request<ReplayBody<String>>| {
+        let n = n.fetch_add(1, Ordering::Relaxed);
+        let status = if n == 0 { first } else { then };
+        async move { Ok(Response::builder().status(status).body(()).unwrap()) }
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn per_method_keys_of_path_only_requests_are_each_layers_own() {
+    // Two channels to two servers, the same method: the first server is
+    // down, the second answers its first request 503 and its retry 200.
+    let policy = Policy::new();
+    let down = RetryLayer::http(&policy)
+        .per_method()
+        .layer(answering(503, 503));
+    let up = RetryLayer::http(&policy)
+        .per_method()
+        .layer(answering(503, 200));
+    let call = || {
+        Request::get("/pkg.Health/Check")
+            .body(String::new())
+            .unwrap()
+    };
+    for _ in 0..10 {
+        let _ = down.clone().oneshot(call()).await;
+    }
+    let response = up.clone().oneshot(call()).await.unwrap();
+    assert_eq!(
+        response.status(),
+        200,
+        "the second channel kept its retries"
+    );
+}

@@ -63,9 +63,10 @@ pub enum BreakerState {
     Closed,
     /// Calls are rejected until the cooldown is over.
     Open,
-    /// The cooldown is over: the next call is a trial (the probe). Or a
-    /// trial is in flight, and the others are rejected until it reports,
-    /// or until a cooldown after it was let through (then the next caller
+    /// The cooldown is over: the next call is a trial (the probe; or the
+    /// next ones, with [`trials`](CircuitBreaker::trials)). Or the trials
+    /// are in flight, and the others are rejected until they report, or
+    /// until a cooldown after they were let through (then the next caller
     /// is a new trial).
     HalfOpen,
     /// Held open by [`CircuitBreaker::hold_open`]: every call is rejected
@@ -79,11 +80,13 @@ pub use crate::state::vocabulary::CircuitOpen;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ChangeReason {
-    /// Closed → open: `failure_threshold` consecutive retryable failures.
+    /// Closed → open: `failure_threshold` consecutive retryable failures,
+    /// or, for a breaker that judges ratios, its share of the window.
     Failures,
     /// Open → half-open: the cooldown is over and a trial was let through.
     TrialStarted,
-    /// Half-open → closed: the trial succeeded.
+    /// Half-open → closed: the trial succeeded (all of them, with
+    /// [`trials`](CircuitBreaker::trials)).
     TrialSucceeded,
     /// Half-open → open: the trial failed; open for another cooldown.
     TrialFailed,
@@ -124,7 +127,10 @@ pub struct BreakerChange {
 /// for the next caller. A probe that hangs holds the slot for a cooldown
 /// at most: a cooldown after it was let through, the next caller is a new
 /// trial (one per cooldown, as Polly's breaker does), and the first trial
-/// to report decides.
+/// to report decides. (That is the default rule: [`ratio`](Self::ratio)
+/// judges a share of failures over a window instead, [`trials`](Self::trials)
+/// lets several trials through, all to succeed, and
+/// [`growing`](Self::growing) lengthens the break after each failed trial.)
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
@@ -186,6 +192,13 @@ const fn trial_word(round: u64, admitted: u64, succeeded: u64) -> u64 {
 
 const fn trial_round(word: u64) -> u64 {
     word >> 32
+}
+
+/// The tag of the half-open round whose state word is `half_open`: its
+/// generation and the low bits of its start, so that a round begun in the
+/// same millisecond as the last (after a trial was dropped) is another.
+const fn round_tag(half_open: u64) -> u64 {
+    ((generation(half_open) & GEN_MASK) << 12) | (payload(half_open) & 0xfff)
 }
 
 /// The rule of a breaker that judges ratios: calls and failures over a
@@ -266,9 +279,15 @@ impl CircuitBreaker {
         /// it opens when at least `failure_ratio` of the calls of the last
         /// `sampling` failed retryably, once that window saw at least
         /// `minimum_throughput` calls, and breaks for `break_for` (see
-        /// [`growing`](Self::growing)). Then one trial goes, as for
-        /// [`new`](Self::new); its success closes the breaker with the
-        /// window emptied.
+        /// [`growing`](Self::growing)). Then its trial goes (or its
+        /// [`trials`](Self::trials)), as for [`new`](Self::new); success
+        /// closes the breaker with the window emptied.
+        ///
+        /// Each attempt is a call of the window (a call retried three times
+        /// is three). The share is judged when a failure comes in, as
+        /// Polly judges it (resilience4j judges at every outcome: a
+        /// success never opens a breaker here). Several trials must all
+        /// succeed, where resilience4j judges them by the failure rate.
         ///
         /// # Panics
         ///
@@ -705,7 +724,16 @@ impl CircuitBreaker {
                 // attempt timeout cut it off): exactly one caller wins the
                 // move to a new trial.
                 OPEN | HALF_OPEN if self.cooled_down(current, now) => {
-                    let half_open = word(HALF_OPEN, generation(current), now);
+                    // With several trials, a round after a hung one is a
+                    // new generation: the hung round's trials count for
+                    // nothing in it. (One trial: the first to report
+                    // decides, the hung one included.)
+                    let generation = if current & TAG == HALF_OPEN && self.trials > 1 {
+                        generation(current).wrapping_add(1)
+                    } else {
+                        generation(current)
+                    };
+                    let half_open = word(HALF_OPEN, generation, now);
                     match self
                         .state
                         .compare_exchange(current, half_open, AcqRel, Acquire)
@@ -739,7 +767,7 @@ impl CircuitBreaker {
     /// round has room. The round's counts start at the first caller to
     /// count in it (counts tagged with an earlier round are that round's).
     fn admit_trial(&self, half_open: u64) -> Result<Permit<'_>, CircuitOpen> {
-        let round = payload(half_open) & 0xffff_ffff;
+        let round = round_tag(half_open);
         let counted = self.trial_counts.fetch_update(AcqRel, Acquire, |t| {
             let (admitted, succeeded) = if trial_round(t) == round {
                 ((t >> 16) & 0xffff, t & 0xffff)
@@ -788,7 +816,7 @@ impl CircuitBreaker {
             // One more of the round's trials succeeded: the last one closes
             // it. A trial of an earlier round (hung past its time) counts
             // for nothing.
-            let round = payload(admitted_word) & 0xffff_ffff;
+            let round = round_tag(admitted_word);
             let counted = self.trial_counts.fetch_update(AcqRel, Acquire, |t| {
                 (trial_round(t) == round)
                     .then(|| trial_word(round, (t >> 16) & 0xffff, (t & 0xffff) + 1))
@@ -952,7 +980,9 @@ impl Drop for Permit<'_> {
             // The probe never reported (it panicked, or its future was
             // dropped): free the half-open slot at once, cooldown over;
             // unless a new trial took it since.
-            let abandoned = word(OPEN, generation(self.admitted), 0);
+            // A new generation: what the round's other trials report
+            // counts for nothing in the next one.
+            let abandoned = word(OPEN, generation(self.admitted).wrapping_add(1), 0);
             if self
                 .breaker
                 .state

@@ -495,7 +495,9 @@ impl<W, K, B, R, G, L, A> RetryLayer<HttpBodies, W, K, B, R, G, L, A> {
     /// given, are those of the request's destination and path (a gRPC
     /// method's `/package.Service/Method`), so that one method failing
     /// leaves the others theirs. A request without a host (a tonic client
-    /// below its `Channel` sends paths) is then keyed by its path alone.
+    /// below its `Channel` sends paths) is then keyed by its path within
+    /// this layer: another layer's same path (another channel) is another
+    /// key.
     ///
     /// ```
     /// # extern crate backstop_runtime as backstop;
@@ -577,6 +579,16 @@ impl<W, K, B, R, G, L, A> Shared<W, K, B, R, G, L, A> {
         } else {
             crate::limit::isolation::own_budget(self.retry.budget)
         }
+    }
+
+    /// `key` made this layer's own (by the address of what it holds for
+    /// its life), for keys that name no host.
+    pub(crate) fn mixed_with_layer(&self, key: u64) -> u64 {
+        let layer = match &self.own {
+            Some(own) => std::ptr::from_ref(own.get()) as usize,
+            None => std::ptr::from_ref(self) as usize,
+        } as u64;
+        layer.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(17) ^ key
     }
 
     /// The budget a call to `destination` (hashed) draws on: by default,
@@ -720,8 +732,10 @@ pub trait Replay<Req>: replay::Sealed {
     fn idempotent(source: &Self::Source) -> bool;
     /// The destination the request goes to, hashed (scheme, host and
     /// port of an HTTP request's URI), if it names one: the key of the
-    /// protection kept per destination.
-    fn destination(source: &Self::Source) -> Option<u64>;
+    /// protection kept per destination. `true` beside it: the key is the
+    /// request's path alone (per method, no host), which only the layer
+    /// knows the destination of.
+    fn destination(source: &Self::Source) -> Option<(u64, bool)>;
     /// The request for the next attempt, once it is ready (an HTTP body
     /// that fits the replay limit is read whole first). Asked again only
     /// after [`settle`](Self::settle) said it could be.
@@ -755,7 +769,7 @@ impl<Req: Clone + Send> Replay<Req> for Cloned {
         false
     }
 
-    fn destination(_: &Req) -> Option<u64> {
+    fn destination(_: &Req) -> Option<(u64, bool)> {
         None
     }
 
@@ -830,7 +844,15 @@ where
             self.layer.policy
         };
         let retry = self.layer.retry.clone();
-        let destination = P::destination(&source);
+        let destination = P::destination(&source).map(|(key, path_only)| {
+            // A path alone is this layer's: its destination is the one
+            // its service calls, which another layer's path is not.
+            if path_only {
+                retry.mixed_with_layer(key)
+            } else {
+                key
+            }
+        });
         let budget = retry.budget_for(destination);
         let call = LayerCall {
             service,

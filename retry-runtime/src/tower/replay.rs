@@ -369,7 +369,7 @@ where
         crate::classify::http::is_idempotent_parts(&source.parts.method, &source.parts.headers)
     }
 
-    fn destination(source: &HttpSource<B>) -> Option<u64> {
+    fn destination(source: &HttpSource<B>) -> Option<(u64, bool)> {
         let uri = &source.parts.uri;
         // A URI without a host (a path, as a gRPC client sends below its
         // channel): the `Host` header's, else none.
@@ -383,12 +383,16 @@ where
         let destination = host
             .map(|host| crate::classify::http::destination(uri.scheme_str(), host, uri.port_u16()));
         if !source.per_method {
-            return destination;
+            return destination.map(|d| (d, false));
         }
         // Per method too: the path (a gRPC method's `/package.Service/Method`)
-        // with the destination, if any.
+        // with the destination; the path alone, which only the layer can
+        // tell apart from another layer's, without one.
         let path = crate::limit::keyed::key_hash(uri.path());
-        Some(destination.map_or(path, |d| d.rotate_left(29) ^ path))
+        Some(match destination {
+            Some(d) => (d.rotate_left(29) ^ path, false),
+            None => (path, true),
+        })
     }
 
     fn poll_next(

@@ -601,3 +601,27 @@ fn a_trial_of_an_earlier_round_counts_for_nothing() {
     }
     assert_eq!(breaker.state_at(at(21)), BreakerState::Closed);
 }
+
+#[test]
+fn a_trial_dropped_frees_its_place_for_a_caller_in_the_same_millisecond() {
+    let t0 = Instant::now();
+    let breaker = CircuitBreaker::new(1, Duration::from_secs(1)).trials(2);
+    breaker.try_acquire(t0).unwrap().failed(Verdict::Retry, t0);
+    let later = t0 + Duration::from_secs(1);
+    let (a, b) = (
+        breaker.try_acquire(later).unwrap(),
+        breaker.try_acquire(later).unwrap(),
+    );
+    drop(a);
+    // A new round at once: two trials again, whatever `b` reports.
+    let (c, d) = (
+        breaker.try_acquire(later).unwrap(),
+        breaker.try_acquire(later).unwrap(),
+    );
+    assert!(breaker.try_acquire(later).is_err());
+    b.failed(Verdict::Retry, later); // the dropped round's: counts for nothing
+    assert_eq!(breaker.state_at(later), BreakerState::HalfOpen);
+    c.succeeded(later);
+    d.succeeded(later);
+    assert_eq!(breaker.state_at(later), BreakerState::Closed);
+}
