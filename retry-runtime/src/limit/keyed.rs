@@ -392,10 +392,6 @@ impl<T: PerKey> Keyed<T> {
             .looking
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        // A place goes to this key only if its limiter is as a fresh
-        // one's: the first such place whose key was not used since the
-        // last look (a second chance, as a clock cache gives), else, their
-        // chances taken, the first such place.
         // Placed by a caller that looked just before?
         for i in 0..places {
             let slot = place(i);
@@ -403,6 +399,10 @@ impl<T: PerKey> Keyed<T> {
                 return Some(&slot.limiter);
             }
         }
+        // A place goes to this key only if its limiter is as a fresh
+        // one's: the first such place whose key was not used since the
+        // last look (a second chance, as a clock cache gives), else, their
+        // chances taken, the first such place.
         let now = now();
         for pass in 0..2 {
             for i in 0..places {
@@ -415,14 +415,15 @@ impl<T: PerKey> Keyed<T> {
                     slot.key.fetch_and(!USED, Relaxed);
                     continue;
                 }
-                // Calls of the key it held report to it no more (a breaker's
-                // new generation); a use racing this takes the place back.
-                slot.limiter.reassigned();
+                // A use racing this keeps the place for its key. Once the
+                // place is this key's, calls of the key it held report to
+                // it no more (a breaker's new generation).
                 if slot
                     .key
                     .compare_exchange(word, hash | USED, AcqRel, Acquire)
                     .is_ok()
                 {
+                    slot.limiter.reassigned();
                     return Some(&slot.limiter);
                 }
             }
