@@ -372,7 +372,11 @@ impl<'de> Deserialize<'de> for WindowBudgetConfig {
 }
 
 /// A [`CircuitBreaker`]'s settings from configuration; [`build`](Self::build)
-/// makes the breaker.
+/// makes the breaker. Besides `failure_threshold` and `cooldown`, it may
+/// give `trials` (how many trials go when half-open, all to succeed: see
+/// [`CircuitBreaker::trials`]) and `growing` with `longest` (each failed
+/// trial's break that many times the last, up to `longest`: see
+/// [`CircuitBreaker::growing`]).
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
@@ -380,11 +384,18 @@ impl<'de> Deserialize<'de> for WindowBudgetConfig {
 /// let config: BreakerConfig =
 ///     serde_json::from_str(r#"{ "failure_threshold": 5, "cooldown": "30s" }"#).unwrap();
 /// assert_eq!(config.build().failure_threshold(), 5);
+/// let config: BreakerConfig = serde_json::from_str(
+///     r#"{ "failure_threshold": 5, "cooldown": "1s", "trials": 3, "growing": 2, "longest": "1m" }"#,
+/// )
+/// .unwrap();
+/// assert_eq!(config.build().cooldown(), std::time::Duration::from_secs(1));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BreakerConfig {
     failure_threshold: u32,
     cooldown: Duration,
+    trials: u32,
+    growing: Option<(u32, Duration)>,
 }
 
 impl BreakerConfig {
@@ -402,7 +413,12 @@ impl BreakerConfig {
     /// assert_eq!((breaker.failure_threshold(), breaker.cooldown()), (3, Duration::from_secs(10)));
     /// ```
     pub fn build(&self) -> CircuitBreaker {
-        CircuitBreaker::new(self.failure_threshold, self.cooldown)
+        let breaker =
+            CircuitBreaker::new(self.failure_threshold, self.cooldown).trials(self.trials);
+        match self.growing {
+            Some((factor, longest)) => breaker.growing(factor, longest),
+            None => breaker,
+        }
     }
 }
 
@@ -411,6 +427,9 @@ impl BreakerConfig {
 struct BreakerFields {
     failure_threshold: u32,
     cooldown: Human,
+    trials: Option<u32>,
+    growing: Option<u32>,
+    longest: Option<Human>,
 }
 
 impl<'de> Deserialize<'de> for BreakerConfig {
@@ -419,9 +438,30 @@ impl<'de> Deserialize<'de> for BreakerConfig {
         if fields.failure_threshold == 0 {
             return Err(de::Error::custom("`failure_threshold` must be at least 1"));
         }
+        let trials = fields.trials.unwrap_or(1);
+        if !(1..=1000).contains(&trials) {
+            return Err(de::Error::custom("`trials` must be between 1 and 1000"));
+        }
+        let growing = match (fields.growing, &fields.longest) {
+            (None, None) => None,
+            (Some(factor), Some(longest)) if factor >= 2 => {
+                Some((factor, duration("longest", longest)?))
+            }
+            (Some(_), Some(_)) => {
+                return Err(de::Error::custom("`growing` must be at least 2"));
+            }
+            _ => {
+                return Err(de::Error::custom(
+                    "`growing` and `longest` go together: the factor each failed trial's \
+                     break grows by, and the longest break",
+                ));
+            }
+        };
         Ok(Self {
             failure_threshold: fields.failure_threshold,
             cooldown: duration("cooldown", &fields.cooldown)?,
+            trials,
+            growing,
         })
     }
 }

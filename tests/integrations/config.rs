@@ -303,3 +303,44 @@ fn a_policy_says_whether_it_draws_on_the_default_token_budget_or_none() {
         "{error}"
     );
 }
+
+#[test]
+fn a_breaker_from_configuration_may_have_several_trials_and_a_growing_break() {
+    use backstop::Verdict;
+    use backstop::limit::BreakerState;
+    let config: BreakerConfig = toml::from_str(
+        "failure_threshold = 1\ncooldown = \"1s\"\ntrials = 2\ngrowing = 3\nlongest = \"1m\"",
+    )
+    .unwrap();
+    let breaker = config.build();
+    let t0 = std::time::Instant::now();
+    let at = |s: u64| t0 + std::time::Duration::from_secs(s);
+    breaker
+        .try_acquire(at(0))
+        .unwrap()
+        .failed(Verdict::Retry, at(0));
+    // Two trials a second later; the second fails: the break grows to 3 s.
+    let (a, b) = (
+        breaker.try_acquire(at(1)).unwrap(),
+        breaker.try_acquire(at(1)).unwrap(),
+    );
+    assert!(breaker.try_acquire(at(1)).is_err(), "two trials");
+    a.succeeded(at(1));
+    b.failed(Verdict::Retry, at(1));
+    assert_eq!(breaker.state_at(at(3)), BreakerState::Open);
+    assert_eq!(breaker.state_at(at(4)), BreakerState::HalfOpen);
+    for (text, error) in [
+        ("trials = 0", "`trials` must be between 1 and 1000"),
+        ("growing = 2", "`growing` and `longest` go together"),
+        (
+            "growing = 1\nlongest = \"1m\"",
+            "`growing` must be at least 2",
+        ),
+    ] {
+        let text = format!("failure_threshold = 1\ncooldown = \"1s\"\n{text}");
+        let got = toml::from_str::<BreakerConfig>(&text)
+            .unwrap_err()
+            .to_string();
+        assert!(got.contains(error), "{text}: {got}");
+    }
+}
