@@ -613,7 +613,25 @@ fn exponential_gap(rng: &mut Rng, mean: f64) -> Duration {
     Duration::from_secs_f64(-mean * (1.0 - rng.next_f64()).ln())
 }
 
-pub(crate) fn run(strategy: Strategy, sc: &Scenario) -> Series {
+/// The clients' calls to `servers` (each its own scenario), on a
+/// current-thread runtime in paused time, jitter seeded with `jitter`:
+/// `clients` tasks whose calls arrive as Poisson arrivals with mean gap
+/// `mean`; each call goes where `pick` says (none: not made) and is
+/// `call(server, destination)`, true for a success. Returns each server's
+/// series.
+fn simulate<P, C, F>(
+    sc: &Scenario,
+    servers: Vec<Scenario>,
+    jitter: u64,
+    mean: f64,
+    pick: P,
+    call: C,
+) -> Vec<Series>
+where
+    P: Fn(&mut Rng) -> Option<usize> + Copy + Send + 'static,
+    C: Fn(Arc<Server>, usize) -> F + Copy + Send + 'static,
+    F: Future<Output = bool> + Send + 'static,
+{
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
@@ -621,81 +639,20 @@ pub(crate) fn run(strategy: Strategy, sc: &Scenario) -> Series {
         .expect("a current-thread runtime builds");
     // Jitter draws from a sequence fixed by the seed: the runtime is
     // single-threaded, so every strategy replays exactly.
-    backstop::testing::seed_jitter(mix(sc.seed, 0x5eed));
+    backstop::testing::seed_jitter(jitter);
     // Every run starts as a fresh process would: the functions' own
     // throttles full, whatever an earlier run in this process left.
     let _fresh = backstop::testing::isolate();
     runtime.block_on(async {
-        let server = Arc::new(Server::new(sc.clone()));
-        let serving = tokio::spawn(server.clone().serve());
-        let in_flight = Arc::new(AtomicUsize::new(0));
-        // Each client calls on average every `mean` seconds, at random.
-        let mean = sc.clients as f64 / (sc.load * sc.capacity);
-        let clients: Vec<_> = (0..sc.clients)
-            .map(|c| {
-                let server = server.clone();
-                let in_flight = in_flight.clone();
-                let mut rng = Rng::seeded(mix(sc.seed, c as u64));
-                let end = server.origin + sc.duration;
-                tokio::spawn(async move {
-                    let mut next = server.origin + exponential_gap(&mut rng, mean);
-                    while next < end {
-                        tokio::time::sleep_until(next).await;
-                        in_flight.fetch_add(1, Ordering::Relaxed);
-                        let (server, in_flight) = (server.clone(), in_flight.clone());
-                        tokio::spawn(async move {
-                            let started = Instant::now();
-                            bump(&mut server.lock().series.offered, server.bucket(started));
-                            let ok = strategy.call(&server).await.is_ok();
-                            server.finished(started, ok);
-                            in_flight.fetch_sub(1, Ordering::Relaxed);
-                        });
-                        next += exponential_gap(&mut rng, mean);
-                    }
-                })
-            })
+        let servers: Vec<Arc<Server>> = servers
+            .into_iter()
+            .map(|sc| Arc::new(Server::new(sc)))
             .collect();
-        for client in clients {
-            client.await.expect("a client task does not panic");
-        }
-        while in_flight.load(Ordering::Relaxed) > 0 {
-            tokio::time::sleep(BUCKET).await;
-        }
-        server.stop.store(true, Ordering::Relaxed);
-        serving.await.expect("the server task does not panic");
-        std::mem::take(&mut server.lock().series)
-    })
-}
-
-/// Two dependencies behind one client, each offered `sc.load` of its
-/// capacity: the first stalls as the scenario says, the second never does.
-/// Calls go to one or the other at random (the same calls to the healthy
-/// one under every protection); `Alone` makes only those. Returns what the
-/// healthy dependency's calls saw, and how many of its requests were
-/// retries.
-pub(crate) fn run_two(protection: Protection, sc: &Scenario) -> (Series, u64) {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .expect("a current-thread runtime builds");
-    backstop::testing::seed_jitter(mix(sc.seed, 0x2d5e));
-    let _fresh = backstop::testing::isolate();
-    let healthy_sc = Scenario {
-        outage: Duration::ZERO,
-        ..sc.clone()
-    };
-    runtime.block_on(async {
-        let servers = [
-            Arc::new(Server::new(sc.clone())),
-            Arc::new(Server::new(healthy_sc)),
-        ];
         let serving: Vec<_> = servers
             .iter()
             .map(|server| tokio::spawn(server.clone().serve()))
             .collect();
         let in_flight = Arc::new(AtomicUsize::new(0));
-        let mean = sc.clients as f64 / (2.0 * sc.load * sc.capacity);
         let origin = servers[0].origin;
         let clients: Vec<_> = (0..sc.clients)
             .map(|c| {
@@ -707,23 +664,18 @@ pub(crate) fn run_two(protection: Protection, sc: &Scenario) -> (Series, u64) {
                     let mut next = origin + exponential_gap(&mut rng, mean);
                     while next < end {
                         tokio::time::sleep_until(next).await;
-                        let destination = usize::from(rng.next_f64() < 0.5);
+                        let destination = pick(&mut rng);
                         next += exponential_gap(&mut rng, mean);
-                        if protection == Protection::Alone && destination == 0 {
+                        let Some(destination) = destination else {
                             continue;
-                        }
+                        };
                         in_flight.fetch_add(1, Ordering::Relaxed);
                         let (server, in_flight) = (servers[destination].clone(), in_flight.clone());
                         tokio::spawn(async move {
                             let started = Instant::now();
                             bump(&mut server.lock().series.offered, server.bucket(started));
-                            let outcome = match protection {
-                                Protection::Alone | Protection::PerDestination => {
-                                    per_destination(&server, destination).await
-                                }
-                                Protection::OneForBoth => one_for_both(&server).await,
-                            };
-                            server.finished(started, outcome.is_ok());
+                            let ok = call(server.clone(), destination).await;
+                            server.finished(started, ok);
                             in_flight.fetch_sub(1, Ordering::Relaxed);
                         });
                     }
@@ -740,10 +692,61 @@ pub(crate) fn run_two(protection: Protection, sc: &Scenario) -> (Series, u64) {
             server.stop.store(true, Ordering::Relaxed);
             serving.await.expect("the server task does not panic");
         }
-        let healthy = std::mem::take(&mut servers[1].lock().series);
-        let retries = sum(&healthy.sent).saturating_sub(sum(&healthy.offered));
-        (healthy, retries)
+        servers
+            .iter()
+            .map(|server| std::mem::take(&mut server.lock().series))
+            .collect()
     })
+}
+
+pub(crate) fn run(strategy: Strategy, sc: &Scenario) -> Series {
+    // Each client calls on average every `mean` seconds, at random.
+    let mean = sc.clients as f64 / (sc.load * sc.capacity);
+    let mut series = simulate(
+        sc,
+        vec![sc.clone()],
+        mix(sc.seed, 0x5eed),
+        mean,
+        |_| Some(0),
+        move |server, _| async move { strategy.call(&server).await.is_ok() },
+    );
+    series.remove(0)
+}
+
+/// Two dependencies behind one client, each offered `sc.load` of its
+/// capacity: the first stalls as the scenario says, the second never does.
+/// Calls go to one or the other at random (the same calls to the healthy
+/// one under every protection); `Alone` makes only those. Returns what the
+/// healthy dependency's calls saw, and how many of its requests were
+/// retries.
+pub(crate) fn run_two(protection: Protection, sc: &Scenario) -> (Series, u64) {
+    let healthy = Scenario {
+        outage: Duration::ZERO,
+        ..sc.clone()
+    };
+    let mean = sc.clients as f64 / (2.0 * sc.load * sc.capacity);
+    let alone = protection == Protection::Alone;
+    let mut series = simulate(
+        sc,
+        vec![sc.clone(), healthy],
+        mix(sc.seed, 0x2d5e),
+        mean,
+        move |rng| {
+            let destination = usize::from(rng.next_f64() < 0.5);
+            (!alone || destination == 1).then_some(destination)
+        },
+        move |server, destination| async move {
+            match protection {
+                Protection::Alone | Protection::PerDestination => {
+                    per_destination(&server, destination).await.is_ok()
+                }
+                Protection::OneForBoth => one_for_both(&server).await.is_ok(),
+            }
+        },
+    );
+    let healthy = series.remove(1);
+    let retries = sum(&healthy.sent).saturating_sub(sum(&healthy.offered));
+    (healthy, retries)
 }
 
 /// The rows of two dependencies behind one client: what the healthy one's
