@@ -97,18 +97,56 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
         // the sleep (a retried response releases its connection at once) and
         // is never held across an `.await` of the loop, so the future is
         // `Send` whenever the plain function's would be.
+        //
+        // A call held after a refusal (the budget refused its retry) sleeps
+        // on until it is released; if its deadline comes first, its error is
+        // an `Elapsed`, which only an error type that can hold one allows
+        // (autoref specialization on the concrete type, as for a policy's
+        // attempt timeout): without it, such a call gives up at once.
+        let m = Span::mixed_site();
+        let (into, held, reason) = (
+            format_ident!("__backstop_into", span = m),
+            format_ident!("__backstop_held", span = m),
+            format_ident!("__backstop_reason", span = m),
+        );
+        let error = error_type_tokens(&ret, &rt, Span::call_site());
         quote! {
             #prologue
             #round
+            let #into = {
+                #[allow(unused_imports)]
+                use #rt::{ViaFrom as _, ViaNothing as _};
+                (&#rt::ElapsedInto::<#error>::new()).elapsed_into()
+            };
             loop {
                 let #delay = {
                     #attempt
-                    match #rt::Call::decided(&mut #state, #view, #verdict, #on_retry, #on_give_up) {
+                    match #rt::Call::decided_holding(
+                        &mut #state, #view, #verdict, #on_retry, #on_give_up, #into.is_some(),
+                    ) {
                         ::core::option::Option::Some(#delay) => #delay,
                         ::core::option::Option::None => return #outcome,
                     }
                 };
                 #rt::sleep_async(#delay).await;
+                while let ::core::option::Option::Some(#held) = #rt::Call::held(&mut #state) {
+                    match (#held, #into) {
+                        (::core::result::Result::Ok(#delay), _) => #rt::sleep_async(#delay).await,
+                        (::core::result::Result::Err(#reason), ::core::option::Option::Some(#into)) => {
+                            let #outcome: #ret = ::core::result::Result::Err(#into());
+                            #rt::AttemptState::gave_up_with(
+                                #rt::Call::state(&mut #state),
+                                #view,
+                                #reason,
+                                #on_give_up,
+                            );
+                            return #outcome;
+                        }
+                        (::core::result::Result::Err(_), ::core::option::Option::None) => {
+                            ::core::unreachable!("a call is held only when it can give up")
+                        }
+                    }
+                }
                 // The outcome is gone (dropped before the sleep): a breaker
                 // that opened meanwhile makes the rejection the error.
                 #admit_after_sleep

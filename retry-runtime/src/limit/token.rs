@@ -1,7 +1,7 @@
 //! The token budget (documented in `limit`).
 
 use std::fmt;
-use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 use std::time::{Duration, Instant};
 
 use crate::sync::AtomicU64;
@@ -125,6 +125,8 @@ pub struct TokenBudget {
     state: AtomicU64,
     /// Where its ticks are counted from.
     anchor: Anchor,
+    /// 1 while a held call released is out, its retry not yet decided.
+    released: AtomicU64,
 }
 
 impl TokenBudget {
@@ -170,6 +172,7 @@ impl TokenBudget {
             refill_per_tick: MILLI * TICK_NANOS / 10_000_000_000,
             state: AtomicU64::new(pack(max, 0)),
             anchor: Anchor::new(),
+            released: AtomicU64::new(0),
         }
     }
     }
@@ -222,6 +225,7 @@ impl TokenBudget {
             refill_per_tick: self.refill_per_tick,
             state: AtomicU64::new(pack(self.max, 0)),
             anchor: Anchor::new(),
+            released: AtomicU64::new(0),
         }
     }
 
@@ -339,6 +343,29 @@ impl TokenBudget {
         }
     }
 
+    /// A call held after a refusal ([`Verdict::Refused`](crate::Verdict::Refused))
+    /// asks to retry now: whether it may. It may once a failure would be
+    /// allowed its retry again ([`allows_retry`](Self::allows_retry): the
+    /// dependency has answered since the bucket fell to half) and no other
+    /// released call is still out: held calls come back one at a time,
+    /// each when the last one's attempt has ended, at the pace the
+    /// dependency answers and never more than one request on top of what
+    /// its other callers send. A `true` takes that place, which
+    /// [`release_ended`](Self::release_ended) gives back.
+    pub(crate) fn may_release(&self, now: Instant) -> bool {
+        self.allows_retry(now)
+            && self
+                .released
+                .compare_exchange(0, 1, AcqRel, Acquire)
+                .is_ok()
+    }
+
+    /// A released call's retry has been decided (or the call dropped):
+    /// the next held call may go.
+    pub(crate) fn release_ended(&self) {
+        self.released.store(0, Release);
+    }
+
     /// [`answered`](Self::answered) with the bucket not full.
     #[cold]
     fn credit(&self, mut current: u64, now: Instant) {
@@ -358,6 +385,17 @@ impl TokenBudget {
                 Err(actual) => current = actual,
             }
         }
+    }
+}
+
+/// A held call's place among those released
+/// ([`TokenBudget::may_release`]): given back when its retry is decided,
+/// or when the call is dropped before.
+pub(crate) struct Released<'a>(pub(crate) &'a TokenBudget);
+
+impl Drop for Released<'_> {
+    fn drop(&mut self) {
+        self.0.release_ended();
     }
 }
 
@@ -447,6 +485,7 @@ impl OwnBudget {
             Some(throttle) => {
                 // Nobody holds it any more: it starts again, full.
                 throttle.state.store(pack(throttle.max, 0), Relaxed);
+                throttle.released.store(0, Relaxed);
                 throttle.anchor.reset();
                 throttle
             }

@@ -63,6 +63,10 @@ pub(crate) trait Operation {
     type Kept: Kept<Result<Self::Ok, Self::Err>>;
     /// An attempt of a hedged round, sent beside others.
     type Hedge: Future<Output = Result<Self::Ok, Self::Err>>;
+    /// Whether [`elapsed`](Self::elapsed) gives an error (an attempt
+    /// timeout is set): what a call that kept no outcome returns when it
+    /// was held and its deadline came.
+    const ELAPSES: bool = false;
 
     /// Starts an attempt that may run `limit` (the attempt timeout, within
     /// the deadline), if limited: how long the loop is to let it run
@@ -113,6 +117,8 @@ pub(crate) trait Operation {
 /// What a loop keeps of an outcome through its sleep: `()`, nothing, or
 /// [`Keeps`], all of it.
 pub(crate) trait Kept<O> {
+    /// Whether the outcome is kept.
+    const KEEPS: bool;
     /// Keeps what is kept of `outcome`.
     fn keep(outcome: O) -> Self;
     /// The outcome, if it was kept.
@@ -120,6 +126,8 @@ pub(crate) trait Kept<O> {
 }
 
 impl<O> Kept<O> for () {
+    const KEEPS: bool = false;
+
     fn keep(_: O) {}
 
     fn take(self) -> Option<O> {
@@ -134,6 +142,8 @@ pub(crate) struct Keeps<O>(Box<O>);
 
 #[cfg(feature = "tower")]
 impl<O> Kept<O> for Keeps<O> {
+    const KEEPS: bool = true;
+
     fn keep(outcome: O) -> Self {
         Self(Box::new(outcome))
     }
@@ -380,7 +390,12 @@ where
             let delay = if state.first_succeeded(verdict) {
                 None
             } else {
-                steps.decided(state.state(), &outcome, verdict)
+                let state = state.state();
+                if !(<D::Kept as Kept<_>>::KEEPS || D::ELAPSES) {
+                    // Held to its deadline, it would have nothing to return.
+                    state.set_may_hold(false);
+                }
+                steps.decided(state, &outcome, verdict)
             };
             match delay {
                 Some(delay) => {
@@ -456,6 +471,7 @@ where
     type Err = E;
     type Kept = ();
     type Hedge = Fut;
+    const ELAPSES: bool = L::ELAPSES;
 
     fn start(self: Pin<&mut Self>, limit: Option<Duration>) -> Option<Duration> {
         let mut this = self.project();
@@ -594,6 +610,16 @@ where
     S: Steps<D::Ok, D::Err> + ?Sized,
     P: HoldsPolicy,
 {
+    // Held after a refusal: sleep on, until released or the deadline.
+    match state.held() {
+        None => {}
+        Some(Ok(wait)) => return Ok(Phase::Sleep(crate::time::timer::sleep_async(wait), kept)),
+        Some(Err(reason)) => {
+            let outcome = kept.take().unwrap_or_else(|| Err(D::elapsed()));
+            steps.gave_up(state, &outcome, reason);
+            return Err(outcome);
+        }
+    }
     let Some(outcome) = kept.take() else {
         return match steps.admit(state) {
             Some(rejected) => Err(rejected),

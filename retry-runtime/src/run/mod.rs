@@ -406,6 +406,9 @@ pub trait TimeoutSlot<E>: sealed::Part {
     /// A timed-out attempt as the call's error. Only called when
     /// [`limit`](Self::limit) is `Some`.
     fn elapsed() -> E;
+    /// Whether [`elapsed`](Self::elapsed) may be called.
+    #[doc(hidden)]
+    const ELAPSES: bool;
 }
 
 impl<E> TimeoutSlot<E> for NoTimeout {
@@ -416,6 +419,8 @@ impl<E> TimeoutSlot<E> for NoTimeout {
     fn elapsed() -> E {
         unreachable!("a loop without an attempt timeout never times out")
     }
+
+    const ELAPSES: bool = false;
 }
 
 impl<E: From<Elapsed>> TimeoutSlot<E> for WithTimeout {
@@ -426,6 +431,8 @@ impl<E: From<Elapsed>> TimeoutSlot<E> for WithTimeout {
     fn elapsed() -> E {
         E::from(Elapsed::new())
     }
+
+    const ELAPSES: bool = true;
 }
 
 /// What a sync loop ([`Retry::call`]) may have: no attempt timeout, since

@@ -211,6 +211,34 @@ impl<'a, C: Clock, P: HoldsPolicy, S: Holds<'a, C, P>> Call<'a, C, P, S> {
         }
     }
 
+    /// [`decided`](Self::decided), by a loop that drops the outcome before
+    /// its sleep: `may_hold` says whether it can give an `Elapsed` error
+    /// in its place if the call is held and gives up at its deadline
+    /// ([`AttemptState::set_may_hold`]).
+    #[inline]
+    pub fn decided_holding<T, E>(
+        &mut self,
+        outcome: Result<&T, &E>,
+        attempted: Attempted,
+        on_retry: Option<impl FnOnce(&RetryEvent<'_, T, E>)>,
+        on_give_up: Option<impl FnOnce(&GiveUpEvent<'_, T, E>)>,
+        may_hold: bool,
+    ) -> Option<Duration> {
+        if !may_hold && attempted != Attempted::Succeeded {
+            self.state().set_may_hold(false);
+        }
+        self.decided(outcome, attempted, on_retry, on_give_up)
+    }
+
+    /// After the sleep of a retry: [`AttemptState::held`].
+    #[inline]
+    pub fn held(&mut self) -> Option<Result<Duration, crate::state::GiveUp>> {
+        match &mut self.0 {
+            Phase::Going(state) => state.held(),
+            _ => None,
+        }
+    }
+
     /// After the sleep of a sync loop: [`AttemptState::resumed`].
     #[inline]
     pub fn resumed<T, E>(

@@ -146,6 +146,15 @@ pub struct AttemptState<'a, C, P = &'a Policy> {
     replayable: bool,
     /// Hedges sent so far.
     hedges: u32,
+    /// The loop can hold a refused call: it kept the outcome, or can give
+    /// an `Elapsed` error in its place.
+    may_hold: bool,
+    /// The token budget refused the retry of a refusal: the call waits
+    /// ([`held`](AttemptState::held)).
+    held: bool,
+    /// Released from holding: a place among the budget's released calls,
+    /// until the retry is decided.
+    released: Option<crate::limit::token::Released<'a>>,
 }
 
 impl<'a, C: Clock> AttemptState<'a, C> {
@@ -213,6 +222,9 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
             permit: None,
             replayable: true,
             hedges: 0,
+            may_hold: true,
+            held: false,
+            released: None,
         }
     }
 
@@ -714,8 +726,10 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
         self.in_span(|| hook(&event));
     }
 
-    /// After the sleep of a loop that kept its outcome through it: may the
-    /// next attempt start ([`may_resume`](Self::may_resume))? `false` when
+    /// After the sleep of a sync loop, which kept its outcome through it:
+    /// may the next attempt start ([`may_resume`](Self::may_resume))? A
+    /// [held](Self::held) call sleeps the thread until it is released or
+    /// its deadline comes. `false` when
     /// it may not, once `on_give_up` has been told: the caller returns the
     /// outcome it kept.
     #[inline]
@@ -724,6 +738,17 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
         outcome: Result<&T, &E>,
         on_give_up: Option<impl FnOnce(&GiveUpEvent<'_, T, E>)>,
     ) -> bool {
+        // A call held after a refusal waits here (the loop is sync: its
+        // thread sleeps), and gives up at its deadline with the outcome kept.
+        while let Some(held) = self.held() {
+            match held {
+                Ok(wait) => crate::run::sleep(wait),
+                Err(reason) => {
+                    self.gave_up_with(outcome, reason, on_give_up);
+                    return false;
+                }
+            }
+        }
         match self.may_resume() {
             Ok(()) => true,
             Err(reason) => {
@@ -827,6 +852,9 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
 
     fn decide_inner(&mut self, attempted: Attempted) -> Decision {
         self.record_call();
+        // A released call's retry is over: its place goes to another.
+        self.released = None;
+        self.held = false;
         if let Some(permit) = self.permit.take() {
             permit.record(attempted, self.clock.now());
         }
@@ -925,9 +953,84 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
             None => true,
         };
         if !granted {
+            // A refusal, systemic: with a deadline to wait within, the call
+            // holds (sends nothing) until the budget sees answers again.
+            // The first wait is the delay a retry would have slept.
+            if verdict == Verdict::Refused
+                && self.may_hold
+                && left.is_some()
+                && matches!(self.budget, Some(BudgetRef::Token(_)))
+            {
+                self.held = true;
+                return Decision::Retry(delay);
+            }
             return Decision::GiveUp(GiveUp::Budget);
         }
         Decision::Retry(delay)
+    }
+
+    /// Whether the loop can hold a refused call whose retry the token
+    /// budget refuses ([`Verdict::Refused`]): only one that kept the
+    /// outcome, or can give an `Elapsed` error in its place, can give up
+    /// at the deadline with something to return. `true` unless told.
+    pub fn set_may_hold(&mut self, may_hold: bool) {
+        self.may_hold = may_hold;
+    }
+
+    /// After the sleep of a retry: is the call held, waiting for the token
+    /// budget to see the dependency answer again? `None` when it is not,
+    /// or no longer is (it was released: the next attempt may start, as
+    /// [`may_resume`](Self::may_resume) says). `Some(Ok(wait))`: still
+    /// held, sleep `wait` and ask again. `Some(Err(GiveUp::Budget))`: the
+    /// deadline came first, and the call gives up.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::time::Duration;
+    /// use backstop::macro_support::{AttemptState, Attempted, Decision};
+    /// use backstop::{GiveUp, Jitter, Policy, Verdict, limit::TokenBudget, time::SystemClock};
+    /// let vt = backstop::testing::VirtualTime::start();
+    ///
+    /// static BUDGET: TokenBudget = TokenBudget::new(2, 1.0);
+    /// let policy = Policy::new().jitter(Jitter::None).deadline(Some(Duration::from_secs(1)));
+    /// let mut state = AttemptState::new(&policy, SystemClock).budget(&BUDGET);
+    /// // Refused, with half the bucket left: held, not given up.
+    /// assert_eq!(state.decide(Attempted::Failed(Verdict::Refused)), Decision::Retry(Duration::from_millis(100)));
+    /// vt.advance(Duration::from_millis(100));
+    /// assert!(matches!(state.held(), Some(Ok(_))), "no answer yet");
+    /// BUDGET.answered(std::time::Instant::now());
+    /// assert_eq!(state.held(), None, "released: the retry goes");
+    /// ```
+    pub fn held(&mut self) -> Option<Result<Duration, GiveUp>> {
+        if !self.held {
+            return None;
+        }
+        let (Some(BudgetRef::Token(budget)), Some(deadline)) = (self.budget, self.deadline) else {
+            self.held = false;
+            return None;
+        };
+        let now = self.clock.now();
+        // The latest start of an attempt, as `decide` reckons it.
+        let left = deadline
+            .saturating_duration_since(now)
+            .saturating_sub(self.clock.sleep_slack());
+        if left <= Duration::from_nanos(1) {
+            self.held = false;
+            self.gave_up(GiveUp::Budget);
+            return Some(Err(GiveUp::Budget));
+        }
+        if budget.may_release(now) {
+            self.held = false;
+            self.released = Some(crate::limit::token::Released(budget));
+            return None;
+        }
+        // Held calls look again about every base delay, spread so that
+        // they do not look together.
+        let draw = self.rng.get_or_insert_with(Rng::new).next_f64();
+        let wait = backoff::scale(self.policy.get().base, 0.5 + draw)
+            .max(Duration::from_millis(1))
+            .min(left - Duration::from_nanos(1));
+        Some(Ok(wait))
     }
 }
 

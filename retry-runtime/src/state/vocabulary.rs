@@ -22,6 +22,17 @@ use std::time::Duration;
 pub enum Verdict {
     /// Transient: another attempt may well succeed.
     Retry,
+    /// Refused before any work was done: a refused connection, a server
+    /// still starting up, a pooled connection found closed before the
+    /// request was sent. Retried as [`Retry`](Self::Retry) is, with one
+    /// difference: when the token budget refuses its retry (the failure is
+    /// systemic), a call with a deadline *holds* instead of giving up. It
+    /// sends nothing while it waits and retries once the budget sees the
+    /// dependency answer again, no more than the budget's `max_tokens`
+    /// held calls at once, and gives up at its deadline if the dependency
+    /// is still refusing. (That is how a dependency that restarts is
+    /// ridden out without feeding a storm.)
+    Refused,
     /// The server said when to come back (`Retry-After`). The wait is
     /// honoured, spread upward by up to 20%, never shortened.
     RetryAfter(Duration),
