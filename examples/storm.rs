@@ -1380,17 +1380,17 @@ fn matrix_row(name: &str, sc: &Scenario) {
 fn matrix(base: &Scenario) -> Result<(), ()> {
     let mut out = String::new();
     let _ = write!(out, "{:<36} {:>4}", "scenario", "seed");
+    let short = |strategy: Strategy| match strategy {
+        Strategy::NoRetry => "no retry",
+        Strategy::FullJitter => "full jitter",
+        Strategy::Windowed => "windowed",
+        Strategy::Defaults => "defaults",
+        Strategy::DefaultsAdaptive => "+ adaptive",
+        Strategy::DefaultsBreaker => "+ breaker",
+        other => other.name(),
+    };
     for strategy in MATRIX_STRATEGIES {
-        let short = match strategy {
-            Strategy::NoRetry => "no retry",
-            Strategy::FullJitter => "full jitter",
-            Strategy::Windowed => "windowed",
-            Strategy::Defaults => "defaults",
-            Strategy::DefaultsAdaptive => "+ adaptive",
-            Strategy::DefaultsBreaker => "+ breaker",
-            other => other.name(),
-        };
-        let _ = write!(out, " {short:>19}");
+        let _ = write!(out, " {:>19}", short(strategy));
     }
     println!("{out}");
     let exe = std::env::current_exe().map_err(|e| eprintln!("error: {e}"))?;
@@ -1422,11 +1422,7 @@ fn matrix(base: &Scenario) -> Result<(), ()> {
     // The restarts: the server refuses at once, and callers would wait.
     let mut out = format!("\n{:<36} {:>4}", "restart", "seed");
     for strategy in MATRIX_STRATEGIES {
-        let _ = write!(
-            out,
-            " {:>19}",
-            strategy.name().split(' ').next().unwrap_or("")
-        );
+        let _ = write!(out, " {:>19}", short(strategy));
     }
     println!("{out}");
     for (name, sc) in restart_scenarios(base) {

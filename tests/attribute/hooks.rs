@@ -46,7 +46,7 @@ fn every_retry_is_reported_with_its_outcome_verdict_and_delay() {
     assert_eq!(
         take_log(),
         [
-            "retry after attempt 1: error ConnectionRefused, Retry, sleep 100ms, at 0ns",
+            "retry after attempt 1: error ConnectionRefused, Refused, sleep 100ms, at 0ns",
             "retry after attempt 2: status 503, Retry, sleep 200ms, at 100ms",
         ]
     );

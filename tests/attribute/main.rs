@@ -20,5 +20,6 @@ mod hedging;
 mod hooks;
 pub mod pedantic;
 mod peer_defects;
+mod restart;
 mod send;
 mod storm;

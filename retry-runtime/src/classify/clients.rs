@@ -15,9 +15,12 @@ use crate::classify::{Classify, Verdict};
 
 /// A Redis error, by what the client says of it:
 ///
-/// - a refused connection, a cluster or sentinel with no node to send to:
-///   [`Verdict::Retry`] (nothing was sent);
-/// - `TRYAGAIN`, `MOVED`, `ASK`, `LOADING`, `BUSY`, `CLUSTERDOWN`,
+/// - a refused connection, and `LOADING` (the server restarted and is
+///   loading its data): [`Verdict::Refused`] (nothing was done, and a
+///   call may wait for the server to come back);
+/// - a cluster or sentinel with no node to send to: [`Verdict::Retry`]
+///   (nothing was sent);
+/// - `TRYAGAIN`, `MOVED`, `ASK`, `BUSY`, `CLUSTERDOWN`,
 ///   `MASTERDOWN`, `READONLY` (a write that reached a replica after a
 ///   failover): [`Verdict::Retry`], as the server did not run the command;
 /// - a connection dropped, reset or timed out, an I/O error the client
@@ -42,7 +45,7 @@ use crate::classify::{Classify, Verdict};
 /// use backstop::{Classify, Verdict};
 ///
 /// let refused = redis::RedisError::from(io::Error::from(io::ErrorKind::ConnectionRefused));
-/// assert_eq!(refused.classify(), Verdict::Retry);
+/// assert_eq!(refused.classify(), Verdict::Refused);
 /// let dropped = redis::RedisError::from(io::Error::from(io::ErrorKind::ConnectionReset));
 /// assert_eq!(dropped.classify(), Verdict::RetryIfIdempotent);
 /// let wrong = redis::RedisError::from((redis::ErrorKind::UnexpectedReturnType, "not a number"));
@@ -53,17 +56,12 @@ impl Classify for redis::RedisError {
     fn classify(&self) -> Verdict {
         use redis::{ErrorKind as K, ServerErrorKind as S};
         if self.is_connection_refusal() {
-            return Verdict::Retry;
+            return Verdict::Refused;
         }
         match self.kind() {
+            K::Server(S::BusyLoading) => Verdict::Refused,
             K::Server(
-                S::TryAgain
-                | S::Moved
-                | S::Ask
-                | S::BusyLoading
-                | S::ClusterDown
-                | S::MasterDown
-                | S::ReadOnly,
+                S::TryAgain | S::Moved | S::Ask | S::ClusterDown | S::MasterDown | S::ReadOnly,
             )
             | K::ClusterConnectionNotFound
             | K::MasterNameNotFoundBySentinel
@@ -74,6 +72,7 @@ impl Classify for redis::RedisError {
             // timeout): the command was sent.
             K::Io if self.is_timeout() => Verdict::RetryIfIdempotent,
             K::Io => match io_source(self) {
+                Some(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => Verdict::Refused,
                 Some(io) if crate::classify::never_sent(io.kind()) => Verdict::Retry,
                 // Dropped, reset, timed out, or a kind it does not say.
                 _ => Verdict::RetryIfIdempotent,
@@ -159,7 +158,7 @@ impl Classify for tokio_postgres::Error {
 /// let timed_out: PoolError<std::io::Error> = PoolError::Timeout(TimeoutType::Wait);
 /// assert_eq!(timed_out.classify(), Verdict::Retry);
 /// let refused = PoolError::Backend(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
-/// assert_eq!(refused.classify(), Verdict::Retry);
+/// assert_eq!(refused.classify(), Verdict::Refused);
 /// assert_eq!(PoolError::<std::io::Error>::Closed.classify(), Verdict::Stop);
 /// ```
 #[cfg(feature = "deadpool")]

@@ -39,9 +39,11 @@ impl Classify for io::Error {
     /// By [`io::ErrorKind`], by whether the request can have reached the
     /// other side:
     ///
-    /// - nothing was sent: a refused connection, a socket not connected,
-    ///   an address not available, a host or network unreachable, the
-    ///   network down, an interrupted call: [`Verdict::Retry`];
+    /// - refused at once: a refused connection (nothing listens: the
+    ///   server is restarting, or not there): [`Verdict::Refused`];
+    /// - nothing was sent: a socket not connected, an address not
+    ///   available, a host or network unreachable, the network down, an
+    ///   interrupted call: [`Verdict::Retry`];
     /// - it may have been sent and acted on: a connection reset or
     ///   aborted, a broken pipe, an end of stream before the answer, a
     ///   timeout (`WouldBlock` too: a socket's read timeout on Unix):
@@ -57,14 +59,17 @@ impl Classify for io::Error {
     /// use std::io::{Error, ErrorKind};
     /// use backstop::{Classify, Verdict};
     ///
-    /// assert_eq!(Error::from(ErrorKind::ConnectionRefused).classify(), Verdict::Retry);
+    /// assert_eq!(Error::from(ErrorKind::ConnectionRefused).classify(), Verdict::Refused);
+    /// assert_eq!(Error::from(ErrorKind::NetworkUnreachable).classify(), Verdict::Retry);
     /// assert_eq!(Error::from(ErrorKind::ConnectionReset).classify(), Verdict::RetryIfIdempotent);
     /// assert_eq!(Error::from(ErrorKind::TimedOut).classify(), Verdict::RetryIfIdempotent);
     /// assert_eq!(Error::from(ErrorKind::NotFound).classify(), Verdict::Stop);
     /// ```
     fn classify(&self) -> Verdict {
         let kind = self.kind();
-        if never_sent(kind) {
+        if kind == io::ErrorKind::ConnectionRefused {
+            Verdict::Refused
+        } else if never_sent(kind) {
             Verdict::Retry
         } else if may_have_been_sent(kind) {
             Verdict::RetryIfIdempotent
@@ -131,7 +136,7 @@ fn may_have_been_sent(kind: io::ErrorKind) -> bool {
 /// use backstop::{classify::source_chain, Verdict};
 ///
 /// let wrapped = Error::other(Error::from(ErrorKind::ConnectionRefused));
-/// assert_eq!(source_chain(&wrapped), Verdict::Retry);
+/// assert_eq!(source_chain(&wrapped), Verdict::Refused);
 /// assert_eq!(source_chain(&std::fmt::Error), Verdict::Stop);
 /// ```
 pub fn source_chain(error: &(dyn Error + 'static)) -> Verdict {
@@ -158,10 +163,28 @@ pub(crate) fn known_in_chain(error: &(dyn Error + 'static)) -> Option<Verdict> {
 /// # extern crate backstop_runtime as backstop;
 /// use std::io::{Error, ErrorKind};
 /// use backstop::{classify::by_source_chain, Verdict};
-/// assert_eq!(by_source_chain(&Error::from(ErrorKind::ConnectionRefused)), Verdict::Retry);
+/// assert_eq!(by_source_chain(&Error::from(ErrorKind::ConnectionRefused)), Verdict::Refused);
 /// ```
 pub fn by_source_chain<E: Error + 'static>(error: &E) -> Verdict {
     source_chain(error)
+}
+
+/// A connection could not be made (nothing was sent): [`Verdict::Refused`]
+/// when an I/O error in its source chain says the connection was refused,
+/// [`Verdict::Retry`] otherwise (a name that did not resolve, a handshake
+/// that failed).
+#[cfg(any(feature = "tonic", feature = "reqwest"))]
+pub(crate) fn connect_failed(error: &(dyn Error + 'static)) -> Verdict {
+    let mut next = error.source();
+    while let Some(error) = next {
+        if let Some(io) = error.downcast_ref::<io::Error>()
+            && io.kind() == io::ErrorKind::ConnectionRefused
+        {
+            return Verdict::Refused;
+        }
+        next = error.source();
+    }
+    Verdict::Retry
 }
 
 /// The verdict on one error of a chain, if it is of a type this crate knows.
@@ -192,10 +215,11 @@ fn known(error: &(dyn Error + 'static)) -> Option<Verdict> {
     if let Some(status) = error.downcast_ref::<::tonic::Status>() {
         return Some(status.classify());
     }
-    // A connection that was never made: nothing was sent.
+    // A connection that was never made: nothing was sent (refused, if
+    // nothing listened).
     #[cfg(feature = "tonic")]
     if error.is::<::tonic::ConnectError>() {
-        return Some(Verdict::Retry);
+        return Some(connect_failed(error));
     }
     // An HTTP/2 stream the server refused before processing it (RFC 9113,
     // section 8.7): nothing ran. Another reset reason may come after the
@@ -256,9 +280,10 @@ fn known(error: &(dyn Error + 'static)) -> Option<Verdict> {
 /// every error), following PostgreSQL's table of error codes (the
 /// PostgreSQL documentation, appendix A, "PostgreSQL Error Codes"):
 ///
-/// - `53300` too many connections, `57P03` cannot connect now (starting
-///   up or shutting down), `08001` and `08004` (the connection was never
-///   established): [`Verdict::Retry`], nothing ran;
+/// - `57P03` cannot connect now (starting up or shutting down), `08001`
+///   and `08004` (the connection was never established): [`Verdict::Refused`],
+///   nothing ran, and a call may wait for the server to come back;
+/// - `53300` too many connections: [`Verdict::Retry`], nothing ran;
 /// - `57P01` admin shutdown and `57P02` crash shutdown, as a statement's
 ///   error: [`Verdict::Retry`], the server rolled its transaction back;
 /// - `40001` serialization failure and `40P01` deadlock detected:
@@ -280,15 +305,14 @@ fn known(error: &(dyn Error + 'static)) -> Option<Verdict> {
 /// use backstop::{classify::sqlstate, Verdict};
 ///
 /// assert_eq!(sqlstate("40001"), Verdict::Retry);        // serialization failure
-/// assert_eq!(sqlstate("57P03"), Verdict::Retry);        // the database is starting up
+/// assert_eq!(sqlstate("57P03"), Verdict::Refused);      // the database is starting up
 /// assert_eq!(sqlstate("08006"), Verdict::RetryIfIdempotent); // connection failure
 /// assert_eq!(sqlstate("23505"), Verdict::Stop);         // unique violation
 /// ```
 pub fn sqlstate(code: &str) -> Verdict {
     match code {
-        "53300" | "57P03" | "08001" | "08004" | "57P01" | "57P02" | "40001" | "40P01" => {
-            Verdict::Retry
-        }
+        "57P03" | "08001" | "08004" => Verdict::Refused,
+        "53300" | "57P01" | "57P02" | "40001" | "40P01" => Verdict::Retry,
         "57014" => Verdict::RetryIfIdempotent,
         "08P01" => Verdict::Stop, // protocol violation: a bug, not the network
         _ if code.starts_with("08") => Verdict::RetryIfIdempotent,
@@ -318,7 +342,7 @@ impl Classify for dyn Error + Send + 'static {
 /// use std::io::{Error, ErrorKind};
 /// use backstop::{Classify, Verdict};
 /// let boxed: Box<dyn std::error::Error + Send + Sync> = Error::from(ErrorKind::ConnectionRefused).into();
-/// assert_eq!(boxed.classify(), Verdict::Retry);
+/// assert_eq!(boxed.classify(), Verdict::Refused);
 /// ```
 impl Classify for dyn Error + Send + Sync + 'static {
     fn classify(&self) -> Verdict {
@@ -363,7 +387,7 @@ impl Classify for crate::state::vocabulary::Throttled {
 /// use std::io::{Error, ErrorKind};
 /// use backstop::{Classify, Verdict};
 /// let e = anyhow::Error::new(Error::from(ErrorKind::ConnectionRefused)).context("loading");
-/// assert_eq!(e.classify(), Verdict::Retry);
+/// assert_eq!(e.classify(), Verdict::Refused);
 /// ```
 #[cfg(feature = "anyhow")]
 impl Classify for anyhow::Error {
@@ -411,7 +435,7 @@ impl<T: Classify + ?Sized> Classify for Box<T> {
 /// use backstop::Verdict;
 /// use backstop::classify::{ByClassify, Classifier, NeverRetry, When};
 /// let refused = Error::from(ErrorKind::ConnectionRefused);
-/// assert_eq!(ByClassify.verdict(&refused), Verdict::Retry); // its `Classify`
+/// assert_eq!(ByClassify.verdict(&refused), Verdict::Refused); // its `Classify`
 /// assert_eq!(NeverRetry.verdict(&"an answer"), Verdict::Stop);
 /// let empty_is_retried = When(|body: &String| body.is_empty());
 /// assert_eq!(empty_is_retried.verdict(&String::new()), Verdict::Retry);
@@ -434,7 +458,7 @@ pub trait Classifier<X: ?Sized> {
 /// # extern crate backstop_runtime as backstop;
 /// use backstop::{classify::{ByClassify, Classifier}, Verdict};
 /// let e = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
-/// assert_eq!(ByClassify.verdict(&e), Verdict::Retry);
+/// assert_eq!(ByClassify.verdict(&e), Verdict::Refused);
 /// ```
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ByClassify;
@@ -492,8 +516,11 @@ mod tests {
 
     #[test]
     fn io_errors_are_classified_by_kind() {
+        assert_eq!(
+            io::Error::from(K::ConnectionRefused).classify(),
+            Verdict::Refused
+        );
         let never_sent = [
-            K::ConnectionRefused,
             K::NotConnected,
             K::AddrNotAvailable,
             K::HostUnreachable,
@@ -536,7 +563,7 @@ mod tests {
     #[test]
     fn references_and_boxes_classify_like_their_target() {
         let e = io::Error::from(K::ConnectionRefused);
-        assert_eq!(Classify::classify(&&e), Verdict::Retry);
-        assert_eq!(Box::new(e).classify(), Verdict::Retry);
+        assert_eq!(Classify::classify(&&e), Verdict::Refused);
+        assert_eq!(Box::new(e).classify(), Verdict::Refused);
     }
 }

@@ -127,7 +127,22 @@ pub struct TokenBudget {
     anchor: Anchor,
     /// 1 while a held call released is out, its retry not yet decided.
     released: AtomicU64,
+    /// The tick (plus one) at which it began refusing retries, 0 while it
+    /// allows them: how long the dependency has been refusing.
+    refusing_since: AtomicU64,
+    /// How long a refusal may be ridden out, in ticks (0: never).
+    ride_out_ticks: u64,
+    /// Answers credited (with the bucket not full: a full one allows
+    /// retries anyway), and their count when held calls were last told to
+    /// wait for a new one (the budget began refusing, or a released call
+    /// failed).
+    answers: AtomicU64,
+    closed_at: AtomicU64,
 }
+
+/// How long a budget rides a refusing dependency out by default: a
+/// restart takes seconds; one refusing longer is down.
+const RIDE_OUT_TICKS: u64 = 10_000_000_000 / TICK_NANOS;
 
 impl TokenBudget {
     const_unless_loom! {
@@ -173,6 +188,10 @@ impl TokenBudget {
             state: AtomicU64::new(pack(max, 0)),
             anchor: Anchor::new(),
             released: AtomicU64::new(0),
+            refusing_since: AtomicU64::new(0),
+            ride_out_ticks: RIDE_OUT_TICKS,
+            answers: AtomicU64::new(0),
+            closed_at: AtomicU64::new(0),
         }
     }
     }
@@ -217,6 +236,63 @@ impl TokenBudget {
     }
     }
 
+    const_unless_loom! {
+    /// How long a dependency that refuses at once
+    /// ([`Verdict::Refused`](crate::Verdict::Refused): a refused
+    /// connection, a server starting up) is waited for: 10 s by default,
+    /// `Duration::ZERO` never (each such call gives up as soon as the
+    /// budget refuses its retry, as for any other failure).
+    ///
+    /// Once the budget refuses retries, a refused call with a deadline
+    /// holds instead of giving up: it sends nothing, and retries when the
+    /// budget sees the dependency answer again, one held call at a time,
+    /// or gives up at its deadline. A dependency that has refused for
+    /// longer than `ride_out` is not restarting but down: the held calls
+    /// give up, and later ones give up at once until it answers again.
+    /// Kept to 100 ms ticks.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::time::Duration;
+    /// use backstop::limit::TokenBudget;
+    /// static FAIL_FAST: TokenBudget = TokenBudget::standard().ride_out(Duration::ZERO);
+    /// assert_eq!(FAIL_FAST.rides_out_for(), Duration::ZERO);
+    /// assert_eq!(TokenBudget::standard().rides_out_for(), Duration::from_secs(10));
+    /// ```
+    #[must_use]
+    pub fn ride_out(mut self, ride_out: Duration) -> Self {
+        let ticks = ride_out.as_nanos() / TICK_NANOS as u128;
+        self.ride_out_ticks = if ticks > TOKEN_MASK as u128 / 2 {
+            TOKEN_MASK / 2
+        } else {
+            ticks as u64
+        };
+        self
+    }
+    }
+
+    /// How long a refusing dependency is waited for
+    /// ([`ride_out`](Self::ride_out)).
+    pub fn rides_out_for(&self) -> Duration {
+        Duration::from_nanos(self.ride_out_ticks.saturating_mul(TICK_NANOS))
+    }
+
+    /// Whether a refused call may hold at `now`: the budget rides
+    /// refusals out, and has refused retries for less than its
+    /// [`ride_out`](Self::ride_out) (or not at all yet).
+    pub(crate) fn rides_out(&self, now: Instant) -> bool {
+        if self.ride_out_ticks == 0 {
+            return false;
+        }
+        match self.refusing_since.load(Acquire) {
+            0 => true,
+            since => {
+                let refusing = self.tick(now).wrapping_sub(since - 1) & TOKEN_MASK;
+                refusing <= TOKEN_MASK / 2 && refusing < self.ride_out_ticks
+            }
+        }
+    }
+
     /// One configured as this one, full, as a new process starts it.
     pub(crate) fn unused(&self) -> Self {
         Self {
@@ -226,6 +302,10 @@ impl TokenBudget {
             state: AtomicU64::new(pack(self.max, 0)),
             anchor: Anchor::new(),
             released: AtomicU64::new(0),
+            refusing_since: AtomicU64::new(0),
+            ride_out_ticks: self.ride_out_ticks,
+            answers: AtomicU64::new(0),
+            closed_at: AtomicU64::new(0),
         }
     }
 
@@ -326,9 +406,36 @@ impl TokenBudget {
                 AcqRel,
                 Acquire,
             ) {
-                Ok(_) => return left > self.max / 2,
+                Ok(_) => {
+                    let allowed = left > self.max / 2;
+                    self.note_refusing(!allowed, now);
+                    return allowed;
+                }
                 Err(actual) => current = actual,
             }
+        }
+    }
+
+    /// Keeps when the budget began refusing retries (`refusing` at tick
+    /// `now`), for [`rides_out`](Self::rides_out): a failure allowed its
+    /// retry, or an answer that brings retries back, ends the refusal.
+    #[inline]
+    fn note_refusing(&self, refusing: bool, now: u64) {
+        if self.ride_out_ticks == 0 {
+            return;
+        }
+        let since = self.refusing_since.load(Relaxed);
+        if refusing && since == 0 {
+            if self
+                .refusing_since
+                .compare_exchange(0, now + 1, AcqRel, Relaxed)
+                .is_ok()
+            {
+                // Held calls wait for an answer from now on.
+                self.close_release();
+            }
+        } else if !refusing && since != 0 {
+            self.refusing_since.store(0, Release);
         }
     }
 
@@ -344,16 +451,17 @@ impl TokenBudget {
     }
 
     /// A call held after a refusal ([`Verdict::Refused`](crate::Verdict::Refused))
-    /// asks to retry now: whether it may. It may once a failure would be
-    /// allowed its retry again ([`allows_retry`](Self::allows_retry): the
-    /// dependency has answered since the bucket fell to half) and no other
+    /// asks to retry now: whether it may. It may once the dependency has
+    /// answered since the budget began refusing (or since a released call
+    /// last failed), or the budget allows retries again, and no other
     /// released call is still out: held calls come back one at a time,
     /// each when the last one's attempt has ended, at the pace the
     /// dependency answers and never more than one request on top of what
     /// its other callers send. A `true` takes that place, which
     /// [`release_ended`](Self::release_ended) gives back.
     pub(crate) fn may_release(&self, now: Instant) -> bool {
-        self.allows_retry(now)
+        let answered = self.answers.load(Acquire) > self.closed_at.load(Acquire);
+        (answered || self.allows_retry(now))
             && self
                 .released
                 .compare_exchange(0, 1, AcqRel, Acquire)
@@ -361,9 +469,18 @@ impl TokenBudget {
     }
 
     /// A released call's retry has been decided (or the call dropped):
-    /// the next held call may go.
-    pub(crate) fn release_ended(&self) {
+    /// the next held call may go; if the dependency refused it again,
+    /// only after another answer.
+    pub(crate) fn release_ended(&self, refused: bool) {
+        if refused {
+            self.close_release();
+        }
         self.released.store(0, Release);
+    }
+
+    /// Held calls wait for an answer newer than those counted so far.
+    fn close_release(&self) {
+        self.closed_at.fetch_max(self.answers.load(Acquire), AcqRel);
     }
 
     /// [`answered`](Self::answered) with the bucket not full.
@@ -381,21 +498,40 @@ impl TokenBudget {
                 AcqRel,
                 Acquire,
             ) {
-                Ok(_) => return,
+                Ok(_) => {
+                    self.answers.fetch_add(1, AcqRel);
+                    if tokens.saturating_sub(MILLI) > self.max / 2 {
+                        self.note_refusing(false, now);
+                    }
+                    return;
+                }
                 Err(actual) => current = actual,
             }
         }
     }
 }
 
-/// A held call's place among those released
-/// ([`TokenBudget::may_release`]): given back when its retry is decided,
-/// or when the call is dropped before.
-pub(crate) struct Released<'a>(pub(crate) &'a TokenBudget);
+/// A held call's place as the one released
+/// ([`TokenBudget::may_release`]): given back when its retry is decided
+/// ([`Released::ended`]), or when the call is dropped before.
+pub(crate) struct Released<'a>(&'a TokenBudget);
+
+impl<'a> Released<'a> {
+    /// The place, taken on `budget`.
+    pub(crate) fn taken(budget: &'a TokenBudget) -> Self {
+        Self(budget)
+    }
+
+    /// The released call's retry came to `answered` (or not).
+    pub(crate) fn ended(self, answered: bool) {
+        self.0.release_ended(!answered);
+        std::mem::forget(self);
+    }
+}
 
 impl Drop for Released<'_> {
     fn drop(&mut self) {
-        self.0.release_ended();
+        self.0.release_ended(false);
     }
 }
 
@@ -486,6 +622,9 @@ impl OwnBudget {
                 // Nobody holds it any more: it starts again, full.
                 throttle.state.store(pack(throttle.max, 0), Relaxed);
                 throttle.released.store(0, Relaxed);
+                throttle.refusing_since.store(0, Relaxed);
+                throttle.answers.store(0, Relaxed);
+                throttle.closed_at.store(0, Relaxed);
                 throttle.anchor.reset();
                 throttle
             }

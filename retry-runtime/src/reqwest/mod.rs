@@ -33,7 +33,8 @@ use crate::state::vocabulary::Elapsed;
 
 /// A failed request:
 ///
-/// - connecting failed: [`Verdict::Retry`] (nothing was sent);
+/// - connecting failed (nothing was sent): [`Verdict::Refused`] when the
+///   connection was refused, [`Verdict::Retry`] otherwise;
 /// - it timed out, or broke off after it was sent (the response's body
 ///   cut off midway included): [`Verdict::RetryIfIdempotent`], as the
 ///   server may have done the work;
@@ -47,7 +48,7 @@ impl Classify for ::reqwest::Error {
         if self.is_builder() || self.is_redirect() {
             Verdict::Stop
         } else if self.is_connect() {
-            Verdict::Retry
+            crate::classify::connect_failed(self)
         } else if self.is_timeout() {
             Verdict::RetryIfIdempotent
         } else if self.is_body() || self.is_decode() {

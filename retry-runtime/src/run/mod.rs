@@ -160,10 +160,7 @@ where
 /// assert_eq!(vt.elapsed(), Duration::from_secs(3600));
 /// ```
 pub fn sleep(delay: Duration) {
-    crate::time::virtual_time::note_sleep(delay);
-    if !crate::time::virtual_time::virtual_sleep(delay) {
-        std::thread::sleep(delay);
-    }
+    crate::time::sleep_thread(delay);
 }
 
 pub use crate::state::vocabulary::Elapsed;

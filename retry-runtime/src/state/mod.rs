@@ -742,7 +742,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
         // thread sleeps), and gives up at its deadline with the outcome kept.
         while let Some(held) = self.held() {
             match held {
-                Ok(wait) => crate::run::sleep(wait),
+                Ok(wait) => crate::time::sleep_thread(wait),
                 Err(reason) => {
                     self.gave_up_with(outcome, reason, on_give_up);
                     return false;
@@ -852,8 +852,11 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
 
     fn decide_inner(&mut self, attempted: Attempted) -> Decision {
         self.record_call();
-        // A released call's retry is over: its place goes to another.
-        self.released = None;
+        // A released call's retry is over: its place goes to another (after
+        // a new answer, if this one failed).
+        if let Some(released) = self.released.take() {
+            released.ended(attempted.answered());
+        }
         self.held = false;
         if let Some(permit) = self.permit.take() {
             permit.record(attempted, self.clock.now());
@@ -959,7 +962,8 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
             if verdict == Verdict::Refused
                 && self.may_hold
                 && left.is_some()
-                && matches!(self.budget, Some(BudgetRef::Token(_)))
+                && let Some(BudgetRef::Token(budget)) = self.budget
+                && budget.rides_out(now)
             {
                 self.held = true;
                 return Decision::Retry(delay);
@@ -993,7 +997,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     ///
     /// static BUDGET: TokenBudget = TokenBudget::new(2, 1.0);
     /// let policy = Policy::new().jitter(Jitter::None).deadline(Some(Duration::from_secs(1)));
-    /// let mut state = AttemptState::new(&policy, SystemClock).budget(&BUDGET);
+    /// let mut state = AttemptState::new(&policy, SystemClock).budget(Some(&BUDGET));
     /// // Refused, with half the bucket left: held, not given up.
     /// assert_eq!(state.decide(Attempted::Failed(Verdict::Refused)), Decision::Retry(Duration::from_millis(100)));
     /// vt.advance(Duration::from_millis(100));
@@ -1014,14 +1018,16 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
         let left = deadline
             .saturating_duration_since(now)
             .saturating_sub(self.clock.sleep_slack());
-        if left <= Duration::from_nanos(1) {
+        // The deadline came, or the dependency has refused too long to be
+        // restarting.
+        if left <= Duration::from_nanos(1) || !budget.rides_out(now) {
             self.held = false;
             self.gave_up(GiveUp::Budget);
             return Some(Err(GiveUp::Budget));
         }
         if budget.may_release(now) {
             self.held = false;
-            self.released = Some(crate::limit::token::Released(budget));
+            self.released = Some(crate::limit::token::Released::taken(budget));
             return None;
         }
         // Held calls look again about every base delay, spread so that

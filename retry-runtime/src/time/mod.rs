@@ -50,6 +50,15 @@ pub(crate) mod units;
 pub(crate) mod virtual_time;
 
 #[cfg(feature = "tokio")]
+/// Sleeps the thread for a sync loop's `delay`: in virtual time if
+/// installed on this thread, else for real.
+pub(crate) fn sleep_thread(delay: std::time::Duration) {
+    virtual_time::note_sleep(delay);
+    if !virtual_time::virtual_sleep(delay) {
+        std::thread::sleep(delay);
+    }
+}
+
 pub use clock::TokioClock;
 pub use clock::{Clock, SystemClock};
 pub use timer::{RuntimeClock, Timer, set_timer};

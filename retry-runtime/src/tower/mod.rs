@@ -172,7 +172,7 @@ impl<P: fmt::Debug, W, K, B, R, G, L, A> fmt::Debug for RetryLayer<P, W, K, B, R
 /// let reset: BoxError = Error::other(Error::from(ErrorKind::ConnectionReset)).into();
 /// assert_eq!(TransportErrors.verdict(&reset), Verdict::RetryIfIdempotent);
 /// let refused: BoxError = Error::from(ErrorKind::ConnectionRefused).into();
-/// assert_eq!(TransportErrors.verdict(&refused), Verdict::Retry);
+/// assert_eq!(TransportErrors.verdict(&refused), Verdict::Refused);
 /// ```
 #[derive(Clone, Copy, Debug, Default)]
 pub struct TransportErrors;
@@ -201,9 +201,9 @@ impl<E: Classify + 'static> Classifier<E> for TransportErrors {
 }
 
 /// An error of an HTTP client's transport, by its source chain: a refused
-/// connection (or another failure that proves nothing was sent: not
-/// connected, address not available, host or network unreachable)
-/// anywhere in it is [`Verdict::Retry`]; an
+/// connection anywhere in it is [`Verdict::Refused`], another failure that
+/// proves nothing was sent (not connected, address not available, host or
+/// network unreachable) [`Verdict::Retry`]; an
 /// error this crate knows keeps its verdict, except that a failure a
 /// retry could fix becomes [`Verdict::RetryIfIdempotent`] (a reset, a
 /// broken pipe: the request may have been written and acted on); an
@@ -216,7 +216,8 @@ impl<E: Classify + 'static> Classifier<E> for TransportErrors {
 /// # extern crate backstop_runtime as backstop;
 /// use std::io::{Error, ErrorKind};
 /// use backstop::{tower::transport_verdict, Verdict};
-/// assert_eq!(transport_verdict(&Error::from(ErrorKind::ConnectionRefused)), Verdict::Retry);
+/// assert_eq!(transport_verdict(&Error::from(ErrorKind::ConnectionRefused)), Verdict::Refused);
+/// assert_eq!(transport_verdict(&Error::from(ErrorKind::HostUnreachable)), Verdict::Retry);
 /// assert_eq!(transport_verdict(&Error::from(ErrorKind::ConnectionReset)), Verdict::RetryIfIdempotent);
 /// assert_eq!(transport_verdict(&std::fmt::Error), Verdict::RetryIfIdempotent);
 /// assert_eq!(transport_verdict(&backstop::CircuitOpen::new()), Verdict::Stop);
@@ -228,16 +229,18 @@ pub fn transport_verdict<E: std::error::Error + 'static>(error: &E) -> Verdict {
 fn transport_chain(error: &(dyn std::error::Error + 'static)) -> Verdict {
     let mut next = Some(error);
     while let Some(error) = next {
-        if error
-            .downcast_ref::<std::io::Error>()
-            .is_some_and(|io| crate::classify::never_sent(io.kind()))
-        {
-            return Verdict::Retry;
+        if let Some(io) = error.downcast_ref::<std::io::Error>() {
+            if io.kind() == std::io::ErrorKind::ConnectionRefused {
+                return Verdict::Refused;
+            }
+            if crate::classify::never_sent(io.kind()) {
+                return Verdict::Retry;
+            }
         }
         next = error.source();
     }
     match crate::classify::known_in_chain(error) {
-        Some(Verdict::Retry) | None => Verdict::RetryIfIdempotent,
+        Some(Verdict::Retry | Verdict::Refused) | None => Verdict::RetryIfIdempotent,
         Some(verdict) => verdict,
     }
 }

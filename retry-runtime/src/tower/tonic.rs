@@ -62,7 +62,7 @@ use crate::classify::{Classify, Verdict};
 /// assert_eq!(reset.classify(), Verdict::RetryIfIdempotent);
 /// let mut refused = tonic::Status::unavailable("tcp connect error");
 /// refused.set_source(Arc::new(Error::from(ErrorKind::ConnectionRefused)));
-/// assert_eq!(refused.classify(), Verdict::Retry);
+/// assert_eq!(refused.classify(), Verdict::Refused);
 /// ```
 impl Classify for ::tonic::Status {
     fn classify(&self) -> Verdict {

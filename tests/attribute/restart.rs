@@ -1,0 +1,297 @@
+//! A dependency that restarts: it refuses every call at once for a while
+//! (`Verdict::Refused`), then answers again. Once the token budget has seen
+//! every attempt fail and refuses retries, a refused call with a deadline
+//! holds instead of giving up: it sends nothing, and retries when the
+//! budget sees the dependency answer again, or gives up at its deadline.
+//! In tokio's paused time.
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::time::Duration;
+
+use backstop::limit::TokenBudget;
+use backstop::{Classify, Elapsed, Verdict, retry};
+use tokio::time::Instant;
+
+/// A dependency down until `up_at`, counting the requests sent to it.
+struct Db {
+    up_at: Instant,
+    sent: Cell<u32>,
+}
+
+impl Db {
+    fn down_for(outage: Duration) -> Rc<Self> {
+        Rc::new(Self {
+            up_at: Instant::now() + outage,
+            sent: Cell::new(0),
+        })
+    }
+
+    fn query(&self) -> Result<u32, DbError> {
+        self.sent.set(self.sent.get() + 1);
+        if Instant::now() < self.up_at {
+            Err(DbError::Refused)
+        } else {
+            Ok(7)
+        }
+    }
+}
+
+#[derive(Debug, PartialEq)]
+enum DbError {
+    /// Nothing listens: the server is restarting.
+    Refused,
+    /// The call ran out of time.
+    TimedOut,
+}
+
+impl Classify for DbError {
+    fn classify(&self) -> Verdict {
+        match self {
+            Self::Refused => Verdict::Refused,
+            Self::TimedOut => Verdict::RetryIfIdempotent,
+        }
+    }
+}
+
+impl From<Elapsed> for DbError {
+    fn from(_: Elapsed) -> Self {
+        Self::TimedOut
+    }
+}
+
+/// What each call came to, and when it ended (from the start of the test).
+type Ends = Rc<std::cell::RefCell<Vec<(Result<u32, DbError>, Duration)>>>;
+
+/// Starts `n` calls of `call`, one every `every`, each a task of its own.
+fn spawn_calls<F, Fut>(n: u32, every: Duration, t0: Instant, ends: &Ends, call: F)
+where
+    F: Fn() -> Fut + 'static,
+    Fut: std::future::Future<Output = Result<u32, DbError>> + 'static,
+{
+    let ends = ends.clone();
+    tokio::task::spawn_local(async move {
+        for _ in 0..n {
+            let ends = ends.clone();
+            let call = call();
+            tokio::task::spawn_local(async move {
+                let out = call.await;
+                ends.borrow_mut().push((out, t0.elapsed()));
+            });
+            tokio::time::sleep(every).await;
+        }
+    });
+}
+
+#[retry(deadline = 3s)]
+async fn rescued(db: Rc<Db>) -> Result<u32, DbError> {
+    db.query()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_the_budget_refuses_to_retry_succeeds_when_the_dependency_answers_before_its_deadline()
+ {
+    let local = tokio::task::LocalSet::new();
+    local
+        .run_until(async {
+            let t0 = Instant::now();
+            let db = Db::down_for(Duration::from_secs(2));
+            let ends: Ends = Rc::default();
+            // 20 calls a second for 4 s: a restart of 2 s, then the
+            // dependency answers the calls started after it.
+            let d = db.clone();
+            spawn_calls(80, Duration::from_millis(50), t0, &ends, move || {
+                rescued(d.clone())
+            });
+            tokio::time::sleep(Duration::from_secs(10)).await;
+            let ends = ends.borrow();
+            assert_eq!(ends.len(), 80);
+            // The calls started in the restart: the first few spend their
+            // retries while the budget allows them, and fail; the rest are
+            // held, and succeed once it is back, before their deadlines.
+            let in_outage: Vec<_> = ends.iter().take(40).collect();
+            let ok = in_outage.iter().filter(|(out, _)| out.is_ok()).count();
+            assert!(ok >= 30, "{ok} of 40 rescued: {in_outage:?}");
+            for (out, _) in &in_outage {
+                assert!(matches!(out, Ok(7) | Err(DbError::Refused)), "{out:?}");
+            }
+            // Held, they sent nothing: 40 first attempts, the retries the
+            // budget allowed (5 at most), and one retry each when released.
+            let rescued_late = ends
+                .iter()
+                .take(40)
+                .filter(|(out, end)| out.is_ok() && *end >= Duration::from_secs(2))
+                .count();
+            assert!(rescued_late >= 30, "{rescued_late}");
+            assert!(db.sent.get() <= 80 + 5 + 40, "{} sent", db.sent.get());
+            // Every call ended by its deadline.
+            for (i, (_, end)) in ends.iter().enumerate() {
+                let start = Duration::from_millis(50) * i as u32;
+                assert!(*end <= start + Duration::from_secs(3), "call {i}: {end:?}");
+            }
+        })
+        .await;
+}
+
+#[retry(deadline = 3s)]
+async fn never_back(db: Rc<Db>) -> Result<u32, DbError> {
+    db.query()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_held_call_gives_up_at_its_deadline_when_the_dependency_does_not_answer() {
+    let local = tokio::task::LocalSet::new();
+    local
+        .run_until(async {
+            let t0 = Instant::now();
+            let db = Db::down_for(Duration::from_secs(60));
+            let ends: Ends = Rc::default();
+            let d = db.clone();
+            spawn_calls(20, Duration::from_millis(50), t0, &ends, move || {
+                never_back(d.clone())
+            });
+            tokio::time::sleep(Duration::from_secs(10)).await;
+            let ends = ends.borrow();
+            assert_eq!(ends.len(), 20);
+            // The first calls retry while the budget allows and fail with
+            // the refusal, within half a second; the held ones end at their
+            // deadline (within the timer's slack), with the deadline's error:
+            // their last outcome was dropped before they slept.
+            let held: Vec<_> = ends
+                .iter()
+                .filter(|(out, _)| *out == Err(DbError::TimedOut))
+                .collect();
+            assert!(held.len() >= 15, "{ends:?}");
+            for (i, (out, end)) in ends.iter().enumerate() {
+                let start = Duration::from_millis(50) * i as u32;
+                let took = end.saturating_sub(start);
+                match out {
+                    Err(DbError::TimedOut) => assert!(
+                        took <= Duration::from_secs(3) && took >= Duration::from_millis(2990),
+                        "call {i}: {took:?}"
+                    ),
+                    Err(DbError::Refused) => assert!(took < Duration::from_secs(1), "call {i}"),
+                    Ok(_) => panic!("the dependency never answered"),
+                }
+            }
+            // Held, nothing more was sent: the first attempts and the
+            // retries the budget allowed (fewer than half its tokens, and
+            // the refill's hundredth of a token per 100 ms).
+            assert!(db.sent.get() <= 20 + 5, "{} sent", db.sent.get());
+        })
+        .await;
+}
+
+/// A budget that does not ride refusals out: each call gives up when it
+/// refuses the retry, as for any failure.
+static FAIL_FAST: TokenBudget = TokenBudget::standard().ride_out(Duration::ZERO);
+
+#[retry(deadline = 3s, budget = FAIL_FAST)]
+async fn fail_fast(db: Rc<Db>) -> Result<u32, DbError> {
+    db.query()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_budget_that_does_not_ride_out_gives_up_at_once() {
+    let db = Db::down_for(Duration::from_secs(60));
+    let t0 = Instant::now();
+    for _ in 0..20 {
+        assert_eq!(fail_fast(db.clone()).await, Err(DbError::Refused));
+    }
+    assert!(db.sent.get() <= 20 + 5, "{} sent", db.sent.get());
+    assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
+}
+
+#[retry(deadline = 60s)]
+async fn long_deadline(db: Rc<Db>) -> Result<u32, DbError> {
+    db.query()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dependency_refusing_longer_than_the_ride_out_is_down_and_calls_fail_fast() {
+    let local = tokio::task::LocalSet::new();
+    local
+        .run_until(async {
+            let t0 = Instant::now();
+            let db = Db::down_for(Duration::from_secs(600));
+            let ends: Ends = Rc::default();
+            let d = db.clone();
+            // A call every 500 ms for 20 s, each willing to wait a minute.
+            spawn_calls(40, Duration::from_millis(500), t0, &ends, move || {
+                long_deadline(d.clone())
+            });
+            tokio::time::sleep(Duration::from_secs(90)).await;
+            let ends = ends.borrow();
+            assert_eq!(ends.len(), 40);
+            for (i, (out, end)) in ends.iter().enumerate() {
+                let start = Duration::from_millis(500) * i as u32;
+                let took = end.saturating_sub(start);
+                // Held at most until the budget has refused for 10 s (the
+                // standard ride-out), then given up; later calls at once.
+                assert!(
+                    took <= Duration::from_millis(10_600),
+                    "call {i}: {took:?} {out:?}"
+                );
+                if start >= Duration::from_secs(11) {
+                    assert!(took < Duration::from_secs(1), "call {i}: {took:?}");
+                }
+            }
+        })
+        .await;
+}
+
+#[derive(Debug, PartialEq)]
+struct NoElapsed;
+
+impl Classify for NoElapsed {
+    fn classify(&self) -> Verdict {
+        Verdict::Refused
+    }
+}
+
+#[retry(deadline = 3s)]
+async fn cannot_hold(sent: &Cell<u32>) -> Result<(), NoElapsed> {
+    sent.set(sent.get() + 1);
+    Err(NoElapsed)
+}
+
+/// An async function whose error cannot hold an `Elapsed` would have
+/// nothing to return at its deadline (its last outcome is dropped before
+/// it sleeps): it gives up when the budget refuses its retry, as before.
+#[tokio::test(start_paused = true)]
+async fn an_async_function_whose_error_cannot_hold_an_elapsed_gives_up_at_once() {
+    let sent = Cell::new(0);
+    let t0 = Instant::now();
+    for _ in 0..20 {
+        assert_eq!(cannot_hold(&sent).await, Err(NoElapsed));
+    }
+    assert!(sent.get() <= 20 + 5, "{} sent", sent.get());
+    assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
+}
+
+#[retry(deadline = 3s)]
+fn sync_query(sent: &Cell<u32>) -> Result<u32, std::io::Error> {
+    sent.set(sent.get() + 1);
+    Err(std::io::ErrorKind::ConnectionRefused.into())
+}
+
+/// A sync call keeps its outcome through the wait: held to its deadline,
+/// it returns the refusal it last saw.
+#[test]
+fn a_held_sync_call_returns_its_last_error_at_its_deadline() {
+    let vt = backstop::testing::VirtualTime::start();
+    let sent = Cell::new(0);
+    // Drain the budget: the first calls spend the retries it allows.
+    for _ in 0..3 {
+        let _ = sync_query(&sent);
+    }
+    let before = (sent.get(), vt.elapsed());
+    let err = sync_query(&sent).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::ConnectionRefused);
+    assert_eq!(sent.get(), before.0 + 1, "held: nothing more sent");
+    let took = vt.elapsed() - before.1;
+    assert!(
+        took <= Duration::from_secs(3) && took >= Duration::from_millis(2990),
+        "{took:?}"
+    );
+}
