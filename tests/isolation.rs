@@ -192,12 +192,13 @@ fn sync_sleeps_are_recorded_too_and_recorders_nest() {
 
 static PG: backstop::limit::TokenBudget = backstop::limit::TokenBudget::new(4, 0.1);
 
-/// Always fails transiently, on the named throttle: 4 tokens, so a fresh
-/// one grants one retry (3 left, above 2) and refuses the next.
+/// Always fails transiently (unreachable: a refusal would hold once the
+/// budget refuses), on the named throttle: 4 tokens, so a fresh one grants
+/// one retry (3 left, above 2) and refuses the next.
 #[retry(attempts = 5, base = 10ms, budget = PG)]
 fn on_named_token_budget(attempts: &mut u32) -> Result<(), Error> {
     *attempts += 1;
-    Err(ErrorKind::ConnectionRefused.into())
+    Err(ErrorKind::HostUnreachable.into())
 }
 
 #[test]

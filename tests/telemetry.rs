@@ -154,14 +154,14 @@ fn a_span_per_call_and_an_event_per_retry_and_give_up() {
             ("function", "telemetry::fetch_user"),
             ("attempt", "1"),
             ("delay_ms", "100.0"),
-            ("verdict", "Retry"),
+            ("verdict", "Refused"),
         ]),
         fields(&[
             ("message", "retrying"),
             ("function", "telemetry::fetch_user"),
             ("attempt", "2"),
             ("delay_ms", "200.0"),
-            ("verdict", "Retry"),
+            ("verdict", "Refused"),
         ]),
         fields(&[
             ("message", "giving up"),

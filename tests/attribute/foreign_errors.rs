@@ -50,7 +50,7 @@ impl Error for Fetch {
 #[test]
 fn the_source_chain_is_walked() {
     let wrapped: BoxError = Box::new(Fetch(ErrorKind::ConnectionRefused.into()));
-    assert_eq!(wrapped.classify(), Verdict::Retry);
+    assert_eq!(wrapped.classify(), Verdict::Refused);
     let timed_out: BoxError = Box::new(Fetch(ErrorKind::TimedOut.into()));
     assert_eq!(timed_out.classify(), Verdict::RetryIfIdempotent);
     // The walk is a function, for `when =` on errors of one's own.
@@ -82,7 +82,7 @@ async fn a_tokio_timeout_is_ambiguous() {
 fn an_anyhow_error_is_classified_by_its_chain() {
     let error = anyhow::Error::new(io::Error::from(ErrorKind::ConnectionRefused))
         .context("loading the user");
-    assert_eq!(error.classify(), Verdict::Retry);
+    assert_eq!(error.classify(), Verdict::Refused);
     assert_eq!(anyhow::anyhow!("invalid").classify(), Verdict::Stop);
 }
 
@@ -109,7 +109,7 @@ fn two_layers_of_context_around_a_refused_connection_are_retried() {
         "loading the user",
         Box::new(Context("calling the users service", refused)),
     ));
-    assert_eq!(wrapped.classify(), Verdict::Retry);
+    assert_eq!(wrapped.classify(), Verdict::Refused);
     let parse: BoxError = Box::new("x".parse::<u32>().unwrap_err());
     let wrapped: BoxError = Box::new(Context(
         "loading the user",
@@ -127,7 +127,7 @@ fn anyhow_with_two_layers_of_context() {
         .context("calling the users service")
         .context("loading the user")
         .unwrap_err();
-    assert_eq!(error.classify(), Verdict::Retry);
+    assert_eq!(error.classify(), Verdict::Refused);
     let parse = "x"
         .parse::<u32>()
         .context("reading the id")

@@ -47,7 +47,7 @@ async fn reqwest_errors_are_classified() {
     let url = format!("http://{}/", closed.local_addr().unwrap());
     drop(closed);
     let refused = reqwest::get(&url).await.unwrap_err();
-    assert_eq!(refused.classify(), Verdict::Retry, "{refused:?}");
+    assert_eq!(refused.classify(), Verdict::Refused, "{refused:?}");
     // A server that never answers: the request may have been served.
     let silent = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/", silent.local_addr().unwrap());

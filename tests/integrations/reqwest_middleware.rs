@@ -233,10 +233,11 @@ async fn an_open_breaker_turns_calls_away_as_a_middleware_error() {
 
 static SHARED: TokenBudget = TokenBudget::standard();
 
+// (Unreachable: a refused connection would hold once the budget refuses.)
 #[retry(budget = SHARED, base = 1ms, attempts = 5)]
 async fn shares_the_token_budget(calls: &Mutex<u32>) -> Result<(), std::io::Error> {
     *calls.lock().unwrap() += 1;
-    Err(std::io::ErrorKind::ConnectionRefused.into())
+    Err(std::io::ErrorKind::HostUnreachable.into())
 }
 
 #[tokio::test]
@@ -437,7 +438,10 @@ async fn rescued_of_twenty(client: &ClientWithMiddleware) -> usize {
     rescued
 }
 
-#[tokio::test]
+// In paused time: once its token budget refuses, a call to the host that
+// is down holds (its connections are refused) until the budget has refused
+// for its ride-out, 10 s.
+#[tokio::test(start_paused = true)]
 async fn a_host_that_is_down_drains_its_own_token_budget_and_no_other_hosts() {
     // The healthy host alone, through a client of its own.
     let alone = rescued_of_twenty(&client(RetryMiddleware::new(&quick()))).await;

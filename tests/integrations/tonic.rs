@@ -376,7 +376,7 @@ async fn a_connection_never_made_is_retried_and_one_reset_after_the_request_only
     drop(closed);
     let refused = say_lazy(addr).await;
     assert_eq!(refused.code(), Code::Unavailable, "{refused:?}");
-    assert_eq!(refused.classify(), Verdict::Retry, "{refused:?}");
+    assert_eq!(refused.classify(), Verdict::Refused, "{refused:?}");
     // A server that reads the request, then resets the connection: it may
     // have acted on it.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -402,7 +402,7 @@ fn unavailable_from_the_server_is_retried_and_from_a_transport_failure_follows_t
         status.set_source(Arc::new(Error::from(kind)));
         status.classify()
     };
-    assert_eq!(with_source(ErrorKind::ConnectionRefused), Verdict::Retry);
+    assert_eq!(with_source(ErrorKind::ConnectionRefused), Verdict::Refused);
     assert_eq!(
         with_source(ErrorKind::ConnectionReset),
         Verdict::RetryIfIdempotent

@@ -25,13 +25,22 @@ pub enum Verdict {
     /// Refused before any work was done: a refused connection, a server
     /// still starting up, a pooled connection found closed before the
     /// request was sent. Retried as [`Retry`](Self::Retry) is, with one
-    /// difference: when the token budget refuses its retry (the failure is
+    /// difference: when the token budget refuses its retry (failure is
     /// systemic), a call with a deadline *holds* instead of giving up. It
-    /// sends nothing while it waits and retries once the budget sees the
-    /// dependency answer again, no more than the budget's `max_tokens`
-    /// held calls at once, and gives up at its deadline if the dependency
-    /// is still refusing. (That is how a dependency that restarts is
-    /// ridden out without feeding a storm.)
+    /// sends nothing while it waits, and retries once the dependency has
+    /// answered again (another caller's first attempt succeeded), one
+    /// held call at a time per budget, each when the last one's attempt
+    /// has ended. It gives up at its deadline, or once the dependency has
+    /// refused for the budget's
+    /// [`ride_out`](crate::limit::TokenBudget::ride_out) (10 s by default:
+    /// refusing longer, it is down, not restarting). Held to the end, a
+    /// loop that keeps its outcome (a sync call, the tower layer, the
+    /// reqwest middleware) returns its last error; one that dropped it
+    /// before sleeping returns an [`Elapsed`] through `E: From<Elapsed>`
+    /// (an async `#[retry]` function whose error type has it; `call_async`
+    /// with an attempt timeout), and one that could do neither does not
+    /// hold. That is how a restarting dependency is ridden out without
+    /// feeding a storm.
     Refused,
     /// The server said when to come back (`Retry-After`). The wait is
     /// honoured, spread upward by up to 20%, never shortened.

@@ -179,7 +179,9 @@ fn peek_finds_a_keys_own_limiter_and_adds_no_key() {
 fn keys_that_find_no_place_in_the_default_table_draw_on_their_call_sites_own_budget() {
     use backstop_runtime::{Policy, Retry};
     let _vt = backstop_runtime::testing::VirtualTime::start();
-    let refused = || std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+    // (Unreachable, not refused: a refusal would hold once a budget
+    // refuses its retry.)
+    let refused = || std::io::Error::from(std::io::ErrorKind::HostUnreachable);
     // One call site fails once for each of 20,000 users: every place of
     // the process-wide table of default budgets is held by a key with a
     // token spent.

@@ -55,9 +55,13 @@ async fn a_deadpool_checkout_that_timed_out_is_retried_and_the_backends_error_is
         matches!(refused, deadpool_postgres::PoolError::Backend(_)),
         "{refused:?}"
     );
-    assert_eq!(refused.classify(), Verdict::Retry, "{refused:?}");
+    assert_eq!(refused.classify(), Verdict::Refused, "{refused:?}");
     let boxed: BoxError = refused.into();
-    assert_eq!(boxed.classify(), Verdict::Retry, "through a Box<dyn Error>");
+    assert_eq!(
+        boxed.classify(),
+        Verdict::Refused,
+        "through a Box<dyn Error>"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -148,9 +148,13 @@ fn the_servers_errors_are_classified_by_sqlstate_and_by_how_the_connection_faile
     let Err(refused) = postgres::Client::connect(&config, postgres::NoTls) else {
         panic!("connected to a stopped server");
     };
-    assert_eq!(refused.classify(), Verdict::Retry, "{refused:?}");
+    assert_eq!(refused.classify(), Verdict::Refused, "{refused:?}");
     let boxed: BoxError = refused.into();
-    assert_eq!(boxed.classify(), Verdict::Retry, "through a Box<dyn Error>");
+    assert_eq!(
+        boxed.classify(),
+        Verdict::Refused,
+        "through a Box<dyn Error>"
+    );
     let starting = std::thread::spawn({
         let config = config.clone();
         move || count_blocking(&config)

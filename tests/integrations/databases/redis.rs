@@ -177,7 +177,6 @@ fn a_cluster_in_motion_is_retried() {
         ServerErrorKind::TryAgain,
         ServerErrorKind::Moved,
         ServerErrorKind::Ask,
-        ServerErrorKind::BusyLoading,
         ServerErrorKind::ClusterDown,
         ServerErrorKind::MasterDown,
         ServerErrorKind::ReadOnly,
@@ -185,6 +184,9 @@ fn a_cluster_in_motion_is_retried() {
         let error = RedisError::from((ErrorKind::Server(kind), "in motion"));
         assert_eq!(error.classify(), Verdict::Retry, "{kind:?}");
     }
+    // Restarted, loading its data: refused before any work.
+    let loading = RedisError::from((ErrorKind::Server(ServerErrorKind::BusyLoading), "loading"));
+    assert_eq!(loading.classify(), Verdict::Refused);
     for kind in [
         ServerErrorKind::NoScript,
         ServerErrorKind::ExecAbort,
