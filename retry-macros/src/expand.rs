@@ -110,19 +110,21 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
             format_ident!("__backstop_reason", span = m),
         );
         let error = error_type_tokens(&ret, &rt, Span::call_site());
+        // Asked where it is needed (a constant once inlined), never kept
+        // across an `.await`: the future does not grow by it.
+        let elapsed_into = quote! {{
+            #[allow(unused_imports)]
+            use #rt::{ViaFrom as _, ViaNothing as _};
+            (&#rt::ElapsedInto::<#error>::new()).elapsed_into()
+        }};
         quote! {
             #prologue
             #round
-            let #into = {
-                #[allow(unused_imports)]
-                use #rt::{ViaFrom as _, ViaNothing as _};
-                (&#rt::ElapsedInto::<#error>::new()).elapsed_into()
-            };
             loop {
                 let #delay = {
                     #attempt
                     match #rt::Call::decided_holding(
-                        &mut #state, #view, #verdict, #on_retry, #on_give_up, #into.is_some(),
+                        &mut #state, #view, #verdict, #on_retry, #on_give_up, #elapsed_into.is_some(),
                     ) {
                         ::core::option::Option::Some(#delay) => #delay,
                         ::core::option::Option::None => return #outcome,
@@ -130,10 +132,17 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
                 };
                 #rt::sleep_async(#delay).await;
                 while let ::core::option::Option::Some(#held) = #rt::Call::held(&mut #state) {
-                    match (#held, #into) {
-                        (::core::result::Result::Ok(#delay), _) => #rt::sleep_async(#delay).await,
-                        (::core::result::Result::Err(#reason), ::core::option::Option::Some(#into)) => {
-                            let #outcome: #ret = ::core::result::Result::Err(#into());
+                    let #delay = match #held {
+                        ::core::result::Result::Ok(#delay) => #delay,
+                        ::core::result::Result::Err(#reason) => {
+                            let #outcome: #ret = match #elapsed_into {
+                                ::core::option::Option::Some(#into) => {
+                                    ::core::result::Result::Err(#into())
+                                }
+                                ::core::option::Option::None => ::core::unreachable!(
+                                    "a call is held only when it can give up"
+                                ),
+                            };
                             #rt::AttemptState::gave_up_with(
                                 #rt::Call::state(&mut #state),
                                 #view,
@@ -142,10 +151,8 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
                             );
                             return #outcome;
                         }
-                        (::core::result::Result::Err(_), ::core::option::Option::None) => {
-                            ::core::unreachable!("a call is held only when it can give up")
-                        }
-                    }
+                    };
+                    #rt::sleep_async(#delay).await;
                 }
                 // The outcome is gone (dropped before the sleep): a breaker
                 // that opened meanwhile makes the rejection the error.

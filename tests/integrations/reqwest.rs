@@ -71,7 +71,7 @@ async fn reqwest_errors_are_classified() {
     assert_eq!(bad.classify(), Verdict::Stop);
     // Through a boxed error's source chain too.
     let boxed: Box<dyn std::error::Error + Send + Sync> = Box::new(refused);
-    assert_eq!(boxed.classify(), Verdict::Retry);
+    assert_eq!(boxed.classify(), Verdict::Refused);
     drop(silent);
 }
 

@@ -83,6 +83,21 @@ const fn later(a: u64, b: u64) -> u64 {
 /// retries are refused while 4% of attempts fail or fewer, about 10% at
 /// 7%.
 ///
+/// **A restart.** A failure classified [`Verdict::Refused`](crate::Verdict::Refused)
+/// (refused before any work: a refused connection, a server starting up)
+/// whose retry the bucket refuses does not give up when its call has a
+/// deadline: the call holds, sending nothing, until the dependency
+/// answers again (any caller's first attempt, never held back, succeeds);
+/// then held calls retry one at a time, each when the last one's attempt
+/// has ended, and a released call refused again sends the others back to
+/// waiting for another answer. A held call gives up at its deadline, or
+/// once the bucket has refused retries for [`ride_out`](Self::ride_out)
+/// (10 s by default), after which refused calls give up at once again
+/// until the dependency answers. So through a refusing outage the budget
+/// sends no more than without holds (first attempts, and the retries the
+/// bound above allows); after it, at most one request more at a time than
+/// the dependency's other callers send.
+///
 /// It is one atomic word: a call that succeeds with the bucket full reads
 /// it and writes nothing; every other change is one compare-and-swap, so
 /// racing callers never lose an update.
@@ -508,30 +523,6 @@ impl TokenBudget {
                 Err(actual) => current = actual,
             }
         }
-    }
-}
-
-/// A held call's place as the one released
-/// ([`TokenBudget::may_release`]): given back when its retry is decided
-/// ([`Released::ended`]), or when the call is dropped before.
-pub(crate) struct Released<'a>(&'a TokenBudget);
-
-impl<'a> Released<'a> {
-    /// The place, taken on `budget`.
-    pub(crate) fn taken(budget: &'a TokenBudget) -> Self {
-        Self(budget)
-    }
-
-    /// The released call's retry came to `answered` (or not).
-    pub(crate) fn ended(self, answered: bool) {
-        self.0.release_ended(!answered);
-        std::mem::forget(self);
-    }
-}
-
-impl Drop for Released<'_> {
-    fn drop(&mut self) {
-        self.0.release_ended(false);
     }
 }
 

@@ -149,12 +149,33 @@ pub struct AttemptState<'a, C, P = &'a Policy> {
     /// The loop can hold a refused call: it kept the outcome, or can give
     /// an `Elapsed` error in its place.
     may_hold: bool,
+    /// Whether the call is held after a refusal, or was released from it.
+    hold: Hold,
+}
+
+/// Where a call is with holding after a refusal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Hold {
+    /// Not held.
+    No,
     /// The token budget refused the retry of a refusal: the call waits
     /// ([`held`](AttemptState::held)).
-    held: bool,
-    /// Released from holding: a place among the budget's released calls,
-    /// until the retry is decided.
-    released: Option<crate::limit::token::Released<'a>>,
+    Held,
+    /// Released: the token budget's one place for a released call is
+    /// this call's until its retry is decided (or the call is dropped).
+    Released,
+}
+
+impl<C, P> Drop for AttemptState<'_, C, P> {
+    #[inline]
+    fn drop(&mut self) {
+        // Dropped with its released retry still out: its place is free.
+        if self.hold == Hold::Released
+            && let Some(BudgetRef::Token(budget)) = self.budget
+        {
+            budget.release_ended(false);
+        }
+    }
 }
 
 impl<'a, C: Clock> AttemptState<'a, C> {
@@ -223,8 +244,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
             replayable: true,
             hedges: 0,
             may_hold: true,
-            held: false,
-            released: None,
+            hold: Hold::No,
         }
     }
 
@@ -854,10 +874,12 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
         self.record_call();
         // A released call's retry is over: its place goes to another (after
         // a new answer, if this one failed).
-        if let Some(released) = self.released.take() {
-            released.ended(attempted.answered());
+        if self.hold == Hold::Released
+            && let Some(BudgetRef::Token(budget)) = self.budget
+        {
+            budget.release_ended(!attempted.answered());
         }
-        self.held = false;
+        self.hold = Hold::No;
         if let Some(permit) = self.permit.take() {
             permit.record(attempted, self.clock.now());
         }
@@ -965,7 +987,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
                 && let Some(BudgetRef::Token(budget)) = self.budget
                 && budget.rides_out(now)
             {
-                self.held = true;
+                self.hold = Hold::Held;
                 return Decision::Retry(delay);
             }
             return Decision::GiveUp(GiveUp::Budget);
@@ -1006,11 +1028,11 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     /// assert_eq!(state.held(), None, "released: the retry goes");
     /// ```
     pub fn held(&mut self) -> Option<Result<Duration, GiveUp>> {
-        if !self.held {
+        if self.hold != Hold::Held {
             return None;
         }
         let (Some(BudgetRef::Token(budget)), Some(deadline)) = (self.budget, self.deadline) else {
-            self.held = false;
+            self.hold = Hold::No;
             return None;
         };
         let now = self.clock.now();
@@ -1021,13 +1043,12 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
         // The deadline came, or the dependency has refused too long to be
         // restarting.
         if left <= Duration::from_nanos(1) || !budget.rides_out(now) {
-            self.held = false;
+            self.hold = Hold::No;
             self.gave_up(GiveUp::Budget);
             return Some(Err(GiveUp::Budget));
         }
         if budget.may_release(now) {
-            self.held = false;
-            self.released = Some(crate::limit::token::Released::taken(budget));
+            self.hold = Hold::Released;
             return None;
         }
         // Held calls look again about every base delay, spread so that
