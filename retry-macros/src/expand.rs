@@ -97,26 +97,7 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
         // the sleep (a retried response releases its connection at once) and
         // is never held across an `.await` of the loop, so the future is
         // `Send` whenever the plain function's would be.
-        //
-        // A call held after a refusal (the budget refused its retry) sleeps
-        // on until it is released; if its deadline comes first, its error is
-        // an `Elapsed`, which only an error type that can hold one allows
-        // (autoref specialization on the concrete type, as for a policy's
-        // attempt timeout): without it, such a call gives up at once.
-        let m = Span::mixed_site();
-        let (into, held, reason) = (
-            format_ident!("__backstop_into", span = m),
-            format_ident!("__backstop_held", span = m),
-            format_ident!("__backstop_reason", span = m),
-        );
-        let error = error_type_tokens(&ret, &rt, Span::call_site());
-        // Asked where it is needed (a constant once inlined), never kept
-        // across an `.await`: the future does not grow by it.
-        let elapsed_into = quote! {{
-            #[allow(unused_imports)]
-            use #rt::{ViaFrom as _, ViaNothing as _};
-            (&#rt::ElapsedInto::<#error>::new()).elapsed_into()
-        }};
+        let (may_hold, hold) = held_wait(&rt, &n, &ret, &view, &on_give_up);
         quote! {
             #prologue
             #round
@@ -124,36 +105,14 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
                 let #delay = {
                     #attempt
                     match #rt::Call::decided_holding(
-                        &mut #state, #view, #verdict, #on_retry, #on_give_up, #elapsed_into.is_some(),
+                        &mut #state, #view, #verdict, #on_retry, #on_give_up, #may_hold,
                     ) {
                         ::core::option::Option::Some(#delay) => #delay,
                         ::core::option::Option::None => return #outcome,
                     }
                 };
                 #rt::sleep_async(#delay).await;
-                while let ::core::option::Option::Some(#held) = #rt::Call::held(&mut #state) {
-                    let #delay = match #held {
-                        ::core::result::Result::Ok(#delay) => #delay,
-                        ::core::result::Result::Err(#reason) => {
-                            let #outcome: #ret = match #elapsed_into {
-                                ::core::option::Option::Some(#into) => {
-                                    ::core::result::Result::Err(#into())
-                                }
-                                ::core::option::Option::None => ::core::unreachable!(
-                                    "a call is held only when it can give up"
-                                ),
-                            };
-                            #rt::AttemptState::gave_up_with(
-                                #rt::Call::state(&mut #state),
-                                #view,
-                                #reason,
-                                #on_give_up,
-                            );
-                            return #outcome;
-                        }
-                    };
-                    #rt::sleep_async(#delay).await;
-                }
+                #hold
                 // The outcome is gone (dropped before the sleep): a breaker
                 // that opened meanwhile makes the rejection the error.
                 #admit_after_sleep
@@ -183,6 +142,67 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
         }
     };
     with_body(func, &sig, Some(block.brace_token), body)
+}
+
+/// An async loop's wait while its call is held after a refusal (the
+/// budget refused its retry): it sleeps on until the call is released; if
+/// the deadline comes first, the call's error is an `Elapsed`, which only
+/// an error type that can hold one allows (autoref specialization on the
+/// concrete type, as for a policy's attempt timeout): without it, the
+/// call is never held and gives up at once. Whether it may hold (a
+/// constant once inlined, asked where it is needed and never kept across
+/// an `.await`: the future does not grow by it), and the wait.
+fn held_wait(
+    rt: &TokenStream,
+    n: &Names,
+    ret: &Type,
+    view: &TokenStream,
+    on_give_up: &TokenStream,
+) -> (TokenStream, TokenStream) {
+    let Names {
+        state,
+        outcome,
+        delay,
+        ..
+    } = n;
+    let m = Span::mixed_site();
+    let (into, held, reason) = (
+        format_ident!("__backstop_into", span = m),
+        format_ident!("__backstop_held", span = m),
+        format_ident!("__backstop_reason", span = m),
+    );
+    let error = error_type_tokens(ret, rt, Span::call_site());
+    let elapsed_into = quote! {{
+        #[allow(unused_imports)]
+        use #rt::{ViaFrom as _, ViaNothing as _};
+        (&#rt::ElapsedInto::<#error>::new()).elapsed_into()
+    }};
+    let wait = quote! {
+        while let ::core::option::Option::Some(#held) = #rt::Call::held(&mut #state) {
+            let #delay = match #held {
+                ::core::result::Result::Ok(#delay) => #delay,
+                ::core::result::Result::Err(#reason) => {
+                    let #outcome: #ret = match #elapsed_into {
+                        ::core::option::Option::Some(#into) => {
+                            ::core::result::Result::Err(#into())
+                        }
+                        ::core::option::Option::None => ::core::unreachable!(
+                            "a call is held only when it can give up"
+                        ),
+                    };
+                    #rt::AttemptState::gave_up_with(
+                        #rt::Call::state(&mut #state),
+                        #view,
+                        #reason,
+                        #on_give_up,
+                    );
+                    return #outcome;
+                }
+            };
+            #rt::sleep_async(#delay).await;
+        }
+    };
+    (quote!(#elapsed_into.is_some()), wait)
 }
 
 /// The call's state. Without a gate before every attempt, the state

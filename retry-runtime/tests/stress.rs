@@ -469,3 +469,61 @@ fn a_hammered_ratio_breaker_opens_only_above_its_ratio() {
     assert_eq!(run(0, 3), BreakerState::Closed, "15% failed");
     assert_ne!(run(2, 9), BreakerState::Closed, "55% failed");
 }
+
+/// Held calls (refused, the budget refusing their retries) on two threads
+/// race for release while the dependency answers now and then: never two
+/// released at once, and every release is followed by the next one only
+/// after the released call's retry was decided.
+#[test]
+fn hammered_held_calls_are_released_one_at_a_time() {
+    use backstop_runtime::Policy;
+    use backstop_runtime::macro_support::{AttemptState, Attempted, Decision};
+    use backstop_runtime::time::SystemClock;
+    // A tiny ratio: answers reopen the gate, never the bucket; a ride-out
+    // longer than the test.
+    static BUDGET: TokenBudget = TokenBudget::new(4, 0.001).ride_out(Duration::from_secs(3600));
+    static OUT: AtomicUsize = AtomicUsize::new(0);
+    static RELEASED: AtomicUsize = AtomicUsize::new(0);
+    let policy: &'static Policy = Box::leak(Box::new(
+        Policy::new()
+            .attempts(u32::MAX)
+            .deadline(Some(Duration::from_secs(3600))),
+    ));
+    let rounds = OPS / 20;
+    on_threads(move |_, meet| {
+        for round in 0..rounds {
+            if round % LOCKSTEP == 0 {
+                meet.wait();
+            }
+            let mut state = AttemptState::new(policy, SystemClock).budget(Some(&BUDGET));
+            // Refused until the budget holds the call.
+            loop {
+                match state.decide(Attempted::Failed(Verdict::Refused)) {
+                    Decision::Retry(_) if state.held().is_some() => break,
+                    Decision::Retry(_) => {}
+                    other => panic!("{other:?}"),
+                }
+            }
+            BUDGET.answered(Instant::now());
+            loop {
+                match state.held() {
+                    None => {
+                        assert_eq!(
+                            OUT.fetch_add(1, Ordering::AcqRel),
+                            0,
+                            "two released at once"
+                        );
+                        RELEASED.fetch_add(1, Ordering::Relaxed);
+                        OUT.fetch_sub(1, Ordering::AcqRel);
+                        // Refused again: the gate closes until an answer.
+                        let _ = state.decide(Attempted::Failed(Verdict::Refused));
+                        break;
+                    }
+                    Some(Ok(_)) => BUDGET.answered(Instant::now()),
+                    Some(Err(reason)) => panic!("{reason:?}"),
+                }
+            }
+        }
+    });
+    assert_eq!(RELEASED.load(Ordering::Relaxed), THREADS * rounds);
+}

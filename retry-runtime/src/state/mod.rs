@@ -146,10 +146,8 @@ pub struct AttemptState<'a, C, P = &'a Policy> {
     replayable: bool,
     /// Hedges sent so far.
     hedges: u32,
-    /// The loop can hold a refused call: it kept the outcome, or can give
-    /// an `Elapsed` error in its place.
-    may_hold: bool,
-    /// Whether the call is held after a refusal, or was released from it.
+    /// Whether the call is held after a refusal, or was released from it,
+    /// or cannot be held.
     hold: Hold,
 }
 
@@ -158,6 +156,9 @@ pub struct AttemptState<'a, C, P = &'a Policy> {
 enum Hold {
     /// Not held.
     No,
+    /// Never held: the loop could not give up with anything to return
+    /// (it kept no outcome, and cannot give an `Elapsed` error instead).
+    Never,
     /// The token budget refused the retry of a refusal: the call waits
     /// ([`held`](AttemptState::held)).
     Held,
@@ -243,7 +244,6 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
             permit: None,
             replayable: true,
             hedges: 0,
-            may_hold: true,
             hold: Hold::No,
         }
     }
@@ -879,7 +879,9 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
         {
             budget.release_ended(!attempted.answered());
         }
-        self.hold = Hold::No;
+        if self.hold != Hold::Never {
+            self.hold = Hold::No;
+        }
         if let Some(permit) = self.permit.take() {
             permit.record(attempted, self.clock.now());
         }
@@ -982,7 +984,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
             // holds (sends nothing) until the budget sees answers again.
             // The first wait is the delay a retry would have slept.
             if verdict == Verdict::Refused
-                && self.may_hold
+                && self.hold != Hold::Never
                 && left.is_some()
                 && let Some(BudgetRef::Token(budget)) = self.budget
                 && budget.rides_out(now)
@@ -1000,7 +1002,11 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     /// outcome, or can give an `Elapsed` error in its place, can give up
     /// at the deadline with something to return. `true` unless told.
     pub fn set_may_hold(&mut self, may_hold: bool) {
-        self.may_hold = may_hold;
+        match (may_hold, self.hold) {
+            (false, Hold::No) => self.hold = Hold::Never,
+            (true, Hold::Never) => self.hold = Hold::No,
+            _ => {}
+        }
     }
 
     /// After the sleep of a retry: is the call held, waiting for the token
@@ -1056,7 +1062,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
         let draw = self.rng.get_or_insert_with(Rng::new).next_f64();
         let wait = backoff::scale(self.policy.get().base, 0.5 + draw)
             .max(Duration::from_millis(1))
-            .min(left - Duration::from_nanos(1));
+            .min(left.saturating_sub(Duration::from_nanos(1)));
         Some(Ok(wait))
     }
 }

@@ -49,7 +49,6 @@ pub(crate) mod timer;
 pub(crate) mod units;
 pub(crate) mod virtual_time;
 
-#[cfg(feature = "tokio")]
 /// Sleeps the thread for a sync loop's `delay`: in virtual time if
 /// installed on this thread, else for real.
 pub(crate) fn sleep_thread(delay: std::time::Duration) {
@@ -59,6 +58,7 @@ pub(crate) fn sleep_thread(delay: std::time::Duration) {
     }
 }
 
+#[cfg(feature = "tokio")]
 pub use clock::TokioClock;
 pub use clock::{Clock, SystemClock};
 pub use timer::{RuntimeClock, Timer, set_timer};
