@@ -1095,3 +1095,49 @@ fn a_breaker_tells_its_changes_in_tracing_and_counts_itself_open_in_a_gauge() {
     .map(|(m, f, t, r)| (m.to_owned(), f.to_owned(), t.to_owned(), r.to_owned()));
     assert_eq!(told, want);
 }
+
+/// Two tokens: the first failure leaves one, not above half, so a refusal
+/// holds at once.
+static HELD: backstop::limit::TokenBudget = backstop::limit::TokenBudget::new(2, 1.0);
+
+#[retry(deadline = 1s, jitter = none, budget = HELD)]
+fn held_to_the_deadline() -> Result<(), Error> {
+    Err(ErrorKind::ConnectionRefused.into())
+}
+
+#[test]
+fn a_held_call_is_told_holding_and_counted_held_not_retried() {
+    let _serial = serial();
+    let recorder = Recorder::default();
+    let capture = metrics::with_local_recorder(&recorder, || {
+        captured(|| {
+            let _ = held_to_the_deadline();
+        })
+    });
+    let events = capture.events.lock().unwrap();
+    let messages: Vec<_> = events
+        .iter()
+        .map(|(_, fields)| fields.get("message").cloned().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        messages,
+        ["holding until the dependency answers", "giving up"],
+        "{events:?}"
+    );
+    assert_eq!(
+        events[1].1.get("reason").map(String::as_str),
+        Some("budget")
+    );
+    let counters = counters(&recorder);
+    let f = "function=telemetry::held_to_the_deadline";
+    assert_eq!(
+        counters.get(&format!("backstop_held_total{{{f}}}")),
+        Some(&1),
+        "{counters:?}"
+    );
+    assert_eq!(
+        counters.get(&format!("backstop_retries_total{{{f}}}")),
+        None,
+        "{counters:?}"
+    );
+}

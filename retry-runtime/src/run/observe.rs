@@ -207,6 +207,43 @@ impl Observe {
         }
     }
 
+    /// After attempt `attempts` (a refusal), the call holds: the token
+    /// budget refused its retry, and it waits for the dependency to answer
+    /// again. An INFO event, and `backstop_held_total`; the retry itself
+    /// is counted when the call is [released](Self::released).
+    pub(crate) fn held(&mut self, attempts: u32) {
+        self.attempts = attempts;
+        #[cfg(feature = "tracing")]
+        tracing::info!(
+            parent: &self.span,
+            function = self.name,
+            attempt = attempts,
+            "holding until the dependency answers"
+        );
+        #[cfg(feature = "metrics")]
+        metrics::counter!("backstop_held_total", "function" => self.name).increment(1);
+    }
+
+    /// A held call is released: its retry goes now. An INFO event
+    /// ("retrying", as for any retry, without a delay), and
+    /// `backstop_retries_total`.
+    #[cfg_attr(
+        not(any(feature = "tracing", feature = "metrics")),
+        allow(clippy::unused_self)
+    )]
+    pub(crate) fn released(&self) {
+        #[cfg(feature = "tracing")]
+        tracing::info!(
+            parent: &self.span,
+            function = self.name,
+            attempt = self.attempts,
+            verdict = ?Verdict::Refused,
+            "retrying"
+        );
+        #[cfg(feature = "metrics")]
+        metrics::counter!("backstop_retries_total", "function" => self.name).increment(1);
+    }
+
     /// Hedge number `attempt` was sent beside the slow attempt(s): a DEBUG
     /// event, and `backstop_hedges_total`.
     #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]

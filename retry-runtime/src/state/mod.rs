@@ -837,7 +837,11 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
         self.done = self.done.saturating_add(1);
         self.last_verdict = attempted.verdict();
         let decision = self.decide_inner(attempted);
-        self.obs.decided(self.done, decision, attempted.verdict());
+        if self.hold == Hold::Held {
+            self.obs.held(self.done);
+        } else {
+            self.obs.decided(self.done, decision, attempted.verdict());
+        }
         // Giving up after retrying (or because a nested call had): tell the
         // enclosing call, if any, not to retry on top.
         if let Decision::GiveUp(reason) = decision
@@ -1055,6 +1059,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
         }
         if budget.may_release(now) {
             self.hold = Hold::Released;
+            self.obs.released();
             return None;
         }
         // Held calls look again about every base delay, spread so that

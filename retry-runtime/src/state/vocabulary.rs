@@ -39,8 +39,12 @@ pub enum Verdict {
     /// before sleeping returns an [`Elapsed`] through `E: From<Elapsed>`
     /// (an async `#[retry]` function whose error type has it; `call_async`
     /// with an attempt timeout), and one that could do neither does not
-    /// hold. That is how a restarting dependency is ridden out without
-    /// feeding a storm.
+    /// hold. `on_retry` is told when the call begins to hold (the event's
+    /// delay is its first wait), `on_give_up` with [`GiveUp::Budget`] if
+    /// it gives up; `tracing` and `metrics` tell the hold apart (an event
+    /// "holding until the dependency answers", `backstop_held_total`) and
+    /// count the retry when it goes. That is how a restarting dependency is
+    /// ridden out without feeding a storm.
     Refused,
     /// The server said when to come back (`Retry-After`). The wait is
     /// honoured, spread upward by up to 20%, never shortened.

@@ -304,3 +304,57 @@ fn failures_at_random_get_their_retries_below_the_stated_rate() {
     let at_8 = mean(0.08, &|_| {});
     assert!((0.2..0.32).contains(&at_8), "8%: {at_8}");
 }
+
+/// A call held after a refusal, on `budget`, under `policy`.
+fn held_on<'a>(
+    budget: &'a TokenBudget,
+    policy: &'a backstop_runtime::Policy,
+) -> backstop_runtime::macro_support::AttemptState<'a, backstop_runtime::time::SystemClock> {
+    use backstop_runtime::Verdict;
+    use backstop_runtime::macro_support::{AttemptState, Attempted, Decision};
+    let mut state =
+        AttemptState::new(policy, backstop_runtime::time::SystemClock).budget(Some(budget));
+    loop {
+        match state.decide(Attempted::Failed(Verdict::Refused)) {
+            Decision::Retry(_) if state.held().is_some() => return state,
+            Decision::Retry(_) => {}
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_released_call_dropped_before_its_retry_is_decided_frees_its_place() {
+    let _vt = backstop_runtime::testing::VirtualTime::start();
+    let policy = backstop_runtime::Policy::new()
+        .attempts(10)
+        .deadline(Some(Duration::from_secs(60)));
+    let budget = TokenBudget::new(4, 0.001);
+    let mut first = held_on(&budget, &policy);
+    let mut second = held_on(&budget, &policy);
+    budget.answered(Instant::now());
+    assert_eq!(first.held(), None, "released");
+    assert!(second.held().is_some(), "one at a time");
+    // The caller drops the first call (a cancelled future) mid-retry.
+    drop(first);
+    assert_eq!(second.held(), None, "the place is free again");
+}
+
+#[test]
+fn a_released_call_refused_again_sends_the_others_back_to_waiting_for_an_answer() {
+    use backstop_runtime::Verdict;
+    use backstop_runtime::macro_support::Attempted;
+    let _vt = backstop_runtime::testing::VirtualTime::start();
+    let policy = backstop_runtime::Policy::new()
+        .attempts(10)
+        .deadline(Some(Duration::from_secs(60)));
+    let budget = TokenBudget::new(4, 0.001);
+    let mut first = held_on(&budget, &policy);
+    let mut second = held_on(&budget, &policy);
+    budget.answered(Instant::now());
+    assert_eq!(first.held(), None, "released");
+    let _ = first.decide(Attempted::Failed(Verdict::Refused));
+    assert!(second.held().is_some(), "refused again: wait for an answer");
+    budget.answered(Instant::now());
+    assert_eq!(second.held(), None, "a new answer: the next goes");
+}

@@ -163,12 +163,16 @@ async fn the_servers_errors_are_classified_by_the_clients_own_predicates() {
         "{dropped:?}"
     );
     let refused = client.get_multiplexed_async_connection().await.unwrap_err();
-    assert_eq!(refused.classify(), Verdict::Retry, "{refused:?}");
+    assert_eq!(refused.classify(), Verdict::Refused, "{refused:?}");
     // Boxed, as services keep their errors, and walked by its chain.
     let wrapped = anyhow::Error::from(refused.clone()).context("loading the session");
-    assert_eq!(wrapped.classify(), Verdict::Retry, "through anyhow");
+    assert_eq!(wrapped.classify(), Verdict::Refused, "through anyhow");
     let boxed: BoxError = refused.into();
-    assert_eq!(boxed.classify(), Verdict::Retry, "through a Box<dyn Error>");
+    assert_eq!(
+        boxed.classify(),
+        Verdict::Refused,
+        "through a Box<dyn Error>"
+    );
 }
 
 #[test]
