@@ -262,7 +262,8 @@ impl TokenBudget {
     /// holds instead of giving up: it sends nothing, and retries when the
     /// budget sees the dependency answer again, one held call at a time,
     /// or gives up at its deadline. A dependency that has refused for
-    /// longer than `ride_out` is not restarting but down: the held calls
+    /// longer than `ride_out` (since the budget began refusing retries, or
+    /// since its last answer) is not restarting but down: the held calls
     /// give up, and later ones give up at once until it answers again.
     /// Kept to 100 ms ticks.
     ///
@@ -517,6 +518,11 @@ impl TokenBudget {
                     self.answers.fetch_add(1, AcqRel);
                     if tokens.saturating_sub(MILLI) > self.max / 2 {
                         self.note_refusing(false, now);
+                    } else if self.ride_out_ticks != 0 && self.refusing_since.load(Relaxed) != 0 {
+                        // Still refusing retries, but the dependency
+                        // answers: it is not down. The ride-out counts from
+                        // its last answer.
+                        self.refusing_since.store(now + 1, Release);
                     }
                     return;
                 }

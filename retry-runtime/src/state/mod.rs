@@ -1018,7 +1018,9 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     /// or no longer is (it was released: the next attempt may start, as
     /// [`may_resume`](Self::may_resume) says). `Some(Ok(wait))`: still
     /// held, sleep `wait` and ask again. `Some(Err(GiveUp::Budget))`: the
-    /// deadline came first, and the call gives up.
+    /// deadline came first, or the budget has refused retries for its
+    /// [`ride_out`](crate::limit::TokenBudget::ride_out), and the call
+    /// gives up.
     ///
     /// ```
     /// # extern crate backstop_runtime as backstop;

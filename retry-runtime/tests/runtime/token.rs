@@ -332,7 +332,9 @@ fn a_released_call_dropped_before_its_retry_is_decided_frees_its_place() {
     let budget = TokenBudget::new(4, 0.001);
     let mut first = held_on(&budget, &policy);
     let mut second = held_on(&budget, &policy);
-    budget.answered(Instant::now());
+    budget.answered(backstop_runtime::time::Clock::now(
+        &backstop_runtime::time::SystemClock,
+    ));
     assert_eq!(first.held(), None, "released");
     assert!(second.held().is_some(), "one at a time");
     // The caller drops the first call (a cancelled future) mid-retry.
@@ -351,10 +353,42 @@ fn a_released_call_refused_again_sends_the_others_back_to_waiting_for_an_answer(
     let budget = TokenBudget::new(4, 0.001);
     let mut first = held_on(&budget, &policy);
     let mut second = held_on(&budget, &policy);
-    budget.answered(Instant::now());
+    budget.answered(backstop_runtime::time::Clock::now(
+        &backstop_runtime::time::SystemClock,
+    ));
     assert_eq!(first.held(), None, "released");
     let _ = first.decide(Attempted::Failed(Verdict::Refused));
     assert!(second.held().is_some(), "refused again: wait for an answer");
-    budget.answered(Instant::now());
+    budget.answered(backstop_runtime::time::Clock::now(
+        &backstop_runtime::time::SystemClock,
+    ));
     assert_eq!(second.held(), None, "a new answer: the next goes");
+}
+
+#[test]
+fn the_ride_out_counts_from_the_dependencys_last_answer() {
+    use backstop_runtime::Verdict;
+    use backstop_runtime::macro_support::Attempted;
+    let vt = backstop_runtime::testing::VirtualTime::start();
+    let policy = backstop_runtime::Policy::new()
+        .attempts(10)
+        .deadline(Some(Duration::from_secs(60)));
+    let budget = TokenBudget::new(4, 0.001);
+    let mut first = held_on(&budget, &policy);
+    let mut second = held_on(&budget, &policy);
+    // Nine seconds into the refusal the dependency answers once (the
+    // bucket stays low); the call it releases is refused again.
+    vt.advance(Duration::from_secs(9));
+    budget.answered(backstop_runtime::time::Clock::now(
+        &backstop_runtime::time::SystemClock,
+    ));
+    assert_eq!(first.held(), None, "released by the answer");
+    let _ = first.decide(Attempted::Failed(Verdict::Refused));
+    // Twelve seconds after the budget began refusing, but three after the
+    // last answer: still riding it out.
+    vt.advance(Duration::from_secs(3));
+    assert!(matches!(second.held(), Some(Ok(_))), "still held");
+    // Ten seconds after the last answer: down, not restarting.
+    vt.advance(Duration::from_secs(8));
+    assert_eq!(second.held(), Some(Err(backstop_runtime::GiveUp::Budget)));
 }
