@@ -1126,7 +1126,7 @@ fn a_held_call_is_told_holding_and_counted_held_not_retried() {
     );
     assert_eq!(
         events[1].1.get("reason").map(String::as_str),
-        Some("budget")
+        Some("deadline")
     );
     let counters = counters(&recorder);
     let f = "function=telemetry::held_to_the_deadline";
@@ -1139,5 +1139,15 @@ fn a_held_call_is_told_holding_and_counted_held_not_retried() {
         counters.get(&format!("backstop_retries_total{{{f}}}")),
         None,
         "{counters:?}"
+    );
+    // The time held is time slept: the whole second to the deadline.
+    let slept = recorder.histograms.lock().unwrap()[&format!("backstop_slept_seconds{{{f}}}")]
+        .0
+        .lock()
+        .unwrap()
+        .clone();
+    assert!(
+        slept.len() == 1 && slept[0] > 0.95 && slept[0] <= 1.0,
+        "{slept:?}"
     );
 }

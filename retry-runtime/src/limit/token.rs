@@ -87,16 +87,17 @@ const fn later(a: u64, b: u64) -> u64 {
 /// (refused before any work: a refused connection, a server starting up)
 /// whose retry the bucket refuses does not give up when its call has a
 /// deadline: the call holds, sending nothing, until the dependency
-/// answers again (any caller's first attempt, never held back, succeeds);
-/// then held calls retry one at a time, each when the last one's attempt
-/// has ended, and a released call refused again sends the others back to
-/// waiting for another answer. A held call gives up at its deadline, or
+/// answers again (any caller's first attempt, never held back, succeeds;
+/// with no answer at all, one held call goes as a probe every 100–200 ms);
+/// then held calls retry one at a time, two at a time once a released
+/// retry has been answered, and a released call refused again sends the
+/// others back to waiting for another answer. A held call gives up at its deadline, or
 /// once the bucket has refused retries for [`ride_out`](Self::ride_out)
 /// (10 s by default), after which refused calls give up at once again
 /// until the dependency answers. So through a refusing outage the budget
 /// sends no more than without holds (first attempts, and the retries the
-/// bound above allows); after it, at most one request more at a time than
-/// the dependency's other callers send.
+/// bound above allows, and a probe every 100–200 ms); after it, at most
+/// two requests more at a time than the dependency's other callers send.
 ///
 /// It is one atomic word: a call that succeeds with the bucket full reads
 /// it and writes nothing; every other change is one compare-and-swap, so
@@ -140,8 +141,15 @@ pub struct TokenBudget {
     state: AtomicU64,
     /// Where its ticks are counted from.
     anchor: Anchor,
-    /// 1 while a held call released is out, its retry not yet decided.
+    /// Held calls released and out, their retries not yet decided, and
+    /// how many may be (1 after a refusal, [`RELEASED_MOST`] once a
+    /// released retry has been answered).
     released: AtomicU64,
+    places: AtomicU64,
+    /// The tick (plus one) at which a held call was last let go (or the
+    /// budget began refusing): with no answer, one goes as a probe every
+    /// [`PROBE_TICKS`].
+    last_grant: AtomicU64,
     /// The tick (plus one) at which it began refusing retries, 0 while it
     /// allows them: how long the dependency has been refusing.
     refusing_since: AtomicU64,
@@ -154,6 +162,16 @@ pub struct TokenBudget {
     answers: AtomicU64,
     closed_at: AtomicU64,
 }
+
+/// The most held calls released and out at once, once a released retry has
+/// been answered (one before): in the storm's restarts three at once sent
+/// 1.21× capacity in some 100 ms after the restart, two 1.17× at most.
+const RELEASED_MOST: u64 = 2;
+
+/// With no answer to open the way, a held call is let go as a probe once
+/// this many ticks have passed since the last was (100 to 200 ms): callers
+/// that are all held find out by themselves that the dependency is back.
+const PROBE_TICKS: u64 = 2;
 
 /// How long a budget rides a refusing dependency out by default: a
 /// restart takes seconds; one refusing longer is down.
@@ -203,6 +221,8 @@ impl TokenBudget {
             state: AtomicU64::new(pack(max, 0)),
             anchor: Anchor::new(),
             released: AtomicU64::new(0),
+            places: AtomicU64::new(1),
+            last_grant: AtomicU64::new(0),
             refusing_since: AtomicU64::new(0),
             ride_out_ticks: RIDE_OUT_TICKS,
             answers: AtomicU64::new(0),
@@ -260,8 +280,9 @@ impl TokenBudget {
     ///
     /// Once the budget refuses retries, a refused call with a deadline
     /// holds instead of giving up: it sends nothing, and retries when the
-    /// budget sees the dependency answer again, one held call at a time,
-    /// or gives up at its deadline. A dependency that has refused for
+    /// budget sees the dependency answer again (or as the probe, one every
+    /// 100–200 ms), no more than two held calls at a time, or gives up at
+    /// its deadline. A dependency that has refused for
     /// longer than `ride_out` (since the budget began refusing retries, or
     /// since its last answer) is not restarting but down: the held calls
     /// give up, and later ones give up at once until it answers again.
@@ -318,6 +339,8 @@ impl TokenBudget {
             state: AtomicU64::new(pack(self.max, 0)),
             anchor: Anchor::new(),
             released: AtomicU64::new(0),
+            places: AtomicU64::new(1),
+            last_grant: AtomicU64::new(0),
             refusing_since: AtomicU64::new(0),
             ride_out_ticks: self.ride_out_ticks,
             answers: AtomicU64::new(0),
@@ -447,8 +470,11 @@ impl TokenBudget {
                 .compare_exchange(0, now + 1, AcqRel, Relaxed)
                 .is_ok()
             {
-                // Held calls wait for an answer from now on.
+                // Held calls wait for an answer from now on, or for a
+                // probe's turn.
                 self.close_release();
+                self.last_grant.store(now + 1, Release);
+                self.places.store(1, Release);
             }
         } else if !refusing && since != 0 {
             self.refusing_since.store(0, Release);
@@ -467,31 +493,62 @@ impl TokenBudget {
     }
 
     /// A call held after a refusal ([`Verdict::Refused`](crate::Verdict::Refused))
-    /// asks to retry now: whether it may. It may once the dependency has
-    /// answered since the budget began refusing (or since a released call
-    /// last failed), or the budget allows retries again, and no other
-    /// released call is still out: held calls come back one at a time,
-    /// each when the last one's attempt has ended, at the pace the
-    /// dependency answers and never more than one request on top of what
-    /// its other callers send. A `true` takes that place, which
+    /// asks to retry now: whether it may. It may when the way is open (the
+    /// dependency has answered since the budget began refusing or since a
+    /// released retry was last refused, or the budget allows retries
+    /// again) and fewer released calls are out than the places: one after
+    /// a refusal, two once a released retry has been answered. With the
+    /// way closed, one held call goes as a
+    /// probe every 100–200 ms, alone: callers that are all held find the
+    /// dependency back by themselves. A `true` takes a place, which
     /// [`release_ended`](Self::release_ended) gives back.
     pub(crate) fn may_release(&self, now: Instant) -> bool {
-        let answered = self.answers.load(Acquire) > self.closed_at.load(Acquire);
-        (answered || self.allows_retry(now))
-            && self
+        let tick = self.tick(now);
+        let open =
+            self.answers.load(Acquire) > self.closed_at.load(Acquire) || self.allows_retry(now);
+        let places = if open {
+            self.places.load(Acquire)
+        } else {
+            let last = self.last_grant.load(Acquire);
+            let since = tick.wrapping_sub(last.saturating_sub(1)) & TOKEN_MASK;
+            if last != 0 && since < PROBE_TICKS {
+                return false;
+            }
+            1
+        };
+        let mut out = self.released.load(Acquire);
+        while out < places {
+            match self
                 .released
-                .compare_exchange(0, 1, AcqRel, Acquire)
-                .is_ok()
+                .compare_exchange_weak(out, out + 1, AcqRel, Acquire)
+            {
+                Ok(_) => {
+                    self.last_grant.store(tick + 1, Release);
+                    return true;
+                }
+                Err(actual) => out = actual,
+            }
+        }
+        false
     }
 
     /// A released call's retry has been decided (or the call dropped):
-    /// the next held call may go; if the dependency refused it again,
-    /// only after another answer.
+    /// its place is free. Answered, there are two places; refused again,
+    /// one, and the way is closed until another answer.
     pub(crate) fn release_ended(&self, refused: bool) {
         if refused {
+            self.places.store(1, Release);
             self.close_release();
+        } else {
+            self.places.store(RELEASED_MOST, Release);
         }
-        self.released.store(0, Release);
+        self.released.fetch_sub(1, AcqRel);
+    }
+
+    /// A released call was dropped before its retry was decided: its place
+    /// is free, and nothing was learnt.
+    pub(crate) fn release_dropped(&self) {
+        self.released.fetch_sub(1, AcqRel);
     }
 
     /// Held calls wait for an answer newer than those counted so far.
@@ -515,7 +572,11 @@ impl TokenBudget {
                 Acquire,
             ) {
                 Ok(_) => {
-                    self.answers.fetch_add(1, AcqRel);
+                    // Counted for held calls only while the budget refuses:
+                    // otherwise an answer costs nothing more than its credit.
+                    if self.refusing_since.load(Relaxed) != 0 {
+                        self.answers.fetch_add(1, AcqRel);
+                    }
                     if tokens.saturating_sub(MILLI) > self.max / 2 {
                         self.note_refusing(false, now);
                     } else if self.ride_out_ticks != 0 && self.refusing_since.load(Relaxed) != 0 {
@@ -619,6 +680,8 @@ impl OwnBudget {
                 // Nobody holds it any more: it starts again, full.
                 throttle.state.store(pack(throttle.max, 0), Relaxed);
                 throttle.released.store(0, Relaxed);
+                throttle.places.store(1, Relaxed);
+                throttle.last_grant.store(0, Relaxed);
                 throttle.refusing_since.store(0, Relaxed);
                 throttle.answers.store(0, Relaxed);
                 throttle.closed_at.store(0, Relaxed);

@@ -211,8 +211,9 @@ impl Observe {
     /// budget refused its retry, and it waits for the dependency to answer
     /// again. An INFO event, and `backstop_held_total`; the retry itself
     /// is counted when the call is [released](Self::released).
-    pub(crate) fn held(&mut self, attempts: u32) {
+    pub(crate) fn held(&mut self, attempts: u32, first_wait: Duration) {
         self.attempts = attempts;
+        self.waits(first_wait);
         #[cfg(feature = "tracing")]
         tracing::info!(
             parent: &self.span,
@@ -222,6 +223,15 @@ impl Observe {
         );
         #[cfg(feature = "metrics")]
         metrics::counter!("backstop_held_total", "function" => self.name).increment(1);
+    }
+
+    /// A held call waits `wait` more: counted as slept.
+    #[cfg_attr(not(feature = "metrics"), allow(unused_variables, clippy::unused_self))]
+    pub(crate) fn waits(&mut self, wait: Duration) {
+        #[cfg(feature = "metrics")]
+        {
+            self.slept = self.slept.saturating_add(wait);
+        }
     }
 
     /// A held call is released: its retry goes now. An INFO event

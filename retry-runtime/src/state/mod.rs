@@ -174,7 +174,7 @@ impl<C, P> Drop for AttemptState<'_, C, P> {
         if self.hold == Hold::Released
             && let Some(BudgetRef::Token(budget)) = self.budget
         {
-            budget.release_ended(false);
+            budget.release_dropped();
         }
     }
 }
@@ -837,8 +837,8 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
         self.done = self.done.saturating_add(1);
         self.last_verdict = attempted.verdict();
         let decision = self.decide_inner(attempted);
-        if self.hold == Hold::Held {
-            self.obs.held(self.done);
+        if let (Hold::Held, Decision::Retry(first_wait)) = (self.hold, decision) {
+            self.obs.held(self.done, first_wait);
         } else {
             self.obs.decided(self.done, decision, attempted.verdict());
         }
@@ -1017,10 +1017,11 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     /// budget to see the dependency answer again? `None` when it is not,
     /// or no longer is (it was released: the next attempt may start, as
     /// [`may_resume`](Self::may_resume) says). `Some(Ok(wait))`: still
-    /// held, sleep `wait` and ask again. `Some(Err(GiveUp::Budget))`: the
-    /// deadline came first, or the budget has refused retries for its
-    /// [`ride_out`](crate::limit::TokenBudget::ride_out), and the call
-    /// gives up.
+    /// held, sleep `wait` and ask again. `Some(Err(reason))`: the call
+    /// gives up, for [`GiveUp::Deadline`] (its deadline came first) or
+    /// [`GiveUp::Budget`] (the budget has refused retries for its
+    /// [`ride_out`](crate::limit::TokenBudget::ride_out) without an
+    /// answer).
     ///
     /// ```
     /// # extern crate backstop_runtime as backstop;
@@ -1054,10 +1055,17 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
             .saturating_sub(self.clock.sleep_slack());
         // The deadline came, or the dependency has refused too long to be
         // restarting.
-        if left <= Duration::from_nanos(1) || !budget.rides_out(now) {
+        let over = if left <= Duration::from_nanos(1) {
+            Some(GiveUp::Deadline)
+        } else if !budget.rides_out(now) {
+            Some(GiveUp::Budget)
+        } else {
+            None
+        };
+        if let Some(reason) = over {
             self.hold = Hold::No;
-            self.gave_up(GiveUp::Budget);
-            return Some(Err(GiveUp::Budget));
+            self.gave_up(reason);
+            return Some(Err(reason));
         }
         if budget.may_release(now) {
             self.hold = Hold::Released;
@@ -1070,6 +1078,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
         let wait = backoff::scale(self.policy.get().base, 0.5 + draw)
             .max(Duration::from_millis(1))
             .min(left.saturating_sub(Duration::from_nanos(1)));
+        self.obs.waits(wait);
         Some(Ok(wait))
     }
 }

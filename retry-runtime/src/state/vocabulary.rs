@@ -28,12 +28,14 @@ pub enum Verdict {
     /// difference: when the token budget refuses its retry (failure is
     /// systemic), a call with a deadline *holds* instead of giving up. It
     /// sends nothing while it waits, and retries once the dependency has
-    /// answered again (another caller's first attempt succeeded), one
-    /// held call at a time per budget, each when the last one's attempt
-    /// has ended. It gives up at its deadline, or once the dependency has
-    /// refused for the budget's
-    /// [`ride_out`](crate::limit::TokenBudget::ride_out) (10 s by default:
-    /// refusing longer, it is down, not restarting). Held to the end, a
+    /// answered again (another caller's first attempt succeeded; with no
+    /// other caller, one held call goes as a probe every 100–200 ms), one
+    /// held call at a time per budget, two once a released retry has been
+    /// answered. It gives up at its deadline, or once the budget has
+    /// refused retries for its
+    /// [`ride_out`](crate::limit::TokenBudget::ride_out) without an answer
+    /// (10 s by default: refusing longer, the dependency is down, not
+    /// restarting). Held to the end, a
     /// loop that keeps its outcome (a sync call, the tower layer, the
     /// reqwest middleware) returns its last error; one that dropped it
     /// before sleeping returns an [`Elapsed`] through `E: From<Elapsed>`
@@ -283,7 +285,11 @@ pub enum Decision {
 }
 
 /// The error of a time limit that ran out: an attempt's under
-/// `attempt_timeout`, or the future `backstop::scope::deadline` ran.
+/// `attempt_timeout`, the future `backstop::scope::deadline` ran, or an
+/// async call's held after a refusal ([`Verdict::Refused`]) that gave up
+/// at its deadline or its budget's ride-out (its last outcome, the
+/// refusal, was dropped before it slept: through `E: From<Elapsed>` this
+/// is what it returns).
 ///
 /// A function with `#[retry(attempt_timeout = ..)]` returns it through its
 /// own error type, which must implement `From<Elapsed>`. A timed-out
