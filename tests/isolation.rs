@@ -237,7 +237,7 @@ static WITHOUT: backstop::limit::TokenBudget = backstop::limit::TokenBudget::new
 #[retry(attempts = 5, base = 10ms, budget = WITHOUT)]
 fn on_unisolated_token_budget(attempts: &mut u32) -> Result<(), Error> {
     *attempts += 1;
-    Err(ErrorKind::ConnectionRefused.into())
+    Err(ErrorKind::HostUnreachable.into())
 }
 
 #[test]

@@ -185,8 +185,10 @@ async fn retry_cuts_an_attempt_off_by_the_deadline_whatever_the_timers_phase() {
 
 // --- the same default protection as the attribute ----------------------------
 
+/// A transient failure (unreachable: a refusal would hold once the budget
+/// refuses its retry).
 fn refused() -> Result<(), Error> {
-    Err(ErrorKind::ConnectionRefused.into())
+    Err(ErrorKind::HostUnreachable.into())
 }
 
 #[test]

@@ -399,7 +399,7 @@ static SHARED_THROTTLE: TokenBudget = TokenBudget::standard();
 #[retry(budget = SHARED_THROTTLE, base = 1ms, attempts = 5)]
 async fn shares_the_token_budget(calls: &AtomicU32) -> Result<(), std::io::Error> {
     calls.fetch_add(1, Ordering::Relaxed);
-    Err(std::io::ErrorKind::ConnectionRefused.into())
+    Err(std::io::ErrorKind::HostUnreachable.into())
 }
 
 #[tokio::test(start_paused = true)]
@@ -544,7 +544,7 @@ async fn a_layers_own_token_budget_is_shared_by_its_services_and_not_by_other_la
     let seen = attempts.clone();
     let failing = service_fn(move |()| {
         seen.fetch_add(1, Ordering::Relaxed);
-        async { Err::<(), _>(std::io::Error::from(std::io::ErrorKind::ConnectionRefused)) }
+        async { Err::<(), _>(std::io::Error::from(std::io::ErrorKind::HostUnreachable)) }
     });
     for _ in 0..10 {
         let _ = layer.layer(failing.clone()).oneshot(()).await;

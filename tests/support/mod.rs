@@ -12,6 +12,14 @@ pub fn refused() -> std::io::Error {
     std::io::ErrorKind::ConnectionRefused.into()
 }
 
+/// A transient failure that is not a refusal (a host unreachable): for
+/// tests of a token budget's own bookkeeping, where a refusal would hold
+/// once the budget refuses its retry (`Verdict::Refused`), and probe.
+#[allow(dead_code)]
+pub fn unreachable() -> std::io::Error {
+    std::io::ErrorKind::HostUnreachable.into()
+}
+
 /// Answers each request with the next status of `script` (and its extra
 /// header lines; a status of 0 never answers, a status of 1 is a 200 whose
 /// body is cut off after 10 of its 100 bytes), recording the

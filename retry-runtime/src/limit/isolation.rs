@@ -92,7 +92,7 @@ thread_local! {
 /// let fail = |attempts: &mut u32| -> Result<(), Error> {
 ///     Retry::new(&policy).budget(&PG).call(|| {
 ///         *attempts += 1;
-///         Err(ErrorKind::ConnectionRefused.into())
+///         Err(ErrorKind::HostUnreachable.into())
 ///     })
 /// };
 /// let _vt = VirtualTime::start();

@@ -98,6 +98,8 @@ const fn later(a: u64, b: u64) -> u64 {
 /// sends no more than without holds (first attempts, and the retries the
 /// bound above allows, and a probe every 100–200 ms); after it, at most
 /// two requests more at a time than the dependency's other callers send.
+/// That also bounds the rescue by the dependency's round trip: one that
+/// answers in 50 ms gets back at most 40 held calls a second per budget.
 ///
 /// It is one atomic word: a call that succeeds with the bucket full reads
 /// it and writes nothing; every other change is one compare-and-swap, so

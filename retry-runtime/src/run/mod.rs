@@ -625,7 +625,7 @@ impl<'a> Retry<'a> {
     ///     // half: at 9, 8 and 6), then none.
     ///     let _ = Retry::new(&policy).call(|| {
     ///         attempts += 1;
-    ///         Err::<(), _>(std::io::Error::from(std::io::ErrorKind::ConnectionRefused))
+    ///         Err::<(), _>(std::io::Error::from(std::io::ErrorKind::HostUnreachable))
     ///     });
     /// }
     /// assert_eq!(attempts, 10 + 3);
@@ -803,7 +803,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     ///     let mut n = 0;
     ///     let _ = Retry::new(&policy).key(&shard).call(|| {
     ///         n += 1;
-    ///         if fail { Err(Error::from(ErrorKind::ConnectionRefused)) } else { Ok(()) }
+    ///         if fail { Err(Error::from(ErrorKind::HostUnreachable)) } else { Ok(()) }
     ///     });
     ///     n
     /// };

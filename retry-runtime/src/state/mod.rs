@@ -964,11 +964,18 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
             }
             _ => delay,
         };
-        match latest {
-            Some(Some(latest)) if delay <= latest => {}
+        // A refusal the token budget refuses will hold, polling: its first
+        // wait need not be the whole backoff, only fit.
+        let will_hold = verdict == Verdict::Refused
+            && !throttle_allows
+            && self.hold != Hold::Never
+            && matches!(self.budget, Some(BudgetRef::Token(_)));
+        let delay = match latest {
+            Some(Some(latest)) if delay <= latest => delay,
+            Some(Some(latest)) if will_hold && !latest.is_zero() => latest,
             Some(_) => return Decision::GiveUp(GiveUp::Deadline),
-            None => {}
-        }
+            None => delay,
+        };
         // The breaker is not closed: this failure (or another caller's)
         // opened it, a failed probe reopened it, or a probe is out. The
         // call stops here, whatever the delay: even past the cooldown, its
@@ -994,7 +1001,10 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
                 && budget.rides_out(now)
             {
                 self.hold = Hold::Held;
-                return Decision::Retry(delay);
+                // It polls from now on: its first wait is a poll's, not the
+                // backoff's (which could outlast the dependency's restart).
+                let wait = self.poll_wait(delay);
+                return Decision::Retry(wait);
             }
             return Decision::GiveUp(GiveUp::Budget);
         }
@@ -1072,14 +1082,19 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
             self.obs.released();
             return None;
         }
-        // Held calls look again about every base delay, spread so that
-        // they do not look together.
-        let draw = self.rng.get_or_insert_with(Rng::new).next_f64();
-        let wait = backoff::scale(self.policy.get().base, 0.5 + draw)
-            .max(Duration::from_millis(1))
-            .min(left.saturating_sub(Duration::from_nanos(1)));
+        let wait = self.poll_wait(left.saturating_sub(Duration::from_nanos(1)));
         self.obs.waits(wait);
         Some(Ok(wait))
+    }
+
+    /// How long a held call waits before it looks again: about one base
+    /// delay (from half to one and a half, spread so that held calls do not
+    /// look together), at least a millisecond, at most `most`.
+    fn poll_wait(&mut self, most: Duration) -> Duration {
+        let draw = self.rng.get_or_insert_with(Rng::new).next_f64();
+        backoff::scale(self.policy.get().base, 0.5 + draw)
+            .max(Duration::from_millis(1))
+            .min(most)
     }
 }
 
