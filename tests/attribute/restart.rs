@@ -126,7 +126,7 @@ async fn a_call_the_budget_refuses_to_retry_succeeds_when_the_dependency_answers
                 assert!(matches!(out, Ok(7) | Err(DbError::Refused)), "{out:?}");
             }
             // Held, they sent little: 40 first attempts, the retries the
-            // budget allowed (5 at most), a probe every 100-200 ms while it
+            // budget allowed (5 at most), a probe about every 200 ms while it
             // was down (20 at most), and one retry each when released.
             let rescued_late = ends
                 .iter()
@@ -166,7 +166,7 @@ async fn a_held_call_gives_up_at_its_deadline_when_the_dependency_does_not_answe
             assert_eq!(ends.len(), 20);
             // The first calls retry while the budget allows and fail with
             // the refusal; so do the held calls whose probes (one every
-            // 100-200 ms, refused) spent their three attempts. The others
+            // 200 ms or so, refused) spent their three attempts. The others
             // end at their deadline (within the timer's slack), with the
             // deadline's error: their last outcome was dropped before they
             // slept.
@@ -190,7 +190,7 @@ async fn a_held_call_gives_up_at_its_deadline_when_the_dependency_does_not_answe
             // Held, little more was sent: the first attempts, the retries
             // the budget allowed (fewer than half its tokens, and the
             // refill's hundredth of a token per 100 ms), and a probe every
-            // 100-200 ms for the 4 s that calls were held.
+            // 200 ms or so for the 4 s that calls were held.
             assert!(db.sent.get() <= 20 + 5 + 40, "{} sent", db.sent.get());
         })
         .await;
@@ -320,7 +320,7 @@ async fn alone(db: Rc<Db>) -> Result<u32, DbError> {
 
 /// One caller, calling again and again: once its calls hold, no other
 /// caller's answer will tell them the dependency is back. A held call
-/// goes as a probe every 100–200 ms and finds it back by itself.
+/// goes as a probe about every 200 ms and finds it back by itself.
 #[tokio::test(start_paused = true)]
 async fn a_caller_alone_finds_the_dependency_back_by_a_probe() {
     let t0 = Instant::now();
@@ -348,7 +348,7 @@ async fn a_caller_alone_finds_the_dependency_back_by_a_probe() {
         }
     }
     // It succeeded soon after the dependency came back, having sent a
-    // request every 100–200 ms at most while it was down.
+    // request about every 200 ms at most while it was down.
     let (_, end, _) = calls.last().unwrap();
     assert!(*end <= Duration::from_millis(1300), "{calls:?}");
     assert!(db.sent.get() < 40, "{} sent", db.sent.get());

@@ -88,7 +88,7 @@ const fn later(a: u64, b: u64) -> u64 {
 /// whose retry the bucket refuses does not give up when its call has a
 /// deadline: the call holds, sending nothing, until the dependency
 /// answers again (any caller's first attempt, never held back, succeeds;
-/// with no answer at all, one held call goes as a probe every 100–200 ms);
+/// with no answer at all, one held call goes as a probe about every 200 ms);
 /// then held calls retry one at a time, two at a time once a released
 /// retry has been answered, and a released call refused again sends the
 /// others back to waiting for another answer. A held call gives up at its deadline, or
@@ -96,7 +96,7 @@ const fn later(a: u64, b: u64) -> u64 {
 /// (10 s by default), after which refused calls give up at once again
 /// until the dependency answers. So through a refusing outage the budget
 /// sends no more than without holds (first attempts, and the retries the
-/// bound above allows, and a probe every 100–200 ms); after it, at most
+/// bound above allows, and a probe about every 200 ms); after it, at most
 /// two requests more at a time than the dependency's other callers send.
 /// That also bounds the rescue by the dependency's round trip: one that
 /// answers in 50 ms gets back at most 40 held calls a second per budget.
@@ -171,7 +171,8 @@ pub struct TokenBudget {
 const RELEASED_MOST: u64 = 2;
 
 /// With no answer to open the way, a held call is let go as a probe once
-/// this many ticks have passed since the last was (100 to 200 ms): callers
+/// this many ticks have passed since the last was (100 to 200 ms, seen at
+/// a held call's next look: about every 200 ms): callers
 /// that are all held find out by themselves that the dependency is back.
 const PROBE_TICKS: u64 = 2;
 
@@ -282,8 +283,7 @@ impl TokenBudget {
     ///
     /// Once the budget refuses retries, a refused call with a deadline
     /// holds instead of giving up: it sends nothing, and retries when the
-    /// budget sees the dependency answer again (or as the probe, one every
-    /// 100–200 ms), no more than two held calls at a time, or gives up at
+    /// budget sees the dependency answer again (or as the probe, one about every 200 ms), no more than two held calls at a time, or gives up at
     /// its deadline. A dependency that has refused for
     /// longer than `ride_out` (since the budget began refusing retries, or
     /// since its last answer) is not restarting but down: the held calls
@@ -501,7 +501,7 @@ impl TokenBudget {
     /// again) and fewer released calls are out than the places: one after
     /// a refusal, two once a released retry has been answered. With the
     /// way closed, one held call goes as a
-    /// probe every 100–200 ms, alone: callers that are all held find the
+    /// probe about every 200 ms, alone: callers that are all held find the
     /// dependency back by themselves. A `true` takes a place, which
     /// [`release_ended`](Self::release_ended) gives back.
     pub(crate) fn may_release(&self, now: Instant) -> bool {

@@ -876,16 +876,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
 
     fn decide_inner(&mut self, attempted: Attempted) -> Decision {
         self.record_call();
-        // A released call's retry is over: its place goes to another (after
-        // a new answer, if this one failed).
-        if self.hold == Hold::Released
-            && let Some(BudgetRef::Token(budget)) = self.budget
-        {
-            budget.release_ended(!attempted.answered());
-        }
-        if self.hold != Hold::Never {
-            self.hold = Hold::No;
-        }
+        self.release_ended(attempted);
         if let Some(permit) = self.permit.take() {
             permit.record(attempted, self.clock.now());
         }
@@ -991,24 +982,48 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
             None => true,
         };
         if !granted {
-            // A refusal, systemic: with a deadline to wait within, the call
-            // holds (sends nothing) until the budget sees answers again.
-            // The first wait is the delay a retry would have slept.
-            if verdict == Verdict::Refused
-                && self.hold != Hold::Never
-                && left.is_some()
-                && let Some(BudgetRef::Token(budget)) = self.budget
-                && budget.rides_out(now)
-            {
-                self.hold = Hold::Held;
-                // It polls from now on: its first wait is a poll's, not the
-                // backoff's (which could outlast the dependency's restart).
-                let wait = self.poll_wait(delay);
-                return Decision::Retry(wait);
-            }
-            return Decision::GiveUp(GiveUp::Budget);
+            return self.hold_or_give_up(verdict, left.is_some(), now, delay);
         }
         Decision::Retry(delay)
+    }
+
+    /// A released call's retry is over (it came to `attempted`): its place
+    /// goes to another, after a new answer if this one failed.
+    #[inline]
+    fn release_ended(&mut self, attempted: Attempted) {
+        if self.hold == Hold::Released
+            && let Some(BudgetRef::Token(budget)) = self.budget
+        {
+            budget.release_ended(!attempted.answered());
+        }
+        if self.hold != Hold::Never {
+            self.hold = Hold::No;
+        }
+    }
+
+    /// The budget refused the retry: a refusal, systemic, with a deadline
+    /// to wait within (`deadline`), holds (sends nothing) until the budget
+    /// sees answers again, its first wait at most `most`; any other
+    /// failure gives up.
+    fn hold_or_give_up(
+        &mut self,
+        verdict: Verdict,
+        deadline: bool,
+        now: Instant,
+        most: Duration,
+    ) -> Decision {
+        if verdict == Verdict::Refused
+            && self.hold != Hold::Never
+            && deadline
+            && let Some(BudgetRef::Token(budget)) = self.budget
+            && budget.rides_out(now)
+        {
+            self.hold = Hold::Held;
+            // It polls from now on: its first wait is a poll's, not the
+            // backoff's (which could outlast the dependency's restart).
+            return Decision::Retry(self.poll_wait(most));
+        }
+        Decision::GiveUp(GiveUp::Budget)
     }
 
     /// Whether the loop can hold a refused call whose retry the token
@@ -1043,9 +1058,11 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     /// static BUDGET: TokenBudget = TokenBudget::new(2, 1.0);
     /// let policy = Policy::new().jitter(Jitter::None).deadline(Some(Duration::from_secs(1)));
     /// let mut state = AttemptState::new(&policy, SystemClock).budget(Some(&BUDGET));
-    /// // Refused, with half the bucket left: held, not given up.
-    /// assert_eq!(state.decide(Attempted::Failed(Verdict::Refused)), Decision::Retry(Duration::from_millis(100)));
-    /// vt.advance(Duration::from_millis(100));
+    /// // Refused, with half the bucket left: held (a first wait of about a
+    /// // base delay), not given up.
+    /// let Decision::Retry(wait) = state.decide(Attempted::Failed(Verdict::Refused)) else { panic!() };
+    /// assert!(wait >= Duration::from_millis(50) && wait <= Duration::from_millis(150));
+    /// vt.advance(wait);
     /// assert!(matches!(state.held(), Some(Ok(_))), "no answer yet");
     /// BUDGET.answered(std::time::Instant::now());
     /// assert_eq!(state.held(), None, "released: the retry goes");

@@ -29,7 +29,7 @@ pub enum Verdict {
     /// systemic), a call with a deadline *holds* instead of giving up. It
     /// sends nothing while it waits, and retries once the dependency has
     /// answered again (another caller's first attempt succeeded; with no
-    /// other caller, one held call goes as a probe every 100–200 ms), one
+    /// other caller, one held call goes as a probe about every 200 ms), one
     /// held call at a time per budget, two once a released retry has been
     /// answered. It gives up at its deadline, or once the budget has
     /// refused retries for its
