@@ -1193,16 +1193,19 @@ pub(crate) fn restart_scenarios(base: &Scenario) -> Vec<(&'static str, Scenario)
     ]
 }
 
+/// What `strategy` came to among a matrix row's `results`.
+fn summary_of(results: &[(Strategy, Summary)], strategy: Strategy) -> &Summary {
+    results
+        .iter()
+        .find(|(s, _)| *s == strategy)
+        .map(|(_, summary)| summary)
+        .expect("every matrix strategy ran")
+}
+
 /// What the matrix promises, for one scenario and seed: a line for each
 /// promise broken (none when all hold).
 pub(crate) fn broken_promises(results: &[(Strategy, Summary)]) -> Vec<String> {
-    let get = |strategy: Strategy| {
-        results
-            .iter()
-            .find(|(s, _)| *s == strategy)
-            .map(|(_, summary)| summary)
-            .expect("every matrix strategy ran")
-    };
+    let get = |strategy: Strategy| summary_of(results, strategy);
     let secs = |r: Recovery| match r {
         Recovery::After(d) => Some(d),
         Recovery::Never | Recovery::NoOutage => None,
@@ -1288,13 +1291,7 @@ pub(crate) fn broken_restart_promises(
     results: &[(Strategy, Summary)],
     sc: &Scenario,
 ) -> Vec<String> {
-    let get = |strategy: Strategy| {
-        results
-            .iter()
-            .find(|(s, _)| *s == strategy)
-            .map(|(_, summary)| summary)
-            .expect("every matrix strategy ran")
-    };
+    let get = |strategy: Strategy| summary_of(results, strategy);
     let (none, defaults) = (get(Strategy::NoRetry), get(Strategy::Defaults));
     let o = defaults.outage;
     let mut broken = Vec::new();

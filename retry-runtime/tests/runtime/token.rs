@@ -305,6 +305,20 @@ fn failures_at_random_get_their_retries_below_the_stated_rate() {
     assert!((0.2..0.32).contains(&at_8), "8%: {at_8}");
 }
 
+/// The dependency answers a call on `budget`, now (in virtual time).
+fn answer(budget: &TokenBudget) {
+    budget.answered(backstop_runtime::time::Clock::now(
+        &backstop_runtime::time::SystemClock,
+    ));
+}
+
+/// A policy whose calls hold: a deadline a minute away, attempts enough.
+fn holding() -> backstop_runtime::Policy {
+    backstop_runtime::Policy::new()
+        .attempts(10)
+        .deadline(Some(Duration::from_secs(60)))
+}
+
 /// A call held after a refusal, on `budget`, under `policy`.
 fn held_on<'a>(
     budget: &'a TokenBudget,
@@ -326,15 +340,11 @@ fn held_on<'a>(
 #[test]
 fn a_released_call_dropped_before_its_retry_is_decided_frees_its_place() {
     let _vt = backstop_runtime::testing::VirtualTime::start();
-    let policy = backstop_runtime::Policy::new()
-        .attempts(10)
-        .deadline(Some(Duration::from_secs(60)));
+    let policy = holding();
     let budget = TokenBudget::new(4, 0.001);
     let mut first = held_on(&budget, &policy);
     let mut second = held_on(&budget, &policy);
-    budget.answered(backstop_runtime::time::Clock::now(
-        &backstop_runtime::time::SystemClock,
-    ));
+    answer(&budget);
     assert_eq!(first.held(), None, "released");
     assert!(second.held().is_some(), "one at a time");
     // The caller drops the first call (a cancelled future) mid-retry.
@@ -347,21 +357,15 @@ fn a_released_call_refused_again_sends_the_others_back_to_waiting_for_an_answer(
     use backstop_runtime::Verdict;
     use backstop_runtime::macro_support::Attempted;
     let _vt = backstop_runtime::testing::VirtualTime::start();
-    let policy = backstop_runtime::Policy::new()
-        .attempts(10)
-        .deadline(Some(Duration::from_secs(60)));
+    let policy = holding();
     let budget = TokenBudget::new(4, 0.001);
     let mut first = held_on(&budget, &policy);
     let mut second = held_on(&budget, &policy);
-    budget.answered(backstop_runtime::time::Clock::now(
-        &backstop_runtime::time::SystemClock,
-    ));
+    answer(&budget);
     assert_eq!(first.held(), None, "released");
     let _ = first.decide(Attempted::Failed(Verdict::Refused));
     assert!(second.held().is_some(), "refused again: wait for an answer");
-    budget.answered(backstop_runtime::time::Clock::now(
-        &backstop_runtime::time::SystemClock,
-    ));
+    answer(&budget);
     assert_eq!(second.held(), None, "a new answer: the next goes");
 }
 
@@ -370,18 +374,14 @@ fn the_ride_out_counts_from_the_dependencys_last_answer() {
     use backstop_runtime::Verdict;
     use backstop_runtime::macro_support::Attempted;
     let vt = backstop_runtime::testing::VirtualTime::start();
-    let policy = backstop_runtime::Policy::new()
-        .attempts(10)
-        .deadline(Some(Duration::from_secs(60)));
+    let policy = holding();
     let budget = TokenBudget::new(4, 0.001);
     let mut first = held_on(&budget, &policy);
     let mut second = held_on(&budget, &policy);
     // Nine seconds into the refusal the dependency answers once (the
     // bucket stays low); the call it releases is refused again.
     vt.advance(Duration::from_secs(9));
-    budget.answered(backstop_runtime::time::Clock::now(
-        &backstop_runtime::time::SystemClock,
-    ));
+    answer(&budget);
     assert_eq!(first.held(), None, "released by the answer");
     let _ = first.decide(Attempted::Failed(Verdict::Refused));
     // Twelve seconds after the budget began refusing, but three after the
