@@ -31,7 +31,9 @@ pub enum Verdict {
     /// answered again (another caller's first attempt succeeded; with no
     /// other caller, one held call goes as a probe about every 200 ms), one
     /// held call at a time per budget, two once a released retry has been
-    /// answered. It gives up at its deadline, or once the budget has
+    /// answered. A probe or a released retry is an attempt, counted in
+    /// `attempts` (a probe refused on the last attempt ends the call). It
+    /// gives up at its deadline, or once the budget has
     /// refused retries for its
     /// [`ride_out`](crate::limit::TokenBudget::ride_out) without an answer
     /// (10 s by default: refusing longer, the dependency is down, not
