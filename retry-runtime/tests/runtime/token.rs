@@ -400,3 +400,26 @@ fn the_ride_out_counts_from_the_dependencys_last_answer() {
     vt.advance(Duration::from_secs(8));
     assert_eq!(second.held(), Some(Err(backstop_runtime::GiveUp::Budget)));
 }
+
+#[test]
+fn an_answer_from_a_caller_whose_clock_is_ahead_does_not_end_the_ride_out() {
+    use backstop_runtime::Verdict;
+    use backstop_runtime::macro_support::{Attempted, Decision};
+    let _vt = backstop_runtime::testing::VirtualTime::start();
+    let policy = holding();
+    let budget = TokenBudget::new(4, 0.001);
+    let mut first = held_on(&budget, &policy);
+    // Another caller, its clock a second ahead, gets an answer.
+    let ahead = backstop_runtime::time::Clock::now(&backstop_runtime::time::SystemClock)
+        + Duration::from_secs(1);
+    budget.answered(ahead);
+    assert_eq!(first.held(), None, "released by the answer");
+    // Refused again: on this caller's clock the refusal is not years old.
+    assert!(
+        matches!(
+            first.decide(Attempted::Failed(Verdict::Refused)),
+            Decision::Retry(_)
+        ),
+        "held again"
+    );
+}
