@@ -30,6 +30,14 @@ const fn tick_of(word: u64) -> u64 {
     word >> TOKEN_BITS
 }
 
+/// Ticks from `then` to `now` (wrapping); a `then` ahead of `now` (a
+/// caller whose clock is ahead wrote it) is none: callers whose clocks
+/// disagree by a tick never read a time gone backwards as years.
+const fn ticks_since(then: u64, now: u64) -> u64 {
+    let elapsed = now.wrapping_sub(then) & TOKEN_MASK;
+    if elapsed > TOKEN_MASK / 2 { 0 } else { elapsed }
+}
+
 /// The later of two ticks (wrapping): a caller whose clock is behind never
 /// moves the bucket's tick back, which would hand the next caller a refill
 /// for time that did not pass.
@@ -325,7 +333,7 @@ impl TokenBudget {
         }
         match self.refusing_since.load(Acquire) {
             0 => true,
-            since => self.ticks_since(since - 1, self.tick(now)) < self.ride_out_ticks,
+            since => ticks_since(since - 1, self.tick(now)) < self.ride_out_ticks,
         }
     }
 
@@ -411,14 +419,6 @@ impl TokenBudget {
     /// as elapsed).
     fn tick(&self, now: Instant) -> u64 {
         (self.anchor.nanos(now) / TICK_NANOS) & TOKEN_MASK
-    }
-
-    /// Ticks from `then` to `now` (wrapping); a `then` ahead of `now` (a
-    /// caller whose clock is ahead wrote it) is none: callers whose
-    /// clocks disagree by a tick never read a time gone backwards as years.
-    const fn ticks_since(&self, then: u64, now: u64) -> u64 {
-        let elapsed = now.wrapping_sub(then) & TOKEN_MASK;
-        if elapsed > TOKEN_MASK / 2 { 0 } else { elapsed }
     }
 
     /// The tokens in `word` at tick `now`, the refill since its tick
@@ -517,7 +517,7 @@ impl TokenBudget {
             self.places.load(Acquire)
         } else {
             let last = self.last_grant.load(Acquire);
-            if last != 0 && self.ticks_since(last - 1, tick) < PROBE_TICKS {
+            if last != 0 && ticks_since(last - 1, tick) < PROBE_TICKS {
                 return false;
             }
             1
