@@ -56,6 +56,51 @@ async fn succeeds_async(x: u64) -> Result<u64, Error> {
     Ok(x + 1)
 }
 
+#[retry(attempts = 5, key = shard)]
+fn keyed_succeeds(shard: &str, x: u64) -> Result<u64, Error> {
+    let _ = shard;
+    Ok(x + 1)
+}
+
+#[retry(attempts = 5, key = shard)]
+async fn keyed_succeeds_async(shard: u64, x: u64) -> Result<u64, Error> {
+    let _ = shard;
+    Ok(x + 1)
+}
+
+#[test]
+fn a_keyed_success_path_does_not_allocate_once_its_key_was_seen() {
+    const SHARDS: [&str; 4] = ["a", "b", "c", "d"];
+    // A new key's name and the tables' first use allocate, once.
+    for shard in SHARDS {
+        keyed_succeeds(shard, 0).unwrap();
+    }
+    let before = allocations();
+    let mut sum = 0;
+    for i in 0..1000 {
+        sum += keyed_succeeds(SHARDS[i as usize % 4], i).unwrap();
+    }
+    assert_eq!(sum, 500_500);
+    assert_eq!(allocations() - before, 0);
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        for shard in 0..4 {
+            keyed_succeeds_async(shard, 0).await.unwrap();
+        }
+        let before = allocations();
+        let mut sum = 0;
+        for i in 0..1000 {
+            sum += keyed_succeeds_async(i % 4, i).await.unwrap();
+        }
+        assert_eq!(sum, 500_500);
+        assert_eq!(allocations() - before, 0);
+    });
+}
+
 #[test]
 fn the_sync_success_path_does_not_allocate() {
     let before = allocations();

@@ -1165,3 +1165,259 @@ fn a_held_call_is_told_holding_and_counted_held_not_retried() {
         "{slept:?}"
     );
 }
+
+#[retry(attempts = 2, base = 1ms, jitter = none, budget = none, key = shard)]
+fn read_shard(shard: &str) -> Result<(), Error> {
+    let _ = shard;
+    Err(ErrorKind::HostUnreachable.into())
+}
+
+/// A key without `Debug`: named by its hash.
+#[derive(Hash)]
+struct Opaque(u8);
+
+#[retry(attempts = 2, base = 1ms, jitter = none, budget = none, key = opaque)]
+fn read_opaque(opaque: &Opaque) -> Result<(), Error> {
+    let _ = opaque.0;
+    Err(ErrorKind::HostUnreachable.into())
+}
+
+#[test]
+fn a_keyed_calls_retries_and_give_ups_are_labelled_with_its_key() {
+    let _serial = serial();
+    let _vt = backstop::testing::VirtualTime::start();
+    let recorder = Recorder::default();
+    metrics::with_local_recorder(&recorder, || {
+        let _ = read_shard("shard-7");
+        let _ = read_shard("shard-8");
+        let _ = read_shard("shard-8");
+        let _ = read_opaque(&Opaque(3));
+        let policy = backstop::Policy::new()
+            .attempts(2)
+            .base(std::time::Duration::from_millis(1))
+            .no_budget();
+        let _ = backstop::Retry::new(&policy)
+            .name("closure")
+            .key(&("tenant", 42))
+            .call(|| Err::<(), _>(Error::from(ErrorKind::HostUnreachable)));
+    });
+    let counters = counters(&recorder);
+    let f = "function=telemetry::read_shard";
+    for (metric, count) in [
+        (format!("backstop_retries_total{{{f},key=shard-7}}"), 1),
+        (format!("backstop_retries_total{{{f},key=shard-8}}"), 2),
+        (
+            format!("backstop_give_ups_total{{{f},key=shard-8,reason=attempts}}"),
+            2,
+        ),
+        // Counted when a call ends, on the success path too: by function
+        // only, so that a keyed call that succeeds allocates nothing.
+        (format!("backstop_calls_total{{{f}}}"), 3),
+        (
+            r#"backstop_retries_total{function=closure,key=("tenant", 42)}"#.to_owned(),
+            1,
+        ),
+    ] {
+        assert_eq!(
+            counters.get(&metric),
+            Some(&count),
+            "{metric}: {counters:#?}"
+        );
+    }
+    let opaque: Vec<&String> = counters
+        .keys()
+        .filter(|k| k.starts_with("backstop_retries_total{function=telemetry::read_opaque"))
+        .collect();
+    assert_eq!(opaque.len(), 1, "{counters:#?}");
+    let label = opaque[0]
+        .split("key=")
+        .nth(1)
+        .unwrap()
+        .trim_end_matches('}');
+    assert!(
+        label.len() == 17 && label.starts_with('#'),
+        "a key without Debug is named by its hash: {label}"
+    );
+}
+
+#[test]
+fn a_keyed_calls_span_carries_its_key() {
+    let _serial = serial();
+    let capture = captured(|| {
+        let _ = read_shard("shard-9");
+    });
+    let spans = capture.spans.lock().unwrap();
+    let calls: Vec<&Fields> = spans
+        .values()
+        .filter(|(name, _)| name == "retry")
+        .map(|(_, fields)| fields)
+        .collect();
+    assert_eq!(calls.len(), 1, "{spans:?}");
+    assert_eq!(calls[0].get("key").map(String::as_str), Some("shard-9"));
+    assert_eq!(
+        calls[0].get("function").map(String::as_str),
+        Some("telemetry::read_shard")
+    );
+}
+
+/// However many keys the calls give, the `key` label takes at most as
+/// many values in a process as its table of names holds (the first keys'
+/// names), and one more for the keys after them: a recorder keeps a
+/// series per value. (In a process of its own: the names are the
+/// process's.)
+#[test]
+fn the_key_label_takes_a_bounded_number_of_values() {
+    const NAMES: usize = 4096;
+    const CHILD: &str = "BACKSTOP_TEST_BOUNDED_KEYS";
+    if std::env::var_os(CHILD).is_none() {
+        let status = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "the_key_label_takes_a_bounded_number_of_values"])
+            .env(CHILD, "1")
+            .status()
+            .unwrap();
+        assert!(status.success());
+        return;
+    }
+    let _vt = backstop::testing::VirtualTime::start();
+    let recorder = Recorder::default();
+    metrics::with_local_recorder(&recorder, || {
+        for i in 0..3 * NAMES {
+            let _ = read_shard(&format!("bounded-{i}"));
+        }
+        // The first key is still named by its text.
+        let _ = read_shard("bounded-0");
+    });
+    let counters = counters(&recorder);
+    let retries = "backstop_retries_total{function=telemetry::read_shard,key=";
+    let labels: Vec<&str> = counters
+        .keys()
+        .filter_map(|k| k.strip_prefix(retries))
+        .collect();
+    assert!(
+        labels.len() <= NAMES + 1 && labels.len() > NAMES / 2,
+        "{} values",
+        labels.len()
+    );
+    assert_eq!(counters.get(&format!("{retries}bounded-0}}")), Some(&2));
+    assert!(
+        counters
+            .get(&format!("{retries}(other)}}"))
+            .is_some_and(|&n| n >= NAMES as u64)
+    );
+    let all: u64 = counters
+        .iter()
+        .filter(|(k, _)| k.starts_with(retries))
+        .map(|(_, v)| v)
+        .sum();
+    assert_eq!(all, 3 * NAMES as u64 + 1, "every retry is counted");
+}
+
+static PER_SHARD: backstop::limit::Keyed<backstop::limit::CircuitBreaker> =
+    backstop::limit::Keyed::new(
+        backstop::limit::CircuitBreaker::new(1, std::time::Duration::from_secs(60))
+            .named("per_shard")
+            .on_change(keyed_change),
+    );
+
+static KEYED_CHANGES: Mutex<Vec<(Option<String>, backstop::limit::BreakerState)>> =
+    Mutex::new(Vec::new());
+
+fn keyed_change(change: &backstop::limit::BreakerChange) {
+    KEYED_CHANGES
+        .lock()
+        .unwrap()
+        .push((change.key.as_deref().map(str::to_owned), change.to));
+}
+
+#[retry(attempts = 2, budget = none, breaker = PER_SHARD, key = shard)]
+fn behind_per_shard(shard: &str) -> Result<(), Down> {
+    let _ = shard;
+    Err(Down)
+}
+
+#[test]
+fn a_keyed_breaker_is_counted_open_by_its_key_and_tells_it() {
+    use backstop::limit::BreakerState;
+    let _serial = serial();
+    let _vt = backstop::testing::VirtualTime::start();
+    let recorder = Recorder::default();
+    let capture = Arc::new(Capture::default());
+    tracing::subscriber::with_default(Arc::clone(&capture), || {
+        metrics::with_local_recorder(&recorder, || {
+            let _ = behind_per_shard("s-down"); // opens s-down's breaker
+            let _ = behind_per_shard("s-down"); // turned away
+            PER_SHARD.peek(&"s-down").unwrap().reset();
+        });
+    });
+    let gauges: BTreeMap<String, f64> = recorder
+        .gauges
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), *v.0.lock().unwrap()))
+        .collect();
+    assert_eq!(
+        gauges.keys().collect::<Vec<_>>(),
+        ["backstop_breakers_open{breaker=per_shard,key=s-down}"],
+        "up and down by its key"
+    );
+    assert_eq!(gauges.values().copied().collect::<Vec<f64>>(), [0.0]);
+    assert_eq!(
+        *KEYED_CHANGES.lock().unwrap(),
+        [
+            (Some("s-down".to_owned()), BreakerState::Open),
+            (Some("s-down".to_owned()), BreakerState::Closed),
+        ]
+    );
+    let events = capture.events.lock().unwrap();
+    let changes: Vec<&str> = events
+        .iter()
+        .filter(|(_, f)| f["message"].starts_with("circuit breaker"))
+        .map(|(_, f)| f["key"].as_str())
+        .collect();
+    assert_eq!(changes, ["s-down", "s-down"], "{events:?}");
+    let counters = counters(&recorder);
+    assert_eq!(
+        counters.get(
+            "backstop_rejections_total{function=telemetry::behind_per_shard,key=s-down,reason=breaker_open}"
+        ),
+        Some(&1),
+        "{counters:#?}"
+    );
+}
+
+/// Through the tower layer, a call is labelled with its destination.
+#[cfg(feature = "tower")]
+#[test]
+fn a_layers_calls_are_labelled_with_their_destination() {
+    use tower::{Layer, ServiceExt};
+    let _serial = serial();
+    let recorder = Recorder::default();
+    metrics::with_local_recorder(&recorder, || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        let statuses = Arc::new(Mutex::new(vec![200, 503]));
+        let inner = tower::service_fn(move |_: http::Request<_>| {
+            let status = statuses.lock().unwrap().pop().unwrap();
+            async move { Ok::<_, Error>(http::Response::builder().status(status).body(()).unwrap()) }
+        });
+        let service = backstop::tower::RetryLayer::http(
+            backstop::Retry::new(&backstop::Policy::new()).name("users"),
+        )
+        .layer(inner);
+        let request = http::Request::get("HTTP://Users.Internal:8080/users/7")
+            .body(String::new())
+            .unwrap();
+        let response = runtime.block_on(service.oneshot(request)).unwrap();
+        assert_eq!(response.status(), 200);
+    });
+    let counters = counters(&recorder);
+    assert_eq!(
+        counters.get("backstop_retries_total{function=users,key=http://users.internal:8080}"),
+        Some(&1),
+        "{counters:#?}"
+    );
+}

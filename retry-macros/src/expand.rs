@@ -83,7 +83,14 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
         quote!(#rt::SystemClock)
     };
     let function = function(func, &rt);
-    let init = init(&rt, &n, &clock, &function, with_gates.as_ref());
+    let init = init(
+        &rt,
+        &n,
+        &clock,
+        &function,
+        with_gates.as_ref(),
+        args.key.value().is_some(),
+    );
     let prologue = quote! {
         #(#items)*
         #setup
@@ -213,19 +220,32 @@ fn init(
     clock: &TokenStream,
     function: &TokenStream,
     with_gates: Option<&WithGate>,
+    keyed: bool,
 ) -> TokenStream {
-    let Names { policy, budget, .. } = n;
-    match with_gates {
-        Some(with_gates) => {
-            let state = with_gates(quote!({
+    let Names {
+        policy,
+        budget,
+        key,
+        ..
+    } = n;
+    match (with_gates, keyed) {
+        (Some(with_gates), _) => {
+            let mut state = quote! {
                 #rt::AttemptState::function(
                     #rt::AttemptState::budget(#rt::AttemptState::new(#policy, #clock), #budget),
                     #function,
                 )
-            }));
+            };
+            if keyed {
+                state = quote!(#rt::AttemptState::key(#state, #key));
+            }
+            let state = with_gates(quote!({ #state }));
             quote!(#rt::Call::from_state(#state))
         }
-        None => quote!(#rt::Call::new(#policy, #clock, #budget, #function)),
+        // (A call without a key is started as it always was: its path
+        // gains nothing.)
+        (None, false) => quote!(#rt::Call::new(#policy, #clock, #budget, #function)),
+        (None, true) => quote!(#rt::Call::keyed(#policy, #clock, #budget, #function, #key)),
     }
 }
 
@@ -945,7 +965,28 @@ fn setup(args: &Args, rt: &TokenStream, n: &Names) -> TokenStream {
     let key_init = match args.key.value() {
         Some(expr) => {
             let span = expr.span();
-            quote_spanned!(span=> #rt::call_key(&(#expr)))
+            // (Spanned on the key: a key that cannot be hashed is an
+            // error there.)
+            let value = format_ident!(
+                "__backstop_key_value",
+                span = Span::mixed_site().located_at(span)
+            );
+            let hash = format_ident!("__backstop_key_hash", span = Span::mixed_site());
+            let hashed = quote_spanned!(span=> #rt::call_key(#value));
+            // Named for `tracing` and `metrics` by its `Debug` text where
+            // it has one (autoref specialization on the concrete type),
+            // else by its hash: once per key, in the same statement, so
+            // that nothing of the key is kept in the call.
+            quote! {{
+                let #value = &(#expr);
+                let #hash = #hashed;
+                {
+                    #[allow(unused_imports)]
+                    use #rt::{NameByDebug as _, NameByHash as _};
+                    (&#rt::KeyOf(#value)).name_key(#hash);
+                }
+                #hash
+            }}
         }
         None => quote!(::core::option::Option::None),
     };

@@ -273,6 +273,43 @@ pub fn call_key<K: CallKey + ?Sized>(key: &K) -> Option<u64> {
     Some(key.hashed())
 }
 
+/// A call's key, to be named for `tracing` and `metrics`: by its `Debug`
+/// text ([`NameByDebug`]) if it has one, else by its hash
+/// ([`NameByHash`]), chosen by autoref specialization on the concrete
+/// type: `(&KeyOf(&key)).name_key(hash)`.
+pub struct KeyOf<'k, K: ?Sized>(pub &'k K);
+
+/// Names a key by its `Debug` text (a string's without its quotes).
+pub trait NameByDebug {
+    /// Keeps the key's name, unless it has one.
+    fn name_key(&self, hash: Option<u64>);
+}
+
+impl<K: std::fmt::Debug + ?Sized> NameByDebug for KeyOf<'_, K> {
+    #[inline]
+    fn name_key(&self, hash: Option<u64>) {
+        if let Some(hash) = hash {
+            crate::limit::names::name(hash, || format!("{:?}", self.0));
+        }
+    }
+}
+
+/// Names a key that has no `Debug` text by its hash (`#` and 16 hex
+/// digits).
+pub trait NameByHash {
+    /// Keeps the key's name, unless it has one.
+    fn name_key(&self, hash: Option<u64>);
+}
+
+impl<K: ?Sized> NameByHash for &KeyOf<'_, K> {
+    #[inline]
+    fn name_key(&self, hash: Option<u64>) {
+        if let Some(hash) = hash {
+            crate::limit::names::name(hash, || format!("#{hash:016x}"));
+        }
+    }
+}
+
 /// A function's own token budget (`own`, its `static`), or with a key,
 /// that key's own default budget; under `testing::isolate()`, fresh.
 #[inline]

@@ -202,11 +202,11 @@ pub fn is_idempotent<B>(request: &::http::Request<B>) -> bool {
 /// [`Destination`]: crate::limit::Destination
 #[cfg(feature = "tower")]
 pub(crate) fn destination(scheme: Option<&str>, host: &str, port: Option<u16>) -> u64 {
-    crate::limit::keyed::key_hash(&crate::limit::Destination::new(
-        scheme.unwrap_or(""),
-        host,
-        port,
-    ))
+    let destination = crate::limit::Destination::new(scheme.unwrap_or(""), host, port);
+    let hash = crate::limit::keyed::key_hash(&destination);
+    // Its name, for `tracing` and `metrics`: made once per destination.
+    crate::limit::names::name(hash, || destination.to_string());
+    hash
 }
 
 /// [`is_idempotent`] of a request's method and headers.

@@ -102,11 +102,16 @@ pub enum ChangeReason {
 /// A [`CircuitBreaker`]'s change of state, as its
 /// [`on_change`](CircuitBreaker::on_change) hook, `tracing` and `metrics`
 /// are told it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct BreakerChange {
     /// The breaker's [`name`](CircuitBreaker::named) (`""` for none).
     pub breaker: &'static str,
+    /// The name of the key whose breaker it is, for a breaker kept per
+    /// key ([`Keyed`](crate::limit::Keyed)): the key's `Debug` text, a
+    /// destination's `scheme://host:port`; `None` for a breaker of its
+    /// own.
+    pub key: Option<std::sync::Arc<str>>,
     /// The state it left.
     pub from: BreakerState,
     /// The state it is in now.
@@ -177,6 +182,13 @@ pub struct CircuitBreaker {
     growth: Option<(u32, u64)>,
     /// Trials failed in a row since the breaker last closed.
     streak: AtomicU64,
+    /// For a breaker kept per key: its key, as the names of keys keep it
+    /// (0: none). Telemetry only: std's atomic under loom too.
+    key: std::sync::atomic::AtomicU64,
+    /// The key's name its `backstop_breakers_open` gauge went up by, to
+    /// come down by the same when it closes.
+    #[cfg(feature = "metrics")]
+    open_as: std::sync::Mutex<Option<std::sync::Arc<str>>>,
     /// Trials a half-open breaker lets through, all to succeed to close it.
     trials: u32,
     /// With more than one trial: the half-open round's trials let through
@@ -268,6 +280,9 @@ impl CircuitBreaker {
                 ratio: None,
                 growth: None,
                 streak: AtomicU64::new(0),
+                key: std::sync::atomic::AtomicU64::new(0),
+                #[cfg(feature = "metrics")]
+                open_as: std::sync::Mutex::new(None),
                 trials: 1,
                 trial_counts: AtomicU64::new(0),
             }
@@ -511,8 +526,13 @@ impl CircuitBreaker {
             HALF_OPEN => BreakerState::HalfOpen,
             _ => BreakerState::HeldOpen,
         };
+        let key = match self.key.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => None,
+            word => Some(crate::limit::names::of(word)),
+        };
         let change = BreakerChange {
             breaker: self.name,
+            key,
             from: state(from),
             to: state(to),
             reason,
@@ -534,9 +554,11 @@ impl CircuitBreaker {
         #[cfg(feature = "tracing")]
         {
             let (from, to) = (change.from, change.to);
+            let key = change.key.as_deref();
             if to == BreakerState::Closed {
                 tracing::info!(
                     breaker = self.name,
+                    key,
                     ?from,
                     ?to,
                     ?reason,
@@ -545,6 +567,7 @@ impl CircuitBreaker {
             } else {
                 tracing::warn!(
                     breaker = self.name,
+                    key,
                     ?from,
                     ?to,
                     ?reason,
@@ -554,11 +577,28 @@ impl CircuitBreaker {
         }
         #[cfg(feature = "metrics")]
         {
-            // Breakers not closed, by name: one per key of a table.
+            // Breakers not closed, by name, and by key for a table's: down
+            // by the key it went up by.
             let was_closed = change.from == BreakerState::Closed;
             let is_closed = change.to == BreakerState::Closed;
             if was_closed != is_closed {
-                let gauge = metrics::gauge!("backstop_breakers_open", "breaker" => self.name);
+                let key = {
+                    let mut open_as = self
+                        .open_as
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    if is_closed {
+                        open_as.take()
+                    } else {
+                        open_as.clone_from(&change.key);
+                        change.key.clone()
+                    }
+                };
+                let mut labels = vec![metrics::Label::new("breaker", self.name)];
+                if let Some(key) = key {
+                    labels.push(metrics::Label::new("key", key));
+                }
+                let gauge = metrics::gauge!("backstop_breakers_open", labels);
                 if is_closed {
                     gauge.decrement(1.0);
                 } else {
@@ -668,6 +708,13 @@ impl CircuitBreaker {
     /// Closed, in a new generation, silently: a breaker whose place in a
     /// table goes to another key (it was closed with nothing counted), so
     /// that what the calls of the key it held report counts no more.
+    /// Its place in a [`Keyed`](crate::limit::Keyed) table is `word`'s
+    /// now (a key's hash as the names of keys keep it): its changes are
+    /// told with that key's name.
+    pub(crate) fn keyed_as(&self, word: u64) {
+        self.key.store(word, std::sync::atomic::Ordering::Relaxed);
+    }
+
     pub(crate) fn renew(&self) {
         let current = self.state.load(Acquire);
         if current & TAG == CLOSED {

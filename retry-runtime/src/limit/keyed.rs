@@ -44,6 +44,13 @@ pub trait PerKey: Fresh + Send + sealed::Sealed {
     /// given before it).
     #[doc(hidden)]
     fn reassigned(&self) {}
+
+    /// Its place is the key's whose hash is `word` now (what telemetry
+    /// labels its changes with, where it tells them).
+    #[doc(hidden)]
+    fn placed(&self, word: u64) {
+        let _ = word;
+    }
 }
 
 mod sealed {
@@ -73,6 +80,10 @@ impl PerKey for CircuitBreaker {
 
     fn reassigned(&self) {
         self.renew();
+    }
+
+    fn placed(&self, word: u64) {
+        self.keyed_as(word);
     }
 }
 
@@ -376,7 +387,10 @@ impl<T: PerKey> Keyed<T> {
                     .key
                     .compare_exchange(EMPTY, hash | USED, AcqRel, Acquire)
                 {
-                    Ok(_) => return Some(&slot.limiter),
+                    Ok(_) => {
+                        slot.limiter.placed(hash);
+                        return Some(&slot.limiter);
+                    }
                     Err(actual) => word = actual,
                 }
             }
@@ -424,6 +438,7 @@ impl<T: PerKey> Keyed<T> {
                     .is_ok()
                 {
                     slot.limiter.reassigned();
+                    slot.limiter.placed(hash);
                     return Some(&slot.limiter);
                 }
             }
@@ -505,6 +520,29 @@ impl Hash for Destination<'_> {
         }
         state.write_u8(0xff);
         state.write_u32(self.port.map_or(u32::MAX, u32::from));
+    }
+}
+
+/// `scheme://host:port` as it is told apart: without case, the port
+/// written out (`https://db-1.internal:443`); what `tracing` and `metrics`
+/// label a layer's or middleware's call with.
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use backstop::limit::Destination;
+/// assert_eq!(Destination::new("HTTPS", "DB-1.internal", None).to_string(), "https://db-1.internal:443");
+/// assert_eq!(Destination::new("", "[::1]:8080", None).to_string(), "[::1]:8080");
+/// ```
+impl fmt::Display for Destination<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if !self.scheme.is_empty() {
+            write!(f, "{}://", self.scheme.to_ascii_lowercase())?;
+        }
+        f.write_str(&self.host.to_ascii_lowercase())?;
+        match self.port {
+            Some(port) => write!(f, ":{port}"),
+            None => Ok(()),
+        }
     }
 }
 

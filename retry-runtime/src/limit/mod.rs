@@ -71,6 +71,7 @@ pub(crate) mod adaptive;
 pub(crate) mod breaker;
 pub(crate) mod isolation;
 pub(crate) mod keyed;
+pub(crate) mod names;
 pub(crate) mod token;
 pub(crate) mod window;
 

@@ -791,7 +791,9 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// of `key` where they are kept per key (a [`Keyed`] table), and its
     /// default token budget is `key`'s own, so that one shard, tenant or
     /// host that fails drains its own budget and no other's. Hashed (a
-    /// 64-bit hash tells keys apart); nothing is allocated.
+    /// 64-bit hash tells keys apart); nothing is allocated, but for the
+    /// key's name, its `Debug` text (a string's without quotes), made once
+    /// per key: `tracing` and `metrics` label the call with it.
     ///
     /// ```
     /// # extern crate backstop_runtime as backstop;
@@ -814,8 +816,10 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// assert_eq!(attempts(2, true), 3, "shard 2 has its own");
     /// ```
     #[track_caller]
-    pub fn key<Q: std::hash::Hash + ?Sized>(mut self, key: &Q) -> Self {
-        self.key = Some(key_hash(key));
+    pub fn key<Q: std::hash::Hash + std::fmt::Debug + ?Sized>(mut self, key: &Q) -> Self {
+        let hash = key_hash(key);
+        crate::limit::names::name(hash, || format!("{key:?}"));
+        self.key = Some(hash);
         self.budget = match self.given {
             Chosen::PerKey(table) => Some(table.for_key(self.key)),
             // The default of this call site (the line giving the key), per
@@ -1524,7 +1528,7 @@ where
         state: AttemptState<'s, C, P>,
         key: Option<u64>,
     ) -> AttemptState<'s, C, P> {
-        let mut state = state.name(self.name);
+        let mut state = state.name(self.name).key(key);
         if let Some(breaker) = self.breaker.breaker(key) {
             state = state.breaker(breaker);
         }
@@ -1554,6 +1558,9 @@ where
             let state = AttemptState::under(policy, budget, clock);
             return crate::state::Call::gated(Steps::<T, E>::gate(self, state, key));
         }
-        crate::state::Call::first(policy, budget, clock, |obs| obs.set_name(self.name))
+        crate::state::Call::first(policy, budget, clock, |obs| {
+            obs.set_name(self.name);
+            obs.set_key(key);
+        })
     }
 }

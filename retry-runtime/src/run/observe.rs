@@ -5,10 +5,12 @@
 //! the verdict, the reason and the outcome itself.
 
 use std::fmt;
+use std::num::NonZeroU64;
 use std::sync::OnceLock;
 use std::time::Duration;
 
 use crate::classify::Verdict;
+use crate::limit::names;
 use crate::state::vocabulary::{Decision, GiveUp};
 
 /// The `function` of a call nobody named.
@@ -106,56 +108,110 @@ fn type_path(type_name: &str) -> &str {
 
 static ANONYMOUS_FUNCTION: Function = Function::new(ANONYMOUS);
 
-/// What one call reports of itself: the function, its attempts, the time
-/// it slept, its span. With neither feature it is a few words and no code.
+/// What one call reports of itself: the function, its key, its attempts,
+/// the time it slept, its span. With neither feature it is a few words and
+/// no code.
 pub(crate) struct Observe {
-    function: &'static Function,
-    /// A name given at run time (`Retry::name`), without static labels.
-    name: &'static str,
+    who: Who,
+    /// The call's key, as the names' table keeps it ([`names::word`]),
+    /// if it gave one: its `key` label.
+    key: Option<NonZeroU64>,
     attempts: u32,
     /// Time slept between attempts (only `metrics` reports it).
     #[cfg(feature = "metrics")]
     slept: Duration,
     /// The end of the call has been reported.
     ended: bool,
-    /// `name` is not `function`'s (given at run time, without static labels).
-    named_at_run_time: bool,
     #[cfg(feature = "tracing")]
     span: tracing::Span,
+}
+
+/// Whom a call reports as.
+#[derive(Clone, Copy)]
+enum Who {
+    /// A function with its static labels (`#[retry]`'s, or nobody's).
+    Function(&'static Function),
+    /// A name given at run time (`Retry::name`), without static labels.
+    Named(&'static str),
 }
 
 impl Observe {
     pub(crate) fn new() -> Self {
         Self {
-            function: &ANONYMOUS_FUNCTION,
-            name: ANONYMOUS,
+            who: Who::Function(&ANONYMOUS_FUNCTION),
+            key: None,
             attempts: 0,
             #[cfg(feature = "metrics")]
             slept: Duration::ZERO,
             ended: false,
-            named_at_run_time: false,
             #[cfg(feature = "tracing")]
-            span: tracing::info_span!("retry", function = tracing::field::Empty),
+            span: tracing::info_span!(
+                "retry",
+                function = tracing::field::Empty,
+                key = tracing::field::Empty
+            ),
         }
     }
 
     pub(crate) fn name(&self) -> &'static str {
-        self.name
+        match self.who {
+            Who::Function(function) => function.name,
+            Who::Named(name) => name,
+        }
     }
 
     pub(crate) fn set_function(&mut self, function: &'static Function) {
-        self.function = function;
-        self.name = function.name;
-        self.named_at_run_time = false;
+        self.who = Who::Function(function);
         #[cfg(feature = "tracing")]
         self.span.record("function", function.name);
     }
 
     pub(crate) fn set_name(&mut self, name: &'static str) {
-        self.name = name;
-        self.named_at_run_time = true;
+        self.who = Who::Named(name);
         #[cfg(feature = "tracing")]
         self.span.record("function", name);
+    }
+
+    /// The call's key (its hash), if it gave one: its `key` label, the
+    /// name [`names`] keeps for it.
+    #[inline]
+    pub(crate) fn set_key(&mut self, key: Option<u64>) {
+        if let Some(hash) = key {
+            self.keyed(hash);
+        }
+    }
+
+    #[cold]
+    fn keyed(&mut self, hash: u64) {
+        self.key = NonZeroU64::new(names::word(hash));
+        #[cfg(feature = "tracing")]
+        if !self.span.is_disabled() {
+            self.span.record(
+                "key",
+                &*self.key_name().unwrap_or_else(|| names::OTHER.into()),
+            );
+        }
+    }
+
+    /// The key's name now, if the call gave a key.
+    #[cfg_attr(not(any(feature = "tracing", feature = "metrics")), allow(dead_code))]
+    fn key_name(&self) -> Option<std::sync::Arc<str>> {
+        self.key.map(|word| names::of(word.get()))
+    }
+
+    /// Counts one of `metric`, labelled by function, by key if the call
+    /// gave one, and by `reason` if given.
+    #[cfg(feature = "metrics")]
+    fn count(&self, metric: &'static str, reason: Option<&'static str>) {
+        let mut labels = Vec::with_capacity(3);
+        labels.push(metrics::Label::new("function", self.name()));
+        if let Some(key) = self.key_name() {
+            labels.push(metrics::Label::new("key", key));
+        }
+        if let Some(reason) = reason {
+            labels.push(metrics::Label::new("reason", reason));
+        }
+        metrics::counter!(metric, labels).increment(1);
     }
 
     #[cfg(feature = "tracing")]
@@ -187,7 +243,7 @@ impl Observe {
                 #[cfg(feature = "tracing")]
                 tracing::info!(
                     parent: &self.span,
-                    function = self.name,
+                    function = self.name(),
                     attempt = attempts,
                     // Milliseconds with their fraction: a 250 µs delay is
                     // 0.25. One correctly rounded division, so 123.4 ms
@@ -197,7 +253,7 @@ impl Observe {
                     "retrying"
                 );
                 #[cfg(feature = "metrics")]
-                metrics::counter!("backstop_retries_total", "function" => self.name).increment(1);
+                self.count("backstop_retries_total", None);
             }
             // A first attempt's error that no retry can fix: nothing was
             // retried, so nothing was given up. Told at DEBUG, not counted.
@@ -217,12 +273,12 @@ impl Observe {
         #[cfg(feature = "tracing")]
         tracing::info!(
             parent: &self.span,
-            function = self.name,
+            function = self.name(),
             attempt = attempts,
             "holding until the dependency answers"
         );
         #[cfg(feature = "metrics")]
-        metrics::counter!("backstop_held_total", "function" => self.name).increment(1);
+        self.count("backstop_held_total", None);
     }
 
     /// A held call waits `wait` more: counted as slept.
@@ -245,13 +301,13 @@ impl Observe {
         #[cfg(feature = "tracing")]
         tracing::info!(
             parent: &self.span,
-            function = self.name,
+            function = self.name(),
             attempt = self.attempts,
             verdict = ?Verdict::Refused,
             "retrying"
         );
         #[cfg(feature = "metrics")]
-        metrics::counter!("backstop_retries_total", "function" => self.name).increment(1);
+        self.count("backstop_retries_total", None);
     }
 
     /// Hedge number `attempt` was sent beside the slow attempt(s): a DEBUG
@@ -260,9 +316,9 @@ impl Observe {
     pub(crate) fn hedged(&mut self, attempt: u32) {
         self.attempts = self.attempts.max(attempt);
         #[cfg(feature = "tracing")]
-        tracing::debug!(parent: &self.span, function = self.name, attempt, "hedging");
+        tracing::debug!(parent: &self.span, function = self.name(), attempt, "hedging");
         #[cfg(feature = "metrics")]
-        metrics::counter!("backstop_hedges_total", "function" => self.name).increment(1);
+        self.count("backstop_hedges_total", None);
     }
 
     /// A hedge the timer called for was not sent, for `reason`: a DEBUG
@@ -273,7 +329,7 @@ impl Observe {
         #[cfg(feature = "tracing")]
         tracing::debug!(
             parent: &self.span,
-            function = self.name,
+            function = self.name(),
             reason = reason.as_str(),
             "hedge not sent"
         );
@@ -287,7 +343,7 @@ impl Observe {
         #[cfg(feature = "tracing")]
         tracing::debug!(
             parent: &self.span,
-            function = self.name,
+            function = self.name(),
             attempt,
             verdict = ?verdict,
             "attempt failed, others still in flight"
@@ -303,9 +359,9 @@ impl Observe {
     )]
     pub(crate) fn hedge_won(&self, attempt: u32) {
         #[cfg(feature = "tracing")]
-        tracing::debug!(parent: &self.span, function = self.name, attempt, "a hedge answered first");
+        tracing::debug!(parent: &self.span, function = self.name(), attempt, "a hedge answered first");
         #[cfg(feature = "metrics")]
-        metrics::counter!("backstop_hedge_wins_total", "function" => self.name).increment(1);
+        self.count("backstop_hedge_wins_total", None);
     }
 
     /// The first attempt failed with an error that no retry can fix.
@@ -313,7 +369,7 @@ impl Observe {
         #[cfg(feature = "tracing")]
         tracing::debug!(
             parent: &self.span,
-            function = self.name,
+            function = self.name(),
             reason = GiveUp::Stopped.as_str(),
             "not retried"
         );
@@ -330,17 +386,12 @@ impl Observe {
         #[cfg(feature = "tracing")]
         tracing::debug!(
             parent: &self.span,
-            function = self.name,
+            function = self.name(),
             reason = reason.as_str(),
             "rejected"
         );
         #[cfg(feature = "metrics")]
-        metrics::counter!(
-            "backstop_rejections_total",
-            "function" => self.name,
-            "reason" => reason.as_str()
-        )
-        .increment(1);
+        self.count("backstop_rejections_total", Some(reason.as_str()));
         self.end();
     }
 
@@ -350,22 +401,16 @@ impl Observe {
         #[cfg(feature = "tracing")]
         tracing::info!(
             parent: &self.span,
-            function = self.name,
+            function = self.name(),
             attempts = self.attempts,
             reason = reason.as_str(),
             "giving up"
         );
         #[cfg(feature = "metrics")]
         {
-            metrics::counter!(
-                "backstop_give_ups_total",
-                "function" => self.name,
-                "reason" => reason.as_str()
-            )
-            .increment(1);
+            self.count("backstop_give_ups_total", Some(reason.as_str()));
             if reason == GiveUp::Budget {
-                metrics::counter!("backstop_budget_refusals_total", "function" => self.name)
-                    .increment(1);
+                self.count("backstop_budget_refusals_total", None);
             }
         }
         let _ = reason;
@@ -381,14 +426,16 @@ impl Observe {
         if !ended {
             static METADATA: metrics::Metadata<'static> =
                 metrics::Metadata::new(module_path!(), metrics::Level::INFO, Some(module_path!()));
-            let (function, name, named_at_run_time) =
-                (self.function, self.name, self.named_at_run_time);
-            let key = |metric: &'static str| {
-                if named_at_run_time {
-                    // A name given at run time: labels of its own (this allocates).
-                    metrics::Key::from_parts(metric, vec![metrics::Label::new("function", name)])
-                } else {
+            // (By function only, with its static labels: a call that
+            // succeeds allocates nothing, keyed or not.)
+            let who = self.who;
+            let key = |metric: &'static str| match who {
+                Who::Function(function) => {
                     metrics::Key::from_static_parts(metric, &function.labels)
+                }
+                // A name given at run time: labels of its own (this allocates).
+                Who::Named(name) => {
+                    metrics::Key::from_parts(metric, vec![metrics::Label::new("function", name)])
                 }
             };
             let (attempts, slept) = (f64::from(self.attempts), self.slept.as_secs_f64());

@@ -106,6 +106,21 @@ impl<'a, C: Clock> Call<'a, C> {
         Self::first(policy, budget, clock, |obs| obs.set_function(function))
     }
 
+    /// [`new`](Self::new), for a call that gave a key (its hash).
+    #[inline]
+    pub fn keyed(
+        policy: &'a Policy,
+        clock: C,
+        budget: Option<BudgetRef<'a>>,
+        function: &'static Function,
+        key: Option<u64>,
+    ) -> Self {
+        Self::first(policy, budget, clock, |obs| {
+            obs.set_function(function);
+            obs.set_key(key);
+        })
+    }
+
     /// A call that needs the whole state machine from its first attempt
     /// (behind a breaker or an adaptive throttle).
     pub fn from_state(state: AttemptState<'a, C>) -> Self {

@@ -297,6 +297,16 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
         self
     }
 
+    /// The call's key (its hash, as [`call_key`](crate::macro_support::call_key)
+    /// gives it), if it gave one: `tracing` and `metrics` label the call
+    /// with the key's name.
+    #[must_use]
+    #[inline]
+    pub fn key(mut self, key: Option<u64>) -> Self {
+        self.obs.set_key(key);
+        self
+    }
+
     /// Runs `f` inside the call's `tracing` span (feature `tracing`;
     /// without it, just runs `f`): what `f` logs belongs to the call.
     /// `#[retry]` runs `on_retry` and `on_give_up` so.

@@ -851,7 +851,12 @@ where
             // A path alone is this layer's: its destination is the one
             // its service calls, which another layer's path is not.
             if path_only {
-                retry.mixed_with_layer(key)
+                let mixed = retry.mixed_with_layer(key);
+                // (Named as the path is.)
+                crate::limit::names::name(mixed, || {
+                    crate::limit::names::of(crate::limit::names::word(key)).to_string()
+                });
+                mixed
             } else {
                 key
             }

@@ -389,10 +389,20 @@ where
         // with the destination; the path alone, which only the layer can
         // tell apart from another layer's, without one.
         let path = crate::limit::keyed::key_hash(uri.path());
-        Some(match destination {
+        let (key, path_only) = match destination {
             Some(d) => (d.rotate_left(29) ^ path, false),
             None => (path, true),
-        })
+        };
+        // Named for `tracing` and `metrics` as the destination and path.
+        crate::limit::names::name(key, || match destination {
+            Some(d) => format!(
+                "{}{}",
+                crate::limit::names::of(crate::limit::names::word(d)),
+                uri.path()
+            ),
+            None => uri.path().to_owned(),
+        });
+        Some((key, path_only))
     }
 
     fn poll_next(
