@@ -141,6 +141,15 @@ struct Slot<T> {
 /// that finds no place draws on its call site's own budget, or the layer's,
 /// as a call without a key does.) Keys are told apart by a 64-bit hash.
 ///
+/// **Telemetry.** With the `tracing` and `metrics` features, a keyed
+/// call's events and counters carry its key's name (the `Debug` text of a
+/// `key = ..` or [`Retry::key`](crate::Retry::key), a [`Destination`]'s
+/// `scheme://host:port`), and a table's breaker tells its changes and its
+/// `backstop_breakers_open` gauge with it
+/// ([`BreakerChange::key`](crate::limit::BreakerChange::key)). Names are
+/// kept for the first 4096 keys of a process, and later keys are labelled
+/// `(other)`: the label's values stay bounded whatever the keys.
+///
 /// A call looks its limiter up once, when it starts. If its key's place
 /// goes to another key while it runs (the key's limiter held nothing), a
 /// breaker does not count what it reports for the new key; a budget or
