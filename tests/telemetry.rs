@@ -1421,3 +1421,28 @@ fn a_layers_calls_are_labelled_with_their_destination() {
         "{counters:#?}"
     );
 }
+
+static PER_HOST: backstop::limit::Keyed<backstop::limit::CircuitBreaker> =
+    backstop::limit::Keyed::new(
+        backstop::limit::CircuitBreaker::new(1, std::time::Duration::from_secs(60))
+            .named("per_host"),
+    );
+
+/// An operator who holds a destination's breaker open, before any call
+/// went there, sees it by the destination's name.
+#[test]
+fn a_breaker_reached_through_a_destination_is_told_by_its_name() {
+    use backstop::limit::Destination;
+    let _serial = serial();
+    let recorder = Recorder::default();
+    metrics::with_local_recorder(&recorder, || {
+        PER_HOST
+            .get(&Destination::new("https", "Ops.internal", None))
+            .hold_open();
+    });
+    let gauges: Vec<String> = recorder.gauges.lock().unwrap().keys().cloned().collect();
+    assert_eq!(
+        gauges,
+        ["backstop_breakers_open{breaker=per_host,key=https://ops.internal:443}"]
+    );
+}

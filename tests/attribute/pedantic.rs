@@ -49,6 +49,31 @@ where
     Ok(name)
 }
 
+/// Keyed by a string (named by its `Debug` text) and by a value that has
+/// no `Debug` (named by its hash).
+///
+/// # Errors
+///
+/// Never.
+#[retry(key = shard)]
+pub fn keyed(shard: &str) -> Result<usize, Error> {
+    Ok(shard.len())
+}
+
+/// A key without `Debug`.
+#[derive(Hash)]
+pub struct Opaque(pub u8);
+
+/// Keyed by a value without `Debug`, in an `async fn`.
+///
+/// # Errors
+///
+/// Never.
+#[retry(key = opaque, attempts = 2)]
+pub async fn keyed_opaque(opaque: &Opaque) -> Result<u8, Error> {
+    Ok(opaque.0)
+}
+
 /// A one-line body.
 ///
 /// # Errors

@@ -202,11 +202,8 @@ pub fn is_idempotent<B>(request: &::http::Request<B>) -> bool {
 /// [`Destination`]: crate::limit::Destination
 #[cfg(feature = "tower")]
 pub(crate) fn destination(scheme: Option<&str>, host: &str, port: Option<u16>) -> u64 {
-    let destination = crate::limit::Destination::new(scheme.unwrap_or(""), host, port);
-    let hash = crate::limit::keyed::key_hash(&destination);
-    // Its name, for `tracing` and `metrics`: made once per destination.
-    crate::limit::names::name(hash, || destination.to_string());
-    hash
+    // Named for `tracing` and `metrics` (once per destination).
+    crate::limit::Destination::unnamed(scheme.unwrap_or(""), host, port).named()
 }
 
 /// [`is_idempotent`] of a request's method and headers.

@@ -109,8 +109,8 @@ pub struct BreakerChange {
     pub breaker: &'static str,
     /// The name of the key whose breaker it is, for a breaker kept per
     /// key ([`Keyed`](crate::limit::Keyed)): the key's `Debug` text, a
-    /// destination's `scheme://host:port`; `None` for a breaker of its
-    /// own.
+    /// destination's `scheme://host:port`, or `(other)` for a key without
+    /// a name (see `Keyed`'s telemetry); `None` for a breaker of its own.
     pub key: Option<std::sync::Arc<str>>,
     /// The state it left.
     pub from: BreakerState,

@@ -146,9 +146,11 @@ struct Slot<T> {
 /// `key = ..` or [`Retry::key`](crate::Retry::key), a [`Destination`]'s
 /// `scheme://host:port`), and a table's breaker tells its changes and its
 /// `backstop_breakers_open` gauge with it
-/// ([`BreakerChange::key`](crate::limit::BreakerChange::key)). Names are
-/// kept for the first 4096 keys of a process, and later keys are labelled
-/// `(other)`: the label's values stay bounded whatever the keys.
+/// ([`BreakerChange::key`](crate::limit::BreakerChange::key)). A key is
+/// named by the first call that gives it; names are kept for up to 4096
+/// keys of a process, and a key without one (it came too late, or was
+/// only ever reached through [`get`](Self::get)) is labelled `(other)`:
+/// the label's values stay bounded whatever the keys.
 ///
 /// A call looks its limiter up once, when it starts. If its key's place
 /// goes to another key while it runs (the key's limiter held nothing), a
@@ -492,8 +494,27 @@ pub struct Destination<'a> {
 impl<'a> Destination<'a> {
     /// The destination `scheme://host:port`: `port` `None` for the
     /// scheme's default (80 for `http`, 443 for `https`) or the port
-    /// written in `host` (`"db-1:5432"`, `"[::1]:8080"`).
+    /// written in `host` (`"db-1:5432"`, `"[::1]:8080"`). Named for
+    /// telemetry as it [displays](#impl-Display-for-Destination%3C'_%3E)
+    /// (once per destination), so that a breaker an operator reaches
+    /// through it tells its changes with that name.
     pub fn new(scheme: &'a str, host: &'a str, port: Option<u16>) -> Self {
+        let destination = Self::unnamed(scheme, host, port);
+        destination.named();
+        destination
+    }
+
+    /// Its hash, as a [`Keyed`] table tells it apart, its name kept for
+    /// telemetry (once per destination).
+    pub(crate) fn named(&self) -> u64 {
+        // (Hashed once: a layer's request is named here, not in `new`.)
+        let hash = key_hash(self);
+        crate::limit::names::name(hash, || self.to_string());
+        hash
+    }
+
+    /// [`new`](Self::new), not named yet.
+    pub(crate) fn unnamed(scheme: &'a str, host: &'a str, port: Option<u16>) -> Self {
         let (host, port) = match port {
             Some(port) => (host, Some(port)),
             None => match host.rsplit_once(':') {

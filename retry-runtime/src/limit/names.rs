@@ -142,10 +142,11 @@ impl Names {
     }
 }
 
-/// A string key's `Debug` text without its quotes.
+/// A string key's `Debug` text without its quotes (an empty string's
+/// keeps them: an empty label is no label to a recorder).
 fn clean(text: &str) -> &str {
     match text.strip_prefix('"').and_then(|t| t.strip_suffix('"')) {
-        Some(inner) if text.len() >= 2 => inner,
+        Some(inner) if text.len() >= 2 && !inner.is_empty() => inner,
         _ => text,
     }
 }
@@ -167,6 +168,12 @@ mod tests {
         assert_eq!(made, 1);
         assert_eq!(&*names.of(word(0xfeed_0000)), "db-1");
         assert_eq!(&*names.of(word(0xfeed_0002)), OTHER);
+        names.name(0xbeef_0000, || "\"\"".to_owned());
+        assert_eq!(
+            &*names.of(word(0xbeef_0000)),
+            "\"\"",
+            "an empty key is not an empty label"
+        );
     }
 
     #[test]
