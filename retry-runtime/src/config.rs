@@ -372,10 +372,14 @@ impl<'de> Deserialize<'de> for WindowBudgetConfig {
 }
 
 /// A [`CircuitBreaker`]'s settings from configuration; [`build`](Self::build)
-/// makes the breaker. Besides `failure_threshold` and `cooldown`, it may
-/// give `trials` (how many trials go when half-open, all to succeed: see
-/// [`CircuitBreaker::trials`]) and `growing` with `longest` (each failed
-/// trial's break that many times the last, up to `longest`: see
+/// makes the breaker. Its rule is `failure_threshold` (consecutive
+/// failures: [`CircuitBreaker::new`]) or `failure_ratio` (a share of the
+/// calls of a sliding window that failed: [`CircuitBreaker::ratio`], with
+/// `minimum_throughput`, 100 unless given, and `sampling`, `"30s"` unless
+/// given, as Polly's defaults), and `cooldown` how long it breaks. It may
+/// also give `trials` (how many trials go when half-open, all to succeed:
+/// see [`CircuitBreaker::trials`]) and `growing` with `longest` (each
+/// failed trial's break that many times the last, up to `longest`: see
 /// [`CircuitBreaker::growing`]).
 ///
 /// ```
@@ -389,13 +393,32 @@ impl<'de> Deserialize<'de> for WindowBudgetConfig {
 /// )
 /// .unwrap();
 /// assert_eq!(config.build().cooldown(), std::time::Duration::from_secs(1));
+/// let config: BreakerConfig = serde_json::from_str(
+///     r#"{ "failure_ratio": 0.1, "minimum_throughput": 20, "sampling": "10s", "cooldown": "5s" }"#,
+/// )
+/// .unwrap();
+/// assert_eq!(config.build().failure_ratio(), Some(0.1));
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct BreakerConfig {
-    failure_threshold: u32,
+    rule: BreakerRule,
     cooldown: Duration,
     trials: u32,
     growing: Option<(u32, Duration)>,
+}
+
+/// When a configured breaker opens.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum BreakerRule {
+    /// After this many consecutive retryable failures.
+    Consecutive(u32),
+    /// When this share of the calls of the window failed, the window
+    /// having seen at least `minimum_throughput` calls.
+    Ratio {
+        failure_ratio: f64,
+        minimum_throughput: u32,
+        sampling: Duration,
+    },
 }
 
 impl BreakerConfig {
@@ -413,8 +436,15 @@ impl BreakerConfig {
     /// assert_eq!((breaker.failure_threshold(), breaker.cooldown()), (3, Duration::from_secs(10)));
     /// ```
     pub fn build(&self) -> CircuitBreaker {
-        let breaker =
-            CircuitBreaker::new(self.failure_threshold, self.cooldown).trials(self.trials);
+        let breaker = match self.rule {
+            BreakerRule::Consecutive(threshold) => CircuitBreaker::new(threshold, self.cooldown),
+            BreakerRule::Ratio {
+                failure_ratio,
+                minimum_throughput,
+                sampling,
+            } => CircuitBreaker::ratio(failure_ratio, minimum_throughput, sampling, self.cooldown),
+        }
+        .trials(self.trials);
         match self.growing {
             Some((factor, longest)) => breaker.growing(factor, longest),
             None => breaker,
@@ -425,7 +455,10 @@ impl BreakerConfig {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct BreakerFields {
-    failure_threshold: u32,
+    failure_threshold: Option<u32>,
+    failure_ratio: Option<f64>,
+    minimum_throughput: Option<u32>,
+    sampling: Option<Human>,
     cooldown: Human,
     trials: Option<u32>,
     growing: Option<u32>,
@@ -435,9 +468,7 @@ struct BreakerFields {
 impl<'de> Deserialize<'de> for BreakerConfig {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let fields = BreakerFields::deserialize(deserializer)?;
-        if fields.failure_threshold == 0 {
-            return Err(de::Error::custom("`failure_threshold` must be at least 1"));
-        }
+        let rule = breaker_rule(&fields)?;
         let trials = fields.trials.unwrap_or(1);
         if !(1..=1000).contains(&trials) {
             return Err(de::Error::custom("`trials` must be between 1 and 1000"));
@@ -458,10 +489,53 @@ impl<'de> Deserialize<'de> for BreakerConfig {
             }
         };
         Ok(Self {
-            failure_threshold: fields.failure_threshold,
+            rule,
             cooldown: duration("cooldown", &fields.cooldown)?,
             trials,
             growing,
         })
+    }
+}
+
+/// A configured breaker's rule: `failure_threshold`, or `failure_ratio`
+/// with its window (`minimum_throughput`, `sampling`), not both.
+fn breaker_rule<E: de::Error>(fields: &BreakerFields) -> Result<BreakerRule, E> {
+    let window = fields.minimum_throughput.is_some() || fields.sampling.is_some();
+    match (fields.failure_threshold, fields.failure_ratio) {
+        (Some(_), Some(_)) => Err(E::custom(
+            "give `failure_threshold` (consecutive failures) or `failure_ratio` (a share of \
+             the calls), not both",
+        )),
+        (None, None) => Err(E::custom(
+            "a breaker needs `failure_threshold` (consecutive failures) or `failure_ratio` \
+             (a share of the calls, with `minimum_throughput` and `sampling`)",
+        )),
+        (Some(_), None) if window => Err(E::custom(
+            "`minimum_throughput` and `sampling` go with `failure_ratio`, not with \
+             `failure_threshold`",
+        )),
+        (Some(0), None) => Err(E::custom("`failure_threshold` must be at least 1")),
+        (Some(threshold), None) => Ok(BreakerRule::Consecutive(threshold)),
+        (None, Some(ratio)) => {
+            if !(ratio > 0.0 && ratio <= 1.0) {
+                return Err(E::custom("`failure_ratio` must be above 0 and at most 1"));
+            }
+            let minimum_throughput = fields.minimum_throughput.unwrap_or(100);
+            if minimum_throughput == 0 {
+                return Err(E::custom("`minimum_throughput` must be at least 1"));
+            }
+            let sampling = match &fields.sampling {
+                Some(text) => duration("sampling", text)?,
+                None => Duration::from_secs(30),
+            };
+            if sampling < Duration::from_micros(8) {
+                return Err(E::custom("`sampling` must be at least 8us"));
+            }
+            Ok(BreakerRule::Ratio {
+                failure_ratio: ratio,
+                minimum_throughput,
+                sampling,
+            })
+        }
     }
 }

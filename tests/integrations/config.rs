@@ -344,3 +344,81 @@ fn a_breaker_from_configuration_may_have_several_trials_and_a_growing_break() {
         assert!(got.contains(error), "{text}: {got}");
     }
 }
+
+#[test]
+fn a_breaker_from_configuration_may_judge_ratios() {
+    use backstop::Verdict;
+    use backstop::limit::BreakerState;
+    let config: BreakerConfig = toml::from_str(
+        "failure_ratio = 0.5\nminimum_throughput = 4\nsampling = \"10s\"\ncooldown = \"5s\"",
+    )
+    .unwrap();
+    let breaker = config.build();
+    assert_eq!(breaker.failure_ratio(), Some(0.5));
+    let t0 = std::time::Instant::now();
+    let ms = |n: u64| t0 + std::time::Duration::from_millis(n);
+    // 1 failure of 3 calls, then 2 of 4: at half, with 4 calls seen, it opens.
+    breaker.try_acquire(ms(0)).unwrap().succeeded(ms(0));
+    breaker.try_acquire(ms(1)).unwrap().succeeded(ms(1));
+    breaker
+        .try_acquire(ms(2))
+        .unwrap()
+        .failed(Verdict::Retry, ms(2));
+    assert_eq!(
+        breaker.state_at(ms(2)),
+        BreakerState::Closed,
+        "3 calls: below the minimum"
+    );
+    breaker
+        .try_acquire(ms(3))
+        .unwrap()
+        .failed(Verdict::Retry, ms(3));
+    assert_eq!(breaker.state_at(ms(3)), BreakerState::Open);
+    assert_eq!(
+        breaker.state_at(ms(5_003)),
+        BreakerState::HalfOpen,
+        "breaks for the cooldown"
+    );
+    // Polly's window by default.
+    let defaults: BreakerConfig = toml::from_str("failure_ratio = 0.1\ncooldown = \"5s\"").unwrap();
+    let expected: BreakerConfig = toml::from_str(
+        "failure_ratio = 0.1\nminimum_throughput = 100\nsampling = \"30s\"\ncooldown = \"5s\"",
+    )
+    .unwrap();
+    assert_eq!(defaults, expected);
+    for (text, error) in [
+        ("failure_threshold = 3\nfailure_ratio = 0.5", "not both"),
+        ("", "needs `failure_threshold`"),
+        (
+            "failure_threshold = 3\nsampling = \"1s\"",
+            "go with `failure_ratio`",
+        ),
+        (
+            "failure_ratio = 0.0",
+            "`failure_ratio` must be above 0 and at most 1",
+        ),
+        (
+            "failure_ratio = 1.5",
+            "`failure_ratio` must be above 0 and at most 1",
+        ),
+        (
+            "failure_ratio = nan",
+            "`failure_ratio` must be above 0 and at most 1",
+        ),
+        (
+            "failure_ratio = 0.5\nminimum_throughput = 0",
+            "`minimum_throughput` must be at least 1",
+        ),
+        (
+            "failure_ratio = 0.5\nsampling = \"1us\"",
+            "`sampling` must be at least 8us",
+        ),
+        ("failure_ratio = 0.5\nsampling = \"soon\"", "`sampling`"),
+    ] {
+        let text = format!("cooldown = \"1s\"\n{text}");
+        let got = toml::from_str::<BreakerConfig>(&text)
+            .unwrap_err()
+            .to_string();
+        assert!(got.contains(error), "{text}: {got}");
+    }
+}
