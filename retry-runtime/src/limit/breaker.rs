@@ -425,6 +425,31 @@ impl CircuitBreaker {
         self.ratio.as_ref().map(|ratio| ratio.failure_ratio)
     }
 
+    /// How long the breaker breaks when it opens now: its
+    /// [`cooldown`](Self::cooldown), or for one that is
+    /// [`growing`](Self::growing), the cooldown grown by each trial failed
+    /// in a row since it last closed, up to its longest.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::time::{Duration, Instant};
+    /// use backstop::{limit::CircuitBreaker, Verdict};
+    /// let breaker = CircuitBreaker::new(1, Duration::from_secs(1))
+    ///     .growing(2, Duration::from_secs(60));
+    /// let t0 = Instant::now();
+    /// breaker.try_acquire(t0).unwrap().failed(Verdict::Retry, t0);
+    /// assert_eq!(breaker.current_break(), Duration::from_secs(1));
+    /// let trial = t0 + Duration::from_secs(1);
+    /// breaker.try_acquire(trial).unwrap().failed(Verdict::Retry, trial);
+    /// assert_eq!(breaker.current_break(), Duration::from_secs(2), "a failed trial doubles it");
+    /// ```
+    pub fn current_break(&self) -> Duration {
+        match self.growth {
+            None => self.cooldown,
+            Some(_) => Duration::from_millis(self.break_millis()).max(self.cooldown),
+        }
+    }
+
     /// The break after the trials failed so far in a row.
     fn break_millis(&self) -> u64 {
         match self.growth {
