@@ -135,3 +135,47 @@ fn the_counter_counts() {
     let v = std::hint::black_box(vec![1u8; 64]);
     assert!(allocations() > before, "a Vec must register: {v:?}");
 }
+
+#[retry(attempts = 5, key = shard)]
+fn keyed_by_number(shard: u64, x: u64) -> Result<u64, Error> {
+    let _ = shard;
+    Ok(x + 1)
+}
+
+/// A subscriber interested in everything, that keeps nothing.
+struct Enabled;
+
+impl tracing::Subscriber for Enabled {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, _: &tracing::Event<'_>) {}
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+/// With a subscriber, a keyed call's span is told its key's name, named
+/// or `(other)`, without a lock or an allocation.
+#[test]
+fn a_keyed_success_path_told_to_a_subscriber_does_not_allocate() {
+    tracing::subscriber::with_default(Enabled, || {
+        // More keys than have names: the later ones are `(other)`.
+        for shard in 0..20_000 {
+            keyed_by_number(shard, 0).unwrap();
+        }
+        let before = allocations();
+        let mut sum = 0;
+        for i in 0..1000 {
+            // Named keys, and keys without a name.
+            let shard = if i % 2 == 0 { i % 8 } else { 19_992 + i % 8 };
+            sum += keyed_by_number(shard, i).unwrap();
+        }
+        assert_eq!(sum, 500_500);
+        assert_eq!(allocations() - before, 0);
+    });
+}

@@ -1326,7 +1326,7 @@ fn keyed_change(change: &backstop::limit::BreakerChange) {
     KEYED_CHANGES
         .lock()
         .unwrap()
-        .push((change.key.as_deref().map(str::to_owned), change.to));
+        .push((change.key.map(str::to_owned), change.to));
 }
 
 #[retry(attempts = 2, budget = none, breaker = PER_SHARD, key = shard)]
@@ -1445,4 +1445,37 @@ fn a_breaker_reached_through_a_destination_is_told_by_its_name() {
         gauges,
         ["backstop_breakers_open{breaker=per_host,key=https://ops.internal:443}"]
     );
+}
+
+static PER_DB: backstop::limit::Keyed<backstop::limit::CircuitBreaker> =
+    backstop::limit::Keyed::new(
+        backstop::limit::CircuitBreaker::new(1, std::time::Duration::from_secs(60)).named("per_db"),
+    );
+
+/// A key no call named (reached only through `Keyed::get`) is named by
+/// its hash when its breaker first changes, and keeps that name: its
+/// gauge goes up and down by the same labels.
+#[test]
+fn a_breaker_whose_key_no_call_named_is_counted_by_its_hash() {
+    let _serial = serial();
+    let recorder = Recorder::default();
+    metrics::with_local_recorder(&recorder, || {
+        let breaker = PER_DB.get(&("db", 9u8));
+        breaker.hold_open();
+        breaker.reset();
+    });
+    let gauges: BTreeMap<String, f64> = recorder
+        .gauges
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), *v.0.lock().unwrap()))
+        .collect();
+    assert_eq!(gauges.len(), 1, "{gauges:?}");
+    let (series, value) = gauges.iter().next().unwrap();
+    assert!(
+        series.starts_with("backstop_breakers_open{breaker=per_db,key=#"),
+        "{series}"
+    );
+    assert_eq!(*value, 0.0);
 }

@@ -376,7 +376,8 @@ impl<'de> Deserialize<'de> for WindowBudgetConfig {
 /// failures: [`CircuitBreaker::new`]) or `failure_ratio` (a share of the
 /// calls of a sliding window that failed: [`CircuitBreaker::ratio`], with
 /// `minimum_throughput`, 100 unless given, and `sampling`, `"30s"` unless
-/// given, as Polly's defaults), and `cooldown` how long it breaks. It may
+/// given and at least `"500ms"`, as Polly's), and `cooldown` how long it
+/// breaks. It may
 /// also give `trials` (how many trials go when half-open, all to succeed:
 /// see [`CircuitBreaker::trials`]) and `growing` with `longest` (each
 /// failed trial's break that many times the last, up to `longest`: see
@@ -521,15 +522,20 @@ fn breaker_rule<E: de::Error>(fields: &BreakerFields) -> Result<BreakerRule, E> 
                 return Err(E::custom("`failure_ratio` must be above 0 and at most 1"));
             }
             let minimum_throughput = fields.minimum_throughput.unwrap_or(100);
-            if minimum_throughput == 0 {
-                return Err(E::custom("`minimum_throughput` must be at least 1"));
+            // (The window counts up to about 134 million calls.)
+            if !(1..=100_000_000).contains(&minimum_throughput) {
+                return Err(E::custom(
+                    "`minimum_throughput` must be between 1 and 100000000",
+                ));
             }
             let sampling = match &fields.sampling {
                 Some(text) => duration("sampling", text)?,
                 None => Duration::from_secs(30),
             };
-            if sampling < Duration::from_micros(8) {
-                return Err(E::custom("`sampling` must be at least 8us"));
+            // (As Polly's: a window of a few slots of microseconds counts
+            // nothing useful.)
+            if sampling < Duration::from_millis(500) {
+                return Err(E::custom("`sampling` must be at least 500ms"));
             }
             Ok(BreakerRule::Ratio {
                 failure_ratio: ratio,

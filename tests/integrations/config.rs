@@ -407,11 +407,15 @@ fn a_breaker_from_configuration_may_judge_ratios() {
         ),
         (
             "failure_ratio = 0.5\nminimum_throughput = 0",
-            "`minimum_throughput` must be at least 1",
+            "`minimum_throughput` must be between 1 and 100000000",
         ),
         (
-            "failure_ratio = 0.5\nsampling = \"1us\"",
-            "`sampling` must be at least 8us",
+            "failure_ratio = 0.5\nminimum_throughput = 200000000",
+            "`minimum_throughput` must be between 1 and 100000000",
+        ),
+        (
+            "failure_ratio = 0.5\nsampling = \"100ms\"",
+            "`sampling` must be at least 500ms",
         ),
         ("failure_ratio = 0.5\nsampling = \"soon\"", "`sampling`"),
     ] {

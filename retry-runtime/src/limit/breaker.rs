@@ -102,16 +102,18 @@ pub enum ChangeReason {
 /// A [`CircuitBreaker`]'s change of state, as its
 /// [`on_change`](CircuitBreaker::on_change) hook, `tracing` and `metrics`
 /// are told it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct BreakerChange {
     /// The breaker's [`name`](CircuitBreaker::named) (`""` for none).
     pub breaker: &'static str,
     /// The name of the key whose breaker it is, for a breaker kept per
     /// key ([`Keyed`](crate::limit::Keyed)): the key's `Debug` text, a
-    /// destination's `scheme://host:port`, or `(other)` for a key without
-    /// a name (see `Keyed`'s telemetry); `None` for a breaker of its own.
-    pub key: Option<std::sync::Arc<str>>,
+    /// destination's `scheme://host:port`, `#` and the hex of its hash for
+    /// a key no call named, or `(other)` once the names are full (see
+    /// `Keyed`'s telemetry); `None` for a breaker of its own (a full
+    /// table's shared breaker too).
+    pub key: Option<&'static str>,
     /// The state it left.
     pub from: BreakerState,
     /// The state it is in now.
@@ -185,10 +187,6 @@ pub struct CircuitBreaker {
     /// For a breaker kept per key: its key, as the names of keys keep it
     /// (0: none). Telemetry only: std's atomic under loom too.
     key: std::sync::atomic::AtomicU64,
-    /// The key's name its `backstop_breakers_open` gauge went up by, to
-    /// come down by the same when it closes.
-    #[cfg(feature = "metrics")]
-    open_as: std::sync::Mutex<Option<std::sync::Arc<str>>>,
     /// Trials a half-open breaker lets through, all to succeed to close it.
     trials: u32,
     /// With more than one trial: the half-open round's trials let through
@@ -281,8 +279,6 @@ impl CircuitBreaker {
                 growth: None,
                 streak: AtomicU64::new(0),
                 key: std::sync::atomic::AtomicU64::new(0),
-                #[cfg(feature = "metrics")]
-                open_as: std::sync::Mutex::new(None),
                 trials: 1,
                 trial_counts: AtomicU64::new(0),
             }
@@ -425,10 +421,11 @@ impl CircuitBreaker {
         self.ratio.as_ref().map(|ratio| ratio.failure_ratio)
     }
 
-    /// How long the breaker breaks when it opens now: its
-    /// [`cooldown`](Self::cooldown), or for one that is
-    /// [`growing`](Self::growing), the cooldown grown by each trial failed
-    /// in a row since it last closed, up to its longest.
+    /// Its break as it stands: its [`cooldown`](Self::cooldown), or for
+    /// one that is [`growing`](Self::growing), the cooldown grown by each
+    /// trial failed in a row since it last closed, up to its longest. Open
+    /// or half-open, the break it is in (the next failed trial grows it
+    /// once more); closed, the cooldown it opens with next.
     ///
     /// ```
     /// # extern crate backstop_runtime as backstop;
@@ -551,9 +548,15 @@ impl CircuitBreaker {
             HALF_OPEN => BreakerState::HalfOpen,
             _ => BreakerState::HeldOpen,
         };
+        // The key's name; a key no call named is named now, by its hash:
+        // a name is never changed after, so the gauge goes up and down by
+        // the same labels whatever order racing changes are told in.
         let key = match self.key.load(std::sync::atomic::Ordering::Relaxed) {
             0 => None,
-            word => Some(crate::limit::names::of(word)),
+            word => {
+                crate::limit::names::name(word, || format!("#{word:016x}"));
+                Some(crate::limit::names::of(word))
+            }
         };
         let change = BreakerChange {
             breaker: self.name,
@@ -579,7 +582,7 @@ impl CircuitBreaker {
         #[cfg(feature = "tracing")]
         {
             let (from, to) = (change.from, change.to);
-            let key = change.key.as_deref();
+            let key = change.key;
             if to == BreakerState::Closed {
                 tracing::info!(
                     breaker = self.name,
@@ -602,25 +605,12 @@ impl CircuitBreaker {
         }
         #[cfg(feature = "metrics")]
         {
-            // Breakers not closed, by name, and by key for a table's: down
-            // by the key it went up by.
+            // Breakers not closed, by name, and by key for a table's.
             let was_closed = change.from == BreakerState::Closed;
             let is_closed = change.to == BreakerState::Closed;
             if was_closed != is_closed {
-                let key = {
-                    let mut open_as = self
-                        .open_as
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner);
-                    if is_closed {
-                        open_as.take()
-                    } else {
-                        open_as.clone_from(&change.key);
-                        change.key.clone()
-                    }
-                };
                 let mut labels = vec![metrics::Label::new("breaker", self.name)];
-                if let Some(key) = key {
+                if let Some(key) = change.key {
                     labels.push(metrics::Label::new("key", key));
                 }
                 let gauge = metrics::gauge!("backstop_breakers_open", labels);

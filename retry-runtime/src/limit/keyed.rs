@@ -147,10 +147,11 @@ struct Slot<T> {
 /// `scheme://host:port`), and a table's breaker tells its changes and its
 /// `backstop_breakers_open` gauge with it
 /// ([`BreakerChange::key`](crate::limit::BreakerChange::key)). A key is
-/// named by the first call that gives it; names are kept for up to 4096
-/// keys of a process, and a key without one (it came too late, or was
-/// only ever reached through [`get`](Self::get)) is labelled `(other)`:
-/// the label's values stay bounded whatever the keys.
+/// named by the first call that gives it (a breaker's key that no call
+/// named, reached only through [`get`](Self::get), by its hash when the
+/// breaker first changes); names are kept for up to 4096 keys of a
+/// process, and a key without one is labelled `(other)`: the label's
+/// values stay bounded whatever the keys.
 ///
 /// A call looks its limiter up once, when it starts. If its key's place
 /// goes to another key while it runs (the key's limiter held nothing), a

@@ -10,15 +10,19 @@
 //! key already named costs a few loads and allocates nothing; a new key's
 //! text is made once, when it takes a place.
 
+use std::sync::OnceLock;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{AcqRel, Acquire};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 /// How many keys have a name in a process: the labels' cardinality.
 pub(crate) const CAPACITY: usize = 4096;
 
+/// The longest name kept, in bytes (a longer text is cut, and ends in
+/// `…`): the names' memory is bounded too.
+const LONGEST: usize = 128;
+
 /// The label of a keyed call whose key has no name (it came after the
-/// table of names was full).
+/// table of names was full, or no call gave it).
 pub(crate) const OTHER: &str = "(other)";
 
 /// The places a key's name may sit in, from the one its hash names.
@@ -27,12 +31,14 @@ const PLACES: usize = 16;
 /// A place no key has taken.
 const EMPTY: u64 = 0;
 
-/// A key's name and the key it is of (its [`word`]). A place is taken,
-/// its word and name written, under its lock, and never given up: a
-/// reader that finds its key's word reads its name under the lock.
+/// A key's name and the key it is of (its [`word`]). A place is taken by
+/// one compare-and-swap of its word and never given up; its name is set
+/// once, just after, and kept for the process's life (leaked: at most
+/// [`CAPACITY`] names of [`LONGEST`] bytes), so that reading it takes no
+/// lock and allocates nothing.
 struct Place {
     word: AtomicU64,
-    name: Mutex<Option<Arc<str>>>,
+    name: OnceLock<&'static str>,
 }
 
 /// Names of keys, in places of a fixed number.
@@ -62,10 +68,16 @@ pub(crate) fn name(hash: u64, text: impl FnOnce() -> String) {
     NAMES.name(hash, text);
 }
 
-/// The name of the key whose [`word`] is `word`, [`OTHER`] if it has
-/// none.
-pub(crate) fn of(word: u64) -> Arc<str> {
+/// The name of the key whose [`word`] is `word`, if it has one.
+#[cfg_attr(not(feature = "tower"), allow(dead_code))]
+pub(crate) fn named(word: u64) -> Option<&'static str> {
     NAMES.of(word)
+}
+
+/// The name of the key whose [`word`] is `word`, [`OTHER`] if it has
+/// none: a few loads, no lock, nothing allocated.
+pub(crate) fn of(word: u64) -> &'static str {
+    NAMES.of(word).unwrap_or(OTHER)
 }
 
 impl Names {
@@ -81,7 +93,7 @@ impl Names {
             (0..self.capacity)
                 .map(|_| Place {
                     word: AtomicU64::new(EMPTY),
-                    name: Mutex::new(None),
+                    name: OnceLock::new(),
                 })
                 .collect()
         })
@@ -112,12 +124,11 @@ impl Names {
     /// A new key's name, in the first empty place of its own.
     #[cold]
     fn add(&self, word: u64, text: &str) {
-        let text: Arc<str> = Arc::from(clean(text));
         for place in self.places_of(word) {
-            let mut name = place.name.lock().unwrap_or_else(PoisonError::into_inner);
             match place.word.compare_exchange(EMPTY, word, AcqRel, Acquire) {
                 Ok(_) => {
-                    *name = Some(text);
+                    let name: &'static str = Box::leak(kept(text).into_boxed_str());
+                    let _ = place.name.set(name);
                     return;
                 }
                 // Named by a racing caller of the same key.
@@ -127,19 +138,28 @@ impl Names {
         }
     }
 
-    fn of(&self, word: u64) -> Arc<str> {
+    /// (`None` also for the instant between a place's taking and its
+    /// name's setting.)
+    fn of(&self, word: u64) -> Option<&'static str> {
         self.places_of(word)
             .take_while(|place| place.word.load(Acquire) != EMPTY)
             .find(|place| place.word.load(Acquire) == word)
-            .and_then(|place| {
-                place
-                    .name
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .clone()
-            })
-            .unwrap_or_else(|| Arc::from(OTHER))
+            .and_then(|place| place.name.get().copied())
     }
+}
+
+/// The name kept of `text`: a string key's `Debug` text without its
+/// quotes, at most [`LONGEST`] bytes.
+fn kept(text: &str) -> String {
+    let text = clean(text);
+    if text.len() <= LONGEST {
+        return text.to_owned();
+    }
+    let mut end = LONGEST - '…'.len_utf8();
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
 }
 
 /// A string key's `Debug` text without its quotes (an empty string's
@@ -166,14 +186,17 @@ mod tests {
             });
         }
         assert_eq!(made, 1);
-        assert_eq!(&*names.of(word(0xfeed_0000)), "db-1");
-        assert_eq!(&*names.of(word(0xfeed_0002)), OTHER);
+        assert_eq!(names.of(word(0xfeed_0000)), Some("db-1"));
+        assert_eq!(names.of(word(0xfeed_0002)), None);
         names.name(0xbeef_0000, || "\"\"".to_owned());
         assert_eq!(
-            &*names.of(word(0xbeef_0000)),
-            "\"\"",
+            names.of(word(0xbeef_0000)),
+            Some("\"\""),
             "an empty key is not an empty label"
         );
+        names.name(0xcafe_0000, || "é".repeat(100));
+        let long = names.of(word(0xcafe_0000)).unwrap();
+        assert!(long.len() <= LONGEST && long.ends_with('…'), "{long}");
     }
 
     #[test]
@@ -184,12 +207,15 @@ mod tests {
             names.name(hash(key), || format!("key-{key}"));
         }
         let kept: Vec<u64> = (0..300)
-            .filter(|&key| &*names.of(word(hash(key))) != OTHER)
+            .filter(|&key| names.of(word(hash(key))).is_some())
             .collect();
         assert!(kept.len() <= 64 && kept.len() > 32, "{}", kept.len());
         assert!(kept.contains(&0), "the first key keeps its name");
         for key in kept {
-            assert_eq!(&*names.of(word(hash(key))), format!("key-{key}"));
+            assert_eq!(
+                names.of(word(hash(key))),
+                Some(format!("key-{key}").as_str())
+            );
         }
     }
 }

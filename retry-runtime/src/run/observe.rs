@@ -186,16 +186,14 @@ impl Observe {
         self.key = NonZeroU64::new(names::word(hash));
         #[cfg(feature = "tracing")]
         if !self.span.is_disabled() {
-            self.span.record(
-                "key",
-                &*self.key_name().unwrap_or_else(|| names::OTHER.into()),
-            );
+            self.span
+                .record("key", self.key_name().unwrap_or(names::OTHER));
         }
     }
 
     /// The key's name now, if the call gave a key.
     #[cfg_attr(not(any(feature = "tracing", feature = "metrics")), allow(dead_code))]
-    fn key_name(&self) -> Option<std::sync::Arc<str>> {
+    fn key_name(&self) -> Option<&'static str> {
         self.key.map(|word| names::of(word.get()))
     }
 

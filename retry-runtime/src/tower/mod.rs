@@ -852,10 +852,10 @@ where
             // its service calls, which another layer's path is not.
             if path_only {
                 let mixed = retry.mixed_with_layer(key);
-                // (Named as the path is.)
-                crate::limit::names::name(mixed, || {
-                    crate::limit::names::of(crate::limit::names::word(key)).to_string()
-                });
+                // (Named as the path is, if it is.)
+                if let Some(path) = crate::limit::names::named(crate::limit::names::word(key)) {
+                    crate::limit::names::name(mixed, || path.to_owned());
+                }
                 mixed
             } else {
                 key

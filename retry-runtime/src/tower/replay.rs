@@ -393,15 +393,15 @@ where
             Some(d) => (d.rotate_left(29) ^ path, false),
             None => (path, true),
         };
-        // Named for `tracing` and `metrics` as the destination and path.
-        crate::limit::names::name(key, || match destination {
-            Some(d) => format!(
-                "{}{}",
-                crate::limit::names::of(crate::limit::names::word(d)),
-                uri.path()
-            ),
-            None => uri.path().to_owned(),
-        });
+        // Named for `tracing` and `metrics` as the destination and path
+        // (unnamed if the destination has no name: it is `(other)`).
+        let destination_name = match destination {
+            Some(d) => crate::limit::names::named(crate::limit::names::word(d)),
+            None => Some(""),
+        };
+        if let Some(destination_name) = destination_name {
+            crate::limit::names::name(key, || format!("{destination_name}{}", uri.path()));
+        }
         Some((key, path_only))
     }
 

@@ -372,7 +372,7 @@ fn a_reset_closes_an_open_breaker_and_forgets_what_came_before() {
 static CHANGES: std::sync::Mutex<Vec<BreakerChange>> = std::sync::Mutex::new(Vec::new());
 
 fn record_change(change: &BreakerChange) {
-    CHANGES.lock().unwrap().push(change.clone());
+    CHANGES.lock().unwrap().push(*change);
 }
 
 static TOLD: CircuitBreaker = CircuitBreaker::new(1, Duration::from_secs(10))
