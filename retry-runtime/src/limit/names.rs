@@ -5,10 +5,11 @@
 //!
 //! One table for the process, of fixed capacity, kept for its life: a
 //! label value a recorder has seen is a series it keeps, so the `key`
-//! label takes at most [`CAPACITY`] values in a process, the names of the
-//! first keys given, and [`OTHER`] for the keys that come after them. A
-//! key already named costs a few loads and allocates nothing; a new key's
-//! text is made once, when it takes a place.
+//! label takes at most [`CAPACITY`] values in a process, the names of
+//! keys that found a place (the first to come, each among the 16 places
+//! its hash names), and [`OTHER`] for the others. A key already named
+//! costs a few loads and allocates nothing; a new key's text is made
+//! once, when it takes a place.
 
 use std::sync::OnceLock;
 use std::sync::atomic::AtomicU64;
