@@ -421,6 +421,16 @@ fn counters_and_histograms_per_function() {
     );
 }
 
+fn gauges(recorder: &Recorder) -> BTreeMap<String, f64> {
+    recorder
+        .gauges
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), *v.0.lock().unwrap()))
+        .collect()
+}
+
 fn counters(recorder: &Recorder) -> BTreeMap<String, u64> {
     recorder
         .counters
@@ -1349,13 +1359,7 @@ fn a_keyed_breaker_is_counted_open_by_its_key_and_tells_it() {
             PER_SHARD.peek(&"s-down").unwrap().reset();
         });
     });
-    let gauges: BTreeMap<String, f64> = recorder
-        .gauges
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|(k, v)| (k.clone(), *v.0.lock().unwrap()))
-        .collect();
+    let gauges = gauges(&recorder);
     assert_eq!(
         gauges.keys().collect::<Vec<_>>(),
         ["backstop_breakers_open{breaker=per_shard,key=s-down}"],
@@ -1464,13 +1468,7 @@ fn a_breaker_whose_key_no_call_named_is_counted_by_its_hash() {
         breaker.hold_open();
         breaker.reset();
     });
-    let gauges: BTreeMap<String, f64> = recorder
-        .gauges
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|(k, v)| (k.clone(), *v.0.lock().unwrap()))
-        .collect();
+    let gauges = gauges(&recorder);
     assert_eq!(gauges.len(), 1, "{gauges:?}");
     let (series, value) = gauges.iter().next().unwrap();
     assert!(
