@@ -637,15 +637,30 @@ static OVERFLOW: TokenBudget = TokenBudget::standard();
 /// claims a slot of a fixed table (open addressing, by the site's
 /// address); every later call finds it with a load or a few.
 #[cfg(not(loom))]
+#[inline]
 pub(crate) fn at_call_site(site: &'static std::panic::Location<'static>) -> &'static TokenBudget {
-    let same = |a: &std::panic::Location<'_>| {
-        std::ptr::eq(a, site)
-            || (a.line() == site.line() && a.column() == site.column() && a.file() == site.file())
-    };
     // Fibonacci hashing of the address.
     let start = ((std::ptr::from_ref(site) as usize as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
         >> 54) as usize
         % SITES;
+    // Every call but a site's first finds its slot here, most at once.
+    if let Some(&(owner, throttle)) = SITE_THROTTLES[start].get()
+        && std::ptr::eq(owner, site)
+    {
+        return throttle;
+    }
+    probed(site, start)
+}
+
+/// The token budget of `site`, found (or claimed) by probing from `start`.
+#[cfg(not(loom))]
+#[cold]
+#[inline(never)]
+fn probed(site: &'static std::panic::Location<'static>, start: usize) -> &'static TokenBudget {
+    let same = |a: &std::panic::Location<'_>| {
+        std::ptr::eq(a, site)
+            || (a.line() == site.line() && a.column() == site.column() && a.file() == site.file())
+    };
     for probe in 0..SITES {
         let slot = &SITE_THROTTLES[(start + probe) % SITES];
         let (owner, throttle) = *slot.get_or_init(|| {

@@ -38,17 +38,6 @@ impl<R: ?Sized> Lends for &R {
     }
 }
 
-/// A loop a [`Drive`] owns (`call_async`'s, made for the call).
-pub(crate) struct Owned<R>(pub(crate) R);
-
-impl<R> Lends for Owned<R> {
-    type Loop = R;
-
-    fn lent(&self) -> &R {
-        &self.0
-    }
-}
-
 /// What a call does, attempt after attempt, for the [`Drive`] that runs
 /// it.
 pub(crate) trait Operation {
@@ -171,6 +160,21 @@ enum Phase<K, H> {
     Ready(K, Option<Pin<Box<Sleep>>>),
     /// Over.
     Done,
+}
+
+impl<K, H> Phase<K, H> {
+    /// Goes on to `next` from a phase that holds nothing to drop (not
+    /// started, between attempts, an attempt over and its timer gone,
+    /// over): the success path runs no drop glue.
+    #[inline]
+    fn leave_empty(&mut self, next: Self) {
+        debug_assert!(matches!(
+            self,
+            Phase::Start | Phase::Next | Phase::Attempt(None) | Phase::Done
+        ));
+        // Nothing is lost: the phase left holds nothing.
+        std::mem::forget(std::mem::replace(self, next));
+    }
 }
 
 /// A call, made at the first poll of its [`Drive`], as an `async fn`'s
@@ -327,34 +331,43 @@ where
                         this.op.as_mut().finish(&mut rejected);
                         return Poll::Ready(rejected);
                     }
-                    *this.phase = next(this.op.as_mut(), state, steps, *this.timeout, *this.hedges);
+                    let attempt = next(this.op.as_mut(), state, steps, *this.timeout, *this.hedges);
+                    this.phase.leave_empty(attempt);
                     *this.timed_out = false;
                     continue;
                 }
                 Phase::Next => {
-                    *this.phase = next(this.op.as_mut(), state, steps, *this.timeout, *this.hedges);
+                    let attempt = next(this.op.as_mut(), state, steps, *this.timeout, *this.hedges);
+                    this.phase.leave_empty(attempt);
                     *this.timed_out = false;
                     continue;
                 }
-                Phase::Attempt(cut) => ready!(attempted(
-                    this.op.as_mut(),
-                    state,
-                    steps,
-                    this.shared,
-                    cut,
-                    this.timed_out,
-                    cx,
-                )),
+                Phase::Attempt(cut) => {
+                    let over = ready!(attempted(
+                        this.op.as_mut(),
+                        state,
+                        steps,
+                        this.shared,
+                        cut,
+                        this.timed_out,
+                        cx,
+                    ));
+                    // (`attempted` dropped the timer.)
+                    this.phase.leave_empty(Phase::Done);
+                    over
+                }
                 Phase::Round(round) => {
                     let hedge = steps.hedging().expect("a hedged call has a hedge");
                     let mut op = this.op.as_mut();
-                    ready!(round.poll(
+                    let over = ready!(round.poll(
                         state.state(),
                         hedge,
                         &mut |limit| op.as_mut().hedge(limit),
                         &|out| judge_hedged::<D, _>(steps, out),
                         cx,
-                    ))
+                    ));
+                    *this.phase = Phase::Done;
+                    over
                 }
                 Phase::Sleep(sleep, _) => {
                     ready!(sleep.as_mut().poll(cx));
@@ -362,7 +375,7 @@ where
                         unreachable!("matched above")
                     };
                     match resumed::<D, _, _>(kept, state.state(), steps, *this.hedges) {
-                        Ok(next) => *this.phase = next,
+                        Ok(next) => this.phase.leave_empty(next),
                         Err(mut over) => {
                             this.op.as_mut().finish(&mut over);
                             return Poll::Ready(over);
@@ -373,6 +386,8 @@ where
                 Phase::Ready(_, limit) => {
                     let why = ready!(readied(this.op.as_mut(), state.state(), limit, cx));
                     if let Readied::Ready = why {
+                        // (Its timer and the outcome kept are dropped: the
+                        // retry goes.)
                         *this.phase = Phase::Next;
                         continue;
                     }
@@ -385,8 +400,8 @@ where
                 }
                 Phase::Done => panic!("a retry loop polled after it returned"),
             };
-            // After an attempt or a round: decide (a lean first attempt
-            // that succeeded ends the call at once).
+            // After an attempt or a round (the phase is `Done`): decide (a
+            // lean first attempt that succeeded ends the call at once).
             let delay = if state.first_succeeded(verdict) {
                 None
             } else {
@@ -400,10 +415,10 @@ where
             match delay {
                 Some(delay) => {
                     let sleep = crate::time::timer::sleep_async(delay);
-                    *this.phase = Phase::Sleep(sleep, Kept::keep(outcome));
+                    this.phase
+                        .leave_empty(Phase::Sleep(sleep, Kept::keep(outcome)));
                 }
                 None => {
-                    *this.phase = Phase::Done;
                     let mut outcome = outcome;
                     this.op.as_mut().finish(&mut outcome);
                     return Poll::Ready(outcome);

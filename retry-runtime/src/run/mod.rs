@@ -94,11 +94,11 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, E>>,
 {
-    // Made here, not in the future: the call site is this function's caller.
-    let retry = Retry::new(policy);
+    // Chosen here, not in the future: the call site is this function's
+    // caller.
+    let (_, budget) = budget_of(policy);
     let op = drive::Closures::<F, Fut, NoTimeout>::new(op);
-    let budget = retry.budget;
-    drive::Drive::new(drive::Owned(retry), policy, budget, None, op, true)
+    drive::Drive::new(&DEFAULTS, policy, budget, None, op, true)
 }
 
 /// Retries an async operation that borrows or owns `value` (`&mut conn`),
@@ -136,15 +136,10 @@ where
     F: FnMut(S) -> Fut,
     Fut: Future<Output = (S, Result<T, E>)>,
 {
-    let retry = Retry::new(policy);
+    let (_, budget) = budget_of(policy);
     let op = drive::WithValue::new(value, op);
     drive::HandsBack::new(drive::Drive::new(
-        drive::Owned(retry),
-        policy,
-        retry.budget,
-        None,
-        op,
-        false,
+        &DEFAULTS, policy, budget, None, op, false,
     ))
 }
 
@@ -632,20 +627,7 @@ impl<'a> Retry<'a> {
     /// ```
     #[track_caller]
     pub fn new(policy: &'a Policy) -> Self {
-        // (Through `own`: under `testing::isolate()`, a fresh copy.)
-        let given = if policy.has_default_budget() {
-            Chosen::Default
-        } else {
-            Chosen::Given(policy.get_budget())
-        };
-        let budget = crate::limit::isolation::own_budget(match given {
-            Chosen::Given(given) => given,
-            Chosen::PerKey(table) => Some(table.for_key(None)),
-            Chosen::Default => {
-                let site = crate::limit::token::at_call_site(std::panic::Location::caller());
-                Some(BudgetRef::Token(site))
-            }
-        });
+        let (given, budget) = budget_of(policy);
         Self {
             policy,
             budget,
@@ -664,10 +646,37 @@ impl<'a> Retry<'a> {
     }
 }
 
+/// The budget a loop under `policy` draws on, and how it was chosen: the
+/// policy's, or none, or its caller's call site's own token budget
+/// (through `own`: under `testing::isolate()`, a fresh copy).
+#[track_caller]
+#[inline]
+fn budget_of(policy: &Policy) -> (Chosen, Option<BudgetRef<'static>>) {
+    let given = if policy.has_default_budget() {
+        Chosen::Default
+    } else {
+        Chosen::Given(policy.get_budget())
+    };
+    let budget = crate::limit::isolation::own_budget(match given {
+        Chosen::Given(given) => given,
+        Chosen::PerKey(table) => Some(table.for_key(None)),
+        Chosen::Default => {
+            let site = crate::limit::token::at_call_site(std::panic::Location::caller());
+            Some(BudgetRef::Token(site))
+        }
+    });
+    (given, budget)
+}
+
+/// The steps of a loop with the defaults (`call_async`'s): its policy and
+/// budget are the call's, given to the driver beside them.
+#[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
+static DEFAULTS: Retry<'static> = Retry::detached();
+
 impl Retry<'static> {
     /// A loop to be run later under a policy of its own (each request's),
     /// with no budget yet: what a layer keeps.
-    #[cfg(feature = "tower")]
+    #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
     pub(crate) const fn detached() -> Self {
         static UNUSED: Policy = Policy::new();
         Self {
