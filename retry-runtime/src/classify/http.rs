@@ -206,6 +206,84 @@ pub(crate) fn destination(scheme: Option<&str>, host: &str, port: Option<u16>) -
     crate::limit::Destination::unnamed(scheme.unwrap_or(""), host, port).named()
 }
 
+/// [`destination`] of a URI's `scheme` and `authority` (which `parsed`
+/// splits into host and port): as this thread last found it for the same
+/// text, if it is among the few it keeps, else found (and kept) now. A
+/// client sends to few destinations, and parsing, hashing and naming each
+/// request's cost more than the rest of a layer's work on a success.
+#[cfg(feature = "tower")]
+pub(crate) fn recent_destination(
+    scheme: Option<&str>,
+    authority: &str,
+    parsed: impl FnOnce() -> u64,
+) -> u64 {
+    use std::cell::RefCell;
+
+    /// How many destinations a thread keeps, and the longest `scheme`
+    /// and `authority` kept (longer ones are found every time).
+    const KEPT: usize = 4;
+    const LONGEST: usize = 62;
+
+    /// A destination found: its scheme's length, then scheme and
+    /// authority, and its hash.
+    #[derive(Clone, Copy)]
+    struct Found {
+        scheme: u8,
+        len: u8,
+        text: [u8; LONGEST],
+        hash: u64,
+    }
+
+    impl Found {
+        fn is(&self, scheme: &[u8], authority: &[u8]) -> bool {
+            let text = &self.text[..usize::from(self.len)];
+            usize::from(self.scheme) == scheme.len()
+                && text.len() == scheme.len() + authority.len()
+                && &text[..scheme.len()] == scheme
+                && &text[scheme.len()..] == authority
+        }
+    }
+
+    thread_local! {
+        /// The destinations kept, and the place of the next to keep.
+        static FOUND: RefCell<([Option<Found>; KEPT], usize)> =
+            const { RefCell::new(([None; KEPT], 0)) };
+    }
+
+    let scheme = scheme.unwrap_or("").as_bytes();
+    let authority = authority.as_bytes();
+    let len = scheme.len() + authority.len();
+    if len > LONGEST {
+        return parsed();
+    }
+    let kept = FOUND.with_borrow(|(recent, _)| {
+        recent
+            .iter()
+            .flatten()
+            .find(|kept| kept.is(scheme, authority))
+            .map(|kept| kept.hash)
+    });
+    if let Some(hash) = kept {
+        return hash;
+    }
+    let hash = parsed();
+    let mut text = [0u8; LONGEST];
+    text[..scheme.len()].copy_from_slice(scheme);
+    text[scheme.len()..len].copy_from_slice(authority);
+    let found = Found {
+        // (Both within `LONGEST`.)
+        scheme: u8::try_from(scheme.len()).unwrap_or(u8::MAX),
+        len: u8::try_from(len).unwrap_or(u8::MAX),
+        text,
+        hash,
+    };
+    FOUND.with_borrow_mut(|(recent, next)| {
+        recent[*next] = Some(found);
+        *next = (*next + 1) % KEPT;
+    });
+    hash
+}
+
 /// [`is_idempotent`] of a request's method and headers.
 pub(crate) fn is_idempotent_parts(method: &::http::Method, headers: &::http::HeaderMap) -> bool {
     use ::http::Method;
@@ -337,5 +415,58 @@ mod tests {
         for bad in ["", "S", "123456789S", "5x", "-5S", "5 S", "5é"] {
             assert_eq!(parse_grpc_timeout(bad), None, "{bad}");
         }
+    }
+
+    /// `recent_destination` of an `http://` authority, counting the parses
+    /// in `parses`.
+    fn recent(authority: &str, parses: &mut u32) -> u64 {
+        recent_destination(Some("http"), authority, || {
+            *parses += 1;
+            let (host, port) = authority.rsplit_once(':').unwrap_or((authority, ""));
+            destination(Some("http"), host, port.parse().ok())
+        })
+    }
+
+    #[test]
+    fn a_destination_found_again_on_a_thread_is_not_parsed_again() {
+        let mut parses = 0;
+        let first = recent("a.internal:8080", &mut parses);
+        assert_eq!(recent("a.internal:8080", &mut parses), first);
+        assert_eq!(parses, 1);
+        // Told apart from another scheme, or another authority, however
+        // alike.
+        let https = recent_destination(Some("https"), "a.internal:8080", || 7);
+        assert_eq!(https, 7);
+        assert_ne!(recent("a.internal:8081", &mut parses), first);
+        assert_ne!(recent("a.internal:808", &mut parses), first);
+        assert_eq!(parses, 3);
+        // The same destination spelled otherwise is parsed, to the same.
+        assert_eq!(recent("A.internal:8080", &mut parses), first);
+        assert_eq!(parses, 4);
+    }
+
+    #[test]
+    fn more_destinations_than_a_thread_keeps_are_each_found_right() {
+        let mut parses = 0;
+        let hosts: Vec<String> = (0..9).map(|i| format!("host-{i}:80")).collect();
+        let hashes: Vec<u64> = hosts.iter().map(|h| recent(h, &mut parses)).collect();
+        for _ in 0..3 {
+            for (host, hash) in hosts.iter().zip(&hashes) {
+                assert_eq!(recent(host, &mut parses), *hash, "{host}");
+            }
+        }
+        assert_eq!(
+            hashes
+                .iter()
+                .collect::<std::collections::HashSet<_>>()
+                .len(),
+            9
+        );
+        // An authority too long to keep is parsed every time, rightly.
+        let long = format!("{}.internal:80", "x".repeat(70));
+        let before = parses;
+        let hash = recent(&long, &mut parses);
+        assert_eq!(recent(&long, &mut parses), hash);
+        assert_eq!(parses, before + 2);
     }
 }

@@ -481,9 +481,11 @@ where
             layer.policy
         };
         let url = request.url();
-        let destination = url
-            .host_str()
-            .map(|host| crate::classify::http::destination(Some(url.scheme()), host, url.port()));
+        let destination = url.host_str().map(|host| {
+            crate::classify::http::recent_destination(Some(url.scheme()), url.authority(), || {
+                crate::classify::http::destination(Some(url.scheme()), host, url.port())
+            })
+        });
         let budget = layer.retry.budget_for(destination);
         let retry = &layer.retry.retry;
         let clonable = request.try_clone().is_some();

@@ -371,17 +371,28 @@ where
 
     fn destination(source: &HttpSource<B>) -> Option<(u64, bool)> {
         let uri = &source.parts.uri;
-        // A URI without a host (a path, as a gRPC client sends below its
-        // channel): the `Host` header's, else none.
-        let host = uri.host().or_else(|| {
-            source
+        let scheme = uri.scheme_str();
+        let destination = match uri.authority() {
+            Some(authority) => Some(crate::classify::http::recent_destination(
+                scheme,
+                authority.as_str(),
+                || {
+                    crate::classify::http::destination(
+                        scheme,
+                        authority.host(),
+                        authority.port_u16(),
+                    )
+                },
+            )),
+            // A URI without a host (a path, as a gRPC client sends below
+            // its channel): the `Host` header's, else none.
+            None => source
                 .parts
                 .headers
                 .get(http::header::HOST)
                 .and_then(|host| host.to_str().ok())
-        });
-        let destination = host
-            .map(|host| crate::classify::http::destination(uri.scheme_str(), host, uri.port_u16()));
+                .map(|host| crate::classify::http::destination(scheme, host, None)),
+        };
         if !source.per_method {
             return destination.map(|d| (d, false));
         }
