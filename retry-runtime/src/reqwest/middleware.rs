@@ -488,7 +488,9 @@ where
         });
         let budget = layer.retry.budget_for(destination);
         let retry = &layer.retry.retry;
-        let clonable = request.try_clone().is_some();
+        // What `try_clone` asks, without a copy made to be dropped: a body
+        // in memory, or none, can be sent again; a stream cannot.
+        let clonable = request.body().is_none_or(|body| body.as_bytes().is_some());
         let call = Call {
             request: Some(request),
             clonable,
