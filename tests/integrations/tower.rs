@@ -824,6 +824,53 @@ async fn a_small_streamed_body_a_server_did_not_read_is_sent_again_whole() {
     );
 }
 
+/// A body of two chunks, then trailers: streamed (its length not known)
+/// or, if `known`, of a size that says it fits.
+fn trailed(known: bool) -> http_body_util::combinators::UnsyncBoxBody<Bytes, Infallible> {
+    let mut trailers = http::HeaderMap::new();
+    trailers.insert("x-checksum", "7".parse().unwrap());
+    if known {
+        return Full::new(Bytes::from_static(b"ab"))
+            .with_trailers(std::future::ready(Some(Ok(trailers))))
+            .boxed_unsync();
+    }
+    let frames = [
+        Frame::data(Bytes::from_static(b"a")),
+        Frame::data(Bytes::from_static(b"b")),
+        Frame::trailers(trailers),
+    ];
+    StreamBody::new(futures_util::stream::iter(frames.map(Ok))).boxed_unsync()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_bodys_trailers_are_sent_again_with_it() {
+    for known in [true, false] {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        let inner = service_fn(move |request: Request<ReplayBody<_>>| {
+            let log = log.clone();
+            async move {
+                let body = request.into_body().collect().await?;
+                let trailers = body.trailers().cloned();
+                let mut log = log.lock().unwrap();
+                log.push((body.to_bytes(), trailers));
+                Ok::<_, BoxError>(status(if log.len() < 2 { 503 } else { 200 }, None))
+            }
+        });
+        let service = RetryLayer::http(&Policy::new()).layer(inner);
+        let upload = Request::put("/files/3").body(trailed(known)).unwrap();
+        let response = service.oneshot(upload).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.len(), 2, "known: {known}");
+        for (body, trailers) in seen.iter() {
+            assert_eq!(body, "ab", "known: {known}");
+            let trailers = trailers.as_ref().expect("trailers, each time");
+            assert_eq!(trailers["x-checksum"], "7", "known: {known}");
+        }
+    }
+}
+
 #[tokio::test]
 async fn a_small_streamed_post_to_a_refused_port_is_retried() {
     let retries = retries_to_a_closed_port(|addr| {

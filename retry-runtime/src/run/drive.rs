@@ -317,26 +317,15 @@ where
         let _span = this.span.enter();
         loop {
             let (outcome, verdict) = match this.phase {
-                Phase::Start => {
-                    if *this.hedges {
-                        let idempotent = state.state().idempotent();
-                        *this.hedges = ready!(this.op.as_mut().poll_prepare(cx, idempotent));
-                    }
-                    // A lean call has nothing to admit it (no breaker, no
-                    // adaptive throttle).
-                    if let Some(gated) = state.going()
-                        && let Some(mut rejected) = steps.admit(gated)
+                Phase::Start | Phase::Next => {
+                    if let Phase::Start = this.phase
+                        && let Some(mut rejected) =
+                            ready!(admitted(this.op.as_mut(), state, steps, this.hedges, cx))
                     {
                         *this.phase = Phase::Done;
                         this.op.as_mut().finish(&mut rejected);
                         return Poll::Ready(rejected);
                     }
-                    let attempt = next(this.op.as_mut(), state, steps, *this.timeout, *this.hedges);
-                    this.phase.leave_empty(attempt);
-                    *this.timed_out = false;
-                    continue;
-                }
-                Phase::Next => {
                     let attempt = next(this.op.as_mut(), state, steps, *this.timeout, *this.hedges);
                     this.phase.leave_empty(attempt);
                     *this.timed_out = false;
@@ -352,8 +341,7 @@ where
                         this.timed_out,
                         cx,
                     ));
-                    // (`attempted` dropped the timer.)
-                    this.phase.leave_empty(Phase::Done);
+                    this.phase.leave_empty(Phase::Done); // (its timer dropped)
                     over
                 }
                 Phase::Round(round) => {
@@ -426,6 +414,28 @@ where
             }
         }
     }
+}
+
+/// Before the first attempt: the request made copyable if the call may
+/// hedge, then the call admitted (a lean call has nothing to admit it: no
+/// breaker, no adaptive throttle). Its rejection, if it is turned away.
+fn admitted<D, S, P>(
+    op: Pin<&mut D>,
+    state: &mut Lazy<'_, P>,
+    steps: &S,
+    hedges: &mut bool,
+    cx: &mut Context<'_>,
+) -> Poll<Option<Outcome<D>>>
+where
+    D: Operation,
+    S: Steps<D::Ok, D::Err> + ?Sized,
+    P: HoldsPolicy,
+{
+    if *hedges {
+        let idempotent = state.state().idempotent();
+        *hedges = ready!(op.poll_prepare(cx, idempotent));
+    }
+    Poll::Ready(state.going().and_then(|gated| steps.admit(gated)))
 }
 
 /// The next attempt starts, or the next hedged round: limited to the

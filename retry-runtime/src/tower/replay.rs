@@ -62,27 +62,37 @@ pub struct ReplayBody<B: Body> {
     kind: Kind<B>,
 }
 
+// The rarer kinds are boxed: a body is moved with its request, through
+// every future and channel of the client below.
 enum Kind<B: Body> {
-    /// Every frame known: sent from memory.
-    Kept(Kept),
+    /// Every frame known, and no trailers: sent from memory.
+    Kept(VecDeque<Bytes>),
+    /// Every frame known, trailers too.
+    Trailed(Box<Kept>),
     /// The original body, kept as it is read while it fits.
-    Streamed {
-        /// What was read of it before it was known not to fit.
-        prefix: VecDeque<Bytes>,
-        /// The body; handed back, with the prefix, if this one is dropped
-        /// before it was read at all (a refused connection, a server that
-        /// answered without reading it), so that it can still be sent.
-        body: Option<Pin<Box<B>>>,
-        kept: Arc<Mutex<Recording<B>>>,
-        /// A frame was asked of the body.
-        touched: bool,
-    },
+    Streamed(Box<Streamed<B>>),
     /// Reading the body failed before the first attempt: what was read,
     /// then the error.
-    Broken {
-        prefix: VecDeque<Bytes>,
-        error: Option<B::Error>,
-    },
+    Broken(Box<Broken<B>>),
+}
+
+/// A body sent as it is read, kept as it goes while it fits.
+struct Streamed<B: Body> {
+    /// What was read of it before it was known not to fit.
+    prefix: VecDeque<Bytes>,
+    /// The body; handed back, with the prefix, if this one is dropped
+    /// before it was read at all (a refused connection, a server that
+    /// answered without reading it), so that it can still be sent.
+    body: Option<Pin<Box<B>>>,
+    kept: Arc<Mutex<Recording<B>>>,
+    /// A frame was asked of the body.
+    touched: bool,
+}
+
+/// A body whose reading failed: what was read, then the error.
+struct Broken<B: Body> {
+    prefix: VecDeque<Bytes>,
+    error: Option<B::Error>,
 }
 
 /// A whole body, in memory.
@@ -96,6 +106,17 @@ struct Kept {
 impl Kept {
     fn len(&self) -> usize {
         self.chunks.iter().map(Bytes::len).sum()
+    }
+}
+
+impl<B: Body> Kind<B> {
+    /// A body sent from memory, as `kept`.
+    fn kept(kept: Kept) -> Self {
+        if kept.trailers.is_some() {
+            Self::Trailed(Box::new(kept))
+        } else {
+            Self::Kept(kept.chunks)
+        }
     }
 }
 
@@ -161,10 +182,7 @@ impl<B: Body> ReplayBody<B> {
             chunks.push_back(bytes);
         }
         Self {
-            kind: Kind::Kept(Kept {
-                chunks,
-                trailers: None,
-            }),
+            kind: Kind::Kept(chunks),
         }
     }
 }
@@ -175,15 +193,11 @@ impl<B: Body> Unpin for ReplayBody<B> {}
 
 impl<B: Body> Drop for ReplayBody<B> {
     fn drop(&mut self) {
-        if let Kind::Streamed {
-            prefix,
-            body,
-            kept,
-            touched: false,
-        } = &mut self.kind
-            && let Some(body) = body.take()
+        if let Kind::Streamed(streamed) = &mut self.kind
+            && !streamed.touched
+            && let Some(body) = streamed.body.take()
         {
-            lock(kept).unsent = Some((std::mem::take(prefix), body));
+            lock(&streamed.kept).unsent = Some((std::mem::take(&mut streamed.prefix), body));
         }
     }
 }
@@ -191,9 +205,9 @@ impl<B: Body> Drop for ReplayBody<B> {
 impl<B: Body> fmt::Debug for ReplayBody<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let kind = match &self.kind {
-            Kind::Kept(_) => "kept",
-            Kind::Streamed { .. } => "streamed",
-            Kind::Broken { .. } => "broken",
+            Kind::Kept(_) | Kind::Trailed(_) => "kept",
+            Kind::Streamed(_) => "streamed",
+            Kind::Broken(_) => "broken",
         };
         f.debug_struct("ReplayBody").field("kind", &kind).finish()
     }
@@ -212,7 +226,10 @@ where
         cx: &mut TaskContext<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         match &mut self.get_mut().kind {
-            Kind::Kept(kept) => Poll::Ready(
+            Kind::Kept(chunks) => {
+                Poll::Ready(chunks.pop_front().map(|chunk| Ok(Frame::data(chunk))))
+            }
+            Kind::Trailed(kept) => Poll::Ready(
                 kept.chunks
                     .pop_front()
                     .map(Frame::data)
@@ -223,18 +240,20 @@ where
                     })
                     .map(Ok),
             ),
-            Kind::Broken { prefix, error } => Poll::Ready(
-                prefix
+            Kind::Broken(broken) => Poll::Ready(
+                broken
+                    .prefix
                     .pop_front()
                     .map(|chunk| Ok(Frame::data(chunk)))
-                    .or_else(|| error.take().map(Err)),
+                    .or_else(|| broken.error.take().map(Err)),
             ),
-            Kind::Streamed {
-                prefix,
-                body,
-                kept,
-                touched,
-            } => {
+            Kind::Streamed(streamed) => {
+                let Streamed {
+                    prefix,
+                    body,
+                    kept,
+                    touched,
+                } = &mut **streamed;
                 *touched = true;
                 if let Some(chunk) = prefix.pop_front() {
                     return Poll::Ready(Some(Ok(Frame::data(chunk))));
@@ -271,14 +290,14 @@ where
 
     fn is_end_stream(&self) -> bool {
         match &self.kind {
-            Kind::Kept(kept) => kept.chunks.is_empty() && kept.trailers.is_none(),
-            Kind::Broken { prefix, error } => prefix.is_empty() && error.is_none(),
-            Kind::Streamed {
-                prefix, body, kept, ..
-            } => {
-                let end = prefix.is_empty() && body.as_ref().is_none_or(Body::is_end_stream);
+            Kind::Kept(chunks) => chunks.is_empty(),
+            Kind::Trailed(kept) => kept.chunks.is_empty() && kept.trailers.is_none(),
+            Kind::Broken(broken) => broken.prefix.is_empty() && broken.error.is_none(),
+            Kind::Streamed(streamed) => {
+                let end = streamed.prefix.is_empty()
+                    && streamed.body.as_ref().is_none_or(Body::is_end_stream);
                 if end {
-                    lock(kept).ended = true;
+                    lock(&streamed.kept).ended = true;
                 }
                 end
             }
@@ -287,11 +306,15 @@ where
 
     fn size_hint(&self) -> SizeHint {
         match &self.kind {
-            Kind::Kept(kept) => SizeHint::with_exact(kept.len() as u64),
-            Kind::Broken { .. } => SizeHint::default(),
-            Kind::Streamed { prefix, body, .. } => {
-                let before: u64 = prefix.iter().map(|chunk| chunk.len() as u64).sum();
-                let rest = body
+            Kind::Kept(chunks) => {
+                SizeHint::with_exact(chunks.iter().map(|chunk| chunk.len() as u64).sum())
+            }
+            Kind::Trailed(kept) => SizeHint::with_exact(kept.len() as u64),
+            Kind::Broken(_) => SizeHint::default(),
+            Kind::Streamed(streamed) => {
+                let before: u64 = streamed.prefix.iter().map(|chunk| chunk.len() as u64).sum();
+                let rest = streamed
+                    .body
                     .as_ref()
                     .map_or_else(|| SizeHint::with_exact(0), Body::size_hint);
                 let mut hint = SizeHint::new();
@@ -438,7 +461,7 @@ where
             }
             BodyState::Kept(kept) => {
                 source.body = BodyState::Kept(kept.clone());
-                Kind::Kept(kept)
+                Kind::kept(kept)
             }
             BodyState::Streamed(_) | BodyState::Broken => {
                 // `settle` leaves only the states above when it says the
@@ -507,7 +530,7 @@ where
         http::Request::from_parts(
             parts,
             ReplayBody {
-                kind: Kind::Kept(kept),
+                kind: Kind::kept(kept),
             },
         )
     }
@@ -572,6 +595,11 @@ where
     let limit = source.limit;
     let (mut body, mut kept, mut len) = match std::mem::replace(&mut source.body, BodyState::Broken)
     {
+        // Nothing to read (a `GET`'s): kept as it is, nothing boxed.
+        BodyState::Unsent(body) if body.is_end_stream() => {
+            source.body = BodyState::Kept(Kept::default());
+            return Poll::Ready(Kind::Kept(VecDeque::new()));
+        }
         BodyState::Unsent(body) => {
             let fits = body
                 .size_hint()
@@ -591,7 +619,7 @@ where
     loop {
         if body.is_end_stream() {
             source.body = BodyState::Kept(kept.clone());
-            return Poll::Ready(Kind::Kept(kept));
+            return Poll::Ready(Kind::kept(kept));
         }
         let frame = match body.as_mut().poll_frame(cx) {
             Poll::Pending => {
@@ -600,13 +628,13 @@ where
             }
             Poll::Ready(None) => {
                 source.body = BodyState::Kept(kept.clone());
-                return Poll::Ready(Kind::Kept(kept));
+                return Poll::Ready(Kind::kept(kept));
             }
             Poll::Ready(Some(Err(error))) => {
-                return Poll::Ready(Kind::Broken {
+                return Poll::Ready(Kind::Broken(Box::new(Broken {
                     prefix: kept.chunks,
                     error: Some(error),
-                });
+                })));
             }
             Poll::Ready(Some(Ok(frame))) => frame,
         };
@@ -638,11 +666,11 @@ fn streamed<B: Body>(
     limit: usize,
 ) -> (Kind<B>, BodyState<B>) {
     let recording = Arc::new(Mutex::new(Recording::new(limit, &prefix)));
-    let kind = Kind::Streamed {
+    let kind = Kind::Streamed(Box::new(Streamed {
         prefix,
         body: Some(body),
         kept: recording.clone(),
         touched: false,
-    };
+    }));
     (kind, BodyState::Streamed(recording))
 }
