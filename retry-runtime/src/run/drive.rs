@@ -207,7 +207,9 @@ impl<'a, P: HoldsPolicy> Run<'a, P> {
             {
                 *span = state.call_span().clone();
             }
-            *self = Run::Started(state);
+            // (What is left holds nothing to drop: a policy, a budget's
+            // reference and a key.)
+            std::mem::forget(std::mem::replace(self, Run::Started(state)));
         }
         match self {
             Run::Started(state) => state,
