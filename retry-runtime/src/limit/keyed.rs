@@ -139,7 +139,9 @@ struct Slot<T> {
 /// unprotected, only protected together. (The default token budgets of
 /// keyed calls are a table of 4096 for the whole process: there, a key
 /// that finds no place draws on its call site's own budget, or the layer's,
-/// as a call without a key does.) Keys are told apart by a 64-bit hash.
+/// as a call without a key does.) Keys are told apart by a 64-bit hash,
+/// under keys drawn at random once per process (as a `HashMap`'s are): which
+/// keys share places cannot be worked out ahead of a run.
 ///
 /// **Telemetry.** With the `tracing` and `metrics` features, a keyed
 /// call's events and counters carry its key's name (the `Debug` text of a
