@@ -32,6 +32,7 @@ type BoxError = Box<dyn StdError + Send + Sync>;
 struct Seen {
     method: http::Method,
     body: Bytes,
+    trailers: Option<http::HeaderMap>,
 }
 
 /// A hyper server on loopback answering each request, after reading its
@@ -51,8 +52,14 @@ async fn serve(script: Vec<(u16, Option<&'static str>)>) -> (SocketAddr, Arc<Mut
                 let (log, script) = (log.clone(), script.clone());
                 async move {
                     let method = request.method().clone();
-                    let body = request.into_body().collect().await.unwrap().to_bytes();
-                    log.lock().unwrap().push(Seen { method, body });
+                    let body = request.into_body().collect().await.unwrap();
+                    let trailers = body.trailers().cloned();
+                    let body = body.to_bytes();
+                    log.lock().unwrap().push(Seen {
+                        method,
+                        body,
+                        trailers,
+                    });
                     let (status, after) = script.lock().unwrap().next().unwrap_or((200, None));
                     let mut response = Response::builder().status(status);
                     if let Some(after) = after {
@@ -840,6 +847,30 @@ fn trailed(known: bool) -> http_body_util::combinators::UnsyncBoxBody<Bytes, Inf
         Frame::trailers(trailers),
     ];
     StreamBody::new(futures_util::stream::iter(frames.map(Ok))).boxed_unsync()
+}
+
+#[tokio::test]
+async fn a_bodys_trailers_reach_the_server_on_every_attempt() {
+    // Through hyper's HTTP/1 client, which reads a body no further than its
+    // trailers, and sends them only with a body of unknown length.
+    for known in [true, false] {
+        let (addr, seen) = serve(vec![(503, None)]).await;
+        let service =
+            RetryLayer::http(backstop::Retry::new(&quick()).when(hyper_verdict)).layer(client());
+        let upload = Request::put(format!("http://{addr}/files/3"))
+            .header("trailer", "x-checksum")
+            .body(trailed(known))
+            .unwrap();
+        let response = service.oneshot(upload).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "known: {known}");
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.len(), 2, "sent again, known: {known}");
+        for request in seen.iter() {
+            assert_eq!(request.body, "ab", "known: {known}");
+            let trailers = request.trailers.as_ref().expect("trailers, each time");
+            assert_eq!(trailers["x-checksum"], "7", "known: {known}");
+        }
+    }
 }
 
 #[tokio::test(start_paused = true)]

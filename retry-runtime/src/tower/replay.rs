@@ -279,6 +279,9 @@ where
                     && !recording.ended
                 {
                     recording.kept.trailers = Some(Box::new(trailers.clone()));
+                    // Trailers are a body's last frame: a client (hyper's)
+                    // asks for nothing after them.
+                    recording.ended = true;
                 }
                 if body.is_end_stream() {
                     recording.ended = true;
@@ -309,7 +312,13 @@ where
             Kind::Kept(chunks) => {
                 SizeHint::with_exact(chunks.iter().map(|chunk| chunk.len() as u64).sum())
             }
-            Kind::Trailed(kept) => SizeHint::with_exact(kept.len() as u64),
+            // Not exact: an HTTP/1 client sends a body of known length with
+            // `content-length`, and its trailers could not go.
+            Kind::Trailed(kept) => {
+                let mut hint = SizeHint::new();
+                hint.set_lower(kept.len() as u64);
+                hint
+            }
             Kind::Broken(_) => SizeHint::default(),
             Kind::Streamed(streamed) => {
                 let before: u64 = streamed.prefix.iter().map(|chunk| chunk.len() as u64).sum();
