@@ -294,18 +294,24 @@ impl<K: std::fmt::Debug + ?Sized> NameByDebug for KeyOf<'_, K> {
     }
 }
 
-/// Names a key that has no `Debug` text by its hash (`#` and 16 hex
-/// digits).
+/// Names a key that has no `Debug` text by a hash of it (`#` and 16 hex
+/// digits) that is the same in every process of one build, so that its
+/// label outlives a restart: std's `SipHash` under its fixed keys, not the
+/// process's own, which tells keys apart.
 pub trait NameByHash {
     /// Keeps the key's name, unless it has one.
     fn name_key(&self, hash: Option<u64>);
 }
 
-impl<K: ?Sized> NameByHash for &KeyOf<'_, K> {
+impl<K: std::hash::Hash + ?Sized> NameByHash for &KeyOf<'_, K> {
     #[inline]
     fn name_key(&self, hash: Option<u64>) {
         if let Some(hash) = hash {
-            crate::limit::names::name(hash, || format!("#{hash:016x}"));
+            crate::limit::names::name(hash, || {
+                let mut fixed = std::hash::DefaultHasher::new();
+                self.0.hash(&mut fixed);
+                format!("#{:016x}", std::hash::Hasher::finish(&fixed))
+            });
         }
     }
 }

@@ -1269,6 +1269,27 @@ async fn a_breaker_kept_per_key_opens_for_the_destination_that_is_down_only() {
     assert!(other.is_ok(), "{other:?}");
     let state = TOWER_PER_HOST.get(&"unused").state();
     assert_eq!(state, backstop::limit::BreakerState::Closed);
+    // An operator reaches the breaker that opened by its destination,
+    // however it is spelled, and a request sent with a path alone by its
+    // `Host` header.
+    use backstop::limit::{BreakerState, Destination};
+    for spelled in [
+        Destination::new("http", "db.test:8081", None),
+        Destination::new("HTTP", "DB.test", Some(8081)),
+    ] {
+        let breaker = TOWER_PER_HOST.peek(&spelled).expect("a place");
+        assert_eq!(breaker.state(), BreakerState::Open, "{spelled}");
+    }
+    let path_only = Request::get("/users/7")
+        .header(http::header::HOST, "db.test:8083")
+        .body(String::new())
+        .unwrap();
+    assert!(service.clone().oneshot(path_only).await.is_ok());
+    assert!(
+        TOWER_PER_HOST
+            .peek(&Destination::new("", "db.test:8083", None))
+            .is_some()
+    );
 }
 
 /// A service answering every request with `status`, then `then` for ever

@@ -110,7 +110,8 @@ pub struct BreakerChange {
     /// The name of the key whose breaker it is, for a breaker kept per
     /// key ([`Keyed`](crate::limit::Keyed)): the key's `Debug` text, a
     /// destination's `scheme://host:port`, `#` and the hex of its hash for
-    /// a key no call named, or `(other)` once the names are full (see
+    /// a key no call named (a hash of this process's: it differs after a
+    /// restart), or `(other)` once the names are full (see
     /// `Keyed`'s telemetry); `None` for a breaker of its own (a full
     /// table's shared breaker too).
     pub key: Option<&'static str>,

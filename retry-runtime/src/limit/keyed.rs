@@ -151,7 +151,8 @@ struct Slot<T> {
 /// ([`BreakerChange::key`](crate::limit::BreakerChange::key)). A key is
 /// named by the first call that gives it (a breaker's key that no call
 /// named, reached only through [`get`](Self::get), by its hash when the
-/// breaker first changes); names are kept for up to 4096 keys of a
+/// breaker first changes: a hash of this process's, which differs after a
+/// restart); names are kept for up to 4096 keys of a
 /// process, and a key without one is labelled `(other)`: the label's
 /// values stay bounded whatever the keys.
 ///
@@ -474,7 +475,9 @@ impl<T: PerKey> Keyed<T> {
 /// destination, scheme, host (told apart without case) and port (the
 /// scheme's default when none is written; a `host:port` is split). Give
 /// one to [`Keyed::peek`] or [`Keyed::get`] to reach the limiter of a
-/// destination, as an operator would.
+/// destination, as an operator would. A request whose URI is a path alone
+/// (as a gRPC client sends below its channel) goes by its `Host` header,
+/// without a scheme: `Destination::new("", host, None)`.
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
