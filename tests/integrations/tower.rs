@@ -1272,13 +1272,16 @@ async fn a_breaker_kept_per_key_opens_for_the_destination_that_is_down_only() {
     // An operator reaches the breaker that opened by its destination,
     // however it is spelled, and a request sent with a path alone by its
     // `Host` header.
-    use backstop::limit::{BreakerState, Destination};
     for spelled in [
-        Destination::new("http", "db.test:8081", None),
-        Destination::new("HTTP", "DB.test", Some(8081)),
+        backstop::limit::Destination::new("http", "db.test:8081", None),
+        backstop::limit::Destination::new("HTTP", "DB.test", Some(8081)),
     ] {
         let breaker = TOWER_PER_HOST.peek(&spelled).expect("a place");
-        assert_eq!(breaker.state(), BreakerState::Open, "{spelled}");
+        assert_eq!(
+            breaker.state(),
+            backstop::limit::BreakerState::Open,
+            "{spelled}"
+        );
     }
     let path_only = Request::get("/users/7")
         .header(http::header::HOST, "db.test:8083")
@@ -1287,7 +1290,7 @@ async fn a_breaker_kept_per_key_opens_for_the_destination_that_is_down_only() {
     assert!(service.clone().oneshot(path_only).await.is_ok());
     assert!(
         TOWER_PER_HOST
-            .peek(&Destination::new("", "db.test:8083", None))
+            .peek(&backstop::limit::Destination::new("", "db.test:8083", None))
             .is_some()
     );
 }
