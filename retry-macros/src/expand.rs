@@ -982,8 +982,8 @@ fn setup(args: &Args, rt: &TokenStream, n: &Names) -> TokenStream {
                 let #hash = #hashed;
                 {
                     #[allow(unused_imports)]
-                    use #rt::{NameByDebug as _, NameByHash as _};
-                    (&#rt::KeyOf(#value)).name_key(#hash);
+                    use #rt::{NameByDebug as _, NameByHash as _, StableByHash as _, StableNone as _};
+                    (&#rt::KeyOf(#value)).name_key(#hash, || (&#rt::StableOf(#value)).stable());
                 }
                 #hash
             }}

@@ -274,45 +274,73 @@ pub fn call_key<K: CallKey + ?Sized>(key: &K) -> Option<u64> {
 }
 
 /// A call's key, to be named for `tracing` and `metrics`: by its `Debug`
-/// text ([`NameByDebug`]) if it has one, else by its hash
+/// text ([`NameByDebug`]) if it has one, else by a hash of it
 /// ([`NameByHash`]), chosen by autoref specialization on the concrete
-/// type: `(&KeyOf(&key)).name_key(hash)`.
+/// type: `(&KeyOf(&key)).name_key(hash, || (&StableOf(&key)).stable())`.
 pub struct KeyOf<'k, K: ?Sized>(pub &'k K);
 
 /// Names a key by its `Debug` text (a string's without its quotes).
 pub trait NameByDebug {
     /// Keeps the key's name, unless it has one.
-    fn name_key(&self, hash: Option<u64>);
+    fn name_key(&self, hash: Option<u64>, stable: impl FnOnce() -> u64);
 }
 
 impl<K: std::fmt::Debug + ?Sized> NameByDebug for KeyOf<'_, K> {
     #[inline]
-    fn name_key(&self, hash: Option<u64>) {
+    fn name_key(&self, hash: Option<u64>, _: impl FnOnce() -> u64) {
         if let Some(hash) = hash {
             crate::limit::names::name(hash, || format!("{:?}", self.0));
         }
     }
 }
 
-/// Names a key that has no `Debug` text by a hash of it (`#` and 16 hex
-/// digits) that is the same in every process of one build, so that its
-/// label outlives a restart: std's `SipHash` under its fixed keys, not the
-/// process's own, which tells keys apart.
+/// Names a key that has no `Debug` text by `stable`, a hash of it that is
+/// the same in every process of one build (`#` and 16 hex digits), so
+/// that its label outlives a restart.
 pub trait NameByHash {
     /// Keeps the key's name, unless it has one.
-    fn name_key(&self, hash: Option<u64>);
+    fn name_key(&self, hash: Option<u64>, stable: impl FnOnce() -> u64);
 }
 
-impl<K: std::hash::Hash + ?Sized> NameByHash for &KeyOf<'_, K> {
+impl<K: ?Sized> NameByHash for &KeyOf<'_, K> {
     #[inline]
-    fn name_key(&self, hash: Option<u64>) {
+    fn name_key(&self, hash: Option<u64>, stable: impl FnOnce() -> u64) {
         if let Some(hash) = hash {
-            crate::limit::names::name(hash, || {
-                let mut fixed = std::hash::DefaultHasher::new();
-                self.0.hash(&mut fixed);
-                format!("#{:016x}", std::hash::Hasher::finish(&fixed))
-            });
+            crate::limit::names::name(hash, || format!("#{:016x}", stable()));
         }
+    }
+}
+
+/// A call's key, to be hashed the same way in every process:
+/// [`StableByHash`] if it is `Hash`, else [`StableNone`] (autoref
+/// specialization: a key that is not `Hash` is an error of `key = ..`
+/// already, said once).
+pub struct StableOf<'k, K: ?Sized>(pub &'k K);
+
+/// std's `SipHash` under its fixed keys, not the process's own (which
+/// tell keys apart in the tables).
+pub trait StableByHash {
+    /// The key's hash.
+    fn stable(&self) -> u64;
+}
+
+impl<K: std::hash::Hash + ?Sized> StableByHash for StableOf<'_, K> {
+    fn stable(&self) -> u64 {
+        let mut fixed = std::hash::DefaultHasher::new();
+        self.0.hash(&mut fixed);
+        std::hash::Hasher::finish(&fixed)
+    }
+}
+
+/// No hash: the key is not `Hash` (and the call does not compile).
+pub trait StableNone {
+    /// Zero.
+    fn stable(&self) -> u64;
+}
+
+impl<K: ?Sized> StableNone for &StableOf<'_, K> {
+    fn stable(&self) -> u64 {
+        0
     }
 }
 

@@ -49,7 +49,10 @@ impl HttpBodies {
 
 /// The body of a request sent through [`RetryLayer::http`](super::RetryLayer::http): the body kept
 /// from the first attempt, or the original streamed (and kept as it goes,
-/// up to the limit).
+/// up to the limit). Trailers are kept and sent again with it; a kept body
+/// with trailers does not give its length as exact, so that an HTTP/1
+/// client sends it chunked, trailers and all
+/// (`a_bodys_trailers_reach_the_server_on_every_attempt`).
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
