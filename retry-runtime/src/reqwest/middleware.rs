@@ -303,8 +303,9 @@ struct Call<'a> {
     limit: Option<Duration>,
     sent: Option<Sent<'a>>,
     /// The extensions of the last attempt of a hedged round to end: the
-    /// caller's when the call is over.
-    hedged: Arc<Mutex<Option<Extensions>>>,
+    /// caller's when the call is over. Made for a call's first hedged
+    /// round: one that does not hedge allocates nothing for it.
+    hedged: Option<Arc<Mutex<Option<Extensions>>>>,
 }
 
 impl<'a> Call<'a> {
@@ -427,7 +428,7 @@ impl<'a> Operation for Call<'a> {
         this.attempts += 1;
         let request = this.request(limit.filter(|limit| *limit < Duration::MAX));
         let sent = this.send(request, this.attempts);
-        let hedged = this.hedged.clone();
+        let hedged = this.hedged.get_or_insert_with(Arc::default).clone();
         Box::pin(async move {
             let (extensions, outcome) = sent.await;
             *hedged.lock().unwrap_or_else(PoisonError::into_inner) = Some(extensions);
@@ -439,9 +440,8 @@ impl<'a> Operation for Call<'a> {
         let this = self.get_mut();
         let hedged = this
             .hedged
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
+            .as_ref()
+            .and_then(|hedged| hedged.lock().unwrap_or_else(PoisonError::into_inner).take());
         if let Some(extensions) = hedged {
             *this.extensions = extensions;
         }
@@ -500,7 +500,7 @@ where
             attempts: 0,
             limit: None,
             sent: None,
-            hedged: Arc::default(),
+            hedged: None,
         };
         // Every attempt is bounded by the time left, as its timeout, and by
         // the attempt timeout given here or in the policy.
