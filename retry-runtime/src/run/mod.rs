@@ -652,20 +652,13 @@ impl<'a> Retry<'a> {
 #[track_caller]
 #[inline]
 fn budget_of(policy: &Policy) -> (Chosen, Option<BudgetRef<'static>>) {
-    let given = if policy.has_default_budget() {
-        Chosen::Default
-    } else {
-        Chosen::Given(policy.get_budget())
-    };
-    let budget = crate::limit::isolation::own_budget(match given {
-        Chosen::Given(given) => given,
-        Chosen::PerKey(table) => Some(table.for_key(None)),
-        Chosen::Default => {
-            let site = crate::limit::token::at_call_site(std::panic::Location::caller());
-            Some(BudgetRef::Token(site))
-        }
-    });
-    (given, budget)
+    use crate::limit::isolation::own_budget;
+    if !policy.has_default_budget() {
+        let given = policy.get_budget();
+        return (Chosen::Given(given), own_budget(given));
+    }
+    let site = crate::limit::token::at_call_site(std::panic::Location::caller());
+    (Chosen::Default, own_budget(Some(BudgetRef::Token(site))))
 }
 
 /// The steps of a loop with the defaults (`call_async`'s): its policy and
@@ -675,7 +668,8 @@ static DEFAULTS: Retry<'static> = Retry::detached();
 
 impl Retry<'static> {
     /// A loop to be run later under a policy of its own (each request's),
-    /// with no budget yet: what a layer keeps.
+    /// with no budget yet: what a layer keeps, and `call_async`'s
+    /// defaults.
     #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
     pub(crate) const fn detached() -> Self {
         static UNUSED: Policy = Policy::new();
