@@ -574,12 +574,14 @@ fn grpc_timeout(headers: &mut http::HeaderMap, add: bool) {
         .get(http::header::CONTENT_TYPE)
         .and_then(|value| value.to_str().ok())
         .is_some_and(|value| value.starts_with("application/grpc"));
-    let Some(left) = crate::run::scope::context().and_then(|cx| cx.remaining()) else {
-        return;
-    };
+    // (Asked first: most requests are not gRPC, and the time left is a
+    // clock read.)
     if !is_grpc {
         return;
     }
+    let Some(left) = crate::run::scope::context().and_then(|cx| cx.remaining()) else {
+        return;
+    };
     let own = headers
         .get(&crate::classify::http::GRPC_TIMEOUT)
         .and_then(|value| value.to_str().ok())
