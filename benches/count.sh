@@ -55,7 +55,7 @@ build() {
   sed -n 's/.*Executable.*(\(.*\))$/\1/p' "$log" | tail -1
 }
 if [ $hot = 1 ]; then hot_bin=$(build --bench hot_loop); fi
-if [ $e2e = 1 ]; then e2e_bin=$(build --bench e2e --features tower,reqwest-middleware); fi
+if [ $e2e = 1 ]; then e2e_bin=$(build --bench e2e --features tower,hyper-util,reqwest-middleware); fi
 
 refs() {
   valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file=/dev/null "$@" 2>&1 \

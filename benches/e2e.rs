@@ -3,9 +3,9 @@
 //! side by side in one run.
 //!
 //! ```sh
-//! cargo bench --bench e2e --features tower,reqwest-middleware
-//! cargo bench --bench e2e --features tower,reqwest-middleware -- hyper   # one group
-//! cargo bench --bench e2e --features tower,reqwest-middleware -- --interleaved
+//! cargo bench --bench e2e --features tower,hyper-util,reqwest-middleware
+//! cargo bench --bench e2e --features tower,hyper-util,reqwest-middleware -- hyper   # one group
+//! cargo bench --bench e2e --features tower,hyper-util,reqwest-middleware -- --interleaved
 //! ```
 //!
 //! `--interleaved` runs the stacks of each group in turns instead (rounds
@@ -230,11 +230,10 @@ fn hyper_stacks<'a>(policy: &'a Policy, uri: &'a str) -> [(&'static str, Sender<
         Client::builder(TokioExecutor::new()).build_http();
     let behind: Client<HttpConnector, ReplayBody<Full<Bytes>>> =
         Client::builder(TokioExecutor::new()).build_http();
-    // (hyper-util's error has no `Classify`: boxed below the layer, as the
-    // crate docs show, it is classified by what it holds.)
+    // (hyper-util's client error is classified as it is, with the feature
+    // `hyper-util`: nothing boxed below the layer.)
     let layered = tower::ServiceBuilder::new()
         .layer(RetryLayer::http(policy))
-        .map_err(Box::<dyn std::error::Error + Send + Sync>::from)
         .service(behind);
     let under_tower: Client<HttpConnector, Full<Bytes>> =
         Client::builder(TokioExecutor::new()).build_http();

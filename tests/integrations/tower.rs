@@ -927,6 +927,54 @@ async fn the_transport_rule_holds_for_hyper_errors_given_to_when() {
     );
 }
 
+#[cfg(feature = "hyper-util")]
+#[tokio::test]
+async fn a_hyper_util_client_needs_no_boxing_and_keeps_the_transport_rule() {
+    // A reset after the request was written: a POST is sent once, a GET
+    // is repeated; the error is the client's own.
+    let (addr, requests) = reset_after_reading().await;
+    let service = RetryLayer::http(&quick()).layer(client());
+    let error: hyper_util::client::legacy::Error =
+        service.clone().oneshot(post(addr, "{}")).await.unwrap_err();
+    assert!(!error.is_connect(), "{error}");
+    assert_eq!(
+        requests.load(Ordering::Relaxed),
+        1,
+        "a reset POST, sent once"
+    );
+    let get = Request::get(format!("http://{addr}/orders/7"))
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let _ = service.oneshot(get).await.unwrap_err();
+    assert_eq!(requests.load(Ordering::Relaxed), 1 + 3, "a GET is repeated");
+
+    // A refused connection sent nothing: even a POST is retried.
+    let closed = TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let retries = Arc::new(AtomicU32::new(0));
+    let seen = retries.clone();
+    let service = RetryLayer::http(backstop::Retry::new(&quick()).on_retry(
+        move |_: &backstop::RetryEvent<
+            '_,
+            Response<Incoming>,
+            hyper_util::client::legacy::Error,
+        >| {
+            seen.fetch_add(1, Ordering::Relaxed);
+        },
+    ))
+    .layer(client());
+    let error = service.oneshot(post(closed, "{}")).await.unwrap_err();
+    assert!(error.is_connect(), "{error}");
+    assert_eq!(
+        retries.load(Ordering::Relaxed),
+        2,
+        "nothing was sent: retried"
+    );
+}
+
 #[cfg(feature = "anyhow")]
 #[tokio::test]
 async fn the_transport_rule_holds_for_anyhow_errors() {

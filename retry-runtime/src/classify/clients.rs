@@ -1,4 +1,4 @@
-//! The errors of the database and cache clients services call most,
+//! The errors of the HTTP, database and cache clients services call most,
 //! classified by the clients' own predicates and codes (never by message
 //! text), under the transport rule of [`classify`](crate::classify): what
 //! provably never reached the server is retried, what may have been
@@ -6,12 +6,54 @@
 //! an idempotent call.
 
 #[cfg(any(
+    feature = "hyper-util",
     feature = "redis",
     feature = "tokio-postgres",
     feature = "deadpool",
     feature = "bb8"
 ))]
 use crate::classify::{Classify, Verdict};
+
+/// An error of hyper-util's legacy `Client`, by the transport rule of
+/// `tower::TransportErrors`, read down its source chain: a connection
+/// refused is [`Verdict::Refused`], one never made (unreachable, not
+/// connected) [`Verdict::Retry`]: nothing was sent; any other failure
+/// (a reset, hyper's "connection closed before message completed") may
+/// have come after the request was written, and is
+/// [`Verdict::RetryIfIdempotent`]. The same verdict as the error's boxed
+/// (`Box<dyn Error + Send + Sync>`) below a `RetryLayer::http`: with this
+/// impl the layer goes straight over the client, nothing boxed (a layer
+/// with a breaker or an attempt timeout still needs an error type that can
+/// hold their errors: box it then).
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// use std::time::Duration;
+/// use backstop::{Classify, Policy, Verdict, tower::RetryLayer};
+/// use http_body_util::Full;
+/// use hyper_util::{client::legacy::Client, rt::TokioExecutor};
+/// use tower::{Layer, ServiceExt};
+///
+/// let policy = Policy::new().base(Duration::from_millis(1));
+/// let client = Client::builder(TokioExecutor::new()).build_http();
+/// let orders = RetryLayer::http(&policy).layer(client);
+/// // (Nothing listens on port 9: the connection is refused, each time.)
+/// let request = http::Request::get("http://127.0.0.1:9/orders")
+///     .body(Full::new(bytes::Bytes::new()))
+///     .unwrap();
+/// let error = orders.oneshot(request).await.unwrap_err();
+/// assert!(error.is_connect());
+/// assert_eq!(error.classify(), Verdict::Refused);
+/// # }
+/// ```
+#[cfg(feature = "hyper-util")]
+impl Classify for hyper_util::client::legacy::Error {
+    fn classify(&self) -> Verdict {
+        crate::classify::transport_chain(self)
+    }
+}
 
 /// A Redis error, by what the client says of it:
 ///

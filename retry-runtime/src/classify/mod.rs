@@ -79,6 +79,28 @@ impl Classify for io::Error {
     }
 }
 
+/// An HTTP client's transport error, by its source chain: the rule of
+/// `tower::TransportErrors` (see `tower::transport_verdict`).
+#[cfg(any(feature = "tower", feature = "hyper-util"))]
+pub(crate) fn transport_chain(error: &(dyn std::error::Error + 'static)) -> Verdict {
+    let mut next = Some(error);
+    while let Some(error) = next {
+        if let Some(io) = error.downcast_ref::<std::io::Error>() {
+            if io.kind() == std::io::ErrorKind::ConnectionRefused {
+                return Verdict::Refused;
+            }
+            if crate::classify::never_sent(io.kind()) {
+                return Verdict::Retry;
+            }
+        }
+        next = error.source();
+    }
+    match crate::classify::known_in_chain(error) {
+        Some(Verdict::Retry | Verdict::Refused) | None => Verdict::RetryIfIdempotent,
+        Some(verdict) => verdict,
+    }
+}
+
 /// The transport failures that prove the request never left: no
 /// connection was made, or the call did nothing.
 #[inline]

@@ -181,20 +181,20 @@ impl<E: Classify + 'static> Classifier<E> for TransportErrors {
     fn verdict(&self, error: &E) -> Verdict {
         let any: &dyn std::any::Any = error;
         if let Some(io) = any.downcast_ref::<std::io::Error>() {
-            return transport_chain(io);
+            return crate::classify::transport_chain(io);
         }
         if let Some(boxed) = any.downcast_ref::<Box<dyn std::error::Error + Send + Sync>>() {
-            return transport_chain(&**boxed);
+            return crate::classify::transport_chain(&**boxed);
         }
         if let Some(boxed) = any.downcast_ref::<Box<dyn std::error::Error + Send>>() {
-            return transport_chain(&**boxed);
+            return crate::classify::transport_chain(&**boxed);
         }
         if let Some(boxed) = any.downcast_ref::<Box<dyn std::error::Error>>() {
-            return transport_chain(&**boxed);
+            return crate::classify::transport_chain(&**boxed);
         }
         #[cfg(feature = "anyhow")]
         if let Some(error) = any.downcast_ref::<anyhow::Error>() {
-            return transport_chain(error.as_ref());
+            return crate::classify::transport_chain(error.as_ref());
         }
         error.classify()
     }
@@ -223,26 +223,7 @@ impl<E: Classify + 'static> Classifier<E> for TransportErrors {
 /// assert_eq!(transport_verdict(&backstop::CircuitOpen::new()), Verdict::Stop);
 /// ```
 pub fn transport_verdict<E: std::error::Error + 'static>(error: &E) -> Verdict {
-    transport_chain(error)
-}
-
-fn transport_chain(error: &(dyn std::error::Error + 'static)) -> Verdict {
-    let mut next = Some(error);
-    while let Some(error) = next {
-        if let Some(io) = error.downcast_ref::<std::io::Error>() {
-            if io.kind() == std::io::ErrorKind::ConnectionRefused {
-                return Verdict::Refused;
-            }
-            if crate::classify::never_sent(io.kind()) {
-                return Verdict::Retry;
-            }
-        }
-        next = error.source();
-    }
-    match crate::classify::known_in_chain(error) {
-        Some(Verdict::Retry | Verdict::Refused) | None => Verdict::RetryIfIdempotent,
-        Some(verdict) => verdict,
-    }
+    crate::classify::transport_chain(error)
 }
 
 /// A classifier as a [`Retry`] holds it, for an integration made from it:
