@@ -317,8 +317,12 @@ where
         let state = this.state.started(steps, *this.hedges, this.span);
         #[cfg(feature = "tracing")]
         let _span = this.span.enter();
+        // Where an attempt's outcome is put once, and read by reference
+        // until it is returned or kept: a response (150 bytes and more) is
+        // not moved from step to step.
+        let mut out: Option<Outcome<D>> = None;
         loop {
-            let (outcome, verdict) = match this.phase {
+            let verdict = match this.phase {
                 Phase::Start | Phase::Next => {
                     if let Phase::Start = this.phase
                         && let Some(mut rejected) =
@@ -334,22 +338,23 @@ where
                     continue;
                 }
                 Phase::Attempt(cut) => {
-                    let over = ready!(attempted(
+                    let verdict = ready!(attempted(
                         this.op.as_mut(),
                         state,
                         steps,
                         this.shared,
                         cut,
                         this.timed_out,
+                        &mut out,
                         cx,
                     ));
                     this.phase.leave_empty(Phase::Done); // (its timer dropped)
-                    over
+                    verdict
                 }
                 Phase::Round(round) => {
                     let hedge = steps.hedging().expect("a hedged call has a hedge");
                     let mut op = this.op.as_mut();
-                    let over = ready!(round.poll(
+                    let (outcome, verdict) = ready!(round.poll(
                         state.state(),
                         hedge,
                         &mut |limit| op.as_mut().hedge(limit),
@@ -357,7 +362,8 @@ where
                         cx,
                     ));
                     *this.phase = Phase::Done;
-                    over
+                    out = Some(outcome);
+                    verdict
                 }
                 Phase::Sleep(sleep, _) => {
                     ready!(sleep.as_mut().poll(cx));
@@ -392,6 +398,7 @@ where
             };
             // After an attempt or a round (the phase is `Done`): decide (a
             // lean first attempt that succeeded ends the call at once).
+            let outcome = out.as_mut().expect("an attempt or a round is over");
             let delay = if state.first_succeeded(verdict) {
                 None
             } else {
@@ -400,7 +407,13 @@ where
                     // Held to its deadline, it would have nothing to return.
                     state.set_may_hold(false);
                 }
-                steps.decided(state, &outcome, verdict)
+                steps.decided(state, outcome, verdict)
+            };
+            if delay.is_none() {
+                this.op.as_mut().finish(outcome);
+            }
+            let Some(outcome) = out.take() else {
+                unreachable!("an attempt or a round is over")
             };
             match delay {
                 Some(delay) => {
@@ -408,11 +421,7 @@ where
                     this.phase
                         .leave_empty(Phase::Sleep(sleep, Kept::keep(outcome)));
                 }
-                None => {
-                    let mut outcome = outcome;
-                    this.op.as_mut().finish(&mut outcome);
-                    return Poll::Ready(outcome);
-                }
+                None => return Poll::Ready(outcome),
             }
         }
     }
@@ -666,8 +675,8 @@ where
 }
 
 /// One poll of the attempt running, in its frame, then of its cut-off
-/// timer: once it is over, its outcome and what it came to (cut off, it is
-/// ambiguous whatever its error says).
+/// timer: once it is over, its outcome (put in `out`) and what it came to
+/// (cut off, it is ambiguous whatever its error says).
 #[allow(clippy::too_many_arguments)] // the fields of the loop it needs
 fn attempted<D, S, P>(
     mut op: Pin<&mut D>,
@@ -676,36 +685,40 @@ fn attempted<D, S, P>(
     shared: &mut Option<Arc<AtomicBool>>,
     cut: &mut Option<Pin<Box<Sleep>>>,
     timed_out: &mut bool,
+    out: &mut Option<Outcome<D>>,
     cx: &mut Context<'_>,
-) -> Poll<(Outcome<D>, Attempted)>
+) -> Poll<Attempted>
 where
     D: Operation,
     S: Steps<D::Ok, D::Err> + ?Sized,
     P: HoldsPolicy,
 {
     let attempt = op.as_mut();
-    let outcome = match state.poll_framed(shared, || attempt.poll_attempt(cx)) {
-        Poll::Ready(outcome) => outcome,
-        Poll::Pending => {
-            let Some(timer) = cut else {
-                return Poll::Pending;
-            };
-            ready!(timer.as_mut().poll(cx));
-            *timed_out = true;
-            // Dropped in its frame, as it ran.
-            let attempt = op.as_mut();
-            Err(state.poll_framed(shared, || attempt.cut_off()))
+    let over = state.poll_framed(shared, || match attempt.poll_attempt(cx) {
+        Poll::Ready(outcome) => {
+            *out = Some(outcome);
+            true
         }
-    };
+        Poll::Pending => false,
+    });
+    if !over {
+        let Some(timer) = cut else {
+            return Poll::Pending;
+        };
+        ready!(timer.as_mut().poll(cx));
+        *timed_out = true;
+        // Dropped in its frame, as it ran.
+        let attempt = op.as_mut();
+        *out = Some(Err(state.poll_framed(shared, || attempt.cut_off())));
+    }
     *cut = None;
     *shared = None;
     state.set_replayable(op.as_mut().replayable());
-    let verdict = if *timed_out {
+    Poll::Ready(if *timed_out {
         Attempted::Failed(Verdict::RetryIfIdempotent)
     } else {
-        steps.judge(&outcome)
-    };
-    Poll::Ready((outcome, verdict))
+        steps.judge(out.as_ref().expect("put above"))
+    })
 }
 
 /// What waiting for the operation to be ready for a retry came to.
