@@ -396,19 +396,9 @@ where
                 }
                 Phase::Done => panic!("a retry loop polled after it returned"),
             };
-            // After an attempt or a round (the phase is `Done`): decide (a
-            // lean first attempt that succeeded ends the call at once).
+            // After an attempt or a round (the phase is `Done`).
             let outcome = out.as_mut().expect("an attempt or a round is over");
-            let delay = if state.first_succeeded(verdict) {
-                None
-            } else {
-                let state = state.state();
-                if !(<D::Kept as Kept<_>>::KEEPS || D::ELAPSES) {
-                    // Held to its deadline, it would have nothing to return.
-                    state.set_may_hold(false);
-                }
-                steps.decided(state, outcome, verdict)
-            };
+            let delay = decided::<D, _, _>(state, steps, outcome, verdict);
             if delay.is_none() {
                 this.op.as_mut().finish(outcome);
             }
@@ -425,6 +415,31 @@ where
             }
         }
     }
+}
+
+/// After an attempt or a round: the delay before a retry, if one is to
+/// be made (a lean first attempt that succeeded ends the call at once).
+#[inline]
+fn decided<D, S, P>(
+    state: &mut Lazy<'_, P>,
+    steps: &S,
+    outcome: &Outcome<D>,
+    verdict: Attempted,
+) -> Option<Duration>
+where
+    D: Operation,
+    S: Steps<D::Ok, D::Err> + ?Sized,
+    P: HoldsPolicy,
+{
+    if state.first_succeeded(verdict) {
+        return None;
+    }
+    let state = state.state();
+    if !(<D::Kept as Kept<_>>::KEEPS || D::ELAPSES) {
+        // Held to its deadline, it would have nothing to return.
+        state.set_may_hold(false);
+    }
+    steps.decided(state, outcome, verdict)
 }
 
 /// Before the first attempt: the request made copyable if the call may
