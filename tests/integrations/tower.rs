@@ -966,12 +966,36 @@ async fn a_hyper_util_client_needs_no_boxing_and_keeps_the_transport_rule() {
         },
     ))
     .layer(client());
-    let error = service.oneshot(post(closed, "{}")).await.unwrap_err();
+    let error = service
+        .clone()
+        .oneshot(post(closed, "{}"))
+        .await
+        .unwrap_err();
     assert!(error.is_connect(), "{error}");
     assert_eq!(
         retries.load(Ordering::Relaxed),
         2,
         "nothing was sent: retried"
+    );
+
+    // A connect that failed otherwise (here an `https` URI, which an
+    // HTTP-only connector does not make): nothing was sent either.
+    let https = Request::post(format!("https://{closed}/orders"))
+        .body(Full::new(Bytes::from_static(b"{}")))
+        .unwrap();
+    let error = service.oneshot(https).await.unwrap_err();
+    assert!(error.is_connect(), "{error}");
+    assert_eq!(
+        backstop::Classify::classify(&error),
+        Verdict::Retry,
+        "{error}"
+    );
+    assert_eq!(retries.load(Ordering::Relaxed), 2 + 2, "a POST, retried");
+    // Boxed below the layer, the same verdict.
+    let boxed: BoxError = error.into();
+    assert_eq!(
+        backstop::classify::Classifier::verdict(&backstop::tower::TransportErrors, &boxed),
+        Verdict::Retry
     );
 }
 

@@ -15,16 +15,24 @@
 use crate::classify::{Classify, Verdict};
 
 /// An error of hyper-util's legacy `Client`, by the transport rule of
-/// `tower::TransportErrors`, read down its source chain: a connection
-/// refused is [`Verdict::Refused`], one never made (unreachable, not
-/// connected) [`Verdict::Retry`]: nothing was sent; any other failure
-/// (a reset, hyper's "connection closed before message completed") may
-/// have come after the request was written, and is
-/// [`Verdict::RetryIfIdempotent`]. The same verdict as the error's boxed
-/// (`Box<dyn Error + Send + Sync>`) below a `RetryLayer::http`: with this
-/// impl the layer goes straight over the client, nothing boxed (a layer
-/// with a breaker or an attempt timeout still needs an error type that can
-/// hold their errors: box it then).
+/// `tower::TransportErrors`:
+///
+/// - a connection it never made (`is_connect()`: nothing was sent) is
+///   [`Verdict::Refused`] if it was refused, [`Verdict::Retry`] otherwise
+///   (a name that did not resolve, a connect that timed out);
+/// - any other failure is read down its source chain: an I/O error that
+///   proves nothing was sent is retried as above; a reset, a broken pipe,
+///   hyper's "connection closed before message completed" may have come
+///   after the request was written, and are [`Verdict::RetryIfIdempotent`];
+///   an error of a kind this crate classifies otherwise keeps that verdict
+///   (an I/O error of a kind that says nothing of the connection is
+///   [`Verdict::Stop`]).
+///
+/// The same verdict as the error's, boxed (`Box<dyn Error + Send + Sync>`)
+/// below a `RetryLayer::http`. With this impl the layer goes straight over
+/// the client, nothing boxed; a layer with a breaker or an attempt timeout
+/// still needs an error type that can hold their errors (`From<CircuitOpen>`,
+/// `From<Elapsed>`): box it then, with `map_err` below the layer.
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;

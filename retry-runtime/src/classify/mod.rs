@@ -85,6 +85,13 @@ impl Classify for io::Error {
 pub(crate) fn transport_chain(error: &(dyn std::error::Error + 'static)) -> Verdict {
     let mut next = Some(error);
     while let Some(error) = next {
+        // hyper-util's client says when it never connected: nothing was
+        // sent, however the connect failed (a name not resolved, a connect
+        // timed out).
+        #[cfg(feature = "hyper-util")]
+        if let Some(verdict) = hyper_util_connect(error) {
+            return verdict;
+        }
         if let Some(io) = error.downcast_ref::<std::io::Error>() {
             if io.kind() == std::io::ErrorKind::ConnectionRefused {
                 return Verdict::Refused;
@@ -191,11 +198,21 @@ pub fn by_source_chain<E: Error + 'static>(error: &E) -> Verdict {
     source_chain(error)
 }
 
+/// hyper-util's client error for a connection it never made (nothing was
+/// sent): its verdict, as for any failed connect.
+#[cfg(feature = "hyper-util")]
+fn hyper_util_connect(error: &(dyn Error + 'static)) -> Option<Verdict> {
+    error
+        .downcast_ref::<hyper_util::client::legacy::Error>()
+        .filter(|error| error.is_connect())
+        .map(|error| connect_failed(error))
+}
+
 /// A connection could not be made (nothing was sent): [`Verdict::Refused`]
 /// when an I/O error in its source chain says the connection was refused,
 /// [`Verdict::Retry`] otherwise (a name that did not resolve, a handshake
 /// that failed).
-#[cfg(any(feature = "tonic", feature = "reqwest"))]
+#[cfg(any(feature = "tonic", feature = "reqwest", feature = "hyper-util"))]
 pub(crate) fn connect_failed(error: &(dyn Error + 'static)) -> Verdict {
     let mut next = error.source();
     while let Some(error) = next {
@@ -242,6 +259,10 @@ fn known(error: &(dyn Error + 'static)) -> Option<Verdict> {
     #[cfg(feature = "tonic")]
     if error.is::<::tonic::ConnectError>() {
         return Some(connect_failed(error));
+    }
+    #[cfg(feature = "hyper-util")]
+    if let Some(verdict) = hyper_util_connect(error) {
+        return Some(verdict);
     }
     // An HTTP/2 stream the server refused before processing it (RFC 9113,
     // section 8.7): nothing ran. Another reset reason may come after the

@@ -160,9 +160,10 @@ impl<P: fmt::Debug, W, K, B, R, G, L, A> fmt::Debug for RetryLayer<P, W, K, B, R
 /// `io::Error`, the boxed errors (`Box<dyn Error + Send + Sync>`, what
 /// tower stacks use) and `anyhow::Error` (feature `anyhow`) are read down
 /// their source chain by [`transport_verdict`]; any other error type's
-/// own [`Classify`] verdict stands (make the layer from
-/// `Retry::new(&policy).when(transport_verdict::<TheError>)` for a
-/// transport error type of another crate, such as hyper-util's).
+/// own [`Classify`] verdict stands (hyper-util's client error has one
+/// with the feature `hyper-util`, by this rule; for a transport error type
+/// of another crate, make the layer from
+/// `Retry::new(&policy).when(transport_verdict::<TheError>)`).
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
@@ -203,7 +204,8 @@ impl<E: Classify + 'static> Classifier<E> for TransportErrors {
 /// An error of an HTTP client's transport, by its source chain: a refused
 /// connection anywhere in it is [`Verdict::Refused`], another failure that
 /// proves nothing was sent (not connected, address not available, host or
-/// network unreachable) [`Verdict::Retry`]; an
+/// network unreachable; with the feature `hyper-util`, any connect that
+/// hyper-util's client says failed) [`Verdict::Retry`]; an
 /// error this crate knows keeps its verdict, except that a failure a
 /// retry could fix becomes [`Verdict::RetryIfIdempotent`] (a reset, a
 /// broken pipe: the request may have been written and acted on); an
