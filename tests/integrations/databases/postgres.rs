@@ -282,8 +282,18 @@ async fn connection_errors(server: &Postgres, config: &str) {
     drop(held);
 
     // After a restart, a connection made before it is closed: the
-    // statement may have run, retried only if idempotent.
-    let before = connect(config).await;
+    // statement may have run, retried only if idempotent. (The backends of
+    // the connections just dropped take a moment to go: until they have, a
+    // new connection is refused as above, and retried.)
+    let room = backstop::Policy::new()
+        .base(Duration::from_millis(10))
+        .attempts(100)
+        .no_budget();
+    let (before, connection) =
+        backstop::call_async(&room, || tokio_postgres::connect(config, NoTls))
+            .await
+            .unwrap();
+    tokio::spawn(connection);
     server.crash();
     let closed = before.batch_execute("SELECT 1").await.unwrap_err();
     assert!(closed.is_closed(), "{closed:?}");
