@@ -5,11 +5,13 @@
 //! the verdict, the reason and the outcome itself.
 
 use std::fmt;
+#[cfg(any(feature = "tracing", feature = "metrics"))]
 use std::num::NonZeroU64;
 use std::sync::OnceLock;
 use std::time::Duration;
 
 use crate::classify::Verdict;
+#[cfg(any(feature = "tracing", feature = "metrics"))]
 use crate::limit::names;
 use crate::state::vocabulary::{Decision, GiveUp};
 
@@ -114,7 +116,9 @@ static ANONYMOUS_FUNCTION: Function = Function::new(ANONYMOUS);
 pub(crate) struct Observe {
     who: Who,
     /// The call's key, as the names' table keeps it ([`names::word`]),
-    /// if it gave one: its `key` label.
+    /// if it gave one: its `key` label (kept only for `tracing` and
+    /// `metrics`: a call that reports nothing does not carry it).
+    #[cfg(any(feature = "tracing", feature = "metrics"))]
     key: Option<NonZeroU64>,
     attempts: u32,
     /// Time slept between attempts (only `metrics` reports it).
@@ -139,6 +143,7 @@ impl Observe {
     pub(crate) fn new() -> Self {
         Self {
             who: Who::Function(&ANONYMOUS_FUNCTION),
+            #[cfg(any(feature = "tracing", feature = "metrics"))]
             key: None,
             attempts: 0,
             #[cfg(feature = "metrics")]
@@ -175,12 +180,18 @@ impl Observe {
     /// The call's key (its hash), if it gave one: its `key` label, the
     /// name [`names`] keeps for it.
     #[inline]
+    #[cfg_attr(
+        not(any(feature = "tracing", feature = "metrics")),
+        allow(unused_variables, clippy::unused_self)
+    )]
     pub(crate) fn set_key(&mut self, key: Option<u64>) {
+        #[cfg(any(feature = "tracing", feature = "metrics"))]
         if let Some(hash) = key {
             self.keyed(hash);
         }
     }
 
+    #[cfg(any(feature = "tracing", feature = "metrics"))]
     #[cold]
     fn keyed(&mut self, hash: u64) {
         self.key = NonZeroU64::new(names::word(hash));
@@ -192,7 +203,7 @@ impl Observe {
     }
 
     /// The key's name now, if the call gave a key.
-    #[cfg_attr(not(any(feature = "tracing", feature = "metrics")), allow(dead_code))]
+    #[cfg(any(feature = "tracing", feature = "metrics"))]
     fn key_name(&self) -> Option<&'static str> {
         self.key.map(|word| names::of(word.get()))
     }
@@ -353,8 +364,10 @@ impl Observe {
     #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
     #[cfg_attr(
         not(any(feature = "tracing", feature = "metrics")),
-        allow(unused_variables, clippy::unused_self)
+        allow(clippy::unused_self)
     )]
+    // (The attempt is told to `tracing` only.)
+    #[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
     pub(crate) fn hedge_won(&self, attempt: u32) {
         #[cfg(feature = "tracing")]
         tracing::debug!(parent: &self.span, function = self.name(), attempt, "a hedge answered first");
