@@ -602,31 +602,43 @@ async fn reset_after_reading() -> (SocketAddr, Arc<AtomicU32>) {
     read_then_drop(true).await
 }
 
+/// A POST, then a GET, through `service` to a server that resets each
+/// connection after reading the request: the POST is sent once (it may
+/// have been acted on), the GET three times. The POST's error.
+async fn a_reset_repeats_a_get_not_a_post<S>(service: S) -> S::Error
+where
+    S: tower::Service<Request<Full<Bytes>>> + Clone,
+    S::Error: std::fmt::Debug,
+    S::Response: std::fmt::Debug,
+{
+    let (addr, requests) = reset_after_reading().await;
+    let error = service.clone().oneshot(post(addr, "{}")).await.unwrap_err();
+    assert_eq!(
+        requests.load(Ordering::Relaxed),
+        1,
+        "a POST may have been acted on"
+    );
+    let get = Request::get(format!("http://{addr}/orders/7"))
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let _ = service.oneshot(get).await.unwrap_err();
+    assert_eq!(requests.load(Ordering::Relaxed), 1 + 3, "a GET is repeated");
+    error
+}
+
 #[tokio::test]
 async fn a_connection_reset_after_the_request_was_written_repeats_a_get_not_a_post() {
-    let (addr, requests) = reset_after_reading().await;
     let service = tower::ServiceBuilder::new()
         .layer(RetryLayer::http(&quick()))
         .map_err(BoxError::from)
         .service(client());
-    let error = service.clone().oneshot(post(addr, "{}")).await.unwrap_err();
+    let error = a_reset_repeats_a_get_not_a_post(service).await;
     assert!(
         error
             .downcast_ref::<hyper_util::client::legacy::Error>()
             .is_some(),
         "{error}"
     );
-    assert_eq!(
-        requests.load(Ordering::Relaxed),
-        1,
-        "a POST may have been acted on"
-    );
-
-    let get = Request::get(format!("http://{addr}/orders/7"))
-        .body(Full::new(Bytes::new()))
-        .unwrap();
-    let _ = service.oneshot(get).await.unwrap_err();
-    assert_eq!(requests.load(Ordering::Relaxed), 1 + 3, "a GET is repeated");
 }
 
 /// How many times a request to a port where nothing listens is retried.
@@ -932,21 +944,9 @@ async fn the_transport_rule_holds_for_hyper_errors_given_to_when() {
 async fn a_hyper_util_client_needs_no_boxing_and_keeps_the_transport_rule() {
     // A reset after the request was written: a POST is sent once, a GET
     // is repeated; the error is the client's own.
-    let (addr, requests) = reset_after_reading().await;
-    let service = RetryLayer::http(&quick()).layer(client());
     let error: hyper_util::client::legacy::Error =
-        service.clone().oneshot(post(addr, "{}")).await.unwrap_err();
+        a_reset_repeats_a_get_not_a_post(RetryLayer::http(&quick()).layer(client())).await;
     assert!(!error.is_connect(), "{error}");
-    assert_eq!(
-        requests.load(Ordering::Relaxed),
-        1,
-        "a reset POST, sent once"
-    );
-    let get = Request::get(format!("http://{addr}/orders/7"))
-        .body(Full::new(Bytes::new()))
-        .unwrap();
-    let _ = service.oneshot(get).await.unwrap_err();
-    assert_eq!(requests.load(Ordering::Relaxed), 1 + 3, "a GET is repeated");
 
     // A refused connection sent nothing: even a POST is retried.
     let closed = TcpListener::bind("127.0.0.1:0")
