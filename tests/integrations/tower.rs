@@ -641,18 +641,22 @@ async fn a_connection_reset_after_the_request_was_written_repeats_a_get_not_a_po
     );
 }
 
+/// A port of 127.0.0.1 with nothing listening: bound, then closed.
+async fn closed_port() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
 /// How many times a request to a port where nothing listens is retried.
 async fn retries_to_a_closed_port<B>(request: impl FnOnce(SocketAddr) -> Request<B>) -> u32
 where
     B: hyper::body::Body<Data = Bytes> + Send + Unpin + 'static,
     B::Error: Into<BoxError> + Send,
 {
-    // A port with nothing listening: bound, then closed.
-    let addr = TcpListener::bind("127.0.0.1:0")
-        .await
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    let addr = closed_port().await;
     let attempts = Arc::new(AtomicU32::new(0));
     let seen = attempts.clone();
     let service = tower::ServiceBuilder::new()
@@ -949,11 +953,7 @@ async fn a_hyper_util_client_needs_no_boxing_and_keeps_the_transport_rule() {
     assert!(!error.is_connect(), "{error}");
 
     // A refused connection sent nothing: even a POST is retried.
-    let closed = TcpListener::bind("127.0.0.1:0")
-        .await
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    let closed = closed_port().await;
     let retries = Arc::new(AtomicU32::new(0));
     let seen = retries.clone();
     let service = RetryLayer::http(backstop::Retry::new(&quick()).on_retry(
