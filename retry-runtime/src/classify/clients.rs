@@ -19,7 +19,9 @@ use crate::classify::{Classify, Verdict};
 ///
 /// - a connection it never made (`is_connect()`: nothing was sent) is
 ///   [`Verdict::Refused`] if it was refused, [`Verdict::Retry`] otherwise
-///   (a name that did not resolve, a connect that timed out);
+///   (a name that did not resolve, a connect that timed out, a TLS
+///   handshake that failed — a certificate refused too, as for reqwest's
+///   connect errors: a permanent failure spends the call's attempts);
 /// - any other failure is read down its source chain: an I/O error that
 ///   proves nothing was sent is retried as above; a reset, a broken pipe,
 ///   hyper's "connection closed before message completed" may have come

@@ -115,8 +115,8 @@ static ANONYMOUS_FUNCTION: Function = Function::new(ANONYMOUS);
 /// no code.
 pub(crate) struct Observe {
     who: Who,
-    /// The call's key, as the names' table keeps it ([`names::word`]),
-    /// if it gave one: its `key` label (kept only for `tracing` and
+    /// The call's key, as the names' table keeps it (`names::word`), if
+    /// it gave one: its `key` label (kept only for `tracing` and
     /// `metrics`: a call that reports nothing does not carry it).
     #[cfg(any(feature = "tracing", feature = "metrics"))]
     key: Option<NonZeroU64>,
@@ -178,7 +178,8 @@ impl Observe {
     }
 
     /// The call's key (its hash), if it gave one: its `key` label, the
-    /// name [`names`] keeps for it.
+    /// name `limit::names` keeps for it (with `tracing` or `metrics`; a
+    /// call that reports nothing keeps nothing).
     #[inline]
     #[cfg_attr(
         not(any(feature = "tracing", feature = "metrics")),
