@@ -2,8 +2,8 @@
 //! under `cfg(loom)` loom's, whose model checker explores every
 //! interleaving of them (the models in `tests/loom/`). Loom's atomics
 //! cannot be made in const evaluation: the limiters' constructors are
-//! `const fn`s but under loom ([`const_unless_loom!`]), and their arrays of
-//! atomics are built by [`zeroed_atomics!`].
+//! `const fn`s but under loom (`const_unless_loom!`), and their arrays of
+//! atomics are built by `zeroed_atomics!`.
 
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::AtomicU64;

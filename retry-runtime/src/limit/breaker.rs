@@ -126,7 +126,7 @@ pub struct BreakerChange {
 /// A lock-free circuit breaker, shareable as a `static`.
 ///
 /// Closed, it lets calls through and counts consecutive retryable
-/// failures (a [`Verdict::Stop`](crate::Verdict::Stop) failure, such as a 400, is the caller's
+/// failures (a [`Verdict::Stop`] failure, such as a 400, is the caller's
 /// fault, not the dependency's, and does not count). At
 /// `failure_threshold` it opens: calls are rejected for `cooldown`. Then it
 /// is half-open: exactly one call, the probe, goes through and is never

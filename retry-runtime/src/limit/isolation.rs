@@ -1,5 +1,5 @@
 //! Which instance of a limiter a call draws on: the `static` itself, or
-//! the fresh copy a test's [`isolate`](crate::testing::isolate) made of it
+//! the fresh copy a test's [`isolate`] made of it
 //! (one relaxed load when no test isolates). Below the state machine,
 //! which asks it; `isolate` and its guard are public in
 //! [`testing`](crate::testing).

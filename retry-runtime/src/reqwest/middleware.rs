@@ -66,7 +66,7 @@ pub(crate) struct ReqwestRequests {
 ///   sooner): a timeout of the request's own shrinks to it, and reqwest
 ///   reports it (`is_timeout()`); a request without one keeps the
 ///   `Client`'s, and is cut off at the time left with an
-///   [`Error::Middleware`](::reqwest_middleware::Error::Middleware) holding an
+///   [`Error::Middleware`] holding an
 ///   [`Elapsed`] (ambiguous, retried only if idempotent);
 /// - a request whose body cannot be cloned (a stream) is sent once, and a
 ///   retryable failure of it gives up with

@@ -602,7 +602,7 @@ impl<'a> Retry<'a> {
     ///
     /// Its retries draw on the policy's budget if it has one;
     /// none after [`Policy::no_budget`]; otherwise on a
-    /// [`TokenBudget`](crate::limit::TokenBudget) of this call site's own
+    /// [`TokenBudget`] of this call site's own
     /// (the line of code calling `Retry::new`, `call` or `call_async`),
     /// as `#[retry]` gives each function its own: the same protection
     /// wherever calls are made.
@@ -755,8 +755,8 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
 
 impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// Draws on `budget` instead of the policy's: a
-    /// [`TokenBudget`](crate::limit::TokenBudget) or a windowed
-    /// [`WindowBudget`](crate::limit::WindowBudget), shared by the calls it protects:
+    /// [`TokenBudget`] or a windowed
+    /// [`WindowBudget`], shared by the calls it protects:
     /// a `static` (or a `LazyLock`, or one leaked). A `const` or a local
     /// made for each call would be a fresh one every time, granting every
     /// retry, and does not compile.
@@ -924,7 +924,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     }
 
     /// Tells `f` about each retry before its sleep: a
-    /// [`RetryEvent`](crate::RetryEvent). The event's type is inferred: a
+    /// [`RetryEvent`]. The event's type is inferred: a
     /// closure `|e| ...` needs no annotation to read the attempt, the
     /// delay or the verdict, or to format the error with `{:?}` (calling a
     /// method of the error itself needs its type: `|e: &RetryEvent<'_, T,
@@ -953,7 +953,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     }
 
     /// Tells `f` when a call gives up, with the reason: a
-    /// [`GiveUpEvent`](crate::GiveUpEvent), inferred as for
+    /// [`GiveUpEvent`], inferred as for
     /// [`on_retry`](Self::on_retry).
     ///
     /// ```
@@ -1331,7 +1331,7 @@ pub(crate) mod steps {
     use crate::state::{AttemptState, GiveUp, HoldsPolicy};
 
     /// The steps of a retry loop around attempts giving `Result<T, E>`,
-    /// between one attempt and the next. Out of reach outside this crate: [`Handles`] is
+    /// between one attempt and the next. Out of reach outside this crate: [`Handles`](crate::builder::Handles) is
     /// sealed by it.
     pub trait Steps<T, E> {
         /// Before an attempt: the throttle, then the breaker (an attempt the

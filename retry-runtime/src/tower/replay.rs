@@ -348,7 +348,7 @@ pub struct HttpSource<B: Body> {
     grpc_deadline: bool,
     per_method: bool,
     body: BodyState<B>,
-    /// The first attempt's body, read by [`Replay::prepare`] when it did
+    /// The first attempt's body, read by [`Replay::poll_prepare`] when it did
     /// not turn out whole.
     pending: Option<Kind<B>>,
 }
