@@ -991,12 +991,14 @@ async fn a_hyper_util_client_needs_no_boxing_and_keeps_the_transport_rule() {
         "{error}"
     );
     assert_eq!(retries.load(Ordering::Relaxed), 2 + 2, "a POST, retried");
-    // Boxed below the layer, the same verdict.
+    // Boxed below the layer, the same verdict; and boxed anywhere, read
+    // down its chain.
     let boxed: BoxError = error.into();
     assert_eq!(
         backstop::classify::Classifier::verdict(&backstop::tower::TransportErrors, &boxed),
         Verdict::Retry
     );
+    assert_eq!(backstop::Classify::classify(&boxed), Verdict::Retry);
 }
 
 #[cfg(feature = "anyhow")]
