@@ -98,8 +98,9 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
         #admit_first
     };
     let (sig, captures) = unique_captures(func, args);
+    let first_ok = first_ok(args, &rt, &n, &view);
     let body = if is_async {
-        let (round, attempt) = async_round(args, &rt, &n, &ret, &captures, &stmts, classify);
+        let (round, bind, judge) = async_round(args, &rt, &n, &ret, &captures, &stmts, classify);
         // The outcome lives in the inner block only: it is dropped before
         // the sleep (a retried response releases its connection at once) and
         // is never held across an `.await` of the loop, so the future is
@@ -110,7 +111,9 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
             #round
             loop {
                 let #delay = {
-                    #attempt
+                    #bind
+                    #first_ok
+                    #judge
                     match #rt::Call::decided_holding(
                         &mut #state, #view, #verdict, #on_retry, #on_give_up, #may_hold,
                     ) {
@@ -133,6 +136,7 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
             loop {
                 let #outcome: #ret =
                     #rt::Call::run_attempt(&mut #state, || -> #ret { #(#stmts)* });
+                #first_ok
                 let #verdict = #classify;
                 match #rt::Call::decided(&mut #state, #view, #verdict, #on_retry, #on_give_up) {
                     ::core::option::Option::Some(#delay) => {
@@ -149,6 +153,22 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
         }
     };
     with_body(func, &sig, Some(block.brace_token), body)
+}
+
+/// Without `when_ok` (and without `hedge`, whose round judges its
+/// attempts as they end), an `Ok` first attempt ends the call before any
+/// verdict is made: the success path takes one branch to its return
+/// (cachegrind: 3 instructions fewer than through the verdict's match).
+fn first_ok(args: &Args, rt: &TokenStream, n: &Names, view: &TokenStream) -> TokenStream {
+    if args.when_ok.value().is_some() || args.hedge.value().is_some() {
+        return quote!();
+    }
+    let Names { state, outcome, .. } = n;
+    quote! {
+        if ::core::result::Result::is_ok(&#view) && #rt::Call::first_ok(&mut #state) {
+            return #outcome;
+        }
+    }
 }
 
 /// An async loop's wait while its call is held after a refusal (the
@@ -413,7 +433,8 @@ fn variables(tokens: TokenStream, out: &mut Vec<String>) {
 }
 
 /// Before an async loop, what a hedged round needs; in the loop, how an
-/// attempt (or a hedged round) binds its outcome and the verdict on it.
+/// attempt (or a hedged round) binds its outcome, and the verdict on it
+/// (bound with the outcome, for a hedged round).
 fn async_round(
     args: &Args,
     rt: &TokenStream,
@@ -422,19 +443,23 @@ fn async_round(
     captures: &[TokenStream],
     stmts: &[&syn::Stmt],
     classify: TokenStream,
-) -> (TokenStream, TokenStream) {
+) -> (TokenStream, TokenStream, TokenStream) {
     let Names {
         outcome, verdict, ..
     } = n;
     match args.hedge.value() {
         Some(hedge) => {
             let (round, run) = hedged_round(args, hedge, rt, n, ret, stmts, &classify);
-            (round, quote!(let (#outcome, #verdict) = #run.await;))
+            (
+                round,
+                quote!(let (#outcome, #verdict) = #run.await;),
+                quote!(),
+            )
         }
         None => {
             let attempt = async_attempt(rt, n, ret, captures, stmts);
             let (bind, verdict_expr) = timed_attempt(args, rt, n, ret, &attempt, classify);
-            (quote!(), quote!(#bind let #verdict = #verdict_expr;))
+            (quote!(), bind, quote!(let #verdict = #verdict_expr;))
         }
     }
 }

@@ -285,10 +285,18 @@ impl<'a, C: Clock, P: HoldsPolicy, S: Holds<'a, C, P>> Call<'a, C, P, S> {
         }
     }
 
+    /// Ends the call if this is a first attempt whose outcome is `Ok` and
+    /// no `when_ok` judges: as [`decided`](Self::decided) would, answering
+    /// `None` and telling no hook. Whether it did: `#[retry]`'s path on
+    /// success, which makes no verdict.
+    #[inline]
+    pub fn first_ok(&mut self) -> bool {
+        self.first_succeeded(Attempted::Succeeded)
+    }
+
     /// Ends the call if this is a first attempt that `attempted` says
     /// succeeded (as [`decide`](Self::decide) would, answering `Return`):
     /// whether it did. The driver's path on success.
-    #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
     #[inline]
     pub(crate) fn first_succeeded(&mut self, attempted: Attempted) -> bool {
         match (&mut self.0, attempted) {
