@@ -17,10 +17,16 @@
 //! Groups:
 //!
 //! - `hyper`: a bare hyper-util client; the same behind
-//!   `RetryLayer::http`; and behind tower's `Retry` with a policy that
-//!   never retries a success (what a success costs each).
+//!   `RetryLayer::http`; behind tower's `Retry` with a policy that never
+//!   retries a success (what a success costs each); and behind tower's
+//!   `Retry` as a careful tower user stacks it for some of what the layer
+//!   also does (`tower_retry_guarded`: tower's own retry budget,
+//!   `TpsBudget`, and a `Timeout` around the whole call as its deadline).
 //! - `reqwest`: a bare reqwest client; a reqwest-middleware client with
-//!   `RetryMiddleware`; and with reqwest-retry's `RetryTransientMiddleware`.
+//!   `RetryMiddleware`; with reqwest-retry's `RetryTransientMiddleware`;
+//!   and the same with a deadline for the whole call
+//!   (`reqwest_retry_deadline`: `tokio::time::timeout` around the send),
+//!   which the middleware keeps too.
 //!
 //! BENCHMARKS.md has the figures and what they mean.
 
@@ -110,6 +116,42 @@ impl<Res, E> tower::retry::Policy<http::Request<Full<Bytes>>, Res, E> for Once {
     }
 }
 
+/// tower's `Retry` policy of `tower_retry_guarded`: [`Once`], drawing on
+/// tower's retry budget (a success deposits, a retry withdraws), as
+/// tower's documentation shows it.
+#[derive(Clone)]
+struct Budgeted {
+    budget: std::sync::Arc<tower::retry::budget::TpsBudget>,
+    once: Once,
+}
+
+impl<Res, E> tower::retry::Policy<http::Request<Full<Bytes>>, Res, E> for Budgeted {
+    type Future = std::future::Ready<()>;
+
+    fn retry(
+        &mut self,
+        request: &mut http::Request<Full<Bytes>>,
+        result: &mut Result<Res, E>,
+    ) -> Option<Self::Future> {
+        use tower::retry::budget::Budget as _;
+        if result.is_ok() {
+            self.budget.deposit();
+            return None;
+        }
+        if !self.budget.withdraw() {
+            return None;
+        }
+        tower::retry::Policy::<_, Res, E>::retry(&mut self.once, request, result)
+    }
+
+    fn clone_request(
+        &mut self,
+        request: &http::Request<Full<Bytes>>,
+    ) -> Option<http::Request<Full<Bytes>>> {
+        tower::retry::Policy::<_, Res, E>::clone_request(&mut self.once, request)
+    }
+}
+
 /// A current-thread runtime with a server of its own, and the URI to ask.
 fn set_up() -> (tokio::runtime::Runtime, String) {
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -137,6 +179,8 @@ fn group(
 fn hyper(c: &mut Criterion) {
     let (runtime, uri) = set_up();
     let policy = Policy::new();
+    // (A `Timeout`'s future starts its timer when it is made.)
+    let _runtime = runtime.enter();
     let stacks = hyper_stacks(&policy, &uri);
     group(c, "hyper", &runtime, &stacks);
 }
@@ -155,13 +199,13 @@ type Sender<'a> = Box<dyn Fn() -> std::pin::Pin<Box<dyn Future<Output = usize> +
 
 /// Runs `stacks` in turns, `ROUNDS` rounds of `PER_ROUND` requests each,
 /// and prints the median time per request of each, and the median (and
-/// range) over the rounds of each stack's time over the first's and, if
-/// `versus` names one, over that one's.
+/// range) over the rounds of each stack's time over the first's and over
+/// that of each stack `versus` names.
 fn interleave(
     group: &str,
     runtime: &tokio::runtime::Runtime,
     stacks: &[(&str, Sender<'_>)],
-    versus: Option<usize>,
+    versus: &[usize],
 ) {
     const ROUNDS: usize = 300;
     const PER_ROUND: usize = 200;
@@ -215,7 +259,7 @@ fn interleave(
             let (r, lo, hi) = ratios(i, 0);
             let _ = write!(line, ", {r:.3}× {} ({lo:.3}–{hi:.3})", stacks[0].0);
         }
-        if let Some(v) = versus.filter(|&v| v != i && i > 0 && v > 0) {
+        for &v in versus.iter().filter(|&&v| v != i && i > 0 && v > 0) {
             let (r, lo, hi) = ratios(i, v);
             let _ = write!(line, ", {r:.3}× {} ({lo:.3}–{hi:.3})", stacks[v].0);
         }
@@ -224,8 +268,8 @@ fn interleave(
 }
 
 /// The `hyper` group: a bare hyper-util client; the same behind
-/// `RetryLayer::http`; the same behind tower's `Retry`.
-fn hyper_stacks<'a>(policy: &'a Policy, uri: &'a str) -> [(&'static str, Sender<'a>); 3] {
+/// `RetryLayer::http`; the same behind tower's `Retry`, bare and guarded.
+fn hyper_stacks<'a>(policy: &'a Policy, uri: &'a str) -> [(&'static str, Sender<'a>); 4] {
     let bare: Client<HttpConnector, Full<Bytes>> =
         Client::builder(TokioExecutor::new()).build_http();
     let behind: Client<HttpConnector, ReplayBody<Full<Bytes>>> =
@@ -240,14 +284,34 @@ fn hyper_stacks<'a>(policy: &'a Policy, uri: &'a str) -> [(&'static str, Sender<
     let retried = tower::ServiceBuilder::new()
         .retry(Once(true))
         .service(under_tower);
+    // tower's defaults for its budget (10 s, 10 retries a second, 20 %),
+    // and the layer's default deadline as the call's timeout.
+    let guarded_client: Client<HttpConnector, Full<Bytes>> =
+        Client::builder(TokioExecutor::new()).build_http();
+    let guarded = tower::ServiceBuilder::new()
+        .timeout(
+            policy
+                .get_deadline()
+                .expect("the default policy has a deadline"),
+        )
+        .retry(Budgeted {
+            budget: std::sync::Arc::new(tower::retry::budget::TpsBudget::new(
+                std::time::Duration::from_secs(10),
+                10,
+                0.2,
+            )),
+            once: Once(true),
+        })
+        .service(guarded_client);
     // Memory, not time: futures made and dropped unpolled (hyper-util's
     // client needs no readiness first).
     println!(
-        "hyper: the future of one request, bytes: bare {}, backstop_layer {}, tower_retry {}; \
-         a request's body: bare {}, backstop_layer {}",
+        "hyper: the future of one request, bytes: bare {}, backstop_layer {}, tower_retry {}, \
+         tower_retry_guarded {}; a request's body: bare {}, backstop_layer {}",
         std::mem::size_of_val(&bare.request(get(uri))),
         std::mem::size_of_val(&layered.clone().call(get(uri))),
         std::mem::size_of_val(&retried.clone().call(get(uri))),
+        std::mem::size_of_val(&guarded.clone().call(get(uri))),
         std::mem::size_of::<Full<Bytes>>(),
         std::mem::size_of::<ReplayBody<Full<Bytes>>>(),
     );
@@ -279,12 +343,26 @@ fn hyper_stacks<'a>(policy: &'a Policy, uri: &'a str) -> [(&'static str, Sender<
                 })
             }),
         ),
+        (
+            "tower_retry_guarded",
+            Box::new(move || {
+                let mut service = guarded.clone();
+                Box::pin(async move {
+                    let response = service.ready().await.unwrap().call(get(uri)).await;
+                    read(response.unwrap()).await
+                })
+            }),
+        ),
     ]
 }
 
 /// The `reqwest` group: a bare client; a reqwest-middleware client with
-/// `RetryMiddleware`; the same with reqwest-retry's middleware.
-fn reqwest_stacks<'a>(policy: &'a Policy, uri: &'a str) -> [(&'static str, Sender<'a>); 3] {
+/// `RetryMiddleware`; the same with reqwest-retry's middleware, without
+/// and with a deadline.
+fn reqwest_stacks<'a>(policy: &'a Policy, uri: &'a str) -> [(&'static str, Sender<'a>); 4] {
+    let deadline = policy
+        .get_deadline()
+        .expect("the default policy has a deadline");
     let bare = reqwest::Client::new();
     let backstop = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
         .with(RetryMiddleware::new(policy))
@@ -295,6 +373,7 @@ fn reqwest_stacks<'a>(policy: &'a Policy, uri: &'a str) -> [(&'static str, Sende
             backoff,
         ))
         .build();
+    let retry_crate_deadline = retry_crate.clone();
     [
         (
             "bare",
@@ -317,6 +396,13 @@ fn reqwest_stacks<'a>(policy: &'a Policy, uri: &'a str) -> [(&'static str, Sende
                 Box::pin(async move { send.await.unwrap().bytes().await.unwrap().len() })
             }),
         ),
+        (
+            "reqwest_retry_deadline",
+            Box::new(move || {
+                let send = tokio::time::timeout(deadline, retry_crate_deadline.get(uri).send());
+                Box::pin(async move { send.await.unwrap().unwrap().bytes().await.unwrap().len() })
+            }),
+        ),
     ]
 }
 
@@ -324,10 +410,12 @@ fn reqwest_stacks<'a>(policy: &'a Policy, uri: &'a str) -> [(&'static str, Sende
 fn interleaved() {
     let (runtime, uri) = set_up();
     let policy = Policy::new();
+    // (A `Timeout`'s future starts its timer when it is made.)
+    let _runtime = runtime.enter();
     let hyper = hyper_stacks(&policy, &uri);
-    interleave("hyper", &runtime, &hyper, Some(2));
+    interleave("hyper", &runtime, &hyper, &[2, 3]);
     let reqwest = reqwest_stacks(&policy, &uri);
-    interleave("reqwest", &runtime, &reqwest, Some(2));
+    interleave("reqwest", &runtime, &reqwest, &[2, 3]);
 }
 
 fn main() {
