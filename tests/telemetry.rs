@@ -421,6 +421,42 @@ fn counters_and_histograms_per_function() {
     );
 }
 
+/// A call made without the attribute and not named reports as
+/// `anonymous`; named, as its name.
+#[test]
+fn an_unnamed_call_reports_as_anonymous_and_a_named_one_by_its_name() {
+    let _serial = serial();
+    let _vt = backstop::testing::VirtualTime::start();
+    let recorder = Recorder::default();
+    let policy = backstop::Policy::new().no_budget();
+    metrics::with_local_recorder(&recorder, || {
+        for name in [None, Some("ping")] {
+            let mut failures = 1;
+            let retry = backstop::Retry::new(&policy);
+            let retry = match name {
+                Some(name) => retry.name(name),
+                None => retry,
+            };
+            let out = retry.call(|| {
+                if failures > 0 {
+                    failures -= 1;
+                    return Err(Error::from(ErrorKind::ConnectionRefused));
+                }
+                Ok(())
+            });
+            assert!(out.is_ok());
+        }
+    });
+    let counters = counters(&recorder);
+    for function in ["anonymous", "ping"] {
+        assert_eq!(
+            counters.get(&format!("backstop_retries_total{{function={function}}}")),
+            Some(&1),
+            "{counters:#?}"
+        );
+    }
+}
+
 fn gauges(recorder: &Recorder) -> BTreeMap<String, f64> {
     recorder
         .gauges
@@ -960,6 +996,7 @@ fn hedges_are_counted_told_to_the_hooks_and_logged() {
     );
 }
 
+#[cfg(feature = "tower")]
 #[test]
 fn many_layers_built_at_one_place_are_warned_about_once_in_debug_builds() {
     static SHARED: backstop::limit::TokenBudget = backstop::limit::TokenBudget::standard();

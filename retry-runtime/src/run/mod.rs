@@ -909,7 +909,12 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
         )
     }
 
-    /// Names the function retried, for `tracing` and `metrics`.
+    /// Names the function retried, for `tracing` and `metrics` (their
+    /// `function` field and label). Unnamed, a call through a `Retry`
+    /// (its closures, a layer, a middleware) or through `call_async`
+    /// reports as `anonymous`: name each, or calls made in different
+    /// places share one label (a layer's and a middleware's calls are
+    /// told apart by their `key` too, their destination).
     ///
     /// ```
     /// # extern crate backstop_runtime as backstop;
