@@ -996,22 +996,51 @@ fn hedges_are_counted_told_to_the_hooks_and_logged() {
     );
 }
 
+/// Layers built per request that each call on a token budget of their
+/// own (requests without a destination) are warned about, once; layers
+/// whose requests go to a destination (its budget is shared), layers never
+/// called, and layers sharing a `static` budget are not.
 #[cfg(feature = "tower")]
 #[test]
 fn many_layers_built_at_one_place_are_warned_about_once_in_debug_builds() {
+    use backstop::tower::RetryLayer;
+    use tower::{Layer, ServiceExt};
     static SHARED: backstop::limit::TokenBudget = backstop::limit::TokenBudget::standard();
     let _serial = serial();
     let policy = backstop::Policy::new();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let inner = tower::service_fn(|x: u32| async move { Ok::<_, Error>(x) });
+    let http_inner =
+        tower::service_fn(|_: http::Request<_>| async { Ok::<_, Error>(http::Response::new(())) });
     let capture = captured(|| {
-        for _ in 0..250 {
-            drop(backstop::tower::RetryLayer::new(&policy));
-        }
-        // Sharing a throttle is the fix: no warning, however many.
-        for _ in 0..250 {
-            drop(backstop::tower::RetryLayer::new(
-                backstop::Retry::new(&policy).budget(&SHARED),
-            ));
-        }
+        runtime.block_on(async {
+            // To a destination: its budget, whichever layer sends.
+            for _ in 0..250 {
+                let request = http::Request::get("http://per-request.test/")
+                    .body(String::new())
+                    .unwrap();
+                let service = RetryLayer::http(&policy).layer(http_inner);
+                service.oneshot(request).await.unwrap();
+            }
+            // Built and never called: nothing drawn on.
+            for _ in 0..250 {
+                drop(RetryLayer::new(&policy));
+            }
+            // Sharing a budget is the fix: no warning, however many.
+            for _ in 0..250 {
+                let service = RetryLayer::new(backstop::Retry::new(&policy).budget(&SHARED));
+                service.layer(inner).oneshot(1).await.unwrap();
+            }
+            // Without a destination, each on a budget of its own: warned.
+            for _ in 0..250 {
+                let service = RetryLayer::new(&policy).layer(inner);
+                service.oneshot(1).await.unwrap();
+            }
+        });
     });
     let warnings: Vec<_> = capture
         .events
@@ -1021,7 +1050,7 @@ fn many_layers_built_at_one_place_are_warned_about_once_in_debug_builds() {
         .filter(|(_, fields)| {
             fields
                 .get("message")
-                .is_some_and(|m| m.contains("retry layers or middlewares built"))
+                .is_some_and(|m| m.contains("retry layers built at one place"))
         })
         .map(|(_, fields)| fields.clone())
         .collect();

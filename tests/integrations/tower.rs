@@ -1310,6 +1310,34 @@ async fn a_host_that_is_down_drains_its_own_token_budget_and_no_other_hosts() {
     );
 }
 
+/// A layer built for each request draws on its destination's token
+/// budget, as one built once does: the retries stop while the host fails
+/// every request (a budget of each layer's own, full every time, would
+/// retry every call: 90 requests for 30 calls).
+#[tokio::test(start_paused = true)]
+async fn layers_built_per_request_share_their_destinations_token_budget() {
+    let sent = Arc::new(AtomicU32::new(0));
+    let counted = sent.clone();
+    let inner = service_fn(move |_: Request<ReplayBody<String>>| {
+        counted.fetch_add(1, Ordering::Relaxed);
+        async { Ok::<_, std::io::Error>(Response::builder().status(503).body(()).unwrap()) }
+    });
+    let policy = Policy::new();
+    for _ in 0..30 {
+        let service = RetryLayer::http(&policy).layer(inner.clone());
+        let request = Request::get("http://failing-per-request.test/")
+            .body(String::new())
+            .unwrap();
+        let response = service.oneshot(request).await.unwrap();
+        assert_eq!(response.status(), 503);
+    }
+    let sent = sent.load(Ordering::Relaxed);
+    assert!(
+        (30..=40).contains(&sent),
+        "30 calls, a few retries while the destination's budget lasted: {sent}"
+    );
+}
+
 static TOWER_PER_HOST: backstop::limit::Keyed<CircuitBreaker> =
     backstop::limit::Keyed::new(CircuitBreaker::new(2, Duration::from_secs(30)));
 

@@ -114,12 +114,14 @@ impl RetryMiddleware {
     /// and the copy of the last to end (the winner's) becomes the
     /// caller's.
     ///
-    /// Build the client once and share it (reqwest's `Client` is made to
-    /// be): unless the [`Retry`] names one, the middleware's token budget
-    /// is its own, so a client built per request starts with a full
-    /// token budget every time, which never runs out (a debug build warns after
-    /// 100 built at one place); share a `static` budget with
-    /// [`Retry::budget`] to build it where you like.
+    /// Unless the [`Retry`] names a budget, a request draws on its
+    /// destination's token budget (its scheme, host and port: one per
+    /// destination for the whole process, shared by every middleware and
+    /// layer that calls it, in a table of 4096), so a host that is down
+    /// drains its own budget and no other host's, and a client built per
+    /// request draws on the same budget as one built once. Build the
+    /// client once and share it all the same: reqwest's `Client` is made
+    /// to be (its connection pool).
     ///
     /// ```
     /// # extern crate backstop_runtime as backstop;

@@ -296,9 +296,9 @@ impl RetryLayer {
     /// Build it once and clone it: unless the [`Retry`] names one, the
     /// layer's token budget is its own, shared by the services it makes
     /// and their clones. A layer built per request starts with a full
-    /// token budget every time, which never runs out (a debug build warns after
-    /// 100 built at one place); share a `static` budget with
-    /// [`Retry::budget`] to build it where you like.
+    /// token budget every time, which never runs out (a debug build warns
+    /// once 100 built at one place have been called); share a `static`
+    /// budget with [`Retry::budget`] to build it where you like.
     ///
     /// ```
     /// # extern crate backstop_runtime as backstop;
@@ -365,12 +365,19 @@ impl RetryLayer {
     /// a body longer than 64 KiB ([`replay_limit`](RetryLayer::replay_limit))
     /// is sent once.
     ///
-    /// Build it once and clone it: unless the [`Retry`] names one, the
-    /// layer's token budget is its own, shared by the services it makes
-    /// and their clones. A layer built per request starts with a full
-    /// token budget every time, which never runs out (a debug build warns after
-    /// 100 built at one place); share a `static` budget with
-    /// [`Retry::budget`] to build it where you like.
+    /// Unless the [`Retry`] names a budget, a request draws on its
+    /// destination's token budget (its scheme, host and port: one per
+    /// destination for the whole process, shared by every layer and
+    /// middleware that calls it, in a table of 4096), so a host that is
+    /// down drains its own budget and no other host's, and a layer built
+    /// per request draws on the same budget as one built once. A request
+    /// without a destination (a URI without an authority, as tonic's are
+    /// below its `Channel`) draws on the layer's own, shared by the
+    /// services it makes and their clones: a layer built per request for
+    /// those starts with a full token budget every time, which never runs
+    /// out (a debug build warns once 100 built at one place have sent
+    /// such requests). Build the layer once and clone it, or share a
+    /// `static` budget with [`Retry::budget`] to build it where you like.
     ///
     /// ```
     /// # extern crate backstop_runtime as backstop;
@@ -528,7 +535,7 @@ impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
             Chosen::Given(given) => (given, None),
             Chosen::PerKey(table) => (Some(table.for_key(None)), None),
             Chosen::Default => {
-                let own = own_throttle();
+                let own = OwnBudget::lend();
                 (Some(BudgetRef::Token(own.get())), Some(own))
             }
         };
@@ -538,6 +545,11 @@ impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
                 retry: retry.budget_chosen(budget),
                 own,
                 given,
+                #[cfg(debug_assertions)]
+                built: Built {
+                    at: std::panic::Location::caller(),
+                    drawn: std::sync::atomic::AtomicBool::new(false),
+                },
             }),
             requests,
         }
@@ -553,6 +565,18 @@ pub(crate) struct Shared<W, K, B, R, G, L, A> {
     own: Option<OwnBudget>,
     /// The budget as it was chosen.
     given: Chosen,
+    /// Where the layer was built, for the warning of
+    /// [`count_own_budget`].
+    #[cfg(debug_assertions)]
+    built: Built,
+}
+
+/// Where a layer was built, and whether a call of its has drawn on its
+/// token budget of its own yet.
+#[cfg(debug_assertions)]
+struct Built {
+    at: &'static std::panic::Location<'static>,
+    drawn: std::sync::atomic::AtomicBool,
 }
 
 impl<W, K, B, R, G, L, A> Shared<W, K, B, R, G, L, A> {
@@ -589,10 +613,26 @@ impl<W, K, B, R, G, L, A> Shared<W, K, B, R, G, L, A> {
             (Chosen::Default, Some(destination)) => crate::run::default_per_key_table()
                 .placed(destination, crate::time::clock::loop_now)
                 .map(|budget| BudgetRef::Token(crate::limit::isolation::own(budget)))
-                .or_else(|| self.budget()),
+                .or_else(|| self.own_budget()),
+            (Chosen::Default, None) => self.own_budget(),
             (Chosen::PerKey(table), destination) => Some(table.for_key(destination)),
             _ => self.budget(),
         }
+    }
+
+    /// The layer's token budget of its own, drawn on by a call: in debug
+    /// builds, the layer's first such call is counted (see
+    /// [`count_own_budget`]).
+    fn own_budget(&self) -> Option<BudgetRef<'static>> {
+        #[cfg(debug_assertions)]
+        {
+            use std::sync::atomic::Ordering::Relaxed;
+            let drawn = &self.built.drawn;
+            if !drawn.load(Relaxed) && !drawn.swap(true, Relaxed) {
+                count_own_budget(self.built.at);
+            }
+        }
+        self.budget()
     }
 }
 
@@ -604,26 +644,24 @@ impl<W, K, B, R, G, L, A> Lends for Arc<Shared<W, K, B, R, G, L, A>> {
     }
 }
 
-/// A layer's token budget of its own, full. In debug builds, the place
-/// that builds one is counted: a layer built per request (or per client
-/// built per request) has a fresh token budget every time, which never sees
-/// the failures of the others, and so never runs out. After
-/// [`MANY_LAYERS`] from one place, it says so, once: through `tracing`
-/// (feature `tracing`) as a WARN event, or on standard error.
-#[track_caller]
-fn own_throttle() -> OwnBudget {
-    #[cfg(debug_assertions)]
-    count_own_throttle(std::panic::Location::caller());
-    OwnBudget::lend()
-}
-
-/// How many layers with a token budget of their own one place may build
-/// before a debug build warns.
+/// How many layers built at one place may draw on token budgets of their
+/// own before a debug build warns.
 #[cfg(debug_assertions)]
 const MANY_LAYERS: u32 = 100;
 
+/// A layer built at `site` drew on its token budget of its own for the
+/// first time: a call without a destination (a URI without an authority,
+/// as tonic's are below its `Channel`; a request that is not HTTP). In
+/// debug builds the place is counted: layers built per request, each
+/// calling without a destination, each have a fresh token budget that
+/// never sees the failures of the others, and so never runs out. After
+/// [`MANY_LAYERS`] from one place, it says so, once: through `tracing`
+/// (feature `tracing`) as a WARN event, or on standard error. (A call to
+/// a destination draws on the destination's budget, which every layer
+/// and middleware calling it shares: layers built per request are fine
+/// there.)
 #[cfg(debug_assertions)]
-fn count_own_throttle(site: &'static std::panic::Location<'static>) {
+fn count_own_budget(site: &'static std::panic::Location<'static>) {
     type Sites = Vec<(&'static std::panic::Location<'static>, u32)>;
     static SITES: std::sync::Mutex<Sites> = std::sync::Mutex::new(Vec::new());
     let mut sites = SITES
@@ -638,13 +676,14 @@ fn count_own_throttle(site: &'static std::panic::Location<'static>) {
     };
     drop(sites);
     if built == MANY_LAYERS {
-        let warning = "each has a token budget of its own, full, that no other call sees \
-                       fail, so none of them ever runs out: build the layer (or the client) \
-                       once and clone it, or share a `static` budget with `Retry::new(&policy).budget(&STATIC)`";
+        let warning = "each sent calls without a destination (no authority in the URI) on a \
+                       token budget of its own, full, that no other call sees fail, so none of \
+                       them ever runs out: build the layer once and clone it, or share a \
+                       `static` budget with `Retry::new(&policy).budget(&STATIC)`";
         #[cfg(feature = "tracing")]
-        tracing::warn!(site = %site, built, "{MANY_LAYERS} retry layers or middlewares built at one place: {warning}");
+        tracing::warn!(site = %site, built, "{MANY_LAYERS} retry layers built at one place: {warning}");
         #[cfg(not(feature = "tracing"))]
-        eprintln!("backstop: {MANY_LAYERS} retry layers or middlewares built at {site}: {warning}");
+        eprintln!("backstop: {MANY_LAYERS} retry layers built at {site}: {warning}");
     }
 }
 
