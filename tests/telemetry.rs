@@ -34,6 +34,9 @@ struct Capture {
     entered: Mutex<Vec<u64>>,
     /// Each span's parent, if it has one.
     parents: Mutex<BTreeMap<u64, u64>>,
+    /// Spans made (`"new"`) and handles of them dropped (`"close"`), in
+    /// order.
+    lifecycle: Mutex<Vec<(&'static str, u64)>>,
 }
 
 struct Visitor<'a>(&'a mut Fields);
@@ -65,7 +68,15 @@ impl tracing::Subscriber for Capture {
         if let Some(parent) = parent {
             self.parents.lock().unwrap().insert(id, parent);
         }
+        self.lifecycle.lock().unwrap().push(("new", id));
         tracing::span::Id::from_u64(id)
+    }
+    fn try_close(&self, span: tracing::span::Id) -> bool {
+        self.lifecycle
+            .lock()
+            .unwrap()
+            .push(("close", span.into_u64()));
+        true
     }
     fn record(&self, span: &tracing::span::Id, values: &tracing::span::Record<'_>) {
         let mut spans = self.spans.lock().unwrap();
@@ -823,6 +834,19 @@ fn each_attempt_through_the_layer_has_a_span_and_the_response_counts_them() {
         answered, ids,
         "what the inner service logs belongs to its attempt"
     );
+    // An attempt's span ends with the attempt, not when the next begins:
+    // the sleep before a retry is not the attempt's time.
+    let lifecycle = capture.lifecycle.lock().unwrap();
+    let at = |what: &str, id: u64| lifecycle.iter().position(|&(w, i)| w == what && i == id);
+    for pair in attempt_spans.windows(2) {
+        let (closed, next) = (at("close", pair[0].0), at("new", pair[1].0));
+        assert!(
+            closed.is_some_and(|closed| Some(closed) < next),
+            "attempt {} closes before attempt {} begins: {lifecycle:?}",
+            pair[0].1["attempt"],
+            pair[1].1["attempt"]
+        );
+    }
 }
 
 #[cfg(feature = "reqwest-middleware")]

@@ -951,23 +951,32 @@ where
         cx: &mut TaskContext<'_>,
     ) -> Poll<Result<S::Response, S::Error>> {
         let mut this = self.project();
-        #[cfg(feature = "tracing")]
-        let _span = this.span.enter();
-        if this.sent.is_none() {
-            let request = ready!(P::poll_next(this.source, cx));
-            this.sent.set(Some(this.service.call(request)));
-        }
-        let sent = this.sent.as_mut().as_pin_mut();
-        let outcome = ready!(sent.expect("the request was sent").poll(cx));
-        this.sent.set(None);
+        let outcome = {
+            #[cfg(feature = "tracing")]
+            let _span = this.span.enter();
+            if this.sent.is_none() {
+                let request = ready!(P::poll_next(this.source, cx));
+                this.sent.set(Some(this.service.call(request)));
+            }
+            let sent = this.sent.as_mut().as_pin_mut();
+            let outcome = ready!(sent.expect("the request was sent").poll(cx));
+            this.sent.set(None);
+            outcome
+        };
+        // The attempt is over: its span ends now, not when the next one
+        // begins (the sleep before a retry is not the attempt's time).
+        *this.span = no_span();
         Poll::Ready(outcome)
     }
 
     fn cut_off(self: Pin<&mut Self>) -> S::Error {
         let mut this = self.project();
-        #[cfg(feature = "tracing")]
-        let _span = this.span.enter();
-        this.sent.set(None);
+        {
+            #[cfg(feature = "tracing")]
+            let _span = this.span.enter();
+            this.sent.set(None);
+        }
+        *this.span = no_span();
         L::elapsed()
     }
 
