@@ -211,21 +211,24 @@ pub(crate) enum Jitter {
 
 /// Names people bring from other retry crates, and what they mean here.
 const ALIASES: &[(&str, &str)] = &[
-    ("max_attempts", "attempts"),
-    ("retries", "attempts"),
-    ("max_retries", "attempts"),
-    ("times", "attempts"),
-    ("timeout", "deadline"),
-    ("max_elapsed_time", "deadline"),
-    ("delay", "base"),
-    ("initial_delay", "base"),
-    ("min_delay", "base"),
-    ("max_delay", "cap"),
-    ("multiplier", "factor"),
-    ("retry_if", "when"),
-    ("retry_on", "when"),
-    ("if", "when"),
-    ("strategy", "backoff"),
+    ("max_attempts", "`attempts`"),
+    ("retries", "`attempts`"),
+    ("max_retries", "`attempts`"),
+    ("times", "`attempts`"),
+    (
+        "timeout",
+        "`deadline` (for the whole call) or `attempt_timeout` (for each attempt)",
+    ),
+    ("max_elapsed_time", "`deadline`"),
+    ("delay", "`base`"),
+    ("initial_delay", "`base`"),
+    ("min_delay", "`base`"),
+    ("max_delay", "`cap`"),
+    ("multiplier", "`factor`"),
+    ("retry_if", "`when`"),
+    ("retry_on", "`when`"),
+    ("if", "`when`"),
+    ("strategy", "`backoff`"),
 ];
 
 impl Args {
@@ -398,15 +401,18 @@ fn path_text(path: &Path) -> String {
 
 /// "unknown option `x`", with the nearest valid one and the full list.
 fn unknown_message(name: &str) -> String {
-    let alias = ALIASES.iter().find(|(a, _)| *a == name).map(|(_, o)| *o);
-    let suggestion = alias.or_else(|| nearest(name, OPTIONS));
+    let alias = ALIASES
+        .iter()
+        .find(|(a, _)| *a == name)
+        .map(|(_, o)| (*o).to_owned());
+    let suggestion = alias.or_else(|| nearest(name, OPTIONS).map(|o| format!("`{o}`")));
     let list = OPTIONS
         .iter()
         .map(|o| format!("`{o}`"))
         .collect::<Vec<_>>()
         .join(", ");
     match suggestion {
-        Some(s) => format!("unknown option `{name}`; did you mean `{s}`? (options: {list})"),
+        Some(s) => format!("unknown option `{name}`; did you mean {s}? (options: {list})"),
         None => format!("unknown option `{name}`; expected one of {list}"),
     }
 }
