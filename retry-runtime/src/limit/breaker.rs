@@ -466,7 +466,8 @@ impl CircuitBreaker {
     const_unless_loom! {
         /// This breaker, named `name` in its [`BreakerChange`]s, its
         /// `tracing` events (`breaker` field) and its `metrics` gauge
-        /// (`breaker` label).
+        /// (`breaker` label). Unnamed, its name is empty, which every
+        /// unnamed breaker shares: name each breaker telemetry watches.
         ///
         /// ```
         /// # extern crate backstop_runtime as backstop;
