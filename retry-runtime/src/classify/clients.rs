@@ -78,7 +78,8 @@ impl Classify for hyper_util::client::legacy::Error {
 /// - a connection dropped, reset or timed out, an I/O error the client
 ///   does not place, an answer it could not parse: [`Verdict::RetryIfIdempotent`]:
 ///   the command may have run (an `INCR` would count twice);
-/// - everything else (a wrong type, a script error, `NOSCRIPT`, a refused
+/// - everything else (a wrong type, a reply that does not convert to the
+///   Rust type asked for, a script error, `NOSCRIPT`, a refused
 ///   authentication, a bad configuration): [`Verdict::Stop`].
 ///
 /// A retry sends the whole function again. A pipeline that failed part-way
@@ -102,6 +103,9 @@ impl Classify for hyper_util::client::legacy::Error {
 /// assert_eq!(dropped.classify(), Verdict::RetryIfIdempotent);
 /// let wrong = redis::RedisError::from((redis::ErrorKind::UnexpectedReturnType, "not a number"));
 /// assert_eq!(wrong.classify(), Verdict::Stop);
+/// // A reply that does not convert to the type asked for: a wrong type.
+/// let nil = redis::from_redis_value::<i64>(redis::Value::Nil).unwrap_err();
+/// assert_eq!(redis::RedisError::from(nil).classify(), Verdict::Stop);
 /// ```
 #[cfg(feature = "redis")]
 impl Classify for redis::RedisError {
@@ -129,7 +133,18 @@ impl Classify for redis::RedisError {
                 // Dropped, reset, timed out, or a kind it does not say.
                 _ => Verdict::RetryIfIdempotent,
             },
-            K::Parse => Verdict::RetryIfIdempotent,
+            // redis gives two failures as `Parse`: a reply that does not
+            // parse (its parser's own errors say where: the connection is
+            // out of step, after the command was sent), and a reply that
+            // does not convert to the type asked for (a wrong type, which
+            // no retry changes).
+            K::Parse
+                if self
+                    .detail()
+                    .is_some_and(|detail| detail.starts_with("Parse error at")) =>
+            {
+                Verdict::RetryIfIdempotent
+            }
             _ => Verdict::Stop,
         }
     }

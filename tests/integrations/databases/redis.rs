@@ -116,6 +116,22 @@ async fn the_servers_errors_are_classified_by_the_clients_own_predicates() {
         .unwrap_err();
     assert_eq!(wrong.classify(), Verdict::Stop, "{wrong:?}");
 
+    // A reply that does not convert to the type asked for (a name read as
+    // a number): redis says `Parse`, and no retry changes it.
+    let _: () = redis::cmd("SET")
+        .arg("name")
+        .arg("alice")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    let unconverted = redis::cmd("GET")
+        .arg("name")
+        .query_async::<i64>(&mut redis)
+        .await
+        .unwrap_err();
+    assert_eq!(unconverted.kind(), ErrorKind::Parse, "{unconverted:?}");
+    assert_eq!(unconverted.classify(), Verdict::Stop, "{unconverted:?}");
+
     // BUSY: a script runs past the busy threshold; the server runs no
     // other command meanwhile.
     let _: () = redis::cmd("CONFIG")
@@ -172,6 +188,24 @@ async fn the_servers_errors_are_classified_by_the_clients_own_predicates() {
         boxed.classify(),
         Verdict::Refused,
         "through a Box<dyn Error>"
+    );
+}
+
+/// redis gives both as `Parse`: a reply that does not convert to the type
+/// asked for is a wrong type (never retried); a reply that does not parse
+/// leaves the connection out of step after the command was sent.
+#[test]
+fn a_reply_that_does_not_convert_is_not_retried_and_one_that_does_not_parse_is_ambiguous() {
+    let unconverted =
+        RedisError::from(redis::from_redis_value::<i64>(redis::Value::Nil).unwrap_err());
+    assert_eq!(unconverted.kind(), ErrorKind::Parse, "{unconverted:?}");
+    assert_eq!(unconverted.classify(), Verdict::Stop, "{unconverted:?}");
+    let garbled = redis::parse_redis_value(b"@what\r\n").unwrap_err();
+    assert_eq!(garbled.kind(), ErrorKind::Parse, "{garbled:?}");
+    assert_eq!(
+        garbled.classify(),
+        Verdict::RetryIfIdempotent,
+        "{garbled:?}"
     );
 }
 
