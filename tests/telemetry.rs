@@ -511,6 +511,40 @@ fn rejected() -> Result<(), Down> {
     Err(Down)
 }
 
+static OPENED_BY_A_SYNC_CALL: backstop::limit::CircuitBreaker =
+    backstop::limit::CircuitBreaker::new(1, std::time::Duration::from_secs(60))
+        .named("opened-by-a-sync-call");
+
+#[retry(attempts = 2, budget = none, jitter = none, breaker = OPENED_BY_A_SYNC_CALL)]
+fn opens_its_breaker() -> Result<(), Down> {
+    Err(Down)
+}
+
+/// A sync call's breaker tells its change of state inside the call's span,
+/// as an async call's does (the decision is made between attempts, outside
+/// the attempt's entry of the span): which function opened it is known.
+#[test]
+fn a_sync_calls_breaker_tells_its_changes_inside_the_calls_span() {
+    let _serial = serial();
+    let capture = captured(|| {
+        let _ = opens_its_breaker();
+    });
+    let spans = capture.spans.lock().unwrap();
+    let calls: Vec<u64> = spans
+        .iter()
+        .filter(|(_, (name, _))| name == "retry")
+        .map(|(id, _)| *id)
+        .collect();
+    assert_eq!(calls.len(), 1, "{spans:?}");
+    let events = capture.events.lock().unwrap();
+    let changes: Vec<Option<u64>> = events
+        .iter()
+        .filter(|(_, f)| f.get("breaker").map(String::as_str) == Some("opened-by-a-sync-call"))
+        .map(|(parent, _)| *parent)
+        .collect();
+    assert_eq!(changes, [Some(calls[0])], "{events:?}");
+}
+
 #[retry(attempts = 100, base = 100ms, jitter = none, budget = none, deadline = none)]
 async fn cancelled() -> Result<(), Error> {
     // Attempts run 0–100 ms and 200–300 ms: cancelled at 250 ms, during the second.

@@ -400,7 +400,13 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     /// [`CircuitOpen`] when the breaker rejects the attempt.
     pub fn admit(&mut self) -> Result<(), CircuitOpen> {
         if let Some(breaker) = self.breaker {
-            match breaker.try_acquire(self.clock.now()) {
+            // (In the call's span: see `decide_inner`.)
+            let acquired = {
+                #[cfg(feature = "tracing")]
+                let _in_call = self.obs.span().enter();
+                breaker.try_acquire(self.clock.now())
+            };
+            match acquired {
                 Ok(permit) => self.permit = Some(permit),
                 Err(open) => {
                     self.gave_up(GiveUp::BreakerOpen);
@@ -888,6 +894,10 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
         self.record_call();
         self.release_ended(attempted);
         if let Some(permit) = self.permit.take() {
+            // In the call's span, which a sync loop's decision is not: the
+            // breaker's change of state tells which call made it.
+            #[cfg(feature = "tracing")]
+            let _in_call = self.obs.span().enter();
             permit.record(attempted, self.clock.now());
         }
         let holder = self.policy;
