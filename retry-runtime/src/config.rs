@@ -380,8 +380,8 @@ impl<'de> Deserialize<'de> for WindowBudgetConfig {
 /// breaks. It may
 /// also give `trials` (how many trials go when half-open, all to succeed:
 /// see [`CircuitBreaker::trials`]) and `growing` with `longest` (each
-/// failed trial's break that many times the last, up to `longest`: see
-/// [`CircuitBreaker::growing`]).
+/// failed trial's break that many times the last, up to `longest`, at
+/// least `cooldown`: see [`CircuitBreaker::growing`]).
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
@@ -489,9 +489,18 @@ impl<'de> Deserialize<'de> for BreakerConfig {
                 ));
             }
         };
+        let cooldown = duration("cooldown", &fields.cooldown)?;
+        if let Some((_, longest)) = growing
+            && longest < cooldown
+        {
+            return Err(de::Error::custom(
+                "`longest` must be at least `cooldown`: the break grows from the \
+                 cooldown up to the longest",
+            ));
+        }
         Ok(Self {
             rule,
-            cooldown: duration("cooldown", &fields.cooldown)?,
+            cooldown,
             trials,
             growing,
         })

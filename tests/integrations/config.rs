@@ -336,6 +336,10 @@ fn a_breaker_from_configuration_may_have_several_trials_and_a_growing_break() {
             "growing = 1\nlongest = \"1m\"",
             "`growing` must be at least 2",
         ),
+        (
+            "growing = 2\nlongest = \"10ms\"",
+            "`longest` must be at least `cooldown`",
+        ),
     ] {
         let text = format!("failure_threshold = 1\ncooldown = \"1s\"\n{text}");
         let got = toml::from_str::<BreakerConfig>(&text)
