@@ -37,6 +37,8 @@ struct Capture {
     /// Spans made (`"new"`) and handles of them dropped (`"close"`), in
     /// order.
     lifecycle: Mutex<Vec<(&'static str, u64)>>,
+    /// Each span's fields as it was made (before any `record`).
+    born: Mutex<BTreeMap<u64, Fields>>,
 }
 
 struct Visitor<'a>(&'a mut Fields);
@@ -59,6 +61,7 @@ impl tracing::Subscriber for Capture {
         let mut fields = Fields::new();
         span.record(&mut Visitor(&mut fields));
         let name = span.metadata().name().to_owned();
+        self.born.lock().unwrap().insert(id, fields.clone());
         self.spans.lock().unwrap().insert(id, (name, fields));
         let parent = match span.parent() {
             Some(explicit) => Some(explicit.into_u64()),
@@ -115,6 +118,36 @@ fn fetch_user() -> Result<(), Error> {
 #[retry(attempts = 2, base = std::time::Duration::from_micros(123_400), jitter = none, budget = none)]
 fn fetch_odd_delay() -> Result<(), Error> {
     Err(ErrorKind::ConnectionRefused.into())
+}
+
+#[retry(attempts = 2, jitter = none, budget = none, key = shard)]
+fn keyed_lookup(shard: u32) -> Result<(), Error> {
+    let _ = shard;
+    Err(ErrorKind::ConnectionRefused.into())
+}
+
+/// A call's span is made with its function and its key, not filled in
+/// afterwards: a subscriber that prints spans as they are made (`fmt`'s
+/// `FmtSpan::NEW`) sees them.
+#[test]
+fn a_calls_span_is_made_with_its_function_and_key() {
+    let _serial = serial();
+    let capture = captured(|| {
+        let _ = keyed_lookup(7);
+    });
+    let spans = capture.spans.lock().unwrap();
+    let born = capture.born.lock().unwrap();
+    let (id, (_, fields)) = spans
+        .iter()
+        .find(|(_, (name, _))| name == "retry")
+        .expect("a span for the call");
+    assert_eq!(
+        born[id].get("function").map(String::as_str),
+        Some("telemetry::keyed_lookup"),
+        "{born:?}"
+    );
+    assert!(fields.contains_key("key"), "{fields:?}");
+    assert_eq!(born[id].get("key"), fields.get("key"), "{born:?}");
 }
 
 #[test]

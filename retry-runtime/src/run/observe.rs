@@ -126,8 +126,11 @@ pub(crate) struct Observe {
     slept: Duration,
     /// The end of the call has been reported.
     ended: bool,
+    /// Made at its first use, when the call's function and key are known:
+    /// the span is made with its fields, not filled in afterwards (a
+    /// subscriber that prints spans as they are made sees them).
     #[cfg(feature = "tracing")]
-    span: tracing::Span,
+    span: std::cell::OnceCell<tracing::Span>,
 }
 
 /// Whom a call reports as.
@@ -150,11 +153,7 @@ impl Observe {
             slept: Duration::ZERO,
             ended: false,
             #[cfg(feature = "tracing")]
-            span: tracing::info_span!(
-                "retry",
-                function = tracing::field::Empty,
-                key = tracing::field::Empty
-            ),
+            span: std::cell::OnceCell::new(),
         }
     }
 
@@ -168,13 +167,17 @@ impl Observe {
     pub(crate) fn set_function(&mut self, function: &'static Function) {
         self.who = Who::Function(function);
         #[cfg(feature = "tracing")]
-        self.span.record("function", function.name);
+        if let Some(span) = self.span.get() {
+            span.record("function", function.name);
+        }
     }
 
     pub(crate) fn set_name(&mut self, name: &'static str) {
         self.who = Who::Named(name);
         #[cfg(feature = "tracing")]
-        self.span.record("function", name);
+        if let Some(span) = self.span.get() {
+            span.record("function", name);
+        }
     }
 
     /// The call's key (its hash), if it gave one: its `key` label, the
@@ -197,9 +200,10 @@ impl Observe {
     fn keyed(&mut self, hash: u64) {
         self.key = NonZeroU64::new(names::word(hash));
         #[cfg(feature = "tracing")]
-        if !self.span.is_disabled() {
-            self.span
-                .record("key", self.key_name().unwrap_or(names::OTHER));
+        if let Some(span) = self.span.get()
+            && !span.is_disabled()
+        {
+            span.record("key", self.key_name().unwrap_or(names::OTHER));
         }
     }
 
@@ -224,9 +228,14 @@ impl Observe {
         metrics::counter!(metric, labels).increment(1);
     }
 
+    /// The call's span, made now if it was not yet, with the call's
+    /// function and its key (if it gave one).
     #[cfg(feature = "tracing")]
     pub(crate) fn span(&self) -> &tracing::Span {
-        &self.span
+        self.span.get_or_init(|| {
+            let key = self.key.map(|_| self.key_name().unwrap_or(names::OTHER));
+            tracing::info_span!("retry", function = self.name(), key)
+        })
     }
 
     /// Attempt number `attempt` starts: a call that ends during it (a
@@ -252,7 +261,7 @@ impl Observe {
                 }
                 #[cfg(feature = "tracing")]
                 tracing::info!(
-                    parent: &self.span,
+                    parent: self.span(),
                     function = self.name(),
                     attempt = attempts,
                     // Milliseconds with their fraction: a 250 µs delay is
@@ -282,7 +291,7 @@ impl Observe {
         self.waits(first_wait);
         #[cfg(feature = "tracing")]
         tracing::info!(
-            parent: &self.span,
+            parent: self.span(),
             function = self.name(),
             attempt = attempts,
             "holding until the dependency answers"
@@ -310,7 +319,7 @@ impl Observe {
     pub(crate) fn released(&self) {
         #[cfg(feature = "tracing")]
         tracing::info!(
-            parent: &self.span,
+            parent: self.span(),
             function = self.name(),
             attempt = self.attempts,
             verdict = ?Verdict::Refused,
@@ -326,7 +335,7 @@ impl Observe {
     pub(crate) fn hedged(&mut self, attempt: u32) {
         self.attempts = self.attempts.max(attempt);
         #[cfg(feature = "tracing")]
-        tracing::debug!(parent: &self.span, function = self.name(), attempt, "hedging");
+        tracing::debug!(parent: self.span(), function = self.name(), attempt, "hedging");
         #[cfg(feature = "metrics")]
         self.count("backstop_hedges_total", None);
     }
@@ -338,7 +347,7 @@ impl Observe {
     pub(crate) fn hedge_refused(&self, reason: GiveUp) {
         #[cfg(feature = "tracing")]
         tracing::debug!(
-            parent: &self.span,
+            parent: self.span(),
             function = self.name(),
             reason = reason.as_str(),
             "hedge not sent"
@@ -352,7 +361,7 @@ impl Observe {
     pub(crate) fn failed_beside(&self, attempt: u32, verdict: Option<Verdict>) {
         #[cfg(feature = "tracing")]
         tracing::debug!(
-            parent: &self.span,
+            parent: self.span(),
             function = self.name(),
             attempt,
             verdict = ?verdict,
@@ -371,7 +380,7 @@ impl Observe {
     #[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
     pub(crate) fn hedge_won(&self, attempt: u32) {
         #[cfg(feature = "tracing")]
-        tracing::debug!(parent: &self.span, function = self.name(), attempt, "a hedge answered first");
+        tracing::debug!(parent: self.span(), function = self.name(), attempt, "a hedge answered first");
         #[cfg(feature = "metrics")]
         self.count("backstop_hedge_wins_total", None);
     }
@@ -380,7 +389,7 @@ impl Observe {
     fn not_retried(&mut self) {
         #[cfg(feature = "tracing")]
         tracing::debug!(
-            parent: &self.span,
+            parent: self.span(),
             function = self.name(),
             reason = GiveUp::Stopped.as_str(),
             "not retried"
@@ -397,7 +406,7 @@ impl Observe {
     pub(crate) fn rejected(&mut self, reason: GiveUp) {
         #[cfg(feature = "tracing")]
         tracing::debug!(
-            parent: &self.span,
+            parent: self.span(),
             function = self.name(),
             reason = reason.as_str(),
             "rejected"
@@ -412,7 +421,7 @@ impl Observe {
     pub(crate) fn gave_up(&mut self, reason: GiveUp) {
         #[cfg(feature = "tracing")]
         tracing::info!(
-            parent: &self.span,
+            parent: self.span(),
             function = self.name(),
             attempts = self.attempts,
             reason = reason.as_str(),
