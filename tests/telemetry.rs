@@ -1107,6 +1107,7 @@ fn many_layers_built_at_one_place_are_warned_about_once_in_debug_builds() {
     let inner = tower::service_fn(|x: u32| async move { Ok::<_, Error>(x) });
     let http_inner =
         tower::service_fn(|_: http::Request<_>| async { Ok::<_, Error>(http::Response::new(())) });
+    let mut warned_line = 0;
     let capture = captured(|| {
         runtime.block_on(async {
             // To a destination: its budget, whichever layer sends.
@@ -1128,6 +1129,7 @@ fn many_layers_built_at_one_place_are_warned_about_once_in_debug_builds() {
             }
             // Without a destination, each on a budget of its own: warned.
             for _ in 0..250 {
+                warned_line = line!() + 1;
                 let service = RetryLayer::new(&policy).layer(inner);
                 service.oneshot(1).await.unwrap();
             }
@@ -1151,7 +1153,10 @@ fn many_layers_built_at_one_place_are_warned_about_once_in_debug_builds() {
         "{warnings:?}"
     );
     if let Some(warning) = warnings.first() {
-        assert!(warning["site"].contains("telemetry.rs"), "{warning:?}");
+        assert!(
+            warning["site"].contains(&format!("telemetry.rs:{warned_line}:")),
+            "the layers without a destination, built at line {warned_line}: {warning:?}"
+        );
         assert!(
             warning["message"].contains("budget(&STATIC)"),
             "{warning:?}"

@@ -158,7 +158,8 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
 /// Without `when_ok` (and without `hedge`, whose round judges its
 /// attempts as they end), an `Ok` first attempt ends the call before any
 /// verdict is made: the success path takes one branch to its return
-/// (cachegrind: 3 instructions fewer than through the verdict's match).
+/// (cachegrind: the async call 366 → 362 instructions; the sync call
+/// within the ±2 a rebuild moves it).
 fn first_ok(args: &Args, rt: &TokenStream, n: &Names, view: &TokenStream) -> TokenStream {
     if args.when_ok.value().is_some() || args.hedge.value().is_some() {
         return quote!();

@@ -88,6 +88,15 @@ impl Classify for hyper_util::client::legacy::Error {
 /// all or nothing, but a connection lost after `EXEC` is as ambiguous as
 /// any write.)
 ///
+/// redis gives two failures one kind, `Parse`, and no predicate tells them
+/// apart: a reply that does not parse (the connection is out of step,
+/// after the command was sent: ambiguous) and a reply that does not
+/// convert to the type asked for (a wrong type: [`Verdict::Stop`]). The
+/// parser's own failure is told by its message (combine's "Parse error
+/// at …"), the one place this impl reads text. A server's error reply
+/// read as a value (a pipeline run with `ignore_errors`) comes as a
+/// conversion failure too, and is not retried.
+///
 /// redis keeps the I/O error behind an `Arc<dyn Error>`, where a chain walk
 /// cannot see it: this impl, which the walk uses for a `RedisError` in a
 /// `Box<dyn Error>` or an `anyhow::Error`, asks the client instead.

@@ -349,7 +349,9 @@ impl CircuitBreaker {
     const_unless_loom! {
         /// This breaker, its break growing `factor` times longer after each
         /// trial that fails, up to `longest`; a trial that succeeds (or a
-        /// [`reset`](Self::reset)) brings it back to the cooldown given.
+        /// [`reset`](Self::reset)) brings it back to the cooldown given. A
+        /// `longest` shorter than the cooldown is the cooldown: the break
+        /// never grows (a configured breaker refuses one).
         ///
         /// # Panics
         ///

@@ -913,8 +913,8 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// `function` field and label). Unnamed, a call through a `Retry`
     /// (its closures, a layer, a middleware) or through `call_async`
     /// reports as `anonymous`: name each, or calls made in different
-    /// places share one label (a layer's and a middleware's calls are
-    /// told apart by their `key` too, their destination).
+    /// places share one label (an HTTP layer's and a middleware's calls
+    /// to a destination are told apart by their `key` too).
     ///
     /// ```
     /// # extern crate backstop_runtime as backstop;

@@ -401,11 +401,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     pub fn admit(&mut self) -> Result<(), CircuitOpen> {
         if let Some(breaker) = self.breaker {
             // (In the call's span: see `decide_inner`.)
-            let acquired = {
-                #[cfg(feature = "tracing")]
-                let _in_call = self.obs.span().enter();
-                breaker.try_acquire(self.clock.now())
-            };
+            let acquired = self.in_call_span(|state| breaker.try_acquire(state.clock.now()));
             match acquired {
                 Ok(permit) => self.permit = Some(permit),
                 Err(open) => {
@@ -423,6 +419,22 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
         if let Some((throttle, admitted)) = self.throttle {
             throttle.requested(admitted);
         }
+    }
+
+    /// Runs `f` in the call's span: a sync loop decides between attempts,
+    /// outside it; a driver's poll is inside it already, and is not
+    /// entered twice (a subscriber would see every entry).
+    #[inline]
+    fn in_call_span<R>(&self, f: impl FnOnce(&Self) -> R) -> R {
+        #[cfg(feature = "tracing")]
+        {
+            let span = self.obs.span();
+            if !span.is_disabled() && span.id() != tracing::Span::current().id() {
+                let _in_call = span.enter();
+                return f(self);
+            }
+        }
+        f(self)
     }
 
     /// Records the call on the budget, once: when its first attempt starts
@@ -894,11 +906,8 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
         self.record_call();
         self.release_ended(attempted);
         if let Some(permit) = self.permit.take() {
-            // In the call's span, which a sync loop's decision is not: the
-            // breaker's change of state tells which call made it.
-            #[cfg(feature = "tracing")]
-            let _in_call = self.obs.span().enter();
-            permit.record(attempted, self.clock.now());
+            // The breaker's change of state tells which call made it.
+            self.in_call_span(|state| permit.record(attempted, state.clock.now()));
         }
         let holder = self.policy;
         let policy = holder.get();

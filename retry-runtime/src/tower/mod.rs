@@ -366,18 +366,21 @@ impl RetryLayer {
     /// is sent once.
     ///
     /// Unless the [`Retry`] names a budget, a request draws on its
-    /// destination's token budget (its scheme, host and port: one per
-    /// destination for the whole process, shared by every layer and
-    /// middleware that calls it, in a table of 4096), so a host that is
-    /// down drains its own budget and no other host's, and a layer built
-    /// per request draws on the same budget as one built once. A request
-    /// without a destination (a URI without an authority, as tonic's are
-    /// below its `Channel`) draws on the layer's own, shared by the
-    /// services it makes and their clones: a layer built per request for
-    /// those starts with a full token budget every time, which never runs
-    /// out (a debug build warns once 100 built at one place have sent
-    /// such requests). Build the layer once and clone it, or share a
-    /// `static` budget with [`Retry::budget`] to build it where you like.
+    /// destination's token budget (the scheme, host and port of its URI,
+    /// or of its `Host` header if the URI is a path: one per destination
+    /// for the whole process, shared by every layer and middleware that
+    /// calls it, in a table of 4096), so a host that is down drains its own
+    /// budget and no other host's, and a layer built per request draws on
+    /// the same budget as one built once. A request without a host (a path
+    /// and no `Host` header, as tonic sends below its `Channel`) draws on
+    /// the layer's own, shared by the services it makes and their clones
+    /// (with [`per_method`](Self::per_method), its path's within this
+    /// layer), as does a new destination while the table is full. A layer
+    /// built per request for those starts with a full token budget every
+    /// time, which never runs out (a debug build warns once 100 built at
+    /// one place have sent such requests). Build the layer once and clone
+    /// it, or share a `static` budget with [`Retry::budget`] to build it
+    /// where you like.
     ///
     /// ```
     /// # extern crate backstop_runtime as backstop;
@@ -620,10 +623,17 @@ impl<W, K, B, R, G, L, A> Shared<W, K, B, R, G, L, A> {
         }
     }
 
-    /// The layer's token budget of its own, drawn on by a call: in debug
-    /// builds, the layer's first such call is counted (see
-    /// [`count_own_budget`]).
+    /// The layer's token budget of its own, drawn on by a call.
     fn own_budget(&self) -> Option<BudgetRef<'static>> {
+        self.draws_on_its_own();
+        self.budget()
+    }
+
+    /// A call draws on protection of this layer's own (its token budget,
+    /// or a path's within it): in debug builds, the layer's first such
+    /// call is counted (see [`count_own_budget`]).
+    #[cfg_attr(not(debug_assertions), allow(clippy::unused_self))]
+    pub(crate) fn draws_on_its_own(&self) {
         #[cfg(debug_assertions)]
         {
             use std::sync::atomic::Ordering::Relaxed;
@@ -632,7 +642,6 @@ impl<W, K, B, R, G, L, A> Shared<W, K, B, R, G, L, A> {
                 count_own_budget(self.built.at);
             }
         }
-        self.budget()
     }
 }
 
@@ -649,9 +658,9 @@ impl<W, K, B, R, G, L, A> Lends for Arc<Shared<W, K, B, R, G, L, A>> {
 #[cfg(debug_assertions)]
 const MANY_LAYERS: u32 = 100;
 
-/// A layer built at `site` drew on its token budget of its own for the
-/// first time: a call without a destination (a URI without an authority,
-/// as tonic's are below its `Channel`; a request that is not HTTP). In
+/// A layer built at `site` drew on protection of its own for the first
+/// time: a call without a destination (every call of `RetryLayer::new`;
+/// an HTTP request without a host, as tonic sends below its `Channel`). In
 /// debug builds the place is counted: layers built per request, each
 /// calling without a destination, each have a fresh token budget that
 /// never sees the failures of the others, and so never runs out. After
@@ -676,10 +685,11 @@ fn count_own_budget(site: &'static std::panic::Location<'static>) {
     };
     drop(sites);
     if built == MANY_LAYERS {
-        let warning = "each sent calls without a destination (no authority in the URI) on a \
-                       token budget of its own, full, that no other call sees fail, so none of \
-                       them ever runs out: build the layer once and clone it, or share a \
-                       `static` budget with `Retry::new(&policy).budget(&STATIC)`";
+        let warning = "each sent calls without a destination (`RetryLayer::new`'s, or HTTP \
+                       requests without a host) on a token budget of its own, full, that no \
+                       other call sees fail, so none of them ever runs out: build the layer \
+                       once and clone it, or share a `static` budget with \
+                       `Retry::new(&policy).budget(&STATIC)`";
         #[cfg(feature = "tracing")]
         tracing::warn!(site = %site, built, "{MANY_LAYERS} retry layers built at one place: {warning}");
         #[cfg(not(feature = "tracing"))]
@@ -873,6 +883,7 @@ where
             // A path alone is this layer's: its destination is the one
             // its service calls, which another layer's path is not.
             if path_only {
+                retry.draws_on_its_own();
                 let mixed = retry.mixed_with_layer(key);
                 // (Named as the path is, if it is.)
                 if let Some(path) = crate::limit::names::named(crate::limit::names::word(key)) {
