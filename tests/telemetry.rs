@@ -1107,7 +1107,7 @@ fn many_layers_built_at_one_place_are_warned_about_once_in_debug_builds() {
     let inner = tower::service_fn(|x: u32| async move { Ok::<_, Error>(x) });
     let http_inner =
         tower::service_fn(|_: http::Request<_>| async { Ok::<_, Error>(http::Response::new(())) });
-    let mut warned_line = 0;
+    let (mut warned_line, mut per_method_line) = (0, 0);
     let capture = captured(|| {
         runtime.block_on(async {
             // To a destination: its budget, whichever layer sends.
@@ -1133,6 +1133,16 @@ fn many_layers_built_at_one_place_are_warned_about_once_in_debug_builds() {
                 let service = RetryLayer::new(&policy).layer(inner);
                 service.oneshot(1).await.unwrap();
             }
+            // A path without a host, kept per method: the path's budget
+            // within each layer, of its own too: warned.
+            for _ in 0..250 {
+                let request = http::Request::get("/orders.Orders/Get")
+                    .body(String::new())
+                    .unwrap();
+                per_method_line = line!() + 1;
+                let service = RetryLayer::http(&policy).per_method().layer(http_inner);
+                service.oneshot(request).await.unwrap();
+            }
         });
     });
     let warnings: Vec<_> = capture
@@ -1149,13 +1159,13 @@ fn many_layers_built_at_one_place_are_warned_about_once_in_debug_builds() {
         .collect();
     assert_eq!(
         warnings.len(),
-        usize::from(cfg!(debug_assertions)),
+        2 * usize::from(cfg!(debug_assertions)),
         "{warnings:?}"
     );
-    if let Some(warning) = warnings.first() {
+    for (warning, line) in warnings.iter().zip([warned_line, per_method_line]) {
         assert!(
-            warning["site"].contains(&format!("telemetry.rs:{warned_line}:")),
-            "the layers without a destination, built at line {warned_line}: {warning:?}"
+            warning["site"].contains(&format!("telemetry.rs:{line}:")),
+            "the layers without a destination, built at line {line}: {warning:?}"
         );
         assert!(
             warning["message"].contains("budget(&STATIC)"),
