@@ -421,6 +421,15 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
         }
     }
 
+    /// Tells the breaker how the attempt its `permit` let through went,
+    /// in the call's span: its change of state tells which call made it.
+    /// (Out of line: a call without a breaker, most, keeps its decision
+    /// short.)
+    #[inline(never)]
+    fn record_permit(&self, permit: Permit<'_>, attempted: Attempted) {
+        self.in_call_span(|state| permit.record(attempted, state.clock.now()));
+    }
+
     /// Runs `f` in the call's span: a sync loop decides between attempts,
     /// outside it; a driver's poll is inside it already, and is not
     /// entered twice (a subscriber would see every entry).
@@ -906,8 +915,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
         self.record_call();
         self.release_ended(attempted);
         if let Some(permit) = self.permit.take() {
-            // The breaker's change of state tells which call made it.
-            self.in_call_span(|state| permit.record(attempted, state.clock.now()));
+            self.record_permit(permit, attempted);
         }
         let holder = self.policy;
         let policy = holder.get();
