@@ -15,17 +15,19 @@ use backstop::{Verdict, retry};
 /// within a few failures when the service is down.
 static USERS: TokenBudget = TokenBudget::standard();
 
-/// A dependency that resets the connection twice, then answers.
-static RESETS_LEFT: AtomicU32 = AtomicU32::new(2);
+/// A dependency that refuses the connection twice, then answers.
+static REFUSALS_LEFT: AtomicU32 = AtomicU32::new(2);
 
 /// Exponential backoff from 50 ms, capped at 1 s, full jitter, at most 4
-/// attempts, and 5 s for the whole call. A reset connection is transient
-/// (`std::io::Error` knows which of its kinds are): it is retried.
+/// attempts, and 5 s for the whole call. A refused connection sent
+/// nothing (`std::io::Error` knows which of its kinds say so): it is
+/// retried. (A reset one, after the request was sent, would be retried
+/// only for a function declared `idempotent`.)
 #[retry(attempts = 4, base = 50ms, cap = 1s, deadline = 5s, budget = USERS)]
 fn get_user(id: u64, attempts: &mut u32) -> Result<String, Error> {
     *attempts += 1;
-    if RESETS_LEFT.load(Ordering::Relaxed) > 0 {
-        RESETS_LEFT.fetch_sub(1, Ordering::Relaxed);
+    if REFUSALS_LEFT.load(Ordering::Relaxed) > 0 {
+        REFUSALS_LEFT.fetch_sub(1, Ordering::Relaxed);
         return Err(ErrorKind::ConnectionRefused.into());
     }
     Ok(format!("user #{id}"))

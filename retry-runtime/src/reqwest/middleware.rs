@@ -72,8 +72,9 @@ pub(crate) struct ReqwestRequests {
 ///   retryable failure of it gives up with
 ///   [`GiveUp::NotReplayable`](crate::GiveUp::NotReplayable), told to
 ///   hooks, `tracing` and `metrics`;
-/// - retries draw on a token budget of the middleware's own (or the
-///   budget named), and the breaker and adaptive throttle, if given, turn
+/// - retries draw on their destination's token budget, shared by every
+///   middleware and layer that calls it (or on the budget named), and the
+///   breaker and adaptive throttle, if given, turn
 ///   calls away with a [`reqwest_middleware::Error::Middleware`] holding
 ///   their error.
 #[must_use = "a middleware does nothing until a client is built `.with(..)` it"]
