@@ -1,6 +1,6 @@
 //! Retry settings from configuration (feature `serde`): a [`Policy`]
 //! deserializes from TOML, JSON or any serde format, with human durations
-//! (`"250ms"`, `"1.5s"`, `"2m"`), as do [`WindowBudgetConfig`] and
+//! (`"250ms"`, `"1.5s"`, `"2m"`, `"1m 30s"`), as do [`WindowBudgetConfig`] and
 //! [`BreakerConfig`]. Unknown fields are rejected; an invalid value is an
 //! error naming the field and the reason, never a panic.
 //!
@@ -30,7 +30,8 @@ use crate::state::policy::Policy;
 use crate::time::units::{UNIT_NAMES, human, unit_nanos};
 
 /// Parses a human duration: a decimal number and a unit (`ns`, `us`, `ms`,
-/// `s`, `m`, `h`), as `"250ms"`, `"1.5 s"` or `"2m"`.
+/// `s`, `m`, `h`), as `"250ms"`, `"1.5 s"` or `"2m"`, or several added up,
+/// as `"1h30m"` or `"1m 30s"`.
 ///
 /// # Errors
 ///
@@ -42,19 +43,43 @@ use crate::time::units::{UNIT_NAMES, human, unit_nanos};
 /// use std::time::Duration;
 /// use backstop::config::parse_duration;
 /// assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+/// assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
 /// assert!(parse_duration("250").unwrap_err().contains("needs a unit"));
 /// ```
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
-    let split = text
+    let mut rest = text;
+    let mut total = Duration::ZERO;
+    loop {
+        let (term, after) = one_term(text, rest)?;
+        total = total
+            .checked_add(term)
+            .ok_or_else(|| format!("`{text}` is too large for a duration"))?;
+        rest = after.trim_start();
+        if rest.is_empty() {
+            return Ok(total);
+        }
+    }
+}
+
+/// The first term of `rest` (a number and its unit, as `"90s"`) and what
+/// follows it; `text`, the whole, is for messages.
+fn one_term<'r>(text: &str, rest: &'r str) -> Result<(Duration, &'r str), String> {
+    let split = rest
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(text.len());
-    let (number, unit) = (&text[..split], text[split..].trim());
+        .unwrap_or(rest.len());
+    let number = &rest[..split];
     if number.is_empty() || number.starts_with('.') || number.matches('.').count() > 1 {
         return Err(format!(
             "`{text}` is not a duration such as \"250ms\" or \"1.5s\""
         ));
     }
+    let after_number = rest[split..].trim_start();
+    let (unit, after) = after_number.split_at(
+        after_number
+            .find(|c: char| !c.is_ascii_alphabetic())
+            .unwrap_or(after_number.len()),
+    );
     let units = UNIT_NAMES.join(", ");
     let nanos_per_unit: u128 = match unit {
         "" => {
@@ -85,7 +110,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         .and_then(|n| n.checked_add(fraction_nanos))
         .ok_or_else(too_large)?;
     let secs = u64::try_from(nanos / 1_000_000_000).map_err(|_| too_large())?;
-    Ok(Duration::new(secs, (nanos % 1_000_000_000) as u32))
+    Ok((Duration::new(secs, (nanos % 1_000_000_000) as u32), after))
 }
 
 /// Writes a duration as configuration reads it: a whole number in the

@@ -147,6 +147,15 @@ fn long_fractions_and_defaults_are_explained() {
         parse_duration("0.0000000000000000000000000000000000000001s"),
         Ok(Duration::ZERO)
     );
+    // Several terms, added up.
+    assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+    assert_eq!(parse_duration("1m 30.5s"), Ok(Duration::from_millis(90_500)));
+    let error = parse_duration("1m30").unwrap_err();
+    assert!(error.contains("`1m30` needs a unit"), "{error}");
+    let error = parse_duration("1m 30x").unwrap_err();
+    assert!(error.contains("unknown unit `x` in `1m 30x`"), "{error}");
+    let error = parse_duration("1s and more").unwrap_err();
+    assert!(error.contains("is not a duration"), "{error}");
     let error = serde_json::from_str::<Policy>(r#"{ "cap": "10ms" }"#)
         .unwrap_err()
         .to_string();
