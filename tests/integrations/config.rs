@@ -149,7 +149,10 @@ fn long_fractions_and_defaults_are_explained() {
     );
     // Several terms, added up.
     assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
-    assert_eq!(parse_duration("1m 30.5s"), Ok(Duration::from_millis(90_500)));
+    assert_eq!(
+        parse_duration("1m 30.5s"),
+        Ok(Duration::from_millis(90_500))
+    );
     let error = parse_duration("1m30").unwrap_err();
     assert!(error.contains("`1m30` needs a unit"), "{error}");
     let error = parse_duration("1m 30x").unwrap_err();
