@@ -58,14 +58,14 @@ fn a_dependency_refusing_everything_is_shed_before_it_is_called() {
 static HALF: AdaptiveThrottle = AdaptiveThrottle::new(2.0, Duration::from_secs(60));
 
 #[retry(attempts = 3, base = 1ns, throttle = HALF, budget = none,
-        on_give_up = |e| REASONS.with(|r| r.borrow_mut().push(e.reason())))]
+        on_give_up = |e| REASONS.with(|r| r.borrow_mut().push((e.reason(), e.attempts()))))]
 fn later_attempts(calls: &Cell<u32>) -> Result<(), ApiError> {
     calls.set(calls.get() + 1);
     Err(ApiError::Refused)
 }
 
 thread_local! {
-    static REASONS: std::cell::RefCell<Vec<GiveUp>> = const { std::cell::RefCell::new(Vec::new()) };
+    static REASONS: std::cell::RefCell<Vec<(GiveUp, u32)>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 #[test]
@@ -74,18 +74,29 @@ fn a_shed_later_attempt_gives_up_with_the_last_outcome() {
     let _fresh = isolate();
     seed_jitter(11);
     let calls = Cell::new(0);
-    let mut outcomes = Vec::new();
+    let (mut shed_later, mut shed_first) = (0, 0);
     for _ in 0..200 {
-        outcomes.push(later_attempts(&calls));
+        REASONS.with(|r| r.borrow_mut().clear());
+        let outcome = later_attempts(&calls);
+        let gave_up = REASONS.with(|r| r.borrow().clone());
+        match gave_up[..] {
+            // Shed after a retry's sleep: the outcome it kept, not `Shed`.
+            [(GiveUp::Throttled, attempts)] if attempts > 0 => {
+                shed_later += 1;
+                assert_eq!(outcome, Err(ApiError::Refused), "after {attempts} attempts");
+            }
+            // Turned away before its first attempt: nothing was kept.
+            [(GiveUp::Throttled, 0)] => {
+                shed_first += 1;
+                assert_eq!(outcome, Err(ApiError::Shed));
+            }
+            _ => assert_eq!(outcome, Err(ApiError::Refused), "{gave_up:?}"),
+        }
     }
-    let reasons = REASONS.with(|r| r.borrow().clone());
-    assert!(reasons.contains(&GiveUp::Throttled), "{reasons:?}");
-    // A sync call shed after a retry's sleep returns the outcome it kept.
-    let refused_after_shed = outcomes
-        .iter()
-        .filter(|o| **o == Err(ApiError::Refused))
-        .count();
-    assert!(refused_after_shed > 0);
+    assert!(
+        shed_later > 0 && shed_first > 0,
+        "{shed_later} later, {shed_first} first"
+    );
 }
 
 static REPLAYED: AdaptiveThrottle = AdaptiveThrottle::new(2.0, Duration::from_secs(60));

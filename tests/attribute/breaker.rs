@@ -321,3 +321,65 @@ async fn a_breaker_kept_per_key_opens_for_the_failing_key_only() {
     assert_eq!(call_shard_async(10, &calls).await, Err(ApiError::Open));
     assert_eq!(calls.load(Relaxed), 4);
 }
+
+thread_local! {
+    static GAVE_UP: std::cell::Cell<Option<backstop::GiveUp>> = const { std::cell::Cell::new(None) };
+}
+
+static OPENED_IN_SYNC_SLEEP: CircuitBreaker = CircuitBreaker::new(100, Duration::from_secs(30));
+
+/// An operator holds the breaker open while the call sleeps before its
+/// retry (the hook runs just before the sleep).
+#[retry(attempts = 3, breaker = OPENED_IN_SYNC_SLEEP, budget = none, jitter = none,
+        on_retry = |_| OPENED_IN_SYNC_SLEEP.hold_open(),
+        on_give_up = |e| GAVE_UP.with(|g| g.set(Some(e.reason()))))]
+fn opened_in_sync_sleep(calls: &AtomicU32) -> Result<(), ApiError> {
+    calls.fetch_add(1, Relaxed);
+    Err(ApiError::Unavailable)
+}
+
+static OPENED_IN_ASYNC_SLEEP: CircuitBreaker = CircuitBreaker::new(100, Duration::from_secs(30));
+
+#[retry(attempts = 3, breaker = OPENED_IN_ASYNC_SLEEP, budget = none, jitter = none,
+        on_retry = |_| OPENED_IN_ASYNC_SLEEP.hold_open(),
+        on_give_up = |e| GAVE_UP.with(|g| g.set(Some(e.reason()))))]
+async fn opened_in_async_sleep(calls: &AtomicU32) -> Result<(), ApiError> {
+    calls.fetch_add(1, Relaxed);
+    Err(ApiError::Unavailable)
+}
+
+/// A breaker that opens while a call sleeps before its retry turns the
+/// retry away: the call gives up with its last outcome (the error it kept
+/// through the sleep, or, for an async call, which drops it before the
+/// sleep, the rejection), for the reason `BreakerOpen`, without running
+/// the body again.
+#[test]
+fn a_breaker_opened_during_a_sync_calls_sleep_returns_its_last_outcome() {
+    let _vt = VirtualTime::start();
+    let calls = AtomicU32::new(0);
+    let out = opened_in_sync_sleep(&calls);
+    OPENED_IN_SYNC_SLEEP.reset();
+    assert_eq!(out, Err(ApiError::Unavailable), "the outcome kept");
+    assert_eq!(calls.load(Relaxed), 1);
+    assert_eq!(
+        GAVE_UP.with(std::cell::Cell::get),
+        Some(backstop::GiveUp::BreakerOpen)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_breaker_opened_during_an_async_calls_sleep_gives_up_with_the_rejection() {
+    let calls = AtomicU32::new(0);
+    let out = opened_in_async_sleep(&calls).await;
+    OPENED_IN_ASYNC_SLEEP.reset();
+    assert_eq!(
+        out,
+        Err(ApiError::Open),
+        "the outcome was dropped before the sleep"
+    );
+    assert_eq!(calls.load(Relaxed), 1);
+    assert_eq!(
+        GAVE_UP.with(std::cell::Cell::get),
+        Some(backstop::GiveUp::BreakerOpen)
+    );
+}
