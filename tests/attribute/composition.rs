@@ -4,7 +4,7 @@
 use std::io::Error;
 use std::sync::atomic::AtomicU32;
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use backstop::scope::IdempotencyKey;
 use backstop::testing::VirtualTime;
@@ -16,9 +16,16 @@ use support::refused;
 // --- context -------------------------------------------------------------
 
 #[retry(attempts = 3, deadline = 5s, jitter = none, budget = none)]
-fn observed(seen: &mut Vec<(u32, IdempotencyKey, Option<Duration>)>) -> Result<(), Error> {
+fn observed(
+    seen: &mut Vec<(u32, IdempotencyKey, Option<Duration>, Option<Instant>)>,
+) -> Result<(), Error> {
     let cx = context().expect("inside an attempt");
-    seen.push((cx.attempt(), cx.idempotency_key(), cx.remaining()));
+    seen.push((
+        cx.attempt(),
+        cx.idempotency_key(),
+        cx.remaining(),
+        cx.deadline(),
+    ));
     Err(refused())
 }
 
@@ -27,6 +34,7 @@ fn the_context_numbers_attempts_keeps_one_key_and_counts_down() {
     let _vt = VirtualTime::start();
     assert!(context().is_none(), "outside every attempt");
     let mut seen = Vec::new();
+    let started = backstop::time::Clock::now(&backstop::time::SystemClock);
     let _ = observed(&mut seen);
     let attempts: Vec<u32> = seen.iter().map(|s| s.0).collect();
     assert_eq!(attempts, [1, 2, 3]);
@@ -34,6 +42,11 @@ fn the_context_numbers_attempts_keeps_one_key_and_counts_down() {
     let remaining: Vec<Option<Duration>> = seen.iter().map(|s| s.2).collect();
     let ms = Duration::from_millis;
     assert_eq!(remaining, [Some(ms(5000)), Some(ms(4900)), Some(ms(4700))]);
+    let deadline = Some(started + Duration::from_secs(5));
+    assert!(
+        seen.iter().all(|s| s.3 == deadline),
+        "one deadline, 5 s after the start: {seen:?}"
+    );
     assert!(context().is_none(), "restored after the call");
 
     let mut again = Vec::new();

@@ -139,6 +139,7 @@ impl AdaptiveThrottle {
     /// use backstop::limit::AdaptiveThrottle;
     /// static API: AdaptiveThrottle = AdaptiveThrottle::standard();
     /// assert_eq!(API.window(), std::time::Duration::from_secs(2));
+    /// assert_eq!(API.k(), 2.0);
     /// ```
     pub fn standard() -> Self {
         Self::new(2.0, Duration::from_secs(2))
