@@ -272,6 +272,35 @@ fn retry_after_is_honoured_and_jittered_upward_only() {
     );
 }
 
+/// The order of the steps after an attempt, where two apply at once: an
+/// ambiguous failure of a call not declared idempotent (1) and a call
+/// nested in the attempt that gave up after retrying (2) are told before
+/// the attempts used up (3), which is told before a `Retry-After` too
+/// long (4) or the deadline (5).
+#[test]
+fn where_two_steps_apply_the_earlier_one_is_told() {
+    let vt = VirtualTime::start();
+    let one = quiet().attempts(1);
+    let run = drive(&vt, &one, None, always(Verdict::RetryIfIdempotent));
+    assert_eq!(run.end, Decision::GiveUp(GiveUp::NotIdempotent));
+    let mut state = AttemptState::new(&one, SystemClock);
+    state.run_attempt(|| {
+        let nested: Result<(), Error> = call(&quiet(), || Err(ErrorKind::ConnectionRefused.into()));
+        assert!(nested.is_err());
+    });
+    assert_eq!(
+        state.decide(Attempted::Failed(Verdict::Retry)),
+        Decision::GiveUp(GiveUp::RetriedBelow)
+    );
+    let run = drive(
+        &vt,
+        &one.deadline(Some(Duration::from_secs(1))),
+        None,
+        always(Verdict::RetryAfter(Duration::from_secs(3600))),
+    );
+    assert_eq!(run.end, Decision::GiveUp(GiveUp::Attempts));
+}
+
 #[test]
 fn retry_after_above_the_max_gives_up_at_once() {
     let vt = VirtualTime::start();
