@@ -409,3 +409,53 @@ fn a_failure_beside_another_attempt_takes_a_token_as_any_failure_does() {
         THROTTLE.tokens()
     );
 }
+
+#[test]
+fn a_policy_not_idempotent_sends_no_hedge() {
+    // Outside HTTP nothing says a call is idempotent but its policy: one
+    // that does not say so sends no hedge, however slow the attempt.
+    let policy = Policy::new().no_budget();
+    let retry = Retry::new(&policy).hedge(Hedge::after(MS * 20));
+    let log = Mutex::new(Vec::new());
+    let out = runtime().block_on(scripted(&retry, &[(1_000, Kind::Ok)], &log, Instant::now()));
+    assert_eq!(out, Ok(1));
+    let started: Vec<u32> = log.lock().unwrap().iter().map(|s| s.attempt).collect();
+    assert_eq!(started, [1], "no hedge beside the slow attempt");
+}
+
+#[test]
+fn a_failure_beside_the_winning_attempt_counts_against_the_breaker() {
+    // Attempt 1 fails retryably at 30 ms while its hedge (sent at 20 ms)
+    // is in flight; the hedge answers at 40 ms. The failure is the
+    // breaker's as any failure is: at a threshold of one, it opens it.
+    static OPENED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    fn count(change: &backstop_runtime::limit::BreakerChange) {
+        if change.to == backstop_runtime::limit::BreakerState::Open {
+            OPENED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+    static BESIDE: CircuitBreaker =
+        CircuitBreaker::new(1, Duration::from_secs(30)).on_change(count);
+    let policy = Policy::new().idempotent(true).no_budget();
+    let retry = Retry::new(&policy)
+        .breaker(&BESIDE)
+        .hedge(Hedge::after(MS * 20));
+    let out = runtime().block_on(retry.call_async(|| async {
+        let attempt = context().unwrap().attempt();
+        if attempt == 1 {
+            sleep(MS * 30).await;
+            return Err(Failure {
+                attempt,
+                stop: false,
+            });
+        }
+        sleep(MS * 20).await;
+        Ok(attempt)
+    }));
+    assert_eq!(out, Ok(2));
+    assert_eq!(
+        OPENED.load(std::sync::atomic::Ordering::Relaxed),
+        1,
+        "the failure beside the winner opened the breaker"
+    );
+}
