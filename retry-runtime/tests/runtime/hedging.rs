@@ -459,3 +459,37 @@ fn a_failure_beside_the_winning_attempt_counts_against_the_breaker() {
         "the failure beside the winner opened the breaker"
     );
 }
+
+#[test]
+fn a_round_honours_its_longest_retry_after() {
+    // Attempt 1 is told to come back in 5 s at 30 ms; its hedge (sent at
+    // 20 ms) is told 2 s at 70 ms, later and shorter. The round's retry
+    // waits the longest: 5 s (and up to a fifth more).
+    let policy = Policy::new().idempotent(true).no_budget();
+    let delays = Mutex::new(Vec::new());
+    let retry = Retry::new(&policy)
+        .hedge(Hedge::after(MS * 20))
+        .when(|e: &std::io::Error| match e.kind() {
+            std::io::ErrorKind::WouldBlock => Verdict::RetryAfter(Duration::from_secs(5)),
+            std::io::ErrorKind::Interrupted => Verdict::RetryAfter(Duration::from_secs(2)),
+            _ => Verdict::Retry,
+        })
+        .on_retry(|e| delays.lock().unwrap().push(e.delay()));
+    let out = runtime().block_on(retry.call_async(|| async {
+        let attempt = context().unwrap().attempt();
+        let (ms, kind) = match attempt {
+            1 => (30, std::io::ErrorKind::WouldBlock),
+            2 => (50, std::io::ErrorKind::Interrupted),
+            _ => return Ok::<u32, std::io::Error>(attempt),
+        };
+        sleep(MS * ms).await;
+        Err(kind.into())
+    }));
+    assert_eq!(out.unwrap(), 3);
+    let delays = delays.into_inner().unwrap();
+    assert_eq!(delays.len(), 1, "{delays:?}");
+    assert!(
+        (Duration::from_secs(5)..=Duration::from_secs(6)).contains(&delays[0]),
+        "{delays:?}"
+    );
+}
