@@ -185,13 +185,30 @@ fn every_test_the_manual_names_exists() {
 
 /// tower's `TpsBudget` takes a mutex on every deposit and withdrawal, and
 /// `expect`s it: one panic while it is held poisons the budget for every
-/// caller after. The budget's source takes no lock of any kind.
+/// caller after. The budgets, the breaker and the adaptive throttle take
+/// no lock of any kind on a call's path.
 #[test]
 fn the_budget_path_takes_no_lock() {
+    const LOCKS: [&str; 5] = ["Mutex", "RwLock", ".lock()", "parking_lot", "spin::"];
+    for file in ["window.rs", "breaker.rs", "adaptive.rs"] {
+        let path = workspace().join("retry-runtime/src/limit").join(file);
+        let source = std::fs::read_to_string(path).unwrap();
+        for lock in LOCKS {
+            assert!(!source.contains(lock), "{file} mentions {lock}");
+        }
+    }
+    // The token budget's one lock lends a layer its budget of its own, when
+    // the layer is built: nothing before it, on a call's path, takes one.
     let source =
-        std::fs::read_to_string(workspace().join("retry-runtime/src/limit/window.rs")).unwrap();
-    for lock in ["Mutex", "RwLock", ".lock()", "parking_lot", "spin::"] {
-        assert!(!source.contains(lock), "window.rs mentions {lock}");
+        std::fs::read_to_string(workspace().join("retry-runtime/src/limit/token.rs")).unwrap();
+    let lending = source
+        .find("pub(crate) struct OwnBudget")
+        .expect("token.rs lends layers their budgets");
+    for lock in LOCKS {
+        assert!(
+            !source[..lending].contains(lock),
+            "token.rs mentions {lock} before the layers' lending"
+        );
     }
 }
 
