@@ -347,35 +347,41 @@ fn a_breaker_probe_is_never_hedged_and_an_open_breaker_sends_no_hedge() {
     });
 }
 
-#[test]
-fn a_retry_after_given_to_an_attempt_that_failed_beside_another_holds_for_the_retry() {
-    // Attempt 1 is told to come back in 5 s at 30 ms, while its hedge (sent
-    // at 20 ms) is in flight; the hedge fails plainly at 70 ms. The round's
-    // retry waits the 5 s (and up to a fifth more: spread upward only).
+/// One hedged round whose attempt 1 is told to come back in 5 s at
+/// 30 ms, while its hedge (sent at 20 ms) fails at 70 ms with `hedge`
+/// (`Interrupted` is told to come back in 2 s; anything else is a plain
+/// failure); attempt 3 answers. What the call returned, and the retries'
+/// (attempt, delay).
+fn round_with_a_retry_after(hedge: std::io::ErrorKind) -> (u32, Vec<(u32, Duration)>) {
     let policy = Policy::new().idempotent(true).no_budget();
     let delays = Mutex::new(Vec::new());
     let retry = Retry::new(&policy)
         .hedge(Hedge::after(MS * 20))
-        .when(|e: &std::io::Error| {
-            if e.kind() == std::io::ErrorKind::WouldBlock {
-                Verdict::RetryAfter(Duration::from_secs(5))
-            } else {
-                Verdict::Retry
-            }
+        .when(|e: &std::io::Error| match e.kind() {
+            std::io::ErrorKind::WouldBlock => Verdict::RetryAfter(Duration::from_secs(5)),
+            std::io::ErrorKind::Interrupted => Verdict::RetryAfter(Duration::from_secs(2)),
+            _ => Verdict::Retry,
         })
         .on_retry(|e| delays.lock().unwrap().push((e.attempt(), e.delay())));
     let out = runtime().block_on(retry.call_async(|| async {
         let attempt = context().unwrap().attempt();
         let (ms, kind) = match attempt {
             1 => (30, std::io::ErrorKind::WouldBlock),
-            2 => (50, std::io::ErrorKind::ConnectionRefused),
+            2 => (50, hedge),
             _ => return Ok::<u32, std::io::Error>(attempt),
         };
         sleep(MS * ms).await;
         Err(kind.into())
     }));
-    assert_eq!(out.unwrap(), 3);
-    let delays = delays.into_inner().unwrap();
+    (out.unwrap(), delays.into_inner().unwrap())
+}
+
+#[test]
+fn a_retry_after_given_to_an_attempt_that_failed_beside_another_holds_for_the_retry() {
+    // The hedge fails plainly: the round's retry waits attempt 1's 5 s
+    // (and up to a fifth more: spread upward only).
+    let (out, delays) = round_with_a_retry_after(std::io::ErrorKind::ConnectionRefused);
+    assert_eq!(out, 3);
     assert_eq!(delays.len(), 1);
     assert_eq!(delays[0].0, 2);
     assert!(
@@ -462,34 +468,13 @@ fn a_failure_beside_the_winning_attempt_counts_against_the_breaker() {
 
 #[test]
 fn a_round_honours_its_longest_retry_after() {
-    // Attempt 1 is told to come back in 5 s at 30 ms; its hedge (sent at
-    // 20 ms) is told 2 s at 70 ms, later and shorter. The round's retry
-    // waits the longest: 5 s (and up to a fifth more).
-    let policy = Policy::new().idempotent(true).no_budget();
-    let delays = Mutex::new(Vec::new());
-    let retry = Retry::new(&policy)
-        .hedge(Hedge::after(MS * 20))
-        .when(|e: &std::io::Error| match e.kind() {
-            std::io::ErrorKind::WouldBlock => Verdict::RetryAfter(Duration::from_secs(5)),
-            std::io::ErrorKind::Interrupted => Verdict::RetryAfter(Duration::from_secs(2)),
-            _ => Verdict::Retry,
-        })
-        .on_retry(|e| delays.lock().unwrap().push(e.delay()));
-    let out = runtime().block_on(retry.call_async(|| async {
-        let attempt = context().unwrap().attempt();
-        let (ms, kind) = match attempt {
-            1 => (30, std::io::ErrorKind::WouldBlock),
-            2 => (50, std::io::ErrorKind::Interrupted),
-            _ => return Ok::<u32, std::io::Error>(attempt),
-        };
-        sleep(MS * ms).await;
-        Err(kind.into())
-    }));
-    assert_eq!(out.unwrap(), 3);
-    let delays = delays.into_inner().unwrap();
+    // The hedge is told 2 s, later and shorter: the round's retry waits
+    // the longest, 5 s (and up to a fifth more).
+    let (out, delays) = round_with_a_retry_after(std::io::ErrorKind::Interrupted);
+    assert_eq!(out, 3);
     assert_eq!(delays.len(), 1, "{delays:?}");
     assert!(
-        (Duration::from_secs(5)..=Duration::from_secs(6)).contains(&delays[0]),
+        (Duration::from_secs(5)..=Duration::from_secs(6)).contains(&delays[0].1),
         "{delays:?}"
     );
 }
