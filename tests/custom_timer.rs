@@ -3,10 +3,10 @@
 //! time: a sleep returns at once and moves its clock.
 //! Run with `cargo test -p backstop --features custom-timer --test custom_timer`.
 
+use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::io::{Error, ErrorKind};
 use std::pin::Pin;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
@@ -14,22 +14,33 @@ use std::time::{Duration, Instant};
 use backstop::retry;
 use backstop::time::{RuntimeClock, Timer, set_timer};
 
-/// Virtual time: an origin, nanoseconds slept since, and every delay.
+/// Virtual time: an origin and nanoseconds slept since.
 struct Virtual {
     origin: std::sync::OnceLock<Instant>,
     nanos: AtomicU64,
-    sleeps: Mutex<Vec<Duration>>,
+}
+
+thread_local! {
+    /// Reads of the clock, and every delay slept, on this thread (each
+    /// test runs on its own).
+    static READS: Cell<u32> = const { Cell::new(0) };
+    static SLEEPS: RefCell<Vec<Duration>> = const { RefCell::new(Vec::new()) };
+}
+
+fn reads() -> u32 {
+    READS.with(Cell::get)
 }
 
 impl Timer for Virtual {
     fn now(&self) -> Instant {
+        READS.with(|reads| reads.set(reads.get() + 1));
         *self.origin.get_or_init(Instant::now)
             + Duration::from_nanos(self.nanos.load(Ordering::SeqCst))
     }
     fn sleep(&self, delay: Duration) -> Pin<Box<dyn Future<Output = ()> + Send>> {
         self.nanos
             .fetch_add(delay.as_nanos() as u64, Ordering::SeqCst);
-        self.sleeps.lock().unwrap().push(delay);
+        SLEEPS.with(|sleeps| sleeps.borrow_mut().push(delay));
         Box::pin(std::future::ready(()))
     }
 }
@@ -37,7 +48,6 @@ impl Timer for Virtual {
 static VIRTUAL: Virtual = Virtual {
     origin: std::sync::OnceLock::new(),
     nanos: AtomicU64::new(0),
-    sleeps: Mutex::new(Vec::new()),
 };
 
 /// One timer per process: every test sets it first.
@@ -64,11 +74,10 @@ async fn down() -> Result<(), Error> {
 
 #[test]
 fn a_timer_of_ones_own_keeps_the_time_and_the_deadline() {
-    let timer = virtual_time();
+    let _ = virtual_time();
     assert!(matches!(RuntimeClock::current(), RuntimeClock::Custom));
-    let before = timer.sleeps.lock().unwrap().len();
     assert!(block_on(down()).is_err());
-    let sleeps = timer.sleeps.lock().unwrap()[before..].to_vec();
+    let sleeps = SLEEPS.with(|sleeps| sleeps.borrow().clone());
     // 1 + 2 + 4 s; the next 8 s would pass the 10 s deadline.
     let secs = |s: u64| Duration::from_secs(s);
     assert_eq!(sleeps, [secs(1), secs(2), secs(4)]);
@@ -84,4 +93,40 @@ fn a_timer_set_is_used_even_inside_a_tokio_runtime() {
     runtime.block_on(async {
         assert!(matches!(RuntimeClock::current(), RuntimeClock::Custom));
     });
+}
+
+#[retry]
+async fn up() -> Result<u8, Error> {
+    Ok(1)
+}
+
+#[retry(budget = none)]
+async fn flaky(failures: &mut u32) -> Result<u8, Error> {
+    if *failures > 0 {
+        *failures -= 1;
+        return Err(ErrorKind::ConnectionRefused.into());
+    }
+    Ok(1)
+}
+
+#[test]
+fn a_call_whose_first_attempt_succeeds_reads_the_clock_once() {
+    let _ = virtual_time();
+    let before = reads();
+    assert_eq!(block_on(up()).unwrap(), 1);
+    assert_eq!(reads() - before, 1, "#[retry] async fn");
+
+    let before = reads();
+    let policy = backstop::Policy::new();
+    let out = block_on(backstop::call_async(&policy, || async {
+        Ok::<_, Error>(2)
+    }));
+    assert_eq!(out.unwrap(), 2);
+    assert_eq!(reads() - before, 1, "call_async");
+
+    // The count sees every read: a call that retries reads the clock again
+    // to decide.
+    let before = reads();
+    assert_eq!(block_on(flaky(&mut 1)).unwrap(), 1);
+    assert!(reads() - before > 1, "{}", reads() - before);
 }

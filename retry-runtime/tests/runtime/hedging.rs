@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use backstop_runtime::hedge::{Hedge, LatencyPercentile};
-use backstop_runtime::limit::{CircuitBreaker, WindowBudget};
+use backstop_runtime::limit::{AdaptiveThrottle, CircuitBreaker, WindowBudget};
 use backstop_runtime::{Classify, Policy, Retry, Verdict, context, testing};
 use proptest::prelude::*;
 use rand::rngs::SmallRng;
@@ -28,6 +28,15 @@ impl Classify for Failure {
             Verdict::Stop
         } else {
             Verdict::Retry
+        }
+    }
+}
+
+impl From<backstop_runtime::Throttled> for Failure {
+    fn from(_: backstop_runtime::Throttled) -> Self {
+        Failure {
+            attempt: 0,
+            stop: true,
         }
     }
 }
@@ -299,6 +308,38 @@ fn a_token_budget_grants_hedges_while_above_half_and_takes_nothing() {
             throttle.tokens()
         );
     }
+}
+
+#[test]
+fn an_adaptive_throttle_that_sheds_sends_no_hedge() {
+    // The throttle is idle when attempt 1 goes (it sheds nothing); while it runs, the
+    // dependency is seen refusing everything (a hundred thousand requests,
+    // no accept: nearly every attempt shed). The hedge due at 20 ms asks
+    // the throttle as any attempt does, and is shed; attempt 1 answers.
+    static SHEDDING: AdaptiveThrottle = AdaptiveThrottle::standard();
+    let policy = Policy::new().idempotent(true).no_budget();
+    let retry = Retry::new(&policy)
+        .throttle(&SHEDDING)
+        .hedge(Hedge::after(MS * 20));
+    testing::seed_jitter(7);
+    let log = Mutex::new(Vec::new());
+    let out = runtime().block_on(retry.call_async(|| async {
+        let attempt = context().unwrap().attempt();
+        log.lock().unwrap().push(attempt);
+        if attempt == 1 {
+            let now = Instant::now().into_std();
+            // (Counted already: this attempt, one request.)
+            assert_eq!(SHEDDING.rejection_probability(now), 0.5);
+            for _ in 0..100_000 {
+                SHEDDING.requested(now);
+            }
+            assert!(SHEDDING.rejection_probability(now) > 0.9999);
+        }
+        sleep(MS * 100).await;
+        Ok::<_, Failure>(attempt)
+    }));
+    assert_eq!(out, Ok(1));
+    assert_eq!(*log.lock().unwrap(), [1], "the hedge was shed");
 }
 
 #[test]
