@@ -186,7 +186,8 @@ fn every_test_the_manual_names_exists() {
 /// tower's `TpsBudget` takes a mutex on every deposit and withdrawal, and
 /// `expect`s it: one panic while it is held poisons the budget for every
 /// caller after. The budgets, the breaker and the adaptive throttle take
-/// no lock of any kind on a call's path.
+/// no lock of any kind on a call's path, nor does a table of them per key
+/// but when a new key finds its places all held.
 #[test]
 fn the_budget_path_takes_no_lock() {
     const LOCKS: [&str; 5] = ["Mutex", "RwLock", ".lock()", "parking_lot", "spin::"];
@@ -209,6 +210,27 @@ fn the_budget_path_takes_no_lock() {
             !source[..lending].contains(lock),
             "token.rs mentions {lock} before the layers' lending"
         );
+    }
+    // The table of keys takes one lock: where a new key finds every one of
+    // its places held (rare), so that callers bringing the same new key at
+    // once take one place between them. A key that has its place, or finds
+    // an empty one, takes none.
+    let source =
+        std::fs::read_to_string(workspace().join("retry-runtime/src/limit/keyed.rs")).unwrap();
+    let full = source
+        .find("// Every place is held")
+        .expect("keyed.rs says where its places are all held");
+    let locks: Vec<usize> = source.match_indices(".lock()").map(|(at, _)| at).collect();
+    assert_eq!(locks.len(), 1, "keyed.rs takes its lock in one place");
+    assert!(
+        locks[0] > full && source[full..locks[0]].lines().count() <= 6,
+        "keyed.rs takes its lock only once every place is held"
+    );
+    for line in source.lines().filter(|line| line.contains("Mutex")) {
+        assert!(line.contains("looking"), "keyed.rs: {line}");
+    }
+    for lock in ["RwLock", "parking_lot", "spin::"] {
+        assert!(!source.contains(lock), "keyed.rs mentions {lock}");
     }
 }
 
