@@ -234,6 +234,23 @@ pub fn transport_verdict<E: std::error::Error + 'static>(error: &E) -> Verdict {
 /// (the HTTP rule for responses, [`TransportErrors`] for a hyper client's
 /// errors). Not for implementing: the classifiers a `Retry` can hold
 /// have it.
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use backstop::Verdict;
+/// use backstop::classify::{ByClassify, When};
+/// use backstop::tower::{ClassifierOr, TransportErrors};
+///
+/// // What `RetryLayer::http` does with the classifier of errors it holds.
+/// fn judged_by<W: ClassifierOr<TransportErrors>>(when: W) -> W::Or {
+///     when.or(TransportErrors)
+/// }
+/// // None given (`Retry::new`'s): the transport rule.
+/// let _: TransportErrors = judged_by(ByClassify);
+/// // One given (`Retry::when`'s): kept.
+/// let given = When(|_: &std::io::Error| Verdict::Stop);
+/// let _: When<_> = judged_by(given);
+/// ```
 pub trait ClassifierOr<D>: classifier_or::Sealed {
     /// The classifier the integration uses.
     type Or;
@@ -752,7 +769,22 @@ impl<S: fmt::Debug, P: fmt::Debug, W, K, B, R, G, L, A> fmt::Debug
     }
 }
 
-/// How a layer sends a request again: [`Cloned`], or [`HttpBodies`].
+/// How a layer sends a request again: [`Cloned`], or [`HttpBodies`]. Not
+/// for implementing: the layer calls its methods; a layer's first type
+/// parameter says which it is.
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use backstop::tower::{Cloned, HttpBodies, Replay, RetryLayer};
+///
+/// fn replays<Req, P: Replay<Req>>(_: &RetryLayer<P>) {}
+/// let policy = backstop::Policy::new();
+/// // Any `Clone` request, cloned for each attempt.
+/// replays::<String, Cloned>(&RetryLayer::new(&policy));
+/// // An HTTP request, its body kept (up to the replay limit) to send again.
+/// fn http_bodies<B>() where HttpBodies: Replay<http::Request<B>> {}
+/// http_bodies::<String>();
+/// ```
 pub trait Replay<Req>: replay::Sealed {
     /// What the inner service is called with.
     type Request: Send;
@@ -835,6 +867,16 @@ impl<Req: Clone + Send> Replay<Req> for Cloned {
 /// layer puts the number of attempts in its extensions
 /// ([`http::Attempts`](crate::classify::http::Attempts)); a layer of `Clone`
 /// requests, whose responses may be of any type, tells nothing.
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use backstop::http::Attempts;
+/// use backstop::tower::{Answer, HttpBodies};
+///
+/// let mut response = http::Response::new(());
+/// Answer::<HttpBodies>::took(&mut response, 2);
+/// assert_eq!(response.extensions().get::<Attempts>(), Some(&Attempts(2)));
+/// ```
 pub trait Answer<P> {
     /// Notes that the call took `attempts` attempts.
     fn took(&mut self, attempts: u32);
