@@ -55,8 +55,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         // rejection and the attempt timeout must fit the same type. A
         // boxed transport error is retried when the connection was
         // refused, and otherwise only for an idempotent request (this one
-        // carries an Idempotency-Key).
-        .map_err(Box::<dyn std::error::Error + Send + Sync>::from)
+        // carries an Idempotency-Key). (`box_error` rather than `Box::from`
+        // or a closure keeps the service's type free of lifetimes, so that
+        // the call's future is `Send` inside an `async` block too.)
+        .map_err(backstop::tower::box_error)
         .service(client);
 
     let request = http::Request::post(format!("http://{addr}/orders"))

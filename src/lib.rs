@@ -43,16 +43,15 @@ pub use backstop_runtime::tower;
 /// # A tonic client on a `Channel`, behind the retry layer
 ///
 /// ```no_run
-/// use backstop::{tower::{ReplayBody, RetryLayer}, Policy};
+/// use backstop::{tower::{box_error, ReplayBody, RetryLayer}, Policy};
 /// use tonic::body::Body;
 ///
 /// # async fn run(channel: tonic::transport::Channel) {
-/// type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// let policy = Policy::new().deadline(Some(std::time::Duration::from_secs(5)));
 /// let service = tower::ServiceBuilder::new()
 ///     .layer(RetryLayer::http(&policy))
 ///     .map_request(|request: http::Request<ReplayBody<Body>>| request.map(Body::new))
-///     .map_err(|e: tonic::transport::Error| BoxError::from(e))
+///     .map_err(box_error::<tonic::transport::Error>)
 ///     .service(channel);
 /// // `GreeterClient::new(service)`, or `tonic::client::Grpc::new(service)`.
 /// # let _ = service; }

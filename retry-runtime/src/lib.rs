@@ -113,7 +113,7 @@ pub use tower::tonic;
 /// # extern crate backstop_runtime as backstop;
 /// use std::io;
 /// use std::time::Duration;
-/// use backstop::builder::{Ignore, NoTimeout};
+/// use backstop::builder::{Ignore, NoTimeout, Static};
 /// use backstop::classify::{ByClassify, NeverRetry};
 /// use backstop::limit::CircuitBreaker;
 /// use backstop::{Policy, Retry};
@@ -123,7 +123,7 @@ pub use tower::tonic;
 ///
 /// /// A client that keeps its retry: the defaults, and a breaker.
 /// struct Payments {
-///     retry: Retry<'static, ByClassify, NeverRetry, &'static CircuitBreaker, Ignore, Ignore, NoTimeout>,
+///     retry: Retry<'static, ByClassify, NeverRetry, Static<CircuitBreaker>, Ignore, Ignore, NoTimeout>,
 /// }
 ///
 /// impl Payments {
@@ -139,7 +139,7 @@ pub mod builder {
     pub use crate::run::observe::{Ignore, OnGiveUp, OnRetry};
     pub use crate::run::{
         AttemptTimeout, BreakerSlot, Budget, Handles, IntoBreaker, IntoThrottle, NoBreaker,
-        NoThrottle, NoTimeout, SyncLoop, ThrottleSlot, TimeoutSlot, ValueLoop, WithTimeout,
+        NoThrottle, NoTimeout, Static, SyncLoop, ThrottleSlot, TimeoutSlot, ValueLoop, WithTimeout,
     };
 }
 

@@ -575,6 +575,46 @@ fn the_layers_future_is_send_for_a_send_service() {
     is_send(&future);
 }
 
+/// The future of a call through the layer stays `Send` where rustc checks
+/// it inside an `async` block (a spawned task, an axum handler): the
+/// breaker, the adaptive throttle and the attempt timeout of the `Retry` it
+/// was made from put no lifetime in its type, nor does `box_error`, the
+/// boxing of an error without room for theirs. (With a `&'static` breaker
+/// in its type, rustc lost the lifetime and reported "implementation of
+/// `BreakerSlot` is not general enough".)
+#[tokio::test(start_paused = true)]
+async fn a_layers_call_can_be_awaited_in_a_spawned_async_block() {
+    use backstop::limit::{AdaptiveThrottle, Keyed};
+    static BREAKER: CircuitBreaker = CircuitBreaker::new(5, Duration::from_secs(30));
+    static PER_HOST: Keyed<CircuitBreaker> =
+        Keyed::new(CircuitBreaker::new(5, Duration::from_secs(30)));
+    static THROTTLE: AdaptiveThrottle = AdaptiveThrottle::standard();
+    let policy = Policy::new();
+
+    // A breaker, over an error with room for its rejection.
+    let (inner, calls) = scripted(vec![status(503, None)]);
+    let service = RetryLayer::http(backstop::Retry::new(&policy).breaker(&BREAKER)).layer(inner);
+    let answered = tokio::spawn(async move { service.oneshot(get()).await.unwrap().status() });
+    assert_eq!(answered.await.unwrap(), StatusCode::OK);
+    assert_eq!(calls.load(Ordering::Relaxed), 2);
+
+    // A breaker per host, an adaptive throttle and an attempt timeout, over
+    // an error without room for theirs, boxed.
+    let inner = service_fn(|_: Request<ReplayBody<String>>| async {
+        Ok::<_, std::fmt::Error>(Response::new(()))
+    });
+    let retry = backstop::Retry::new(&policy)
+        .breaker(&PER_HOST)
+        .throttle(&THROTTLE)
+        .attempt_timeout(Duration::from_secs(1));
+    let service = tower::ServiceBuilder::new()
+        .layer(RetryLayer::http(retry))
+        .map_err(backstop::tower::box_error)
+        .service(inner);
+    let answered = tokio::spawn(async move { service.oneshot(get()).await.is_ok() });
+    assert!(answered.await.unwrap());
+}
+
 /// A server that reads each request, then resets the connection (or,
 /// with `reset` false, closes it without an answer: hyper's "connection
 /// closed before message completed"): the request was written, and may

@@ -474,9 +474,9 @@ impl<E> ThrottleSlot<E> for NoThrottle {
     }
 }
 
-impl<E: From<Throttled>> ThrottleSlot<E> for &'static AdaptiveThrottle {
+impl<E: From<Throttled>> ThrottleSlot<E> for Static<AdaptiveThrottle> {
     fn throttle(&self, _: Option<u64>) -> Option<&'static AdaptiveThrottle> {
-        Some(self)
+        Some(self.0)
     }
 
     fn rejected(shed: Throttled) -> E {
@@ -484,9 +484,9 @@ impl<E: From<Throttled>> ThrottleSlot<E> for &'static AdaptiveThrottle {
     }
 }
 
-impl<E: From<Throttled>> ThrottleSlot<E> for &'static Keyed<AdaptiveThrottle> {
+impl<E: From<Throttled>> ThrottleSlot<E> for Static<Keyed<AdaptiveThrottle>> {
     fn throttle(&self, key: Option<u64>) -> Option<&'static AdaptiveThrottle> {
-        Some(self.for_key(key))
+        Some(self.0.for_key(key))
     }
 
     fn rejected(shed: Throttled) -> E {
@@ -519,9 +519,9 @@ impl<E> BreakerSlot<E> for NoBreaker {
     }
 }
 
-impl<E: From<CircuitOpen>> BreakerSlot<E> for &'static CircuitBreaker {
+impl<E: From<CircuitOpen>> BreakerSlot<E> for Static<CircuitBreaker> {
     fn breaker(&self, _: Option<u64>) -> Option<&'static CircuitBreaker> {
-        Some(self)
+        Some(self.0)
     }
 
     fn rejected(open: CircuitOpen) -> E {
@@ -529,9 +529,9 @@ impl<E: From<CircuitOpen>> BreakerSlot<E> for &'static CircuitBreaker {
     }
 }
 
-impl<E: From<CircuitOpen>> BreakerSlot<E> for &'static Keyed<CircuitBreaker> {
+impl<E: From<CircuitOpen>> BreakerSlot<E> for Static<Keyed<CircuitBreaker>> {
     fn breaker(&self, key: Option<u64>) -> Option<&'static CircuitBreaker> {
-        Some(self.for_key(key))
+        Some(self.0.for_key(key))
     }
 
     fn rejected(open: CircuitOpen) -> E {
@@ -539,17 +539,60 @@ impl<E: From<CircuitOpen>> BreakerSlot<E> for &'static Keyed<CircuitBreaker> {
     }
 }
 
-/// What [`Retry::breaker`] takes: a `&'static CircuitBreaker`, one for
-/// every call, or a `&'static Keyed<CircuitBreaker>`, one per key.
-pub trait IntoBreaker: sealed::Part + Copy {}
-impl IntoBreaker for &'static CircuitBreaker {}
-impl IntoBreaker for &'static Keyed<CircuitBreaker> {}
+/// What [`Retry::breaker`] takes a `&'static` of: a [`CircuitBreaker`],
+/// one for every call, or a [`Keyed<CircuitBreaker>`], one per key.
+pub trait IntoBreaker: sealed::Shared {}
+impl IntoBreaker for CircuitBreaker {}
+impl IntoBreaker for Keyed<CircuitBreaker> {}
 
-/// What [`Retry::throttle`] takes: a `&'static AdaptiveThrottle`, one for
-/// every call, or a `&'static Keyed<AdaptiveThrottle>`, one per key.
-pub trait IntoThrottle: sealed::Part + Copy {}
-impl IntoThrottle for &'static AdaptiveThrottle {}
-impl IntoThrottle for &'static Keyed<AdaptiveThrottle> {}
+/// What [`Retry::throttle`] takes a `&'static` of: an [`AdaptiveThrottle`],
+/// one for every call, or a [`Keyed<AdaptiveThrottle>`], one per key.
+pub trait IntoThrottle: sealed::Shared {}
+impl IntoThrottle for AdaptiveThrottle {}
+impl IntoThrottle for Keyed<AdaptiveThrottle> {}
+
+/// A breaker or an adaptive throttle a [`Retry`] loop holds: the
+/// `&'static` given to [`Retry::breaker`] or [`Retry::throttle`], in a type
+/// without a lifetime. A loop's type holds no lifetime of its own, so that
+/// the future of a call through a tower layer made from it stays `Send`
+/// when awaited inside an `async` block (rustc cannot prove an auto trait
+/// of a type whose lifetimes it has erased: rust-lang/rust#110338).
+///
+/// Only code that names a loop's type, as a struct keeping one does, names
+/// it:
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use std::time::Duration;
+/// use backstop::builder::{Ignore, NoThrottle, NoTimeout, Static};
+/// use backstop::classify::{ByClassify, NeverRetry};
+/// use backstop::limit::CircuitBreaker;
+/// use backstop::{Policy, Retry};
+///
+/// static POLICY: Policy = Policy::new();
+/// static LEDGER: CircuitBreaker = CircuitBreaker::new(5, Duration::from_secs(30));
+///
+/// struct Ledger {
+///     retry: Retry<'static, ByClassify, NeverRetry, Static<CircuitBreaker>, Ignore, Ignore, NoTimeout, NoThrottle>,
+/// }
+/// let ledger = Ledger { retry: Retry::new(&POLICY).breaker(&LEDGER) };
+/// # let _ = ledger.retry;
+/// ```
+pub struct Static<T: 'static>(&'static T);
+
+impl<T> Clone for Static<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for Static<T> {}
+
+impl<T: std::fmt::Debug> std::fmt::Debug for Static<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
 
 impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// This loop with its typed parts (`when`, `when_ok`, `breaker`,
@@ -1007,7 +1050,11 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// assert!(matches!(second, Err(Error::Open)));
     /// assert_eq!(calls, 2, "rejected without running");
     /// ```
-    pub fn breaker<S: IntoBreaker>(self, breaker: S) -> Retry<'a, W, K, S, R, G, L, A> {
+    pub fn breaker<S: IntoBreaker>(
+        self,
+        breaker: &'static S,
+    ) -> Retry<'a, W, K, Static<S>, R, G, L, A> {
+        let breaker = Static(breaker);
         self.with_parts(
             |(when, when_ok, _, on_retry, on_give_up, timeout, throttle)| {
                 (
@@ -1033,7 +1080,11 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     ///     .call(|| Ok::<_, std::io::Error>(7));
     /// assert_eq!(out.unwrap(), 7);
     /// ```
-    pub fn throttle<S: IntoThrottle>(self, throttle: S) -> Retry<'a, W, K, B, R, G, L, S> {
+    pub fn throttle<S: IntoThrottle>(
+        self,
+        throttle: &'static S,
+    ) -> Retry<'a, W, K, B, R, G, L, Static<S>> {
+        let throttle = Static(throttle);
         self.with_parts(
             |(when, when_ok, breaker, on_retry, on_give_up, timeout, _)| {
                 (
@@ -1306,7 +1357,7 @@ pub(crate) mod sealed {
     use std::time::Duration;
 
     use crate::limit::{AdaptiveThrottle, CircuitBreaker, Keyed};
-    use crate::run::{NoBreaker, NoThrottle, NoTimeout, WithTimeout};
+    use crate::run::{NoBreaker, NoThrottle, NoTimeout, Static, WithTimeout};
 
     /// One of the parts a [`Retry`](crate::Retry) slot holds.
     pub trait Part {}
@@ -1316,11 +1367,16 @@ pub(crate) mod sealed {
     impl Part for NoTimeout {}
     impl Part for WithTimeout {}
     impl Part for NoThrottle {}
-    impl Part for &'static AdaptiveThrottle {}
     impl Part for NoBreaker {}
-    impl Part for &'static CircuitBreaker {}
-    impl Part for &'static Keyed<AdaptiveThrottle> {}
-    impl Part for &'static Keyed<CircuitBreaker> {}
+    impl<T: Shared> Part for Static<T> {}
+
+    /// What a [`Retry`](crate::Retry) loop holds a `&'static` of.
+    pub trait Shared {}
+
+    impl Shared for AdaptiveThrottle {}
+    impl Shared for CircuitBreaker {}
+    impl Shared for Keyed<AdaptiveThrottle> {}
+    impl Shared for Keyed<CircuitBreaker> {}
 }
 
 pub(crate) mod steps {

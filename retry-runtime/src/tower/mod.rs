@@ -228,6 +228,49 @@ pub fn transport_verdict<E: std::error::Error + 'static>(error: &E) -> Verdict {
     crate::classify::transport_chain(error)
 }
 
+/// `error`, boxed: the `map_err` under a layer whose breaker, adaptive
+/// throttle or attempt timeout needs room in the error type for its own
+/// error (`From<CircuitOpen>`, `From<Throttled>`, `From<Elapsed>`), over a
+/// client whose error has none (hyper-util's, tonic's `Channel`'s).
+///
+/// Use this function rather than `Box::from` or a closure. The service
+/// `map_err(box_error)` makes has no lifetime in its type. One made with
+/// `Box::<dyn Error + Send + Sync>::from` or a closure has the box's
+/// `'static` in its type. Inside an `async` block rustc loses that
+/// lifetime, and then it cannot prove the call's future `Send`: it
+/// reports "implementation of `Classify` is not general enough"
+/// (rust-lang/rust#110338).
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use std::time::Duration;
+/// use backstop::limit::CircuitBreaker;
+/// use backstop::tower::{box_error, RetryLayer};
+/// use backstop::{Policy, Retry};
+/// use tower::{service_fn, ServiceBuilder, ServiceExt};
+///
+/// static ORDERS: CircuitBreaker = CircuitBreaker::new(5, Duration::from_secs(30));
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+/// let client = service_fn(|_: http::Request<_>| async {
+///     Ok::<_, std::fmt::Error>(http::Response::new(())) // an error without room
+/// });
+/// let policy = Policy::new();
+/// let orders = ServiceBuilder::new()
+///     .layer(RetryLayer::http(Retry::new(&policy).breaker(&ORDERS)))
+///     .map_err(box_error)
+///     .service(client);
+/// let request = http::Request::get("/orders").body(String::new()).unwrap();
+/// let sent = tokio::spawn(async move { orders.oneshot(request).await.is_ok() });
+/// assert!(sent.await.unwrap());
+/// # }
+/// ```
+pub fn box_error<E>(error: E) -> Box<dyn std::error::Error + Send + Sync>
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    Box::new(error)
+}
+
 /// A classifier as a [`Retry`] holds it, for an integration made from it:
 /// one given with [`Retry::when`] or [`Retry::when_ok`] is kept; one left
 /// as [`Retry::new`] made it becomes the integration's own default `D`
