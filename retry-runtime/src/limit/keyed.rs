@@ -278,6 +278,29 @@ impl<T: PerKey> Keyed<T> {
         self.get_hashed(key_hash(key), || now)
     }
 
+    /// The limiter of `key` only if it is the key's own: given a place now
+    /// if it had none, or `None` when the table has no place for it (its
+    /// calls then share [`shared`](Self::shared), as [`get`](Self::get)
+    /// answers). For an operator's control on one key: a breaker held open
+    /// through `get` on a key without a place would be the shared one, and
+    /// turn away every call that shares it.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::time::Duration;
+    /// use backstop::limit::{CircuitBreaker, Keyed};
+    /// static PER_SHARD: Keyed<CircuitBreaker> =
+    ///     Keyed::with_capacity(CircuitBreaker::new(5, Duration::from_secs(30)), 1);
+    /// // Shard 1 is down for maintenance: it takes the one place.
+    /// PER_SHARD.own(&1u32).expect("a place for shard 1").hold_open();
+    /// // Shard 2 finds none (a breaker held open is never given away).
+    /// assert!(PER_SHARD.own(&2u32).is_none());
+    /// assert!(std::ptr::eq(PER_SHARD.get(&2u32), PER_SHARD.shared()));
+    /// ```
+    pub fn own<K: Hash + ?Sized>(&self, key: &K) -> Option<&T> {
+        self.placed(key_hash(key), crate::time::clock::loop_now)
+    }
+
     /// The limiter of `key` if it has one of its own, without giving it a
     /// place (what [`get`](Self::get) does for a key not seen yet): for an
     /// operator, or a probe of state that must not add keys.
@@ -485,8 +508,11 @@ impl<T: PerKey> Keyed<T> {
 /// use backstop::limit::{CircuitBreaker, Destination, Keyed};
 /// static PER_HOST: Keyed<CircuitBreaker> =
 ///     Keyed::new(CircuitBreaker::new(5, Duration::from_secs(30)));
-/// // Down for maintenance: every call to it turned away until reset.
-/// PER_HOST.get(&Destination::new("https", "db-1.internal", None)).hold_open();
+/// // Down for maintenance: every call to it turned away until reset (its
+/// // own breaker: `get` would give a destination without a place the
+/// // breaker it shares with others).
+/// let db1 = Destination::new("https", "db-1.internal", None);
+/// PER_HOST.own(&db1).expect("a place for db-1").hold_open();
 /// let same = Destination::new("HTTPS", "DB-1.internal:443", None);
 /// assert!(PER_HOST.peek(&same).is_some());
 /// ```
