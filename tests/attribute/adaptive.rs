@@ -190,7 +190,7 @@ fn calls_the_breaker_rejects_are_not_requests_the_dependency_refused() {
     assert_eq!(calls.get(), 1, "one attempt sent");
     // One request, no accept: (1 - 0) / (1 + 1), however many the breaker
     // turned away.
-    let p = BEHIND_GUARD.rejection_probability(vt.now());
+    let p = BEHIND_GUARD.rejection_probability_at(vt.now());
     assert!((p - 0.5).abs() < 1e-12, "{p}");
 }
 

@@ -734,7 +734,7 @@ async fn an_adaptive_throttle_is_shared_with_retry_functions() {
     let now = backstop::time::Clock::now(&backstop::time::TokioClock);
     // (It sheds most of them too once refusals mount, and a shed call is
     // not a refusal: a few calls are sent, each refused.)
-    let shedding = SHARED_ADAPTIVE.rejection_probability(now);
+    let shedding = SHARED_ADAPTIVE.rejection_probability_at(now);
     assert!(shedding > 0.5, "{shedding}");
     // ...so the layer, whose dependency refuses it too, sheds most of its
     // calls locally, before sending them.

@@ -81,12 +81,12 @@ pub use crate::state::vocabulary::Throttled;
 ///     USERS.requested(now);
 ///     USERS.accepted(now);
 /// }
-/// assert_eq!(USERS.rejection_probability(now), 0.0, "healthy: never");
+/// assert_eq!(USERS.rejection_probability_at(now), 0.0, "healthy: never");
 /// for _ in 0..300 {
 ///     USERS.requested(now); // refused by the dependency
 /// }
 /// // (400 − 2 × 100) / 401
-/// assert!((USERS.rejection_probability(now) - 200.0 / 401.0).abs() < 1e-9);
+/// assert!((USERS.rejection_probability_at(now) - 200.0 / 401.0).abs() < 1e-9);
 /// ```
 pub struct AdaptiveThrottle {
     k: f64,
@@ -187,8 +187,34 @@ impl AdaptiveThrottle {
         self.counts(now) == (0, 0)
     }
 
+    /// The probability that an attempt made now is shed, on the clock the
+    /// retry loops of this thread read: virtual time under
+    /// [`VirtualTime`](crate::testing::VirtualTime), else tokio's inside a
+    /// tokio runtime (paused or not), else the system's; see
+    /// [`rejection_probability_at`](Self::rejection_probability_at). A sync
+    /// call made inside a paused runtime reads the system's clock, not the
+    /// paused one: ask `rejection_probability_at` with the clock your calls
+    /// read.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use backstop::limit::AdaptiveThrottle;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// static USERS: AdaptiveThrottle = AdaptiveThrottle::standard();
+    /// // Two hundred attempts refused, on the paused clock the calls read.
+    /// let now = tokio::time::Instant::now().into_std();
+    /// for _ in 0..200 {
+    ///     USERS.requested(now);
+    /// }
+    /// assert!((USERS.rejection_probability() - 200.0 / 201.0).abs() < 1e-9);
+    /// # }
+    /// ```
+    pub fn rejection_probability(&self) -> f64 {
+        self.rejection_probability_at(crate::time::clock::loop_now())
+    }
+
     /// The probability that an attempt made at `now` is shed.
-    pub fn rejection_probability(&self, now: Instant) -> f64 {
+    pub fn rejection_probability_at(&self, now: Instant) -> f64 {
         let (requests, accepts) = self.counts(now);
         let excess = requests as f64 - self.k * accepts as f64;
         if excess <= 0.0 {
@@ -249,7 +275,7 @@ impl AdaptiveThrottle {
     ///
     /// [`Throttled`] when the attempt is shed.
     pub fn admit(&self, now: Instant, draw: f64) -> Result<(), Throttled> {
-        if draw < self.rejection_probability(now) {
+        if draw < self.rejection_probability_at(now) {
             Err(Throttled::new())
         } else {
             Ok(())

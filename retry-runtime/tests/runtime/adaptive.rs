@@ -16,7 +16,7 @@ fn healthy_traffic_is_never_shed() {
     // error no retry can fix: still an answer).
     for i in 0..10_000u64 {
         let now = t0 + Duration::from_millis(i * 2);
-        assert_eq!(throttle.rejection_probability(now), 0.0);
+        assert_eq!(throttle.rejection_probability_at(now), 0.0);
         throttle
             .admit(now, 0.0)
             .expect("a draw of 0 is shed by any p > 0");
@@ -36,18 +36,18 @@ fn refusals_are_shed_in_proportion_and_forgotten_a_window_later() {
     for _ in 0..300 {
         throttle.requested(t0);
     }
-    let p = throttle.rejection_probability(t0);
+    let p = throttle.rejection_probability_at(t0);
     assert!((p - 200.0 / 401.0).abs() < 1e-12, "{p}");
     // A draw below p is shed, above it admitted; neither is a request
     // until it is sent.
     assert!(throttle.admit(t0, p / 2.0).is_err());
     assert!(throttle.admit(t0, f64::midpoint(1.0, p)).is_ok());
-    assert!((throttle.rejection_probability(t0) - p).abs() < 1e-12);
+    assert!((throttle.rejection_probability_at(t0) - p).abs() < 1e-12);
     throttle.requested(t0);
-    assert!(throttle.rejection_probability(t0) > p);
+    assert!(throttle.rejection_probability_at(t0) > p);
     // A window later, the outage is forgotten.
     assert_eq!(
-        throttle.rejection_probability(t0 + Duration::from_millis(2_300)),
+        throttle.rejection_probability_at(t0 + Duration::from_millis(2_300)),
         0.0
     );
 }
@@ -62,7 +62,7 @@ fn k_sets_how_much_more_than_gets_through_may_be_sent() {
     for _ in 0..34 {
         lenient.accepted(now);
     }
-    assert_eq!(lenient.rejection_probability(now), 0.0, "100 ≤ 3 × 34");
+    assert_eq!(lenient.rejection_probability_at(now), 0.0, "100 ≤ 3 × 34");
 }
 
 #[test]
@@ -75,7 +75,7 @@ fn callers_whose_clocks_disagree_never_wedge_it() {
         throttle.requested(now + hour);
     }
     // Callers on real time are not shed for it.
-    assert_eq!(throttle.rejection_probability(now), 0.0);
+    assert_eq!(throttle.rejection_probability_at(now), 0.0);
     assert!(throttle.admit(now, 0.0).is_ok());
 }
 

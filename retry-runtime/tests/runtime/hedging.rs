@@ -329,11 +329,11 @@ fn an_adaptive_throttle_that_sheds_sends_no_hedge() {
         if attempt == 1 {
             let now = Instant::now().into_std();
             // (Counted already: this attempt, one request.)
-            assert!((SHEDDING.rejection_probability(now) - 0.5).abs() < 1e-12);
+            assert!((SHEDDING.rejection_probability_at(now) - 0.5).abs() < 1e-12);
             for _ in 0..100_000 {
                 SHEDDING.requested(now);
             }
-            assert!(SHEDDING.rejection_probability(now) > 0.9999);
+            assert!(SHEDDING.rejection_probability_at(now) > 0.9999);
         }
         sleep(MS * 100).await;
         Ok::<_, Failure>(attempt)
