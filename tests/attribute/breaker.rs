@@ -383,3 +383,43 @@ async fn a_breaker_opened_during_an_async_calls_sleep_gives_up_with_the_rejectio
         Some(backstop::GiveUp::BreakerOpen)
     );
 }
+
+static OPENED_BY_SYNC: CircuitBreaker = CircuitBreaker::new(1, Duration::from_secs(60));
+static OPENED_BY_ASYNC: CircuitBreaker = CircuitBreaker::new(1, Duration::from_secs(60));
+static OPENING: std::sync::Mutex<Vec<(backstop::GiveUp, u32)>> = std::sync::Mutex::new(Vec::new());
+
+#[retry(attempts = 3, budget = none, breaker = OPENED_BY_SYNC,
+        on_give_up = |e| OPENING.lock().unwrap().push((e.reason(), e.attempts())))]
+fn opens_its_breaker_sync(calls: &AtomicU32) -> Result<(), ApiError> {
+    calls.fetch_add(1, Relaxed);
+    Err(ApiError::Unavailable)
+}
+
+#[retry(attempts = 3, budget = none, breaker = OPENED_BY_ASYNC,
+        on_give_up = |e| OPENING.lock().unwrap().push((e.reason(), e.attempts())))]
+async fn opens_its_breaker_async(calls: &AtomicU32) -> Result<(), ApiError> {
+    calls.fetch_add(1, Relaxed);
+    Err(ApiError::Unavailable)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_whose_failure_opens_the_breaker_returns_that_failure() {
+    // The failure that opens the breaker is the call's last: its retry
+    // would be turned away, so it is not slept for. The call returns the
+    // dependency's error, not the rejection, sync or async.
+    let calls = AtomicU32::new(0);
+    let _vt = VirtualTime::start();
+    assert_eq!(opens_its_breaker_sync(&calls), Err(ApiError::Unavailable));
+    assert_eq!(
+        opens_its_breaker_async(&calls).await,
+        Err(ApiError::Unavailable)
+    );
+    assert_eq!(calls.load(Relaxed), 2, "one attempt each");
+    assert_eq!(
+        *OPENING.lock().unwrap(),
+        [
+            (backstop::GiveUp::BreakerOpen, 1),
+            (backstop::GiveUp::BreakerOpen, 1)
+        ]
+    );
+}
