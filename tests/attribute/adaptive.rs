@@ -99,6 +99,44 @@ fn a_shed_later_attempt_gives_up_with_the_last_outcome() {
     );
 }
 
+static HALF_ASYNC: AdaptiveThrottle = AdaptiveThrottle::new(2.0, Duration::from_secs(60));
+
+#[retry(attempts = 3, base = 1ns, throttle = HALF_ASYNC, budget = none,
+        on_give_up = |e| REASONS.with(|r| r.borrow_mut().push((e.reason(), e.attempts()))))]
+async fn later_attempts_async() -> Result<(), ApiError> {
+    Err(ApiError::Refused)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_shed_later_attempt_of_an_async_call_gives_up_with_the_rejection() {
+    // An async call drops its outcome before the sleep (a retried
+    // response releases its connection at once): a retry shed after it
+    // ends the call with the rejection, as a first attempt shed does.
+    let _fresh = isolate();
+    seed_jitter(11);
+    let (mut shed_later, mut shed_first) = (0, 0);
+    for _ in 0..200 {
+        REASONS.with(|r| r.borrow_mut().clear());
+        let outcome = later_attempts_async().await;
+        let gave_up = REASONS.with(|r| r.borrow().clone());
+        match gave_up[..] {
+            [(GiveUp::Throttled, attempts)] => {
+                if attempts > 0 {
+                    shed_later += 1;
+                } else {
+                    shed_first += 1;
+                }
+                assert_eq!(outcome, Err(ApiError::Shed), "after {attempts} attempts");
+            }
+            _ => assert_eq!(outcome, Err(ApiError::Refused), "{gave_up:?}"),
+        }
+    }
+    assert!(
+        shed_later > 0 && shed_first > 0,
+        "{shed_later} later, {shed_first} first"
+    );
+}
+
 static REPLAYED: AdaptiveThrottle = AdaptiveThrottle::new(2.0, Duration::from_secs(60));
 
 #[retry(attempts = 1, throttle = REPLAYED, budget = none)]
