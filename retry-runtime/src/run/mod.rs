@@ -68,6 +68,11 @@ where
 /// Runs in virtual time under a paused tokio clock. Dropping the returned
 /// future cancels the loop between or during attempts.
 ///
+/// The future borrows `policy`, as a [`Retry`] does (a copy would make
+/// every call's future 104 bytes larger): to spawn the call with a policy
+/// made on the spot (from configuration, say), move the policy into the
+/// task and borrow it there, or keep it in a `static`.
+///
 /// # Errors
 ///
 /// The last attempt's error, unchanged, once retrying is over: the error was
@@ -84,6 +89,13 @@ where
 /// })
 /// .await;
 /// assert!(out.is_err());
+///
+/// // Spawned: the policy moves into the task.
+/// let policy = Policy::new().attempts(5);
+/// let task = tokio::spawn(async move {
+///     backstop::call_async(&policy, || async { Ok::<u8, Error>(7) }).await
+/// });
+/// assert_eq!(task.await.unwrap().unwrap(), 7);
 /// # }
 /// ```
 #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
