@@ -1,7 +1,8 @@
 //! Retry settings from configuration (feature `serde`): a [`Policy`]
 //! deserializes from TOML, JSON or any serde format, with human durations
-//! (`"250ms"`, `"1.5s"`, `"2m"`, `"1m 30s"`), as do [`WindowBudgetConfig`] and
-//! [`BreakerConfig`]. Unknown fields are rejected; an invalid value is an
+//! (`"250ms"`, `"1.5s"`, `"2m"`, `"1m 30s"`), as do [`WindowBudgetConfig`],
+//! [`TokenBudgetConfig`], [`AdaptiveThrottleConfig`] and [`BreakerConfig`].
+//! Unknown fields are rejected; an invalid value is an
 //! error naming the field and the reason, never a panic.
 //!
 //! ```
@@ -23,8 +24,8 @@ use serde::de::{self, Deserializer, Visitor};
 use serde::ser::{SerializeStruct, Serializer};
 use serde::{Deserialize, Serialize};
 
-use crate::limit::WindowBudget;
 use crate::limit::breaker::CircuitBreaker;
+use crate::limit::{AdaptiveThrottle, TokenBudget, WindowBudget};
 use crate::state::backoff::{Backoff, Jitter};
 use crate::state::policy::Policy;
 use crate::time::units::{UNIT_NAMES, human, unit_nanos};
@@ -392,6 +393,165 @@ impl<'de> Deserialize<'de> for WindowBudgetConfig {
             ratio: fields.ratio,
             min_per_sec: fields.min_per_sec,
             ttl,
+        })
+    }
+}
+
+/// A [`TokenBudget`]'s settings from configuration; [`build`](Self::build)
+/// makes the budget: `max_tokens` and `token_ratio` as
+/// [`TokenBudget::new`] takes them, and, if given, `refill` (one token back
+/// every so long, `"0s"` for none: [`TokenBudget::refill`]) and
+/// `ride_out` ([`TokenBudget::ride_out`]).
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use std::time::Duration;
+/// use backstop::config::TokenBudgetConfig;
+/// let config: TokenBudgetConfig =
+///     serde_json::from_str(r#"{ "max_tokens": 20, "token_ratio": 0.2, "refill": "1s" }"#).unwrap();
+/// let budget = config.build();
+/// assert_eq!((budget.max_tokens(), budget.token_ratio()), (20, 0.2));
+/// assert_eq!(budget.refill_every(), Some(Duration::from_secs(1)));
+/// assert_eq!(budget.rides_out_for(), Duration::from_secs(10), "the default");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TokenBudgetConfig {
+    max_tokens: u32,
+    token_ratio: f64,
+    refill: Option<Duration>,
+    ride_out: Option<Duration>,
+}
+
+impl TokenBudgetConfig {
+    /// The budget, once per configuration: keep it in a `static` (a
+    /// `LazyLock`) for `budget =`, as a budget counts the calls it sees.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::time::Duration;
+    /// use backstop::config::TokenBudgetConfig;
+    /// let config: TokenBudgetConfig = serde_json::from_str(
+    ///     r#"{ "max_tokens": 10, "token_ratio": 0.1, "ride_out": "0s" }"#,
+    /// )
+    /// .unwrap();
+    /// assert_eq!(config.build().rides_out_for(), Duration::ZERO);
+    /// ```
+    pub fn build(&self) -> TokenBudget {
+        let budget = TokenBudget::new(self.max_tokens, self.token_ratio);
+        let budget = match self.refill {
+            Some(every) => budget.refill(every),
+            None => budget,
+        };
+        match self.ride_out {
+            Some(ride_out) => budget.ride_out(ride_out),
+            None => budget,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TokenFields {
+    max_tokens: u32,
+    token_ratio: f64,
+    refill: Option<Human>,
+    ride_out: Option<Human>,
+}
+
+impl<'de> Deserialize<'de> for TokenBudgetConfig {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let fields = TokenFields::deserialize(deserializer)?;
+        if !(1..=4_000_000).contains(&fields.max_tokens) {
+            return Err(de::Error::custom(
+                "`max_tokens` must be between 1 and 4000000, e.g. 10",
+            ));
+        }
+        if !(fields.token_ratio > 0.0 && fields.token_ratio <= f64::from(fields.max_tokens)) {
+            return Err(de::Error::custom(
+                "`token_ratio` must be above 0 and at most `max_tokens`, e.g. 0.1 (a tenth of \
+                 a token back for each answer)",
+            ));
+        }
+        let refill = fields
+            .refill
+            .as_ref()
+            .map(|refill| duration("refill", refill))
+            .transpose()?;
+        let ride_out = fields
+            .ride_out
+            .as_ref()
+            .map(|ride_out| duration("ride_out", ride_out))
+            .transpose()?;
+        Ok(Self {
+            max_tokens: fields.max_tokens,
+            token_ratio: fields.token_ratio,
+            refill,
+            ride_out,
+        })
+    }
+}
+
+/// An [`AdaptiveThrottle`]'s settings from configuration;
+/// [`build`](Self::build) makes the throttle: `k` (at least 1: how many
+/// requests per accepted one it lets through before shedding) and
+/// `window` (at least `"8us"`), as [`AdaptiveThrottle::new`] takes them.
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use std::time::Duration;
+/// use backstop::config::AdaptiveThrottleConfig;
+/// let config: AdaptiveThrottleConfig =
+///     serde_json::from_str(r#"{ "k": 1.5, "window": "1m" }"#).unwrap();
+/// let throttle = config.build();
+/// assert_eq!((throttle.k(), throttle.window()), (1.5, Duration::from_secs(60)));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AdaptiveThrottleConfig {
+    k: f64,
+    window: Duration,
+}
+
+impl AdaptiveThrottleConfig {
+    /// The throttle, once per configuration: keep it in a `static` (a
+    /// `LazyLock`) for `throttle =`, as a throttle counts the attempts it
+    /// sees.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use backstop::config::AdaptiveThrottleConfig;
+    /// let config: AdaptiveThrottleConfig =
+    ///     serde_json::from_str(r#"{ "k": 2, "window": "2s" }"#).unwrap();
+    /// assert_eq!(config.build().k(), 2.0);
+    /// ```
+    pub fn build(&self) -> AdaptiveThrottle {
+        AdaptiveThrottle::new(self.k, self.window)
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ThrottleFields {
+    k: f64,
+    window: Human,
+}
+
+impl<'de> Deserialize<'de> for AdaptiveThrottleConfig {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let fields = ThrottleFields::deserialize(deserializer)?;
+        if !(fields.k >= 1.0 && fields.k.is_finite()) {
+            return Err(de::Error::custom(
+                "`k` must be at least 1 (below, the throttle sheds healthy traffic), e.g. 2",
+            ));
+        }
+        let window = duration("window", &fields.window)?;
+        if window < Duration::from_micros(8) {
+            return Err(de::Error::custom(
+                "`window` must be at least 8us, e.g. \"2s\"",
+            ));
+        }
+        Ok(Self {
+            k: fields.k,
+            window,
         })
     }
 }

@@ -442,3 +442,91 @@ fn a_breaker_from_configuration_may_judge_ratios() {
         assert!(got.contains(error), "{text}: {got}");
     }
 }
+
+#[test]
+fn a_token_budget_and_an_adaptive_throttle_from_toml() {
+    use backstop::config::{AdaptiveThrottleConfig, TokenBudgetConfig};
+    #[derive(Deserialize)]
+    struct Limits {
+        budget: TokenBudgetConfig,
+        throttle: AdaptiveThrottleConfig,
+    }
+    let limits: Limits = toml::from_str(
+        r#"
+        [budget]
+        max_tokens = 20
+        token_ratio = 0.5
+        refill = "2s"
+        ride_out = "30s"
+
+        [throttle]
+        k = 1.5
+        window = "1m"
+        "#,
+    )
+    .unwrap();
+    let budget = limits.budget.build();
+    assert_eq!((budget.max_tokens(), budget.token_ratio()), (20, 0.5));
+    assert_eq!(budget.refill_every(), Some(Duration::from_secs(2)));
+    assert_eq!(budget.rides_out_for(), Duration::from_secs(30));
+    let throttle = limits.throttle.build();
+    assert_eq!(throttle.k(), 1.5);
+    assert_eq!(throttle.window(), Duration::from_secs(60));
+
+    // Only the two numbers: the defaults for the rest, as `TokenBudget::new`'s.
+    let plain: TokenBudgetConfig =
+        serde_json::from_str(r#"{ "max_tokens": 10, "token_ratio": 0.1 }"#).unwrap();
+    let standard = backstop::limit::TokenBudget::standard();
+    assert_eq!(plain.build().refill_every(), standard.refill_every());
+    assert_eq!(plain.build().rides_out_for(), standard.rides_out_for());
+
+    // Bad values are errors that name the field, never a panic in `build`.
+    let cases = [
+        (
+            r#"{ "max_tokens": 0, "token_ratio": 0.1 }"#,
+            "`max_tokens` must be between 1 and 4000000",
+        ),
+        (
+            r#"{ "max_tokens": 5000000, "token_ratio": 0.1 }"#,
+            "`max_tokens` must be between",
+        ),
+        (
+            r#"{ "max_tokens": 10, "token_ratio": 0 }"#,
+            "`token_ratio` must be above 0",
+        ),
+        (
+            r#"{ "max_tokens": 10, "token_ratio": 11 }"#,
+            "at most `max_tokens`",
+        ),
+        (
+            r#"{ "max_tokens": 10, "token_ratio": 0.1, "refill": "1" }"#,
+            "`refill`: `1` needs a unit",
+        ),
+        (
+            r#"{ "max_tokens": 10, "token_ratio": 0.1, "rideout": "1s" }"#,
+            "unknown field `rideout`",
+        ),
+        (r#"{ "max_tokens": 10 }"#, "missing field `token_ratio`"),
+    ];
+    for (json, expected) in cases {
+        let error = serde_json::from_str::<TokenBudgetConfig>(json)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains(expected), "{json}: {error}");
+    }
+    let cases = [
+        (r#"{ "k": 0.5, "window": "2s" }"#, "`k` must be at least 1"),
+        (
+            r#"{ "k": 2, "window": "1us" }"#,
+            "`window` must be at least 8us",
+        ),
+        (r#"{ "k": 2, "window": "2" }"#, "`window`: `2` needs a unit"),
+        (r#"{ "k": 2 }"#, "missing field `window`"),
+    ];
+    for (json, expected) in cases {
+        let error = serde_json::from_str::<AdaptiveThrottleConfig>(json)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains(expected), "{json}: {error}");
+    }
+}
