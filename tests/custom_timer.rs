@@ -130,3 +130,25 @@ fn a_call_whose_first_attempt_succeeds_reads_the_clock_once() {
     assert_eq!(block_on(flaky(&mut 1)).unwrap(), 1);
     assert!(reads() - before > 1, "{}", reads() - before);
 }
+
+#[test]
+fn a_breakers_state_is_read_on_the_timer_set() {
+    // The async loops read the timer set: so does `state()`, or a breaker
+    // the timer says has cooled down would read open until real time
+    // caught up.
+    use backstop::limit::{BreakerState, CircuitBreaker};
+    let timer = virtual_time();
+    let breaker = CircuitBreaker::new(1, Duration::from_secs(60));
+    let now = timer.now();
+    breaker
+        .try_acquire(now)
+        .unwrap()
+        .failed(backstop::Verdict::Retry, now);
+    assert_eq!(breaker.state(), BreakerState::Open);
+    timer.nanos.fetch_add(61_000_000_000, Ordering::SeqCst);
+    assert_eq!(
+        breaker.state(),
+        BreakerState::HalfOpen,
+        "cooled down on the timer"
+    );
+}

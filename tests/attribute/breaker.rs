@@ -408,12 +408,15 @@ async fn a_call_whose_failure_opens_the_breaker_returns_that_failure() {
     // would be turned away, so it is not slept for. The call returns the
     // dependency's error, not the rejection, sync or async.
     let calls = AtomicU32::new(0);
-    let _vt = VirtualTime::start();
+    let vt = VirtualTime::start();
     assert_eq!(opens_its_breaker_sync(&calls), Err(ApiError::Unavailable));
+    assert_eq!(vt.elapsed(), Duration::ZERO, "no sleep before giving up");
+    let start = tokio::time::Instant::now();
     assert_eq!(
         opens_its_breaker_async(&calls).await,
         Err(ApiError::Unavailable)
     );
+    assert_eq!(start.elapsed(), Duration::ZERO, "no sleep before giving up");
     assert_eq!(calls.load(Relaxed), 2, "one attempt each");
     assert_eq!(
         *OPENING.lock().unwrap(),

@@ -615,6 +615,24 @@ async fn a_layers_call_can_be_awaited_in_a_spawned_async_block() {
     assert!(answered.await.unwrap());
 }
 
+/// A stack with a lifetime in its type (here a classifier given as a
+/// closure whose argument names the boxed error) cannot be awaited inside
+/// an `async` block as it is (rustc loses the `'static`: "implementation
+/// of `FnOnce` is not general enough"); boxed above the layer, it can.
+#[tokio::test(start_paused = true)]
+async fn a_boxed_stack_with_a_lifetime_in_it_can_be_awaited_in_a_spawned_async_block() {
+    let policy = Policy::new();
+    let (inner, calls) = scripted(vec![status(503, None)]);
+    let retry = backstop::Retry::new(&policy).when(|_: &BoxError| Verdict::Retry);
+    let service = tower::ServiceBuilder::new()
+        .layer(RetryLayer::http(retry))
+        .service(inner)
+        .boxed_clone();
+    let answered = tokio::spawn(async move { service.oneshot(get()).await.unwrap().status() });
+    assert_eq!(answered.await.unwrap(), StatusCode::OK);
+    assert_eq!(calls.load(Ordering::Relaxed), 2);
+}
+
 /// A server that reads each request, then resets the connection (or,
 /// with `reset` false, closes it without an answer: hyper's "connection
 /// closed before message completed"): the request was written, and may

@@ -34,7 +34,8 @@ use crate::classify::{Classify, Verdict};
 /// below a `RetryLayer::http`. With this impl the layer goes straight over
 /// the client, nothing boxed; a layer with a breaker or an attempt timeout
 /// still needs an error type that can hold their errors (`From<CircuitOpen>`,
-/// `From<Elapsed>`): box it then, with `map_err` below the layer.
+/// `From<Elapsed>`): box it then, with `map_err(box_error)` below the layer
+/// ([`box_error`](crate::tower::box_error)).
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;

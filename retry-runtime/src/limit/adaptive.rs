@@ -189,7 +189,8 @@ impl AdaptiveThrottle {
 
     /// The probability that an attempt made now is shed, on the clock the
     /// retry loops of this thread read: virtual time under
-    /// [`VirtualTime`](crate::testing::VirtualTime), else tokio's inside a
+    /// [`VirtualTime`](crate::testing::VirtualTime), else the timer set
+    /// with [`set_timer`](crate::time::set_timer), else tokio's inside a
     /// tokio runtime (paused or not), else the system's; see
     /// [`rejection_probability_at`](Self::rejection_probability_at). A sync
     /// call made inside a paused runtime reads the system's clock, not the
@@ -201,7 +202,9 @@ impl AdaptiveThrottle {
     /// use backstop::limit::AdaptiveThrottle;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
     /// static USERS: AdaptiveThrottle = AdaptiveThrottle::standard();
-    /// // Two hundred attempts refused, on the paused clock the calls read.
+    /// // An hour on, on the paused clock the calls read (the system's has
+    /// // not moved): two hundred attempts refused.
+    /// tokio::time::advance(std::time::Duration::from_secs(3600)).await;
     /// let now = tokio::time::Instant::now().into_std();
     /// for _ in 0..200 {
     ///     USERS.requested(now);

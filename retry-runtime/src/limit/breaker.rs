@@ -644,7 +644,8 @@ impl CircuitBreaker {
 
     /// Where the breaker stands now, on the clock the retry loops of this
     /// thread read: virtual time under
-    /// [`VirtualTime`](crate::testing::VirtualTime), else tokio's inside a
+    /// [`VirtualTime`](crate::testing::VirtualTime), else the timer set
+    /// with [`set_timer`](crate::time::set_timer), else tokio's inside a
     /// tokio runtime (paused or not), else the system's; see
     /// [`state_at`](Self::state_at). A sync call made inside a paused
     /// runtime reads the system's clock, not the paused one: ask

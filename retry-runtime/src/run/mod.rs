@@ -69,7 +69,7 @@ where
 /// future cancels the loop between or during attempts.
 ///
 /// The future borrows `policy`, as a [`Retry`] does (a copy would make
-/// every call's future 104 bytes larger): to spawn the call with a policy
+/// every call's future larger by the size of a `Policy`): to spawn the call with a policy
 /// made on the spot (from configuration, say), move the policy into the
 /// task and borrow it there, or keep it in a `static`.
 ///
@@ -465,9 +465,10 @@ impl ValueLoop for NoTimeout {}
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NoThrottle;
 
-/// The adaptive throttle of a [`Retry`] loop, if any: [`NoThrottle`] or a
-/// `&'static AdaptiveThrottle`, which needs the error type to represent a
-/// shed attempt (`E: From<Throttled>`).
+/// The adaptive throttle of a [`Retry`] loop, if any: [`NoThrottle`], or a
+/// [`Static`] of an `AdaptiveThrottle` or a `Keyed<AdaptiveThrottle>`,
+/// which needs the error type to represent a shed attempt
+/// (`E: From<Throttled>`).
 pub trait ThrottleSlot<E>: sealed::Part {
     /// The throttle of the call keyed `key` (a hash), if any.
     fn throttle(&self, key: Option<u64>) -> Option<&'static AdaptiveThrottle>;
@@ -510,9 +511,10 @@ impl<E: From<Throttled>> ThrottleSlot<E> for Static<Keyed<AdaptiveThrottle>> {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NoBreaker;
 
-/// The circuit breaker of a [`Retry`] loop, if any: [`NoBreaker`] or a
-/// `&'static CircuitBreaker` (breakers are shared: a `static`), which needs
-/// the error type to represent a rejection (`E: From<CircuitOpen>`).
+/// The circuit breaker of a [`Retry`] loop, if any: [`NoBreaker`], or a
+/// [`Static`] of a `CircuitBreaker` or a `Keyed<CircuitBreaker>` (breakers
+/// are shared: a `static`), which needs the error type to represent a
+/// rejection (`E: From<CircuitOpen>`).
 pub trait BreakerSlot<E>: sealed::Part {
     /// The breaker of the call keyed `key` (a hash), if any.
     fn breaker(&self, key: Option<u64>) -> Option<&'static CircuitBreaker>;
@@ -553,22 +555,33 @@ impl<E: From<CircuitOpen>> BreakerSlot<E> for Static<Keyed<CircuitBreaker>> {
 
 /// What [`Retry::breaker`] takes a `&'static` of: a [`CircuitBreaker`],
 /// one for every call, or a [`Keyed<CircuitBreaker>`], one per key.
+#[diagnostic::on_unimplemented(
+    message = "`.breaker(..)` takes a `&'static CircuitBreaker` or a `&'static Keyed<CircuitBreaker>`, not a `&{Self}`",
+    label = "not a breaker of a `static`",
+    note = "give the breaker a `static` and pass `&NAME`: `static NAME: CircuitBreaker = CircuitBreaker::new(5, Duration::from_secs(30));`"
+)]
 pub trait IntoBreaker: sealed::Shared {}
 impl IntoBreaker for CircuitBreaker {}
 impl IntoBreaker for Keyed<CircuitBreaker> {}
 
 /// What [`Retry::throttle`] takes a `&'static` of: an [`AdaptiveThrottle`],
 /// one for every call, or a [`Keyed<AdaptiveThrottle>`], one per key.
+#[diagnostic::on_unimplemented(
+    message = "`.throttle(..)` takes a `&'static AdaptiveThrottle` or a `&'static Keyed<AdaptiveThrottle>`, not a `&{Self}`",
+    label = "not an adaptive throttle of a `static`",
+    note = "give the throttle a `static` and pass `&NAME`: `static NAME: AdaptiveThrottle = AdaptiveThrottle::standard();`"
+)]
 pub trait IntoThrottle: sealed::Shared {}
 impl IntoThrottle for AdaptiveThrottle {}
 impl IntoThrottle for Keyed<AdaptiveThrottle> {}
 
 /// A breaker or an adaptive throttle a [`Retry`] loop holds: the
 /// `&'static` given to [`Retry::breaker`] or [`Retry::throttle`], in a type
-/// without a lifetime. A loop's type holds no lifetime of its own, so that
-/// the future of a call through a tower layer made from it stays `Send`
-/// when awaited inside an `async` block (rustc cannot prove an auto trait
-/// of a type whose lifetimes it has erased: rust-lang/rust#110338).
+/// without a lifetime. The loop's breaker and throttle then put no
+/// lifetime in its type, so that the future of a call through a tower
+/// layer made from it stays `Send` when awaited inside an `async` block
+/// (rustc cannot prove an auto trait of a type whose lifetimes it has
+/// erased: rust-lang/rust#110338).
 ///
 /// Only code that names a loop's type, as a struct keeping one does, names
 /// it:

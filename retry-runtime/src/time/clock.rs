@@ -270,12 +270,25 @@ impl Anchor {
     }
 }
 
+/// The clock of the timer set with `time::set_timer`, once one is: the
+/// timer's module gives it here (this one stands below it).
+static SET_TIMER_CLOCK: OnceLock<fn() -> Instant> = OnceLock::new();
+
+/// Makes `now` the clock of the timer set with `time::set_timer`.
+pub(crate) fn set_timer_clock(now: fn() -> Instant) {
+    let _ = SET_TIMER_CLOCK.set(now);
+}
+
 /// Now, on the clock the retry loops of this thread read: virtual time
-/// under `testing::VirtualTime` (sync loops read it), else tokio's inside a
-/// tokio runtime, paused or not (async loops read it), else the system's.
+/// under `testing::VirtualTime` (sync loops read it), else the timer set
+/// with `time::set_timer`, else tokio's inside a tokio runtime, paused or
+/// not (async loops read them), else the system's.
 pub(crate) fn loop_now() -> Instant {
     if let Some(now) = crate::time::virtual_time::virtual_now() {
         return now;
+    }
+    if let Some(now) = SET_TIMER_CLOCK.get() {
+        return now();
     }
     #[cfg(all(feature = "tokio", not(loom)))]
     if tokio::runtime::Handle::try_current().is_ok() {

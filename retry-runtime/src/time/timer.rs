@@ -50,7 +50,9 @@ static CUSTOM: OnceLock<&'static dyn Timer> = OnceLock::new();
 /// assert!(backstop::time::set_timer(&EMBEDDED).is_err(), "once");
 /// ```
 pub fn set_timer(timer: &'static dyn Timer) -> Result<(), &'static dyn Timer> {
-    CUSTOM.set(timer).map_err(|_| timer)
+    CUSTOM.set(timer).map_err(|_| timer)?;
+    crate::time::clock::set_timer_clock(custom_now);
+    Ok(())
 }
 
 /// The timer a call uses, chosen when its clock is read (see the
