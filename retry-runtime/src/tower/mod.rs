@@ -239,7 +239,11 @@ pub fn transport_verdict<E: std::error::Error + 'static>(error: &E) -> Verdict {
 /// `'static` in its type. Inside an `async` block rustc loses that
 /// lifetime, and then it cannot prove the call's future `Send`: it
 /// reports "implementation of `Classify` is not general enough"
-/// (rust-lang/rust#110338).
+/// (rust-lang/rust#110338). The same goes for anything else in the stack
+/// whose type names the box (a boxed service with the boxed error, a
+/// `when` or a hook given as a closure whose argument names it): give a
+/// named `fn`, or erase the whole stack's type above the layer
+/// (`.boxed_clone()`).
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
