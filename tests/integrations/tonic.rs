@@ -168,7 +168,7 @@ async fn say_with(
     let service = tower::ServiceBuilder::new()
         .layer(layer)
         .map_request(|request: http::Request<ReplayBody<Body>>| request.map(Body::new))
-        .map_err(BoxError::from)
+        .map_err(backstop::tower::box_error)
         .service(channel);
     let mut grpc = tonic::client::Grpc::new(service);
     grpc.ready()
@@ -442,7 +442,7 @@ async fn the_layer_on_a_channel_makes_a_tonic_client_service() {
     let service = tower::ServiceBuilder::new()
         .layer(RetryLayer::http(&Policy::new()))
         .map_request(|request: http::Request<ReplayBody<Body>>| request.map(Body::new))
-        .map_err(BoxError::from)
+        .map_err(backstop::tower::box_error)
         .service(channel);
     is_grpc_service(&service);
     let _ = RetryLayer::http(&Policy::new()).layer(tower::service_fn(

@@ -688,7 +688,7 @@ where
 async fn a_connection_reset_after_the_request_was_written_repeats_a_get_not_a_post() {
     let service = tower::ServiceBuilder::new()
         .layer(RetryLayer::http(&quick()))
-        .map_err(BoxError::from)
+        .map_err(backstop::tower::box_error)
         .service(client());
     let error = a_reset_repeats_a_get_not_a_post(service).await;
     assert!(
@@ -723,7 +723,7 @@ where
                 seen.fetch_add(1, Ordering::Relaxed);
             },
         )))
-        .map_err(BoxError::from)
+        .map_err(backstop::tower::box_error)
         .service(client());
     let _ = service.oneshot(request(addr)).await.unwrap_err();
     attempts.load(Ordering::Relaxed)
@@ -1080,7 +1080,7 @@ async fn a_connection_closed_before_the_answer_repeats_a_get_not_a_post() {
     let (addr, requests) = read_then_drop(false).await;
     let service = tower::ServiceBuilder::new()
         .layer(RetryLayer::http(&quick()))
-        .map_err(BoxError::from)
+        .map_err(backstop::tower::box_error)
         .service(client());
     let _ = service.clone().oneshot(post(addr, "{}")).await.unwrap_err();
     assert_eq!(requests.load(Ordering::Relaxed), 1);
