@@ -1271,6 +1271,11 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// (`|| conn.query()`) cannot be an `FnMut` returning a future that
     /// borrows it: pass it through [`call_async_with`](Self::call_async_with).
     ///
+    /// The future borrows the `Retry` (one `Retry` serves many calls): to
+    /// keep the future rather than await it at once, bind the `Retry`
+    /// first (`let retry = Retry::new(&policy).breaker(&B);`), since a
+    /// temporary one is dropped at the end of its statement.
+    ///
     /// # Errors
     ///
     /// The last attempt's error, unchanged, once retrying is over: the error was
