@@ -69,9 +69,10 @@ where
 /// future cancels the loop between or during attempts.
 ///
 /// The future borrows `policy`, as a [`Retry`] does (a copy would make
-/// every call's future larger by the size of a `Policy`): to spawn the call with a policy
-/// made on the spot (from configuration, say), move the policy into the
-/// task and borrow it there, or keep it in a `static`.
+/// every call's future larger by the size of a `Policy`): to spawn the
+/// call with a policy made on the spot (from configuration, say), move
+/// the policy into the task and borrow it there, or keep it in a
+/// `static`.
 ///
 /// # Errors
 ///
