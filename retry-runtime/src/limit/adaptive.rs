@@ -193,9 +193,9 @@ impl AdaptiveThrottle {
     /// with [`set_timer`](crate::time::set_timer), else tokio's inside a
     /// tokio runtime (paused or not), else the system's; see
     /// [`rejection_probability_at`](Self::rejection_probability_at). A sync
-    /// call made inside a paused runtime reads the system's clock, not the
-    /// paused one: ask `rejection_probability_at` with the clock your calls
-    /// read.
+    /// call reads the system's clock (or virtual time), not a timer set nor
+    /// a paused runtime's: for sync calls made there, ask
+    /// `rejection_probability_at` with the clock they read.
     ///
     /// ```
     /// # extern crate backstop_runtime as backstop;

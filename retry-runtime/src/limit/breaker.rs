@@ -647,9 +647,9 @@ impl CircuitBreaker {
     /// [`VirtualTime`](crate::testing::VirtualTime), else the timer set
     /// with [`set_timer`](crate::time::set_timer), else tokio's inside a
     /// tokio runtime (paused or not), else the system's; see
-    /// [`state_at`](Self::state_at). A sync call made inside a paused
-    /// runtime reads the system's clock, not the paused one: ask
-    /// `state_at` with the clock your calls read.
+    /// [`state_at`](Self::state_at). A sync call reads the system's clock
+    /// (or virtual time), not a timer set nor a paused runtime's: for sync
+    /// calls made there, ask `state_at` with the clock they read.
     pub fn state(&self) -> BreakerState {
         self.state_at(crate::time::clock::loop_now())
     }
