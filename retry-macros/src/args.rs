@@ -212,8 +212,14 @@ pub(crate) enum Jitter {
 /// Names people bring from other retry crates, and what they mean here.
 const ALIASES: &[(&str, &str)] = &[
     ("max_attempts", "`attempts`"),
-    ("retries", "`attempts`"),
-    ("max_retries", "`attempts`"),
+    (
+        "retries",
+        "`attempts`, which counts the first attempt too (N retries are `attempts = N + 1`)",
+    ),
+    (
+        "max_retries",
+        "`attempts`, which counts the first attempt too (N retries are `attempts = N + 1`)",
+    ),
     ("times", "`attempts`"),
     (
         "timeout",

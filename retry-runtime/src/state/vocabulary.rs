@@ -167,9 +167,7 @@ impl From<Verdict> for Attempted {
     message = "`{Self}` does not say which of its errors are worth retrying",
     label = "this error type does not implement `Classify`",
     note = "say which errors to retry at the call: `when = |e| ...` in `#[retry]`, \
-            `.when(..)` on `Retry` or a layer (or, under a tower layer, box an error that \
-            implements `std::error::Error`: `.map_err(backstop::tower::box_error)`); or, \
-            if `{Self}` is a type of your own crate, \
+            `.when(..)` on `Retry` or a layer; or, if `{Self}` is a type of your own crate, \
             implement `backstop::Classify` for it (retry only what a retry can fix)",
     note = "errors of other crates are classified with backstop's features: \
             `anyhow` for `anyhow::Error`, `reqwest` for `reqwest::Error`, `http` for \
