@@ -559,12 +559,18 @@ fn shared_static_path(
             format!("`{option}` takes a path to a `static {ty}`")
         },
     )?;
+    // (A budget is either kind: the declaration suggested says so.)
+    let either = if option == "budget" {
+        " (or a `WindowBudget`)"
+    } else {
+        ""
+    };
     if p.segments.first().is_some_and(|s| s.ident == "Self") {
         cx.error_spanned(
             &p,
             format!(
                 "`{option}` must be a `static`, and `Self::…` is an associated const: \
-                 a fresh {option} at every call. Declare `static {name}: {ty} = …;` \
+                 a fresh {option} at every call. Declare `static {name}: {ty} = …;`{either} \
                  outside the impl and write `{option} = {name}`"
             ),
         );
@@ -583,8 +589,9 @@ fn shared_static_path(
             format!(
                 "`{option}` must name a `static`, shared by every call: `{ident}` is named like \
                  a variable, whose {option} would be a new one at each call. Declare \
-                 `static {upper}: {ty} = …;` and write `{option} = {upper}` (or write \
-                 `self::{ident}` if `{ident}` is a `static`)"
+                 `static {upper}: {ty} = …;`{either} and write `{option} = {upper}` (a \
+                 `static` named in lower case at a module's top level is written \
+                 `self::{ident}`)"
             ),
         );
         return None;
