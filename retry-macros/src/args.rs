@@ -683,14 +683,17 @@ fn hedge_delay(cx: &mut Ctxt, value: Expr) -> Option<HedgeDelay> {
             return match quantile {
                 Some(q) if valid && q > 0.0 => Some(HedgeDelay::Percentile(q, ident.clone())),
                 _ => {
-                    cx.error_spanned(
-                        ident,
-                        format!(
-                            "`hedge = {text}`: a percentile is `p` and two digits, from `p01` \
-                             to `p99`, or `p999` for the 99.9th (a hedge after the slowest \
-                             latency would never go out); `p95` is a good start"
+                    let rule = "a percentile is `p` and two digits, from `p01` to `p99`, or \
+                                more after `99`, as `p999` for the 99.9th";
+                    let message = match digits.len() {
+                        1 => format!("`hedge = {text}`: write `p0{digits}` ({rule})"),
+                        // `p100` and the like: past the slowest latency.
+                        _ => format!(
+                            "`hedge = {text}`: {rule}; a hedge after the slowest latency \
+                             would never go out"
                         ),
-                    );
+                    };
+                    cx.error_spanned(ident, format!("{message}; `p95` is a good start"));
                     None
                 }
             };

@@ -430,12 +430,28 @@ fn check_hedge(args: &Args, func: &Func, cx: &mut Ctxt) {
                 _ => continue,
             },
         };
-        cx.error_spanned(
-            tokens,
-            "with `hedge`, attempts run side by side and share the arguments: an argument \
-             one attempt could change (`&mut`, or `mut`) cannot be shared; take it by `&` \
-             (with interior mutability if it must change) or drop `hedge`",
-        );
+        // A `mut` binding of an owned value (not a `&mut`): copied in the
+        // body, it can change there.
+        let binding = match input {
+            syn::FnArg::Typed(typed) => match (&*typed.ty, &*typed.pat) {
+                (Type::Reference(r), _) if r.mutability.is_some() => None,
+                (_, syn::Pat::Ident(b)) if b.mutability.is_some() => Some(&b.ident),
+                _ => None,
+            },
+            syn::FnArg::Receiver(_) => None,
+        };
+        let message = match binding {
+            Some(name) => format!(
+                "with `hedge`, attempts run side by side and share the arguments: `mut {name}` \
+                 could be changed by one attempt under the others; drop `mut` and copy it in \
+                 the body (`let mut {name} = {name};`), or drop `hedge`"
+            ),
+            None => "with `hedge`, attempts run side by side and share the arguments: an \
+                     argument one attempt could change (`&mut`, or `mut`) cannot be shared; take \
+                     it by `&` (with interior mutability if it must change) or drop `hedge`"
+                .to_owned(),
+        };
+        cx.error_spanned(tokens, message);
     }
 }
 
