@@ -444,7 +444,7 @@ fn check_hedge(args: &Args, func: &Func, cx: &mut Ctxt) {
             Some(name) => format!(
                 "with `hedge`, attempts run side by side and share the arguments: `mut {name}` \
                  could be changed by one attempt under the others; drop `mut` and copy it in \
-                 the body (`let mut {name} = {name};`), or drop `hedge`"
+                 the body (`let mut {name} = {name}.clone();`), or drop `hedge`"
             ),
             None => "with `hedge`, attempts run side by side and share the arguments: an \
                      argument one attempt could change (`&mut`, or `mut`) cannot be shared; take \
