@@ -406,39 +406,31 @@ fn check_hedge(args: &Args, func: &Func, cx: &mut Ctxt) {
         );
     }
     for input in &func.sig.inputs {
-        // The tokens that give unique access: `&mut self`, `&mut T`, `mut x`.
-        let tokens = match input {
+        // The tokens that give unique access: `&mut self`, `&mut T`, `mut x`;
+        // and the name of a `mut` binding of an owned value, which a copy
+        // in the body can stand in for.
+        let (tokens, binding) = match input {
             syn::FnArg::Receiver(receiver) => {
                 let this = &receiver.self_token;
                 match (&receiver.kind, &receiver.mutability) {
                     (syn::ReceiverKind::Reference(and, _, Some(mutability)), _) => {
-                        quote::quote!(#and #mutability #this)
+                        (quote::quote!(#and #mutability #this), None)
                     }
-                    (_, Some(mutability)) => quote::quote!(#mutability #this),
+                    (_, Some(mutability)) => (quote::quote!(#mutability #this), None),
                     _ => continue,
                 }
             }
             syn::FnArg::Typed(typed) => match (&*typed.ty, &*typed.pat) {
                 (Type::Reference(r), _) if r.mutability.is_some() => {
                     let (and, mutability) = (&r.and_token, &r.mutability);
-                    quote::quote!(#and #mutability)
+                    (quote::quote!(#and #mutability), None)
                 }
                 (_, syn::Pat::Ident(binding)) if binding.mutability.is_some() => {
                     let (mutability, name) = (&binding.mutability, &binding.ident);
-                    quote::quote!(#mutability #name)
+                    (quote::quote!(#mutability #name), Some(name))
                 }
                 _ => continue,
             },
-        };
-        // A `mut` binding of an owned value (not a `&mut`): copied in the
-        // body, it can change there.
-        let binding = match input {
-            syn::FnArg::Typed(typed) => match (&*typed.ty, &*typed.pat) {
-                (Type::Reference(r), _) if r.mutability.is_some() => None,
-                (_, syn::Pat::Ident(b)) if b.mutability.is_some() => Some(&b.ident),
-                _ => None,
-            },
-            syn::FnArg::Receiver(_) => None,
         };
         let message = match binding {
             Some(name) => format!(
