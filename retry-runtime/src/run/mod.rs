@@ -428,6 +428,7 @@ impl<E> TimeoutSlot<E> for NoTimeout {
     const ELAPSES: bool = false;
 }
 
+#[diagnostic::do_not_recommend]
 impl<E: From<Elapsed>> TimeoutSlot<E> for WithTimeout {
     fn limit(&self) -> Option<Duration> {
         Some(self.0)
@@ -470,6 +471,12 @@ pub struct NoThrottle;
 /// [`Static`] of an `AdaptiveThrottle` or a `Keyed<AdaptiveThrottle>`,
 /// which needs the error type to represent a shed attempt
 /// (`E: From<Throttled>`).
+#[diagnostic::on_unimplemented(
+    message = "an adaptive throttle needs an error type that can hold a shed attempt: `{E}: From<Throttled>`",
+    label = "this loop has a `throttle`",
+    note = "implement `From<backstop::Throttled>` for your error type (`std::io::Error`, \
+            `anyhow::Error` and `Box<dyn Error + Send + Sync>` have it)"
+)]
 pub trait ThrottleSlot<E>: sealed::Part {
     /// The throttle of the call keyed `key` (a hash), if any.
     fn throttle(&self, key: Option<u64>) -> Option<&'static AdaptiveThrottle>;
@@ -488,6 +495,7 @@ impl<E> ThrottleSlot<E> for NoThrottle {
     }
 }
 
+#[diagnostic::do_not_recommend]
 impl<E: From<Throttled>> ThrottleSlot<E> for Static<AdaptiveThrottle> {
     fn throttle(&self, _: Option<u64>) -> Option<&'static AdaptiveThrottle> {
         Some(self.0)
@@ -498,6 +506,7 @@ impl<E: From<Throttled>> ThrottleSlot<E> for Static<AdaptiveThrottle> {
     }
 }
 
+#[diagnostic::do_not_recommend]
 impl<E: From<Throttled>> ThrottleSlot<E> for Static<Keyed<AdaptiveThrottle>> {
     fn throttle(&self, key: Option<u64>) -> Option<&'static AdaptiveThrottle> {
         Some(self.0.for_key(key))
@@ -516,6 +525,12 @@ pub struct NoBreaker;
 /// [`Static`] of a `CircuitBreaker` or a `Keyed<CircuitBreaker>` (breakers
 /// are shared: a `static`), which needs the error type to represent a
 /// rejection (`E: From<CircuitOpen>`).
+#[diagnostic::on_unimplemented(
+    message = "a circuit breaker needs an error type that can hold its rejection: `{E}: From<CircuitOpen>`",
+    label = "this loop has a `breaker`",
+    note = "implement `From<backstop::CircuitOpen>` for your error type (`std::io::Error`, \
+            `anyhow::Error` and `Box<dyn Error + Send + Sync>` have it)"
+)]
 pub trait BreakerSlot<E>: sealed::Part {
     /// The breaker of the call keyed `key` (a hash), if any.
     fn breaker(&self, key: Option<u64>) -> Option<&'static CircuitBreaker>;
@@ -534,6 +549,7 @@ impl<E> BreakerSlot<E> for NoBreaker {
     }
 }
 
+#[diagnostic::do_not_recommend]
 impl<E: From<CircuitOpen>> BreakerSlot<E> for Static<CircuitBreaker> {
     fn breaker(&self, _: Option<u64>) -> Option<&'static CircuitBreaker> {
         Some(self.0)
@@ -544,6 +560,7 @@ impl<E: From<CircuitOpen>> BreakerSlot<E> for Static<CircuitBreaker> {
     }
 }
 
+#[diagnostic::do_not_recommend]
 impl<E: From<CircuitOpen>> BreakerSlot<E> for Static<Keyed<CircuitBreaker>> {
     fn breaker(&self, key: Option<u64>) -> Option<&'static CircuitBreaker> {
         Some(self.0.for_key(key))
