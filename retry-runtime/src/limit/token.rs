@@ -493,9 +493,17 @@ impl TokenBudget {
     /// a read and nothing else.
     #[inline]
     pub fn answered(&self, now: Instant) {
+        self.answered_at(|| now);
+    }
+
+    /// [`answered`](Self::answered), the time read only if the budget is
+    /// not full (a call whose first attempt succeeds may know its start
+    /// only by a subtraction).
+    #[inline]
+    pub(crate) fn answered_at(&self, now: impl FnOnce() -> Instant) {
         let current = self.state.load(Acquire);
         if tokens_of(current) < self.max {
-            self.credit(current, now);
+            self.credit(current, now());
         }
     }
 

@@ -450,7 +450,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     /// (or is decided, for a loop that runs attempts itself). A call the
     /// breaker rejects never gets here.
     fn record_call(&mut self) {
-        record_once(&mut self.recorded, self.budget, self.start);
+        record_once(&mut self.recorded, self.budget, || self.start);
     }
 
     /// The loop gave up between attempts for `reason` (the service was
@@ -930,7 +930,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
         }
         let throttle_allows = match self.budget {
             Some(BudgetRef::Token(_)) if attempted.answered() => {
-                credit_answer(self.budget, self.start);
+                credit_answer(self.budget, || self.start);
                 true
             }
             // (The coarse clock: the bucket refills by the second.)
@@ -1279,11 +1279,15 @@ fn attempt_limit_of(
 /// Records a call that started at `start` on `budget` if that is a
 /// windowed budget, once: `recorded` says it was.
 #[inline]
-fn record_once(recorded: &mut bool, budget: Option<BudgetRef<'_>>, start: Instant) {
+fn record_once(
+    recorded: &mut bool,
+    budget: Option<BudgetRef<'_>>,
+    start: impl FnOnce() -> Instant,
+) {
     if let Some(BudgetRef::Window(budget)) = budget
         && !std::mem::replace(recorded, true)
     {
-        budget.record_call(start);
+        budget.record_call(start());
     }
 }
 
@@ -1291,9 +1295,9 @@ fn record_once(recorded: &mut bool, budget: Option<BudgetRef<'_>>, start: Instan
 /// or an error no retry can fix): a token budget is credited. The one
 /// rule for the state machine and for a first attempt decided without it.
 #[inline]
-fn credit_answer(budget: Option<BudgetRef<'_>>, start: Instant) {
+fn credit_answer(budget: Option<BudgetRef<'_>>, start: impl FnOnce() -> Instant) {
     if let Some(BudgetRef::Token(throttle)) = budget {
-        throttle.answered(start);
+        throttle.answered_at(start);
     }
 }
 
@@ -1301,20 +1305,47 @@ fn credit_answer(budget: Option<BudgetRef<'_>>, start: Instant) {
 /// enclosing call's if that is sooner.
 #[inline]
 fn start_and_deadline(policy: &Policy, clock: &impl Clock) -> (Instant, Option<Instant>) {
+    let (anchor, anchored, deadline) = anchor_and_deadline(policy, clock);
+    (start_of(anchor, anchored, policy), deadline)
+}
+
+/// When a call under `policy` starts, as a call keeps it until its first
+/// attempt is decided (the anchor), and its deadline: its own, or the
+/// enclosing call's if that is sooner. The anchor is the call's own
+/// deadline if it has one (`true`), read and added up in one step
+/// ([`Clock::start_now_plus`]: one `Instant` made rather than two), and
+/// its start otherwise; [`start_of`] gives the start back.
+#[inline]
+fn anchor_and_deadline(policy: &Policy, clock: &impl Clock) -> (Instant, bool, Option<Instant>) {
     // The coarse clock: the only read a call whose first attempt succeeds
     // makes. Never late, so the deadline is never late either; but it
     // trails by milliseconds, too much for a deadline of a few.
-    let start = match policy.deadline {
-        Some(deadline) if deadline < PRECISE_START_BELOW => clock.now(),
-        _ => clock.start_now(),
+    let own = match policy.deadline {
+        Some(deadline) if deadline < PRECISE_START_BELOW => clock.now().checked_add(deadline),
+        Some(deadline) => clock.start_now_plus(deadline),
+        None => None,
+    };
+    let (anchor, anchored) = match own {
+        Some(own) => (own, true),
+        None => (clock.start_now(), false),
     };
     // A call made inside another's attempt never outlives that call.
-    let own = policy.deadline.and_then(|d| start.checked_add(d));
     let deadline = match (own, scope::enclosing_deadline()) {
         (Some(own), Some(enclosing)) => Some(own.min(enclosing)),
         (own, enclosing) => own.or(enclosing),
     };
-    (start, deadline)
+    (anchor, anchored, deadline)
+}
+
+/// The start of a call under `policy` whose anchor is `anchor`
+/// ([`anchor_and_deadline`]).
+#[inline]
+fn start_of(anchor: Instant, anchored: bool, policy: &Policy) -> Instant {
+    match policy.deadline {
+        // The sum was made: the difference is exact.
+        Some(deadline) if anchored => anchor.checked_sub(deadline).unwrap_or(anchor),
+        _ => anchor,
+    }
 }
 
 impl<C, P> fmt::Debug for AttemptState<'_, C, P> {

@@ -70,6 +70,24 @@ pub trait Clock {
     fn start_now(&self) -> Instant {
         self.now()
     }
+
+    /// [`start_now`](Self::start_now) plus `after`: the deadline of a call
+    /// starting now, or `None` if that is past the platform's last
+    /// `Instant`. [`SystemClock`] reads and adds in one step, where a
+    /// reading and then an addition would make two `Instant`s.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::time::Duration;
+    /// use backstop::{time::{Clock, SystemClock}, testing::VirtualTime};
+    /// let vt = VirtualTime::start();
+    /// let deadline = SystemClock.start_now_plus(Duration::from_secs(30));
+    /// assert_eq!(deadline, Some(vt.now() + Duration::from_secs(30)));
+    /// assert_eq!(SystemClock.start_now_plus(Duration::MAX), None);
+    /// ```
+    fn start_now_plus(&self, after: Duration) -> Option<Instant> {
+        self.start_now().checked_add(after)
+    }
 }
 
 impl<C: Clock + ?Sized> Clock for &C {
@@ -79,6 +97,10 @@ impl<C: Clock + ?Sized> Clock for &C {
 
     fn start_now(&self) -> Instant {
         (**self).start_now()
+    }
+
+    fn start_now_plus(&self, after: Duration) -> Option<Instant> {
+        (**self).start_now_plus(after)
     }
 
     fn sleep_slack(&self) -> Duration {
@@ -118,12 +140,44 @@ impl Clock for SystemClock {
     fn start_now(&self) -> Instant {
         crate::time::virtual_time::virtual_now().unwrap_or_else(coarse_now)
     }
+
+    fn start_now_plus(&self, after: Duration) -> Option<Instant> {
+        match crate::time::virtual_time::virtual_now() {
+            Some(now) => now.checked_add(after),
+            None => coarse_now_plus(after),
+        }
+    }
 }
 
 /// The coarse monotonic clock as an [`Instant`], never ahead of
 /// [`Instant::now`].
 #[cfg(target_os = "linux")]
 fn coarse_now() -> Instant {
+    let (instant, offset) = coarse_offset();
+    match offset {
+        Ok(after) => instant.checked_add(after),
+        Err(before) => instant.checked_sub(before),
+    }
+    // Unrepresentable only at the ends of the platform's range.
+    .unwrap_or_else(Instant::now)
+}
+
+/// [`coarse_now`] plus `after`, added up as durations first: one
+/// `Instant` made rather than two.
+#[cfg(target_os = "linux")]
+fn coarse_now_plus(after: Duration) -> Option<Instant> {
+    let (instant, offset) = coarse_offset();
+    match offset {
+        Ok(since) => instant.checked_add(since.checked_add(after)?),
+        Err(before) => instant.checked_sub(before)?.checked_add(after),
+    }
+}
+
+/// An `Instant` and where a reading of the coarse monotonic clock is from
+/// it: after it (`Ok`), or before it (`Err`).
+#[cfg(target_os = "linux")]
+#[inline]
+fn coarse_offset() -> (Instant, Result<Duration, Duration>) {
     use rustix::time::{ClockId, clock_gettime};
 
     /// `Instant` and `CLOCK_MONOTONIC` are one timeline (std reads that
@@ -143,23 +197,27 @@ fn coarse_now() -> Instant {
         secs -= 1;
         nanos += 1_000_000_000;
     }
-    match u64::try_from(secs) {
-        Ok(secs) => instant.checked_add(Duration::new(secs, nanos as u32)),
+    let offset = match u64::try_from(secs) {
+        Ok(secs) => Ok(Duration::new(secs, nanos as u32)),
         // Coarse readings trail precise ones by up to a tick: one taken
         // just after the pair can read before it.
         Err(_) => {
             let before = Duration::new(0, 1_000_000_000 - nanos as u32);
             let whole = u64::try_from(-1 - secs).unwrap_or(u64::MAX);
-            instant.checked_sub(before.saturating_add(Duration::from_secs(whole)))
+            Err(before.saturating_add(Duration::from_secs(whole)))
         }
-    }
-    // Unrepresentable only at the ends of the platform's range.
-    .unwrap_or_else(Instant::now)
+    };
+    (instant, offset)
 }
 
 #[cfg(not(target_os = "linux"))]
 fn coarse_now() -> Instant {
     Instant::now()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn coarse_now_plus(after: Duration) -> Option<Instant> {
+    Instant::now().checked_add(after)
 }
 
 /// tokio's clock, which stands still and jumps under a paused runtime
@@ -312,5 +370,23 @@ mod tests {
             assert!(coarse <= precise, "{coarse:?} ahead of {precise:?}");
             assert!(precise - coarse < Duration::from_millis(100));
         }
+    }
+
+    /// A deadline read in one step is a coarse reading plus the duration:
+    /// between the readings taken before and after it, never ahead of the
+    /// precise clock; none past the last `Instant`.
+    #[test]
+    fn a_deadline_read_in_one_step_is_a_coarse_reading_plus_the_duration() {
+        let after = Duration::from_secs(30);
+        for _ in 0..100_000 {
+            let before = coarse_now();
+            let deadline = coarse_now_plus(after).expect("representable");
+            let precise = Instant::now();
+            let start = deadline.checked_sub(after).expect("added above");
+            assert!(before <= start, "{start:?} before {before:?}");
+            assert!(start <= precise, "{start:?} ahead of {precise:?}");
+        }
+        assert_eq!(coarse_now_plus(Duration::MAX), None);
+        assert_eq!(SystemClock.start_now_plus(Duration::MAX), None);
     }
 }
