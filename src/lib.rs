@@ -118,6 +118,7 @@ pub use backstop_runtime::__private;
     feature = "anyhow",
     feature = "redis",
     feature = "tokio-postgres",
+    feature = "sqlx",
     feature = "deadpool",
 ))]
 pub mod guide {

@@ -9,6 +9,7 @@
     feature = "hyper-util",
     feature = "redis",
     feature = "tokio-postgres",
+    feature = "sqlx",
     feature = "deadpool",
     feature = "bb8"
 ))]
@@ -214,6 +215,66 @@ impl Classify for tokio_postgres::Error {
                 verdict => verdict,
             },
             None => Verdict::Stop,
+        }
+    }
+}
+
+/// A sqlx error (sqlx 0.8, any of its databases):
+///
+/// - an error the database sent: by its SQLSTATE, as
+///   [`classify::sqlstate`](crate::classify::sqlstate) says (PostgreSQL's
+///   too many connections, starting up or shutting down; a serialization
+///   failure or a deadlock, MySQL's deadlock 1213 among them, which it
+///   reports as `40001`: retried; a constraint, syntax or data error:
+///   not). An error without a code is [`Verdict::Stop`], and so are
+///   `SQLite`'s, whose codes are its own result codes, not SQLSTATEs (a
+///   `when` can retry its `SQLITE_BUSY`);
+/// - a pool that timed out waiting for a connection (`PoolTimedOut`):
+///   [`Verdict::Retry`], nothing of the call was sent;
+/// - an I/O error, while connecting or later, by the transport rule: a
+///   refused connection is [`Verdict::Refused`]; a connection reset,
+///   closed or timed out under a statement (the server restarted) is
+///   [`Verdict::RetryIfIdempotent`], since the statement may have run;
+/// - a TLS handshake that failed: [`Verdict::Retry`] (the connection was
+///   never made); a message the client could not read (`Protocol`):
+///   [`Verdict::RetryIfIdempotent`];
+/// - everything else (no row, a column that does not decode, a closed
+///   pool, a bad configuration or argument): [`Verdict::Stop`].
+///
+/// MySQL's lock wait timeout (1205) has the general SQLSTATE `HY000`, and
+/// is not retried: sqlx gives its number only to code that names
+/// sqlx-mysql's error type; a `when` that does can retry it.
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use backstop::{Classify, Verdict};
+///
+/// assert_eq!(sqlx_core::Error::PoolTimedOut.classify(), Verdict::Retry);
+/// let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+/// assert_eq!(sqlx_core::Error::Io(refused).classify(), Verdict::Refused);
+/// let reset = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+/// assert_eq!(sqlx_core::Error::Io(reset).classify(), Verdict::RetryIfIdempotent);
+/// assert_eq!(sqlx_core::Error::RowNotFound.classify(), Verdict::Stop);
+/// ```
+#[cfg(feature = "sqlx")]
+impl Classify for sqlx_core::error::Error {
+    fn classify(&self) -> Verdict {
+        use sqlx_core::error::Error;
+        match self {
+            Error::Database(error) => error
+                .code()
+                .map_or(Verdict::Stop, |code| crate::classify::sqlstate(&code)),
+            // Nothing of the call was sent: the pool had no connection to
+            // give, or the connection was never made.
+            Error::PoolTimedOut | Error::Tls(_) => Verdict::Retry,
+            Error::Io(io) => match io.classify() {
+                // An I/O error whose kind says nothing of the transport
+                // (the server went away mid-message): it may have run.
+                Verdict::Stop => Verdict::RetryIfIdempotent,
+                verdict => verdict,
+            },
+            Error::Protocol(_) => Verdict::RetryIfIdempotent,
+            _ => Verdict::Stop,
         }
     }
 }

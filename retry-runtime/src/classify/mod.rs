@@ -294,6 +294,10 @@ fn known(error: &(dyn Error + 'static)) -> Option<Verdict> {
     if let Some(error) = error.downcast_ref::<::tokio_postgres::Error>() {
         return Some(error.classify());
     }
+    #[cfg(feature = "sqlx")]
+    if let Some(error) = error.downcast_ref::<::sqlx_core::error::Error>() {
+        return Some(error.classify());
+    }
     // The pools of those clients: a pool's error is generic over its
     // backend's, so each pairing is its own type.
     #[cfg(all(feature = "deadpool", feature = "tokio-postgres"))]

@@ -173,7 +173,7 @@ impl From<Verdict> for Attempted {
             `anyhow` for `anyhow::Error`, `reqwest` for `reqwest::Error`, `http` for \
             `http::StatusCode`, `tonic` for `tonic::Status`, `redis` for `redis::RedisError`, \
             `tokio-postgres` for `tokio_postgres::Error` and `postgres::Error`, \
-            `deadpool` and `bb8` for their pools' errors \
+            `sqlx` for `sqlx::Error`, `deadpool` and `bb8` for their pools' errors \
             (`std::io::Error` and `Box<dyn Error>` need none)",
     note = "an error type that wraps others is classified by the first error of its \
             source chain that backstop knows with `when = backstop::classify::by_source_chain`"

@@ -1,7 +1,7 @@
 //! Features `tokio-postgres` and `redis`: `#[retry]` over real PostgreSQL
 //! and Redis servers on 127.0.0.1, started, killed and restarted by the
 //! tests, with the clients people use (tokio-postgres, the blocking
-//! `postgres` crate, redis with its connection manager), errors boxed as
+//! `postgres` crate, sqlx, redis with its connection manager), errors boxed as
 //! services box them. Without the server binaries each test is skipped;
 //! `.ci/run` installs them and sets `BACKSTOP_REAL_SERVERS=1`.
 
@@ -9,6 +9,8 @@ mod pools;
 mod postgres;
 mod redis;
 mod servers;
+#[cfg(feature = "sqlx")]
+mod sqlx;
 
 use std::time::{Duration, Instant};
 

@@ -212,6 +212,14 @@ impl Postgres {
             self.port
         )
     }
+
+    /// The server as a URL (sqlx's form).
+    pub(crate) fn url(&self) -> String {
+        format!(
+            "postgres://postgres@127.0.0.1:{}/postgres?connect_timeout=2",
+            self.port
+        )
+    }
 }
 
 impl Drop for Postgres {
