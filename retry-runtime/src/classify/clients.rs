@@ -14,6 +14,8 @@
     feature = "bb8"
 ))]
 use crate::classify::{Classify, Verdict};
+#[cfg(feature = "sqlx")]
+use crate::{CircuitOpen, Throttled};
 
 /// An error of hyper-util's legacy `Client`, by the transport rule of
 /// `tower::TransportErrors`:
@@ -230,26 +232,37 @@ impl Classify for tokio_postgres::Error {
 ///   `SQLite`'s, whose codes are its own result codes, not SQLSTATEs (a
 ///   `when` can retry its `SQLITE_BUSY`);
 /// - a pool that timed out waiting for a connection (`PoolTimedOut`):
-///   [`Verdict::Retry`], nothing of the call was sent;
+///   [`Verdict::Refused`], nothing of the call was sent (sqlx's pool tries
+///   a refused connection again until its `acquire_timeout`, then says
+///   only this: through a pool, a server restarting times out so, and a
+///   call with a deadline can hold for it);
 /// - an I/O error, while connecting or later, by the transport rule: a
 ///   refused connection is [`Verdict::Refused`]; a connection reset,
 ///   closed or timed out under a statement (the server restarted) is
 ///   [`Verdict::RetryIfIdempotent`], since the statement may have run;
 /// - a TLS handshake that failed: [`Verdict::Retry`] (the connection was
-///   never made); a message the client could not read (`Protocol`):
+///   never made; a certificate refused, or TLS asked of a sqlx built
+///   without it, spends the call's attempts too, as for hyper-util's
+///   connect errors); a message the client could not read (`Protocol`):
 ///   [`Verdict::RetryIfIdempotent`];
 /// - everything else (no row, a column that does not decode, a closed
 ///   pool, a bad configuration or argument): [`Verdict::Stop`].
 ///
 /// MySQL's lock wait timeout (1205) has the general SQLSTATE `HY000`, and
 /// is not retried: sqlx gives its number only to code that names
-/// sqlx-mysql's error type; a `when` that does can retry it.
+/// sqlx-mysql's error type; a `when` that does can retry it. A host name
+/// that does not resolve is an I/O error of a kind that says nothing of
+/// the transport, retried only if idempotent.
+///
+/// A function returning `sqlx::Error` can take an `attempt_timeout`, a
+/// `breaker` and a `throttle`: their errors are made I/O errors holding
+/// this crate's (below).
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
 /// use backstop::{Classify, Verdict};
-///
-/// assert_eq!(sqlx_core::Error::PoolTimedOut.classify(), Verdict::Retry);
+/// // (`sqlx::Error` is sqlx-core's `Error`.)
+/// assert_eq!(sqlx_core::Error::PoolTimedOut.classify(), Verdict::Refused);
 /// let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
 /// assert_eq!(sqlx_core::Error::Io(refused).classify(), Verdict::Refused);
 /// let reset = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
@@ -264,9 +277,20 @@ impl Classify for sqlx_core::error::Error {
             Error::Database(error) => error
                 .code()
                 .map_or(Verdict::Stop, |code| crate::classify::sqlstate(&code)),
-            // Nothing of the call was sent: the pool had no connection to
-            // give, or the connection was never made.
-            Error::PoolTimedOut | Error::Tls(_) => Verdict::Retry,
+            // Nothing of the call was sent. sqlx's pool tries a refused
+            // connection again until its acquire timeout, and then says
+            // only this: a server restarting looks so through a pool.
+            Error::PoolTimedOut => Verdict::Refused,
+            // The connection was never made.
+            Error::Tls(_) => Verdict::Retry,
+            // A rejection of this crate's own (below): never retried.
+            Error::Io(io)
+                if io
+                    .get_ref()
+                    .is_some_and(|e| e.is::<CircuitOpen>() || e.is::<Throttled>()) =>
+            {
+                Verdict::Stop
+            }
             Error::Io(io) => match io.classify() {
                 // An I/O error whose kind says nothing of the transport
                 // (the server went away mid-message): it may have run.
@@ -276,6 +300,65 @@ impl Classify for sqlx_core::error::Error {
             Error::Protocol(_) => Verdict::RetryIfIdempotent,
             _ => Verdict::Stop,
         }
+    }
+}
+
+/// A timed-out attempt as a sqlx error: an I/O error of kind `TimedOut`
+/// holding the [`Elapsed`](crate::Elapsed), as
+/// [`io::Error`](std::io::Error)'s own conversion makes it, so that a
+/// function returning `sqlx::Error` can take an `attempt_timeout`, and
+/// give up at its deadline while held after a refusal. Retried only if
+/// idempotent, as any timeout.
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use backstop::{Classify, Elapsed, Verdict};
+/// // (`sqlx::Error` is sqlx-core's `Error`.)
+/// let error = sqlx_core::Error::from(Elapsed::new());
+/// assert!(matches!(&error, sqlx_core::Error::Io(io) if io.get_ref().is_some_and(|e| e.is::<Elapsed>())));
+/// assert_eq!(error.classify(), Verdict::RetryIfIdempotent);
+/// ```
+#[cfg(feature = "sqlx")]
+impl From<crate::Elapsed> for sqlx_core::error::Error {
+    fn from(elapsed: crate::Elapsed) -> Self {
+        Self::Io(elapsed.into())
+    }
+}
+
+/// A call the circuit breaker turned away as a sqlx error: an I/O error
+/// holding the [`CircuitOpen`], as [`io::Error`](std::io::Error)'s own
+/// conversion makes it, so that a function returning `sqlx::Error` can
+/// take a `breaker`. Never retried.
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use backstop::{CircuitOpen, Classify, Verdict};
+/// let error = sqlx_core::Error::from(CircuitOpen::new());
+/// assert!(matches!(&error, sqlx_core::Error::Io(io) if io.get_ref().is_some_and(|e| e.is::<CircuitOpen>())));
+/// assert_eq!(error.classify(), Verdict::Stop);
+/// ```
+#[cfg(feature = "sqlx")]
+impl From<CircuitOpen> for sqlx_core::error::Error {
+    fn from(open: CircuitOpen) -> Self {
+        Self::Io(open.into())
+    }
+}
+
+/// An attempt the adaptive throttle shed as a sqlx error: an I/O error
+/// holding the [`Throttled`], as [`io::Error`](std::io::Error)'s own
+/// conversion makes it, so that a function returning `sqlx::Error` can
+/// take a `throttle`. Never retried.
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use backstop::{Classify, Throttled, Verdict};
+/// let error = sqlx_core::Error::from(Throttled::new());
+/// assert_eq!(error.classify(), Verdict::Stop);
+/// ```
+#[cfg(feature = "sqlx")]
+impl From<Throttled> for sqlx_core::error::Error {
+    fn from(throttled: Throttled) -> Self {
+        Self::Io(throttled.into())
     }
 }
 

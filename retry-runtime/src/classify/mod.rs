@@ -188,6 +188,12 @@ pub(crate) fn known_in_chain(error: &(dyn Error + 'static)) -> Option<Verdict> {
 /// [`source_chain`] for an error type of your own, as a path for `when`:
 /// `#[retry(when = backstop::classify::by_source_chain)]`.
 ///
+/// The walk finds an error your type holds only if your type's `source()`
+/// gives it: a thiserror variant `#[error("database: {0}")] Db(#[from]
+/// sqlx::Error)` does; an `#[error(transparent)]` one does not (it gives
+/// what the wrapped error holds, past the error itself), and its errors
+/// are then not retried. Classify such a variant in a `when` of your own.
+///
 /// ```
 /// # extern crate backstop_runtime as backstop;
 /// use std::io::{Error, ErrorKind};

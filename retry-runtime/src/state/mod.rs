@@ -1305,8 +1305,14 @@ fn credit_answer(budget: Option<BudgetRef<'_>>, start: impl FnOnce() -> Instant)
 /// enclosing call's if that is sooner.
 #[inline]
 fn start_and_deadline(policy: &Policy, clock: &impl Clock) -> (Instant, Option<Instant>) {
-    let (anchor, anchored, deadline) = anchor_and_deadline(policy, clock);
-    (start_of(anchor, anchored, policy), deadline)
+    // The coarse clock, as `anchor_and_deadline` reads it; the start is
+    // kept, so that it is not found again by a subtraction.
+    let start = match policy.deadline {
+        Some(deadline) if deadline < PRECISE_START_BELOW => clock.now(),
+        _ => clock.start_now(),
+    };
+    let own = policy.deadline.and_then(|d| start.checked_add(d));
+    (start, within_enclosing(own))
 }
 
 /// When a call under `policy` starts, as a call keeps it until its first
@@ -1329,12 +1335,17 @@ fn anchor_and_deadline(policy: &Policy, clock: &impl Clock) -> (Instant, bool, O
         Some(own) => (own, true),
         None => (clock.start_now(), false),
     };
-    // A call made inside another's attempt never outlives that call.
-    let deadline = match (own, scope::enclosing_deadline()) {
+    (anchor, anchored, within_enclosing(own))
+}
+
+/// A call's deadline: its own, or the enclosing call's if that is sooner
+/// (a call made inside another's attempt never outlives that call).
+#[inline]
+fn within_enclosing(own: Option<Instant>) -> Option<Instant> {
+    match (own, scope::enclosing_deadline()) {
         (Some(own), Some(enclosing)) => Some(own.min(enclosing)),
         (own, enclosing) => own.or(enclosing),
-    };
-    (anchor, anchored, deadline)
+    }
 }
 
 /// The start of a call under `policy` whose anchor is `anchor`

@@ -2,10 +2,12 @@
 //! come from a real server, and `#[retry]` on a function returning
 //! `sqlx::Error`.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use backstop::{Classify, Verdict, retry};
+use backstop::limit::CircuitBreaker;
+use backstop::{CircuitOpen, Classify, Elapsed, Verdict, retry};
 use sqlx::postgres::{PgConnection, PgPool, PgPoolOptions};
 use sqlx::{Connection, Executor};
 
@@ -118,14 +120,15 @@ fn sqlx_errors_are_classified_by_sqlstate_and_by_how_the_connection_failed() {
             assert_eq!(terminated.classify(), Verdict::Retry);
 
             // A pool with every connection out: its checkout times out,
-            // having sent nothing.
+            // having sent nothing (taken for a refusal: a pool says the same
+            // of a server that refuses its connections).
             let held = (pool.acquire().await.unwrap(), pool.acquire().await.unwrap());
             let timed_out = pool.acquire().await.unwrap_err();
             assert!(
                 matches!(timed_out, sqlx::Error::PoolTimedOut),
                 "{timed_out:?}"
             );
-            assert_eq!(timed_out.classify(), Verdict::Retry);
+            assert_eq!(timed_out.classify(), Verdict::Refused);
             drop(held);
 
             // After a restart, a connection made before it is closed under
@@ -139,5 +142,89 @@ fn sqlx_errors_are_classified_by_sqlstate_and_by_how_the_connection_failed() {
             let refused = PgConnection::connect(&url).await.unwrap_err();
             assert_eq!(refused.classify(), Verdict::Refused, "{refused:?}");
             server.up();
+        });
+}
+
+static DATABASE: CircuitBreaker = CircuitBreaker::new(5, Duration::from_secs(30));
+
+/// A read: idempotent, each attempt cut off after 300 ms, with room for
+/// a restart in its attempts and its deadline. (`sqlx::Error` holds a
+/// timed-out attempt.)
+#[retry(deadline = 6s, attempt_timeout = 300ms, attempts = 30, base = 50ms, idempotent)]
+async fn read(pool: &PgPool, sql: &'static str) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar(sql).fetch_one(pool).await
+}
+
+/// A read behind a breaker, which turns calls away with an error
+/// `sqlx::Error` holds, and a deadline of a second.
+#[retry(deadline = 1s, attempt_timeout = 300ms, idempotent, breaker = DATABASE)]
+async fn guarded(pool: &PgPool, sql: &'static str) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar(sql).fetch_one(pool).await
+}
+
+/// `error` is an I/O error holding one of this crate's errors, a `T`.
+fn holds<T: std::error::Error + 'static>(error: &sqlx::Error) -> bool {
+    let sqlx::Error::Io(io) = error else {
+        return false;
+    };
+    io.get_ref()
+        .is_some_and(<dyn std::error::Error + Send + Sync>::is::<T>)
+}
+
+#[test]
+fn sqlx_calls_through_a_pool_ride_out_a_restart() {
+    let Some(server) = Postgres::start("sqlx calls through a restart") else {
+        return;
+    };
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let pool = PgPoolOptions::new()
+                .max_connections(8)
+                .acquire_timeout(Duration::from_millis(200))
+                .connect(&server.url())
+                .await
+                .unwrap();
+
+            // An attempt that overruns is cut off; the call gives up by its
+            // deadline with the timeout sqlx's error holds.
+            let started = Instant::now();
+            let slow = guarded(&pool, "SELECT 1::bigint FROM pg_sleep(10)")
+                .await
+                .unwrap_err();
+            assert!(started.elapsed() < Duration::from_millis(1_100));
+            assert!(holds::<Elapsed>(&slow), "{slow:?}");
+            assert_eq!(slow.classify(), Verdict::RetryIfIdempotent);
+
+            assert_eq!(guarded(&pool, "SELECT 7::bigint").await.unwrap(), 7);
+            DATABASE.hold_open();
+            let open = guarded(&pool, "SELECT 7::bigint").await.unwrap_err();
+            assert!(holds::<CircuitOpen>(&open), "{open:?}");
+            assert_eq!(open.classify(), Verdict::Stop);
+
+            // Sixteen callers meet the server down: its pool times out,
+            // refused, until the budget holds them; they are answered
+            // once it is back, within their deadline.
+            server.crash();
+            let pool = Arc::new(pool);
+            let calls: Vec<_> = (0..16)
+                .map(|_| {
+                    let pool = pool.clone();
+                    tokio::spawn(async move {
+                        let started = Instant::now();
+                        (read(&pool, "SELECT 7::bigint").await, started.elapsed())
+                    })
+                })
+                .collect();
+            tokio::time::sleep(Duration::from_millis(1_500)).await;
+            tokio::task::block_in_place(|| server.up());
+            for call in calls {
+                let (outcome, took) = call.await.unwrap();
+                assert_eq!(outcome.unwrap(), 7, "after {took:?}");
+                assert!(took < Duration::from_millis(6_100), "{took:?}");
+            }
         });
 }
