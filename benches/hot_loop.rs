@@ -10,7 +10,8 @@
 //! ```
 //!
 //! Cases: `sync`, `async` and `fail` (three failures, then success) with
-//! `#[retry]`, `keyed` and `keyed_host` (`sync` with `key = ` a number or a
+//! `#[retry]`, `window` (`sync` drawing on a windowed budget), `keyed`
+//! and `keyed_host` (`sync` with `key = ` a number or a
 //! host name, among 64), `call_async` (the closure form of `async`); `backon`, `backon_fail` and `tokio_retry2` beside them. `N`
 //! calls (5,000,000 unless set; a tenth of that for the failing cases).
 //! BENCHMARKS.md says how the figures were taken.
@@ -23,14 +24,14 @@ use std::time::{Duration, Instant};
 mod cases;
 use cases::{
     backstop_async, backstop_call_async, backstop_flaky, backstop_sync, backstop_sync_keyed,
-    backstop_sync_keyed_host, flaky, op,
+    backstop_sync_keyed_host, backstop_sync_window, flaky, op,
 };
 
 fn main() {
     // `cargo bench` passes `--bench`; the case is the first other argument.
     let Some(case) = std::env::args().skip(1).find(|arg| !arg.starts_with("--")) else {
         eprintln!(
-            "usage: hot_loop sync|keyed|keyed_host|async|call_async|fail|backon|backon_fail|tokio_retry2"
+            "usage: hot_loop sync|window|keyed|keyed_host|async|call_async|fail|backon|backon_fail|tokio_retry2"
         );
         return;
     };
@@ -47,6 +48,11 @@ fn main() {
         "sync" => {
             for i in 0..calls {
                 black_box(backstop_sync(black_box(i))).ok();
+            }
+        }
+        "window" => {
+            for i in 0..calls {
+                black_box(backstop_sync_window(black_box(i))).ok();
             }
         }
         "keyed" => {

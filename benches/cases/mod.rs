@@ -48,6 +48,16 @@ pub(crate) fn backstop_sync_keyed(shard: u64, x: u64) -> Result<u64, Error> {
     op(x)
 }
 
+/// `backstop_sync` drawing on a windowed budget, which records each call
+/// at its start.
+static WINDOW: WindowBudget = WindowBudget::new(0.2, 10, Duration::from_secs(10));
+
+#[retry(budget = WINDOW)]
+#[inline(never)]
+pub(crate) fn backstop_sync_window(x: u64) -> Result<u64, Error> {
+    op(x)
+}
+
 /// `backstop_sync_keyed` with a host name as its key.
 #[retry(key = host)]
 #[inline(never)]

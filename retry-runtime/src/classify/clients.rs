@@ -235,7 +235,9 @@ impl Classify for tokio_postgres::Error {
 ///   [`Verdict::Refused`], nothing of the call was sent (sqlx's pool tries
 ///   a refused connection again until its `acquire_timeout`, then says
 ///   only this: through a pool, a server restarting times out so, and a
-///   call with a deadline can hold for it);
+///   call with a deadline can hold for it; a pool full of slow queries
+///   times out the same way, and its callers hold too once the budget
+///   refuses their retries);
 /// - an I/O error, while connecting or later, by the transport rule: a
 ///   refused connection is [`Verdict::Refused`]; a connection reset,
 ///   closed or timed out under a statement (the server restarted) is
@@ -243,10 +245,11 @@ impl Classify for tokio_postgres::Error {
 /// - a TLS handshake that failed: [`Verdict::Retry`] (the connection was
 ///   never made; a certificate refused, or TLS asked of a sqlx built
 ///   without it, spends the call's attempts too, as for hyper-util's
-///   connect errors); a message the client could not read (`Protocol`):
-///   [`Verdict::RetryIfIdempotent`];
-/// - everything else (no row, a column that does not decode, a closed
-///   pool, a bad configuration or argument): [`Verdict::Stop`].
+///   connect errors);
+/// - everything else (no row, a column that does not decode, a message
+///   the client could not read, as PostgreSQL's own protocol violation
+///   `08P01` is not retried; a closed pool, a bad configuration or
+///   argument): [`Verdict::Stop`].
 ///
 /// MySQL's lock wait timeout (1205) has the general SQLSTATE `HY000`, and
 /// is not retried: sqlx gives its number only to code that names
@@ -297,7 +300,8 @@ impl Classify for sqlx_core::error::Error {
                 Verdict::Stop => Verdict::RetryIfIdempotent,
                 verdict => verdict,
             },
-            Error::Protocol(_) => Verdict::RetryIfIdempotent,
+            // A message the client could not read (`Protocol`) is not
+            // retried, as PostgreSQL's protocol violation `08P01` is not.
             _ => Verdict::Stop,
         }
     }

@@ -191,8 +191,10 @@ pub(crate) fn known_in_chain(error: &(dyn Error + 'static)) -> Option<Verdict> {
 /// The walk finds an error your type holds only if your type's `source()`
 /// gives it: a thiserror variant `#[error("database: {0}")] Db(#[from]
 /// sqlx::Error)` does; an `#[error(transparent)]` one does not (it gives
-/// what the wrapped error holds, past the error itself), and its errors
-/// are then not retried. Classify such a variant in a `when` of your own.
+/// what the wrapped error holds, past the error itself): an I/O error
+/// inside is still found, but a database's SQLSTATE or a pool's timeout
+/// is not, and is not retried. Classify such a variant in a `when` of
+/// your own.
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;

@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 use std::time::{Duration, Instant};
 
 use crate::sync::AtomicU64;
-use crate::time::clock::Anchor;
+use crate::time::clock::{Anchor, Moment};
 
 /// Tokens are counted in thousandths, as gRPC counts them: a `token_ratio`
 /// of 0.1 is exactly 100 milli-tokens per answer.
@@ -417,7 +417,7 @@ impl TokenBudget {
     /// The tick of `now`, in the 32 bits the word has for it (a tick is
     /// 100 ms: 13 years before it wraps, and a wrapped difference is read
     /// as elapsed).
-    fn tick(&self, now: Instant) -> u64 {
+    fn tick(&self, now: impl Into<Moment>) -> u64 {
         (self.anchor.nanos(now) / TICK_NANOS) & TOKEN_MASK
     }
 
@@ -493,14 +493,13 @@ impl TokenBudget {
     /// a read and nothing else.
     #[inline]
     pub fn answered(&self, now: Instant) {
-        self.answered_at(|| now);
+        self.answered_at(|| now.into());
     }
 
-    /// [`answered`](Self::answered), the time read only if the budget is
-    /// not full (a call whose first attempt succeeds may know its start
-    /// only by a subtraction).
+    /// [`answered`](Self::answered) at a moment a call keeps, read only if
+    /// the budget is not full.
     #[inline]
-    pub(crate) fn answered_at(&self, now: impl FnOnce() -> Instant) {
+    pub(crate) fn answered_at(&self, now: impl FnOnce() -> Moment) {
         let current = self.state.load(Acquire);
         if tokens_of(current) < self.max {
             self.credit(current, now());
@@ -572,7 +571,7 @@ impl TokenBudget {
 
     /// [`answered`](Self::answered) with the bucket not full.
     #[cold]
-    fn credit(&self, mut current: u64, now: Instant) {
+    fn credit(&self, mut current: u64, now: impl Into<Moment>) {
         let now = self.tick(now);
         loop {
             let tokens = self

@@ -16,7 +16,7 @@ use crate::run::observe::{Function, GiveUpEvent, Observe, RetryEvent};
 use crate::run::scope::{CallContext, Scope};
 use crate::state::policy::Policy;
 use crate::state::vocabulary::{Attempted, Decision};
-use crate::time::clock::Clock;
+use crate::time::clock::{Clock, Moment};
 
 /// One call of a `#[retry]` function: an [`AttemptState`] made only when
 /// the first attempt fails. Not a public API.
@@ -485,13 +485,13 @@ impl<'a, C: Clock, P: HoldsPolicy> First<'a, C, P> {
     /// [`AttemptState::decide`] for a first attempt that succeeded, without
     /// a breaker or an adaptive throttle: the call is recorded (if it was
     /// not), the throttle credited, the end reported.
-    // Always inlined: rustc keeps it out of line since it reads the start
-    // lazily (the async call's success path: 362 → 382 instructions).
+    // Always inlined: rustc keeps it out of line otherwise (the async
+    // call's success path: 362 → 382 instructions).
     #[allow(clippy::inline_always)]
     #[inline(always)]
     fn succeeded(&mut self) -> Decision {
         self.record_call();
-        super::credit_answer(self.budget, || self.start());
+        super::credit_answer(self.budget, || self.began());
         self.decided = true;
         self.obs.decided(1, Decision::Return, None);
         Decision::Return
@@ -500,8 +500,16 @@ impl<'a, C: Clock, P: HoldsPolicy> First<'a, C, P> {
     /// As [`AttemptState::record_call`].
     #[inline]
     fn record_call(&mut self) {
-        let start = || start_of(self.anchor, self.anchored, self.policy.get());
-        super::record_once(&mut self.recorded, self.budget, start);
+        let (anchor, anchored, policy) = (self.anchor, self.anchored, &self.policy);
+        super::record_once(&mut self.recorded, self.budget, || {
+            began(anchor, anchored, policy.get())
+        });
+    }
+
+    /// When the call started, as the limiters read it.
+    #[inline]
+    fn began(&self) -> Moment {
+        began(self.anchor, self.anchored, self.policy.get())
     }
 
     /// The state machine, as if it had run the first attempt itself,
@@ -528,11 +536,19 @@ impl<'a, C: Clock, P: HoldsPolicy> First<'a, C, P> {
     }
 }
 
+/// When a call under `policy` anchored at `anchor` started, as the
+/// limiters read it: the anchor, less the deadline it is if it is one
+/// (no `Instant` subtraction).
+#[inline]
+fn began(anchor: Instant, anchored: bool, policy: &Policy) -> Moment {
+    match policy.deadline {
+        Some(deadline) if anchored => Moment::less(anchor, deadline),
+        _ => anchor.into(),
+    }
+}
+
 impl<C, P: HoldsPolicy> First<'_, C, P> {
-    /// When the call started. Out of line: a call whose first attempt
-    /// succeeds needs it only if its budget is not full.
-    #[cold]
-    #[inline(never)]
+    /// When the call started: made by a subtraction, for its `Debug`.
     fn start(&self) -> Instant {
         start_of(self.anchor, self.anchored, self.policy.get())
     }

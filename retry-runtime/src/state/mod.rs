@@ -27,7 +27,7 @@ use crate::run::scope::{self, CallContext, Scope};
 use crate::state::backoff::Rng;
 use crate::state::policy::Policy;
 use crate::state::vocabulary::Attempted;
-use crate::time::clock::Clock;
+use crate::time::clock::{Clock, Moment};
 
 mod first;
 
@@ -450,7 +450,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     /// (or is decided, for a loop that runs attempts itself). A call the
     /// breaker rejects never gets here.
     fn record_call(&mut self) {
-        record_once(&mut self.recorded, self.budget, || self.start);
+        record_once(&mut self.recorded, self.budget, || self.start.into());
     }
 
     /// The loop gave up between attempts for `reason` (the service was
@@ -930,7 +930,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
         }
         let throttle_allows = match self.budget {
             Some(BudgetRef::Token(_)) if attempted.answered() => {
-                credit_answer(self.budget, || self.start);
+                credit_answer(self.budget, || self.start.into());
                 true
             }
             // (The coarse clock: the bucket refills by the second.)
@@ -1279,15 +1279,11 @@ fn attempt_limit_of(
 /// Records a call that started at `start` on `budget` if that is a
 /// windowed budget, once: `recorded` says it was.
 #[inline]
-fn record_once(
-    recorded: &mut bool,
-    budget: Option<BudgetRef<'_>>,
-    start: impl FnOnce() -> Instant,
-) {
+fn record_once(recorded: &mut bool, budget: Option<BudgetRef<'_>>, start: impl FnOnce() -> Moment) {
     if let Some(BudgetRef::Window(budget)) = budget
         && !std::mem::replace(recorded, true)
     {
-        budget.record_call(start());
+        budget.record_call_at(start());
     }
 }
 
@@ -1295,7 +1291,7 @@ fn record_once(
 /// or an error no retry can fix): a token budget is credited. The one
 /// rule for the state machine and for a first attempt decided without it.
 #[inline]
-fn credit_answer(budget: Option<BudgetRef<'_>>, start: impl FnOnce() -> Instant) {
+fn credit_answer(budget: Option<BudgetRef<'_>>, start: impl FnOnce() -> Moment) {
     if let Some(BudgetRef::Token(throttle)) = budget {
         throttle.answered_at(start);
     }

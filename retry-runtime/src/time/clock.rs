@@ -289,6 +289,37 @@ pub(crate) fn nanos_since_origin(now: Instant) -> u64 {
         .saturating_add(u64::from(since.subsec_nanos()))
 }
 
+/// An instant as the limiters read it: `at`, less a duration. A call
+/// keeps its start as its own deadline until its first attempt is
+/// decided; the limiters read that start so, without an `Instant`
+/// subtraction (an out-of-line call on the path of a success).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Moment {
+    at: Instant,
+    less: Duration,
+}
+
+impl Moment {
+    /// `at`, less `less`.
+    pub(crate) const fn less(at: Instant, less: Duration) -> Self {
+        Self { at, less }
+    }
+
+    /// Nanoseconds from the origin, saturating (0 before it).
+    #[inline]
+    pub(crate) fn nanos_since_origin(self) -> u64 {
+        let less = u64::try_from(self.less.as_nanos()).unwrap_or(u64::MAX);
+        nanos_since_origin(self.at).saturating_sub(less)
+    }
+}
+
+impl From<Instant> for Moment {
+    #[inline]
+    fn from(at: Instant) -> Self {
+        Self::less(at, Duration::ZERO)
+    }
+}
+
 /// Where a shared limiter's time starts: half a day before its first
 /// caller's instant (the process origin lies a day before its first use),
 /// so that its slots and ticks follow the callers' clock (a paused tokio
@@ -312,10 +343,10 @@ impl Anchor {
     }
 
     /// Nanoseconds from the anchor to `now` (0 for a caller further back).
-    pub(crate) fn nanos(&self, now: Instant) -> u64 {
+    pub(crate) fn nanos(&self, now: impl Into<Moment>) -> u64 {
         use std::sync::atomic::Ordering::Relaxed;
         const MARGIN: u64 = 12 * 3600 * 1_000_000_000;
-        let nanos = nanos_since_origin(now);
+        let nanos = now.into().nanos_since_origin();
         let mut base = self.0.load(Relaxed);
         if base == 0 {
             let want = nanos.saturating_sub(MARGIN).saturating_add(1);

@@ -215,10 +215,7 @@ impl Postgres {
 
     /// The server as a URL (sqlx's form).
     pub(crate) fn url(&self) -> String {
-        format!(
-            "postgres://postgres@127.0.0.1:{}/postgres?connect_timeout=2",
-            self.port
-        )
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
     }
 }
 

@@ -97,6 +97,17 @@ fn sqlx_errors_are_classified_by_sqlstate_and_by_how_the_connection_failed() {
             // Through a `Box<dyn Error>`, as a service boxes it.
             let boxed: BoxError = conflict.into();
             assert_eq!(boxed.classify(), Verdict::Retry, "through a Box<dyn Error>");
+            let again = failed(
+                &pool,
+                "DO $$ BEGIN RAISE EXCEPTION 'conflict' USING ERRCODE = '40001'; END $$",
+            )
+            .await;
+            let wrapped = anyhow::Error::from(again).context("transferring");
+            assert_eq!(
+                wrapped.classify(),
+                Verdict::Retry,
+                "through an anyhow::Error"
+            );
 
             // A statement ended by an administrator's shutdown of its
             // backend: rolled back, retried.
@@ -141,7 +152,6 @@ fn sqlx_errors_are_classified_by_sqlstate_and_by_how_the_connection_failed() {
             assert_eq!(closed.classify(), Verdict::RetryIfIdempotent, "{closed:?}");
             let refused = PgConnection::connect(&url).await.unwrap_err();
             assert_eq!(refused.classify(), Verdict::Refused, "{refused:?}");
-            server.up();
         });
 }
 
@@ -150,7 +160,7 @@ static DATABASE: CircuitBreaker = CircuitBreaker::new(5, Duration::from_secs(30)
 /// A read: idempotent, each attempt cut off after 300 ms, with room for
 /// a restart in its attempts and its deadline. (`sqlx::Error` holds a
 /// timed-out attempt.)
-#[retry(deadline = 6s, attempt_timeout = 300ms, attempts = 30, base = 50ms, idempotent)]
+#[retry(deadline = 10s, attempt_timeout = 300ms, attempts = 50, base = 50ms, idempotent)]
 async fn read(pool: &PgPool, sql: &'static str) -> Result<i64, sqlx::Error> {
     sqlx::query_scalar(sql).fetch_one(pool).await
 }
@@ -195,7 +205,8 @@ fn sqlx_calls_through_a_pool_ride_out_a_restart() {
             let slow = guarded(&pool, "SELECT 1::bigint FROM pg_sleep(10)")
                 .await
                 .unwrap_err();
-            assert!(started.elapsed() < Duration::from_millis(1_100));
+            // (Cut off: the statement alone would take ten seconds.)
+            assert!(started.elapsed() < Duration::from_millis(1_500));
             assert!(holds::<Elapsed>(&slow), "{slow:?}");
             assert_eq!(slow.classify(), Verdict::RetryIfIdempotent);
 
@@ -224,7 +235,7 @@ fn sqlx_calls_through_a_pool_ride_out_a_restart() {
             for call in calls {
                 let (outcome, took) = call.await.unwrap();
                 assert_eq!(outcome.unwrap(), 7, "after {took:?}");
-                assert!(took < Duration::from_millis(6_100), "{took:?}");
+                assert!(took < Duration::from_millis(10_100), "{took:?}");
             }
         });
 }
