@@ -157,7 +157,7 @@ impl AdaptiveThrottle {
     }
 
     fn epoch(&self, now: Instant) -> u64 {
-        self.anchor.nanos(now) / self.slot_nanos
+        self.anchor.nanos(now.into()) / self.slot_nanos
     }
 
     /// Requests and accepts in the window ending at `now`'s slot.

@@ -333,7 +333,7 @@ impl TokenBudget {
         }
         match self.refusing_since.load(Acquire) {
             0 => true,
-            since => ticks_since(since - 1, self.tick(now)) < self.ride_out_ticks,
+            since => ticks_since(since - 1, self.tick(now.into())) < self.ride_out_ticks,
         }
     }
 
@@ -386,7 +386,7 @@ impl TokenBudget {
     /// Whether a failure now would be allowed its retry (more than half
     /// left after it takes its token), without taking anything.
     pub fn allows_retry(&self, now: Instant) -> bool {
-        self.refilled(self.state.load(Acquire), self.tick(now))
+        self.refilled(self.state.load(Acquire), self.tick(now.into()))
             .saturating_sub(MILLI)
             > self.max / 2
     }
@@ -411,13 +411,13 @@ impl TokenBudget {
     /// assert!(!budget.allows_hedge(now), "5 tokens: not above half");
     /// ```
     pub fn allows_hedge(&self, now: Instant) -> bool {
-        self.refilled(self.state.load(Acquire), self.tick(now)) > self.max / 2
+        self.refilled(self.state.load(Acquire), self.tick(now.into())) > self.max / 2
     }
 
     /// The tick of `now`, in the 32 bits the word has for it (a tick is
     /// 100 ms: 13 years before it wraps, and a wrapped difference is read
     /// as elapsed).
-    fn tick(&self, now: impl Into<Moment>) -> u64 {
+    fn tick(&self, now: Moment) -> u64 {
         (self.anchor.nanos(now) / TICK_NANOS) & TOKEN_MASK
     }
 
@@ -435,14 +435,14 @@ impl TokenBudget {
 
     /// Full at `now`: as a fresh one is.
     pub(crate) fn is_full(&self, now: Instant) -> bool {
-        self.refilled(self.state.load(Acquire), self.tick(now)) >= self.max
+        self.refilled(self.state.load(Acquire), self.tick(now.into())) >= self.max
     }
 
     /// An attempt failed in a way the classifier would retry: one token
     /// less. Answers whether a retry of it is allowed: more than
     /// `max_tokens / 2` tokens left.
     pub fn failed(&self, now: Instant) -> bool {
-        let now = self.tick(now);
+        let now = self.tick(now.into());
         let mut current = self.state.load(Acquire);
         loop {
             let left = self.refilled(current, now).saturating_sub(MILLI);
@@ -517,7 +517,7 @@ impl TokenBudget {
     /// dependency back by themselves. A `true` takes a place, which
     /// [`release_ended`](Self::release_ended) gives back.
     pub(crate) fn may_release(&self, now: Instant) -> bool {
-        let tick = self.tick(now);
+        let tick = self.tick(now.into());
         let open =
             self.answers.load(Acquire) > self.closed_at.load(Acquire) || self.allows_retry(now);
         let places = if open {
@@ -571,7 +571,7 @@ impl TokenBudget {
 
     /// [`answered`](Self::answered) with the bucket not full.
     #[cold]
-    fn credit(&self, mut current: u64, now: impl Into<Moment>) {
+    fn credit(&self, mut current: u64, now: Moment) {
         let now = self.tick(now);
         loop {
             let tokens = self

@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
 use std::time::{Duration, Instant};
 
 use crate::sync::AtomicU64;
-use crate::time::clock::Moment;
+use crate::time::clock::nanos_since_origin;
 
 /// How many slots the `ttl` window is cut into: calls count for the
 /// `SLOTS` newest slots, so the window's edge is accurate to `ttl / SLOTS`.
@@ -319,11 +319,6 @@ impl WindowBudget {
     /// assert_eq!(b.stats().calls, 1);
     /// ```
     pub fn record_call(&self, now: Instant) {
-        self.record_call_at(now);
-    }
-
-    /// [`record_call`](Self::record_call) at a moment a call keeps.
-    pub(crate) fn record_call_at(&self, now: impl Into<Moment>) {
         let epoch = self.open(now);
         self.add(&self.calls, &self.expired_calls, None, epoch);
     }
@@ -435,8 +430,8 @@ impl WindowBudget {
     }
 
     /// The slot `now` falls in, counted from this budget's base.
-    fn slot(&self, now: impl Into<Moment>) -> u64 {
-        let nanos = now.into().nanos_since_origin();
+    fn slot(&self, now: Instant) -> u64 {
+        let nanos = nanos_since_origin(now);
         let mut base = self.base.load(Relaxed);
         if base == 0 {
             // Half a day before the first caller's instant (the process
@@ -457,7 +452,7 @@ impl WindowBudget {
 
     /// Moves the window up to `now` if it is ahead, and returns the logical
     /// epoch to count in.
-    fn open(&self, now: impl Into<Moment>) -> u64 {
+    fn open(&self, now: Instant) -> u64 {
         let slot = self.slot(now);
         loop {
             let offset = self.offset.load(Acquire);

@@ -248,7 +248,7 @@ impl LatencyPercentile {
 
     /// The quarter of the window `now` falls in.
     fn epoch(&self, now: Instant) -> u64 {
-        self.anchor.nanos(now) / self.slot_nanos
+        self.anchor.nanos(now.into()) / self.slot_nanos
     }
 
     /// Counts `latency`, observed at `now`.
@@ -326,7 +326,7 @@ impl LatencyPercentile {
     /// assert_eq!(p90.estimate(now), None, "99 latencies are not enough");
     /// ```
     pub fn estimate(&self, now: Instant) -> Option<Duration> {
-        let nanos = self.anchor.nanos(now);
+        let nanos = self.anchor.nanos(now.into());
         let refresh = nanos / (self.slot_nanos.saturating_mul(SLOTS as u64) / REFRESHES).max(1);
         let refresh = refresh & u64::from(u32::MAX);
         let cached = self.cache.load(Relaxed);

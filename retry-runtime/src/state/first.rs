@@ -147,7 +147,8 @@ impl<'a, C: Clock, P: HoldsPolicy, S: Holds<'a, C, P>> Call<'a, C, P, S> {
         clock: C,
         named: impl FnOnce(&mut Observe),
     ) -> Self {
-        let (anchor, anchored, deadline) = anchor_and_deadline(policy.get(), &clock);
+        let may_anchor = !matches!(budget, Some(BudgetRef::Window(_)));
+        let (anchor, anchored, deadline) = anchor_and_deadline(policy.get(), &clock, may_anchor);
         let mut obs = Observe::new();
         named(&mut obs);
         Self(Phase::First(First {
@@ -500,9 +501,10 @@ impl<'a, C: Clock, P: HoldsPolicy> First<'a, C, P> {
     /// As [`AttemptState::record_call`].
     #[inline]
     fn record_call(&mut self) {
+        // (A call with a windowed budget is anchored at its start.)
         let (anchor, anchored, policy) = (self.anchor, self.anchored, &self.policy);
         super::record_once(&mut self.recorded, self.budget, || {
-            began(anchor, anchored, policy.get())
+            start_of(anchor, anchored, policy.get())
         });
     }
 
@@ -665,18 +667,33 @@ mod tests {
     #[test]
     fn a_call_with_a_deadline_keeps_its_start_exactly() {
         let clock = still();
-        let budget = WindowBudget::new(1.0, 10, Duration::from_secs(10));
-        for deadline in [Duration::from_millis(300), Duration::from_secs(30)] {
-            let policy = Policy::new()
-                .deadline(Some(deadline))
-                .base(Duration::from_millis(1));
-            let mut call = Call::new(&policy, clock, Some(BudgetRef::Window(&budget)), &FUNCTION);
-            assert!(format!("{call:?}").contains(&format!("start: {:?}", clock.0)));
-            call.run_attempt(|| ());
-            assert!(matches!(call.decide(failed()), Decision::Retry(_)));
-            let state = call.state();
-            assert_eq!(state.start(), clock.0);
-            assert_eq!(state.deadline(), Some(clock.0 + deadline));
+        let token = TokenBudget::new(10, 1.0);
+        let window = WindowBudget::new(1.0, 10, Duration::from_secs(10));
+        let budgets = [
+            None,
+            Some(BudgetRef::Token(&token)),
+            Some(BudgetRef::Window(&window)),
+        ];
+        for budget in budgets {
+            for deadline in [Duration::from_millis(300), Duration::from_secs(30)] {
+                let policy = Policy::new()
+                    .deadline(Some(deadline))
+                    .base(Duration::from_millis(1));
+                let mut call = Call::new(&policy, clock, budget, &FUNCTION);
+                // Kept as its deadline, but on a windowed budget, which
+                // records the call at its start.
+                let Phase::First(first) = &call.0 else {
+                    panic!("a call starts in its first phase");
+                };
+                let windowed = matches!(budget, Some(BudgetRef::Window(_)));
+                assert_eq!(first.anchored, !windowed);
+                assert!(format!("{call:?}").contains(&format!("start: {:?}", clock.0)));
+                call.run_attempt(|| ());
+                assert!(matches!(call.decide(failed()), Decision::Retry(_)));
+                let state = call.state();
+                assert_eq!(state.start(), clock.0);
+                assert_eq!(state.deadline(), Some(clock.0 + deadline));
+            }
         }
     }
 

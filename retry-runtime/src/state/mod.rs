@@ -450,7 +450,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     /// (or is decided, for a loop that runs attempts itself). A call the
     /// breaker rejects never gets here.
     fn record_call(&mut self) {
-        record_once(&mut self.recorded, self.budget, || self.start.into());
+        record_once(&mut self.recorded, self.budget, || self.start);
     }
 
     /// The loop gave up between attempts for `reason` (the service was
@@ -1279,11 +1279,15 @@ fn attempt_limit_of(
 /// Records a call that started at `start` on `budget` if that is a
 /// windowed budget, once: `recorded` says it was.
 #[inline]
-fn record_once(recorded: &mut bool, budget: Option<BudgetRef<'_>>, start: impl FnOnce() -> Moment) {
+fn record_once(
+    recorded: &mut bool,
+    budget: Option<BudgetRef<'_>>,
+    start: impl FnOnce() -> Instant,
+) {
     if let Some(BudgetRef::Window(budget)) = budget
         && !std::mem::replace(recorded, true)
     {
-        budget.record_call_at(start());
+        budget.record_call(start());
     }
 }
 
@@ -1317,8 +1321,20 @@ fn start_and_deadline(policy: &Policy, clock: &impl Clock) -> (Instant, Option<I
 /// deadline if it has one (`true`), read and added up in one step
 /// ([`Clock::start_now_plus`]: one `Instant` made rather than two), and
 /// its start otherwise; [`start_of`] gives the start back.
+///
+/// A call whose budget needs its start at once (a windowed budget records
+/// the call as it starts) is anchored at its start: `may_anchor` is
+/// `false` for it.
 #[inline]
-fn anchor_and_deadline(policy: &Policy, clock: &impl Clock) -> (Instant, bool, Option<Instant>) {
+fn anchor_and_deadline(
+    policy: &Policy,
+    clock: &impl Clock,
+    may_anchor: bool,
+) -> (Instant, bool, Option<Instant>) {
+    if !may_anchor {
+        let (start, deadline) = start_and_deadline(policy, clock);
+        return (start, false, deadline);
+    }
     // The coarse clock: the only read a call whose first attempt succeeds
     // makes. Never late, so the deadline is never late either; but it
     // trails by milliseconds, too much for a deadline of a few.

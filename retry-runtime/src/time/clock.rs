@@ -296,27 +296,31 @@ pub(crate) fn nanos_since_origin(now: Instant) -> u64 {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Moment {
     at: Instant,
-    less: Duration,
+    /// Nanoseconds before `at` (saturating).
+    less: u64,
 }
 
 impl Moment {
     /// `at`, less `less`.
-    pub(crate) const fn less(at: Instant, less: Duration) -> Self {
-        Self { at, less }
+    #[inline]
+    pub(crate) fn less(at: Instant, less: Duration) -> Self {
+        Self {
+            at,
+            less: u64::try_from(less.as_nanos()).unwrap_or(u64::MAX),
+        }
     }
 
     /// Nanoseconds from the origin, saturating (0 before it).
     #[inline]
     pub(crate) fn nanos_since_origin(self) -> u64 {
-        let less = u64::try_from(self.less.as_nanos()).unwrap_or(u64::MAX);
-        nanos_since_origin(self.at).saturating_sub(less)
+        nanos_since_origin(self.at).saturating_sub(self.less)
     }
 }
 
 impl From<Instant> for Moment {
     #[inline]
     fn from(at: Instant) -> Self {
-        Self::less(at, Duration::ZERO)
+        Self { at, less: 0 }
     }
 }
 
@@ -343,10 +347,10 @@ impl Anchor {
     }
 
     /// Nanoseconds from the anchor to `now` (0 for a caller further back).
-    pub(crate) fn nanos(&self, now: impl Into<Moment>) -> u64 {
+    pub(crate) fn nanos(&self, now: Moment) -> u64 {
         use std::sync::atomic::Ordering::Relaxed;
         const MARGIN: u64 = 12 * 3600 * 1_000_000_000;
-        let nanos = now.into().nanos_since_origin();
+        let nanos = now.nanos_since_origin();
         let mut base = self.0.load(Relaxed);
         if base == 0 {
             let want = nanos.saturating_sub(MARGIN).saturating_add(1);
