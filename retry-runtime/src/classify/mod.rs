@@ -192,9 +192,9 @@ pub(crate) fn known_in_chain(error: &(dyn Error + 'static)) -> Option<Verdict> {
 /// gives it: a thiserror variant `#[error("database: {0}")] Db(#[from]
 /// sqlx::Error)` does; an `#[error(transparent)]` one does not (it gives
 /// what the wrapped error holds, past the error itself): an I/O error
-/// inside is still found, but a database's SQLSTATE or a pool's timeout
-/// is not, and is not retried. Classify such a variant in a `when` of
-/// your own.
+/// inside is still found, and a tokio-postgres server error by its
+/// SQLSTATE, but sqlx's SQLSTATEs and pool timeouts are not, and are not
+/// retried. Classify such a variant in a `when` of your own.
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
@@ -301,6 +301,13 @@ fn known(error: &(dyn Error + 'static)) -> Option<Verdict> {
     #[cfg(feature = "tokio-postgres")]
     if let Some(error) = error.downcast_ref::<::tokio_postgres::Error>() {
         return Some(error.classify());
+    }
+    // What a tokio-postgres error holds when the server refused: found
+    // too past a wrapper that hides the error itself (thiserror's
+    // `#[error(transparent)]` gives its source's source).
+    #[cfg(feature = "tokio-postgres")]
+    if let Some(error) = error.downcast_ref::<::tokio_postgres::error::DbError>() {
+        return Some(sqlstate(error.code().code()));
     }
     #[cfg(feature = "sqlx")]
     if let Some(error) = error.downcast_ref::<::sqlx_core::error::Error>() {

@@ -175,6 +175,24 @@ fn the_servers_errors_are_classified_by_sqlstate_and_by_how_the_connection_faile
         });
 }
 
+/// An error of its own that shows what it wraps as thiserror's
+/// `#[error(transparent)]` does: the wrapped error's message, and its
+/// source as its own.
+#[derive(Debug)]
+struct Transparent(tokio_postgres::Error);
+
+impl std::fmt::Display for Transparent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for Transparent {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        std::error::Error::source(&self.0)
+    }
+}
+
 /// A connection of its own, its connection task spawned.
 async fn connect(config: &str) -> tokio_postgres::Client {
     let (client, connection) = tokio_postgres::connect(config, NoTls).await.unwrap();
@@ -200,6 +218,17 @@ async fn statement_errors(config: &str) {
     let unique = failed("INSERT INTO users VALUES (1)").await;
     assert_eq!(unique.code().unwrap().code(), "23505");
     assert_eq!(unique.classify(), Verdict::Stop);
+    // Behind a wrapper that hides it, as thiserror's `transparent` does:
+    // the server's error is found by what it holds.
+    let deadlocked =
+        failed("DO $$ BEGIN RAISE EXCEPTION 'deadlock' USING ERRCODE = '40P01'; END $$").await;
+    assert_eq!(deadlocked.classify(), Verdict::Retry);
+    let hidden = Transparent(deadlocked);
+    assert_eq!(
+        backstop::classify::by_source_chain(&hidden),
+        Verdict::Retry,
+        "{hidden:?}"
+    );
     let syntax = failed("SELEC 1").await;
     assert_eq!(syntax.code().unwrap().code(), "42601");
     assert_eq!(syntax.classify(), Verdict::Stop);
