@@ -508,10 +508,14 @@ impl<'a, C: Clock, P: HoldsPolicy> First<'a, C, P> {
         });
     }
 
-    /// When the call started, as the limiters read it.
+    /// When the call started, as the limiters read it: the anchor, less
+    /// the deadline it is if it is one (no `Instant` subtraction).
     #[inline]
     fn began(&self) -> Moment {
-        began(self.anchor, self.anchored, self.policy.get())
+        match self.policy.get().deadline {
+            Some(deadline) if self.anchored => Moment::less(self.anchor, deadline),
+            _ => self.anchor.into(),
+        }
     }
 
     /// The state machine, as if it had run the first attempt itself,
@@ -535,17 +539,6 @@ impl<'a, C: Clock, P: HoldsPolicy> First<'a, C, P> {
         state.recorded = recorded;
         state.done = u32::from(decided);
         state
-    }
-}
-
-/// When a call under `policy` anchored at `anchor` started, as the
-/// limiters read it: the anchor, less the deadline it is if it is one
-/// (no `Instant` subtraction).
-#[inline]
-fn began(anchor: Instant, anchored: bool, policy: &Policy) -> Moment {
-    match policy.deadline {
-        Some(deadline) if anchored => Moment::less(anchor, deadline),
-        _ => anchor.into(),
     }
 }
 

@@ -43,116 +43,107 @@ fn code(error: &sqlx::Error) -> String {
     }
 }
 
-#[test]
-fn sqlx_errors_are_classified_by_sqlstate_and_by_how_the_connection_failed() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlx_errors_are_classified_by_sqlstate_and_by_how_the_connection_failed() {
     let Some(server) = Postgres::start("sqlx error classification") else {
         return;
     };
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(async {
-            let url = server.url();
-            let pool = PgPoolOptions::new()
-                .max_connections(2)
-                .acquire_timeout(Duration::from_millis(200))
-                .connect(&url)
-                .await
-                .unwrap();
+    let url = server.url();
+    let pool = PgPoolOptions::new()
+        .max_connections(2)
+        .acquire_timeout(Duration::from_millis(200))
+        .connect(&url)
+        .await
+        .unwrap();
 
-            // The database's errors, by SQLSTATE.
-            pool.execute("CREATE TABLE users (id int PRIMARY KEY); INSERT INTO users VALUES (1)")
-                .await
-                .unwrap();
-            let unique = failed(&pool, "INSERT INTO users VALUES (1)").await;
-            assert_eq!(code(&unique), "23505");
-            assert_eq!(unique.classify(), Verdict::Stop);
-            let syntax = failed(&pool, "SELEC 1").await;
-            assert_eq!(code(&syntax), "42601");
-            assert_eq!(syntax.classify(), Verdict::Stop);
-            let data = failed(&pool, "SELECT 1 / 0").await;
-            assert_eq!(code(&data), "22012");
-            assert_eq!(data.classify(), Verdict::Stop);
-            let none = sqlx::query("SELECT 1 WHERE false")
-                .fetch_one(&pool)
-                .await
-                .unwrap_err();
-            assert!(matches!(none, sqlx::Error::RowNotFound));
-            assert_eq!(none.classify(), Verdict::Stop);
+    // The database's errors, by SQLSTATE.
+    pool.execute("CREATE TABLE users (id int PRIMARY KEY); INSERT INTO users VALUES (1)")
+        .await
+        .unwrap();
+    let unique = failed(&pool, "INSERT INTO users VALUES (1)").await;
+    assert_eq!(code(&unique), "23505");
+    assert_eq!(unique.classify(), Verdict::Stop);
+    let syntax = failed(&pool, "SELEC 1").await;
+    assert_eq!(code(&syntax), "42601");
+    assert_eq!(syntax.classify(), Verdict::Stop);
+    let data = failed(&pool, "SELECT 1 / 0").await;
+    assert_eq!(code(&data), "22012");
+    assert_eq!(data.classify(), Verdict::Stop);
+    let none = sqlx::query("SELECT 1 WHERE false")
+        .fetch_one(&pool)
+        .await
+        .unwrap_err();
+    assert!(matches!(none, sqlx::Error::RowNotFound));
+    assert_eq!(none.classify(), Verdict::Stop);
 
-            // A serialization failure, retried by a function that runs the
-            // whole transaction: two attempts fail, the third commits.
-            pool.execute("CREATE SEQUENCE conflicts").await.unwrap();
-            let attempts = AtomicU32::new(0);
-            assert_eq!(transfer(&pool, &attempts).await.unwrap(), 3);
-            assert_eq!(attempts.load(Ordering::Relaxed), 3);
-            let conflict = failed(
-                &pool,
-                "DO $$ BEGIN RAISE EXCEPTION 'conflict' USING ERRCODE = '40001'; END $$",
-            )
-            .await;
-            assert_eq!(conflict.classify(), Verdict::Retry);
-            // Through a `Box<dyn Error>`, as a service boxes it.
-            let boxed: BoxError = conflict.into();
-            assert_eq!(boxed.classify(), Verdict::Retry, "through a Box<dyn Error>");
-            let again = failed(
-                &pool,
-                "DO $$ BEGIN RAISE EXCEPTION 'conflict' USING ERRCODE = '40001'; END $$",
-            )
-            .await;
-            let wrapped = anyhow::Error::from(again).context("transferring");
-            assert_eq!(
-                wrapped.classify(),
-                Verdict::Retry,
-                "through an anyhow::Error"
-            );
+    // A serialization failure, retried by a function that runs the
+    // whole transaction: two attempts fail, the third commits.
+    pool.execute("CREATE SEQUENCE conflicts").await.unwrap();
+    let attempts = AtomicU32::new(0);
+    assert_eq!(transfer(&pool, &attempts).await.unwrap(), 3);
+    assert_eq!(attempts.load(Ordering::Relaxed), 3);
+    let conflict = failed(
+        &pool,
+        "DO $$ BEGIN RAISE EXCEPTION 'conflict' USING ERRCODE = '40001'; END $$",
+    )
+    .await;
+    assert_eq!(conflict.classify(), Verdict::Retry);
+    // Through a `Box<dyn Error>`, as a service boxes it.
+    let boxed: BoxError = conflict.into();
+    assert_eq!(boxed.classify(), Verdict::Retry, "through a Box<dyn Error>");
+    let again = failed(
+        &pool,
+        "DO $$ BEGIN RAISE EXCEPTION 'conflict' USING ERRCODE = '40001'; END $$",
+    )
+    .await;
+    let wrapped = anyhow::Error::from(again).context("transferring");
+    assert_eq!(
+        wrapped.classify(),
+        Verdict::Retry,
+        "through an anyhow::Error"
+    );
 
-            // A statement ended by an administrator's shutdown of its
-            // backend: rolled back, retried.
-            let mut victim = PgConnection::connect(&url).await.unwrap();
-            let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
-                .fetch_one(&mut victim)
-                .await
-                .unwrap();
-            let sleeping =
-                tokio::spawn(
-                    async move { victim.execute("SELECT pg_sleep(10)").await.unwrap_err() },
-                );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            sqlx::query("SELECT pg_terminate_backend($1)")
-                .bind(pid)
-                .execute(&pool)
-                .await
-                .unwrap();
-            let terminated = sleeping.await.unwrap();
-            assert_eq!(code(&terminated), "57P01", "{terminated:?}");
-            assert_eq!(terminated.classify(), Verdict::Retry);
+    // A statement ended by an administrator's shutdown of its
+    // backend: rolled back, retried.
+    let mut victim = PgConnection::connect(&url).await.unwrap();
+    let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(&mut victim)
+        .await
+        .unwrap();
+    let sleeping =
+        tokio::spawn(async move { victim.execute("SELECT pg_sleep(10)").await.unwrap_err() });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    sqlx::query("SELECT pg_terminate_backend($1)")
+        .bind(pid)
+        .execute(&pool)
+        .await
+        .unwrap();
+    let terminated = sleeping.await.unwrap();
+    assert_eq!(code(&terminated), "57P01", "{terminated:?}");
+    assert_eq!(terminated.classify(), Verdict::Retry);
 
-            // A pool with every connection out: its checkout times out,
-            // having sent nothing (taken for a refusal: a pool says the same
-            // of a server that refuses its connections).
-            let held = (pool.acquire().await.unwrap(), pool.acquire().await.unwrap());
-            let timed_out = pool.acquire().await.unwrap_err();
-            assert!(
-                matches!(timed_out, sqlx::Error::PoolTimedOut),
-                "{timed_out:?}"
-            );
-            assert_eq!(timed_out.classify(), Verdict::Refused);
-            drop(held);
+    // A pool with every connection out: its checkout times out,
+    // having sent nothing (taken for a refusal: a pool says the same
+    // of a server that refuses its connections).
+    let held = (pool.acquire().await.unwrap(), pool.acquire().await.unwrap());
+    let timed_out = pool.acquire().await.unwrap_err();
+    assert!(
+        matches!(timed_out, sqlx::Error::PoolTimedOut),
+        "{timed_out:?}"
+    );
+    assert_eq!(timed_out.classify(), Verdict::Refused);
+    drop(held);
 
-            // After a restart, a connection made before it is closed under
-            // the next statement: it may have run, retried only if
-            // idempotent. A new connection meanwhile is refused, and retried.
-            let mut before = PgConnection::connect(&url).await.unwrap();
-            server.crash();
-            let closed = before.execute("SELECT 1").await.unwrap_err();
-            assert!(matches!(closed, sqlx::Error::Io(_)), "{closed:?}");
-            assert_eq!(closed.classify(), Verdict::RetryIfIdempotent, "{closed:?}");
-            let refused = PgConnection::connect(&url).await.unwrap_err();
-            assert_eq!(refused.classify(), Verdict::Refused, "{refused:?}");
-        });
+    // After a restart, a connection made before it is closed under
+    // the next statement: it may have run, retried only if
+    // idempotent. A new connection meanwhile is refused, and retried.
+    let mut before = PgConnection::connect(&url).await.unwrap();
+    tokio::task::block_in_place(|| server.crash());
+    let closed = before.execute("SELECT 1").await.unwrap_err();
+    assert!(matches!(closed, sqlx::Error::Io(_)), "{closed:?}");
+    assert_eq!(closed.classify(), Verdict::RetryIfIdempotent, "{closed:?}");
+    let refused = PgConnection::connect(&url).await.unwrap_err();
+    assert_eq!(refused.classify(), Verdict::Refused, "{refused:?}");
 }
 
 static DATABASE: CircuitBreaker = CircuitBreaker::new(5, Duration::from_secs(30));
@@ -181,61 +172,54 @@ fn holds<T: std::error::Error + 'static>(error: &sqlx::Error) -> bool {
         .is_some_and(<dyn std::error::Error + Send + Sync>::is::<T>)
 }
 
-#[test]
-fn sqlx_calls_through_a_pool_ride_out_a_restart() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlx_calls_through_a_pool_ride_out_a_restart() {
     let Some(server) = Postgres::start("sqlx calls through a restart") else {
         return;
     };
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(async {
-            let pool = PgPoolOptions::new()
-                .max_connections(8)
-                .acquire_timeout(Duration::from_millis(200))
-                .connect(&server.url())
-                .await
-                .unwrap();
+    let pool = PgPoolOptions::new()
+        .max_connections(8)
+        .acquire_timeout(Duration::from_millis(200))
+        .connect(&server.url())
+        .await
+        .unwrap();
 
-            // An attempt that overruns is cut off; the call gives up by its
-            // deadline with the timeout sqlx's error holds.
-            let started = Instant::now();
-            let slow = guarded(&pool, "SELECT 1::bigint FROM pg_sleep(10)")
-                .await
-                .unwrap_err();
-            // (Cut off: the statement alone would take ten seconds.)
-            assert!(started.elapsed() < Duration::from_millis(1_500));
-            assert!(holds::<Elapsed>(&slow), "{slow:?}");
-            assert_eq!(slow.classify(), Verdict::RetryIfIdempotent);
+    // An attempt that overruns is cut off; the call gives up by its
+    // deadline with the timeout sqlx's error holds.
+    let started = Instant::now();
+    let slow = guarded(&pool, "SELECT 1::bigint FROM pg_sleep(10)")
+        .await
+        .unwrap_err();
+    // (Cut off: the statement alone would take ten seconds.)
+    assert!(started.elapsed() < Duration::from_millis(1_500));
+    assert!(holds::<Elapsed>(&slow), "{slow:?}");
+    assert_eq!(slow.classify(), Verdict::RetryIfIdempotent);
 
-            assert_eq!(guarded(&pool, "SELECT 7::bigint").await.unwrap(), 7);
-            DATABASE.hold_open();
-            let open = guarded(&pool, "SELECT 7::bigint").await.unwrap_err();
-            assert!(holds::<CircuitOpen>(&open), "{open:?}");
-            assert_eq!(open.classify(), Verdict::Stop);
+    assert_eq!(guarded(&pool, "SELECT 7::bigint").await.unwrap(), 7);
+    DATABASE.hold_open();
+    let open = guarded(&pool, "SELECT 7::bigint").await.unwrap_err();
+    assert!(holds::<CircuitOpen>(&open), "{open:?}");
+    assert_eq!(open.classify(), Verdict::Stop);
 
-            // Sixteen callers meet the server down: its pool times out,
-            // refused, until the budget holds them; they are answered
-            // once it is back, within their deadline.
-            server.crash();
-            let pool = Arc::new(pool);
-            let calls: Vec<_> = (0..16)
-                .map(|_| {
-                    let pool = pool.clone();
-                    tokio::spawn(async move {
-                        let started = Instant::now();
-                        (read(&pool, "SELECT 7::bigint").await, started.elapsed())
-                    })
-                })
-                .collect();
-            tokio::time::sleep(Duration::from_millis(1_500)).await;
-            tokio::task::block_in_place(|| server.up());
-            for call in calls {
-                let (outcome, took) = call.await.unwrap();
-                assert_eq!(outcome.unwrap(), 7, "after {took:?}");
-                assert!(took < Duration::from_millis(10_100), "{took:?}");
-            }
-        });
+    // Sixteen callers meet the server down: its pool times out,
+    // refused, until the budget holds them; they are answered
+    // once it is back, within their deadline.
+    tokio::task::block_in_place(|| server.crash());
+    let pool = Arc::new(pool);
+    let calls: Vec<_> = (0..16)
+        .map(|_| {
+            let pool = pool.clone();
+            tokio::spawn(async move {
+                let started = Instant::now();
+                (read(&pool, "SELECT 7::bigint").await, started.elapsed())
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    tokio::task::block_in_place(|| server.up());
+    for call in calls {
+        let (outcome, took) = call.await.unwrap();
+        assert_eq!(outcome.unwrap(), 7, "after {took:?}");
+        assert!(took < Duration::from_millis(10_100), "{took:?}");
+    }
 }
