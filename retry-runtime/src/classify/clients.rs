@@ -210,12 +210,7 @@ impl Classify for tokio_postgres::Error {
             return Verdict::RetryIfIdempotent;
         }
         match std::error::Error::source(self).and_then(|e| e.downcast_ref::<std::io::Error>()) {
-            Some(io) => match io.classify() {
-                // An I/O error whose kind says nothing of the transport
-                // (the server went away mid-message): it may have run.
-                Verdict::Stop => Verdict::RetryIfIdempotent,
-                verdict => verdict,
-            },
+            Some(io) => database_io(io),
             None => Verdict::Stop,
         }
     }
@@ -294,12 +289,7 @@ impl Classify for sqlx_core::error::Error {
             {
                 Verdict::Stop
             }
-            Error::Io(io) => match io.classify() {
-                // An I/O error whose kind says nothing of the transport
-                // (the server went away mid-message): it may have run.
-                Verdict::Stop => Verdict::RetryIfIdempotent,
-                verdict => verdict,
-            },
+            Error::Io(io) => database_io(io),
             // A message the client could not read (`Protocol`) is not
             // retried, as PostgreSQL's protocol violation `08P01` is not.
             _ => Verdict::Stop,
@@ -363,6 +353,17 @@ impl From<CircuitOpen> for sqlx_core::error::Error {
 impl From<Throttled> for sqlx_core::error::Error {
     fn from(throttled: Throttled) -> Self {
         Self::Io(throttled.into())
+    }
+}
+
+/// A database client's I/O error, by the transport rule; one whose kind
+/// says nothing of the transport (the server went away mid-message) may
+/// have come after the statement ran.
+#[cfg(any(feature = "tokio-postgres", feature = "sqlx"))]
+fn database_io(io: &std::io::Error) -> Verdict {
+    match io.classify() {
+        Verdict::Stop => Verdict::RetryIfIdempotent,
+        verdict => verdict,
     }
 }
 
