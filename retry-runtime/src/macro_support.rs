@@ -398,6 +398,8 @@ impl SharedBudget for Keyed<WindowBudget> {
 }
 
 /// A `static` that dereferences to a budget (a `LazyLock`).
+// (Not named in a wrong type's error: its `Deref` is not the mistake.)
+#[diagnostic::do_not_recommend]
 impl<T: std::ops::Deref + Sync + 'static> SharedBudget for T
 where
     T::Target: BudgetKind,
@@ -462,6 +464,8 @@ impl SharedBreaker for Keyed<CircuitBreaker> {
     }
 }
 
+// (Not named in a wrong type's error: its `Deref` is not the mistake.)
+#[diagnostic::do_not_recommend]
 impl<T: std::ops::Deref + Sync + 'static> SharedBreaker for T
 where
     T::Target: SharedBreaker,
@@ -496,6 +500,8 @@ impl SharedThrottle for Keyed<AdaptiveThrottle> {
     }
 }
 
+// (Not named in a wrong type's error: its `Deref` is not the mistake.)
+#[diagnostic::do_not_recommend]
 impl<T: std::ops::Deref + Sync + 'static> SharedThrottle for T
 where
     T::Target: SharedThrottle,
