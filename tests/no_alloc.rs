@@ -129,6 +129,35 @@ fn the_async_success_path_does_not_allocate() {
     });
 }
 
+/// One call of each closure form: `call_async` (the defaults, its call
+/// site's budget) and a `Retry`'s (on the driver).
+async fn closures(policy: &backstop::Policy, retry: &backstop::Retry<'_>, i: u64) -> u64 {
+    let free = backstop::call_async(policy, || async move { Ok::<_, Error>(i + 1) });
+    let built = retry.call_async(|| async move { Ok::<_, Error>(i + 1) });
+    free.await.unwrap() + built.await.unwrap()
+}
+
+#[test]
+fn the_closure_forms_success_path_does_not_allocate() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let policy = backstop::Policy::new().attempts(5);
+        let retry = backstop::Retry::new(&policy);
+        // (A call site's budget is found in its table on its first call.)
+        closures(&policy, &retry, 0).await;
+        let before = allocations();
+        let mut sum = 0;
+        for i in 0..1000 {
+            sum += closures(&policy, &retry, i).await;
+        }
+        assert_eq!(sum, 2 * 500_500);
+        assert_eq!(allocations() - before, 0);
+    });
+}
+
 #[test]
 fn the_counter_counts() {
     let before = allocations();

@@ -84,7 +84,10 @@ pub(crate) async fn backstop_async(x: u64) -> Result<u64, Error> {
 
 /// The closure form of `backstop_async`: `call_async` with the defaults
 /// (its call site's token budget, as `#[retry]` has its function's).
-#[inline(never)]
+/// Not marked `#[inline(never)]`, as `backstop_async` is not: on an
+/// `async fn` it puts the making of its future out of line, and the
+/// caller then copies the whole future (a `memcpy` of its full size): a
+/// cost of the mark, not of either form.
 pub(crate) async fn backstop_call_async(x: u64) -> Result<u64, Error> {
     backstop::call_async(&Policy::DEFAULT, || async move { op(x) }).await
 }
