@@ -58,45 +58,23 @@ impl<T, E> Outcome for Result<T, E> {
 // UFCS call, a `when` of the wrong shape at `when`. The `FnOnce(&E)` bounds
 // let a closure's argument type be inferred.
 
-/// What a `when` or `when_ok` classifier may answer: a [`Verdict`], or a
-/// `bool` (`true` retries), as `Into<Verdict>` says; in words when it
-/// answers something else.
-#[diagnostic::on_unimplemented(
-    message = "a `when` or `when_ok` classifier answers a `Verdict` or a `bool`, not `{Self}`",
-    label = "this answers `{Self}`",
-    note = "answer `true` to retry and `false` to stop, or a `Verdict` (`Verdict::Retry`, \
-            `Verdict::RetryIfIdempotent`, `Verdict::Stop`, ...)"
-)]
-pub trait ClassifierAnswer {
-    /// The verdict answered.
-    fn verdict(self) -> Verdict;
-}
-
-// (A wrong answer's error names `ClassifierAnswer`, not `From<..> for Verdict`.)
-#[diagnostic::do_not_recommend]
-impl<V: Into<Verdict>> ClassifierAnswer for V {
-    fn verdict(self) -> Verdict {
-        self.into()
-    }
-}
-
 /// What an `Ok` value came to by `when_ok`: a success unless it asks for a
 /// retry.
 pub fn ok_verdict<T, K, U>(value: &T, when_ok: K) -> Attempted
 where
     K: FnOnce(&T) -> U,
-    U: ClassifierAnswer,
+    U: crate::classify::IntoVerdict,
 {
-    crate::classify::of_value(when_ok(value).verdict())
+    crate::classify::of_value(when_ok(value).into_verdict())
 }
 
 /// What an error came to by `when`.
 pub fn err_verdict<E, W, V>(error: &E, when: W) -> Attempted
 where
     W: FnOnce(&E) -> V,
-    V: ClassifierAnswer,
+    V: crate::classify::IntoVerdict,
 {
-    Attempted::Failed(when(error).verdict())
+    Attempted::Failed(when(error).into_verdict())
 }
 
 /// With `policy = expr`: the policy's budget or throttle, none after its

@@ -547,7 +547,38 @@ impl<X: ?Sized> Classifier<X> for NeverRetry {
     }
 }
 
-/// A closure or function `Fn(&X) -> impl Into<Verdict>` used as a
+/// What a `when` or `when_ok` classifier may answer: a [`Verdict`], or a
+/// `bool` (`true` is [`Verdict::Retry`], `false` [`Verdict::Stop`]);
+/// anything `Into<Verdict>`. A classifier answering something else is
+/// refused where it is given, in words.
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use backstop::{classify::IntoVerdict, Verdict};
+///
+/// assert_eq!(true.into_verdict(), Verdict::Retry);
+/// assert_eq!(Verdict::Stop.into_verdict(), Verdict::Stop);
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "a `when` or `when_ok` classifier answers a `Verdict` or a `bool`, not `{Self}`",
+    label = "this answers `{Self}`",
+    note = "answer `true` to retry and `false` to stop, or a `Verdict` (`Verdict::Retry`, \
+            `Verdict::RetryIfIdempotent`, `Verdict::Stop`, ...)"
+)]
+pub trait IntoVerdict {
+    /// The verdict answered.
+    fn into_verdict(self) -> Verdict;
+}
+
+// (A wrong answer's error names `IntoVerdict`, not `From<..> for Verdict`.)
+#[diagnostic::do_not_recommend]
+impl<V: Into<Verdict>> IntoVerdict for V {
+    fn into_verdict(self) -> Verdict {
+        self.into()
+    }
+}
+
+/// A closure or function `Fn(&X) -> impl IntoVerdict` used as a
 /// classifier: it may answer `bool` or [`Verdict`].
 ///
 /// ```
@@ -564,10 +595,10 @@ pub struct When<F>(pub F);
 impl<X: ?Sized, F, V> Classifier<X> for When<F>
 where
     F: Fn(&X) -> V,
-    V: Into<Verdict>,
+    V: IntoVerdict,
 {
     fn verdict(&self, x: &X) -> Verdict {
-        (self.0)(x).into()
+        (self.0)(x).into_verdict()
     }
 }
 

@@ -13,7 +13,7 @@ pub mod scope;
 
 use std::time::Duration;
 
-use crate::classify::{ByClassify, Classifier, Classify, NeverRetry, When};
+use crate::classify::{ByClassify, Classifier, Classify, IntoVerdict, NeverRetry, When};
 use crate::limit::adaptive::{AdaptiveThrottle, Throttled};
 use crate::limit::breaker::{CircuitBreaker, CircuitOpen};
 use crate::limit::keyed::key_hash;
@@ -144,9 +144,8 @@ where
         policy,
         budget,
         crate::time::RuntimeClock::current(),
-        |obs| {
-            obs.set_name(crate::run::observe::ANONYMOUS);
-        },
+        // (Nobody's name, as a call starts with.)
+        |_| {},
     );
     loop {
         // (The outcome is dropped before the sleep, as `#[retry]`'s is:
@@ -999,7 +998,8 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
         self
     }
 
-    /// Classifies errors with `f`, answering `bool` or [`Verdict`](crate::Verdict).
+    /// Classifies errors with `f`, answering `bool` or [`Verdict`](crate::Verdict)
+    /// ([`IntoVerdict`](crate::classify::IntoVerdict)).
     ///
     /// ```
     /// # extern crate backstop_runtime as backstop;
@@ -1012,7 +1012,12 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// });
     /// assert_eq!(attempts, 3);
     /// ```
-    pub fn when<F>(self, f: F) -> Retry<'a, When<F>, K, B, R, G, L, A> {
+    pub fn when<E, V, F>(self, f: F) -> Retry<'a, When<F>, K, B, R, G, L, A>
+    where
+        E: ?Sized,
+        F: Fn(&E) -> V,
+        V: IntoVerdict,
+    {
         self.with_parts(
             |(_, when_ok, breaker, on_retry, on_give_up, timeout, throttle)| {
                 (
@@ -1040,7 +1045,12 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     ///     .call(|| Ok::<_, std::io::Error>(statuses.pop().unwrap()));
     /// assert_eq!(status.unwrap(), 200);
     /// ```
-    pub fn when_ok<F>(self, f: F) -> Retry<'a, W, When<F>, B, R, G, L, A> {
+    pub fn when_ok<T, V, F>(self, f: F) -> Retry<'a, W, When<F>, B, R, G, L, A>
+    where
+        T: ?Sized,
+        F: Fn(&T) -> V,
+        V: IntoVerdict,
+    {
         self.with_parts(
             |(when, _, breaker, on_retry, on_give_up, timeout, throttle)| {
                 (

@@ -173,6 +173,13 @@ impl Observe {
     }
 
     pub(crate) fn set_name(&mut self, name: &'static str) {
+        // Nobody's name (a `Retry`, a layer or a middleware not named)
+        // keeps nobody's static labels: counted, it allocates nothing.
+        #[cfg(feature = "metrics")]
+        if name == ANONYMOUS {
+            self.set_function(&ANONYMOUS_FUNCTION);
+            return;
+        }
         self.who = Who::Named(name);
         #[cfg(feature = "tracing")]
         if let Some(span) = self.span.get() {
