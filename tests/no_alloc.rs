@@ -130,7 +130,7 @@ fn the_async_success_path_does_not_allocate() {
 }
 
 /// One call of each closure form: `call_async` (the defaults, its call
-/// site's budget) and a `Retry`'s (on the driver).
+/// site's budget) and a `Retry`'s.
 async fn closures(policy: &backstop::Policy, retry: &backstop::Retry<'_>, i: u64) -> u64 {
     let free = backstop::call_async(policy, || async move { Ok::<_, Error>(i + 1) });
     let built = retry.call_async(|| async move { Ok::<_, Error>(i + 1) });

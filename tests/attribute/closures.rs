@@ -277,3 +277,38 @@ fn the_attribute_respects_a_policy_that_says_no_budget() {
     }
     assert_eq!(attempts, 60);
 }
+
+/// A transient error, by its kind.
+fn transient(error: &Error) -> bool {
+    error.kind() == ErrorKind::ConnectionRefused
+}
+
+/// `when` and `when_ok` take their closures' argument types from their
+/// bounds: a closure passes its argument on, or matches it, unannotated.
+#[test]
+// (A closure is what is tried, not the function it calls.)
+#[allow(clippy::redundant_closure)]
+fn classifiers_need_no_annotation() {
+    let _vt = backstop::testing::VirtualTime::start();
+    let policy = fast();
+    let mut attempts = 0;
+    let out = Retry::new(&policy).when(|e| transient(e)).call(|| {
+        attempts += 1;
+        Err::<(), _>(Error::from(ErrorKind::ConnectionRefused))
+    });
+    assert!(out.is_err());
+    assert_eq!(attempts, 3);
+
+    let mut statuses = vec![200_u16, 503];
+    let retry = Retry::new(&policy).when_ok(|&status| status == 503);
+    let status = retry.call(|| Ok::<_, Error>(statuses.pop().unwrap()));
+    assert_eq!(status.unwrap(), 200);
+
+    let mut attempts = 0;
+    let out = Retry::new(&policy).when(|_| false).call(|| {
+        attempts += 1;
+        Err::<(), _>(Error::from(ErrorKind::ConnectionRefused))
+    });
+    assert!(out.is_err());
+    assert_eq!(attempts, 1);
+}

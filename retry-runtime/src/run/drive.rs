@@ -4,9 +4,7 @@
 //! layer and the reqwest middleware each give it an [`Operation`]: how an
 //! attempt is made, and what the call keeps of it. `#[retry]` writes its
 //! loop inline (its attempts borrow the function's arguments) around the
-//! same steps; so does the free `call_async` (`run::plain`), which has
-//! nothing the driver adds (hooks, a breaker, a throttle, a hedge, an
-//! attempt timeout) and is the attribute's loop over a closure.
+//! same steps.
 
 use std::pin::Pin;
 use std::sync::Arc;

@@ -110,68 +110,8 @@ where
     // Chosen here, not in the future: the call site is this function's
     // caller.
     let (_, budget) = budget_of(policy);
-    plain(policy, budget, op)
-}
-
-/// `call_async`'s loop: with nothing but a policy and a budget (no hook,
-/// breaker, throttle, hedge or attempt timeout: those come with a
-/// [`Retry`], whose loop is the driver), it is `#[retry]`'s async loop
-/// with the defaults, over a closure, made of the same steps. An `async
-/// fn`, not the driver: until its first poll its future holds only its
-/// arguments, which are all the caller's `.await` moves (the driver's
-/// 200 bytes were copied whole), and its state is made in place, where
-/// the driver moves it into its field (cachegrind, BENCHMARKS.md: 502 →
-/// 400 instructions a call, the attribute's 362–365).
-#[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
-async fn plain<T, E, F, Fut>(
-    policy: &Policy,
-    budget: Option<BudgetRef<'static>>,
-    mut op: F,
-) -> Result<T, E>
-where
-    E: Classify,
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, E>>,
-{
-    // The state machine, made if the first attempt fails, boxed as the
-    // driver's is: the future stays small.
-    let mut state: crate::state::Call<
-        '_,
-        crate::time::RuntimeClock,
-        &Policy,
-        Box<AttemptState<'_, crate::time::RuntimeClock>>,
-    > = crate::state::Call::first(
-        policy,
-        budget,
-        crate::time::RuntimeClock::current(),
-        // (Nobody's name, as a call starts with.)
-        |_| {},
-    );
-    loop {
-        // (The outcome is dropped before the sleep, as `#[retry]`'s is:
-        // nothing is kept for a call held to its deadline to return, so it
-        // is never held.)
-        let delay = {
-            let outcome = state.run_attempt_pinned(std::pin::pin!(op())).await;
-            if outcome.is_ok() && state.first_ok() {
-                return outcome;
-            }
-            let verdict = crate::classify::of_result(&outcome, E::classify, |_| {
-                crate::classify::Verdict::Stop
-            });
-            match state.decided_holding(
-                outcome.as_ref(),
-                verdict,
-                None::<fn(&RetryEvent<'_, T, E>)>,
-                None::<fn(&GiveUpEvent<'_, T, E>)>,
-                false,
-            ) {
-                Some(delay) => delay,
-                None => return outcome,
-            }
-        };
-        crate::time::timer::sleep_async(delay).await;
-    }
+    let op = drive::Closures::<F, Fut, NoTimeout>::new(op);
+    drive::Drive::new(&DEFAULTS, policy, budget, None, op, true)
 }
 
 /// Retries an async operation that borrows or owns `value` (`&mut conn`),
@@ -807,14 +747,14 @@ fn budget_of(policy: &Policy) -> (Chosen, Option<BudgetRef<'static>>) {
     (Chosen::Default, own_budget(Some(BudgetRef::Token(site))))
 }
 
-/// The steps of a loop with the defaults (`call_async_with`'s): its
-/// policy and budget are the call's, given to the driver beside them.
+/// The steps of a loop with the defaults (`call_async`'s): its policy and
+/// budget are the call's, given to the driver beside them.
 #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
 static DEFAULTS: Retry<'static> = Retry::detached();
 
 impl Retry<'static> {
     /// A loop to be run later under a policy of its own (each request's),
-    /// with no budget yet: what a layer keeps, and `call_async_with`'s
+    /// with no budget yet: what a layer keeps, and `call_async`'s
     /// defaults.
     #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
     pub(crate) const fn detached() -> Self {

@@ -303,11 +303,7 @@ impl<'a, C: Clock, P: HoldsPolicy, S: Holds<'a, C, P>> Call<'a, C, P, S> {
     /// no `when_ok` judges: as [`decided`](Self::decided) would, answering
     /// `None` and telling no hook. Whether it did: `#[retry]`'s path on
     /// success, which makes no verdict.
-    // Always inlined: called from two loops (`#[retry]`'s and
-    // `call_async`'s), rustc put it out of line (the async success 362 →
-    // 382, cachegrind).
-    #[allow(clippy::inline_always)]
-    #[inline(always)]
+    #[inline]
     pub fn first_ok(&mut self) -> bool {
         self.first_succeeded(Attempted::Succeeded)
     }
@@ -315,9 +311,7 @@ impl<'a, C: Clock, P: HoldsPolicy, S: Holds<'a, C, P>> Call<'a, C, P, S> {
     /// Ends the call if this is a first attempt that `attempted` says
     /// succeeded (as [`decide`](Self::decide) would, answering `Return`):
     /// whether it did. The driver's path on success.
-    // Always inlined, as `first_ok` (the same 20 instructions out of line).
-    #[allow(clippy::inline_always)]
-    #[inline(always)]
+    #[inline]
     pub(crate) fn first_succeeded(&mut self, attempted: Attempted) -> bool {
         match (&mut self.0, attempted) {
             (Phase::First(first), Attempted::Succeeded) => {
