@@ -130,11 +130,14 @@ fn the_async_success_path_does_not_allocate() {
 }
 
 /// One call of each closure form: `call_async` (the defaults, its call
-/// site's budget) and a `Retry`'s.
+/// site's budget), a `Retry`'s, and a named `Retry`'s (its metric labels
+/// made on its first call).
 async fn closures(policy: &backstop::Policy, retry: &backstop::Retry<'_>, i: u64) -> u64 {
     let free = backstop::call_async(policy, || async move { Ok::<_, Error>(i + 1) });
     let built = retry.call_async(|| async move { Ok::<_, Error>(i + 1) });
-    free.await.unwrap() + built.await.unwrap()
+    let named = retry.name("orders");
+    let named = named.call_async(|| async move { Ok::<_, Error>(i + 1) });
+    free.await.unwrap() + built.await.unwrap() + named.await.unwrap()
 }
 
 #[test]
@@ -153,7 +156,7 @@ fn the_closure_forms_success_path_does_not_allocate() {
         for i in 0..1000 {
             sum += closures(&policy, &retry, i).await;
         }
-        assert_eq!(sum, 2 * 500_500);
+        assert_eq!(sum, 3 * 500_500);
         assert_eq!(allocations() - before, 0);
     });
 }

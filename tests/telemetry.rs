@@ -1399,6 +1399,9 @@ fn a_keyed_calls_retries_and_give_ups_are_labelled_with_its_key() {
             r#"backstop_retries_total{function=closure,key=("tenant", 42)}"#.to_owned(),
             1,
         ),
+        // A name given at run time labels its call's end as a function's
+        // name does.
+        ("backstop_calls_total{function=closure}".to_owned(), 1),
     ] {
         assert_eq!(
             counters.get(&metric),

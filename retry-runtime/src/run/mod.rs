@@ -1011,7 +1011,11 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// (its closures, a layer, a middleware) or through `call_async`
     /// reports as `anonymous`: name each, or calls made in different
     /// places share one label (an HTTP layer's and a middleware's calls
-    /// to a destination are told apart by their `key` too).
+    /// to a destination are told apart by their `key` too). A name's
+    /// metric labels are made on its first call and kept, as a
+    /// `#[retry]` function's are made at compile time, for the first 64
+    /// names of a process; a process that makes names as it goes builds
+    /// the labels of the others on each call.
     ///
     /// ```
     /// # extern crate backstop_runtime as backstop;

@@ -110,6 +110,42 @@ fn type_path(type_name: &str) -> &str {
 
 static ANONYMOUS_FUNCTION: Function = Function::new(ANONYMOUS);
 
+/// How many names given at run time (`Retry::name`) keep a `Function` of
+/// their own, with static labels.
+#[cfg(feature = "metrics")]
+const NAMES_KEPT: usize = 64;
+
+/// One name given at run time, and the next.
+#[cfg(feature = "metrics")]
+struct Named {
+    function: Function,
+    next: OnceLock<&'static Named>,
+}
+
+/// The `Function` of a name given at run time, made on its first call
+/// and kept for the life of the process, for the first
+/// [`NAMES_KEPT`] names: their calls count under static labels and
+/// allocate nothing, as a `#[retry]` function's do. `None` past them (a
+/// process that makes names as it goes): a call then builds its labels.
+#[cfg(feature = "metrics")]
+fn named(name: &'static str) -> Option<&'static Function> {
+    static FIRST: OnceLock<&'static Named> = OnceLock::new();
+    let mut slot = &FIRST;
+    for _ in 0..NAMES_KEPT {
+        let node = slot.get_or_init(|| {
+            Box::leak(Box::new(Named {
+                function: Function::new(name),
+                next: OnceLock::new(),
+            }))
+        });
+        if node.function.name == name {
+            return Some(&node.function);
+        }
+        slot = &node.next;
+    }
+    None
+}
+
 /// What one call reports of itself: the function, its key, its attempts,
 /// the time it slept, its span. With neither feature it is a few words and
 /// no code.
@@ -456,18 +492,21 @@ impl Observe {
                 metrics::Metadata::new(module_path!(), metrics::Level::INFO, Some(module_path!()));
             // (By function only, with its static labels: a call that
             // succeeds allocates nothing, keyed or not.)
-            let who = self.who;
-            let key = |metric: &'static str| match who {
-                Who::Function(function) => {
-                    metrics::Key::from_static_parts(metric, &function.labels)
-                }
-                // A name given at run time: labels of its own (this allocates).
-                Who::Named(name) => {
-                    metrics::Key::from_parts(metric, vec![metrics::Label::new("function", name)])
-                }
-            };
+            let (who, name) = (self.who, self.name());
             let (attempts, slept) = (f64::from(self.attempts), self.slept.as_secs_f64());
             metrics::with_recorder(|recorder| {
+                let function = match who {
+                    Who::Function(function) => Some(function),
+                    Who::Named(name) => named(name),
+                };
+                let key = |metric: &'static str| match function {
+                    Some(function) => metrics::Key::from_static_parts(metric, &function.labels),
+                    // Past the names kept: labels of its own (this allocates).
+                    None => metrics::Key::from_parts(
+                        metric,
+                        vec![metrics::Label::new("function", name)],
+                    ),
+                };
                 recorder
                     .register_counter(&key("backstop_calls_total"), &METADATA)
                     .increment(1);
@@ -691,5 +730,35 @@ impl<T, E> OnGiveUp<T, E> for Ignore {
 impl<T, E, F: Fn(&GiveUpEvent<'_, T, E>)> OnGiveUp<T, E> for F {
     fn on_give_up(&self, event: &GiveUpEvent<'_, T, E>) {
         self(event);
+    }
+}
+
+#[cfg(all(test, feature = "metrics"))]
+mod tests {
+    use super::*;
+
+    /// A name given at run time keeps one `Function` for the life of the
+    /// process, for as many names as are kept; past them, none.
+    #[test]
+    fn the_first_names_given_at_run_time_keep_static_labels() {
+        // (Other tests of this process may have taken some places.)
+        let names: Vec<&'static str> = (0..=NAMES_KEPT)
+            .map(|i| &*Box::leak(format!("named-{i}").into_boxed_str()))
+            .collect();
+        let kept: Vec<Option<&'static Function>> = names.iter().map(|name| named(name)).collect();
+        for (name, function) in names.iter().zip(&kept) {
+            if let Some(function) = function {
+                assert_eq!(function.name(), *name);
+                assert!(std::ptr::eq(*function, named(name).unwrap()));
+            }
+        }
+        assert!(
+            kept[0].is_some(),
+            "the first name of this test finds a place"
+        );
+        assert!(
+            kept[NAMES_KEPT].is_none(),
+            "past {NAMES_KEPT} names, none is kept"
+        );
     }
 }
