@@ -129,15 +129,18 @@ fn the_async_success_path_does_not_allocate() {
     });
 }
 
-/// One call of each closure form: `call_async` (the defaults, its call
-/// site's budget), a `Retry`'s, and a named `Retry`'s (its metric labels
-/// made on its first call).
+/// One call of each closure form, sync and async: the free functions
+/// (the defaults, their call site's budget), a `Retry`'s, and a named
+/// `Retry`'s (its metric labels made on its first call).
 async fn closures(policy: &backstop::Policy, retry: &backstop::Retry<'_>, i: u64) -> u64 {
+    let named = retry.name("orders");
+    let sync = backstop::call(policy, || Ok::<_, Error>(i + 1)).unwrap()
+        + retry.call(|| Ok::<_, Error>(i + 1)).unwrap()
+        + named.call(|| Ok::<_, Error>(i + 1)).unwrap();
     let free = backstop::call_async(policy, || async move { Ok::<_, Error>(i + 1) });
     let built = retry.call_async(|| async move { Ok::<_, Error>(i + 1) });
-    let named = retry.name("orders");
     let named = named.call_async(|| async move { Ok::<_, Error>(i + 1) });
-    free.await.unwrap() + built.await.unwrap() + named.await.unwrap()
+    sync + free.await.unwrap() + built.await.unwrap() + named.await.unwrap()
 }
 
 #[test]
@@ -156,7 +159,7 @@ fn the_closure_forms_success_path_does_not_allocate() {
         for i in 0..1000 {
             sum += closures(&policy, &retry, i).await;
         }
-        assert_eq!(sum, 3 * 500_500);
+        assert_eq!(sum, 6 * 500_500);
         assert_eq!(allocations() - before, 0);
     });
 }

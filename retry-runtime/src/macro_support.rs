@@ -4,6 +4,7 @@
 
 use std::borrow::Borrow;
 
+use crate::classify::IntoVerdict;
 #[cfg(not(loom))]
 pub use crate::hedge::{Hedge, LatencyPercentile};
 use crate::limit::adaptive::AdaptiveThrottle;
@@ -63,7 +64,7 @@ impl<T, E> Outcome for Result<T, E> {
 pub fn ok_verdict<T, K, U>(value: &T, when_ok: K) -> Attempted
 where
     K: FnOnce(&T) -> U,
-    U: crate::classify::IntoVerdict,
+    U: IntoVerdict,
 {
     crate::classify::of_value(when_ok(value).into_verdict())
 }
@@ -72,7 +73,7 @@ where
 pub fn err_verdict<E, W, V>(error: &E, when: W) -> Attempted
 where
     W: FnOnce(&E) -> V,
-    V: crate::classify::IntoVerdict,
+    V: IntoVerdict,
 {
     Attempted::Failed(when(error).into_verdict())
 }

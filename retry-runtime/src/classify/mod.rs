@@ -565,9 +565,22 @@ impl<X: ?Sized> Classifier<X> for NeverRetry {
     note = "answer `true` to retry and `false` to stop, or a `Verdict` (`Verdict::Retry`, \
             `Verdict::RetryIfIdempotent`, `Verdict::Stop`, ...)"
 )]
-pub trait IntoVerdict {
+pub trait IntoVerdict: answer::Sealed {
     /// The verdict answered.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use backstop::{classify::IntoVerdict, Verdict};
+    /// assert_eq!(false.into_verdict(), Verdict::Stop);
+    /// ```
     fn into_verdict(self) -> Verdict;
+}
+
+/// What may answer: sealed, so that the answers are those of
+/// `Into<Verdict>`, which `Verdict`'s own `From` impls say.
+mod answer {
+    pub trait Sealed {}
+    impl<V: Into<super::Verdict>> Sealed for V {}
 }
 
 // (A wrong answer's error names `IntoVerdict`, not `From<..> for Verdict`.)
