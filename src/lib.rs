@@ -101,8 +101,9 @@ pub use backstop_runtime::__private;
 
 /// The manual's chapters beyond the crate's front page, also in the
 /// repository's `docs/`: why retries need a budget, the storm reproduced,
-/// hedging, each integration, configuration, and the guarantees with the
-/// tests that check them. (Documentation only: this
+/// hedging, each integration, configuration, the guarantees with the
+/// tests that check them, and coming from backon or tokio-retry.
+/// (Documentation only: this
 /// module holds no items.)
 #[cfg(any(doc, doctest))]
 #[cfg_attr(docsrs, doc(auto_cfg = false))]
@@ -134,6 +135,8 @@ pub mod guide {
     pub mod clients {}
     #[doc = include_str!("../docs/config.md")]
     pub mod config {}
+    #[doc = include_str!("../docs/migrating.md")]
+    pub mod migrating {}
     #[doc = include_str!("../docs/guarantees.md")]
     pub mod guarantees {}
 }

@@ -211,8 +211,10 @@ fn held_wait(
                 ::core::result::Result::Ok(#delay) => #delay,
                 ::core::result::Result::Err(#reason) => {
                     let #outcome: #ret = match #elapsed_into {
+                        // (Its last outcome, a refusal, was dropped before
+                        // it slept: the `Elapsed` says so.)
                         ::core::option::Option::Some(#into) => {
-                            ::core::result::Result::Err(#into())
+                            ::core::result::Result::Err(#into(#rt::Elapsed::refused()))
                         }
                         ::core::option::Option::None => ::core::unreachable!(
                             "a call is held only when it can give up"
@@ -626,7 +628,7 @@ fn hedged_timeout(
                     #[allow(unused_imports)]
                     use #rt::{ViaFrom as _, ViaNothing as _};
                     match (&#rt::ElapsedInto::<#error>::new()).elapsed_into() {
-                        ::core::option::Option::Some(#into) => #into(),
+                        ::core::option::Option::Some(#into) => #into(#rt::Elapsed::new()),
                         ::core::option::Option::None => ::core::unreachable!(),
                     }
                 }}),
@@ -715,7 +717,7 @@ fn timed_attempt(
                         ::core::result::Result::Ok(#outcome) => (#outcome, false),
                         ::core::result::Result::Err(#rt::Elapsed { .. }) => match #into {
                             ::core::option::Option::Some(#into) => {
-                                (::core::result::Result::Err(#into()), true)
+                                (::core::result::Result::Err(#into(#rt::Elapsed::new())), true)
                             }
                             ::core::option::Option::None => ::core::unreachable!(),
                         },

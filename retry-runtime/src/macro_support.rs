@@ -203,24 +203,24 @@ impl<E> Default for ElapsedInto<E> {
 
 /// See [`ElapsedInto`].
 pub trait ViaFrom<E> {
-    /// `E::from(Elapsed::new())`.
-    fn elapsed_into(&self) -> Option<fn() -> E>;
+    /// `E::from`, for an `Elapsed`.
+    fn elapsed_into(&self) -> Option<fn(crate::Elapsed) -> E>;
 }
 
 impl<E: From<crate::Elapsed>> ViaFrom<E> for ElapsedInto<E> {
-    fn elapsed_into(&self) -> Option<fn() -> E> {
-        Some(|| E::from(crate::Elapsed::new()))
+    fn elapsed_into(&self) -> Option<fn(crate::Elapsed) -> E> {
+        Some(E::from)
     }
 }
 
 /// See [`ElapsedInto`].
 pub trait ViaNothing<E> {
     /// `None`: `E` cannot hold an `Elapsed`.
-    fn elapsed_into(&self) -> Option<fn() -> E>;
+    fn elapsed_into(&self) -> Option<fn(crate::Elapsed) -> E>;
 }
 
 impl<E> ViaNothing<E> for &ElapsedInto<E> {
-    fn elapsed_into(&self) -> Option<fn() -> E> {
+    fn elapsed_into(&self) -> Option<fn(crate::Elapsed) -> E> {
         None
     }
 }

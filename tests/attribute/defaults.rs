@@ -31,3 +31,39 @@ fn the_macro_and_the_runtime_agree_on_defaults() {
     let _ = cap_at_default_base();
     assert_eq!(vt.sleeps(), [Duration::from_millis(100)]);
 }
+
+// A dependency that fails every call: unreachable (a refused connection
+// would hold instead, as a restart is ridden out), with the default
+// budget and backoff (without jitter, so that the time the sleeps refill
+// is the same on every run).
+#[retry(jitter = none)]
+fn down_three_attempts(attempts: &mut u32) -> Result<(), Error> {
+    *attempts += 1;
+    Err(std::io::ErrorKind::HostUnreachable.into())
+}
+
+#[retry(jitter = none, attempts = 10)]
+fn down_ten_attempts(attempts: &mut u32) -> Result<(), Error> {
+    *attempts += 1;
+    Err(std::io::ErrorKind::HostUnreachable.into())
+}
+
+/// The manual's and `TokenBudget`'s count: a dependency failing every call
+/// gets at most 5 retries, 4 with three attempts a call (the failure that
+/// ends a call takes a token too), once its sleeps have refilled the first
+/// hundredths of a token (3 and 4 when no time passes, as the manual's
+/// example shows).
+#[test]
+fn a_dependency_failing_every_call_gets_the_retries_the_manual_says() {
+    let _vt = VirtualTime::start();
+    let mut attempts = 0;
+    for _ in 0..20 {
+        let _ = down_three_attempts(&mut attempts);
+    }
+    assert_eq!(attempts, 20 + 4);
+    let mut attempts = 0;
+    for _ in 0..20 {
+        let _ = down_ten_attempts(&mut attempts);
+    }
+    assert_eq!(attempts, 20 + 5);
+}

@@ -313,6 +313,70 @@ fn a_held_sync_call_returns_its_last_error() {
     );
 }
 
+/// Two tokens, as `SYNC`'s, for the async call below.
+static ASYNC: TokenBudget = TokenBudget::new(2, 1.0);
+
+#[retry(deadline = 3s, attempts = 100, budget = ASYNC)]
+async fn async_query(sent: &Cell<u32>) -> Result<u32, std::io::Error> {
+    sent.set(sent.get() + 1);
+    Err(std::io::ErrorKind::ConnectionRefused.into())
+}
+
+/// An async call drops its outcome before it sleeps: held to its deadline,
+/// it gives up with an `Elapsed` that says its dependency refused it, and
+/// as an `io::Error` of the kind a sync call's last error has (not
+/// `TimedOut`, which would call a refusal ambiguous).
+#[tokio::test(start_paused = true)]
+async fn a_held_async_call_gives_up_with_an_elapsed_that_says_it_was_refused() {
+    let sent = Cell::new(0);
+    let t0 = Instant::now();
+    let err = async_query(&sent).await.unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::ConnectionRefused, "{err}");
+    assert_eq!(err.classify(), Verdict::Refused);
+    let elapsed = err.get_ref().and_then(|e| e.downcast_ref::<Elapsed>());
+    assert!(elapsed.is_some_and(Elapsed::is_refused), "{err:?}");
+    assert!(err.to_string().contains("refused"), "{err}");
+    // Its first attempt, then a probe every 100-300 ms, each refused.
+    assert!((6..=40).contains(&sent.get()), "{} sent", sent.get());
+    let took = t0.elapsed();
+    assert!(
+        took <= Duration::from_secs(3) && took >= Duration::from_millis(2990),
+        "{took:?}"
+    );
+}
+
+/// Two tokens again, for the closure form below.
+static CLOSURE: TokenBudget = TokenBudget::new(2, 1.0);
+
+/// The closure form holds a refused call when it can give an `Elapsed`
+/// (with an attempt timeout), and gives up with one that says so.
+#[tokio::test(start_paused = true)]
+async fn a_held_closure_call_gives_up_with_an_elapsed_that_says_it_was_refused() {
+    let policy = backstop::Policy::new()
+        .attempts(100)
+        .deadline(Some(Duration::from_secs(3)));
+    let sent = Cell::new(0);
+    let t0 = Instant::now();
+    let err = backstop::Retry::new(&policy)
+        .budget(&CLOSURE)
+        .attempt_timeout(Duration::from_secs(1))
+        .call_async(|| async {
+            sent.set(sent.get() + 1);
+            Err::<(), _>(std::io::Error::from(std::io::ErrorKind::ConnectionRefused))
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::ConnectionRefused, "{err}");
+    let elapsed = err.get_ref().and_then(|e| e.downcast_ref::<Elapsed>());
+    assert!(elapsed.is_some_and(Elapsed::is_refused), "{err:?}");
+    assert!((6..=40).contains(&sent.get()), "{} sent", sent.get());
+    assert!(
+        t0.elapsed() >= Duration::from_millis(2990),
+        "{:?}",
+        t0.elapsed()
+    );
+}
+
 #[retry(deadline = 3s)]
 async fn alone(db: Rc<Db>) -> Result<u32, DbError> {
     db.query()

@@ -246,8 +246,8 @@ fn known(error: &(dyn Error + 'static)) -> Option<Verdict> {
         }
         return Some(io.classify());
     }
-    if error.is::<crate::state::vocabulary::Elapsed>() {
-        return Some(Verdict::RetryIfIdempotent);
+    if let Some(elapsed) = error.downcast_ref::<crate::state::vocabulary::Elapsed>() {
+        return Some(elapsed.classify());
     }
     #[cfg(feature = "tokio")]
     if error.is::<tokio::time::error::Elapsed>() {
@@ -420,10 +420,16 @@ impl Classify for tokio::time::error::Elapsed {
     }
 }
 
-/// A timed-out attempt is ambiguous: the work may have been done.
+/// A timed-out attempt is ambiguous: the work may have been done. A call
+/// held after refusals ([`Elapsed::is_refused`](crate::Elapsed::is_refused))
+/// is `Refused`, as its last attempt was.
 impl Classify for crate::state::vocabulary::Elapsed {
     fn classify(&self) -> Verdict {
-        Verdict::RetryIfIdempotent
+        if self.is_refused() {
+            Verdict::Refused
+        } else {
+            Verdict::RetryIfIdempotent
+        }
     }
 }
 

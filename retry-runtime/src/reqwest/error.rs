@@ -23,6 +23,9 @@ use crate::state::vocabulary::{CircuitOpen, Classify, Elapsed, Throttled, Verdic
 /// assert_eq!(Error::from(backstop::Throttled::new()).classify(), Verdict::Stop);
 /// assert_eq!(Error::from(Elapsed::new()).classify(), Verdict::RetryIfIdempotent);
 /// assert!(Error::from(Elapsed::new()).is_timeout());
+/// // A call held after the server refused it, given up:
+/// assert_eq!(Error::from(Elapsed::refused()).classify(), Verdict::Refused);
+/// assert!(!Error::from(Elapsed::refused()).is_timeout());
 /// ```
 #[derive(Debug)]
 #[non_exhaustive]
@@ -43,17 +46,19 @@ pub enum Error {
     /// The adaptive throttle shed the call.
     Throttled(Throttled),
     /// The attempt ran out of time: its `attempt_timeout`, or the call's
-    /// deadline while waiting for the response.
+    /// deadline while waiting for the response; or the call was held after
+    /// the server refused it, and gave up ([`Elapsed::is_refused`]).
     Elapsed(Elapsed),
 }
 
 impl Error {
     /// Whether the request timed out: reqwest's own timeout, the attempt's
-    /// or the call's deadline.
+    /// or the call's deadline (not a call held after refusals, which gave
+    /// up: [`Elapsed::is_refused`]).
     pub fn is_timeout(&self) -> bool {
         match self {
             Self::Request(e) => e.is_timeout(),
-            Self::Elapsed(_) => true,
+            Self::Elapsed(e) => !e.is_refused(),
             Self::Status { .. } | Self::CircuitOpen(_) | Self::Throttled(_) => false,
         }
     }

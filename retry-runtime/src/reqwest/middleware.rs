@@ -407,11 +407,11 @@ impl<'a> Operation for Call<'a> {
 
     fn cut_off(self: Pin<&mut Self>) -> Error {
         self.get_mut().sent = None;
-        Self::elapsed()
+        Self::elapsed(Elapsed::new())
     }
 
-    fn elapsed() -> Error {
-        Error::from(Elapsed::new())
+    fn elapsed(why: Elapsed) -> Error {
+        Error::from(why)
     }
 
     fn replayable(self: Pin<&mut Self>) -> bool {

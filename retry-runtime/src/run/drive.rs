@@ -72,8 +72,8 @@ pub(crate) trait Operation {
     /// outcome ([`elapsed`](Self::elapsed)).
     fn cut_off(self: Pin<&mut Self>) -> Self::Err;
 
-    /// What an attempt that ran out of time ends with.
-    fn elapsed() -> Self::Err;
+    /// What a time limit that ran out (`why`) ends the call with.
+    fn elapsed(why: Elapsed) -> Self::Err;
 
     /// After an attempt: whether the request can be sent again (settled
     /// now, for good).
@@ -540,11 +540,11 @@ where
 
     fn cut_off(self: Pin<&mut Self>) -> E {
         self.project().attempt.set(None);
-        L::elapsed()
+        L::elapsed(Elapsed::new())
     }
 
-    fn elapsed() -> E {
-        L::elapsed()
+    fn elapsed(why: Elapsed) -> E {
+        L::elapsed(why)
     }
 
     fn hedge(self: Pin<&mut Self>, _: Option<Duration>) -> Fut {
@@ -614,7 +614,7 @@ where
         unreachable!("`call_async_with` has no attempt timeout")
     }
 
-    fn elapsed() -> E {
+    fn elapsed(_: Elapsed) -> E {
         unreachable!("`call_async_with` has no attempt timeout")
     }
 
@@ -639,7 +639,7 @@ where
             (outcome, verdict)
         }
         Err(Elapsed { .. }) => (
-            Err(D::elapsed()),
+            Err(D::elapsed(Elapsed::new())),
             Attempted::Failed(Verdict::RetryIfIdempotent),
         ),
     }
@@ -666,7 +666,11 @@ where
         None => {}
         Some(Ok(wait)) => return Ok(Phase::Sleep(crate::time::timer::sleep_async(wait), kept)),
         Some(Err(reason)) => {
-            let outcome = kept.take().unwrap_or_else(|| Err(D::elapsed()));
+            // (Its last outcome, a refusal, was not kept: the `Elapsed`
+            // says so.)
+            let outcome = kept
+                .take()
+                .unwrap_or_else(|| Err(D::elapsed(Elapsed::refused())));
             steps.gave_up(state, &outcome, reason);
             return Err(outcome);
         }

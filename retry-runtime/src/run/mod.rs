@@ -408,9 +408,9 @@ pub struct WithTimeout(Duration);
 pub trait TimeoutSlot<E>: sealed::Part {
     /// How long each attempt may run, if limited.
     fn limit(&self) -> Option<Duration>;
-    /// A timed-out attempt as the call's error. Only called when
-    /// [`limit`](Self::limit) is `Some`.
-    fn elapsed() -> E;
+    /// A time limit that ran out (`why`) as the call's error. Only called
+    /// when [`limit`](Self::limit) is `Some`.
+    fn elapsed(why: Elapsed) -> E;
     /// Whether [`elapsed`](Self::elapsed) may be called.
     #[doc(hidden)]
     const ELAPSES: bool;
@@ -421,7 +421,7 @@ impl<E> TimeoutSlot<E> for NoTimeout {
         None
     }
 
-    fn elapsed() -> E {
+    fn elapsed(_: Elapsed) -> E {
         unreachable!("a loop without an attempt timeout never times out")
     }
 
@@ -434,8 +434,8 @@ impl<E: From<Elapsed>> TimeoutSlot<E> for WithTimeout {
         Some(self.0)
     }
 
-    fn elapsed() -> E {
-        E::from(Elapsed::new())
+    fn elapsed(why: Elapsed) -> E {
+        E::from(why)
     }
 
     const ELAPSES: bool = true;

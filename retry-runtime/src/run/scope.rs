@@ -53,7 +53,10 @@ impl Context {
 
     /// A random key, the same for every attempt of one call and different
     /// for every call: send it as an `Idempotency-Key` header, and a server
-    /// that honours it does the work of a retried `POST` once.
+    /// that honours it does the work of a retried `POST` once. Sending it
+    /// does not make the call idempotent to the loop: declare that
+    /// (`idempotent = true`, [`Policy::idempotent`](crate::Policy::idempotent))
+    /// when the server honours it, and a timeout or a reset is retried too.
     ///
     /// ```
     /// # extern crate backstop_runtime as backstop;

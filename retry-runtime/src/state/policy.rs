@@ -85,6 +85,7 @@ impl Policy {
     /// assert_eq!(Policy::new().attempts(0).get_attempts(), 1);
     /// ```
     #[must_use]
+    #[doc(alias("max_retries", "max_times", "max_attempts"))]
     pub const fn attempts(mut self, attempts: u32) -> Self {
         self.attempts = if attempts == 0 { 1 } else { attempts };
         self
@@ -104,6 +105,7 @@ impl Policy {
     /// assert_eq!(p.get_deadline(), Some(Duration::from_secs(2)));
     /// ```
     #[must_use]
+    #[doc(alias("total_delay", "max_elapsed_time", "timeout"))]
     pub const fn deadline(mut self, deadline: Option<Duration>) -> Self {
         self.deadline = deadline;
         self
@@ -136,6 +138,7 @@ impl Policy {
     /// assert_eq!(p.ceiling(1), Duration::from_millis(500));
     /// ```
     #[must_use]
+    #[doc(alias("min_delay", "initial_delay"))]
     pub const fn base(mut self, base: Duration) -> Self {
         self.base = base;
         self
@@ -167,6 +170,7 @@ impl Policy {
     /// assert_eq!(p.ceiling(20), Duration::from_secs(5));
     /// ```
     #[must_use]
+    #[doc(alias("max_delay"))]
     pub const fn cap(mut self, cap: Duration) -> Self {
         self.cap = cap;
         self

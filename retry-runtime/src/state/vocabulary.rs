@@ -291,44 +291,85 @@ pub enum Decision {
 /// async call's held after a refusal ([`Verdict::Refused`]) that gave up
 /// at its deadline or its budget's ride-out (its last outcome, the
 /// refusal, was dropped before it slept: through `E: From<Elapsed>` this
-/// is what it returns).
+/// is what it returns, and [`is_refused`](Self::is_refused) says so).
 ///
 /// A function with `#[retry(attempt_timeout = ..)]` returns it through its
 /// own error type, which must implement `From<Elapsed>`. A timed-out
 /// attempt is ambiguous (the work may have been done): it is retried only
-/// for an `idempotent` function.
+/// for an `idempotent` function. A held call's is not: its last attempt
+/// was refused, before any work.
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
 /// use backstop::Elapsed;
 /// assert_eq!(Elapsed::new().to_string(), "time limit elapsed");
+/// assert!(!Elapsed::new().is_refused());
 /// // Matched without naming its private field:
 /// let outcome: Result<(), Elapsed> = Err(Elapsed::default());
 /// assert!(matches!(outcome, Err(Elapsed { .. })));
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct Elapsed(());
+pub struct Elapsed {
+    // The call was held after its dependency refused, and gave up.
+    refused: bool,
+}
 
 impl Elapsed {
     /// The error, as the runtime makes it (for tests and hand-written
     /// wrappers). Its field is private so that it can grow; match it as
     /// `Elapsed { .. }`.
     pub const fn new() -> Self {
-        Self(())
+        Self { refused: false }
+    }
+
+    /// The error of an async call held after its dependency refused it
+    /// ([`Verdict::Refused`]: a refused connection, a server starting up),
+    /// which gave up at its deadline or its budget's
+    /// [`ride_out`](crate::limit::TokenBudget::ride_out) without the
+    /// dependency answering: what `#[retry]` and `call_async` return
+    /// through `E: From<Elapsed>` in place of the refusal they dropped
+    /// before sleeping (a sync loop returns the refusal itself).
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::io::{Error, ErrorKind};
+    /// use backstop::{Classify, Elapsed, Verdict};
+    ///
+    /// let held = Elapsed::refused();
+    /// assert!(held.is_refused());
+    /// assert_eq!(held.classify(), Verdict::Refused);
+    /// // As an `io::Error`, of the kind the refusal had.
+    /// assert_eq!(Error::from(held).kind(), ErrorKind::ConnectionRefused);
+    /// ```
+    pub const fn refused() -> Self {
+        Self { refused: true }
+    }
+
+    /// Whether the call was held after its dependency refused it, and gave
+    /// up waiting for it to answer ([`refused`](Self::refused)): its last
+    /// attempt was refused, before any work, and nothing was left running.
+    pub const fn is_refused(&self) -> bool {
+        self.refused
     }
 }
 
 impl fmt::Display for Elapsed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("time limit elapsed")
+        if self.refused {
+            f.write_str("the dependency refused the call, which gave up waiting for it to answer")
+        } else {
+            f.write_str("time limit elapsed")
+        }
     }
 }
 
 impl Error for Elapsed {}
 
-/// An [`io::Error`](std::io::Error) of kind `TimedOut` wrapping the
-/// `Elapsed`, so that a function returning `io::Result` can take
-/// `attempt_timeout` (its own `From` impl would break the orphan rule).
+/// An [`io::Error`](std::io::Error) wrapping the `Elapsed`, of kind
+/// `TimedOut` (or `ConnectionRefused`, for a call held after refusals:
+/// [`Elapsed::is_refused`]), so that a function returning `io::Result` can
+/// take `attempt_timeout` (its own `From` impl would break the orphan
+/// rule).
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
@@ -341,7 +382,12 @@ impl Error for Elapsed {}
 /// ```
 impl From<Elapsed> for std::io::Error {
     fn from(elapsed: Elapsed) -> Self {
-        Self::new(std::io::ErrorKind::TimedOut, elapsed)
+        let kind = if elapsed.refused {
+            std::io::ErrorKind::ConnectionRefused
+        } else {
+            std::io::ErrorKind::TimedOut
+        };
+        Self::new(kind, elapsed)
     }
 }
 

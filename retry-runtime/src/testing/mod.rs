@@ -34,7 +34,10 @@ const OUT_OF_ORDER: &str =
 /// returns at once and advances the virtual clock, and everything that reads
 /// time through [`SystemClock`](crate::time::SystemClock) (the deadline, the
 /// budget's window) reads the virtual clock. A second `start` on the same
-/// thread shadows the first until it is dropped.
+/// thread shadows the first until it is dropped. Async loops sleep on
+/// their runtime's timer, which it does not drive (use tokio's paused
+/// time): one that sleeps while it is installed on its thread says so on
+/// standard error, once a process.
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;

@@ -315,6 +315,6 @@ pub(crate) fn timeout<F: Future>(
 /// that retry sleep; a retry pays one allocation instead, beside a sleep of
 /// milliseconds.
 pub(crate) fn sleep_async(delay: Duration) -> Pin<Box<Sleep>> {
-    crate::time::virtual_time::note_sleep(delay);
+    crate::time::virtual_time::note_async_sleep(delay);
     Box::pin(RuntimeClock::current().sleep(delay))
 }

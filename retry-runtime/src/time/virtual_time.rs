@@ -107,3 +107,71 @@ pub(crate) fn note_sleep(delay: Duration) {
         }
     });
 }
+
+/// An async retry loop on this thread is about to sleep `delay` on its
+/// runtime's timer: noted as any sleep ([`note_sleep`]), and said once if
+/// virtual time is installed here, which does not drive it.
+pub(crate) fn note_async_sleep(delay: Duration) {
+    if !in_use() {
+        return;
+    }
+    note_sleep(delay);
+    if installed() {
+        warn_async_under_virtual_time();
+    }
+}
+
+/// Whether virtual time is installed on this thread.
+fn installed() -> bool {
+    VIRTUAL.try_with(|v| v.borrow().is_some()).unwrap_or(false)
+}
+
+/// Set once an async loop has slept with virtual time installed on its
+/// thread, and it has been said.
+pub(crate) static WARNED_ASYNC: AtomicBool = AtomicBool::new(false);
+
+/// A `VirtualTime` is installed where an async retry loop sleeps: a test
+/// that expects the sleep to be virtual, and finds `vt.sleeps()` empty
+/// and the test slow. Said once a process, on standard error (a test's
+/// output, which the test harness shows when it fails), whatever the
+/// features: `VirtualTime` is a testing tool, and a test seldom installs
+/// a `tracing` subscriber.
+#[cold]
+fn warn_async_under_virtual_time() {
+    if !WARNED_ASYNC.swap(true, Ordering::Relaxed) {
+        eprintln!(
+            "backstop: an async retry loop sleeps on its runtime's timer while a `VirtualTime` \
+             is installed on its thread: `VirtualTime` drives sync loops only. Run the test in \
+             tokio's paused time (`#[tokio::test(start_paused = true)]`), and read the delays \
+             with `testing::record_sleeps`."
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+    use std::time::{Duration, Instant};
+
+    use super::{IN_USE, VIRTUAL, Virtual, WARNED_ASYNC, installed, note_async_sleep};
+
+    /// An async loop's sleep where virtual time is installed, which does
+    /// not drive it, is said (once a process: the flag stays set).
+    #[test]
+    fn an_async_sleep_under_virtual_time_is_said() {
+        assert!(!installed());
+        // As `testing::VirtualTime::start` installs it.
+        IN_USE.store(true, Ordering::Relaxed);
+        VIRTUAL.with(|v| {
+            *v.borrow_mut() = Some(Virtual {
+                start: Instant::now(),
+                elapsed: Duration::ZERO,
+                sleeps: Vec::new(),
+            });
+        });
+        assert!(installed());
+        note_async_sleep(Duration::from_millis(1));
+        assert!(WARNED_ASYNC.load(Ordering::Relaxed));
+        VIRTUAL.with(|v| *v.borrow_mut() = None);
+    }
+}

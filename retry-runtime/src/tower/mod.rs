@@ -65,6 +65,7 @@ use crate::run::drive::{Drive, Keeps, Lends, LoopSpan, Operation, no_span};
 use crate::run::observe::Ignore;
 use crate::run::{Chosen, Handles, NoBreaker, NoThrottle, NoTimeout, Retry, TimeoutSlot};
 use crate::state::policy::Policy;
+use crate::state::vocabulary::Elapsed;
 
 mod replay;
 
@@ -1077,11 +1078,11 @@ where
             this.sent.set(None);
         }
         *this.span = no_span();
-        L::elapsed()
+        L::elapsed(Elapsed::new())
     }
 
-    fn elapsed() -> S::Error {
-        L::elapsed()
+    fn elapsed(why: Elapsed) -> S::Error {
+        L::elapsed(why)
     }
 
     fn replayable(self: Pin<&mut Self>) -> bool {

@@ -120,7 +120,9 @@ impl From<crate::Throttled> for ::tonic::Status {
 
 /// A timed-out attempt as a status: `DEADLINE_EXCEEDED`, holding the
 /// [`Elapsed`](crate::Elapsed), so that a function returning
-/// `Result<_, tonic::Status>` can take an `attempt_timeout`.
+/// `Result<_, tonic::Status>` can take an `attempt_timeout`. A call held
+/// after its dependency refused it ([`Elapsed::is_refused`](crate::Elapsed::is_refused))
+/// is `UNAVAILABLE`, as a refused connection is.
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
@@ -128,10 +130,17 @@ impl From<crate::Throttled> for ::tonic::Status {
 /// let status = tonic::Status::from(Elapsed::new());
 /// assert_eq!(status.code(), tonic::Code::DeadlineExceeded);
 /// assert_eq!(status.classify(), Verdict::RetryIfIdempotent);
+/// let held = tonic::Status::from(Elapsed::refused());
+/// assert_eq!(held.code(), tonic::Code::Unavailable);
+/// assert_eq!(held.classify(), Verdict::Refused);
 /// ```
 impl From<crate::Elapsed> for ::tonic::Status {
     fn from(elapsed: crate::Elapsed) -> Self {
-        let mut status = Self::deadline_exceeded(elapsed.to_string());
+        let mut status = if elapsed.is_refused() {
+            Self::unavailable(elapsed.to_string())
+        } else {
+            Self::deadline_exceeded(elapsed.to_string())
+        };
         status.set_source(std::sync::Arc::new(elapsed));
         status
     }
