@@ -105,23 +105,29 @@ pub use backstop_runtime::__private;
 /// tests that check them, and coming from backon or tokio-retry.
 /// (Documentation only: this
 /// module holds no items.)
-#[cfg(any(doc, doctest))]
-#[cfg_attr(docsrs, doc(auto_cfg = false))]
-#[cfg(all(
-    feature = "tokio",
-    feature = "reqwest",
-    feature = "tower",
-    feature = "reqwest-middleware",
-    feature = "tonic",
-    feature = "serde",
-    feature = "tracing",
-    feature = "metrics",
-    feature = "anyhow",
-    feature = "redis",
-    feature = "tokio-postgres",
-    feature = "sqlx",
-    feature = "deadpool",
+// In the documentation whatever the features (a user's `cargo doc` has
+// the chapters too, an item of a feature left off shown as plain text);
+// its examples run with every feature, as the workspace's tests have them.
+#[cfg(any(
+    doc,
+    all(
+        doctest,
+        feature = "tokio",
+        feature = "reqwest",
+        feature = "tower",
+        feature = "reqwest-middleware",
+        feature = "tonic",
+        feature = "serde",
+        feature = "tracing",
+        feature = "metrics",
+        feature = "anyhow",
+        feature = "redis",
+        feature = "tokio-postgres",
+        feature = "sqlx",
+        feature = "deadpool",
+    )
 ))]
+#[cfg_attr(docsrs, doc(auto_cfg = false))]
 pub mod guide {
     #[doc = include_str!("../docs/why.md")]
     pub mod why {}
