@@ -280,8 +280,13 @@ impl Classify for CallError {
 }
 
 impl From<Elapsed> for CallError {
-    fn from(_: Elapsed) -> Self {
-        Self::TimedOut
+    fn from(elapsed: Elapsed) -> Self {
+        // A call held after refusals gave up: still a refusal.
+        if elapsed.is_refused() {
+            Self::Refused
+        } else {
+            Self::TimedOut
+        }
     }
 }
 

@@ -214,7 +214,7 @@ fn held_wait(
                         // (Its last outcome, a refusal, was dropped before
                         // it slept: the `Elapsed` says so.)
                         ::core::option::Option::Some(#into) => {
-                            ::core::result::Result::Err(#into(#rt::Elapsed::refused()))
+                            ::core::result::Result::Err(#into(#rt::held_elapsed(#reason)))
                         }
                         ::core::option::Option::None => ::core::unreachable!(
                             "a call is held only when it can give up"

@@ -213,6 +213,12 @@ impl<E: From<crate::Elapsed>> ViaFrom<E> for ElapsedInto<E> {
     }
 }
 
+/// The error of an async call held after a refusal, which gave up for
+/// `reason`: see [`Elapsed::refused`](crate::Elapsed::refused).
+pub const fn held_elapsed(reason: crate::GiveUp) -> crate::Elapsed {
+    crate::Elapsed::held(reason)
+}
+
 /// See [`ElapsedInto`].
 pub trait ViaNothing<E> {
     /// `None`: `E` cannot hold an `Elapsed`.

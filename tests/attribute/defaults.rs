@@ -48,13 +48,13 @@ fn down_ten_attempts(attempts: &mut u32) -> Result<(), Error> {
     Err(std::io::ErrorKind::HostUnreachable.into())
 }
 
-/// The manual's and `TokenBudget`'s count: a dependency failing every call
-/// gets at most 5 retries, 4 with three attempts a call (the failure that
-/// ends a call takes a token too), once its sleeps have refilled the first
-/// hundredths of a token (3 and 4 when no time passes, as the manual's
+/// A dependency failing every call gets at most 5 retries from a function's
+/// own token budget, 4 with three attempts a call (the failure that ends a
+/// call takes a token too), once its sleeps have refilled the first
+/// hundredths of a token (4 and 3 when no time passes, as the manual's
 /// example shows).
 #[test]
-fn a_dependency_failing_every_call_gets_the_retries_the_manual_says() {
+fn a_dependency_failing_every_call_gets_at_most_five_retries_four_with_three_attempts() {
     let _vt = VirtualTime::start();
     let mut attempts = 0;
     for _ in 0..20 {

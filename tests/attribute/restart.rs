@@ -377,6 +377,54 @@ async fn a_held_closure_call_gives_up_with_an_elapsed_that_says_it_was_refused()
     );
 }
 
+/// Two tokens, for the nested calls below.
+static INNER_ASYNC: TokenBudget = TokenBudget::new(2, 1.0);
+static INNER_SYNC: TokenBudget = TokenBudget::new(2, 1.0);
+
+// Held at once (two tokens), and its deadline comes before its first probe.
+#[retry(deadline = 300ms, base = 1s, jitter = none, budget = INNER_ASYNC)]
+async fn inner_async(sent: &Cell<u32>) -> Result<(), std::io::Error> {
+    sent.set(sent.get() + 1);
+    Err(std::io::ErrorKind::ConnectionRefused.into())
+}
+
+#[retry]
+async fn outer_async(sent: &Cell<u32>) -> Result<(), std::io::Error> {
+    inner_async(sent).await
+}
+
+#[retry(deadline = 300ms, base = 1s, jitter = none, budget = INNER_SYNC)]
+fn inner_sync(sent: &Cell<u32>) -> Result<(), std::io::Error> {
+    sent.set(sent.get() + 1);
+    Err(std::io::ErrorKind::ConnectionRefused.into())
+}
+
+#[retry]
+fn outer_sync(sent: &Cell<u32>) -> Result<(), std::io::Error> {
+    inner_sync(sent)
+}
+
+/// Holding is a call's way of retrying a refusal: a nested call that held
+/// and gave up (even before its first probe) has retried, and the call
+/// around it does not retry it again (one layer retries per failure
+/// domain). Async and sync alike.
+#[tokio::test(start_paused = true)]
+async fn a_nested_call_that_held_and_gave_up_is_not_retried_around_it() {
+    let sent = Cell::new(0);
+    let err = outer_async(&sent).await.unwrap_err();
+    assert_eq!(sent.get(), 1, "{err}");
+    let vt = backstop::testing::VirtualTime::start();
+    let sent = Cell::new(0);
+    let err = outer_sync(&sent).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::ConnectionRefused);
+    assert_eq!(sent.get(), 1, "{err}");
+    assert!(
+        vt.elapsed() <= Duration::from_millis(300),
+        "{:?}",
+        vt.elapsed()
+    );
+}
+
 #[retry(deadline = 3s)]
 async fn alone(db: Rc<Db>) -> Result<u32, DbError> {
     db.query()

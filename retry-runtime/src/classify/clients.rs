@@ -302,7 +302,9 @@ impl Classify for sqlx_core::error::Error {
 /// [`io::Error`](std::io::Error)'s own conversion makes it, so that a
 /// function returning `sqlx::Error` can take an `attempt_timeout`, and
 /// give up at its deadline while held after a refusal. Retried only if
-/// idempotent, as any timeout.
+/// idempotent, as any timeout; a held call's, of kind
+/// `ConnectionRefused` ([`Elapsed::is_refused`](crate::Elapsed::is_refused)),
+/// is `Refused`.
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
@@ -311,6 +313,7 @@ impl Classify for sqlx_core::error::Error {
 /// let error = sqlx_core::Error::from(Elapsed::new());
 /// assert!(matches!(&error, sqlx_core::Error::Io(io) if io.get_ref().is_some_and(|e| e.is::<Elapsed>())));
 /// assert_eq!(error.classify(), Verdict::RetryIfIdempotent);
+/// assert_eq!(sqlx_core::Error::from(Elapsed::refused()).classify(), Verdict::Refused);
 /// ```
 #[cfg(feature = "sqlx")]
 impl From<crate::Elapsed> for sqlx_core::error::Error {

@@ -104,7 +104,8 @@ impl StdError for Error {
 /// By what it holds: reqwest's error as [`Classify`] for `reqwest::Error`
 /// has it, a status by the HTTP rule with its `Retry-After`, the breaker's
 /// or the adaptive throttle's rejection [`Verdict::Stop`], a timeout
-/// [`Verdict::RetryIfIdempotent`].
+/// [`Verdict::RetryIfIdempotent`] (a call held after refusals that gave
+/// up, [`Verdict::Refused`]: [`Elapsed::is_refused`]).
 impl Classify for Error {
     fn classify(&self) -> Verdict {
         match self {

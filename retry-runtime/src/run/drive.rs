@@ -670,7 +670,7 @@ where
             // says so.)
             let outcome = kept
                 .take()
-                .unwrap_or_else(|| Err(D::elapsed(Elapsed::refused())));
+                .unwrap_or_else(|| Err(D::elapsed(Elapsed::held(reason))));
             steps.gave_up(state, &outcome, reason);
             return Err(outcome);
         }

@@ -1129,6 +1129,9 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
         if let Some(reason) = over {
             self.hold = Hold::No;
             self.gave_up(reason);
+            // Holding was its retry, even if no probe went: a call around
+            // it is not to retry what this one held for.
+            scope::note_retried_below();
             return Some(Err(reason));
         }
         if budget.may_release(now) {

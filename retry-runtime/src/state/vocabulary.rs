@@ -310,16 +310,21 @@ pub enum Decision {
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Elapsed {
-    // The call was held after its dependency refused, and gave up.
+    // The call was held after its dependency refused it, and gave up.
     refused: bool,
+    // Why, if known: its deadline, or the budget's ride-out.
+    reason: Option<GiveUp>,
 }
 
 impl Elapsed {
     /// The error, as the runtime makes it (for tests and hand-written
-    /// wrappers). Its field is private so that it can grow; match it as
+    /// wrappers). Its fields are private so that it can grow; match it as
     /// `Elapsed { .. }`.
     pub const fn new() -> Self {
-        Self { refused: false }
+        Self {
+            refused: false,
+            reason: None,
+        }
     }
 
     /// The error of an async call held after its dependency refused it
@@ -338,16 +343,29 @@ impl Elapsed {
     /// let held = Elapsed::refused();
     /// assert!(held.is_refused());
     /// assert_eq!(held.classify(), Verdict::Refused);
-    /// // As an `io::Error`, of the kind the refusal had.
+    /// // As an `io::Error`, of the kind a refused connection has.
     /// assert_eq!(Error::from(held).kind(), ErrorKind::ConnectionRefused);
     /// ```
     pub const fn refused() -> Self {
-        Self { refused: true }
+        Self {
+            refused: true,
+            reason: None,
+        }
+    }
+
+    /// A held call's, which gave up for `reason` (its deadline, or the
+    /// budget's ride-out: [`GiveUp::Budget`]), said in its message.
+    pub(crate) const fn held(reason: GiveUp) -> Self {
+        Self {
+            refused: true,
+            reason: Some(reason),
+        }
     }
 
     /// Whether the call was held after its dependency refused it, and gave
-    /// up waiting for it to answer ([`refused`](Self::refused)): its last
-    /// attempt was refused, before any work, and nothing was left running.
+    /// up waiting for it to answer ([`refused`](Self::refused)): the
+    /// failure it held after was a refusal (for a hedged call, the last of
+    /// its round), and nothing was left running.
     pub const fn is_refused(&self) -> bool {
         self.refused
     }
@@ -355,19 +373,25 @@ impl Elapsed {
 
 impl fmt::Display for Elapsed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.refused {
-            f.write_str("the dependency refused the call, which gave up waiting for it to answer")
-        } else {
-            f.write_str("time limit elapsed")
-        }
+        f.write_str(match (self.refused, self.reason) {
+            (false, _) => "time limit elapsed",
+            (true, Some(GiveUp::Deadline)) => {
+                "gave up at the call's deadline, holding for a dependency that refused it"
+            }
+            (true, Some(GiveUp::Budget)) => {
+                "gave up holding for a dependency that refused it for longer than the retry \
+                 budget's ride-out"
+            }
+            (true, _) => "gave up holding for a dependency that refused it",
+        })
     }
 }
 
 impl Error for Elapsed {}
 
 /// An [`io::Error`](std::io::Error) wrapping the `Elapsed`, of kind
-/// `TimedOut` (or `ConnectionRefused`, for a call held after refusals:
-/// [`Elapsed::is_refused`]), so that a function returning `io::Result` can
+/// `TimedOut` (or `ConnectionRefused`, as a refused connection's, for a
+/// call held after refusals: [`Elapsed::is_refused`]), so that a function returning `io::Result` can
 /// take `attempt_timeout` (its own `From` impl would break the orphan
 /// rule).
 ///

@@ -117,6 +117,8 @@ pub(crate) fn note_async_sleep(delay: Duration) {
     }
     note_sleep(delay);
     if installed() {
+        #[cfg(test)]
+        tests::SAID.with(|said| said.set(said.get() + 1));
         warn_async_under_virtual_time();
     }
 }
@@ -141,36 +143,47 @@ fn warn_async_under_virtual_time() {
     if !WARNED_ASYNC.swap(true, Ordering::Relaxed) {
         eprintln!(
             "backstop: an async retry loop sleeps on its runtime's timer while a `VirtualTime` \
-             is installed on its thread: `VirtualTime` drives sync loops only. Run the test in \
-             tokio's paused time (`#[tokio::test(start_paused = true)]`), and read the delays \
-             with `testing::record_sleeps`."
+             is installed on its thread, which drives sync loops only: the sleep is real unless \
+             the runtime's clock is paused (`#[tokio::test(start_paused = true)]`); \
+             `testing::record_sleeps` lists async loops' delays."
         );
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::cell::Cell;
     use std::sync::atomic::Ordering;
     use std::time::{Duration, Instant};
 
-    use super::{IN_USE, VIRTUAL, Virtual, WARNED_ASYNC, installed, note_async_sleep};
+    use super::{IN_USE, VIRTUAL, Virtual, WARNED_ASYNC, note_async_sleep, note_sleep};
+
+    thread_local! {
+        /// The async sleeps on this thread found under virtual time.
+        pub(super) static SAID: Cell<u32> = const { Cell::new(0) };
+    }
 
     /// An async loop's sleep where virtual time is installed, which does
-    /// not drive it, is said (once a process: the flag stays set).
+    /// not drive it, is said (once a process); one without it, or a sync
+    /// loop's, is not.
     #[test]
     fn an_async_sleep_under_virtual_time_is_said() {
-        assert!(!installed());
-        // As `testing::VirtualTime::start` installs it.
+        // (Left set: once set, it stays, as for a test of virtual time.)
         IN_USE.store(true, Ordering::Relaxed);
+        note_async_sleep(Duration::from_millis(1));
+        assert_eq!(SAID.get(), 0, "no virtual time here");
         VIRTUAL.with(|v| {
+            // As `testing::VirtualTime::start` installs it.
             *v.borrow_mut() = Some(Virtual {
                 start: Instant::now(),
                 elapsed: Duration::ZERO,
                 sleeps: Vec::new(),
             });
         });
-        assert!(installed());
+        note_sleep(Duration::from_millis(1));
+        assert_eq!(SAID.get(), 0, "a sync loop's sleep");
         note_async_sleep(Duration::from_millis(1));
+        assert_eq!(SAID.get(), 1, "an async loop's");
         assert!(WARNED_ASYNC.load(Ordering::Relaxed));
         VIRTUAL.with(|v| *v.borrow_mut() = None);
     }

@@ -122,7 +122,10 @@ impl From<crate::Throttled> for ::tonic::Status {
 /// [`Elapsed`](crate::Elapsed), so that a function returning
 /// `Result<_, tonic::Status>` can take an `attempt_timeout`. A call held
 /// after its dependency refused it ([`Elapsed::is_refused`](crate::Elapsed::is_refused))
-/// is `UNAVAILABLE`, as a refused connection is.
+/// is `DEADLINE_EXCEEDED` too: in this process its source says it was a
+/// refusal; a client of this server, which sees only the code, is not
+/// invited to retry into a dependency that has been refusing (as
+/// `UNAVAILABLE` would, whatever its idempotency).
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
@@ -131,16 +134,12 @@ impl From<crate::Throttled> for ::tonic::Status {
 /// assert_eq!(status.code(), tonic::Code::DeadlineExceeded);
 /// assert_eq!(status.classify(), Verdict::RetryIfIdempotent);
 /// let held = tonic::Status::from(Elapsed::refused());
-/// assert_eq!(held.code(), tonic::Code::Unavailable);
+/// assert_eq!(held.code(), tonic::Code::DeadlineExceeded);
 /// assert_eq!(held.classify(), Verdict::Refused);
 /// ```
 impl From<crate::Elapsed> for ::tonic::Status {
     fn from(elapsed: crate::Elapsed) -> Self {
-        let mut status = if elapsed.is_refused() {
-            Self::unavailable(elapsed.to_string())
-        } else {
-            Self::deadline_exceeded(elapsed.to_string())
-        };
+        let mut status = Self::deadline_exceeded(elapsed.to_string());
         status.set_source(std::sync::Arc::new(elapsed));
         status
     }
