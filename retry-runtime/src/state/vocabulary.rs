@@ -296,8 +296,8 @@ pub enum Decision {
 /// A function with `#[retry(attempt_timeout = ..)]` returns it through its
 /// own error type, which must implement `From<Elapsed>`. A timed-out
 /// attempt is ambiguous (the work may have been done): it is retried only
-/// for an `idempotent` function. A held call's is not: its last attempt
-/// was refused, before any work.
+/// for an `idempotent` function. A held call's is not: the failure it
+/// held after was a refusal (for a hedged call, the last of its round).
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
