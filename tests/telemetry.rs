@@ -834,9 +834,60 @@ fn a_call_turned_away_before_its_first_attempt_is_a_debug_rejection() {
         *capture.levels.lock().unwrap(),
         [
             tracing::Level::WARN,
-            tracing::Level::INFO,
+            // (After a single attempt: DEBUG, as the give-ups of the test
+            // below.)
+            tracing::Level::DEBUG,
             tracing::Level::DEBUG
         ]
+    );
+}
+
+#[retry(attempts = 3, base = 1ms, budget = none)]
+fn timed_out(attempts: &mut u32) -> Result<(), Error> {
+    *attempts += 1;
+    // Ambiguous: not retried, as the call is not idempotent; then (second
+    // call) retried, as `Interrupted` is, and ambiguous after.
+    if *attempts == 2 {
+        return Err(ErrorKind::Interrupted.into());
+    }
+    Err(ErrorKind::TimedOut.into())
+}
+
+/// An outage fails every call: a give-up that retried nothing (a single
+/// attempt whose retry the budget or the breaker refused, or that was not
+/// idempotent) is told at DEBUG, counted as any; one after a retry at
+/// INFO. So INFO events are as many as the retries the budget allows.
+#[test]
+fn a_give_up_that_retried_nothing_is_told_at_debug_and_counted() {
+    let _serial = serial();
+    let recorder = Recorder::default();
+    let capture = captured(|| {
+        metrics::with_local_recorder(&recorder, || {
+            let _ = timed_out(&mut 0); // one attempt: not idempotent
+            let _ = timed_out(&mut 1); // retried once, then not idempotent
+        });
+    });
+    let events = capture.events.lock().unwrap();
+    let seen: Vec<(&str, &str)> = events
+        .iter()
+        .filter(|(_, f)| f["message"] == "giving up")
+        .map(|(_, f)| (f["message"].as_str(), f["attempts"].as_str()))
+        .collect();
+    assert_eq!(seen, [("giving up", "1"), ("giving up", "2")], "{events:?}");
+    let levels: Vec<_> = capture
+        .levels
+        .lock()
+        .unwrap()
+        .iter()
+        .zip(events.iter())
+        .filter(|(_, (_, f))| f["message"] == "giving up")
+        .map(|(level, _)| *level)
+        .collect();
+    assert_eq!(levels, [tracing::Level::DEBUG, tracing::Level::INFO]);
+    let counters = counters(&recorder);
+    assert_eq!(
+        counters["backstop_give_ups_total{function=telemetry::timed_out,reason=not_idempotent}"], 2,
+        "{counters:?}"
     );
 }
 

@@ -328,13 +328,15 @@ impl Observe {
 
     /// After attempt `attempts` (a refusal), the call holds: the token
     /// budget refused its retry, and it waits for the dependency to answer
-    /// again. An INFO event, and `backstop_held_total`; the retry itself
-    /// is counted when the call is [released](Self::released).
+    /// again. A DEBUG event (every call of a restart holds: one INFO event
+    /// each would flood the logs), and `backstop_held_total`; the retry
+    /// itself is counted, and told at INFO, when the call is
+    /// [released](Self::released).
     pub(crate) fn held(&mut self, attempts: u32, first_wait: Duration) {
         self.attempts = attempts;
         self.waits(first_wait);
         #[cfg(feature = "tracing")]
-        tracing::info!(
+        tracing::debug!(
             parent: self.span(),
             function = self.name(),
             attempt = attempts,
@@ -461,16 +463,31 @@ impl Observe {
     }
 
     /// The call gave up for `reason` (after a decision, a rejection by the
-    /// breaker, or waking too late).
+    /// breaker, or waking too late). An INFO event after a retry, a DEBUG
+    /// one after a single attempt (the budget or an open breaker refused
+    /// its retry, it was not idempotent, it held and gave up): an outage
+    /// fails every call so, and one INFO event each would flood the logs,
+    /// where the events of retries are as many as the budget allows.
+    /// Counted either way.
     pub(crate) fn gave_up(&mut self, reason: GiveUp) {
         #[cfg(feature = "tracing")]
-        tracing::info!(
-            parent: self.span(),
-            function = self.name(),
-            attempts = self.attempts,
-            reason = reason.as_str(),
-            "giving up"
-        );
+        if self.attempts > 1 {
+            tracing::info!(
+                parent: self.span(),
+                function = self.name(),
+                attempts = self.attempts,
+                reason = reason.as_str(),
+                "giving up"
+            );
+        } else {
+            tracing::debug!(
+                parent: self.span(),
+                function = self.name(),
+                attempts = self.attempts,
+                reason = reason.as_str(),
+                "giving up"
+            );
+        }
         #[cfg(feature = "metrics")]
         {
             self.count("backstop_give_ups_total", Some(reason.as_str()));
