@@ -513,6 +513,8 @@ impl Observe {
             let (who, name) = (self.who, self.name());
             let (attempts, slept) = (f64::from(self.attempts), self.slept.as_secs_f64());
             metrics::with_recorder(|recorder| {
+                static DESCRIBED: std::sync::Once = std::sync::Once::new();
+                DESCRIBED.call_once(|| describe(recorder));
                 let function = match who {
                     Who::Function(function) => Some(function),
                     Who::Named(name) => named(name),
@@ -542,6 +544,62 @@ impl Observe {
 /// A call that ends without a decision (its future dropped midway, its
 /// attempt panicking) is still counted.
 #[cfg(feature = "metrics")]
+/// Tells `recorder` what each metric counts, and its unit (a recorder
+/// that exports them, as Prometheus's, shows them as `HELP` and `TYPE`
+/// lines): once a process, on its first call's end, to the recorder
+/// installed then.
+#[cfg(feature = "metrics")]
+#[cold]
+fn describe(recorder: &dyn metrics::Recorder) {
+    use metrics::Unit;
+    let counters: [(&'static str, &'static str); 8] = [
+        ("backstop_calls_total", "Calls ended, by function"),
+        (
+            "backstop_retries_total",
+            "Retries sent (a held call's, when released)",
+        ),
+        (
+            "backstop_held_total",
+            "Holds of refused calls whose retry the token budget refused (again after each refused probe)",
+        ),
+        (
+            "backstop_give_ups_total",
+            "Calls that stopped retrying and returned their last outcome, by reason",
+        ),
+        (
+            "backstop_rejections_total",
+            "Calls turned away before their first attempt (breaker, adaptive throttle), by reason",
+        ),
+        (
+            "backstop_budget_refusals_total",
+            "Give-ups because the retry budget refused the retry",
+        ),
+        ("backstop_hedges_total", "Hedged attempts sent"),
+        (
+            "backstop_hedge_wins_total",
+            "Calls a hedged attempt answered first",
+        ),
+    ];
+    for (name, help) in counters {
+        recorder.describe_counter(name.into(), Some(Unit::Count), help.into());
+    }
+    recorder.describe_histogram(
+        "backstop_attempts".into(),
+        Some(Unit::Count),
+        "Attempts per call".into(),
+    );
+    recorder.describe_histogram(
+        "backstop_slept_seconds".into(),
+        Some(Unit::Seconds),
+        "Time a call slept between attempts, on its clock".into(),
+    );
+    recorder.describe_gauge(
+        "backstop_breakers_open".into(),
+        None,
+        "Circuit breakers not closed: 1 per breaker (and key) while open or half-open".into(),
+    );
+}
+
 impl Drop for Observe {
     fn drop(&mut self) {
         self.end();
@@ -778,6 +836,103 @@ mod tests {
         assert!(
             kept[NAMES_KEPT].is_none(),
             "past {NAMES_KEPT} names, none is kept"
+        );
+    }
+
+    /// Every metric the crate records is described (its `HELP` line), with
+    /// its kind and unit.
+    #[test]
+    fn every_metric_is_described() {
+        use std::sync::Mutex;
+
+        #[derive(Default)]
+        struct Described(Mutex<Vec<(String, &'static str, Option<metrics::Unit>)>>);
+
+        impl metrics::Recorder for Described {
+            fn describe_counter(
+                &self,
+                key: metrics::KeyName,
+                unit: Option<metrics::Unit>,
+                _: metrics::SharedString,
+            ) {
+                self.0
+                    .lock()
+                    .unwrap()
+                    .push((key.as_str().to_owned(), "counter", unit));
+            }
+            fn describe_gauge(
+                &self,
+                key: metrics::KeyName,
+                unit: Option<metrics::Unit>,
+                _: metrics::SharedString,
+            ) {
+                self.0
+                    .lock()
+                    .unwrap()
+                    .push((key.as_str().to_owned(), "gauge", unit));
+            }
+            fn describe_histogram(
+                &self,
+                key: metrics::KeyName,
+                unit: Option<metrics::Unit>,
+                _: metrics::SharedString,
+            ) {
+                self.0
+                    .lock()
+                    .unwrap()
+                    .push((key.as_str().to_owned(), "histogram", unit));
+            }
+            fn register_counter(
+                &self,
+                _: &metrics::Key,
+                _: &metrics::Metadata<'_>,
+            ) -> metrics::Counter {
+                metrics::Counter::noop()
+            }
+            fn register_gauge(
+                &self,
+                _: &metrics::Key,
+                _: &metrics::Metadata<'_>,
+            ) -> metrics::Gauge {
+                metrics::Gauge::noop()
+            }
+            fn register_histogram(
+                &self,
+                _: &metrics::Key,
+                _: &metrics::Metadata<'_>,
+            ) -> metrics::Histogram {
+                metrics::Histogram::noop()
+            }
+        }
+
+        let recorder = Described::default();
+        describe(&recorder);
+        let mut described = recorder.0.into_inner().unwrap();
+        described.sort_by(|a, b| a.0.cmp(&b.0));
+        let kinds: Vec<(&str, &str)> = described.iter().map(|(n, k, _)| (n.as_str(), *k)).collect();
+        // The manual's list ("Observing retries"), and the breakers' gauge.
+        assert_eq!(
+            kinds,
+            [
+                ("backstop_attempts", "histogram"),
+                ("backstop_breakers_open", "gauge"),
+                ("backstop_budget_refusals_total", "counter"),
+                ("backstop_calls_total", "counter"),
+                ("backstop_give_ups_total", "counter"),
+                ("backstop_hedge_wins_total", "counter"),
+                ("backstop_hedges_total", "counter"),
+                ("backstop_held_total", "counter"),
+                ("backstop_rejections_total", "counter"),
+                ("backstop_retries_total", "counter"),
+                ("backstop_slept_seconds", "histogram"),
+            ]
+        );
+        let slept = described
+            .iter()
+            .find(|(n, _, _)| n == "backstop_slept_seconds");
+        assert_eq!(
+            slept.and_then(|(_, _, unit)| *unit),
+            Some(metrics::Unit::Seconds)
         );
     }
 }
