@@ -845,42 +845,29 @@ mod tests {
     fn every_metric_is_described() {
         use std::sync::Mutex;
 
+        use metrics::{KeyName, SharedString, Unit};
+
         #[derive(Default)]
-        struct Described(Mutex<Vec<(String, &'static str, Option<metrics::Unit>)>>);
+        struct Described(Mutex<Vec<(String, &'static str, Option<Unit>)>>);
+
+        impl Described {
+            fn note(&self, key: &KeyName, kind: &'static str, unit: Option<Unit>) {
+                self.0
+                    .lock()
+                    .unwrap()
+                    .push((key.as_str().to_owned(), kind, unit));
+            }
+        }
 
         impl metrics::Recorder for Described {
-            fn describe_counter(
-                &self,
-                key: metrics::KeyName,
-                unit: Option<metrics::Unit>,
-                _: metrics::SharedString,
-            ) {
-                self.0
-                    .lock()
-                    .unwrap()
-                    .push((key.as_str().to_owned(), "counter", unit));
+            fn describe_counter(&self, key: KeyName, unit: Option<Unit>, _: SharedString) {
+                self.note(&key, "counter", unit);
             }
-            fn describe_gauge(
-                &self,
-                key: metrics::KeyName,
-                unit: Option<metrics::Unit>,
-                _: metrics::SharedString,
-            ) {
-                self.0
-                    .lock()
-                    .unwrap()
-                    .push((key.as_str().to_owned(), "gauge", unit));
+            fn describe_gauge(&self, key: KeyName, unit: Option<Unit>, _: SharedString) {
+                self.note(&key, "gauge", unit);
             }
-            fn describe_histogram(
-                &self,
-                key: metrics::KeyName,
-                unit: Option<metrics::Unit>,
-                _: metrics::SharedString,
-            ) {
-                self.0
-                    .lock()
-                    .unwrap()
-                    .push((key.as_str().to_owned(), "histogram", unit));
+            fn describe_histogram(&self, key: KeyName, unit: Option<Unit>, _: SharedString) {
+                self.note(&key, "histogram", unit);
             }
             fn register_counter(
                 &self,
