@@ -541,9 +541,6 @@ impl Observe {
     }
 }
 
-/// A call that ends without a decision (its future dropped midway, its
-/// attempt panicking) is still counted.
-#[cfg(feature = "metrics")]
 /// Tells `recorder` what each metric counts, and its unit (a recorder
 /// that exports them, as Prometheus's, shows them as `HELP` and `TYPE`
 /// lines): once a process, on its first call's end, to the recorder
@@ -600,6 +597,9 @@ fn describe(recorder: &dyn metrics::Recorder) {
     );
 }
 
+/// A call that ends without a decision (its future dropped midway, its
+/// attempt panicking) is still counted.
+#[cfg(feature = "metrics")]
 impl Drop for Observe {
     fn drop(&mut self) {
         self.end();
