@@ -130,7 +130,7 @@ fn installed() -> bool {
 
 /// Set once an async loop has slept with virtual time installed on its
 /// thread, and it has been said.
-pub(crate) static WARNED_ASYNC: AtomicBool = AtomicBool::new(false);
+static WARNED_ASYNC: AtomicBool = AtomicBool::new(false);
 
 /// A `VirtualTime` is installed where an async retry loop sleeps: a test
 /// that expects the sleep to be virtual, and finds `vt.sleeps()` empty
