@@ -298,6 +298,8 @@ fn what_the_hooks_of_a_retry_log_belongs_to_the_call() {
 /// Counters and histograms, by name and labels.
 #[derive(Default)]
 struct Recorder {
+    /// The metrics described to it, by name.
+    described: Mutex<Vec<String>>,
     counters: Mutex<BTreeMap<String, Arc<Counter>>>,
     histograms: Mutex<BTreeMap<String, Arc<Histogram>>>,
     gauges: Mutex<BTreeMap<String, Arc<Gauge>>>,
@@ -350,10 +352,11 @@ fn key_text(key: &metrics::Key) -> String {
 impl metrics::Recorder for Recorder {
     fn describe_counter(
         &self,
-        _: metrics::KeyName,
+        key: metrics::KeyName,
         _: Option<metrics::Unit>,
         _: metrics::SharedString,
     ) {
+        self.described.lock().unwrap().push(key.as_str().to_owned());
     }
     fn describe_gauge(
         &self,
@@ -853,10 +856,10 @@ fn timed_out(attempts: &mut u32) -> Result<(), Error> {
     Err(ErrorKind::TimedOut.into())
 }
 
-/// An outage fails every call: a give-up that retried nothing (a single
+/// An outage fails every call: a give-up that told no retry (a single
 /// attempt whose retry the budget or the breaker refused, or that was not
 /// idempotent) is told at DEBUG, counted as any; one after a retry at
-/// INFO. So INFO events are as many as the retries the budget allows.
+/// INFO. So INFO events are bounded by the retries the budget allows.
 #[test]
 fn a_give_up_that_retried_nothing_is_told_at_debug_and_counted() {
     let _serial = serial();
@@ -888,6 +891,82 @@ fn a_give_up_that_retried_nothing_is_told_at_debug_and_counted() {
     assert_eq!(
         counters["backstop_give_ups_total{function=telemetry::timed_out,reason=not_idempotent}"], 2,
         "{counters:?}"
+    );
+}
+
+#[retry(attempts = 1)]
+fn described() -> Result<(), Down> {
+    Ok(())
+}
+
+/// The metrics are described to the recorder a call ends under, the first
+/// time one does, and again to another: a recorder installed after calls
+/// made without one (at start-up) is told them too.
+#[test]
+fn the_metrics_are_described_to_each_recorder_calls_end_under() {
+    let _serial = serial();
+    let _ = described(); // no recorder: described to none
+    let recorder = Recorder::default();
+    metrics::with_local_recorder(&recorder, || {
+        let _ = described();
+        let _ = described(); // (once)
+    });
+    let names = recorder.described.lock().unwrap().clone();
+    assert!(
+        names.contains(&"backstop_calls_total".to_owned()),
+        "{names:?}"
+    );
+    assert_eq!(
+        names
+            .iter()
+            .filter(|n| *n == "backstop_calls_total")
+            .count(),
+        1,
+        "{names:?}"
+    );
+}
+
+static OPENED_MEANWHILE: backstop::limit::CircuitBreaker =
+    backstop::limit::CircuitBreaker::new(100, std::time::Duration::from_secs(60));
+
+// Its retry is told; then, during the sleep, the breaker is opened (as
+// other callers' failures would), and the retry is turned away.
+#[retry(attempts = 3, budget = none, breaker = OPENED_MEANWHILE,
+        on_retry = |_: &backstop::RetryEvent<'_, (), Down>| OPENED_MEANWHILE.hold_open())]
+fn opened_meanwhile() -> Result<(), Down> {
+    Err(Down)
+}
+
+/// A call that told a retry at INFO ends at INFO, whatever turned the
+/// retry away after the sleep: every INFO `retrying` has an INFO end.
+#[test]
+fn a_call_that_told_a_retry_gives_up_at_info_whatever_came_after() {
+    let _serial = serial();
+    let capture = captured(|| {
+        let _ = opened_meanwhile();
+    });
+    OPENED_MEANWHILE.reset();
+    let events = capture.events.lock().unwrap();
+    let seen: Vec<(&str, tracing::Level)> = events
+        .iter()
+        .zip(capture.levels.lock().unwrap().iter())
+        .filter(|((_, f), _)| f["message"] == "retrying" || f["message"] == "giving up")
+        .map(|((_, f), level)| (f["message"].as_str(), *level))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("retrying", tracing::Level::INFO),
+            ("giving up", tracing::Level::INFO)
+        ],
+        "{events:?}"
+    );
+    let reason = events.iter().find(|(_, f)| f["message"] == "giving up");
+    assert_eq!(
+        reason
+            .and_then(|(_, f)| f.get("reason"))
+            .map(String::as_str),
+        Some("breaker_open")
     );
 }
 

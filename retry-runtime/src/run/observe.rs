@@ -163,6 +163,10 @@ pub(crate) struct Observe {
     slept: Duration,
     /// The end of the call has been reported.
     ended: bool,
+    /// A retry was told (`retrying`, at INFO): its give-up is told at INFO
+    /// too.
+    #[cfg(feature = "tracing")]
+    retried: bool,
     /// Made at its first use, when the call's function and key are known:
     /// the span is made with its fields, not filled in afterwards (a
     /// subscriber that prints spans as they are made sees them).
@@ -189,6 +193,8 @@ impl Observe {
             #[cfg(feature = "metrics")]
             slept: Duration::ZERO,
             ended: false,
+            #[cfg(feature = "tracing")]
+            retried: false,
             #[cfg(feature = "tracing")]
             span: std::cell::OnceCell::new(),
         }
@@ -304,6 +310,10 @@ impl Observe {
                     self.slept = self.slept.saturating_add(delay);
                 }
                 #[cfg(feature = "tracing")]
+                {
+                    self.retried = true;
+                }
+                #[cfg(feature = "tracing")]
                 tracing::info!(
                     parent: self.span(),
                     function = self.name(),
@@ -362,7 +372,11 @@ impl Observe {
         not(any(feature = "tracing", feature = "metrics")),
         allow(clippy::unused_self)
     )]
-    pub(crate) fn released(&self) {
+    pub(crate) fn released(&mut self) {
+        #[cfg(feature = "tracing")]
+        {
+            self.retried = true;
+        }
         #[cfg(feature = "tracing")]
         tracing::info!(
             parent: self.span(),
@@ -463,15 +477,16 @@ impl Observe {
     }
 
     /// The call gave up for `reason` (after a decision, a rejection by the
-    /// breaker, or waking too late). An INFO event after a retry, a DEBUG
-    /// one after a single attempt (the budget or an open breaker refused
-    /// its retry, it was not idempotent, it held and gave up): an outage
-    /// fails every call so, and one INFO event each would flood the logs,
-    /// where the events of retries are as many as the budget allows.
-    /// Counted either way.
+    /// breaker, or waking too late). An INFO event if it told a retry (so
+    /// that every INFO `retrying` has an INFO end, whatever came after
+    /// the sleep), a DEBUG one if it did not (the budget or an open breaker
+    /// refused its first retry, it was not idempotent, it held and gave up
+    /// without being released, a hedge alone was sent): an outage fails
+    /// every call so, and one INFO event each would flood the logs, where
+    /// retries are bounded by the budget. Counted either way.
     pub(crate) fn gave_up(&mut self, reason: GiveUp) {
         #[cfg(feature = "tracing")]
-        if self.attempts > 1 {
+        if self.retried {
             tracing::info!(
                 parent: self.span(),
                 function = self.name(),
@@ -513,8 +528,7 @@ impl Observe {
             let (who, name) = (self.who, self.name());
             let (attempts, slept) = (f64::from(self.attempts), self.slept.as_secs_f64());
             metrics::with_recorder(|recorder| {
-                static DESCRIBED: std::sync::Once = std::sync::Once::new();
-                DESCRIBED.call_once(|| describe(recorder));
+                describe_once(recorder);
                 let function = match who {
                     Who::Function(function) => Some(function),
                     Who::Named(name) => named(name),
@@ -541,10 +555,30 @@ impl Observe {
     }
 }
 
+/// The recorder the metrics were last described to, by address: 0 for
+/// none yet.
+#[cfg(feature = "metrics")]
+static DESCRIBED_TO: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Describes the metrics to `recorder` if they were not described to it
+/// last ([`describe`]): at the first call's end, and again at the first
+/// call that ends under another recorder (one installed after a call
+/// made at start-up, or a test's own). One load when they were; no lock
+/// (a recorder that panics, or ends a call itself, as it describes blocks
+/// nothing), and each recorder in turn may be told twice when calls race
+/// under two.
+#[cfg(feature = "metrics")]
+#[inline]
+fn describe_once(recorder: &dyn metrics::Recorder) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let address = std::ptr::from_ref(recorder).cast::<()>() as usize;
+    if DESCRIBED_TO.load(Relaxed) != address && DESCRIBED_TO.swap(address, Relaxed) != address {
+        describe(recorder);
+    }
+}
+
 /// Tells `recorder` what each metric counts, and its unit (a recorder
-/// that exports them, as Prometheus's, shows them as `HELP` and `TYPE`
-/// lines): once a process, on its first call's end, to the recorder
-/// installed then.
+/// that exports them, as Prometheus's, shows them as `HELP` lines).
 #[cfg(feature = "metrics")]
 #[cold]
 fn describe(recorder: &dyn metrics::Recorder) {
@@ -553,15 +587,15 @@ fn describe(recorder: &dyn metrics::Recorder) {
         ("backstop_calls_total", "Calls ended, by function"),
         (
             "backstop_retries_total",
-            "Retries sent (a held call's, when released)",
+            "Retries decided (a held call's, when released)",
         ),
         (
             "backstop_held_total",
-            "Holds of refused calls whose retry the token budget refused (again after each refused probe)",
+            "Holds of refused calls whose retry the token budget refused (again after each released retry refused again)",
         ),
         (
             "backstop_give_ups_total",
-            "Calls that stopped retrying and returned their last outcome, by reason",
+            "Calls that stopped retrying, by reason",
         ),
         (
             "backstop_rejections_total",
@@ -585,10 +619,12 @@ fn describe(recorder: &dyn metrics::Recorder) {
         Some(Unit::Count),
         "Attempts per call".into(),
     );
+    // (No unit: the name says it, and an exporter that appends units to
+    // names would make it `_seconds_seconds`.)
     recorder.describe_histogram(
         "backstop_slept_seconds".into(),
-        Some(Unit::Seconds),
-        "Time a call slept between attempts, on its clock".into(),
+        None,
+        "Seconds a call slept between attempts, on its clock".into(),
     );
     recorder.describe_gauge(
         "backstop_breakers_open".into(),
@@ -914,12 +950,15 @@ mod tests {
                 ("backstop_slept_seconds", "histogram"),
             ]
         );
-        let slept = described
-            .iter()
-            .find(|(n, _, _)| n == "backstop_slept_seconds");
-        assert_eq!(
-            slept.and_then(|(_, _, unit)| *unit),
-            Some(metrics::Unit::Seconds)
-        );
+        let unit = |name: &str| {
+            described
+                .iter()
+                .find(|(n, _, _)| n == name)
+                .and_then(|d| d.2)
+        };
+        assert_eq!(unit("backstop_attempts"), Some(Unit::Count));
+        assert_eq!(unit("backstop_retries_total"), Some(Unit::Count));
+        // (Its name says it: an exporter appending units would repeat it.)
+        assert_eq!(unit("backstop_slept_seconds"), None);
     }
 }
