@@ -312,19 +312,18 @@ impl Observe {
                 #[cfg(feature = "tracing")]
                 {
                     self.retried = true;
+                    tracing::info!(
+                        parent: self.span(),
+                        function = self.name(),
+                        attempt = attempts,
+                        // Milliseconds with their fraction: a 250 µs delay is
+                        // 0.25. One correctly rounded division, so 123.4 ms
+                        // reads 123.4, not 123.39999999999999.
+                        delay_ms = delay.as_nanos() as f64 / 1e6,
+                        verdict = ?verdict.unwrap_or(Verdict::Retry),
+                        "retrying"
+                    );
                 }
-                #[cfg(feature = "tracing")]
-                tracing::info!(
-                    parent: self.span(),
-                    function = self.name(),
-                    attempt = attempts,
-                    // Milliseconds with their fraction: a 250 µs delay is
-                    // 0.25. One correctly rounded division, so 123.4 ms
-                    // reads 123.4, not 123.39999999999999.
-                    delay_ms = delay.as_nanos() as f64 / 1e6,
-                    verdict = ?verdict.unwrap_or(Verdict::Retry),
-                    "retrying"
-                );
                 #[cfg(feature = "metrics")]
                 self.count("backstop_retries_total", None);
             }
@@ -376,15 +375,14 @@ impl Observe {
         #[cfg(feature = "tracing")]
         {
             self.retried = true;
+            tracing::info!(
+                parent: self.span(),
+                function = self.name(),
+                attempt = self.attempts,
+                verdict = ?Verdict::Refused,
+                "retrying"
+            );
         }
-        #[cfg(feature = "tracing")]
-        tracing::info!(
-            parent: self.span(),
-            function = self.name(),
-            attempt = self.attempts,
-            verdict = ?Verdict::Refused,
-            "retrying"
-        );
         #[cfg(feature = "metrics")]
         self.count("backstop_retries_total", None);
     }
@@ -528,7 +526,7 @@ impl Observe {
             let (who, name) = (self.who, self.name());
             let (attempts, slept) = (f64::from(self.attempts), self.slept.as_secs_f64());
             metrics::with_recorder(|recorder| {
-                describe_once(recorder);
+                describe_to_new(recorder);
                 let function = match who {
                     Who::Function(function) => Some(function),
                     Who::Named(name) => named(name),
@@ -569,7 +567,7 @@ static DESCRIBED_TO: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicU
 /// under two.
 #[cfg(feature = "metrics")]
 #[inline]
-fn describe_once(recorder: &dyn metrics::Recorder) {
+fn describe_to_new(recorder: &dyn metrics::Recorder) {
     use std::sync::atomic::Ordering::Relaxed;
     let address = std::ptr::from_ref(recorder).cast::<()>() as usize;
     if DESCRIBED_TO.load(Relaxed) != address && DESCRIBED_TO.swap(address, Relaxed) != address {
