@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use backstop::classify::Classifier;
 use backstop::tower::{HttpBodies, ReplayBody, RetryLayer, TransportErrors};
 use backstop::{Classify, Policy, Verdict};
 use bytes::{Buf, BufMut};
@@ -109,6 +110,14 @@ impl tonic::server::UnaryService<String> for Scripted {
 
 /// A gRPC server on loopback answering `/test.Echo/Say` by `script`.
 async fn serve(script: Vec<Status>) -> (SocketAddr, Seen) {
+    serve_after(script, 0).await
+}
+
+/// [`serve`], its first `going_away` connections closed at once with an
+/// HTTP/2 `GOAWAY` that says no stream was processed (last stream 0), as a
+/// server shutting down gracefully closes one a client opened streams on
+/// as it went.
+async fn serve_after(script: Vec<Status>, mut going_away: usize) -> (SocketAddr, Seen) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let seen = Seen::default();
@@ -119,6 +128,11 @@ async fn serve(script: Vec<Status>) -> (SocketAddr, Seen) {
     tokio::spawn(async move {
         loop {
             let (stream, _) = listener.accept().await.unwrap();
+            if going_away > 0 {
+                going_away -= 1;
+                tokio::spawn(go_away(stream));
+                continue;
+            }
             let unary = unary.clone();
             let handler = hyper::service::service_fn(move |request| {
                 let unary = unary.clone();
@@ -135,6 +149,51 @@ async fn serve(script: Vec<Status>) -> (SocketAddr, Seen) {
         }
     });
     (addr, seen)
+}
+
+/// Speaks just enough HTTP/2 on `stream` to read a client's first request
+/// and close the connection with `GOAWAY` (last stream 0, `NO_ERROR`):
+/// RFC 9113 section 6.8, the streams the client opened were not processed.
+async fn go_away(mut stream: tokio::net::TcpStream) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // The client's preface, then its frames up to its first HEADERS (a
+    // second late: the GOAWAY is sent whether or not it came).
+    let mut read = Vec::new();
+    let mut buffer = [0; 4096];
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        loop {
+            if has_headers(&read) {
+                return;
+            }
+            match stream.read(&mut buffer).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => read.extend_from_slice(&buffer[..n]),
+            }
+        }
+    })
+    .await;
+    // SETTINGS (none), then GOAWAY: last stream 0, NO_ERROR.
+    let mut frames = vec![0, 0, 0, 0x4, 0, 0, 0, 0, 0];
+    frames.extend_from_slice(&[0, 0, 8, 0x7, 0, 0, 0, 0, 0]);
+    frames.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 0]);
+    stream.write_all(&frames).await.unwrap();
+    stream.flush().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+}
+
+/// Whether `read` (a client's preface and frames) holds a HEADERS frame.
+fn has_headers(read: &[u8]) -> bool {
+    let mut at = 24; // the preface
+    while read.len() >= at + 9 {
+        let len = usize::from(read[at]) << 16
+            | usize::from(read[at + 1]) << 8
+            | usize::from(read[at + 2]);
+        if read[at + 3] == 0x1 {
+            return true;
+        }
+        at += 9 + len;
+    }
+    false
 }
 
 /// Retrying at once: the loopback tests take milliseconds.
@@ -429,10 +488,15 @@ fn a_stream_the_server_refused_before_processing_is_retried_and_other_http2_erro
     let mut unavailable = Status::unavailable("h2 protocol error");
     unavailable.set_source(Arc::new(h2::Error::from(h2::Reason::REFUSED_STREAM)));
     assert_eq!(unavailable.classify(), Verdict::Retry, "{unavailable:?}");
+    // So it is below the tower layer, by the transport rule.
+    let boxed: BoxError = Box::new(h2::Error::from(h2::Reason::REFUSED_STREAM));
+    assert_eq!(TransportErrors.verdict(&boxed), Verdict::Retry);
     // A stream reset for any other reason may have been processed.
     let mut reset = Status::unavailable("stream reset");
     reset.set_source(Arc::new(h2::Error::from(h2::Reason::INTERNAL_ERROR)));
     assert_eq!(reset.classify(), Verdict::RetryIfIdempotent, "{reset:?}");
+    let boxed: BoxError = Box::new(h2::Error::from(h2::Reason::INTERNAL_ERROR));
+    assert_eq!(TransportErrors.verdict(&boxed), Verdict::RetryIfIdempotent);
 }
 
 #[tokio::test]
@@ -481,4 +545,99 @@ async fn a_retry_fn_retries_tonics_own_timeout_and_takes_an_attempt_timeout() {
         2,
         "the attempt timeout, as a DEADLINE_EXCEEDED status"
     );
+}
+
+#[tokio::test]
+async fn a_stream_above_a_goaways_last_stream_was_not_processed_and_is_retried() {
+    // RFC 9113 section 6.8: a server going away names the last stream it
+    // processed; the client's streams above it were not, and can be sent
+    // again whatever they do. A `POST` (every gRPC call) included.
+    let (addr, seen) = serve_after(Vec::new(), 1).await;
+    let refused = say_lazy(addr).await;
+    assert_eq!(refused.classify(), Verdict::Refused, "{refused:?}");
+    assert!(seen.lock().unwrap().is_empty());
+
+    // Through the layer, on one channel: calls in flight when the server
+    // goes away (or queued behind them) are sent again on the next
+    // connection, none twice.
+    let (addr, seen) = serve_after(Vec::new(), 1).await;
+    let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect_lazy();
+    let service = tower::ServiceBuilder::new()
+        .layer(RetryLayer::http(&quick()))
+        .map_request(|request: http::Request<ReplayBody<Body>>| request.map(Body::new))
+        .map_err(backstop::tower::box_error)
+        .service(channel);
+    let calls = (0..8).map(|n| {
+        let mut grpc = tonic::client::Grpc::new(service.clone());
+        async move {
+            grpc.ready().await.unwrap();
+            let path = http::uri::PathAndQuery::from_static("/test.Echo/Say");
+            grpc.unary(tonic::Request::new(format!("{n}")), path, Utf8)
+                .await
+                .map(tonic::Response::into_inner)
+        }
+    });
+    let answers = futures_util::future::join_all(calls).await;
+    for (n, answer) in answers.into_iter().enumerate() {
+        assert_eq!(answer.unwrap(), format!("echo {n}"));
+    }
+    let mut seen: Vec<String> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(m, _)| m.clone())
+        .collect();
+    seen.sort();
+    assert_eq!(
+        seen,
+        ["0", "1", "2", "3", "4", "5", "6", "7"],
+        "each processed once"
+    );
+}
+
+#[tokio::test]
+async fn a_request_hyper_never_sent_is_retried() {
+    // hyper's `Canceled`: the request was dropped before it was written (a
+    // connection closed with requests queued on it, one not ready).
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let stream = tokio::net::TcpStream::connect(listener.local_addr().unwrap())
+        .await
+        .unwrap();
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake::<_, String>(TokioIo::new(stream))
+            .await
+            .unwrap();
+    drop(connection);
+    let error = sender
+        .send_request(http::Request::new(String::new()))
+        .await
+        .unwrap_err();
+    assert!(error.is_canceled(), "{error:?}");
+    assert_eq!(
+        backstop::classify::by_source_chain(&error),
+        Verdict::Refused
+    );
+    let status = Status::from_error(Box::new(error));
+    assert_eq!(status.classify(), Verdict::Refused, "{status:?}");
+}
+
+#[tokio::test]
+async fn a_slow_call_through_the_layer_on_a_channel_is_hedged() {
+    // A tonic request's body is a stream that does not say its length:
+    // read before the call, it is kept, and a hedge sends a copy.
+    let (addr, seen) = serve(vec![Status::unknown("hang")]).await;
+    let layer = RetryLayer::http(
+        backstop::Retry::new(&quick().idempotent(true))
+            .hedge(backstop::hedge::Hedge::after(Duration::from_millis(50))),
+    );
+    let request = tonic::Request::new("hi".to_owned());
+    let answer = tokio::time::timeout(Duration::from_secs(2), say_with(addr, layer, request))
+        .await
+        .expect("the hedge answers: the call does not wait for the first attempt");
+    assert_eq!(answer.unwrap(), "echo hi");
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 2, "the first hangs, the hedge answers");
+    assert!(seen.iter().all(|(message, _)| message == "hi"), "{seen:?}");
 }

@@ -1107,9 +1107,10 @@ async fn an_infallible_inner_service_needs_no_classifier() {
 /// whether it answered (`false`: dropped before).
 type AttemptLog = Arc<Mutex<Vec<(u32, Bytes, bool)>>>;
 
-/// A service of HTTP requests with `String` bodies, boxed.
-type SlowService =
-    tower::util::BoxCloneService<Request<ReplayBody<String>>, Response<()>, BoxError>;
+/// A service of HTTP requests with `B` bodies (`String`s unless said),
+/// boxed.
+type SlowService<B = String> =
+    tower::util::BoxCloneService<Request<ReplayBody<B>>, Response<()>, BoxError>;
 
 /// Notes an attempt when it ends, answered or dropped.
 struct Ended(AttemptLog, u32, Bytes, bool);
@@ -1124,10 +1125,13 @@ impl Drop for Ended {
 /// An in-process service whose attempt `n` (1-based) answers 200 after
 /// `latencies[n - 1]` ms (the last for later ones), logging each body it
 /// got and each attempt dropped before its answer.
-fn slow_service(latencies: &'static [u64]) -> (SlowService, AttemptLog) {
+fn slow_service<B>(latencies: &'static [u64]) -> (SlowService<B>, AttemptLog)
+where
+    B: hyper::body::Body<Data = Bytes, Error: std::fmt::Debug + Send> + Send + 'static,
+{
     let log = AttemptLog::default();
     let seen = log.clone();
-    let inner = service_fn(move |request: Request<ReplayBody<String>>| {
+    let inner = service_fn(move |request: Request<ReplayBody<B>>| {
         let seen = seen.clone();
         async move {
             let attempt = context().expect("inside an attempt").attempt();
@@ -1144,7 +1148,7 @@ fn slow_service(latencies: &'static [u64]) -> (SlowService, AttemptLog) {
 
 #[tokio::test(start_paused = true)]
 async fn a_slow_get_is_hedged_with_the_same_body_and_the_loser_dropped() {
-    let (inner, log) = slow_service(&[1_000, 10]);
+    let (inner, log) = slow_service::<String>(&[1_000, 10]);
     let service = RetryLayer::http(
         backstop::Retry::new(&Policy::new())
             .hedge(backstop::hedge::Hedge::after(Duration::from_millis(50))),
@@ -1172,7 +1176,7 @@ async fn a_slow_get_is_hedged_with_the_same_body_and_the_loser_dropped() {
 #[tokio::test(start_paused = true)]
 async fn a_post_is_not_hedged_a_keyed_post_is() {
     for (keyed, attempts) in [(false, 1), (true, 2)] {
-        let (inner, log) = slow_service(&[1_000, 10]);
+        let (inner, log) = slow_service::<String>(&[1_000, 10]);
         let service = RetryLayer::http(
             backstop::Retry::new(&Policy::new())
                 .hedge(backstop::hedge::Hedge::after(Duration::from_millis(50))),
@@ -1190,8 +1194,57 @@ async fn a_post_is_not_hedged_a_keyed_post_is() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_body_over_the_replay_limit_is_not_hedged() {
+async fn a_body_of_unknown_length_read_at_once_is_hedged_one_still_coming_is_sent_unhedged() {
+    // A body that does not say its length (a stream, as tonic's and most
+    // encoders' are) is read before the first attempt as far as it is
+    // there: whole and within the limit, it is kept and the call hedges.
     let (inner, log) = slow_service(&[1_000, 10]);
+    let service = RetryLayer::http(
+        backstop::Retry::new(&Policy::new())
+            .hedge(backstop::hedge::Hedge::after(Duration::from_millis(50))),
+    )
+    .layer(inner);
+    let request = Request::get("/users/7").body(stream(2)).unwrap();
+    let start = tokio::time::Instant::now();
+    let response = service.oneshot(request).await.unwrap();
+    assert_eq!(
+        start.elapsed(),
+        Duration::from_millis(60),
+        "the hedge answered"
+    );
+    assert_eq!(
+        response.extensions().get::<backstop::http::Attempts>(),
+        Some(&backstop::http::Attempts(2))
+    );
+    let log = log.lock().unwrap().clone();
+    assert_eq!(log.len(), 2, "{log:?}");
+    assert!(log.iter().all(|(_, body, _)| body.len() == 2048), "{log:?}");
+
+    // One whose next chunk is not there yet (a stream the caller is still
+    // writing) is not waited for: it is sent as it comes, unhedged.
+    let (inner, log) = slow_service(&[1_000, 10]);
+    let service = RetryLayer::http(
+        backstop::Retry::new(&Policy::new())
+            .hedge(backstop::hedge::Hedge::after(Duration::from_millis(50))),
+    )
+    .layer(inner);
+    let later = futures_util::stream::once(async {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        Ok::<_, Infallible>(Frame::data(Bytes::from_static(b"later")))
+    });
+    let request = Request::get("/users/7")
+        .body(StreamBody::new(later))
+        .unwrap();
+    let start = tokio::time::Instant::now();
+    let _ = service.oneshot(request).await.unwrap();
+    assert_eq!(start.elapsed(), Duration::from_millis(1_005));
+    let log = log.lock().unwrap();
+    assert_eq!(*log, [(1, Bytes::from_static(b"later"), true)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_body_over_the_replay_limit_is_not_hedged() {
+    let (inner, log) = slow_service::<String>(&[1_000, 10]);
     let service = RetryLayer::http(
         backstop::Retry::new(&Policy::new())
             .hedge(backstop::hedge::Hedge::after(Duration::from_millis(50))),
@@ -1236,7 +1289,7 @@ async fn a_hedged_request_behind_a_concurrency_limit_uses_the_slot_the_caller_re
     // it. (Sent on a clone instead, it would wait for the slot held idle
     // by the caller's service: for ever.) The hedge waits for a slot like
     // any request, and the first attempt answers.
-    let (inner, log) = slow_service(&[100, 10]);
+    let (inner, log) = slow_service::<String>(&[100, 10]);
     let limited = tower::limit::ConcurrencyLimit::new(inner, 1);
     let service = RetryLayer::http(
         backstop::Retry::new(&Policy::new())

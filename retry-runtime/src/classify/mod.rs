@@ -92,6 +92,11 @@ pub(crate) fn transport_chain(error: &(dyn std::error::Error + 'static)) -> Verd
         if let Some(verdict) = hyper_util_connect(error) {
             return verdict;
         }
+        // Or that the request was never written, or never processed.
+        #[cfg(any(feature = "tonic", feature = "hyper-util"))]
+        if let Some(verdict) = crate::classify::unprocessed(error) {
+            return verdict;
+        }
         if let Some(io) = error.downcast_ref::<std::io::Error>() {
             if io.kind() == std::io::ErrorKind::ConnectionRefused {
                 return Verdict::Refused;
@@ -216,6 +221,40 @@ fn hyper_util_connect(error: &(dyn Error + 'static)) -> Option<Verdict> {
         .map(|error| connect_failed(error))
 }
 
+/// The verdict on an error that says the request was never processed,
+/// whatever it was:
+///
+/// - the HTTP/2 server went away with a last stream below its stream (RFC
+///   9113 section 6.8: h2 gives the server's `GOAWAY` to those streams
+///   alone, and to those opened after it), or hyper dropped it before
+///   writing it (`Canceled`: queued on a connection that closed, as one
+///   does when its server shuts down, or on one that was not ready):
+///   [`Verdict::Refused`], as a server shutting down refuses, and a call
+///   may wait for the next one to answer;
+/// - the server refused its stream before processing it
+///   (`REFUSED_STREAM`, section 8.7): [`Verdict::Retry`].
+///
+/// Another reset reason may come after the work: none.
+#[cfg(any(feature = "tonic", feature = "hyper-util"))]
+pub(crate) fn unprocessed(error: &(dyn Error + 'static)) -> Option<Verdict> {
+    if error
+        .downcast_ref::<::hyper::Error>()
+        .is_some_and(::hyper::Error::is_canceled)
+    {
+        return Some(Verdict::Refused);
+    }
+    #[cfg(feature = "tonic")]
+    if let Some(h2) = error.downcast_ref::<::h2::Error>() {
+        if h2.is_go_away() && h2.is_remote() {
+            return Some(Verdict::Refused);
+        }
+        if h2.reason() == Some(::h2::Reason::REFUSED_STREAM) {
+            return Some(Verdict::Retry);
+        }
+    }
+    None
+}
+
 /// A connection could not be made (nothing was sent): [`Verdict::Refused`]
 /// when an I/O error in its source chain says the connection was refused,
 /// [`Verdict::Retry`] otherwise (a name that did not resolve, a handshake
@@ -272,15 +311,9 @@ fn known(error: &(dyn Error + 'static)) -> Option<Verdict> {
     if let Some(verdict) = hyper_util_connect(error) {
         return Some(verdict);
     }
-    // An HTTP/2 stream the server refused before processing it (RFC 9113,
-    // section 8.7): nothing ran. Another reset reason may come after the
-    // work: the walk goes on to what it holds, and the caller's rule for an
-    // unplaced failure decides.
-    #[cfg(feature = "tonic")]
-    if let Some(h2) = error.downcast_ref::<::h2::Error>()
-        && h2.reason() == Some(::h2::Reason::REFUSED_STREAM)
-    {
-        return Some(Verdict::Retry);
+    #[cfg(any(feature = "tonic", feature = "hyper-util"))]
+    if let Some(verdict) = unprocessed(error) {
+        return Some(verdict);
     }
     #[cfg(feature = "tonic")]
     if error.is::<::tonic::TimeoutExpired>() {

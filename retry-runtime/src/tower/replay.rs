@@ -461,7 +461,7 @@ where
         let kind = match std::mem::replace(&mut source.body, BodyState::Broken) {
             state @ (BodyState::Unsent(_) | BodyState::Reading(..)) => {
                 source.body = state;
-                let Poll::Ready(kind) = poll_first(source, cx) else {
+                let Poll::Ready(kind) = poll_first(source, cx, false) else {
                     return Poll::Pending;
                 };
                 kind
@@ -510,7 +510,7 @@ where
 
     fn poll_prepare(source: &mut HttpSource<B>, cx: &mut TaskContext<'_>) -> Poll<bool> {
         if matches!(source.body, BodyState::Unsent(_) | BodyState::Reading(..)) {
-            let Poll::Ready(kind) = poll_first(source, cx) else {
+            let Poll::Ready(kind) = poll_first(source, cx, true) else {
                 return Poll::Pending;
             };
             if !matches!(source.body, BodyState::Kept(_)) {
@@ -601,44 +601,56 @@ fn grpc_timeout(headers: &mut http::HeaderMap, add: bool) {
 /// be there to send again); any other is streamed, and kept as it goes
 /// while it fits. A read cut off midway stays `Reading`, which `settle`
 /// takes for broken.
-fn poll_first<B>(source: &mut HttpSource<B>, cx: &mut TaskContext<'_>) -> Poll<Kind<B>>
+///
+/// Before a hedged call (`eager`), a body that does not say its length (a
+/// stream: tonic's, an encoder's) is read first as far as it is already
+/// there: whole and within the limit, it is kept, and copies of it can be
+/// sent. Its next chunk is not waited for (a stream may be waiting for the
+/// answer): if one is not there yet, what was read goes first and the rest
+/// is streamed.
+fn poll_first<B>(source: &mut HttpSource<B>, cx: &mut TaskContext<'_>, eager: bool) -> Poll<Kind<B>>
 where
     B: Body,
     B::Data: Buf,
 {
     let limit = source.limit;
-    let (mut body, mut kept, mut len) = match std::mem::replace(&mut source.body, BodyState::Broken)
-    {
-        // Nothing to read (a `GET`'s): kept as it is, nothing boxed.
-        BodyState::Unsent(body) if body.is_end_stream() => {
-            source.body = BodyState::Kept(Kept::default());
-            return Poll::Ready(Kind::Kept(VecDeque::new()));
-        }
-        BodyState::Unsent(body) => {
-            let fits = body
-                .size_hint()
-                .upper()
-                .is_some_and(|upper| upper <= limit as u64);
-            let body = Box::pin(body);
-            if !fits {
-                let (kind, state) = streamed(VecDeque::new(), body, limit);
-                source.body = state;
-                return Poll::Ready(kind);
+    let (mut body, mut kept, mut len, wait) =
+        match std::mem::replace(&mut source.body, BodyState::Broken) {
+            // Nothing to read (a `GET`'s): kept as it is, nothing boxed.
+            BodyState::Unsent(body) if body.is_end_stream() => {
+                source.body = BodyState::Kept(Kept::default());
+                return Poll::Ready(Kind::Kept(VecDeque::new()));
             }
-            (body, Kept::default(), 0usize)
-        }
-        BodyState::Reading(body, kept, len) => (body, kept, len),
-        _ => unreachable!("only an unsent body is read first"),
-    };
+            BodyState::Unsent(body) => {
+                let fits = body
+                    .size_hint()
+                    .upper()
+                    .is_some_and(|upper| upper <= limit as u64);
+                let body = Box::pin(body);
+                if !fits && !eager {
+                    let (kind, state) = streamed(VecDeque::new(), body, limit);
+                    source.body = state;
+                    return Poll::Ready(kind);
+                }
+                (body, Kept::default(), 0usize, fits)
+            }
+            BodyState::Reading(body, kept, len) => (body, kept, len, true),
+            _ => unreachable!("only an unsent body is read first"),
+        };
     loop {
         if body.is_end_stream() {
             source.body = BodyState::Kept(kept.clone());
             return Poll::Ready(Kind::kept(kept));
         }
         let frame = match body.as_mut().poll_frame(cx) {
-            Poll::Pending => {
+            Poll::Pending if wait => {
                 source.body = BodyState::Reading(body, kept, len);
                 return Poll::Pending;
+            }
+            Poll::Pending => {
+                let (kind, state) = streamed(std::mem::take(&mut kept.chunks), body, limit);
+                source.body = state;
+                return Poll::Ready(kind);
             }
             Poll::Ready(None) => {
                 source.body = BodyState::Kept(kept.clone());
@@ -660,7 +672,10 @@ where
             }
             Err(frame) => {
                 if let Ok(trailers) = frame.into_trailers() {
+                    // A body's last frame: it is whole.
                     kept.trailers = Some(Box::new(trailers));
+                    source.body = BodyState::Kept(kept.clone());
+                    return Poll::Ready(Kind::kept(kept));
                 }
             }
         }

@@ -7,9 +7,10 @@
 //! back with a delay (`grpc-retry-pushback-ms`), the rest never; a
 //! negative pushback means do not retry. An `UNAVAILABLE` tonic made from
 //! a transport failure follows the transport rule: retried when the
-//! connection was never made, only for an idempotent call when it broke
-//! after the request was written. A `Status` boxed in an error's source
-//! chain is found there.
+//! connection was never made or the call never processed (an HTTP/2
+//! stream refused, or above the last stream of a server's `GOAWAY`), only
+//! for an idempotent call when it broke after the request was written. A
+//! `Status` boxed in an error's source chain is found there.
 //!
 //! The tower layer retries the unary calls of a tonic client made on a
 //! `Channel` (as the example at the top of this page stacks it); gRPC requests are `POST`s, so only the statuses above that a
@@ -46,10 +47,14 @@ use crate::classify::{Classify, Verdict};
 /// retried. A status tonic made on the client from a transport failure
 /// follows the transport rule: a connection that was never made
 /// (`tonic::ConnectError`, a refused connection) or an HTTP/2 stream the
-/// server refused before processing it (`REFUSED_STREAM`) is retried; a
-/// connection reset or closed after the request was written, or a
-/// keep-alive timeout, is ambiguous (the server may have done the work)
-/// and retried only for an idempotent call.
+/// server refused before processing it (`REFUSED_STREAM`) is retried; so
+/// is a call above the last stream a server going away named in its
+/// `GOAWAY` (RFC 9113 section 6.8), or one hyper never wrote (queued on
+/// a connection that closed: `CANCELLED`), each as a refusal
+/// ([`Verdict::Refused`]: the server is shutting down); a connection
+/// reset or closed after the request was written, or a keep-alive
+/// timeout, is ambiguous (the server may have done the work) and retried
+/// only for an idempotent call.
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
