@@ -641,3 +641,38 @@ async fn a_slow_call_through_the_layer_on_a_channel_is_hedged() {
     assert_eq!(seen.len(), 2, "the first hangs, the hedge answers");
     assert!(seen.iter().all(|(message, _)| message == "hi"), "{seen:?}");
 }
+
+/// `Say("hi")` to `addr` with retries, the time left sent on.
+#[backstop::retry(attempts = 3, base = 1ms, deadline = 30s)]
+async fn say_on(addr: SocketAddr) -> Result<String, Status> {
+    say_plain(
+        addr,
+        backstop::tonic::within_attempt(tonic::Request::new("hi".to_owned())),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_servers_incoming_deadline_is_kept_by_the_retry_calls_its_handler_makes() {
+    use backstop::tonic::IncomingDeadlineLayer;
+    use tower::ServiceExt;
+    // A server whose handler calls another service with retries (30 s of
+    // their own), and its caller, which waits 2 s for it.
+    let (downstream, seen) = serve(Vec::new()).await;
+    let server = IncomingDeadlineLayer.layer(tower::service_fn(move |_: http::Request<()>| {
+        say_on(downstream)
+    }));
+    let request = http::Request::builder()
+        .header("grpc-timeout", "2S")
+        .body(())
+        .unwrap();
+    assert_eq!(server.clone().oneshot(request).await.unwrap(), "echo hi");
+    // A request without one leaves the call its own.
+    let request = http::Request::new(());
+    assert_eq!(server.oneshot(request).await.unwrap(), "echo hi");
+    let micros = micros(&seen);
+    assert_eq!(micros.len(), 2);
+    let (kept, own) = (micros[0].unwrap(), micros[1].unwrap());
+    assert!((1_900_000..=2_000_000).contains(&kept), "{kept}");
+    assert!((29_900_000..=30_000_000).contains(&own), "{own}");
+}

@@ -349,7 +349,7 @@ pub(crate) fn enclosing_deadline() -> Option<Instant> {
 /// for the calls nested in it, leaving everything else of the current
 /// frame as it is (inside an attempt, the attempt's key and what nested
 /// calls report are its own).
-fn in_deadline_scope<R>(deadline: Option<Instant>, f: impl FnOnce() -> R) -> R {
+pub(crate) fn in_deadline_scope<R>(deadline: Option<Instant>, f: impl FnOnce() -> R) -> R {
     /// Puts the previous deadline back, on return and on unwind alike.
     struct Restore(Option<Instant>);
     impl Drop for Restore {

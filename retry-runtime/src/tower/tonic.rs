@@ -12,11 +12,19 @@
 //! for an idempotent call when it broke after the request was written. A
 //! `Status` boxed in an error's source chain is found there.
 //!
+//! On the server side, [`IncomingDeadlineLayer`] gives the retry calls a
+//! handler makes the deadline its own caller set (the request's
+//! `grpc-timeout`).
+//!
 //! The tower layer retries the unary calls of a tonic client made on a
 //! `Channel` (as the example at the top of this page stacks it); gRPC requests are `POST`s, so only the statuses above that a
 //! retry can fix are retried, and a request's `grpc-timeout` shrinks to
 //! the time left before the deadline (`.grpc_deadline()` adds one to
 //! every request, for a layer that serves unary calls only).
+
+use std::pin::Pin;
+use std::task::{Context as TaskContext, Poll};
+use std::time::Instant;
 
 use crate::classify::{Classify, Verdict};
 
@@ -183,4 +191,124 @@ pub fn within_attempt<T>(mut request: ::tonic::Request<T>) -> ::tonic::Request<T
         request.metadata_mut().insert("grpc-timeout", value);
     }
     request
+}
+
+/// A tower layer for a gRPC server (tonic's `Server::builder().layer(..)`):
+/// each request's `grpc-timeout`, the time its caller gave it, becomes the
+/// deadline of the retry calls its handler makes, as an enclosing retry
+/// call's deadline would be. Those calls then start no attempt and sleep no
+/// retry past the time the caller will wait, give up with their own error
+/// before it, and send the time left on downstream (through
+/// [`within_attempt`] or a layer on their `Channel`), across every
+/// service of the call chain. A request without one leaves each call its
+/// own deadline.
+///
+/// It cuts nothing off: tonic's server already ends a handler at its
+/// request's `grpc-timeout`.
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use std::time::Duration;
+/// use backstop::{context, tonic::IncomingDeadlineLayer, Policy};
+/// use tower::{Layer, ServiceExt};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+/// // A handler that calls another service with retries (30 s of its own).
+/// let handler = tower::service_fn(|_: http::Request<()>| async {
+///     let policy = Policy::new().deadline(Some(Duration::from_secs(30)));
+///     backstop::call_async(&policy, || async {
+///         Ok::<_, std::io::Error>(context().unwrap().remaining().unwrap())
+///     })
+///     .await
+/// });
+/// let server = IncomingDeadlineLayer.layer(handler);
+/// // Its caller waits 2 s (`grpc-timeout: 2S`): so do its retries.
+/// let request = http::Request::builder().header("grpc-timeout", "2S").body(()).unwrap();
+/// let left = server.oneshot(request).await.unwrap();
+/// assert_eq!(left, Duration::from_secs(2));
+/// # }
+/// ```
+#[derive(Clone, Copy, Debug, Default)]
+pub struct IncomingDeadlineLayer;
+
+impl<S> tower_layer::Layer<S> for IncomingDeadlineLayer {
+    type Service = IncomingDeadline<S>;
+
+    fn layer(&self, inner: S) -> IncomingDeadline<S> {
+        IncomingDeadline { inner }
+    }
+}
+
+/// The service [`IncomingDeadlineLayer`] makes: `S`, its calls' futures
+/// polled under their request's deadline.
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use backstop::tonic::{IncomingDeadline, IncomingDeadlineLayer};
+/// use tower::Layer;
+/// let handler = tower::service_fn(|_: http::Request<()>| async { Ok::<_, std::io::Error>(()) });
+/// let _server: IncomingDeadline<_> = IncomingDeadlineLayer.layer(handler);
+/// ```
+#[derive(Clone, Debug)]
+pub struct IncomingDeadline<S> {
+    inner: S,
+}
+
+impl<S, B> tower_service::Service<http::Request<B>> for IncomingDeadline<S>
+where
+    S: tower_service::Service<http::Request<B>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = InDeadline<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut TaskContext<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> InDeadline<S::Future> {
+        use crate::time::clock::Clock;
+        let deadline = request
+            .headers()
+            .get(&crate::classify::http::GRPC_TIMEOUT)
+            .and_then(|value| value.to_str().ok())
+            .and_then(crate::classify::http::parse_grpc_timeout)
+            .and_then(|timeout| {
+                crate::time::timer::RuntimeClock::current()
+                    .now()
+                    .checked_add(timeout)
+            });
+        InDeadline {
+            deadline,
+            inner: self.inner.call(request),
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The future of an [`IncomingDeadline`] service: its inner service's,
+    /// polled under the request's deadline.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use backstop::tonic::{IncomingDeadlineLayer, InDeadline};
+    /// use tower::{Layer, Service};
+    /// let handler = tower::service_fn(|_: http::Request<()>| async { Ok::<_, std::io::Error>(()) });
+    /// let mut server = IncomingDeadlineLayer.layer(handler);
+    /// let _future: InDeadline<_> = server.call(http::Request::new(()));
+    /// ```
+    pub struct InDeadline<F> {
+        deadline: Option<Instant>,
+        #[pin]
+        inner: F,
+    }
+}
+
+impl<F: Future> Future for InDeadline<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<F::Output> {
+        let this = self.project();
+        crate::run::scope::in_deadline_scope(*this.deadline, || this.inner.poll(cx))
+    }
 }
