@@ -38,9 +38,9 @@ pub use backstop_runtime::reqwest;
 pub use backstop_runtime::tower;
 
 /// tonic (feature `tonic`): the retry layer on a `Channel`, gRPC statuses
-/// classified, the call's deadline sent as `grpc-timeout`, and a server's
-/// incoming `grpc-timeout` kept by the retry calls its handlers make
-/// (`IncomingDeadlineLayer`).
+/// classified, the call's deadline sent as `grpc-timeout`, and for a
+/// server (`ServerLayer`) its caller's deadline kept by the retry calls its
+/// handlers make, and their failure after retrying not retried again.
 ///
 /// # A tonic client on a `Channel`, behind the retry layer
 ///

@@ -6,6 +6,7 @@
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -548,59 +549,66 @@ async fn a_retry_fn_retries_tonics_own_timeout_and_takes_an_attempt_timeout() {
 }
 
 #[tokio::test]
-async fn a_stream_above_a_goaways_last_stream_was_not_processed_and_is_retried() {
-    // RFC 9113 section 6.8: a server going away names the last stream it
-    // processed; the client's streams above it were not, and can be sent
-    // again whatever they do. A `POST` (every gRPC call) included.
+async fn a_server_going_away_is_a_transport_failure_retried_only_for_an_idempotent_call() {
+    // RFC 9113 section 6.8: a stream above the last one a server going
+    // away names was not processed; but hyper gives the same error to a
+    // request whose stream it had opened, which the server may have
+    // processed. Ambiguous, then: retried for an idempotent call only.
     let (addr, seen) = serve_after(Vec::new(), 1).await;
-    let refused = say_lazy(addr).await;
-    assert_eq!(refused.classify(), Verdict::Refused, "{refused:?}");
+    let gone = say_lazy(addr).await;
+    assert_eq!(gone.classify(), Verdict::RetryIfIdempotent, "{gone:?}");
     assert!(seen.lock().unwrap().is_empty());
 
-    // Through the layer, on one channel: calls in flight when the server
-    // goes away (or queued behind them) are sent again on the next
-    // connection, none twice.
-    let (addr, seen) = serve_after(Vec::new(), 1).await;
-    let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
-        .unwrap()
-        .connect_lazy();
-    let service = tower::ServiceBuilder::new()
-        .layer(RetryLayer::http(&quick()))
-        .map_request(|request: http::Request<ReplayBody<Body>>| request.map(Body::new))
-        .map_err(backstop::tower::box_error)
-        .service(channel);
-    let calls = (0..8).map(|n| {
-        let mut grpc = tonic::client::Grpc::new(service.clone());
-        async move {
-            grpc.ready().await.unwrap();
-            let path = http::uri::PathAndQuery::from_static("/test.Echo/Say");
-            grpc.unary(tonic::Request::new(format!("{n}")), path, Utf8)
-                .await
-                .map(tonic::Response::into_inner)
+    // Through the layer, on one channel: idempotent calls in flight when
+    // the server goes away (or queued behind them) are sent again on the
+    // next connection, none twice; the others are returned. (Without a
+    // budget: eight failures at once are more than a token budget lets
+    // retry, as it is meant to.)
+    for idempotent in [true, false] {
+        let (addr, seen) = serve_after(Vec::new(), 1).await;
+        let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
+            .unwrap()
+            .connect_lazy();
+        let service = tower::ServiceBuilder::new()
+            .layer(RetryLayer::http(
+                &quick().idempotent(idempotent).no_budget(),
+            ))
+            .map_request(|request: http::Request<ReplayBody<Body>>| request.map(Body::new))
+            .map_err(backstop::tower::box_error)
+            .service(channel);
+        let calls = (0..8).map(|n| {
+            let mut grpc = tonic::client::Grpc::new(service.clone());
+            async move {
+                grpc.ready().await.unwrap();
+                let path = http::uri::PathAndQuery::from_static("/test.Echo/Say");
+                grpc.unary(tonic::Request::new(format!("{n}")), path, Utf8)
+                    .await
+                    .map(tonic::Response::into_inner)
+            }
+        });
+        let answers = futures_util::future::join_all(calls).await;
+        let answered: Vec<String> = answers.into_iter().filter_map(Result::ok).collect();
+        let mut seen: Vec<String> = seen
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(m, _)| format!("echo {m}"))
+            .collect();
+        seen.sort();
+        assert_eq!(seen, answered, "each processed at most once, and answered");
+        if idempotent {
+            assert_eq!(answered.len(), 8, "every call rescued");
+        } else {
+            assert!(answered.len() < 8, "the calls in flight are returned");
         }
-    });
-    let answers = futures_util::future::join_all(calls).await;
-    for (n, answer) in answers.into_iter().enumerate() {
-        assert_eq!(answer.unwrap(), format!("echo {n}"));
     }
-    let mut seen: Vec<String> = seen
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|(m, _)| m.clone())
-        .collect();
-    seen.sort();
-    assert_eq!(
-        seen,
-        ["0", "1", "2", "3", "4", "5", "6", "7"],
-        "each processed once"
-    );
 }
 
 #[tokio::test]
-async fn a_request_hyper_never_sent_is_retried() {
-    // hyper's `Canceled`: the request was dropped before it was written (a
-    // connection closed with requests queued on it, one not ready).
+async fn a_request_hyper_dropped_is_retried_only_for_an_idempotent_call() {
+    // hyper's `Canceled`: the request was dropped by the connection (here
+    // before it was written; hyper 1.13 gives it too to a request whose
+    // stream was opened and may have been processed): ambiguous.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let stream = tokio::net::TcpStream::connect(listener.local_addr().unwrap())
         .await
@@ -617,10 +625,10 @@ async fn a_request_hyper_never_sent_is_retried() {
     assert!(error.is_canceled(), "{error:?}");
     assert_eq!(
         backstop::classify::by_source_chain(&error),
-        Verdict::Refused
+        Verdict::RetryIfIdempotent
     );
     let status = Status::from_error(Box::new(error));
-    assert_eq!(status.classify(), Verdict::Refused, "{status:?}");
+    assert_eq!(status.classify(), Verdict::RetryIfIdempotent, "{status:?}");
 }
 
 #[tokio::test]
@@ -652,27 +660,104 @@ async fn say_on(addr: SocketAddr) -> Result<String, Status> {
     .await
 }
 
+/// Answers `Say` with what `downstream`'s `Say` answers, called with
+/// retries ([`say_on`]), counting its calls.
+#[derive(Clone)]
+struct Relay(SocketAddr, Arc<AtomicUsize>);
+
+impl tonic::server::UnaryService<String> for Relay {
+    type Response = String;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<tonic::Response<String>, Status>> + Send>,
+    >;
+    fn call(&mut self, _: tonic::Request<String>) -> Self::Future {
+        self.1.fetch_add(1, Ordering::Relaxed);
+        let downstream = self.0;
+        Box::pin(async move { say_on(downstream).await.map(tonic::Response::new) })
+    }
+}
+
+/// A gRPC server on loopback behind the `ServerLayer`, relaying `Say` to
+/// `downstream`; the calls it got.
+async fn serve_relay(downstream: SocketAddr) -> (SocketAddr, Arc<AtomicUsize>) {
+    use backstop::tonic::ServerLayer;
+    use tower::ServiceExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let relay = Relay(downstream, Arc::default());
+    let calls = relay.1.clone();
+    tokio::spawn(async move {
+        loop {
+            let (stream, _) = listener.accept().await.unwrap();
+            let relay = relay.clone();
+            let handler = hyper::service::service_fn(move |request| {
+                let relay = relay.clone();
+                let grpc = tower::service_fn(move |request| {
+                    let relay = relay.clone();
+                    async move {
+                        let mut grpc = tonic::server::Grpc::new(Utf8);
+                        Ok::<_, Infallible>(grpc.unary(relay, request).await)
+                    }
+                });
+                ServerLayer.layer(grpc).oneshot(request)
+            });
+            tokio::spawn(async move {
+                let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(stream), handler)
+                    .await;
+            });
+        }
+    });
+    (addr, calls)
+}
+
 #[tokio::test]
 async fn a_servers_incoming_deadline_is_kept_by_the_retry_calls_its_handler_makes() {
-    use backstop::tonic::IncomingDeadlineLayer;
-    use tower::ServiceExt;
     // A server whose handler calls another service with retries (30 s of
     // their own), and its caller, which waits 2 s for it.
     let (downstream, seen) = serve(Vec::new()).await;
-    let server = IncomingDeadlineLayer.layer(tower::service_fn(move |_: http::Request<()>| {
-        say_on(downstream)
-    }));
-    let request = http::Request::builder()
-        .header("grpc-timeout", "2S")
-        .body(())
-        .unwrap();
-    assert_eq!(server.clone().oneshot(request).await.unwrap(), "echo hi");
+    let (server, _) = serve_relay(downstream).await;
+    let mut request = tonic::Request::new("hi".to_owned());
+    request.set_timeout(Duration::from_secs(2));
+    assert_eq!(say_plain(server, request).await.unwrap(), "echo hi");
     // A request without one leaves the call its own.
-    let request = http::Request::new(());
-    assert_eq!(server.oneshot(request).await.unwrap(), "echo hi");
+    let request = tonic::Request::new("hi".to_owned());
+    assert_eq!(say_plain(server, request).await.unwrap(), "echo hi");
     let micros = micros(&seen);
     assert_eq!(micros.len(), 2);
     let (kept, own) = (micros[0].unwrap(), micros[1].unwrap());
     assert!((1_900_000..=2_000_000).contains(&kept), "{kept}");
     assert!((29_900_000..=30_000_000).contains(&own), "{own}");
+}
+
+#[tokio::test]
+async fn a_servers_error_after_its_own_retries_is_not_retried_by_its_caller() {
+    // Downstream is unavailable: the server's call retries it three times,
+    // gives up, and answers UNAVAILABLE, which its caller's layer would
+    // retry (three times three) but for the server's word not to.
+    let (downstream, seen) = serve(vec![Status::unavailable("down"); 9]).await;
+    let (server, calls) = serve_relay(downstream).await;
+    let error = say(server, &quick(), "hi").await.unwrap_err();
+    assert_eq!(error.code(), Code::Unavailable);
+    assert_eq!(
+        error.metadata().get("grpc-retry-pushback-ms").unwrap(),
+        "-1"
+    );
+    assert_eq!(calls.load(Ordering::Relaxed), 1, "not retried");
+    assert_eq!(seen.lock().unwrap().len(), 3, "retried once, below");
+
+    // A call whose retry below succeeded is answered as it is; an error
+    // no retry was made for is answered as it is.
+    let (downstream, _) = serve(vec![Status::unavailable("down")]).await;
+    let (server, calls) = serve_relay(downstream).await;
+    let answer = say(server, &quick(), "hi").await;
+    assert_eq!(answer.unwrap(), "echo hi");
+    assert_eq!(calls.load(Ordering::Relaxed), 1, "retried below, answered");
+    let (downstream, _) = serve(vec![Status::invalid_argument("no")]).await;
+    let (server, _) = serve_relay(downstream).await;
+    let error = say_plain(server, tonic::Request::new("hi".to_owned()))
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), Code::InvalidArgument);
+    assert!(error.metadata().get("grpc-retry-pushback-ms").is_none());
 }

@@ -92,10 +92,10 @@ pub(crate) fn transport_chain(error: &(dyn std::error::Error + 'static)) -> Verd
         if let Some(verdict) = hyper_util_connect(error) {
             return verdict;
         }
-        // Or that the request was never written, or never processed.
+        // Or that the server refused the request's stream unprocessed.
         #[cfg(any(feature = "tonic", feature = "hyper-util"))]
-        if let Some(verdict) = crate::classify::unprocessed(error) {
-            return verdict;
+        if let Some(Verdict::Retry) = crate::classify::hyper_or_h2(error) {
+            return Verdict::Retry;
         }
         if let Some(io) = error.downcast_ref::<std::io::Error>() {
             if io.kind() == std::io::ErrorKind::ConnectionRefused {
@@ -221,35 +221,36 @@ fn hyper_util_connect(error: &(dyn Error + 'static)) -> Option<Verdict> {
         .map(|error| connect_failed(error))
 }
 
-/// The verdict on an error that says the request was never processed,
-/// whatever it was:
+/// The verdict on hyper's and h2's errors of a call that did not get its
+/// answer:
 ///
-/// - the HTTP/2 server went away with a last stream below its stream (RFC
-///   9113 section 6.8: h2 gives the server's `GOAWAY` to those streams
-///   alone, and to those opened after it), or hyper dropped it before
-///   writing it (`Canceled`: queued on a connection that closed, as one
-///   does when its server shuts down, or on one that was not ready):
-///   [`Verdict::Refused`], as a server shutting down refuses, and a call
-///   may wait for the next one to answer;
-/// - the server refused its stream before processing it
-///   (`REFUSED_STREAM`, section 8.7): [`Verdict::Retry`].
-///
-/// Another reset reason may come after the work: none.
+/// - an HTTP/2 stream the server refused before processing it
+///   (`REFUSED_STREAM`, RFC 9113 section 8.7): [`Verdict::Retry`], nothing
+///   ran;
+/// - the server going away (`GOAWAY`), or a request hyper dropped
+///   (`Canceled`, "connection closed"): [`Verdict::RetryIfIdempotent`].
+///   A stream above the last one a server going away names was not
+///   processed (section 6.8), but hyper gives the same error to a request
+///   whose stream it had opened, and whose request may have been
+///   processed (the connection's `GOAWAY` read right after the stream
+///   opened; with hyper 1.13, `Canceled` to one parked while its stream
+///   waited for a slot): neither proves the request never reached the
+///   server.
 #[cfg(any(feature = "tonic", feature = "hyper-util"))]
-pub(crate) fn unprocessed(error: &(dyn Error + 'static)) -> Option<Verdict> {
+pub(crate) fn hyper_or_h2(error: &(dyn Error + 'static)) -> Option<Verdict> {
     if error
         .downcast_ref::<::hyper::Error>()
         .is_some_and(::hyper::Error::is_canceled)
     {
-        return Some(Verdict::Refused);
+        return Some(Verdict::RetryIfIdempotent);
     }
     #[cfg(feature = "tonic")]
     if let Some(h2) = error.downcast_ref::<::h2::Error>() {
-        if h2.is_go_away() && h2.is_remote() {
-            return Some(Verdict::Refused);
-        }
-        if h2.reason() == Some(::h2::Reason::REFUSED_STREAM) {
+        if h2.reason() == Some(::h2::Reason::REFUSED_STREAM) && !h2.is_go_away() {
             return Some(Verdict::Retry);
+        }
+        if h2.is_go_away() && h2.is_remote() {
+            return Some(Verdict::RetryIfIdempotent);
         }
     }
     None
@@ -312,7 +313,7 @@ fn known(error: &(dyn Error + 'static)) -> Option<Verdict> {
         return Some(verdict);
     }
     #[cfg(any(feature = "tonic", feature = "hyper-util"))]
-    if let Some(verdict) = unprocessed(error) {
+    if let Some(verdict) = hyper_or_h2(error) {
         return Some(verdict);
     }
     #[cfg(feature = "tonic")]

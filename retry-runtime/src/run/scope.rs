@@ -224,6 +224,11 @@ struct Current {
     deadline: Cell<Option<Instant>>,
     now: Cell<fn() -> Instant>,
     retried_below: Cell<bool>,
+    /// Whether a server is handling a request on this thread ([`serving`]),
+    /// and whether a call nested in it, outside every attempt, gave up
+    /// after retrying. Not an attempt's: attempts leave it as they find
+    /// it.
+    serving: Cell<Handling>,
     /// [`SHARED`] holds this frame's flag: the first `current_call` of an
     /// attempt made one. A frame without (nearly every one) never touches
     /// [`SHARED`].
@@ -271,6 +276,7 @@ thread_local! {
             deadline: Cell::new(None),
             now: Cell::new(Instant::now),
             retried_below: Cell::new(false),
+            serving: Cell::new(Handling::No),
             has_shared: Cell::new(false),
         }
     };
@@ -349,7 +355,7 @@ pub(crate) fn enclosing_deadline() -> Option<Instant> {
 /// for the calls nested in it, leaving everything else of the current
 /// frame as it is (inside an attempt, the attempt's key and what nested
 /// calls report are its own).
-pub(crate) fn in_deadline_scope<R>(deadline: Option<Instant>, f: impl FnOnce() -> R) -> R {
+fn in_deadline_scope<R>(deadline: Option<Instant>, f: impl FnOnce() -> R) -> R {
     /// Puts the previous deadline back, on return and on unwind alike.
     struct Restore(Option<Instant>);
     impl Drop for Restore {
@@ -603,14 +609,63 @@ pub async fn deadline<F: Future>(limit: Duration, future: F) -> Result<F::Output
     clock.timeout(limit, scoped).await
 }
 
-/// Tells the enclosing attempt, if any, that a call nested in it gave up
-/// after retrying.
+/// Tells the enclosing attempt, if any, or else the request a server is
+/// handling, that a call nested in it gave up after retrying.
 pub(crate) fn note_retried_below() {
     let _ = CURRENT.try_with(|current| {
         if current.attempt.get() != 0 {
             current.retried_below.set(true);
+        } else if current.serving.get() != Handling::No {
+            current.serving.set(Handling::Retried);
         }
     });
+}
+
+/// Whether a server is handling a request on a thread (only a tonic
+/// server's layer says it is).
+#[derive(Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(not(feature = "tonic"), allow(dead_code))]
+enum Handling {
+    No,
+    Yes,
+    /// And a call nested in it gave up after retrying.
+    Retried,
+}
+
+/// Runs `f` as part of a server's handling of a request that came with
+/// `deadline`: the calls nested in it keep the deadline (or the enclosing
+/// one, if sooner), and `retried` is set if one of them gave up after
+/// retrying. What encloses it (an attempt, another request's handling) is
+/// told so too.
+#[cfg(feature = "tonic")]
+pub(crate) fn serving<R>(
+    deadline: Option<Instant>,
+    retried: &mut bool,
+    f: impl FnOnce() -> R,
+) -> R {
+    /// Puts the enclosing state back, with what `f` noted, on return and
+    /// on unwind alike.
+    struct Restore<'a> {
+        outer: Handling,
+        retried: &'a mut bool,
+    }
+    impl Drop for Restore<'_> {
+        fn drop(&mut self) {
+            let _ = CURRENT.try_with(|current| {
+                let noted = current.serving.get() == Handling::Retried;
+                *self.retried |= noted;
+                current.serving.set(self.outer);
+                if noted {
+                    note_retried_below();
+                }
+            });
+        }
+    }
+    let _restore = CURRENT.with(|current| Restore {
+        outer: current.serving.replace(Handling::Yes),
+        retried,
+    });
+    in_deadline_scope(deadline, f)
 }
 
 /// Puts the previous frame back, on return and on unwind alike.

@@ -156,8 +156,7 @@ impl<P: fmt::Debug, W, K, B, R, G, L, A> fmt::Debug for RetryLayer<P, W, K, B, R
 /// the request was written may come after the server did the work: it is
 /// ambiguous, so a `POST` is not repeated on it and a `GET` is. Only a
 /// request that was never sent (a connection refused or unreachable; with
-/// `hyper-util` or `tonic`, one hyper never wrote; with `tonic`, an HTTP/2
-/// stream the server refused or went away above) is sure to have done
+/// `tonic`, an HTTP/2 stream the server refused) is sure to have done
 /// nothing, and is retried.
 ///
 /// `io::Error`, the boxed errors (`Box<dyn Error + Send + Sync>`, what
@@ -208,11 +207,8 @@ impl<E: Classify + 'static> Classifier<E> for TransportErrors {
 /// connection anywhere in it is [`Verdict::Refused`], another failure that
 /// proves nothing was sent (not connected, address not available, host or
 /// network unreachable; with the feature `hyper-util`, any connect that
-/// hyper-util's client says failed) [`Verdict::Retry`]; a request hyper
-/// never wrote (`hyper::Error::is_canceled`, with `hyper-util` or
-/// `tonic`), or with `tonic` an HTTP/2 stream above the last one of a
-/// server's `GOAWAY`, [`Verdict::Refused`], and one the server refused
-/// (`REFUSED_STREAM`) [`Verdict::Retry`]; an
+/// hyper-util's client says failed; with `tonic`, an HTTP/2 stream the
+/// server refused, `REFUSED_STREAM`) [`Verdict::Retry`]; an
 /// error this crate knows keeps its verdict, except that a failure a
 /// retry could fix becomes [`Verdict::RetryIfIdempotent`] (a reset, a
 /// broken pipe: the request may have been written and acted on); an

@@ -7,14 +7,14 @@
 //! back with a delay (`grpc-retry-pushback-ms`), the rest never; a
 //! negative pushback means do not retry. An `UNAVAILABLE` tonic made from
 //! a transport failure follows the transport rule: retried when the
-//! connection was never made or the call never processed (an HTTP/2
-//! stream refused, or above the last stream of a server's `GOAWAY`), only
-//! for an idempotent call when it broke after the request was written. A
-//! `Status` boxed in an error's source chain is found there.
+//! connection was never made or the server refused the call's HTTP/2
+//! stream, only for an idempotent call when it broke after the request
+//! was written or the server went away. A `Status` boxed in an error's
+//! source chain is found there.
 //!
-//! On the server side, [`IncomingDeadlineLayer`] gives the retry calls a
-//! handler makes the deadline its own caller set (the request's
-//! `grpc-timeout`).
+//! On the server side, [`ServerLayer`] gives the retry calls a handler
+//! makes the deadline its own caller set (the request's `grpc-timeout`),
+//! and tells the caller not to retry a call whose own retries failed.
 //!
 //! The tower layer retries the unary calls of a tonic client made on a
 //! `Channel` (as the example at the top of this page stacks it); gRPC requests are `POST`s, so only the statuses above that a
@@ -23,7 +23,7 @@
 //! every request, for a layer that serves unary calls only).
 
 use std::pin::Pin;
-use std::task::{Context as TaskContext, Poll};
+use std::task::{Context as TaskContext, Poll, ready};
 use std::time::Instant;
 
 use crate::classify::{Classify, Verdict};
@@ -55,14 +55,12 @@ use crate::classify::{Classify, Verdict};
 /// retried. A status tonic made on the client from a transport failure
 /// follows the transport rule: a connection that was never made
 /// (`tonic::ConnectError`, a refused connection) or an HTTP/2 stream the
-/// server refused before processing it (`REFUSED_STREAM`) is retried; so
-/// is a call above the last stream a server going away named in its
-/// `GOAWAY` (RFC 9113 section 6.8), or one hyper never wrote (queued on
-/// a connection that closed: `CANCELLED`), each as a refusal
-/// ([`Verdict::Refused`]: the server is shutting down); a connection
-/// reset or closed after the request was written, or a keep-alive
-/// timeout, is ambiguous (the server may have done the work) and retried
-/// only for an idempotent call.
+/// server refused before processing it (`REFUSED_STREAM`) is retried; a
+/// connection reset or closed after the request was written, a server
+/// going away (`GOAWAY`) or a request hyper dropped with its connection
+/// (`CANCELLED`: hyper gives both to requests it may have sent), or a
+/// keep-alive timeout, is ambiguous (the server may have done the work)
+/// and retried only for an idempotent call.
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
@@ -193,80 +191,98 @@ pub fn within_attempt<T>(mut request: ::tonic::Request<T>) -> ::tonic::Request<T
     request
 }
 
-/// A tower layer for a gRPC server (tonic's `Server::builder().layer(..)`):
-/// each request's `grpc-timeout`, the time its caller gave it, becomes the
-/// deadline of the retry calls its handler makes, as an enclosing retry
-/// call's deadline would be. Those calls then start no attempt and sleep no
-/// retry past the time the caller will wait, give up with their own error
-/// before it, and send the time left on downstream (through
-/// [`within_attempt`] or a layer on their `Channel`), across every
-/// service of the call chain. A request without one leaves each call its
-/// own deadline.
+/// A tower layer for a gRPC server (`Server::builder().layer(ServerLayer)`
+/// with tonic's), for the retries around its calls and inside them:
 ///
-/// It cuts nothing off: tonic's server already ends a handler at its
-/// request's `grpc-timeout`.
+/// - each request's `grpc-timeout`, the time its caller gave it, becomes
+///   the deadline of the retry calls its handler makes, as an enclosing
+///   retry call's deadline would be: they start no attempt and sleep no
+///   retry past the time the caller will wait, give up with their own
+///   error before it, and send the time left on (through
+///   [`within_attempt`] or a layer on their `Channel`), so that one
+///   deadline holds across every service of a call chain. A request
+///   without one leaves each call its own deadline. Nothing is cut off:
+///   tonic's server already ends a handler at its request's
+///   `grpc-timeout`. The time is counted from when the request reaches
+///   the layer, as tonic's own timeout is: what the request spent on the
+///   network, or waiting in the server's queue before (tonic's
+///   concurrency limit, which it stacks outside the layers it is given),
+///   is not counted.
+/// - an error answered after a retry call inside the handler gave up
+///   after retrying carries `grpc-retry-pushback-ms: -1`, which tells the
+///   caller not to retry it (gRFC A6; a `backstop` client, or a gRPC
+///   client with a retry policy, then does not): the dependency has had
+///   its retries, and a caller retrying the whole chain would multiply
+///   them, three attempts over three making nine. It is the rule
+///   `#[retry]` keeps between nested calls of one process ("retries at one
+///   layer only"), kept between processes. An error answered in the
+///   trailers after a message (a stream's) is left as it is.
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
 /// use std::time::Duration;
-/// use backstop::{context, tonic::IncomingDeadlineLayer, Policy};
+/// use backstop::{context, tonic::ServerLayer, Policy};
 /// use tower::{Layer, ServiceExt};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
 /// // A handler that calls another service with retries (30 s of its own).
 /// let handler = tower::service_fn(|_: http::Request<()>| async {
 ///     let policy = Policy::new().deadline(Some(Duration::from_secs(30)));
-///     backstop::call_async(&policy, || async {
+///     let left = backstop::call_async(&policy, || async {
 ///         Ok::<_, std::io::Error>(context().unwrap().remaining().unwrap())
 ///     })
-///     .await
+///     .await?;
+///     Ok::<_, std::io::Error>(http::Response::new(left))
 /// });
-/// let server = IncomingDeadlineLayer.layer(handler);
+/// let server = ServerLayer.layer(handler);
 /// // Its caller waits 2 s (`grpc-timeout: 2S`): so do its retries.
 /// let request = http::Request::builder().header("grpc-timeout", "2S").body(()).unwrap();
-/// let left = server.oneshot(request).await.unwrap();
+/// let left = server.oneshot(request).await.unwrap().into_body();
 /// assert_eq!(left, Duration::from_secs(2));
 /// # }
 /// ```
 #[derive(Clone, Copy, Debug, Default)]
-pub struct IncomingDeadlineLayer;
+pub struct ServerLayer;
 
-impl<S> tower_layer::Layer<S> for IncomingDeadlineLayer {
-    type Service = IncomingDeadline<S>;
+impl<S> tower_layer::Layer<S> for ServerLayer {
+    type Service = Serving<S>;
 
-    fn layer(&self, inner: S) -> IncomingDeadline<S> {
-        IncomingDeadline { inner }
+    fn layer(&self, inner: S) -> Serving<S> {
+        Serving { inner }
     }
 }
 
-/// The service [`IncomingDeadlineLayer`] makes: `S`, its calls' futures
-/// polled under their request's deadline.
+/// The service [`ServerLayer`] makes: `S`, each call's future run under
+/// its request's deadline, and its error answer marked not to be retried
+/// when a retry call inside gave up after retrying.
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
-/// use backstop::tonic::{IncomingDeadline, IncomingDeadlineLayer};
+/// use backstop::tonic::{Serving, ServerLayer};
 /// use tower::Layer;
-/// let handler = tower::service_fn(|_: http::Request<()>| async { Ok::<_, std::io::Error>(()) });
-/// let _server: IncomingDeadline<_> = IncomingDeadlineLayer.layer(handler);
+/// let handler = tower::service_fn(|_: http::Request<()>| async {
+///     Ok::<_, std::io::Error>(http::Response::new(()))
+/// });
+/// let _server: Serving<_> = ServerLayer.layer(handler);
 /// ```
 #[derive(Clone, Debug)]
-pub struct IncomingDeadline<S> {
+pub struct Serving<S> {
     inner: S,
 }
 
-impl<S, B> tower_service::Service<http::Request<B>> for IncomingDeadline<S>
+impl<S, B, R> tower_service::Service<http::Request<B>> for Serving<S>
 where
-    S: tower_service::Service<http::Request<B>>,
+    S: tower_service::Service<http::Request<B>, Response = http::Response<R>>,
 {
-    type Response = S::Response;
+    type Response = http::Response<R>;
     type Error = S::Error;
-    type Future = InDeadline<S::Future>;
+    type Future = ServingFuture<S::Future>;
 
     fn poll_ready(&mut self, cx: &mut TaskContext<'_>) -> Poll<Result<(), S::Error>> {
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: http::Request<B>) -> InDeadline<S::Future> {
+    fn call(&mut self, request: http::Request<B>) -> ServingFuture<S::Future> {
         use crate::time::clock::Clock;
         let deadline = request
             .headers()
@@ -278,37 +294,68 @@ where
                     .now()
                     .checked_add(timeout)
             });
-        InDeadline {
+        ServingFuture {
             deadline,
+            retried: false,
             inner: self.inner.call(request),
         }
     }
 }
 
 pin_project_lite::pin_project! {
-    /// The future of an [`IncomingDeadline`] service: its inner service's,
-    /// polled under the request's deadline.
+    /// The future of a [`Serving`] service: its inner service's, run
+    /// under the request's deadline.
     ///
     /// ```
     /// # extern crate backstop_runtime as backstop;
-    /// use backstop::tonic::{IncomingDeadlineLayer, InDeadline};
+    /// use backstop::tonic::{ServerLayer, ServingFuture};
     /// use tower::{Layer, Service};
-    /// let handler = tower::service_fn(|_: http::Request<()>| async { Ok::<_, std::io::Error>(()) });
-    /// let mut server = IncomingDeadlineLayer.layer(handler);
-    /// let _future: InDeadline<_> = server.call(http::Request::new(()));
+    /// let handler = tower::service_fn(|_: http::Request<()>| async {
+    ///     Ok::<_, std::io::Error>(http::Response::new(()))
+    /// });
+    /// let mut server = ServerLayer.layer(handler);
+    /// let _future: ServingFuture<_> = server.call(http::Request::new(()));
     /// ```
-    pub struct InDeadline<F> {
+    pub struct ServingFuture<F> {
         deadline: Option<Instant>,
+        // A retry call inside gave up after retrying.
+        retried: bool,
         #[pin]
         inner: F,
     }
 }
 
-impl<F: Future> Future for InDeadline<F> {
+impl<F, R, E> Future for ServingFuture<F>
+where
+    F: Future<Output = Result<http::Response<R>, E>>,
+{
     type Output = F::Output;
 
     fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<F::Output> {
         let this = self.project();
-        crate::run::scope::in_deadline_scope(*this.deadline, || this.inner.poll(cx))
+        let inner = this.inner;
+        let mut out = ready!(crate::run::scope::serving(
+            *this.deadline,
+            this.retried,
+            || { inner.poll(cx) }
+        ));
+        if *this.retried
+            && let Ok(response) = &mut out
+        {
+            not_to_be_retried(response.headers_mut());
+        }
+        Poll::Ready(out)
+    }
+}
+
+/// Marks a gRPC error answered in the headers ("trailers-only") not to be
+/// retried: `grpc-retry-pushback-ms: -1`, unless the server said when.
+fn not_to_be_retried(headers: &mut http::HeaderMap) {
+    let failed = headers
+        .get("grpc-status")
+        .is_some_and(|status| status.as_bytes() != b"0");
+    let pushback = crate::classify::http::GRPC_RETRY_PUSHBACK_MS;
+    if failed && !headers.contains_key(&pushback) {
+        headers.insert(pushback, http::HeaderValue::from_static("-1"));
     }
 }
