@@ -650,8 +650,9 @@ async fn a_slow_call_through_the_layer_on_a_channel_is_hedged() {
     assert!(seen.iter().all(|(message, _)| message == "hi"), "{seen:?}");
 }
 
-/// `Say("hi")` to `addr` with retries, the time left sent on.
-#[backstop::retry(attempts = 3, base = 1ms, deadline = 30s)]
+/// `Say("hi")` to `addr` with retries (no budget: the tests share the
+/// function), the time left sent on.
+#[backstop::retry(attempts = 3, base = 1ms, deadline = 30s, budget = none)]
 async fn say_on(addr: SocketAddr) -> Result<String, Status> {
     say_plain(
         addr,
@@ -660,10 +661,21 @@ async fn say_on(addr: SocketAddr) -> Result<String, Status> {
     .await
 }
 
-/// Answers `Say` with what `downstream`'s `Say` answers, called with
-/// retries ([`say_on`]), counting its calls.
+/// How a [`Relay`] calls downstream.
+#[derive(Clone, Copy, PartialEq)]
+enum Relaying {
+    /// With retries ([`say_on`]), in the handler.
+    Retried,
+    /// With retries, in a task the handler spawns in its call.
+    Spawned,
+    /// Once, without retries, sending the time left on.
+    Plain,
+}
+
+/// Answers `Say` with what `downstream`'s `Say` answers, counting its
+/// calls.
 #[derive(Clone)]
-struct Relay(SocketAddr, Arc<AtomicUsize>);
+struct Relay(SocketAddr, Arc<AtomicUsize>, Relaying);
 
 impl tonic::server::UnaryService<String> for Relay {
     type Response = String;
@@ -673,18 +685,35 @@ impl tonic::server::UnaryService<String> for Relay {
     fn call(&mut self, _: tonic::Request<String>) -> Self::Future {
         self.1.fetch_add(1, Ordering::Relaxed);
         let downstream = self.0;
-        Box::pin(async move { say_on(downstream).await.map(tonic::Response::new) })
+        match self.2 {
+            Relaying::Retried => {
+                Box::pin(async move { say_on(downstream).await.map(tonic::Response::new) })
+            }
+            Relaying::Spawned => {
+                use backstop::scope::InCurrentCall;
+                let task = tokio::spawn(say_on(downstream).in_current_call());
+                Box::pin(async move { task.await.unwrap().map(tonic::Response::new) })
+            }
+            Relaying::Plain => {
+                let request = backstop::tonic::within_attempt(tonic::Request::new("hi".into()));
+                Box::pin(async move {
+                    say_plain(downstream, request)
+                        .await
+                        .map(tonic::Response::new)
+                })
+            }
+        }
     }
 }
 
 /// A gRPC server on loopback behind the `ServerLayer`, relaying `Say` to
-/// `downstream`; the calls it got.
-async fn serve_relay(downstream: SocketAddr) -> (SocketAddr, Arc<AtomicUsize>) {
+/// `downstream` as `relaying` says; the calls it got.
+async fn serve_relay(downstream: SocketAddr, relaying: Relaying) -> (SocketAddr, Arc<AtomicUsize>) {
     use backstop::tonic::ServerLayer;
     use tower::ServiceExt;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let relay = Relay(downstream, Arc::default());
+    let relay = Relay(downstream, Arc::default(), relaying);
     let calls = relay.1.clone();
     tokio::spawn(async move {
         loop {
@@ -716,18 +745,34 @@ async fn a_servers_incoming_deadline_is_kept_by_the_retry_calls_its_handler_make
     // A server whose handler calls another service with retries (30 s of
     // their own), and its caller, which waits 2 s for it.
     let (downstream, seen) = serve(Vec::new()).await;
-    let (server, _) = serve_relay(downstream).await;
+    let (server, _) = serve_relay(downstream, Relaying::Retried).await;
     let mut request = tonic::Request::new("hi".to_owned());
     request.set_timeout(Duration::from_secs(2));
     assert_eq!(say_plain(server, request).await.unwrap(), "echo hi");
     // A request without one leaves the call its own.
     let request = tonic::Request::new("hi".to_owned());
     assert_eq!(say_plain(server, request).await.unwrap(), "echo hi");
-    let micros = micros(&seen);
-    assert_eq!(micros.len(), 2);
-    let (kept, own) = (micros[0].unwrap(), micros[1].unwrap());
+    let first = micros(&seen);
+    assert_eq!(first.len(), 2);
+    let (kept, own) = (first[0].unwrap(), first[1].unwrap());
     assert!((1_900_000..=2_000_000).contains(&kept), "{kept}");
     assert!((29_900_000..=30_000_000).contains(&own), "{own}");
+
+    // A plain call in the handler sends the caller's time on through
+    // `within_attempt`; none without one.
+    let (downstream, seen) = serve(Vec::new()).await;
+    let (server, _) = serve_relay(downstream, Relaying::Plain).await;
+    let mut request = tonic::Request::new("hi".to_owned());
+    request.set_timeout(Duration::from_secs(2));
+    assert_eq!(say_plain(server, request).await.unwrap(), "echo hi");
+    let request = tonic::Request::new("hi".to_owned());
+    assert_eq!(say_plain(server, request).await.unwrap(), "echo hi");
+    let sent = micros(&seen);
+    assert!(
+        (1_900_000..=2_000_000).contains(&sent[0].unwrap()),
+        "{sent:?}"
+    );
+    assert_eq!(sent[1], None);
 }
 
 #[tokio::test]
@@ -735,26 +780,47 @@ async fn a_servers_error_after_its_own_retries_is_not_retried_by_its_caller() {
     // Downstream is unavailable: the server's call retries it three times,
     // gives up, and answers UNAVAILABLE, which its caller's layer would
     // retry (three times three) but for the server's word not to.
-    let (downstream, seen) = serve(vec![Status::unavailable("down"); 9]).await;
-    let (server, calls) = serve_relay(downstream).await;
+    // The same when the handler makes the call in a task it spawns in its
+    // call (`in_current_call`).
+    for relaying in [Relaying::Retried, Relaying::Spawned] {
+        let (downstream, seen) = serve(vec![Status::unavailable("down"); 9]).await;
+        let (server, calls) = serve_relay(downstream, relaying).await;
+        let error = say(server, &quick(), "hi").await.unwrap_err();
+        assert_eq!(error.code(), Code::Unavailable);
+        assert_eq!(
+            error.metadata().get("grpc-retry-pushback-ms").unwrap(),
+            "-1"
+        );
+        assert_eq!(calls.load(Ordering::Relaxed), 1, "not retried");
+        assert_eq!(seen.lock().unwrap().len(), 3, "retried once, below");
+    }
+
+    // A status forwarded from downstream with its pushback, which the
+    // retries below honoured: marked in its place.
+    let mut exhausted = Status::resource_exhausted("quota");
+    exhausted
+        .metadata_mut()
+        .insert("grpc-retry-pushback-ms", "1".parse().unwrap());
+    let (downstream, seen) = serve(vec![exhausted; 9]).await;
+    let (server, calls) = serve_relay(downstream, Relaying::Retried).await;
     let error = say(server, &quick(), "hi").await.unwrap_err();
-    assert_eq!(error.code(), Code::Unavailable);
+    assert_eq!(error.code(), Code::ResourceExhausted);
     assert_eq!(
         error.metadata().get("grpc-retry-pushback-ms").unwrap(),
         "-1"
     );
     assert_eq!(calls.load(Ordering::Relaxed), 1, "not retried");
-    assert_eq!(seen.lock().unwrap().len(), 3, "retried once, below");
+    assert_eq!(seen.lock().unwrap().len(), 3, "retried below");
 
     // A call whose retry below succeeded is answered as it is; an error
     // no retry was made for is answered as it is.
     let (downstream, _) = serve(vec![Status::unavailable("down")]).await;
-    let (server, calls) = serve_relay(downstream).await;
+    let (server, calls) = serve_relay(downstream, Relaying::Retried).await;
     let answer = say(server, &quick(), "hi").await;
     assert_eq!(answer.unwrap(), "echo hi");
     assert_eq!(calls.load(Ordering::Relaxed), 1, "retried below, answered");
     let (downstream, _) = serve(vec![Status::invalid_argument("no")]).await;
-    let (server, _) = serve_relay(downstream).await;
+    let (server, _) = serve_relay(downstream, Relaying::Retried).await;
     let error = say_plain(server, tonic::Request::new("hi".to_owned()))
         .await
         .unwrap_err();

@@ -394,8 +394,12 @@ pub struct CallScope {
     /// changes nothing.
     frame: Option<Frame>,
     /// Where the work tells the attempt that a call nested in it gave up
-    /// after retrying (`None` outside an attempt).
+    /// after retrying (`None` outside an attempt and a server's handling of
+    /// a request).
     flag: Option<Arc<AtomicBool>>,
+    /// Taken in a server's handling of a request, outside an attempt: the
+    /// work's calls that give up after retrying tell it (through `flag`).
+    serving: bool,
 }
 
 impl fmt::Debug for CallScope {
@@ -407,8 +411,9 @@ impl fmt::Debug for CallScope {
     }
 }
 
-/// The call this code runs in (an attempt of a `#[retry]` call, or a
-/// deadline scope), to carry into work spawned from it.
+/// The call this code runs in (an attempt of a `#[retry]` call, a
+/// deadline scope, or a gRPC server's handling of a request behind
+/// `tonic::ServerLayer`), to carry into work spawned from it.
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
@@ -435,29 +440,48 @@ pub fn current_call() -> CallScope {
         .try_with(|current| {
             let raw = current.raw();
             if raw.attempt == 0 {
+                if current.serving.get() != Handling::No {
+                    // A server's handling of a request carries its deadline,
+                    // and learns what the work's calls did.
+                    return CallScope {
+                        frame: Some(raw),
+                        flag: Some(shared_flag(current)),
+                        serving: true,
+                    };
+                }
                 // A deadline scope carries its deadline; nothing else.
                 let frame = raw.deadline.is_some().then_some(raw);
-                return CallScope { frame, flag: None };
+                return CallScope {
+                    frame,
+                    flag: None,
+                    serving: false,
+                };
             }
             // The work shares the attempt's key: draw it now if need be.
             let key = raw.key.or_draw();
             current.key.set(key);
-            let flag =
-                swap_shared(current, None).unwrap_or_else(|| Arc::new(AtomicBool::new(false)));
-            swap_shared(current, Some(Arc::clone(&flag)));
             CallScope {
                 frame: Some(Frame {
                     key,
                     retried_below: false,
                     ..raw
                 }),
-                flag: Some(flag),
+                flag: Some(shared_flag(current)),
+                serving: false,
             }
         })
         .unwrap_or(CallScope {
             frame: None,
             flag: None,
+            serving: false,
         })
+}
+
+/// The current frame's shared flag, made now if it has none.
+fn shared_flag(current: &Current) -> Arc<AtomicBool> {
+    let flag = swap_shared(current, None).unwrap_or_else(|| Arc::new(AtomicBool::new(false)));
+    swap_shared(current, Some(Arc::clone(&flag)));
+    flag
 }
 
 impl CallScope {
@@ -468,15 +492,26 @@ impl CallScope {
             return f();
         };
         let previous = CURRENT.with(|current| {
-            let previous = (current.raw(), swap_shared(current, self.flag.clone()));
+            let previous = (
+                current.raw(),
+                swap_shared(current, self.flag.clone()),
+                current.serving.get(),
+            );
             current.set_raw(frame);
+            if self.serving {
+                current.serving.set(Handling::Yes);
+            }
             previous
         });
         let restore = Restore(previous.0);
         let _shared = Shared(previous.1);
+        let _serving = RestoreHandling(previous.2);
         let out = f();
         if let Some(flag) = &self.flag
-            && CURRENT.with(|current| current.retried_below.get())
+            && CURRENT.with(|current| {
+                current.retried_below.get()
+                    || (self.serving && current.serving.get() == Handling::Retried)
+            })
         {
             flag.store(true, Ordering::Release);
         }
@@ -632,28 +667,56 @@ enum Handling {
     Retried,
 }
 
+/// What a server's handling of a request has learnt of the calls nested
+/// in it, from one poll of the handler to the next.
+#[cfg(feature = "tonic")]
+#[derive(Default)]
+pub(crate) struct Served {
+    /// A call nested in the handler gave up after retrying.
+    retried: bool,
+    /// Where work carried out of the handler ([`current_call`]: a spawned
+    /// task) says so, once there is some.
+    shared: Option<Arc<AtomicBool>>,
+}
+
+#[cfg(feature = "tonic")]
+impl Served {
+    /// Did a call nested in the handler, or in work carried out of it,
+    /// give up after retrying?
+    pub(crate) fn retried(&self) -> bool {
+        self.retried
+            || self
+                .shared
+                .as_ref()
+                .is_some_and(|flag| flag.load(Ordering::Acquire))
+    }
+}
+
 /// Runs `f` as part of a server's handling of a request that came with
 /// `deadline`: the calls nested in it keep the deadline (or the enclosing
-/// one, if sooner), and `retried` is set if one of them gave up after
+/// one, if sooner), and `served` learns if one of them gave up after
 /// retrying. What encloses it (an attempt, another request's handling) is
 /// told so too.
 #[cfg(feature = "tonic")]
 pub(crate) fn serving<R>(
     deadline: Option<Instant>,
-    retried: &mut bool,
+    served: &mut Served,
     f: impl FnOnce() -> R,
 ) -> R {
     /// Puts the enclosing state back, with what `f` noted, on return and
     /// on unwind alike.
     struct Restore<'a> {
         outer: Handling,
-        retried: &'a mut bool,
+        outer_shared: Option<Arc<AtomicBool>>,
+        served: &'a mut Served,
     }
     impl Drop for Restore<'_> {
         fn drop(&mut self) {
+            let outer_shared = self.outer_shared.take();
             let _ = CURRENT.try_with(|current| {
                 let noted = current.serving.get() == Handling::Retried;
-                *self.retried |= noted;
+                self.served.retried |= noted;
+                self.served.shared = swap_shared(current, outer_shared);
                 current.serving.set(self.outer);
                 if noted {
                     note_retried_below();
@@ -661,11 +724,14 @@ pub(crate) fn serving<R>(
             });
         }
     }
-    let _restore = CURRENT.with(|current| Restore {
+    let restore = CURRENT.with(|current| Restore {
         outer: current.serving.replace(Handling::Yes),
-        retried,
+        outer_shared: swap_shared(current, served.shared.take()),
+        served,
     });
-    in_deadline_scope(deadline, f)
+    let out = in_deadline_scope(deadline, f);
+    drop(restore);
+    out
 }
 
 /// Puts the previous frame back, on return and on unwind alike.
@@ -674,6 +740,15 @@ struct Restore(Frame);
 impl Drop for Restore {
     fn drop(&mut self) {
         let _ = CURRENT.try_with(|current| current.set_raw(self.0));
+    }
+}
+
+/// Puts the previous handling of a request back, on return and on unwind.
+struct RestoreHandling(Handling);
+
+impl Drop for RestoreHandling {
+    fn drop(&mut self) {
+        let _ = CURRENT.try_with(|current| current.serving.set(self.0));
     }
 }
 

@@ -159,7 +159,10 @@ impl From<crate::Elapsed> for ::tonic::Status {
 /// `request` with the time left before the call's deadline as its
 /// `grpc-timeout`, when called inside an attempt and the request has no
 /// shorter timeout of its own: the server stops working on an attempt
-/// whose answer would come too late. Outside an attempt, or without a
+/// whose answer would come too late. Outside an attempt, the deadline of
+/// the scope it is called in, if any: a gRPC server's request behind
+/// [`ServerLayer`] (so that a handler's plain call sends its caller's
+/// time on), or [`scope::deadline`](crate::scope::deadline). Without a
 /// deadline, the request is returned as it is.
 ///
 /// ```
@@ -175,7 +178,15 @@ impl From<crate::Elapsed> for ::tonic::Status {
 /// assert_eq!(timeout.unwrap().unwrap(), "2000000u");
 /// ```
 pub fn within_attempt<T>(mut request: ::tonic::Request<T>) -> ::tonic::Request<T> {
-    let Some(left) = crate::run::scope::context().and_then(|cx| cx.remaining()) else {
+    let left = match crate::run::scope::context() {
+        Some(cx) => cx.remaining(),
+        None => crate::run::scope::enclosing_deadline().map(|deadline| {
+            use crate::time::clock::Clock;
+            let now = crate::time::timer::RuntimeClock::current().now();
+            deadline.saturating_duration_since(now)
+        }),
+    };
+    let Some(left) = left else {
         return request;
     };
     let own = request
@@ -215,8 +226,22 @@ pub fn within_attempt<T>(mut request: ::tonic::Request<T>) -> ::tonic::Request<T
 ///   its retries, and a caller retrying the whole chain would multiply
 ///   them, three attempts over three making nine. It is the rule
 ///   `#[retry]` keeps between nested calls of one process ("retries at one
-///   layer only"), kept between processes. An error answered in the
-///   trailers after a message (a stream's) is left as it is.
+///   layer only"), kept between processes, and as there it holds for any
+///   error the handler answers after such a give-up, its own included,
+///   and in place of a pushback the answer carries (a status forwarded
+///   from the dependency carries the dependency's, which the retries
+///   inside have honoured). A retry call that gave up without retrying
+///   (its budget refused the first retry: the dependency is known to be
+///   failing) leaves the answer as it is.
+///
+/// Both apply to what the handler's future does while the layer polls
+/// it, and to work it carries into a spawned task with
+/// [`in_current_call`](crate::scope::InCurrentCall::in_current_call) (or
+/// [`current_call`](crate::scope::current_call)) and awaits: not to other
+/// spawned work, nor to the messages of a stream it returns (produced
+/// after the handler's future is over). An error answered in the
+/// trailers after a message (a stream's) is left as it is. A plain client
+/// call in the handler sends the time left on through [`within_attempt`].
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
@@ -296,7 +321,7 @@ where
             });
         ServingFuture {
             deadline,
-            retried: false,
+            served: crate::run::scope::Served::default(),
             inner: self.inner.call(request),
         }
     }
@@ -304,7 +329,8 @@ where
 
 pin_project_lite::pin_project! {
     /// The future of a [`Serving`] service: its inner service's, run
-    /// under the request's deadline.
+    /// under the request's deadline, its error answer marked not to be
+    /// retried when a retry call inside gave up after retrying.
     ///
     /// ```
     /// # extern crate backstop_runtime as backstop;
@@ -318,8 +344,8 @@ pin_project_lite::pin_project! {
     /// ```
     pub struct ServingFuture<F> {
         deadline: Option<Instant>,
-        // A retry call inside gave up after retrying.
-        retried: bool,
+        // Whether a retry call inside gave up after retrying.
+        served: crate::run::scope::Served,
         #[pin]
         inner: F,
     }
@@ -336,10 +362,10 @@ where
         let inner = this.inner;
         let mut out = ready!(crate::run::scope::serving(
             *this.deadline,
-            this.retried,
-            || { inner.poll(cx) }
+            this.served,
+            || inner.poll(cx)
         ));
-        if *this.retried
+        if this.served.retried()
             && let Ok(response) = &mut out
         {
             not_to_be_retried(response.headers_mut());
@@ -349,13 +375,17 @@ where
 }
 
 /// Marks a gRPC error answered in the headers ("trailers-only") not to be
-/// retried: `grpc-retry-pushback-ms: -1`, unless the server said when.
+/// retried: `grpc-retry-pushback-ms: -1`, in place of any pushback it
+/// carries (a status forwarded from the dependency carries the
+/// dependency's, which the retries inside have already honoured).
 fn not_to_be_retried(headers: &mut http::HeaderMap) {
     let failed = headers
         .get("grpc-status")
         .is_some_and(|status| status.as_bytes() != b"0");
-    let pushback = crate::classify::http::GRPC_RETRY_PUSHBACK_MS;
-    if failed && !headers.contains_key(&pushback) {
-        headers.insert(pushback, http::HeaderValue::from_static("-1"));
+    if failed {
+        headers.insert(
+            crate::classify::http::GRPC_RETRY_PUSHBACK_MS,
+            http::HeaderValue::from_static("-1"),
+        );
     }
 }
