@@ -827,3 +827,37 @@ async fn a_servers_error_after_its_own_retries_is_not_retried_by_its_caller() {
     assert_eq!(error.code(), Code::InvalidArgument);
     assert!(error.metadata().get("grpc-retry-pushback-ms").is_none());
 }
+
+#[tokio::test]
+async fn what_an_earlier_call_on_the_thread_left_does_not_mark_a_request() {
+    use backstop::scope::InCurrentCall;
+    use backstop::tonic::ServerLayer;
+    use tower::ServiceExt;
+    // A call whose attempt saw a nested call give up after retrying, on
+    // this thread before the request (it leaves its note behind).
+    let policy = quick().no_budget();
+    let _ = backstop::call_async(&policy, || async {
+        let _ = backstop::call_async(&policy, || async {
+            Err::<(), _>(std::io::Error::from(std::io::ErrorKind::ConnectionRefused))
+        })
+        .await;
+        Ok::<_, std::io::Error>(())
+    })
+    .await;
+    // A request whose handler spawns work in its call that retries
+    // nothing, and answers an error of its own.
+    let handler = tower::service_fn(|_: http::Request<()>| async {
+        tokio::spawn(async {}.in_current_call()).await.unwrap();
+        let mut unavailable = http::Response::new(());
+        unavailable
+            .headers_mut()
+            .insert("grpc-status", http::HeaderValue::from_static("14"));
+        Ok::<_, Infallible>(unavailable)
+    });
+    let answer = ServerLayer
+        .layer(handler)
+        .oneshot(http::Request::new(()))
+        .await;
+    let answer = answer.unwrap();
+    assert_eq!(answer.headers().get("grpc-retry-pushback-ms"), None);
+}

@@ -442,9 +442,14 @@ pub fn current_call() -> CallScope {
             if raw.attempt == 0 {
                 if current.serving.get() != Handling::No {
                     // A server's handling of a request carries its deadline,
-                    // and learns what the work's calls did.
+                    // and learns what the work's calls did (through the
+                    // flag: the frame's own, outside an attempt, may be what
+                    // an earlier attempt on this thread left).
                     return CallScope {
-                        frame: Some(raw),
+                        frame: Some(Frame {
+                            retried_below: false,
+                            ..raw
+                        }),
                         flag: Some(shared_flag(current)),
                         serving: true,
                     };
@@ -509,8 +514,11 @@ impl CallScope {
         let out = f();
         if let Some(flag) = &self.flag
             && CURRENT.with(|current| {
-                current.retried_below.get()
-                    || (self.serving && current.serving.get() == Handling::Retried)
+                if self.serving {
+                    current.serving.get() == Handling::Retried
+                } else {
+                    current.retried_below.get()
+                }
             })
         {
             flag.store(true, Ordering::Release);
