@@ -861,3 +861,35 @@ async fn what_an_earlier_call_on_the_thread_left_does_not_mark_a_request() {
     let answer = answer.unwrap();
     assert_eq!(answer.headers().get("grpc-retry-pushback-ms"), None);
 }
+
+#[tokio::test]
+async fn a_server_called_inside_an_attempt_in_process_handles_its_request_as_over_a_network() {
+    use backstop::tonic::ServerLayer;
+    use tower::ServiceExt;
+    // A handler whose call gives up after retrying, and answers an error;
+    // it sees no attempt of its caller's.
+    let handler = tower::service_fn(|_: http::Request<()>| async {
+        assert!(backstop::context().is_none(), "the caller's attempt");
+        let _ = backstop::call_async(&quick().no_budget(), || async {
+            Err::<(), _>(std::io::Error::from(std::io::ErrorKind::ConnectionRefused))
+        })
+        .await;
+        let mut unavailable = http::Response::new(());
+        unavailable
+            .headers_mut()
+            .insert("grpc-status", http::HeaderValue::from_static("14"));
+        Ok::<_, Infallible>(unavailable)
+    });
+    let server = ServerLayer.layer(handler);
+    // Its caller, in the same process (a test's): the answer says not to
+    // retry, as it would over a network.
+    let answer = backstop::call_async(&quick().no_budget(), || {
+        server.clone().oneshot(http::Request::new(()))
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        answer.headers().get("grpc-retry-pushback-ms").unwrap(),
+        "-1"
+    );
+}

@@ -701,20 +701,22 @@ impl Served {
 }
 
 /// Runs `f` as part of a server's handling of a request that came with
-/// `deadline`: the calls nested in it keep the deadline (or the enclosing
-/// one, if sooner), and `served` learns if one of them gave up after
-/// retrying. What encloses it (an attempt, another request's handling) is
-/// told so too.
+/// `deadline`: the calls nested in it keep the deadline, and `served`
+/// learns if one of them gave up after retrying. The handling is a frame
+/// of its own, as across a network: a caller's attempt around it in the
+/// same process (a test's) lends it neither its context nor its deadline,
+/// and learns what happened from the answer, as a remote caller does.
 #[cfg(feature = "tonic")]
 pub(crate) fn serving<R>(
     deadline: Option<Instant>,
     served: &mut Served,
     f: impl FnOnce() -> R,
 ) -> R {
-    /// Puts the enclosing state back, with what `f` noted, on return and
-    /// on unwind alike.
+    /// Puts the enclosing frame back, keeping what `f` noted, on return
+    /// and on unwind alike.
     struct Restore<'a> {
-        outer: Handling,
+        outer: Frame,
+        outer_handling: Handling,
         outer_shared: Option<Arc<AtomicBool>>,
         served: &'a mut Served,
     }
@@ -722,22 +724,30 @@ pub(crate) fn serving<R>(
         fn drop(&mut self) {
             let outer_shared = self.outer_shared.take();
             let _ = CURRENT.try_with(|current| {
-                let noted = current.serving.get() == Handling::Retried;
-                self.served.retried |= noted;
+                self.served.retried |= current.serving.get() == Handling::Retried;
                 self.served.shared = swap_shared(current, outer_shared);
-                current.serving.set(self.outer);
-                if noted {
-                    note_retried_below();
-                }
+                current.serving.set(self.outer_handling);
+                current.set_raw(self.outer);
             });
         }
     }
-    let restore = CURRENT.with(|current| Restore {
-        outer: current.serving.replace(Handling::Yes),
-        outer_shared: swap_shared(current, served.shared.take()),
-        served,
+    let restore = CURRENT.with(|current| {
+        let outer = current.raw();
+        current.set_raw(Frame {
+            attempt: 0,
+            key: MaybeKey::NONE,
+            deadline,
+            now: outer.now,
+            retried_below: false,
+        });
+        Restore {
+            outer,
+            outer_handling: current.serving.replace(Handling::Yes),
+            outer_shared: swap_shared(current, served.shared.take()),
+            served,
+        }
     });
-    let out = in_deadline_scope(deadline, f);
+    let out = f();
     drop(restore);
     out
 }

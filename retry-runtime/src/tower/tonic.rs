@@ -242,6 +242,10 @@ pub fn within_attempt<T>(mut request: ::tonic::Request<T>) -> ::tonic::Request<T
 /// after the handler's future is over). An error answered in the
 /// trailers after a message (a stream's) is left as it is. A plain client
 /// call in the handler sends the time left on through [`within_attempt`].
+/// The handling stands on its own, as across a network, even when its
+/// caller is in the same process (a test's): a caller's attempt around
+/// it lends the handler neither its context nor its deadline
+/// (`a_server_called_inside_an_attempt_in_process_handles_its_request_as_over_a_network`).
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
