@@ -110,6 +110,7 @@ where
     // Chosen here, not in the future: the call site is this function's
     // caller.
     let (_, budget) = budget_of(policy);
+    check_attempt_timeout(policy, None);
     let op = drive::Closures::<F, Fut, NoTimeout>::new(op);
     drive::Drive::new(&DEFAULTS, policy, budget, None, op, true)
 }
@@ -150,10 +151,45 @@ where
     Fut: Future<Output = (S, Result<T, E>)>,
 {
     let (_, budget) = budget_of(policy);
+    check_attempt_timeout(policy, None);
     let op = drive::WithValue::new(value, op);
     drive::HandsBack::new(drive::Drive::new(
         &DEFAULTS, policy, budget, None, op, false,
     ))
+}
+
+/// A policy's `attempt_timeout` that the loop about to run does not apply
+/// (`applied`: its own attempt timeout): a closure form or a tower layer
+/// not given `.attempt_timeout(..)`, which needs an error type that holds
+/// [`Elapsed`]. Said once a process on standard error, in debug builds: a
+/// policy from configuration would otherwise lose it without a word.
+#[inline]
+pub(crate) fn check_attempt_timeout(policy: &Policy, applied: Option<Duration>) {
+    #[cfg(debug_assertions)]
+    if applied.is_none() && policy.get_attempt_timeout().is_some() {
+        warn_attempt_timeout_unapplied();
+    }
+    #[cfg(not(debug_assertions))]
+    let _ = (policy, applied);
+}
+
+/// See [`check_attempt_timeout`].
+#[cfg(debug_assertions)]
+#[cold]
+fn warn_attempt_timeout_unapplied() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static WARNED: AtomicBool = AtomicBool::new(false);
+    #[cfg(test)]
+    tests::UNAPPLIED.with(|said| said.set(said.get() + 1));
+    if !WARNED.swap(true, Ordering::Relaxed) {
+        eprintln!(
+            "backstop: a policy's attempt_timeout is not applied by `call_async`, \
+             `Retry::call_async` or a tower layer unless passed on with \
+             `.attempt_timeout(policy.get_attempt_timeout())` (the error type must hold \
+             `backstop::Elapsed`), nor ever by `call_async_with`. Said once; debug builds \
+             only."
+        );
+    }
 }
 
 /// Sleeps a sync retry loop's delay: in virtual time if installed on this
@@ -219,7 +255,7 @@ pub struct Retry<
     on_retry: R,
     on_give_up: G,
     pub(crate) name: &'static str,
-    timeout: L,
+    pub(crate) timeout: L,
     throttle: A,
     hedge: HedgeSlot,
     /// The call's key (its hash), for the limiters kept per key.
@@ -1321,6 +1357,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
+        check_attempt_timeout(self.policy, self.timeout.limit());
         let op = drive::Closures::<F, Fut, L>::new(op);
         drive::Drive::new(self, self.policy, self.budget, self.key, op, true)
     }
@@ -1381,6 +1418,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
         F: FnMut(S) -> Fut,
         Fut: Future<Output = (S, Result<T, E>)>,
     {
+        check_attempt_timeout(self.policy, None);
         let op = drive::WithValue::new(value, op);
         drive::HandsBack::new(drive::Drive::new(
             self,
@@ -1689,5 +1727,35 @@ where
             obs.set_name(self.name);
             obs.set_key(key);
         })
+    }
+}
+
+#[cfg(all(test, debug_assertions))]
+mod tests {
+    use std::cell::Cell;
+    use std::time::Duration;
+
+    use super::{Policy, Retry};
+
+    thread_local! {
+        /// How many times this thread's loops found a policy's
+        /// `attempt_timeout` they do not apply.
+        pub(super) static UNAPPLIED: Cell<u32> = const { Cell::new(0) };
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_policys_attempt_timeout_a_closure_form_does_not_apply_is_said() {
+        let limited = Policy::new().attempt_timeout(Some(Duration::from_millis(300)));
+        let ok = || async { Ok::<_, crate::Elapsed>(()) };
+        let said = || UNAPPLIED.with(Cell::get);
+        let _ = super::call_async(&Policy::new(), ok).await;
+        let _ = Retry::new(&limited)
+            .attempt_timeout(limited.get_attempt_timeout())
+            .call_async(ok)
+            .await;
+        assert_eq!(said(), 0, "nothing to apply, or applied");
+        let _ = super::call_async(&limited, ok).await;
+        let _ = Retry::new(&limited).call_async(ok).await;
+        assert_eq!(said(), 2);
     }
 }

@@ -970,6 +970,10 @@ where
         } else {
             self.layer.policy
         };
+        crate::run::check_attempt_timeout(
+            &self.layer.policy,
+            self.layer.retry.retry.timeout.limit(),
+        );
         let retry = self.layer.retry.clone();
         let destination = P::destination(&source).map(|(key, path_only)| {
             // A path alone is this layer's: its destination is the one
