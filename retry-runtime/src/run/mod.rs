@@ -163,6 +163,7 @@ where
 /// not given `.attempt_timeout(..)`, which needs an error type that holds
 /// [`Elapsed`]. Said once a process on standard error, in debug builds: a
 /// policy from configuration would otherwise lose it without a word.
+#[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
 #[inline]
 pub(crate) fn check_attempt_timeout(policy: &Policy, applied: Option<Duration>) {
     #[cfg(debug_assertions)]
@@ -174,7 +175,10 @@ pub(crate) fn check_attempt_timeout(policy: &Policy, applied: Option<Duration>) 
 }
 
 /// See [`check_attempt_timeout`].
-#[cfg(debug_assertions)]
+#[cfg(all(
+    debug_assertions,
+    any(feature = "tokio", feature = "async-io", feature = "custom-timer")
+))]
 #[cold]
 fn warn_attempt_timeout_unapplied() {
     use std::sync::atomic::{AtomicBool, Ordering};
