@@ -340,6 +340,22 @@ pub fn context() -> Option<Context> {
         .flatten()
 }
 
+/// The time left before the deadline of the attempt running here (its
+/// [`context()`]'s), or outside an attempt of the scope the code runs in
+/// (a [deadline scope](deadline), a server's handling of a request), read
+/// on the async loops' timer; `None` without a deadline.
+#[cfg(feature = "tower")]
+pub(crate) fn time_left() -> Option<Duration> {
+    match context() {
+        Some(cx) => cx.remaining(),
+        None => enclosing_deadline().map(|deadline| {
+            use crate::time::clock::Clock;
+            let now = crate::time::timer::RuntimeClock::current().now();
+            deadline.saturating_duration_since(now)
+        }),
+    }
+}
+
 /// The deadline of the enclosing attempt's call or [deadline scope](deadline_sync),
 /// if any: a nested call may not outlive it. (Outside both, the field is
 /// `None`: attempts and scopes put back what they found.)

@@ -579,7 +579,7 @@ fn grpc_timeout(headers: &mut http::HeaderMap, add: bool) {
     if !is_grpc {
         return;
     }
-    let Some(left) = crate::run::scope::context().and_then(|cx| cx.remaining()) else {
+    let Some(left) = crate::run::scope::time_left() else {
         return;
     };
     let own = headers

@@ -178,15 +178,7 @@ impl From<crate::Elapsed> for ::tonic::Status {
 /// assert_eq!(timeout.unwrap().unwrap(), "2000000u");
 /// ```
 pub fn within_attempt<T>(mut request: ::tonic::Request<T>) -> ::tonic::Request<T> {
-    let left = match crate::run::scope::context() {
-        Some(cx) => cx.remaining(),
-        None => crate::run::scope::enclosing_deadline().map(|deadline| {
-            use crate::time::clock::Clock;
-            let now = crate::time::timer::RuntimeClock::current().now();
-            deadline.saturating_duration_since(now)
-        }),
-    };
-    let Some(left) = left else {
+    let Some(left) = crate::run::scope::time_left() else {
         return request;
     };
     let own = request
