@@ -106,6 +106,7 @@ thread_local! {
 /// assert_eq!(PG.tokens(), 4.0, "the static itself is untouched");
 /// ```
 pub fn isolate() -> Isolation {
+    note_worker_threads("isolate()", "draw on the process's budgets and breakers");
     ISOLATING.store(true, Ordering::Relaxed);
     let shadowed = ISOLATED.with(|i| i.borrow_mut().replace(Vec::new()));
     Isolation {
@@ -247,4 +248,67 @@ fn isolated<T: Fresh>(own: &T) -> &T {
         .ok()
         .flatten()
         .unwrap_or(own)
+}
+
+/// A testing tool of this thread's (`what`) set up in a multi-thread tokio
+/// runtime, whose workers run the tasks a test spawns, outside it (where
+/// they `miss`): said once a thread on standard error (a test's output,
+/// which the harness shows when it fails).
+#[cfg_attr(not(feature = "tokio"), allow(unused_variables))]
+pub(crate) fn note_worker_threads(what: &str, miss: &str) {
+    #[cfg(feature = "tokio")]
+    {
+        thread_local! {
+            static SAID: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread
+            || SAID.with(|said| said.replace(true))
+        {
+            return;
+        }
+        #[cfg(test)]
+        tests::TOLD.with(|told| told.set(told.get() + 1));
+        eprintln!(
+            "backstop: `{what}` covers the retry loops of its own thread, and this is a \
+             multi-thread tokio runtime: the tasks a test spawns run on its workers, where they \
+             {miss}. `#[tokio::test]` without `flavor = \"multi_thread\"` runs them all on the \
+             test's thread."
+        );
+    }
+}
+
+#[cfg(all(test, feature = "tokio"))]
+mod tests {
+    use std::cell::Cell;
+
+    use super::isolate;
+
+    thread_local! {
+        /// The multi-thread runtimes told of on this thread.
+        pub(super) static TOLD: Cell<u32> = const { Cell::new(0) };
+    }
+
+    /// `isolate()` in a multi-thread runtime, whose spawned tasks it does
+    /// not cover, says so (once a thread); in a current-thread runtime, or
+    /// outside any, it says nothing.
+    #[test]
+    fn isolating_in_a_multi_thread_runtime_says_what_it_leaves_out() {
+        drop(isolate());
+        let current = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        current.block_on(async { drop(isolate()) });
+        assert_eq!(TOLD.get(), 0);
+        let multi = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .build()
+            .unwrap();
+        multi.block_on(async { drop(isolate()) });
+        assert_eq!(TOLD.get(), 1);
+        multi.block_on(async { drop(isolate()) });
+        assert_eq!(TOLD.get(), 1, "once a thread");
+    }
 }

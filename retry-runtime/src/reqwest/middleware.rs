@@ -407,7 +407,7 @@ impl<'a> Operation for Call<'a> {
 
     fn cut_off(self: Pin<&mut Self>) -> Error {
         self.get_mut().sent = None;
-        Self::elapsed(Elapsed::new())
+        Self::elapsed(crate::time::timer::cut_off())
     }
 
     fn elapsed(why: Elapsed) -> Error {

@@ -29,7 +29,6 @@ use std::error::Error as StdError;
 use std::time::SystemTime;
 
 use crate::classify::{Classify, Verdict};
-use crate::state::vocabulary::Elapsed;
 
 /// A failed request:
 ///
@@ -189,7 +188,7 @@ impl AttemptRequest {
         }
         match tokio::time::timeout(left, client.execute(request)).await {
             Ok(response) => Ok(response?),
-            Err(_) => Err(Error::Elapsed(Elapsed::new())),
+            Err(_) => Err(Error::Elapsed(crate::time::timer::cut_off())),
         }
     }
 }

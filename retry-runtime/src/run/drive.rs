@@ -540,7 +540,7 @@ where
 
     fn cut_off(self: Pin<&mut Self>) -> E {
         self.project().attempt.set(None);
-        L::elapsed(Elapsed::new())
+        L::elapsed(crate::time::timer::cut_off())
     }
 
     fn elapsed(why: Elapsed) -> E {

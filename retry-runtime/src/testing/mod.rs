@@ -11,10 +11,23 @@
 //! - [`record_sleeps`] lists the delays retry loops slept on this thread,
 //!   sync and async: what `VirtualTime::sleeps` tells of sync loops, for
 //!   async tests in tokio's paused time too.
+//! - [`seed_jitter`] makes the jitter of the retry loops that start on this
+//!   thread replay the same delays run after run.
 //! - [`isolate`] gives the retry loops called on this thread fresh
 //!   protection (their own token budget, and the budgets, adaptive throttles and
 //!   breakers they name), so that a test's outcome does not depend on the
 //!   tests that ran before it.
+//!
+//! A paused tokio clock moves on to the next timer whenever the runtime has
+//! nothing to run, also while it waits for an answer from outside the
+//! runtime: a server on another thread or in another process, a mock server
+//! that runs a runtime of its own, a real database. An attempt with a timer
+//! beside it (the reqwest middleware's and `within_attempt`'s, at the call's
+//! time left; an `attempt_timeout`) is then cut off before the answer can
+//! come (the cut-off says so on standard error).
+//! Serve a test's mock on the test's own runtime (`tokio::spawn` an axum or
+//! hyper server on `127.0.0.1:0`), or test against an outside server in
+//! real time, with short delays (`base = 1ms`).
 
 use std::marker::PhantomData;
 use std::rc::Rc;
@@ -76,6 +89,7 @@ impl VirtualTime {
     /// assert!(vt.now() >= before + Duration::from_secs(60));
     /// drop(vt); // real time again
     /// ```
+    #[must_use = "virtual time lasts as long as the value: `let vt = VirtualTime::start();`"]
     pub fn start() -> Self {
         let fresh = Virtual {
             start: Instant::now(),
@@ -237,7 +251,10 @@ pub struct SleepRecorder {
 /// sleeps on the thread that polls it: in a `#[tokio::test]` (one thread
 /// unless `flavor = "multi_thread"`; always one with `start_paused`) that
 /// is every call the test makes, the tasks it spawns included. A second
-/// recorder on the thread shadows the first until it is dropped.
+/// recorder on the thread shadows the first until it is dropped. The
+/// delays are those the loops asked for: tokio's timer ends each sleep
+/// on a whole millisecond, so a paused clock moves on by up to 1 ms more
+/// per sleep than the delays add up to.
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
@@ -257,7 +274,9 @@ pub struct SleepRecorder {
 /// assert_eq!(sleeps.sleeps(), [100, 200].map(Duration::from_millis));
 /// # }
 /// ```
+#[must_use = "sleeps are recorded as long as the recorder lives: `let sleeps = record_sleeps();`"]
 pub fn record_sleeps() -> SleepRecorder {
+    crate::limit::isolation::note_worker_threads("record_sleeps()", "sleep unrecorded");
     IN_USE.store(true, Ordering::Relaxed);
     let shadowed = RECORDING.with(|r| r.borrow_mut().replace(Vec::new()));
     SleepRecorder {

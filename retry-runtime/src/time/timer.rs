@@ -151,7 +151,7 @@ impl RuntimeClock {
             in_tokio();
             return tokio::time::timeout(limit, future)
                 .await
-                .map_err(|_| crate::Elapsed::new());
+                .map_err(|_| cut_off());
         }
         let mut future = std::pin::pin!(future);
         let mut timer = std::pin::pin!(self.sleep(limit));
@@ -159,7 +159,7 @@ impl RuntimeClock {
             if let Poll::Ready(output) = future.as_mut().poll(cx) {
                 return Poll::Ready(Ok(output));
             }
-            timer.as_mut().poll(cx).map(|()| Err(crate::Elapsed::new()))
+            timer.as_mut().poll(cx).map(|()| Err(cut_off()))
         })
         .await
     }
@@ -223,7 +223,7 @@ impl<F: Future> Future for Timed<F> {
             return Poll::Ready(Ok(output));
         }
         match this.cut.as_pin_mut() {
-            Some(cut) => cut.poll(cx).map(|()| Err(crate::Elapsed::new())),
+            Some(cut) => cut.poll(cx).map(|()| Err(cut_off())),
             None => Poll::Pending,
         }
     }
@@ -317,4 +317,96 @@ pub(crate) fn timeout<F: Future>(
 pub(crate) fn sleep_async(delay: Duration) -> Pin<Box<Sleep>> {
     crate::time::virtual_time::note_async_sleep(delay);
     Box::pin(RuntimeClock::current().sleep(delay))
+}
+
+/// An attempt's time limit ran out on the call's timer: its error.
+///
+/// With tokio's clock paused, a limit can run out in no real time: tokio
+/// moves a paused clock on to the next timer whenever the runtime has
+/// nothing to run, also while it waits for an answer from outside the
+/// runtime (a server on another thread or in another process, a real
+/// database), which then never comes in time. A test that finds its
+/// attempts cut off so is told why, once a thread on standard error (a
+/// test's output, which the harness shows when it fails).
+#[cold]
+pub(crate) fn cut_off() -> crate::Elapsed {
+    #[cfg(feature = "tokio")]
+    note_paused_cut_off();
+    crate::Elapsed::new()
+}
+
+/// Says (once a thread) that an attempt was cut off on a paused tokio
+/// clock which ran ahead of real time: tokio's clock reads its pause's
+/// instant plus what it was moved on, never ahead of the real one unless
+/// it was moved on.
+#[cfg(feature = "tokio")]
+fn note_paused_cut_off() {
+    thread_local! {
+        static SAID: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+    let virtual_now = tokio::time::Instant::now().into_std();
+    let Some(ahead) = virtual_now.checked_duration_since(Instant::now()) else {
+        return;
+    };
+    if ahead < Duration::from_millis(1) || SAID.with(|said| said.replace(true)) {
+        return;
+    }
+    #[cfg(test)]
+    tests::TOLD.with(|told| told.set(told.get() + 1));
+    eprintln!(
+        "backstop: an attempt was cut off at its time limit on tokio's paused clock, \
+         {ahead:.1?} ahead of real time. A paused clock moves on to the next timer whenever \
+         the runtime has nothing to run, also while it waits for an answer from outside the \
+         runtime (a server on another thread or in another process, a mock server with a \
+         runtime of its own, a real database), which then cannot come in time. Serve the \
+         test's mock on the test's runtime (`tokio::spawn`), or run the test in real time \
+         with short delays."
+    );
+}
+
+#[cfg(all(test, feature = "tokio"))]
+mod tests {
+    use std::cell::Cell;
+    use std::time::Duration;
+
+    use super::timeout;
+
+    thread_local! {
+        /// The cut-offs told on this thread.
+        pub(super) static TOLD: Cell<u32> = const { Cell::new(0) };
+    }
+
+    /// An attempt waiting for an answer from outside the runtime while
+    /// tokio's clock is paused: the runtime, with nothing to run, moves
+    /// the clock on to the attempt's limit, and the cut-off says why (once
+    /// a thread). The same cut-off on a clock that runs says nothing.
+    #[test]
+    fn an_attempt_cut_off_on_a_paused_clock_ahead_of_real_time_says_why() {
+        // (The sender stays here, outside the runtime, and never answers.)
+        let (_answer, answered) = tokio::sync::oneshot::channel::<()>();
+        let mut answered = std::pin::pin!(answered);
+        let real = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        // (The timer chosen inside the runtime, as a call chooses it.)
+        let out =
+            real.block_on(async { timeout(Duration::from_millis(5), answered.as_mut()).await });
+        assert!(out.is_err(), "cut off in real time");
+        assert_eq!(TOLD.get(), 0, "a clock that runs is not ahead of itself");
+
+        let paused = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        let out =
+            paused.block_on(async { timeout(Duration::from_secs(5), answered.as_mut()).await });
+        assert!(out.is_err(), "cut off at once, the clock moved on");
+        assert_eq!(TOLD.get(), 1);
+        let out =
+            paused.block_on(async { timeout(Duration::from_secs(5), answered.as_mut()).await });
+        assert!(out.is_err());
+        assert_eq!(TOLD.get(), 1, "once a thread");
+    }
 }

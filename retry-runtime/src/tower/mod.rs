@@ -1084,7 +1084,7 @@ where
             this.sent.set(None);
         }
         *this.span = no_span();
-        L::elapsed(Elapsed::new())
+        L::elapsed(crate::time::timer::cut_off())
     }
 
     fn elapsed(why: Elapsed) -> S::Error {
