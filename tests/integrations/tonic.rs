@@ -862,15 +862,78 @@ async fn what_an_earlier_call_on_the_thread_left_does_not_mark_a_request() {
     assert_eq!(answer.headers().get("grpc-retry-pushback-ms"), None);
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_call_the_budget_did_not_let_retry_marks_nothing_unless_it_held() {
+    use backstop::limit::TokenBudget;
+    use backstop::retry;
+    use backstop::tonic::ServerLayer;
+    use tower::ServiceExt;
+    // One token each: the first failure takes it, and the budget refuses
+    // the retry.
+    static UNREACHABLE: TokenBudget = TokenBudget::new(1, 0.1);
+    static REFUSING: TokenBudget = TokenBudget::new(1, 0.1);
+    #[retry(budget = UNREACHABLE, deadline = 1s)]
+    async fn unreachable() -> std::io::Result<()> {
+        Err(std::io::ErrorKind::HostUnreachable.into())
+    }
+    // A refusal whose retry the budget refuses holds (probes while the
+    // dependency refuses), and gives up: that was its retry.
+    #[retry(budget = REFUSING, deadline = 1s)]
+    async fn refusing() -> std::io::Result<()> {
+        Err(std::io::ErrorKind::ConnectionRefused.into())
+    }
+    // An error answered after the call gave up.
+    fn unavailable(gave_up: &std::io::Result<()>) -> http::Response<()> {
+        assert!(gave_up.is_err());
+        let mut unavailable = http::Response::new(());
+        unavailable
+            .headers_mut()
+            .insert("grpc-status", http::HeaderValue::from_static("14"));
+        unavailable
+    }
+    let handler = tower::service_fn(|_: http::Request<()>| async {
+        Ok::<_, Infallible>(unavailable(&unreachable().await))
+    });
+    let response = ServerLayer
+        .layer(handler)
+        .oneshot(http::Request::new(()))
+        .await;
+    assert_eq!(
+        response.unwrap().headers().get("grpc-retry-pushback-ms"),
+        None
+    );
+    let handler = tower::service_fn(|_: http::Request<()>| async {
+        Ok::<_, Infallible>(unavailable(&refusing().await))
+    });
+    let response = ServerLayer
+        .layer(handler)
+        .oneshot(http::Request::new(()))
+        .await;
+    assert_eq!(
+        response
+            .unwrap()
+            .headers()
+            .get("grpc-retry-pushback-ms")
+            .unwrap(),
+        "-1"
+    );
+}
+
 #[tokio::test]
 async fn a_server_called_inside_an_attempt_in_process_handles_its_request_as_over_a_network() {
     use backstop::tonic::ServerLayer;
     use tower::ServiceExt;
     // A handler whose call gives up after retrying, and answers an error;
-    // it sees no attempt of its caller's.
+    // it sees no attempt of its caller's, nor its deadline: its call has
+    // its own (30 s by default), not what is left of the caller's 1 s.
     let handler = tower::service_fn(|_: http::Request<()>| async {
         assert!(backstop::context().is_none(), "the caller's attempt");
         let _ = backstop::call_async(&quick().no_budget(), || async {
+            let left = backstop::context().unwrap().remaining().unwrap();
+            assert!(
+                left > Duration::from_secs(29),
+                "the caller's deadline: {left:?}"
+            );
             Err::<(), _>(std::io::Error::from(std::io::ErrorKind::ConnectionRefused))
         })
         .await;
@@ -883,11 +946,10 @@ async fn a_server_called_inside_an_attempt_in_process_handles_its_request_as_ove
     let server = ServerLayer.layer(handler);
     // Its caller, in the same process (a test's): the answer says not to
     // retry, as it would over a network.
-    let answer = backstop::call_async(&quick().no_budget(), || {
-        server.clone().oneshot(http::Request::new(()))
-    })
-    .await
-    .unwrap();
+    let caller = quick().no_budget().deadline(Some(Duration::from_secs(1)));
+    let answer = backstop::call_async(&caller, || server.clone().oneshot(http::Request::new(())))
+        .await
+        .unwrap();
     assert_eq!(
         answer.headers().get("grpc-retry-pushback-ms").unwrap(),
         "-1"

@@ -252,20 +252,29 @@ fn isolated<T: Fresh>(own: &T) -> &T {
 
 /// A testing tool of this thread's (`what`) set up in a multi-thread tokio
 /// runtime, whose workers run the tasks a test spawns, outside it (where
-/// they `miss`): said once a thread on standard error (a test's output,
-/// which the harness shows when it fails).
+/// they `miss`): said once a thread for each tool, on standard error (a
+/// test's output, which the harness shows when it fails).
 #[cfg_attr(not(feature = "tokio"), allow(unused_variables))]
-pub(crate) fn note_worker_threads(what: &str, miss: &str) {
+pub(crate) fn note_worker_threads(what: &'static str, miss: &str) {
     #[cfg(feature = "tokio")]
     {
         thread_local! {
-            static SAID: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+            // The tools said of on this thread.
+            static SAID: std::cell::RefCell<Vec<&'static str>> = const {
+                std::cell::RefCell::new(Vec::new())
+            };
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
         if runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread
-            || SAID.with(|said| said.replace(true))
+            || SAID.with_borrow_mut(|said| {
+                let before = said.contains(&what);
+                if !before {
+                    said.push(what);
+                }
+                before
+            })
         {
             return;
         }
@@ -281,19 +290,19 @@ pub(crate) fn note_worker_threads(what: &str, miss: &str) {
 }
 
 #[cfg(all(test, feature = "tokio"))]
-mod tests {
+pub(crate) mod tests {
     use std::cell::Cell;
 
     use super::isolate;
 
     thread_local! {
         /// The multi-thread runtimes told of on this thread.
-        pub(super) static TOLD: Cell<u32> = const { Cell::new(0) };
+        pub(crate) static TOLD: Cell<u32> = const { Cell::new(0) };
     }
 
     /// `isolate()` in a multi-thread runtime, whose spawned tasks it does
     /// not cover, says so (once a thread); in a current-thread runtime, or
-    /// outside any, it says nothing.
+    /// outside any, it says nothing. (`record_sleeps()`'s: in `testing`.)
     #[test]
     fn isolating_in_a_multi_thread_runtime_says_what_it_leaves_out() {
         drop(isolate());
@@ -310,5 +319,7 @@ mod tests {
         assert_eq!(TOLD.get(), 1);
         multi.block_on(async { drop(isolate()) });
         assert_eq!(TOLD.get(), 1, "once a thread");
+        multi.block_on(async { super::note_worker_threads("another", "") });
+        assert_eq!(TOLD.get(), 2, "each tool");
     }
 }

@@ -1735,7 +1735,7 @@ where
 }
 
 #[cfg(all(test, debug_assertions))]
-mod tests {
+pub(crate) mod tests {
     use std::cell::Cell;
     use std::time::Duration;
 
@@ -1744,7 +1744,7 @@ mod tests {
     thread_local! {
         /// How many times this thread's loops found a policy's
         /// `attempt_timeout` they do not apply.
-        pub(super) static UNAPPLIED: Cell<u32> = const { Cell::new(0) };
+        pub(crate) static UNAPPLIED: Cell<u32> = const { Cell::new(0) };
     }
 
     #[tokio::test(start_paused = true)]
@@ -1761,5 +1761,10 @@ mod tests {
         let _ = super::call_async(&limited, ok).await;
         let _ = Retry::new(&limited).call_async(ok).await;
         assert_eq!(said(), 2);
+        let _ = super::call_async_with(&limited, (), |()| async { ((), ok().await) }).await;
+        let _ = Retry::new(&limited)
+            .call_async_with((), |()| async { ((), ok().await) })
+            .await;
+        assert_eq!(said(), 4, "never applied by `call_async_with`");
     }
 }

@@ -331,9 +331,11 @@ impl Elapsed {
     /// ([`Verdict::Refused`]: a refused connection, a server starting up),
     /// which gave up at its deadline or its budget's
     /// [`ride_out`](crate::limit::TokenBudget::ride_out) without the
-    /// dependency answering: what `#[retry]` and `call_async` return
-    /// through `E: From<Elapsed>` in place of the refusal they dropped
-    /// before sleeping (a sync loop returns the refusal itself).
+    /// dependency answering: what an async `#[retry]` function returns
+    /// through `E: From<Elapsed>` in place of the refusal it dropped
+    /// before sleeping, as do the closure forms given an attempt timeout
+    /// (without one they do not hold); a sync loop returns the refusal
+    /// itself.
     ///
     /// ```
     /// # extern crate backstop_runtime as backstop;

@@ -1254,3 +1254,32 @@ where
         f.debug_struct("ResponseFuture").finish_non_exhaustive()
     }
 }
+
+#[cfg(all(test, debug_assertions))]
+mod tests {
+    use std::cell::Cell;
+    use std::time::Duration;
+
+    use tower::{Layer, ServiceExt};
+
+    use super::RetryLayer;
+    use crate::run::tests::UNAPPLIED;
+    use crate::{Policy, Retry};
+
+    /// A layer under a policy whose `attempt_timeout` it was not given
+    /// says so (in a debug build); one given it says nothing.
+    #[tokio::test]
+    async fn a_policys_attempt_timeout_a_layer_does_not_apply_is_said() {
+        let limited = Policy::new().attempt_timeout(Some(Duration::from_millis(300)));
+        let service = tower::service_fn(|()| async { Ok::<_, crate::Elapsed>(()) });
+        let said = || UNAPPLIED.with(Cell::get);
+        let _ =
+            RetryLayer::new(Retry::new(&limited).attempt_timeout(limited.get_attempt_timeout()))
+                .layer(service)
+                .oneshot(())
+                .await;
+        assert_eq!(said(), 0, "applied");
+        let _ = RetryLayer::new(&limited).layer(service).oneshot(()).await;
+        assert_eq!(said(), 1);
+    }
+}

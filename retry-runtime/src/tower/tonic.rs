@@ -17,7 +17,9 @@
 //! and tells the caller not to retry a call whose own retries failed.
 //!
 //! The tower layer retries the unary calls of a tonic client made on a
-//! `Channel` (as the example at the top of this page stacks it); gRPC requests are `POST`s, so only the statuses above that a
+//! `Channel` (`RetryLayer::http(&policy)` above it, its requests' bodies
+//! mapped back to tonic's, as the `backstop` crate's front page and its
+//! guide to HTTP stack it); gRPC requests are `POST`s, so only the statuses above that a
 //! retry can fix are retried, and a request's `grpc-timeout` shrinks to
 //! the time left before the deadline (`.grpc_deadline()` adds one to
 //! every request, for a layer that serves unary calls only).
@@ -200,8 +202,8 @@ pub fn within_attempt<T>(mut request: ::tonic::Request<T>) -> ::tonic::Request<T
 /// - each request's `grpc-timeout`, the time its caller gave it, becomes
 ///   the deadline of the retry calls its handler makes, as an enclosing
 ///   retry call's deadline would be: they start no attempt and sleep no
-///   retry past the time the caller will wait, give up with their own
-///   error before it, and send the time left on (through
+///   retry past that time from the request's arrival at the layer, give
+///   up with their own error before it, and send the time left on (through
 ///   [`within_attempt`] or a layer on their `Channel`), so that one
 ///   deadline holds across every service of a call chain. A request
 ///   without one leaves each call its own deadline. Nothing is cut off:
@@ -223,8 +225,10 @@ pub fn within_attempt<T>(mut request: ::tonic::Request<T>) -> ::tonic::Request<T
 ///   and in place of a pushback the answer carries (a status forwarded
 ///   from the dependency carries the dependency's, which the retries
 ///   inside have honoured). A retry call that gave up without retrying
-///   (its budget refused the first retry: the dependency is known to be
-///   failing) leaves the answer as it is.
+///   (its budget refused the first retry of a failure other than a
+///   refusal: the dependency is known to be failing) leaves the answer as
+///   it is; a refused call that held and gave up has retried
+///   (`a_call_the_budget_did_not_let_retry_marks_nothing_unless_it_held`).
 ///
 /// Both apply to what the handler's future does while the layer polls
 /// it, and to work it carries into a spawned task with
