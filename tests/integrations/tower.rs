@@ -1553,3 +1553,67 @@ async fn per_method_keys_of_path_only_requests_are_each_layers_own() {
         "the second channel kept its retries"
     );
 }
+
+// The layer holds a refused call as `#[retry]` does, in paused time: once
+// its budget refuses retries, a call waits for the dependency (probes
+// about every 200 ms) and is let through when it answers again; one that
+// stays down makes calls wait until the budget has refused for its
+// ride-out (10 s), and later calls fail at once.
+#[tokio::test(start_paused = true)]
+async fn a_destination_that_refuses_is_waited_for_through_a_restart_and_not_past_the_ride_out() {
+    use tokio::time::Instant;
+    static RESTARTING: TokenBudget = TokenBudget::new(2, 1.0);
+    static DOWN: TokenBudget = TokenBudget::new(2, 1.0);
+    // (A probe is an attempt: attempts enough for the probes.)
+    let policy = Policy::new()
+        .attempts(100)
+        .base(Duration::from_millis(10))
+        .deadline(Some(Duration::from_secs(60)));
+    let refusing_until = |back: Option<Instant>| {
+        service_fn(move |()| async move {
+            match back {
+                Some(back) if Instant::now() >= back => Ok("answered"),
+                _ => Err(std::io::Error::from(std::io::ErrorKind::ConnectionRefused)),
+            }
+        })
+    };
+
+    // A restart of 3 s: every call made during it is answered after it.
+    let t0 = Instant::now();
+    let restarting = RetryLayer::new(backstop::Retry::new(&policy).budget(&RESTARTING))
+        .layer(refusing_until(Some(t0 + Duration::from_secs(3))));
+    let calls = (0..5).map(|_| restarting.clone().oneshot(()));
+    for answer in futures_util::future::join_all(calls).await {
+        assert_eq!(answer.unwrap(), "answered");
+    }
+    let took = t0.elapsed();
+    assert!(
+        took >= Duration::from_secs(3) && took < Duration::from_millis(3_500),
+        "{took:?}"
+    );
+
+    // Down for good: calls wait, none past the ride-out; then fail at once.
+    let t0 = Instant::now();
+    let down =
+        RetryLayer::new(backstop::Retry::new(&policy).budget(&DOWN)).layer(refusing_until(None));
+    let mut waited = Duration::ZERO;
+    while t0.elapsed() < Duration::from_secs(12) {
+        let start = Instant::now();
+        let error = down.clone().oneshot(()).await.unwrap_err();
+        assert_eq!(error.kind(), std::io::ErrorKind::ConnectionRefused);
+        waited = waited.max(start.elapsed());
+        assert!(
+            start.elapsed() <= Duration::from_millis(10_600),
+            "{:?}",
+            start.elapsed()
+        );
+        if start.duration_since(t0) > Duration::from_millis(10_600) {
+            assert!(
+                start.elapsed() < Duration::from_millis(100),
+                "past the ride-out"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert!(waited >= Duration::from_secs(5), "held: {waited:?}");
+}
