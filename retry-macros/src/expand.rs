@@ -130,9 +130,17 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
         }
     } else {
         // A sync loop keeps the outcome through the sleep, and returns it if
-        // the thread woke at or past the deadline.
+        // the thread woke at or past the deadline. It cannot cut an attempt
+        // off: a policy's `attempt_timeout` is not applied (said in debug
+        // builds).
+        let policy = &n.policy;
+        let unapplied = args
+            .policy
+            .value()
+            .map(|_| quote!(let _ = #rt::policy_attempt_timeout(#policy, false);));
         quote! {
             #prologue
+            #unapplied
             loop {
                 let #outcome: #ret =
                     #rt::Call::run_attempt(&mut #state, || -> #ret { #(#stmts)* });
@@ -622,7 +630,7 @@ fn hedged_timeout(
                     #[allow(unused_imports)]
                     use #rt::{ViaFrom as _, ViaNothing as _};
                     let #into = (&#rt::ElapsedInto::<#error>::new()).elapsed_into();
-                    #rt::Policy::get_attempt_timeout(#policy).filter(|_| #into.is_some())
+                    #rt::policy_attempt_timeout(#policy, #into.is_some())
                 }},
                 timed_out(quote! {{
                     #[allow(unused_imports)]

@@ -675,6 +675,12 @@ impl<'de> Deserialize<'de> for BreakerConfig {
             }
         };
         let cooldown = duration("cooldown", &fields.cooldown)?;
+        if cooldown.is_zero() {
+            return Err(de::Error::custom(
+                "`cooldown` must be above zero: a breaker that cools down at once lets every \
+                 call through",
+            ));
+        }
         if let Some((_, longest)) = growing
             && longest < cooldown
         {

@@ -120,6 +120,18 @@ pub fn async_clock<C: AsyncClock>(clock: C) -> C {
 
 pub use crate::run::AttemptTimeout;
 
+/// A `#[retry(policy = ..)]` function's attempt timeout: the policy's, if
+/// its loop can apply it (`applies`: an async fn whose error type holds an
+/// `Elapsed`); one it cannot apply is said once in debug builds.
+#[inline]
+pub fn policy_attempt_timeout(
+    policy: &crate::Policy,
+    applies: bool,
+) -> Option<std::time::Duration> {
+    crate::state::policy::check_attempt_timeout_applied(policy, applies);
+    policy.get_attempt_timeout().filter(|_| applies)
+}
+
 /// `attempt_timeout = expr`, as a limit.
 pub fn attempt_timeout<T: AttemptTimeout>(timeout: T) -> std::time::Duration {
     timeout.limit()
@@ -534,4 +546,31 @@ pub fn on_give_up<T, E, H: Fn(&crate::GiveUpEvent<'_, T, E>) + ?Sized>(
     hook: &H,
 ) {
     hook(event);
+}
+
+#[cfg(all(test, debug_assertions))]
+mod tests {
+    use std::cell::Cell;
+
+    /// What `#[retry(policy = ..)]` asks of its policy's `attempt_timeout`:
+    /// the timeout where its loop applies it; nothing, said, where it
+    /// cannot (an error type without `From<Elapsed>`, a sync function).
+    #[test]
+    fn a_retry_fns_policy_attempt_timeout_it_cannot_apply_is_said() {
+        use std::time::Duration;
+
+        use super::policy_attempt_timeout;
+        use crate::Policy;
+        use crate::state::policy::tests::UNAPPLIED;
+        let limited = Policy::new().attempt_timeout(Some(Duration::from_secs(1)));
+        let said = || UNAPPLIED.with(Cell::get);
+        assert_eq!(policy_attempt_timeout(&Policy::new(), false), None);
+        assert_eq!(
+            policy_attempt_timeout(&limited, true),
+            Some(Duration::from_secs(1))
+        );
+        assert_eq!(said(), 0);
+        assert_eq!(policy_attempt_timeout(&limited, false), None);
+        assert_eq!(said(), 1);
+    }
 }

@@ -362,6 +362,26 @@ fn a_breaker_from_configuration_may_have_several_trials_and_a_growing_break() {
 }
 
 #[test]
+fn a_configured_breaker_without_a_cooldown_is_refused() {
+    // It would let every call through: a breaker that never breaks.
+    for rule in [
+        "failure_threshold = 3",
+        "failure_ratio = 0.5\nminimum_throughput = 4\nsampling = \"10s\"",
+    ] {
+        for cooldown in ["0s", "0ms", "0ns"] {
+            let text = format!("{rule}\ncooldown = \"{cooldown}\"");
+            let got = toml::from_str::<BreakerConfig>(&text)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                got.contains("`cooldown` must be above zero"),
+                "{text}: {got}"
+            );
+        }
+    }
+}
+
+#[test]
 fn a_breaker_from_configuration_may_judge_ratios() {
     use backstop::Verdict;
     use backstop::limit::BreakerState;

@@ -249,8 +249,9 @@ impl CircuitBreaker {
         ///
         /// # Panics
         ///
-        /// If `failure_threshold` is zero. In a `static` that is a compile
-        /// error.
+        /// If `failure_threshold` or `cooldown` is zero (a breaker that
+        /// cools down at once lets every call through). In a `static` that
+        /// is a compile error.
         ///
         /// ```
         /// # extern crate backstop_runtime as backstop;
@@ -263,6 +264,11 @@ impl CircuitBreaker {
             assert!(
                 failure_threshold > 0,
                 "CircuitBreaker::new: `failure_threshold` must be at least 1"
+            );
+            assert!(
+                !cooldown.is_zero(),
+                "CircuitBreaker::new: `cooldown` must be above zero (a breaker that cools down \
+                 at once lets every call through)"
             );
             let millis = cooldown.as_nanos().div_ceil(1_000_000);
             Self {
@@ -303,9 +309,9 @@ impl CircuitBreaker {
         ///
         /// # Panics
         ///
-        /// If `failure_ratio` is not in `(0, 1]`, `minimum_throughput` is
-        /// zero, or `sampling` is shorter than 8 µs. In a `static` that is
-        /// a compile error.
+        /// If `failure_ratio` is not in `(0, 1]`, `minimum_throughput` or
+        /// `break_for` is zero, or `sampling` is shorter than 8 µs. In a
+        /// `static` that is a compile error.
         ///
         /// ```
         /// # extern crate backstop_runtime as backstop;
@@ -335,6 +341,11 @@ impl CircuitBreaker {
             assert!(
                 minimum_throughput > 0,
                 "CircuitBreaker::ratio: `minimum_throughput` must be at least 1"
+            );
+            assert!(
+                !break_for.is_zero(),
+                "CircuitBreaker::ratio: `break_for` must be above zero (a breaker that breaks \
+                 for no time lets every call through)"
             );
             let mut breaker = Self::new(u32::MAX, break_for);
             breaker.ratio = Some(RatioRule {

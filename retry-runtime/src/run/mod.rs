@@ -161,39 +161,11 @@ where
 /// A policy's `attempt_timeout` that the loop about to run does not apply
 /// (`applied`: its own attempt timeout): a closure form or a tower layer
 /// not given `.attempt_timeout(..)`, which needs an error type that holds
-/// [`Elapsed`]. Said once a process on standard error, in debug builds: a
-/// policy from configuration would otherwise lose it without a word.
+/// [`Elapsed`] ([`check_attempt_timeout_applied`](crate::state::policy::check_attempt_timeout_applied)).
 #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
 #[inline]
 pub(crate) fn check_attempt_timeout(policy: &Policy, applied: Option<Duration>) {
-    #[cfg(debug_assertions)]
-    if applied.is_none() && policy.get_attempt_timeout().is_some() {
-        warn_attempt_timeout_unapplied();
-    }
-    #[cfg(not(debug_assertions))]
-    let _ = (policy, applied);
-}
-
-/// See [`check_attempt_timeout`].
-#[cfg(all(
-    debug_assertions,
-    any(feature = "tokio", feature = "async-io", feature = "custom-timer")
-))]
-#[cold]
-fn warn_attempt_timeout_unapplied() {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    static WARNED: AtomicBool = AtomicBool::new(false);
-    #[cfg(test)]
-    tests::UNAPPLIED.with(|said| said.set(said.get() + 1));
-    if !WARNED.swap(true, Ordering::Relaxed) {
-        eprintln!(
-            "backstop: a policy's attempt_timeout is not applied by `call_async`, \
-             `Retry::call_async` or a tower layer unless passed on with \
-             `.attempt_timeout(policy.get_attempt_timeout())` (the error type must hold \
-             `backstop::Elapsed`), nor ever by `call_async_with`. Said once; debug builds \
-             only."
-        );
-    }
+    crate::state::policy::check_attempt_timeout_applied(policy, applied.is_some());
 }
 
 /// Sleeps a sync retry loop's delay: in virtual time if installed on this
@@ -1735,17 +1707,13 @@ where
 }
 
 #[cfg(all(test, debug_assertions))]
-pub(crate) mod tests {
+mod tests {
     use std::cell::Cell;
     use std::time::Duration;
 
     use super::{Policy, Retry};
 
-    thread_local! {
-        /// How many times this thread's loops found a policy's
-        /// `attempt_timeout` they do not apply.
-        pub(crate) static UNAPPLIED: Cell<u32> = const { Cell::new(0) };
-    }
+    use crate::state::policy::tests::UNAPPLIED;
 
     #[tokio::test(start_paused = true)]
     async fn a_policys_attempt_timeout_a_closure_form_does_not_apply_is_said() {

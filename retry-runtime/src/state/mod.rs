@@ -1273,6 +1273,7 @@ fn attempt_limit_of(
     policy: &Policy,
     applies: bool,
 ) -> Option<Duration> {
+    policy::check_attempt_timeout_applied(policy, applies);
     policy
         .attempt_timeout
         .filter(|_| applies)

@@ -517,3 +517,49 @@ impl PartialEq for Policy {
             && self.attempt_timeout == other.attempt_timeout
     }
 }
+
+/// A policy's `attempt_timeout` that the loop running under it does not
+/// apply (`applied` false): a closure form or a tower layer not given
+/// `.attempt_timeout(..)`, `call_async_with`, a `#[retry(policy = ..)]`
+/// function whose error type cannot hold an `Elapsed`, or a sync one.
+/// Said once a process on standard error, in debug builds: a policy from
+/// configuration would otherwise lose it without a word.
+#[inline]
+pub(crate) fn check_attempt_timeout_applied(policy: &Policy, applied: bool) {
+    #[cfg(debug_assertions)]
+    if !applied && policy.attempt_timeout.is_some() {
+        warn_attempt_timeout_unapplied();
+    }
+    #[cfg(not(debug_assertions))]
+    let _ = (policy, applied);
+}
+
+/// See [`check_attempt_timeout_applied`].
+#[cfg(debug_assertions)]
+#[cold]
+fn warn_attempt_timeout_unapplied() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static WARNED: AtomicBool = AtomicBool::new(false);
+    #[cfg(test)]
+    tests::UNAPPLIED.with(|said| said.set(said.get() + 1));
+    if !WARNED.swap(true, Ordering::Relaxed) {
+        eprintln!(
+            "backstop: a policy's attempt_timeout is not applied here. `call_async`, \
+             `Retry::call_async` and a tower layer apply it only when passed on with \
+             `.attempt_timeout(policy.get_attempt_timeout())`, `#[retry(policy = ..)]` only on \
+             an async fn whose error type holds `backstop::Elapsed` (`From<Elapsed>`); \
+             `call_async_with` and sync functions never do. Said once; debug builds only."
+        );
+    }
+}
+
+#[cfg(all(test, debug_assertions))]
+pub(crate) mod tests {
+    use std::cell::Cell;
+
+    thread_local! {
+        /// How many times this thread's loops found a policy's
+        /// `attempt_timeout` they do not apply.
+        pub(crate) static UNAPPLIED: Cell<u32> = const { Cell::new(0) };
+    }
+}

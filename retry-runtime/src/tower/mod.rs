@@ -1263,7 +1263,7 @@ mod tests {
     use tower::{Layer, ServiceExt};
 
     use super::RetryLayer;
-    use crate::run::tests::UNAPPLIED;
+    use crate::state::policy::tests::UNAPPLIED;
     use crate::{Policy, Retry};
 
     /// A layer under a policy whose `attempt_timeout` it was not given

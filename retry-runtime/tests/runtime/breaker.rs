@@ -219,6 +219,19 @@ fn a_zero_threshold_is_rejected() {
     let _ = CircuitBreaker::new(0, COOLDOWN);
 }
 
+// A breaker that cools down at once lets every call through: no breaker.
+#[test]
+#[should_panic(expected = "`cooldown` must be above zero")]
+fn a_zero_cooldown_is_rejected() {
+    let _ = CircuitBreaker::new(1, Duration::ZERO);
+}
+
+#[test]
+#[should_panic(expected = "`break_for` must be above zero")]
+fn a_ratio_breakers_zero_break_is_rejected() {
+    let _ = CircuitBreaker::ratio(0.5, 10, Duration::from_secs(10), Duration::ZERO);
+}
+
 #[test]
 fn a_failure_from_before_the_breaker_opened_does_not_count_after_it_closes() {
     let breaker = CircuitBreaker::new(1, COOLDOWN);
