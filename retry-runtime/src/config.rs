@@ -18,6 +18,7 @@
 //! ```
 
 use std::fmt;
+use std::marker::PhantomData;
 use std::time::Duration;
 
 use serde::de::{self, Deserializer, Visitor};
@@ -76,18 +77,34 @@ fn one_term<'r>(text: &str, rest: &'r str) -> Result<(Duration, &'r str), String
         ));
     }
     let after_number = rest[split..].trim_start();
+    // (Letters of any script: `µs` is a unit, `µ` not an ASCII letter.)
     let (unit, after) = after_number.split_at(
         after_number
-            .find(|c: char| !c.is_ascii_alphabetic())
+            .find(|c: char| !c.is_alphabetic())
             .unwrap_or(after_number.len()),
     );
     let units = UNIT_NAMES.join(", ");
     let nanos_per_unit: u128 = match unit {
-        "" => {
+        // A number alone: a suggestion keeps its value.
+        "" if number == text => {
             return Err(format!(
                 "`{text}` needs a unit: write \"{number}ms\" or \"{number}s\" (units: {units})"
             ));
         }
+        // A term of several without a unit (`1m30`).
+        "" if after.is_empty() || after.starts_with(char::is_whitespace) => {
+            return Err(format!(
+                "`{number}` in `{text}` needs a unit (units: {units})"
+            ));
+        }
+        // Something else after the number (`1_000ms`, `1,5s`).
+        "" => {
+            return Err(format!(
+                "`{text}` is not a duration such as \"250ms\" or \"1.5s\" (units: {units})"
+            ));
+        }
+        // The micro sign and the Greek letter mu, as Go's durations take them.
+        "\u{b5}s" | "\u{3bc}s" => 1_000,
         unit => unit_nanos(unit)
             .ok_or_else(|| format!("unknown unit `{unit}` in `{text}` (units: {units})"))?,
     };
@@ -132,27 +149,110 @@ pub fn format_duration(duration: Duration) -> String {
     human(duration.as_nanos())
 }
 
-/// A duration as configuration writes it: a string with a unit.
-struct Human(String);
+/// A duration as configuration writes it: a string with a unit, parsed
+/// where it is read, so that a mistake is reported at its value (its line
+/// and column), named as the field `F` is.
+struct Human<F>(Duration, PhantomData<F>);
 
-impl<'de> Deserialize<'de> for Human {
+impl<'de, F: FieldName> Deserialize<'de> for Human<F> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Text;
-        impl Visitor<'_> for Text {
-            type Value = Human;
+        struct Text<F>(PhantomData<F>);
+        impl<F: FieldName> Visitor<'_> for Text<F> {
+            type Value = Human<F>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a duration with a unit, as a string such as \"250ms\"")
+                write!(
+                    f,
+                    "`{}`: a duration with a unit, as a string such as \"250ms\"",
+                    F::NAME
+                )
             }
-            fn visit_str<E: de::Error>(self, text: &str) -> Result<Human, E> {
-                Ok(Human(text.to_owned()))
+            fn visit_str<E: de::Error>(self, text: &str) -> Result<Human<F>, E> {
+                if let Some(none) = F::NONE
+                    && text.trim() == "none"
+                {
+                    return Err(E::custom(format!("`{}`: {none}", F::NAME)));
+                }
+                let d = parse_duration(text)
+                    .map_err(|reason| E::custom(format!("`{}`: {reason}", F::NAME)))?;
+                match F::ZERO {
+                    Some(why) if d.is_zero() => Err(E::custom(format!("`{}` {why}", F::NAME))),
+                    _ => Ok(Human(d, PhantomData)),
+                }
             }
         }
-        deserializer.deserialize_str(Text)
+        deserializer.deserialize_str(Text(PhantomData))
     }
 }
 
-fn duration<E: de::Error>(field: &str, text: &Human) -> Result<Duration, E> {
-    parse_duration(&text.0).map_err(|reason| E::custom(format!("`{field}`: {reason}")))
+/// A duration, or `"none"`: parsed where it is read, as [`Human`].
+struct HumanOrNone<F>(Option<Duration>, PhantomData<F>);
+
+impl<'de, F: FieldName> Deserialize<'de> for HumanOrNone<F> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Text<F>(PhantomData<F>);
+        impl<F: FieldName> Visitor<'_> for Text<F> {
+            type Value = HumanOrNone<F>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(
+                    f,
+                    "`{}`: a duration with a unit, as a string such as \"250ms\", or \"none\"",
+                    F::NAME
+                )
+            }
+            fn visit_str<E: de::Error>(self, text: &str) -> Result<HumanOrNone<F>, E> {
+                if text.trim() == "none" {
+                    return Ok(HumanOrNone(None, PhantomData));
+                }
+                let name = F::NAME;
+                let d = parse_duration(text)
+                    .map_err(|reason| E::custom(format!("`{name}`: {reason}; or \"none\"")))?;
+                if d.is_zero() {
+                    return Err(E::custom(format!(
+                        "`{name}` must be greater than zero (for none, write \"none\")"
+                    )));
+                }
+                Ok(HumanOrNone(Some(d), PhantomData))
+            }
+        }
+        deserializer.deserialize_str(Text(PhantomData))
+    }
+}
+
+/// The name of a configuration's duration field, for its errors, and
+/// why it refuses zero, if it does.
+trait FieldName {
+    const NAME: &'static str;
+    const ZERO: Option<&'static str> = None;
+    /// What to write for none, where `"none"` is not the word.
+    const NONE: Option<&'static str> = None;
+}
+
+macro_rules! field_names {
+    ($($field:ident = $name:literal $(, zero: $zero:literal)? $(, none: $none:literal)?;)*) => {$(
+        struct $field;
+        impl FieldName for $field {
+            const NAME: &'static str = $name;
+            $(const ZERO: Option<&'static str> = Some($zero);)?
+            $(const NONE: Option<&'static str> = Some($none);)?
+        }
+    )*};
+}
+
+field_names! {
+    Deadline = "deadline";
+    Base = "base", zero: "must be greater than zero";
+    Cap = "cap";
+    RetryAfterMax = "retry_after_max";
+    AttemptTimeout = "attempt_timeout";
+    Ttl = "ttl";
+    Refill = "refill", none: "for no refill, write \"0s\" (answers alone give tokens back)";
+    RideOut = "ride_out", none: "for no ride-out, write \"0s\" (a refused call whose retry \
+                                 the budget refuses gives up at once)";
+    Window = "window";
+    Sampling = "sampling";
+    Cooldown = "cooldown", zero: "must be above zero: a breaker that cools down at once lets \
+                                  every call through";
+    Longest = "longest";
 }
 
 /// The fields a `Policy` may be given, all optional.
@@ -160,15 +260,15 @@ fn duration<E: de::Error>(field: &str, text: &Human) -> Result<Duration, E> {
 #[serde(deny_unknown_fields)]
 struct PolicyFields {
     attempts: Option<u32>,
-    deadline: Option<Human>,
+    deadline: Option<HumanOrNone<Deadline>>,
     backoff: Option<Backoff>,
-    base: Option<Human>,
+    base: Option<Human<Base>>,
     factor: Option<f64>,
-    cap: Option<Human>,
+    cap: Option<Human<Cap>>,
     jitter: Option<Jitter>,
     idempotent: Option<bool>,
-    retry_after_max: Option<Human>,
-    attempt_timeout: Option<Human>,
+    retry_after_max: Option<Human<RetryAfterMax>>,
+    attempt_timeout: Option<HumanOrNone<AttemptTimeout>>,
     budget: Option<String>,
 }
 
@@ -178,7 +278,7 @@ struct PolicyFields {
 /// `"none"`, and `budget` either `"default"` (a token budget of the call
 /// site's, or the function's, own) or `"none"` (no budget at
 /// all). A budget of your own is not configuration here: build it from a
-/// [`WindowBudgetConfig`] and give it in code.
+/// [`TokenBudgetConfig`] or a [`WindowBudgetConfig`] and give it in code.
 impl<'de> Deserialize<'de> for Policy {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let fields = PolicyFields::deserialize(deserializer)?;
@@ -192,16 +292,13 @@ impl<'de> Deserialize<'de> for Policy {
             policy = policy.attempts(attempts);
         }
         if let Some(deadline) = &fields.deadline {
-            policy = policy.deadline(positive_or_none("deadline", deadline)?);
+            policy = policy.deadline(deadline.0);
         }
         if let Some(backoff) = fields.backoff {
             policy = policy.backoff(backoff);
         }
         if let Some(base) = &fields.base {
-            let base = duration("base", base)?;
-            if base.is_zero() {
-                return Err(de::Error::custom("`base` must be greater than zero"));
-            }
+            let base = base.0;
             policy = policy.base(base);
         }
         if let Some(factor) = fields.factor {
@@ -213,13 +310,14 @@ impl<'de> Deserialize<'de> for Policy {
             }
             if !(factor > 1.0 && factor.is_finite()) {
                 return Err(de::Error::custom(
-                    "`factor` must be greater than 1: each delay is `factor` times the last",
+                    "`factor` must be a finite number greater than 1: each delay is `factor` \
+                     times the last",
                 ));
             }
             policy = policy.factor(factor);
         }
         if let Some(cap) = &fields.cap {
-            policy = policy.cap(duration("cap", cap)?);
+            policy = policy.cap(cap.0);
         }
         if policy.base > policy.cap {
             let which = |given: bool, name: &str| {
@@ -230,11 +328,11 @@ impl<'de> Deserialize<'de> for Policy {
                 }
             };
             return Err(de::Error::custom(format!(
-                "{} ({:?}) is above {} ({:?}): no delay may exceed the cap",
+                "{} ({}) is above {} ({}): no delay may exceed the cap",
                 which(fields.base.is_some(), "base"),
-                policy.base,
+                format_duration(policy.base),
                 which(fields.cap.is_some(), "cap"),
-                policy.cap
+                format_duration(policy.cap)
             )));
         }
         if let Some(jitter) = fields.jitter {
@@ -244,7 +342,7 @@ impl<'de> Deserialize<'de> for Policy {
             policy = policy.idempotent(idempotent);
         }
         if let Some(max) = &fields.retry_after_max {
-            policy = policy.retry_after_max(duration("retry_after_max", max)?);
+            policy = policy.retry_after_max(max.0);
         }
         match fields.budget.as_deref().map(str::trim) {
             None | Some("default") => {}
@@ -259,29 +357,16 @@ impl<'de> Deserialize<'de> for Policy {
             Some(other) => {
                 return Err(de::Error::custom(format!(
                     "`budget`: `{other}` is not \"default\" or \"none\" (a budget of your own \
-                     is built from a WindowBudgetConfig and given in code)"
+                     is built from a TokenBudgetConfig or a WindowBudgetConfig and given in \
+                     code)"
                 )));
             }
         }
         if let Some(timeout) = &fields.attempt_timeout {
-            policy = policy.attempt_timeout(positive_or_none("attempt_timeout", timeout)?);
+            policy = policy.attempt_timeout(timeout.0);
         }
         Ok(policy)
     }
-}
-
-/// A duration above zero, or `"none"`.
-fn positive_or_none<E: de::Error>(field: &str, text: &Human) -> Result<Option<Duration>, E> {
-    if text.0.trim() == "none" {
-        return Ok(None);
-    }
-    let d = duration(field, text)?;
-    if d.is_zero() {
-        return Err(E::custom(format!(
-            "`{field}` must be greater than zero (for none, write \"none\")"
-        )));
-    }
-    Ok(Some(d))
 }
 
 /// A `Policy` as configuration writes it, every field present (durations
@@ -374,7 +459,7 @@ impl WindowBudgetConfig {
 struct BudgetFields {
     ratio: f64,
     min_per_sec: u32,
-    ttl: Human,
+    ttl: Human<Ttl>,
 }
 
 impl<'de> Deserialize<'de> for WindowBudgetConfig {
@@ -385,7 +470,7 @@ impl<'de> Deserialize<'de> for WindowBudgetConfig {
                 "`ratio` must be in (0, 1], e.g. 0.1 for 10% of calls",
             ));
         }
-        let ttl = duration("ttl", &fields.ttl)?;
+        let ttl = fields.ttl.0;
         if ttl.is_zero() {
             return Err(de::Error::custom("`ttl` must be greater than zero"));
         }
@@ -454,8 +539,8 @@ impl TokenBudgetConfig {
 struct TokenFields {
     max_tokens: u32,
     token_ratio: f64,
-    refill: Option<Human>,
-    ride_out: Option<Human>,
+    refill: Option<Human<Refill>>,
+    ride_out: Option<Human<RideOut>>,
 }
 
 impl<'de> Deserialize<'de> for TokenBudgetConfig {
@@ -472,16 +557,8 @@ impl<'de> Deserialize<'de> for TokenBudgetConfig {
                  a token back for each answer)",
             ));
         }
-        let refill = fields
-            .refill
-            .as_ref()
-            .map(|refill| duration("refill", refill))
-            .transpose()?;
-        let ride_out = fields
-            .ride_out
-            .as_ref()
-            .map(|ride_out| duration("ride_out", ride_out))
-            .transpose()?;
+        let refill = fields.refill.as_ref().map(|refill| refill.0);
+        let ride_out = fields.ride_out.as_ref().map(|ride_out| ride_out.0);
         Ok(Self {
             max_tokens: fields.max_tokens,
             token_ratio: fields.token_ratio,
@@ -532,7 +609,7 @@ impl AdaptiveThrottleConfig {
 #[serde(deny_unknown_fields)]
 struct ThrottleFields {
     k: f64,
-    window: Human,
+    window: Human<Window>,
 }
 
 impl<'de> Deserialize<'de> for AdaptiveThrottleConfig {
@@ -543,7 +620,7 @@ impl<'de> Deserialize<'de> for AdaptiveThrottleConfig {
                 "`k` must be at least 1 (below, the throttle sheds healthy traffic), e.g. 2",
             ));
         }
-        let window = duration("window", &fields.window)?;
+        let window = fields.window.0;
         if window < Duration::from_micros(8) {
             return Err(de::Error::custom(
                 "`window` must be at least 8us, e.g. \"2s\"",
@@ -644,11 +721,11 @@ struct BreakerFields {
     failure_threshold: Option<u32>,
     failure_ratio: Option<f64>,
     minimum_throughput: Option<u32>,
-    sampling: Option<Human>,
-    cooldown: Human,
+    sampling: Option<Human<Sampling>>,
+    cooldown: Human<Cooldown>,
     trials: Option<u32>,
     growing: Option<u32>,
-    longest: Option<Human>,
+    longest: Option<Human<Longest>>,
 }
 
 impl<'de> Deserialize<'de> for BreakerConfig {
@@ -661,9 +738,7 @@ impl<'de> Deserialize<'de> for BreakerConfig {
         }
         let growing = match (fields.growing, &fields.longest) {
             (None, None) => None,
-            (Some(factor), Some(longest)) if factor >= 2 => {
-                Some((factor, duration("longest", longest)?))
-            }
+            (Some(factor), Some(longest)) if factor >= 2 => Some((factor, longest.0)),
             (Some(_), Some(_)) => {
                 return Err(de::Error::custom("`growing` must be at least 2"));
             }
@@ -674,13 +749,7 @@ impl<'de> Deserialize<'de> for BreakerConfig {
                 ));
             }
         };
-        let cooldown = duration("cooldown", &fields.cooldown)?;
-        if cooldown.is_zero() {
-            return Err(de::Error::custom(
-                "`cooldown` must be above zero: a breaker that cools down at once lets every \
-                 call through",
-            ));
-        }
+        let cooldown = fields.cooldown.0;
         if let Some((_, longest)) = growing
             && longest < cooldown
         {
@@ -729,7 +798,7 @@ fn breaker_rule<E: de::Error>(fields: &BreakerFields) -> Result<BreakerRule, E> 
                 ));
             }
             let sampling = match &fields.sampling {
-                Some(text) => duration("sampling", text)?,
+                Some(text) => text.0,
                 None => Duration::from_secs(30),
             };
             // (As Polly's: a window of a few slots of microseconds counts

@@ -77,7 +77,10 @@ fn an_invalid_config_is_an_error_naming_the_field_and_the_reason() {
             r#"{ "base": "2s", "cap": "1s" }"#,
             "`base` (2s) is above `cap` (1s)",
         ),
-        (r#"{ "factor": 0.5 }"#, "`factor` must be greater than 1"),
+        (
+            r#"{ "factor": 0.5 }"#,
+            "`factor` must be a finite number greater than 1",
+        ),
         (r#"{ "jitter": "fulll" }"#, "fulll"),
         (r#"{ "deadline": "0s" }"#, "`deadline`"),
         (r#"{ "deadline": "ten seconds" }"#, "duration"),
@@ -154,7 +157,23 @@ fn long_fractions_and_defaults_are_explained() {
         Ok(Duration::from_millis(90_500))
     );
     let error = parse_duration("1m30").unwrap_err();
-    assert!(error.contains("`1m30` needs a unit"), "{error}");
+    assert!(error.contains("`30` in `1m30` needs a unit"), "{error}");
+    assert!(
+        !error.contains("write"),
+        "no suggestion that drops the minute: {error}"
+    );
+    // No suggestion that changes the value either.
+    let error = parse_duration("1_000ms").unwrap_err();
+    assert!(error.contains("`1_000ms` is not a duration"), "{error}");
+    assert!(!error.contains("\"1ms\""), "{error}");
+    let error = parse_duration("250").unwrap_err();
+    assert!(error.contains("write \"250ms\" or \"250s\""), "{error}");
+    // The micro sign, and the Greek letter mu, for microseconds.
+    assert_eq!(parse_duration("500µs"), Ok(Duration::from_micros(500)));
+    assert_eq!(
+        parse_duration("500\u{3bc}s"),
+        Ok(Duration::from_micros(500))
+    );
     let error = parse_duration("1m 30x").unwrap_err();
     assert!(error.contains("unknown unit `x` in `1m 30x`"), "{error}");
     let error = parse_duration("1s and more").unwrap_err();
@@ -359,6 +378,43 @@ fn a_breaker_from_configuration_may_have_several_trials_and_a_growing_break() {
             .to_string();
         assert!(got.contains(error), "{text}: {got}");
     }
+}
+
+#[test]
+fn a_bad_duration_is_reported_at_its_value() {
+    #[derive(serde::Deserialize, Debug)]
+    #[allow(dead_code)]
+    struct File {
+        payments: Policy,
+        search: Policy,
+    }
+    // In a file of several sections, the value's line, not its section's.
+    let text = "[payments]\nattempts = 3\n\n[search]\nattempts = 2\nbase = \"100\"\n";
+    let error = toml::from_str::<File>(text).unwrap_err().to_string();
+    assert!(error.contains("line 6"), "{error}");
+    assert!(error.contains("`base`: `100` needs a unit"), "{error}");
+    // JSON says where, too.
+    let error = serde_json::from_str::<Policy>("{\n  \"attempts\": 2,\n  \"cap\": \"1 minute\"\n}")
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("`cap`: unknown unit `minute`"), "{error}");
+    assert!(error.contains("line 3"), "{error}");
+    // A field that takes "none" says so.
+    let error = toml::from_str::<Policy>("deadline = \"off\"")
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("or \"none\""), "{error}");
+    // One that does not take it says what to write.
+    let error = toml::from_str::<backstop::config::TokenBudgetConfig>(
+        "max_tokens = 10\ntoken_ratio = 0.1\nrefill = \"none\"",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(error.contains("for no refill, write \"0s\""), "{error}");
+    let error = toml::from_str::<BreakerConfig>("failure_threshold = 1\ncooldown = \"0s\"")
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("line 2"), "{error}");
 }
 
 #[test]

@@ -360,7 +360,8 @@ fn note_paused_cut_off() {
          runtime (a server on another thread or in another process, a mock server with a \
          runtime of its own, a real database), which then cannot come in time. Serve the \
          test's mock on the test's runtime (`tokio::spawn`), or run the test in real time \
-         with short delays."
+         with short delays. (An attempt meant to hang, in a test of the time limit, is cut \
+         off as it should be.)"
     );
 }
 
