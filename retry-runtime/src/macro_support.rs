@@ -416,15 +416,17 @@ impl SharedBudget for Keyed<WindowBudget> {
     }
 }
 
-/// A `static` that dereferences to a budget (a `LazyLock`).
+/// A `static` that dereferences to a budget (a `LazyLock`), or to what
+/// dereferences to one (a `LazyLock` of a holder of your own), as
+/// `breaker =` and `throttle =` take them.
 // (Not named in a wrong type's error: its `Deref` is not the mistake.)
 #[diagnostic::do_not_recommend]
 impl<T: std::ops::Deref + Sync + 'static> SharedBudget for T
 where
-    T::Target: BudgetKind,
+    T::Target: SharedBudget,
 {
     fn budget(&'static self, key: Option<u64>) -> BudgetRef<'static> {
-        BudgetKind::kind(&**self, key)
+        SharedBudget::budget(&**self, key)
     }
 }
 

@@ -621,6 +621,41 @@ fn a_static_budget_built_lazily_is_drawn_on() {
     assert_eq!(LAZY.stats().calls, 2);
 }
 
+/// A holder of the budget in use, which configuration may replace (a
+/// reload): `budget =` takes a `static` of it, as `breaker =` does.
+struct Current(std::sync::RwLock<&'static WindowBudget>);
+
+impl std::ops::Deref for Current {
+    type Target = WindowBudget;
+    fn deref(&self) -> &WindowBudget {
+        *self.0.read().unwrap()
+    }
+}
+
+static CURRENT: std::sync::LazyLock<Current> = std::sync::LazyLock::new(|| {
+    Current(std::sync::RwLock::new(Box::leak(Box::new(WindowBudget::new(
+        0.5,
+        0,
+        Duration::from_secs(10),
+    )))))
+});
+
+#[retry(attempts = 5, budget = CURRENT)]
+fn currently_budgeted(calls: &mut u32) -> Result<(), Error> {
+    *calls += 1;
+    Err(ErrorKind::ConnectionRefused.into())
+}
+
+#[test]
+fn a_static_that_hands_out_the_current_budget_is_drawn_on() {
+    let _vt = VirtualTime::start();
+    let mut calls = 0;
+    let _ = currently_budgeted(&mut calls);
+    let _ = currently_budgeted(&mut calls);
+    assert_eq!(calls, 3, "one retry for two calls at 50%");
+    assert_eq!(CURRENT.stats().calls, 2);
+}
+
 #[retry(deadline = 5ms, base = 100us, backoff = fixed, jitter = none, budget = none, attempts = 1000)]
 fn fails_fast(attempts: &mut u32) -> Result<(), Error> {
     *attempts += 1;
