@@ -416,6 +416,86 @@ impl Serialize for Policy {
     }
 }
 
+/// Each configuration writes itself back as it reads it, every setting
+/// present (durations with a unit; a token budget's refill and ride-out
+/// as they are in effect, `"0s"` for none), so that a service can expose
+/// what it runs with and read it back unchanged.
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use backstop::config::{BreakerConfig, TokenBudgetConfig};
+/// let token: TokenBudgetConfig =
+///     serde_json::from_str(r#"{ "max_tokens": 10, "token_ratio": 0.1 }"#).unwrap();
+/// let written = serde_json::to_string(&token).unwrap();
+/// assert_eq!(
+///     written,
+///     r#"{"max_tokens":10,"token_ratio":0.1,"refill":"10s","ride_out":"10s"}"#
+/// );
+/// let breaker: BreakerConfig =
+///     serde_json::from_str(r#"{ "failure_threshold": 5, "cooldown": "30s" }"#).unwrap();
+/// let written = serde_json::to_string(&breaker).unwrap();
+/// assert_eq!(written, r#"{"failure_threshold":5,"cooldown":"30s","trials":1}"#);
+/// assert_eq!(serde_json::from_str::<BreakerConfig>(&written).unwrap(), breaker);
+/// ```
+impl Serialize for TokenBudgetConfig {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let budget = self.build();
+        let mut out = serializer.serialize_struct("TokenBudgetConfig", 4)?;
+        out.serialize_field("max_tokens", &self.max_tokens)?;
+        out.serialize_field("token_ratio", &self.token_ratio)?;
+        let refill = budget.refill_every().unwrap_or(Duration::ZERO);
+        out.serialize_field("refill", &format_duration(refill))?;
+        out.serialize_field("ride_out", &format_duration(budget.rides_out_for()))?;
+        out.end()
+    }
+}
+
+impl Serialize for WindowBudgetConfig {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut out = serializer.serialize_struct("WindowBudgetConfig", 3)?;
+        out.serialize_field("ratio", &self.ratio)?;
+        out.serialize_field("min_per_sec", &self.min_per_sec)?;
+        out.serialize_field("ttl", &format_duration(self.ttl))?;
+        out.end()
+    }
+}
+
+impl Serialize for AdaptiveThrottleConfig {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut out = serializer.serialize_struct("AdaptiveThrottleConfig", 2)?;
+        out.serialize_field("k", &self.k)?;
+        out.serialize_field("window", &format_duration(self.window))?;
+        out.end()
+    }
+}
+
+impl Serialize for BreakerConfig {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut out = serializer.serialize_struct("BreakerConfig", 8)?;
+        match self.rule {
+            BreakerRule::Consecutive(threshold) => {
+                out.serialize_field("failure_threshold", &threshold)?;
+            }
+            BreakerRule::Ratio {
+                failure_ratio,
+                minimum_throughput,
+                sampling,
+            } => {
+                out.serialize_field("failure_ratio", &failure_ratio)?;
+                out.serialize_field("minimum_throughput", &minimum_throughput)?;
+                out.serialize_field("sampling", &format_duration(sampling))?;
+            }
+        }
+        out.serialize_field("cooldown", &format_duration(self.cooldown))?;
+        out.serialize_field("trials", &self.trials)?;
+        if let Some((factor, longest)) = self.growing {
+            out.serialize_field("growing", &factor)?;
+            out.serialize_field("longest", &format_duration(longest))?;
+        }
+        out.end()
+    }
+}
+
 /// A [`WindowBudget`]'s settings from configuration; [`build`](Self::build)
 /// makes the budget (once, shared, in a `static LazyLock` say).
 ///

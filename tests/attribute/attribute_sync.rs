@@ -633,11 +633,9 @@ impl std::ops::Deref for Current {
 }
 
 static CURRENT: std::sync::LazyLock<Current> = std::sync::LazyLock::new(|| {
-    Current(std::sync::RwLock::new(Box::leak(Box::new(WindowBudget::new(
-        0.5,
-        0,
-        Duration::from_secs(10),
-    )))))
+    Current(std::sync::RwLock::new(Box::leak(Box::new(
+        WindowBudget::new(0.5, 0, Duration::from_secs(10)),
+    ))))
 });
 
 #[retry(attempts = 5, budget = CURRENT)]

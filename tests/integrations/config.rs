@@ -418,6 +418,48 @@ fn a_bad_duration_is_reported_at_its_value() {
 }
 
 #[test]
+fn budgets_breakers_and_throttles_write_back_what_they_read() {
+    use backstop::config::{AdaptiveThrottleConfig, TokenBudgetConfig, WindowBudgetConfig};
+    fn again<T: serde::Serialize + serde::de::DeserializeOwned + PartialEq + std::fmt::Debug>(
+        text: &str,
+    ) -> String {
+        let read: T = toml::from_str(text).unwrap();
+        let written = toml::to_string(&read).unwrap();
+        let reread: T = toml::from_str(&written).unwrap();
+        assert_eq!(toml::to_string(&reread).unwrap(), written, "{text}");
+        written
+    }
+    // A token budget's refill and ride-out as they are in effect.
+    let written = again::<TokenBudgetConfig>("max_tokens = 10\ntoken_ratio = 0.1\nrefill = \"0s\"");
+    assert!(written.contains("refill = \"0s\""), "{written}");
+    assert!(
+        written.contains("ride_out = \"10s\""),
+        "the default, shown: {written}"
+    );
+    let budget: TokenBudgetConfig = toml::from_str(&written).unwrap();
+    assert_eq!(budget.build().refill_every(), None, "no refill, still");
+    let written = again::<WindowBudgetConfig>("ratio = 0.2\nmin_per_sec = 5\nttl = \"30s\"");
+    assert!(written.contains("ttl = \"30s\""), "{written}");
+    let written = again::<AdaptiveThrottleConfig>("k = 2.0\nwindow = \"2m\"");
+    assert!(written.contains("window = \"2m\""), "{written}");
+    let written = again::<BreakerConfig>(
+        "failure_ratio = 0.5\nminimum_throughput = 4\nsampling = \"10s\"\ncooldown = \"1s\"\n\
+         trials = 2\ngrowing = 3\nlongest = \"1m\"",
+    );
+    for field in [
+        "failure_ratio",
+        "minimum_throughput",
+        "sampling",
+        "trials = 2",
+        "longest",
+    ] {
+        assert!(written.contains(field), "{field}: {written}");
+    }
+    let written = again::<BreakerConfig>("failure_threshold = 5\ncooldown = \"30s\"");
+    assert!(!written.contains("growing"), "{written}");
+}
+
+#[test]
 fn a_configured_breaker_without_a_cooldown_is_refused() {
     // It would let every call through: a breaker that never breaks.
     for rule in [
