@@ -172,12 +172,7 @@ impl<'de, F: FieldName> Deserialize<'de> for Human<F> {
                 {
                     return Err(E::custom(format!("`{}`: {none}", F::NAME)));
                 }
-                let d = parse_duration(text)
-                    .map_err(|reason| E::custom(format!("`{}`: {reason}", F::NAME)))?;
-                match F::ZERO {
-                    Some(why) if d.is_zero() => Err(E::custom(format!("`{}` {why}", F::NAME))),
-                    _ => Ok(Human(d, PhantomData)),
-                }
+                read::<F, E>(text, "").map(|d| Human(d, PhantomData))
             }
         }
         deserializer.deserialize_str(Text(PhantomData))
@@ -203,18 +198,22 @@ impl<'de, F: FieldName> Deserialize<'de> for HumanOrNone<F> {
                 if text.trim() == "none" {
                     return Ok(HumanOrNone(None, PhantomData));
                 }
-                let name = F::NAME;
-                let d = parse_duration(text)
-                    .map_err(|reason| E::custom(format!("`{name}`: {reason}; or \"none\"")))?;
-                if d.is_zero() {
-                    return Err(E::custom(format!(
-                        "`{name}` must be greater than zero (for none, write \"none\")"
-                    )));
-                }
-                Ok(HumanOrNone(Some(d), PhantomData))
+                read::<F, E>(text, "; or \"none\"").map(|d| HumanOrNone(Some(d), PhantomData))
             }
         }
         deserializer.deserialize_str(Text(PhantomData))
+    }
+}
+
+/// The duration in `text`, for the field `F`: an error names the field
+/// (and ends with `also`, what else it takes), and a zero it refuses.
+fn read<F: FieldName, E: de::Error>(text: &str, also: &str) -> Result<Duration, E> {
+    let name = F::NAME;
+    let d =
+        parse_duration(text).map_err(|reason| E::custom(format!("`{name}`: {reason}{also}")))?;
+    match F::ZERO {
+        Some(why) if d.is_zero() => Err(E::custom(format!("`{name}` {why}"))),
+        _ => Ok(d),
     }
 }
 
@@ -239,11 +238,12 @@ macro_rules! field_names {
 }
 
 field_names! {
-    Deadline = "deadline";
+    Deadline = "deadline", zero: "must be greater than zero (for none, write \"none\")";
     Base = "base", zero: "must be greater than zero";
     Cap = "cap";
     RetryAfterMax = "retry_after_max";
-    AttemptTimeout = "attempt_timeout";
+    AttemptTimeout = "attempt_timeout",
+        zero: "must be greater than zero (for none, write \"none\")";
     Ttl = "ttl";
     Refill = "refill", none: "for no refill, write \"0s\" (answers alone give tokens back)";
     RideOut = "ride_out", none: "for no ride-out, write \"0s\" (a refused call whose retry \

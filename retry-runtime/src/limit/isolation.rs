@@ -300,25 +300,35 @@ pub(crate) mod tests {
         pub(crate) static TOLD: Cell<u32> = const { Cell::new(0) };
     }
 
-    /// `isolate()` in a multi-thread runtime, whose spawned tasks it does
-    /// not cover, says so (once a thread); in a current-thread runtime, or
-    /// outside any, it says nothing. (`record_sleeps()`'s: in `testing`.)
-    #[test]
-    fn isolating_in_a_multi_thread_runtime_says_what_it_leaves_out() {
-        drop(isolate());
+    /// `set_up` (a testing tool of this thread's) in a multi-thread
+    /// runtime, whose spawned tasks it does not cover, says so (once a
+    /// thread); in a current-thread runtime, or outside any, it says
+    /// nothing.
+    pub(crate) fn says_what_a_multi_thread_runtime_leaves_out(set_up: impl Fn()) {
+        set_up();
         let current = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
-        current.block_on(async { drop(isolate()) });
+        current.block_on(async { set_up() });
         assert_eq!(TOLD.get(), 0);
         let multi = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .build()
             .unwrap();
-        multi.block_on(async { drop(isolate()) });
+        multi.block_on(async { set_up() });
         assert_eq!(TOLD.get(), 1);
-        multi.block_on(async { drop(isolate()) });
+        multi.block_on(async { set_up() });
         assert_eq!(TOLD.get(), 1, "once a thread");
+    }
+
+    #[test]
+    fn isolating_in_a_multi_thread_runtime_says_what_it_leaves_out() {
+        says_what_a_multi_thread_runtime_leaves_out(|| drop(isolate()));
+        // Each tool is said of once.
+        let multi = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .build()
+            .unwrap();
         multi.block_on(async { super::note_worker_threads("another", "") });
         assert_eq!(TOLD.get(), 2, "each tool");
     }

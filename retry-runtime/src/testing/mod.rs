@@ -330,26 +330,10 @@ impl std::fmt::Debug for SleepRecorder {
 #[cfg(all(test, feature = "tokio"))]
 mod tests {
     use super::record_sleeps;
-    use crate::limit::isolation::tests::TOLD;
+    use crate::limit::isolation::tests::says_what_a_multi_thread_runtime_leaves_out;
 
-    /// `record_sleeps()` in a multi-thread runtime, whose spawned tasks it
-    /// does not cover, says so (once a thread); in a current-thread
-    /// runtime, or outside any, it says nothing.
     #[test]
     fn recording_in_a_multi_thread_runtime_says_what_it_leaves_out() {
-        drop(record_sleeps());
-        let current = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
-        current.block_on(async { drop(record_sleeps()) });
-        assert_eq!(TOLD.get(), 0);
-        let multi = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .build()
-            .unwrap();
-        multi.block_on(async { drop(record_sleeps()) });
-        assert_eq!(TOLD.get(), 1);
-        multi.block_on(async { drop(record_sleeps()) });
-        assert_eq!(TOLD.get(), 1, "once a thread");
+        says_what_a_multi_thread_runtime_leaves_out(|| drop(record_sleeps()));
     }
 }
