@@ -1791,3 +1791,41 @@ fn a_breaker_whose_key_no_call_named_is_counted_by_its_hash() {
     );
     assert!(value.abs() < f64::EPSILON, "back down: {value}");
 }
+
+/// A hedging layer that may not hedge a request (a `POST` without a key)
+/// says so at DEBUG, as `#[retry]` does for a policy not idempotent.
+#[test]
+fn a_request_the_layer_may_not_hedge_is_told() {
+    use backstop::hedge::Hedge;
+    use backstop::tower::RetryLayer;
+    use tower::{Layer, ServiceExt};
+    let _serial = serial();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let policy = backstop::Policy::new();
+    let layer = RetryLayer::http(
+        backstop::Retry::new(&policy).hedge(Hedge::after(std::time::Duration::from_millis(10))),
+    );
+    let service = tower::service_fn(|_: http::Request<_>| async {
+        Ok::<_, std::io::Error>(http::Response::new(()))
+    });
+    let capture = captured(|| {
+        let request = http::Request::post("http://orders.test/")
+            .body(http_body_util::Empty::<bytes::Bytes>::new())
+            .unwrap();
+        runtime
+            .block_on(layer.layer(service).oneshot(request))
+            .unwrap();
+    });
+    let events = capture.events.lock().unwrap();
+    assert!(
+        events.iter().any(|(_, fields)| {
+            fields.get("message").map(String::as_str) == Some("hedge not sent")
+                && fields.get("reason").map(String::as_str) == Some("not_idempotent")
+        }),
+        "{events:?}"
+    );
+}

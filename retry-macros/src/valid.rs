@@ -356,6 +356,33 @@ fn check_against_fn(args: &Args, func: &Func, cx: &mut Ctxt) {
     }
 }
 
+/// Hedges are attempts: a round of one attempt and `hedges` hedges needs
+/// `attempts` above `hedges`, or the last would never go out.
+fn check_hedges_fit(args: &Args, cx: &mut Ctxt) {
+    let (Some(Num::Lit(hedges)), Some(key)) = (args.hedges.value(), args.hedges.key()) else {
+        return;
+    };
+    let attempts = match args.attempts.value() {
+        Some(Num::Lit(n)) => Some((*n, "")),
+        None if args.policy.value().is_none() => Some((3, " (the default)")),
+        _ => None,
+    };
+    if let Some((attempts, default)) = attempts
+        && *hedges >= attempts
+    {
+        cx.error(
+            key,
+            format!(
+                "`hedges = {hedges}` with `attempts = {attempts}`{default}: hedges are \
+                 attempts, so a round of one attempt and {hedges} hedges needs \
+                 `attempts = {}` at least (more, to leave a retry after a round that \
+                 fails)",
+                hedges + 1
+            ),
+        );
+    }
+}
+
 /// `hedge` runs attempts side by side: an `async fn`, declared
 /// idempotent, whose attempts can share its arguments.
 fn check_hedge(args: &Args, func: &Func, cx: &mut Ctxt) {
@@ -372,7 +399,8 @@ fn check_hedge(args: &Args, func: &Func, cx: &mut Ctxt) {
     if let Some(HedgeDelay::After(Dur::Lit(DurLit { nanos: 0, span, .. }))) = args.hedge.value() {
         cx.error(
             *span,
-            "`hedge` must be greater than zero: a zero delay sends every attempt twice at once",
+            "`hedge` must be greater than zero: a zero delay sends every hedge at once, beside \
+             every attempt",
         );
     }
     if func.sig.asyncness.is_none() {
@@ -389,6 +417,8 @@ fn check_hedge(args: &Args, func: &Func, cx: &mut Ctxt) {
             "`attempts = 1` leaves no room for a hedge: hedges are attempts, bounded by \
              `attempts` with the retries; give `attempts = 2` or more",
         );
+    } else {
+        check_hedges_fit(args, cx);
     }
     // With `policy = ..`, whether the operation is idempotent is the
     // policy's to say, at run time (a policy that is not sends no hedge).

@@ -460,6 +460,14 @@ where
     if *hedges {
         let idempotent = state.state().idempotent();
         *hedges = ready!(op.poll_prepare(cx, idempotent));
+        if !*hedges {
+            // (A request that may not be repeated, or cannot be copied.)
+            state.state().hedge_refused(if idempotent {
+                GiveUp::NotReplayable
+            } else {
+                GiveUp::NotIdempotent
+            });
+        }
     }
     Poll::Ready(state.going().and_then(|gated| steps.admit(gated)))
 }

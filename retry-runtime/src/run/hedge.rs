@@ -128,8 +128,11 @@ impl Hedge {
     }
 
     /// Hedge an attempt slower than `latency`'s estimate (say, the 95th
-    /// percentile of the function's recent latencies); every attempt's
-    /// latency is recorded in it. No hedge while it has no estimate.
+    /// percentile of the function's recent latencies): each round's first
+    /// attempt that answers (success, or an error no retry can fix) or is
+    /// cut off is recorded in it, and one overtaken by its hedge as what it
+    /// took so far; a failure that comes at once is not. No hedge while it
+    /// has no estimate.
     #[must_use]
     pub const fn at(latency: &'static LatencyPercentile) -> Self {
         Self {

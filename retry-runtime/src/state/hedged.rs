@@ -362,15 +362,20 @@ impl<Fut: Future> Round<Fut> {
             let over = state.poll_attempts(&mut self.primary, &mut self.hedges, task);
             if let Some((out, meta)) = over {
                 let now = state.clock.now();
+                let cut_off = out.is_err();
+                let (outcome, mut verdict) = judge(out);
+                let answered = verdict.answered();
                 // The adaptive delay learns from first attempts only: a
                 // hedge runs to its end only when it is faster than the
                 // attempt it shadows, so its latencies would read the
-                // dependency as faster than it is.
-                if meta.attempt == self.first {
+                // dependency as faster than it is. And from answers, or
+                // attempts cut off (at least that slow): a failure that
+                // comes at once (a 503, a refused connection) says nothing
+                // of how long an answer takes, and learnt, it would hedge
+                // every call after an outage at once.
+                if meta.attempt == self.first && (answered || cut_off) {
                     hedge.record(now.saturating_duration_since(meta.started), now);
                 }
-                let (outcome, mut verdict) = judge(out);
-                let answered = verdict.answered();
                 let last = verdict.is_final();
                 if let Attempted::Failed(Verdict::RetryAfter(asked)) = verdict {
                     self.pushback = self.pushback.max(Some(asked));

@@ -534,6 +534,13 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
         self.policy.get().idempotent
     }
 
+    /// The call may not hedge, for `reason` (its request is not
+    /// idempotent, or cannot be copied): told as a hedge not sent.
+    #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
+    pub(crate) fn hedge_refused(&self, reason: GiveUp) {
+        self.obs.hedge_refused(reason);
+    }
+
     /// What to tell `on_retry` after [`decide`](Self::decide) answered
     /// `Retry(delay)` for `outcome`.
     ///

@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use backstop_runtime::hedge::{Hedge, LatencyPercentile};
-use backstop_runtime::limit::{AdaptiveThrottle, CircuitBreaker, WindowBudget};
+use backstop_runtime::limit::{AdaptiveThrottle, CircuitBreaker, TokenBudget, WindowBudget};
 use backstop_runtime::{Classify, Policy, Retry, Verdict, context, testing};
 use proptest::prelude::*;
 use rand::rngs::SmallRng;
@@ -259,6 +259,78 @@ fn the_adaptive_delay_converges_to_its_percentile_while_hedging() {
         (60..=200).contains(&hedges),
         "{hedges} hedges in {calls} calls"
     );
+}
+
+#[test]
+fn a_first_attempt_that_fails_fast_does_not_teach_the_adaptive_delay() {
+    // Every call's first attempt fails at once (a 503 in no time), its
+    // retry answers after 20 ms: the delay to hedge at is the answers'
+    // latency, not the failures'. (Learnt from them, the median would be
+    // nothing, and every call after an outage hedged at once.)
+    static P50: LatencyPercentile = LatencyPercentile::new(0.5, Duration::from_secs(10));
+    let _isolated = testing::isolate();
+    let policy = Policy::new()
+        .idempotent(true)
+        .no_budget()
+        .base(Duration::from_millis(1));
+    let retry = Retry::new(&policy).hedge(Hedge::at(&P50));
+    let estimate = runtime().block_on(async {
+        for _ in 0..300 {
+            let first = std::cell::Cell::new(true);
+            let out: Result<(), Failure> = retry
+                .call_async(|| async {
+                    if first.replace(false) {
+                        return Err(Failure {
+                            attempt: 1,
+                            stop: false,
+                        });
+                    }
+                    sleep(Duration::from_millis(20)).await;
+                    Ok(())
+                })
+                .await;
+            out.unwrap();
+        }
+        P50.estimate(Instant::now().into_std())
+    });
+    let estimate = estimate.expect("an estimate from 300 answers");
+    assert!(
+        estimate >= Duration::from_millis(19),
+        "the failures' latency learnt: {estimate:?}"
+    );
+}
+
+#[test]
+fn a_dependency_slow_without_failing_is_hedged_every_call_unless_a_windowed_budget_bounds_it() {
+    // Every attempt takes 100 ms, none fails: a token budget, which only
+    // failures drain, grants a hedge to every call (twice the load); a
+    // windowed budget grants hedges as the retries of its share of calls.
+    static TOKENS: TokenBudget = TokenBudget::standard();
+    static SHARE: WindowBudget = WindowBudget::new(0.05, 1, Duration::from_secs(10));
+    let _isolated = testing::isolate();
+    let policy = Policy::new().idempotent(true);
+    let load = |retry: Retry<'_>| {
+        runtime().block_on(async {
+            let sent = std::sync::atomic::AtomicU32::new(0);
+            for _ in 0..200 {
+                let out: Result<(), Failure> = retry
+                    .call_async(|| async {
+                        sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        sleep(MS * 100).await;
+                        Ok(())
+                    })
+                    .await;
+                out.unwrap();
+            }
+            f64::from(sent.into_inner()) / 200.0
+        })
+    };
+    let hedge = Hedge::after(MS * 10);
+    let tokens = load(Retry::new(&policy).budget(&TOKENS).hedge(hedge));
+    assert!(tokens >= 1.99, "{tokens}× the calls");
+    let share = load(Retry::new(&policy).budget(&SHARE).hedge(hedge));
+    // 5% of the calls, and one a second over the 20 s they take.
+    assert!(share <= 1.2, "{share}× the calls");
 }
 
 #[test]
