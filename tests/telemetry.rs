@@ -1219,6 +1219,13 @@ fn hedges_are_counted_told_to_the_hooks_and_logged() {
             "a hedge answered first"
         ]
     );
+    // A hedge tells the delay it was sent after, to tune it by.
+    let delays: Vec<&str> = events
+        .iter()
+        .filter(|(_, f)| f.get("message").map(String::as_str) == Some("hedging"))
+        .filter_map(|(_, f)| f.get("delay_ms").map(String::as_str))
+        .collect();
+    assert_eq!(delays, ["50.0", "50.0"]);
 }
 
 /// Layers built per request that each call on a token budget of their

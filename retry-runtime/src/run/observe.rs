@@ -387,13 +387,21 @@ impl Observe {
         self.count("backstop_retries_total", None);
     }
 
-    /// Hedge number `attempt` was sent beside the slow attempt(s): a DEBUG
-    /// event, and `backstop_hedges_total`.
+    /// Hedge number `attempt` was sent beside the slow attempt(s), `delay`
+    /// after the one before: a DEBUG event, and `backstop_hedges_total`.
     #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
-    pub(crate) fn hedged(&mut self, attempt: u32) {
+    #[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
+    pub(crate) fn hedged(&mut self, attempt: u32, delay: Duration) {
         self.attempts = self.attempts.max(attempt);
         #[cfg(feature = "tracing")]
-        tracing::debug!(parent: self.span(), function = self.name(), attempt, "hedging");
+        tracing::debug!(
+            parent: self.span(),
+            function = self.name(),
+            attempt,
+            // (As a retry's delay: milliseconds with their fraction.)
+            delay_ms = delay.as_nanos() as f64 / 1e6,
+            "hedging"
+        );
         #[cfg(feature = "metrics")]
         self.count("backstop_hedges_total", None);
     }

@@ -171,7 +171,7 @@ impl<C: Clock, P: HoldsPolicy> AttemptState<'_, C, P> {
     /// May hedge number `attempt` start now? Granted like a retry; if so,
     /// counted as sent, with the frame it runs in (the call's key drawn
     /// for it).
-    fn admit_hedge(&mut self, attempt: u32) -> Option<InFlight> {
+    fn admit_hedge(&mut self, attempt: u32, delay: Duration) -> Option<InFlight> {
         let now = self.clock.now();
         let refused = match self.grant_hedge(now) {
             Ok((permit, admitted)) => {
@@ -179,7 +179,7 @@ impl<C: Clock, P: HoldsPolicy> AttemptState<'_, C, P> {
                     throttle.requested(at);
                 }
                 self.hedges += 1;
-                self.obs.hedged(attempt);
+                self.obs.hedged(attempt, delay);
                 self.call = self.call.with_key();
                 return Some(InFlight {
                     scope: Scope::new(self.call, attempt, self.deadline, self.clock.now_fn()),
@@ -404,7 +404,9 @@ impl<Fut: Future> Round<Fut> {
                 return Poll::Pending;
             }
             self.timer = None;
-            let Some(meta) = state.admit_hedge(self.next) else {
+            // (A timer runs only with a delay.)
+            let delay = self.delay.unwrap_or_default();
+            let Some(meta) = state.admit_hedge(self.next, delay) else {
                 // Refused: no more hedges this round.
                 return Poll::Pending;
             };
