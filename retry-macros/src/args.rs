@@ -672,18 +672,6 @@ fn hedge_delay(cx: &mut Ctxt, value: Expr) -> Option<HedgeDelay> {
         && let Some(ident) = p.path.get_ident()
     {
         let text = ident.to_string();
-        if let Some(digits) = text.strip_prefix('P')
-            && !digits.is_empty()
-            && digits.bytes().all(|b| b.is_ascii_digit())
-        {
-            cx.error_spanned(
-                ident,
-                format!(
-                    "`hedge = {text}`: a percentile is written with a lowercase `p`: `p{digits}`"
-                ),
-            );
-            return None;
-        }
         if let Some(digits) = text.strip_prefix('p')
             && !digits.is_empty()
             && digits.bytes().all(|b| b.is_ascii_digit())
@@ -698,30 +686,28 @@ fn hedge_delay(cx: &mut Ctxt, value: Expr) -> Option<HedgeDelay> {
                     let rule = "a percentile is `p` and two digits, from `p01` to `p99`, or \
                                 more after `99`, as `p999` for the 99.9th";
                     let two = &digits[..digits.len().min(2)];
-                    let message = if digits.len() == 1 {
-                        format!("`hedge = {text}`: write `p0{digits}` ({rule})")
-                    } else if digits.bytes().all(|b| b == b'0') {
-                        // `p00`: the fastest latency, every attempt hedged.
+                    let start = "; `p95` is a good start";
+                    let message = if digits.bytes().all(|b| b == b'0') {
+                        // `p0`, `p00`: the fastest latency, every attempt hedged.
                         format!(
                             "`hedge = {text}`: {rule}; a hedge after the fastest latency would \
-                             go out beside every attempt"
+                             go out beside every attempt{start}"
                         )
+                    } else if digits.len() == 1 {
+                        format!("`hedge = {text}`: write `p0{digits}` ({rule}){start}")
                     } else if digits.starts_with('1') && digits[1..].bytes().all(|b| b == b'0') {
                         // `p100` and the like: past the slowest latency.
                         format!(
                             "`hedge = {text}`: {rule}; a hedge after the slowest latency \
-                             would never go out"
+                             would never go out{start}"
                         )
-                    } else {
+                    } else if two != "00" {
                         // `p950`: a percentile with a digit too many.
                         format!("`hedge = {text}`: did you mean `p{two}`? ({rule})")
-                    };
-                    let start = if message.contains("did you mean") {
-                        ""
                     } else {
-                        "; `p95` is a good start"
+                        format!("`hedge = {text}`: {rule}{start}")
                     };
-                    cx.error_spanned(ident, format!("{message}{start}"));
+                    cx.error_spanned(ident, message);
                     None
                 }
             };

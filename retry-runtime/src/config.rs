@@ -31,9 +31,9 @@ use crate::state::backoff::{Backoff, Jitter};
 use crate::state::policy::Policy;
 use crate::time::units::{UNIT_NAMES, human, unit_nanos};
 
-/// Parses a human duration: a decimal number and a unit (`ns`, `us`, `ms`,
-/// `s`, `m`, `h`), as `"250ms"`, `"1.5 s"` or `"2m"`, or several added up,
-/// as `"1h30m"` or `"1m 30s"`.
+/// Parses a human duration: a decimal number and a unit (`ns`, `us` or
+/// `µs`, `ms`, `s`, `m`, `h`), as `"250ms"`, `"1.5 s"` or `"2m"`, or several
+/// added up, as `"1h30m"` or `"1m 30s"`.
 ///
 /// # Errors
 ///
@@ -92,7 +92,7 @@ fn one_term<'r>(text: &str, rest: &'r str) -> Result<(Duration, &'r str), String
             ));
         }
         // A term of several without a unit (`1m30`).
-        "" if after.is_empty() || after.starts_with(char::is_whitespace) => {
+        "" if after.is_empty() => {
             return Err(format!(
                 "`{number}` in `{text}` needs a unit (units: {units})"
             ));
@@ -244,7 +244,7 @@ field_names! {
     RetryAfterMax = "retry_after_max";
     AttemptTimeout = "attempt_timeout",
         zero: "must be greater than zero (for none, write \"none\")";
-    Ttl = "ttl";
+    Ttl = "ttl", zero: "must be greater than zero";
     Refill = "refill", none: "for no refill, write \"0s\" (answers alone give tokens back)";
     RideOut = "ride_out", none: "for no ride-out, write \"0s\" (a refused call whose retry \
                                  the budget refuses gives up at once)";
@@ -418,8 +418,8 @@ impl Serialize for Policy {
 
 /// Each configuration writes itself back as it reads it, every setting
 /// present (durations with a unit; a token budget's refill and ride-out
-/// as they are in effect, `"0s"` for none), so that a service can expose
-/// what it runs with and read it back unchanged.
+/// as given, or their defaults, `"0s"` for none), so that a service can
+/// expose what it runs with, and read back the same limiter.
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
@@ -439,13 +439,17 @@ impl Serialize for Policy {
 /// ```
 impl Serialize for TokenBudgetConfig {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let budget = self.build();
+        // (The defaults, where none was given, as the budget has them.)
+        let budget = TokenBudget::new(self.max_tokens, self.token_ratio);
+        let refill = self
+            .refill
+            .unwrap_or_else(|| budget.refill_every().unwrap_or(Duration::ZERO));
+        let ride_out = self.ride_out.unwrap_or_else(|| budget.rides_out_for());
         let mut out = serializer.serialize_struct("TokenBudgetConfig", 4)?;
         out.serialize_field("max_tokens", &self.max_tokens)?;
         out.serialize_field("token_ratio", &self.token_ratio)?;
-        let refill = budget.refill_every().unwrap_or(Duration::ZERO);
         out.serialize_field("refill", &format_duration(refill))?;
-        out.serialize_field("ride_out", &format_duration(budget.rides_out_for()))?;
+        out.serialize_field("ride_out", &format_duration(ride_out))?;
         out.end()
     }
 }
@@ -471,7 +475,7 @@ impl Serialize for AdaptiveThrottleConfig {
 
 impl Serialize for BreakerConfig {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut out = serializer.serialize_struct("BreakerConfig", 8)?;
+        let mut out = serializer.serialize_struct("BreakerConfig", 7)?;
         match self.rule {
             BreakerRule::Consecutive(threshold) => {
                 out.serialize_field("failure_threshold", &threshold)?;
@@ -551,9 +555,6 @@ impl<'de> Deserialize<'de> for WindowBudgetConfig {
             ));
         }
         let ttl = fields.ttl.0;
-        if ttl.is_zero() {
-            return Err(de::Error::custom("`ttl` must be greater than zero"));
-        }
         Ok(Self {
             ratio: fields.ratio,
             min_per_sec: fields.min_per_sec,

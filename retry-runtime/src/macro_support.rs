@@ -393,26 +393,26 @@ pub trait SharedBudget: Sync + 'static {
 // copy instead.
 
 impl SharedBudget for TokenBudget {
-    fn budget(&'static self, key: Option<u64>) -> BudgetRef<'static> {
-        self.kind(key)
+    fn budget(&'static self, _: Option<u64>) -> BudgetRef<'static> {
+        BudgetRef::Token(own(self))
     }
 }
 
 impl SharedBudget for WindowBudget {
-    fn budget(&'static self, key: Option<u64>) -> BudgetRef<'static> {
-        self.kind(key)
+    fn budget(&'static self, _: Option<u64>) -> BudgetRef<'static> {
+        BudgetRef::Window(own(self))
     }
 }
 
 impl SharedBudget for Keyed<TokenBudget> {
     fn budget(&'static self, key: Option<u64>) -> BudgetRef<'static> {
-        self.kind(key)
+        crate::run::PerKeyBudget::Token(self).for_key(key)
     }
 }
 
 impl SharedBudget for Keyed<WindowBudget> {
     fn budget(&'static self, key: Option<u64>) -> BudgetRef<'static> {
-        self.kind(key)
+        crate::run::PerKeyBudget::Window(self).for_key(key)
     }
 }
 
@@ -427,36 +427,6 @@ where
 {
     fn budget(&'static self, key: Option<u64>) -> BudgetRef<'static> {
         SharedBudget::budget(&**self, key)
-    }
-}
-
-/// What a `static` holding a budget may be, or dereference to.
-pub trait BudgetKind: Sync + 'static {
-    /// As a [`BudgetRef`], for a call keyed `key`.
-    fn kind(&'static self, key: Option<u64>) -> BudgetRef<'static>;
-}
-
-impl BudgetKind for WindowBudget {
-    fn kind(&'static self, _: Option<u64>) -> BudgetRef<'static> {
-        BudgetRef::Window(own(self))
-    }
-}
-
-impl BudgetKind for TokenBudget {
-    fn kind(&'static self, _: Option<u64>) -> BudgetRef<'static> {
-        BudgetRef::Token(own(self))
-    }
-}
-
-impl BudgetKind for Keyed<TokenBudget> {
-    fn kind(&'static self, key: Option<u64>) -> BudgetRef<'static> {
-        crate::run::PerKeyBudget::Token(self).for_key(key)
-    }
-}
-
-impl BudgetKind for Keyed<WindowBudget> {
-    fn kind(&'static self, key: Option<u64>) -> BudgetRef<'static> {
-        crate::run::PerKeyBudget::Window(self).for_key(key)
     }
 }
 

@@ -427,6 +427,11 @@ fn budgets_breakers_and_throttles_write_back_what_they_read() {
         let written = toml::to_string(&read).unwrap();
         let reread: T = toml::from_str(&written).unwrap();
         assert_eq!(toml::to_string(&reread).unwrap(), written, "{text}");
+        // The same settings, read back (a token budget's defaults are
+        // written out, so its read-back names them).
+        if !written.contains("max_tokens") {
+            assert_eq!(reread, read, "{text}");
+        }
         written
     }
     // A token budget's refill and ride-out as they are in effect.
@@ -438,6 +443,9 @@ fn budgets_breakers_and_throttles_write_back_what_they_read() {
     );
     let budget: TokenBudgetConfig = toml::from_str(&written).unwrap();
     assert_eq!(budget.build().refill_every(), None, "no refill, still");
+    // A refill as given, not as the budget keeps it (whole milli-tokens).
+    let written = again::<TokenBudgetConfig>("max_tokens = 10\ntoken_ratio = 0.1\nrefill = \"7s\"");
+    assert!(written.contains("refill = \"7s\""), "{written}");
     let written = again::<WindowBudgetConfig>("ratio = 0.2\nmin_per_sec = 5\nttl = \"30s\"");
     assert!(written.contains("ttl = \"30s\""), "{written}");
     let written = again::<AdaptiveThrottleConfig>("k = 2.0\nwindow = \"2m\"");

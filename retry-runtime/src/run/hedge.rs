@@ -131,8 +131,9 @@ impl Hedge {
     /// percentile of the function's recent latencies): each round's first
     /// attempt that answers (success, or an error no retry can fix) or is
     /// cut off is recorded in it, and one overtaken by its hedge as what it
-    /// took so far; a failure that comes at once is not. No hedge while it
-    /// has no estimate.
+    /// took so far; one that fails retryably is not (a failure's latency,
+    /// at once for a 503 or a refused connection, is not an answer's). No
+    /// hedge while it has no estimate.
     #[must_use]
     pub const fn at(latency: &'static LatencyPercentile) -> Self {
         Self {

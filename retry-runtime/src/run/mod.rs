@@ -1280,6 +1280,8 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
         L: SyncLoop,
         F: FnMut() -> Result<T, E>,
     {
+        // (A sync attempt cannot be cut off: said in debug builds.)
+        crate::state::policy::check_attempt_timeout_applied(self.policy, false);
         let mut state = self.state_under::<T, E, _, _>(self.policy, self.budget, SystemClock);
         if let Some(rejected) = self.admit(&mut state) {
             return rejected;
@@ -1729,10 +1731,15 @@ mod tests {
         let _ = super::call_async(&limited, ok).await;
         let _ = Retry::new(&limited).call_async(ok).await;
         assert_eq!(said(), 2);
+        // A sync loop cannot cut an attempt off.
+        let _ = super::call(&Policy::new(), || Ok::<_, std::io::Error>(()));
+        assert_eq!(said(), 2);
+        let _ = super::call(&limited, || Ok::<_, std::io::Error>(()));
+        assert_eq!(said(), 3);
         let _ = super::call_async_with(&limited, (), |()| async { ((), ok().await) }).await;
         let _ = Retry::new(&limited)
             .call_async_with((), |()| async { ((), ok().await) })
             .await;
-        assert_eq!(said(), 4, "never applied by `call_async_with`");
+        assert_eq!(said(), 5, "never applied by `call_async_with`");
     }
 }

@@ -3,6 +3,13 @@ use std::time::Duration;
 use backstop::retry;
 
 const DELAY: Duration = Duration::from_millis(20);
+// A constant named as a percentile is a duration, not a percentile.
+const P99: Duration = Duration::from_millis(50);
+
+#[retry(hedge = P99, idempotent)]
+async fn named_like_a_percentile() -> Result<u32, std::io::Error> {
+    Ok(1)
+}
 
 struct Client {
     base: String,
@@ -40,4 +47,5 @@ fn main() {
     drop(is_send(client.get("x")));
     drop(is_send(client.put(String::new(), Vec::new())));
     drop(is_send(with_a_policy("x")));
+    drop(is_send(named_like_a_percentile()));
 }
