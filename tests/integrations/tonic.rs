@@ -828,6 +828,16 @@ async fn a_servers_error_after_its_own_retries_is_not_retried_by_its_caller() {
     assert!(error.metadata().get("grpc-retry-pushback-ms").is_none());
 }
 
+/// An `UNAVAILABLE` answered at once (trailers-only), as a tonic handler's
+/// error is.
+fn unavailable() -> http::Response<()> {
+    let mut unavailable = http::Response::new(());
+    unavailable
+        .headers_mut()
+        .insert("grpc-status", http::HeaderValue::from_static("14"));
+    unavailable
+}
+
 #[tokio::test]
 async fn what_an_earlier_call_on_the_thread_left_does_not_mark_a_request() {
     use backstop::scope::InCurrentCall;
@@ -848,11 +858,7 @@ async fn what_an_earlier_call_on_the_thread_left_does_not_mark_a_request() {
     // nothing, and answers an error of its own.
     let handler = tower::service_fn(|_: http::Request<()>| async {
         tokio::spawn(async {}.in_current_call()).await.unwrap();
-        let mut unavailable = http::Response::new(());
-        unavailable
-            .headers_mut()
-            .insert("grpc-status", http::HeaderValue::from_static("14"));
-        Ok::<_, Infallible>(unavailable)
+        Ok::<_, Infallible>(unavailable())
     });
     let answer = ServerLayer
         .layer(handler)
@@ -882,41 +888,26 @@ async fn a_call_the_budget_did_not_let_retry_marks_nothing_unless_it_held() {
     async fn refusing() -> std::io::Result<()> {
         Err(std::io::ErrorKind::ConnectionRefused.into())
     }
-    // An error answered after the call gave up.
-    fn unavailable(gave_up: &std::io::Result<()>) -> http::Response<()> {
-        assert!(gave_up.is_err());
-        let mut unavailable = http::Response::new(());
-        unavailable
-            .headers_mut()
-            .insert("grpc-status", http::HeaderValue::from_static("14"));
-        unavailable
-    }
-    let handler = tower::service_fn(|_: http::Request<()>| async {
-        Ok::<_, Infallible>(unavailable(&unreachable().await))
-    });
-    let response = ServerLayer
-        .layer(handler)
-        .oneshot(http::Request::new(()))
-        .await;
-    assert_eq!(
-        response.unwrap().headers().get("grpc-retry-pushback-ms"),
-        None
-    );
-    let handler = tower::service_fn(|_: http::Request<()>| async {
-        Ok::<_, Infallible>(unavailable(&refusing().await))
-    });
-    let response = ServerLayer
-        .layer(handler)
-        .oneshot(http::Request::new(()))
-        .await;
-    assert_eq!(
+    // The pushback on the error a handler answers after `call` gave up.
+    async fn pushback_after<F: Future<Output = std::io::Result<()>>>(
+        call: fn() -> F,
+    ) -> Option<http::HeaderValue> {
+        let handler = tower::service_fn(move |_: http::Request<()>| async move {
+            assert!(call().await.is_err());
+            Ok::<_, Infallible>(unavailable())
+        });
+        let response = ServerLayer
+            .layer(handler)
+            .oneshot(http::Request::new(()))
+            .await;
         response
             .unwrap()
             .headers()
             .get("grpc-retry-pushback-ms")
-            .unwrap(),
-        "-1"
-    );
+            .cloned()
+    }
+    assert_eq!(pushback_after(unreachable).await, None);
+    assert_eq!(pushback_after(refusing).await.unwrap(), "-1");
 }
 
 #[tokio::test]
@@ -937,11 +928,7 @@ async fn a_server_called_inside_an_attempt_in_process_handles_its_request_as_ove
             Err::<(), _>(std::io::Error::from(std::io::ErrorKind::ConnectionRefused))
         })
         .await;
-        let mut unavailable = http::Response::new(());
-        unavailable
-            .headers_mut()
-            .insert("grpc-status", http::HeaderValue::from_static("14"));
-        Ok::<_, Infallible>(unavailable)
+        Ok::<_, Infallible>(unavailable())
     });
     let server = ServerLayer.layer(handler);
     // Its caller, in the same process (a test's): the answer says not to
