@@ -116,6 +116,7 @@ pub use backstop_runtime::__private;
         doctest,
         feature = "tokio",
         feature = "reqwest",
+        feature = "reqwest-blocking",
         feature = "tower",
         feature = "reqwest-middleware",
         feature = "tonic",

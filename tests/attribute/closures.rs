@@ -225,6 +225,50 @@ fn closures_draw_on_a_token_budget_of_their_call_site_by_default() {
     assert_eq!(off, 60);
 }
 
+/// A helper of an application's own around `backstop::call`, as callers
+/// of several dependencies write one: `#[track_caller]` makes each line
+/// calling it a call site of its own.
+#[track_caller]
+fn with_retries<T>(policy: &Policy, op: impl FnMut() -> Result<T, Error>) -> Result<T, Error> {
+    backstop::call(policy, op)
+}
+
+/// The same helper without `#[track_caller]`: one call site, one budget.
+fn with_shared_retries<T>(
+    policy: &Policy,
+    op: impl FnMut() -> Result<T, Error>,
+) -> Result<T, Error> {
+    backstop::call(policy, op)
+}
+
+#[test]
+fn a_helper_marked_track_caller_gives_each_line_calling_it_a_budget() {
+    let _vt = backstop::testing::VirtualTime::start();
+    let _fresh = backstop::testing::isolate();
+    let policy = Policy::new().base(Duration::from_nanos(1));
+    // One dependency fails every call and drains its budget...
+    for _ in 0..20 {
+        let _ = with_retries(&policy, refused);
+        let _ = with_shared_retries(&policy, refused);
+    }
+    // ...and another's first failure is still retried through the marked
+    // helper (its line has a budget of its own), not through the other.
+    let (mut marked, mut shared) = (0, 0);
+    let _ = with_retries(&policy, || {
+        marked += 1;
+        refused()
+    });
+    let _ = with_shared_retries(&policy, || {
+        shared += 1;
+        refused()
+    });
+    assert_eq!(marked, 3, "a budget of this line's own");
+    assert_eq!(
+        shared, 1,
+        "the helper's one budget, drained by the other dependency"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn call_async_draws_on_its_call_sites_token_budget_too() {
     let _fresh = backstop::testing::isolate();

@@ -23,6 +23,8 @@ mod http;
 mod prelude;
 #[cfg(feature = "reqwest")]
 mod reqwest;
+#[cfg(feature = "reqwest-blocking")]
+mod reqwest_blocking;
 #[cfg(feature = "reqwest-middleware")]
 mod reqwest_middleware;
 #[cfg(feature = "tonic")]

@@ -2,7 +2,9 @@
 //! status and `Retry-After`, requests sent within the call's deadline with
 //! the call's idempotency key, and an error type that takes the breaker's,
 //! the adaptive throttle's and `attempt_timeout`'s rejections; with feature `reqwest-middleware`, `RetryMiddleware`
-//! for a `reqwest_middleware::ClientWithMiddleware`.
+//! for a `reqwest_middleware::ClientWithMiddleware`; with feature
+//! `reqwest-blocking`, the same helpers for `reqwest::blocking` in
+//! [`blocking`].
 //!
 //! ```no_run
 //! # extern crate backstop_runtime as backstop;
@@ -18,6 +20,8 @@
 //! # let _ = response; Ok(()) }
 //! ```
 
+#[cfg(feature = "reqwest-blocking")]
+pub mod blocking;
 pub(crate) mod error;
 #[cfg(feature = "reqwest-middleware")]
 mod middleware;
@@ -173,13 +177,7 @@ impl AttemptRequest {
         };
         let (client, request) = self.request.build_split();
         let mut request = request?;
-        let key = ::http::header::HeaderName::from_static("idempotency-key");
-        // A UUID is always a valid header value.
-        if !request.headers().contains_key(&key)
-            && let Ok(value) = ::http::HeaderValue::try_from(cx.idempotency_key().to_string())
-        {
-            request.headers_mut().insert(key, value);
-        }
+        with_key(request.headers_mut(), &cx);
         let Some(left) = cx.remaining() else {
             return Ok(client.execute(request).await?);
         };
@@ -212,16 +210,30 @@ impl AttemptRequest {
 /// assert_eq!(error.classify(), Verdict::RetryAfter(Duration::from_secs(3)));
 /// ```
 pub fn error_for_status(response: ::reqwest::Response) -> Result<::reqwest::Response, Error> {
-    let status = response.status();
-    if status.is_client_error() || status.is_server_error() {
-        let retry_after = crate::classify::http::retry_after(response.headers(), SystemTime::now());
-        Err(Error::Status {
-            status,
-            retry_after,
-        })
-    } else {
-        Ok(response)
+    match status_error(response.status(), response.headers()) {
+        Some(error) => Err(error),
+        None => Ok(response),
     }
+}
+
+/// The call's `Idempotency-Key` on a request that has none.
+fn with_key(headers: &mut ::http::HeaderMap, cx: &crate::Context) {
+    let key = ::http::header::HeaderName::from_static("idempotency-key");
+    // A UUID is always a valid header value.
+    if !headers.contains_key(&key)
+        && let Ok(value) = ::http::HeaderValue::try_from(cx.idempotency_key().to_string())
+    {
+        headers.insert(key, value);
+    }
+}
+
+/// [`Error::Status`] for a client or server error status, with the
+/// server's `Retry-After`.
+fn status_error(status: ::http::StatusCode, headers: &::http::HeaderMap) -> Option<Error> {
+    (status.is_client_error() || status.is_server_error()).then(|| Error::Status {
+        status,
+        retry_after: crate::classify::http::retry_after(headers, SystemTime::now()),
+    })
 }
 
 pub use crate::reqwest::error::Error;

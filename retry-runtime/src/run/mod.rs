@@ -703,7 +703,12 @@ impl<'a> Retry<'a> {
     /// [`TokenBudget`] of this call site's own
     /// (the line of code calling `Retry::new`, `call` or `call_async`),
     /// as `#[retry]` gives each function its own: the same protection
-    /// wherever calls are made.
+    /// wherever calls are made. A helper of your own that calls them for
+    /// every dependency is one call site, one budget for all of them:
+    /// mark it `#[track_caller]` (an `fn`, returning `call_async`'s future
+    /// if async) and each line calling the helper has its own, or give
+    /// each dependency its budget with [`budget`](Self::budget)
+    /// (`a_helper_marked_track_caller_gives_each_line_calling_it_a_budget`).
     ///
     /// ```
     /// # extern crate backstop_runtime as backstop;

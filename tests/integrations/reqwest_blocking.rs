@@ -1,0 +1,116 @@
+//! Feature `reqwest-blocking`: `#[retry]` on synchronous functions calling
+//! reqwest's blocking client, against a real HTTP server on 127.0.0.1.
+//! Run with `cargo test -p backstop --features reqwest-blocking --test integrations reqwest_blocking::`.
+
+use std::time::{Duration, Instant};
+
+use backstop::reqwest::Error;
+use backstop::reqwest::blocking::{error_for_status, response_verdict, within_attempt};
+use backstop::{Classify, Verdict, retry};
+
+use crate::support::serve;
+
+/// The scripted server runs on a runtime of its own; the blocking client
+/// is called from the test's thread, outside any runtime, as a
+/// synchronous program calls it.
+fn server(script: Vec<(u16, &'static str)>) -> (tokio::runtime::Runtime, String, Keys) {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (url, keys) = runtime.block_on(serve(script));
+    (runtime, url, keys)
+}
+
+type Keys = std::sync::Arc<std::sync::Mutex<Vec<Option<String>>>>;
+
+#[retry(attempts = 4, base = 1ms, deadline = 5s, idempotent, when_ok = response_verdict)]
+fn place_order(
+    client: &reqwest::blocking::Client,
+    url: &str,
+) -> Result<reqwest::blocking::Response, Error> {
+    within_attempt(client.post(url)).send()
+}
+
+#[test]
+fn a_blocking_call_is_retried_through_503_and_429_with_one_key() {
+    let (_server, url, keys) = server(vec![(503, ""), (429, "retry-after: 0\r\n"), (200, "")]);
+    let response = place_order(&reqwest::blocking::Client::new(), &url).unwrap();
+    assert_eq!(response.status(), 200);
+    let keys = keys.lock().unwrap().clone();
+    assert_eq!(keys.len(), 3, "three requests");
+    let first = keys[0].clone().expect("an idempotency key was sent");
+    assert_eq!(first.len(), 36);
+    assert!(
+        keys.iter().all(|k| k.as_deref() == Some(first.as_str())),
+        "one key for the call, never doubled: {keys:?}"
+    );
+}
+
+#[retry(attempts = 3, base = 1ms, when_ok = response_verdict)]
+fn post_once(url: &str) -> Result<reqwest::blocking::Response, Error> {
+    within_attempt(reqwest::blocking::Client::new().post(url)).send()
+}
+
+#[test]
+fn a_500_to_a_blocking_post_is_not_repeated() {
+    let (_server, url, keys) = server(vec![(500, ""), (200, "")]);
+    let response = post_once(&url).unwrap();
+    assert_eq!(response.status(), 500);
+    assert_eq!(keys.lock().unwrap().len(), 1);
+}
+
+#[retry(attempts = 3, base = 1ms, deadline = 5s, retry_after_max = 500ms)]
+fn checked(url: &str) -> Result<reqwest::blocking::Response, Error> {
+    error_for_status(within_attempt(reqwest::blocking::Client::new().get(url)).send()?)
+}
+
+#[test]
+fn a_blocking_error_status_keeps_its_retry_after_for_the_loop() {
+    // A server asking for a second, above the loop's `retry_after_max`:
+    // taken at its word, the call gives up at once. (reqwest's own
+    // `error_for_status` drops the `Retry-After`: the call would be
+    // retried after the policy's 1 ms.)
+    let (_server, url, keys) = server(vec![(503, "retry-after: 1\r\n"), (200, "")]);
+    let error = checked(&url).unwrap_err();
+    assert_eq!(error.status(), Some(http::StatusCode::SERVICE_UNAVAILABLE));
+    assert_eq!(
+        error.classify(),
+        Verdict::RetryAfter(Duration::from_secs(1))
+    );
+    assert_eq!(keys.lock().unwrap().len(), 1);
+}
+
+#[retry(attempts = 1, deadline = 100ms)]
+fn hangs(url: &str) -> Result<reqwest::blocking::Response, Error> {
+    let request = reqwest::blocking::Client::new()
+        .get(url)
+        .timeout(Duration::from_secs(5));
+    within_attempt(request).send()
+}
+
+#[test]
+fn a_blocking_requests_own_timeout_shrinks_to_the_time_left() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/", silent.local_addr().unwrap());
+    let started = Instant::now();
+    let error = hangs(&url).unwrap_err();
+    assert!(error.is_timeout(), "{error:?}");
+    assert_eq!(error.classify(), Verdict::RetryIfIdempotent);
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn a_blocking_request_outside_a_call_is_sent_as_it_is() {
+    let (_server, url, keys) = server(vec![(200, "")]);
+    let response = within_attempt(reqwest::blocking::Client::new().post(&url))
+        .send()
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        keys.lock().unwrap().clone(),
+        vec![None],
+        "no key outside a call"
+    );
+}
