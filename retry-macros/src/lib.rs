@@ -46,7 +46,7 @@ use proc_macro::TokenStream;
 ///
 /// | option | value | default | example |
 /// |---|---|---|---|
-/// | `attempts` | integer ≥ 1: a backstop on attempts, the first included (the default budget lets at most 5 retries in a row: above 6, give a budget sized for them or `budget = none`) | `3` | `attempts = 5` |
+/// | `attempts` | integer ≥ 1: a backstop on attempts, the first included (the default budget lets 4 or 5 retries in a row: above 5, give a budget sized for them or `budget = none`) | `3` | `attempts = 5` |
 /// | `deadline` | duration (an expression may be an `Option<Duration>`), or `none`: no attempt starts after it, no sleep runs into it; a refused call (`Verdict::Refused`) may hold within it for its budget's ride-out, 10 s (an async fn only if `E: From<Elapsed>`) | `30s` | `deadline = 10s` |
 /// | `backoff` | `exponential` (base·factorⁿ), `linear` (base·(n+1)), `fixed` | `exponential` | `backoff = linear` |
 /// | `base` | duration > 0: the first delay | `100ms` | `base = 50ms` |

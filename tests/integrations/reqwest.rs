@@ -377,3 +377,21 @@ async fn error_statuses_as_errors_keep_their_retry_after() {
     let boxed: Box<dyn std::error::Error + Send + Sync> = Box::new(error);
     assert_eq!(boxed.classify(), Verdict::RetryIfIdempotent);
 }
+
+#[retry(attempts = 3, base = 1ms, deadline = 50ms)]
+async fn late(url: &str) -> Result<reqwest::Response, Error> {
+    // The attempt's own work runs past the deadline before it sends.
+    tokio::time::sleep(Duration::from_millis(80)).await;
+    within_attempt(reqwest::Client::new().post(url))
+        .send()
+        .await
+}
+
+#[tokio::test]
+async fn a_request_with_no_time_left_is_not_sent() {
+    let (url, keys) = serve(vec![(200, "")]).await;
+    let error = late(&url).await.unwrap_err();
+    assert!(matches!(error, Error::Elapsed(_)), "{error:?}");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(keys.lock().unwrap().len(), 0, "nothing was sent");
+}

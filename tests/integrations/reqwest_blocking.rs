@@ -114,3 +114,82 @@ fn a_blocking_request_outside_a_call_is_sent_as_it_is() {
         "no key outside a call"
     );
 }
+
+/// A server that reads the head of each request and a little of its body,
+/// then closes the connection: an upload broken off midway.
+fn closes_mid_body() -> (String, std::sync::Arc<std::sync::atomic::AtomicU32>) {
+    use std::io::{BufRead, BufReader, Read};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/upload", listener.local_addr().unwrap());
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let count = std::sync::Arc::clone(&accepted);
+    std::thread::spawn(move || {
+        for socket in listener.incoming() {
+            let Ok(socket) = socket else { return };
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let mut reader = BufReader::new(socket);
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                line.clear();
+            }
+            let mut some = [0u8; 1024];
+            let _ = reader.read_exact(&mut some);
+        }
+    });
+    (url, accepted)
+}
+
+#[retry(attempts = 3, base = 1ms, deadline = 10s, idempotent)]
+fn upload(url: &str) -> Result<reqwest::blocking::Response, Error> {
+    use std::io::Read;
+    const LEN: u64 = 16 << 20;
+    let body = reqwest::blocking::Body::sized(std::io::repeat(7).take(LEN), LEN);
+    within_attempt(reqwest::blocking::Client::new().put(url).body(body)).send()
+}
+
+#[test]
+fn an_idempotent_upload_from_a_reader_broken_off_midway_is_retried() {
+    // The blocking client reports it as a body error that has lost its
+    // cause (its channel to the connection closed), not as a reset.
+    let (url, accepted) = closes_mid_body();
+    let error = upload(&url).unwrap_err();
+    assert_eq!(error.classify(), Verdict::RetryIfIdempotent, "{error:?}");
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 3);
+}
+
+#[retry(attempts = 3, base = 1ms, deadline = 50ms)]
+fn late(url: &str) -> Result<reqwest::blocking::Response, Error> {
+    // The attempt's own work runs past the deadline before it sends.
+    std::thread::sleep(Duration::from_millis(80));
+    within_attempt(
+        reqwest::blocking::Client::new()
+            .post(url)
+            .timeout(Duration::from_secs(5)),
+    )
+    .send()
+}
+
+#[test]
+fn a_request_with_no_time_left_is_not_sent() {
+    let (_server, url, keys) = server(vec![(200, "")]);
+    let error = late(&url).unwrap_err();
+    assert!(matches!(error, Error::Elapsed(_)), "{error:?}");
+    assert!(error.is_timeout());
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(keys.lock().unwrap().len(), 0, "nothing was sent");
+}
+
+#[retry(attempts = 2, base = 1ms, deadline = 5s, idempotent, when_ok = response_verdict)]
+fn keyed(url: &str) -> Result<reqwest::blocking::Response, Error> {
+    let request = reqwest::blocking::Client::new()
+        .post(url)
+        .header("idempotency-key", "mine");
+    within_attempt(request).send()
+}
+
+#[test]
+fn a_key_the_blocking_request_has_is_kept() {
+    let (_server, url, keys) = server(vec![(503, ""), (200, "")]);
+    assert_eq!(keyed(&url).unwrap().status(), 200);
+    assert_eq!(*keys.lock().unwrap(), vec![Some("mine".to_owned()); 2]);
+}

@@ -122,9 +122,16 @@ impl AttemptRequest {
     ///   request without a timeout of its own keeps the `Client`'s, which
     ///   may outlast the deadline. Give the request one
     ///   (`client.get(url).timeout(Duration::from_secs(10))`) for the
-    ///   deadline to bound it.
+    ///   deadline to bound it. The blocking client applies that timeout
+    ///   to each read of the response's body too: read the body inside
+    ///   the function, where a body cut off is retried;
+    /// - with no time left at all (the attempt's own work ran to the
+    ///   deadline), the request is not sent: [`Error::Elapsed`].
     ///
-    /// Outside an attempt, the request is sent as it is.
+    /// A key among the `Client`'s default headers gives way to the
+    /// call's. A body read from a reader is read on the calling thread,
+    /// and a slow reader can outlast the timeout by one read. Outside an
+    /// attempt, the request is sent as it is.
     ///
     /// ```no_run
     /// # extern crate backstop_runtime as backstop;
@@ -139,7 +146,8 @@ impl AttemptRequest {
     ///
     /// # Errors
     ///
-    /// [`Error::Request`] when reqwest fails (a timeout included).
+    /// [`Error::Request`] when reqwest fails (a timeout included),
+    /// [`Error::Elapsed`] when no time was left to send it.
     pub fn send(self) -> Result<::reqwest::blocking::Response, Error> {
         let Some(cx) = crate::run::scope::context() else {
             return Ok(self.request.send()?);
@@ -147,8 +155,14 @@ impl AttemptRequest {
         let (client, request) = self.request.build_split();
         let mut request = request?;
         super::with_key(request.headers_mut(), &cx);
-        if let (Some(left), Some(own)) = (cx.remaining(), request.timeout_mut()) {
-            *own = (*own).min(left);
+        if let Some(left) = cx.remaining() {
+            if left.is_zero() {
+                // The attempt's own work ran to the deadline: nothing is sent.
+                return Err(Error::Elapsed(crate::time::timer::cut_off()));
+            }
+            if let Some(own) = request.timeout_mut() {
+                *own = (*own).min(left);
+            }
         }
         Ok(client.execute(request)?)
     }

@@ -33,7 +33,8 @@ pub enum Error {
     /// reqwest failed: connecting, sending, a timeout of its own, reading
     /// or decoding the answer.
     Request(::reqwest::Error),
-    /// The server answered with an error status ([`error_for_status`](crate::reqwest::error_for_status)).
+    /// The server answered with an error status ([`error_for_status`](crate::reqwest::error_for_status),
+    /// or the blocking client's `reqwest::blocking::error_for_status`).
     #[non_exhaustive]
     Status {
         /// The status.
@@ -45,9 +46,12 @@ pub enum Error {
     CircuitOpen(CircuitOpen),
     /// The adaptive throttle shed the call.
     Throttled(Throttled),
-    /// The attempt ran out of time: its `attempt_timeout`, or the call's
-    /// deadline while waiting for the response; or the call was held after
-    /// the server refused it, and gave up ([`Elapsed::is_refused`]).
+    /// The attempt ran out of time: its `attempt_timeout`, the call's
+    /// deadline while the async client waited for the response, or no time
+    /// left to send the request at all; or the call was held after the
+    /// server refused it, and gave up ([`Elapsed::is_refused`]). (The
+    /// blocking client's timeouts, the deadline's included, are
+    /// [`Error::Request`]s.)
     Elapsed(Elapsed),
 }
 

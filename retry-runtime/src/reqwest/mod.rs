@@ -38,9 +38,9 @@ use crate::classify::{Classify, Verdict};
 ///
 /// - connecting failed (nothing was sent): [`Verdict::Refused`] when the
 ///   connection was refused, [`Verdict::Retry`] otherwise;
-/// - it timed out, or broke off after it was sent (the response's body
-///   cut off midway included): [`Verdict::RetryIfIdempotent`], as the
-///   server may have done the work;
+/// - it timed out, or broke off after it was sent (a request's body
+///   broken off on its way, the response's body cut off midway):
+///   [`Verdict::RetryIfIdempotent`], as the server may have done the work;
 /// - an error status (from `error_for_status`): by the status, as
 ///   `http::StatusCode` classifies it;
 /// - building it, a redirect loop, or an answer that arrived whole and
@@ -54,12 +54,18 @@ impl Classify for ::reqwest::Error {
             crate::classify::connect_failed(self)
         } else if self.is_timeout() {
             Verdict::RetryIfIdempotent
-        } else if self.is_body() || self.is_decode() {
+        } else if self.is_decode() {
             if broke_off(self) {
                 Verdict::RetryIfIdempotent
             } else {
                 Verdict::Stop
             }
+        } else if self.is_body() {
+            // A body that failed on its way: the response's cut off, or
+            // the request's broken off while it was sent (the blocking
+            // client reports that without its cause, its channel to the
+            // connection closed).
+            Verdict::RetryIfIdempotent
         } else if let Some(status) = self.status() {
             status.classify()
         } else if self.is_request() {
@@ -149,8 +155,10 @@ impl AttemptRequest {
     ///   response. The deadline only ever shortens the timeouts already
     ///   set: the `Client`'s timeout still applies, and a timeout of the
     ///   request's own becomes the time left if that is less (reqwest's
-    ///   timeouts also cover reading the body; for the deadline to cover it
-    ///   too, give the function an `attempt_timeout`).
+    ///   timeouts also cover reading the body, the shortened one included:
+    ///   read it inside the function; for the deadline to cover it
+    ///   otherwise, give the function an `attempt_timeout`); a key among
+    ///   the `Client`'s default headers gives way to the call's.
     ///
     /// Both hold whatever the body, a stream included. Outside an attempt,
     /// the request is sent as it is.
@@ -170,7 +178,8 @@ impl AttemptRequest {
     ///
     /// [`Error::Request`] when reqwest fails (the `Client`'s or the
     /// request's own timeout included), [`Error::Elapsed`] when the call's
-    /// deadline came first.
+    /// deadline came first, or had come before it was sent (nothing is
+    /// sent then).
     pub async fn send(self) -> Result<::reqwest::Response, Error> {
         let Some(cx) = crate::run::scope::context() else {
             return Ok(self.request.send().await?);
@@ -181,6 +190,10 @@ impl AttemptRequest {
         let Some(left) = cx.remaining() else {
             return Ok(client.execute(request).await?);
         };
+        if left.is_zero() {
+            // The attempt's own work ran to the deadline: nothing is sent.
+            return Err(Error::Elapsed(crate::time::timer::cut_off()));
+        }
         if let Some(own) = request.timeout_mut() {
             *own = (*own).min(left);
         }
@@ -218,12 +231,12 @@ pub fn error_for_status(response: ::reqwest::Response) -> Result<::reqwest::Resp
 
 /// The call's `Idempotency-Key` on a request that has none.
 fn with_key(headers: &mut ::http::HeaderMap, cx: &crate::Context) {
-    let key = ::http::header::HeaderName::from_static("idempotency-key");
+    use crate::classify::http::IDEMPOTENCY_KEY;
     // A UUID is always a valid header value.
-    if !headers.contains_key(&key)
+    if !headers.contains_key(IDEMPOTENCY_KEY)
         && let Ok(value) = ::http::HeaderValue::try_from(cx.idempotency_key().to_string())
     {
-        headers.insert(key, value);
+        headers.insert(IDEMPOTENCY_KEY, value);
     }
 }
 
