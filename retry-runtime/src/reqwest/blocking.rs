@@ -124,7 +124,7 @@ impl AttemptRequest {
     ///   (`client.get(url).timeout(Duration::from_secs(10))`) for the
     ///   deadline to bound it. The blocking client applies that timeout
     ///   to each read of the response's body too: read the body inside
-    ///   the function, where a body cut off is retried;
+    ///   the function, where a body cut off is the attempt's failure, retried if idempotent;
     /// - with no time left at all (the attempt's own work ran to the
     ///   deadline), the request is not sent: [`Error::Elapsed`].
     ///
