@@ -222,6 +222,23 @@ const ALIASES: &[(&str, &str)] = &[
     ),
     ("times", "`attempts`"),
     (
+        "max_times",
+        "`attempts`, which counts the first attempt too (backon's `with_max_times(N)` is `attempts = N + 1`)",
+    ),
+    (
+        "total_delay",
+        "`deadline`: no attempt starts, and no sleep runs, past it (counted from the call's entry)",
+    ),
+    (
+        "max_duration",
+        "`deadline`: no attempt starts, and no sleep runs, past it (counted from the call's entry)",
+    ),
+    ("notify", "`on_retry`"),
+    (
+        "adjust",
+        "`when`, answering `Verdict::RetryAfter(d)` for a failure to be retried after `d`",
+    ),
+    (
         "timeout",
         "`deadline` (for the whole call) or `attempt_timeout` (for each attempt)",
     ),

@@ -603,7 +603,8 @@ impl<X: ?Sized> Classifier<X> for NeverRetry {
     message = "a `when` or `when_ok` classifier answers a `Verdict` or a `bool`, not `{Self}`",
     label = "this answers `{Self}`",
     note = "answer `true` to retry and `false` to stop, or a `Verdict` (`Verdict::Retry`, \
-            `Verdict::RetryIfIdempotent`, `Verdict::Stop`, ...)"
+            `Verdict::RetryIfIdempotent`, `Verdict::RetryAfter(d)` to retry after `d`, \
+            `Verdict::Stop`, ...)"
 )]
 pub trait IntoVerdict: answer::Sealed {
     /// The verdict answered.
