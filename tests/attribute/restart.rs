@@ -313,6 +313,40 @@ fn a_held_sync_call_returns_its_last_error() {
     );
 }
 
+/// Two tokens, as `SYNC`'s, for the test of what a held call's waits look
+/// like in the sleeps a test is shown.
+static LISTED: TokenBudget = TokenBudget::new(2, 1.0);
+
+#[retry(deadline = 3s, attempts = 100, jitter = none, budget = LISTED)]
+fn listed_query(sent: &Cell<u32>) -> Result<u32, std::io::Error> {
+    sent.set(sent.get() + 1);
+    Err(std::io::ErrorKind::ConnectionRefused.into())
+}
+
+/// A held call's waits are sleeps of its loop: `VirtualTime` lists each,
+/// after the schedule's, and they are spread (from half to one and a half
+/// `base`) even with `jitter = none`, so that held calls do not look again
+/// together.
+#[test]
+fn a_held_calls_waits_are_listed_among_its_sleeps_spread_whatever_jitter_says() {
+    let vt = backstop::testing::VirtualTime::start();
+    let sent = Cell::new(0);
+    let _ = listed_query(&sent);
+    let sleeps = vt.sleeps();
+    assert!(sleeps.len() >= 10, "{sleeps:?}");
+    // The schedule's first sleep (100 ms, when the budget of two lets the
+    // first retry), then the held waits; the last one ends at the deadline.
+    let (last, waits) = sleeps.split_last().unwrap();
+    let base = Duration::from_millis(100);
+    assert!(
+        waits.iter().all(|d| *d >= base / 2 && *d <= base * 3 / 2),
+        "{sleeps:?}"
+    );
+    assert!(*last <= base * 3 / 2, "{sleeps:?}");
+    assert!(sleeps.iter().any(|d| *d != base), "spread: {sleeps:?}");
+    assert_eq!(sleeps.iter().sum::<Duration>(), vt.elapsed(), "{sleeps:?}");
+}
+
 /// Two tokens, as `SYNC`'s, for the async call below.
 static ASYNC: TokenBudget = TokenBudget::new(2, 1.0);
 

@@ -167,8 +167,8 @@ impl From<Verdict> for Attempted {
     message = "`{Self}` does not say which of its errors are worth retrying",
     label = "this error type does not implement `Classify`",
     note = "say which errors to retry at the call: `when = |e| ...` in `#[retry]`, \
-            `.when(..)` on `Retry` or a layer; or, if `{Self}` is a type of your own crate, \
-            implement `backstop::Classify` for it (retry only what a retry can fix)",
+            `.when(..)` on `Retry` or a layer; or implement `backstop::Classify` for an \
+            error type of your own crate (retry only what a retry can fix)",
     note = "errors of other crates are classified with backstop's features: \
             `anyhow` for `anyhow::Error`, `reqwest` for `reqwest::Error`, `http` for \
             `http::StatusCode`, `tonic` for `tonic::Status`, `redis` for `redis::RedisError`, \

@@ -170,6 +170,11 @@ impl VirtualTime {
 
     /// The delays retry loops slept, in order.
     ///
+    /// A call held after a refusal (a refused connection once its budget
+    /// refuses retries: the manual's order of decisions, step 6) waits
+    /// for its retry in sleeps of half to one and a half `base`, spread
+    /// whatever `jitter` says: each is listed.
+    ///
     /// ```
     /// # extern crate backstop_runtime as backstop;
     /// use std::time::Duration;
@@ -286,7 +291,8 @@ pub fn record_sleeps() -> SleepRecorder {
 }
 
 impl SleepRecorder {
-    /// The delays slept so far, in order.
+    /// The delays slept so far, in order, a held call's waits included (as
+    /// [`VirtualTime::sleeps`] says).
     ///
     /// ```
     /// # extern crate backstop_runtime as backstop;
