@@ -401,6 +401,172 @@ fn the_ride_out_counts_from_the_dependencys_last_answer() {
     assert_eq!(second.held(), Some(Err(backstop_runtime::GiveUp::Budget)));
 }
 
+/// The ride-out ends on its tick: a call held 100 ms short of it still
+/// holds; at it, the call gives up.
+#[test]
+fn the_ride_out_ends_on_its_tick() {
+    use backstop_runtime::Verdict;
+    use backstop_runtime::macro_support::Attempted;
+    let vt = backstop_runtime::testing::VirtualTime::start();
+    let policy = holding();
+    let budget = TokenBudget::new(4, 0.001).ride_out(Duration::from_secs(2));
+    let mut call = held_on(&budget, &policy);
+    vt.advance(Duration::from_millis(1_900));
+    match call.held() {
+        // Let go as a probe: refused, it holds again.
+        None => {
+            let _ = call.decide(Attempted::Failed(Verdict::Refused));
+            assert!(call.held().is_some_and(|held| held.is_ok()), "held again");
+        }
+        Some(Ok(_)) => {}
+        Some(Err(reason)) => panic!("gave up 100 ms early: {reason:?}"),
+    }
+    vt.advance(Duration::from_millis(100));
+    assert_eq!(call.held(), Some(Err(backstop_runtime::GiveUp::Budget)));
+}
+
+/// `call`, held, asked again: `Ok` if still held (a probe let go is
+/// refused, and must then be held again), or why it gave up.
+fn still_held(
+    call: &mut backstop_runtime::macro_support::AttemptState<
+        '_,
+        backstop_runtime::time::SystemClock,
+    >,
+) -> Result<(), backstop_runtime::GiveUp> {
+    use backstop_runtime::Verdict;
+    use backstop_runtime::macro_support::Attempted;
+    match call.held() {
+        None => {
+            let _ = call.decide(Attempted::Failed(Verdict::Refused));
+            assert!(call.held().is_some_and(|held| held.is_ok()), "held again");
+            Ok(())
+        }
+        Some(held) => held.map(drop),
+    }
+}
+
+/// The ride-out counted from the dependency's last answer ends on its
+/// tick too; an answer that leaves the bucket at half (retries still
+/// refused) does not end the refusal.
+#[test]
+fn the_ride_out_from_an_answer_ends_on_its_tick() {
+    let vt = backstop_runtime::testing::VirtualTime::start();
+    let policy = holding();
+    // A whole token an answer, none back in time: held at 2 tokens.
+    let budget = TokenBudget::new(4, 1.0)
+        .refill(Duration::ZERO)
+        .ride_out(Duration::from_secs(2));
+    let mut call = held_on(&budget, &policy);
+    vt.advance(Duration::from_secs(1));
+    // 3 tokens: a failure would leave 2, half: refusing still, but the
+    // dependency is not down.
+    answer(&budget);
+    assert!(!budget.allows_retry(Instant::now()));
+    vt.advance(Duration::from_secs(1));
+    assert_eq!(still_held(&mut call), Ok(()), "a second after the answer");
+    vt.advance(Duration::from_millis(900));
+    assert_eq!(still_held(&mut call), Ok(()), "100 ms short of it");
+    vt.advance(Duration::from_millis(100));
+    assert_eq!(call.held(), Some(Err(backstop_runtime::GiveUp::Budget)));
+}
+
+/// A refusal that answers ended (retries allowed again) is over: a call
+/// still held is let go, not given up at the ride-out, and the next
+/// refusal's ride-out counts from when it began.
+#[test]
+fn a_refusal_that_ended_does_not_count_toward_the_next_ride_out() {
+    let vt = backstop_runtime::testing::VirtualTime::start();
+    let policy = holding();
+    let budget = TokenBudget::new(4, 1.0)
+        .refill(Duration::ZERO)
+        .ride_out(Duration::from_secs(2));
+    let mut old = held_on(&budget, &policy);
+    vt.advance(Duration::from_secs(1));
+    answer(&budget);
+    answer(&budget);
+    assert!(budget.allows_retry(Instant::now()), "{budget:?}");
+    vt.advance(Duration::from_millis(2_500));
+    assert_eq!(old.held(), None, "the refusal is over: let go");
+    drop(old);
+    // A new refusal, and a call held in it.
+    vt.advance(Duration::from_secs(2));
+    let mut call = held_on(&budget, &policy);
+    vt.advance(Duration::from_millis(1_500));
+    assert_eq!(still_held(&mut call), Ok(()), "1.5 s into the refusal");
+    vt.advance(Duration::from_millis(500));
+    assert_eq!(call.held(), Some(Err(backstop_runtime::GiveUp::Budget)));
+}
+
+/// The ride-out counts from the failure the budget refused, not from an
+/// earlier one it let retry, nor from an answer before it.
+#[test]
+fn the_ride_out_counts_from_the_first_failure_refused() {
+    let vt = backstop_runtime::testing::VirtualTime::start();
+    let policy = holding();
+    let budget = TokenBudget::new(4, 0.5)
+        .refill(Duration::ZERO)
+        .ride_out(Duration::from_secs(2));
+    assert!(budget.failed(Instant::now()), "3 left: allowed");
+    answer(&budget);
+    assert!(budget.failed(Instant::now()), "2.5 left: allowed");
+    // 3 tokens: the next failure will be refused, but none has been.
+    answer(&budget);
+    assert!(!budget.allows_retry(Instant::now()));
+    vt.advance(Duration::from_millis(1_500));
+    let mut call = held_on(&budget, &policy);
+    vt.advance(Duration::from_secs(1));
+    assert_eq!(still_held(&mut call), Ok(()), "1 s into the refusal");
+    vt.advance(Duration::from_secs(1));
+    assert_eq!(call.held(), Some(Err(backstop_runtime::GiveUp::Budget)));
+}
+
+/// With nothing answering, one held call goes as a probe two ticks
+/// (200 ms) after the refusal began or the last probe went, not sooner.
+#[test]
+fn a_held_call_goes_as_a_probe_every_200_ms_when_nothing_answers() {
+    use backstop_runtime::Verdict;
+    use backstop_runtime::macro_support::{AttemptState, Attempted, Decision};
+    let vt = backstop_runtime::testing::VirtualTime::start();
+    let policy = holding();
+    let budget = TokenBudget::new(4, 0.001);
+    let mut call =
+        AttemptState::new(&policy, backstop_runtime::time::SystemClock).budget(Some(&budget));
+    let refused = |call: &mut AttemptState<'_, _>| {
+        assert!(matches!(
+            call.decide(Attempted::Failed(Verdict::Refused)),
+            Decision::Retry(_)
+        ));
+    };
+    refused(&mut call);
+    assert_eq!(call.held(), None, "3 tokens left: the retry goes");
+    refused(&mut call);
+    assert!(
+        call.held().is_some_and(|held| held.is_ok()),
+        "refused: held, no probe at once"
+    );
+    for probe in 0..3 {
+        vt.advance(Duration::from_millis(100));
+        assert!(
+            call.held().is_some_and(|held| held.is_ok()),
+            "probe {probe}: 100 ms after the last, held"
+        );
+        vt.advance(Duration::from_millis(100));
+        assert_eq!(call.held(), None, "probe {probe}: 200 ms after, let go");
+        refused(&mut call);
+    }
+}
+
+/// Its `Debug` says how it is set and what it holds.
+#[test]
+fn its_debug_says_its_settings_and_tokens() {
+    let budget = TokenBudget::new(4, 0.5);
+    budget.failed(Instant::now());
+    assert_eq!(
+        format!("{budget:?}"),
+        "TokenBudget { max_tokens: 4, token_ratio: 0.5, refill_every: Some(10s), tokens: 3.0 }"
+    );
+}
+
 #[test]
 fn an_answer_from_a_caller_whose_clock_is_ahead_does_not_end_the_ride_out() {
     use backstop_runtime::Verdict;
