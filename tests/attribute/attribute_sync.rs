@@ -154,6 +154,23 @@ fn gives_up_when_the_next_delay_would_pass_the_deadline() {
     assert_eq!(vt.sleeps(), [400 * MS]);
 }
 
+#[retry(attempts = 10, base = 400ms, jitter = none, deadline = 1s)]
+fn short_deadline_budgeted(calls: &mut u32) -> Result<(), Error> {
+    *calls += 1;
+    Err(ErrorKind::HostUnreachable.into())
+}
+
+/// The same under the default token budget, with tokens to spare: a delay
+/// is cut to fit the deadline only for a call held after a refusal.
+#[test]
+fn gives_up_when_the_next_delay_would_pass_the_deadline_under_a_budget() {
+    let vt = VirtualTime::start();
+    let mut calls = 0;
+    let _ = short_deadline_budgeted(&mut calls);
+    assert_eq!(calls, 2);
+    assert_eq!(vt.sleeps(), [400 * MS]);
+}
+
 #[retry(attempts = 5, deadline = 1s, budget = none)]
 fn slow(vt: &VirtualTime, calls: &mut u32) -> Result<(), Error> {
     *calls += 1;

@@ -426,3 +426,58 @@ async fn a_call_whose_failure_opens_the_breaker_returns_that_failure() {
         ]
     );
 }
+
+/// Held open (as other callers' failures would open it) once the inner
+/// call's second attempt has failed: its third is turned away.
+static OPENED_AFTER_TWO: CircuitBreaker = CircuitBreaker::new(100, Duration::from_secs(30));
+
+#[retry(attempts = 3, breaker = OPENED_AFTER_TWO, budget = none, jitter = none,
+        on_retry = |event| if event.attempt() == 2 { OPENED_AFTER_TWO.hold_open() })]
+fn turned_away_after_two(attempts: &AtomicU32) -> Result<(), ApiError> {
+    attempts.fetch_add(1, Relaxed);
+    Err(ApiError::Unavailable)
+}
+
+#[retry(attempts = 3, budget = none, jitter = none)]
+fn around_two(calls: &AtomicU32, attempts: &AtomicU32) -> Result<(), ApiError> {
+    calls.fetch_add(1, Relaxed);
+    turned_away_after_two(attempts)
+}
+
+/// The same, once the inner call's first attempt has failed.
+static OPENED_AFTER_ONE: CircuitBreaker = CircuitBreaker::new(100, Duration::from_secs(30));
+
+#[retry(attempts = 3, breaker = OPENED_AFTER_ONE, budget = none, jitter = none,
+        on_retry = |event| if event.attempt() == 1 { OPENED_AFTER_ONE.hold_open() })]
+fn turned_away_after_one(attempts: &AtomicU32) -> Result<(), ApiError> {
+    attempts.fetch_add(1, Relaxed);
+    Err(ApiError::Unavailable)
+}
+
+#[retry(attempts = 3, budget = none, jitter = none)]
+fn around_one(calls: &AtomicU32, attempts: &AtomicU32) -> Result<(), ApiError> {
+    calls.fetch_add(1, Relaxed);
+    turned_away_after_one(attempts)
+}
+
+/// Retries at one layer only, for a call the breaker turns away between
+/// attempts: one that had retried is not retried around it; one that had
+/// made a single attempt is (and its next call is turned away at once).
+#[test]
+fn a_nested_call_turned_away_by_its_breaker_after_retrying_is_not_retried_around_it() {
+    let _vt = VirtualTime::start();
+    let (calls, attempts) = (AtomicU32::new(0), AtomicU32::new(0));
+    assert_eq!(around_two(&calls, &attempts), Err(ApiError::Unavailable));
+    assert_eq!(
+        (calls.load(Relaxed), attempts.load(Relaxed)),
+        (1, 2),
+        "the inner call retried: the outer does not"
+    );
+    let (calls, attempts) = (AtomicU32::new(0), AtomicU32::new(0));
+    assert_eq!(around_one(&calls, &attempts), Err(ApiError::Open));
+    assert_eq!(
+        (calls.load(Relaxed), attempts.load(Relaxed)),
+        (2, 1),
+        "the inner call had not retried: the outer does, and is turned away"
+    );
+}

@@ -707,8 +707,8 @@ mod tests {
         );
         assert_eq!(first, going);
         assert_eq!(
-            first.0,
-            Duration::from_secs(2),
+            first,
+            (Duration::from_secs(2), Some(Duration::from_secs(2))),
             "the deadline is nearer than the timeout"
         );
         assert_eq!(call.attempt_limit_of(&policy, false), None);
