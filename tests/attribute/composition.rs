@@ -225,6 +225,63 @@ async fn nested_async_retries_retry_at_one_layer_only() {
     assert_eq!(ASYNC_DEPENDENCY_CALLS.load(Relaxed), 3, "3, not 3 × 3");
 }
 
+#[retry(attempts = 1, budget = none)]
+async fn inner_async_once(calls: &AtomicU32) -> Result<(), Error> {
+    tokio::task::yield_now().await;
+    calls.fetch_add(1, Relaxed);
+    Err(refused())
+}
+
+#[retry(attempts = 3, budget = none)]
+async fn outer_async_over_a_single_attempt(calls: &AtomicU32) -> Result<(), Error> {
+    tokio::task::yield_now().await;
+    inner_async_once(calls).await
+}
+
+/// Async, as `an_outer_call_retries_when_the_inner_one_did_not`: every
+/// attempt of the outer call, the later ones too, is retried.
+#[tokio::test(start_paused = true)]
+async fn an_outer_async_call_retries_when_the_inner_one_did_not() {
+    let calls = AtomicU32::new(0);
+    assert!(outer_async_over_a_single_attempt(&calls).await.is_err());
+    assert_eq!(calls.load(Relaxed), 3);
+}
+
+#[retry(attempts = 3, budget = none)]
+async fn inner_async_retrying(calls: &AtomicU32) -> Result<(), Error> {
+    calls.fetch_add(1, Relaxed);
+    Err(refused())
+}
+
+/// Its first attempt fails by itself; its second calls a nested call that
+/// retries and gives up, then awaits once more (the attempt is polled
+/// again after the nested call is over).
+#[retry(attempts = 4, budget = none)]
+async fn outer_async_second_attempt_nested(
+    outer: &AtomicU32,
+    inner: &AtomicU32,
+) -> Result<(), Error> {
+    if outer.fetch_add(1, Relaxed) == 0 {
+        return Err(refused());
+    }
+    let nested = inner_async_retrying(inner).await;
+    tokio::task::yield_now().await;
+    nested
+}
+
+/// A nested call's retrying is kept through the later polls of the
+/// attempt it ran in, in any attempt of the enclosing call.
+#[tokio::test(start_paused = true)]
+async fn a_nested_async_call_that_retried_stops_a_later_attempt_polled_again() {
+    let (outer, inner) = (AtomicU32::new(0), AtomicU32::new(0));
+    assert!(
+        outer_async_second_attempt_nested(&outer, &inner)
+            .await
+            .is_err()
+    );
+    assert_eq!((outer.load(Relaxed), inner.load(Relaxed)), (2, 3));
+}
+
 // --- deadline propagation ---------------------------------------------------
 
 #[retry(attempts = 100, base = 50ms, budget = none)]
