@@ -173,7 +173,8 @@ impl VirtualTime {
     /// A call held after a refusal (a refused connection once its budget
     /// refuses retries: the manual's order of decisions, step 6) waits
     /// for its retry in sleeps of half to one and a half `base`, spread
-    /// whatever `jitter` says: each is listed.
+    /// whatever `jitter` says, the last cut short to end at the deadline:
+    /// each is listed.
     ///
     /// ```
     /// # extern crate backstop_runtime as backstop;
