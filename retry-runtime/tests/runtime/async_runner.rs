@@ -215,3 +215,78 @@ async fn no_attempt_starts_after_the_deadline_at_any_clock_offset() {
         &late[..late.len().min(3)]
     );
 }
+
+/// Retries at one layer only, through the driver: a nested call that
+/// retried and gave up in a later attempt stops the enclosing call, though
+/// the attempt is polled again after the nested call is over; an outer
+/// call over a nested one that did not retry retries in every attempt.
+#[tokio::test(start_paused = true)]
+async fn a_nested_call_that_retried_stops_a_later_attempt_polled_again() {
+    let (outer, inner) = (Cell::new(0), Cell::new(0));
+    let out: Result<(), Error> = call_async(&quiet().attempts(4), || async {
+        outer.set(outer.get() + 1);
+        if outer.get() == 1 {
+            return Err(ErrorKind::ConnectionRefused.into());
+        }
+        let nested: Result<(), Error> = call_async(&quiet().attempts(3), || async {
+            inner.set(inner.get() + 1);
+            Err(ErrorKind::ConnectionRefused.into())
+        })
+        .await;
+        tokio::task::yield_now().await;
+        nested
+    })
+    .await;
+    assert!(out.is_err());
+    assert_eq!((outer.get(), inner.get()), (2, 3));
+
+    let (outer, inner) = (Cell::new(0), Cell::new(0));
+    let out: Result<(), Error> = call_async(&quiet().attempts(3), || async {
+        outer.set(outer.get() + 1);
+        let nested: Result<(), Error> = call_async(&quiet().attempts(1), || async {
+            inner.set(inner.get() + 1);
+            Err(ErrorKind::ConnectionRefused.into())
+        })
+        .await;
+        tokio::task::yield_now().await;
+        nested
+    })
+    .await;
+    assert!(out.is_err());
+    assert_eq!((outer.get(), inner.get()), (3, 3));
+}
+
+/// The same through the sync closure form, `call`, whose every attempt
+/// runs in the state machine's frame.
+#[test]
+fn a_sync_call_retries_at_one_layer_only_in_every_attempt() {
+    let _vt = backstop_runtime::testing::VirtualTime::start();
+    let (outer, inner) = (Cell::new(0), Cell::new(0));
+    let out: Result<(), Error> = backstop_runtime::call(&quiet().attempts(3), || {
+        outer.set(outer.get() + 1);
+        backstop_runtime::call(&quiet().attempts(1), || {
+            inner.set(inner.get() + 1);
+            Err::<(), Error>(ErrorKind::ConnectionRefused.into())
+        })
+    });
+    assert!(out.is_err());
+    assert_eq!(
+        (outer.get(), inner.get()),
+        (3, 3),
+        "the inner did not retry"
+    );
+
+    let (outer, inner) = (Cell::new(0), Cell::new(0));
+    let out: Result<(), Error> = backstop_runtime::call(&quiet().attempts(4), || {
+        outer.set(outer.get() + 1);
+        if outer.get() == 1 {
+            return Err(ErrorKind::ConnectionRefused.into());
+        }
+        backstop_runtime::call(&quiet().attempts(3), || {
+            inner.set(inner.get() + 1);
+            Err::<(), Error>(ErrorKind::ConnectionRefused.into())
+        })
+    });
+    assert!(out.is_err());
+    assert_eq!((outer.get(), inner.get()), (2, 3), "the inner retried");
+}
