@@ -690,3 +690,43 @@ fn near_the_deadline_a_trailing_coarse_clock_does_not_decide() {
     assert!(Trailing.start_now() < state.deadline().unwrap());
     assert_eq!(state.may_resume(), Err(GiveUp::Deadline));
 }
+
+/// An async attempt the state machine runs keeps a nested call's retrying
+/// through its later polls (the nested call gave up in one poll, the
+/// attempt went on in the next): the call gives up rather than retry on
+/// top. An attempt whose nested call did not retry is retried.
+#[tokio::test(start_paused = true)]
+async fn an_async_attempt_keeps_a_nested_calls_retrying_through_its_later_polls() {
+    let policy = Policy::new().jitter(Jitter::None).no_budget();
+    let nested = Policy::new().attempts(2).jitter(Jitter::None).no_budget();
+
+    let mut state = AttemptState::new(&policy, SystemClock);
+    let out: Result<(), Error> = state
+        .run_attempt_async(async {
+            let out = backstop_runtime::call_async(&nested, || async {
+                Err::<(), Error>(ErrorKind::ConnectionRefused.into())
+            })
+            .await;
+            tokio::task::yield_now().await;
+            out
+        })
+        .await;
+    assert!(out.is_err());
+    assert_eq!(
+        state.decide(Attempted::Failed(Verdict::Retry)),
+        Decision::GiveUp(GiveUp::RetriedBelow)
+    );
+
+    let mut state = AttemptState::new(&policy, SystemClock);
+    let out: Result<(), Error> = state
+        .run_attempt_async(async {
+            tokio::task::yield_now().await;
+            Err(ErrorKind::ConnectionRefused.into())
+        })
+        .await;
+    assert!(out.is_err());
+    assert_eq!(
+        state.decide(Attempted::Failed(Verdict::Retry)),
+        Decision::Retry(Duration::from_millis(100))
+    );
+}
