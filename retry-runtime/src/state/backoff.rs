@@ -406,4 +406,61 @@ mod tests {
         let ys: Vec<u64> = (0..4).map(|_| b.next_u64()).collect();
         assert_ne!(xs, ys);
     }
+
+    #[test]
+    fn a_draw_over_a_span_beyond_584_years_is_uniform_and_in_range() {
+        // Spans whose nanoseconds do not fit 64 bits take the 128-bit path.
+        let mut rng = Rng::seeded(11);
+        let (lo, hi) = (Duration::from_secs(1), Duration::MAX);
+        let draws: Vec<Duration> = (0..4_000).map(|_| between(lo, hi, &mut rng)).collect();
+        assert!(draws.iter().all(|d| *d >= lo && *d < hi));
+        let mean = draws.iter().map(Duration::as_secs_f64).sum::<f64>() / draws.len() as f64;
+        let half = hi.as_secs_f64() / 2.0;
+        assert!((mean - half).abs() < half * 0.05, "{mean} against {half}");
+        // Below and above the middle alike.
+        let below = draws.iter().filter(|d| d.as_secs_f64() < half).count();
+        assert!((1_800..=2_200).contains(&below), "{below}");
+        // Exact to the nanosecond: over 1.5 × 2^64 ns, a draw of `r` is
+        // 1.5 r ns.
+        let span = from_nanos((1 << 64) + (1 << 63));
+        for seed in 0..100 {
+            let r = u128::from(Rng::seeded(seed).next_u64());
+            let got = between(Duration::ZERO, span, &mut Rng::seeded(seed));
+            assert_eq!(got.as_nanos(), r + r / 2, "{seed}");
+        }
+    }
+
+    #[test]
+    fn scaling_by_nothing_a_nan_or_a_negative_factor_is_no_delay() {
+        for by in [0.0, -1.0, f64::NAN, f64::NEG_INFINITY] {
+            assert_eq!(scale(Duration::from_secs(3), by), Duration::ZERO, "{by}");
+        }
+        assert_eq!(scale(Duration::from_secs(3), f64::INFINITY), Duration::MAX);
+        assert_eq!(
+            scale(Duration::from_secs(3), 0.5),
+            Duration::from_millis(1_500)
+        );
+    }
+
+    #[test]
+    fn doubling_saturates_past_64_doublings() {
+        // 2^n nanoseconds, exact while a `Duration` holds it (up to 2^94).
+        for n in [63, 64, 65, 93] {
+            let exact = 1u128 << n;
+            let secs = u64::try_from(exact / 1_000_000_000).unwrap();
+            let nanos = (exact % 1_000_000_000) as u32;
+            assert_eq!(
+                exponential(Duration::from_nanos(1), 2.0, n),
+                Duration::new(secs, nanos),
+                "{n}"
+            );
+        }
+        for n in [95, 127, 128, 1_000, u32::MAX] {
+            assert_eq!(
+                exponential(Duration::from_nanos(1), 2.0, n),
+                Duration::MAX,
+                "{n}"
+            );
+        }
+    }
 }
