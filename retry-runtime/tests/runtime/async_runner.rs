@@ -216,6 +216,18 @@ async fn no_attempt_starts_after_the_deadline_at_any_clock_offset() {
     );
 }
 
+/// A nested `call_async` of `attempts` refused attempts (counted in
+/// `sent`), then one more await in the attempt that made it.
+async fn nested_then_polled_again(attempts: u32, sent: &Cell<u32>) -> Result<(), Error> {
+    let nested = call_async(&quiet().attempts(attempts), || async {
+        sent.set(sent.get() + 1);
+        Err(ErrorKind::ConnectionRefused.into())
+    })
+    .await;
+    tokio::task::yield_now().await;
+    nested
+}
+
 /// Retries at one layer only, through the driver: a nested call that
 /// retried and gave up in a later attempt stops the enclosing call, though
 /// the attempt is polled again after the nested call is over; an outer
@@ -228,13 +240,7 @@ async fn a_nested_call_that_retried_stops_a_later_attempt_polled_again() {
         if outer.get() == 1 {
             return Err(ErrorKind::ConnectionRefused.into());
         }
-        let nested: Result<(), Error> = call_async(&quiet().attempts(3), || async {
-            inner.set(inner.get() + 1);
-            Err(ErrorKind::ConnectionRefused.into())
-        })
-        .await;
-        tokio::task::yield_now().await;
-        nested
+        nested_then_polled_again(3, &inner).await
     })
     .await;
     assert!(out.is_err());
@@ -243,13 +249,7 @@ async fn a_nested_call_that_retried_stops_a_later_attempt_polled_again() {
     let (outer, inner) = (Cell::new(0), Cell::new(0));
     let out: Result<(), Error> = call_async(&quiet().attempts(3), || async {
         outer.set(outer.get() + 1);
-        let nested: Result<(), Error> = call_async(&quiet().attempts(1), || async {
-            inner.set(inner.get() + 1);
-            Err(ErrorKind::ConnectionRefused.into())
-        })
-        .await;
-        tokio::task::yield_now().await;
-        nested
+        nested_then_polled_again(1, &inner).await
     })
     .await;
     assert!(out.is_err());
