@@ -22,13 +22,18 @@ async fn a_503_then_a_429_with_retry_after_then_success() {
     let client = reqwest::Client::new();
     let response = place_order(&client, &url).await.unwrap();
     assert_eq!(response.status(), 200);
-    let keys = keys.lock().unwrap().clone();
-    assert_eq!(keys.len(), 3, "three requests");
+    assert_one_key(&keys.lock().unwrap(), 3);
+}
+
+/// The `Idempotency-Key`s of a call's `requests`: one key, a UUID, sent
+/// with each, never doubled.
+pub(crate) fn assert_one_key(keys: &[Option<String>], requests: usize) {
+    assert_eq!(keys.len(), requests, "{keys:?}");
     let first = keys[0].clone().expect("an idempotency key was sent");
     assert_eq!(first.len(), 36);
     assert!(
         keys.iter().all(|k| k.as_deref() == Some(first.as_str())),
-        "one key for the call"
+        "one key for the call, never doubled: {keys:?}"
     );
 }
 

@@ -34,14 +34,7 @@ fn a_blocking_call_is_retried_through_503_and_429_with_one_key() {
     let (_server, url, keys) = server(vec![(503, ""), (429, "retry-after: 0\r\n"), (200, "")]);
     let response = place_order(&reqwest::blocking::Client::new(), &url).unwrap();
     assert_eq!(response.status(), 200);
-    let keys = keys.lock().unwrap().clone();
-    assert_eq!(keys.len(), 3, "three requests");
-    let first = keys[0].clone().expect("an idempotency key was sent");
-    assert_eq!(first.len(), 36);
-    assert!(
-        keys.iter().all(|k| k.as_deref() == Some(first.as_str())),
-        "one key for the call, never doubled: {keys:?}"
-    );
+    super::reqwest::assert_one_key(&keys.lock().unwrap(), 3);
 }
 
 #[retry(attempts = 3, base = 1ms, when_ok = response_verdict)]
