@@ -638,3 +638,150 @@ fn a_trial_dropped_frees_its_place_for_a_caller_in_the_same_millisecond() {
     d.succeeded(later);
     assert_eq!(breaker.state_at(later), BreakerState::Closed);
 }
+
+#[test]
+fn a_success_of_a_call_let_through_before_the_breaker_opened_does_not_close_it() {
+    let breaker = CircuitBreaker::new(2, COOLDOWN);
+    let t0 = Instant::now();
+    let slow = breaker.try_acquire(t0).unwrap(); // admitted while closed
+    fail(&breaker, t0, Verdict::Retry);
+    fail(&breaker, t0, Verdict::Retry); // opens it
+    slow.succeeded(t0); // an old call answers late
+    assert_eq!(
+        breaker.state_at(t0),
+        BreakerState::Open,
+        "not a trial's word"
+    );
+    assert!(breaker.try_acquire(t0).is_err());
+}
+
+#[test]
+fn a_success_from_before_a_reset_does_not_clear_the_failures_counted_since() {
+    let breaker = CircuitBreaker::new(2, COOLDOWN);
+    let t0 = Instant::now();
+    let stale = breaker.try_acquire(t0).unwrap();
+    breaker.reset();
+    fail(&breaker, t0, Verdict::Retry); // one since the reset
+    stale.succeeded(t0); // from before it: not news
+    fail(&breaker, t0, Verdict::Retry);
+    assert_eq!(breaker.state_at(t0), BreakerState::Open, "two in a row");
+}
+
+#[test]
+fn a_ratio_breaker_counts_nothing_a_call_from_before_a_reset_reports() {
+    let t0 = Instant::now();
+    // Half of at least 2 calls.
+    let fresh = || CircuitBreaker::ratio(0.5, 2, Duration::from_secs(10), Duration::from_secs(5));
+    // A failure from before the reset: had it counted, one more would be
+    // 2 of 2.
+    let breaker = fresh();
+    let stale = breaker.try_acquire(t0).unwrap();
+    breaker.reset();
+    stale.failed(Verdict::Retry, t0);
+    calls(&breaker, 1, 1, t0);
+    assert_eq!(breaker.state_at(t0), BreakerState::Closed, "one call since");
+    calls(&breaker, 1, 1, t0);
+    assert_eq!(breaker.state_at(t0), BreakerState::Open, "2 of 2");
+    // A success from before it: had it counted, one failure would be 1 of 2.
+    let breaker = fresh();
+    let stale = breaker.try_acquire(t0).unwrap();
+    breaker.reset();
+    stale.succeeded(t0);
+    calls(&breaker, 1, 1, t0);
+    assert_eq!(breaker.state_at(t0), BreakerState::Closed, "one call since");
+}
+
+#[test]
+fn a_ratio_breaker_says_its_ratio_and_a_counting_one_none() {
+    let ratio = CircuitBreaker::ratio(0.25, 2, Duration::from_secs(10), Duration::from_secs(5));
+    assert_eq!(ratio.failure_ratio(), Some(0.25));
+    assert_eq!(ratio.failure_threshold(), u32::MAX);
+    assert_eq!(CircuitBreaker::new(3, COOLDOWN).failure_ratio(), None);
+}
+
+/// Its `Debug` says how it is set and where it stands; a permit's, whether
+/// it is a trial.
+#[test]
+fn its_debug_says_its_settings_and_state() {
+    let breaker = CircuitBreaker::new(1, COOLDOWN).named("db");
+    let t0 = Instant::now();
+    let permit = breaker.try_acquire(t0).unwrap();
+    assert_eq!(format!("{permit:?}"), "Permit { probe: false, .. }");
+    permit.failed(Verdict::Retry, t0);
+    let text = format!("{breaker:?}");
+    for part in [
+        "CircuitBreaker {",
+        "name: \"db\"",
+        "failure_threshold: 1",
+        "failure_ratio: None",
+        "cooldown: 10s",
+        "state: ",
+    ] {
+        assert!(text.contains(part), "{part} in {text}");
+    }
+}
+
+#[test]
+fn trials_let_through_after_earlier_ones_succeeded_must_all_succeed_too() {
+    let t0 = Instant::now();
+    let at = |s: u64| t0 + Duration::from_secs(s);
+    let breaker = CircuitBreaker::new(1, Duration::from_secs(10)).trials(3);
+    breaker
+        .try_acquire(at(0))
+        .unwrap()
+        .failed(Verdict::Retry, at(0));
+    // One at a time: each succeeds before the next is let through.
+    for n in 1..=3 {
+        assert_eq!(breaker.state_at(at(10)), BreakerState::HalfOpen, "{n}");
+        let trial = breaker.try_acquire(at(10)).expect("a trial of three");
+        trial.succeeded(at(10));
+    }
+    assert_eq!(breaker.state_at(at(10)), BreakerState::Closed);
+    // Again, one in flight while the next goes.
+    breaker
+        .try_acquire(at(10))
+        .unwrap()
+        .failed(Verdict::Retry, at(10));
+    let first = breaker.try_acquire(at(20)).unwrap();
+    let second = breaker.try_acquire(at(20)).unwrap();
+    first.succeeded(at(20));
+    let third = breaker.try_acquire(at(20)).expect("the third trial");
+    assert!(
+        breaker.try_acquire(at(20)).is_err(),
+        "three were let through"
+    );
+    second.succeeded(at(20));
+    assert_eq!(
+        breaker.state_at(at(20)),
+        BreakerState::HalfOpen,
+        "one still out"
+    );
+    third.succeeded(at(20));
+    assert_eq!(breaker.state_at(at(20)), BreakerState::Closed);
+}
+
+#[test]
+fn a_late_failure_of_an_earlier_rounds_trial_counts_for_nothing() {
+    let t0 = Instant::now();
+    let at = |s: u64| t0 + Duration::from_secs(s);
+    let breaker = CircuitBreaker::new(1, Duration::from_secs(10)).trials(2);
+    breaker
+        .try_acquire(at(0))
+        .unwrap()
+        .failed(Verdict::Retry, at(0));
+    // A trial that hangs past its time: a cooldown later, a new round.
+    let hung = breaker.try_acquire(at(10)).unwrap();
+    let fresh: Vec<_> = (0..2)
+        .map(|_| breaker.try_acquire(at(20)).unwrap())
+        .collect();
+    hung.failed(Verdict::Retry, at(21));
+    assert_eq!(
+        breaker.state_at(at(21)),
+        BreakerState::HalfOpen,
+        "not this round's"
+    );
+    for trial in fresh {
+        trial.succeeded(at(21));
+    }
+    assert_eq!(breaker.state_at(at(21)), BreakerState::Closed);
+}

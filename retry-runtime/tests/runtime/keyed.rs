@@ -86,6 +86,40 @@ fn a_full_table_never_forgets_a_key_whose_limiter_remembers_failures() {
 }
 
 #[test]
+fn a_full_table_keeps_a_key_whose_closed_breaker_counts_failures() {
+    // Threshold 3, a table of 4: every key two failures in.
+    let table = Keyed::with_capacity(CircuitBreaker::new(3, Duration::from_secs(30)), 4);
+    let now = Instant::now();
+    let counting: Vec<&CircuitBreaker> = (0..4u32).map(|k| table.get(&k)).collect();
+    for breaker in &counting {
+        for _ in 0..2 {
+            breaker
+                .try_acquire(now)
+                .unwrap()
+                .failed(Verdict::Retry, now);
+        }
+    }
+    assert!(
+        std::ptr::eq(table.get(&99u32), table.shared()),
+        "no place for a newcomer"
+    );
+    for (k, breaker) in (0..4u32).zip(&counting) {
+        assert!(
+            std::ptr::eq(table.get(&k), *breaker),
+            "key {k} kept its place"
+        );
+        breaker
+            .try_acquire(now)
+            .unwrap()
+            .failed(Verdict::Retry, now);
+        assert!(
+            breaker.try_acquire(now).is_err(),
+            "and its count: the third opens it"
+        );
+    }
+}
+
+#[test]
 fn a_token_budget_refilled_in_time_is_as_a_fresh_one_and_its_place_may_go() {
     let table = Keyed::with_capacity(TokenBudget::standard(), 1);
     let now = Instant::now();
