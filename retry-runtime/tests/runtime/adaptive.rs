@@ -53,6 +53,18 @@ fn refusals_are_shed_in_proportion_and_forgotten_a_window_later() {
 }
 
 #[test]
+fn a_count_leaves_the_window_a_window_after_it_was_made() {
+    // A window of 8 s, counted in slots of 1 s: a count is in it through
+    // the seventh slot after its own, and out of it at the eighth.
+    let throttle = AdaptiveThrottle::new(2.0, Duration::from_secs(8));
+    let t0 = Instant::now();
+    throttle.requested(t0); // refused: 1 request, no accept
+    let at = |s| t0 + Duration::from_secs(s);
+    assert_eq!(throttle.rejection_probability_at(at(7)), 0.5, "7 s on");
+    assert_eq!(throttle.rejection_probability_at(at(8)), 0.0, "8 s on");
+}
+
+#[test]
 fn k_sets_how_much_more_than_gets_through_may_be_sent() {
     let lenient = AdaptiveThrottle::new(3.0, Duration::from_secs(10));
     let now = Instant::now();
@@ -89,4 +101,10 @@ fn a_k_below_one_is_rejected() {
 #[should_panic(expected = "`window`")]
 fn a_window_of_nothing_is_rejected() {
     let _ = AdaptiveThrottle::new(2.0, Duration::ZERO);
+}
+
+#[test]
+fn its_debug_says_its_settings() {
+    let text = format!("{:?}", AdaptiveThrottle::new(1.5, Duration::from_secs(60)));
+    assert_eq!(text, "AdaptiveThrottle { k: 1.5, window: 60s, .. }");
 }

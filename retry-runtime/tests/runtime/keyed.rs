@@ -167,6 +167,22 @@ fn windowed_budgets_and_adaptive_throttles_give_their_places_up_once_their_windo
 }
 
 #[test]
+fn a_windowed_budget_gives_its_place_up_only_when_nothing_it_granted_or_counted_is_live() {
+    let now = Instant::now();
+    // A retry granted from the reserve, no call counted: its place is kept
+    // for the window.
+    let table = Keyed::with_capacity(WindowBudget::new(0.5, 1, Duration::from_secs(1)), 1);
+    assert!(table.get_at(&1u8, now).try_withdraw(now));
+    assert!(std::ptr::eq(table.get_at(&2u8, now), table.shared()));
+    // A budget that granted nothing and counted nothing holds nothing a
+    // fresh one would not: its place goes at once.
+    let table = Keyed::with_capacity(WindowBudget::new(0.5, 0, Duration::from_secs(1)), 1);
+    let one = table.get_at(&1u8, now);
+    assert!(!one.try_withdraw(now), "no call, no reserve");
+    assert!(std::ptr::eq(table.get_at(&2u8, now), one));
+}
+
+#[test]
 fn keys_beyond_the_capacity_share_the_shared_limiter_and_are_never_unprotected() {
     let table = Keyed::with_capacity(TokenBudget::standard(), 8);
     let now = Instant::now();

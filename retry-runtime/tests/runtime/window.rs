@@ -507,3 +507,35 @@ fn the_same_traffic_gets_the_same_answers_whenever_it_starts() {
         );
     }
 }
+
+/// The slots follow the first caller's instant: its call counts until
+/// `ttl` after it (to the microseconds of the slot arithmetic), where a
+/// later call may leave up to a slot earlier.
+#[test]
+fn a_budgets_first_call_counts_until_ttl_after_it() {
+    let ttl = Duration::from_secs(10);
+    let t0 = Instant::now();
+    let paid_for_at = |later: Duration| {
+        let budget = WindowBudget::new(1.0, 0, ttl);
+        budget.record_call(t0);
+        budget.try_withdraw(t0 + later)
+    };
+    assert!(paid_for_at(Duration::from_millis(9_999)), "1 ms before ttl");
+    assert!(!paid_for_at(ttl), "at ttl");
+}
+
+#[test]
+fn callers_hours_behind_the_first_count_in_slots_of_their_own() {
+    // Up to half a day behind the caller that anchored the slots, a caller
+    // counts in its own time's slot, not in one shared by every caller
+    // that far behind.
+    let budget = WindowBudget::new(1.0, 0, Duration::from_secs(10));
+    let t0 = Instant::now() + Duration::from_secs(4 * 3600);
+    let hours_before = |h: u64| t0.checked_sub(Duration::from_secs(h * 3600)).unwrap();
+    budget.record_call(t0);
+    budget.record_call(hours_before(3));
+    assert!(
+        !budget.try_withdraw(hours_before(2)),
+        "a call an hour earlier pays for nothing"
+    );
+}
