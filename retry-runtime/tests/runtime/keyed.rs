@@ -271,3 +271,56 @@ fn keys_that_find_no_place_in_the_default_table_draw_on_their_call_sites_own_bud
     assert!(unkeyed >= 5, "{unkeyed}");
     assert_eq!(keyed, unkeyed, "no fewer than without a key");
 }
+
+#[test]
+fn peek_finds_every_key_where_get_placed_it() {
+    // A table of 256 places, 40 keys: each looks from a place of its own.
+    let table = Keyed::new(TokenBudget::standard());
+    assert!(table.is_empty());
+    let placed: Vec<&TokenBudget> = (0..40u32).map(|k| table.get(&k)).collect();
+    assert!(!table.is_empty());
+    assert_eq!(table.len(), 40);
+    for (k, budget) in (0..40u32).zip(placed) {
+        assert!(
+            std::ptr::eq(table.peek(&k).expect("placed"), budget),
+            "key {k}"
+        );
+    }
+}
+
+/// A full table gives a place to a new key from those whose limiter is as
+/// a fresh one's, passing over a key used since the last look (a second
+/// chance, as a clock cache gives).
+#[test]
+fn a_key_used_since_the_last_look_keeps_its_place_over_one_that_was_not() {
+    let now = Instant::now();
+    // Twenty tables, each with keys of its own: where the places fall in a
+    // key's probe order differs, the answer must not.
+    for round in 0..20u32 {
+        let key = |name: &str| format!("{round}-{name}");
+        let table = Keyed::with_capacity(TokenBudget::standard(), 3);
+        let first: Vec<(String, &TokenBudget)> = ["a", "b", "c"]
+            .iter()
+            .map(|name| (key(name), table.get_at(&key(name), now)))
+            .collect();
+        // "d" finds every place used: it takes one, and its chances are
+        // taken from the other two.
+        let d = table.get_at(&key("d"), now);
+        let left: Vec<&(String, &TokenBudget)> =
+            first.iter().filter(|(_, b)| !std::ptr::eq(*b, d)).collect();
+        assert_eq!(left.len(), 2, "round {round}: d took one of the three");
+        // One of them is used again; "d" spends a token (not fresh: its
+        // place is not to be given).
+        let (used, _) = left[0];
+        let (idle, idle_budget) = left[1];
+        let _ = table.get_at(used, now);
+        d.failed(now);
+        // "e" takes the place of the key not used since.
+        let e = table.get_at(&key("e"), now);
+        assert!(
+            std::ptr::eq(e, *idle_budget),
+            "round {round}: e took {used}'s place, not {idle}'s"
+        );
+        assert!(table.peek(used).is_some(), "round {round}: {used} kept it");
+    }
+}
