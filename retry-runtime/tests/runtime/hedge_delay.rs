@@ -141,3 +141,22 @@ fn an_estimate_from_little_evidence_is_not_kept() {
     }
     assert!(p95.estimate(now).unwrap() >= Duration::from_millis(100));
 }
+
+#[test]
+fn a_latency_from_a_clock_behind_its_quarter_is_not_counted() {
+    let window = Duration::from_secs(8);
+    let p50 = LatencyPercentile::new(0.5, window);
+    let t0 = Instant::now();
+    let later = t0 + window; // the same quarter's place, a window on
+    p50.record(Duration::from_millis(5), later);
+    // A caller whose clock is a window behind: its quarter's place holds
+    // the later one now, which its latency must not join.
+    p50.record(Duration::from_millis(5), t0);
+    assert_eq!(p50.samples(later), 1);
+}
+
+#[test]
+fn its_debug_says_its_quantile_and_window() {
+    let text = format!("{:?}", LatencyPercentile::new(0.95, Duration::from_secs(8)));
+    assert_eq!(text, "LatencyPercentile { quantile: 0.95, window: 8s, .. }");
+}
