@@ -160,3 +160,65 @@ fn its_debug_says_its_quantile_and_window() {
     let text = format!("{:?}", LatencyPercentile::new(0.95, Duration::from_secs(8)));
     assert_eq!(text, "LatencyPercentile { quantile: 0.95, window: 8s, .. }");
 }
+
+/// `n` latencies of `micros` at `now`.
+fn record_n(p: &LatencyPercentile, n: u32, micros: u64, now: Instant) {
+    for _ in 0..n {
+        p.record(Duration::from_micros(micros), now);
+    }
+}
+
+#[test]
+fn an_estimate_is_the_end_of_its_latencys_bucket() {
+    let now = Instant::now();
+    // 1,000 µs falls in the bucket 992..=1023 (16 per power of two);
+    // 1,024 µs starts the next, 1024..=1087. Beyond 71 minutes the
+    // estimate is held at u32::MAX − 1 µs (u32::MAX is kept for none).
+    for (micros, end) in [
+        (15, 15),
+        (1_000, 1_023),
+        (1_024, 1_087),
+        (86_400_000_000, u64::from(u32::MAX) - 1),
+    ] {
+        let p50 = LatencyPercentile::new(0.5, Duration::from_secs(10));
+        record_n(&p50, 100, micros, now);
+        assert_eq!(
+            p50.estimate(now),
+            Some(Duration::from_micros(end)),
+            "{micros} µs"
+        );
+    }
+}
+
+#[test]
+fn a_latency_leaves_the_window_four_quarters_after_it_was_counted() {
+    let window = Duration::from_secs(8);
+    let quarter = window / 4;
+    let p50 = LatencyPercentile::new(0.5, window);
+    let t0 = Instant::now();
+    record_n(&p50, 10, 5_000, t0);
+    assert_eq!(p50.samples(t0 + quarter * 3), 10, "three quarters on");
+    assert_eq!(p50.samples(t0 + window), 0, "four quarters on");
+}
+
+#[test]
+fn an_estimate_from_a_thousand_latencies_is_kept_for_a_sixteenth_of_the_window() {
+    // A window of 16 s: an estimate is kept for 1 s.
+    let p50 = LatencyPercentile::new(0.5, Duration::from_secs(16));
+    let t0 = Instant::now();
+    record_n(&p50, 1_000, 1_000, t0);
+    let kept = p50.estimate(t0);
+    assert_eq!(kept, Some(Duration::from_micros(1_023)));
+    // Slower latencies now make most of the window: the kept estimate
+    // holds until the next sixteenth, then the new one is computed.
+    record_n(&p50, 3_000, 50_000, t0);
+    assert_eq!(p50.estimate(t0), kept, "kept");
+    // The sixteenths follow the first latency's instant.
+    assert_eq!(
+        p50.estimate(t0 + Duration::from_millis(999)),
+        kept,
+        "999 ms on"
+    );
+    let next = p50.estimate(t0 + Duration::from_secs(1)).unwrap();
+    assert!(next >= Duration::from_millis(50), "{next:?}");
+}
