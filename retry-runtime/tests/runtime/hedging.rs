@@ -591,3 +591,76 @@ fn a_round_honours_its_longest_retry_after() {
         "{delays:?}"
     );
 }
+
+/// Retries at one layer only, through a hedged round: a nested call that
+/// retried and gave up inside an attempt stops the hedged call's retries.
+#[tokio::test(start_paused = true)]
+async fn a_hedged_call_over_a_nested_call_that_retried_does_not_retry() {
+    use std::cell::Cell;
+    use std::io::{Error, ErrorKind};
+    let quiet = || {
+        Policy::new()
+            .jitter(backstop_runtime::Jitter::None)
+            .no_budget()
+    };
+    let policy = quiet().idempotent(true).attempts(3);
+    let (outer, inner) = (Cell::new(0), Cell::new(0));
+    // The hedge would go a second in: the nested call is over long before.
+    let out: Result<(), Error> = Retry::new(&policy)
+        .hedge(Hedge::after(MS * 1_000))
+        .call_async(|| async {
+            outer.set(outer.get() + 1);
+            Retry::new(&quiet().attempts(2))
+                .call_async(|| async {
+                    inner.set(inner.get() + 1);
+                    Err::<(), Error>(ErrorKind::ConnectionRefused.into())
+                })
+                .await
+        })
+        .await;
+    assert!(out.is_err());
+    assert_eq!((outer.get(), inner.get()), (1, 2), "the inner one retried");
+}
+
+/// A breaker that opened while a round's first attempt was out, and cooled
+/// down by its hedge's time: the hedge is not sent, and does not take the
+/// trial's place to give it back (no trial started nor abandoned).
+#[test]
+fn a_hedge_due_after_the_breaker_opened_leaves_its_trial_alone() {
+    use backstop_runtime::limit::{BreakerChange, BreakerState};
+    static CHANGES: Mutex<Vec<(BreakerState, BreakerState)>> = Mutex::new(Vec::new());
+    fn told(change: &BreakerChange) {
+        CHANGES.lock().unwrap().push((change.from, change.to));
+    }
+    static BREAKER: CircuitBreaker =
+        CircuitBreaker::new(1, Duration::from_millis(100)).on_change(told);
+    let policy = Policy::new().idempotent(true).no_budget();
+    let retry = Retry::new(&policy)
+        .breaker(&BREAKER)
+        .hedge(Hedge::after(MS * 500));
+    let log = Mutex::new(Vec::new());
+    let out = runtime().block_on(async {
+        let call = retry.call_async(|| async {
+            let attempt = context().unwrap().attempt();
+            log.lock().unwrap().push(attempt);
+            sleep(MS * 1_000).await;
+            Ok::<_, Failure>(attempt)
+        });
+        let open = async {
+            // Another call fails 10 ms in: open, cooled down at 110 ms.
+            sleep(MS * 10).await;
+            let now = Instant::now().into_std();
+            BREAKER
+                .try_acquire(now)
+                .unwrap()
+                .failed(Verdict::Retry, now);
+        };
+        tokio::join!(call, open).0
+    });
+    assert_eq!(out, Ok(1));
+    assert_eq!(*log.lock().unwrap(), [1], "no hedge");
+    assert_eq!(
+        *CHANGES.lock().unwrap(),
+        [(BreakerState::Closed, BreakerState::Open)]
+    );
+}

@@ -324,3 +324,30 @@ fn a_key_used_since_the_last_look_keeps_its_place_over_one_that_was_not() {
         assert!(table.peek(used).is_some(), "round {round}: {used} kept it");
     }
 }
+
+#[test]
+fn an_ipv6_host_without_brackets_has_no_port_read_from_its_last_group() {
+    use backstop_runtime::limit::Destination;
+    for (host, shown) in [
+        ("::1", "http://::1:80"),
+        ("fe80::1:8080", "http://fe80::1:8080:80"),
+        ("[::1]:8080", "http://[::1]:8080"),
+        ("db-1:5432", "http://db-1:5432"),
+    ] {
+        assert_eq!(
+            Destination::new("http", host, None).to_string(),
+            shown,
+            "{host}"
+        );
+    }
+}
+
+#[test]
+fn its_debug_says_its_limiter_capacity_and_keys() {
+    let table = Keyed::with_capacity(AdaptiveThrottle::new(2.0, Duration::from_secs(1)), 8);
+    let _ = table.get(&1u8);
+    assert_eq!(
+        format!("{table:?}"),
+        "Keyed { shared: AdaptiveThrottle { k: 2.0, window: 1s, .. }, capacity: 8, keys: 1, .. }"
+    );
+}
