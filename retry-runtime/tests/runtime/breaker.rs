@@ -715,7 +715,7 @@ fn its_debug_says_its_settings_and_state() {
         "failure_threshold: 1",
         "failure_ratio: None",
         "cooldown: 10s",
-        "state: ",
+        "state: Open",
     ] {
         assert!(text.contains(part), "{part} in {text}");
     }
