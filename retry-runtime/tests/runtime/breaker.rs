@@ -593,26 +593,34 @@ fn a_breaker_with_several_trials_closes_when_all_succeed_and_opens_at_one_failur
 fn a_trial_of_an_earlier_round_counts_for_nothing() {
     let t0 = Instant::now();
     let at = |s: u64| t0 + Duration::from_secs(s);
-    let breaker = CircuitBreaker::new(1, Duration::from_secs(10)).trials(2);
-    breaker
-        .try_acquire(at(0))
-        .unwrap()
-        .failed(Verdict::Retry, at(0));
-    // A trial that hangs past its time: a cooldown later, a new round.
-    let hung = breaker.try_acquire(at(10)).unwrap();
-    let fresh: Vec<_> = (0..2)
-        .map(|_| breaker.try_acquire(at(20)).unwrap())
-        .collect();
-    hung.succeeded(at(21));
-    assert_eq!(
-        breaker.state_at(at(21)),
-        BreakerState::HalfOpen,
-        "not this round's"
-    );
-    for trial in fresh {
-        trial.succeeded(at(21));
+    // Whatever the earlier round's trial reports, late: a success or a
+    // failure.
+    for hung_fails in [false, true] {
+        let breaker = CircuitBreaker::new(1, Duration::from_secs(10)).trials(2);
+        breaker
+            .try_acquire(at(0))
+            .unwrap()
+            .failed(Verdict::Retry, at(0));
+        // A trial that hangs past its time: a cooldown later, a new round.
+        let hung = breaker.try_acquire(at(10)).unwrap();
+        let fresh: Vec<_> = (0..2)
+            .map(|_| breaker.try_acquire(at(20)).unwrap())
+            .collect();
+        if hung_fails {
+            hung.failed(Verdict::Retry, at(21));
+        } else {
+            hung.succeeded(at(21));
+        }
+        assert_eq!(
+            breaker.state_at(at(21)),
+            BreakerState::HalfOpen,
+            "not this round's (failed: {hung_fails})"
+        );
+        for trial in fresh {
+            trial.succeeded(at(21));
+        }
+        assert_eq!(breaker.state_at(at(21)), BreakerState::Closed);
     }
-    assert_eq!(breaker.state_at(at(21)), BreakerState::Closed);
 }
 
 #[test]
@@ -758,30 +766,4 @@ fn trials_let_through_after_earlier_ones_succeeded_must_all_succeed_too() {
     );
     third.succeeded(at(20));
     assert_eq!(breaker.state_at(at(20)), BreakerState::Closed);
-}
-
-#[test]
-fn a_late_failure_of_an_earlier_rounds_trial_counts_for_nothing() {
-    let t0 = Instant::now();
-    let at = |s: u64| t0 + Duration::from_secs(s);
-    let breaker = CircuitBreaker::new(1, Duration::from_secs(10)).trials(2);
-    breaker
-        .try_acquire(at(0))
-        .unwrap()
-        .failed(Verdict::Retry, at(0));
-    // A trial that hangs past its time: a cooldown later, a new round.
-    let hung = breaker.try_acquire(at(10)).unwrap();
-    let fresh: Vec<_> = (0..2)
-        .map(|_| breaker.try_acquire(at(20)).unwrap())
-        .collect();
-    hung.failed(Verdict::Retry, at(21));
-    assert_eq!(
-        breaker.state_at(at(21)),
-        BreakerState::HalfOpen,
-        "not this round's"
-    );
-    for trial in fresh {
-        trial.succeeded(at(21));
-    }
-    assert_eq!(breaker.state_at(at(21)), BreakerState::Closed);
 }
