@@ -526,10 +526,7 @@ fn a_growing_break_grows_after_each_failed_trial_up_to_its_longest_and_starts_ov
         CircuitBreaker::new(1, Duration::from_secs(1)).growing(3, Duration::from_secs(10));
     let t0 = Instant::now();
     let at = |ms: u64| t0 + Duration::from_millis(ms);
-    breaker
-        .try_acquire(at(0))
-        .unwrap()
-        .failed(Verdict::Retry, at(0));
+    fail(&breaker, at(0), Verdict::Retry);
     // Breaks of 1 s, then 3, 9, and 10 (the longest), each trial failing.
     let mut now = 0;
     for expected in [1_000, 3_000, 9_000, 10_000, 10_000] {
@@ -561,10 +558,7 @@ fn a_breaker_with_several_trials_closes_when_all_succeed_and_opens_at_one_failur
     let t0 = Instant::now();
     let at = |s: u64| t0 + Duration::from_secs(s);
     let breaker = CircuitBreaker::new(1, Duration::from_secs(10)).trials(3);
-    breaker
-        .try_acquire(at(0))
-        .unwrap()
-        .failed(Verdict::Retry, at(0));
+    fail(&breaker, at(0), Verdict::Retry);
     // Three trials go, a fourth does not.
     let mut trials: Vec<_> = (0..3)
         .map(|_| breaker.try_acquire(at(10)).unwrap())
@@ -597,10 +591,7 @@ fn a_trial_of_an_earlier_round_counts_for_nothing() {
     // failure.
     for hung_fails in [false, true] {
         let breaker = CircuitBreaker::new(1, Duration::from_secs(10)).trials(2);
-        breaker
-            .try_acquire(at(0))
-            .unwrap()
-            .failed(Verdict::Retry, at(0));
+        fail(&breaker, at(0), Verdict::Retry);
         // A trial that hangs past its time: a cooldown later, a new round.
         let hung = breaker.try_acquire(at(10)).unwrap();
         let fresh: Vec<_> = (0..2)
@@ -734,10 +725,7 @@ fn trials_let_through_after_earlier_ones_succeeded_must_all_succeed_too() {
     let t0 = Instant::now();
     let at = |s: u64| t0 + Duration::from_secs(s);
     let breaker = CircuitBreaker::new(1, Duration::from_secs(10)).trials(3);
-    breaker
-        .try_acquire(at(0))
-        .unwrap()
-        .failed(Verdict::Retry, at(0));
+    fail(&breaker, at(0), Verdict::Retry);
     // One at a time: each succeeds before the next is let through.
     for n in 1..=3 {
         assert_eq!(breaker.state_at(at(10)), BreakerState::HalfOpen, "{n}");
@@ -746,10 +734,7 @@ fn trials_let_through_after_earlier_ones_succeeded_must_all_succeed_too() {
     }
     assert_eq!(breaker.state_at(at(10)), BreakerState::Closed);
     // Again, one in flight while the next goes.
-    breaker
-        .try_acquire(at(10))
-        .unwrap()
-        .failed(Verdict::Retry, at(10));
+    fail(&breaker, at(10), Verdict::Retry);
     let first = breaker.try_acquire(at(20)).unwrap();
     let second = breaker.try_acquire(at(20)).unwrap();
     first.succeeded(at(20));
