@@ -80,17 +80,6 @@ pub fn verdict(status: ::http::StatusCode, headers: &::http::HeaderMap) -> Verdi
     }
 }
 
-/// A response judged by its status and `Retry-After`, as [`verdict`]
-/// does: what a layer over an HTTP client retries (`when_ok`).
-///
-/// ```
-/// # extern crate backstop_runtime as backstop;
-/// use backstop::{Classify, Verdict};
-/// let unavailable = http::Response::builder().status(503).body(()).unwrap();
-/// assert_eq!(unavailable.classify(), Verdict::Retry);
-/// let created = http::Response::builder().status(201).body(()).unwrap();
-/// assert_eq!(created.classify(), Verdict::Stop);
-/// ```
 /// Header names made once (a name given as a string is parsed at every
 /// lookup).
 const GRPC_STATUS: ::http::HeaderName = ::http::HeaderName::from_static("grpc-status");
@@ -100,6 +89,22 @@ pub(crate) const GRPC_RETRY_PUSHBACK_MS: ::http::HeaderName =
 #[cfg(feature = "tower")]
 pub(crate) const GRPC_TIMEOUT: ::http::HeaderName = ::http::HeaderName::from_static("grpc-timeout");
 
+/// A response judged by its status and `Retry-After`, as [`verdict`]
+/// does: what a layer over an HTTP client retries (`when_ok`). A gRPC
+/// error answered at once comes "trailers-only", its `grpc-status` in the
+/// headers of an HTTP 200: it is judged by that code, as [`grpc_verdict`]
+/// does (an unreadable code is [`Verdict::Stop`]).
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use backstop::{Classify, Verdict};
+/// let unavailable = http::Response::builder().status(503).body(()).unwrap();
+/// assert_eq!(unavailable.classify(), Verdict::Retry);
+/// let created = http::Response::builder().status(201).body(()).unwrap();
+/// assert_eq!(created.classify(), Verdict::Stop);
+/// let unavailable = http::Response::builder().header("grpc-status", "14").body(()).unwrap();
+/// assert_eq!(unavailable.classify(), Verdict::Retry);
+/// ```
 impl<B> Classify for ::http::Response<B> {
     fn classify(&self) -> Verdict {
         // A gRPC error answered at once comes "trailers-only": its status

@@ -5,8 +5,8 @@ use std::cell::Cell;
 use std::io::{Error, ErrorKind};
 use std::time::Duration;
 
-use backstop_runtime::limit::WindowBudget;
-use backstop_runtime::{Jitter, Policy, Retry, Verdict, call_async};
+use backstop_runtime::limit::{AdaptiveThrottle, WindowBudget};
+use backstop_runtime::{Jitter, Policy, Retry, Throttled, Verdict, call_async};
 use tokio::time::Instant;
 
 const MS: Duration = Duration::from_millis(1);
@@ -289,4 +289,38 @@ fn a_sync_call_retries_at_one_layer_only_in_every_attempt() {
     });
     assert!(out.is_err());
     assert_eq!((outer.get(), inner.get()), (2, 3), "the inner retried");
+}
+
+/// The driver tells an adaptive throttle of each attempt it sends, as the
+/// attribute's loop does: calls whose dependency refuses them all raise
+/// its rejection probability by themselves, and later calls are shed
+/// before they are sent.
+#[tokio::test(start_paused = true)]
+async fn the_attempts_the_driver_sends_are_counted_by_its_adaptive_throttle() {
+    static REFUSED: AdaptiveThrottle = AdaptiveThrottle::standard();
+    let policy = quiet().attempts(1);
+    let retry = Retry::new(&policy).throttle(&REFUSED);
+    let (sent, shed) = (Cell::new(0), Cell::new(0));
+    for _ in 0..40 {
+        let out: Result<(), Error> = retry
+            .call_async(|| async {
+                sent.set(sent.get() + 1);
+                Err(ErrorKind::ConnectionRefused.into())
+            })
+            .await;
+        let error = out.unwrap_err();
+        if error
+            .get_ref()
+            .and_then(|e| e.downcast_ref::<Throttled>())
+            .is_some()
+        {
+            shed.set(shed.get() + 1);
+        } else {
+            assert_eq!(error.kind(), ErrorKind::ConnectionRefused);
+        }
+    }
+    let shedding = REFUSED.rejection_probability_at(Instant::now().into_std());
+    assert!(shedding > 0.5, "{shedding}");
+    assert!(shed.get() >= 10, "shed {} of 40", shed.get());
+    assert_eq!(sent.get() + shed.get(), 40);
 }
