@@ -329,3 +329,43 @@ async fn connection_errors(server: &Postgres, config: &str) {
     assert_eq!(closed.classify(), Verdict::RetryIfIdempotent);
     server.up();
 }
+
+/// Every SQLSTATE `classify::sqlstate` names, with the verdict its docs
+/// give it, by the names tokio-postgres gives the codes; and codes of the
+/// classes it names that it does not (a connection exception is
+/// ambiguous, a protocol violation is not).
+#[test]
+fn each_sqlstate_has_the_verdict_the_docs_give_it() {
+    use backstop::Verdict::{Refused, Retry, RetryIfIdempotent, Stop};
+    use backstop::classify::sqlstate;
+    use tokio_postgres::error::SqlState as S;
+    let table = [
+        // Nothing ran; a call may wait for the server to come back.
+        (S::CANNOT_CONNECT_NOW, Refused),
+        (S::SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION, Refused),
+        (
+            S::SQLSERVER_REJECTED_ESTABLISHMENT_OF_SQLCONNECTION,
+            Refused,
+        ),
+        // Nothing ran, or the transaction was rolled back.
+        (S::TOO_MANY_CONNECTIONS, Retry),
+        (S::ADMIN_SHUTDOWN, Retry),
+        (S::CRASH_SHUTDOWN, Retry),
+        (S::T_R_SERIALIZATION_FAILURE, Retry),
+        (S::T_R_DEADLOCK_DETECTED, Retry),
+        // The statement may have run, or committed.
+        (S::QUERY_CANCELED, RetryIfIdempotent),
+        (S::CONNECTION_EXCEPTION, RetryIfIdempotent),
+        (S::CONNECTION_FAILURE, RetryIfIdempotent),
+        (S::TRANSACTION_RESOLUTION_UNKNOWN, RetryIfIdempotent),
+        // A bug, not the network; the request's own fault.
+        (S::PROTOCOL_VIOLATION, Stop),
+        (S::IN_FAILED_SQL_TRANSACTION, Stop),
+        (S::UNIQUE_VIOLATION, Stop),
+        (S::SYNTAX_ERROR, Stop),
+        (S::DIVISION_BY_ZERO, Stop),
+    ];
+    for (state, verdict) in table {
+        assert_eq!(sqlstate(state.code()), verdict, "{}", state.code());
+    }
+}

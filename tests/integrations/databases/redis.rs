@@ -238,3 +238,32 @@ fn a_cluster_in_motion_is_retried() {
     let auth = RedisError::from((ErrorKind::AuthenticationFailed, "WRONGPASS"));
     assert_eq!(auth.classify(), Verdict::Stop);
 }
+
+/// Redis's I/O errors by the transport rule: one that proves nothing was
+/// sent is retried, one that may have come after the command was written
+/// (or that says nothing of the connection) only for an idempotent call.
+#[test]
+fn an_io_error_is_retried_only_when_it_proves_nothing_was_sent() {
+    use std::io::ErrorKind as K;
+    for kind in [
+        K::NotConnected,
+        K::AddrNotAvailable,
+        K::HostUnreachable,
+        K::NetworkUnreachable,
+        K::NetworkDown,
+    ] {
+        let error = RedisError::from(std::io::Error::from(kind));
+        assert_eq!(error.classify(), Verdict::Retry, "{kind:?}");
+    }
+    for kind in [
+        K::ConnectionReset,
+        K::ConnectionAborted,
+        K::BrokenPipe,
+        K::UnexpectedEof,
+        K::WouldBlock,
+        K::PermissionDenied,
+    ] {
+        let error = RedisError::from(std::io::Error::from(kind));
+        assert_eq!(error.classify(), Verdict::RetryIfIdempotent, "{kind:?}");
+    }
+}

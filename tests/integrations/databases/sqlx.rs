@@ -223,3 +223,15 @@ async fn sqlx_calls_through_a_pool_ride_out_a_restart() {
         assert!(took < Duration::from_millis(10_100), "{took:?}");
     }
 }
+
+/// A TLS handshake that failed never made the connection: retried (a
+/// certificate refused spends the call's attempts). A message the client
+/// could not read is not retried, as PostgreSQL's protocol violation is
+/// not.
+#[test]
+fn a_failed_tls_handshake_is_retried_and_a_protocol_error_is_not() {
+    let tls = sqlx::Error::Tls(Box::new(std::io::Error::other("certificate refused")));
+    assert_eq!(tls.classify(), Verdict::Retry);
+    let protocol = sqlx::Error::Protocol("unexpected message".into());
+    assert_eq!(protocol.classify(), Verdict::Stop);
+}
