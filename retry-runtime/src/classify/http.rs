@@ -410,6 +410,26 @@ mod tests {
             "31536000S"
         );
         assert_eq!(format_grpc_timeout(Duration::MAX), "99999999H");
+        // Eight digits at most: a hundred million nanoseconds is in
+        // microseconds.
+        assert_eq!(
+            format_grpc_timeout(Duration::from_nanos(99_999_999)),
+            "99999999n"
+        );
+        assert_eq!(
+            format_grpc_timeout(Duration::from_nanos(100_000_000)),
+            "100000u"
+        );
+        for (value, duration) in [
+            ("2H", Duration::from_secs(7200)),
+            ("3M", Duration::from_secs(180)),
+            ("5S", Duration::from_secs(5)),
+            ("7m", Duration::from_millis(7)),
+            ("11u", Duration::from_micros(11)),
+            ("13n", Duration::from_nanos(13)),
+        ] {
+            assert_eq!(parse_grpc_timeout(value), Some(duration), "{value}");
+        }
         for value in ["1500000u", "30000m", "5S", "2H", "7n"] {
             let parsed = parse_grpc_timeout(value).unwrap();
             assert_eq!(
@@ -448,6 +468,24 @@ mod tests {
         // The same destination spelled otherwise is parsed, to the same.
         assert_eq!(recent("A.internal:8080", &mut parses), first);
         assert_eq!(parses, 4);
+    }
+
+    #[test]
+    fn as_many_destinations_as_a_thread_keeps_are_each_parsed_once() {
+        let mut parses = 0;
+        let hosts: Vec<String> = (0..4).map(|i| format!("kept-{i}:80")).collect();
+        for _ in 0..3 {
+            for host in &hosts {
+                recent(host, &mut parses);
+            }
+        }
+        assert_eq!(parses, 4);
+        // The longest text kept, scheme and authority: kept too.
+        let longest = format!("{}:80", "y".repeat(62 - "http".len() - ":80".len()));
+        let before = parses;
+        recent(&longest, &mut parses);
+        recent(&longest, &mut parses);
+        assert_eq!(parses, before + 1);
     }
 
     #[test]
