@@ -97,6 +97,62 @@ fn idempotency_keys_are_unique_across_threads() {
     assert_eq!(all.len(), 8000, "no key drawn twice");
 }
 
+#[test]
+fn idempotency_keys_are_version_4_uuids_random_in_both_halves() {
+    let keys: Vec<u128> = (0..1000)
+        .map(|_| IdempotencyKey::random().to_u128())
+        .collect();
+    // Version 4 (random), variant RFC 9562 (`10`), every one.
+    assert!(
+        keys.iter()
+            .all(|k| (k >> 76) & 0xf == 4 && (k >> 62) & 0b11 == 0b10)
+    );
+    // 122 random bits: each half of the key differs from key to key.
+    let highs: std::collections::HashSet<u64> = keys.iter().map(|k| (k >> 64) as u64).collect();
+    let lows: std::collections::HashSet<u64> = keys.iter().map(|k| *k as u64).collect();
+    assert_eq!((highs.len(), lows.len()), (1000, 1000));
+}
+
+#[retry(attempts = 1, deadline = 5s, budget = none)]
+fn described() -> Result<String, Error> {
+    let cx = context().expect("inside an attempt");
+    Ok(format!("{cx:?} {}", cx.idempotency_key()))
+}
+
+#[test]
+fn a_context_debugs_as_its_attempt_key_and_deadline() {
+    let text = described().unwrap();
+    let (debug, key) = text.rsplit_once(' ').unwrap();
+    assert!(
+        debug.starts_with("Context { attempt: 1, idempotency_key: ")
+            && debug.contains(key)
+            && debug.contains("deadline: Some(")
+            && debug.ends_with(", .. }"),
+        "{debug}"
+    );
+}
+
+#[retry(attempts = 1, deadline = none, budget = none)]
+fn nested_without_a_deadline() -> Result<(), Error> {
+    Ok(())
+}
+
+/// Its context before and after a nested call, neither with a deadline.
+#[retry(attempts = 1, deadline = none, budget = none)]
+fn reads_around_a_nested_call() -> Result<[Option<(u32, IdempotencyKey)>; 2], Error> {
+    let read = || context().map(|cx| (cx.attempt(), cx.idempotency_key()));
+    let before = read();
+    nested_without_a_deadline()?;
+    Ok([before, read()])
+}
+
+#[test]
+fn a_nested_call_leaves_the_enclosing_attempts_context_as_it_found_it() {
+    let [before, after] = reads_around_a_nested_call().unwrap();
+    assert!(before.is_some_and(|(attempt, _)| attempt == 1));
+    assert_eq!(after, before);
+}
+
 #[retry(attempts = 2, budget = none)]
 fn panics_inside() -> Result<(), Error> {
     panic!("boom");
@@ -584,6 +640,58 @@ async fn a_call_carried_into_a_blocking_closure_keeps_the_deadline_and_one_layer
         left[0].is_some_and(|d| d <= Duration::from_secs(2)),
         "{left:?}: the outer 2 s"
     );
+}
+
+/// Carries its call into a thread before it asks for its key: what the
+/// thread read, and then what the attempt reads.
+#[retry(attempts = 1, budget = none)]
+fn carries_before_its_key() -> Result<(IdempotencyKey, IdempotencyKey), Error> {
+    let call = backstop::scope::current_call();
+    let carried =
+        std::thread::spawn(move || call.in_scope(|| context().unwrap().idempotency_key()))
+            .join()
+            .unwrap();
+    Ok((carried, context().unwrap().idempotency_key()))
+}
+
+#[test]
+fn work_carried_out_before_the_attempt_asks_for_its_key_shares_the_key() {
+    let (carried, own) = carries_before_its_key().unwrap();
+    assert_eq!(carried, own);
+}
+
+#[retry(attempts = 1, deadline = 5s, budget = none)]
+fn scope_described() -> Result<String, Error> {
+    Ok(format!("{:?}", backstop::scope::current_call()))
+}
+
+#[test]
+fn a_carried_scope_debugs_as_its_attempt_and_deadline() {
+    assert_eq!(
+        format!("{:?}", backstop::scope::current_call()),
+        "CallScope { attempt: None, deadline: None, .. }"
+    );
+    let inside = scope_described().unwrap();
+    assert!(
+        inside.starts_with("CallScope { attempt: Some(1), deadline: Some(")
+            && inside.ends_with(", .. }"),
+        "{inside}"
+    );
+}
+
+#[retry(attempts = 1, deadline = 5s, budget = none)]
+fn carried_out() -> Result<backstop::scope::CallScope, Error> {
+    Ok(backstop::scope::current_call())
+}
+
+#[test]
+fn a_carried_scope_is_left_behind_on_return_and_on_panic() {
+    let call = carried_out().unwrap();
+    assert!(call.in_scope(|| context().is_some_and(|cx| cx.deadline().is_some())));
+    assert!(context().is_none(), "left on return");
+    let panicked = std::panic::catch_unwind(|| call.in_scope(|| panic!("boom")));
+    assert!(panicked.is_err());
+    assert!(context().is_none(), "left on panic");
 }
 
 #[test]

@@ -100,6 +100,32 @@ async fn a_slow_first_attempt_is_overtaken_by_its_hedge_and_dropped() {
     assert_eq!(log.keys[0], log.keys[1], "one idempotency key for the call");
 }
 
+/// The first attempt asks for the call's key only after its hedge went
+/// out (asking draws it); the hedge asks at once.
+#[retry(hedge = 50ms, idempotent, budget = none)]
+async fn asks_late(started: &AtomicU32, keys: &Mutex<Vec<(u32, u128)>>) -> Result<u32, Error> {
+    let first = started.fetch_add(1, Ordering::Relaxed) == 0;
+    if first {
+        sleep(MS * 100).await;
+    }
+    let cx = context().unwrap();
+    keys.lock()
+        .unwrap()
+        .push((cx.attempt(), cx.idempotency_key().to_u128()));
+    sleep(if first { MS * 10 } else { MS * 1_000 }).await;
+    Ok(cx.attempt())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_first_attempt_asking_for_its_key_after_the_hedge_went_out_shares_the_hedges() {
+    let (started, keys) = (AtomicU32::new(0), Mutex::new(Vec::new()));
+    assert_eq!(asks_late(&started, &keys).await.unwrap(), 1);
+    let keys = keys.into_inner().unwrap();
+    assert_eq!(keys.len(), 2);
+    assert_eq!((keys[0].0, keys[1].0), (2, 1), "the hedge asked first");
+    assert_eq!(keys[0].1, keys[1].1, "one idempotency key for the call");
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_fast_first_attempt_sends_no_hedge() {
     let (out, took, log) = run(&[(49, Then::Ok)]).await;
