@@ -349,11 +349,22 @@ async fn the_error_type_takes_the_breaker_and_the_attempt_timeout() {
     let error = behind_a_breaker(&url).await.unwrap_err();
     assert!(matches!(error, Error::Elapsed(_)), "{error:?}");
     assert!(error.is_timeout());
+    let source = std::error::Error::source(&error);
+    assert!(
+        source.is_some_and(|s| s.is::<backstop::Elapsed>()),
+        "{source:?}"
+    );
     assert_eq!(keys.lock().unwrap().len(), 2);
     // Two retryable failures opened the breaker: rejected without a request.
     let error = behind_a_breaker(&url).await.unwrap_err();
     assert!(matches!(error, Error::CircuitOpen(_)), "{error:?}");
     assert_eq!(error.classify(), Verdict::Stop);
+    let source = std::error::Error::source(&error);
+    assert!(
+        source.is_some_and(|s| s.is::<backstop::CircuitOpen>()),
+        "{source:?}"
+    );
+    assert_eq!(error.to_string(), backstop::CircuitOpen::new().to_string());
     assert_eq!(keys.lock().unwrap().len(), 2);
 }
 
@@ -377,6 +388,11 @@ async fn error_statuses_as_errors_keep_their_retry_after() {
         error.status(),
         Some(http::StatusCode::INTERNAL_SERVER_ERROR)
     );
+    assert_eq!(
+        error.to_string(),
+        "server answered 500 Internal Server Error"
+    );
+    assert!(std::error::Error::source(&error).is_none());
     assert_eq!(keys.lock().unwrap().len(), 1);
     // Boxed, it is classified through the source chain.
     let boxed: Box<dyn std::error::Error + Send + Sync> = Box::new(error);

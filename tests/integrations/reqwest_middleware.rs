@@ -22,6 +22,16 @@ fn quick() -> Policy {
         .cap(Duration::from_millis(2))
 }
 
+#[test]
+fn a_middleware_debugs_as_its_layer() {
+    let middleware = RetryMiddleware::new(&quick());
+    let text = format!("{middleware:?}");
+    assert!(
+        text.starts_with("RetryMiddleware { layer: RetryLayer"),
+        "{text}"
+    );
+}
+
 fn client(middleware: impl reqwest_middleware::Middleware) -> ClientWithMiddleware {
     ClientBuilder::new(reqwest::Client::new())
         .with(middleware)
@@ -277,17 +287,20 @@ async fn a_request_timeout_longer_than_the_time_left_shrinks_and_reports_a_timeo
 }
 
 #[tokio::test]
-async fn a_policys_attempt_timeout_applies() {
+async fn an_attempt_timeout_applies_from_the_policy_or_the_retry() {
+    let within_5s = quick().deadline(Some(Duration::from_secs(5)));
+    let by_policy = within_5s.attempt_timeout(Some(Duration::from_millis(100)));
+    cut_off_twice_then_answered(RetryMiddleware::new(&by_policy)).await;
+    let by_retry = backstop::Retry::new(&within_5s).attempt_timeout(Duration::from_millis(100));
+    cut_off_twice_then_answered(RetryMiddleware::new(by_retry)).await;
+}
+
+/// Two attempts the server never answers, each cut off by `middleware`'s
+/// attempt timeout, then a third answered.
+async fn cut_off_twice_then_answered(middleware: impl reqwest_middleware::Middleware) {
     let (url, keys) = serve(vec![(0, ""), (0, ""), (200, "")]).await;
-    let policy = quick()
-        .attempt_timeout(Some(Duration::from_millis(100)))
-        .deadline(Some(Duration::from_secs(5)));
     let started = std::time::Instant::now();
-    let response = client(RetryMiddleware::new(&policy))
-        .get(&url)
-        .send()
-        .await
-        .unwrap();
+    let response = client(middleware).get(&url).send().await.unwrap();
     assert_eq!(response.status(), 200);
     assert_eq!(keys.lock().unwrap().len(), 3);
     assert!(
@@ -369,6 +382,20 @@ async fn an_idempotent_request_slow_to_answer_is_hedged_and_a_post_is_not() {
     let response = client
         .post("http://users.internal/")
         .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.text().await.unwrap(), "answer 0");
+    assert_eq!(started.elapsed(), Duration::from_secs(60));
+
+    // Nor a PUT whose body is streamed: it cannot be sent twice.
+    network.0.store(0, std::sync::atomic::Ordering::SeqCst);
+    let started = tokio::time::Instant::now();
+    let chunks: Vec<Result<&'static [u8], std::io::Error>> = vec![Ok(b"{}")];
+    let body = reqwest::Body::wrap_stream(futures_util::stream::iter(chunks));
+    let response = client
+        .put("http://users.internal/7")
+        .body(body)
         .send()
         .await
         .unwrap();
