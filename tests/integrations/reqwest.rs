@@ -338,6 +338,13 @@ async fn an_idempotent_call_retries_a_500_502_or_504() {
 static ORDERS: backstop::limit::CircuitBreaker =
     backstop::limit::CircuitBreaker::new(2, Duration::from_secs(60));
 
+/// Whether `error`'s source is a `T`.
+fn holds<T: std::error::Error + 'static>(error: &Error) -> bool {
+    std::error::Error::source(error)
+        .and_then(|source| source.downcast_ref::<T>())
+        .is_some()
+}
+
 #[retry(attempts = 2, base = 1ms, breaker = ORDERS, attempt_timeout = 50ms, idempotent, when_ok = response_verdict)]
 async fn behind_a_breaker(url: &str) -> Result<reqwest::Response, Error> {
     within_attempt(reqwest::Client::new().get(url)).send().await
@@ -349,25 +356,13 @@ async fn the_error_type_takes_the_breaker_and_the_attempt_timeout() {
     let error = behind_a_breaker(&url).await.unwrap_err();
     assert!(matches!(error, Error::Elapsed(_)), "{error:?}");
     assert!(error.is_timeout());
-    let source = std::error::Error::source(&error);
-    assert!(
-        source
-            .and_then(|s| s.downcast_ref::<backstop::Elapsed>())
-            .is_some(),
-        "{source:?}"
-    );
+    assert!(holds::<backstop::Elapsed>(&error), "{error:?}");
     assert_eq!(keys.lock().unwrap().len(), 2);
     // Two retryable failures opened the breaker: rejected without a request.
     let error = behind_a_breaker(&url).await.unwrap_err();
     assert!(matches!(error, Error::CircuitOpen(_)), "{error:?}");
     assert_eq!(error.classify(), Verdict::Stop);
-    let source = std::error::Error::source(&error);
-    assert!(
-        source
-            .and_then(|s| s.downcast_ref::<backstop::CircuitOpen>())
-            .is_some(),
-        "{source:?}"
-    );
+    assert!(holds::<backstop::CircuitOpen>(&error), "{error:?}");
     assert_eq!(error.to_string(), backstop::CircuitOpen::new().to_string());
     assert_eq!(keys.lock().unwrap().len(), 2);
 }

@@ -102,8 +102,8 @@ pub(crate) const GRPC_TIMEOUT: ::http::HeaderName = ::http::HeaderName::from_sta
 /// assert_eq!(unavailable.classify(), Verdict::Retry);
 /// let created = http::Response::builder().status(201).body(()).unwrap();
 /// assert_eq!(created.classify(), Verdict::Stop);
-/// let unavailable = http::Response::builder().header("grpc-status", "14").body(()).unwrap();
-/// assert_eq!(unavailable.classify(), Verdict::Retry);
+/// let trailers_only = http::Response::builder().header("grpc-status", "14").body(()).unwrap();
+/// assert_eq!(trailers_only.classify(), Verdict::Retry); // UNAVAILABLE
 /// ```
 impl<B> Classify for ::http::Response<B> {
     fn classify(&self) -> Verdict {

@@ -244,26 +244,22 @@ fn a_cluster_in_motion_is_retried() {
 /// (or that says nothing of the connection) only for an idempotent call.
 #[test]
 fn an_io_error_is_retried_only_when_it_proves_nothing_was_sent() {
+    use Verdict::{Retry, RetryIfIdempotent};
     use std::io::ErrorKind as K;
-    for kind in [
-        K::NotConnected,
-        K::AddrNotAvailable,
-        K::HostUnreachable,
-        K::NetworkUnreachable,
-        K::NetworkDown,
+    for (kind, verdict) in [
+        (K::NotConnected, Retry),
+        (K::AddrNotAvailable, Retry),
+        (K::HostUnreachable, Retry),
+        (K::NetworkUnreachable, Retry),
+        (K::NetworkDown, Retry),
+        (K::ConnectionReset, RetryIfIdempotent),
+        (K::ConnectionAborted, RetryIfIdempotent),
+        (K::BrokenPipe, RetryIfIdempotent),
+        (K::UnexpectedEof, RetryIfIdempotent),
+        (K::WouldBlock, RetryIfIdempotent),
+        (K::PermissionDenied, RetryIfIdempotent),
     ] {
         let error = RedisError::from(std::io::Error::from(kind));
-        assert_eq!(error.classify(), Verdict::Retry, "{kind:?}");
-    }
-    for kind in [
-        K::ConnectionReset,
-        K::ConnectionAborted,
-        K::BrokenPipe,
-        K::UnexpectedEof,
-        K::WouldBlock,
-        K::PermissionDenied,
-    ] {
-        let error = RedisError::from(std::io::Error::from(kind));
-        assert_eq!(error.classify(), Verdict::RetryIfIdempotent, "{kind:?}");
+        assert_eq!(error.classify(), verdict, "{kind:?}");
     }
 }
