@@ -604,6 +604,107 @@ async fn a_server_going_away_is_a_transport_failure_retried_only_for_an_idempote
     }
 }
 
+/// A server that speaks just enough HTTP/2 to reset every stream a client
+/// opens, after reading its request's headers, with `reason` (an
+/// `RST_STREAM`, RFC 9113 section 6.4): the requests it read are counted.
+async fn resetting(reason: h2::Reason) -> (SocketAddr, Arc<AtomicUsize>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let requests = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&requests);
+    tokio::spawn(async move {
+        loop {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let counted = Arc::clone(&counted);
+            tokio::spawn(async move {
+                // SETTINGS (none) first, as a server's preface.
+                let _ = stream.write_all(&[0, 0, 0, 0x4, 0, 0, 0, 0, 0]).await;
+                let (mut read, mut at) = (Vec::new(), 24); // past the client's preface
+                let mut buffer = [0; 4096];
+                while let Ok(n @ 1..) = stream.read(&mut buffer).await {
+                    read.extend_from_slice(&buffer[..n]);
+                    while read.len() >= at + 9 {
+                        let len = usize::from(read[at]) << 16
+                            | usize::from(read[at + 1]) << 8
+                            | usize::from(read[at + 2]);
+                        if read[at + 3] == 0x1 {
+                            // HEADERS: reset its stream.
+                            counted.fetch_add(1, Ordering::SeqCst);
+                            let mut reset = vec![0, 0, 4, 0x3, 0];
+                            reset.extend_from_slice(&read[at + 5..at + 9]);
+                            reset.extend_from_slice(&u32::from(reason).to_be_bytes());
+                            let _ = stream.write_all(&reset).await;
+                        }
+                        at += 9 + len;
+                    }
+                }
+            });
+        }
+    });
+    (addr, requests)
+}
+
+#[tokio::test]
+async fn a_stream_the_server_resets_is_judged_by_its_reason_whichever_client_saw_it() {
+    // RFC 9113 section 7: a stream reset after the request was sent (a
+    // server's handler that failed, a proxy that gave up) may have been
+    // processed, as a connection reset may: not sure. A reset that says
+    // the exchange broke the protocol will break it again (Stop); one
+    // that says the client is sending too much is the server's "do not
+    // retry" (StopOverloaded); one that refused the stream unprocessed
+    // is safe to send again (Retry).
+    for (reason, verdict) in [
+        (h2::Reason::INTERNAL_ERROR, Verdict::RetryIfIdempotent),
+        (h2::Reason::CANCEL, Verdict::RetryIfIdempotent),
+        (h2::Reason::NO_ERROR, Verdict::RetryIfIdempotent),
+        (h2::Reason::PROTOCOL_ERROR, Verdict::Stop),
+        (h2::Reason::FRAME_SIZE_ERROR, Verdict::Stop),
+        (h2::Reason::HTTP_1_1_REQUIRED, Verdict::Stop),
+        (h2::Reason::ENHANCE_YOUR_CALM, Verdict::StopOverloaded),
+        (h2::Reason::REFUSED_STREAM, Verdict::Retry),
+    ] {
+        let (addr, _) = resetting(reason).await;
+        // A tonic client makes a status of it (gRPC's code for the reason,
+        // holding h2's error).
+        let status = say_lazy(addr).await;
+        assert_eq!(status.classify(), verdict, "{reason:?}: {status:?}");
+        // A hyper client's error, as the source chain of an error of the
+        // user's (a `Box<dyn Error>`, anyhow's) and under the tower layer.
+        let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (mut sender, connection) =
+            hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+                .await
+                .unwrap();
+        tokio::spawn(connection);
+        let request = http::Request::post("http://example.com/orders")
+            .body(String::new())
+            .unwrap();
+        let error = sender.send_request(request).await.unwrap_err();
+        assert_eq!(
+            backstop::classify::by_source_chain(&error),
+            verdict,
+            "{reason:?}: {error:?}"
+        );
+        let boxed: BoxError = Box::new(error);
+        assert_eq!(TransportErrors.verdict(&boxed), verdict, "{reason:?}");
+    }
+
+    // Through the layer on a channel: sent again only when idempotent.
+    for idempotent in [true, false] {
+        let (addr, requests) = resetting(h2::Reason::INTERNAL_ERROR).await;
+        let policy = quick().attempts(3).idempotent(idempotent);
+        let error = say(addr, &policy, "hi").await.unwrap_err();
+        assert!(format!("{error:?}").contains("INTERNAL_ERROR"), "{error:?}");
+        let sent = requests.load(Ordering::SeqCst);
+        assert_eq!(
+            sent,
+            if idempotent { 3 } else { 1 },
+            "idempotent: {idempotent}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_request_hyper_dropped_is_retried_only_for_an_idempotent_call() {
     // hyper's `Canceled`: the request was dropped by the connection (here

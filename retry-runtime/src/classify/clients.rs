@@ -31,7 +31,14 @@ use crate::{CircuitOpen, Throttled};
 ///   after the request was written, and are [`Verdict::RetryIfIdempotent`];
 ///   an error of a kind this crate classifies otherwise keeps that verdict
 ///   (an I/O error of a kind that says nothing of the connection is
-///   [`Verdict::Stop`]).
+///   [`Verdict::Stop`]);
+/// - HTTP/2's own errors are read by their reason with the feature
+///   `tonic`, which brings the `h2` crate: a stream the server refused
+///   (`REFUSED_STREAM`) is [`Verdict::Retry`], one it reset for a broken
+///   protocol [`Verdict::Stop`] (see [`source_chain`](crate::classify::source_chain)'s
+///   HTTP/2 list). Without it they are errors this crate does not know:
+///   [`Verdict::RetryIfIdempotent`], as anything after the request was
+///   written.
 ///
 /// The same verdict as the error's, boxed (`Box<dyn Error + Send + Sync>`)
 /// below a `RetryLayer::http`. With this impl the layer goes straight over

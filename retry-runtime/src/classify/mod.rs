@@ -155,6 +155,19 @@ fn may_have_been_sent(kind: io::ErrorKind) -> bool {
 /// ([`Verdict::Stop`]). [`Verdict::Stop`] when it knows none: an unknown
 /// error is not worth a retry.
 ///
+/// With the feature of a client, that client's errors too (see its
+/// `Classify` impl). With `hyper-util` or `tonic`, a request hyper
+/// dropped with its connection is [`Verdict::RetryIfIdempotent`]; with
+/// `tonic` (which brings h2), HTTP/2's errors by their reason: a stream
+/// the server refused unprocessed (`REFUSED_STREAM`) is [`Verdict::Retry`];
+/// a server going away (`GOAWAY`), or a stream it reset after a handler
+/// failed or a proxy gave up (`INTERNAL_ERROR`, `CANCEL`, a reason not
+/// named here), [`Verdict::RetryIfIdempotent`]; a stream reset for a
+/// broken protocol (`PROTOCOL_ERROR`, `FLOW_CONTROL_ERROR`,
+/// `STREAM_CLOSED`, `FRAME_SIZE_ERROR`, `COMPRESSION_ERROR`,
+/// `INADEQUATE_SECURITY`, `HTTP_1_1_REQUIRED`) [`Verdict::Stop`], and for
+/// `ENHANCE_YOUR_CALM` (the client sends too much) [`Verdict::StopOverloaded`].
+///
 /// This is how `Box<dyn Error + Send + Sync>` and (feature `anyhow`)
 /// `anyhow::Error` are classified; for an error type of your own that
 /// wraps others, use [`by_source_chain`] as `when`.
@@ -227,6 +240,8 @@ fn hyper_util_connect(error: &(dyn Error + 'static)) -> Option<Verdict> {
 /// - an HTTP/2 stream the server refused before processing it
 ///   (`REFUSED_STREAM`, RFC 9113 section 8.7): [`Verdict::Retry`], nothing
 ///   ran;
+/// - a stream the server reset for another reason (`RST_STREAM`): by its
+///   reason ([`source_chain`] lists them);
 /// - the server going away (`GOAWAY`), or a request hyper dropped
 ///   (`Canceled`, "connection closed"): [`Verdict::RetryIfIdempotent`].
 ///   A stream above the last one a server going away names was not
@@ -252,8 +267,34 @@ pub(crate) fn hyper_or_h2(error: &(dyn Error + 'static)) -> Option<Verdict> {
         if h2.is_go_away() && h2.is_remote() {
             return Some(Verdict::RetryIfIdempotent);
         }
+        if h2.is_reset() && h2.is_remote() {
+            return h2.reason().map(stream_reset);
+        }
     }
     None
+}
+
+/// The verdict on a stream the server reset (`RST_STREAM`, RFC 9113
+/// section 6.4) for `reason`, other than refusing it.
+#[cfg(feature = "tonic")]
+fn stream_reset(reason: ::h2::Reason) -> Verdict {
+    use ::h2::Reason as R;
+    match reason {
+        // The exchange broke the protocol: a retry breaks it again.
+        R::PROTOCOL_ERROR
+        | R::FLOW_CONTROL_ERROR
+        | R::STREAM_CLOSED
+        | R::FRAME_SIZE_ERROR
+        | R::COMPRESSION_ERROR
+        | R::INADEQUATE_SECURITY
+        | R::HTTP_1_1_REQUIRED => Verdict::Stop,
+        // The client is generating excessive load: the server's "do not
+        // retry".
+        R::ENHANCE_YOUR_CALM => Verdict::StopOverloaded,
+        // A handler that failed, a proxy that gave up, a stream cancelled:
+        // the request may have been processed, as with a connection reset.
+        _ => Verdict::RetryIfIdempotent,
+    }
 }
 
 /// A connection could not be made (nothing was sent): [`Verdict::Refused`]

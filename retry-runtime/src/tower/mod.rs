@@ -213,7 +213,11 @@ impl<E: Classify + 'static> Classifier<E> for TransportErrors {
 /// retry could fix becomes [`Verdict::RetryIfIdempotent`] (a reset, a
 /// broken pipe: the request may have been written and acted on); an
 /// error it does not know (hyper's "connection closed before message
-/// completed") is [`Verdict::RetryIfIdempotent`] too. The rule of
+/// completed") is [`Verdict::RetryIfIdempotent`] too. With `tonic`, an
+/// HTTP/2 stream the server reset is judged by its reason, as in any
+/// source chain ([`classify::source_chain`](crate::classify::source_chain)):
+/// not sure for a failed handler (`INTERNAL_ERROR`), [`Verdict::Stop`]
+/// for a broken protocol, [`Verdict::StopOverloaded`] for `ENHANCE_YOUR_CALM`. The rule of
 /// [`TransportErrors`], for a layer whose inner service has an error type
 /// of its own: `RetryLayer::http(Retry::new(&policy).when(transport_verdict::<TheError>))`.
 ///

@@ -62,7 +62,12 @@ use crate::classify::{Classify, Verdict};
 /// going away (`GOAWAY`) or a request hyper dropped with its connection
 /// (`CANCELLED`: hyper gives both to requests it may have sent), or a
 /// keep-alive timeout, is ambiguous (the server may have done the work)
-/// and retried only for an idempotent call.
+/// and retried only for an idempotent call. A stream the server reset
+/// (tonic's `UNKNOWN`, "transport error", holding h2's `RST_STREAM`) is
+/// judged by its reason, as the transport rule judges it: ambiguous for
+/// a failed handler or a cancelled stream (`INTERNAL_ERROR`, `CANCEL`),
+/// final for a broken protocol, and `ENHANCE_YOUR_CALM` is the server's
+/// "do not retry" ([`Verdict::StopOverloaded`]).
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
