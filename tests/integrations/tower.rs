@@ -26,13 +26,15 @@ use crate::support;
 
 type BoxError = Box<dyn StdError + Send + Sync>;
 
-/// What the server saw of one request: its method, its body, and its
-/// `idempotency-key`.
+/// What the server saw of one request: its method, its body, its
+/// trailers, and how its length was said (`content-length`'s value, or
+/// "chunked").
 #[derive(Clone, Debug)]
 struct Seen {
     method: http::Method,
     body: Bytes,
     trailers: Option<http::HeaderMap>,
+    length: String,
 }
 
 /// A hyper server on loopback answering each request, after reading its
@@ -52,6 +54,14 @@ async fn serve(script: Vec<(u16, Option<&'static str>)>) -> (SocketAddr, Arc<Mut
                 let (log, script) = (log.clone(), script.clone());
                 async move {
                     let method = request.method().clone();
+                    let headers = request.headers();
+                    let length = match headers.get(http::header::CONTENT_LENGTH) {
+                        Some(length) => length.to_str().unwrap().to_owned(),
+                        None => headers
+                            .get(http::header::TRANSFER_ENCODING)
+                            .map_or("none", |chunked| chunked.to_str().unwrap())
+                            .to_owned(),
+                    };
                     let body = request.into_body().collect().await.unwrap();
                     let trailers = body.trailers().cloned();
                     let body = body.to_bytes();
@@ -59,6 +69,7 @@ async fn serve(script: Vec<(u16, Option<&'static str>)>) -> (SocketAddr, Arc<Mut
                         method,
                         body,
                         trailers,
+                        length,
                     });
                     let (status, after) = script.lock().unwrap().next().unwrap_or((200, None));
                     let mut response = Response::builder().status(status);
@@ -955,10 +966,12 @@ async fn a_bodys_trailers_are_sent_again_with_it() {
         let inner = service_fn(move |request: Request<ReplayBody<_>>| {
             let log = log.clone();
             async move {
+                let hint = hyper::body::Body::size_hint(request.body());
+                let hint = (hint.lower(), hint.exact());
                 let body = request.into_body().collect().await?;
                 let trailers = body.trailers().cloned();
                 let mut log = log.lock().unwrap();
-                log.push((body.to_bytes(), trailers));
+                log.push((body.to_bytes(), trailers, hint));
                 Ok::<_, BoxError>(status(if log.len() < 2 { 503 } else { 200 }, None))
             }
         });
@@ -968,12 +981,81 @@ async fn a_bodys_trailers_are_sent_again_with_it() {
         assert_eq!(response.status(), StatusCode::OK);
         let seen = seen.lock().unwrap();
         assert_eq!(seen.len(), 2, "known: {known}");
-        for (body, trailers) in seen.iter() {
+        for (body, trailers, _) in seen.iter() {
             assert_eq!(body, "ab", "known: {known}");
             let trailers = trailers.as_ref().expect("trailers, each time");
             assert_eq!(trailers["x-checksum"], "7", "known: {known}");
         }
+        // Its length is never said exactly (an HTTP/1 client would send
+        // `content-length` and could not send the trailers), but at least
+        // what is kept once it is known.
+        let first = if known { (2, None) } else { (0, None) };
+        assert_eq!([seen[0].2, seen[1].2], [first, (2, None)], "known: {known}");
     }
+}
+
+#[tokio::test]
+async fn every_attempt_says_its_bodys_length_as_the_request_did() {
+    // A server may refuse a body sent without its length (a file store's
+    // upload): the layer's body says it exactly whenever the request's
+    // did, so that hyper sends `content-length`.
+    let (addr, seen) = serve(vec![(503, None)]).await;
+    let service =
+        RetryLayer::http(backstop::Retry::new(&quick()).when(hyper_verdict)).layer(client());
+    let upload = Request::put(format!("http://{addr}/files/3"))
+        .body(Full::new(Bytes::from_static(b"hello")))
+        .unwrap();
+    assert_eq!(
+        service.oneshot(upload).await.unwrap().status(),
+        StatusCode::OK
+    );
+    let lengths: Vec<String> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|s| s.length.clone())
+        .collect();
+    assert_eq!(lengths, ["5", "5"], "kept, and sent again");
+
+    // Too long to keep: streamed once, its length said all the same.
+    let (addr, seen) = serve(vec![(503, None)]).await;
+    let service = RetryLayer::http(backstop::Retry::new(&quick()).when(hyper_verdict))
+        .replay_limit(4)
+        .layer(client());
+    let upload = Request::put(format!("http://{addr}/files/3"))
+        .body(Full::new(Bytes::from_static(b"hello")))
+        .unwrap();
+    let response = service.oneshot(upload).await.unwrap();
+    assert_eq!(
+        response.status(),
+        StatusCode::SERVICE_UNAVAILABLE,
+        "not kept: sent once"
+    );
+    let seen = seen.lock().unwrap();
+    assert_eq!(
+        (seen[0].body.as_ref(), seen[0].length.as_str()),
+        (&b"hello"[..], "5")
+    );
+
+    // A stream that does not say its length is sent chunked, and its
+    // copy, kept whole, with its length.
+    let (addr, seen) = serve(vec![(503, None)]).await;
+    let service =
+        RetryLayer::http(backstop::Retry::new(&quick()).when(hyper_verdict)).layer(client());
+    let upload = Request::put(format!("http://{addr}/files/3"))
+        .body(stream(2))
+        .unwrap();
+    assert_eq!(
+        service.oneshot(upload).await.unwrap().status(),
+        StatusCode::OK
+    );
+    let lengths: Vec<String> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|s| s.length.clone())
+        .collect();
+    assert_eq!(lengths, ["chunked", "2048"]);
 }
 
 #[tokio::test]
@@ -1243,21 +1325,93 @@ async fn a_body_of_unknown_length_read_at_once_is_hedged_one_still_coming_is_sen
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_body_over_the_replay_limit_is_not_hedged() {
-    let (inner, log) = slow_service::<String>(&[1_000, 10]);
-    let service = RetryLayer::http(
-        backstop::Retry::new(&Policy::new())
-            .hedge(backstop::hedge::Hedge::after(Duration::from_millis(50))),
-    )
-    .replay_limit(2)
-    .layer(inner);
-    let request = Request::put("/users/7")
-        .body("too long".to_owned())
+async fn a_body_over_the_replay_limit_is_not_hedged_and_one_at_it_is() {
+    // "too long": 8 bytes.
+    for (limit, attempts, took) in [(2, 1, 1_000), (7, 1, 1_000), (8, 2, 60)] {
+        let (inner, log) = slow_service::<String>(&[1_000, 10]);
+        let service = RetryLayer::http(
+            backstop::Retry::new(&Policy::new())
+                .hedge(backstop::hedge::Hedge::after(Duration::from_millis(50))),
+        )
+        .replay_limit(limit)
+        .layer(inner);
+        let request = Request::put("/users/7")
+            .body("too long".to_owned())
+            .unwrap();
+        let start = tokio::time::Instant::now();
+        let _ = service.oneshot(request).await.unwrap();
+        assert_eq!(
+            start.elapsed(),
+            Duration::from_millis(took),
+            "limit {limit}"
+        );
+        assert_eq!(log.lock().unwrap().len(), attempts, "limit {limit}");
+    }
+}
+
+/// A body that says its length and comes later, in two chunks (a proxied
+/// request's body, still arriving).
+struct Arriving {
+    at: std::pin::Pin<Box<tokio::time::Sleep>>,
+    chunks: std::collections::VecDeque<Bytes>,
+}
+
+impl Arriving {
+    fn new(after: Duration) -> Self {
+        Self {
+            at: Box::pin(tokio::time::sleep(after)),
+            chunks: [Bytes::from_static(b"a"), Bytes::from_static(b"b")].into(),
+        }
+    }
+}
+
+impl hyper::body::Body for Arriving {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        std::task::ready!(std::future::Future::poll(self.at.as_mut(), cx));
+        std::task::Poll::Ready(self.chunks.pop_front().map(|chunk| Ok(Frame::data(chunk))))
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        hyper::body::SizeHint::with_exact(2)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_body_that_says_it_fits_is_waited_for_and_sent_again_after_a_server_read_part_of_it() {
+    // A server may answer before it read the whole body: one that says it
+    // fits is read whole before the first attempt, however long it takes
+    // to come, so that it can be sent again.
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let inner = service_fn(move |request: Request<ReplayBody<Arriving>>| {
+        let log = log.clone();
+        async move {
+            let mut body = request.into_body();
+            let first = log.lock().unwrap().is_empty();
+            let read = if first {
+                // One chunk, then 503.
+                let frame = body.frame().await.unwrap()?;
+                frame.into_data().unwrap()
+            } else {
+                body.collect().await?.to_bytes()
+            };
+            log.lock().unwrap().push(read);
+            Ok::<_, BoxError>(status(if first { 503 } else { 200 }, None))
+        }
+    });
+    let service = RetryLayer::http(&Policy::new()).layer(inner);
+    let upload = Request::put("/files/3")
+        .body(Arriving::new(Duration::from_millis(5)))
         .unwrap();
-    let start = tokio::time::Instant::now();
-    let _ = service.oneshot(request).await.unwrap();
-    assert_eq!(start.elapsed(), Duration::from_secs(1));
-    assert_eq!(log.lock().unwrap().len(), 1);
+    let response = service.oneshot(upload).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(*seen.lock().unwrap(), ["a", "ab"]);
 }
 
 #[tokio::test(start_paused = true)]

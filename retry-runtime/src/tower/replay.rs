@@ -60,6 +60,7 @@ impl HttpBodies {
 /// use http_body::Body;
 /// let body: ReplayBody<String> = ReplayBody::from_bytes("hello".into());
 /// assert_eq!(body.size_hint().exact(), Some(5));
+/// assert_eq!(format!("{body:?}"), r#"ReplayBody { kind: "kept" }"#);
 /// ```
 pub struct ReplayBody<B: Body> {
     kind: Kind<B>,
