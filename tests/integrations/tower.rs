@@ -1031,7 +1031,7 @@ async fn every_attempt_says_its_bodys_length_as_the_request_did() {
         StatusCode::SERVICE_UNAVAILABLE,
         "not kept: sent once"
     );
-    let seen = seen.lock().unwrap();
+    let seen = seen.lock().unwrap().clone();
     assert_eq!(
         (seen[0].body.as_ref(), seen[0].length.as_str()),
         (&b"hello"[..], "5")
