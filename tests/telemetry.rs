@@ -1263,6 +1263,11 @@ fn many_layers_built_at_one_place_are_warned_about_once_in_debug_builds() {
             for _ in 0..250 {
                 drop(RetryLayer::new(&policy));
             }
+            // One layer called many times is one layer: no warning.
+            let once = RetryLayer::new(&policy).layer(inner);
+            for _ in 0..250 {
+                once.clone().oneshot(1).await.unwrap();
+            }
             // Sharing a budget is the fix: no warning, however many.
             for _ in 0..250 {
                 let service = RetryLayer::new(backstop::Retry::new(&policy).budget(&SHARED));

@@ -555,6 +555,54 @@ async fn each_retry_waits_for_the_service_to_be_ready_again() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_request_that_is_not_http_is_idempotent_only_if_the_policy_says_so() {
+    // A reset after the request was sent: the work may have been done.
+    for (idempotent, calls) in [(false, 1), (true, 3)] {
+        let inner = Counted::new(|_, _: u32| {
+            Box::pin(std::future::ready(Err::<u32, _>(
+                std::io::ErrorKind::ConnectionReset.into(),
+            )))
+        });
+        let policy = Policy::new().idempotent(idempotent);
+        let service = RetryLayer::new(&policy).layer(inner.clone());
+        let error = service.oneshot(7).await.unwrap_err();
+        assert_eq!(error.kind(), std::io::ErrorKind::ConnectionReset);
+        assert_eq!(
+            inner.calls.load(Ordering::Relaxed),
+            calls,
+            "idempotent: {idempotent}"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_layer_its_service_and_a_calls_future_say_what_they_are() {
+    let policy = Policy::new().attempts(2);
+    let layer = RetryLayer::new(backstop::Retry::new(&policy).name("orders"));
+    let said = format!("{layer:?}");
+    assert!(said.starts_with("RetryLayer { policy: Policy {"), "{said}");
+    assert!(
+        said.contains("requests: Cloned, name: \"orders\""),
+        "{said}"
+    );
+    let mut service = layer.layer(tower::service_fn(|n: u32| async move {
+        Ok::<_, std::io::Error>(n)
+    }));
+    let said = format!("{service:?}");
+    assert!(
+        said.starts_with("RetryService { inner: ServiceFn"),
+        "{said}"
+    );
+    assert!(
+        said.contains("layer: RetryLayer { policy: Policy {"),
+        "{said}"
+    );
+    let call = tower::Service::call(service.ready().await.unwrap(), 7);
+    assert_eq!(format!("{call:?}"), "ResponseFuture { .. }");
+    assert_eq!(call.await.unwrap(), 7);
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_layers_own_token_budget_is_shared_by_its_services_and_not_by_other_layers() {
     let policy = Policy::new().base(Duration::from_nanos(1));
     let layer = RetryLayer::new(&policy);
@@ -1600,6 +1648,52 @@ async fn layers_built_per_request_share_their_destinations_token_budget() {
     assert!(
         (30..=40).contains(&sent),
         "30 calls, a few retries while the destination's budget lasted: {sent}"
+    );
+}
+
+static TOWER_BUDGET_PER_HOST: backstop::limit::Keyed<TokenBudget> =
+    backstop::limit::Keyed::new(TokenBudget::standard());
+
+/// A token budget kept per key, given to the layer: each destination
+/// draws on its own, and one that fails every request spends only its own.
+#[tokio::test(start_paused = true)]
+async fn a_token_budget_kept_per_key_is_spent_by_the_destination_that_fails_only() {
+    let sent = Arc::new(Mutex::new(Vec::new()));
+    let log = sent.clone();
+    let inner = service_fn(move |request: Request<ReplayBody<String>>| {
+        let host = request.uri().host().unwrap().to_owned();
+        let failing = host == "down.test" || log.lock().unwrap().last() != Some(&host);
+        log.lock().unwrap().push(host);
+        let status = if failing { 503 } else { 200 };
+        async move { Ok::<_, std::io::Error>(Response::builder().status(status).body(()).unwrap()) }
+    });
+    let service =
+        RetryLayer::http(backstop::Retry::new(&Policy::new()).budget(&TOWER_BUDGET_PER_HOST))
+            .layer(inner);
+    let to = |uri: &str| Request::get(uri).body(String::new()).unwrap();
+    // Thirty calls to a host that is down spend its budget: few retries.
+    for _ in 0..30 {
+        let response = service
+            .clone()
+            .oneshot(to("http://down.test/"))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 503);
+    }
+    let down = sent.lock().unwrap().len();
+    assert!((30..=40).contains(&down), "{down}");
+    // Another host, failing once then answering, still has its own: the
+    // failure is retried.
+    let response = service
+        .clone()
+        .oneshot(to("http://up.test/"))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        sent.lock().unwrap().len(),
+        down + 2,
+        "retried on its own budget"
     );
 }
 
