@@ -656,3 +656,81 @@ fn a_token_budget_and_an_adaptive_throttle_from_toml() {
         assert!(error.contains(expected), "{json}: {error}");
     }
 }
+
+#[test]
+fn each_limit_of_the_configuration_is_taken_and_just_past_it_refused() {
+    use backstop::config::AdaptiveThrottleConfig;
+    fn refused<T: for<'de> Deserialize<'de>>(text: &str, reason: &str) {
+        match toml::from_str::<T>(text) {
+            Ok(_) => panic!("{text}: taken"),
+            Err(error) => assert!(error.to_string().contains(reason), "{text}: {error}"),
+        }
+    }
+    fn taken<T: for<'de> Deserialize<'de>>(text: &str) {
+        if let Err(error) = toml::from_str::<T>(text) {
+            panic!("{text}: {error}");
+        }
+    }
+    // A factor of 1 would be a fixed schedule.
+    refused::<Policy>(
+        "factor = 1.0",
+        "`factor` must be a finite number greater than 1",
+    );
+    taken::<Policy>("factor = 1.01");
+    // A cap may equal the base.
+    taken::<Policy>("base = \"1s\"\ncap = \"1s\"");
+    refused::<Policy>("base = \"1001ms\"\ncap = \"1s\"", "`base`");
+    // A windowed budget lets a share of calls retry: none is no budget.
+    let budget = "min_per_sec = 5\nttl = \"10s\"";
+    refused::<WindowBudgetConfig>(
+        &format!("ratio = 0.0\n{budget}"),
+        "`ratio` must be in (0, 1]",
+    );
+    taken::<WindowBudgetConfig>(&format!("ratio = 1.0\n{budget}"));
+    refused::<WindowBudgetConfig>(
+        &format!("ratio = 1.01\n{budget}"),
+        "`ratio` must be in (0, 1]",
+    );
+    // An adaptive throttle's window: at least eight slots of a microsecond.
+    taken::<AdaptiveThrottleConfig>("k = 2.0\nwindow = \"8us\"");
+    refused::<AdaptiveThrottleConfig>("k = 2.0\nwindow = \"7us\"", "`window` must be at least 8us");
+    // A breaker's break may grow no further than it starts.
+    let growing = "failure_threshold = 1\ncooldown = \"1s\"\ngrowing = 2";
+    taken::<BreakerConfig>(&format!("{growing}\nlongest = \"1s\""));
+    refused::<BreakerConfig>(
+        &format!("{growing}\nlongest = \"999ms\""),
+        "`longest` must be at least `cooldown`",
+    );
+    // A ratio breaker's sampling: half a second at least.
+    let ratio = "failure_ratio = 0.5\nminimum_throughput = 4\ncooldown = \"1s\"";
+    taken::<BreakerConfig>(&format!("{ratio}\nsampling = \"500ms\""));
+    refused::<BreakerConfig>(
+        &format!("{ratio}\nsampling = \"499ms\""),
+        "`sampling` must be at least 500ms",
+    );
+}
+
+#[test]
+fn a_number_without_its_digits_or_with_two_points_is_not_a_duration() {
+    use backstop::config::parse_duration;
+    for text in [".5s", "1.2.3s", "ms", "s1"] {
+        let error = parse_duration(text).unwrap_err();
+        assert!(
+            error.contains("is not a duration such as"),
+            "{text}: {error}"
+        );
+    }
+    // A duration given as a number is refused with what is expected.
+    for text in ["attempt_timeout = 5", "base = 5"] {
+        let error = toml::from_str::<Policy>(text).unwrap_err().to_string();
+        assert!(
+            error.contains("a duration with a unit, as a string such as \"250ms\""),
+            "{text}: {error}"
+        );
+    }
+    let error = toml::from_str::<Policy>("attempt_timeout = 5")
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("`attempt_timeout`"), "{error}");
+    assert!(error.contains("or \"none\""), "{error}");
+}
