@@ -293,3 +293,34 @@ fn a_dependency_that_says_it_is_overloaded_is_shed_and_one_that_answers_is_not()
     // A bad request is an answer: every call reaches the dependency.
     assert_eq!((invalid_calls.get(), shed.1), (1000, 0));
 }
+
+static PER_SHARD: backstop::limit::Keyed<AdaptiveThrottle> =
+    backstop::limit::Keyed::new(AdaptiveThrottle::new(2.0, Duration::from_secs(60)));
+
+#[retry(attempts = 1, throttle = PER_SHARD, key = shard, budget = none)]
+fn on_shard(shard: &str, calls: &Cell<u32>) -> Result<(), ApiError> {
+    calls.set(calls.get() + 1);
+    if shard == "down" {
+        Err(ApiError::Refused)
+    } else {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_throttle_kept_per_key_sheds_the_calls_of_the_key_that_is_refused_only() {
+    let _vt = VirtualTime::start();
+    seed_jitter(7);
+    let calls = Cell::new(0);
+    let shed = (0..1000)
+        .filter(|_| on_shard("down", &calls) == Err(ApiError::Shed))
+        .count();
+    assert_eq!(calls.get() as usize + shed, 1000);
+    assert!(shed > 900, "{shed} shed");
+    // Another shard, answering, has its own throttle: nothing is shed.
+    calls.set(0);
+    for _ in 0..1000 {
+        assert_eq!(on_shard("up", &calls), Ok(()));
+    }
+    assert_eq!(calls.get(), 1000);
+}

@@ -631,7 +631,9 @@ impl IntoThrottle for Keyed<AdaptiveThrottle> {}
 ///     retry: Retry<'static, ByClassify, NeverRetry, Static<CircuitBreaker>, Ignore, Ignore, NoTimeout, NoThrottle>,
 /// }
 /// let ledger = Ledger { retry: Retry::new(&POLICY).breaker(&LEDGER) };
-/// # let _ = ledger.retry;
+/// // Shown as what it holds.
+/// let shown = format!("{:?}", ledger.retry);
+/// assert!(shown.contains("breaker: CircuitBreaker {"), "{shown}");
 /// ```
 pub struct Static<T: 'static>(&'static T);
 
@@ -1466,8 +1468,6 @@ pub(crate) mod sealed {
 pub(crate) mod steps {
     use std::time::Duration;
 
-    use crate::limit::adaptive::AdaptiveThrottle;
-    use crate::limit::breaker::CircuitBreaker;
     #[cfg(all(
         any(feature = "tokio", feature = "async-io", feature = "custom-timer"),
         not(loom)
@@ -1524,14 +1524,6 @@ pub(crate) mod steps {
         /// The limit of each attempt, if any.
         #[doc(hidden)]
         fn timeout(&self) -> Option<Duration>;
-
-        /// The breaker of a call keyed `key`, if any.
-        #[doc(hidden)]
-        fn breaker(&self, key: Option<u64>) -> Option<&'static CircuitBreaker>;
-
-        /// The adaptive throttle of a call keyed `key`, if any.
-        #[doc(hidden)]
-        fn throttle(&self, key: Option<u64>) -> Option<&'static AdaptiveThrottle>;
 
         /// How the loop hedges, if it does.
         #[cfg(all(
@@ -1652,14 +1644,6 @@ where
 
     fn timeout(&self) -> Option<Duration> {
         self.timeout.limit()
-    }
-
-    fn breaker(&self, key: Option<u64>) -> Option<&'static CircuitBreaker> {
-        self.breaker.breaker(key)
-    }
-
-    fn throttle(&self, key: Option<u64>) -> Option<&'static AdaptiveThrottle> {
-        self.throttle.throttle(key)
     }
 
     #[cfg(all(

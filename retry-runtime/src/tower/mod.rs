@@ -217,9 +217,9 @@ impl<E: Classify + 'static> Classifier<E> for TransportErrors {
 /// HTTP/2 stream the server reset is judged by its reason, as in any
 /// source chain ([`classify::source_chain`](crate::classify::source_chain)):
 /// not sure for a failed handler (`INTERNAL_ERROR`), [`Verdict::Stop`]
-/// for a broken protocol, [`Verdict::StopOverloaded`] for `ENHANCE_YOUR_CALM`. The rule of
-/// [`TransportErrors`], for a layer whose inner service has an error type
-/// of its own: `RetryLayer::http(Retry::new(&policy).when(transport_verdict::<TheError>))`.
+/// for a broken protocol, [`Verdict::StopOverloaded`] for
+/// `ENHANCE_YOUR_CALM`. The rule of [`TransportErrors`], for a layer whose
+/// inner service has an error type of its own: `RetryLayer::http(Retry::new(&policy).when(transport_verdict::<TheError>))`.
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;

@@ -324,3 +324,70 @@ async fn the_attempts_the_driver_sends_are_counted_by_its_adaptive_throttle() {
     assert!(shed.get() >= 10, "shed {} of 40", shed.get());
     assert_eq!(sent.get() + shed.get(), 40);
 }
+
+/// A throttle kept per key, given to a closure's loop with the call's key:
+/// the key whose dependency refuses is shed, another key's calls are not.
+#[tokio::test(start_paused = true)]
+async fn a_throttle_kept_per_key_sheds_the_calls_of_the_key_that_is_refused_only() {
+    static PER_SHARD: backstop_runtime::limit::Keyed<AdaptiveThrottle> =
+        backstop_runtime::limit::Keyed::new(AdaptiveThrottle::standard());
+    let policy = quiet().attempts(1);
+    let shed = Cell::new(0);
+    for _ in 0..40 {
+        let out: Result<(), Error> = Retry::new(&policy)
+            .throttle(&PER_SHARD)
+            .key("down")
+            .call_async(|| async { Err(ErrorKind::ConnectionRefused.into()) })
+            .await;
+        let error = out.unwrap_err();
+        if error
+            .get_ref()
+            .and_then(|e| e.downcast_ref::<Throttled>())
+            .is_some()
+        {
+            shed.set(shed.get() + 1);
+        }
+    }
+    assert!(shed.get() >= 10, "shed {} of 40", shed.get());
+    let now = Instant::now().into_std();
+    assert!(PER_SHARD.get("down").rejection_probability_at(now) > 0.5);
+    for _ in 0..40 {
+        let out: Result<(), Error> = Retry::new(&policy)
+            .throttle(&PER_SHARD)
+            .key("up")
+            .call_async(|| async { Ok(()) })
+            .await;
+        assert!(out.is_ok(), "{out:?}");
+    }
+    let up = PER_SHARD.get("up").rejection_probability_at(now);
+    assert!(
+        up < 0.01,
+        "the answering key's own throttle sheds nothing: {up}"
+    );
+}
+
+/// An attempt timeout given as an `Option` (as a policy from configuration
+/// holds it): `None` lets an attempt run as long as it takes, `Some` cuts
+/// it off.
+#[tokio::test(start_paused = true)]
+async fn an_attempt_timeout_of_none_is_no_limit_and_of_some_is_one() {
+    let policy = quiet().attempts(1);
+    let out: Result<u8, Error> = Retry::new(&policy)
+        .attempt_timeout(None::<Duration>)
+        .call_async(|| async {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            Ok(7)
+        })
+        .await;
+    assert_eq!(out.unwrap(), 7);
+    let started = Instant::now();
+    let out: Result<u8, Error> = Retry::new(&policy)
+        .attempt_timeout(Some(Duration::from_millis(10)))
+        .call_async(|| async {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            Ok(7)
+        })
+        .await;
+    assert_eq!(out.unwrap_err().kind(), ErrorKind::TimedOut);
+    assert_eq!(Instant::now() - started, Duration::from_millis(10));
+}
