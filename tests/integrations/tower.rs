@@ -1042,68 +1042,57 @@ async fn a_bodys_trailers_are_sent_again_with_it() {
     }
 }
 
+/// A `PUT` of `body` through the layer, keeping up to `limit` bytes, to
+/// a server that answers 503 then 200: the status the call returned, and
+/// how each attempt said its length.
+async fn put_lengths<B>(body: B, limit: usize) -> (StatusCode, Vec<String>)
+where
+    B: hyper::body::Body<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: Into<BoxError> + Send + Sync + std::fmt::Debug,
+{
+    let (addr, seen) = serve(vec![(503, None)]).await;
+    let service = RetryLayer::http(backstop::Retry::new(&quick()).when(hyper_verdict))
+        .replay_limit(limit)
+        .layer(client());
+    let upload = Request::put(format!("http://{addr}/files/3"))
+        .body(body)
+        .unwrap();
+    let status = service.oneshot(upload).await.unwrap().status();
+    let lengths = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|s| s.length.clone())
+        .collect();
+    (status, lengths)
+}
+
 #[tokio::test]
 async fn every_attempt_says_its_bodys_length_as_the_request_did() {
     // A server may refuse a body sent without its length (a file store's
     // upload): the layer's body says it exactly whenever the request's
     // did, so that hyper sends `content-length`.
-    let (addr, seen) = serve(vec![(503, None)]).await;
-    let service =
-        RetryLayer::http(backstop::Retry::new(&quick()).when(hyper_verdict)).layer(client());
-    let upload = Request::put(format!("http://{addr}/files/3"))
-        .body(Full::new(Bytes::from_static(b"hello")))
-        .unwrap();
+    let hello = || Full::new(Bytes::from_static(b"hello"));
     assert_eq!(
-        service.oneshot(upload).await.unwrap().status(),
-        StatusCode::OK
+        put_lengths(hello(), 1024).await,
+        (StatusCode::OK, vec!["5".to_owned(), "5".to_owned()]),
+        "kept, and sent again"
     );
-    let lengths: Vec<String> = seen
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|s| s.length.clone())
-        .collect();
-    assert_eq!(lengths, ["5", "5"], "kept, and sent again");
-
     // Too long to keep: streamed once, its length said all the same.
-    let (addr, seen) = serve(vec![(503, None)]).await;
-    let service = RetryLayer::http(backstop::Retry::new(&quick()).when(hyper_verdict))
-        .replay_limit(4)
-        .layer(client());
-    let upload = Request::put(format!("http://{addr}/files/3"))
-        .body(Full::new(Bytes::from_static(b"hello")))
-        .unwrap();
-    let response = service.oneshot(upload).await.unwrap();
     assert_eq!(
-        response.status(),
-        StatusCode::SERVICE_UNAVAILABLE,
+        put_lengths(hello(), 4).await,
+        (StatusCode::SERVICE_UNAVAILABLE, vec!["5".to_owned()]),
         "not kept: sent once"
     );
-    let seen = seen.lock().unwrap().clone();
-    assert_eq!(
-        (seen[0].body.as_ref(), seen[0].length.as_str()),
-        (&b"hello"[..], "5")
-    );
-
     // A stream that does not say its length is sent chunked, and its
     // copy, kept whole, with its length.
-    let (addr, seen) = serve(vec![(503, None)]).await;
-    let service =
-        RetryLayer::http(backstop::Retry::new(&quick()).when(hyper_verdict)).layer(client());
-    let upload = Request::put(format!("http://{addr}/files/3"))
-        .body(stream(2))
-        .unwrap();
     assert_eq!(
-        service.oneshot(upload).await.unwrap().status(),
-        StatusCode::OK
+        put_lengths(stream(2), 4096).await,
+        (
+            StatusCode::OK,
+            vec!["chunked".to_owned(), "2048".to_owned()]
+        )
     );
-    let lengths: Vec<String> = seen
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|s| s.length.clone())
-        .collect();
-    assert_eq!(lengths, ["chunked", "2048"]);
 }
 
 #[tokio::test]

@@ -291,6 +291,14 @@ fn a_sync_call_retries_at_one_layer_only_in_every_attempt() {
     assert_eq!((outer.get(), inner.get()), (2, 3), "the inner retried");
 }
 
+/// Whether `error` is an adaptive throttle's: an attempt shed unsent.
+fn is_shed(error: &Error) -> bool {
+    error
+        .get_ref()
+        .and_then(|e| e.downcast_ref::<Throttled>())
+        .is_some()
+}
+
 /// The driver tells an adaptive throttle of each attempt it sends, as the
 /// attribute's loop does: calls whose dependency refuses them all raise
 /// its rejection probability by themselves, and later calls are shed
@@ -309,11 +317,7 @@ async fn the_attempts_the_driver_sends_are_counted_by_its_adaptive_throttle() {
             })
             .await;
         let error = out.unwrap_err();
-        if error
-            .get_ref()
-            .and_then(|e| e.downcast_ref::<Throttled>())
-            .is_some()
-        {
+        if is_shed(&error) {
             shed.set(shed.get() + 1);
         } else {
             assert_eq!(error.kind(), ErrorKind::ConnectionRefused);
@@ -339,12 +343,7 @@ async fn a_throttle_kept_per_key_sheds_the_calls_of_the_key_that_is_refused_only
             .key("down")
             .call_async(|| async { Err(ErrorKind::ConnectionRefused.into()) })
             .await;
-        let error = out.unwrap_err();
-        if error
-            .get_ref()
-            .and_then(|e| e.downcast_ref::<Throttled>())
-            .is_some()
-        {
+        if is_shed(&out.unwrap_err()) {
             shed.set(shed.get() + 1);
         }
     }
