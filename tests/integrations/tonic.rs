@@ -1043,3 +1043,78 @@ async fn a_server_called_inside_an_attempt_in_process_handles_its_request_as_ove
         "-1"
     );
 }
+
+#[test]
+fn tonics_own_timeout_is_ambiguous_even_relayed_without_its_source_and_another_cancel_is_final() {
+    // A status that crossed a hop keeps its code and message, not its
+    // source: tonic's client-side timeout is known by both.
+    let relayed = Status::cancelled(tonic::TimeoutExpired(()).to_string());
+    assert_eq!(
+        relayed.classify(),
+        Verdict::RetryIfIdempotent,
+        "{relayed:?}"
+    );
+    let gone = Status::cancelled("the caller went away");
+    assert_eq!(gone.classify(), Verdict::Stop);
+    let other = Status::unknown(tonic::TimeoutExpired(()).to_string());
+    assert_eq!(
+        other.classify(),
+        Verdict::Stop,
+        "the message under another code"
+    );
+}
+
+#[test]
+fn within_attempt_shortens_a_longer_grpc_timeout_and_keeps_a_shorter_one() {
+    use backstop::tonic::within_attempt;
+    let _vt = backstop::testing::VirtualTime::start();
+    let policy = Policy::new().deadline(Some(Duration::from_secs(2)));
+    let with = |own: &str| {
+        let mut request = tonic::Request::new(());
+        request
+            .metadata_mut()
+            .insert("grpc-timeout", own.parse().unwrap());
+        let request = within_attempt(request);
+        request
+            .metadata()
+            .get("grpc-timeout")
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_owned()
+    };
+    let timeouts = backstop::call(&policy, || {
+        Ok::<_, std::io::Error>([with("10S"), with("1S"), with("2S")])
+    });
+    assert_eq!(timeouts.unwrap(), ["2000000u", "1S", "2S"]);
+}
+
+/// A service that is never ready: it says so with an error.
+#[derive(Clone)]
+struct NeverReady;
+
+impl tower::Service<http::Request<()>> for NeverReady {
+    type Response = http::Response<()>;
+    type Error = std::io::Error;
+    type Future = std::future::Ready<Result<http::Response<()>, std::io::Error>>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), std::io::Error>> {
+        std::task::Poll::Ready(Err(std::io::ErrorKind::BrokenPipe.into()))
+    }
+
+    fn call(&mut self, _: http::Request<()>) -> Self::Future {
+        unreachable!("never ready")
+    }
+}
+
+#[tokio::test]
+async fn the_server_layer_is_ready_when_its_service_is() {
+    use backstop::tonic::ServerLayer;
+    use tower::ServiceExt;
+    let mut serving = ServerLayer.layer(NeverReady);
+    let error = serving.ready().await.err().expect("not ready");
+    assert_eq!(error.kind(), std::io::ErrorKind::BrokenPipe);
+}
