@@ -23,17 +23,18 @@ fn on_retry(event: &RetryEvent<'_, u16, Error>) {
         Err(e) => format!("error {:?}", e.kind()),
     };
     log(format!(
-        "retry after attempt {}: {what}, {:?}, sleep {:?}, at {:?}",
+        "retry after attempt {}: {what}, {:?}, sleep {:?}, at {:?}, {} hedges",
         event.attempt(),
         event.verdict(),
         event.delay(),
-        event.elapsed()
+        event.elapsed(),
+        event.hedges()
     ));
 }
 
 #[retry(attempts = 4, jitter = none, budget = none, when_ok = |s: &u16| *s == 503,
         on_retry = on_retry,
-        on_give_up = |e: &GiveUpEvent<'_, u16, Error>| log(format!("gave up: {:?} after {}", e.reason(), e.attempts())))]
+        on_give_up = |e: &GiveUpEvent<'_, u16, Error>| log(format!("gave up: {:?} after {} ({} hedges) at {:?}", e.reason(), e.attempts(), e.hedges(), e.elapsed())))]
 fn fetch(answers: &mut Vec<Result<u16, Error>>) -> Result<u16, Error> {
     answers.remove(0)
 }
@@ -46,8 +47,8 @@ fn every_retry_is_reported_with_its_outcome_verdict_and_delay() {
     assert_eq!(
         take_log(),
         [
-            "retry after attempt 1: error ConnectionRefused, Refused, sleep 100ms, at 0ns",
-            "retry after attempt 2: status 503, Retry, sleep 200ms, at 100ms",
+            "retry after attempt 1: error ConnectionRefused, Refused, sleep 100ms, at 0ns, 0 hedges",
+            "retry after attempt 2: status 503, Retry, sleep 200ms, at 100ms, 0 hedges",
         ]
     );
 }
@@ -59,11 +60,11 @@ fn a_give_up_is_reported_with_its_reason() {
     assert_eq!(fetch(&mut answers).unwrap(), 503);
     let log = take_log();
     assert_eq!(log.len(), 4);
-    assert_eq!(log[3], "gave up: Attempts after 4");
+    assert_eq!(log[3], "gave up: Attempts after 4 (0 hedges) at 700ms");
 
     let mut answers = vec![Err(ErrorKind::PermissionDenied.into())];
     let _ = fetch(&mut answers);
-    assert_eq!(take_log(), ["gave up: Stopped after 1"]);
+    assert_eq!(take_log(), ["gave up: Stopped after 1 (0 hedges) at 0ns"]);
 }
 
 #[retry(attempts = 3, jitter = none, budget = none,
