@@ -184,17 +184,22 @@ async fn go_away(mut stream: tokio::net::TcpStream) {
 
 /// Whether `read` (a client's preface and frames) holds a HEADERS frame.
 fn has_headers(read: &[u8]) -> bool {
-    let mut at = 24; // the preface
-    while read.len() >= at + 9 {
-        let len = usize::from(read[at]) << 16
-            | usize::from(read[at + 1]) << 8
-            | usize::from(read[at + 2]);
-        if read[at + 3] == 0x1 {
-            return true;
+    !headers_frames(read, &mut 24).is_empty() // past the preface
+}
+
+/// The streams of the HEADERS frames whose frame header `read` holds from
+/// `at` on (a frame's start), `at` moved past the frames read.
+fn headers_frames(read: &[u8], at: &mut usize) -> Vec<[u8; 4]> {
+    let mut streams = Vec::new();
+    while read.len() >= *at + 9 {
+        let frame = &read[*at..*at + 9];
+        let len = usize::from(frame[0]) << 16 | usize::from(frame[1]) << 8 | usize::from(frame[2]);
+        if frame[3] == 0x1 {
+            streams.push([frame[5], frame[6], frame[7], frame[8]]);
         }
-        at += 9 + len;
+        *at += 9 + len;
     }
-    false
+    streams
 }
 
 /// Retrying at once: the loopback tests take milliseconds.
@@ -624,19 +629,12 @@ async fn resetting(reason: h2::Reason) -> (SocketAddr, Arc<AtomicUsize>) {
                 let mut buffer = [0; 4096];
                 while let Ok(n @ 1..) = stream.read(&mut buffer).await {
                     read.extend_from_slice(&buffer[..n]);
-                    while read.len() >= at + 9 {
-                        let len = usize::from(read[at]) << 16
-                            | usize::from(read[at + 1]) << 8
-                            | usize::from(read[at + 2]);
-                        if read[at + 3] == 0x1 {
-                            // HEADERS: reset its stream.
-                            counted.fetch_add(1, Ordering::SeqCst);
-                            let mut reset = vec![0, 0, 4, 0x3, 0];
-                            reset.extend_from_slice(&read[at + 5..at + 9]);
-                            reset.extend_from_slice(&u32::from(reason).to_be_bytes());
-                            let _ = stream.write_all(&reset).await;
-                        }
-                        at += 9 + len;
+                    for opened in headers_frames(&read, &mut at) {
+                        counted.fetch_add(1, Ordering::SeqCst);
+                        let mut reset = vec![0, 0, 4, 0x3, 0];
+                        reset.extend_from_slice(&opened);
+                        reset.extend_from_slice(&u32::from(reason).to_be_bytes());
+                        let _ = stream.write_all(&reset).await;
                     }
                 }
             });
