@@ -306,6 +306,31 @@ async fn a_429_with_retry_after_is_honoured() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_response_kept_through_the_sleep_is_dropped_with_the_call() {
+    // The layer keeps a retried response through its sleep (returned if
+    // the retry cannot be made). A caller that gives up during the sleep
+    // drops the call, and the response with it (its connection, in a real
+    // client, released at once).
+    let alive = Arc::new(());
+    let held = alive.clone();
+    let inner = service_fn(move |_: Request<ReplayBody<String>>| {
+        let response = Response::builder().status(503).body(held.clone()).unwrap();
+        async move { Ok::<_, BoxError>(response) }
+    });
+    let policy = Policy::new()
+        .base(Duration::from_secs(1))
+        .jitter(backstop::Jitter::None)
+        .no_budget();
+    let service = RetryLayer::http(&policy).layer(inner);
+    let call = service.clone().oneshot(get());
+    let out = tokio::time::timeout(Duration::from_millis(500), call).await;
+    assert!(out.is_err(), "the caller gave up during the sleep");
+    // Ours and the service's: the response's is gone.
+    assert_eq!(Arc::strong_count(&alive), 2);
+    drop(service);
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_retry_after_past_the_deadline_gives_up_at_once() {
     let (inner, calls) = scripted(vec![status(503, Some("60"))]);
     let policy = Policy::new().deadline(Some(Duration::from_secs(5)));

@@ -177,6 +177,30 @@ impl<K, H> Phase<K, H> {
     }
 }
 
+/// A [`Drive`]'s phase, dropped by a check inline when it holds nothing
+/// (the call is over, or never started an attempt): a call that ended
+/// pays no call to the phase's drop glue.
+struct Slot<K, H>(std::mem::ManuallyDrop<Phase<K, H>>);
+
+impl<K, H> Drop for Slot<K, H> {
+    #[inline]
+    fn drop(&mut self) {
+        if !matches!(
+            *self.0,
+            Phase::Start | Phase::Next | Phase::Attempt(None) | Phase::Done
+        ) {
+            drop_held(&mut self.0);
+        }
+    }
+}
+
+/// Drops what a phase holds (a timer, a round, a kept outcome): a call
+/// cancelled, or dropped while it sleeps.
+#[inline(never)]
+fn drop_held<K, H>(phase: &mut Phase<K, H>) {
+    drop(std::mem::replace(phase, Phase::Done));
+}
+
 /// A call, made at the first poll of its [`Drive`], as an `async fn`'s
 /// locals are: the call starts then (its clock chosen, its span entered, its
 /// deadline counted), and a future never polled is no call.
@@ -251,7 +275,7 @@ pin_project_lite::pin_project! {
         // Whether the call may hedge (a `Retry` with a hedge, and an
         // operation that can).
         hedges: bool,
-        phase: Phase<K, H>,
+        phase: Slot<K, H>,
         // The attempt was cut off: ambiguous, whatever its error says.
         timed_out: bool,
         // What a poll of the attempt leaves to the next.
@@ -286,7 +310,7 @@ where
             op,
             timeout,
             hedges,
-            phase: Phase::Start,
+            phase: Slot(std::mem::ManuallyDrop::new(Phase::Start)),
             timed_out: false,
             shared: None,
             span: no_span(),
@@ -315,6 +339,7 @@ where
         let mut this = self.project();
         let steps = this.steps.lent();
         let state = this.state.started(steps, *this.hedges, this.span);
+        let phase = &mut *this.phase.0;
         #[cfg(feature = "tracing")]
         let _span = this.span.enter();
         // Where an attempt's outcome is put once, and read by reference
@@ -322,18 +347,18 @@ where
         // not moved from step to step.
         let mut out: Option<Outcome<D>> = None;
         loop {
-            let verdict = match this.phase {
+            let verdict = match phase {
                 Phase::Start | Phase::Next => {
-                    if let Phase::Start = this.phase
+                    if let Phase::Start = phase
                         && let Some(mut rejected) =
                             ready!(admitted(this.op.as_mut(), state, steps, this.hedges, cx))
                     {
-                        *this.phase = Phase::Done;
+                        *phase = Phase::Done;
                         this.op.as_mut().finish(&mut rejected);
                         return Poll::Ready(rejected);
                     }
                     let attempt = next(this.op.as_mut(), state, steps, *this.timeout, *this.hedges);
-                    this.phase.leave_empty(attempt);
+                    phase.leave_empty(attempt);
                     *this.timed_out = false;
                     continue;
                 }
@@ -348,7 +373,7 @@ where
                         &mut out,
                         cx,
                     ));
-                    this.phase.leave_empty(Phase::Done); // (its timer dropped)
+                    phase.leave_empty(Phase::Done); // (its timer dropped)
                     verdict
                 }
                 Phase::Round(round) => {
@@ -361,17 +386,17 @@ where
                         &|out| judge_hedged::<D, _>(steps, out),
                         cx,
                     ));
-                    *this.phase = Phase::Done;
+                    *phase = Phase::Done;
                     out = Some(outcome);
                     verdict
                 }
                 Phase::Sleep(sleep, _) => {
                     ready!(sleep.as_mut().poll(cx));
-                    let Phase::Sleep(_, kept) = std::mem::replace(this.phase, Phase::Done) else {
+                    let Phase::Sleep(_, kept) = std::mem::replace(phase, Phase::Done) else {
                         unreachable!("matched above")
                     };
                     match resumed::<D, _, _>(kept, state.state(), steps, *this.hedges) {
-                        Ok(next) => this.phase.leave_empty(next),
+                        Ok(next) => phase.leave_empty(next),
                         Err(mut over) => {
                             this.op.as_mut().finish(&mut over);
                             return Poll::Ready(over);
@@ -384,37 +409,54 @@ where
                     if let Readied::Ready = why {
                         // (Its timer and the outcome kept are dropped: the
                         // retry goes.)
-                        *this.phase = Phase::Next;
+                        *phase = Phase::Next;
                         continue;
                     }
-                    let Phase::Ready(kept, _) = std::mem::replace(this.phase, Phase::Done) else {
+                    let Phase::Ready(kept, _) = std::mem::replace(phase, Phase::Done) else {
                         unreachable!("matched above")
                     };
                     let mut outcome = waited_in_vain::<D, _, _>(why, kept, state.state(), steps);
                     this.op.as_mut().finish(&mut outcome);
                     return Poll::Ready(outcome);
                 }
-                Phase::Done => panic!("a retry loop polled after it returned"),
+                Phase::Done => polled_after_it_returned(),
             };
             // After an attempt or a round (the phase is `Done`).
-            let outcome = out.as_mut().expect("an attempt or a round is over");
+            let Some(outcome) = out.as_mut() else {
+                no_outcome()
+            };
             let delay = decided::<D, _, _>(state, steps, outcome, verdict);
             if delay.is_none() {
                 this.op.as_mut().finish(outcome);
             }
             let Some(outcome) = out.take() else {
-                unreachable!("an attempt or a round is over")
+                no_outcome()
             };
             match delay {
                 Some(delay) => {
                     let sleep = crate::time::timer::sleep_async(delay);
-                    this.phase
-                        .leave_empty(Phase::Sleep(sleep, Kept::keep(outcome)));
+                    phase.leave_empty(Phase::Sleep(sleep, Kept::keep(outcome)));
                 }
                 None => return Poll::Ready(outcome),
             }
         }
     }
+}
+
+/// An attempt or a round ended without its outcome: never (out of line,
+/// as the loop's other panics, so that the loop carries no message).
+#[cold]
+#[inline(never)]
+fn no_outcome() -> ! {
+    unreachable!("an attempt or a round is over")
+}
+
+/// A loop polled after it returned (tower's `Future` contract says it may
+/// panic).
+#[cold]
+#[inline(never)]
+fn polled_after_it_returned() -> ! {
+    panic!("a retry loop polled after it returned")
 }
 
 /// After an attempt or a round: the delay before a retry, if one is to
@@ -740,7 +782,9 @@ where
     }
     *cut = None;
     *shared = None;
-    state.set_replayable(op.as_mut().replayable());
+    if !op.as_mut().replayable() {
+        state.set_unreplayable();
+    }
     Poll::Ready(if *timed_out {
         Attempted::Failed(Verdict::RetryIfIdempotent)
     } else {

@@ -952,9 +952,13 @@ impl Scope {
             current.set_raw(self.frame);
             Outer { frame, shared }
         });
-        let leave = Leave { scope: self, outer };
+        let mut leave = Leave { scope: self, outer };
         let out = f();
-        leave.now();
+        leave.restore();
+        // Left: nothing is left to drop (`restore` took the outer shared
+        // flag). Restored in place rather than by a method taking the
+        // guard by value, which would copy it first.
+        std::mem::forget(leave);
         out
     }
 }
@@ -974,16 +978,8 @@ struct Leave<'s> {
 }
 
 impl Leave<'_> {
-    /// Leaves on return: inline, where a guard's `drop`, shared with the
-    /// unwinding path, is a call of its own.
-    #[allow(clippy::inline_always)]
-    #[inline(always)]
-    fn now(mut self) {
-        self.restore();
-        // Nothing is left to drop: `restore` took the outer shared flag.
-        std::mem::forget(self);
-    }
-
+    /// Leaves: inline on return (where a guard's `drop`, shared with the
+    /// unwinding path, is a call of its own), and from `drop` on unwind.
     #[inline]
     fn restore(&mut self) {
         let scope = &mut *self.scope;

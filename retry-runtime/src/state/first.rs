@@ -350,14 +350,13 @@ impl<'a, C: Clock, P: HoldsPolicy, S: Holds<'a, C, P>> Call<'a, C, P, S> {
         super::poll_framed(self, shared, poll)
     }
 
-    /// Whether the request can be sent again: only a request that cannot
-    /// needs the state machine to know it.
+    /// The request cannot be sent again (settled after an attempt, for
+    /// good): only then does the state machine need to know it (it starts
+    /// replayable).
     #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
     #[inline]
-    pub(crate) fn set_replayable(&mut self, replayable: bool) {
-        if !replayable || matches!(self.0, Phase::Going(_)) {
-            self.state().set_replayable(replayable);
-        }
+    pub(crate) fn set_unreplayable(&mut self) {
+        self.state().set_replayable(false);
     }
 
     /// The call's span.

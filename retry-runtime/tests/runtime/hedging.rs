@@ -530,6 +530,29 @@ fn a_failure_beside_another_attempt_takes_a_token_as_any_failure_does() {
 }
 
 #[test]
+fn a_hedged_call_dropped_mid_round_drops_every_attempt_in_flight_at_once() {
+    // Attempts take 1 s; hedges go at 20 ms and 40 ms. The caller gives
+    // up at 50 ms (its own timeout drops the call): the three attempts in
+    // flight end then, none having run to its end.
+    let policy = Policy::new().idempotent(true).no_budget();
+    let retry = Retry::new(&policy).hedge(Hedge::after(MS * 20).hedges(2));
+    let log = Mutex::new(Vec::new());
+    let dropped_at = runtime().block_on(async {
+        let origin = Instant::now();
+        let call = scripted(&retry, &[(1_000, Kind::Ok)], &log, origin);
+        let out = tokio::time::timeout(MS * 50, call).await;
+        assert!(out.is_err(), "the caller's timeout came first");
+        origin.elapsed()
+    });
+    assert_eq!(dropped_at, MS * 50);
+    let log = log.into_inner().unwrap();
+    assert_eq!(log.len(), 3, "the first attempt and two hedges: {log:?}");
+    for seen in &log {
+        assert_eq!(seen.end, Some((dropped_at, false)), "{seen:?}");
+    }
+}
+
+#[test]
 fn a_policy_not_idempotent_sends_no_hedge() {
     // Outside HTTP nothing says a call is idempotent but its policy: one
     // that does not say so sends no hedge, however slow the attempt.
