@@ -768,6 +768,12 @@ impl CircuitBreaker {
                     let reason = if tag == HELD {
                         ChangeReason::HeldOpen
                     } else {
+                        // Closed again, or still: a ratio's window forgets
+                        // the calls it counted (a change of state clears it
+                        // too; a reset of a closed breaker changes none).
+                        if let Some(ratio) = &self.ratio {
+                            ratio.window.clear();
+                        }
                         ChangeReason::Reset
                     };
                     self.changed(current, next, reason);

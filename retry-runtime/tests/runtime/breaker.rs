@@ -691,6 +691,33 @@ fn a_ratio_breaker_counts_nothing_a_call_from_before_a_reset_reports() {
 }
 
 #[test]
+fn a_reset_of_a_closed_ratio_breaker_forgets_the_calls_its_window_counted() {
+    let t0 = Instant::now();
+    // Half of at least 10 calls: 9 calls, 5 failed, closed (below the
+    // minimum). Reset, one failure is 1 call of the 10 needed.
+    let breaker = CircuitBreaker::ratio(0.5, 10, Duration::from_secs(30), Duration::from_secs(5));
+    calls(&breaker, 9, 5, t0);
+    assert_eq!(breaker.state_at(t0), BreakerState::Closed);
+    breaker.reset();
+    calls(&breaker, 1, 1, t0);
+    assert_eq!(
+        breaker.state_at(t0),
+        BreakerState::Closed,
+        "one call since the reset"
+    );
+    // A counting breaker reset while closed forgets its failures too.
+    let breaker = CircuitBreaker::new(2, COOLDOWN);
+    fail(&breaker, t0, Verdict::Retry);
+    breaker.reset();
+    fail(&breaker, t0, Verdict::Retry);
+    assert_eq!(
+        breaker.state_at(t0),
+        BreakerState::Closed,
+        "one failure since the reset"
+    );
+}
+
+#[test]
 fn a_ratio_breaker_says_its_ratio_and_a_counting_one_none() {
     let ratio = CircuitBreaker::ratio(0.25, 2, Duration::from_secs(10), Duration::from_secs(5));
     assert_eq!(ratio.failure_ratio(), Some(0.25));
