@@ -156,6 +156,7 @@ impl<C: Clock, P: HoldsPolicy> AttemptState<'_, C, P> {
         if answered && winner.attempt != first {
             self.obs.hedge_won(winner.attempt);
         }
+        // The winner is counted as of when it was sent.
         if let (Some((throttle, _)), Some(at)) = (self.throttle, winner.admitted) {
             self.throttle = Some((throttle, at));
         }
@@ -175,9 +176,6 @@ impl<C: Clock, P: HoldsPolicy> AttemptState<'_, C, P> {
         let now = self.clock.now();
         let refused = match self.grant_hedge(now) {
             Ok((permit, admitted)) => {
-                if let (Some((throttle, _)), Some(at)) = (self.throttle, admitted) {
-                    throttle.requested(at);
-                }
                 self.hedges += 1;
                 self.obs.hedged(attempt, delay);
                 self.call = self.call.with_key();
@@ -244,6 +242,9 @@ impl<C: Clock, P: HoldsPolicy> AttemptState<'_, C, P> {
         if let Some(permit) = attempt.permit {
             permit.record(attempted, now);
         }
+        if let (Some((throttle, _)), Some(sent)) = (self.throttle, attempt.admitted) {
+            throttle.sent(sent, now, false);
+        }
         if let Some(BudgetRef::Token(throttle)) = self.budget {
             throttle.failed(now);
         }
@@ -255,13 +256,14 @@ impl<C: Clock, P: HoldsPolicy> AttemptState<'_, C, P> {
     /// the hedge delay (it was hedged), as the slow attempts it stands for
     /// are, and that is all a percentile needs of it. If the call got an
     /// answer, the adaptive throttle counts the attempt answered too: it
-    /// was not refused, only overtaken.
+    /// was not refused, only overtaken (without one, it had no outcome,
+    /// and counts for nothing, as any attempt dropped in flight).
     fn dropped(&self, hedge: &Hedge, attempt: InFlight, first: u32, answered: bool, now: Instant) {
         if attempt.attempt == first {
             hedge.record(now.saturating_duration_since(attempt.started), now);
         }
-        if answered && let (Some((throttle, _)), Some(at)) = (self.throttle, attempt.admitted) {
-            throttle.accepted(at);
+        if answered && let (Some((throttle, _)), Some(sent)) = (self.throttle, attempt.admitted) {
+            throttle.sent(sent, now, true);
         }
         // Its leave, if any, goes back unused (a probe's is never here: a
         // probe is not hedged).
@@ -301,7 +303,6 @@ impl<Fut: Future> Round<Fut> {
         make: impl FnOnce(Option<Duration>) -> Fut,
     ) -> Self {
         state.record_call();
-        state.sending();
         let first = state.attempt();
         state.obs.started(first);
         let now = state.clock.now();

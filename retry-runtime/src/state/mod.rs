@@ -129,8 +129,11 @@ pub struct AttemptState<'a, C, P = &'a Policy> {
     /// such as `&Policy::new()` may still be passed to a state.
     breaker: Option<&'static CircuitBreaker>,
     /// The adaptive throttle, if any (`'static`, shared, like breakers),
-    /// and when it admitted the attempt running now: its accept is counted
-    /// with its request, so that a slow answer is not read as a refusal.
+    /// and when it admitted the attempt running now. It counts an attempt
+    /// when its outcome is known (a request, and an accept if it was
+    /// answered), as of when it was sent: an attempt in flight counts for
+    /// nothing, so that healthy calls sent together are never shed, and
+    /// a slow answer is not read as a refusal.
     throttle: Option<(&'static AdaptiveThrottle, Instant)>,
     /// The verdict on the last attempt, for the events.
     last_verdict: Option<Verdict>,
@@ -367,9 +370,9 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
         self
     }
 
-    /// Before each attempt, with an adaptive throttle: counts the attempt
-    /// as a request, and sheds it with the throttle's probability (drawn
-    /// from the call's random stream). Always `Ok` without one. A shed first
+    /// Before each attempt, with an adaptive throttle: sheds it with the
+    /// throttle's probability (drawn from the call's random stream); an
+    /// attempt sent is counted once its outcome is known. Always `Ok` without one. A shed first
     /// attempt is the call's error (`E: From<Throttled>`); a shed later one
     /// ends the call ([`GiveUp::Throttled`]). Ask it before
     /// [`admit`](Self::admit): a shed attempt never takes a breaker's leave.
@@ -411,14 +414,6 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
             }
         }
         Ok(())
-    }
-
-    /// An attempt is being sent: the adaptive throttle counts it as a
-    /// request (at the instant it admitted it).
-    fn sending(&self) {
-        if let Some((throttle, admitted)) = self.throttle {
-            throttle.requested(admitted);
-        }
     }
 
     /// Tells the breaker how the attempt its `permit` let through went,
@@ -926,15 +921,15 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
         }
         let holder = self.policy;
         let policy = holder.get();
-        // The throttle hears of every attempt: an answer credits it (with
-        // the bucket full, a read), a failure a retry could fix debits it,
-        // whether or not this call goes on to retry; the retry itself is
-        // allowed only while it stays above half (step 6).
-        if let Some((throttle, requested)) = self.throttle
-            && attempted.answered()
-        {
-            throttle.accepted(requested);
+        // The adaptive throttle counts the attempt now that its outcome is
+        // known: a request, and an accept if it was answered.
+        if let Some((throttle, sent)) = self.throttle {
+            throttle.sent(sent, self.clock.now(), attempted.answered());
         }
+        // The token budget hears of every attempt: an answer credits it
+        // (with the bucket full, a read), a failure a retry could fix
+        // debits it, whether or not this call goes on to retry; the retry
+        // itself is allowed only while it stays above half (step 6).
         let throttle_allows = match self.budget {
             Some(BudgetRef::Token(_)) if attempted.answered() => {
                 credit_answer(self.budget, || self.start.into());
@@ -1185,7 +1180,6 @@ impl<C: Clock, P: HoldsPolicy> Attempts for AttemptState<'_, C, P> {
     #[inline]
     fn begin(&mut self) {
         self.record_call();
-        self.sending();
         self.obs.started(self.attempt());
         self.retried_below = false;
     }

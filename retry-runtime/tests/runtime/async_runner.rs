@@ -329,6 +329,38 @@ async fn the_attempts_the_driver_sends_are_counted_by_its_adaptive_throttle() {
     assert_eq!(sent.get() + shed.get(), 40);
 }
 
+/// Healthy traffic is never shed, however it arrives: twenty calls sent
+/// together after a quiet spell (an empty window, as a new key's or one
+/// idle for a window), each answered 50 ms later, three times over.
+/// Attempts still in flight count for nothing: an attempt is counted when
+/// its outcome is known (a request, and an accept if it was answered).
+#[tokio::test(start_paused = true)]
+async fn healthy_calls_sent_together_after_a_quiet_spell_are_never_shed() {
+    static BURSTY: AdaptiveThrottle = AdaptiveThrottle::standard();
+    static POLICY: std::sync::LazyLock<Policy> = std::sync::LazyLock::new(quiet);
+    for round in 0..3 {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let mut calls = tokio::task::JoinSet::new();
+        for _ in 0..20 {
+            calls.spawn(async {
+                Retry::new(&POLICY)
+                    .throttle(&BURSTY)
+                    .call_async(|| async {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        Ok::<(), Error>(())
+                    })
+                    .await
+            });
+        }
+        let outs = calls.join_all().await;
+        let shed = outs.iter().filter(|out| out.is_err()).count();
+        assert_eq!(shed, 0, "round {round}: {shed} of 20 healthy calls shed");
+    }
+    // Each answered: the window holds 20 requests and 20 accepts.
+    let now = Instant::now().into_std();
+    assert!(BURSTY.rejection_probability_at(now) < 1e-12);
+}
+
 /// A throttle kept per key, given to a closure's loop with the call's key:
 /// the key whose dependency refuses is shed, another key's calls are not.
 #[tokio::test(start_paused = true)]
