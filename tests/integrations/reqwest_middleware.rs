@@ -241,6 +241,25 @@ async fn an_open_breaker_turns_calls_away_as_a_middleware_error() {
     assert_eq!(keys.lock().unwrap().len(), 2, "rejected without sending");
 }
 
+/// A key given to the middleware's `Retry` is every request's, in place
+/// of the request's host: its breaker kept per key is the key's.
+#[tokio::test]
+async fn a_key_given_to_the_retry_is_the_key_of_every_request() {
+    use backstop::limit::{BreakerState, Keyed};
+    static PER_TENANT: Keyed<CircuitBreaker> =
+        Keyed::new(CircuitBreaker::new(1, Duration::from_secs(30)));
+    let (url, _) = serve(vec![(503, "")]).await;
+    let client = client(RetryMiddleware::new(
+        backstop::Retry::new(&quick().attempts(1))
+            .key(&"tenant-3")
+            .breaker(&PER_TENANT),
+    ));
+    let response = client.get(&url).send().await.unwrap();
+    assert_eq!(response.status(), 503);
+    let now = std::time::Instant::now();
+    assert_eq!(PER_TENANT.get("tenant-3").state_at(now), BreakerState::Open);
+}
+
 static SHARED: TokenBudget = TokenBudget::standard();
 
 // (Unreachable: a refused connection would hold once the budget refuses.)

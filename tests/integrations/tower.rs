@@ -651,6 +651,46 @@ async fn a_layers_own_token_budget_is_shared_by_its_services_and_not_by_other_la
     );
 }
 
+/// A key given to the `Retry` a layer is made from is the key of every
+/// request through it: two layers, one per database, share a breaker
+/// table kept per key, and the failing database's breaker opens alone.
+/// Through `RetryLayer::http`, the key given replaces the destination's.
+#[tokio::test(start_paused = true)]
+async fn a_key_given_to_the_retry_is_the_key_of_every_request_through_its_layer() {
+    use backstop::limit::{BreakerState, Keyed};
+    static PER_DB: Keyed<CircuitBreaker> =
+        Keyed::new(CircuitBreaker::new(2, Duration::from_secs(30)));
+    static PER_SHARD: Keyed<CircuitBreaker> =
+        Keyed::new(CircuitBreaker::new(1, Duration::from_secs(30)));
+    let policy = Policy::new().attempts(1);
+    let down = service_fn(|()| async {
+        Err::<(), _>(std::io::Error::from(std::io::ErrorKind::ConnectionRefused))
+    });
+    let up = service_fn(|()| async { Ok::<(), std::io::Error>(()) });
+    let db1 = RetryLayer::new(backstop::Retry::new(&policy).key(&"db-1").breaker(&PER_DB));
+    let db2 = RetryLayer::new(backstop::Retry::new(&policy).key(&"db-2").breaker(&PER_DB));
+    for _ in 0..3 {
+        let _ = db1.layer(down).oneshot(()).await;
+    }
+    let now = tokio::time::Instant::now().into_std();
+    assert_eq!(PER_DB.get("db-1").state_at(now), BreakerState::Open);
+    assert_eq!(PER_DB.get("db-2").state_at(now), BreakerState::Closed);
+    for _ in 0..3 {
+        let out = db2.layer(up).oneshot(()).await;
+        assert!(out.is_ok(), "db-2 is not behind db-1's breaker: {out:?}");
+    }
+    // Through an HTTP layer: the key given, not the request's host.
+    let (inner, _) = scripted(vec![status(503, None)]);
+    let shard = RetryLayer::http(
+        backstop::Retry::new(&policy)
+            .key(&"shard-7")
+            .breaker(&PER_SHARD),
+    );
+    let response = shard.layer(inner).oneshot(get()).await.unwrap();
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(PER_SHARD.get("shard-7").state_at(now), BreakerState::Open);
+}
+
 #[test]
 fn the_layers_future_is_send_for_a_send_service() {
     fn is_send<T: Send>(_: &T) {}

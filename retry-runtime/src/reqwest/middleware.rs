@@ -484,9 +484,15 @@ where
             layer.policy
         };
         let url = request.url();
-        let destination = url.host_str().map(|host| {
-            crate::classify::http::recent_destination(Some(url.scheme()), url.authority(), || {
-                crate::classify::http::destination(Some(url.scheme()), host, url.port())
+        // The key given to the middleware's `Retry`, if any, is every
+        // request's; the request's host otherwise.
+        let destination = layer.retry.retry.key.or_else(|| {
+            url.host_str().map(|host| {
+                crate::classify::http::recent_destination(
+                    Some(url.scheme()),
+                    url.authority(),
+                    || crate::classify::http::destination(Some(url.scheme()), host, url.port()),
+                )
             })
         });
         let budget = layer.retry.budget_for(destination);

@@ -827,7 +827,9 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
             timeout: self.timeout,
             throttle: self.throttle,
             hedge: self.hedge,
-            key: None,
+            // Every request's key, if given (a request's destination's
+            // otherwise).
+            key: self.key,
         };
         (*self.policy, self.given, loop_)
     }
@@ -901,7 +903,9 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// host that fails drains its own budget and no other's. Hashed (a
     /// 64-bit hash tells keys apart); nothing is allocated, but for the
     /// key's name, its `Debug` text (a string's without quotes), made once
-    /// per key: `tracing` and `metrics` label the call with it.
+    /// per key: `tracing` and `metrics` label the call with it. Made into
+    /// a tower layer or a reqwest middleware, the key is every request's,
+    /// in place of its destination.
     ///
     /// ```
     /// # extern crate backstop_runtime as backstop;

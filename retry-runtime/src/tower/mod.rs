@@ -979,20 +979,24 @@ where
             self.layer.retry.retry.timeout.limit(),
         );
         let retry = self.layer.retry.clone();
-        let destination = P::destination(&source).map(|(key, path_only)| {
-            // A path alone is this layer's: its destination is the one
-            // its service calls, which another layer's path is not.
-            if path_only {
-                retry.draws_on_its_own();
-                let mixed = retry.mixed_with_layer(key);
-                // (Named as the path is, if it is.)
-                if let Some(path) = crate::limit::names::named(crate::limit::names::word(key)) {
-                    crate::limit::names::name(mixed, || path.to_owned());
+        // The key given to the layer's `Retry`, if any, is every request's.
+        let given = retry.retry.key;
+        let destination = given.or_else(|| {
+            P::destination(&source).map(|(key, path_only)| {
+                // A path alone is this layer's: its destination is the one
+                // its service calls, which another layer's path is not.
+                if path_only {
+                    retry.draws_on_its_own();
+                    let mixed = retry.mixed_with_layer(key);
+                    // (Named as the path is, if it is.)
+                    if let Some(path) = crate::limit::names::named(crate::limit::names::word(key)) {
+                        crate::limit::names::name(mixed, || path.to_owned());
+                    }
+                    mixed
+                } else {
+                    key
                 }
-                mixed
-            } else {
-                key
-            }
+            })
         });
         let budget = retry.budget_for(destination);
         let call = LayerCall {
