@@ -564,10 +564,13 @@ impl<'de> Deserialize<'de> for WindowBudgetConfig {
 }
 
 /// A [`TokenBudget`]'s settings from configuration; [`build`](Self::build)
-/// makes the budget: `max_tokens` and `token_ratio` as
+/// makes the budget: `max_tokens` and `token_ratio` (at least 0.001) as
 /// [`TokenBudget::new`] takes them, and, if given, `refill` (one token back
-/// every so long, `"0s"` for none: [`TokenBudget::refill`]) and
-/// `ride_out` ([`TokenBudget::ride_out`]).
+/// every so long, at most `"100s"`, `"0s"` for none: [`TokenBudget::refill`])
+/// and `ride_out` (at least `"100ms"`, `"0s"` for none:
+/// [`TokenBudget::ride_out`]). A budget counts thousandths of a token per
+/// 100 ms: what it cannot keep is refused, not kept as none, and a refill
+/// is kept to the nearest slower one it can (`"30s"` refills every 33.3 s).
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
@@ -615,6 +618,12 @@ impl TokenBudgetConfig {
     }
 }
 
+/// The slowest refill a token budget keeps (a token every 100 s).
+const MAX_REFILL: Duration = Duration::from_secs(100);
+
+/// A token budget's ride-out is kept in steps of this.
+const RIDE_OUT_STEP: Duration = Duration::from_millis(100);
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct TokenFields {
@@ -638,8 +647,27 @@ impl<'de> Deserialize<'de> for TokenBudgetConfig {
                  a token back for each answer)",
             ));
         }
+        // (A budget's counts are whole thousandths of a token, and 100 ms
+        // ticks: what they cannot keep would be kept as none, or as more.)
+        if fields.token_ratio < 0.001 {
+            return Err(de::Error::custom(
+                "`token_ratio` must be at least 0.001: a budget counts tokens in thousandths",
+            ));
+        }
         let refill = fields.refill.as_ref().map(|refill| refill.0);
+        if refill.is_some_and(|every| every > MAX_REFILL) {
+            return Err(de::Error::custom(
+                "`refill` must be at most 100s (a token every 100 s, the slowest a budget \
+                 keeps: it counts thousandths of a token per 100 ms), or \"0s\" for none",
+            ));
+        }
         let ride_out = fields.ride_out.as_ref().map(|ride_out| ride_out.0);
+        if ride_out.is_some_and(|ride_out| !ride_out.is_zero() && ride_out < RIDE_OUT_STEP) {
+            return Err(de::Error::custom(
+                "`ride_out` must be at least 100ms (a budget counts it in 100 ms steps), or \
+                 \"0s\" for none",
+            ));
+        }
         Ok(Self {
             max_tokens: fields.max_tokens,
             token_ratio: fields.token_ratio,

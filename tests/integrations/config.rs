@@ -659,7 +659,7 @@ fn a_token_budget_and_an_adaptive_throttle_from_toml() {
 
 #[test]
 fn each_limit_of_the_configuration_is_taken_and_just_past_it_refused() {
-    use backstop::config::AdaptiveThrottleConfig;
+    use backstop::config::{AdaptiveThrottleConfig, TokenBudgetConfig};
     fn refused<T: for<'de> Deserialize<'de>>(text: &str, reason: &str) {
         match toml::from_str::<T>(text) {
             Ok(_) => panic!("{text}: taken"),
@@ -707,6 +707,37 @@ fn each_limit_of_the_configuration_is_taken_and_just_past_it_refused() {
     refused::<BreakerConfig>(
         &format!("{ratio}\nsampling = \"499ms\""),
         "`sampling` must be at least 500ms",
+    );
+    // A token budget keeps its refill in thousandths of a token per
+    // 100 ms: a token per 100 s is the slowest (slower would be none), and
+    // its ride-out in 100 ms steps (less would be none); its ratio in
+    // thousandths (less would be one).
+    let token = "max_tokens = 10";
+    taken::<TokenBudgetConfig>(&format!("{token}\ntoken_ratio = 0.1\nrefill = \"100s\""));
+    taken::<TokenBudgetConfig>(&format!("{token}\ntoken_ratio = 0.1\nrefill = \"0s\""));
+    // Kept to the nearest slower refill it can keep.
+    let budget: TokenBudgetConfig =
+        toml::from_str(&format!("{token}\ntoken_ratio = 0.1\nrefill = \"30s\"")).unwrap();
+    assert_eq!(
+        budget.build().refill_every(),
+        Some(Duration::from_nanos(33_333_333_333))
+    );
+    for slow in ["100001ms", "2m", "1h"] {
+        refused::<TokenBudgetConfig>(
+            &format!("{token}\ntoken_ratio = 0.1\nrefill = \"{slow}\""),
+            "`refill` must be at most 100s",
+        );
+    }
+    taken::<TokenBudgetConfig>(&format!("{token}\ntoken_ratio = 0.1\nride_out = \"100ms\""));
+    taken::<TokenBudgetConfig>(&format!("{token}\ntoken_ratio = 0.1\nride_out = \"0s\""));
+    refused::<TokenBudgetConfig>(
+        &format!("{token}\ntoken_ratio = 0.1\nride_out = \"99ms\""),
+        "`ride_out` must be at least 100ms",
+    );
+    taken::<TokenBudgetConfig>(&format!("{token}\ntoken_ratio = 0.001"));
+    refused::<TokenBudgetConfig>(
+        &format!("{token}\ntoken_ratio = 0.0009"),
+        "`token_ratio` must be at least 0.001",
     );
 }
 
