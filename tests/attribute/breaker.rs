@@ -481,3 +481,43 @@ fn a_nested_call_turned_away_by_its_breaker_after_retrying_is_not_retried_around
         "the inner call had not retried: the outer does, and is turned away"
     );
 }
+
+static DECLINED: CircuitBreaker = CircuitBreaker::new(2, Duration::from_secs(30));
+static DECLINED_AS_FAILURES: CircuitBreaker = CircuitBreaker::new(2, Duration::from_secs(30));
+
+/// Retries only timeouts: anything else, `false`, is `Stop`.
+#[retry(when = |e: &std::io::Error| e.kind() == std::io::ErrorKind::TimedOut, breaker = DECLINED, budget = none)]
+fn timeouts_only() -> Result<(), std::io::Error> {
+    Err(std::io::ErrorKind::ConnectionRefused.into())
+}
+
+/// Retries only timeouts; a failure of the dependency it does not retry
+/// is still its failure: `StopOverloaded`.
+#[retry(
+    when = |e: &std::io::Error| match e.kind() {
+        std::io::ErrorKind::TimedOut => Verdict::Retry,
+        _ => Verdict::StopOverloaded,
+    },
+    breaker = DECLINED_AS_FAILURES,
+    budget = none
+)]
+fn timeouts_only_counting_failures() -> Result<(), std::io::Error> {
+    Err(std::io::ErrorKind::ConnectionRefused.into())
+}
+
+#[test]
+fn a_when_answering_false_is_an_answer_and_stop_overloaded_a_failure() {
+    let _vt = VirtualTime::start();
+    // `false` is `Stop`: the dependency answered, with an error no retry
+    // fixes. However many, the breaker stays closed.
+    for _ in 0..5 {
+        assert!(timeouts_only().is_err());
+    }
+    assert_eq!(DECLINED.state(), BreakerState::Closed);
+    // `StopOverloaded`: not retried either, but the dependency's failure.
+    for _ in 0..2 {
+        let error = timeouts_only_counting_failures().unwrap_err();
+        assert_eq!(error.kind(), std::io::ErrorKind::ConnectionRefused);
+    }
+    assert_eq!(DECLINED_AS_FAILURES.state(), BreakerState::Open);
+}
