@@ -373,7 +373,10 @@ impl<'de> Deserialize<'de> for Policy {
 /// with a unit, `"none"` for no deadline or attempt timeout), so that a
 /// service can log or expose the policy it runs with, and read it back
 /// unchanged. `budget` is `"default"`, `"none"`, or `"custom"` for a budget
-/// set in code (which configuration cannot give back).
+/// set in code (which configuration cannot give back). A policy made in
+/// code with a setting configuration refuses as a mistake (a `cap` below
+/// `base`, a `base` or `deadline` of zero, a `factor` of 1) is written as
+/// it is, and refused by name when read back.
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;

@@ -765,3 +765,30 @@ fn a_number_without_its_digits_or_with_two_points_is_not_a_duration() {
     assert!(error.contains("`attempt_timeout`"), "{error}");
     assert!(error.contains("or \"none\""), "{error}");
 }
+
+#[test]
+fn a_policy_made_in_code_with_a_setting_configuration_refuses_is_refused_by_name_when_read_back() {
+    // The builder takes these (a cap below the base is the cap, a factor
+    // of 1 a fixed schedule); configuration refuses them as mistakes, and
+    // says which setting.
+    let made = [
+        (Policy::new().cap(Duration::from_millis(50)), "`base`"),
+        (
+            Policy::new().base(Duration::ZERO),
+            "`base` must be greater than zero",
+        ),
+        (
+            Policy::new().factor(1.0),
+            "`factor` must be a finite number greater than 1",
+        ),
+        (
+            Policy::new().deadline(Some(Duration::ZERO)),
+            "`deadline` must be greater than zero",
+        ),
+    ];
+    for (policy, reason) in made {
+        let written = toml::to_string(&policy).unwrap();
+        let error = toml::from_str::<Policy>(&written).unwrap_err().to_string();
+        assert!(error.contains(reason), "{written}: {error}");
+    }
+}
