@@ -553,6 +553,35 @@ fn a_hedged_call_dropped_mid_round_drops_every_attempt_in_flight_at_once() {
 }
 
 #[test]
+fn a_hedged_call_that_gives_up_says_how_many_of_its_attempts_were_hedges() {
+    // Two attempts: the first fails retryably at 100 ms, its hedge (sent
+    // at 20 ms) at 120 ms. The round is over with no attempt left: the
+    // call gives up, two attempts made, one of them a hedge.
+    let policy = Policy::new().idempotent(true).attempts(2).no_budget();
+    let told = Mutex::new(Vec::new());
+    let retry = Retry::new(&policy).hedge(Hedge::after(MS * 20)).on_give_up(
+        |event: &backstop_runtime::GiveUpEvent<'_, u32, Failure>| {
+            told.lock()
+                .unwrap()
+                .push((event.attempts(), event.hedges(), event.reason()));
+        },
+    );
+    let out = runtime().block_on(retry.call_async(|| async {
+        let attempt = context().unwrap().attempt();
+        sleep(MS * 100).await;
+        Err::<u32, _>(Failure {
+            attempt,
+            stop: false,
+        })
+    }));
+    assert_eq!(out.unwrap_err().attempt, 2, "the hedge failed last");
+    assert_eq!(
+        *told.lock().unwrap(),
+        [(2, 1, backstop_runtime::GiveUp::Attempts)]
+    );
+}
+
+#[test]
 fn a_policy_not_idempotent_sends_no_hedge() {
     // Outside HTTP nothing says a call is idempotent but its policy: one
     // that does not say so sends no hedge, however slow the attempt.
