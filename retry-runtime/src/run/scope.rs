@@ -1004,7 +1004,7 @@ impl Leave<'_> {
         });
         if left.is_err() {
             // The thread is ending and its frame is gone: drop the flag
-            // here (`now` forgets the guard).
+            // here (the guard is forgotten once restored).
             drop(outer.shared.take());
         }
     }

@@ -3,6 +3,7 @@
 //! failed. The round only runs attempts and records what each one cost;
 //! the decision after it is [`AttemptState::decide`]'s, as for any attempt.
 
+use crate::limit::AdaptiveThrottle;
 use std::pin::Pin;
 use std::task::Poll;
 use std::time::{Duration, Instant};
@@ -26,8 +27,9 @@ struct InFlight {
     started: Instant,
     /// The breaker's leave for it.
     permit: Option<Permit<'static>>,
-    /// When the adaptive throttle admitted it.
-    admitted: Option<Instant>,
+    /// The adaptive throttle that admitted it, which counts it once its
+    /// outcome is known, or as it is dropped in flight.
+    admitted: Option<&'static AdaptiveThrottle>,
 }
 
 impl<C: Clock, P: HoldsPolicy> AttemptState<'_, C, P> {
@@ -151,14 +153,10 @@ impl<C: Clock, P: HoldsPolicy> AttemptState<'_, C, P> {
     ) {
         let first = self.attempt();
         for loser in losers {
-            self.dropped(hedge, loser, first, answered, now);
+            Self::dropped(hedge, loser, first, answered, now);
         }
         if answered && winner.attempt != first {
             self.obs.hedge_won(winner.attempt);
-        }
-        // The winner is counted as of when it was sent.
-        if let (Some((throttle, _)), Some(at)) = (self.throttle, winner.admitted) {
-            self.throttle = Some((throttle, at));
         }
     }
 
@@ -170,8 +168,9 @@ impl<C: Clock, P: HoldsPolicy> AttemptState<'_, C, P> {
     }
 
     /// May hedge number `attempt` start now? Granted like a retry; if so,
-    /// counted as sent, with the frame it runs in (the call's key drawn
-    /// for it).
+    /// counted among the call's hedges, with the frame it runs in (the
+    /// call's key drawn for it); the adaptive throttle counts it once its
+    /// outcome is known.
     fn admit_hedge(&mut self, attempt: u32, delay: Duration) -> Option<InFlight> {
         let now = self.clock.now();
         let refused = match self.grant_hedge(now) {
@@ -199,7 +198,7 @@ impl<C: Clock, P: HoldsPolicy> AttemptState<'_, C, P> {
     fn grant_hedge(
         &mut self,
         now: Instant,
-    ) -> Result<(Option<Permit<'static>>, Option<Instant>), GiveUp> {
+    ) -> Result<(Option<Permit<'static>>, Option<&'static AdaptiveThrottle>), GiveUp> {
         // A hedge that could not start before the deadline, whatever the
         // timer's slack, has no time to answer.
         if let Some(deadline) = self.deadline
@@ -219,7 +218,7 @@ impl<C: Clock, P: HoldsPolicy> AttemptState<'_, C, P> {
             Some((throttle, _)) => {
                 let draw = self.rng.get_or_insert_with(Rng::new).next_f64();
                 throttle.admit(now, draw).map_err(|_| GiveUp::Throttled)?;
-                Some(now)
+                Some(throttle)
             }
             None => None,
         };
@@ -242,8 +241,8 @@ impl<C: Clock, P: HoldsPolicy> AttemptState<'_, C, P> {
         if let Some(permit) = attempt.permit {
             permit.record(attempted, now);
         }
-        if let (Some((throttle, _)), Some(sent)) = (self.throttle, attempt.admitted) {
-            throttle.sent(sent, now, false);
+        if let Some(throttle) = attempt.admitted {
+            throttle.sent(now, false);
         }
         if let Some(BudgetRef::Token(throttle)) = self.budget {
             throttle.failed(now);
@@ -256,14 +255,14 @@ impl<C: Clock, P: HoldsPolicy> AttemptState<'_, C, P> {
     /// the hedge delay (it was hedged), as the slow attempts it stands for
     /// are, and that is all a percentile needs of it. If the call got an
     /// answer, the adaptive throttle counts the attempt answered too: it
-    /// was not refused, only overtaken (without one, it had no outcome,
-    /// and counts for nothing, as any attempt dropped in flight).
-    fn dropped(&self, hedge: &Hedge, attempt: InFlight, first: u32, answered: bool, now: Instant) {
+    /// was not refused, only overtaken (without one, it counts as sent
+    /// and not answered, as any attempt dropped in flight).
+    fn dropped(hedge: &Hedge, attempt: InFlight, first: u32, answered: bool, now: Instant) {
         if attempt.attempt == first {
             hedge.record(now.saturating_duration_since(attempt.started), now);
         }
-        if answered && let (Some((throttle, _)), Some(sent)) = (self.throttle, attempt.admitted) {
-            throttle.sent(sent, now, true);
+        if let Some(throttle) = attempt.admitted {
+            throttle.sent(now, answered);
         }
         // Its leave, if any, goes back unused (a probe's is never here: a
         // probe is not hedged).
@@ -291,6 +290,19 @@ pub(crate) struct Round<Fut> {
     /// The longest `Retry-After` of an attempt that failed beside
     /// others: the server's word holds for the round's retry.
     pushback: Option<Duration>,
+}
+
+impl<Fut> Drop for Round<Fut> {
+    /// A round dropped before it was over (the call cancelled): its
+    /// attempts in flight were sent and not answered.
+    fn drop(&mut self) {
+        let in_flight = self.primary.iter_mut().map(|(_, meta)| meta);
+        for meta in in_flight.chain(self.hedges.iter_mut().map(|(_, meta)| meta)) {
+            if let Some(throttle) = meta.admitted.take() {
+                throttle.sent(crate::time::clock::loop_now(), false);
+            }
+        }
+    }
 }
 
 impl<Fut: Future> Round<Fut> {
@@ -328,7 +340,7 @@ impl<Fut: Future> Round<Fut> {
             attempt: first,
             started: now,
             permit: state.permit.take(),
-            admitted: state.throttle.map(|(_, at)| at),
+            admitted: state.throttle.map(|(throttle, _)| throttle),
         };
         let timer = delay
             .filter(|_| last > first)

@@ -129,12 +129,12 @@ pub struct AttemptState<'a, C, P = &'a Policy> {
     /// such as `&Policy::new()` may still be passed to a state.
     breaker: Option<&'static CircuitBreaker>,
     /// The adaptive throttle, if any (`'static`, shared, like breakers),
-    /// and when it admitted the attempt running now. It counts an attempt
-    /// when its outcome is known (a request, and an accept if it was
-    /// answered), as of when it was sent: an attempt in flight counts for
-    /// nothing, so that healthy calls sent together are never shed, and
-    /// a slow answer is not read as a refusal.
-    throttle: Option<(&'static AdaptiveThrottle, Instant)>,
+    /// and whether an attempt it counts is in flight. It counts an attempt
+    /// when its outcome is known, then (a request, and an accept if it was
+    /// answered), or when it is dropped in flight (a request): an attempt
+    /// in flight counts for nothing yet, so that healthy calls sent
+    /// together are never shed.
+    throttle: Option<(&'static AdaptiveThrottle, bool)>,
     /// The verdict on the last attempt, for the events.
     last_verdict: Option<Verdict>,
     /// What the call reports of itself (`tracing`, `metrics`).
@@ -178,6 +178,11 @@ impl<C, P> Drop for AttemptState<'_, C, P> {
             && let Some(BudgetRef::Token(budget)) = self.budget
         {
             budget.release_dropped();
+        }
+        // Dropped with an attempt in flight (a caller's own timeout, a
+        // cancelled task): sent, and not answered.
+        if let Some((throttle, true)) = self.throttle {
+            throttle.sent(crate::time::clock::loop_now(), false);
         }
     }
 }
@@ -366,15 +371,16 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     #[must_use]
     #[inline]
     pub fn throttle(mut self, throttle: &'static AdaptiveThrottle) -> Self {
-        self.throttle = Some((crate::limit::isolation::own(throttle), self.start));
+        self.throttle = Some((crate::limit::isolation::own(throttle), false));
         self
     }
 
     /// Before each attempt, with an adaptive throttle: sheds it with the
     /// throttle's probability (drawn from the call's random stream); an
-    /// attempt sent is counted once its outcome is known. Always `Ok` without one. A shed first
-    /// attempt is the call's error (`E: From<Throttled>`); a shed later one
-    /// ends the call ([`GiveUp::Throttled`]). Ask it before
+    /// attempt sent is counted once its outcome is known (or as it is
+    /// dropped in flight). Always `Ok` without one. A shed first attempt
+    /// is the call's error (`E: From<Throttled>`); a shed later one ends
+    /// the call ([`GiveUp::Throttled`]). Ask it before
     /// [`admit`](Self::admit): a shed attempt never takes a breaker's leave.
     ///
     /// # Errors
@@ -383,9 +389,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     pub fn admit_throttled(&mut self) -> Result<(), Throttled> {
         if let Some((throttle, _)) = self.throttle {
             let draw = self.rng.get_or_insert_with(Rng::new).next_f64();
-            let now = self.clock.now();
-            self.throttle = Some((throttle, now));
-            if let Err(shed) = throttle.admit(now, draw) {
+            if let Err(shed) = throttle.admit(self.clock.now(), draw) {
                 self.gave_up(GiveUp::Throttled);
                 return Err(shed);
             }
@@ -923,8 +927,9 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
         let policy = holder.get();
         // The adaptive throttle counts the attempt now that its outcome is
         // known: a request, and an accept if it was answered.
-        if let Some((throttle, sent)) = self.throttle {
-            throttle.sent(sent, self.clock.now(), attempted.answered());
+        if let Some((throttle, _)) = self.throttle {
+            throttle.sent(self.clock.now(), attempted.answered());
+            self.throttle = Some((throttle, false));
         }
         // The token budget hears of every attempt: an answer credits it
         // (with the bucket full, a read), a failure a retry could fix
@@ -1180,6 +1185,9 @@ impl<C: Clock, P: HoldsPolicy> Attempts for AttemptState<'_, C, P> {
     #[inline]
     fn begin(&mut self) {
         self.record_call();
+        if let Some((throttle, _)) = self.throttle {
+            self.throttle = Some((throttle, true));
+        }
         self.obs.started(self.attempt());
         self.retried_below = false;
     }

@@ -356,9 +356,114 @@ async fn healthy_calls_sent_together_after_a_quiet_spell_are_never_shed() {
         let shed = outs.iter().filter(|out| out.is_err()).count();
         assert_eq!(shed, 0, "round {round}: {shed} of 20 healthy calls shed");
     }
-    // Each answered: the window holds 20 requests and 20 accepts.
+    // Each answered: the window holds 20 requests and 20 accepts, which
+    // 20 requests more do not outweigh at K = 2.
     let now = Instant::now().into_std();
+    for _ in 0..20 {
+        BURSTY.requested(now);
+    }
     assert!(BURSTY.rejection_probability_at(now) < 1e-12);
+}
+
+/// Whether `out` is an attempt shed by an adaptive throttle.
+fn shed<T>(out: &Result<T, Error>) -> bool {
+    out.as_ref().err().is_some_and(is_shed)
+}
+
+/// An outage of timeouts longer than the throttle's window: each attempt
+/// hangs and is cut off at 3 s (the window is 2 s). Each is counted when
+/// it is cut off, a request not accepted: the calls sent after the first
+/// ones are shed.
+#[tokio::test(start_paused = true)]
+async fn attempts_cut_off_after_longer_than_the_window_are_counted_refused() {
+    static HANGING: AdaptiveThrottle = AdaptiveThrottle::standard();
+    static POLICY: std::sync::LazyLock<Policy> = std::sync::LazyLock::new(|| quiet().attempts(1));
+    let mut shed_calls = 0;
+    for _ in 0..10 {
+        let mut calls = tokio::task::JoinSet::new();
+        for _ in 0..20 {
+            calls.spawn(async {
+                Retry::new(&POLICY)
+                    .throttle(&HANGING)
+                    .attempt_timeout(Duration::from_secs(3))
+                    .call_async(std::future::pending::<Result<(), Error>>)
+                    .await
+            });
+        }
+        shed_calls += calls
+            .join_all()
+            .await
+            .iter()
+            .filter(|out| shed(out))
+            .count();
+    }
+    assert!(shed_calls >= 100, "{shed_calls} of 200 shed");
+}
+
+/// Calls dropped with their attempt in flight (a caller's own timeout
+/// around a dependency that hangs): each attempt counts as sent and not
+/// answered, and the calls after the first ones are shed.
+#[tokio::test(start_paused = true)]
+async fn an_attempt_dropped_in_flight_counts_as_sent_and_not_answered() {
+    static BEHIND_A_TIMEOUT: AdaptiveThrottle = AdaptiveThrottle::standard();
+    static POLICY: std::sync::LazyLock<Policy> = std::sync::LazyLock::new(|| quiet().attempts(1));
+    let mut shed_calls = 0;
+    for _ in 0..10 {
+        let mut calls = tokio::task::JoinSet::new();
+        for _ in 0..20 {
+            calls.spawn(async {
+                let retry = Retry::new(&POLICY).throttle(&BEHIND_A_TIMEOUT);
+                let call = retry.call_async(std::future::pending::<Result<(), Error>>);
+                tokio::time::timeout(Duration::from_millis(500), call).await
+            });
+        }
+        // (A call that was sent hung: the caller's timeout ended it; one
+        // that ended by itself was shed.)
+        for out in calls.join_all().await.into_iter().flatten() {
+            assert!(shed(&out), "{out:?}");
+            shed_calls += 1;
+        }
+    }
+    assert!(shed_calls >= 100, "{shed_calls} of 200 shed");
+}
+
+/// A healthy dependency slower than the throttle's window (answers in
+/// 2.5 s; one call in four refused at once), 20 calls a second. Until
+/// the first answers come only refusals are counted, and calls are shed;
+/// once answers come (three in four calls: more than K = 2 asks), the
+/// shedding dies down, and after 6 s nothing is shed. (Counted when they
+/// were sent, the answers never met their requests in a 2 s window, and
+/// nearly every call was shed.)
+#[tokio::test(start_paused = true)]
+async fn answers_slower_than_the_window_are_counted_when_they_come() {
+    static SLOW: AdaptiveThrottle = AdaptiveThrottle::standard();
+    static POLICY: std::sync::LazyLock<Policy> = std::sync::LazyLock::new(|| quiet().attempts(1));
+    let mut calls = tokio::task::JoinSet::new();
+    for i in 0..400u32 {
+        calls.spawn(async move {
+            let out = Retry::new(&POLICY)
+                .throttle(&SLOW)
+                .call_async(|| async move {
+                    if i % 4 == 0 {
+                        return Err(Error::from(ErrorKind::ConnectionRefused));
+                    }
+                    tokio::time::sleep(Duration::from_millis(2_500)).await;
+                    Ok(())
+                })
+                .await;
+            (i, out)
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let outs = calls.join_all().await;
+    let late: Vec<u32> = outs
+        .iter()
+        .filter(|(i, out)| *i >= 120 && shed(out))
+        .map(|(i, _)| *i)
+        .collect();
+    assert!(late.is_empty(), "shed after 6 s: {late:?}");
+    let answered = outs.iter().filter(|(_, out)| out.is_ok()).count();
+    assert!(answered > 250, "{answered} of 400 answered");
 }
 
 /// A throttle kept per key, given to a closure's loop with the call's key:

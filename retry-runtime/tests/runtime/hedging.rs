@@ -582,6 +582,29 @@ fn a_hedged_call_that_gives_up_says_how_many_of_its_attempts_were_hedges() {
 }
 
 #[test]
+fn a_hedged_round_dropped_counts_its_attempts_in_flight_as_sent_and_not_answered() {
+    // The first attempt and its hedge (sent at 20 ms) hang; the caller
+    // gives up at 50 ms. Both were sent and neither answered: two
+    // requests, no accept, (2 − 0) / (2 + 1).
+    static DROPPED: AdaptiveThrottle = AdaptiveThrottle::standard();
+    let policy = Policy::new().idempotent(true).no_budget();
+    let retry = Retry::new(&policy)
+        .throttle(&DROPPED)
+        .hedge(Hedge::after(MS * 20));
+    let started = Mutex::new(0);
+    let p = runtime().block_on(async {
+        let call = retry.call_async(|| async {
+            *started.lock().unwrap() += 1;
+            std::future::pending::<Result<u32, Failure>>().await
+        });
+        assert!(tokio::time::timeout(MS * 50, call).await.is_err());
+        DROPPED.rejection_probability_at(Instant::now().into_std())
+    });
+    assert_eq!(*started.lock().unwrap(), 2);
+    assert!((p - 2.0 / 3.0).abs() < 1e-12, "{p}");
+}
+
+#[test]
 fn a_policy_not_idempotent_sends_no_hedge() {
     // Outside HTTP nothing says a call is idempotent but its policy: one
     // that does not say so sends no hedge, however slow the attempt.
