@@ -691,6 +691,68 @@ async fn a_key_given_to_the_retry_is_the_key_of_every_request_through_its_layer(
     assert_eq!(PER_SHARD.get("shard-7").state_at(now), BreakerState::Open);
 }
 
+/// A key given to the `Retry` of a layer that keeps protection per method
+/// is mixed with each request's path, as a destination is: one method's
+/// failures open its own breaker of the key's, not another method's.
+#[tokio::test(start_paused = true)]
+async fn a_key_given_to_a_layer_per_method_is_kept_per_method() {
+    use backstop::limit::Keyed;
+    static PER_TENANT_METHOD: Keyed<CircuitBreaker> =
+        Keyed::new(CircuitBreaker::new(2, Duration::from_secs(30)));
+    let policy = Policy::new().attempts(1);
+    let inner = service_fn(|request: Request<ReplayBody<String>>| async move {
+        let status = if request.uri().path() == "/export" {
+            503
+        } else {
+            200
+        };
+        Ok::<_, BoxError>(Response::builder().status(status).body(()).unwrap())
+    });
+    let layer = RetryLayer::http(
+        backstop::Retry::new(&policy)
+            .key(&"tenant-1")
+            .breaker(&PER_TENANT_METHOD),
+    )
+    .per_method();
+    let call = |path: &str| {
+        let request = Request::get(path).body(String::new()).unwrap();
+        layer.layer(inner).oneshot(request)
+    };
+    for _ in 0..3 {
+        let _ = call("/export").await;
+    }
+    let error = call("/export").await.unwrap_err();
+    assert!(error.downcast_ref::<CircuitOpen>().is_some(), "{error}");
+    let response = call("/get").await.unwrap();
+    assert_eq!(
+        response.status(),
+        StatusCode::OK,
+        "another method's breaker"
+    );
+}
+
+/// The default token budget of a key given to a layer's `Retry` is the
+/// key's at the line building the layer, as a closure's is at its call
+/// site: two layers built apart, keyed alike, do not share it.
+#[tokio::test(start_paused = true)]
+async fn layers_built_apart_with_one_key_have_a_budget_each() {
+    let policy = Policy::new().base(Duration::from_nanos(1));
+    let down = RetryLayer::http(backstop::Retry::new(&policy).key(&"tenant-9"));
+    let (failing, _) = scripted((0..100).map(|_| status(503, None)).collect());
+    for _ in 0..10 {
+        let _ = down.layer(failing.clone()).oneshot(get()).await;
+    }
+    let other = RetryLayer::http(backstop::Retry::new(&policy).key(&"tenant-9"));
+    let (flaky, calls) = scripted(vec![status(503, None)]);
+    let response = other.layer(flaky).oneshot(get()).await.unwrap();
+    assert_eq!(
+        response.status(),
+        StatusCode::OK,
+        "retried on its own budget"
+    );
+    assert_eq!(calls.load(Ordering::Relaxed), 2);
+}
+
 #[test]
 fn the_layers_future_is_send_for_a_send_service() {
     fn is_send<T: Send>(_: &T) {}

@@ -905,7 +905,8 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// key's name, its `Debug` text (a string's without quotes), made once
     /// per key: `tracing` and `metrics` label the call with it. Made into
     /// a tower layer or a reqwest middleware, the key is every request's,
-    /// in place of its destination.
+    /// in place of its destination (with the path, per method), and the
+    /// default budget the key's at the line building the layer.
     ///
     /// ```
     /// # extern crate backstop_runtime as backstop;

@@ -608,6 +608,13 @@ impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
         let (budget, own) = match given {
             Chosen::Given(given) => (given, None),
             Chosen::PerKey(table) => (Some(table.for_key(None)), None),
+            // A key given to the `Retry`: the key's default token budget
+            // at the line building the layer (as a closure's is at its call
+            // site), whatever each request's destination.
+            Chosen::Default if retry.key.is_some() => {
+                let site = crate::limit::token::at_call_site(std::panic::Location::caller());
+                (Some(crate::run::default_per_key(site, retry.key)), None)
+            }
             Chosen::Default => {
                 let own = OwnBudget::lend();
                 (Some(BudgetRef::Token(own.get())), Some(own))
@@ -682,6 +689,9 @@ impl<W, K, B, R, G, L, A> Shared<W, K, B, R, G, L, A> {
     /// [`budget`](Self::budget), which calls without a destination draw on.
     pub(crate) fn budget_for(&self, destination: Option<u64>) -> Option<BudgetRef<'static>> {
         match (self.given, destination) {
+            // The key given to the `Retry` (every request's): its own
+            // default, chosen as the layer was built.
+            (Chosen::Default, _) if self.retry.key.is_some() => self.budget(),
             // A destination that finds no place in the table draws on the
             // layer's own, as a request without one does.
             (Chosen::Default, Some(destination)) => crate::run::default_per_key_table()
@@ -852,11 +862,12 @@ pub trait Replay<Req>: replay::Sealed {
     /// whatever the policy says (an idempotent HTTP method).
     fn idempotent(source: &Self::Source) -> bool;
     /// The destination the request goes to, hashed (scheme, host and
-    /// port of an HTTP request's URI), if it names one: the key of the
-    /// protection kept per destination. `true` beside it: the key is the
-    /// request's path alone (per method, no host), which only the layer
-    /// knows the destination of.
-    fn destination(source: &Self::Source) -> Option<(u64, bool)>;
+    /// port of an HTTP request's URI), if it names one, or the key `given`
+    /// to the layer's `Retry` in its place: the key of the protection kept
+    /// per destination (with the path, per method). `true` beside it: the
+    /// key is the request's path alone (per method, no host), which only
+    /// the layer knows the destination of.
+    fn destination(source: &Self::Source, given: Option<u64>) -> Option<(u64, bool)>;
     /// The request for the next attempt, once it is ready (an HTTP body
     /// that fits the replay limit is read whole first). Asked again only
     /// after [`settle`](Self::settle) said it could be.
@@ -890,8 +901,8 @@ impl<Req: Clone + Send> Replay<Req> for Cloned {
         false
     }
 
-    fn destination(_: &Req) -> Option<(u64, bool)> {
-        None
+    fn destination(_: &Req, given: Option<u64>) -> Option<(u64, bool)> {
+        given.map(|key| (key, false))
     }
 
     fn poll_next(source: &mut Req, _: &mut TaskContext<'_>) -> Poll<Req> {
@@ -979,24 +990,22 @@ where
             self.layer.retry.retry.timeout.limit(),
         );
         let retry = self.layer.retry.clone();
-        // The key given to the layer's `Retry`, if any, is every request's.
-        let given = retry.retry.key;
-        let destination = given.or_else(|| {
-            P::destination(&source).map(|(key, path_only)| {
-                // A path alone is this layer's: its destination is the one
-                // its service calls, which another layer's path is not.
-                if path_only {
-                    retry.draws_on_its_own();
-                    let mixed = retry.mixed_with_layer(key);
-                    // (Named as the path is, if it is.)
-                    if let Some(path) = crate::limit::names::named(crate::limit::names::word(key)) {
-                        crate::limit::names::name(mixed, || path.to_owned());
-                    }
-                    mixed
-                } else {
-                    key
+        // The key given to the layer's `Retry`, if any, is every request's
+        // in place of its destination.
+        let destination = P::destination(&source, retry.retry.key).map(|(key, path_only)| {
+            // A path alone is this layer's: its destination is the one its
+            // service calls, which another layer's path is not.
+            if path_only {
+                retry.draws_on_its_own();
+                let mixed = retry.mixed_with_layer(key);
+                // (Named as the path is, if it is.)
+                if let Some(path) = crate::limit::names::named(crate::limit::names::word(key)) {
+                    crate::limit::names::name(mixed, || path.to_owned());
                 }
-            })
+                mixed
+            } else {
+                key
+            }
         });
         let budget = retry.budget_for(destination);
         let call = LayerCall {

@@ -405,10 +405,11 @@ where
         crate::classify::http::is_idempotent_parts(&source.parts.method, &source.parts.headers)
     }
 
-    fn destination(source: &HttpSource<B>) -> Option<(u64, bool)> {
+    fn destination(source: &HttpSource<B>, given: Option<u64>) -> Option<(u64, bool)> {
         let uri = &source.parts.uri;
         let scheme = uri.scheme_str();
         let destination = match uri.authority() {
+            _ if given.is_some() => given,
             Some(authority) => Some(crate::classify::http::recent_destination(
                 scheme,
                 authority.as_str(),
