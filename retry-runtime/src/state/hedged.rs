@@ -3,15 +3,14 @@
 //! failed. The round only runs attempts and records what each one cost;
 //! the decision after it is [`AttemptState::decide`]'s, as for any attempt.
 
-use crate::limit::AdaptiveThrottle;
 use std::pin::Pin;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use super::{AttemptState, GiveUp, HoldsPolicy};
 use crate::classify::Verdict;
-use crate::limit::BudgetRef;
 use crate::limit::breaker::Permit;
+use crate::limit::{AdaptiveThrottle, BudgetRef};
 use crate::run::hedge::Hedge;
 use crate::run::scope::Scope;
 use crate::state::backoff::Rng;
