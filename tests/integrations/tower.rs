@@ -731,6 +731,33 @@ async fn a_key_given_to_a_layer_per_method_is_kept_per_method() {
     );
 }
 
+/// Per method, a key given to the layer's `Retry` has a default token
+/// budget per path: one method failing leaves the others theirs.
+#[tokio::test(start_paused = true)]
+async fn a_key_given_to_a_layer_per_method_has_a_default_budget_per_method() {
+    let sent = Arc::new(AtomicU32::new(0));
+    let count = sent.clone();
+    // Every request fails but every second `Get`.
+    let inner = service_fn(move |request: Request<ReplayBody<String>>| {
+        let n = count.fetch_add(1, Ordering::Relaxed);
+        let up = request.uri().path() == "/get" && n % 2 == 1;
+        let status = if up { 200 } else { 503 };
+        async move { Ok::<_, BoxError>(Response::builder().status(status).body(()).unwrap()) }
+    });
+    let policy = Policy::new().base(Duration::from_nanos(1));
+    let layer = RetryLayer::http(backstop::Retry::new(&policy).key(&"tenant-1")).per_method();
+    let call = |path: &str| {
+        let request = Request::get(path).body(String::new()).unwrap();
+        layer.layer(inner.clone()).oneshot(request)
+    };
+    for _ in 0..10 {
+        let _ = call("/export").await;
+    }
+    sent.store(0, Ordering::Relaxed);
+    let response = call("/get").await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK, "`/get` kept its retries");
+}
+
 /// The default token budget of a key given to a layer's `Retry` is the
 /// key's at the line building the layer, as a closure's is at its call
 /// site: two layers built apart, keyed alike, do not share it.

@@ -74,7 +74,8 @@ pub use crate::state::vocabulary::Throttled;
 ///   1.5 s (1.5 s at 90% load, where no retry takes 9.2 s). A short window
 ///   forgets an outage as soon as it ends; give a caller that makes only a
 ///   few calls a second a longer one, so that a single failure does not
-///   weigh on the next attempts.
+///   weigh on the next attempts — knowing that it forgets an outage later
+///   too (with 10 s the storm recovers after not retrying's 5.1 s).
 ///
 /// Time is read from the retry loop's clock (virtual time works), and the
 /// random draw from the call's own stream (`testing::seed_jitter` replays
@@ -105,6 +106,10 @@ pub struct AdaptiveThrottle {
     slots: [AtomicU64; SLOTS as usize],
     /// Where its slots are counted from.
     anchor: Anchor,
+    /// Attempts sent whose outcome has not been counted yet: a throttle
+    /// with some is not idle (kept per key, its place is not given away
+    /// while they are out).
+    in_flight: AtomicU64,
 }
 
 impl AdaptiveThrottle {
@@ -137,6 +142,7 @@ impl AdaptiveThrottle {
             slot_nanos: if slot > u64::MAX as u128 { u64::MAX } else { slot as u64 },
             slots: zeroed_atomics!(SLOTS as usize),
             anchor: Anchor::new(),
+            in_flight: AtomicU64::new(0),
         }
     }
     }
@@ -192,9 +198,10 @@ impl AdaptiveThrottle {
         }
     }
 
-    /// Nothing counted in the window ending at `now`: as a fresh one.
+    /// Nothing counted in the window ending at `now`, and no attempt out:
+    /// as a fresh one.
     pub(crate) fn is_idle(&self, now: Instant) -> bool {
-        self.counts(now) == (0, 0)
+        self.counts(now) == (0, 0) && self.in_flight.load(Acquire) == 0
     }
 
     /// The probability that an attempt made now is shed, on the clock the
@@ -278,6 +285,16 @@ impl AdaptiveThrottle {
     /// `answered`, in one step.
     pub(crate) fn sent(&self, now: Instant, answered: bool) {
         self.add(now, 1, u64::from(answered));
+        // (Never below zero: a count given without its `sending`.)
+        let _ = self
+            .in_flight
+            .fetch_update(AcqRel, Acquire, |out| out.checked_sub(1));
+    }
+
+    /// An attempt it admitted is sent: out until [`sent`](Self::sent)
+    /// counts its outcome.
+    pub(crate) fn sending(&self) {
+        self.in_flight.fetch_add(1, AcqRel);
     }
 
     /// The dependency answered (a success, or a `Stop` verdict): one more

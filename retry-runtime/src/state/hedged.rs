@@ -174,6 +174,9 @@ impl<C: Clock, P: HoldsPolicy> AttemptState<'_, C, P> {
         let now = self.clock.now();
         let refused = match self.grant_hedge(now) {
             Ok((permit, admitted)) => {
+                if let Some(throttle) = admitted {
+                    throttle.sending();
+                }
                 self.hedges += 1;
                 self.obs.hedged(attempt, delay);
                 self.call = self.call.with_key();
@@ -339,7 +342,10 @@ impl<Fut: Future> Round<Fut> {
             attempt: first,
             started: now,
             permit: state.permit.take(),
-            admitted: state.throttle.map(|(throttle, _)| throttle),
+            admitted: state.throttle.map(|(throttle, _)| {
+                throttle.sending();
+                throttle
+            }),
         };
         let timer = delay
             .filter(|_| last > first)

@@ -1186,6 +1186,7 @@ impl<C: Clock, P: HoldsPolicy> Attempts for AttemptState<'_, C, P> {
     fn begin(&mut self) {
         self.record_call();
         if let Some((throttle, _)) = self.throttle {
+            throttle.sending();
             self.throttle = Some((throttle, true));
         }
         self.obs.started(self.attempt());

@@ -605,17 +605,23 @@ impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
     #[track_caller]
     pub(crate) fn from_retry(retry: Retry<'_, W, K, B, R, G, L, A>, requests: P) -> Self {
         let (policy, given, retry) = retry.detach();
-        let (budget, own) = match given {
-            Chosen::Given(given) => (given, None),
-            Chosen::PerKey(table) => (Some(table.for_key(None)), None),
-            // A key given to the `Retry`: the key's default token budget
-            // at the line building the layer (as a closure's is at its call
-            // site), whatever each request's destination.
-            Chosen::Default if retry.key.is_some() => {
-                let site = crate::limit::token::at_call_site(std::panic::Location::caller());
+        // A key given to the `Retry`: its default token budgets are the
+        // key's (and the path's, per method) at the line building the
+        // layer, as a closure's are at its call site, whatever each
+        // request's destination.
+        let key_site = match given {
+            Chosen::Default if retry.key.is_some() => Some(crate::limit::token::at_call_site(
+                std::panic::Location::caller(),
+            )),
+            _ => None,
+        };
+        let (budget, own) = match (given, key_site) {
+            (Chosen::Given(given), _) => (given, None),
+            (Chosen::PerKey(table), _) => (Some(table.for_key(None)), None),
+            (Chosen::Default, Some(site)) => {
                 (Some(crate::run::default_per_key(site, retry.key)), None)
             }
-            Chosen::Default => {
+            (Chosen::Default, None) => {
                 let own = OwnBudget::lend();
                 (Some(BudgetRef::Token(own.get())), Some(own))
             }
@@ -626,6 +632,7 @@ impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
                 retry: retry.budget_chosen(budget),
                 own,
                 given,
+                key_site,
                 #[cfg(debug_assertions)]
                 built: Built {
                     at: std::panic::Location::caller(),
@@ -646,6 +653,9 @@ pub(crate) struct Shared<W, K, B, R, G, L, A> {
     own: Option<OwnBudget>,
     /// The budget as it was chosen.
     given: Chosen,
+    /// With a key given to the `Retry` and the default budget: the call
+    /// site whose per-key budgets the layer's requests draw on.
+    key_site: Option<&'static crate::limit::TokenBudget>,
     /// Where the layer was built, for the warning of
     /// [`count_own_budget`].
     #[cfg(debug_assertions)]
@@ -689,9 +699,11 @@ impl<W, K, B, R, G, L, A> Shared<W, K, B, R, G, L, A> {
     /// [`budget`](Self::budget), which calls without a destination draw on.
     pub(crate) fn budget_for(&self, destination: Option<u64>) -> Option<BudgetRef<'static>> {
         match (self.given, destination) {
-            // The key given to the `Retry` (every request's): its own
-            // default, chosen as the layer was built.
-            (Chosen::Default, _) if self.retry.key.is_some() => self.budget(),
+            // The key given to the `Retry` (every request's, with its path
+            // per method): its own default at the line building the layer.
+            (Chosen::Default, destination) if self.key_site.is_some() => self
+                .key_site
+                .map(|site| crate::run::default_per_key(site, destination)),
             // A destination that finds no place in the table draws on the
             // layer's own, as a request without one does.
             (Chosen::Default, Some(destination)) => crate::run::default_per_key_table()

@@ -12,14 +12,16 @@ use backstop_runtime::limit::AdaptiveThrottle;
 fn healthy_traffic_is_never_shed() {
     let throttle = AdaptiveThrottle::standard();
     let t0 = Instant::now();
-    // 10,000 attempts over 20 s, every one answered (one in 50 with an
-    // error no retry can fix: still an answer).
+    // 10,000 attempts over 20 s, each counted as a request and, answered,
+    // an accept (one in 50 with an error no retry can fix: still an
+    // answer, as the loops count a `Stop`).
     for i in 0..10_000u64 {
         let now = t0 + Duration::from_millis(i * 2);
         assert_eq!(throttle.rejection_probability_at(now), 0.0);
         throttle
             .admit(now, 0.0)
             .expect("a draw of 0 is shed by any p > 0");
+        throttle.requested(now);
         throttle.accepted(now);
     }
 }

@@ -427,6 +427,33 @@ async fn an_attempt_dropped_in_flight_counts_as_sent_and_not_answered() {
     assert!(shed_calls >= 100, "{shed_calls} of 200 shed");
 }
 
+/// A healthy dependency slower than the throttle's window (every call
+/// answered, in 2.5 s), 20 calls a second for 10 s: nothing is shed.
+#[tokio::test(start_paused = true)]
+async fn a_healthy_dependency_slower_than_the_window_is_never_shed() {
+    static SLOW_AND_WELL: AdaptiveThrottle = AdaptiveThrottle::standard();
+    static POLICY: std::sync::LazyLock<Policy> = std::sync::LazyLock::new(|| quiet().attempts(1));
+    let mut calls = tokio::task::JoinSet::new();
+    for _ in 0..200 {
+        calls.spawn(async {
+            Retry::new(&POLICY)
+                .throttle(&SLOW_AND_WELL)
+                .call_async(|| async {
+                    tokio::time::sleep(Duration::from_millis(2_500)).await;
+                    Ok::<(), Error>(())
+                })
+                .await
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let outs = calls.join_all().await;
+    assert!(
+        outs.iter().all(Result::is_ok),
+        "shed: {}",
+        outs.iter().filter(|out| shed(out)).count()
+    );
+}
+
 /// A healthy dependency slower than the throttle's window (answers in
 /// 2.5 s; one call in four refused at once), 20 calls a second. Until
 /// the first answers come only refusals are counted, and calls are shed;

@@ -351,3 +351,51 @@ fn its_debug_says_its_limiter_capacity_and_keys() {
         "Keyed { shared: AdaptiveThrottle { k: 2.0, window: 1s, .. }, capacity: 8, keys: 1, .. }"
     );
 }
+
+/// An adaptive throttle whose key has attempts out (a dependency that
+/// hangs: nothing counted in its window yet) is not idle: a full table
+/// keeps its place, and the attempts, counted when their callers give up,
+/// land on its own throttle, not on another key's.
+#[tokio::test(start_paused = true)]
+async fn a_throttle_with_attempts_out_keeps_its_place_and_counts_them_as_its_own() {
+    static TABLE: std::sync::LazyLock<Keyed<AdaptiveThrottle>> =
+        std::sync::LazyLock::new(|| Keyed::with_capacity(AdaptiveThrottle::standard(), 1));
+    static POLICY: std::sync::LazyLock<backstop_runtime::Policy> =
+        std::sync::LazyLock::new(|| backstop_runtime::Policy::new().attempts(1).no_budget());
+    let mut calls = tokio::task::JoinSet::new();
+    for _ in 0..20 {
+        calls.spawn(async {
+            let retry = backstop_runtime::Retry::new(&POLICY)
+                .key(&"hanging")
+                .throttle(&*TABLE);
+            let call = retry.call_async(std::future::pending::<Result<(), std::io::Error>>);
+            tokio::time::timeout(Duration::from_secs(1), call).await
+        });
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let healthy: Result<(), std::io::Error> = backstop_runtime::Retry::new(&POLICY)
+        .key(&"healthy")
+        .throttle(&*TABLE)
+        .call_async(|| async { Ok(()) })
+        .await;
+    assert!(healthy.is_ok());
+    assert!(
+        TABLE.peek(&"hanging").is_some(),
+        "the hanging key kept its place"
+    );
+    assert!(
+        TABLE.peek(&"healthy").is_none(),
+        "the healthy key found none"
+    );
+    calls.join_all().await;
+    let now = tokio::time::Instant::now().into_std();
+    let hanging = TABLE
+        .peek(&"hanging")
+        .unwrap()
+        .rejection_probability_at(now);
+    assert!(
+        (hanging - 20.0 / 21.0).abs() < 1e-12,
+        "its 20 attempts: {hanging}"
+    );
+    assert!(TABLE.shared().rejection_probability_at(now) < 1e-12);
+}
