@@ -758,6 +758,51 @@ async fn a_key_given_to_a_layer_per_method_has_a_default_budget_per_method() {
     assert_eq!(response.status(), StatusCode::OK, "`/get` kept its retries");
 }
 
+/// An adaptive throttle kept per key, given to an HTTP layer, is each
+/// destination's: the host that refuses is shed, the other is not.
+#[tokio::test(start_paused = true)]
+async fn a_throttle_kept_per_key_is_the_destinations_through_the_layer() {
+    use backstop::limit::{AdaptiveThrottle, Destination, Keyed};
+    static PER_HOST: Keyed<AdaptiveThrottle> = Keyed::new(AdaptiveThrottle::standard());
+    let inner = service_fn(|request: Request<ReplayBody<String>>| async move {
+        let status = if request.uri().host() == Some("down.test") {
+            503
+        } else {
+            200
+        };
+        Ok::<_, BoxError>(Response::builder().status(status).body(()).unwrap())
+    });
+    let policy = Policy::new().attempts(1);
+    let layer = RetryLayer::http(backstop::Retry::new(&policy).throttle(&PER_HOST));
+    let call = |uri: &'static str| {
+        let request = Request::get(uri).body(String::new()).unwrap();
+        layer.layer(inner).oneshot(request)
+    };
+    let mut shed = 0;
+    for _ in 0..40 {
+        if call("http://down.test/").await.is_err() {
+            shed += 1;
+        }
+        assert_eq!(
+            call("http://up.test/").await.unwrap().status(),
+            StatusCode::OK
+        );
+    }
+    assert!(shed >= 10, "the refusing host shed {shed} of 40");
+    let now = tokio::time::Instant::now().into_std();
+    let p = |host| {
+        PER_HOST
+            .peek(&Destination::new("http", host, None))
+            .map(|throttle| throttle.rejection_probability_at(now))
+    };
+    assert!(
+        p("down.test").is_some_and(|p| p > 0.5),
+        "{:?}",
+        p("down.test")
+    );
+    assert_eq!(p("up.test").map(|p| p < 1e-12), Some(true));
+}
+
 /// The default token budget of a key given to a layer's `Retry` is the
 /// key's at the line building the layer, as a closure's is at its call
 /// site: two layers built apart, keyed alike, do not share it.
