@@ -329,6 +329,22 @@ async fn the_attempts_the_driver_sends_are_counted_by_its_adaptive_throttle() {
     assert_eq!(sent.get() + shed.get(), 40);
 }
 
+/// A call under `policy` behind `throttle` to a healthy dependency that
+/// answers in `latency`.
+async fn answered_in(
+    policy: &'static Policy,
+    throttle: &'static AdaptiveThrottle,
+    latency: Duration,
+) -> Result<(), Error> {
+    Retry::new(policy)
+        .throttle(throttle)
+        .call_async(|| async move {
+            tokio::time::sleep(latency).await;
+            Ok(())
+        })
+        .await
+}
+
 /// Healthy traffic is never shed, however it arrives: twenty calls sent
 /// together after a quiet spell (an empty window, as a new key's or one
 /// idle for a window), each answered 50 ms later, three times over.
@@ -342,15 +358,7 @@ async fn healthy_calls_sent_together_after_a_quiet_spell_are_never_shed() {
         tokio::time::sleep(Duration::from_secs(5)).await;
         let mut calls = tokio::task::JoinSet::new();
         for _ in 0..20 {
-            calls.spawn(async {
-                Retry::new(&POLICY)
-                    .throttle(&BURSTY)
-                    .call_async(|| async {
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        Ok::<(), Error>(())
-                    })
-                    .await
-            });
+            calls.spawn(answered_in(&POLICY, &BURSTY, Duration::from_millis(50)));
         }
         let outs = calls.join_all().await;
         let shed = outs.iter().filter(|out| out.is_err()).count();
@@ -435,15 +443,11 @@ async fn a_healthy_dependency_slower_than_the_window_is_never_shed() {
     static POLICY: std::sync::LazyLock<Policy> = std::sync::LazyLock::new(|| quiet().attempts(1));
     let mut calls = tokio::task::JoinSet::new();
     for _ in 0..200 {
-        calls.spawn(async {
-            Retry::new(&POLICY)
-                .throttle(&SLOW_AND_WELL)
-                .call_async(|| async {
-                    tokio::time::sleep(Duration::from_millis(2_500)).await;
-                    Ok::<(), Error>(())
-                })
-                .await
-        });
+        calls.spawn(answered_in(
+            &POLICY,
+            &SLOW_AND_WELL,
+            Duration::from_millis(2_500),
+        ));
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let outs = calls.join_all().await;
