@@ -378,6 +378,24 @@ fn shed<T>(out: &Result<T, Error>) -> bool {
     out.as_ref().err().is_some_and(is_shed)
 }
 
+/// Ten rounds of twenty calls made by `call`, sent together, each round
+/// once the one before is over: what every call ended with.
+async fn in_rounds<T, Fut>(call: impl Fn() -> Fut) -> Vec<T>
+where
+    T: Send + 'static,
+    Fut: Future<Output = T> + Send + 'static,
+{
+    let mut outs = Vec::new();
+    for _ in 0..10 {
+        let mut calls = tokio::task::JoinSet::new();
+        for _ in 0..20 {
+            calls.spawn(call());
+        }
+        outs.extend(calls.join_all().await);
+    }
+    outs
+}
+
 /// An outage of timeouts longer than the throttle's window: each attempt
 /// hangs and is cut off at 3 s (the window is 2 s). Each is counted when
 /// it is cut off, a request not accepted: the calls sent after the first
@@ -386,25 +404,15 @@ fn shed<T>(out: &Result<T, Error>) -> bool {
 async fn attempts_cut_off_after_longer_than_the_window_are_counted_refused() {
     static HANGING: AdaptiveThrottle = AdaptiveThrottle::standard();
     static POLICY: std::sync::LazyLock<Policy> = std::sync::LazyLock::new(|| quiet().attempts(1));
-    let mut shed_calls = 0;
-    for _ in 0..10 {
-        let mut calls = tokio::task::JoinSet::new();
-        for _ in 0..20 {
-            calls.spawn(async {
-                Retry::new(&POLICY)
-                    .throttle(&HANGING)
-                    .attempt_timeout(Duration::from_secs(3))
-                    .call_async(std::future::pending::<Result<(), Error>>)
-                    .await
-            });
-        }
-        shed_calls += calls
-            .join_all()
+    let outs = in_rounds(|| async {
+        Retry::new(&POLICY)
+            .throttle(&HANGING)
+            .attempt_timeout(Duration::from_secs(3))
+            .call_async(std::future::pending::<Result<(), Error>>)
             .await
-            .iter()
-            .filter(|out| shed(out))
-            .count();
-    }
+    })
+    .await;
+    let shed_calls = outs.iter().filter(|out| shed(out)).count();
     assert!(shed_calls >= 100, "{shed_calls} of 200 shed");
 }
 
@@ -415,22 +423,18 @@ async fn attempts_cut_off_after_longer_than_the_window_are_counted_refused() {
 async fn an_attempt_dropped_in_flight_counts_as_sent_and_not_answered() {
     static BEHIND_A_TIMEOUT: AdaptiveThrottle = AdaptiveThrottle::standard();
     static POLICY: std::sync::LazyLock<Policy> = std::sync::LazyLock::new(|| quiet().attempts(1));
+    let outs = in_rounds(|| async {
+        let retry = Retry::new(&POLICY).throttle(&BEHIND_A_TIMEOUT);
+        let call = retry.call_async(std::future::pending::<Result<(), Error>>);
+        tokio::time::timeout(Duration::from_millis(500), call).await
+    })
+    .await;
+    // (A call that was sent hung: the caller's timeout ended it; one that
+    // ended by itself was shed.)
     let mut shed_calls = 0;
-    for _ in 0..10 {
-        let mut calls = tokio::task::JoinSet::new();
-        for _ in 0..20 {
-            calls.spawn(async {
-                let retry = Retry::new(&POLICY).throttle(&BEHIND_A_TIMEOUT);
-                let call = retry.call_async(std::future::pending::<Result<(), Error>>);
-                tokio::time::timeout(Duration::from_millis(500), call).await
-            });
-        }
-        // (A call that was sent hung: the caller's timeout ended it; one
-        // that ended by itself was shed.)
-        for out in calls.join_all().await.into_iter().flatten() {
-            assert!(shed(&out), "{out:?}");
-            shed_calls += 1;
-        }
+    for out in outs.into_iter().flatten() {
+        assert!(shed(&out), "{out:?}");
+        shed_calls += 1;
     }
     assert!(shed_calls >= 100, "{shed_calls} of 200 shed");
 }
