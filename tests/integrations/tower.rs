@@ -1809,6 +1809,24 @@ async fn a_host_that_is_down_drains_its_own_token_budget_and_no_other_hosts() {
         rescued_beside, rescued_alone,
         "the healthy host kept its retries"
     );
+    // And the host that is down has none left, through any layer.
+    let retries = Arc::new(AtomicU32::new(0));
+    let counted = retries.clone();
+    let counting = RetryLayer::http(backstop::Retry::new(&policy).on_retry(
+        move |_: &backstop::RetryEvent<'_, Response<()>, std::io::Error>| {
+            counted.fetch_add(1, Ordering::Relaxed);
+        },
+    ))
+    .layer(two_hosts("down-b.test"));
+    let request = Request::get("http://down-b.test/")
+        .body(String::new())
+        .unwrap();
+    assert!(counting.oneshot(request).await.is_err());
+    assert_eq!(
+        retries.load(Ordering::Relaxed),
+        0,
+        "no retry for the host that is down"
+    );
 }
 
 /// A layer built for each request draws on its destination's token
