@@ -190,8 +190,10 @@ async fn a_held_call_gives_up_at_its_deadline_when_the_dependency_does_not_answe
             // Held, little more was sent: the first attempts, the retries
             // the budget allowed (fewer than half its tokens, and the
             // refill's hundredth of a token per 100 ms), and a probe every
-            // 200 ms or so for the 4 s that calls were held.
-            assert!(db.sent.get() <= 20 + 5 + 40, "{} sent", db.sent.get());
+            // 200 ms or so for the 4 s that calls were held (20, and a
+            // tenth more: 41–44 sent in all over twelve runs; a probe every
+            // 100 ms would be 20 more).
+            assert!(db.sent.get() <= 20 + 5 + 22, "{} sent", db.sent.get());
         })
         .await;
 }
@@ -494,8 +496,11 @@ async fn a_caller_alone_finds_the_dependency_back_by_a_probe() {
         }
     }
     // It succeeded soon after the dependency came back, having sent a
-    // request about every 200 ms at most while it was down.
+    // request about every 200 ms at most while it was down: the first
+    // calls' attempts and retries until the budget stopped them, then a
+    // probe about every 200 ms (11–12 sent in all over twelve runs; a
+    // probe every 100 ms would be 5 more).
     let (_, end, _) = calls.last().unwrap();
     assert!(*end <= Duration::from_millis(1300), "{calls:?}");
-    assert!(db.sent.get() < 40, "{} sent", db.sent.get());
+    assert!(db.sent.get() <= 15, "{} sent", db.sent.get());
 }
