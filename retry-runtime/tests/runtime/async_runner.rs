@@ -501,6 +501,47 @@ async fn answers_slower_than_the_window_are_counted_when_they_come() {
     assert!(answered > 250, "{answered} of 400 answered");
 }
 
+/// Through the loop, shedding follows the share of refusals: a dependency
+/// that refuses two calls in five is answered more than K = 2 needs, and
+/// nothing is shed once the window has seen it; one that refuses four in
+/// five has the calls sent shed in proportion, about half of them.
+#[tokio::test(start_paused = true)]
+async fn a_dependency_refusing_a_share_of_calls_is_shed_in_proportion() {
+    static TWO_IN_FIVE: AdaptiveThrottle = AdaptiveThrottle::standard();
+    static FOUR_IN_FIVE: AdaptiveThrottle = AdaptiveThrottle::standard();
+    backstop_runtime::testing::seed_jitter(11);
+    let policy = quiet().attempts(1);
+    let shed_of = |throttle: &'static AdaptiveThrottle, refused: u32| {
+        let retry = Retry::new(&policy).throttle(throttle);
+        async move {
+            let mut shed_calls = Vec::new();
+            for i in 0..500u32 {
+                let out = retry
+                    .call_async(|| async move {
+                        if i % 5 < refused {
+                            Err(Error::from(ErrorKind::ConnectionRefused))
+                        } else {
+                            Ok(())
+                        }
+                    })
+                    .await;
+                if shed(&out) {
+                    shed_calls.push(i);
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            shed_calls
+        }
+    };
+    // (The first refusal, alone in the window, may shed a call or two.)
+    let shed_two = shed_of(&TWO_IN_FIVE, 2).await;
+    assert!(shed_two.iter().all(|i| *i < 20), "{shed_two:?}");
+    // At K = 2 with one answer in five sent: about 1 − 2 × 1/5 of the
+    // calls (271 of 500 with this seed).
+    let shed_four = shed_of(&FOUR_IN_FIVE, 4).await.len();
+    assert!((225..=325).contains(&shed_four), "{shed_four} of 500 shed");
+}
+
 /// A throttle kept per key, given to a closure's loop with the call's key:
 /// the key whose dependency refuses is shed, another key's calls are not.
 #[tokio::test(start_paused = true)]
