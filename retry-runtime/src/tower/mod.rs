@@ -698,12 +698,12 @@ impl<W, K, B, R, G, L, A> Shared<W, K, B, R, G, L, A> {
     /// a budget kept per key, the destination's; otherwise as
     /// [`budget`](Self::budget), which calls without a destination draw on.
     pub(crate) fn budget_for(&self, destination: Option<u64>) -> Option<BudgetRef<'static>> {
+        // The key given to the `Retry` (every request's, with its path per
+        // method): its own default at the line building the layer.
+        if let Some(site) = self.key_site {
+            return Some(crate::run::default_per_key(site, destination));
+        }
         match (self.given, destination) {
-            // The key given to the `Retry` (every request's, with its path
-            // per method): its own default at the line building the layer.
-            (Chosen::Default, destination) if self.key_site.is_some() => self
-                .key_site
-                .map(|site| crate::run::default_per_key(site, destination)),
             // A destination that finds no place in the table draws on the
             // layer's own, as a request without one does.
             (Chosen::Default, Some(destination)) => crate::run::default_per_key_table()
