@@ -358,3 +358,26 @@ fn classifiers_need_no_annotation() {
     assert!(out.is_err());
     assert_eq!(attempts, 1);
 }
+
+/// `Retry::key` keys a call as `#[retry(key = ..)]` does: each key has a
+/// default token budget of its own at the call site, so a shard that is
+/// down spends its retries and no other shard's.
+#[test]
+fn with_a_key_each_key_of_a_retry_has_a_default_token_budget_of_its_own() {
+    let _vt = backstop::testing::VirtualTime::start();
+    let policy = Policy::new().base(Duration::from_millis(1));
+    let attempts = |shard: u32| {
+        let mut calls = 0;
+        let _ = Retry::new(&policy).key(&shard).call(|| {
+            calls += 1;
+            Err::<(), _>(Error::from(ErrorKind::HostUnreachable))
+        });
+        calls
+    };
+    // Shard 1 is down: 3 retries in its first calls (each failure takes a
+    // token, retries only above half: at 9, 8 and 6), then none.
+    let spent: u32 = (0..10).map(|_| attempts(1)).sum();
+    assert_eq!(spent, 10 + 3);
+    assert_eq!(attempts(1), 1, "no retry left for shard 1");
+    assert_eq!(attempts(2), 3, "shard 2 has its own budget, full");
+}

@@ -504,3 +504,27 @@ async fn a_caller_alone_finds_the_dependency_back_by_a_probe() {
     assert!(*end <= Duration::from_millis(1300), "{calls:?}");
     assert!(db.sent.get() <= 15, "{} sent", db.sent.get());
 }
+
+#[retry(deadline = 3s)]
+async fn not_held(db: Rc<Db>) -> Result<u32, DbError> {
+    db.query()
+}
+
+/// A call holds only when the budget refuses its retry: a caller alone,
+/// whose budget still has tokens (its function's, ten, untouched), spends
+/// its three attempts within about 300 ms of backoff (sleeps of at most
+/// 100 and 200 ms) and gives up with its last error, long before its
+/// deadline.
+#[tokio::test(start_paused = true)]
+async fn a_caller_alone_with_tokens_spends_its_attempts_and_gives_up_with_its_last_error() {
+    let t0 = Instant::now();
+    let db = Db::down_for(Duration::from_secs(60));
+    let out = not_held(db.clone()).await;
+    assert_eq!(out, Err(DbError::Refused));
+    assert_eq!(db.sent.get(), 3);
+    assert!(
+        t0.elapsed() <= Duration::from_millis(300),
+        "gave up after {:?}",
+        t0.elapsed()
+    );
+}

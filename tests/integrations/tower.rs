@@ -1829,6 +1829,80 @@ async fn a_host_that_is_down_drains_its_own_token_budget_and_no_other_hosts() {
     );
 }
 
+/// A destination that finds no place in the process-wide table of
+/// default budgets (every place held by a key with a token spent) draws
+/// on the layer's own token budget, as a request without a host does: a
+/// host that is down drains it for the layer's other new hosts, and for
+/// no other layer's. (In a process of its own: filling the table would
+/// take the places the other tests' destinations need.)
+#[test]
+fn a_destination_that_finds_no_place_draws_on_the_layers_own_budget() {
+    const CHILD: &str = "BACKSTOP_TEST_FULL_TABLE";
+    const NAME: &str = "tower::a_destination_that_finds_no_place_draws_on_the_layers_own_budget";
+    if std::env::var_os(CHILD).is_none() {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", NAME, "--test-threads=1"])
+            .env(CHILD, "1")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(stdout.contains("1 passed"), "the test ran: {stdout}");
+        return;
+    }
+    // Every place of the table taken, each key's budget with a token
+    // spent (in real time: the layer's paused clock, started after, never
+    // sees them refill).
+    let once = Policy::new().attempts(1);
+    for user in 0..20_000u64 {
+        let _ = backstop::Retry::new(&once)
+            .key(&user)
+            .call(|| Err::<(), _>(support::unreachable()));
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        // `down-*` answers every request 503; any other host a call's
+        // first request 503 and its retry 200.
+        let service = || {
+            let healthy = Arc::new(AtomicU32::new(0));
+            service_fn(move |request: Request<ReplayBody<String>>| {
+                let first = request.uri().host().is_some_and(|h| h.starts_with("down-"))
+                    || healthy.fetch_add(1, Ordering::Relaxed).is_multiple_of(2);
+                let status = if first { 503 } else { 200 };
+                async move {
+                    Ok::<_, std::io::Error>(Response::builder().status(status).body(()).unwrap())
+                }
+            })
+        };
+        let policy = Policy::new().base(Duration::from_millis(1));
+        let shared = RetryLayer::http(&policy).layer(service());
+        for _ in 0..30 {
+            let request = Request::get("http://down-full.test/")
+                .body(String::new())
+                .unwrap();
+            let response = shared.clone().oneshot(request).await.unwrap();
+            assert_eq!(response.status(), 503);
+        }
+        // The healthy host beside it found no place either: it draws on
+        // the layer's budget the host that is down drained, and no call
+        // of its is retried (every other one is answered 200 at once).
+        let rescued_beside = rescued_through(&shared, "up-full.test").await;
+        assert_eq!(rescued_beside, 10, "no retry left in the layer's own");
+        // A layer built apart has a budget of its own, untouched.
+        let apart = RetryLayer::http(&policy).layer(service());
+        let rescued_apart = rescued_through(&apart, "up-full.test").await;
+        assert!(rescued_apart > 10, "{rescued_apart}");
+    });
+}
+
 /// A layer built for each request draws on its destination's token
 /// budget, as one built once does: the retries stop while the host fails
 /// every request (a budget of each layer's own, full every time, would
