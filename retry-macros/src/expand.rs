@@ -852,17 +852,23 @@ fn breaker(
 ) -> (Option<WithGate>, TokenStream, TokenStream) {
     // The throttle is asked first: an attempt it sheds never takes a
     // breaker's leave.
+    let keyed = args.key.value().is_some();
     let (with_throttle, throttle_first, throttle_after) = gate(
         args.throttle.value(),
         &THROTTLE,
         rt,
         n,
-        ret,
-        view,
-        on_give_up,
+        (ret, view, on_give_up),
+        keyed,
     );
-    let (with_breaker, breaker_first, breaker_after) =
-        gate(args.breaker.value(), &BREAKER, rt, n, ret, view, on_give_up);
+    let (with_breaker, breaker_first, breaker_after) = gate(
+        args.breaker.value(),
+        &BREAKER,
+        rt,
+        n,
+        (ret, view, on_give_up),
+        keyed,
+    );
     let with_gates: Option<WithGate> = match (with_throttle, with_breaker) {
         (None, None) => None,
         (throttle, breaker) => Some(Box::new(move |mut init| {
@@ -879,14 +885,16 @@ fn breaker(
     )
 }
 
+/// One gate (`path`, what `gate` says it is), for a call given a key or
+/// not (`keyed`): its constructor and its admission check, which gives
+/// up with the function's return type, `view` and `on_give_up`.
 fn gate(
     path: Option<&syn::Path>,
     gate: &Gate,
     rt: &TokenStream,
     n: &Names,
-    ret: &Type,
-    view: &TokenStream,
-    on_give_up: &TokenStream,
+    (ret, view, on_give_up): (&Type, &TokenStream, &TokenStream),
+    keyed: bool,
 ) -> (Option<WithGate>, TokenStream, TokenStream) {
     let state = &n.state;
     // With a gate: the state machine asks it before every attempt; a
@@ -895,7 +903,7 @@ fn gate(
     match path {
         Some(path) => {
             let (item, read, last) =
-                shared_static(path, rt, gate.what, gate.shared, gate.read, &n.key);
+                shared_static(path, rt, gate.what, gate.shared, gate.read, &n.key, keyed);
             let open = format_ident!("__backstop_open", span = Span::mixed_site());
             // `<E as From<Rejection>>::from` with the user's own `E` where
             // the return type names it, all on the path: a missing impl is
@@ -1029,7 +1037,15 @@ fn setup(args: &Args, rt: &TokenStream, n: &Names) -> TokenStream {
     let (own, budget_init) = match args.budget.value() {
         Some(OrNone::None) => (quote!(), quote!(::core::option::Option::None)),
         Some(OrNone::Some(path)) => {
-            let (item, read, _) = shared_static(path, rt, "BUDGET", "SharedBudget", "budget", key);
+            let (item, read, _) = shared_static(
+                path,
+                rt,
+                "BUDGET",
+                "SharedBudget",
+                "budget",
+                key,
+                args.key.value().is_some(),
+            );
             (item, quote!(::core::option::Option::Some(#read)))
         }
         None => {
@@ -1072,6 +1088,7 @@ fn shared_static(
     shared: &str,
     read: &str,
     key: &Ident,
+    keyed: bool,
 ) -> (TokenStream, TokenStream, Span) {
     let last = path
         .segments
@@ -1081,7 +1098,10 @@ fn shared_static(
     let name = format_ident!("__BACKSTOP_{}", what);
     let shared = format_ident!("{}", shared);
     let read = format_ident!("{}", read);
-    let ty = respan(quote!(&dyn #rt::#shared), last);
+    // Without `key = ..`, a `Keyed` table is refused: every call would
+    // draw on its one limiter for calls without a key.
+    let marker = if keyed { quote!(ByKey) } else { quote!(NoKey) };
+    let ty = respan(quote!(&dyn #rt::#shared<#rt::#marker>), last);
     let item = quote! {
         static #name: #ty = #borrow;
     };

@@ -56,10 +56,10 @@ use proc_macro::TokenStream;
 /// | `when` | path or closure `Fn(&E) -> bool` or `-> Verdict`: which errors to retry | `E: Classify` | `when = \|e\| e.is_transient()` |
 /// | `when_ok` | path or closure `Fn(&T) -> bool` or `-> Verdict`: retry an `Ok` value | never | `when_ok = \|r: &Response\| r.status() == 503` |
 /// | `idempotent` | `true`, `false` (bare `idempotent` is `true`): may an ambiguous failure (a timeout) be repeated? | `false` | `idempotent` |
-/// | `budget` | path to a `static TokenBudget` or `WindowBudget` (or a `Keyed` of either), or `none` | a token budget of the function's own | `budget = USERS_BUDGET` |
-/// | `breaker` | path to a `static CircuitBreaker` (or `Keyed<CircuitBreaker>`); needs `E: From<CircuitOpen>` | none | `breaker = USERS_BREAKER` |
-/// | `throttle` | path to a `static AdaptiveThrottle` (or `Keyed<AdaptiveThrottle>`); needs `E: From<Throttled>` | none | `throttle = USERS_THROTTLE` |
-/// | `key` | expression of a `Hash` type: the call's key. A `budget`, `breaker` or `throttle` kept per key (`Keyed`) is the key's, and the default token budget is the key's own | none | `key = shard_id` |
+/// | `budget` | path to a `static TokenBudget` or `WindowBudget` (or, with `key`, a `Keyed` of either), or `none` | a token budget of the function's own | `budget = USERS_BUDGET` |
+/// | `breaker` | path to a `static CircuitBreaker` (or, with `key`, a `Keyed<CircuitBreaker>`); needs `E: From<CircuitOpen>` | none | `breaker = USERS_BREAKER` |
+/// | `throttle` | path to a `static AdaptiveThrottle` (or, with `key`, a `Keyed<AdaptiveThrottle>`); needs `E: From<Throttled>` | none | `throttle = USERS_THROTTLE` |
+/// | `key` | expression of a `Hash` type: the call's key. A `budget`, `breaker` or `throttle` kept per key (`Keyed`) is the key's (without a `key`, a `Keyed` one is a compile error), and the default token budget is the key's own | none | `key = shard_id` |
 /// | `retry_after_max` | duration: a longer `Retry-After` gives up | `60s` | `retry_after_max = 2m` |
 /// | `attempt_timeout` | duration (async fns only); needs `E: From<Elapsed>` | none | `attempt_timeout = 2s` |
 /// | `hedge` | duration, or a percentile of the function's recent latencies (`p50`…`p99`, `p999`): after it, another attempt starts beside the slow one, first answer wins (async fns, `idempotent`; hedges count as attempts) | none | `hedge = p95` |

@@ -373,18 +373,28 @@ pub fn own_budget(own: &'static TokenBudget, key: Option<u64>) -> BudgetRef<'sta
     }
 }
 
+/// The calls of a function given a `key = ..`: the shared-state traits
+/// below take a [`Keyed`] table for them.
+pub enum ByKey {}
+
+/// The calls of a function given no `key = ..`: the shared-state traits
+/// below take no [`Keyed`] table for them (every call would draw on the
+/// table's one limiter for calls without a key, the table for nothing).
+pub enum NoKey {}
+
 /// What `budget = PATH` may name: a `static TokenBudget` or a `static
-/// WindowBudget`, a `static Keyed` of either, or a `static` that
-/// dereferences to one of them (a `LazyLock` built from configuration).
-/// The generated code borrows `PATH` once, as a `&'static dyn
-/// SharedBudget` in a `static`: a `const` is then the one error (a fresh
-/// budget per call would silently grant every retry).
+/// WindowBudget`, a `static Keyed` of either (with `key = ..`: `K` is
+/// [`ByKey`]), or a `static` that dereferences to one of them (a
+/// `LazyLock` built from configuration). The generated code borrows
+/// `PATH` once, as a `&'static dyn SharedBudget<K>` in a `static`: a
+/// `const` is then the one error (a fresh budget per call would silently
+/// grant every retry).
 #[diagnostic::on_unimplemented(
     message = "`budget = ..` needs a `static TokenBudget` or `WindowBudget`, not `{Self}`",
     label = "not a `TokenBudget` or `WindowBudget`",
-    note = "declare it `static NAME: TokenBudget = TokenBudget::new(..);` (or a `WindowBudget`, a `Keyed` of either, or a `LazyLock` of one)"
+    note = "declare it `static NAME: TokenBudget = TokenBudget::new(..);` (or a `WindowBudget`, or a `LazyLock` of one); a `Keyed` table of either keeps one per key, and needs the call's `key = ..`"
 )]
-pub trait SharedBudget: Sync + 'static {
+pub trait SharedBudget<K>: Sync + 'static {
     /// The budget of a call keyed `key`.
     fn budget(&'static self, key: Option<u64>) -> BudgetRef<'static>;
 }
@@ -392,25 +402,25 @@ pub trait SharedBudget: Sync + 'static {
 // Each through `own`: a test under `testing::isolate()` draws on a fresh
 // copy instead.
 
-impl SharedBudget for TokenBudget {
+impl<K> SharedBudget<K> for TokenBudget {
     fn budget(&'static self, _: Option<u64>) -> BudgetRef<'static> {
         BudgetRef::Token(own(self))
     }
 }
 
-impl SharedBudget for WindowBudget {
+impl<K> SharedBudget<K> for WindowBudget {
     fn budget(&'static self, _: Option<u64>) -> BudgetRef<'static> {
         BudgetRef::Window(own(self))
     }
 }
 
-impl SharedBudget for Keyed<TokenBudget> {
+impl SharedBudget<ByKey> for Keyed<TokenBudget> {
     fn budget(&'static self, key: Option<u64>) -> BudgetRef<'static> {
         crate::run::PerKeyBudget::Token(self).for_key(key)
     }
 }
 
-impl SharedBudget for Keyed<WindowBudget> {
+impl SharedBudget<ByKey> for Keyed<WindowBudget> {
     fn budget(&'static self, key: Option<u64>) -> BudgetRef<'static> {
         crate::run::PerKeyBudget::Window(self).for_key(key)
     }
@@ -421,9 +431,9 @@ impl SharedBudget for Keyed<WindowBudget> {
 /// `breaker =` and `throttle =` take them.
 // (Not named in a wrong type's error: its `Deref` is not the mistake.)
 #[diagnostic::do_not_recommend]
-impl<T: std::ops::Deref + Sync + 'static> SharedBudget for T
+impl<K, T: std::ops::Deref + Sync + 'static> SharedBudget<K> for T
 where
-    T::Target: SharedBudget,
+    T::Target: SharedBudget<K>,
 {
     fn budget(&'static self, key: Option<u64>) -> BudgetRef<'static> {
         SharedBudget::budget(&**self, key)
@@ -431,25 +441,25 @@ where
 }
 
 /// What `breaker = PATH` may name: a `static CircuitBreaker`, a `static
-/// Keyed<CircuitBreaker>`, or a `static` that dereferences to one;
-/// borrowed once, like [`SharedBudget`].
+/// Keyed<CircuitBreaker>` (with `key = ..`), or a `static` that
+/// dereferences to one; borrowed once, like [`SharedBudget`].
 #[diagnostic::on_unimplemented(
     message = "`breaker = ..` needs a `static CircuitBreaker`, not `{Self}`",
     label = "not a `CircuitBreaker`",
-    note = "declare it `static NAME: CircuitBreaker = CircuitBreaker::new(..);` (or a `Keyed<CircuitBreaker>`)"
+    note = "declare it `static NAME: CircuitBreaker = CircuitBreaker::new(..);`; a `Keyed<CircuitBreaker>` keeps one per key, and needs the call's `key = ..`"
 )]
-pub trait SharedBreaker: Sync + 'static {
+pub trait SharedBreaker<K>: Sync + 'static {
     /// The breaker of a call keyed `key`.
     fn breaker(&'static self, key: Option<u64>) -> &'static CircuitBreaker;
 }
 
-impl SharedBreaker for CircuitBreaker {
+impl<K> SharedBreaker<K> for CircuitBreaker {
     fn breaker(&'static self, _: Option<u64>) -> &'static CircuitBreaker {
         self
     }
 }
 
-impl SharedBreaker for Keyed<CircuitBreaker> {
+impl SharedBreaker<ByKey> for Keyed<CircuitBreaker> {
     fn breaker(&'static self, key: Option<u64>) -> &'static CircuitBreaker {
         self.for_key(key)
     }
@@ -457,9 +467,9 @@ impl SharedBreaker for Keyed<CircuitBreaker> {
 
 // (Not named in a wrong type's error: its `Deref` is not the mistake.)
 #[diagnostic::do_not_recommend]
-impl<T: std::ops::Deref + Sync + 'static> SharedBreaker for T
+impl<K, T: std::ops::Deref + Sync + 'static> SharedBreaker<K> for T
 where
-    T::Target: SharedBreaker,
+    T::Target: SharedBreaker<K>,
 {
     fn breaker(&'static self, key: Option<u64>) -> &'static CircuitBreaker {
         SharedBreaker::breaker(&**self, key)
@@ -467,25 +477,25 @@ where
 }
 
 /// What `throttle = PATH` may name: a `static AdaptiveThrottle`, a
-/// `static Keyed<AdaptiveThrottle>`, or a `static` that dereferences to
-/// one; borrowed once, like [`SharedBudget`].
+/// `static Keyed<AdaptiveThrottle>` (with `key = ..`), or a `static` that
+/// dereferences to one; borrowed once, like [`SharedBudget`].
 #[diagnostic::on_unimplemented(
     message = "`throttle = ..` needs a `static AdaptiveThrottle`, not `{Self}`",
     label = "not an `AdaptiveThrottle`",
-    note = "declare it `static NAME: AdaptiveThrottle = AdaptiveThrottle::standard();` (or a `Keyed<AdaptiveThrottle>`)"
+    note = "declare it `static NAME: AdaptiveThrottle = AdaptiveThrottle::standard();`; a `Keyed<AdaptiveThrottle>` keeps one per key, and needs the call's `key = ..`"
 )]
-pub trait SharedThrottle: Sync + 'static {
+pub trait SharedThrottle<K>: Sync + 'static {
     /// The throttle of a call keyed `key`.
     fn throttle(&'static self, key: Option<u64>) -> &'static AdaptiveThrottle;
 }
 
-impl SharedThrottle for AdaptiveThrottle {
+impl<K> SharedThrottle<K> for AdaptiveThrottle {
     fn throttle(&'static self, _: Option<u64>) -> &'static AdaptiveThrottle {
         self
     }
 }
 
-impl SharedThrottle for Keyed<AdaptiveThrottle> {
+impl SharedThrottle<ByKey> for Keyed<AdaptiveThrottle> {
     fn throttle(&'static self, key: Option<u64>) -> &'static AdaptiveThrottle {
         self.for_key(key)
     }
@@ -493,9 +503,9 @@ impl SharedThrottle for Keyed<AdaptiveThrottle> {
 
 // (Not named in a wrong type's error: its `Deref` is not the mistake.)
 #[diagnostic::do_not_recommend]
-impl<T: std::ops::Deref + Sync + 'static> SharedThrottle for T
+impl<K, T: std::ops::Deref + Sync + 'static> SharedThrottle<K> for T
 where
-    T::Target: SharedThrottle,
+    T::Target: SharedThrottle<K>,
 {
     fn throttle(&'static self, key: Option<u64>) -> &'static AdaptiveThrottle {
         SharedThrottle::throttle(&**self, key)

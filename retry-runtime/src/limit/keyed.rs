@@ -109,6 +109,8 @@ struct Slot<T> {
 /// `.breaker(&PER_HOST)`), with the call's key (`key = host`,
 /// [`Retry::key`](crate::Retry::key)); the tower layer and the
 /// middleware key by destination (scheme, host and port) by themselves.
+/// `#[retry]` refuses a `Keyed` table without a `key = ..` at compile
+/// time: every call would draw on its shared limiter.
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
