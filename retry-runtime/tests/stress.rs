@@ -1,4 +1,4 @@
-//! Stress: two threads hammer one budget and one breaker, a million
+//! Stress: two threads hammer one budget, breaker and throttle, a million
 //! operations each in release builds (`cargo test --release --test
 //! stress`; a tenth of that in debug builds), then the invariants are
 //! checked: nothing lost, the counts add up, not one retry beyond the
@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 
 use backstop_runtime::Verdict;
 use backstop_runtime::backoff::Rng;
-use backstop_runtime::limit::{BreakerState, CircuitBreaker, TokenBudget, WindowBudget};
+use backstop_runtime::limit::{
+    AdaptiveThrottle, BreakerState, CircuitBreaker, TokenBudget, WindowBudget,
+};
 
 const THREADS: usize = 2;
 
@@ -359,6 +361,30 @@ fn a_hammered_token_budget_loses_no_update() {
         "{}",
         throttle.tokens()
     );
+}
+
+#[test]
+fn a_hammered_adaptive_throttle_loses_no_count() {
+    // One instant, one slot: one thread counts OPS requests, the other OPS
+    // requests and OPS accepts. K = 1: the rejection probability says
+    // exactly how many of each were counted (a lost update, a store where
+    // a compare-and-swap belongs, would change it).
+    let throttle = Arc::new(AdaptiveThrottle::new(1.0, Duration::from_secs(60)));
+    let now = Instant::now();
+    let shared = Arc::clone(&throttle);
+    on_threads(move |t, meet| {
+        meet.wait();
+        for _ in 0..OPS {
+            shared.requested(now);
+            if t % 2 == 1 {
+                shared.accepted(now);
+            }
+        }
+    });
+    let (requests, accepts) = (2.0 * OPS as f64, OPS as f64);
+    let expected = (requests - accepts) / (requests + 1.0);
+    let said = throttle.rejection_probability_at(now);
+    assert!((said - expected).abs() < 1e-12, "{said} for {expected}");
 }
 
 /// Rounds in which both threads bring the same new key at once.
