@@ -390,7 +390,7 @@ pub enum NoKey {}
 /// `const` is then the one error (a fresh budget per call would silently
 /// grant every retry).
 #[diagnostic::on_unimplemented(
-    message = "`budget = ..` needs a `static TokenBudget` or `WindowBudget`, not `{Self}`",
+    message = "`budget = ..` needs a `static TokenBudget` or `WindowBudget` (or a `Keyed` one, with `key = ..`), not `{Self}`",
     label = "not a `TokenBudget` or `WindowBudget`",
     note = "declare it `static NAME: TokenBudget = TokenBudget::new(..);` (or a `WindowBudget`, or a `LazyLock` of one); a `Keyed` table of either keeps one per key, and needs the call's `key = ..`"
 )]
@@ -444,7 +444,7 @@ where
 /// Keyed<CircuitBreaker>` (with `key = ..`), or a `static` that
 /// dereferences to one; borrowed once, like [`SharedBudget`].
 #[diagnostic::on_unimplemented(
-    message = "`breaker = ..` needs a `static CircuitBreaker`, not `{Self}`",
+    message = "`breaker = ..` needs a `static CircuitBreaker` (or a `Keyed` one, with `key = ..`), not `{Self}`",
     label = "not a `CircuitBreaker`",
     note = "declare it `static NAME: CircuitBreaker = CircuitBreaker::new(..);`; a `Keyed<CircuitBreaker>` keeps one per key, and needs the call's `key = ..`"
 )]
@@ -480,7 +480,7 @@ where
 /// `static Keyed<AdaptiveThrottle>` (with `key = ..`), or a `static` that
 /// dereferences to one; borrowed once, like [`SharedBudget`].
 #[diagnostic::on_unimplemented(
-    message = "`throttle = ..` needs a `static AdaptiveThrottle`, not `{Self}`",
+    message = "`throttle = ..` needs a `static AdaptiveThrottle` (or a `Keyed` one, with `key = ..`), not `{Self}`",
     label = "not an `AdaptiveThrottle`",
     note = "declare it `static NAME: AdaptiveThrottle = AdaptiveThrottle::standard();`; a `Keyed<AdaptiveThrottle>` keeps one per key, and needs the call's `key = ..`"
 )]

@@ -13,12 +13,16 @@
 //! or one of your own ([`Timer`], set with [`set_timer`], feature
 //! `custom-timer` where neither of the others is built).
 //!
-//! Which one a call uses is decided when it reads the time or sleeps: the
-//! timer set with [`set_timer`], if any; else tokio's inside a tokio
-//! runtime; else async-io's. So a program on smol works even when another
-//! crate in the build turns the `tokio` feature on. (With the feature
-//! `tokio` alone, a loop that sleeps outside a tokio runtime panics with a
-//! message that names the choices.)
+//! Which one a call uses is decided where it runs, when it starts (its
+//! clock) and at each sleep: the timer set with [`set_timer`], if any;
+//! else tokio's inside a tokio runtime; else async-io's. So a program on
+//! smol works even when another crate in the build turns the `tokio`
+//! feature on. Where none of them is there (the feature `tokio` alone,
+//! outside a tokio runtime; the feature `custom-timer` before a timer is
+//! set), the loop's sleeps and its attempts' cut-offs go on a timer thread
+//! of the crate's own, started at the first such sleep (debug builds say
+//! so once on standard error): enable `async-io` on smol or async-std
+//! rather than rely on it.
 //!
 //! ```
 //! # extern crate backstop_runtime as backstop;
@@ -45,6 +49,7 @@
 //! ```
 
 pub(crate) mod clock;
+mod own_thread;
 pub(crate) mod timer;
 pub(crate) mod units;
 pub(crate) mod virtual_time;

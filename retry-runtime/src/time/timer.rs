@@ -70,7 +70,8 @@ pub enum RuntimeClock {
     /// which keeps the clock, and every call's future, two words smaller).
     /// Made by hand before a timer is set, it is [`Missing`](Self::Missing).
     Custom,
-    /// None at all: a call starts, and fails at its first sleep.
+    /// None at all: the call's sleeps (and the cut-offs of its attempts) go
+    /// on a timer thread of the crate's own, started at the first.
     Missing,
 }
 
@@ -114,16 +115,14 @@ impl RuntimeClock {
         Self::Missing
     }
 
-    /// Sleeps `delay` on this timer.
+    /// Sleeps `delay` on this timer (on the crate's own timer thread
+    /// where there is none: tokio's outside a tokio runtime, none set).
     pub(crate) fn sleep(self, delay: Duration) -> Sleep {
         match self {
             #[cfg(feature = "tokio")]
-            Self::Tokio => {
-                in_tokio();
-                Sleep::Tokio {
-                    sleep: tokio::time::sleep(delay),
-                }
-            }
+            Self::Tokio if in_tokio() => Sleep::Tokio {
+                sleep: tokio::time::sleep(delay),
+            },
             #[cfg(feature = "async-io")]
             Self::AsyncIo => Sleep::Boxed {
                 sleep: Box::pin(async move {
@@ -134,9 +133,9 @@ impl RuntimeClock {
                 Some(timer) => Sleep::Boxed {
                     sleep: timer.sleep(delay),
                 },
-                None => missing(),
+                None => own_thread_sleep(delay),
             },
-            Self::Missing => missing(),
+            _ => own_thread_sleep(delay),
         }
     }
 
@@ -147,8 +146,9 @@ impl RuntimeClock {
         future: F,
     ) -> Result<F::Output, crate::Elapsed> {
         #[cfg(feature = "tokio")]
-        if let Self::Tokio = self {
-            in_tokio();
+        if let Self::Tokio = self
+            && in_tokio()
+        {
             return tokio::time::timeout(limit, future)
                 .await
                 .map_err(|_| cut_off());
@@ -235,20 +235,27 @@ fn custom_now() -> Instant {
     CUSTOM.get().map_or_else(Instant::now, |timer| timer.now())
 }
 
-/// A sleep on tokio's timer outside a tokio runtime: backstop's message
-/// (the choices) rather than tokio's.
+/// Whether a sleep on tokio's timer is in a tokio runtime (outside one,
+/// it goes on the crate's own timer thread instead).
 #[cfg(feature = "tokio")]
-fn in_tokio() {
-    if tokio::runtime::Handle::try_current().is_err() {
-        missing();
-    }
+fn in_tokio() -> bool {
+    tokio::runtime::Handle::try_current().is_ok()
 }
 
-fn missing() -> ! {
-    panic!(
-        "an async retry loop has no timer to sleep on: run it in a tokio runtime (feature \
-         `tokio`), enable the feature `async-io`, or set one with `backstop::time::set_timer`"
-    )
+/// A sleep with no runtime's timer to go on: on the crate's own timer
+/// thread, started at the first.
+#[cold]
+fn own_thread_sleep(delay: Duration) -> Sleep {
+    match crate::time::own_thread::sleep(delay) {
+        Some(sleep) => Sleep::Boxed {
+            sleep: Box::pin(sleep),
+        },
+        None => panic!(
+            "an async retry loop has no timer to sleep on, and no thread could be started \
+             for one: run it in a tokio runtime (feature `tokio`), enable the feature \
+             `async-io`, or set a timer with `backstop::time::set_timer`"
+        ),
+    }
 }
 
 impl Clock for RuntimeClock {
@@ -368,9 +375,49 @@ fn note_paused_cut_off() {
 #[cfg(all(test, feature = "tokio"))]
 mod tests {
     use std::cell::Cell;
-    use std::time::Duration;
+    use std::time::{Duration, Instant};
 
-    use super::timeout;
+    use super::{RuntimeClock, timeout};
+
+    /// Outside any tokio runtime (a program on another executor, with the
+    /// feature `tokio` alone), tokio's timer is not there: a sleep and an
+    /// attempt's cut-off go on the crate's own timer thread, and end when
+    /// due, rather than panic.
+    #[test]
+    fn outside_a_tokio_runtime_sleeps_and_cut_offs_go_on_a_thread_of_the_crates_own() {
+        let start = Instant::now();
+        block_on(RuntimeClock::Tokio.sleep(Duration::from_millis(10)));
+        assert!(start.elapsed() >= Duration::from_millis(10));
+        let start = Instant::now();
+        let out = block_on(
+            RuntimeClock::Tokio.timeout(Duration::from_millis(10), std::future::pending::<()>()),
+        );
+        assert!(out.is_err(), "cut off");
+        assert!(start.elapsed() >= Duration::from_millis(10));
+        let out =
+            block_on(RuntimeClock::Missing.timeout(Duration::from_secs(60), std::future::ready(7)));
+        assert_eq!(out.ok(), Some(7));
+    }
+
+    /// Runs `future` to its end on this thread, parked between polls (no
+    /// runtime at all).
+    fn block_on<F: std::future::Future>(future: F) -> F::Output {
+        struct Unpark(std::thread::Thread);
+        impl std::task::Wake for Unpark {
+            fn wake(self: std::sync::Arc<Self>) {
+                self.0.unpark();
+            }
+        }
+        let waker = std::task::Waker::from(std::sync::Arc::new(Unpark(std::thread::current())));
+        let mut cx = std::task::Context::from_waker(&waker);
+        let mut future = std::pin::pin!(future);
+        loop {
+            if let std::task::Poll::Ready(out) = future.as_mut().poll(&mut cx) {
+                return out;
+            }
+            std::thread::park();
+        }
+    }
 
     thread_local! {
         /// The cut-offs told on this thread.

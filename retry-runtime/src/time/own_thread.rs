@@ -1,0 +1,291 @@
+//! A timer thread of the crate's own, for the async loops that find no
+//! timer to sleep on: the feature `tokio` alone outside a tokio runtime (a
+//! program on smol, async-std or `futures::executor` that did not enable
+//! `async-io`), or the feature `custom-timer` before a timer is set. It is
+//! started at the first such sleep, and sleeps until the earliest sleep
+//! it holds is due.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Once, PoisonError};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+/// A sleep the thread holds until it is due: whether it is, and whom to
+/// wake then.
+struct Sleeper {
+    due: AtomicBool,
+    waker: Mutex<Option<Waker>>,
+}
+
+impl Sleeper {
+    fn wake(&self) {
+        self.due.store(true, Ordering::Release);
+        if let Some(waker) = lock(&self.waker).take() {
+            waker.wake();
+        }
+    }
+}
+
+/// A sleep in the thread's heap: by its instant, then by its order of
+/// arrival.
+struct Entry {
+    at: Instant,
+    order: u64,
+    sleeper: Arc<Sleeper>,
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.order) == (other.at, other.order)
+    }
+}
+
+impl Eq for Entry {}
+
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Entry {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.at, self.order).cmp(&(other.at, other.order))
+    }
+}
+
+/// The sleeps held, earliest first, and how many have come.
+struct Heap {
+    entries: BinaryHeap<Reverse<Entry>>,
+    arrived: u64,
+}
+
+static HEAP: Mutex<Heap> = Mutex::new(Heap {
+    entries: BinaryHeap::new(),
+    arrived: 0,
+});
+
+/// Told when a sleep earlier than every other arrives.
+static EARLIER: Condvar = Condvar::new();
+
+static START: Once = Once::new();
+
+/// Whether the thread runs (it could not be started where a program has
+/// no threads).
+static RUNNING: AtomicBool = AtomicBool::new(false);
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Wakes each sleep as it is due, forever.
+fn run() {
+    let mut heap = lock(&HEAP);
+    loop {
+        let now = Instant::now();
+        let mut due = Vec::new();
+        while heap.entries.peek().is_some_and(|Reverse(e)| e.at <= now) {
+            if let Some(Reverse(entry)) = heap.entries.pop() {
+                due.push(entry.sleeper);
+            }
+        }
+        if !due.is_empty() {
+            // Woken without the heap held: a waker may run an executor's
+            // code, which may sleep again.
+            drop(heap);
+            for sleeper in due {
+                sleeper.wake();
+            }
+            heap = lock(&HEAP);
+            continue;
+        }
+        heap = match heap.entries.peek() {
+            Some(Reverse(next)) => {
+                let wait = next.at.saturating_duration_since(now);
+                EARLIER
+                    .wait_timeout(heap, wait)
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0
+            }
+            None => EARLIER.wait(heap).unwrap_or_else(PoisonError::into_inner),
+        };
+    }
+}
+
+/// Starts the thread, once; whether it runs.
+fn started() -> bool {
+    START.call_once(|| {
+        let spawned = std::thread::Builder::new()
+            .name("backstop-timer".into())
+            .spawn(run);
+        RUNNING.store(spawned.is_ok(), Ordering::Release);
+        #[cfg(debug_assertions)]
+        if spawned.is_ok() {
+            eprintln!(
+                "backstop: an async retry loop found no timer to sleep on (no tokio runtime \
+                 here, and neither the feature `async-io` nor a timer set with \
+                 `backstop::time::set_timer`): its sleeps go on a timer thread of backstop's \
+                 own. On smol or async-std, enable the feature `async-io`. Said once; debug \
+                 builds only."
+            );
+        }
+    });
+    RUNNING.load(Ordering::Acquire)
+}
+
+/// A sleep of `delay` on the thread, from now; `None` if the thread
+/// cannot run.
+pub(crate) fn sleep(delay: Duration) -> Option<ThreadSleep> {
+    started().then(|| ThreadSleep {
+        at: Instant::now().checked_add(delay),
+        sleeper: None,
+    })
+}
+
+/// A sleep on the thread, registered at its first poll.
+pub(crate) struct ThreadSleep {
+    /// When it is due (`None`: never, a delay past the end of time).
+    at: Option<Instant>,
+    sleeper: Option<Arc<Sleeper>>,
+}
+
+impl Future for ThreadSleep {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let Some(at) = self.at else {
+            return Poll::Pending;
+        };
+        if let Some(sleeper) = &self.sleeper {
+            if sleeper.due.load(Ordering::Acquire) {
+                return Poll::Ready(());
+            }
+            let mut waker = lock(&sleeper.waker);
+            match &mut *waker {
+                Some(old) if old.will_wake(cx.waker()) => {}
+                slot => *slot = Some(cx.waker().clone()),
+            }
+            drop(waker);
+            // Due while the waker changed: the thread took the old one.
+            return if sleeper.due.load(Ordering::Acquire) {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            };
+        }
+        if Instant::now() >= at {
+            return Poll::Ready(());
+        }
+        let sleeper = Arc::new(Sleeper {
+            due: AtomicBool::new(false),
+            waker: Mutex::new(Some(cx.waker().clone())),
+        });
+        let mut heap = lock(&HEAP);
+        let earliest = heap.entries.peek().is_none_or(|Reverse(e)| at < e.at);
+        let order = heap.arrived;
+        heap.arrived += 1;
+        heap.entries.push(Reverse(Entry {
+            at,
+            order,
+            sleeper: Arc::clone(&sleeper),
+        }));
+        drop(heap);
+        if earliest {
+            EARLIER.notify_one();
+        }
+        self.sleeper = Some(sleeper);
+        Poll::Pending
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::sync::Arc;
+    use std::task::{Context, Poll, Wake, Waker};
+    use std::time::{Duration, Instant};
+
+    use super::sleep;
+
+    /// Wakes the thread that waits.
+    struct Unpark(std::thread::Thread);
+
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+
+    fn waker() -> Waker {
+        Waker::from(Arc::new(Unpark(std::thread::current())))
+    }
+
+    /// Runs `future` to its end on this thread, parked between polls.
+    fn block_on<F: Future>(future: F) -> F::Output {
+        let waker = waker();
+        let mut cx = Context::from_waker(&waker);
+        let mut future = std::pin::pin!(future);
+        loop {
+            if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
+                return out;
+            }
+            std::thread::park();
+        }
+    }
+
+    /// A sleep given after a longer one is woken when it is due, not when
+    /// the longer one is; each ends once due.
+    #[test]
+    fn a_sleep_ends_when_due_though_a_longer_one_came_first() {
+        let start = Instant::now();
+        let mut long = sleep(Duration::from_millis(200)).expect("a thread");
+        let waker = waker();
+        assert!(
+            Pin::new(&mut long)
+                .poll(&mut Context::from_waker(&waker))
+                .is_pending()
+        );
+        block_on(sleep(Duration::from_millis(10)).expect("a thread"));
+        let short = start.elapsed();
+        assert!(short >= Duration::from_millis(10), "{short:?}");
+        assert!(short < Duration::from_millis(150), "{short:?}");
+        block_on(long);
+        assert!(start.elapsed() >= Duration::from_millis(200));
+    }
+
+    /// Sleeps on several threads at once each end once due.
+    #[test]
+    fn sleeps_on_several_threads_each_end_once_due() {
+        std::thread::scope(|threads| {
+            for ms in [30u64, 10, 20, 10] {
+                threads.spawn(move || {
+                    let start = Instant::now();
+                    block_on(sleep(Duration::from_millis(ms)).expect("a thread"));
+                    assert!(start.elapsed() >= Duration::from_millis(ms));
+                });
+            }
+        });
+    }
+
+    #[test]
+    fn a_sleep_dropped_before_it_is_due_keeps_the_others_going() {
+        let mut dropped = sleep(Duration::from_millis(5)).expect("a thread");
+        let waker = waker();
+        assert!(
+            Pin::new(&mut dropped)
+                .poll(&mut Context::from_waker(&waker))
+                .is_pending()
+        );
+        drop(dropped);
+        // The thread wakes its sleeper at 5 ms, for nothing; a later
+        // sleep still ends.
+        let start = Instant::now();
+        block_on(sleep(Duration::from_millis(10)).expect("a thread"));
+        assert!(start.elapsed() >= Duration::from_millis(10));
+    }
+}
