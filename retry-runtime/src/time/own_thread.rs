@@ -14,16 +14,17 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, Once, PoisonError};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-/// A sleep the thread holds until it is due: whether it is, and whom to
-/// wake then.
+/// A sleep the thread holds until it is due: whether it is (set with the
+/// heap held, as it leaves the heap), whether it was dropped before, and
+/// whom to wake.
 struct Sleeper {
     due: AtomicBool,
+    dropped: AtomicBool,
     waker: Mutex<Option<Waker>>,
 }
 
 impl Sleeper {
     fn wake(&self) {
-        self.due.store(true, Ordering::Release);
         if let Some(waker) = lock(&self.waker).take() {
             waker.wake();
         }
@@ -58,16 +59,23 @@ impl Ord for Entry {
     }
 }
 
-/// The sleeps held, earliest first, and how many have come.
+/// The sleeps held, earliest first; how many have come; how many of
+/// those held were dropped before they were due (left in the heap until
+/// they are many: a call that succeeds drops its attempt's cut-off).
 struct Heap {
     entries: BinaryHeap<Reverse<Entry>>,
     arrived: u64,
+    dropped: usize,
 }
 
 static HEAP: Mutex<Heap> = Mutex::new(Heap {
     entries: BinaryHeap::new(),
     arrived: 0,
+    dropped: 0,
 });
+
+/// Below this many sleeps held, dropped ones wait to be due.
+const COMPACT_ABOVE: usize = 64;
 
 /// Told when a sleep earlier than every other arrives.
 static EARLIER: Condvar = Condvar::new();
@@ -90,7 +98,12 @@ fn run() {
         let mut due = Vec::new();
         while heap.entries.peek().is_some_and(|Reverse(e)| e.at <= now) {
             if let Some(Reverse(entry)) = heap.entries.pop() {
-                due.push(entry.sleeper);
+                if entry.sleeper.dropped.load(Ordering::Relaxed) {
+                    heap.dropped -= 1;
+                } else {
+                    entry.sleeper.due.store(true, Ordering::Release);
+                    due.push(entry.sleeper);
+                }
             }
         }
         if !due.is_empty() {
@@ -182,6 +195,7 @@ impl Future for ThreadSleep {
         }
         let sleeper = Arc::new(Sleeper {
             due: AtomicBool::new(false),
+            dropped: AtomicBool::new(false),
             waker: Mutex::new(Some(cx.waker().clone())),
         });
         let mut heap = lock(&HEAP);
@@ -199,6 +213,26 @@ impl Future for ThreadSleep {
         }
         self.sleeper = Some(sleeper);
         Poll::Pending
+    }
+}
+
+impl Drop for ThreadSleep {
+    fn drop(&mut self) {
+        let Some(sleeper) = &self.sleeper else {
+            return;
+        };
+        let mut heap = lock(&HEAP);
+        // (`due` is set with the heap held: not due, it is still there.)
+        if sleeper.due.load(Ordering::Acquire) {
+            return;
+        }
+        sleeper.dropped.store(true, Ordering::Relaxed);
+        heap.dropped += 1;
+        if heap.entries.len() > COMPACT_ABOVE && heap.dropped * 2 > heap.entries.len() {
+            heap.entries
+                .retain(|Reverse(e)| !e.sleeper.dropped.load(Ordering::Relaxed));
+            heap.dropped = 0;
+        }
     }
 }
 
@@ -270,6 +304,24 @@ mod tests {
                 });
             }
         });
+    }
+
+    /// Sleeps dropped before they are due (an attempt's cut-off, once the
+    /// attempt is over) leave the heap once they are more than half of it.
+    #[test]
+    fn sleeps_dropped_before_they_are_due_leave_the_heap() {
+        let waker = waker();
+        for _ in 0..1000 {
+            let mut cut_off = sleep(Duration::from_secs(3600)).expect("a thread");
+            assert!(
+                Pin::new(&mut cut_off)
+                    .poll(&mut Context::from_waker(&waker))
+                    .is_pending()
+            );
+        }
+        // (Other tests' sleeps may be held too, a few at a time.)
+        let held = super::lock(&super::HEAP).entries.len();
+        assert!(held <= 2 * super::COMPACT_ABOVE, "{held} held");
     }
 
     #[test]
