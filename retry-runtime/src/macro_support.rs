@@ -391,8 +391,8 @@ pub enum NoKey {}
 /// grant every retry).
 #[diagnostic::on_unimplemented(
     message = "`budget = ..` needs a `static TokenBudget` or `WindowBudget` (or a `Keyed` one, with `key = ..`), not `{Self}`",
-    label = "not a `TokenBudget` or `WindowBudget`",
-    note = "declare it `static NAME: TokenBudget = TokenBudget::new(..);` (or a `WindowBudget`, or a `LazyLock` of one); a `Keyed` table of either keeps one per key, and needs the call's `key = ..`"
+    label = "not a `TokenBudget` or `WindowBudget`, nor a `Keyed` one with a `key`",
+    note = "a `Keyed` table of either keeps one per key: give the function its `key = ..`; otherwise declare `static NAME: TokenBudget = TokenBudget::new(..);` (or a `WindowBudget`, or a `LazyLock` of one)"
 )]
 pub trait SharedBudget<K>: Sync + 'static {
     /// The budget of a call keyed `key`.
@@ -445,8 +445,8 @@ where
 /// dereferences to one; borrowed once, like [`SharedBudget`].
 #[diagnostic::on_unimplemented(
     message = "`breaker = ..` needs a `static CircuitBreaker` (or a `Keyed` one, with `key = ..`), not `{Self}`",
-    label = "not a `CircuitBreaker`",
-    note = "declare it `static NAME: CircuitBreaker = CircuitBreaker::new(..);`; a `Keyed<CircuitBreaker>` keeps one per key, and needs the call's `key = ..`"
+    label = "not a `CircuitBreaker`, nor a `Keyed` one with a `key`",
+    note = "a `Keyed<CircuitBreaker>` keeps one per key: give the function its `key = ..`; otherwise declare `static NAME: CircuitBreaker = CircuitBreaker::new(..);`"
 )]
 pub trait SharedBreaker<K>: Sync + 'static {
     /// The breaker of a call keyed `key`.
@@ -481,8 +481,8 @@ where
 /// dereferences to one; borrowed once, like [`SharedBudget`].
 #[diagnostic::on_unimplemented(
     message = "`throttle = ..` needs a `static AdaptiveThrottle` (or a `Keyed` one, with `key = ..`), not `{Self}`",
-    label = "not an `AdaptiveThrottle`",
-    note = "declare it `static NAME: AdaptiveThrottle = AdaptiveThrottle::standard();`; a `Keyed<AdaptiveThrottle>` keeps one per key, and needs the call's `key = ..`"
+    label = "not an `AdaptiveThrottle`, nor a `Keyed` one with a `key`",
+    note = "a `Keyed<AdaptiveThrottle>` keeps one per key: give the function its `key = ..`; otherwise declare `static NAME: AdaptiveThrottle = AdaptiveThrottle::standard();`"
 )]
 pub trait SharedThrottle<K>: Sync + 'static {
     /// The throttle of a call keyed `key`.

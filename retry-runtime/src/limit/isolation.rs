@@ -280,7 +280,7 @@ pub(crate) fn note_worker_threads(what: &'static str, miss: &str) {
         }
         #[cfg(test)]
         tests::TOLD.with(|told| told.set(told.get() + 1));
-        eprintln!(
+        note!(
             "backstop: `{what}` covers the retry loops of its own thread, and this is a \
              multi-thread tokio runtime: the tasks a test spawns run on its workers, where they \
              {miss}. `#[tokio::test]` without `flavor = \"multi_thread\"` runs them all on the \

@@ -543,7 +543,7 @@ fn warn_attempt_timeout_unapplied() {
     #[cfg(test)]
     tests::UNAPPLIED.with(|said| said.set(said.get() + 1));
     if !WARNED.swap(true, Ordering::Relaxed) {
-        eprintln!(
+        note!(
             "backstop: a policy's attempt_timeout is not applied here. `call_async`, \
              `Retry::call_async` and a tower layer apply it only when passed on with \
              `.attempt_timeout(policy.get_attempt_timeout())`, `#[retry(policy = ..)]` only on \

@@ -20,7 +20,7 @@
 //! feature on. Where none of them is there (the feature `tokio` alone,
 //! outside a tokio runtime; the feature `custom-timer` before a timer is
 //! set), the loop's sleeps and its attempts' cut-offs go on a timer thread
-//! of the crate's own, started at the first such sleep (debug builds say
+//! of the crate's own, started at the first such sleep or cut-off (debug builds say
 //! so once on standard error): enable `async-io` on smol or async-std
 //! rather than rely on it.
 //!

@@ -2,7 +2,8 @@
 //! timer to sleep on: the feature `tokio` alone outside a tokio runtime (a
 //! program on smol, async-std or `futures::executor` that did not enable
 //! `async-io`), or the feature `custom-timer` before a timer is set. It is
-//! started at the first such sleep, and sleeps until the earliest sleep
+//! started at the first such sleep (an attempt's cut-off included), tried
+//! again at the next if it could not be, and sleeps until the earliest sleep
 //! it holds is due.
 
 use std::cmp::Reverse;
@@ -10,7 +11,7 @@ use std::collections::BinaryHeap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, Once, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
@@ -83,10 +84,11 @@ const COMPACT_ABOVE: usize = 64;
 /// Told when a sleep earlier than every other arrives.
 static EARLIER: Condvar = Condvar::new();
 
-static START: Once = Once::new();
+/// Held while the thread is started.
+static STARTING: Mutex<()> = Mutex::new(());
 
 /// Whether the thread runs (it could not be started where a program has
-/// no threads).
+/// no threads, or has none to spare: tried again at the next sleep).
 static RUNNING: AtomicBool = AtomicBool::new(false);
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -102,6 +104,8 @@ fn run() {
         while heap.entries.peek().is_some_and(|Reverse(e)| e.at <= now) {
             if let Some(Reverse(entry)) = heap.entries.pop() {
                 if entry.sleeper.dropped.load(Ordering::Relaxed) {
+                    // (Its waker was taken as it was dropped: nothing of
+                    // a caller's is dropped here, with the heap held.)
                     heap.dropped -= 1;
                 } else {
                     entry.sleeper.due.store(true, Ordering::Release);
@@ -111,10 +115,12 @@ fn run() {
         }
         if !due.is_empty() {
             // Woken without the heap held: a waker may run an executor's
-            // code, which may sleep again.
+            // code, which may sleep again, or drop a task that holds a
+            // sleep. A waker that panics loses its own wake, not the
+            // thread.
             drop(heap);
             for sleeper in due {
-                sleeper.wake();
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sleeper.wake()));
             }
             heap = lock(&HEAP);
             continue;
@@ -132,25 +138,34 @@ fn run() {
     }
 }
 
-/// Starts the thread, once; whether it runs.
+/// Starts the thread if it does not run; whether it runs.
 fn started() -> bool {
-    START.call_once(|| {
+    if RUNNING.load(Ordering::Acquire) {
+        return true;
+    }
+    let started = {
+        let _starting = lock(&STARTING);
+        if RUNNING.load(Ordering::Acquire) {
+            return true;
+        }
         let spawned = std::thread::Builder::new()
             .name("backstop-timer".into())
-            .spawn(run);
-        RUNNING.store(spawned.is_ok(), Ordering::Release);
-        #[cfg(debug_assertions)]
-        if spawned.is_ok() {
-            eprintln!(
-                "backstop: an async retry loop found no timer to sleep on (no tokio runtime \
-                 here, and neither the feature `async-io` nor a timer set with \
-                 `backstop::time::set_timer`): its sleeps go on a timer thread of backstop's \
-                 own. On smol or async-std, enable the feature `async-io`. Said once; debug \
-                 builds only."
-            );
-        }
-    });
-    RUNNING.load(Ordering::Acquire)
+            .spawn(run)
+            .is_ok();
+        RUNNING.store(spawned, Ordering::Release);
+        spawned
+    };
+    #[cfg(debug_assertions)]
+    if started {
+        note!(
+            "backstop: an async retry loop found no timer to sleep on (no tokio runtime here, \
+             and neither the feature `async-io` nor a timer set with \
+             `backstop::time::set_timer`): its sleeps and cut-offs go on a timer thread of \
+             backstop's own. On smol or async-std, enable the feature `async-io`. Said once; \
+             debug builds only."
+        );
+    }
+    started
 }
 
 /// A sleep of `delay` on the thread, from now; `None` if the thread
@@ -180,12 +195,15 @@ impl Future for ThreadSleep {
             if sleeper.due.load(Ordering::Acquire) {
                 return Poll::Ready(());
             }
-            let mut waker = lock(&sleeper.waker);
-            match &mut *waker {
-                Some(old) if old.will_wake(cx.waker()) => {}
-                slot => *slot = Some(cx.waker().clone()),
-            }
-            drop(waker);
+            let replaced = {
+                let mut waker = lock(&sleeper.waker);
+                match &*waker {
+                    Some(old) if old.will_wake(cx.waker()) => None,
+                    _ => waker.replace(cx.waker().clone()),
+                }
+            };
+            // (Dropped with no lock held, as in `drop`.)
+            drop(replaced);
             // Due while the waker changed: the thread took the old one.
             return if sleeper.due.load(Ordering::Acquire) {
                 Poll::Ready(())
@@ -224,18 +242,26 @@ impl Drop for ThreadSleep {
         let Some(sleeper) = &self.sleeper else {
             return;
         };
-        let mut heap = lock(&HEAP);
-        // (`due` is set with the heap held: not due, it is still there.)
-        if sleeper.due.load(Ordering::Acquire) {
-            return;
+        // Its waker is taken first and dropped last, with no lock held: a
+        // waker may own a task that holds another sleep, whose drop takes
+        // the heap. (A sleep marked dropped below holds no waker, so the
+        // thread and the compaction drop none with the heap held.)
+        let waker = lock(&sleeper.waker).take();
+        {
+            let mut heap = lock(&HEAP);
+            // (`due` is set with the heap held: not due, it is still
+            // there.)
+            if !sleeper.due.load(Ordering::Acquire) {
+                sleeper.dropped.store(true, Ordering::Relaxed);
+                heap.dropped += 1;
+                if heap.entries.len() > COMPACT_ABOVE && heap.dropped * 2 > heap.entries.len() {
+                    heap.entries
+                        .retain(|Reverse(e)| !e.sleeper.dropped.load(Ordering::Relaxed));
+                    heap.dropped = 0;
+                }
+            }
         }
-        sleeper.dropped.store(true, Ordering::Relaxed);
-        heap.dropped += 1;
-        if heap.entries.len() > COMPACT_ABOVE && heap.dropped * 2 > heap.entries.len() {
-            heap.entries
-                .retain(|Reverse(e)| !e.sleeper.dropped.load(Ordering::Relaxed));
-            heap.dropped = 0;
-        }
+        drop(waker);
     }
 }
 
@@ -258,6 +284,10 @@ mod tests {
         }
     }
 
+    /// Taken by the tests that fill the heap, count what it holds, time
+    /// it, or make it panic (a panic's report takes the thread's time).
+    static TURNS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
     fn waker() -> Waker {
         Waker::from(Arc::new(Unpark(std::thread::current())))
     }
@@ -279,6 +309,7 @@ mod tests {
     /// the longer one is; each ends once due.
     #[test]
     fn a_sleep_ends_when_due_though_a_longer_one_came_first() {
+        let _turn = super::lock(&TURNS);
         // The thread runs, and then waits for the long sleep alone.
         block_on(sleep(Duration::from_millis(1)).expect("a thread"));
         let start = Instant::now();
@@ -337,10 +368,82 @@ mod tests {
         });
     }
 
+    /// A waker may own a task that holds a sleep of its own (an executor's
+    /// `Arc<Task>`): dropping sleeps whose wakers own others, enough of
+    /// them to compact the heap, never takes the heap's lock twice.
+    #[test]
+    fn dropping_sleeps_whose_wakers_own_other_sleeps_does_not_deadlock() {
+        // (Held, never read: it goes when the waker does.)
+        struct Owner(#[allow(dead_code)] std::sync::Mutex<Option<super::ThreadSleep>>);
+        impl Wake for Owner {
+            fn wake(self: Arc<Self>) {}
+        }
+        let _turn = super::lock(&TURNS);
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let plain = waker();
+            let mut outer = Vec::new();
+            for _ in 0..2 * super::COMPACT_ABOVE {
+                let mut inner = sleep(Duration::from_secs(3600)).expect("a thread");
+                let cx = &mut Context::from_waker(&plain);
+                assert!(Pin::new(&mut inner).poll(cx).is_pending());
+                let owner = Waker::from(Arc::new(Owner(std::sync::Mutex::new(Some(inner)))));
+                let mut held = sleep(Duration::from_secs(3600)).expect("a thread");
+                let cx = &mut Context::from_waker(&owner);
+                assert!(Pin::new(&mut held).poll(cx).is_pending());
+                outer.push(held);
+            }
+            // Then as many plain ones: past half of what the heap holds,
+            // dropped, it compacts.
+            let mut plain_sleeps = Vec::new();
+            for _ in 0..2 * super::COMPACT_ABOVE {
+                let mut plain_sleep = sleep(Duration::from_secs(3600)).expect("a thread");
+                let cx = &mut Context::from_waker(&plain);
+                assert!(Pin::new(&mut plain_sleep).poll(cx).is_pending());
+                plain_sleeps.push(plain_sleep);
+            }
+            drop(outer);
+            drop(plain_sleeps);
+            let _ = done.send(());
+        });
+        assert!(
+            finished.recv_timeout(Duration::from_secs(10)).is_ok(),
+            "deadlocked dropping sleeps"
+        );
+    }
+
+    /// A waker that panics loses its own wake, not the thread: later
+    /// sleeps still end.
+    #[test]
+    fn a_waker_that_panics_does_not_stop_the_thread() {
+        struct Panics;
+        impl Wake for Panics {
+            fn wake(self: Arc<Self>) {
+                panic!("a waker that panics, as this test means it to");
+            }
+        }
+        let _turn = super::lock(&TURNS);
+        let panics = Waker::from(Arc::new(Panics));
+        let mut doomed = sleep(Duration::from_millis(1)).expect("a thread");
+        let cx = &mut Context::from_waker(&panics);
+        assert!(Pin::new(&mut doomed).poll(cx).is_pending());
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            block_on(sleep(Duration::from_millis(20)).expect("a thread"));
+            let _ = done.send(());
+        });
+        assert!(
+            finished.recv_timeout(Duration::from_secs(10)).is_ok(),
+            "a sleep after the panic never ended"
+        );
+        drop(doomed);
+    }
+
     /// Sleeps dropped before they are due (an attempt's cut-off, once the
     /// attempt is over) leave the heap once they are more than half of it.
     #[test]
     fn sleeps_dropped_before_they_are_due_leave_the_heap() {
+        let _turn = super::lock(&TURNS);
         let waker = waker();
         for _ in 0..1000 {
             let mut cut_off = sleep(Duration::from_secs(3600)).expect("a thread");

@@ -360,7 +360,7 @@ fn note_paused_cut_off() {
     }
     #[cfg(test)]
     tests::TOLD.with(|told| told.set(told.get() + 1));
-    eprintln!(
+    note!(
         "backstop: an attempt was cut off at its time limit on tokio's paused clock, \
          {ahead:.1?} ahead of real time. A paused clock moves on to the next timer whenever \
          the runtime has nothing to run, also while it waits for an answer from outside the \

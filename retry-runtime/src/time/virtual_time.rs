@@ -141,7 +141,7 @@ static WARNED_ASYNC: AtomicBool = AtomicBool::new(false);
 #[cold]
 fn warn_async_under_virtual_time() {
     if !WARNED_ASYNC.swap(true, Ordering::Relaxed) {
-        eprintln!(
+        note!(
             "backstop: an async retry loop sleeps on its runtime's timer while a `VirtualTime` \
              is installed on its thread, which drives sync loops only: the sleep is real unless \
              the runtime's clock is paused (`#[tokio::test(start_paused = true)]`); \

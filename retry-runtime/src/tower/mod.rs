@@ -786,7 +786,7 @@ fn count_own_budget(site: &'static std::panic::Location<'static>) {
         #[cfg(feature = "tracing")]
         tracing::warn!(site = %site, built, "{MANY_LAYERS} retry layers built at one place: {warning}");
         #[cfg(not(feature = "tracing"))]
-        eprintln!("backstop: {MANY_LAYERS} retry layers built at {site}: {warning}");
+        note!("backstop: {MANY_LAYERS} retry layers built at {site}: {warning}");
     }
 }
 
