@@ -9,16 +9,20 @@
 //! it took.
 
 use std::convert::Infallible;
+use std::error::Error;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+type BoxError = Box<dyn Error + Send + Sync>;
+
 use backstop::http::Attempts;
 use backstop::limit::CircuitBreaker;
 use backstop::tower::RetryLayer;
-use backstop::{Policy, Retry};
+use backstop::{Policy, Retry, RetryEvent};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tower::ServiceExt;
@@ -28,8 +32,21 @@ use tower::ServiceExt;
 /// 30 s.
 static ORDERS: CircuitBreaker = CircuitBreaker::new(5, Duration::from_secs(30));
 
+/// Told of each retry. A named `fn`, not a closure: below the layer the
+/// error is boxed, and a closure over a boxed error's event puts a
+/// lifetime in the service's type, which rustc loses inside an `async`
+/// block (the call's future could not be proven `Send` there).
+fn say_retry(e: &RetryEvent<'_, http::Response<Incoming>, BoxError>) {
+    println!(
+        "attempt {} failed ({:?}): retrying in {:?}",
+        e.attempt(),
+        e.verdict(),
+        e.delay()
+    );
+}
+
 #[tokio::main(flavor = "current_thread")]
-async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+async fn main() -> Result<(), BoxError> {
     let addr = serve_unavailable_twice().await;
 
     let policy = Policy::new()
@@ -42,14 +59,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
                 .name("orders")
                 .breaker(&ORDERS)
                 .attempt_timeout(Duration::from_secs(2))
-                .on_retry(|e| {
-                    println!(
-                        "attempt {} failed ({:?}): retrying in {:?}",
-                        e.attempt(),
-                        e.verdict(),
-                        e.delay()
-                    );
-                }),
+                .on_retry(say_retry),
         ))
         // Below the layer, hyper's errors are boxed: the breaker's
         // rejection and the attempt timeout must fit the same type. A
@@ -67,7 +77,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         .body(Full::new(Bytes::from_static(
             br#"{"sku": 7, "quantity": 1}"#,
         )))?;
-    let response = orders.oneshot(request).await?;
+    // Sent from a task of its own, as a server's handler would.
+    let response = tokio::spawn(async move { orders.oneshot(request).await }).await??;
     let attempts = response.extensions().get::<Attempts>().copied();
     println!(
         "{} after {:?}",

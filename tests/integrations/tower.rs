@@ -437,6 +437,80 @@ async fn a_timed_out_post_is_not_repeated() {
     assert_eq!(calls.load(Ordering::Relaxed), 1);
 }
 
+/// tower's own middlewares below the layer fail with errors of their own
+/// types, known by them: a `timeout`'s `Elapsed` is ambiguous (a request
+/// the policy calls idempotent is retried, one it does not is not), and a
+/// `load_shed`'s `Overloaded` was never sent (a POST is retried).
+#[tokio::test(start_paused = true)]
+async fn towers_own_timeout_and_load_shed_below_the_layer_are_known_by_their_type() {
+    // A timeout per attempt below the layer of `Clone` requests, over a
+    // service whose first call hangs.
+    let timed = |policy: Policy| {
+        let calls = Arc::new(AtomicU32::new(0));
+        let counted = calls.clone();
+        let hangs_once = service_fn(move |n: u32| {
+            let first = counted.fetch_add(1, Ordering::Relaxed) == 0;
+            async move {
+                if first {
+                    std::future::pending::<()>().await;
+                }
+                Ok::<_, Infallible>(n)
+            }
+        });
+        let service = tower::ServiceBuilder::new()
+            .layer(RetryLayer::new(backstop::Retry::new(&policy)))
+            .timeout(Duration::from_millis(50))
+            .service(hangs_once);
+        (service, calls)
+    };
+    let (service, calls) = timed(Policy::new().idempotent(true));
+    assert_eq!(service.oneshot(7).await.unwrap(), 7);
+    assert_eq!(calls.load(Ordering::Relaxed), 2, "retried: idempotent");
+    let (service, calls) = timed(Policy::new());
+    let error = service.oneshot(7).await.unwrap_err();
+    assert!(error.is::<tower::timeout::error::Elapsed>(), "{error}");
+    assert_eq!(
+        calls.load(Ordering::Relaxed),
+        1,
+        "not retried: it may be done"
+    );
+
+    // A load shed over one slot, below the HTTP layer: a POST turned away
+    // while another call holds the slot was never sent, and is retried
+    // until the slot is free (at 100 ms: tried at 0, 60 and 180 ms).
+    let sent = Arc::new(AtomicU32::new(0));
+    let counted = sent.clone();
+    let slow = service_fn(move |_: Request<ReplayBody<String>>| {
+        counted.fetch_add(1, Ordering::Relaxed);
+        async {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            Ok::<_, Infallible>(Response::new(()))
+        }
+    });
+    let policy = Policy::new()
+        .base(Duration::from_millis(60))
+        .jitter(backstop::Jitter::None);
+    let service = tower::ServiceBuilder::new()
+        .layer(RetryLayer::http(backstop::Retry::new(&policy)))
+        .load_shed()
+        .concurrency_limit(1)
+        .service(slow);
+    let holder = tokio::spawn(service.clone().oneshot(get()));
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    let post = Request::post("/orders").body(String::from("{}")).unwrap();
+    let response = service.oneshot(post).await.unwrap();
+    assert_eq!(
+        response.extensions().get::<backstop::http::Attempts>(),
+        Some(&backstop::http::Attempts(3))
+    );
+    assert_eq!(
+        sent.load(Ordering::Relaxed),
+        2,
+        "the holder's and the POST's last"
+    );
+    assert!(holder.await.unwrap().is_ok());
+}
+
 static SHARED_THROTTLE: TokenBudget = TokenBudget::standard();
 
 #[retry(budget = SHARED_THROTTLE, base = 1ms, attempts = 5)]

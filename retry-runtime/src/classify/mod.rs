@@ -105,6 +105,11 @@ pub(crate) fn transport_chain(error: &(dyn std::error::Error + 'static)) -> Verd
                 return Verdict::Retry;
             }
         }
+        // Or a load shed below the layer turned it away, unsent.
+        #[cfg(feature = "tower")]
+        if error.is::<::tower::load_shed::error::Overloaded>() {
+            return Verdict::Retry;
+        }
         next = error.source();
     }
     match crate::classify::known_in_chain(error) {
@@ -156,7 +161,10 @@ fn may_have_been_sent(kind: io::ErrorKind) -> bool {
 /// error is not worth a retry.
 ///
 /// With the feature of a client, that client's errors too (see its
-/// `Classify` impl). With `hyper-util` or `tonic`, a request hyper
+/// `Classify` impl). With `tower`, tower's own middlewares' errors below
+/// a retry: a `timeout`'s `Elapsed` is ambiguous
+/// ([`Verdict::RetryIfIdempotent`]), a `load_shed`'s `Overloaded` was
+/// never sent ([`Verdict::Retry`]). With `hyper-util` or `tonic`, a request hyper
 /// dropped with its connection is [`Verdict::RetryIfIdempotent`]; with
 /// `tonic` (which brings h2), HTTP/2's errors by their reason: a stream
 /// the server refused unprocessed (`REFUSED_STREAM`) is [`Verdict::Retry`];
@@ -333,6 +341,16 @@ fn known(error: &(dyn Error + 'static)) -> Option<Verdict> {
     #[cfg(feature = "tokio")]
     if error.is::<tokio::time::error::Elapsed>() {
         return Some(Verdict::RetryIfIdempotent);
+    }
+    // tower's own middlewares below a retry: a timeout is ambiguous (the
+    // work may be done), a load shed's rejection was never sent.
+    #[cfg(feature = "tower")]
+    if error.is::<::tower::timeout::error::Elapsed>() {
+        return Some(Verdict::RetryIfIdempotent);
+    }
+    #[cfg(feature = "tower")]
+    if error.is::<::tower::load_shed::error::Overloaded>() {
+        return Some(Verdict::Retry);
     }
     if error.is::<crate::state::vocabulary::CircuitOpen>()
         || error.is::<crate::state::vocabulary::Throttled>()

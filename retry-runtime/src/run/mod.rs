@@ -414,8 +414,9 @@ pub struct WithTimeout(Duration);
     message = "an attempt timeout needs an error type that can hold it: `{E}: From<Elapsed>`",
     label = "this loop has an `attempt_timeout`",
     note = "implement `From<backstop::Elapsed>` for your error type (`std::io::Error` and \
-            `backstop::reqwest::Error` have it); a sync loop (`call`) cannot interrupt an \
-            attempt at all"
+            `backstop::reqwest::Error` have it); below a tower layer, box another crate's \
+            error with `.map_err(backstop::tower::box_error)`; a sync loop (`call`) cannot \
+            interrupt an attempt at all"
 )]
 pub trait TimeoutSlot<E>: sealed::Part {
     /// How long each attempt may run, if limited.
@@ -487,7 +488,8 @@ pub struct NoThrottle;
     message = "an adaptive throttle needs an error type that can hold a shed attempt: `{E}: From<Throttled>`",
     label = "this loop has a `throttle`",
     note = "implement `From<backstop::Throttled>` for your error type (`std::io::Error`, \
-            `anyhow::Error` and `Box<dyn Error + Send + Sync>` have it)"
+            `anyhow::Error` and `Box<dyn Error + Send + Sync>` have it); below a tower \
+            layer, box another crate's error with `.map_err(backstop::tower::box_error)`"
 )]
 pub trait ThrottleSlot<E>: sealed::Part {
     /// The throttle of the call keyed `key` (a hash), if any.
@@ -541,7 +543,8 @@ pub struct NoBreaker;
     message = "a circuit breaker needs an error type that can hold its rejection: `{E}: From<CircuitOpen>`",
     label = "this loop has a `breaker`",
     note = "implement `From<backstop::CircuitOpen>` for your error type (`std::io::Error`, \
-            `anyhow::Error` and `Box<dyn Error + Send + Sync>` have it)"
+            `anyhow::Error` and `Box<dyn Error + Send + Sync>` have it); below a tower \
+            layer, box another crate's error with `.map_err(backstop::tower::box_error)`"
 )]
 pub trait BreakerSlot<E>: sealed::Part {
     /// The breaker of the call keyed `key` (a hash), if any.
