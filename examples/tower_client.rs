@@ -14,8 +14,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-type BoxError = Box<dyn Error + Send + Sync>;
-
 use backstop::http::Attempts;
 use backstop::limit::CircuitBreaker;
 use backstop::tower::RetryLayer;
@@ -26,6 +24,8 @@ use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tower::ServiceExt;
+
+type BoxError = Box<dyn Error + Send + Sync>;
 
 /// Shared by every client of the orders service (and any `#[retry(breaker
 /// = ORDERS)]` function): five failures in a row, and calls fail fast for

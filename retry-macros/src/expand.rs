@@ -858,7 +858,9 @@ fn breaker(
         &THROTTLE,
         rt,
         n,
-        (ret, view, on_give_up),
+        ret,
+        view,
+        on_give_up,
         keyed,
     );
     let (with_breaker, breaker_first, breaker_after) = gate(
@@ -866,7 +868,9 @@ fn breaker(
         &BREAKER,
         rt,
         n,
-        (ret, view, on_give_up),
+        ret,
+        view,
+        on_give_up,
         keyed,
     );
     let with_gates: Option<WithGate> = match (with_throttle, with_breaker) {
@@ -888,12 +892,15 @@ fn breaker(
 /// One gate (`path`, what `gate` says it is), for a call given a key or
 /// not (`keyed`): its constructor and its admission check, which gives
 /// up with the function's return type, `view` and `on_give_up`.
+#[allow(clippy::too_many_arguments)]
 fn gate(
     path: Option<&syn::Path>,
     gate: &Gate,
     rt: &TokenStream,
     n: &Names,
-    (ret, view, on_give_up): (&Type, &TokenStream, &TokenStream),
+    ret: &Type,
+    view: &TokenStream,
+    on_give_up: &TokenStream,
     keyed: bool,
 ) -> (Option<WithGate>, TokenStream, TokenStream) {
     let state = &n.state;

@@ -70,12 +70,12 @@
 // Loom's models are the runtime's own tests: no user builds with `loom`.
 #![cfg_attr(docsrs, doc(auto_cfg(hide(loom))))]
 
-/// `eprintln!` for the crate's notes on standard error: one that cannot
-/// be written to (a closed pipe) loses the note, never the call.
+/// `eprintln!` for the crate's notes on standard error (captured with a
+/// test's output, as `eprintln!` is): one that cannot be written to (a
+/// closed pipe, where `eprintln!` panics) loses the note, never the call.
 macro_rules! note {
     ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
+        let _ = std::panic::catch_unwind(|| eprintln!($($arg)*));
     }};
 }
 

@@ -392,7 +392,7 @@ pub enum NoKey {}
 #[diagnostic::on_unimplemented(
     message = "`budget = ..` needs a `static TokenBudget` or `WindowBudget` (or a `Keyed` one, with `key = ..`), not `{Self}`",
     label = "not a `TokenBudget` or `WindowBudget`, nor a `Keyed` one with a `key`",
-    note = "a `Keyed` table of either keeps one per key: give the function its `key = ..`; otherwise declare `static NAME: TokenBudget = TokenBudget::new(..);` (or a `WindowBudget`, or a `LazyLock` of one)"
+    note = "declare it `static NAME: TokenBudget = TokenBudget::new(..);` (or a `WindowBudget`, or a `LazyLock` of one); a `Keyed` table of either keeps one per key, and needs the function's `key = ..`"
 )]
 pub trait SharedBudget<K>: Sync + 'static {
     /// The budget of a call keyed `key`.
@@ -446,7 +446,7 @@ where
 #[diagnostic::on_unimplemented(
     message = "`breaker = ..` needs a `static CircuitBreaker` (or a `Keyed` one, with `key = ..`), not `{Self}`",
     label = "not a `CircuitBreaker`, nor a `Keyed` one with a `key`",
-    note = "a `Keyed<CircuitBreaker>` keeps one per key: give the function its `key = ..`; otherwise declare `static NAME: CircuitBreaker = CircuitBreaker::new(..);`"
+    note = "declare it `static NAME: CircuitBreaker = CircuitBreaker::new(..);`; a `Keyed<CircuitBreaker>` keeps one per key, and needs the function's `key = ..`"
 )]
 pub trait SharedBreaker<K>: Sync + 'static {
     /// The breaker of a call keyed `key`.
@@ -482,7 +482,7 @@ where
 #[diagnostic::on_unimplemented(
     message = "`throttle = ..` needs a `static AdaptiveThrottle` (or a `Keyed` one, with `key = ..`), not `{Self}`",
     label = "not an `AdaptiveThrottle`, nor a `Keyed` one with a `key`",
-    note = "a `Keyed<AdaptiveThrottle>` keeps one per key: give the function its `key = ..`; otherwise declare `static NAME: AdaptiveThrottle = AdaptiveThrottle::standard();`"
+    note = "declare it `static NAME: AdaptiveThrottle = AdaptiveThrottle::standard();`; a `Keyed<AdaptiveThrottle>` keeps one per key, and needs the function's `key = ..`"
 )]
 pub trait SharedThrottle<K>: Sync + 'static {
     /// The throttle of a call keyed `key`.

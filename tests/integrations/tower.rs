@@ -477,7 +477,7 @@ async fn towers_own_timeout_and_load_shed_below_the_layer_are_known_by_their_typ
 
     // A load shed over one slot, below the HTTP layer: a POST turned away
     // while another call holds the slot was never sent, and is retried
-    // until the slot is free (at 100 ms: tried at 0, 60 and 180 ms).
+    // until the slot is free (at 100 ms: tried at 1, 61 and 181 ms).
     let sent = Arc::new(AtomicU32::new(0));
     let counted = sent.clone();
     let slow = service_fn(move |_: Request<ReplayBody<String>>| {
@@ -509,6 +509,40 @@ async fn towers_own_timeout_and_load_shed_below_the_layer_are_known_by_their_typ
         "the holder's and the POST's last"
     );
     assert!(holder.await.unwrap().is_ok());
+}
+
+/// `backstop::scope::deadline` around a call through the layer is the
+/// call's deadline: the layer keeps within it and returns the last
+/// response; a tower `timeout` above the layer ends the call with its own
+/// error instead, the last response dropped.
+#[tokio::test(start_paused = true)]
+async fn a_scope_deadline_around_the_layer_keeps_the_last_response_a_tower_timeout_does_not() {
+    let policy = Policy::new()
+        .attempts(20)
+        .base(Duration::from_millis(50))
+        .jitter(backstop::Jitter::None)
+        .no_budget();
+    let unavailable = || scripted((0..20).map(|_| status(503, None)).collect());
+    // Attempts at 0, 50 and 150 ms; the next would be at 350.
+    let (inner, calls) = unavailable();
+    let service = RetryLayer::http(&policy).layer(inner);
+    let start = tokio::time::Instant::now();
+    let response = backstop::scope::deadline(Duration::from_millis(300), service.oneshot(get()))
+        .await
+        .expect("the layer returned within the deadline")
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(calls.load(Ordering::Relaxed), 3);
+    assert!(start.elapsed() < Duration::from_millis(300));
+    let (inner, calls) = unavailable();
+    let above = tower::ServiceBuilder::new()
+        .timeout(Duration::from_millis(300))
+        .layer(RetryLayer::http(&policy))
+        .service(inner);
+    let error = above.oneshot(get()).await.unwrap_err();
+    assert!(error.is::<tower::timeout::error::Elapsed>(), "{error}");
+    // (Cut off at 300 ms, asleep before the fourth: the 503 is lost.)
+    assert_eq!(calls.load(Ordering::Relaxed), 3);
 }
 
 static SHARED_THROTTLE: TokenBudget = TokenBudget::standard();

@@ -4,10 +4,10 @@
 //! - [`VirtualTime`] makes the sync retry loops of the current thread sleep
 //!   in virtual time. Async loops run on their runtime's clock: on tokio,
 //!   under `#[tokio::test(start_paused = true)]`, they are virtual already
-//!   (on async-io the sleeps are real: keep `base` short, or set a timer
-//!   of your own that reads a virtual clock with
-//!   [`set_timer`](crate::time::set_timer), in a test file of its own).
-//!   Tokio
+//!   (on async-io, or the crate's own timer thread where there is no
+//!   runtime, the sleeps are real: keep `base` short, or set a timer of
+//!   your own that reads a virtual clock with
+//!   [`set_timer`](crate::time::set_timer), in a test file of its own). Tokio
 //!   pauses time on its current-thread runtime only, so a test of what
 //!   time changes (a breaker's cooldown, a budget's refill, a `Retry-After`)
 //!   on async calls runs there: `#[tokio::test(start_paused = true)]`, not

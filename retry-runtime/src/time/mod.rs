@@ -19,10 +19,10 @@
 //! smol works even when another crate in the build turns the `tokio`
 //! feature on. Where none of them is there (the feature `tokio` alone,
 //! outside a tokio runtime; the feature `custom-timer` before a timer is
-//! set), the loop's sleeps and its attempts' cut-offs go on a timer thread
-//! of the crate's own, started at the first such sleep or cut-off (debug builds say
-//! so once on standard error): enable `async-io` on smol or async-std
-//! rather than rely on it.
+//! set), the loop's sleeps and its attempts' cut-offs go on a timer
+//! thread of the crate's own, started at the first such sleep or cut-off
+//! (debug builds say so once on standard error): enable `async-io` on
+//! smol or async-std rather than rely on it.
 //!
 //! ```
 //! # extern crate backstop_runtime as backstop;
@@ -49,7 +49,7 @@
 //! ```
 
 pub(crate) mod clock;
-mod own_thread;
+pub(crate) mod own_thread;
 pub(crate) mod timer;
 pub(crate) mod units;
 pub(crate) mod virtual_time;

@@ -106,7 +106,7 @@ fn run() {
                 if entry.sleeper.dropped.load(Ordering::Relaxed) {
                     // (Its waker was taken as it was dropped: nothing of
                     // a caller's is dropped here, with the heap held.)
-                    heap.dropped -= 1;
+                    heap.dropped = heap.dropped.saturating_sub(1);
                 } else {
                     entry.sleeper.due.store(true, Ordering::Release);
                     due.push(entry.sleeper);
@@ -195,14 +195,16 @@ impl Future for ThreadSleep {
             if sleeper.due.load(Ordering::Acquire) {
                 return Poll::Ready(());
             }
+            // (A waker is the executor's code: cloned and dropped with no
+            // lock held, as in `drop`.)
+            let new = cx.waker().clone();
             let replaced = {
                 let mut waker = lock(&sleeper.waker);
                 match &*waker {
-                    Some(old) if old.will_wake(cx.waker()) => None,
-                    _ => waker.replace(cx.waker().clone()),
+                    Some(old) if old.will_wake(&new) => Some(new),
+                    _ => waker.replace(new),
                 }
             };
-            // (Dropped with no lock held, as in `drop`.)
             drop(replaced);
             // Due while the waker changed: the thread took the old one.
             return if sleeper.due.load(Ordering::Acquire) {
@@ -222,7 +224,7 @@ impl Future for ThreadSleep {
         let mut heap = lock(&HEAP);
         let earliest = heap.entries.peek().is_none_or(|Reverse(e)| at < e.at);
         let order = heap.arrived;
-        heap.arrived += 1;
+        heap.arrived = heap.arrived.wrapping_add(1);
         heap.entries.push(Reverse(Entry {
             at,
             order,
@@ -253,8 +255,10 @@ impl Drop for ThreadSleep {
             // there.)
             if !sleeper.due.load(Ordering::Acquire) {
                 sleeper.dropped.store(true, Ordering::Relaxed);
-                heap.dropped += 1;
-                if heap.entries.len() > COMPACT_ABOVE && heap.dropped * 2 > heap.entries.len() {
+                heap.dropped = heap.dropped.saturating_add(1);
+                if heap.entries.len() > COMPACT_ABOVE
+                    && heap.dropped.saturating_mul(2) > heap.entries.len()
+                {
                     heap.entries
                         .retain(|Reverse(e)| !e.sleeper.dropped.load(Ordering::Relaxed));
                     heap.dropped = 0;
@@ -266,10 +270,11 @@ impl Drop for ThreadSleep {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::future::Future;
     use std::pin::Pin;
     use std::sync::Arc;
+    use std::sync::mpsc::channel;
     use std::task::{Context, Poll, Wake, Waker};
     use std::time::{Duration, Instant};
 
@@ -292,8 +297,9 @@ mod tests {
         Waker::from(Arc::new(Unpark(std::thread::current())))
     }
 
-    /// Runs `future` to its end on this thread, parked between polls.
-    fn block_on<F: Future>(future: F) -> F::Output {
+    /// Runs `future` to its end on this thread, parked between polls (no
+    /// runtime at all).
+    pub(crate) fn block_on<F: Future>(future: F) -> F::Output {
         let waker = waker();
         let mut cx = Context::from_waker(&waker);
         let mut future = std::pin::pin!(future);
@@ -305,41 +311,56 @@ mod tests {
         }
     }
 
+    /// Runs `body` on a thread of its own, failing (not hanging) if it
+    /// has not ended within ten seconds.
+    fn within_ten_seconds(what: &str, body: impl FnOnce() + Send + 'static) {
+        let (done, finished) = channel();
+        std::thread::spawn(move || {
+            body();
+            let _ = done.send(());
+        });
+        assert!(
+            finished.recv_timeout(Duration::from_secs(10)).is_ok(),
+            "{what}: hung, or failed"
+        );
+    }
+
     /// A sleep given after a longer one is woken when it is due, not when
-    /// the longer one is; each ends once due.
+    /// the longer one is (the thread, waiting for the long one alone, is
+    /// told of the earlier arrival).
     #[test]
     fn a_sleep_ends_when_due_though_a_longer_one_came_first() {
         let _turn = super::lock(&TURNS);
-        // The thread runs, and then waits for the long sleep alone.
-        block_on(sleep(Duration::from_millis(1)).expect("a thread"));
-        let start = Instant::now();
-        let mut long = sleep(Duration::from_millis(100)).expect("a thread");
-        let waker = waker();
-        assert!(
-            Pin::new(&mut long)
-                .poll(&mut Context::from_waker(&waker))
-                .is_pending()
-        );
-        std::thread::sleep(Duration::from_millis(2));
-        block_on(sleep(Duration::from_millis(5)).expect("a thread"));
-        let short = start.elapsed();
-        assert!(short >= Duration::from_millis(5), "{short:?}");
-        assert!(short < Duration::from_millis(80), "{short:?}");
-        block_on(long);
-        assert!(start.elapsed() >= Duration::from_millis(100));
+        within_ten_seconds("the short sleep", || {
+            // The thread runs, and then waits for the long sleep alone.
+            block_on(sleep(Duration::from_millis(1)).expect("a thread"));
+            let mut long = sleep(Duration::from_secs(2)).expect("a thread");
+            let waker = waker();
+            let cx = &mut Context::from_waker(&waker);
+            assert!(Pin::new(&mut long).poll(cx).is_pending());
+            std::thread::sleep(Duration::from_millis(2));
+            let start = Instant::now();
+            block_on(sleep(Duration::from_millis(5)).expect("a thread"));
+            let short = start.elapsed();
+            assert!(short >= Duration::from_millis(5), "{short:?}");
+            assert!(short < Duration::from_secs(1), "{short:?}");
+            assert!(Pin::new(&mut long).poll(cx).is_pending(), "not due yet");
+        });
     }
 
     /// Sleeps on several threads at once each end once due.
     #[test]
     fn sleeps_on_several_threads_each_end_once_due() {
-        std::thread::scope(|threads| {
-            for ms in [30u64, 10, 20, 10] {
-                threads.spawn(move || {
-                    let start = Instant::now();
-                    block_on(sleep(Duration::from_millis(ms)).expect("a thread"));
-                    assert!(start.elapsed() >= Duration::from_millis(ms));
-                });
-            }
+        within_ten_seconds("the sleeps", || {
+            std::thread::scope(|threads| {
+                for ms in [30u64, 10, 20, 10] {
+                    threads.spawn(move || {
+                        let start = Instant::now();
+                        block_on(sleep(Duration::from_millis(ms)).expect("a thread"));
+                        assert!(start.elapsed() >= Duration::from_millis(ms));
+                    });
+                }
+            });
         });
     }
 
@@ -347,24 +368,27 @@ mod tests {
     /// sleep kept ends once due, none hangs.
     #[test]
     fn many_threads_sleeping_and_dropping_at_once_all_end() {
-        std::thread::scope(|threads| {
-            for t in 0..6u64 {
-                threads.spawn(move || {
-                    let waker = waker();
-                    for i in 0..150u64 {
-                        let delay = Duration::from_micros((t * 37 + i * 101) % 1500);
-                        let start = Instant::now();
-                        let mut sleep = sleep(delay).expect("a thread");
-                        if i % 3 == 0 {
-                            // Registered, then dropped before it is due.
-                            let _ = Pin::new(&mut sleep).poll(&mut Context::from_waker(&waker));
-                            continue;
+        within_ten_seconds("the sleeps", || {
+            std::thread::scope(|threads| {
+                for t in 0..6u64 {
+                    threads.spawn(move || {
+                        let waker = waker();
+                        for i in 0..150u64 {
+                            let delay = Duration::from_micros((t * 37 + i * 101) % 1500);
+                            let start = Instant::now();
+                            let mut nap = sleep(delay).expect("a thread");
+                            if i % 3 == 0 {
+                                // Registered, then dropped before it is due.
+                                let cx = &mut Context::from_waker(&waker);
+                                let _ = Pin::new(&mut nap).poll(cx);
+                                continue;
+                            }
+                            block_on(nap);
+                            assert!(start.elapsed() >= delay);
                         }
-                        block_on(sleep);
-                        assert!(start.elapsed() >= delay);
-                    }
-                });
-            }
+                    });
+                }
+            });
         });
     }
 
@@ -379,10 +403,9 @@ mod tests {
             fn wake(self: Arc<Self>) {}
         }
         let _turn = super::lock(&TURNS);
-        let (done, finished) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
+        within_ten_seconds("dropping the sleeps", || {
             let plain = waker();
-            let mut outer = Vec::new();
+            let mut held_by_owners = Vec::new();
             for _ in 0..2 * super::COMPACT_ABOVE {
                 let mut inner = sleep(Duration::from_secs(3600)).expect("a thread");
                 let cx = &mut Context::from_waker(&plain);
@@ -391,25 +414,20 @@ mod tests {
                 let mut held = sleep(Duration::from_secs(3600)).expect("a thread");
                 let cx = &mut Context::from_waker(&owner);
                 assert!(Pin::new(&mut held).poll(cx).is_pending());
-                outer.push(held);
+                held_by_owners.push(held);
             }
             // Then as many plain ones: past half of what the heap holds,
             // dropped, it compacts.
             let mut plain_sleeps = Vec::new();
             for _ in 0..2 * super::COMPACT_ABOVE {
-                let mut plain_sleep = sleep(Duration::from_secs(3600)).expect("a thread");
+                let mut nap = sleep(Duration::from_secs(3600)).expect("a thread");
                 let cx = &mut Context::from_waker(&plain);
-                assert!(Pin::new(&mut plain_sleep).poll(cx).is_pending());
-                plain_sleeps.push(plain_sleep);
+                assert!(Pin::new(&mut nap).poll(cx).is_pending());
+                plain_sleeps.push(nap);
             }
-            drop(outer);
+            drop(held_by_owners);
             drop(plain_sleeps);
-            let _ = done.send(());
         });
-        assert!(
-            finished.recv_timeout(Duration::from_secs(10)).is_ok(),
-            "deadlocked dropping sleeps"
-        );
     }
 
     /// A waker that panics loses its own wake, not the thread: later
@@ -427,15 +445,9 @@ mod tests {
         let mut doomed = sleep(Duration::from_millis(1)).expect("a thread");
         let cx = &mut Context::from_waker(&panics);
         assert!(Pin::new(&mut doomed).poll(cx).is_pending());
-        let (done, finished) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
+        within_ten_seconds("a sleep after the panic", || {
             block_on(sleep(Duration::from_millis(20)).expect("a thread"));
-            let _ = done.send(());
         });
-        assert!(
-            finished.recv_timeout(Duration::from_secs(10)).is_ok(),
-            "a sleep after the panic never ended"
-        );
         drop(doomed);
     }
 
@@ -447,31 +459,27 @@ mod tests {
         let waker = waker();
         for _ in 0..1000 {
             let mut cut_off = sleep(Duration::from_secs(3600)).expect("a thread");
-            assert!(
-                Pin::new(&mut cut_off)
-                    .poll(&mut Context::from_waker(&waker))
-                    .is_pending()
-            );
+            let cx = &mut Context::from_waker(&waker);
+            assert!(Pin::new(&mut cut_off).poll(cx).is_pending());
         }
         // (Other tests' sleeps may be held too, a few at a time.)
         let held = super::lock(&super::HEAP).entries.len();
         assert!(held <= 2 * super::COMPACT_ABOVE, "{held} held");
     }
 
+    /// A sleep dropped before it is due is passed over, waking no one, and
+    /// a later sleep still ends.
     #[test]
     fn a_sleep_dropped_before_it_is_due_keeps_the_others_going() {
         let mut dropped = sleep(Duration::from_millis(5)).expect("a thread");
         let waker = waker();
-        assert!(
-            Pin::new(&mut dropped)
-                .poll(&mut Context::from_waker(&waker))
-                .is_pending()
-        );
+        let cx = &mut Context::from_waker(&waker);
+        assert!(Pin::new(&mut dropped).poll(cx).is_pending());
         drop(dropped);
-        // The thread passes it over at 5 ms, waking no one; a later sleep
-        // still ends.
-        let start = Instant::now();
-        block_on(sleep(Duration::from_millis(10)).expect("a thread"));
-        assert!(start.elapsed() >= Duration::from_millis(10));
+        within_ten_seconds("a later sleep", || {
+            let start = Instant::now();
+            block_on(sleep(Duration::from_millis(10)).expect("a thread"));
+            assert!(start.elapsed() >= Duration::from_millis(10));
+        });
     }
 }
