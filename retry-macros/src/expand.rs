@@ -757,11 +757,19 @@ fn async_clock(func: &Func, rt: &TokenStream) -> TokenStream {
 /// The body's items and its other statements. Items (a `static` budget, a
 /// helper fn, a `use`) go before the loop: they capture nothing, so nothing
 /// changes for the body, and the options (`budget = INNER`) can name them.
+/// A `macro_rules!` after the body's first statement stays where it is: it
+/// may name the locals before it, and shadow a macro used before it, which
+/// its place decides.
 fn split_items(block: &syn::Block) -> (Vec<&syn::Stmt>, Vec<&syn::Stmt>) {
-    block
-        .stmts
-        .iter()
-        .partition(|stmt| matches!(stmt, syn::Stmt::Item(_)))
+    let mut statements = false;
+    block.stmts.iter().partition(|stmt| match stmt {
+        syn::Stmt::Item(syn::Item::Macro(_)) => !statements,
+        syn::Stmt::Item(_) => true,
+        _ => {
+            statements = true;
+            false
+        }
+    })
 }
 
 /// The hooks as the closures the runtime's steps call with an event
@@ -1218,8 +1226,33 @@ fn error_type(ret: &Type) -> Option<&Type> {
 fn error_type_tokens(ret: &Type, rt: &TokenStream, span: Span) -> TokenStream {
     match error_type(ret) {
         Some(error) => respan(error.to_token_stream(), span),
-        None => respan(quote!(<#ret as #rt::Outcome>::Err), span),
+        None => {
+            // An `impl Trait` (erased to `_`) in an alias's success type
+            // (`io::Result<impl Display>`) leaves nothing to infer it
+            // from here: the error type does not depend on it, so any
+            // type stands in for it.
+            let ret = unit_for_inferred(ret);
+            respan(quote!(<#ret as #rt::Outcome>::Err), span)
+        }
     }
+}
+
+/// `ty` with every `_` (an erased `impl Trait`) made `()`.
+fn unit_for_inferred(ty: &Type) -> Type {
+    struct Unit;
+    impl VisitMut for Unit {
+        fn visit_type_mut(&mut self, ty: &mut Type) {
+            if let Type::Infer(infer) = ty {
+                let span = infer.underscore_token.span;
+                *ty = syn::parse_quote_spanned!(span=> ());
+            } else {
+                syn::visit_mut::visit_type_mut(self, ty);
+            }
+        }
+    }
+    let mut ty = ty.clone();
+    Unit.visit_type_mut(&mut ty);
+    ty
 }
 
 /// `function(arg, callable)`, with the generated tokens located on the

@@ -73,7 +73,8 @@ use proc_macro::TokenStream;
 /// repeated option, a bad unit, `base` above `cap`, `attempts = 0`,
 /// `policy` with schedule options, `attempt_timeout` on a sync fn, a
 /// `budget` that is not a `static`, a `Keyed` budget, breaker or throttle
-/// without `key`, a return type that is not a `Result`,
+/// without `key`, `#[track_caller]` beside it or a second `#[retry]`, a
+/// return type that is not a `Result`,
 /// `hedge` on a sync fn, without `idempotent`, or with an argument an
 /// attempt could change (`&mut`, `mut`): hedged attempts share the
 /// arguments; `hedges` at or above `attempts` (hedges are attempts).

@@ -204,6 +204,25 @@ fn returns_future(ty: &syn::Type) -> bool {
 
 fn check_signature(func: &Func, cx: &mut Ctxt) {
     let sig = &func.sig;
+    for attr in &func.attrs {
+        let path = attr.path();
+        if path.is_ident("track_caller") {
+            cx.error_spanned(
+                attr,
+                "`#[track_caller]` does not reach the body of a `#[retry]` function: the body \
+                 runs in a closure, which does not take the caller's location \
+                 (`Location::caller()` would name the body). Read the location in a function \
+                 without `#[retry]` that calls this one",
+            );
+        }
+        if path.segments.last().is_some_and(|s| s.ident == "retry") {
+            cx.error_spanned(
+                attr,
+                "`#[retry]` is applied twice: one loop per function (a retry at one layer); \
+                 give all the options to one `#[retry(..)]`",
+            );
+        }
+    }
     if let Some(c) = &sig.constness {
         cx.error_spanned(
             c,

@@ -761,3 +761,110 @@ fn successes_at_the_first_attempt_refill_the_token_budget() {
     let _ = answers(true, &mut attempts);
     assert_eq!(attempts, 2);
 }
+
+// --- Macros in the body -----------------------------------------------------
+
+#[retry(base = 1ms, budget = none)]
+fn sums_with_a_local_macro(input: &str, calls: &mut u32) -> Result<usize, Error> {
+    *calls += 1;
+    if *calls < 2 {
+        return Err(refused());
+    }
+    let mut total = 0;
+    macro_rules! add {
+        ($e:expr) => {
+            total += $e
+        };
+    }
+    add!(input.len());
+    Ok(total)
+}
+
+#[retry(base = 1ms, budget = none)]
+fn shadows_a_macro(calls: &mut u32) -> Result<u32, Error> {
+    *calls += 1;
+    macro_rules! m {
+        () => {
+            1
+        };
+    }
+    let first = m!();
+    macro_rules! m {
+        () => {
+            2
+        };
+    }
+    let second = m!();
+    if *calls < 2 {
+        return Err(refused());
+    }
+    Ok(first * 10 + second)
+}
+
+/// A `macro_rules!` in the body keeps its place: it names the locals
+/// before it, and shadows a macro used before it only after it.
+#[test]
+fn a_macro_defined_in_the_body_keeps_its_place() {
+    let _vt = VirtualTime::start();
+    let mut calls = 0;
+    assert_eq!(sums_with_a_local_macro("hello", &mut calls).unwrap(), 5);
+    assert_eq!(calls, 2);
+    let mut calls = 0;
+    assert_eq!(shadows_a_macro(&mut calls).unwrap(), 12);
+    assert_eq!(calls, 2);
+}
+
+// --- `impl Trait` in a result alias ----------------------------------------
+
+#[retry(base = 1ms, budget = none)]
+fn displayed_through_an_alias(calls: &mut u32) -> std::io::Result<impl std::fmt::Display> {
+    *calls += 1;
+    if *calls < 2 {
+        return Err(refused());
+    }
+    Ok(7)
+}
+
+type Answer<T> = Result<T, Error>;
+
+#[retry(base = 1ms, budget = none)]
+fn displayed_through_an_alias_of_ours(calls: &mut u32) -> Answer<impl std::fmt::Display> {
+    *calls += 1;
+    if *calls < 2 {
+        return Err(refused());
+    }
+    Ok("seven")
+}
+
+#[retry(base = 1ms, budget = none)]
+async fn displayed_through_an_alias_async(
+    calls: &std::cell::Cell<u32>,
+) -> std::io::Result<impl std::fmt::Display> {
+    calls.set(calls.get() + 1);
+    if calls.get() < 2 {
+        return Err(refused());
+    }
+    Ok(7)
+}
+
+/// A success type written `impl Trait` inside an alias of `Result`
+/// (`io::Result<impl Display>`) is retried as inside `Result<_, _>`.
+#[tokio::test(start_paused = true)]
+async fn an_impl_trait_inside_a_result_alias_is_retried() {
+    let vt = VirtualTime::start();
+    let mut calls = 0;
+    let shown = displayed_through_an_alias(&mut calls).unwrap().to_string();
+    assert_eq!((shown.as_str(), calls), ("7", 2));
+    let mut calls = 0;
+    let shown = displayed_through_an_alias_of_ours(&mut calls)
+        .unwrap()
+        .to_string();
+    assert_eq!((shown.as_str(), calls), ("seven", 2));
+    drop(vt);
+    let calls = std::cell::Cell::new(0);
+    let shown = displayed_through_an_alias_async(&calls)
+        .await
+        .unwrap()
+        .to_string();
+    assert_eq!((shown.as_str(), calls.get()), ("7", 2));
+}
