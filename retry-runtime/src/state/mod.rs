@@ -182,9 +182,18 @@ impl<C, P> Drop for AttemptState<'_, C, P> {
         // Dropped with an attempt in flight (a caller's own timeout, a
         // cancelled task): sent, and not answered.
         if let Some((throttle, true)) = self.throttle {
-            throttle.sent(crate::time::clock::loop_now(), false);
+            dropped_in_flight(throttle);
         }
     }
+}
+
+/// An attempt the adaptive throttle admitted was dropped in flight: sent,
+/// and not answered. (Out of line, as rare: the drop of every call, which
+/// the success path of `#[retry]` inlines, stays small.)
+#[cold]
+#[inline(never)]
+fn dropped_in_flight(throttle: &AdaptiveThrottle) {
+    throttle.sent(crate::time::clock::loop_now(), false);
 }
 
 impl<'a, C: Clock> AttemptState<'a, C> {
