@@ -917,6 +917,20 @@ fn duration(cx: &mut Ctxt, name: &str, value: Expr) -> Option<Dur> {
     let unit: u128 = match unit_nanos(suffix) {
         Some(nanos) => nanos,
         None => {
+            // Days: in hours, which are a unit (`2d` is `48h`).
+            if matches!(suffix, "d" | "day" | "days")
+                && let Ok(days) = digits.parse::<u64>()
+                && let Some(hours) = days.checked_mul(24)
+            {
+                cx.error(
+                    span,
+                    format!(
+                        "unknown unit `{suffix}`; did you mean `{hours}h`? (units: {})",
+                        units()
+                    ),
+                );
+                return None;
+            }
             let hint = match suffix {
                 "sec" | "secs" | "second" | "seconds" => Some("s"),
                 "min" | "mins" | "minute" | "minutes" => Some("m"),
