@@ -465,21 +465,27 @@ fn check_hedge(args: &Args, func: &Func, cx: &mut Ctxt) {
                     (syn::ReceiverKind::Reference(and, _, Some(mutability)), _) => {
                         (quote::quote!(#and #mutability #this), None)
                     }
+                    // `self: &mut Self`
+                    (syn::ReceiverKind::Typed(colon, ty), _) if matches!(&**ty, Type::Reference(r) if r.mutability.is_some()) => {
+                        (quote::quote!(#this #colon #ty), None)
+                    }
                     (_, Some(mutability)) => (quote::quote!(#mutability #this), None),
                     _ => continue,
                 }
             }
-            syn::FnArg::Typed(typed) => match (&*typed.ty, &*typed.pat) {
-                (Type::Reference(r), _) if r.mutability.is_some() => {
+            syn::FnArg::Typed(typed) => {
+                if let Type::Reference(r) = &*typed.ty
+                    && r.mutability.is_some()
+                {
                     let (and, mutability) = (&r.and_token, &r.mutability);
                     (quote::quote!(#and #mutability), None)
-                }
-                (_, syn::Pat::Ident(binding)) if binding.mutability.is_some() => {
+                } else if let Some(binding) = mut_binding(&typed.pat) {
                     let (mutability, name) = (&binding.mutability, &binding.ident);
                     (quote::quote!(#mutability #name), Some(name))
+                } else {
+                    continue;
                 }
-                _ => continue,
-            },
+            }
         };
         let message = match binding {
             Some(name) => format!(
@@ -493,6 +499,26 @@ fn check_hedge(args: &Args, func: &Func, cx: &mut Ctxt) {
                 .to_owned(),
         };
         cx.error_spanned(tokens, message);
+    }
+}
+
+/// The first binding of `pat` that an attempt could change what it binds
+/// through (`mut x`, `ref mut x`), nested in a tuple, struct or slice
+/// pattern too.
+fn mut_binding(pat: &syn::Pat) -> Option<&syn::PatIdent> {
+    use syn::Pat;
+    match pat {
+        Pat::Ident(ident) if ident.mutability.is_some() => Some(ident),
+        Pat::Ident(ident) => ident.subpat.as_ref().and_then(|(_, sub)| mut_binding(sub)),
+        Pat::Tuple(tuple) => tuple.elems.iter().find_map(mut_binding),
+        Pat::TupleStruct(tuple) => tuple.elems.iter().find_map(mut_binding),
+        Pat::Struct(fields) => fields.fields.iter().find_map(|f| mut_binding(&f.pat)),
+        Pat::Slice(slice) => slice.elems.iter().find_map(mut_binding),
+        Pat::Paren(paren) => mut_binding(&paren.pat),
+        Pat::Or(or) => or.cases.iter().find_map(mut_binding),
+        Pat::Reference(reference) => mut_binding(&reference.pat),
+        Pat::Type(typed) => mut_binding(&typed.pat),
+        _ => None,
     }
 }
 
