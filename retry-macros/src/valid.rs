@@ -107,7 +107,9 @@ fn check_rewritten(func: &Func, cx: &mut Ctxt) -> bool {
             &sig.ident,
             "`#[retry]` does not support methods of an `#[async_trait]` impl: they return a \
              boxed future that cannot be retried. Use native `async fn` in the trait \
-             (Rust 1.75+) and remove `#[async_trait]`: `#[retry]` supports it",
+             (Rust 1.75+) and remove `#[async_trait]`: `#[retry]` supports it; or, to keep \
+             the trait usable as `dyn Trait`, put `#[retry]` on an inherent `async fn` and \
+             call it from the method",
         );
         return true;
     }
