@@ -759,12 +759,15 @@ fn async_clock(func: &Func, rt: &TokenStream) -> TokenStream {
 /// changes for the body, and the options (`budget = INNER`) can name them.
 /// A `macro_rules!` after the body's first statement stays where it is: it
 /// may name the locals before it, and shadow a macro used before it, which
-/// its place decides.
+/// its place decides; so do the items after it, which may use it.
 fn split_items(block: &syn::Block) -> (Vec<&syn::Stmt>, Vec<&syn::Stmt>) {
-    let mut statements = false;
+    let (mut statements, mut in_place) = (false, false);
     block.stmts.iter().partition(|stmt| match stmt {
-        syn::Stmt::Item(syn::Item::Macro(_)) => !statements,
-        syn::Stmt::Item(_) => true,
+        syn::Stmt::Item(syn::Item::Macro(_)) if statements => {
+            in_place = true;
+            false
+        }
+        syn::Stmt::Item(_) => !in_place,
         _ => {
             statements = true;
             false

@@ -776,8 +776,17 @@ fn sums_with_a_local_macro(input: &str, calls: &mut u32) -> Result<usize, Error>
             total += $e
         };
     }
+    macro_rules! add_twice {
+        ($e:expr) => {
+            $e + $e
+        };
+    }
     add!(input.len());
-    Ok(total)
+    // An item after it may use it.
+    fn doubled(n: usize) -> usize {
+        add_twice!(n)
+    }
+    Ok(doubled(total) / 2)
 }
 
 #[retry(base = 1ms, budget = none)]
