@@ -1242,19 +1242,29 @@ fn error_type_tokens(ret: &Type, rt: &TokenStream, span: Span) -> TokenStream {
 
 /// `ty` with every `_` (an erased `impl Trait`) made `()`.
 fn unit_for_inferred(ty: &Type) -> Type {
-    struct Unit;
-    impl VisitMut for Unit {
+    replace_types(ty, |ty| match ty {
+        Type::Infer(infer) => {
+            let span = infer.underscore_token.span;
+            Some(syn::parse_quote_spanned!(span=> ()))
+        }
+        _ => None,
+    })
+}
+
+/// `ty` with each type `replace` gives a replacement for replaced (the
+/// outermost first; what replaces it is not looked into).
+fn replace_types(ty: &Type, replace: impl Fn(&Type) -> Option<Type>) -> Type {
+    struct Replace<F>(F);
+    impl<F: Fn(&Type) -> Option<Type>> VisitMut for Replace<F> {
         fn visit_type_mut(&mut self, ty: &mut Type) {
-            if let Type::Infer(infer) = ty {
-                let span = infer.underscore_token.span;
-                *ty = syn::parse_quote_spanned!(span=> ());
-            } else {
-                syn::visit_mut::visit_type_mut(self, ty);
+            match (self.0)(ty) {
+                Some(replaced) => *ty = replaced,
+                None => syn::visit_mut::visit_type_mut(self, ty),
             }
         }
     }
     let mut ty = ty.clone();
-    Unit.visit_type_mut(&mut ty);
+    Replace(replace).visit_type_mut(&mut ty);
     ty
 }
 
@@ -1394,20 +1404,13 @@ fn duration(d: &Dur) -> TokenStream {
 /// `impl Trait` cannot be written in a `let` type: it becomes `_`, and the
 /// compiler infers the concrete type from the body.
 fn erase_impl_trait(ty: &Type) -> Type {
-    struct Erase;
-    impl VisitMut for Erase {
-        fn visit_type_mut(&mut self, ty: &mut Type) {
-            if let Type::ImplTrait(it) = ty {
-                let span = it.impl_token.span;
-                *ty = syn::parse_quote_spanned!(span=> _);
-            } else {
-                syn::visit_mut::visit_type_mut(self, ty);
-            }
+    replace_types(ty, |ty| match ty {
+        Type::ImplTrait(it) => {
+            let span = it.impl_token.span;
+            Some(syn::parse_quote_spanned!(span=> _))
         }
-    }
-    let mut ty = ty.clone();
-    Erase.visit_type_mut(&mut ty);
-    ty
+        _ => None,
+    })
 }
 
 /// The function as written, with the errors inside its body, so that the
