@@ -864,26 +864,14 @@ fn breaker(
     // The throttle is asked first: an attempt it sheds never takes a
     // breaker's leave.
     let keyed = args.key.value().is_some();
-    let (with_throttle, throttle_first, throttle_after) = gate(
-        args.throttle.value(),
-        &THROTTLE,
-        rt,
-        n,
-        ret,
-        view,
-        on_give_up,
-        keyed,
-    );
-    let (with_breaker, breaker_first, breaker_after) = gate(
-        args.breaker.value(),
-        &BREAKER,
-        rt,
-        n,
-        ret,
-        view,
-        on_give_up,
-        keyed,
-    );
+    let [
+        (with_throttle, throttle_first, throttle_after),
+        (with_breaker, breaker_first, breaker_after),
+    ] = [
+        (args.throttle.value(), &THROTTLE),
+        (args.breaker.value(), &BREAKER),
+    ]
+    .map(|(path, kind)| gate(path, kind, rt, n, ret, view, on_give_up, keyed));
     let with_gates: Option<WithGate> = match (with_throttle, with_breaker) {
         (None, None) => None,
         (throttle, breaker) => Some(Box::new(move |mut init| {
