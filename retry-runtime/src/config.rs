@@ -213,7 +213,10 @@ fn read<F: FieldName, E: de::Error>(text: &str, also: &str) -> Result<Duration, 
         parse_duration(text).map_err(|reason| E::custom(format!("`{name}`: {reason}{also}")))?;
     match F::ZERO {
         Some(why) if d.is_zero() => Err(E::custom(format!("`{name}` {why}"))),
-        _ => Ok(d),
+        _ => match F::refuse(d) {
+            Some(why) => Err(E::custom(why)),
+            None => Ok(d),
+        },
     }
 }
 
@@ -224,15 +227,23 @@ trait FieldName {
     const ZERO: Option<&'static str> = None;
     /// What to write for none, where `"none"` is not the word.
     const NONE: Option<&'static str> = None;
+    /// Why the field refuses `duration`, if it does (besides a zero).
+    fn refuse(_duration: Duration) -> Option<&'static str> {
+        None
+    }
 }
 
 macro_rules! field_names {
-    ($($field:ident = $name:literal $(, zero: $zero:literal)? $(, none: $none:literal)?;)*) => {$(
+    ($($field:ident = $name:literal $(, zero: $zero:literal)? $(, none: $none:literal)?
+        $(, refuses |$d:ident| $bad:expr => $why:literal)?;)*) => {$(
         struct $field;
         impl FieldName for $field {
             const NAME: &'static str = $name;
             $(const ZERO: Option<&'static str> = Some($zero);)?
             $(const NONE: Option<&'static str> = Some($none);)?
+            $(fn refuse($d: Duration) -> Option<&'static str> {
+                ($bad).then_some($why)
+            })?
         }
     )*};
 }
@@ -245,31 +256,208 @@ field_names! {
     AttemptTimeout = "attempt_timeout",
         zero: "must be greater than zero (for none, write \"none\")";
     Ttl = "ttl", zero: "must be greater than zero";
-    Refill = "refill", none: "for no refill, write \"0s\" (answers alone give tokens back)";
+    // (A budget's counts are whole thousandths of a token, and 100 ms
+    // ticks: what they cannot keep would be kept as none, or as more.)
+    Refill = "refill", none: "for no refill, write \"0s\" (answers alone give tokens back)",
+        refuses |every| every > MAX_REFILL => "`refill` must be at most 100s (a token every \
+            100 s, the slowest a budget keeps: it counts thousandths of a token per 100 ms), \
+            or \"0s\" for none";
     RideOut = "ride_out", none: "for no ride-out, write \"0s\" (a refused call whose retry \
-                                 the budget refuses gives up at once)";
-    Window = "window";
-    Sampling = "sampling";
+                                 the budget refuses gives up at once)",
+        refuses |ride_out| !ride_out.is_zero() && ride_out < RIDE_OUT_STEP => "`ride_out` must \
+            be at least 100ms (a budget counts it in 100 ms steps), or \"0s\" for none";
+    Window = "window",
+        refuses |window| window < Duration::from_micros(8) => "`window` must be at least 8us, \
+            e.g. \"2s\"";
+    // (As Polly's: a window of a few slots of microseconds counts nothing
+    // useful.)
+    Sampling = "sampling",
+        refuses |sampling| sampling < Duration::from_millis(500) => "`sampling` must be at \
+            least 500ms";
     Cooldown = "cooldown", zero: "must be above zero: a breaker that cools down at once lets \
                                   every call through";
     Longest = "longest";
+}
+
+/// A value of `T` that `C` checks as it is read, so that a value out of
+/// its range is reported at the value (its line, and its column in JSON)
+/// rather than where its table ends. Checks across fields come after the
+/// table is read.
+struct Checked<T, C>(T, PhantomData<C>);
+
+/// What a field's value must be, on its own.
+trait Check<T> {
+    /// What the field takes, for an error of the wrong type ("expected
+    /// ..."), which names the field.
+    const EXPECTING: &'static str;
+    /// Why `value` is refused, if it is.
+    fn refuse(value: &T) -> Option<String>;
+}
+
+impl<T, C: Check<T>> Checked<T, C> {
+    /// `value`, or the error of its refusal (made inside the visitor, so
+    /// that the deserializer says where the value is).
+    fn check<E: de::Error>(value: T) -> Result<Self, E> {
+        match C::refuse(&value) {
+            Some(why) => Err(E::custom(why)),
+            None => Ok(Self(value, PhantomData)),
+        }
+    }
+}
+
+/// Reads a checked `T` with a visitor of its own: the check runs inside
+/// the deserializer's call, where it knows the value's position.
+struct CheckedVisitor<T, C>(PhantomData<(T, C)>);
+
+impl<T, C: Check<T>> CheckedVisitor<T, C> {
+    const fn new() -> Self {
+        Self(PhantomData)
+    }
+}
+
+impl<C: Check<u32>> Visitor<'_> for CheckedVisitor<u32, C> {
+    type Value = Checked<u32, C>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(C::EXPECTING)
+    }
+    fn visit_u64<E: de::Error>(self, n: u64) -> Result<Self::Value, E> {
+        let n =
+            u32::try_from(n).map_err(|_| E::invalid_value(de::Unexpected::Unsigned(n), &self))?;
+        Checked::check(n)
+    }
+    fn visit_i64<E: de::Error>(self, n: i64) -> Result<Self::Value, E> {
+        let n = u32::try_from(n).map_err(|_| E::invalid_value(de::Unexpected::Signed(n), &self))?;
+        Checked::check(n)
+    }
+}
+
+impl<'de, C: Check<u32>> Deserialize<'de> for Checked<u32, C> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_u32(CheckedVisitor::<u32, C>::new())
+    }
+}
+
+impl<C: Check<f64>> Visitor<'_> for CheckedVisitor<f64, C> {
+    type Value = Checked<f64, C>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(C::EXPECTING)
+    }
+    fn visit_f64<E: de::Error>(self, x: f64) -> Result<Self::Value, E> {
+        Checked::check(x)
+    }
+    #[allow(clippy::cast_precision_loss)] // (as serde reads a whole number as f64)
+    fn visit_u64<E: de::Error>(self, n: u64) -> Result<Self::Value, E> {
+        Checked::check(n as f64)
+    }
+    #[allow(clippy::cast_precision_loss)]
+    fn visit_i64<E: de::Error>(self, n: i64) -> Result<Self::Value, E> {
+        Checked::check(n as f64)
+    }
+}
+
+impl<'de, C: Check<f64>> Deserialize<'de> for Checked<f64, C> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_f64(CheckedVisitor::<f64, C>::new())
+    }
+}
+
+impl<C: Check<String>> Visitor<'_> for CheckedVisitor<String, C> {
+    type Value = Checked<String, C>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(C::EXPECTING)
+    }
+    fn visit_str<E: de::Error>(self, text: &str) -> Result<Self::Value, E> {
+        Checked::check(text.to_owned())
+    }
+}
+
+impl<'de, C: Check<String>> Deserialize<'de> for Checked<String, C> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_str(CheckedVisitor::<String, C>::new())
+    }
+}
+
+macro_rules! checks {
+    ($($check:ident($value:ident: $t:ty) $expecting:literal refuses $bad:expr => $why:expr;)*) => {$(
+        struct $check;
+        impl Check<$t> for $check {
+            const EXPECTING: &'static str = $expecting;
+            fn refuse($value: &$t) -> Option<String> {
+                ($bad).then(|| $why.into())
+            }
+        }
+    )*};
+}
+
+checks! {
+    Attempts(n: u32) "`attempts`: a whole number, at least 1" refuses *n == 0
+        => "`attempts` must be at least 1: it counts the first attempt too";
+    Factor(factor: f64) "`factor`: a number greater than 1"
+        refuses !(*factor > 1.0 && factor.is_finite())
+        => "`factor` must be a finite number greater than 1: each delay is `factor` times the \
+            last";
+    BudgetWord(word: String) "`budget`: \"default\" or \"none\""
+        refuses !matches!(word.trim(), "default" | "none") => budget_refusal(word.trim());
+    Ratio(ratio: f64) "`ratio`: a number in (0, 1]" refuses !(*ratio > 0.0 && *ratio <= 1.0)
+        => "`ratio` must be in (0, 1], e.g. 0.1 for 10% of calls";
+    MaxTokens(n: u32) "`max_tokens`: a whole number from 1 to 4000000"
+        refuses !(1..=4_000_000).contains(n)
+        => "`max_tokens` must be between 1 and 4000000, e.g. 10";
+    // (A budget's counts are whole thousandths of a token.)
+    TokenRatio(ratio: f64) "`token_ratio`: a number, at least 0.001" refuses ratio.is_nan() || *ratio < 0.001
+        => if *ratio > 0.0 {
+            "`token_ratio` must be at least 0.001: a budget counts tokens in thousandths"
+        } else {
+            "`token_ratio` must be above 0 and at most `max_tokens`, e.g. 0.1 (a tenth of a \
+             token back for each answer)"
+        };
+    ThrottleK(k: f64) "`k`: a number, at least 1" refuses !(*k >= 1.0 && k.is_finite())
+        => "`k` must be at least 1 (below, the throttle sheds healthy traffic), e.g. 2";
+    Threshold(n: u32) "`failure_threshold`: a whole number, at least 1" refuses *n == 0
+        => "`failure_threshold` must be at least 1";
+    FailureRatio(ratio: f64) "`failure_ratio`: a number in (0, 1]"
+        refuses !(*ratio > 0.0 && *ratio <= 1.0)
+        => "`failure_ratio` must be above 0 and at most 1";
+    // (The window counts up to about 134 million calls.)
+    MinimumThroughput(n: u32) "`minimum_throughput`: a whole number from 1 to 100000000"
+        refuses !(1..=100_000_000).contains(n)
+        => "`minimum_throughput` must be between 1 and 100000000";
+    Trials(n: u32) "`trials`: a whole number from 1 to 1000" refuses !(1..=1000).contains(n)
+        => "`trials` must be between 1 and 1000";
+    Growing(factor: u32) "`growing`: a whole number, at least 2" refuses *factor < 2
+        => "`growing` must be at least 2";
+}
+
+/// Why `budget = word` is refused: it is neither `"default"` nor `"none"`.
+fn budget_refusal(word: &str) -> String {
+    if word == "custom" {
+        "`budget`: \"custom\" names a budget set in code, which configuration cannot give \
+         back: write \"default\" or \"none\" here and give the budget in code \
+         (`Policy::token_budget`, `Policy::window_budget`)"
+            .into()
+    } else {
+        format!(
+            "`budget`: `{word}` is not \"default\" or \"none\" (a budget of your own is built \
+             from a TokenBudgetConfig or a WindowBudgetConfig and given in code)"
+        )
+    }
 }
 
 /// The fields a `Policy` may be given, all optional.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PolicyFields {
-    attempts: Option<u32>,
+    attempts: Option<Checked<u32, Attempts>>,
     deadline: Option<HumanOrNone<Deadline>>,
     backoff: Option<Backoff>,
     base: Option<Human<Base>>,
-    factor: Option<f64>,
+    factor: Option<Checked<f64, Factor>>,
     cap: Option<Human<Cap>>,
     jitter: Option<Jitter>,
     idempotent: Option<bool>,
     retry_after_max: Option<Human<RetryAfterMax>>,
     attempt_timeout: Option<HumanOrNone<AttemptTimeout>>,
-    budget: Option<String>,
+    budget: Option<Checked<String, BudgetWord>>,
 }
 
 /// A `Policy` from configuration: every field optional (the defaults of
@@ -284,12 +472,7 @@ impl<'de> Deserialize<'de> for Policy {
         let fields = PolicyFields::deserialize(deserializer)?;
         let mut policy = Policy::new();
         if let Some(attempts) = fields.attempts {
-            if attempts == 0 {
-                return Err(de::Error::custom(
-                    "`attempts` must be at least 1: it counts the first attempt too",
-                ));
-            }
-            policy = policy.attempts(attempts);
+            policy = policy.attempts(attempts.0);
         }
         if let Some(deadline) = &fields.deadline {
             policy = policy.deadline(deadline.0);
@@ -308,13 +491,7 @@ impl<'de> Deserialize<'de> for Policy {
                      schedule has no multiplier",
                 ));
             }
-            if !(factor > 1.0 && factor.is_finite()) {
-                return Err(de::Error::custom(
-                    "`factor` must be a finite number greater than 1: each delay is `factor` \
-                     times the last",
-                ));
-            }
-            policy = policy.factor(factor);
+            policy = policy.factor(factor.0);
         }
         if let Some(cap) = &fields.cap {
             policy = policy.cap(cap.0);
@@ -344,23 +521,9 @@ impl<'de> Deserialize<'de> for Policy {
         if let Some(max) = &fields.retry_after_max {
             policy = policy.retry_after_max(max.0);
         }
-        match fields.budget.as_deref().map(str::trim) {
-            None | Some("default") => {}
-            Some("none") => policy = policy.no_budget(),
-            Some("custom") => {
-                return Err(de::Error::custom(
-                    "`budget`: \"custom\" names a budget set in code, which configuration \
-                     cannot give back: write \"default\" or \"none\" here and give the budget \
-                     in code (`Policy::token_budget`, `Policy::window_budget`)",
-                ));
-            }
-            Some(other) => {
-                return Err(de::Error::custom(format!(
-                    "`budget`: `{other}` is not \"default\" or \"none\" (a budget of your own \
-                     is built from a TokenBudgetConfig or a WindowBudgetConfig and given in \
-                     code)"
-                )));
-            }
+        // (Any other word was refused as it was read.)
+        if fields.budget.is_some_and(|word| word.0.trim() == "none") {
+            policy = policy.no_budget();
         }
         if let Some(timeout) = &fields.attempt_timeout {
             policy = policy.attempt_timeout(timeout.0);
@@ -544,7 +707,7 @@ impl WindowBudgetConfig {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct BudgetFields {
-    ratio: f64,
+    ratio: Checked<f64, Ratio>,
     min_per_sec: u32,
     ttl: Human<Ttl>,
 }
@@ -552,14 +715,9 @@ struct BudgetFields {
 impl<'de> Deserialize<'de> for WindowBudgetConfig {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let fields = BudgetFields::deserialize(deserializer)?;
-        if !(fields.ratio > 0.0 && fields.ratio <= 1.0) {
-            return Err(de::Error::custom(
-                "`ratio` must be in (0, 1], e.g. 0.1 for 10% of calls",
-            ));
-        }
         let ttl = fields.ttl.0;
         Ok(Self {
-            ratio: fields.ratio,
+            ratio: fields.ratio.0,
             min_per_sec: fields.min_per_sec,
             ttl,
         })
@@ -630,8 +788,8 @@ const RIDE_OUT_STEP: Duration = Duration::from_millis(100);
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct TokenFields {
-    max_tokens: u32,
-    token_ratio: f64,
+    max_tokens: Checked<u32, MaxTokens>,
+    token_ratio: Checked<f64, TokenRatio>,
     refill: Option<Human<Refill>>,
     ride_out: Option<Human<RideOut>>,
 }
@@ -639,41 +797,18 @@ struct TokenFields {
 impl<'de> Deserialize<'de> for TokenBudgetConfig {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let fields = TokenFields::deserialize(deserializer)?;
-        if !(1..=4_000_000).contains(&fields.max_tokens) {
+        let (max_tokens, token_ratio) = (fields.max_tokens.0, fields.token_ratio.0);
+        if token_ratio > f64::from(max_tokens) {
             return Err(de::Error::custom(
-                "`max_tokens` must be between 1 and 4000000, e.g. 10",
-            ));
-        }
-        if !(fields.token_ratio > 0.0 && fields.token_ratio <= f64::from(fields.max_tokens)) {
-            return Err(de::Error::custom(
-                "`token_ratio` must be above 0 and at most `max_tokens`, e.g. 0.1 (a tenth of \
-                 a token back for each answer)",
-            ));
-        }
-        // (A budget's counts are whole thousandths of a token, and 100 ms
-        // ticks: what they cannot keep would be kept as none, or as more.)
-        if fields.token_ratio < 0.001 {
-            return Err(de::Error::custom(
-                "`token_ratio` must be at least 0.001: a budget counts tokens in thousandths",
+                "`token_ratio` must be at most `max_tokens`, e.g. 0.1 (a tenth of a token back \
+                 for each answer)",
             ));
         }
         let refill = fields.refill.as_ref().map(|refill| refill.0);
-        if refill.is_some_and(|every| every > MAX_REFILL) {
-            return Err(de::Error::custom(
-                "`refill` must be at most 100s (a token every 100 s, the slowest a budget \
-                 keeps: it counts thousandths of a token per 100 ms), or \"0s\" for none",
-            ));
-        }
         let ride_out = fields.ride_out.as_ref().map(|ride_out| ride_out.0);
-        if ride_out.is_some_and(|ride_out| !ride_out.is_zero() && ride_out < RIDE_OUT_STEP) {
-            return Err(de::Error::custom(
-                "`ride_out` must be at least 100ms (a budget counts it in 100 ms steps), or \
-                 \"0s\" for none",
-            ));
-        }
         Ok(Self {
-            max_tokens: fields.max_tokens,
-            token_ratio: fields.token_ratio,
+            max_tokens,
+            token_ratio,
             refill,
             ride_out,
         })
@@ -720,27 +855,16 @@ impl AdaptiveThrottleConfig {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ThrottleFields {
-    k: f64,
+    k: Checked<f64, ThrottleK>,
     window: Human<Window>,
 }
 
 impl<'de> Deserialize<'de> for AdaptiveThrottleConfig {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let fields = ThrottleFields::deserialize(deserializer)?;
-        if !(fields.k >= 1.0 && fields.k.is_finite()) {
-            return Err(de::Error::custom(
-                "`k` must be at least 1 (below, the throttle sheds healthy traffic), e.g. 2",
-            ));
-        }
-        let window = fields.window.0;
-        if window < Duration::from_micros(8) {
-            return Err(de::Error::custom(
-                "`window` must be at least 8us, e.g. \"2s\"",
-            ));
-        }
         Ok(Self {
-            k: fields.k,
-            window,
+            k: fields.k.0,
+            window: fields.window.0,
         })
     }
 }
@@ -830,13 +954,13 @@ impl BreakerConfig {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct BreakerFields {
-    failure_threshold: Option<u32>,
-    failure_ratio: Option<f64>,
-    minimum_throughput: Option<u32>,
+    failure_threshold: Option<Checked<u32, Threshold>>,
+    failure_ratio: Option<Checked<f64, FailureRatio>>,
+    minimum_throughput: Option<Checked<u32, MinimumThroughput>>,
     sampling: Option<Human<Sampling>>,
     cooldown: Human<Cooldown>,
-    trials: Option<u32>,
-    growing: Option<u32>,
+    trials: Option<Checked<u32, Trials>>,
+    growing: Option<Checked<u32, Growing>>,
     longest: Option<Human<Longest>>,
 }
 
@@ -844,16 +968,10 @@ impl<'de> Deserialize<'de> for BreakerConfig {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let fields = BreakerFields::deserialize(deserializer)?;
         let rule = breaker_rule(&fields)?;
-        let trials = fields.trials.unwrap_or(1);
-        if !(1..=1000).contains(&trials) {
-            return Err(de::Error::custom("`trials` must be between 1 and 1000"));
-        }
-        let growing = match (fields.growing, &fields.longest) {
+        let trials = fields.trials.as_ref().map_or(1, |trials| trials.0);
+        let growing = match (&fields.growing, &fields.longest) {
             (None, None) => None,
-            (Some(factor), Some(longest)) if factor >= 2 => Some((factor, longest.0)),
-            (Some(_), Some(_)) => {
-                return Err(de::Error::custom("`growing` must be at least 2"));
-            }
+            (Some(factor), Some(longest)) => Some((factor.0, longest.0)),
             _ => {
                 return Err(de::Error::custom(
                     "`growing` and `longest` go together: the factor each failed trial's \
@@ -883,7 +1001,11 @@ impl<'de> Deserialize<'de> for BreakerConfig {
 /// with its window (`minimum_throughput`, `sampling`), not both.
 fn breaker_rule<E: de::Error>(fields: &BreakerFields) -> Result<BreakerRule, E> {
     let window = fields.minimum_throughput.is_some() || fields.sampling.is_some();
-    match (fields.failure_threshold, fields.failure_ratio) {
+    let threshold = fields.failure_threshold.as_ref().map(|n| n.0);
+    match (
+        threshold,
+        fields.failure_ratio.as_ref().map(|ratio| ratio.0),
+    ) {
         (Some(_), Some(_)) => Err(E::custom(
             "give `failure_threshold` (consecutive failures) or `failure_ratio` (a share of \
              the calls), not both",
@@ -896,28 +1018,13 @@ fn breaker_rule<E: de::Error>(fields: &BreakerFields) -> Result<BreakerRule, E> 
             "`minimum_throughput` and `sampling` go with `failure_ratio`, not with \
              `failure_threshold`",
         )),
-        (Some(0), None) => Err(E::custom("`failure_threshold` must be at least 1")),
         (Some(threshold), None) => Ok(BreakerRule::Consecutive(threshold)),
         (None, Some(ratio)) => {
-            if !(ratio > 0.0 && ratio <= 1.0) {
-                return Err(E::custom("`failure_ratio` must be above 0 and at most 1"));
-            }
-            let minimum_throughput = fields.minimum_throughput.unwrap_or(100);
-            // (The window counts up to about 134 million calls.)
-            if !(1..=100_000_000).contains(&minimum_throughput) {
-                return Err(E::custom(
-                    "`minimum_throughput` must be between 1 and 100000000",
-                ));
-            }
-            let sampling = match &fields.sampling {
-                Some(text) => text.0,
-                None => Duration::from_secs(30),
-            };
-            // (As Polly's: a window of a few slots of microseconds counts
-            // nothing useful.)
-            if sampling < Duration::from_millis(500) {
-                return Err(E::custom("`sampling` must be at least 500ms"));
-            }
+            let minimum_throughput = fields.minimum_throughput.as_ref().map_or(100, |n| n.0);
+            let sampling = fields
+                .sampling
+                .as_ref()
+                .map_or(Duration::from_secs(30), |text| text.0);
             Ok(BreakerRule::Ratio {
                 failure_ratio: ratio,
                 minimum_throughput,

@@ -792,3 +792,129 @@ fn a_policy_made_in_code_with_a_setting_configuration_refuses_is_refused_by_name
         assert!(error.contains(reason), "{written}: {error}");
     }
 }
+
+/// Reads `text` (TOML, or JSON when it starts with `{`) as `T`: its
+/// error, which must name `line` and say `says`.
+fn refused_at<T: serde::de::DeserializeOwned + std::fmt::Debug>(text: &str, line: u32, says: &str) {
+    let error = if text.starts_with('{') {
+        serde_json::from_str::<T>(text).unwrap_err().to_string()
+    } else {
+        toml::from_str::<T>(text).unwrap_err().to_string()
+    };
+    assert!(error.contains(says), "{text}: {error}");
+    assert!(
+        error.contains(&format!("line {line}")),
+        "{text}: no line {line} in {error}"
+    );
+}
+
+#[test]
+fn a_value_out_of_its_range_is_reported_at_its_line() {
+    use backstop::config::{AdaptiveThrottleConfig, TokenBudgetConfig};
+    // Each value that no other field's can make right, on its own line.
+    refused_at::<Policy>(
+        "base = \"1s\"\n\nattempts = 0\n",
+        3,
+        "`attempts` must be at least 1",
+    );
+    refused_at::<Policy>(
+        "{\n  \"base\": \"1s\",\n  \"attempts\": 0\n}",
+        3,
+        "`attempts` must be at least 1",
+    );
+    refused_at::<Policy>(
+        "attempts = 2\nfactor = 0.5\n",
+        2,
+        "`factor` must be a finite number",
+    );
+    refused_at::<Policy>("{\n  \"budget\": \"mine\"\n}", 2, "`budget`: `mine` is not");
+    refused_at::<WindowBudgetConfig>(
+        "min_per_sec = 10\nttl = \"10s\"\nratio = 2.0\n",
+        3,
+        "`ratio` must be in (0, 1]",
+    );
+    let token = "max_tokens = 10\ntoken_ratio = 0.1\n";
+    refused_at::<TokenBudgetConfig>(
+        "token_ratio = 0.1\nmax_tokens = 0\n",
+        2,
+        "`max_tokens` must be between",
+    );
+    refused_at::<TokenBudgetConfig>(
+        "max_tokens = 10\ntoken_ratio = 0.0001\n",
+        2,
+        "at least 0.001",
+    );
+    refused_at::<TokenBudgetConfig>(
+        &format!("{token}refill = \"200s\""),
+        3,
+        "`refill` must be at most 100s",
+    );
+    refused_at::<TokenBudgetConfig>(
+        &format!("{token}ride_out = \"50ms\""),
+        3,
+        "`ride_out` must be at least 100ms",
+    );
+    refused_at::<AdaptiveThrottleConfig>("window = \"2s\"\nk = 0.5\n", 2, "`k` must be at least 1");
+    refused_at::<AdaptiveThrottleConfig>(
+        "{\n  \"k\": 2,\n  \"window\": \"1us\"\n}",
+        3,
+        "`window` must be at least 8us",
+    );
+}
+
+#[test]
+fn a_breakers_value_out_of_its_range_or_of_the_wrong_type_is_reported_at_its_line() {
+    use backstop::config::AdaptiveThrottleConfig;
+    let breaker = "cooldown = \"1s\"\n";
+    refused_at::<BreakerConfig>(
+        &format!("{breaker}failure_threshold = 0"),
+        2,
+        "`failure_threshold` must be at least 1",
+    );
+    refused_at::<BreakerConfig>(
+        &format!("{breaker}failure_ratio = 2.0"),
+        2,
+        "`failure_ratio` must be above 0",
+    );
+    refused_at::<BreakerConfig>(
+        &format!("{breaker}failure_ratio = 0.5\nminimum_throughput = 0"),
+        3,
+        "`minimum_throughput` must be between",
+    );
+    refused_at::<BreakerConfig>(
+        &format!("{breaker}failure_ratio = 0.5\nsampling = \"100ms\""),
+        3,
+        "`sampling` must be at least 500ms",
+    );
+    refused_at::<BreakerConfig>(
+        &format!("{breaker}failure_threshold = 1\ntrials = 0"),
+        3,
+        "`trials` must be between 1 and 1000",
+    );
+    refused_at::<BreakerConfig>(
+        &format!("{breaker}failure_threshold = 1\nlongest = \"1m\"\ngrowing = 1"),
+        4,
+        "`growing` must be at least 2",
+    );
+    // A value of the wrong type names its field, where it is.
+    refused_at::<Policy>(
+        "{\n  \"attempts\": \"3\"\n}",
+        2,
+        "expected `attempts`: a whole number",
+    );
+    refused_at::<Policy>("attempts = -1", 1, "expected `attempts`: a whole number");
+    refused_at::<BreakerConfig>(
+        &format!("{breaker}failure_ratio = \"half\""),
+        2,
+        "expected `failure_ratio`",
+    );
+    // Taken as before: whole numbers where a number is asked, `null` for
+    // a field left out.
+    let throttle: AdaptiveThrottleConfig =
+        serde_json::from_str(r#"{ "k": 2, "window": "2s" }"#).unwrap();
+    let written_as_float: AdaptiveThrottleConfig =
+        toml::from_str("k = 2.0\nwindow = \"2s\"").unwrap();
+    assert_eq!(throttle, written_as_float);
+    let policy: Policy = serde_json::from_str(r#"{ "attempts": null, "factor": 3 }"#).unwrap();
+    assert_eq!(policy, Policy::new().factor(3.0));
+}
