@@ -29,6 +29,8 @@ struct Names {
     verdict: Ident,
     delay: Ident,
     pinned: Ident,
+    /// A hedged attempt's cut-off (an `Elapsed`).
+    why: Ident,
 }
 
 impl Names {
@@ -45,6 +47,7 @@ impl Names {
             verdict: format_ident!("__backstop_verdict", span = m),
             delay: format_ident!("__backstop_delay", span = m),
             pinned: format_ident!("__backstop_pinned", span = m),
+            why: format_ident!("__backstop_why", span = m),
         }
     }
 }
@@ -521,6 +524,7 @@ fn hedged_round(
         verdict,
         pinned,
         state,
+        why,
         ..
     } = n;
     let m = Span::mixed_site();
@@ -566,7 +570,7 @@ fn hedged_round(
                     let #verdict = #classify;
                     (#outcome, #verdict)
                 }
-                ::core::result::Result::Err(_) => #elapsed,
+                ::core::result::Result::Err(#why) => #elapsed,
             },
         )
     };
@@ -596,6 +600,7 @@ fn hedged_timeout(
 ) -> (TokenStream, TokenStream) {
     let m = Span::mixed_site();
     let policy = &n.policy;
+    let why = &n.why;
     // A timed-out attempt: the function's error, ambiguous.
     let timed_out = |error: TokenStream| {
         quote! {(
@@ -617,7 +622,7 @@ fn hedged_timeout(
             );
             (
                 quote_spanned!(span=> ::core::option::Option::Some(#rt::attempt_timeout(#t))),
-                timed_out(quote!(#from(#rt::Elapsed::new()))),
+                timed_out(quote!(#from(#why))),
             )
         }
         None if args.policy.value().is_some() => {
@@ -636,7 +641,7 @@ fn hedged_timeout(
                     #[allow(unused_imports)]
                     use #rt::{ViaFrom as _, ViaNothing as _};
                     match (&#rt::ElapsedInto::<#error>::new()).elapsed_into() {
-                        ::core::option::Option::Some(#into) => #into(#rt::Elapsed::new()),
+                        ::core::option::Option::Some(#into) => #into(#why),
                         ::core::option::Option::None => ::core::unreachable!(),
                     }
                 }}),
@@ -644,9 +649,10 @@ fn hedged_timeout(
         }
         None => (
             quote!(::core::option::Option::None),
-            quote!(::core::unreachable!(
-                "an attempt without a timeout never times out"
-            )),
+            quote!({
+                let _ = #why;
+                ::core::unreachable!("an attempt without a timeout never times out")
+            }),
         ),
     }
 }
@@ -667,6 +673,7 @@ fn timed_attempt(
     match args.attempt_timeout.value() {
         Some(timeout) => {
             let timed_out = format_ident!("__backstop_timed_out", span = Span::mixed_site());
+            let limit_v = format_ident!("__backstop_limit", span = Span::mixed_site());
             let span = match timeout {
                 Dur::Lit(lit) => lit.span,
                 Dur::Expr(e) => e.span(),
@@ -681,13 +688,17 @@ fn timed_attempt(
             );
             (
                 quote! {
+                    // (Evaluated once: its error says which limit ran out.)
+                    let #limit_v: ::core::time::Duration = #limit;
                     let (#outcome, #timed_out): (#ret, bool) = match #rt::timeout(
-                        #rt::Call::attempt_limit(&#state, #limit),
+                        #rt::Call::attempt_limit(&#state, #limit_v),
                         #attempt,
                     ).await {
                         ::core::result::Result::Ok(#outcome) => (#outcome, false),
                         ::core::result::Result::Err(_) => (
-                            ::core::result::Result::Err(#from(#rt::Elapsed::new())),
+                            ::core::result::Result::Err(#from(
+                                #rt::Call::cut_off(&#state, ::core::option::Option::Some(#limit_v)),
+                            )),
                             true,
                         ),
                     };
@@ -724,9 +735,13 @@ fn timed_attempt(
                     ).await {
                         ::core::result::Result::Ok(#outcome) => (#outcome, false),
                         ::core::result::Result::Err(#rt::Elapsed { .. }) => match #into {
-                            ::core::option::Option::Some(#into) => {
-                                (::core::result::Result::Err(#into(#rt::Elapsed::new())), true)
-                            }
+                            ::core::option::Option::Some(#into) => (
+                                ::core::result::Result::Err(#into(#rt::Call::cut_off(
+                                    &#state,
+                                    #rt::Policy::get_attempt_timeout(#policy),
+                                ))),
+                                true,
+                            ),
                             ::core::option::Option::None => ::core::unreachable!(),
                         },
                     };

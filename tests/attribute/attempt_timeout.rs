@@ -209,3 +209,83 @@ async fn a_cut_off_attempt_returns_by_the_deadline_whatever_the_timers_phase() {
         );
     }
 }
+
+/// An error that keeps what cut the attempt off, as an `io::Error` does.
+fn said(outcome: std::io::Result<()>) -> String {
+    outcome
+        .unwrap_err()
+        .into_inner()
+        .expect("an `Elapsed`")
+        .to_string()
+}
+
+#[retry(attempts = 2, attempt_timeout = 50ms, deadline = 10s, idempotent, budget = none)]
+async fn hangs_past_its_timeout() -> std::io::Result<()> {
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    Ok(())
+}
+
+#[retry(attempts = 5, attempt_timeout = 5s, deadline = 200ms, idempotent, budget = none)]
+async fn hangs_past_its_deadline() -> std::io::Result<()> {
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    Ok(())
+}
+
+static CONFIGURED: std::sync::LazyLock<backstop::Policy> = std::sync::LazyLock::new(|| {
+    backstop::Policy::new()
+        .attempts(2)
+        .attempt_timeout(Some(Duration::from_millis(70)))
+        .no_budget()
+        .idempotent(true)
+});
+
+#[retry(policy = &*CONFIGURED)]
+async fn hangs_past_its_configured_timeout() -> std::io::Result<()> {
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    Ok(())
+}
+
+#[retry(attempts = 2, attempt_timeout = 80ms, hedge = 10ms, idempotent, budget = none)]
+async fn hedged_hangs_past_its_timeout() -> std::io::Result<()> {
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cut_off_says_which_limit_ran_out() {
+    // Its own limit, and how long it was.
+    let by_timeout = "attempt timed out: its `attempt_timeout` of 50ms ran out";
+    assert_eq!(said(hangs_past_its_timeout().await), by_timeout);
+    assert_eq!(
+        said(hangs_past_its_configured_timeout().await),
+        "attempt timed out: its `attempt_timeout` of 70ms ran out"
+    );
+    assert_eq!(
+        said(hedged_hangs_past_its_timeout().await),
+        "attempt timed out: its `attempt_timeout` of 80ms ran out"
+    );
+    // The call's deadline, sooner than the attempt's own limit.
+    let at_deadline = "attempt cut off at the call's deadline";
+    assert_eq!(said(hangs_past_its_deadline().await), at_deadline);
+    // The closure forms alike.
+    let policy = backstop::Policy::new()
+        .attempts(2)
+        .deadline(Some(Duration::from_secs(10)))
+        .idempotent(true)
+        .no_budget();
+    let hang = || async {
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        std::io::Result::Ok(())
+    };
+    let retry = backstop::Retry::new(&policy).attempt_timeout(Duration::from_millis(50));
+    assert_eq!(said(retry.call_async(hang).await), by_timeout);
+    let short = policy.deadline(Some(Duration::from_millis(200)));
+    let retry = backstop::Retry::new(&short).attempt_timeout(Duration::from_secs(5));
+    assert_eq!(said(retry.call_async(hang).await), at_deadline);
+    // A scope's deadline.
+    let scoped = backstop::scope::deadline(Duration::from_secs(3), hang()).await;
+    assert_eq!(
+        scoped.unwrap_err().to_string(),
+        "`scope::deadline` of 3s ran out"
+    );
+}

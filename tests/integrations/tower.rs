@@ -434,6 +434,10 @@ async fn a_timed_out_post_is_not_repeated() {
     let post = Request::post("/orders").body(String::from("{}")).unwrap();
     let error = service.oneshot(post).await.unwrap_err();
     assert!(error.is::<backstop::Elapsed>(), "{error}");
+    assert_eq!(
+        error.to_string(),
+        "attempt timed out: its `attempt_timeout` of 1s ran out"
+    );
     assert_eq!(calls.load(Ordering::Relaxed), 1);
 }
 

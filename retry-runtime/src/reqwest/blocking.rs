@@ -158,7 +158,9 @@ impl AttemptRequest {
         if let Some(left) = cx.remaining() {
             if left.is_zero() {
                 // The attempt's own work ran to the deadline: nothing is sent.
-                return Err(Error::Elapsed(crate::time::timer::cut_off()));
+                return Err(Error::Elapsed(crate::time::timer::cut_off(
+                    crate::Elapsed::at_deadline(),
+                )));
             }
             if let Some(own) = request.timeout_mut() {
                 *own = (*own).min(left);

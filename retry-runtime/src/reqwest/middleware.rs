@@ -405,9 +405,9 @@ impl<'a> Operation for Call<'a> {
         Poll::Ready(outcome)
     }
 
-    fn cut_off(self: Pin<&mut Self>) -> Error {
+    fn cut_off(self: Pin<&mut Self>, why: Elapsed) -> Error {
         self.get_mut().sent = None;
-        Self::elapsed(crate::time::timer::cut_off())
+        Self::elapsed(crate::time::timer::cut_off(why))
     }
 
     fn elapsed(why: Elapsed) -> Error {

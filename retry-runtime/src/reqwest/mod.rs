@@ -192,14 +192,18 @@ impl AttemptRequest {
         };
         if left.is_zero() {
             // The attempt's own work ran to the deadline: nothing is sent.
-            return Err(Error::Elapsed(crate::time::timer::cut_off()));
+            return Err(Error::Elapsed(crate::time::timer::cut_off(
+                crate::Elapsed::at_deadline(),
+            )));
         }
         if let Some(own) = request.timeout_mut() {
             *own = (*own).min(left);
         }
         match tokio::time::timeout(left, client.execute(request)).await {
             Ok(response) => Ok(response?),
-            Err(_) => Err(Error::Elapsed(crate::time::timer::cut_off())),
+            Err(_) => Err(Error::Elapsed(crate::time::timer::cut_off(
+                crate::Elapsed::at_deadline(),
+            ))),
         }
     }
 }

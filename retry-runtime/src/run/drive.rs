@@ -70,7 +70,7 @@ pub(crate) trait Operation {
 
     /// The attempt ran out of time: it is dropped now, and this is its
     /// outcome ([`elapsed`](Self::elapsed)).
-    fn cut_off(self: Pin<&mut Self>) -> Self::Err;
+    fn cut_off(self: Pin<&mut Self>, why: Elapsed) -> Self::Err;
 
     /// What a time limit that ran out (`why`) ends the call with.
     fn elapsed(why: Elapsed) -> Self::Err;
@@ -369,6 +369,7 @@ where
                         steps,
                         this.shared,
                         cut,
+                        *this.timeout,
                         this.timed_out,
                         &mut out,
                         cx,
@@ -588,9 +589,9 @@ where
         Poll::Ready(outcome)
     }
 
-    fn cut_off(self: Pin<&mut Self>) -> E {
+    fn cut_off(self: Pin<&mut Self>, why: Elapsed) -> E {
         self.project().attempt.set(None);
-        L::elapsed(crate::time::timer::cut_off())
+        L::elapsed(crate::time::timer::cut_off(why))
     }
 
     fn elapsed(why: Elapsed) -> E {
@@ -660,7 +661,7 @@ where
         Poll::Ready(outcome)
     }
 
-    fn cut_off(self: Pin<&mut Self>) -> E {
+    fn cut_off(self: Pin<&mut Self>, _: Elapsed) -> E {
         unreachable!("`call_async_with` has no attempt timeout")
     }
 
@@ -688,8 +689,8 @@ where
             let verdict = steps.judge(&outcome);
             (outcome, verdict)
         }
-        Err(Elapsed { .. }) => (
-            Err(D::elapsed(Elapsed::new())),
+        Err(why) => (
+            Err(D::elapsed(why)),
             Attempted::Failed(Verdict::RetryIfIdempotent),
         ),
     }
@@ -753,6 +754,7 @@ fn attempted<D, S, P>(
     steps: &S,
     shared: &mut Option<Arc<AtomicBool>>,
     cut: &mut Option<Pin<Box<Sleep>>>,
+    timeout: Option<Duration>,
     timed_out: &mut bool,
     out: &mut Option<Outcome<D>>,
     cx: &mut Context<'_>,
@@ -778,7 +780,8 @@ where
         *timed_out = true;
         // Dropped in its frame, as it ran.
         let attempt = op.as_mut();
-        *out = Some(Err(state.poll_framed(shared, || attempt.cut_off())));
+        let why = state.cut_off(timeout);
+        *out = Some(Err(state.poll_framed(shared, || attempt.cut_off(why))));
     }
     *cut = None;
     *shared = None;

@@ -647,7 +647,8 @@ pub fn deadline_sync<R>(limit: Duration, f: impl FnOnce() -> R) -> R {
 /// // Anything else is cut off at the deadline.
 /// let started = tokio::time::Instant::now();
 /// let hung = backstop::scope::deadline(Duration::from_secs(1), tokio::time::sleep(Duration::from_secs(5)));
-/// assert_eq!(hung.await, Err(Elapsed::new()));
+/// let elapsed: Elapsed = hung.await.unwrap_err();
+/// assert_eq!(elapsed.to_string(), "`scope::deadline` of 1s ran out");
 /// assert_eq!(started.elapsed(), Duration::from_secs(1));
 /// # }
 /// ```
@@ -665,7 +666,10 @@ pub async fn deadline<F: Future>(limit: Duration, future: F) -> Result<F::Output
     let mut future = std::pin::pin!(future);
     let scoped =
         std::future::poll_fn(|task| in_deadline_scope(deadline, || future.as_mut().poll(task)));
-    clock.timeout(limit, scoped).await
+    clock
+        .timeout(limit, scoped)
+        .await
+        .map_err(|_| crate::Elapsed::scope(limit))
 }
 
 /// Tells the enclosing attempt, if any, or else the request a server is

@@ -381,6 +381,8 @@ impl<Fut: Future> Round<Fut> {
             if let Some((out, meta)) = over {
                 let now = state.clock.now();
                 let cut_off = out.is_err();
+                // (Which limit cut it off: the deadline, or the timeout.)
+                let out = out.map_err(|_| state.cut_off(self.timeout));
                 let (outcome, mut verdict) = judge(out);
                 let answered = verdict.answered();
                 // The adaptive delay learns from first attempts only: a

@@ -299,6 +299,10 @@ pub enum Decision {
 /// for an `idempotent` function. A held call's is not: the failure it
 /// held after was a refusal (for a hedged call, the last of its round).
 ///
+/// Its message says which limit ran out, where the loop knows: "attempt
+/// timed out: its `attempt_timeout` of 2s ran out", "attempt cut off at
+/// the call's deadline", "`scope::deadline` of 3s ran out".
+///
 /// ```
 /// # extern crate backstop_runtime as backstop;
 /// use backstop::Elapsed;
@@ -314,6 +318,30 @@ pub struct Elapsed {
     refused: bool,
     // Why, if known: its deadline, or the budget's ride-out.
     reason: Option<GiveUp>,
+    // Which limit ran out, if known.
+    cut: Cut,
+    // That limit's length in milliseconds (rounded up, at most
+    // `u32::MAX`), where the message gives it.
+    limit_ms: u32,
+}
+
+/// The limit an [`Elapsed`] says ran out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+// (Without a timer, nothing is cut off by a scope's deadline.)
+#[cfg_attr(
+    not(any(feature = "tokio", feature = "async-io", feature = "custom-timer")),
+    allow(dead_code)
+)]
+enum Cut {
+    /// Not known (a hand-made `Elapsed`, a held call's).
+    #[default]
+    Unknown,
+    /// The attempt's `attempt_timeout`.
+    AttemptTimeout,
+    /// The call's deadline (the time left, the last attempt's limit).
+    Deadline,
+    /// `scope::deadline`'s limit.
+    Scope,
 }
 
 impl Elapsed {
@@ -324,6 +352,38 @@ impl Elapsed {
         Self {
             refused: false,
             reason: None,
+            cut: Cut::Unknown,
+            limit_ms: 0,
+        }
+    }
+
+    /// An attempt's, cut off by its `attempt_timeout` of `limit`.
+    pub(crate) fn attempt_timed_out(limit: Duration) -> Self {
+        Self {
+            cut: Cut::AttemptTimeout,
+            limit_ms: millis(limit),
+            ..Self::new()
+        }
+    }
+
+    /// An attempt's, cut off at its call's deadline.
+    pub(crate) const fn at_deadline() -> Self {
+        Self {
+            cut: Cut::Deadline,
+            ..Self::new()
+        }
+    }
+
+    /// `scope::deadline`'s, whose `limit` ran out.
+    #[cfg_attr(
+        not(any(feature = "tokio", feature = "async-io", feature = "custom-timer")),
+        allow(dead_code)
+    )]
+    pub(crate) fn scope(limit: Duration) -> Self {
+        Self {
+            cut: Cut::Scope,
+            limit_ms: millis(limit),
+            ..Self::new()
         }
     }
 
@@ -351,7 +411,7 @@ impl Elapsed {
     pub const fn refused() -> Self {
         Self {
             refused: true,
-            reason: None,
+            ..Self::new()
         }
     }
 
@@ -361,6 +421,7 @@ impl Elapsed {
         Self {
             refused: true,
             reason: Some(reason),
+            ..Self::new()
         }
     }
 
@@ -373,18 +434,36 @@ impl Elapsed {
     }
 }
 
+/// `limit` in whole milliseconds, rounded up (a limit under one is not
+/// said as none), at most `u32::MAX`.
+fn millis(limit: Duration) -> u32 {
+    let ms = limit.as_nanos().div_ceil(1_000_000);
+    u32::try_from(ms).unwrap_or(u32::MAX)
+}
+
 impl fmt::Display for Elapsed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match (self.refused, self.reason) {
-            (false, _) => "time limit elapsed",
-            (true, Some(GiveUp::Deadline)) => {
+        let limit = Duration::from_millis(u64::from(self.limit_ms));
+        if !self.refused {
+            return match self.cut {
+                Cut::Unknown => f.write_str("time limit elapsed"),
+                Cut::AttemptTimeout => write!(
+                    f,
+                    "attempt timed out: its `attempt_timeout` of {limit:?} ran out"
+                ),
+                Cut::Deadline => f.write_str("attempt cut off at the call's deadline"),
+                Cut::Scope => write!(f, "`scope::deadline` of {limit:?} ran out"),
+            };
+        }
+        f.write_str(match self.reason {
+            Some(GiveUp::Deadline) => {
                 "gave up at the call's deadline, holding for a dependency that refused it"
             }
-            (true, Some(GiveUp::Budget)) => {
+            Some(GiveUp::Budget) => {
                 "gave up holding for a dependency that refused it for longer than the retry \
                  budget's ride-out"
             }
-            (true, _) => "gave up holding for a dependency that refused it",
+            _ => "gave up holding for a dependency that refused it",
         })
     }
 }

@@ -151,7 +151,7 @@ impl RuntimeClock {
         {
             return tokio::time::timeout(limit, future)
                 .await
-                .map_err(|_| cut_off());
+                .map_err(|_| cut_off(crate::Elapsed::new()));
         }
         let mut future = std::pin::pin!(future);
         let mut timer = std::pin::pin!(self.sleep(limit));
@@ -159,7 +159,10 @@ impl RuntimeClock {
             if let Poll::Ready(output) = future.as_mut().poll(cx) {
                 return Poll::Ready(Ok(output));
             }
-            timer.as_mut().poll(cx).map(|()| Err(cut_off()))
+            timer
+                .as_mut()
+                .poll(cx)
+                .map(|()| Err(cut_off(crate::Elapsed::new())))
         })
         .await
     }
@@ -223,7 +226,7 @@ impl<F: Future> Future for Timed<F> {
             return Poll::Ready(Ok(output));
         }
         match this.cut.as_pin_mut() {
-            Some(cut) => cut.poll(cx).map(|()| Err(cut_off())),
+            Some(cut) => cut.poll(cx).map(|()| Err(cut_off(crate::Elapsed::new()))),
             None => Poll::Pending,
         }
     }
@@ -330,7 +333,8 @@ pub(crate) fn sleep_async(delay: Duration) -> Pin<Box<Sleep>> {
     Box::pin(RuntimeClock::current().sleep(delay))
 }
 
-/// An attempt's time limit ran out on the call's timer: its error.
+/// An attempt's time limit ran out on the call's timer: its error, `why`
+/// (which limit it was, where the caller knows).
 ///
 /// With tokio's clock paused, a limit can run out in no real time: tokio
 /// moves a paused clock on to the next timer whenever the runtime has
@@ -340,10 +344,10 @@ pub(crate) fn sleep_async(delay: Duration) -> Pin<Box<Sleep>> {
 /// attempts cut off so is told why, once a thread on standard error (a
 /// test's output, which the harness shows when it fails).
 #[cold]
-pub(crate) fn cut_off() -> crate::Elapsed {
+pub(crate) fn cut_off(why: crate::Elapsed) -> crate::Elapsed {
     #[cfg(feature = "tokio")]
     note_paused_cut_off();
-    crate::Elapsed::new()
+    why
 }
 
 /// Says (once a thread) that an attempt was cut off on a paused tokio

@@ -1105,7 +1105,7 @@ where
         Poll::Ready(outcome)
     }
 
-    fn cut_off(self: Pin<&mut Self>) -> S::Error {
+    fn cut_off(self: Pin<&mut Self>, why: Elapsed) -> S::Error {
         let mut this = self.project();
         {
             #[cfg(feature = "tracing")]
@@ -1113,7 +1113,7 @@ where
             this.sent.set(None);
         }
         *this.span = no_span();
-        L::elapsed(crate::time::timer::cut_off())
+        L::elapsed(crate::time::timer::cut_off(why))
     }
 
     fn elapsed(why: Elapsed) -> S::Error {
