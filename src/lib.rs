@@ -58,6 +58,47 @@ pub use backstop_runtime::tower;
 /// // `GreeterClient::new(service)`, or `tonic::client::Grpc::new(service)`.
 /// # let _ = service; }
 /// ```
+///
+/// # Kept in a struct, its calls spawned
+///
+/// `tonic::status_from_error` above the layer makes the stack's error a
+/// `tonic::Status` (the layer's own errors as their codes: a breaker's
+/// rejection `UNAVAILABLE`, a timed-out attempt `DEADLINE_EXCEEDED`, where
+/// tonic alone would say `UNKNOWN`), so that tower's
+/// `BoxCloneSyncService` erases it to a type a struct can name:
+///
+/// ```no_run
+/// use backstop::{tonic::status_from_error, tower::{box_error, ReplayBody, RetryLayer}, Policy};
+/// use tonic::{body::Body, Status};
+/// use tower::util::BoxCloneSyncService;
+///
+/// /// A client of the users service: cheap to clone, `Send` and `Sync`.
+/// #[derive(Clone)]
+/// struct Users {
+///     service: BoxCloneSyncService<http::Request<Body>, http::Response<Body>, Status>,
+/// }
+///
+/// fn users(channel: tonic::transport::Channel, policy: &Policy) -> Users {
+///     let service = tower::ServiceBuilder::new()
+///         .map_err(status_from_error)
+///         .layer(RetryLayer::http(policy))
+///         .map_request(|request: http::Request<ReplayBody<Body>>| request.map(Body::new))
+///         .map_err(box_error::<tonic::transport::Error>)
+///         .service(channel);
+///     Users { service: BoxCloneSyncService::new(service) }
+/// }
+/// // `GreeterClient::new(users.service.clone())` in a spawned task, or
+/// // `tonic::client::Grpc::new(..)`.
+/// # let _ = users;
+/// ```
+///
+/// A `Channel`'s requests carry no host: a `Keyed` budget, breaker or
+/// throttle given to the layer keys them by the layer, one place in the
+/// table for each layer (a layer on each channel: one breaker for each).
+/// One layer on several channels keys them all alike, unless its `Retry`
+/// is given a key (`Retry::key(..)`, the channel's address) or the
+/// generated client is built `with_origin(..)` (its requests then name
+/// their host).
 #[cfg(feature = "tonic")]
 #[doc(inline)]
 pub use backstop_runtime::tonic;

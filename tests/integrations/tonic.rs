@@ -1116,3 +1116,61 @@ async fn the_server_layer_is_ready_when_its_service_is() {
     let error = serving.ready().await.err().expect("not ready");
     assert_eq!(error.kind(), std::io::ErrorKind::BrokenPipe);
 }
+
+/// `say` through a layer with `retry` (its errors boxed).
+async fn say_through(
+    addr: SocketAddr,
+    layer: &RetryLayer<
+        HttpBodies,
+        TransportErrors,
+        backstop::classify::ByClassify,
+        backstop::builder::Static<backstop::limit::Keyed<backstop::limit::CircuitBreaker>>,
+    >,
+) -> Result<String, Status> {
+    let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let service = tower::ServiceBuilder::new()
+        .map_err(backstop::tonic::status_from_error)
+        .layer(layer.clone())
+        .map_request(|request: http::Request<ReplayBody<Body>>| request.map(Body::new))
+        .map_err(backstop::tower::box_error)
+        .service(channel);
+    let mut grpc = tonic::client::Grpc::new(service);
+    grpc.ready().await?;
+    let path = http::uri::PathAndQuery::from_static("/test.Echo/Say");
+    Ok(grpc
+        .unary(tonic::Request::new(String::from("hi")), path, Utf8)
+        .await?
+        .into_inner())
+}
+
+#[tokio::test]
+async fn a_keyed_breaker_keeps_one_breaker_per_layer_for_a_channels_requests_which_name_no_host() {
+    use backstop::limit::{CircuitBreaker, Keyed};
+    static PER_CHANNEL: Keyed<CircuitBreaker> =
+        Keyed::new(CircuitBreaker::new(2, Duration::from_secs(60)));
+    let down = vec![Status::unavailable("down"); 100];
+    let ((sick, sick_seen), (healthy, healthy_seen)) = (serve(down).await, serve(vec![]).await);
+    let layer =
+        || RetryLayer::http(backstop::Retry::new(&quick().attempts(1)).breaker(&PER_CHANNEL));
+    let (to_sick, to_healthy) = (layer(), layer());
+    for _ in 0..3 {
+        let _ = say_through(sick, &to_sick).await;
+    }
+    // The sick channel's breaker opened, and its rejection is `UNAVAILABLE`,
+    // not the `UNKNOWN` tonic would make of it.
+    assert_eq!(sick_seen.lock().unwrap().len(), 2);
+    let rejected = say_through(sick, &to_sick).await.unwrap_err();
+    assert_eq!(rejected.code(), Code::Unavailable);
+    assert!(
+        rejected.message().contains("circuit breaker open"),
+        "{rejected:?}"
+    );
+    // The healthy channel's layer has a breaker of its own.
+    assert_eq!(say_through(healthy, &to_healthy).await.unwrap(), "echo hi");
+    assert_eq!(healthy_seen.lock().unwrap().len(), 1);
+    assert_eq!(PER_CHANNEL.len(), 2);
+}

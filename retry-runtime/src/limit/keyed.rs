@@ -138,7 +138,9 @@ struct Slot<T> {
 /// limiter remembers failures keeps its place. A key that finds no place
 /// draws on the table's shared limiter (the one it was built from), with
 /// the other keys that found none and the calls that gave no key: never
-/// unprotected, only protected together. (The default token budgets of
+/// unprotected, only protected together. (Through a tower layer, a
+/// request without a destination, as a tonic client sends below its
+/// `Channel`, is keyed by the layer: a place of the layer's own.) (The default token budgets of
 /// keyed calls are a table of 4096 for the whole process: there, a key
 /// that finds no place draws on its call site's own budget, or the layer's,
 /// as a call without a key does.) Keys are told apart by a 64-bit hash,

@@ -1454,7 +1454,10 @@ pub(crate) mod sealed {
     use crate::run::{NoBreaker, NoThrottle, NoTimeout, Static, WithTimeout};
 
     /// One of the parts a [`Retry`](crate::Retry) slot holds.
-    pub trait Part {}
+    pub trait Part {
+        /// It is kept per key (a [`Keyed`] table).
+        const KEYED: bool = false;
+    }
 
     impl Part for Duration {}
     impl Part for Option<Duration> {}
@@ -1462,15 +1465,24 @@ pub(crate) mod sealed {
     impl Part for WithTimeout {}
     impl Part for NoThrottle {}
     impl Part for NoBreaker {}
-    impl<T: Shared> Part for Static<T> {}
+    impl<T: Shared> Part for Static<T> {
+        const KEYED: bool = T::KEYED;
+    }
 
     /// What a [`Retry`](crate::Retry) loop holds a `&'static` of.
-    pub trait Shared {}
+    pub trait Shared {
+        /// It is kept per key (a [`Keyed`] table).
+        const KEYED: bool = false;
+    }
 
     impl Shared for AdaptiveThrottle {}
     impl Shared for CircuitBreaker {}
-    impl Shared for Keyed<AdaptiveThrottle> {}
-    impl Shared for Keyed<CircuitBreaker> {}
+    impl Shared for Keyed<AdaptiveThrottle> {
+        const KEYED: bool = true;
+    }
+    impl Shared for Keyed<CircuitBreaker> {
+        const KEYED: bool = true;
+    }
 }
 
 pub(crate) mod steps {
@@ -1532,6 +1544,10 @@ pub(crate) mod steps {
         /// The limit of each attempt, if any.
         #[doc(hidden)]
         fn timeout(&self) -> Option<Duration>;
+
+        /// Whether its breaker or adaptive throttle is kept per key.
+        #[doc(hidden)]
+        fn keys_its_gates(&self) -> bool;
 
         /// How the loop hedges, if it does.
         #[cfg(all(
@@ -1663,6 +1679,10 @@ where
     }
 
     #[inline]
+    fn keys_its_gates(&self) -> bool {
+        B::KEYED || A::KEYED
+    }
+
     fn gate<'s, C: crate::time::clock::Clock, P: HoldsPolicy>(
         &self,
         state: AttemptState<'s, C, P>,

@@ -692,6 +692,26 @@ impl<W, K, B, R, G, L, A> Shared<W, K, B, R, G, L, A> {
         layer.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(17) ^ key
     }
 
+    /// The key and the budget of a request without a destination (a tonic
+    /// client below its `Channel` sends paths): for protection kept per key
+    /// (`keyed`: its breaker or throttle; or its budget), a key of this
+    /// layer's own, named `(no host)` in telemetry, where it would draw on
+    /// the table's shared limiter; otherwise none, and the layer's own
+    /// budget.
+    #[cold]
+    pub(crate) fn without_host(&self, keyed: bool) -> (Option<u64>, Option<BudgetRef<'static>>) {
+        /// (What the layer's own key is mixed with: "no host".)
+        const NO_HOST: u64 = 0x006e_6f20_686f_7374;
+        let budget_keyed = matches!(self.given, Chosen::PerKey(_));
+        if !keyed && !budget_keyed {
+            return (None, self.budget_for(None));
+        }
+        let key = self.mixed_with_layer(NO_HOST);
+        crate::limit::names::name(key, || "(no host)".to_owned());
+        let budget = self.budget_for(if budget_keyed { Some(key) } else { None });
+        (Some(key), budget)
+    }
+
     /// The budget a call to `destination` (hashed) draws on: by default,
     /// the destination's own token budget, one per destination for the
     /// whole process (every layer and middleware calling it draws on it);
@@ -1019,7 +1039,12 @@ where
                 key
             }
         });
-        let budget = retry.budget_for(destination);
+        let (key, budget) = match destination {
+            Some(_) => (destination, retry.budget_for(destination)),
+            None => retry.without_host(crate::run::Steps::<S::Response, S::Error>::keys_its_gates(
+                &retry.retry,
+            )),
+        };
         let call = LayerCall {
             service,
             source,
@@ -1030,7 +1055,7 @@ where
             kinds: PhantomData,
         };
         ResponseFuture {
-            drive: Drive::new(retry, policy, budget, destination, call, true),
+            drive: Drive::new(retry, policy, budget, key, call, true),
         }
     }
 }

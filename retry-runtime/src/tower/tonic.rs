@@ -18,11 +18,17 @@
 //!
 //! The tower layer retries the unary calls of a tonic client made on a
 //! `Channel` (`RetryLayer::http(&policy)` above it, its requests' bodies
-//! mapped back to tonic's, as the `backstop` crate's front page and its
-//! guide to HTTP stack it); gRPC requests are `POST`s, so only the statuses above that a
-//! retry can fix are retried, and a request's `grpc-timeout` shrinks to
-//! the time left before the deadline (`.grpc_deadline()` adds one to
-//! every request, for a layer that serves unary calls only).
+//! mapped back to tonic's: the `backstop` crate's docs of this module and
+//! its guide to HTTP, docs/http.md, show the stack); gRPC requests are
+//! `POST`s, so only the statuses above that a retry can fix are retried,
+//! and a request's `grpc-timeout` shrinks to the time left before the
+//! deadline (`.grpc_deadline()` adds one to every request, for a layer
+//! that serves unary calls only). [`status_from_error`] above the layer
+//! gives its own errors their codes. A status that no retry fixes
+//! (`INTERNAL`, `NOT_FOUND`…) reaches the layer as a response, which it
+//! returns as an answer: `on_give_up` and the `not retried` event do not
+//! hear of it, as they do of the same status returned as an error by a
+//! `#[retry]` function.
 
 use std::pin::Pin;
 use std::task::{Context as TaskContext, Poll, ready};
@@ -160,6 +166,46 @@ impl From<crate::Elapsed> for ::tonic::Status {
         let mut status = Self::deadline_exceeded(elapsed.to_string());
         status.set_source(std::sync::Arc::new(elapsed));
         status
+    }
+}
+
+/// The status a tonic caller should see for an error of the retry layer
+/// (for `.map_err(..)` above it): the layer's own errors by their `From`
+/// impls (a breaker's or an adaptive throttle's rejection `UNAVAILABLE`, a
+/// timed-out attempt `DEADLINE_EXCEEDED`), anything else as tonic's
+/// [`Status::from_error`](::tonic::Status::from_error) says (the `Status`
+/// in it, or what a transport failure comes to). tonic's own conversion
+/// knows none of the layer's errors, and a caller would see `UNKNOWN`.
+///
+/// With it above the layer, the stack's error is a `Status`, so that it
+/// can be erased to a type a struct can hold and a task can be spawned
+/// with: tower's `BoxCloneSyncService`, named with `Status` as its error
+/// (the crate's docs of the `tonic` module show the stack).
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use backstop::{tonic::status_from_error, CircuitOpen, Elapsed};
+/// use tonic::Code;
+/// type BoxError = Box<dyn std::error::Error + Send + Sync>;
+/// let open: BoxError = CircuitOpen::new().into();
+/// assert_eq!(status_from_error(open).code(), Code::Unavailable);
+/// let timed_out: BoxError = Elapsed::new().into();
+/// assert_eq!(status_from_error(timed_out).code(), Code::DeadlineExceeded);
+/// let status: BoxError = tonic::Status::not_found("no such user").into();
+/// assert_eq!(status_from_error(status).code(), Code::NotFound);
+/// ```
+pub fn status_from_error(error: Box<dyn std::error::Error + Send + Sync>) -> ::tonic::Status {
+    let error = match error.downcast::<crate::CircuitOpen>() {
+        Ok(open) => return (*open).into(),
+        Err(error) => error,
+    };
+    let error = match error.downcast::<crate::Throttled>() {
+        Ok(shed) => return (*shed).into(),
+        Err(error) => error,
+    };
+    match error.downcast::<crate::Elapsed>() {
+        Ok(elapsed) => (*elapsed).into(),
+        Err(error) => ::tonic::Status::from_error(error),
     }
 }
 
