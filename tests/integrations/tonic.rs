@@ -1132,19 +1132,30 @@ async fn say_through(
         .connect()
         .await
         .unwrap();
-    let service = tower::ServiceBuilder::new()
-        .map_err(backstop::tonic::status_from_error)
-        .layer(layer.clone())
-        .map_request(|request: http::Request<ReplayBody<Body>>| request.map(Body::new))
-        .map_err(backstop::tower::box_error)
-        .service(channel);
-    let mut grpc = tonic::client::Grpc::new(service);
-    grpc.ready().await?;
-    let path = http::uri::PathAndQuery::from_static("/test.Echo/Say");
-    Ok(grpc
-        .unary(tonic::Request::new(String::from("hi")), path, Utf8)
-        .await?
-        .into_inner())
+    // Erased as a struct keeps it, its calls sent from a spawned task.
+    let service: tower::util::BoxCloneSyncService<
+        http::Request<Body>,
+        http::Response<Body>,
+        Status,
+    > = tower::util::BoxCloneSyncService::new(
+        tower::ServiceBuilder::new()
+            .map_err(backstop::tonic::status_from_error)
+            .layer(layer.clone())
+            .map_request(|request: http::Request<ReplayBody<Body>>| request.map(Body::new))
+            .map_err(backstop::tower::box_error::<tonic::transport::Error>)
+            .service(channel),
+    );
+    tokio::spawn(async move {
+        let mut grpc = tonic::client::Grpc::new(service);
+        grpc.ready().await?;
+        let path = http::uri::PathAndQuery::from_static("/test.Echo/Say");
+        Ok(grpc
+            .unary(tonic::Request::new(String::from("hi")), path, Utf8)
+            .await?
+            .into_inner())
+    })
+    .await
+    .unwrap()
 }
 
 #[tokio::test]
