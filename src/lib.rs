@@ -95,10 +95,9 @@ pub use backstop_runtime::tower;
 /// A `Channel`'s requests carry no host: a `Keyed` budget, breaker or
 /// throttle given to the layer keys them by the layer, one place in the
 /// table for each layer (a layer on each channel: one breaker for each).
-/// One layer on several channels keys them all alike, unless its `Retry`
-/// is given a key (`Retry::key(..)`, the channel's address) or the
-/// generated client is built `with_origin(..)` (its requests then name
-/// their host).
+/// One layer on several channels keys them all alike (a key given to its
+/// `Retry` is every request's alike): build a layer per channel, or the
+/// generated client `with_origin(..)`, whose requests name their host.
 #[cfg(feature = "tonic")]
 #[doc(inline)]
 pub use backstop_runtime::tonic;

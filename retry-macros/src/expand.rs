@@ -674,6 +674,7 @@ fn timed_attempt(
         Some(timeout) => {
             let timed_out = format_ident!("__backstop_timed_out", span = Span::mixed_site());
             let limit_v = format_ident!("__backstop_limit", span = Span::mixed_site());
+            let cut_v = format_ident!("__backstop_cut", span = Span::mixed_site());
             let span = match timeout {
                 Dur::Lit(lit) => lit.span,
                 Dur::Expr(e) => e.span(),
@@ -688,17 +689,19 @@ fn timed_attempt(
             );
             (
                 quote! {
-                    // (Evaluated once: its error says which limit ran out.)
+                    // (Kept: the error says which limit ran out.)
                     let #limit_v: ::core::time::Duration = #limit;
+                    let #cut_v = #rt::Call::attempt_limit(&#state, #limit_v);
                     let (#outcome, #timed_out): (#ret, bool) = match #rt::timeout(
-                        #rt::Call::attempt_limit(&#state, #limit_v),
+                        #cut_v,
                         #attempt,
                     ).await {
                         ::core::result::Result::Ok(#outcome) => (#outcome, false),
                         ::core::result::Result::Err(_) => (
-                            ::core::result::Result::Err(#from(
-                                #rt::Call::cut_off(&#state, ::core::option::Option::Some(#limit_v)),
-                            )),
+                            ::core::result::Result::Err(#from(#rt::cut_off(
+                                ::core::option::Option::Some(#cut_v),
+                                ::core::option::Option::Some(#limit_v),
+                            ))),
                             true,
                         ),
                     };
@@ -720,6 +723,7 @@ fn timed_attempt(
             let m = Span::mixed_site();
             let timed_out = format_ident!("__backstop_timed_out", span = m);
             let into = format_ident!("__backstop_into", span = m);
+            let cut_v = format_ident!("__backstop_cut", span = m);
             let policy = &n.policy;
             let error = error_type_tokens(ret, rt, Span::call_site());
             (
@@ -729,15 +733,16 @@ fn timed_attempt(
                         use #rt::{ViaFrom as _, ViaNothing as _};
                         (&#rt::ElapsedInto::<#error>::new()).elapsed_into()
                     };
+                    let #cut_v = #rt::Call::attempt_limit_of(&#state, #policy, #into.is_some());
                     let (#outcome, #timed_out): (#ret, bool) = match #rt::maybe_timeout(
-                        #rt::Call::attempt_limit_of(&#state, #policy, #into.is_some()),
+                        #cut_v,
                         #attempt,
                     ).await {
                         ::core::result::Result::Ok(#outcome) => (#outcome, false),
                         ::core::result::Result::Err(#rt::Elapsed { .. }) => match #into {
                             ::core::option::Option::Some(#into) => (
-                                ::core::result::Result::Err(#into(#rt::Call::cut_off(
-                                    &#state,
+                                ::core::result::Result::Err(#into(#rt::cut_off(
+                                    #cut_v,
                                     #rt::Policy::get_attempt_timeout(#policy),
                                 ))),
                                 true,

@@ -369,6 +369,13 @@ impl<C: Check<String>> Visitor<'_> for CheckedVisitor<String, C> {
     fn visit_str<E: de::Error>(self, text: &str) -> Result<Self::Value, E> {
         Checked::check(text.to_owned())
     }
+    // (As serde's `String` takes UTF-8 bytes, from binary formats.)
+    fn visit_bytes<E: de::Error>(self, bytes: &[u8]) -> Result<Self::Value, E> {
+        match std::str::from_utf8(bytes) {
+            Ok(text) => self.visit_str(text),
+            Err(_) => Err(E::invalid_value(de::Unexpected::Bytes(bytes), &self)),
+        }
+    }
 }
 
 impl<'de, C: Check<String>> Deserialize<'de> for Checked<String, C> {
@@ -398,6 +405,7 @@ checks! {
             last";
     BudgetWord(word: String) "`budget`: \"default\" or \"none\""
         refuses !matches!(word.trim(), "default" | "none") => budget_refusal(word.trim());
+    MinPerSec(_n: u32) "`min_per_sec`: a whole number" refuses false => "";
     Ratio(ratio: f64) "`ratio`: a number in (0, 1]" refuses !(*ratio > 0.0 && *ratio <= 1.0)
         => "`ratio` must be in (0, 1], e.g. 0.1 for 10% of calls";
     MaxTokens(n: u32) "`max_tokens`: a whole number from 1 to 4000000"
@@ -708,7 +716,7 @@ impl WindowBudgetConfig {
 #[serde(deny_unknown_fields)]
 struct BudgetFields {
     ratio: Checked<f64, Ratio>,
-    min_per_sec: u32,
+    min_per_sec: Checked<u32, MinPerSec>,
     ttl: Human<Ttl>,
 }
 
@@ -718,7 +726,7 @@ impl<'de> Deserialize<'de> for WindowBudgetConfig {
         let ttl = fields.ttl.0;
         Ok(Self {
             ratio: fields.ratio.0,
-            min_per_sec: fields.min_per_sec,
+            min_per_sec: fields.min_per_sec.0,
             ttl,
         })
     }

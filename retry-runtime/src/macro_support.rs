@@ -243,8 +243,18 @@ impl<E> ViaNothing<E> for &ElapsedInto<E> {
     }
 }
 
-/// `attempt`, limited to `limit` if there is one: `Err(Elapsed::new())` if it
-/// ran out.
+/// The error of an attempt cut off after `cut` (none: at once), under
+/// `timeout`, its attempt timeout if it has one: that timeout's, or the
+/// deadline's if the time left was shorter (as the limit was made).
+#[cold]
+pub fn cut_off(
+    cut: Option<std::time::Duration>,
+    timeout: Option<std::time::Duration>,
+) -> crate::Elapsed {
+    crate::Elapsed::cut_after(cut.unwrap_or_default(), timeout)
+}
+
+/// `attempt`, limited to `limit` if there is one: `Err` if it ran out.
 pub fn maybe_timeout<F: Future>(
     limit: Option<std::time::Duration>,
     attempt: F,

@@ -251,6 +251,14 @@ async fn hedged_hangs_past_its_timeout() -> std::io::Result<()> {
     Ok(())
 }
 
+/// Cut off by its timeout, seen late: its attempt moves the paused clock
+/// on past the timer and within the timer's slack of the deadline.
+#[retry(attempts = 1, attempt_timeout = 100ms, deadline = 130ms, budget = none)]
+async fn seen_late() -> std::io::Result<()> {
+    tokio::time::advance(Duration::from_millis(129)).await;
+    std::future::pending().await
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_cut_off_says_which_limit_ran_out() {
     // Its own limit, and how long it was.
@@ -264,8 +272,14 @@ async fn a_cut_off_says_which_limit_ran_out() {
         said(hedged_hangs_past_its_timeout().await),
         "attempt timed out: its `attempt_timeout` of 80ms ran out"
     );
+    // Which limit was the attempt's is told as the limit is made: a timer
+    // seen late is still its timeout's.
+    assert_eq!(
+        said(seen_late().await),
+        "attempt timed out: its `attempt_timeout` of 100ms ran out"
+    );
     // The call's deadline, sooner than the attempt's own limit.
-    let at_deadline = "attempt cut off at the call's deadline";
+    let at_deadline = "attempt cut off at its deadline (the call's, or one it runs within)";
     assert_eq!(said(hangs_past_its_deadline().await), at_deadline);
     // The closure forms alike.
     let policy = backstop::Policy::new()
@@ -279,6 +293,12 @@ async fn a_cut_off_says_which_limit_ran_out() {
     };
     let retry = backstop::Retry::new(&policy).attempt_timeout(Duration::from_millis(50));
     assert_eq!(said(retry.call_async(hang).await), by_timeout);
+    // A limit under a millisecond, as it was given.
+    let retry = backstop::Retry::new(&policy).attempt_timeout(Duration::from_micros(500));
+    assert_eq!(
+        said(retry.call_async(hang).await),
+        "attempt timed out: its `attempt_timeout` of 500µs ran out"
+    );
     let short = policy.deadline(Some(Duration::from_millis(200)));
     let retry = backstop::Retry::new(&short).attempt_timeout(Duration::from_secs(5));
     assert_eq!(said(retry.call_async(hang).await), at_deadline);

@@ -2257,3 +2257,27 @@ async fn a_destination_that_refuses_is_waited_for_through_a_restart_and_not_past
     }
     assert!(waited >= Duration::from_secs(5), "held: {waited:?}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_layer_built_after_another_was_dropped_has_keyed_protection_of_its_own() {
+    type BoxError = Box<dyn StdError + Send + Sync>;
+    static PER_LAYER: backstop::limit::Keyed<CircuitBreaker> =
+        backstop::limit::Keyed::new(CircuitBreaker::new(1, Duration::from_secs(60)));
+    let layer =
+        || RetryLayer::new(backstop::Retry::new(&Policy::new().attempts(1)).breaker(&PER_LAYER));
+    // Requests of `RetryLayer::new` name no destination: each layer's are
+    // its own key in the table.
+    for round in 0..20 {
+        let refused = layer().layer(service_fn(|_: u32| async {
+            Err::<u32, BoxError>(std::io::Error::from(std::io::ErrorKind::ConnectionRefused).into())
+        }));
+        let error = refused.oneshot(1).await.unwrap_err();
+        assert!(
+            !error.is::<CircuitOpen>(),
+            "round {round}: a new layer's breaker was open"
+        );
+        // Built after the one whose breaker opened was dropped.
+        let healthy = layer().layer(service_fn(|n: u32| async move { Ok::<_, BoxError>(n) }));
+        assert_eq!(healthy.oneshot(7).await.unwrap(), 7, "round {round}");
+    }
+}

@@ -407,7 +407,7 @@ impl<'a> Operation for Call<'a> {
 
     fn cut_off(self: Pin<&mut Self>, why: Elapsed) -> Error {
         self.get_mut().sent = None;
-        Self::elapsed(crate::time::timer::cut_off(why))
+        Self::elapsed(why)
     }
 
     fn elapsed(why: Elapsed) -> Error {

@@ -19,7 +19,7 @@ use crate::state::hedged::Round;
 use crate::state::policy::Policy;
 use crate::state::vocabulary::{Attempted, Elapsed};
 use crate::state::{AttemptState, Call, GiveUp, HoldsPolicy};
-use crate::time::timer::{RuntimeClock, Sleep};
+use crate::time::timer::{Cut, RuntimeClock, Sleep};
 
 /// How a [`Drive`] holds the loop it runs: borrowed, or shared with an
 /// integration's other calls.
@@ -150,7 +150,7 @@ enum Phase<K, H> {
     Next,
     /// An attempt is running, cut off when its timer (if any) fires
     /// (boxed: a call without an attempt timeout carries no timer).
-    Attempt(Option<Pin<Box<Sleep>>>),
+    Attempt(Option<Pin<Box<Cut>>>),
     /// A hedged round is running.
     Round(Box<Round<H>>),
     /// Sleeping before a retry, with what is kept of the last outcome.
@@ -369,7 +369,6 @@ where
                         steps,
                         this.shared,
                         cut,
-                        *this.timeout,
                         this.timed_out,
                         &mut out,
                         cx,
@@ -538,7 +537,7 @@ where
     let limit = timeout.map(|timeout| state.attempt_limit(timeout));
     let cut = op.start(limit);
     state.begin_attempt();
-    Phase::Attempt(cut.map(|limit| Box::pin(RuntimeClock::current().sleep(limit))))
+    Phase::Attempt(cut.map(|cut| Box::pin(Cut::after(cut, timeout))))
 }
 
 pin_project_lite::pin_project! {
@@ -591,7 +590,7 @@ where
 
     fn cut_off(self: Pin<&mut Self>, why: Elapsed) -> E {
         self.project().attempt.set(None);
-        L::elapsed(crate::time::timer::cut_off(why))
+        L::elapsed(why)
     }
 
     fn elapsed(why: Elapsed) -> E {
@@ -753,8 +752,7 @@ fn attempted<D, S, P>(
     state: &mut Lazy<'_, P>,
     steps: &S,
     shared: &mut Option<Arc<AtomicBool>>,
-    cut: &mut Option<Pin<Box<Sleep>>>,
-    timeout: Option<Duration>,
+    cut: &mut Option<Pin<Box<Cut>>>,
     timed_out: &mut bool,
     out: &mut Option<Outcome<D>>,
     cx: &mut Context<'_>,
@@ -776,11 +774,10 @@ where
         let Some(timer) = cut else {
             return Poll::Pending;
         };
-        ready!(timer.as_mut().poll(cx));
+        let why = ready!(timer.as_mut().poll(cx));
         *timed_out = true;
         // Dropped in its frame, as it ran.
         let attempt = op.as_mut();
-        let why = state.cut_off(timeout);
         *out = Some(Err(state.poll_framed(shared, || attempt.cut_off(why))));
     }
     *cut = None;

@@ -1182,7 +1182,8 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// Cuts each async attempt off after `timeout` (a `Duration`, or a
     /// policy's `Option<Duration>`, `None` meaning only at the deadline),
     /// or at the deadline if that comes first: the attempt then fails with
-    /// `E::from(Elapsed::new())`, an ambiguous failure, retried only for an
+    /// `E::from(elapsed)` (an [`Elapsed`] saying which limit it was), an
+    /// ambiguous failure, retried only for an
     /// idempotent policy. The error type must implement `From<Elapsed>`,
     /// and the loop must be async (`call_async`): a sync attempt cannot be
     /// interrupted.

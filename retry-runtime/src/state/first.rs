@@ -287,15 +287,6 @@ impl<'a, C: Clock, P: HoldsPolicy, S: Holds<'a, C, P>> Call<'a, C, P, S> {
         }
     }
 
-    /// The error of an attempt cut off now: [`AttemptState::cut_off`].
-    pub fn cut_off(&self, timeout: Option<Duration>) -> crate::Elapsed {
-        match &self.0 {
-            Phase::First(first) => super::cut_off(first.deadline, &first.clock, timeout),
-            Phase::Going(state) => state.cut_off(timeout),
-            Phase::Moving => unreachable!("{MOVING}"),
-        }
-    }
-
     /// How long the next attempt may run under `policy`'s own attempt
     /// timeout: [`AttemptState::attempt_limit_of`].
     pub fn attempt_limit_of(&self, policy: &Policy, applies: bool) -> Option<Duration> {

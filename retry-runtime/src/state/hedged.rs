@@ -40,8 +40,8 @@ impl<C: Clock, P: HoldsPolicy> AttemptState<'_, C, P> {
     /// idempotency key and deadline. Each attempt is cut off after
     /// `timeout` (or at the deadline) if given.
     ///
-    /// `judge` turns what an attempt gave (`Err(Elapsed::new())` if it was cut
-    /// off) into its outcome and what the attempt came to. The first answer (a success, or a
+    /// `judge` turns what an attempt gave (`Err(elapsed)` if it was cut
+    /// off, saying which limit it was) into its outcome and what the attempt came to. The first answer (a success, or a
     /// [`Stop`](Verdict::Stop)) ends the round and the other attempts are
     /// dropped at once. A retryable failure ends only its attempt (it
     /// counts against the breaker and the token budget as any failure
@@ -336,7 +336,7 @@ impl<Fut: Future> Round<Fut> {
             None => first,
         };
         let limit = timeout.map(|t| state.attempt_limit(t));
-        let primary = Box::pin(Timed::new(limit, make(limit)));
+        let primary = Box::pin(Timed::new(limit, timeout, make(limit)));
         let meta = InFlight {
             scope: state.scope(),
             attempt: first,
@@ -381,8 +381,6 @@ impl<Fut: Future> Round<Fut> {
             if let Some((out, meta)) = over {
                 let now = state.clock.now();
                 let cut_off = out.is_err();
-                // (Which limit cut it off: the deadline, or the timeout.)
-                let out = out.map_err(|_| state.cut_off(self.timeout));
                 let (outcome, mut verdict) = judge(out);
                 let answered = verdict.answered();
                 // The adaptive delay learns from first attempts only: a
@@ -440,7 +438,7 @@ impl<Fut: Future> Round<Fut> {
             }
             let limit = self.timeout.map(|t| state.attempt_limit(t));
             self.hedges
-                .push((Box::pin(Timed::new(limit, make(limit))), meta));
+                .push((Box::pin(Timed::new(limit, self.timeout, make(limit))), meta));
             self.next += 1;
             if self.next <= self.last
                 && let Some(delay) = self.delay

@@ -26,7 +26,7 @@ use crate::run::observe::{Function, GiveUpEvent, Observe, RetryEvent};
 use crate::run::scope::{self, CallContext, Scope};
 use crate::state::backoff::Rng;
 use crate::state::policy::Policy;
-use crate::state::vocabulary::{Attempted, Elapsed};
+use crate::state::vocabulary::Attempted;
 use crate::time::clock::{Clock, Moment};
 
 mod first;
@@ -621,14 +621,6 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     #[doc(hidden)]
     pub fn attempt_limit_of(&self, policy: &Policy, applies: bool) -> Option<Duration> {
         attempt_limit_of(self.deadline, &self.clock, policy, applies)
-    }
-
-    /// The error of an attempt cut off now, under `timeout` (its attempt
-    /// timeout, if it has one): at the deadline or by its attempt timeout,
-    /// whichever its limit was.
-    #[doc(hidden)]
-    pub fn cut_off(&self, timeout: Option<Duration>) -> Elapsed {
-        cut_off(self.deadline, &self.clock, timeout)
     }
 
     fn scope(&self) -> Scope {
@@ -1289,25 +1281,6 @@ fn attempt_limit(deadline: Option<Instant>, clock: &impl Clock, timeout: Duratio
             timeout.min(left.saturating_sub(clock.sleep_slack()))
         }
         None => timeout,
-    }
-}
-
-/// The error of an attempt cut off now under `timeout` (its attempt
-/// timeout, if it has one): at the deadline, if the time left had run out
-/// (less the timer's slack, as the attempt's limit was made), else by its
-/// attempt timeout. Made when the cut comes, so that an attempt that ends
-/// in time pays nothing for it.
-#[cold]
-fn cut_off(deadline: Option<Instant>, clock: &impl Clock, timeout: Option<Duration>) -> Elapsed {
-    let at_deadline = deadline.is_some_and(|deadline| {
-        clock
-            .now()
-            .checked_add(clock.sleep_slack())
-            .is_none_or(|now| now >= deadline)
-    });
-    match timeout.filter(|timeout| *timeout < Duration::MAX) {
-        Some(timeout) if !at_deadline => Elapsed::attempt_timed_out(timeout),
-        _ => Elapsed::at_deadline(),
     }
 }
 

@@ -301,7 +301,9 @@ pub enum Decision {
 ///
 /// Its message says which limit ran out, where the loop knows: "attempt
 /// timed out: its `attempt_timeout` of 2s ran out", "attempt cut off at
-/// the call's deadline", "`scope::deadline` of 3s ran out".
+/// its deadline (the call's, or one it runs within)", "`scope::deadline`
+/// of 3s ran out"; two `Elapsed` of different limits are not equal (match
+/// `Elapsed { .. }` to take any).
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
@@ -320,9 +322,9 @@ pub struct Elapsed {
     reason: Option<GiveUp>,
     // Which limit ran out, if known.
     cut: Cut,
-    // That limit's length in milliseconds (rounded up, at most
-    // `u32::MAX`), where the message gives it.
-    limit_ms: u32,
+    // That limit's length in nanoseconds (at most `u64::MAX`: 584 years),
+    // where the message gives it.
+    limit_ns: u64,
 }
 
 /// The limit an [`Elapsed`] says ran out.
@@ -345,28 +347,39 @@ enum Cut {
 }
 
 impl Elapsed {
-    /// The error, as the runtime makes it (for tests and hand-written
-    /// wrappers). Its fields are private so that it can grow; match it as
-    /// `Elapsed { .. }`.
+    /// The error of a time limit not named (for tests and hand-written
+    /// wrappers): "time limit elapsed". The runtime's own say which limit
+    /// ran out, and are not equal to it. Its fields are private so that it
+    /// can grow; match it as `Elapsed { .. }`.
     pub const fn new() -> Self {
         Self {
             refused: false,
             reason: None,
             cut: Cut::Unknown,
-            limit_ms: 0,
+            limit_ns: 0,
         }
     }
 
-    /// An attempt's, cut off by its `attempt_timeout` of `limit`.
-    pub(crate) fn attempt_timed_out(limit: Duration) -> Self {
-        Self {
-            cut: Cut::AttemptTimeout,
-            limit_ms: millis(limit),
-            ..Self::new()
+    /// An attempt's, cut off after `cut` under `timeout` (its attempt
+    /// timeout, if it has one): by that timeout if `cut` was it, else at
+    /// the deadline (the time left was shorter). Decided when the limit is
+    /// made, so that a timer that fires late is told as what it was.
+    pub(crate) fn cut_after(cut: Duration, timeout: Option<Duration>) -> Self {
+        match timeout {
+            Some(timeout) if timeout < Duration::MAX && cut >= timeout => Self {
+                cut: Cut::AttemptTimeout,
+                limit_ns: nanos(timeout),
+                ..Self::new()
+            },
+            _ => Self {
+                cut: Cut::Deadline,
+                ..Self::new()
+            },
         }
     }
 
-    /// An attempt's, cut off at its call's deadline.
+    /// A `within_attempt` request's, cut off at its deadline.
+    #[cfg_attr(not(feature = "reqwest"), allow(dead_code))]
     pub(crate) const fn at_deadline() -> Self {
         Self {
             cut: Cut::Deadline,
@@ -382,7 +395,7 @@ impl Elapsed {
     pub(crate) fn scope(limit: Duration) -> Self {
         Self {
             cut: Cut::Scope,
-            limit_ms: millis(limit),
+            limit_ns: nanos(limit),
             ..Self::new()
         }
     }
@@ -434,16 +447,14 @@ impl Elapsed {
     }
 }
 
-/// `limit` in whole milliseconds, rounded up (a limit under one is not
-/// said as none), at most `u32::MAX`.
-fn millis(limit: Duration) -> u32 {
-    let ms = limit.as_nanos().div_ceil(1_000_000);
-    u32::try_from(ms).unwrap_or(u32::MAX)
+/// `limit` in nanoseconds, at most `u64::MAX` (584 years).
+fn nanos(limit: Duration) -> u64 {
+    u64::try_from(limit.as_nanos()).unwrap_or(u64::MAX)
 }
 
 impl fmt::Display for Elapsed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let limit = Duration::from_millis(u64::from(self.limit_ms));
+        let limit = Duration::from_nanos(self.limit_ns);
         if !self.refused {
             return match self.cut {
                 Cut::Unknown => f.write_str("time limit elapsed"),
@@ -451,7 +462,9 @@ impl fmt::Display for Elapsed {
                     f,
                     "attempt timed out: its `attempt_timeout` of {limit:?} ran out"
                 ),
-                Cut::Deadline => f.write_str("attempt cut off at the call's deadline"),
+                Cut::Deadline => f.write_str(
+                    "attempt cut off at its deadline (the call's, or one it runs within)",
+                ),
                 Cut::Scope => write!(f, "`scope::deadline` of {limit:?} ran out"),
             };
         }

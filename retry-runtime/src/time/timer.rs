@@ -196,23 +196,56 @@ impl Future for Sleep {
 }
 
 pin_project_lite::pin_project! {
+    /// An attempt's cut-off: a sleep on the call's timer, and the error it
+    /// ends with (which limit it was, told when the limit was made).
+    pub(crate) struct Cut {
+        #[pin]
+        sleep: Sleep,
+        why: crate::Elapsed,
+    }
+}
+
+#[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
+impl Cut {
+    /// A cut-off after `cut`, under `timeout` (the attempt's timeout, if
+    /// it has one; `cut` is shorter when the time left was).
+    pub(crate) fn after(cut: Duration, timeout: Option<Duration>) -> Self {
+        Self {
+            sleep: RuntimeClock::current().sleep(cut),
+            why: crate::Elapsed::cut_after(cut, timeout),
+        }
+    }
+}
+
+impl Future for Cut {
+    type Output = crate::Elapsed;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<crate::Elapsed> {
+        let this = self.project();
+        std::task::ready!(this.sleep.poll(cx));
+        Poll::Ready(cut_off(*this.why))
+    }
+}
+
+pin_project_lite::pin_project! {
     /// `future`, cut off once its limit has passed, if it has one: `Err`
     /// then.
     pub(crate) struct Timed<F> {
         #[pin]
         future: F,
         #[pin]
-        cut: Option<Sleep>,
+        cut: Option<Cut>,
     }
 }
 
 #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
 impl<F: Future> Timed<F> {
-    /// `future`, cut off after `limit` if given, on the call's timer.
-    pub(crate) fn new(limit: Option<Duration>, future: F) -> Self {
+    /// `future`, cut off after `limit` if given, on the call's timer, under
+    /// `timeout` (see [`Cut::after`]).
+    pub(crate) fn new(limit: Option<Duration>, timeout: Option<Duration>, future: F) -> Self {
         Self {
             future,
-            cut: limit.map(|limit| RuntimeClock::current().sleep(limit)),
+            cut: limit.map(|limit| Cut::after(limit, timeout)),
         }
     }
 }
@@ -226,7 +259,7 @@ impl<F: Future> Future for Timed<F> {
             return Poll::Ready(Ok(output));
         }
         match this.cut.as_pin_mut() {
-            Some(cut) => cut.poll(cx).map(|()| Err(cut_off(crate::Elapsed::new()))),
+            Some(cut) => cut.poll(cx).map(Err),
             None => Poll::Pending,
         }
     }
@@ -300,7 +333,8 @@ impl Clock for RuntimeClock {
     }
 }
 
-/// `attempt`, limited to `limit` if there is one: `Err(Elapsed::new())` if it
+/// `attempt`, limited to `limit` if there is one: `Err` (an `Elapsed` of
+/// no named limit: its caller names it) if it
 /// ran out.
 pub(crate) async fn maybe_timeout<F: Future>(
     limit: Option<Duration>,

@@ -633,6 +633,7 @@ impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
                 own,
                 given,
                 key_site,
+                id: next_layer_id(),
                 #[cfg(debug_assertions)]
                 built: Built {
                     at: std::panic::Location::caller(),
@@ -642,6 +643,12 @@ impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
             requests,
         }
     }
+}
+
+/// A layer's id, none given twice in the process.
+fn next_layer_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// What a layer's services and calls share: the loop, drawing on the
@@ -656,6 +663,9 @@ pub(crate) struct Shared<W, K, B, R, G, L, A> {
     /// With a key given to the `Retry` and the default budget: the call
     /// site whose per-key budgets the layer's requests draw on.
     key_site: Option<&'static crate::limit::TokenBudget>,
+    /// The layer's own, in the process: what its keys that name no host
+    /// are mixed with (an address would be a dropped layer's again).
+    id: u64,
     /// Where the layer was built, for the warning of
     /// [`count_own_budget`].
     #[cfg(debug_assertions)]
@@ -682,14 +692,10 @@ impl<W, K, B, R, G, L, A> Shared<W, K, B, R, G, L, A> {
         }
     }
 
-    /// `key` made this layer's own (by the address of what it holds for
-    /// its life), for keys that name no host.
+    /// `key` made this layer's own (by its id: no other layer's, built
+    /// before it or after it is dropped), for keys that name no host.
     pub(crate) fn mixed_with_layer(&self, key: u64) -> u64 {
-        let layer = match &self.own {
-            Some(own) => std::ptr::from_ref(own.get()) as usize,
-            None => std::ptr::from_ref(self) as usize,
-        } as u64;
-        layer.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(17) ^ key
+        self.id.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(17) ^ key
     }
 
     /// The key and the budget of a request without a destination (a tonic
@@ -698,7 +704,6 @@ impl<W, K, B, R, G, L, A> Shared<W, K, B, R, G, L, A> {
     /// layer's own, named `(no host)` in telemetry, where it would draw on
     /// the table's shared limiter; otherwise none, and the layer's own
     /// budget.
-    #[cold]
     pub(crate) fn without_host(&self, keyed: bool) -> (Option<u64>, Option<BudgetRef<'static>>) {
         /// (What the layer's own key is mixed with: "no host".)
         const NO_HOST: u64 = 0x006e_6f20_686f_7374;
@@ -1138,7 +1143,7 @@ where
             this.sent.set(None);
         }
         *this.span = no_span();
-        L::elapsed(crate::time::timer::cut_off(why))
+        L::elapsed(why)
     }
 
     fn elapsed(why: Elapsed) -> S::Error {
