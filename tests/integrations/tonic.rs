@@ -219,17 +219,22 @@ async fn say(addr: SocketAddr, policy: &Policy, message: &str) -> Result<String,
     .await
 }
 
+/// A `Channel` to the server at `addr`, connected.
+async fn connect(addr: SocketAddr) -> tonic::transport::Channel {
+    tonic::transport::Channel::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap()
+}
+
 /// A request through a tonic client on a `Channel` behind `layer`.
 async fn say_with(
     addr: SocketAddr,
     layer: RetryLayer<HttpBodies, TransportErrors, backstop::classify::ByClassify>,
     request: tonic::Request<String>,
 ) -> Result<String, Status> {
-    let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
+    let channel = connect(addr).await;
     let service = tower::ServiceBuilder::new()
         .layer(layer)
         .map_request(|request: http::Request<ReplayBody<Body>>| request.map(Body::new))
@@ -1117,7 +1122,8 @@ async fn the_server_layer_is_ready_when_its_service_is() {
     assert_eq!(error.kind(), std::io::ErrorKind::BrokenPipe);
 }
 
-/// `say` through a layer with `retry` (its errors boxed).
+/// `Say("hi")` through `layer` on a `Channel`, the stack erased with
+/// `Status` as its error, from a spawned task.
 async fn say_through(
     addr: SocketAddr,
     layer: &RetryLayer<
@@ -1127,11 +1133,7 @@ async fn say_through(
         backstop::builder::Static<backstop::limit::Keyed<backstop::limit::CircuitBreaker>>,
     >,
 ) -> Result<String, Status> {
-    let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
+    let channel = connect(addr).await;
     // Erased as a struct keeps it, its calls sent from a spawned task.
     let service: tower::util::BoxCloneSyncService<
         http::Request<Body>,
