@@ -338,13 +338,6 @@ async fn an_idempotent_call_retries_a_500_502_or_504() {
 static ORDERS: backstop::limit::CircuitBreaker =
     backstop::limit::CircuitBreaker::new(2, Duration::from_secs(60));
 
-/// Whether `error`'s source is a `T`.
-fn holds<T: std::error::Error + 'static>(error: &Error) -> bool {
-    std::error::Error::source(error)
-        .and_then(|source| source.downcast_ref::<T>())
-        .is_some()
-}
-
 #[retry(attempts = 2, base = 1ms, breaker = ORDERS, attempt_timeout = 50ms, idempotent, when_ok = response_verdict)]
 async fn behind_a_breaker(url: &str) -> Result<reqwest::Response, Error> {
     within_attempt(reqwest::Client::new().get(url)).send().await
@@ -356,13 +349,16 @@ async fn the_error_type_takes_the_breaker_and_the_attempt_timeout() {
     let error = behind_a_breaker(&url).await.unwrap_err();
     assert!(matches!(error, Error::Elapsed(_)), "{error:?}");
     assert!(error.is_timeout());
-    assert!(holds::<backstop::Elapsed>(&error), "{error:?}");
+    // (The variant is the error: as transparent, no source repeats it.)
+    assert_eq!(
+        error.to_string(),
+        "attempt timed out: its `attempt_timeout` of 50ms ran out"
+    );
     assert_eq!(keys.lock().unwrap().len(), 2);
     // Two retryable failures opened the breaker: rejected without a request.
     let error = behind_a_breaker(&url).await.unwrap_err();
     assert!(matches!(error, Error::CircuitOpen(_)), "{error:?}");
     assert_eq!(error.classify(), Verdict::Stop);
-    assert!(holds::<backstop::CircuitOpen>(&error), "{error:?}");
     assert_eq!(error.to_string(), backstop::CircuitOpen::new().to_string());
     assert_eq!(keys.lock().unwrap().len(), 2);
 }
@@ -422,4 +418,32 @@ async fn a_request_with_no_time_left_is_not_sent() {
         vec![Some("marker".to_owned())],
         "nothing was sent before"
     );
+}
+
+#[tokio::test]
+async fn an_errors_message_is_said_once_in_its_chain() {
+    // A port nothing listens on.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let request = reqwest::Client::new().get(format!("http://127.0.0.1:{port}/"));
+    let error = Error::from(request.send().await.unwrap_err());
+    // Each error of the chain, as anyhow's `{:#}` and loggers print it.
+    let mut said = vec![error.to_string()];
+    let mut next = std::error::Error::source(&error);
+    while let Some(cause) = next {
+        said.push(cause.to_string());
+        next = cause.source();
+    }
+    for pair in said.windows(2) {
+        assert_ne!(pair[0], pair[1], "said twice: {said:?}");
+    }
+    assert!(said[0].starts_with("error sending request"), "{said:?}");
+    // The crate's own errors have no cause to repeat.
+    let elapsed = Error::from(backstop::Elapsed::new());
+    assert!(std::error::Error::source(&elapsed).is_none());
+    assert_eq!(elapsed.to_string(), "time limit elapsed");
 }

@@ -93,13 +93,16 @@ impl fmt::Display for Error {
     }
 }
 
+/// Each variant that holds an error is that error, as thiserror's
+/// `#[error(transparent)]` makes one: its message, and its causes (not
+/// itself, whose message would then be said twice in a chain).
 impl StdError for Error {
     fn source(&self) -> Option<&(dyn StdError + 'static)> {
         match self {
-            Self::Request(e) => Some(e),
-            Self::CircuitOpen(e) => Some(e),
-            Self::Throttled(e) => Some(e),
-            Self::Elapsed(e) => Some(e),
+            Self::Request(e) => e.source(),
+            Self::CircuitOpen(e) => e.source(),
+            Self::Throttled(e) => e.source(),
+            Self::Elapsed(e) => e.source(),
             Self::Status { .. } => None,
         }
     }
