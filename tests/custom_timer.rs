@@ -50,10 +50,27 @@ static VIRTUAL: Virtual = Virtual {
     nanos: AtomicU64::new(0),
 };
 
-/// One timer per process: every test sets it first.
-fn virtual_time() -> &'static Virtual {
+/// The virtual timer (one per process: every test sets it first), one
+/// test at a time: its clock is the process's, and
+/// a test that moves it on (a breaker's cooldown) would otherwise pass the
+/// deadline of another's call running meanwhile.
+fn virtual_time() -> Exclusive {
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let guard = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let _ = set_timer(&VIRTUAL);
-    &VIRTUAL
+    Exclusive(guard)
+}
+
+/// [`VIRTUAL`], held by one test.
+struct Exclusive(#[allow(dead_code)] std::sync::MutexGuard<'static, ()>);
+
+impl std::ops::Deref for Exclusive {
+    type Target = Virtual;
+    fn deref(&self) -> &Virtual {
+        &VIRTUAL
+    }
 }
 
 /// Polls `future` to its end: the timer never makes it wait.
@@ -74,7 +91,7 @@ async fn down() -> Result<(), Error> {
 
 #[test]
 fn a_timer_of_ones_own_keeps_the_time_and_the_deadline() {
-    let _ = virtual_time();
+    let _timer = virtual_time();
     assert!(matches!(RuntimeClock::current(), RuntimeClock::Custom));
     assert!(block_on(down()).is_err());
     let sleeps = SLEEPS.with(|sleeps| sleeps.borrow().clone());
@@ -85,7 +102,7 @@ fn a_timer_of_ones_own_keeps_the_time_and_the_deadline() {
 
 #[test]
 fn a_timer_set_is_used_even_inside_a_tokio_runtime() {
-    let _ = virtual_time();
+    let _timer = virtual_time();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
@@ -111,7 +128,7 @@ async fn flaky(failures: &mut u32) -> Result<u8, Error> {
 
 #[test]
 fn a_call_whose_first_attempt_succeeds_reads_the_clock_once() {
-    let _ = virtual_time();
+    let _timer = virtual_time();
     let before = reads();
     assert_eq!(block_on(up()).unwrap(), 1);
     assert_eq!(reads() - before, 1, "#[retry] async fn");

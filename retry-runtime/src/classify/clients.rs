@@ -14,7 +14,7 @@
     feature = "bb8"
 ))]
 use crate::classify::{Classify, Verdict};
-#[cfg(feature = "sqlx")]
+#[cfg(any(feature = "sqlx", feature = "redis"))]
 use crate::{CircuitOpen, Throttled};
 
 /// An error of hyper-util's legacy `Client`, by the transport rule of
@@ -148,6 +148,9 @@ impl Classify for redis::RedisError {
             // timeout): the command was sent.
             K::Io if self.is_timeout() => Verdict::RetryIfIdempotent,
             K::Io => match io_source(self) {
+                // This crate's own errors, carried as I/O errors (below): as
+                // they say.
+                Some(io) if io.get_ref().is_some_and(own_error) => io.classify(),
                 Some(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => Verdict::Refused,
                 Some(io) if crate::classify::never_sent(io.kind()) => Verdict::Retry,
                 // Dropped, reset, timed out, or a kind it does not say.
@@ -180,6 +183,68 @@ fn io_source(error: &redis::RedisError) -> Option<&std::io::Error> {
         .or_else(|| held.downcast_ref::<std::io::Error>())
 }
 
+/// One of this crate's own errors: a timed-out or held attempt's, a
+/// breaker's or an adaptive throttle's rejection.
+#[cfg(feature = "redis")]
+fn own_error(error: &(dyn std::error::Error + Send + Sync + 'static)) -> bool {
+    error.is::<crate::Elapsed>() || error.is::<CircuitOpen>() || error.is::<Throttled>()
+}
+
+/// A timed-out attempt as a redis error: an I/O error of kind `TimedOut`
+/// holding the [`Elapsed`](crate::Elapsed), as redis makes its own from
+/// an [`io::Error`](std::io::Error), so that a function returning
+/// `RedisError` can take an `attempt_timeout`, and hold through a restart
+/// once the budget refuses its retry (giving up with a held call's, of
+/// kind `ConnectionRefused`, `Refused`). A timeout is retried only if
+/// idempotent, as redis's own.
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use backstop::{Classify, Elapsed, Verdict};
+/// let error = redis::RedisError::from(Elapsed::new());
+/// assert!(error.is_timeout());
+/// assert_eq!(error.classify(), Verdict::RetryIfIdempotent);
+/// assert_eq!(redis::RedisError::from(Elapsed::refused()).classify(), Verdict::Refused);
+/// ```
+#[cfg(feature = "redis")]
+impl From<crate::Elapsed> for redis::RedisError {
+    fn from(elapsed: crate::Elapsed) -> Self {
+        std::io::Error::from(elapsed).into()
+    }
+}
+
+/// A call the circuit breaker turned away as a redis error (an I/O error
+/// holding the [`CircuitOpen`]), so that a function returning
+/// `RedisError` can take a `breaker`. Never retried.
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use backstop::{CircuitOpen, Classify, Verdict};
+/// assert_eq!(redis::RedisError::from(CircuitOpen::new()).classify(), Verdict::Stop);
+/// ```
+#[cfg(feature = "redis")]
+impl From<CircuitOpen> for redis::RedisError {
+    fn from(open: CircuitOpen) -> Self {
+        std::io::Error::from(open).into()
+    }
+}
+
+/// An attempt the adaptive throttle shed as a redis error (an I/O error
+/// holding the [`Throttled`]), so that a function returning `RedisError`
+/// can take a `throttle`. Never retried.
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use backstop::{Classify, Throttled, Verdict};
+/// assert_eq!(redis::RedisError::from(Throttled::new()).classify(), Verdict::Stop);
+/// ```
+#[cfg(feature = "redis")]
+impl From<Throttled> for redis::RedisError {
+    fn from(shed: Throttled) -> Self {
+        std::io::Error::from(shed).into()
+    }
+}
+
 /// A PostgreSQL error (tokio-postgres, and the blocking `postgres` crate,
 /// whose error is the same type):
 ///
@@ -195,9 +260,16 @@ fn io_source(error: &redis::RedisError) -> Option<&std::io::Error> {
 /// - everything else (a parameter or a row that does not convert, a bad
 ///   configuration, a refused authentication): [`Verdict::Stop`].
 ///
-/// A pool's checkout that timed out (deadpool's or bb8's `Timeout`) sent
-/// nothing: give the pool's error a `Classify` that says
-/// [`Verdict::Retry`] for it, and this one for its backend's error.
+/// A pool's checkout (deadpool's `PoolError`, bb8's `RunError`) is
+/// classified by the features `deadpool` and `bb8`, its backend's error
+/// by this impl.
+///
+/// A `tokio_postgres::Error` cannot hold this crate's [`Elapsed`](crate::Elapsed)
+/// (tokio-postgres makes its errors itself): a function returning it takes
+/// no `attempt_timeout`, and does not hold through a restart once the
+/// budget refuses its retry, but gives up with its last error. Return
+/// `anyhow::Error`, `Box<dyn Error + Send + Sync>` or an error type of your
+/// own that is `From<Elapsed>` for those.
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
@@ -412,16 +484,21 @@ impl<E: Classify> Classify for deadpool::managed::PoolError<E> {
 }
 
 /// A bb8 checkout (bb8-postgres, bb8-redis...): one that timed out sent
-/// nothing of the call ([`Verdict::Retry`]); the backend's error is
+/// nothing of the call, and is taken for a refusal ([`Verdict::Refused`]),
+/// as sqlx's `PoolTimedOut` is: bb8 tries a refused connection again until
+/// its `connection_timeout` and then says only `TimedOut`, so that calls
+/// through the pool hold through a restart once the budget refuses their
+/// retries (a pool busy with slow calls times out alike: its callers hold
+/// too, and go as it frees connections). The backend's error is
 /// classified as its own, what it calls ambiguous retried (nothing of the
-/// call was sent while the connection was made). Found in a source chain for tokio-postgres's
-/// and redis's pools.
+/// call was sent while the connection was made). Found in a source chain
+/// for tokio-postgres's and redis's pools.
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
 /// use backstop::{Classify, Verdict};
 ///
-/// assert_eq!(bb8::RunError::<std::io::Error>::TimedOut.classify(), Verdict::Retry);
+/// assert_eq!(bb8::RunError::<std::io::Error>::TimedOut.classify(), Verdict::Refused);
 /// // A reset while the pool made the connection: the call was not sent.
 /// let reset = bb8::RunError::User(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
 /// assert_eq!(reset.classify(), Verdict::Retry);
@@ -430,7 +507,7 @@ impl<E: Classify> Classify for deadpool::managed::PoolError<E> {
 impl<E: Classify> Classify for bb8::RunError<E> {
     fn classify(&self) -> Verdict {
         match self {
-            bb8::RunError::TimedOut => Verdict::Retry,
+            bb8::RunError::TimedOut => Verdict::Refused,
             bb8::RunError::User(error) => checkout(error.classify()),
         }
     }

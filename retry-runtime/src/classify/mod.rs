@@ -440,7 +440,9 @@ fn known(error: &(dyn Error + 'static)) -> Option<Verdict> {
 ///   nothing ran, and a call may wait for the server to come back;
 /// - `53300` too many connections: [`Verdict::Retry`], nothing ran;
 /// - `57P01` admin shutdown and `57P02` crash shutdown, as a statement's
-///   error: [`Verdict::Retry`], the server rolled its transaction back;
+///   error: [`Verdict::Retry`], the server rolled its transaction back
+///   (only that one: as below, a function that committed something
+///   before it, a statement of its own or a transaction, repeats that);
 /// - `40001` serialization failure and `40P01` deadlock detected:
 ///   [`Verdict::Retry`], the transaction was rolled back. Only a function
 ///   that runs the *whole* transaction may retry them: a statement retried

@@ -93,10 +93,49 @@ async fn a_bb8_checkout_that_timed_out_is_retried() {
         matches!(timed_out, bb8::RunError::TimedOut),
         "{timed_out:?}"
     );
-    assert_eq!(timed_out.classify(), Verdict::Retry);
+    // (bb8 tries a refused connection again until its timeout: a timed
+    // out checkout is taken for a refusal, as sqlx's `PoolTimedOut` is.)
+    assert_eq!(timed_out.classify(), Verdict::Refused);
     let boxed: BoxError = timed_out.into();
-    assert_eq!(boxed.classify(), Verdict::Retry, "through a Box<dyn Error>");
+    assert_eq!(
+        boxed.classify(),
+        Verdict::Refused,
+        "through a Box<dyn Error>"
+    );
     drop(held);
+}
+
+/// A read through a bb8 pool, as a caller alone makes it.
+#[backstop::retry(attempts = 60, base = 20ms, cap = 100ms, deadline = 6s, idempotent)]
+async fn size_via_bb8(
+    pool: &bb8::Pool<bb8_redis::RedisConnectionManager>,
+) -> Result<i64, anyhow::Error> {
+    let mut connection = pool.get().await?;
+    Ok(redis::cmd("DBSIZE").query_async(&mut *connection).await?)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_through_a_bb8_pool_rides_out_a_restart() {
+    let Some(mut server) = Redis::start("bb8-redis restart") else {
+        return;
+    };
+    let manager = bb8_redis::RedisConnectionManager::new(server.url()).unwrap();
+    let pool = bb8::Pool::builder()
+        .max_size(1)
+        .connection_timeout(Duration::from_millis(300))
+        .build_unchecked(manager);
+    server.crash();
+    let started = std::time::Instant::now();
+    let call = {
+        let pool = pool.clone();
+        tokio::spawn(async move { size_via_bb8(&pool).await })
+    };
+    // bb8 says only `TimedOut` for a server that refuses: the call holds
+    // once the budget refuses its retries, and goes through once it is back.
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    server.up();
+    let outcome = call.await.unwrap();
+    assert!(outcome.is_ok(), "{outcome:?} after {:?}", started.elapsed());
 }
 
 #[test]
@@ -108,8 +147,12 @@ fn every_pairing_of_pool_and_client_is_found_in_a_source_chain() {
         bb8::RunError::<tokio_postgres::Error>::TimedOut.into(),
         bb8::RunError::<redis::RedisError>::TimedOut.into(),
     ];
-    for error in &boxed {
+    let (deadpool, bb8) = boxed.split_at(2);
+    for error in deadpool {
         assert_eq!(error.classify(), Verdict::Retry, "{error:?}");
+    }
+    for error in bb8 {
+        assert_eq!(error.classify(), Verdict::Refused, "{error:?}");
     }
     let dropped =
         redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionReset));

@@ -2,7 +2,7 @@
 //! manager that reconnects on its own.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use backstop::{Classify, Verdict, retry};
@@ -262,4 +262,42 @@ fn an_io_error_is_retried_only_when_it_proves_nothing_was_sent() {
         let error = RedisError::from(std::io::Error::from(kind));
         assert_eq!(error.classify(), verdict, "{kind:?}");
     }
+}
+
+/// A read, as a caller alone makes it, returning redis's own error.
+#[retry(attempts = 60, base = 20ms, cap = 100ms, deadline = 5s, idempotent)]
+async fn size(redis: &ConnectionManager, attempts: &AtomicU32) -> Result<i64, RedisError> {
+    attempts.fetch_add(1, Ordering::Relaxed);
+    let mut redis = redis.clone();
+    redis::cmd("DBSIZE").query_async(&mut redis).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_alone_returning_redis_errors_holds_through_a_restart() {
+    let Some(mut server) = Redis::start("redis restart, a caller alone") else {
+        return;
+    };
+    let client = redis::Client::open(server.url()).unwrap();
+    let manager = ConnectionManager::new_with_config(client, manager_config())
+        .await
+        .unwrap();
+    server.crash();
+    let started = Instant::now();
+    let attempts = Arc::new(AtomicU32::new(0));
+    let call = {
+        let (manager, attempts) = (manager.clone(), attempts.clone());
+        tokio::spawn(async move { size(&manager, &attempts).await })
+    };
+    // Past the budget's retries in a row: the call holds (its error type
+    // holds an `Elapsed`), and goes through once the server is back.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    server.up();
+    let outcome = call.await.unwrap();
+    let attempts = attempts.load(Ordering::Relaxed);
+    eprintln!(
+        "{outcome:?} after {:?}, {attempts} attempts",
+        started.elapsed()
+    );
+    assert!(outcome.is_ok(), "{outcome:?} after {:?}", started.elapsed());
+    assert!(started.elapsed() >= Duration::from_millis(1_500));
 }
