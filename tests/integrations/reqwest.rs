@@ -447,3 +447,26 @@ async fn an_errors_message_is_said_once_in_its_chain() {
     assert!(std::error::Error::source(&elapsed).is_none());
     assert_eq!(elapsed.to_string(), "time limit elapsed");
 }
+
+#[tokio::test]
+async fn a_request_outside_a_call_with_its_scopes_time_gone_is_not_sent() {
+    let (url, keys) = serve(vec![(200, "")]).await;
+    let scoped = backstop::scope::deadline(Duration::from_millis(20), async {
+        // The handler's own work runs past its deadline before it sends.
+        std::thread::sleep(Duration::from_millis(40));
+        within_attempt(reqwest::Client::new().get(&url))
+            .send()
+            .await
+    });
+    let error = scoped.await.unwrap().unwrap_err();
+    assert!(matches!(error, Error::Elapsed(_)), "{error:?}");
+    let marker = reqwest::Client::new()
+        .get(&url)
+        .header("idempotency-key", "marker");
+    assert_eq!(marker.send().await.unwrap().status(), 200);
+    assert_eq!(
+        *keys.lock().unwrap(),
+        vec![Some("marker".to_owned())],
+        "nothing was sent before"
+    );
+}

@@ -198,3 +198,25 @@ fn a_key_the_blocking_request_has_is_kept() {
     assert_eq!(keyed(&url).unwrap().status(), 200);
     assert_eq!(*keys.lock().unwrap(), vec![Some("mine".to_owned()); 2]);
 }
+
+#[test]
+fn a_blocking_request_outside_a_call_keeps_its_scopes_deadline() {
+    // A handler bounding its work to 200 ms: the request's own timeout (5 s)
+    // shrinks to the scope's time left, and no key is added.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/", silent.local_addr().unwrap());
+    let started = Instant::now();
+    let error = backstop::scope::deadline_sync(Duration::from_millis(200), || {
+        let request = reqwest::blocking::Client::new()
+            .get(&url)
+            .timeout(Duration::from_secs(5));
+        within_attempt(request).send()
+    })
+    .unwrap_err();
+    assert!(error.is_timeout(), "{error:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+}

@@ -131,7 +131,9 @@ impl AttemptRequest {
     /// A key among the `Client`'s default headers gives way to the
     /// call's. A body read from a reader is read on the calling thread,
     /// and a slow reader can outlast the timeout by one read. Outside an
-    /// attempt, the request is sent as it is.
+    /// attempt, within a [`scope::deadline_sync`](crate::scope::deadline_sync)
+    /// (or an async scope's), its timeout shrinks to the scope's time left
+    /// alike, and it carries no key; outside both, it is sent as it is.
     ///
     /// ```no_run
     /// # extern crate backstop_runtime as backstop;
@@ -149,13 +151,18 @@ impl AttemptRequest {
     /// [`Error::Request`] when reqwest fails (a timeout included),
     /// [`Error::Elapsed`] when no time was left to send it.
     pub fn send(self) -> Result<::reqwest::blocking::Response, Error> {
-        let Some(cx) = crate::run::scope::context() else {
+        let cx = crate::run::scope::context();
+        // The attempt's time left, or else an enclosing scope's.
+        let left = crate::run::scope::time_left_sync();
+        if cx.is_none() && left.is_none() {
             return Ok(self.request.send()?);
-        };
+        }
         let (client, request) = self.request.build_split();
         let mut request = request?;
-        super::with_key(request.headers_mut(), &cx);
-        if let Some(left) = cx.remaining() {
+        if let Some(cx) = &cx {
+            super::with_key(request.headers_mut(), cx);
+        }
+        if let Some(left) = left {
             if left.is_zero() {
                 // The attempt's own work ran to the deadline: nothing is sent.
                 return Err(Error::Elapsed(crate::time::timer::cut_off(

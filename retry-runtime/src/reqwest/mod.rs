@@ -161,7 +161,10 @@ impl AttemptRequest {
     ///   the `Client`'s default headers gives way to the call's.
     ///
     /// Both hold whatever the body, a stream included. Outside an attempt,
-    /// the request is sent as it is.
+    /// within a [`scope::deadline`](crate::scope::deadline) (or a
+    /// server's request deadline, as `tonic::ServerLayer` keeps one), the
+    /// time left is the scope's, and the request carries no key; outside
+    /// both, it is sent as it is.
     ///
     /// ```no_run
     /// # extern crate backstop_runtime as backstop;
@@ -181,13 +184,18 @@ impl AttemptRequest {
     /// deadline came first, or had come before it was sent (nothing is
     /// sent then).
     pub async fn send(self) -> Result<::reqwest::Response, Error> {
-        let Some(cx) = crate::run::scope::context() else {
+        let cx = crate::run::scope::context();
+        // The attempt's time left, or else an enclosing scope's.
+        let left = crate::run::scope::time_left();
+        if cx.is_none() && left.is_none() {
             return Ok(self.request.send().await?);
-        };
+        }
         let (client, request) = self.request.build_split();
         let mut request = request?;
-        with_key(request.headers_mut(), &cx);
-        let Some(left) = cx.remaining() else {
+        if let Some(cx) = &cx {
+            with_key(request.headers_mut(), cx);
+        }
+        let Some(left) = left else {
             return Ok(client.execute(request).await?);
         };
         if left.is_zero() {

@@ -344,7 +344,7 @@ pub fn context() -> Option<Context> {
 /// [`context()`]'s), or outside an attempt of the scope the code runs in
 /// (a [deadline scope](deadline), a server's handling of a request), read
 /// on the async loops' timer; `None` without a deadline.
-#[cfg(feature = "tower")]
+#[cfg(any(feature = "tower", feature = "reqwest"))]
 pub(crate) fn time_left() -> Option<Duration> {
     match context() {
         Some(cx) => cx.remaining(),
@@ -352,6 +352,19 @@ pub(crate) fn time_left() -> Option<Duration> {
             use crate::time::clock::Clock;
             let now = crate::time::timer::RuntimeClock::current().now();
             deadline.saturating_duration_since(now)
+        }),
+    }
+}
+
+/// [`time_left`] for sync code: outside an attempt, read on the sync
+/// loops' clock, as [`deadline_sync`] made its deadline.
+#[cfg(feature = "reqwest-blocking")]
+pub(crate) fn time_left_sync() -> Option<Duration> {
+    match context() {
+        Some(cx) => cx.remaining(),
+        None => enclosing_deadline().map(|deadline| {
+            use crate::time::clock::Clock;
+            deadline.saturating_duration_since(crate::time::clock::SystemClock.now())
         }),
     }
 }
