@@ -152,8 +152,12 @@ impl AttemptRequest {
     /// [`Error::Elapsed`] when no time was left to send it.
     pub fn send(self) -> Result<::reqwest::blocking::Response, Error> {
         let cx = crate::run::scope::context();
-        // The attempt's time left, or else an enclosing scope's.
-        let left = crate::run::scope::time_left_sync();
+        // The attempt's time left, or else an enclosing scope's (on the
+        // system's clock, as `deadline_sync` made it).
+        let left = match &cx {
+            Some(cx) => cx.remaining(),
+            None => crate::run::scope::scope_left(crate::time::clock::SystemClock),
+        };
         if cx.is_none() && left.is_none() {
             return Ok(self.request.send()?);
         }

@@ -186,7 +186,10 @@ impl AttemptRequest {
     pub async fn send(self) -> Result<::reqwest::Response, Error> {
         let cx = crate::run::scope::context();
         // The attempt's time left, or else an enclosing scope's.
-        let left = crate::run::scope::time_left();
+        let left = match &cx {
+            Some(cx) => cx.remaining(),
+            None => crate::run::scope::scope_left(crate::time::timer::RuntimeClock::current()),
+        };
         if cx.is_none() && left.is_none() {
             return Ok(self.request.send().await?);
         }

@@ -344,29 +344,21 @@ pub fn context() -> Option<Context> {
 /// [`context()`]'s), or outside an attempt of the scope the code runs in
 /// (a [deadline scope](deadline), a server's handling of a request), read
 /// on the async loops' timer; `None` without a deadline.
-#[cfg(any(feature = "tower", feature = "reqwest"))]
+#[cfg(feature = "tower")]
 pub(crate) fn time_left() -> Option<Duration> {
     match context() {
         Some(cx) => cx.remaining(),
-        None => enclosing_deadline().map(|deadline| {
-            use crate::time::clock::Clock;
-            let now = crate::time::timer::RuntimeClock::current().now();
-            deadline.saturating_duration_since(now)
-        }),
+        None => scope_left(crate::time::timer::RuntimeClock::current()),
     }
 }
 
-/// [`time_left`] for sync code: outside an attempt, read on the sync
-/// loops' clock, as [`deadline_sync`] made its deadline.
-#[cfg(feature = "reqwest-blocking")]
-pub(crate) fn time_left_sync() -> Option<Duration> {
-    match context() {
-        Some(cx) => cx.remaining(),
-        None => enclosing_deadline().map(|deadline| {
-            use crate::time::clock::Clock;
-            deadline.saturating_duration_since(crate::time::clock::SystemClock.now())
-        }),
-    }
+/// Outside an attempt, the time left before the deadline of the scope
+/// the code runs in, read on `clock` (the async loops' timer for a
+/// [`deadline`] scope or a server's request, the system's for a
+/// [`deadline_sync`] one); `None` without a deadline.
+#[cfg(any(feature = "tower", feature = "reqwest"))]
+pub(crate) fn scope_left(clock: impl crate::time::clock::Clock) -> Option<Duration> {
+    enclosing_deadline().map(|deadline| deadline.saturating_duration_since(clock.now()))
 }
 
 /// The deadline of the enclosing attempt's call or [deadline scope](deadline_sync),
