@@ -202,7 +202,7 @@ fn a_key_the_blocking_request_has_is_kept() {
 #[test]
 fn a_blocking_request_outside_a_call_keeps_its_scopes_deadline() {
     // A handler bounding its work to 200 ms: the request's own timeout (5 s)
-    // shrinks to the scope's time left, and no key is added.
+    // shrinks to the scope's time left.
     let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/", silent.local_addr().unwrap());
     let started = Instant::now();

@@ -215,7 +215,9 @@ impl From<crate::Elapsed> for redis::RedisError {
 
 /// A call the circuit breaker turned away as a redis error (an I/O error
 /// holding the [`CircuitOpen`]), so that a function returning
-/// `RedisError` can take a `breaker`. Never retried.
+/// `RedisError` can take a `breaker`. Never retried by this crate (redis's
+/// own hints, `is_io_error()` and `retry_method()`, read it as any I/O
+/// error: a retry layer of your own around it should ask [`Classify`]).
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;

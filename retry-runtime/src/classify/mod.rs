@@ -442,7 +442,9 @@ fn known(error: &(dyn Error + 'static)) -> Option<Verdict> {
 /// - `57P01` admin shutdown and `57P02` crash shutdown, as a statement's
 ///   error: [`Verdict::Retry`], the server rolled its transaction back
 ///   (only that one: as below, a function that committed something
-///   before it, a statement of its own or a transaction, repeats that);
+///   before it, a statement of its own or a transaction, repeats that;
+///   and as a rule: one terminated while it waited for a synchronous
+///   replica after committing locally says `57P01` too);
 /// - `40001` serialization failure and `40P01` deadlock detected:
 ///   [`Verdict::Retry`], the transaction was rolled back. Only a function
 ///   that runs the *whole* transaction may retry them: a statement retried

@@ -131,9 +131,10 @@ impl AttemptRequest {
     /// A key among the `Client`'s default headers gives way to the
     /// call's. A body read from a reader is read on the calling thread,
     /// and a slow reader can outlast the timeout by one read. Outside an
-    /// attempt, within a [`scope::deadline_sync`](crate::scope::deadline_sync)
-    /// (or an async scope's), its timeout shrinks to the scope's time left
-    /// alike, and it carries no key; outside both, it is sent as it is.
+    /// attempt, within a [`scope::deadline_sync`](crate::scope::deadline_sync),
+    /// its timeout shrinks to the scope's time left alike (read on the
+    /// system's clock, as that scope's deadline is), and it carries no key;
+    /// outside both, it is sent as it is.
     ///
     /// ```no_run
     /// # extern crate backstop_runtime as backstop;

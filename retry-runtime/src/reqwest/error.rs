@@ -93,16 +93,18 @@ impl fmt::Display for Error {
     }
 }
 
-/// Each variant that holds an error is that error, as thiserror's
-/// `#[error(transparent)]` makes one: its message, and its causes (not
-/// itself, whose message would then be said twice in a chain).
+/// Each variant that holds an error says its message and gives it as its
+/// `source()`, so that a chain walked past a wrapper of this error (a
+/// thiserror `#[error(transparent)]` variant, which gives this error's
+/// `source()`) still finds it and classifies it. A printer of the whole
+/// chain (anyhow's `{:#}`) says the held error's message twice.
 impl StdError for Error {
     fn source(&self) -> Option<&(dyn StdError + 'static)> {
         match self {
-            Self::Request(e) => e.source(),
-            Self::CircuitOpen(e) => e.source(),
-            Self::Throttled(e) => e.source(),
-            Self::Elapsed(e) => e.source(),
+            Self::Request(e) => Some(e),
+            Self::CircuitOpen(e) => Some(e),
+            Self::Throttled(e) => Some(e),
+            Self::Elapsed(e) => Some(e),
             Self::Status { .. } => None,
         }
     }
