@@ -411,14 +411,11 @@ async fn late(url: &str) -> Result<reqwest::Response, Error> {
         .await
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_request_with_no_time_left_is_not_sent() {
-    let (url, keys) = serve(vec![(200, "")]).await;
-    let error = late(&url).await.unwrap_err();
-    assert!(matches!(error, Error::Elapsed(_)), "{error:?}");
-    // The server's one answer goes to the next request: the first it saw.
+/// The server's one answer goes to the next request: a marker, which it
+/// must have seen first (nothing was sent before it).
+async fn nothing_was_sent_before(url: &str, keys: &std::sync::Mutex<Vec<Option<String>>>) {
     let marker = reqwest::Client::new()
-        .get(&url)
+        .get(url)
         .header("idempotency-key", "marker");
     assert_eq!(marker.send().await.unwrap().status(), 200);
     assert_eq!(
@@ -428,27 +425,18 @@ async fn a_request_with_no_time_left_is_not_sent() {
     );
 }
 
-/// An error type of a user's own wrapping `backstop::reqwest::Error` as
-/// thiserror's `#[error(transparent)]` makes it: its message, and its
-/// `source()` the wrapped error's `source()`.
-#[derive(Debug)]
-struct Transparent(Error);
-
-impl std::fmt::Display for Transparent {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt(f)
-    }
-}
-
-impl std::error::Error for Transparent {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        std::error::Error::source(&self.0)
-    }
+#[tokio::test(start_paused = true)]
+async fn a_request_with_no_time_left_is_not_sent() {
+    let (url, keys) = serve(vec![(200, "")]).await;
+    let error = late(&url).await.unwrap_err();
+    assert!(matches!(error, Error::Elapsed(_)), "{error:?}");
+    nothing_was_sent_before(&url, &keys).await;
 }
 
 #[tokio::test]
 async fn a_transparent_wrapper_of_the_error_is_classified_through_it() {
     use backstop::classify::by_source_chain;
+    use support::Transparent;
     // A port nothing listens on: a refused connection, never sent.
     let port = TcpListener::bind("127.0.0.1:0")
         .await
@@ -481,13 +469,5 @@ async fn a_request_outside_a_call_with_its_scopes_time_gone_is_not_sent() {
     });
     let error = scoped.await.unwrap().unwrap_err();
     assert!(matches!(error, Error::Elapsed(_)), "{error:?}");
-    let marker = reqwest::Client::new()
-        .get(&url)
-        .header("idempotency-key", "marker");
-    assert_eq!(marker.send().await.unwrap().status(), 200);
-    assert_eq!(
-        *keys.lock().unwrap(),
-        vec![Some("marker".to_owned())],
-        "nothing was sent before"
-    );
+    nothing_was_sent_before(&url, &keys).await;
 }

@@ -79,3 +79,21 @@ pub async fn read_head(socket: &mut tokio::net::TcpStream) -> Vec<u8> {
     }
     request
 }
+
+/// An error of its own that shows what it wraps as thiserror's
+/// `#[error(transparent)]` does: the wrapped error's message, and its
+/// source as its own (the wrapped error itself is not in the chain).
+#[derive(Debug)]
+pub struct Transparent<E>(pub E);
+
+impl<E: std::fmt::Display> std::fmt::Display for Transparent<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl<E: std::error::Error> std::error::Error for Transparent<E> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}

@@ -9,6 +9,7 @@ use tokio_postgres::{Client, NoTls};
 
 use super::servers::Postgres;
 use super::{BoxError, load};
+use crate::support::Transparent;
 
 /// Idle connections handed out again, as a pool does: one whose
 /// connection has closed (the server restarted) is dropped unused.
@@ -173,24 +174,6 @@ fn the_servers_errors_are_classified_by_sqlstate_and_by_how_the_connection_faile
             statement_errors(&config).await;
             connection_errors(&server, &config).await;
         });
-}
-
-/// An error of its own that shows what it wraps as thiserror's
-/// `#[error(transparent)]` does: the wrapped error's message, and its
-/// source as its own.
-#[derive(Debug)]
-struct Transparent(tokio_postgres::Error);
-
-impl std::fmt::Display for Transparent {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt(f)
-    }
-}
-
-impl std::error::Error for Transparent {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        std::error::Error::source(&self.0)
-    }
 }
 
 /// A connection of its own, its connection task spawned.
