@@ -199,6 +199,7 @@ fn a_span_per_call_and_an_event_per_retry_and_give_up() {
             ("attempt", "1"),
             ("delay_ms", "100.0"),
             ("verdict", "Refused"),
+            ("error", "connection refused"),
         ]),
         fields(&[
             ("message", "retrying"),
@@ -206,12 +207,14 @@ fn a_span_per_call_and_an_event_per_retry_and_give_up() {
             ("attempt", "2"),
             ("delay_ms", "200.0"),
             ("verdict", "Refused"),
+            ("error", "connection refused"),
         ]),
         fields(&[
             ("message", "giving up"),
             ("function", "telemetry::fetch_user"),
             ("attempts", "3"),
             ("reason", "attempts"),
+            ("error", "connection refused"),
         ]),
     ];
     assert_eq!(events.len(), 3, "{events:?}");
@@ -1840,4 +1843,202 @@ fn a_request_the_layer_may_not_hedge_is_told() {
         }),
         "{events:?}"
     );
+}
+
+/// An error type without `Display`: its calls' events show no text.
+#[derive(Debug)]
+struct Unshown;
+
+impl backstop::Classify for Unshown {
+    fn classify(&self) -> backstop::Verdict {
+        backstop::Verdict::Retry
+    }
+}
+
+#[retry(attempts = 2, jitter = none, budget = none)]
+fn unshown() -> Result<(), Unshown> {
+    Err(Unshown)
+}
+
+#[retry(attempts = 2, jitter = none, budget = none)]
+async fn refused_async() -> Result<(), Error> {
+    Err(ErrorKind::ConnectionRefused.into())
+}
+
+/// Generic over its error: shown when the bounds in scope say it is
+/// `Display`.
+#[retry(attempts = 2, jitter = none, budget = none)]
+fn generic_shown<E: backstop::Classify + std::fmt::Display + From<Error>>() -> Result<(), E> {
+    Err(Error::from(ErrorKind::ConnectionRefused).into())
+}
+
+#[retry(attempts = 2, jitter = none, budget = none)]
+fn rejected_at_once(calls: &mut u32) -> Result<(), Error> {
+    *calls += 1;
+    Err(Error::new(ErrorKind::InvalidInput, "no such user"))
+}
+
+/// Each event's `message` and `error` field, if it has one.
+fn errors_shown(capture: &Capture) -> Vec<(String, Option<String>)> {
+    capture
+        .events
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(_, f)| (f["message"].clone(), f.get("error").cloned()))
+        .collect()
+}
+
+/// An operator reading the logs of a retry sees what failed: the events
+/// of a `#[retry]` function (sync, async, generic with `Display` in its
+/// bounds; retried, given up, not retried) carry the error's text in
+/// `error`; an error type that cannot be shown adds no field.
+#[test]
+fn a_functions_events_show_its_error_where_the_type_can_be_shown() {
+    let _serial = serial();
+    let refused = Some("connection refused".to_owned());
+    let shown = |call: &dyn Fn()| errors_shown(&captured(call));
+    assert_eq!(
+        shown(&|| {
+            let _ = tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .start_paused(true)
+                .build()
+                .unwrap()
+                .block_on(refused_async());
+        }),
+        [
+            ("retrying".to_owned(), refused.clone()),
+            ("giving up".to_owned(), refused.clone())
+        ]
+    );
+    assert_eq!(
+        shown(&|| {
+            let _ = generic_shown::<Error>();
+        }),
+        [
+            ("retrying".to_owned(), refused.clone()),
+            ("giving up".to_owned(), refused.clone())
+        ]
+    );
+    assert_eq!(
+        shown(&|| {
+            let _ = rejected_at_once(&mut 0);
+        }),
+        [("not retried".to_owned(), Some("no such user".to_owned()))]
+    );
+    assert_eq!(
+        shown(&|| {
+            let _ = unshown();
+        }),
+        [
+            ("retrying".to_owned(), None),
+            ("giving up".to_owned(), None)
+        ]
+    );
+}
+
+/// Through the layer, a response retried for its status shows it
+/// (`status`): an HTTP status, or a gRPC response's `grpc-status` when
+/// its headers carry one.
+#[cfg(feature = "tower")]
+#[test]
+fn a_response_retried_through_the_layer_shows_its_status() {
+    use tower::{Layer, ServiceExt};
+    let _serial = serial();
+    let statuses = |responses: Vec<http::Response<()>>| {
+        let capture = captured(|| {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .start_paused(true)
+                .build()
+                .unwrap();
+            let responses = Arc::new(Mutex::new(responses));
+            let inner = tower::service_fn(move |_: http::Request<_>| {
+                let response = responses.lock().unwrap().pop().unwrap();
+                async move { Ok::<_, Error>(response) }
+            });
+            let service = backstop::tower::RetryLayer::http(backstop::Retry::new(
+                &backstop::Policy::new().attempts(3),
+            ))
+            .layer(inner);
+            let request = http::Request::get("/users/7").body(String::new()).unwrap();
+            let _ = runtime.block_on(service.oneshot(request)).unwrap();
+        });
+        let events = capture.events.lock().unwrap();
+        events
+            .iter()
+            .map(|(_, f)| {
+                (
+                    f["message"].clone(),
+                    f.get("status").cloned().unwrap_or_default(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let status = |code: u16| http::Response::builder().status(code).body(()).unwrap();
+    assert_eq!(
+        statuses(vec![status(200), status(502), status(503)]),
+        [
+            ("retrying".to_owned(), "503".to_owned()),
+            ("retrying".to_owned(), "502".to_owned())
+        ]
+    );
+    let grpc = |code: &str| {
+        http::Response::builder()
+            .header("grpc-status", code)
+            .body(())
+            .unwrap()
+    };
+    assert_eq!(
+        statuses(vec![grpc("14"), grpc("14"), grpc("14")]),
+        [
+            ("retrying".to_owned(), "14".to_owned()),
+            ("retrying".to_owned(), "14".to_owned()),
+            ("giving up".to_owned(), "14".to_owned())
+        ]
+    );
+}
+
+/// Through the middleware: a response retried shows its status, and an
+/// error reqwest's text.
+#[cfg(feature = "reqwest-middleware")]
+#[test]
+fn a_request_retried_through_the_middleware_shows_its_status_or_error() {
+    let _serial = serial();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let capture = Arc::new(Capture::default());
+    tracing::subscriber::with_default(Arc::clone(&capture), || {
+        runtime.block_on(async {
+            let (url, _) = support::serve(vec![(503, ""), (200, "")]).await;
+            // A port nothing listens on: refused.
+            let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let refused = format!("http://{}/", closed.local_addr().unwrap());
+            drop(closed);
+            let policy = backstop::Policy::new()
+                .attempts(2)
+                .base(std::time::Duration::from_millis(1))
+                .no_budget();
+            let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+                .with(backstop::reqwest::RetryMiddleware::new(&policy))
+                .build();
+            assert_eq!(client.get(&url).send().await.unwrap().status(), 200);
+            assert!(client.get(&refused).send().await.is_err());
+        });
+    });
+    let events = capture.events.lock().unwrap();
+    let retries: Vec<&Fields> = events
+        .iter()
+        .map(|(_, f)| f)
+        .filter(|f| f["message"] == "retrying")
+        .collect();
+    assert_eq!(retries.len(), 2, "{events:?}");
+    assert_eq!(retries[0].get("status").map(String::as_str), Some("503"));
+    assert_eq!(retries[0].get("error"), None);
+    let error = retries[1].get("error").expect("the error's text");
+    assert!(error.contains("error sending request"), "{error}");
+    assert_eq!(retries[1].get("status"), None);
 }

@@ -75,6 +75,7 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
     let setup = setup(args, &rt, &n);
     let (on_retry, on_give_up) = hooks(args, &rt);
     let view = outcome_view(&rt, &n, &ret, ret_span);
+    let show = show_error(&rt, &view);
     let (with_gates, admit_first, admit_after_sleep) =
         breaker(args, &rt, &n, &ret, &view, &on_give_up);
     let classify = classify(args, &rt, &n, &ret, ret_span);
@@ -118,7 +119,7 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
                     #first_ok
                     #judge
                     match #rt::Call::decided_holding(
-                        &mut #state, #view, #verdict, #on_retry, #on_give_up, #may_hold,
+                        &mut #state, #view, #verdict, #show, #on_retry, #on_give_up, #may_hold,
                     ) {
                         ::core::option::Option::Some(#delay) => #delay,
                         ::core::option::Option::None => return #outcome,
@@ -149,7 +150,7 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
                     #rt::Call::run_attempt(&mut #state, || -> #ret { #(#stmts)* });
                 #first_ok
                 let #verdict = #classify;
-                match #rt::Call::decided(&mut #state, #view, #verdict, #on_retry, #on_give_up) {
+                match #rt::Call::decided(&mut #state, #view, #verdict, #show, #on_retry, #on_give_up) {
                     ::core::option::Option::Some(#delay) => {
                         #rt::sleep(#delay);
                         // Late for the deadline, or the breaker opened:
@@ -244,6 +245,20 @@ fn held_wait(
         }
     };
     (quote!(#elapsed_into.is_some()), wait)
+}
+
+/// How the call's `tracing` events show its error (`Option<fn(&E) -> &dyn
+/// Display>`): by its `Display` if the concrete error type has one
+/// (autoref specialization, as for `From<Elapsed>`), else not at all. A
+/// constant once inlined, asked only where a failure is decided. The error
+/// type is the outcome's (`view`), as the loop reads it: a return type
+/// that is not a `Result` is said once, there.
+fn show_error(rt: &TokenStream, view: &TokenStream) -> TokenStream {
+    quote! {{
+        #[allow(unused_imports)]
+        use #rt::{ViaDisplay as _, ViaNoDisplay as _};
+        (&#rt::DisplayOf::of(#view)).display_fn()
+    }}
 }
 
 /// The call's state. Without a gate before every attempt, the state

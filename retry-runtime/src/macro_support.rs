@@ -11,7 +11,9 @@ use crate::limit::adaptive::AdaptiveThrottle;
 use crate::limit::breaker::CircuitBreaker;
 pub use crate::limit::isolation::own;
 pub use crate::limit::{BudgetRef, Keyed, TokenBudget, WindowBudget};
-pub use crate::run::observe::Function;
+pub use crate::run::observe::{
+    ByDisplay, DisplayOf, Function, NoDisplay, ShowError, Shown, ViaDisplay, ViaNoDisplay,
+};
 pub use crate::run::sleep;
 pub use crate::state::vocabulary::Attempted;
 pub use crate::state::{AttemptState, Call, Decision, Holds, InPlace, IntoBudget};
@@ -459,19 +461,20 @@ where
     note = "declare it `static NAME: CircuitBreaker = CircuitBreaker::new(..);`; a `Keyed<CircuitBreaker>` keeps one per key, and needs the function's `key = ..`"
 )]
 pub trait SharedBreaker<K>: Sync + 'static {
-    /// The breaker of a call keyed `key`.
-    fn breaker(&'static self, key: Option<u64>) -> &'static CircuitBreaker;
+    /// The breaker of a call keyed `key`: none for a key that finds no
+    /// place in a full `Keyed` table.
+    fn breaker(&'static self, key: Option<u64>) -> Option<&'static CircuitBreaker>;
 }
 
 impl<K> SharedBreaker<K> for CircuitBreaker {
-    fn breaker(&'static self, _: Option<u64>) -> &'static CircuitBreaker {
-        self
+    fn breaker(&'static self, _: Option<u64>) -> Option<&'static CircuitBreaker> {
+        Some(self)
     }
 }
 
 impl SharedBreaker<ByKey> for Keyed<CircuitBreaker> {
-    fn breaker(&'static self, key: Option<u64>) -> &'static CircuitBreaker {
-        self.for_key(key)
+    fn breaker(&'static self, key: Option<u64>) -> Option<&'static CircuitBreaker> {
+        self.gate_for(key)
     }
 }
 
@@ -481,7 +484,7 @@ impl<K, T: std::ops::Deref + Sync + 'static> SharedBreaker<K> for T
 where
     T::Target: SharedBreaker<K>,
 {
-    fn breaker(&'static self, key: Option<u64>) -> &'static CircuitBreaker {
+    fn breaker(&'static self, key: Option<u64>) -> Option<&'static CircuitBreaker> {
         SharedBreaker::breaker(&**self, key)
     }
 }
@@ -495,19 +498,20 @@ where
     note = "declare it `static NAME: AdaptiveThrottle = AdaptiveThrottle::standard();`; a `Keyed<AdaptiveThrottle>` keeps one per key, and needs the function's `key = ..`"
 )]
 pub trait SharedThrottle<K>: Sync + 'static {
-    /// The throttle of a call keyed `key`.
-    fn throttle(&'static self, key: Option<u64>) -> &'static AdaptiveThrottle;
+    /// The throttle of a call keyed `key`: none for a key that finds no
+    /// place in a full `Keyed` table.
+    fn throttle(&'static self, key: Option<u64>) -> Option<&'static AdaptiveThrottle>;
 }
 
 impl<K> SharedThrottle<K> for AdaptiveThrottle {
-    fn throttle(&'static self, _: Option<u64>) -> &'static AdaptiveThrottle {
-        self
+    fn throttle(&'static self, _: Option<u64>) -> Option<&'static AdaptiveThrottle> {
+        Some(self)
     }
 }
 
 impl SharedThrottle<ByKey> for Keyed<AdaptiveThrottle> {
-    fn throttle(&'static self, key: Option<u64>) -> &'static AdaptiveThrottle {
-        self.for_key(key)
+    fn throttle(&'static self, key: Option<u64>) -> Option<&'static AdaptiveThrottle> {
+        self.gate_for(key)
     }
 }
 
@@ -517,7 +521,7 @@ impl<K, T: std::ops::Deref + Sync + 'static> SharedThrottle<K> for T
 where
     T::Target: SharedThrottle<K>,
 {
-    fn throttle(&'static self, key: Option<u64>) -> &'static AdaptiveThrottle {
+    fn throttle(&'static self, key: Option<u64>) -> Option<&'static AdaptiveThrottle> {
         SharedThrottle::throttle(&**self, key)
     }
 }

@@ -322,6 +322,49 @@ async fn a_breaker_kept_per_key_opens_for_the_failing_key_only() {
     assert_eq!(calls.load(Relaxed), 4);
 }
 
+static SMALL_TABLE: backstop::limit::Keyed<CircuitBreaker> =
+    backstop::limit::Keyed::with_capacity(CircuitBreaker::new(1, Duration::from_secs(30)), 4);
+
+#[retry(attempts = 1, breaker = SMALL_TABLE, key = host, budget = none)]
+fn call_host(host: u32, calls: &AtomicU32, up: bool) -> Result<(), ApiError> {
+    calls.fetch_add(1, Relaxed);
+    if up {
+        Ok(())
+    } else {
+        Err(ApiError::Unavailable)
+    }
+}
+
+#[retry(attempts = 1, breaker = SMALL_TABLE, key = host, budget = none)]
+async fn call_host_async(host: u32, calls: &AtomicU32) -> Result<(), ApiError> {
+    calls.fetch_add(1, Relaxed);
+    Ok(())
+}
+
+/// More hosts fail than the table holds: those that found no place do
+/// not open a breaker shared with a healthy host that found none either
+/// (it is let through on every call), and those with a place are turned
+/// away by their own.
+#[tokio::test(start_paused = true)]
+async fn a_breaker_table_full_of_failing_hosts_turns_no_healthy_host_away() {
+    let _vt = VirtualTime::start();
+    let calls = AtomicU32::new(0);
+    for host in 0..8 {
+        for _ in 0..3 {
+            let _ = call_host(host, &calls, false);
+        }
+    }
+    assert_eq!(SMALL_TABLE.len(), 4);
+    let before = calls.load(Relaxed);
+    for _ in 0..5 {
+        assert_eq!(call_host(99, &calls, true), Ok(()));
+        assert_eq!(call_host_async(99, &calls).await, Ok(()));
+    }
+    assert_eq!(calls.load(Relaxed), before + 10, "never turned away");
+    let placed = (0..8u32).find(|h| SMALL_TABLE.peek(h).is_some()).unwrap();
+    assert_eq!(call_host_async(placed, &calls).await, Err(ApiError::Open));
+}
+
 thread_local! {
     static GAVE_UP: std::cell::Cell<Option<backstop::GiveUp>> = const { std::cell::Cell::new(None) };
 }

@@ -763,6 +763,53 @@ async fn a_layers_own_token_budget_is_shared_by_its_services_and_not_by_other_la
     );
 }
 
+/// Through the layer, keyed by destination: more hosts down than the
+/// breaker table holds do not turn away a healthy host that finds no
+/// place either (a breaker shared by the hosts without a place would be
+/// opened by the failing ones).
+#[tokio::test(start_paused = true)]
+async fn a_breaker_table_full_of_hosts_that_are_down_turns_no_healthy_host_away() {
+    use backstop::limit::Keyed;
+    static PER_HOST: Keyed<CircuitBreaker> =
+        Keyed::with_capacity(CircuitBreaker::new(1, Duration::from_secs(30)), 4);
+    let sent = Arc::new(AtomicU32::new(0));
+    let counted = sent.clone();
+    let inner = service_fn(move |request: Request<ReplayBody<String>>| {
+        counted.fetch_add(1, Ordering::Relaxed);
+        let down = request.uri().host().is_some_and(|h| h.starts_with("down-"));
+        async move {
+            Ok::<_, std::io::Error>(
+                Response::builder()
+                    .status(if down { 503 } else { 200 })
+                    .body(())
+                    .unwrap(),
+            )
+        }
+    });
+    let policy = Policy::new().attempts(1).no_budget();
+    let service = RetryLayer::http(backstop::Retry::new(&policy).breaker(&PER_HOST)).layer(inner);
+    for host in 0..8 {
+        for _ in 0..3 {
+            let request = Request::get(format!("http://down-{host}.test/"))
+                .body(String::new())
+                .unwrap();
+            let _ = service.clone().oneshot(request).await;
+        }
+    }
+    assert_eq!(PER_HOST.len(), 4);
+    let before = sent.load(Ordering::Relaxed);
+    for _ in 0..10 {
+        let request = Request::get("http://up.test/").body(String::new()).unwrap();
+        let response = service.clone().oneshot(request).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+    }
+    assert_eq!(
+        sent.load(Ordering::Relaxed),
+        before + 10,
+        "never turned away"
+    );
+}
+
 /// A key given to the `Retry` a layer is made from is the key of every
 /// request through it: two layers, one per database, share a breaker
 /// table kept per key, and the failing database's breaker opens alone.

@@ -82,7 +82,7 @@ pub fn verdict(status: ::http::StatusCode, headers: &::http::HeaderMap) -> Verdi
 
 /// Header names made once (a name given as a string is parsed at every
 /// lookup).
-const GRPC_STATUS: ::http::HeaderName = ::http::HeaderName::from_static("grpc-status");
+pub(crate) const GRPC_STATUS: ::http::HeaderName = ::http::HeaderName::from_static("grpc-status");
 pub(crate) const GRPC_RETRY_PUSHBACK_MS: ::http::HeaderName =
     ::http::HeaderName::from_static("grpc-retry-pushback-ms");
 /// The gRPC deadline header.

@@ -136,9 +136,18 @@ struct Slot<T> {
 /// window), preferring one whose key was not used since the last such
 /// look: that key is forgotten, and nothing with it. A key whose
 /// limiter remembers failures keeps its place. A key that finds no place
-/// draws on the table's shared limiter (the one it was built from), with
-/// the other keys that found none and the calls that gave no key: never
-/// unprotected, only protected together. (Through a tower layer, a
+/// in a table of budgets draws on the table's shared budget (the one it
+/// was built from), with the other keys that found none and the calls
+/// that gave no key: its retries protected together with theirs. A key
+/// that finds no place in a table of breakers or adaptive throttles goes
+/// without one until a place frees (its retries still bounded by its
+/// budget), rather than share one: a breaker shared by the keys without a
+/// place is opened by those that fail, and would turn every healthy one
+/// away. The first such key of a table is said once (a WARN event with
+/// `tracing`, else on standard error in debug builds): give a table more
+/// places than the keys that can fail together
+/// ([`with_capacity`](Self::with_capacity)). [`get`](Self::get) itself
+/// still answers the shared limiter for such a key. (Through a tower layer, a
 /// request without a destination, as a tonic client sends below its
 /// `Channel`, is keyed by the layer: a place of the layer's own.) (The default token budgets of
 /// keyed calls are a table of 4096 for the whole process: there, a key
@@ -178,6 +187,8 @@ pub struct Keyed<T> {
     capacity: usize,
     /// Held while a new key looks for a place in a full window.
     looking: crate::sync::Mutex<()>,
+    /// A key found no place for a gate (said once, as a warning).
+    full_said: std::sync::atomic::AtomicBool,
     #[cfg(not(loom))]
     table: std::sync::OnceLock<Box<[Slot<T>]>>,
     #[cfg(loom)]
@@ -226,6 +237,7 @@ impl<T: PerKey> Keyed<T> {
                 shared: limiter,
                 capacity,
                 looking: crate::sync::Mutex::new(()),
+                full_said: std::sync::atomic::AtomicBool::new(false),
                 table,
             }
         }
@@ -486,6 +498,55 @@ impl<T: PerKey> Keyed<T> {
             }
         }
         None
+    }
+
+    /// The gate (a breaker, an adaptive throttle) of a call keyed `key`:
+    /// the key's own; the shared one for a call without a key; none for a
+    /// key that finds no place. A gate shared by the keys that found none
+    /// would turn healthy keys away because others fail (a table full of
+    /// failing keys opens it): such a key's calls go ungated, protected by
+    /// their retry budget, until a place frees.
+    pub(crate) fn gate_for(&self, key: Option<u64>) -> Option<&T> {
+        match key {
+            Some(hash) => {
+                let gate = self.placed(hash, crate::time::clock::loop_now);
+                if gate.is_none() {
+                    self.full_for_a_gate();
+                }
+                gate
+            }
+            None => Some(&self.shared),
+        }
+    }
+
+    /// A key found no place for its gate: said once a table (a WARN event
+    /// with `tracing`, else on standard error in debug builds).
+    #[cold]
+    fn full_for_a_gate(&self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.full_said.load(Relaxed) || self.full_said.swap(true, Relaxed) {
+            return;
+        }
+        let what = std::any::type_name::<T>()
+            .rsplit("::")
+            .next()
+            .unwrap_or("limiter");
+        let capacity = self.capacity;
+        #[cfg(feature = "tracing")]
+        tracing::warn!(
+            capacity,
+            "a `Keyed<{what}>` table is full of keys whose {what} holds failures: calls of \
+             keys that find no place go without one until a place frees; give the table \
+             more places (`Keyed::with_capacity`)"
+        );
+        #[cfg(all(not(feature = "tracing"), debug_assertions))]
+        note!(
+            "backstop: a `Keyed<{what}>` table of {capacity} places is full of keys whose \
+             {what} holds failures: calls of keys that find no place go without one until a \
+             place frees; give the table more places (`Keyed::with_capacity`)"
+        );
+        #[cfg(all(not(feature = "tracing"), not(debug_assertions)))]
+        let _ = (what, capacity);
     }
 
     /// The limiter for `key` (a hash from [`key_hash`]), or the shared one

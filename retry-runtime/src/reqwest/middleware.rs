@@ -13,7 +13,7 @@ use crate::classify::{ByClassify, Classify, Verdict};
 use crate::limit::adaptive::Throttled;
 use crate::limit::breaker::CircuitOpen;
 use crate::run::drive::{Drive, Keeps, Operation};
-use crate::run::observe::Ignore;
+use crate::run::observe::{Ignore, Shown};
 use crate::run::{Elapsed, Handles, NoBreaker, NoThrottle, NoTimeout, Retry};
 use crate::tower::{ClassifierOr, RetryLayer};
 
@@ -437,6 +437,13 @@ impl<'a> Operation for Call<'a> {
             *hedged.lock().unwrap_or_else(PoisonError::into_inner) = Some(extensions);
             outcome
         })
+    }
+
+    fn shown(outcome: &Result<reqwest::Response, Error>) -> Shown<'_> {
+        match outcome {
+            Ok(response) => Shown::Status(response.status().as_u16()),
+            Err(error) => Shown::Error(error),
+        }
     }
 
     fn finish(self: Pin<&mut Self>, outcome: &mut Result<reqwest::Response, Error>) {

@@ -15,6 +15,7 @@ use std::time::Duration;
 use crate::classify::Verdict;
 use crate::limit::BudgetRef;
 use crate::run::Steps;
+use crate::run::observe::Shown;
 use crate::state::hedged::Round;
 use crate::state::policy::Policy;
 use crate::state::vocabulary::{Attempted, Elapsed};
@@ -101,6 +102,12 @@ pub(crate) trait Operation {
 
     /// The call is over, with `outcome`.
     fn finish(self: Pin<&mut Self>, _outcome: &mut Result<Self::Ok, Self::Err>) {}
+
+    /// What the call's `tracing` events show of `outcome` (an error's
+    /// text, a response's status), if the operation knows how.
+    fn shown(_outcome: &Result<Self::Ok, Self::Err>) -> Shown<'_> {
+        Shown::Nothing
+    }
 }
 
 /// What a loop keeps of an outcome through its sleep: `()`, nothing, or
@@ -481,7 +488,14 @@ where
         // Held to its deadline, it would have nothing to return.
         state.set_may_hold(false);
     }
-    steps.decided(state, outcome, verdict)
+    // What the events show of a failure (a success shows nothing, and
+    // without `tracing` nothing is shown).
+    let shown = if cfg!(feature = "tracing") && verdict != Attempted::Succeeded {
+        D::shown(outcome)
+    } else {
+        Shown::Nothing
+    };
+    steps.decided(state, outcome, verdict, shown)
 }
 
 /// Before the first attempt: the request made copyable if the call may

@@ -523,7 +523,7 @@ impl<E: From<Throttled>> ThrottleSlot<E> for Static<AdaptiveThrottle> {
 #[diagnostic::do_not_recommend]
 impl<E: From<Throttled>> ThrottleSlot<E> for Static<Keyed<AdaptiveThrottle>> {
     fn throttle(&self, key: Option<u64>) -> Option<&'static AdaptiveThrottle> {
-        Some(self.0.for_key(key))
+        self.0.gate_for(key)
     }
 
     fn rejected(shed: Throttled) -> E {
@@ -578,7 +578,7 @@ impl<E: From<CircuitOpen>> BreakerSlot<E> for Static<CircuitBreaker> {
 #[diagnostic::do_not_recommend]
 impl<E: From<CircuitOpen>> BreakerSlot<E> for Static<Keyed<CircuitBreaker>> {
     fn breaker(&self, key: Option<u64>) -> Option<&'static CircuitBreaker> {
-        Some(self.0.for_key(key))
+        self.0.gate_for(key)
     }
 
     fn rejected(open: CircuitOpen) -> E {
@@ -1305,7 +1305,8 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
         loop {
             let outcome = state.run_attempt(&mut op);
             let verdict = self.judge(&outcome);
-            let Some(delay) = self.decided(&mut state, &outcome, verdict) else {
+            let shown = crate::run::observe::Shown::Nothing;
+            let Some(delay) = self.decided(&mut state, &outcome, verdict, shown) else {
                 return outcome;
             };
             // A sync loop can keep the outcome through the sleep: if the
@@ -1521,6 +1522,7 @@ pub(crate) mod steps {
             state: &mut AttemptState<'_, C, P>,
             outcome: &Result<T, E>,
             verdict: crate::state::vocabulary::Attempted,
+            shown: crate::run::observe::Shown<'_>,
         ) -> Option<Duration>;
 
         /// After the sleep of a loop that kept `outcome` through it: may
@@ -1634,10 +1636,12 @@ where
         state: &mut AttemptState<'_, C, P>,
         outcome: &Result<T, E>,
         verdict: crate::state::vocabulary::Attempted,
+        shown: crate::run::observe::Shown<'_>,
     ) -> Option<Duration> {
-        state.decided(
+        state.decided_showing(
             outcome.as_ref(),
             verdict,
+            shown,
             Some(|event: &RetryEvent<'_, T, E>| self.on_retry.on_retry(event)),
             Some(|event: &GiveUpEvent<'_, T, E>| self.on_give_up.on_give_up(event)),
         )

@@ -147,6 +147,128 @@ fn named(name: &'static str) -> Option<&'static Function> {
     None
 }
 
+/// How a function's error is shown in its call's `tracing` events (the
+/// `error` field), if it can be: asked as
+/// `(&DisplayOf::of(outcome)).display_fn()` with both traits in scope:
+/// [`ViaDisplay`] answers [`ByDisplay`] for `E: Display` (a method on
+/// `DisplayOf<E>` itself, found first), [`ViaNoDisplay`] [`NoDisplay`]
+/// otherwise (on `&DisplayOf<E>`, found one autoref later). The answer is
+/// a type: nothing is kept or asked at run time.
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use backstop::macro_support::{DisplayOf, ShowError, ViaDisplay as _, ViaNoDisplay as _};
+/// struct Opaque;
+/// fn shown<E, S: ShowError<E>>(_: S, error: &E) -> Option<String> {
+///     S::show(error).map(ToString::to_string)
+/// }
+/// let refused = std::io::Error::other("refused");
+/// let show = (&DisplayOf::of(Err::<&(), _>(&refused))).display_fn();
+/// assert_eq!(shown(show, &refused).as_deref(), Some("refused"));
+/// let show = (&DisplayOf::of(Err::<&(), _>(&Opaque))).display_fn();
+/// assert_eq!(shown(show, &Opaque), None);
+/// ```
+pub struct DisplayOf<E>(std::marker::PhantomData<fn() -> E>);
+
+impl<E> DisplayOf<E> {
+    /// The question, for the error type of `outcome`.
+    pub const fn of<T>(outcome: Result<&T, &E>) -> Self {
+        let _ = outcome;
+        Self(std::marker::PhantomData)
+    }
+}
+
+/// How an error of type `E` is shown, if it is: see [`DisplayOf`].
+pub trait ShowError<E>: Copy {
+    /// Whether it is shown at all.
+    const SHOWS: bool;
+    /// `error`, as shown.
+    fn show(error: &E) -> Option<&dyn std::fmt::Display>;
+}
+
+/// An error shown by its `Display`.
+#[derive(Clone, Copy, Debug)]
+pub struct ByDisplay;
+
+impl<E: std::fmt::Display> ShowError<E> for ByDisplay {
+    const SHOWS: bool = true;
+    fn show(error: &E) -> Option<&dyn std::fmt::Display> {
+        Some(error)
+    }
+}
+
+/// An error not shown: its type has no `Display`.
+#[derive(Clone, Copy, Debug)]
+pub struct NoDisplay;
+
+impl<E> ShowError<E> for NoDisplay {
+    const SHOWS: bool = false;
+    fn show(_: &E) -> Option<&dyn std::fmt::Display> {
+        None
+    }
+}
+
+/// See [`DisplayOf`].
+pub trait ViaDisplay {
+    /// [`ByDisplay`].
+    fn display_fn(&self) -> ByDisplay;
+}
+
+impl<E: std::fmt::Display> ViaDisplay for DisplayOf<E> {
+    fn display_fn(&self) -> ByDisplay {
+        ByDisplay
+    }
+}
+
+/// See [`DisplayOf`].
+pub trait ViaNoDisplay {
+    /// [`NoDisplay`]: `E` cannot be shown.
+    fn display_fn(&self) -> NoDisplay;
+}
+
+impl<E> ViaNoDisplay for &DisplayOf<E> {
+    fn display_fn(&self) -> NoDisplay {
+        NoDisplay
+    }
+}
+
+/// What an event tells of an attempt's outcome, besides its verdict: the
+/// error's text where the loop knows it can be shown (an error type that
+/// is `Display` where the loop was written: a `#[retry]` function's, the
+/// reqwest middleware's), or a response's status (the tower layer's and
+/// the middleware's HTTP responses), or nothing.
+#[derive(Clone, Copy, Default)]
+pub enum Shown<'a> {
+    /// Nothing to show: a success, or an error whose text the loop cannot
+    /// read.
+    #[default]
+    Nothing,
+    /// The error, shown by its `Display`.
+    Error(&'a dyn fmt::Display),
+    /// A response's status: an HTTP status, or a gRPC response's
+    /// `grpc-status` (as the tower layer's `Answer::status` reads it).
+    Status(u16),
+}
+
+#[cfg(feature = "tracing")]
+impl<'a> Shown<'a> {
+    /// The `error` field of an event.
+    fn error(self) -> Option<tracing::field::DisplayValue<&'a dyn fmt::Display>> {
+        match self {
+            Self::Error(error) => Some(tracing::field::display(error)),
+            _ => None,
+        }
+    }
+
+    /// The `status` field of an event.
+    fn status(self) -> Option<u16> {
+        match self {
+            Self::Status(status) => Some(status),
+            _ => None,
+        }
+    }
+}
+
 /// What one call reports of itself: the function, its key, its attempts,
 /// the time it slept, its span. With neither feature it is a few words and
 /// no code.
@@ -294,6 +416,15 @@ impl Observe {
         self.attempts = attempt;
     }
 
+    /// After attempt `attempts` was decided [`Decision::Return`]: the
+    /// call returns its outcome (what [`decided`](Self::decided) does
+    /// for it, without an outcome to show).
+    #[inline]
+    pub(crate) fn returned(&mut self, attempts: u32) {
+        self.attempts = attempts;
+        self.end();
+    }
+
     /// After an attempt was decided.
     #[cfg_attr(
         not(any(feature = "tracing", feature = "metrics")),
@@ -301,7 +432,13 @@ impl Observe {
     )]
     // (The verdict is told to `tracing` only.)
     #[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
-    pub(crate) fn decided(&mut self, attempts: u32, decision: Decision, verdict: Option<Verdict>) {
+    pub(crate) fn decided(
+        &mut self,
+        attempts: u32,
+        decision: Decision,
+        verdict: Option<Verdict>,
+        shown: Shown<'_>,
+    ) {
         self.attempts = attempts;
         match decision {
             Decision::Retry(delay) => {
@@ -321,6 +458,8 @@ impl Observe {
                         // reads 123.4, not 123.39999999999999.
                         delay_ms = delay.as_nanos() as f64 / 1e6,
                         verdict = ?verdict.unwrap_or(Verdict::Retry),
+                        error = shown.error(),
+                        status = shown.status(),
                         "retrying"
                     );
                 }
@@ -329,8 +468,8 @@ impl Observe {
             }
             // A first attempt's error that no retry can fix: nothing was
             // retried, so nothing was given up. Told at DEBUG, not counted.
-            Decision::GiveUp(GiveUp::Stopped) if attempts <= 1 => self.not_retried(),
-            Decision::GiveUp(reason) => self.gave_up(reason),
+            Decision::GiveUp(GiveUp::Stopped) if attempts <= 1 => self.not_retried(shown),
+            Decision::GiveUp(reason) => self.gave_up(reason, shown),
             Decision::Return => self.end(),
         }
     }
@@ -452,12 +591,15 @@ impl Observe {
     }
 
     /// The first attempt failed with an error that no retry can fix.
-    fn not_retried(&mut self) {
+    #[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
+    fn not_retried(&mut self, shown: Shown<'_>) {
         #[cfg(feature = "tracing")]
         tracing::debug!(
             parent: self.span(),
             function = self.name(),
             reason = GiveUp::Stopped.as_str(),
+            error = shown.error(),
+            status = shown.status(),
             "not retried"
         );
         self.end();
@@ -489,8 +631,10 @@ impl Observe {
     /// refused its first retry, it was not idempotent, it held and gave up
     /// without being released, a hedge alone was sent): an outage fails
     /// every call so, and one INFO event each would flood the logs, where
-    /// retries are bounded by the budget. Counted either way.
-    pub(crate) fn gave_up(&mut self, reason: GiveUp) {
+    /// retries are bounded by the budget. Counted either way. `shown`: the
+    /// last outcome, when the give-up is decided on it.
+    #[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
+    pub(crate) fn gave_up(&mut self, reason: GiveUp, shown: Shown<'_>) {
         #[cfg(feature = "tracing")]
         if self.retried {
             tracing::info!(
@@ -498,6 +642,8 @@ impl Observe {
                 function = self.name(),
                 attempts = self.attempts,
                 reason = reason.as_str(),
+                error = shown.error(),
+                status = shown.status(),
                 "giving up"
             );
         } else {
@@ -506,6 +652,8 @@ impl Observe {
                 function = self.name(),
                 attempts = self.attempts,
                 reason = reason.as_str(),
+                error = shown.error(),
+                status = shown.status(),
                 "giving up"
             );
         }

@@ -12,7 +12,7 @@ use super::{
     AttemptState, Attempts, HoldsPolicy, anchor_and_deadline, run_pinned, run_sync, start_of,
 };
 use crate::limit::BudgetRef;
-use crate::run::observe::{Function, GiveUpEvent, Observe, RetryEvent};
+use crate::run::observe::{Function, GiveUpEvent, Observe, RetryEvent, ShowError, Shown};
 use crate::run::scope::{CallContext, Scope};
 use crate::state::policy::Policy;
 use crate::state::vocabulary::{Attempted, Decision};
@@ -207,9 +207,53 @@ impl<'a, C: Clock, P: HoldsPolicy, S: Holds<'a, C, P>> Call<'a, C, P, S> {
         self.state().decide(attempted)
     }
 
+    /// [`decide`](Self::decide), the error of `outcome` shown in the
+    /// events as `W` shows it.
+    #[allow(clippy::inline_always)]
+    #[inline(always)]
+    fn decide_shown<T, E, W: ShowError<E>>(
+        &mut self,
+        attempted: Attempted,
+        outcome: Result<&T, &E>,
+    ) -> Decision {
+        match (&mut self.0, attempted) {
+            (Phase::First(first), Attempted::Succeeded) => first.succeeded(),
+            _ if W::SHOWS => self.decide_in_state_shown::<T, E, W>(attempted, outcome),
+            _ => self.decide_in_state(attempted),
+        }
+    }
+
+    /// [`decide_shown`](Self::decide_shown), `W` named by a value of it.
+    #[allow(clippy::inline_always)]
+    #[inline(always)]
+    fn decide_shown_by<T, E, W: ShowError<E>>(
+        &mut self,
+        attempted: Attempted,
+        outcome: Result<&T, &E>,
+        _: W,
+    ) -> Decision {
+        self.decide_shown::<T, E, W>(attempted, outcome)
+    }
+
+    /// Out of line, as [`decide_in_state`](Self::decide_in_state).
+    #[inline(never)]
+    fn decide_in_state_shown<T, E, W: ShowError<E>>(
+        &mut self,
+        attempted: Attempted,
+        outcome: Result<&T, &E>,
+    ) -> Decision {
+        let shown = match outcome.err().and_then(W::show) {
+            Some(error) => Shown::Error(error),
+            None => Shown::Nothing,
+        };
+        self.state().decide_showing(attempted, shown)
+    }
+
     /// Decides after an attempt and tells the hooks:
     /// [`AttemptState::decided`]. A first attempt that succeeded ends the
-    /// call here; without hooks, nothing is added to the decision.
+    /// call here; without hooks, nothing is added to the decision. `show`
+    /// shows an error in the call's `tracing` events, if the error type
+    /// can be shown ([`DisplayOf`](crate::macro_support::DisplayOf)).
     // Always inlined: out of line, the sync loop's failing call pays a
     // call per attempt (three failures, then Ok: 4,433 → 4,550).
     #[allow(clippy::inline_always)]
@@ -218,12 +262,13 @@ impl<'a, C: Clock, P: HoldsPolicy, S: Holds<'a, C, P>> Call<'a, C, P, S> {
         &mut self,
         outcome: Result<&T, &E>,
         attempted: Attempted,
+        show: impl ShowError<E>,
         on_retry: Option<impl FnOnce(&RetryEvent<'_, T, E>)>,
         on_give_up: Option<impl FnOnce(&GiveUpEvent<'_, T, E>)>,
     ) -> Option<Duration> {
         // The match of `AttemptState::told`, written out: calling it through
         // `self.state()` costs the success path 16 instructions (cachegrind).
-        match self.decide(attempted) {
+        match self.decide_shown_by(attempted, outcome, show) {
             Decision::Retry(delay) => {
                 if let Some(hook) = on_retry {
                     self.state().tell_retry(outcome, delay, hook);
@@ -249,6 +294,7 @@ impl<'a, C: Clock, P: HoldsPolicy, S: Holds<'a, C, P>> Call<'a, C, P, S> {
         &mut self,
         outcome: Result<&T, &E>,
         attempted: Attempted,
+        show: impl ShowError<E>,
         on_retry: Option<impl FnOnce(&RetryEvent<'_, T, E>)>,
         on_give_up: Option<impl FnOnce(&GiveUpEvent<'_, T, E>)>,
         may_hold: bool,
@@ -256,7 +302,7 @@ impl<'a, C: Clock, P: HoldsPolicy, S: Holds<'a, C, P>> Call<'a, C, P, S> {
         if !may_hold && attempted != Attempted::Succeeded {
             self.state().set_may_hold(false);
         }
-        self.decided(outcome, attempted, on_retry, on_give_up)
+        self.decided(outcome, attempted, show, on_retry, on_give_up)
     }
 
     /// After the sleep of a retry: [`AttemptState::held`].
@@ -493,7 +539,7 @@ impl<'a, C: Clock, P: HoldsPolicy> First<'a, C, P> {
         self.record_call();
         super::credit_answer(self.budget, || self.began());
         self.decided = true;
-        self.obs.decided(1, Decision::Return, None);
+        self.obs.returned(1);
         Decision::Return
     }
 

@@ -22,7 +22,7 @@ use crate::classify::{Classifier, Verdict};
 use crate::limit::adaptive::{AdaptiveThrottle, Throttled};
 use crate::limit::breaker::{CircuitBreaker, CircuitOpen, Permit};
 use crate::limit::{BudgetRef, TokenBudget, WindowBudget};
-use crate::run::observe::{Function, GiveUpEvent, Observe, RetryEvent};
+use crate::run::observe::{Function, GiveUpEvent, Observe, RetryEvent, Shown};
 use crate::run::scope::{self, CallContext, Scope};
 use crate::state::backoff::Rng;
 use crate::state::policy::Policy;
@@ -361,8 +361,8 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     /// ```
     #[must_use]
     #[inline]
-    pub fn breaker(mut self, breaker: &'static CircuitBreaker) -> Self {
-        self.breaker = Some(crate::limit::isolation::own(breaker));
+    pub fn breaker(mut self, breaker: impl Into<Option<&'static CircuitBreaker>>) -> Self {
+        self.breaker = breaker.into().map(crate::limit::isolation::own);
         self
     }
 
@@ -379,8 +379,10 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     /// ```
     #[must_use]
     #[inline]
-    pub fn throttle(mut self, throttle: &'static AdaptiveThrottle) -> Self {
-        self.throttle = Some((crate::limit::isolation::own(throttle), false));
+    pub fn throttle(mut self, throttle: impl Into<Option<&'static AdaptiveThrottle>>) -> Self {
+        self.throttle = throttle
+            .into()
+            .map(|throttle| (crate::limit::isolation::own(throttle), false));
         self
     }
 
@@ -478,7 +480,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
             // one INFO event each would flood the logs of an outage).
             self.obs.rejected(reason);
         } else {
-            self.obs.gave_up(reason);
+            self.obs.gave_up(reason, Shown::Nothing);
         }
         if self.done > 1 {
             scope::note_retried_below();
@@ -743,7 +745,21 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
         on_retry: Option<impl FnOnce(&RetryEvent<'_, T, E>)>,
         on_give_up: Option<impl FnOnce(&GiveUpEvent<'_, T, E>)>,
     ) -> Option<Duration> {
-        let decision = self.decide(attempted);
+        self.decided_showing(outcome, attempted, Shown::Nothing, on_retry, on_give_up)
+    }
+
+    /// [`decided`](Self::decided), telling `tracing` what `shown` shows
+    /// of the outcome.
+    #[inline]
+    pub(crate) fn decided_showing<T, E>(
+        &mut self,
+        outcome: Result<&T, &E>,
+        attempted: Attempted,
+        shown: Shown<'_>,
+        on_retry: Option<impl FnOnce(&RetryEvent<'_, T, E>)>,
+        on_give_up: Option<impl FnOnce(&GiveUpEvent<'_, T, E>)>,
+    ) -> Option<Duration> {
+        let decision = self.decide_showing(attempted, shown);
         self.told(decision, outcome, on_retry, on_give_up)
     }
 
@@ -886,13 +902,21 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     /// breaker, the budget. The budget comes last so that a retry refused
     /// for another reason never spends a token.
     pub fn decide(&mut self, attempted: Attempted) -> Decision {
+        self.decide_showing(attempted, Shown::Nothing)
+    }
+
+    /// [`decide`](Self::decide), telling `tracing` what `shown` shows of
+    /// the outcome (an error's text, a response's status).
+    #[inline]
+    pub(crate) fn decide_showing(&mut self, attempted: Attempted, shown: Shown<'_>) -> Decision {
         self.done = self.done.saturating_add(1);
         self.last_verdict = attempted.verdict();
         let decision = self.decide_inner(attempted);
         if let (Hold::Held, Decision::Retry(first_wait)) = (self.hold, decision) {
             self.obs.held(self.done, first_wait);
         } else {
-            self.obs.decided(self.done, decision, attempted.verdict());
+            self.obs
+                .decided(self.done, decision, attempted.verdict(), shown);
         }
         // Giving up after retrying (or because a nested call had): tell the
         // enclosing call, if any, not to retry on top.

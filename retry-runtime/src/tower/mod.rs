@@ -62,7 +62,7 @@ use tower_service::Service;
 use crate::classify::{ByClassify, Classifier, Classify, NeverRetry, Verdict};
 use crate::limit::{BudgetRef, OwnBudget};
 use crate::run::drive::{Drive, Keeps, Lends, LoopSpan, Operation, no_span};
-use crate::run::observe::Ignore;
+use crate::run::observe::{Ignore, Shown};
 use crate::run::{Chosen, Handles, NoBreaker, NoThrottle, NoTimeout, Retry, TimeoutSlot};
 use crate::state::policy::Policy;
 use crate::state::vocabulary::Elapsed;
@@ -982,6 +982,24 @@ impl<Req: Clone + Send> Replay<Req> for Cloned {
 pub trait Answer<P> {
     /// Notes that the call took `attempts` attempts.
     fn took(&mut self, attempts: u32);
+
+    /// The status a retry was decided on, which the call's `tracing`
+    /// events show (`status`): an HTTP response's, or a gRPC response's
+    /// `grpc-status` when it carries one in its headers (an error
+    /// answered at once, "trailers-only"). None for any other answer.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use backstop::tower::{Answer, HttpBodies};
+    ///
+    /// let unavailable = http::Response::builder().status(503).body(()).unwrap();
+    /// assert_eq!(Answer::<HttpBodies>::status(&unavailable), Some(503));
+    /// let grpc = http::Response::builder().header("grpc-status", "14").body(()).unwrap();
+    /// assert_eq!(Answer::<HttpBodies>::status(&grpc), Some(14));
+    /// ```
+    fn status(&self) -> Option<u16> {
+        None
+    }
 }
 
 impl<T> Answer<Cloned> for T {
@@ -992,6 +1010,13 @@ impl<B> Answer<HttpBodies> for http::Response<B> {
     fn took(&mut self, attempts: u32) {
         self.extensions_mut()
             .insert(crate::classify::http::Attempts(attempts));
+    }
+
+    fn status(&self) -> Option<u16> {
+        match self.headers().get(&crate::classify::http::GRPC_STATUS) {
+            Some(code) => code.to_str().ok().and_then(|code| code.parse().ok()),
+            None => Some(http::Response::status(self).as_u16()),
+        }
     }
 }
 
@@ -1198,6 +1223,15 @@ where
     fn finish(self: Pin<&mut Self>, outcome: &mut Result<S::Response, S::Error>) {
         if let Ok(response) = outcome {
             response.took(*self.project().attempts);
+        }
+    }
+
+    // A response's status; an error of the service's is of a type the
+    // layer cannot show (it asks nothing of it).
+    fn shown(outcome: &Result<S::Response, S::Error>) -> Shown<'_> {
+        match outcome.as_ref().map(Answer::status) {
+            Ok(Some(status)) => Shown::Status(status),
+            _ => Shown::Nothing,
         }
     }
 }

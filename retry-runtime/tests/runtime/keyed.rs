@@ -399,3 +399,74 @@ async fn a_throttle_with_attempts_out_keeps_its_place_and_counts_them_as_its_own
     );
     assert!(TABLE.shared().rejection_probability_at(now) < 1e-12);
 }
+
+/// Hosts that fail, more than a breaker table holds: the first hold its
+/// places and open their breakers, the rest find none. A healthy host
+/// that finds no place either is let through on every call (a breaker
+/// shared by the keys without a place would be opened by the failing
+/// ones, and turn it away), and a failing host with a place is still
+/// turned away by its own.
+#[test]
+fn a_breaker_table_full_of_failing_keys_turns_no_healthy_key_away() {
+    use backstop_runtime::{Policy, Retry};
+    use std::io::{Error, ErrorKind};
+    static PER_HOST: Keyed<CircuitBreaker> =
+        Keyed::with_capacity(CircuitBreaker::new(1, Duration::from_secs(30)), 4);
+    let _vt = backstop_runtime::testing::VirtualTime::start();
+    let once = Policy::new().attempts(1).no_budget();
+    let call = |host: u32, ok: bool, ran: &mut u32| {
+        Retry::new(&once).breaker(&PER_HOST).key(&host).call(|| {
+            *ran += 1;
+            if ok {
+                Ok(())
+            } else {
+                Err(Error::from(ErrorKind::ConnectionRefused))
+            }
+        })
+    };
+    for host in 0..8 {
+        for _ in 0..3 {
+            let _ = call(host, false, &mut 0);
+        }
+    }
+    assert_eq!(PER_HOST.len(), 4, "every place held by an open breaker");
+    let mut ran = 0;
+    for _ in 0..10 {
+        assert!(call(99, true, &mut ran).is_ok());
+    }
+    assert_eq!(ran, 10, "the healthy host was never turned away");
+    let placed = (0..8).find(|host| PER_HOST.peek(host).is_some()).unwrap();
+    let mut ran = 0;
+    assert!(call(placed, true, &mut ran).is_err());
+    assert_eq!(ran, 0, "a failing host's own breaker is open");
+}
+
+/// The same for a table of adaptive throttles: a healthy key that finds
+/// no place is never shed for the failures of keys that found none.
+#[test]
+fn a_throttle_table_full_of_failing_keys_sheds_no_healthy_key() {
+    use backstop_runtime::{Policy, Retry};
+    use std::io::{Error, ErrorKind};
+    static PER_HOST: Keyed<AdaptiveThrottle> =
+        Keyed::with_capacity(AdaptiveThrottle::standard(), 4);
+    let _vt = backstop_runtime::testing::VirtualTime::start();
+    let once = Policy::new().attempts(1).no_budget();
+    for host in 0..8u32 {
+        for _ in 0..50 {
+            let _ = Retry::new(&once)
+                .throttle(&PER_HOST)
+                .key(&host)
+                .call(|| Err::<(), _>(Error::from(ErrorKind::ConnectionRefused)));
+        }
+    }
+    assert_eq!(PER_HOST.len(), 4);
+    let mut ran = 0;
+    for _ in 0..100 {
+        let out = Retry::new(&once).throttle(&PER_HOST).key(&99u32).call(|| {
+            ran += 1;
+            Ok::<_, Error>(())
+        });
+        assert!(out.is_ok());
+    }
+    assert_eq!(ran, 100, "never shed");
+}
