@@ -413,6 +413,40 @@ async fn a_held_closure_call_gives_up_with_an_elapsed_that_says_it_was_refused()
     );
 }
 
+/// Two tokens again, for the closure form without an attempt timeout.
+static CLOSURE_UNTIMED: TokenBudget = TokenBudget::new(2, 1.0);
+
+/// Without an attempt timeout, the closure form does not hold: generic
+/// over its error, it cannot tell that `io::Error` could hold an
+/// `Elapsed`, and it dropped the refusal before its sleep. Its retry
+/// refused by the budget, it gives up at once with the refusal, as
+/// docs/manual.md says.
+#[tokio::test(start_paused = true)]
+async fn a_closure_call_without_an_attempt_timeout_gives_up_at_the_budgets_refusal() {
+    let policy = backstop::Policy::new()
+        .attempts(100)
+        .deadline(Some(Duration::from_secs(3)));
+    let sent = Cell::new(0);
+    let t0 = Instant::now();
+    let err = backstop::Retry::new(&policy)
+        .budget(&CLOSURE_UNTIMED)
+        .call_async(|| async {
+            sent.set(sent.get() + 1);
+            Err::<(), _>(std::io::Error::from(std::io::ErrorKind::ConnectionRefused))
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::ConnectionRefused, "{err}");
+    let elapsed = err.get_ref().and_then(|e| e.downcast_ref::<Elapsed>());
+    assert!(elapsed.is_none(), "the refusal itself: {err:?}");
+    assert_eq!(sent.get(), 1, "its retry refused, no probe");
+    assert!(
+        t0.elapsed() < Duration::from_millis(10),
+        "{:?}",
+        t0.elapsed()
+    );
+}
+
 /// Two tokens, for the nested calls below.
 static INNER_ASYNC: TokenBudget = TokenBudget::new(2, 1.0);
 static INNER_SYNC: TokenBudget = TokenBudget::new(2, 1.0);
