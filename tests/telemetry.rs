@@ -1878,6 +1878,14 @@ fn rejected_at_once(calls: &mut u32) -> Result<(), Error> {
     Err(Error::new(ErrorKind::InvalidInput, "no such user"))
 }
 
+/// An `anyhow` error with context: its events show the whole chain.
+#[cfg(feature = "anyhow")]
+#[retry(attempts = 2, jitter = none, budget = none)]
+fn load_user() -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    Err(Error::from(ErrorKind::ConnectionRefused)).context("loading user 7 from db-1")
+}
+
 /// Each event's `message` and `error` field, if it has one.
 fn errors_shown(capture: &Capture) -> Vec<(String, Option<String>)> {
     capture
@@ -1936,6 +1944,19 @@ fn a_functions_events_show_its_error_where_the_type_can_be_shown() {
             ("giving up".to_owned(), None)
         ]
     );
+    #[cfg(feature = "anyhow")]
+    {
+        let chain = Some("loading user 7 from db-1: connection refused".to_owned());
+        assert_eq!(
+            shown(&|| {
+                let _ = load_user();
+            }),
+            [
+                ("retrying".to_owned(), chain.clone()),
+                ("giving up".to_owned(), chain)
+            ]
+        );
+    }
 }
 
 /// Through the layer, a response retried for its status shows it
@@ -2016,7 +2037,7 @@ fn a_request_retried_through_the_middleware_shows_its_status_or_error() {
             let (url, _) = support::serve(vec![(503, ""), (200, "")]).await;
             // A port nothing listens on: refused.
             let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            let refused = format!("http://{}/", closed.local_addr().unwrap());
+            let refused = format!("http://{}/?api_key=SECRET", closed.local_addr().unwrap());
             drop(closed);
             let policy = backstop::Policy::new()
                 .attempts(2)
@@ -2039,6 +2060,58 @@ fn a_request_retried_through_the_middleware_shows_its_status_or_error() {
     assert_eq!(retries[0].get("status").map(String::as_str), Some("503"));
     assert_eq!(retries[0].get("error"), None);
     let error = retries[1].get("error").expect("the error's text");
-    assert!(error.contains("error sending request"), "{error}");
+    assert!(error.starts_with("error sending request: "), "{error}");
+    // Why, from its sources; not the URL, whose query may hold a secret.
+    assert!(error.to_lowercase().contains("refused"), "{error}");
+    assert!(
+        !error.contains("SECRET") && !error.contains("127.0.0.1"),
+        "{error}"
+    );
     assert_eq!(retries[1].get("status"), None);
+}
+
+/// A `#[retry]` function returning reqwest's error, or the crate's: its
+/// events say what failed and why, without the request's URL.
+#[cfg(feature = "reqwest")]
+#[retry(attempts = 2, base = 1ms, budget = none)]
+async fn get_refused(url: &str) -> Result<(), reqwest::Error> {
+    reqwest::get(url).await.map(drop)
+}
+
+#[cfg(feature = "reqwest")]
+#[retry(attempts = 2, base = 1ms, budget = none)]
+async fn get_refused_within(url: &str) -> Result<(), backstop::reqwest::Error> {
+    backstop::reqwest::within_attempt(reqwest::Client::new().get(url))
+        .send()
+        .await
+        .map(drop)
+}
+
+#[cfg(feature = "reqwest")]
+#[test]
+fn a_functions_reqwest_error_is_shown_without_its_url() {
+    let _serial = serial();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let capture = Arc::new(Capture::default());
+    tracing::subscriber::with_default(Arc::clone(&capture), || {
+        runtime.block_on(async {
+            let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let url = format!("http://{}/?token=SECRET", closed.local_addr().unwrap());
+            drop(closed);
+            assert!(get_refused(&url).await.is_err());
+            assert!(get_refused_within(&url).await.is_err());
+        });
+    });
+    let mut shown = errors_shown(&capture);
+    // (hyper's own events are captured too.)
+    shown.retain(|(message, _)| message == "retrying" || message == "giving up");
+    assert_eq!(shown.len(), 4, "{shown:?}");
+    for (_, error) in &shown {
+        let error = error.as_deref().expect("the error's text");
+        assert!(error.starts_with("error sending request: "), "{error}");
+        assert!(!error.contains("SECRET"), "{error}");
+    }
 }

@@ -256,8 +256,8 @@ fn held_wait(
 fn show_error(rt: &TokenStream, view: &TokenStream) -> TokenStream {
     quote! {{
         #[allow(unused_imports)]
-        use #rt::{ViaDisplay as _, ViaNoDisplay as _};
-        (&#rt::DisplayOf::of(#view)).display_fn()
+        use #rt::{ViaDisplay as _, ViaNoDisplay as _, ViaOwnText as _};
+        (&&#rt::DisplayOf::of(#view)).display_fn()
     }}
 }
 

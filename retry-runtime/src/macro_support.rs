@@ -12,7 +12,8 @@ use crate::limit::breaker::CircuitBreaker;
 pub use crate::limit::isolation::own;
 pub use crate::limit::{BudgetRef, Keyed, TokenBudget, WindowBudget};
 pub use crate::run::observe::{
-    ByDisplay, DisplayOf, Function, NoDisplay, ShowError, Shown, ViaDisplay, ViaNoDisplay,
+    ByDisplay, ByOwnText, DisplayOf, ErrorShown, Function, NoDisplay, OwnText, ShowError, Shown,
+    ViaDisplay, ViaNoDisplay, ViaOwnText,
 };
 pub use crate::run::sleep;
 pub use crate::state::vocabulary::Attempted;

@@ -97,6 +97,10 @@ pub enum ChangeReason {
     HeldOpen,
     /// → closed, by [`CircuitBreaker::reset`].
     Reset,
+    /// Open or half-open → closed: its key's place in a full
+    /// [`Keyed`](crate::limit::Keyed) table went to another key, its trial
+    /// due for a whole cooldown and no call of its key come to make it.
+    Forgotten,
 }
 
 /// A [`CircuitBreaker`]'s change of state, as its
@@ -746,11 +750,26 @@ impl CircuitBreaker {
         self.key.store(word, std::sync::atomic::Ordering::Relaxed);
     }
 
+    ///
+    /// An open or half-open breaker given up ([`is_stale`](Self::is_stale))
+    /// is closed, with nothing counted (told as
+    /// [`ChangeReason::Forgotten`], under the key it was).
     pub(crate) fn renew(&self) {
         let current = self.state.load(Acquire);
-        if current & TAG == CLOSED {
-            let next = word(CLOSED, generation(current).wrapping_add(1), 0);
-            let _ = self.state.compare_exchange(current, next, AcqRel, Acquire);
+        let next = word(CLOSED, generation(current).wrapping_add(1), 0);
+        match current & TAG {
+            CLOSED => {
+                let _ = self.state.compare_exchange(current, next, AcqRel, Acquire);
+            }
+            OPEN | HALF_OPEN
+                if self
+                    .state
+                    .compare_exchange(current, next, AcqRel, Acquire)
+                    .is_ok() =>
+            {
+                self.changed(current, next, ChangeReason::Forgotten);
+            }
+            _ => {}
         }
     }
 
@@ -1009,6 +1028,17 @@ impl CircuitBreaker {
                 .ratio
                 .as_ref()
                 .is_none_or(|ratio| ratio.window.is_idle(now))
+    }
+
+    /// Open (or half-open with its trial hung) for its key, and not
+    /// called for a whole cooldown past the time its trial was due: a key
+    /// gone away (a destination retired) or one nobody calls any more.
+    /// What it holds is worth less than a place for a key that calls: its
+    /// place in a full [`Keyed`](crate::limit::Keyed) table may go.
+    pub(crate) fn is_stale(&self, now: Instant) -> bool {
+        let current = self.state.load(Acquire);
+        matches!(current & TAG, OPEN | HALF_OPEN)
+            && millis(now).saturating_sub(payload(current)) >= self.break_millis().saturating_mul(2)
     }
 
     /// Is the breaker closed (calls go through)?

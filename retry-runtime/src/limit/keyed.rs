@@ -74,8 +74,10 @@ impl PerKey for WindowBudget {
 }
 
 impl PerKey for CircuitBreaker {
+    // (Or given up: open, and its key not come for a whole cooldown past
+    // its trial's time.)
     fn is_fresh(&self, now: Instant) -> bool {
-        self.is_pristine(now)
+        self.is_pristine(now) || self.is_stale(now)
     }
 
     fn reassigned(&self) {
@@ -135,7 +137,13 @@ struct Slot<T> {
 /// counted, a windowed budget or adaptive throttle with nothing in its
 /// window), preferring one whose key was not used since the last such
 /// look: that key is forgotten, and nothing with it. A key whose
-/// limiter remembers failures keeps its place. A key that finds no place
+/// limiter remembers failures keeps its place, and an adaptive throttle or
+/// a ratio breaker its window of calls: the table must hold every key
+/// active within it. One exception: an open breaker whose key has not
+/// come for a whole cooldown past its trial's time (a destination gone
+/// away) gives its place up, closed again (told as
+/// [`ChangeReason::Forgotten`](crate::limit::ChangeReason::Forgotten)).
+/// A key that finds no place
 /// in a table of budgets draws on the table's shared budget (the one it
 /// was built from), with the other keys that found none and the calls
 /// that gave no key: its retries protected together with theirs. A key
@@ -143,11 +151,12 @@ struct Slot<T> {
 /// without one until a place frees (its retries still bounded by its
 /// budget), rather than share one: a breaker shared by the keys without a
 /// place is opened by those that fail, and would turn every healthy one
-/// away. The first such key of a table is said once (a WARN event with
-/// `tracing`, else on standard error in debug builds): give a table more
-/// places than the keys that can fail together
-/// ([`with_capacity`](Self::with_capacity)). [`get`](Self::get) itself
-/// still answers the shared limiter for such a key. (Through a tower layer, a
+/// away. A table says so at most once a minute, with how many calls found
+/// no place (a WARN event with `tracing`, else on standard error in debug
+/// builds): give it more places ([`with_capacity`](Self::with_capacity))
+/// than the keys it must keep at once. [`get`](Self::get) itself answers
+/// the shared limiter for such a key; the calls of a breaker's or a
+/// throttle's key do not use it. (Through a tower layer, a
 /// request without a destination, as a tonic client sends below its
 /// `Channel`, is keyed by the layer: a place of the layer's own.) (The default token budgets of
 /// keyed calls are a table of 4096 for the whole process: there, a key
@@ -187,8 +196,11 @@ pub struct Keyed<T> {
     capacity: usize,
     /// Held while a new key looks for a place in a full window.
     looking: crate::sync::Mutex<()>,
-    /// A key found no place for a gate (said once, as a warning).
-    full_said: std::sync::atomic::AtomicBool,
+    /// When a key that found no place for a gate was last said (seconds
+    /// from the clock's origin, plus one: 0 for never), and how many have
+    /// found none since.
+    unplaced_said: std::sync::atomic::AtomicU64,
+    unplaced: std::sync::atomic::AtomicU64,
     #[cfg(not(loom))]
     table: std::sync::OnceLock<Box<[Slot<T>]>>,
     #[cfg(loom)]
@@ -237,7 +249,8 @@ impl<T: PerKey> Keyed<T> {
                 shared: limiter,
                 capacity,
                 looking: crate::sync::Mutex::new(()),
-                full_said: std::sync::atomic::AtomicBool::new(false),
+                unplaced_said: std::sync::atomic::AtomicU64::new(0),
+                unplaced: std::sync::atomic::AtomicU64::new(0),
                 table,
             }
         }
@@ -248,8 +261,9 @@ impl<T: PerKey> Keyed<T> {
         self.capacity
     }
 
-    /// The limiter of calls without a key, and of keys the full table
-    /// cannot hold.
+    /// The limiter of calls without a key, and, in a table of budgets, of
+    /// keys the full table cannot hold (a key without a place goes without
+    /// a breaker or an adaptive throttle, rather than share this one).
     ///
     /// ```
     /// # extern crate backstop_runtime as backstop;
@@ -262,7 +276,9 @@ impl<T: PerKey> Keyed<T> {
     }
 
     /// The limiter of `key`: its own, given a place now if it had none, or
-    /// the shared one when the table has no place for it (see
+    /// the shared one when the table has no place for it (which the key's
+    /// calls draw on for a budget; for a breaker or an adaptive throttle
+    /// they go without one; see
     /// [`peek`](Self::peek) to look without adding a key, and to tell the
     /// two apart). A key is the value the calls give, of the same type:
     /// `7u64` and `7u32` are two keys.
@@ -296,10 +312,11 @@ impl<T: PerKey> Keyed<T> {
 
     /// The limiter of `key` only if it is the key's own: given a place now
     /// if it had none, or `None` when the table has no place for it (its
-    /// calls then share [`shared`](Self::shared), as [`get`](Self::get)
-    /// answers). For an operator's control on one key: a breaker held open
-    /// through `get` on a key without a place would be the shared one, and
-    /// turn away every call that shares it.
+    /// calls then draw on [`shared`](Self::shared) for a budget, and go
+    /// without a breaker or an adaptive throttle). For an operator's
+    /// control on one key: a breaker held open through `get` on a key
+    /// without a place would be the shared one, which turns away the calls
+    /// without a key, and not the key's.
     ///
     /// ```
     /// # extern crate backstop_runtime as backstop;
@@ -509,9 +526,12 @@ impl<T: PerKey> Keyed<T> {
     pub(crate) fn gate_for(&self, key: Option<u64>) -> Option<&T> {
         match key {
             Some(hash) => {
-                let gate = self.placed(hash, crate::time::clock::loop_now);
+                let mut now = None;
+                let gate = self.placed(hash, || {
+                    *now.get_or_insert_with(crate::time::clock::loop_now)
+                });
                 if gate.is_none() {
-                    self.full_for_a_gate();
+                    self.unplaced(hash, now.unwrap_or_else(crate::time::clock::loop_now));
                 }
                 gate
             }
@@ -519,34 +539,51 @@ impl<T: PerKey> Keyed<T> {
         }
     }
 
-    /// A key found no place for its gate: said once a table (a WARN event
-    /// with `tracing`, else on standard error in debug builds).
+    /// A key (its hash) found no place for its gate at `now`: said at
+    /// most once a minute a table (a WARN event with `tracing`, else on
+    /// standard error in debug builds), with how many found none since.
     #[cold]
-    fn full_for_a_gate(&self) {
+    fn unplaced(&self, hash: u64, now: Instant) {
         use std::sync::atomic::Ordering::Relaxed;
-        if self.full_said.load(Relaxed) || self.full_said.swap(true, Relaxed) {
+        const EVERY_SECS: u64 = 60;
+        let unplaced = self.unplaced.fetch_add(1, Relaxed) + 1;
+        let secs = crate::time::clock::nanos_since_origin(now) / 1_000_000_000 + 1;
+        let said = self.unplaced_said.load(Relaxed);
+        if said != 0 && secs < said.saturating_add(EVERY_SECS)
+            || self
+                .unplaced_said
+                .compare_exchange(said, secs, Relaxed, Relaxed)
+                .is_err()
+        {
             return;
         }
+        self.unplaced.fetch_sub(unplaced, Relaxed);
         let what = std::any::type_name::<T>()
             .rsplit("::")
             .next()
             .unwrap_or("limiter");
+        let key = crate::limit::names::of(crate::limit::names::word(hash));
         let capacity = self.capacity;
         #[cfg(feature = "tracing")]
         tracing::warn!(
+            key,
             capacity,
-            "a `Keyed<{what}>` table is full of keys whose {what} holds failures: calls of \
-             keys that find no place go without one until a place frees; give the table \
-             more places (`Keyed::with_capacity`)"
+            unplaced,
+            "a `Keyed<{what}>` table has no place for a key: the places it may take are held \
+             by keys whose {what} is not as a fresh one's (failures counted, an open breaker, \
+             a throttle's window of requests); its calls go without one until a place frees \
+             ({unplaced} calls found none since the last warning); give the table more places \
+             (`Keyed::with_capacity`) than the keys it keeps at once"
         );
         #[cfg(all(not(feature = "tracing"), debug_assertions))]
         note!(
-            "backstop: a `Keyed<{what}>` table of {capacity} places is full of keys whose \
-             {what} holds failures: calls of keys that find no place go without one until a \
-             place frees; give the table more places (`Keyed::with_capacity`)"
+            "backstop: a `Keyed<{what}>` table of {capacity} places has no place for key \
+             `{key}`: the places it may take are held by keys whose {what} is not as a fresh \
+             one's; its calls go without one until a place frees ({unplaced} calls found none \
+             since the last warning); give the table more places (`Keyed::with_capacity`)"
         );
         #[cfg(all(not(feature = "tracing"), not(debug_assertions)))]
-        let _ = (what, capacity);
+        let _ = (what, key, capacity, unplaced);
     }
 
     /// The limiter for `key` (a hash from [`key_hash`]), or the shared one
@@ -575,7 +612,7 @@ impl<T: PerKey> Keyed<T> {
 ///     Keyed::new(CircuitBreaker::new(5, Duration::from_secs(30)));
 /// // Down for maintenance: every call to it turned away until reset (its
 /// // own breaker: `get` would give a destination without a place the
-/// // breaker it shares with others).
+/// // table's shared one, which its calls do not use).
 /// let db1 = Destination::new("https", "db-1.internal", None);
 /// PER_HOST.own(&db1).expect("a place for db-1").hold_open();
 /// let same = Destination::new("HTTPS", "DB-1.internal:443", None);

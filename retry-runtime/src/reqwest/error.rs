@@ -93,6 +93,67 @@ impl fmt::Display for Error {
     }
 }
 
+/// reqwest's error in the events' words: what failed, and why (its
+/// sources), without the URL its `Display` ends with (a query's secret
+/// stays out of the logs).
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// use backstop::macro_support::ErrorShown;
+/// let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+/// let url = format!("http://{}/users?api_key=secret", closed.local_addr().unwrap());
+/// drop(closed);
+/// let error = reqwest::get(&url).await.unwrap_err();
+/// let text = ErrorShown::Own(&error).to_string();
+/// assert!(text.starts_with("error sending request"), "{text}");
+/// assert!(!text.contains("secret"), "{text}");
+/// # }
+/// ```
+impl crate::state::vocabulary::OwnText for ::reqwest::Error {
+    fn write_text(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // reqwest's own words for its kinds, as its `Display` has them.
+        if let Some(status) = self.status() {
+            write!(f, "HTTP status {status}")?;
+        } else {
+            f.write_str(if self.is_builder() {
+                "builder error"
+            } else if self.is_request() {
+                "error sending request"
+            } else if self.is_body() {
+                "request or response body error"
+            } else if self.is_decode() {
+                "error decoding response body"
+            } else if self.is_redirect() {
+                "error following redirect"
+            } else if self.is_upgrade() {
+                "error upgrading connection"
+            } else {
+                "reqwest error"
+            })?;
+        }
+        let mut source = self.source();
+        while let Some(cause) = source {
+            write!(f, ": {cause}")?;
+            source = cause.source();
+        }
+        Ok(())
+    }
+}
+
+/// The crate's reqwest error in the events' words: reqwest's without its
+/// URL ([`OwnText`](crate::state::vocabulary::OwnText) for `reqwest::Error`),
+/// the others by their `Display`.
+impl crate::state::vocabulary::OwnText for Error {
+    fn write_text(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Request(error) => error.write_text(f),
+            other => fmt::Display::fmt(other, f),
+        }
+    }
+}
+
 /// Each variant that holds an error says its message and gives it as its
 /// `source()`, so that a chain walked past a wrapper of this error (a
 /// thiserror `#[error(transparent)]` variant, which gives this error's

@@ -369,6 +369,18 @@ fn with_key(request: &mut reqwest::Request) {
     }
 }
 
+/// The middleware's error in the events' words: reqwest's without its URL
+/// ([`OwnText`](crate::state::vocabulary::OwnText) for `reqwest::Error`), a
+/// middleware's by its whole chain (anyhow's `{:#}`).
+impl crate::state::vocabulary::OwnText for Error {
+    fn write_text(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Reqwest(error) => error.write_text(f),
+            Error::Middleware(error) => write!(f, "{error:#}"),
+        }
+    }
+}
+
 impl<'a> Operation for Call<'a> {
     type Ok = reqwest::Response;
     type Err = Error;
@@ -442,7 +454,7 @@ impl<'a> Operation for Call<'a> {
     fn shown(outcome: &Result<reqwest::Response, Error>) -> Shown<'_> {
         match outcome {
             Ok(response) => Shown::Status(response.status().as_u16()),
-            Err(error) => Shown::Error(error),
+            Err(error) => Shown::Error(crate::run::observe::ErrorShown::Own(error)),
         }
     }
 

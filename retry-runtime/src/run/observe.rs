@@ -13,6 +13,7 @@ use std::time::Duration;
 use crate::classify::Verdict;
 #[cfg(any(feature = "tracing", feature = "metrics"))]
 use crate::limit::names;
+pub use crate::state::vocabulary::OwnText;
 use crate::state::vocabulary::{Decision, GiveUp};
 
 /// The `function` of a call nobody named.
@@ -149,23 +150,28 @@ fn named(name: &'static str) -> Option<&'static Function> {
 
 /// How a function's error is shown in its call's `tracing` events (the
 /// `error` field), if it can be: asked as
-/// `(&DisplayOf::of(outcome)).display_fn()` with both traits in scope:
-/// [`ViaDisplay`] answers [`ByDisplay`] for `E: Display` (a method on
-/// `DisplayOf<E>` itself, found first), [`ViaNoDisplay`] [`NoDisplay`]
-/// otherwise (on `&DisplayOf<E>`, found one autoref later). The answer is
-/// a type: nothing is kept or asked at run time.
+/// `(&&DisplayOf::of(outcome)).display_fn()` with the three traits in
+/// scope: [`ViaOwnText`] answers [`ByOwnText`] for an error with words of
+/// its own for the events ([`OwnText`]: reqwest's, without their URL; a
+/// method on `&DisplayOf<E>`, found first), [`ViaDisplay`] [`ByDisplay`]
+/// for `E: Display` (on `&&DisplayOf<E>`, found at the first autoref),
+/// [`ViaNoDisplay`] [`NoDisplay`] otherwise (on `DisplayOf<E>`, found
+/// past a deref). The answer is a type: nothing is kept or asked at run
+/// time.
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
-/// use backstop::macro_support::{DisplayOf, ShowError, ViaDisplay as _, ViaNoDisplay as _};
+/// use backstop::macro_support::{
+///     DisplayOf, ShowError, ViaDisplay as _, ViaNoDisplay as _, ViaOwnText as _,
+/// };
 /// struct Opaque;
 /// fn shown<E, S: ShowError<E>>(_: S, error: &E) -> Option<String> {
-///     S::show(error).map(ToString::to_string)
+///     S::show(error).map(|shown| shown.to_string())
 /// }
 /// let refused = std::io::Error::other("refused");
-/// let show = (&DisplayOf::of(Err::<&(), _>(&refused))).display_fn();
+/// let show = (&&DisplayOf::of(Err::<&(), _>(&refused))).display_fn();
 /// assert_eq!(shown(show, &refused).as_deref(), Some("refused"));
-/// let show = (&DisplayOf::of(Err::<&(), _>(&Opaque))).display_fn();
+/// let show = (&&DisplayOf::of(Err::<&(), _>(&Opaque))).display_fn();
 /// assert_eq!(shown(show, &Opaque), None);
 /// ```
 pub struct DisplayOf<E>(std::marker::PhantomData<fn() -> E>);
@@ -178,22 +184,52 @@ impl<E> DisplayOf<E> {
     }
 }
 
+/// An error's text, as an event shows it.
+#[derive(Clone, Copy)]
+pub enum ErrorShown<'a> {
+    /// By its `Display`, in its alternate form (`{:#}`: an `anyhow`
+    /// error's whole chain of causes; most types write the same).
+    Display(&'a dyn fmt::Display),
+    /// In its own words ([`OwnText`]).
+    Own(&'a dyn OwnText),
+}
+
+impl fmt::Display for ErrorShown<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Display(error) => write!(f, "{error:#}"),
+            Self::Own(error) => error.write_text(f),
+        }
+    }
+}
+
 /// How an error of type `E` is shown, if it is: see [`DisplayOf`].
 pub trait ShowError<E>: Copy {
     /// Whether it is shown at all.
     const SHOWS: bool;
     /// `error`, as shown.
-    fn show(error: &E) -> Option<&dyn std::fmt::Display>;
+    fn show(error: &E) -> Option<ErrorShown<'_>>;
+}
+
+/// An error shown in its own words.
+#[derive(Clone, Copy, Debug)]
+pub struct ByOwnText;
+
+impl<E: OwnText> ShowError<E> for ByOwnText {
+    const SHOWS: bool = true;
+    fn show(error: &E) -> Option<ErrorShown<'_>> {
+        Some(ErrorShown::Own(error))
+    }
 }
 
 /// An error shown by its `Display`.
 #[derive(Clone, Copy, Debug)]
 pub struct ByDisplay;
 
-impl<E: std::fmt::Display> ShowError<E> for ByDisplay {
+impl<E: fmt::Display> ShowError<E> for ByDisplay {
     const SHOWS: bool = true;
-    fn show(error: &E) -> Option<&dyn std::fmt::Display> {
-        Some(error)
+    fn show(error: &E) -> Option<ErrorShown<'_>> {
+        Some(ErrorShown::Display(error))
     }
 }
 
@@ -203,8 +239,20 @@ pub struct NoDisplay;
 
 impl<E> ShowError<E> for NoDisplay {
     const SHOWS: bool = false;
-    fn show(_: &E) -> Option<&dyn std::fmt::Display> {
+    fn show(_: &E) -> Option<ErrorShown<'_>> {
         None
+    }
+}
+
+/// See [`DisplayOf`].
+pub trait ViaOwnText {
+    /// [`ByOwnText`].
+    fn display_fn(&self) -> ByOwnText;
+}
+
+impl<E: OwnText> ViaOwnText for &DisplayOf<E> {
+    fn display_fn(&self) -> ByOwnText {
+        ByOwnText
     }
 }
 
@@ -214,7 +262,7 @@ pub trait ViaDisplay {
     fn display_fn(&self) -> ByDisplay;
 }
 
-impl<E: std::fmt::Display> ViaDisplay for DisplayOf<E> {
+impl<E: fmt::Display> ViaDisplay for &&DisplayOf<E> {
     fn display_fn(&self) -> ByDisplay {
         ByDisplay
     }
@@ -226,7 +274,7 @@ pub trait ViaNoDisplay {
     fn display_fn(&self) -> NoDisplay;
 }
 
-impl<E> ViaNoDisplay for &DisplayOf<E> {
+impl<E> ViaNoDisplay for DisplayOf<E> {
     fn display_fn(&self) -> NoDisplay {
         NoDisplay
     }
@@ -243,8 +291,8 @@ pub enum Shown<'a> {
     /// read.
     #[default]
     Nothing,
-    /// The error, shown by its `Display`.
-    Error(&'a dyn fmt::Display),
+    /// The error's text.
+    Error(ErrorShown<'a>),
     /// A response's status: an HTTP status, or a gRPC response's
     /// `grpc-status` (as the tower layer's `Answer::status` reads it).
     Status(u16),
@@ -253,7 +301,7 @@ pub enum Shown<'a> {
 #[cfg(feature = "tracing")]
 impl<'a> Shown<'a> {
     /// The `error` field of an event.
-    fn error(self) -> Option<tracing::field::DisplayValue<&'a dyn fmt::Display>> {
+    fn error(self) -> Option<tracing::field::DisplayValue<ErrorShown<'a>>> {
         match self {
             Self::Error(error) => Some(tracing::field::display(error)),
             _ => None,

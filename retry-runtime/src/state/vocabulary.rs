@@ -183,6 +183,19 @@ pub trait Classify {
     fn classify(&self) -> Verdict;
 }
 
+/// An error with words of its own for the events, in place of its
+/// `Display`: reqwest's errors, whose `Display` ends with the request's
+/// whole URL (its query, a secret's usual place, included), say what
+/// failed and why (their sources), without it.
+pub trait OwnText {
+    /// Writes the text.
+    ///
+    /// # Errors
+    ///
+    /// The formatter's.
+    fn write_text(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result;
+}
+
 /// Why a retry loop stopped retrying and returned the last outcome.
 ///
 /// ```

@@ -470,3 +470,61 @@ fn a_throttle_table_full_of_failing_keys_sheds_no_healthy_key() {
     }
     assert_eq!(ran, 100, "never shed");
 }
+
+static FORGOTTEN: std::sync::Mutex<Vec<(Option<String>, backstop_runtime::limit::ChangeReason)>> =
+    std::sync::Mutex::new(Vec::new());
+
+fn told(change: &backstop_runtime::limit::BreakerChange) {
+    FORGOTTEN
+        .lock()
+        .unwrap()
+        .push((change.key.map(str::to_owned), change.reason));
+}
+
+/// Hosts whose breakers opened and that no call comes to again (a
+/// destination gone away) hold their places for two cooldowns from the
+/// opening, no longer: then a new key takes one, closed again and told as
+/// forgotten. A key still called (its trial made, failed again) keeps its
+/// place.
+#[test]
+fn a_breaker_given_up_by_its_key_gives_its_place_to_a_new_key() {
+    use backstop_runtime::limit::ChangeReason;
+    let table = Keyed::with_capacity(
+        CircuitBreaker::new(1, Duration::from_secs(30)).on_change(told),
+        4,
+    );
+    let t0 = Instant::now();
+    let opened: Vec<&CircuitBreaker> = (0..4u32).map(|k| table.get_at(&k, t0)).collect();
+    for breaker in &opened {
+        open(breaker, t0);
+    }
+    // Key 0 is still called: its trial, at 31 s, fails again.
+    let at = |secs| t0 + Duration::from_secs(secs);
+    opened[0]
+        .try_acquire(at(31))
+        .expect("its trial")
+        .failed(Verdict::Retry, at(31));
+    assert!(
+        std::ptr::eq(table.get_at(&99u32, at(59)), table.shared()),
+        "within two cooldowns, no place"
+    );
+    let placed = table.get_at(&99u32, at(61));
+    assert!(!std::ptr::eq(placed, table.shared()), "a place given up");
+    assert!(placed.try_acquire(at(61)).is_ok(), "closed, as a fresh one");
+    assert!(
+        std::ptr::eq(table.get_at(&0u32, at(61)), opened[0]),
+        "key 0 kept its place"
+    );
+    assert_eq!(
+        opened[0].state_at(at(61)),
+        backstop_runtime::limit::BreakerState::HalfOpen,
+        "and its breaker, its next trial due"
+    );
+    let forgotten = FORGOTTEN
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(_, reason)| *reason == ChangeReason::Forgotten)
+        .count();
+    assert_eq!(forgotten, 1, "told once");
+}
