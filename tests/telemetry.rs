@@ -1809,6 +1809,7 @@ fn a_breaker_whose_key_no_call_named_is_counted_by_its_hash() {
 
 /// A hedging layer that may not hedge a request (a `POST` without a key)
 /// says so at DEBUG, as `#[retry]` does for a policy not idempotent.
+#[cfg(feature = "tower")]
 #[test]
 fn a_request_the_layer_may_not_hedge_is_told() {
     use backstop::hedge::Hedge;
@@ -2114,4 +2115,47 @@ fn a_functions_reqwest_error_is_shown_without_its_url() {
         assert!(error.starts_with("error sending request: "), "{error}");
         assert!(!error.contains("SECRET"), "{error}");
     }
+}
+
+/// A full table of breakers says that a key found no place, with the
+/// key and how many calls found none: once, then at most once a minute.
+#[test]
+fn a_full_breaker_table_says_so_at_most_once_a_minute_with_a_count() {
+    use backstop::limit::{CircuitBreaker, Keyed};
+    static ONE_PLACE: Keyed<CircuitBreaker> = Keyed::with_capacity(
+        CircuitBreaker::new(1, std::time::Duration::from_secs(3600)),
+        1,
+    );
+    let _serial = serial();
+    let vt = backstop::testing::VirtualTime::start();
+    let capture = Arc::new(Capture::default());
+    let once = backstop::Policy::new().attempts(1).no_budget();
+    let call = |host: &str, fails: bool| {
+        let _ = backstop::Retry::new(&once)
+            .breaker(&ONE_PLACE)
+            .key(&host)
+            .call(|| {
+                if fails {
+                    Err(Error::from(ErrorKind::ConnectionRefused))
+                } else {
+                    Ok(())
+                }
+            });
+    };
+    tracing::subscriber::with_default(Arc::clone(&capture), || {
+        call("down.test", true);
+        for _ in 0..3 {
+            call("up.test", false);
+        }
+        vt.advance(std::time::Duration::from_secs(61));
+        call("up.test", false);
+    });
+    let events = capture.events.lock().unwrap();
+    let warned: Vec<(&str, &str)> = events
+        .iter()
+        .map(|(_, f)| f)
+        .filter(|f| f["message"].contains("table has no place for a key"))
+        .map(|f| (f["key"].as_str(), f["unplaced"].as_str()))
+        .collect();
+    assert_eq!(warned, [("up.test", "1"), ("up.test", "3")], "{events:?}");
 }
