@@ -2022,34 +2022,44 @@ fn a_response_retried_through_the_layer_shows_its_status() {
     );
 }
 
+/// What a subscriber sees of `call`, run on a runtime of its own (real
+/// time: it talks to sockets).
+#[cfg(feature = "reqwest")]
+fn captured_on_a_runtime(call: impl std::future::Future<Output = ()>) -> Arc<Capture> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let capture = Arc::new(Capture::default());
+    tracing::subscriber::with_default(Arc::clone(&capture), || runtime.block_on(call));
+    capture
+}
+
+/// A URL on loopback whose port nothing listens on: refused.
+#[cfg(feature = "reqwest")]
+fn refused_url(path_and_query: &str) -> String {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    format!("http://{}{path_and_query}", closed.local_addr().unwrap())
+}
+
 /// Through the middleware: a response retried shows its status, and an
 /// error reqwest's text.
 #[cfg(feature = "reqwest-middleware")]
 #[test]
 fn a_request_retried_through_the_middleware_shows_its_status_or_error() {
     let _serial = serial();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let capture = Arc::new(Capture::default());
-    tracing::subscriber::with_default(Arc::clone(&capture), || {
-        runtime.block_on(async {
-            let (url, _) = support::serve(vec![(503, ""), (200, "")]).await;
-            // A port nothing listens on: refused.
-            let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            let refused = format!("http://{}/?api_key=SECRET", closed.local_addr().unwrap());
-            drop(closed);
-            let policy = backstop::Policy::new()
-                .attempts(2)
-                .base(std::time::Duration::from_millis(1))
-                .no_budget();
-            let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
-                .with(backstop::reqwest::RetryMiddleware::new(&policy))
-                .build();
-            assert_eq!(client.get(&url).send().await.unwrap().status(), 200);
-            assert!(client.get(&refused).send().await.is_err());
-        });
+    let capture = captured_on_a_runtime(async {
+        let (url, _) = support::serve(vec![(503, ""), (200, "")]).await;
+        let refused = refused_url("/?api_key=SECRET");
+        let policy = backstop::Policy::new()
+            .attempts(2)
+            .base(std::time::Duration::from_millis(1))
+            .no_budget();
+        let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+            .with(backstop::reqwest::RetryMiddleware::new(&policy))
+            .build();
+        assert_eq!(client.get(&url).send().await.unwrap().status(), 200);
+        assert!(client.get(&refused).send().await.is_err());
     });
     let events = capture.events.lock().unwrap();
     let retries: Vec<&Fields> = events
@@ -2092,19 +2102,10 @@ async fn get_refused_within(url: &str) -> Result<(), backstop::reqwest::Error> {
 #[test]
 fn a_functions_reqwest_error_is_shown_without_its_url() {
     let _serial = serial();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let capture = Arc::new(Capture::default());
-    tracing::subscriber::with_default(Arc::clone(&capture), || {
-        runtime.block_on(async {
-            let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            let url = format!("http://{}/?token=SECRET", closed.local_addr().unwrap());
-            drop(closed);
-            assert!(get_refused(&url).await.is_err());
-            assert!(get_refused_within(&url).await.is_err());
-        });
+    let capture = captured_on_a_runtime(async {
+        let url = refused_url("/?token=SECRET");
+        assert!(get_refused(&url).await.is_err());
+        assert!(get_refused_within(&url).await.is_err());
     });
     let mut shown = errors_shown(&capture);
     // (hyper's own events are captured too.)
