@@ -1427,6 +1427,30 @@ fn a_breaker_tells_its_changes_in_tracing_and_counts_itself_open_in_a_gauge() {
     assert_eq!(told, want);
 }
 
+static MAINTENANCE: backstop::limit::CircuitBreaker =
+    backstop::limit::CircuitBreaker::new(5, std::time::Duration::from_secs(30))
+        .named("maintenance");
+
+/// A breaker held open before the recorder was installed (at start-up,
+/// from configuration) and reset after it reads closed, not below zero.
+#[test]
+fn a_breaker_changed_before_the_recorder_reads_right_from_its_next_change() {
+    let _serial = serial();
+    MAINTENANCE.hold_open();
+    let recorder = Recorder::default();
+    metrics::with_local_recorder(&recorder, || MAINTENANCE.reset());
+    assert_eq!(
+        gauges(&recorder).get("backstop_breakers_open{breaker=maintenance}"),
+        Some(&0.0)
+    );
+    metrics::with_local_recorder(&recorder, || MAINTENANCE.hold_open());
+    assert_eq!(
+        gauges(&recorder).get("backstop_breakers_open{breaker=maintenance}"),
+        Some(&1.0)
+    );
+    MAINTENANCE.reset();
+}
+
 /// Two tokens: the first failure leaves one, not above half, so a refusal
 /// holds at once.
 static HELD: backstop::limit::TokenBudget = backstop::limit::TokenBudget::new(2, 1.0);
@@ -2098,6 +2122,43 @@ async fn get_refused_within(url: &str) -> Result<(), backstop::reqwest::Error> {
         .map(drop)
 }
 
+/// The crate's reqwest error wrapped in `anyhow` (whose chain says its
+/// message twice: the crate's error gives reqwest's as its source).
+#[cfg(all(feature = "reqwest", feature = "anyhow"))]
+#[retry(attempts = 2, base = 1ms, budget = none)]
+async fn get_refused_anyhow(url: &str) -> anyhow::Result<()> {
+    let sent: Result<_, backstop::reqwest::Error> =
+        backstop::reqwest::within_attempt(reqwest::Client::new().get(url))
+            .send()
+            .await;
+    Ok(sent.map(drop)?)
+}
+
+/// An error of one's own that says reqwest's in its message.
+#[cfg(feature = "reqwest")]
+#[derive(Debug)]
+struct Transport(reqwest::Error);
+
+#[cfg(feature = "reqwest")]
+impl std::fmt::Display for Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "transport: {}", self.0)
+    }
+}
+
+#[cfg(feature = "reqwest")]
+impl backstop::Classify for Transport {
+    fn classify(&self) -> backstop::Verdict {
+        self.0.classify()
+    }
+}
+
+#[cfg(feature = "reqwest")]
+#[retry(attempts = 2, base = 1ms, budget = none)]
+async fn get_refused_wrapped(url: &str) -> Result<(), Transport> {
+    reqwest::get(url).await.map(drop).map_err(Transport)
+}
+
 #[cfg(feature = "reqwest")]
 #[test]
 fn a_functions_reqwest_error_is_shown_without_its_url() {
@@ -2107,6 +2168,25 @@ fn a_functions_reqwest_error_is_shown_without_its_url() {
         assert!(get_refused(&url).await.is_err());
         assert!(get_refused_within(&url).await.is_err());
     });
+    let capture_wrapped = captured_on_a_runtime(async {
+        let url = refused_url("/users/7?token=SECRET#f");
+        assert!(get_refused_wrapped(&url).await.is_err());
+        #[cfg(feature = "anyhow")]
+        assert!(get_refused_anyhow(&url).await.is_err());
+    });
+    // Wrapped, the text is the wrapper's: reqwest's URL in it is shown
+    // without its query.
+    let mut wrapped = errors_shown(&capture_wrapped);
+    wrapped.retain(|(message, _)| message == "retrying" || message == "giving up");
+    assert_eq!(wrapped.len(), if cfg!(feature = "anyhow") { 4 } else { 2 });
+    for (_, error) in &wrapped {
+        let error = error.as_deref().expect("the error's text");
+        assert!(error.contains("/users/7)"), "{error}");
+        assert!(
+            !error.contains("SECRET") && !error.contains("#f"),
+            "{error}"
+        );
+    }
     let mut shown = errors_shown(&capture);
     // (hyper's own events are captured too.)
     shown.retain(|(message, _)| message == "retrying" || message == "giving up");
@@ -2124,7 +2204,7 @@ fn a_functions_reqwest_error_is_shown_without_its_url() {
 fn a_full_breaker_table_says_so_at_most_once_a_minute_with_a_count() {
     use backstop::limit::{CircuitBreaker, Keyed};
     static ONE_PLACE: Keyed<CircuitBreaker> = Keyed::with_capacity(
-        CircuitBreaker::new(1, std::time::Duration::from_secs(3600)),
+        CircuitBreaker::new(1, std::time::Duration::from_secs(3600)).named("edge"),
         1,
     );
     let _serial = serial();
@@ -2152,11 +2232,21 @@ fn a_full_breaker_table_says_so_at_most_once_a_minute_with_a_count() {
         call("up.test", false);
     });
     let events = capture.events.lock().unwrap();
-    let warned: Vec<(&str, &str)> = events
+    let warned: Vec<(&str, &str, &str)> = events
         .iter()
         .map(|(_, f)| f)
         .filter(|f| f["message"].contains("table has no place for a key"))
-        .map(|f| (f["key"].as_str(), f["unplaced"].as_str()))
+        .map(|f| {
+            (
+                f["name"].as_str(),
+                f["key"].as_str(),
+                f["unplaced"].as_str(),
+            )
+        })
         .collect();
-    assert_eq!(warned, [("up.test", "1"), ("up.test", "3")], "{events:?}");
+    assert_eq!(
+        warned,
+        [("edge", "up.test", "1"), ("edge", "up.test", "3")],
+        "{events:?}"
+    );
 }

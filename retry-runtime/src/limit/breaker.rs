@@ -602,7 +602,19 @@ impl CircuitBreaker {
         {
             let (from, to) = (change.from, change.to);
             let key = change.key;
-            if to == BreakerState::Closed {
+            if reason == ChangeReason::Forgotten {
+                // Not a recovery: the key's calls go on, if it has any, with
+                // a fresh breaker.
+                tracing::warn!(
+                    breaker = self.name,
+                    key,
+                    ?from,
+                    ?to,
+                    ?reason,
+                    "circuit breaker forgotten: its key has not come since its trial was due, \
+                     and its place went to another key"
+                );
+            } else if to == BreakerState::Closed {
                 tracing::info!(
                     breaker = self.name,
                     key,
@@ -624,7 +636,10 @@ impl CircuitBreaker {
         }
         #[cfg(feature = "metrics")]
         {
-            // Breakers not closed, by name, and by key for a table's.
+            // Whether the breaker is not closed, by name, and by key for a
+            // table's: set, not added to, so that a breaker that changed
+            // before the recorder was installed reads right from its next
+            // change (a count kept by adding went below zero).
             let was_closed = change.from == BreakerState::Closed;
             let is_closed = change.to == BreakerState::Closed;
             if was_closed != is_closed {
@@ -632,12 +647,11 @@ impl CircuitBreaker {
                 if let Some(key) = change.key {
                     labels.push(metrics::Label::new("key", key));
                 }
-                let gauge = metrics::gauge!("backstop_breakers_open", labels);
-                if is_closed {
-                    gauge.decrement(1.0);
+                metrics::gauge!("backstop_breakers_open", labels).set(if is_closed {
+                    0.0
                 } else {
-                    gauge.increment(1.0);
-                }
+                    1.0
+                });
             }
         }
         if let Some(hook) = self.on_change {

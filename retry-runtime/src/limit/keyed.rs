@@ -51,6 +51,13 @@ pub trait PerKey: Fresh + Send + sealed::Sealed {
     fn placed(&self, word: u64) {
         let _ = word;
     }
+
+    /// The name telemetry gives it (a breaker's [`named`](CircuitBreaker::named)),
+    /// empty for none.
+    #[doc(hidden)]
+    fn telemetry_name(&self) -> &'static str {
+        ""
+    }
 }
 
 mod sealed {
@@ -86,6 +93,10 @@ impl PerKey for CircuitBreaker {
 
     fn placed(&self, word: u64) {
         self.keyed_as(word);
+    }
+
+    fn telemetry_name(&self) -> &'static str {
+        self.name()
     }
 }
 
@@ -564,8 +575,10 @@ impl<T: PerKey> Keyed<T> {
             .unwrap_or("limiter");
         let key = crate::limit::names::of(crate::limit::names::word(hash));
         let capacity = self.capacity;
+        let name = self.shared.telemetry_name();
         #[cfg(feature = "tracing")]
         tracing::warn!(
+            name,
             key,
             capacity,
             unplaced,
@@ -577,13 +590,13 @@ impl<T: PerKey> Keyed<T> {
         );
         #[cfg(all(not(feature = "tracing"), debug_assertions))]
         note!(
-            "backstop: a `Keyed<{what}>` table of {capacity} places has no place for key \
-             `{key}`: the places it may take are held by keys whose {what} is not as a fresh \
+            "backstop: a `Keyed<{what}>` table (`{name}`) of {capacity} places has no place \
+             for key `{key}`: the places it may take are held by keys whose {what} is not as a fresh \
              one's; its calls go without one until a place frees ({unplaced} calls found none \
              since the last warning); give the table more places (`Keyed::with_capacity`)"
         );
         #[cfg(all(not(feature = "tracing"), not(debug_assertions)))]
-        let _ = (what, key, capacity, unplaced);
+        let _ = (what, key, capacity, unplaced, name);
     }
 
     /// The limiter for `key` (a hash from [`key_hash`]), or the shared one

@@ -194,13 +194,50 @@ pub enum ErrorShown<'a> {
     Own(&'a dyn OwnText),
 }
 
+/// Written with every URL's query, fragment and user info left out (an
+/// error's text, whatever its type, may hold a request's URL: reqwest's
+/// does, and so does any error that says it, wrapped in `anyhow` or a
+/// `thiserror` variant): a secret's usual places stay out of the logs.
 impl fmt::Display for ErrorShown<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Display(error) => write!(f, "{error:#}"),
-            Self::Own(error) => error.write_text(f),
+        /// Writes `text()` through a buffer, then its URLs redacted.
+        struct Text<'a>(&'a ErrorShown<'a>);
+        impl fmt::Display for Text<'_> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                match self.0 {
+                    ErrorShown::Display(error) => write!(f, "{error:#}"),
+                    ErrorShown::Own(error) => error.write_text(f),
+                }
+            }
         }
+        // (Only when an event is written: a failure's, with a subscriber.)
+        write_redacted(&Text(self).to_string(), f)
     }
+}
+
+/// `text` with each URL's user info (`user:password@`), query and fragment
+/// left out: `http://u:p@host/a?token=x#f` is `http://host/a`.
+fn write_redacted(text: &str, f: &mut impl fmt::Write) -> fmt::Result {
+    /// Where a URL written in prose ends.
+    fn ends_url(c: char) -> bool {
+        c.is_whitespace() || matches!(c, ')' | ']' | '}' | '>' | '"' | '\'' | ',' | ';' | '`')
+    }
+    let mut rest = text;
+    while let Some(at) = rest.find("://") {
+        let start = at + 3;
+        let end = rest[start..]
+            .find(ends_url)
+            .map_or(rest.len(), |n| start + n);
+        let url = &rest[start..end];
+        // The authority: up to the first `/`, `?` or `#`.
+        let authority_end = url.find(['/', '?', '#']).unwrap_or(url.len());
+        let host_from = url[..authority_end].rfind('@').map_or(0, |n| n + 1);
+        let kept_end = url.find(['?', '#']).unwrap_or(url.len());
+        f.write_str(&rest[..start])?;
+        f.write_str(&url[host_from..kept_end.max(host_from)])?;
+        rest = &rest[end..];
+    }
+    f.write_str(rest)
 }
 
 /// How an error of type `E` is shown, if it is: see [`DisplayOf`].
@@ -674,8 +711,8 @@ impl Observe {
 
     /// The call gave up for `reason` (after a decision, a rejection by the
     /// breaker, or waking too late). An INFO event if it told a retry (so
-    /// that every INFO `retrying` has an INFO end, whatever came after
-    /// the sleep), a DEBUG one if it did not (the budget or an open breaker
+    /// that a call that told a retry at INFO tells its give-up at INFO,
+    /// whatever came after the sleep), a DEBUG one if it did not (the budget or an open breaker
     /// refused its first retry, it was not idempotent, it held and gave up
     /// without being released, a hedge alone was sent): an outage fails
     /// every call so, and one INFO event each would flood the logs, where
@@ -1162,5 +1199,40 @@ mod tests {
         assert_eq!(unit("backstop_retries_total"), Some(Unit::Count));
         // (Its name says it: an exporter appending units would repeat it.)
         assert_eq!(unit("backstop_slept_seconds"), None);
+    }
+}
+
+#[cfg(test)]
+mod redaction {
+    use super::write_redacted;
+
+    fn redacted(text: &str) -> String {
+        let mut out = String::new();
+        write_redacted(text, &mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn urls_lose_their_query_fragment_and_user_info_and_nothing_else() {
+        assert_eq!(
+            redacted(
+                "error sending request for url (http://127.0.0.1:80/users/7?token=SECRET): refused"
+            ),
+            "error sending request for url (http://127.0.0.1:80/users/7): refused"
+        );
+        assert_eq!(
+            redacted("a: https://user:pass@db.internal/x#frag, b: http://h?k=v and ftp://h/p"),
+            "a: https://db.internal/x, b: http://h and ftp://h/p"
+        );
+        assert_eq!(
+            redacted("twice: http://a/?s=1 http://b/?s=2"),
+            "twice: http://a/ http://b/"
+        );
+        assert_eq!(redacted("no url: a?b=c"), "no url: a?b=c");
+        assert_eq!(redacted("ends with ://"), "ends with ://");
+        assert_eq!(
+            redacted("émoji ✓ http://h/é?q=✓ done"),
+            "émoji ✓ http://h/é done"
+        );
     }
 }
