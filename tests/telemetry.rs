@@ -1427,6 +1427,54 @@ fn a_breaker_tells_its_changes_in_tracing_and_counts_itself_open_in_a_gauge() {
     assert_eq!(told, want);
 }
 
+static LEVELS: backstop::limit::CircuitBreaker =
+    backstop::limit::CircuitBreaker::new(1, std::time::Duration::from_secs(30)).named("levels");
+
+/// What an on-call engineer is woken for is a WARN (opened, held open);
+/// what an outage repeats every cooldown (a trial started, failed) is an
+/// INFO, as a close is.
+#[test]
+fn a_breakers_trials_are_told_at_info_and_its_opening_at_warn() {
+    use backstop::Verdict;
+    let _serial = serial();
+    let now = std::time::Instant::now();
+    let later = now + std::time::Duration::from_secs(30);
+    let much_later = later + std::time::Duration::from_secs(30);
+    let capture = captured(|| {
+        LEVELS.try_acquire(now).unwrap().failed(Verdict::Retry, now);
+        LEVELS
+            .try_acquire(later)
+            .unwrap()
+            .failed(Verdict::Retry, later);
+        LEVELS
+            .try_acquire(much_later)
+            .unwrap()
+            .succeeded(much_later);
+        LEVELS.hold_open();
+        LEVELS.reset();
+    });
+    let events = capture.events.lock().unwrap();
+    let levels = capture.levels.lock().unwrap();
+    let told: Vec<(String, tracing::Level)> = events
+        .iter()
+        .zip(levels.iter())
+        .filter(|((_, f), _)| f.get("breaker").map(String::as_str) == Some("levels"))
+        .map(|((_, f), level)| (f["reason"].clone(), *level))
+        .collect();
+    let (info, warn) = (tracing::Level::INFO, tracing::Level::WARN);
+    let want = [
+        ("Failures", warn),
+        ("TrialStarted", info),
+        ("TrialFailed", info),
+        ("TrialStarted", info),
+        ("TrialSucceeded", info),
+        ("HeldOpen", warn),
+        ("Reset", info),
+    ]
+    .map(|(reason, level)| (reason.to_owned(), level));
+    assert_eq!(told, want);
+}
+
 static MAINTENANCE: backstop::limit::CircuitBreaker =
     backstop::limit::CircuitBreaker::new(5, std::time::Duration::from_secs(30))
         .named("maintenance");

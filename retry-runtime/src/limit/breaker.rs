@@ -623,6 +623,22 @@ impl CircuitBreaker {
                     ?reason,
                     "circuit breaker closed"
                 );
+            } else if matches!(
+                reason,
+                ChangeReason::TrialStarted | ChangeReason::TrialFailed
+            ) {
+                // A trial started or failed: an outage repeats it every
+                // cooldown, for every breaker (every key of a table), at
+                // INFO; what an on-call engineer is woken for (opened,
+                // held open, a trial abandoned, forgotten) at WARN.
+                tracing::info!(
+                    breaker = self.name,
+                    key,
+                    ?from,
+                    ?to,
+                    ?reason,
+                    "circuit breaker changed"
+                );
             } else {
                 tracing::warn!(
                     breaker = self.name,
