@@ -2271,14 +2271,24 @@ fn a_full_breaker_table_says_so_at_most_once_a_minute_with_a_count() {
                 }
             });
     };
+    let recorder = Recorder::default();
     tracing::subscriber::with_default(Arc::clone(&capture), || {
-        call("down.test", true);
-        for _ in 0..3 {
+        metrics::with_local_recorder(&recorder, || {
+            call("down.test", true);
+            for _ in 0..3 {
+                call("up.test", false);
+            }
+            vt.advance(std::time::Duration::from_secs(61));
             call("up.test", false);
-        }
-        vt.advance(std::time::Duration::from_secs(61));
-        call("up.test", false);
+        });
     });
+    // Every call that went without a breaker, counted.
+    assert_eq!(
+        counters(&recorder).get("backstop_keys_unplaced_total{limiter=CircuitBreaker,name=edge}"),
+        Some(&4),
+        "{:?}",
+        counters(&recorder)
+    );
     let events = capture.events.lock().unwrap();
     let warned: Vec<(&str, &str, &str)> = events
         .iter()

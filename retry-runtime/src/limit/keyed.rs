@@ -106,6 +106,12 @@ impl PerKey for AdaptiveThrottle {
     }
 }
 
+/// `T`'s name without its path (`CircuitBreaker`).
+fn short_type_name<T>() -> &'static str {
+    let name = std::any::type_name::<T>();
+    name.rsplit("::").next().unwrap_or(name)
+}
+
 struct Slot<T> {
     /// The key's hash with its low bit [`USED`] ([`EMPTY`]: no key yet).
     key: AtomicU64,
@@ -557,6 +563,13 @@ impl<T: PerKey> Keyed<T> {
     fn unplaced(&self, hash: u64, now: Instant) {
         use std::sync::atomic::Ordering::Relaxed;
         const EVERY_SECS: u64 = 60;
+        #[cfg(feature = "metrics")]
+        metrics::counter!(
+            "backstop_keys_unplaced_total",
+            "limiter" => short_type_name::<T>(),
+            "name" => self.shared.telemetry_name()
+        )
+        .increment(1);
         let unplaced = self.unplaced.fetch_add(1, Relaxed) + 1;
         let secs = crate::time::clock::nanos_since_origin(now) / 1_000_000_000 + 1;
         let said = self.unplaced_said.load(Relaxed);
@@ -569,10 +582,7 @@ impl<T: PerKey> Keyed<T> {
             return;
         }
         self.unplaced.fetch_sub(unplaced, Relaxed);
-        let what = std::any::type_name::<T>()
-            .rsplit("::")
-            .next()
-            .unwrap_or("limiter");
+        let what = short_type_name::<T>();
         let key = crate::limit::names::of(crate::limit::names::word(hash));
         let capacity = self.capacity;
         let name = self.shared.telemetry_name();

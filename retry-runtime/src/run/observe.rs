@@ -822,7 +822,7 @@ fn describe_to_new(recorder: &dyn metrics::Recorder) {
 #[cold]
 fn describe(recorder: &dyn metrics::Recorder) {
     use metrics::Unit;
-    let counters: [(&'static str, &'static str); 8] = [
+    let counters: [(&'static str, &'static str); 9] = [
         ("backstop_calls_total", "Calls ended, by function"),
         (
             "backstop_retries_total",
@@ -848,6 +848,10 @@ fn describe(recorder: &dyn metrics::Recorder) {
         (
             "backstop_hedge_wins_total",
             "Calls a hedged attempt answered first",
+        ),
+        (
+            "backstop_keys_unplaced_total",
+            "Calls whose key found no place in a full Keyed table of breakers or adaptive throttles, and went without one",
         ),
     ];
     for (name, help) in counters {
@@ -1184,6 +1188,7 @@ mod tests {
                 ("backstop_hedge_wins_total", "counter"),
                 ("backstop_hedges_total", "counter"),
                 ("backstop_held_total", "counter"),
+                ("backstop_keys_unplaced_total", "counter"),
                 ("backstop_rejections_total", "counter"),
                 ("backstop_retries_total", "counter"),
                 ("backstop_slept_seconds", "histogram"),
