@@ -602,27 +602,21 @@ impl CircuitBreaker {
         {
             let (from, to) = (change.from, change.to);
             let key = change.key;
+            macro_rules! told {
+                ($level:ident, $what:literal) => {
+                    tracing::$level!(breaker = self.name, key, ?from, ?to, ?reason, $what)
+                };
+            }
             if reason == ChangeReason::Forgotten {
                 // Not a recovery: the key's calls go on, if it has any, with
                 // a fresh breaker.
-                tracing::warn!(
-                    breaker = self.name,
-                    key,
-                    ?from,
-                    ?to,
-                    ?reason,
+                told!(
+                    warn,
                     "circuit breaker forgotten: its key has not come since its trial was due, \
                      and its place went to another key"
                 );
             } else if to == BreakerState::Closed {
-                tracing::info!(
-                    breaker = self.name,
-                    key,
-                    ?from,
-                    ?to,
-                    ?reason,
-                    "circuit breaker closed"
-                );
+                told!(info, "circuit breaker closed");
             } else if matches!(
                 reason,
                 ChangeReason::TrialStarted | ChangeReason::TrialFailed
@@ -631,23 +625,9 @@ impl CircuitBreaker {
                 // cooldown, for every breaker (every key of a table), at
                 // INFO; what an on-call engineer is woken for (opened,
                 // held open, a trial abandoned, forgotten) at WARN.
-                tracing::info!(
-                    breaker = self.name,
-                    key,
-                    ?from,
-                    ?to,
-                    ?reason,
-                    "circuit breaker changed"
-                );
+                told!(info, "circuit breaker changed");
             } else {
-                tracing::warn!(
-                    breaker = self.name,
-                    key,
-                    ?from,
-                    ?to,
-                    ?reason,
-                    "circuit breaker changed"
-                );
+                told!(warn, "circuit breaker changed");
             }
         }
         #[cfg(feature = "metrics")]
