@@ -1430,7 +1430,14 @@ fn a_breaker_tells_its_changes_in_tracing_and_counts_itself_open_in_a_gauge() {
 static LEVELS: backstop::limit::CircuitBreaker =
     backstop::limit::CircuitBreaker::new(1, std::time::Duration::from_secs(30)).named("levels");
 
-/// What an on-call engineer is woken for is a WARN (opened, held open);
+static LEVELS_TABLE: backstop::limit::Keyed<backstop::limit::CircuitBreaker> =
+    backstop::limit::Keyed::with_capacity(
+        backstop::limit::CircuitBreaker::new(1, std::time::Duration::from_secs(30)).named("levels"),
+        1,
+    );
+
+/// What an on-call engineer is woken for is a WARN (opened, held open, a
+/// trial abandoned, a breaker forgotten by its table);
 /// what an outage repeats every cooldown (a trial started, failed) is an
 /// INFO, as a close is.
 #[test]
@@ -1452,6 +1459,14 @@ fn a_breakers_trials_are_told_at_info_and_its_opening_at_warn() {
             .succeeded(much_later);
         LEVELS.hold_open();
         LEVELS.reset();
+        // Opened again; its trial's caller gives up on it.
+        LEVELS.try_acquire(now).unwrap().failed(Verdict::Retry, now);
+        drop(LEVELS.try_acquire(later).unwrap());
+        LEVELS.reset();
+        // A table of one place: "a" opens, goes away; "b" takes its place.
+        let a = LEVELS_TABLE.get_at(&"a", now);
+        a.try_acquire(now).unwrap().failed(Verdict::Retry, now);
+        let _ = LEVELS_TABLE.get_at(&"b", much_later + std::time::Duration::from_secs(1));
     });
     let events = capture.events.lock().unwrap();
     let levels = capture.levels.lock().unwrap();
@@ -1470,6 +1485,12 @@ fn a_breakers_trials_are_told_at_info_and_its_opening_at_warn() {
         ("TrialSucceeded", info),
         ("HeldOpen", warn),
         ("Reset", info),
+        ("Failures", warn),
+        ("TrialStarted", info),
+        ("TrialAbandoned", warn),
+        ("Reset", info),
+        ("Failures", warn),
+        ("Forgotten", warn),
     ]
     .map(|(reason, level)| (reason.to_owned(), level));
     assert_eq!(told, want);
@@ -1495,6 +1516,23 @@ fn a_breaker_changed_before_the_recorder_reads_right_from_its_next_change() {
     assert_eq!(
         gauges(&recorder).get("backstop_breakers_open{breaker=maintenance}"),
         Some(&1.0)
+    );
+    MAINTENANCE.reset();
+    // Opened before the recorder; its next change is a trial starting.
+    let now = std::time::Instant::now();
+    for _ in 0..5 {
+        MAINTENANCE
+            .try_acquire(now)
+            .unwrap()
+            .failed(backstop::Verdict::Retry, now);
+    }
+    let recorder = Recorder::default();
+    let later = now + std::time::Duration::from_secs(30);
+    metrics::with_local_recorder(&recorder, || drop(MAINTENANCE.try_acquire(later).unwrap()));
+    assert_eq!(
+        gauges(&recorder).get("backstop_breakers_open{breaker=maintenance}"),
+        Some(&1.0),
+        "open, from its trial's start"
     );
     MAINTENANCE.reset();
 }
@@ -2242,7 +2280,10 @@ fn a_functions_reqwest_error_is_shown_without_its_url() {
     for (_, error) in &shown {
         let error = error.as_deref().expect("the error's text");
         assert!(error.starts_with("error sending request: "), "{error}");
-        assert!(!error.contains("SECRET"), "{error}");
+        assert!(
+            !error.contains("SECRET") && !error.contains("127.0.0.1"),
+            "{error}"
+        );
     }
 }
 
@@ -2290,6 +2331,15 @@ fn a_full_breaker_table_says_so_at_most_once_a_minute_with_a_count() {
         counters(&recorder)
     );
     let events = capture.events.lock().unwrap();
+    let levels = capture.levels.lock().unwrap();
+    assert!(
+        events
+            .iter()
+            .zip(levels.iter())
+            .filter(|((_, f), _)| f["message"].contains("table has no place for a key"))
+            .all(|(_, level)| *level == tracing::Level::WARN),
+        "at WARN"
+    );
     let warned: Vec<(&str, &str, &str)> = events
         .iter()
         .map(|(_, f)| f)

@@ -247,10 +247,11 @@ fn held_wait(
     (quote!(#elapsed_into.is_some()), wait)
 }
 
-/// How the call's `tracing` events show its error (`Option<fn(&E) -> &dyn
-/// Display>`): by its `Display` if the concrete error type has one
-/// (autoref specialization, as for `From<Elapsed>`), else not at all. A
-/// constant once inlined, asked only where a failure is decided. The error
+/// How the call's `tracing` events show its error: in its own words
+/// (`ByOwnText`: reqwest's errors), by its `Display` (`ByDisplay`) if the
+/// concrete error type has one, else not at all (`NoDisplay`), asked by
+/// autoref specialization, as for `From<Elapsed>`. The answer is a
+/// zero-sized type: nothing is asked at run time. The error
 /// type is the outcome's (`view`), as the loop reads it: a return type
 /// that is not a `Result` is said once, there.
 fn show_error(rt: &TokenStream, view: &TokenStream) -> TokenStream {

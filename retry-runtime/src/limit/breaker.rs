@@ -116,8 +116,8 @@ pub struct BreakerChange {
     /// destination's `scheme://host:port`, `#` and the hex of its hash for
     /// a key no call named (a hash of this process's: it differs after a
     /// restart), or `(other)` once the names are full (see
-    /// `Keyed`'s telemetry); `None` for a breaker of its own (a full
-    /// table's shared breaker too).
+    /// `Keyed`'s telemetry); `None` for a breaker of its own (a table's
+    /// shared breaker, of the calls that give no key, too).
     pub key: Option<&'static str>,
     /// The state it left.
     pub from: BreakerState,
@@ -633,22 +633,19 @@ impl CircuitBreaker {
         #[cfg(feature = "metrics")]
         {
             // Whether the breaker is not closed, by name, and by key for a
-            // table's: set, not added to, so that a breaker that changed
-            // before the recorder was installed reads right from its next
-            // change (a count kept by adding went below zero).
-            let was_closed = change.from == BreakerState::Closed;
-            let is_closed = change.to == BreakerState::Closed;
-            if was_closed != is_closed {
-                let mut labels = vec![metrics::Label::new("breaker", self.name)];
-                if let Some(key) = change.key {
-                    labels.push(metrics::Label::new("key", key));
-                }
-                metrics::gauge!("backstop_breakers_open", labels).set(if is_closed {
-                    0.0
-                } else {
-                    1.0
-                });
+            // table's: set at every change, not added to, so that a breaker
+            // that changed before the recorder was installed reads right
+            // from its next change (a count kept by adding went below zero).
+            let mut labels = vec![metrics::Label::new("breaker", self.name)];
+            if let Some(key) = change.key {
+                labels.push(metrics::Label::new("key", key));
             }
+            let open = if change.to == BreakerState::Closed {
+                0.0
+            } else {
+                1.0
+            };
+            metrics::gauge!("backstop_breakers_open", labels).set(open);
         }
         if let Some(hook) = self.on_change {
             hook(&change);
@@ -750,9 +747,6 @@ impl CircuitBreaker {
         self.restart(CLOSED);
     }
 
-    /// Closed, in a new generation, silently: a breaker whose place in a
-    /// table goes to another key (it was closed with nothing counted), so
-    /// that what the calls of the key it held report counts no more.
     /// Its place in a [`Keyed`](crate::limit::Keyed) table is `word`'s
     /// now (a key's hash as the names of keys keep it): its changes are
     /// told with that key's name.
@@ -760,10 +754,11 @@ impl CircuitBreaker {
         self.key.store(word, std::sync::atomic::Ordering::Relaxed);
     }
 
-    ///
-    /// An open or half-open breaker given up ([`is_stale`](Self::is_stale))
-    /// is closed, with nothing counted (told as
-    /// [`ChangeReason::Forgotten`], under the key it was).
+    /// Closed, in a new generation: a breaker whose place in a table goes
+    /// to another key, so that what the calls of the key it held report
+    /// counts no more; silently if it was closed with nothing counted, and
+    /// told as [`ChangeReason::Forgotten`], under the key it was, if it was
+    /// open or half-open and given up ([`is_stale`](Self::is_stale)).
     pub(crate) fn renew(&self) {
         let current = self.state.load(Acquire);
         let next = word(CLOSED, generation(current).wrapping_add(1), 0);
@@ -1105,8 +1100,14 @@ impl Drop for Permit<'_> {
             // dropped): free the half-open slot at once, cooldown over;
             // unless a new trial took it since.
             // A new generation: what the round's other trials report
-            // counts for nothing in the next one.
-            let abandoned = word(OPEN, generation(self.admitted).wrapping_add(1), 0);
+            // counts for nothing in the next one. Open as if since a
+            // cooldown before the trial started: its cooldown is over, and
+            // it is given up (`is_stale`) a cooldown after the trial
+            // started if its key does not come again.
+            let opened = payload(self.admitted)
+                .saturating_sub(self.breaker.break_millis())
+                .max(1);
+            let abandoned = word(OPEN, generation(self.admitted).wrapping_add(1), opened);
             if self
                 .breaker
                 .state

@@ -166,7 +166,7 @@ struct Slot<T> {
 /// that gave no key: its retries protected together with theirs. A key
 /// that finds no place in a table of breakers or adaptive throttles goes
 /// without one until a place frees (its retries still bounded by its
-/// budget), rather than share one: a breaker shared by the keys without a
+/// budget, if it has one), rather than share one: a breaker shared by the keys without a
 /// place is opened by those that fail, and would turn every healthy one
 /// away. A table says so at most once a minute, with how many calls found
 /// no place (a WARN event with `tracing`, else on standard error in debug

@@ -216,11 +216,15 @@ impl fmt::Display for ErrorShown<'_> {
 }
 
 /// `text` with each URL's user info (`user:password@`), query and fragment
-/// left out: `http://u:p@host/a?token=x#f` is `http://host/a`.
+/// left out: `http://u:p@host/a?token=x#f` is `http://host/a`. A URL is
+/// found by its `://` and ends at whitespace or a closing bracket or quote
+/// (`)`, `]`, `}`, `>`, `"`, `` ` ``), which a query seldom holds; its
+/// query and user info are cut whatever they hold (commas, semicolons and
+/// quotes included).
 fn write_redacted(text: &str, f: &mut impl fmt::Write) -> fmt::Result {
     /// Where a URL written in prose ends.
     fn ends_url(c: char) -> bool {
-        c.is_whitespace() || matches!(c, ')' | ']' | '}' | '>' | '"' | '\'' | ',' | ';' | '`')
+        c.is_whitespace() || matches!(c, ')' | ']' | '}' | '>' | '"' | '`')
     }
     let mut rest = text;
     while let Some(at) = rest.find("://") {
@@ -229,7 +233,8 @@ fn write_redacted(text: &str, f: &mut impl fmt::Write) -> fmt::Result {
             .find(ends_url)
             .map_or(rest.len(), |n| start + n);
         let url = &rest[start..end];
-        // The authority: up to the first `/`, `?` or `#`.
+        // The authority: up to the first `/`, `?` or `#`; its user info,
+        // up to its last `@`.
         let authority_end = url.find(['/', '?', '#']).unwrap_or(url.len());
         let host_from = url[..authority_end].rfind('@').map_or(0, |n| n + 1);
         let kept_end = url.find(['?', '#']).unwrap_or(url.len());
@@ -318,10 +323,10 @@ impl<E> ViaNoDisplay for DisplayOf<E> {
 }
 
 /// What an event tells of an attempt's outcome, besides its verdict: the
-/// error's text where the loop knows it can be shown (an error type that
-/// is `Display` where the loop was written: a `#[retry]` function's, the
-/// reqwest middleware's), or a response's status (the tower layer's and
-/// the middleware's HTTP responses), or nothing.
+/// error's text where the loop knows it can be shown (a `#[retry]`
+/// function's, by its `Display` or in its own words; the reqwest
+/// middleware's, in its own words), or a response's status (the HTTP
+/// layer's and the middleware's), or nothing.
 #[derive(Clone, Copy, Default)]
 pub enum Shown<'a> {
     /// Nothing to show: a success, or an error whose text the loop cannot
@@ -872,7 +877,8 @@ fn describe(recorder: &dyn metrics::Recorder) {
     recorder.describe_gauge(
         "backstop_breakers_open".into(),
         None,
-        "Circuit breakers not closed: 1 per breaker (and key) while open or half-open".into(),
+        "Circuit breakers not closed: 1 per breaker (and key) while open, half-open or held open"
+            .into(),
     );
 }
 
@@ -1226,8 +1232,18 @@ mod redaction {
             "error sending request for url (http://127.0.0.1:80/users/7): refused"
         );
         assert_eq!(
-            redacted("a: https://user:pass@db.internal/x#frag, b: http://h?k=v and ftp://h/p"),
-            "a: https://db.internal/x, b: http://h and ftp://h/p"
+            redacted("a: https://user:pass@db.internal/x#frag b: http://h?k=v and ftp://h/p"),
+            "a: https://db.internal/x b: http://h and ftp://h/p"
+        );
+        // Commas, semicolons and quotes in a query or a password are cut
+        // with it.
+        assert_eq!(
+            redacted("(http://h/a?ids=1,2&token=SECRET) (http://h/a?q='x'&token=SECRET)"),
+            "(http://h/a) (http://h/a)"
+        );
+        assert_eq!(
+            redacted("redis://:pa;SECRET@cache:6379/0 postgres://app:pa,SECRET@db/orders"),
+            "redis://cache:6379/0 postgres://db/orders"
         );
         assert_eq!(
             redacted("twice: http://a/?s=1 http://b/?s=2"),

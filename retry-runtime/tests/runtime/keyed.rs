@@ -528,3 +528,29 @@ fn a_breaker_given_up_by_its_key_gives_its_place_to_a_new_key() {
         .count();
     assert_eq!(forgotten, 1, "told once");
 }
+
+/// A key whose trial was abandoned (its caller's future dropped) keeps its
+/// place for a cooldown from the trial's start, as any open breaker does
+/// for its trial's time, not a moment less.
+#[test]
+fn a_breaker_whose_trial_was_abandoned_keeps_its_place_for_a_cooldown() {
+    let table = Keyed::with_capacity(CircuitBreaker::new(1, Duration::from_secs(30)), 1);
+    let t0 = Instant::now();
+    let at = |secs| t0 + Duration::from_secs(secs);
+    let down = table.get_at(&1u32, t0);
+    open(down, t0);
+    // At 30 s its trial goes, and its caller gives up on it.
+    drop(down.try_acquire(at(30)).expect("its trial"));
+    assert!(
+        std::ptr::eq(table.get_at(&2u32, at(31)), table.shared()),
+        "just abandoned: no place for another key"
+    );
+    assert!(
+        std::ptr::eq(table.get_at(&2u32, at(59)), table.shared()),
+        "within a cooldown of the trial"
+    );
+    assert!(
+        !std::ptr::eq(table.get_at(&2u32, at(61)), table.shared()),
+        "a cooldown after the trial, its place may go"
+    );
+}
