@@ -208,31 +208,20 @@ impl<'a, C: Clock, P: HoldsPolicy, S: Holds<'a, C, P>> Call<'a, C, P, S> {
     }
 
     /// [`decide`](Self::decide), the error of `outcome` shown in the
-    /// events as `W` shows it.
+    /// events as `W` (given as its value) shows it.
     #[allow(clippy::inline_always)]
     #[inline(always)]
     fn decide_shown<T, E, W: ShowError<E>>(
         &mut self,
         attempted: Attempted,
         outcome: Result<&T, &E>,
+        _: W,
     ) -> Decision {
         match (&mut self.0, attempted) {
             (Phase::First(first), Attempted::Succeeded) => first.succeeded(),
             _ if W::SHOWS => self.decide_in_state_shown::<T, E, W>(attempted, outcome),
             _ => self.decide_in_state(attempted),
         }
-    }
-
-    /// [`decide_shown`](Self::decide_shown), `W` named by a value of it.
-    #[allow(clippy::inline_always)]
-    #[inline(always)]
-    fn decide_shown_by<T, E, W: ShowError<E>>(
-        &mut self,
-        attempted: Attempted,
-        outcome: Result<&T, &E>,
-        _: W,
-    ) -> Decision {
-        self.decide_shown::<T, E, W>(attempted, outcome)
     }
 
     /// Out of line, as [`decide_in_state`](Self::decide_in_state).
@@ -268,7 +257,7 @@ impl<'a, C: Clock, P: HoldsPolicy, S: Holds<'a, C, P>> Call<'a, C, P, S> {
     ) -> Option<Duration> {
         // The match of `AttemptState::told`, written out: calling it through
         // `self.state()` costs the success path 16 instructions (cachegrind).
-        match self.decide_shown_by(attempted, outcome, show) {
+        match self.decide_shown(attempted, outcome, show) {
             Decision::Retry(delay) => {
                 if let Some(hook) = on_retry {
                     self.state().tell_retry(outcome, delay, hook);
