@@ -315,6 +315,15 @@ pub struct Attempts(pub u32);
 
 /// The `Idempotency-Key` request header (IETF draft
 /// `httpapi-idempotency-key-header`), lowercase as HTTP/2 sends it.
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use backstop::http::IDEMPOTENCY_KEY;
+///
+/// let mut request = http::Request::post("/payments").body(()).unwrap();
+/// request.headers_mut().insert(IDEMPOTENCY_KEY, "5b1f9c1e-2d64".parse().unwrap());
+/// assert_eq!(request.headers()["idempotency-key"], "5b1f9c1e-2d64");
+/// ```
 pub const IDEMPOTENCY_KEY: ::http::HeaderName = ::http::HeaderName::from_static("idempotency-key");
 
 /// How long the server asked to wait, from its `Retry-After` header (RFC

@@ -77,6 +77,24 @@ pub enum BreakerState {
 pub use crate::state::vocabulary::CircuitOpen;
 
 /// Why a [`CircuitBreaker`] changed state, in a [`BreakerChange`].
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use std::sync::Mutex;
+/// use std::time::{Duration, Instant};
+/// use backstop::limit::{BreakerChange, ChangeReason, CircuitBreaker};
+/// use backstop::Verdict;
+///
+/// static REASONS: Mutex<Vec<ChangeReason>> = Mutex::new(Vec::new());
+/// fn note(change: &BreakerChange) {
+///     REASONS.lock().unwrap().push(change.reason);
+/// }
+/// static DB: CircuitBreaker = CircuitBreaker::new(1, Duration::from_secs(30)).on_change(note);
+/// let now = Instant::now();
+/// DB.try_acquire(now).unwrap().failed(Verdict::Retry, now);
+/// DB.reset();
+/// assert_eq!(*REASONS.lock().unwrap(), [ChangeReason::Failures, ChangeReason::Reset]);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ChangeReason {
@@ -106,6 +124,27 @@ pub enum ChangeReason {
 /// A [`CircuitBreaker`]'s change of state, as its
 /// [`on_change`](CircuitBreaker::on_change) hook, `tracing` and `metrics`
 /// are told it.
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use std::sync::Mutex;
+/// use std::time::{Duration, Instant};
+/// use backstop::limit::{BreakerChange, BreakerState, ChangeReason, CircuitBreaker};
+/// use backstop::Verdict;
+///
+/// static SEEN: Mutex<Vec<BreakerChange>> = Mutex::new(Vec::new());
+/// fn note(change: &BreakerChange) {
+///     SEEN.lock().unwrap().push(*change);
+/// }
+/// static DB: CircuitBreaker =
+///     CircuitBreaker::new(1, Duration::from_secs(30)).named("db").on_change(note);
+/// let now = Instant::now();
+/// DB.try_acquire(now).unwrap().failed(Verdict::Retry, now);
+/// let change = SEEN.lock().unwrap()[0];
+/// assert_eq!((change.breaker, change.key), ("db", None));
+/// assert_eq!((change.from, change.to), (BreakerState::Closed, BreakerState::Open));
+/// assert_eq!(change.reason, ChangeReason::Failures);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct BreakerChange {
@@ -229,6 +268,23 @@ struct RatioRule {
 /// with [`succeeded`](Permit::succeeded) or [`failed`](Permit::failed).
 /// Dropped without a report (the call panicked, or its future was
 /// dropped), a probe frees the half-open slot.
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use std::time::{Duration, Instant};
+/// use backstop::limit::CircuitBreaker;
+/// use backstop::Verdict;
+///
+/// static DB: CircuitBreaker = CircuitBreaker::new(2, Duration::from_secs(30));
+/// let now = Instant::now();
+/// match DB.try_acquire(now) {
+///     Ok(permit) => match std::fs::metadata(".") {
+///         Ok(_) => permit.succeeded(now),
+///         Err(_) => permit.failed(Verdict::Retry, now),
+///     },
+///     Err(open) => panic!("{open}: not called"),
+/// }
+/// ```
 #[must_use = "report the call's outcome with `succeeded` or `failed`"]
 pub struct Permit<'a> {
     breaker: &'a CircuitBreaker,

@@ -117,6 +117,19 @@ pub fn isolate() -> Isolation {
 
 /// Fresh default protection on this thread, until dropped: see
 /// [`isolate`].
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use backstop::{limit::TokenBudget, testing};
+///
+/// static PG: TokenBudget = TokenBudget::standard();
+/// {
+///     let _fresh = testing::isolate();
+///     testing::own(&PG).failed(std::time::Instant::now()); // this test's copy
+/// }
+/// // Dropped: the thread draws on the statics again.
+/// assert_eq!(testing::own(&PG).tokens(), PG.tokens());
+/// ```
 #[must_use = "isolation lasts until the guard is dropped: bind it, `let _fresh = isolate();`"]
 pub struct Isolation {
     shadowed: Option<FreshDefaults>,
@@ -138,6 +151,20 @@ impl std::fmt::Debug for Isolation {
 }
 
 /// Protection that [`isolate`] can replace with a fresh one.
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use std::time::Duration;
+/// use backstop::limit::CircuitBreaker;
+/// use backstop::testing::Fresh;
+///
+/// static DB: CircuitBreaker = CircuitBreaker::new(5, Duration::from_secs(30));
+/// DB.hold_open();
+/// // Made like `DB` (its rule and name), closed, as a new process's would be.
+/// let fresh = DB.fresh();
+/// assert!(fresh.try_acquire(std::time::Instant::now()).is_ok());
+/// # DB.reset();
+/// ```
 pub trait Fresh: Any + Sync + Sized {
     /// A fresh one made like this one, as a new process would start with.
     #[must_use]

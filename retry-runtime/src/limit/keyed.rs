@@ -32,6 +32,24 @@ const CAPACITY: usize = 256;
 /// A limiter that can be kept per key: one that can say whether it holds
 /// anything a fresh one would not (a key whose limiter does may not be
 /// forgotten). Implemented by the four limiters of [`limit`](crate::limit).
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use std::time::Duration;
+/// use backstop::limit::{AdaptiveThrottle, CircuitBreaker, Keyed, PerKey, TokenBudget, WindowBudget};
+///
+/// fn per_key<T: PerKey>(_: &Keyed<T>) {}
+/// static BUDGETS: Keyed<TokenBudget> = Keyed::new(TokenBudget::standard());
+/// static WINDOWS: Keyed<WindowBudget> =
+///     Keyed::new(WindowBudget::new(0.1, 10, Duration::from_secs(10)));
+/// static BREAKERS: Keyed<CircuitBreaker> =
+///     Keyed::new(CircuitBreaker::new(5, Duration::from_secs(30)));
+/// static THROTTLES: Keyed<AdaptiveThrottle> = Keyed::new(AdaptiveThrottle::standard());
+/// per_key(&BUDGETS);
+/// per_key(&WINDOWS);
+/// per_key(&BREAKERS);
+/// per_key(&THROTTLES);
+/// ```
 pub trait PerKey: Fresh + Send + sealed::Sealed {
     /// Holds nothing a fresh one would not at `now`: its place may go to
     /// another key without anything being forgotten.

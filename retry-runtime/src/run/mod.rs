@@ -280,6 +280,22 @@ impl PerKeyBudget {
 /// What [`Retry::budget`] takes: a `&'static TokenBudget` or
 /// `&'static WindowBudget` (or a [`BudgetRef`] to either), one for every
 /// call, or a `&'static Keyed` of either, one per key.
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use std::time::Duration;
+/// use backstop::limit::{Keyed, TokenBudget, WindowBudget};
+/// use backstop::{Policy, Retry};
+///
+/// static TOKENS: TokenBudget = TokenBudget::standard();
+/// static WINDOW: WindowBudget = WindowBudget::new(0.1, 10, Duration::from_secs(10));
+/// static PER_TENANT: Keyed<TokenBudget> = Keyed::new(TokenBudget::standard());
+///
+/// let policy = Policy::new();
+/// let _ = Retry::new(&policy).budget(&TOKENS);
+/// let _ = Retry::new(&policy).budget(&WINDOW);
+/// let _ = Retry::new(&policy).key("tenant-7").budget(&PER_TENANT);
+/// ```
 pub trait Budget: budget_sealed::Sealed {}
 
 // The seal is out of reach: what it names need not be.
@@ -375,6 +391,17 @@ pub(crate) fn default_per_key(site: &'static TokenBudget, key: Option<u64>) -> B
 /// `Option<Duration>` (`None`: no limit of its own, only the deadline), as
 /// a policy from configuration holds it
 /// ([`Policy::get_attempt_timeout`]).
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use std::time::Duration;
+/// use backstop::{Policy, Retry};
+///
+/// let policy = Policy::new().attempt_timeout(Some(Duration::from_secs(2)));
+/// // A `Duration`, or the policy's `Option<Duration>` as configured.
+/// let _ = Retry::new(&policy).attempt_timeout(Duration::from_secs(2));
+/// let _ = Retry::new(&policy).attempt_timeout(policy.get_attempt_timeout());
+/// ```
 #[diagnostic::on_unimplemented(
     message = "`attempt_timeout` takes a `Duration` or an `Option<Duration>`, not `{Self}`",
     label = "expected `Duration` or `Option<Duration>`",
@@ -399,17 +426,59 @@ impl AttemptTimeout for Option<Duration> {
 
 /// A [`Retry`] loop whose attempts run as long as they take (the deadline
 /// decides only whether they start).
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use backstop::builder::{Ignore, NoBreaker, NoTimeout};
+/// use backstop::classify::{ByClassify, NeverRetry};
+/// use backstop::{Policy, Retry};
+///
+/// static POLICY: Policy = Policy::new();
+/// /// A loop kept in a struct, its type named: `Retry::new`'s attempts run
+/// /// as long as they take.
+/// struct Client {
+///     retry: Retry<'static, ByClassify, NeverRetry, NoBreaker, Ignore, Ignore, NoTimeout>,
+/// }
+/// let client = Client { retry: Retry::new(&POLICY) };
+/// let out: Result<u8, std::io::Error> = client.retry.call(|| Ok(7));
+/// assert_eq!(out.unwrap(), 7);
+/// ```
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NoTimeout;
 
 /// A [`Retry`] loop whose async attempts are cut off after this long (or
 /// at the deadline, if sooner).
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use std::time::Duration;
+/// use backstop::builder::{Ignore, NoBreaker, WithTimeout};
+/// use backstop::classify::{ByClassify, NeverRetry};
+/// use backstop::{Policy, Retry};
+///
+/// static POLICY: Policy = Policy::new();
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+/// let limited: Retry<'static, ByClassify, NeverRetry, NoBreaker, Ignore, Ignore, WithTimeout> =
+///     Retry::new(&POLICY).attempt_timeout(Duration::from_secs(2));
+/// let out: Result<u8, std::io::Error> = limited.call_async(|| async { Ok(7) }).await;
+/// assert_eq!(out.unwrap(), 7);
+/// # }
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WithTimeout(Duration);
 
 /// The attempt timeout of a [`Retry`] loop: [`NoTimeout`], or
 /// [`WithTimeout`], which needs the error type to hold an [`Elapsed`]
 /// (`E: From<Elapsed>`) and an async loop.
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use backstop::builder::{NoTimeout, TimeoutSlot};
+///
+/// // `std::io::Error` can hold a cut-off (`From<Elapsed>`), so any of the slots will do for it.
+/// fn fits<S: TimeoutSlot<std::io::Error>>(_: S) {}
+/// fits(NoTimeout);
+/// ```
 #[diagnostic::on_unimplemented(
     message = "an attempt timeout needs an error type that can hold it: `{E}: From<Elapsed>`",
     label = "this loop has an `attempt_timeout`",
@@ -456,6 +525,24 @@ impl<E: From<Elapsed>> TimeoutSlot<E> for WithTimeout {
 
 /// What a sync loop ([`Retry::call`]) may have: no attempt timeout, since
 /// it could not interrupt a running attempt.
+///
+/// A sync loop without an attempt timeout runs; one with an attempt timeout
+/// does not compile:
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use backstop::{Policy, Retry};
+/// let out: Result<u8, std::io::Error> = Retry::new(&Policy::new()).call(|| Ok(1));
+/// assert_eq!(out.unwrap(), 1);
+/// ```
+///
+/// ```compile_fail,E0277
+/// # extern crate backstop_runtime as backstop;
+/// use std::time::Duration;
+/// use backstop::{Policy, Retry};
+/// let limited = Retry::new(&Policy::new()).attempt_timeout(Duration::from_secs(1));
+/// let out: Result<u8, std::io::Error> = limited.call(|| Ok(1));
+/// ```
 #[diagnostic::on_unimplemented(
     message = "`attempt_timeout` needs an async loop: `call_async`",
     label = "a sync attempt cannot be interrupted",
@@ -466,7 +553,40 @@ pub trait SyncLoop: sealed::Part {}
 impl SyncLoop for NoTimeout {}
 
 /// What [`Retry::call_async_with`] may have: no attempt timeout, since an
-/// attempt cut off would take the value it holds with it.
+/// attempt cut off would take the value it holds with it. Without one, it
+/// runs:
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use backstop::{Policy, Retry};
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let mut conn = vec![0_u8];
+/// let (conn, out) = Retry::new(&Policy::new())
+///     .call_async_with(&mut conn, |conn| async move {
+///         conn.push(1);
+///         let len = conn.len();
+///         (conn, Ok::<_, std::io::Error>(len))
+///     })
+///     .await;
+/// assert_eq!(out.unwrap(), 2);
+/// assert_eq!(*conn, [0, 1]);
+/// # }
+/// ```
+///
+/// With one, it does not compile:
+///
+/// ```compile_fail,E0277
+/// # extern crate backstop_runtime as backstop;
+/// use std::time::Duration;
+/// use backstop::{Policy, Retry};
+/// # async fn f() {
+/// let mut conn = vec![0_u8];
+/// let _ = Retry::new(&Policy::new())
+///     .attempt_timeout(Duration::from_secs(1))
+///     .call_async_with(&mut conn, |conn| async move { (conn, Ok::<_, std::io::Error>(())) })
+///     .await;
+/// # }
+/// ```
 #[diagnostic::on_unimplemented(
     message = "`attempt_timeout` cannot cut off an attempt of `call_async_with`",
     label = "an attempt cut off would drop the value it holds, and the next attempt needs it",
@@ -477,6 +597,22 @@ pub trait ValueLoop: sealed::Part {}
 impl ValueLoop for NoTimeout {}
 
 /// A [`Retry`] loop without an adaptive throttle.
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use backstop::builder::{Ignore, NoBreaker, NoThrottle, NoTimeout, Static};
+/// use backstop::classify::{ByClassify, NeverRetry};
+/// use backstop::limit::AdaptiveThrottle;
+/// use backstop::{Policy, Retry};
+///
+/// static POLICY: Policy = Policy::new();
+/// static SEARCH: AdaptiveThrottle = AdaptiveThrottle::standard();
+/// type Plain = Retry<'static, ByClassify, NeverRetry, NoBreaker, Ignore, Ignore, NoTimeout, NoThrottle>;
+/// type Throttled =
+///     Retry<'static, ByClassify, NeverRetry, NoBreaker, Ignore, Ignore, NoTimeout, Static<AdaptiveThrottle>>;
+/// let _plain: Plain = Retry::new(&POLICY);
+/// let _throttled: Throttled = Retry::new(&POLICY).throttle(&SEARCH);
+/// ```
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NoThrottle;
 
@@ -484,6 +620,15 @@ pub struct NoThrottle;
 /// [`Static`] of an `AdaptiveThrottle` or a `Keyed<AdaptiveThrottle>`,
 /// which needs the error type to represent a shed attempt
 /// (`E: From<Throttled>`).
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use backstop::builder::{NoThrottle, ThrottleSlot};
+///
+/// // `std::io::Error` can hold a shed attempt (`From<Throttled>`), so any of the slots will do for it.
+/// fn fits<S: ThrottleSlot<std::io::Error>>(_: S) {}
+/// fits(NoThrottle);
+/// ```
 #[diagnostic::on_unimplemented(
     message = "an adaptive throttle needs an error type that can hold a shed attempt: `{E}: From<Throttled>`",
     label = "this loop has a `throttle`",
@@ -532,6 +677,21 @@ impl<E: From<Throttled>> ThrottleSlot<E> for Static<Keyed<AdaptiveThrottle>> {
 }
 
 /// A [`Retry`] loop without a circuit breaker.
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use std::time::Duration;
+/// use backstop::builder::{NoBreaker, Static};
+/// use backstop::classify::{ByClassify, NeverRetry};
+/// use backstop::limit::CircuitBreaker;
+/// use backstop::{Policy, Retry};
+///
+/// static POLICY: Policy = Policy::new();
+/// static PAYMENTS: CircuitBreaker = CircuitBreaker::new(5, Duration::from_secs(30));
+/// let _plain: Retry<'static, ByClassify, NeverRetry, NoBreaker> = Retry::new(&POLICY);
+/// let _guarded: Retry<'static, ByClassify, NeverRetry, Static<CircuitBreaker>> =
+///     Retry::new(&POLICY).breaker(&PAYMENTS);
+/// ```
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NoBreaker;
 
@@ -539,6 +699,15 @@ pub struct NoBreaker;
 /// [`Static`] of a `CircuitBreaker` or a `Keyed<CircuitBreaker>` (breakers
 /// are shared: a `static`), which needs the error type to represent a
 /// rejection (`E: From<CircuitOpen>`).
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use backstop::builder::{NoBreaker, BreakerSlot};
+///
+/// // `std::io::Error` can hold a breaker's rejection (`From<CircuitOpen>`), so any of the slots will do for it.
+/// fn fits<S: BreakerSlot<std::io::Error>>(_: S) {}
+/// fits(NoBreaker);
+/// ```
 #[diagnostic::on_unimplemented(
     message = "a circuit breaker needs an error type that can hold its rejection: `{E}: From<CircuitOpen>`",
     label = "this loop has a `breaker`",
@@ -588,6 +757,25 @@ impl<E: From<CircuitOpen>> BreakerSlot<E> for Static<Keyed<CircuitBreaker>> {
 
 /// What [`Retry::breaker`] takes a `&'static` of: a [`CircuitBreaker`],
 /// one for every call, or a [`Keyed<CircuitBreaker>`], one per key.
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use std::time::Duration;
+/// use backstop::limit::{CircuitBreaker, Keyed};
+/// use backstop::{Policy, Retry};
+///
+/// static PAYMENTS: CircuitBreaker = CircuitBreaker::new(5, Duration::from_secs(30));
+/// static PER_HOST: Keyed<CircuitBreaker> =
+///     Keyed::new(CircuitBreaker::new(5, Duration::from_secs(30)));
+///
+/// let policy = Policy::new();
+/// let one = Retry::new(&policy).breaker(&PAYMENTS);
+/// let per_host = Retry::new(&policy).key("db-1.internal").breaker(&PER_HOST);
+/// let out: Result<u8, std::io::Error> = one.call(|| Ok(1));
+/// assert_eq!(out.unwrap(), 1);
+/// let out: Result<u8, std::io::Error> = per_host.call(|| Ok(2));
+/// assert_eq!(out.unwrap(), 2);
+/// ```
 #[diagnostic::on_unimplemented(
     message = "`.breaker(..)` takes a `&'static CircuitBreaker` or a `&'static Keyed<CircuitBreaker>`, not a `&{Self}`",
     label = "not a breaker of a `static`",
@@ -599,6 +787,21 @@ impl IntoBreaker for Keyed<CircuitBreaker> {}
 
 /// What [`Retry::throttle`] takes a `&'static` of: an [`AdaptiveThrottle`],
 /// one for every call, or a [`Keyed<AdaptiveThrottle>`], one per key.
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use backstop::limit::{AdaptiveThrottle, Keyed};
+/// use backstop::{Policy, Retry};
+///
+/// static SEARCH: AdaptiveThrottle = AdaptiveThrottle::standard();
+/// static PER_HOST: Keyed<AdaptiveThrottle> = Keyed::new(AdaptiveThrottle::standard());
+///
+/// let policy = Policy::new();
+/// let one = Retry::new(&policy).throttle(&SEARCH);
+/// let _per_host = Retry::new(&policy).key("search-3.internal").throttle(&PER_HOST);
+/// let out: Result<u8, std::io::Error> = one.call(|| Ok(1));
+/// assert_eq!(out.unwrap(), 1);
+/// ```
 #[diagnostic::on_unimplemented(
     message = "`.throttle(..)` takes a `&'static AdaptiveThrottle` or a `&'static Keyed<AdaptiveThrottle>`, not a `&{Self}`",
     label = "not an adaptive throttle of a `static`",

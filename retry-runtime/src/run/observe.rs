@@ -1057,11 +1057,43 @@ impl<T, E> fmt::Debug for GiveUpEvent<'_, T, E> {
 }
 
 /// A hook that ignores what it is told: the default of [`Retry`](crate::Retry).
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use backstop::builder::Ignore;
+/// use backstop::classify::{ByClassify, NeverRetry};
+/// use backstop::builder::NoBreaker;
+/// use backstop::{Policy, Retry};
+///
+/// static POLICY: Policy = Policy::new();
+/// // Neither hook set: both are `Ignore`.
+/// let quiet: Retry<'static, ByClassify, NeverRetry, NoBreaker, Ignore, Ignore> = Retry::new(&POLICY);
+/// let out: Result<u8, std::io::Error> = quiet.call(|| Ok(1));
+/// assert_eq!(out.unwrap(), 1);
+/// ```
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Ignore;
 
 /// Something told about retries: a closure `Fn(&RetryEvent<'_, T, E>)`,
 /// or [`Ignore`].
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use std::cell::Cell;
+/// use std::io::{Error, ErrorKind};
+/// use backstop::{GiveUpEvent, Jitter, Policy, Retry, RetryEvent, testing::VirtualTime};
+///
+/// let _vt = VirtualTime::start();
+/// let policy = Policy::new().attempts(2).jitter(Jitter::None).no_budget();
+/// let (retries, give_ups) = (Cell::new(0), Cell::new(0));
+/// // Each closure is the loop's `OnRetry`.
+/// let out: Result<u8, Error> = Retry::new(&policy)
+///     .on_retry(|_: &RetryEvent<'_, u8, Error>| retries.set(retries.get() + 1))
+///     .on_give_up(|_: &GiveUpEvent<'_, u8, Error>| give_ups.set(give_ups.get() + 1))
+///     .call(|| Err(ErrorKind::ConnectionRefused.into()));
+/// assert!(out.is_err());
+/// assert_eq!((retries.get(), give_ups.get()), (1, 1));
+/// ```
 pub trait OnRetry<T, E> {
     /// Tells it.
     fn on_retry(&self, event: &RetryEvent<'_, T, E>);
@@ -1079,6 +1111,24 @@ impl<T, E, F: Fn(&RetryEvent<'_, T, E>)> OnRetry<T, E> for F {
 
 /// Something told when a call gives up: a closure
 /// `Fn(&GiveUpEvent<'_, T, E>)`, or [`Ignore`].
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use std::cell::Cell;
+/// use std::io::{Error, ErrorKind};
+/// use backstop::{GiveUpEvent, Jitter, Policy, Retry, RetryEvent, testing::VirtualTime};
+///
+/// let _vt = VirtualTime::start();
+/// let policy = Policy::new().attempts(2).jitter(Jitter::None).no_budget();
+/// let (retries, give_ups) = (Cell::new(0), Cell::new(0));
+/// // Each closure is the loop's `OnGiveUp`.
+/// let out: Result<u8, Error> = Retry::new(&policy)
+///     .on_retry(|_: &RetryEvent<'_, u8, Error>| retries.set(retries.get() + 1))
+///     .on_give_up(|_: &GiveUpEvent<'_, u8, Error>| give_ups.set(give_ups.get() + 1))
+///     .call(|| Err(ErrorKind::ConnectionRefused.into()));
+/// assert!(out.is_err());
+/// assert_eq!((retries.get(), give_ups.get()), (1, 1));
+/// ```
 pub trait OnGiveUp<T, E> {
     /// Tells it.
     fn on_give_up(&self, event: &GiveUpEvent<'_, T, E>);

@@ -409,6 +409,19 @@ fn in_deadline_scope<R>(deadline: Option<Instant>, f: impl FnOnce() -> R) -> R {
 /// they would see in the attempt itself: [`context()`] (the same attempt
 /// and idempotency key), the deadline, and the one-layer rule (a call
 /// there that gives up after retrying keeps the attempt from retrying).
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use backstop::{context, scope::current_call, Policy};
+///
+/// let out: Result<bool, std::io::Error> = backstop::call(&Policy::new(), || {
+///     let call = current_call(); // the attempt's call, carried to a thread
+///     let seen = std::thread::spawn(move || call.in_scope(|| context().is_some()));
+///     Ok(seen.join().unwrap())
+/// });
+/// assert!(out.unwrap(), "the thread saw the attempt");
+/// assert!(current_call().in_scope(|| context().is_none()), "outside every call");
+/// ```
 #[derive(Clone)]
 pub struct CallScope {
     /// `None` outside every attempt and deadline scope: a scope that

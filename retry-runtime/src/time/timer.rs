@@ -12,6 +12,34 @@ use crate::time::clock::Clock;
 /// it is, and a future that sleeps.
 ///
 /// Set one with [`set_timer`]; see the [module docs](crate::time).
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use std::{future::Future, pin::Pin, time::{Duration, Instant}};
+/// use backstop::time::Timer;
+///
+/// /// A timer for an executor of one's own (here: sleeps a thread, for the
+/// /// example's sake).
+/// struct Threads;
+/// impl Timer for Threads {
+///     fn now(&self) -> Instant {
+///         Instant::now()
+///     }
+///     fn sleep(&self, delay: Duration) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+///         let (tx, rx) = std::sync::mpsc::channel::<()>();
+///         std::thread::spawn(move || {
+///             std::thread::sleep(delay);
+///             let _ = tx.send(());
+///         });
+///         Box::pin(async move {
+///             let _ = rx.recv();
+///         })
+///     }
+/// }
+/// static THREADS: Threads = Threads;
+/// assert_eq!(THREADS.sleep_slack(), Duration::from_millis(2));
+/// // `backstop::time::set_timer(&THREADS)` makes it every async loop's.
+/// ```
 pub trait Timer: Send + Sync + 'static {
     /// Now, on the timer's clock (a clock that stands still under test is
     /// fine: every decision reads time from here).
@@ -57,6 +85,18 @@ pub fn set_timer(timer: &'static dyn Timer) -> Result<(), &'static dyn Timer> {
 
 /// The timer a call uses, chosen when its clock is read (see the
 /// [module docs](crate::time)): a timer set with [`set_timer`] wins from then on.
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use backstop::time::{Clock, RuntimeClock};
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+/// let clock = RuntimeClock::current();
+/// assert!(matches!(clock, RuntimeClock::Tokio), "inside a tokio runtime");
+/// let before = clock.now();
+/// tokio::time::advance(std::time::Duration::from_secs(5)).await;
+/// assert_eq!(clock.now() - before, std::time::Duration::from_secs(5), "tokio's paused clock");
+/// # }
+/// ```
 #[derive(Clone, Copy)]
 #[non_exhaustive]
 pub enum RuntimeClock {

@@ -72,6 +72,16 @@ mod replay;
 pub use replay::{HttpBodies, ReplayBody};
 
 /// The bodies an HTTP layer keeps to send again, by default: 64 KiB.
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use backstop::tower::{DEFAULT_REPLAY_LIMIT, RetryLayer};
+/// use backstop::Policy;
+///
+/// assert_eq!(DEFAULT_REPLAY_LIMIT, 65_536);
+/// // Larger bodies (uploads of up to 1 MiB) kept to send again:
+/// let _layer = RetryLayer::http(&Policy::new()).replay_limit(16 * DEFAULT_REPLAY_LIMIT);
+/// ```
 pub const DEFAULT_REPLAY_LIMIT: usize = 64 * 1024;
 
 /// A tower [`Layer`] that retries the calls of the service it wraps: see
@@ -1300,6 +1310,21 @@ pub(crate) fn attempt_span(attempt: u32, http: bool) -> tracing::Span {
 
 pin_project_lite::pin_project! {
     /// The future of a call through a [`RetryService`].
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use backstop::{tower::RetryLayer, Policy};
+    /// use tower::{service_fn, Layer, Service, ServiceExt};
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let inner = service_fn(|_: http::Request<_>| async {
+    ///     Ok::<_, std::io::Error>(http::Response::new(()))
+    /// });
+    /// let mut service = RetryLayer::http(&Policy::new()).layer(inner);
+    /// // `call` gives the future; awaited, the call runs (and retries).
+    /// let future = service.ready().await.unwrap().call(http::Request::new(String::new()));
+    /// assert_eq!(future.await.unwrap().status(), 200);
+    /// # }
+    /// ```
     #[must_use = "futures do nothing unless polled"]
     pub struct ResponseFuture<S, Req, P, W, K, B, R, G, L, A>
     where

@@ -24,6 +24,16 @@ impl Sealed for HttpBodies {}
 /// `http::Request<B>` sent again whatever its body: a body of up to
 /// `limit` bytes is kept and sent again; a longer one is streamed once (see
 /// [`RetryLayer::http`](super::RetryLayer::http)).
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use backstop::tower::{HttpBodies, RetryLayer};
+/// use backstop::Policy;
+///
+/// // The requests of `RetryLayer::http`: any `http::Request<B>`.
+/// let layer = RetryLayer::http(&Policy::new());
+/// let _: &RetryLayer<HttpBodies, _, _> = &layer;
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub struct HttpBodies {
     limit: usize,
