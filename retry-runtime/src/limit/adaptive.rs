@@ -163,11 +163,26 @@ impl AdaptiveThrottle {
     }
 
     /// K: how many requests per accept it lets through.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use backstop::limit::AdaptiveThrottle;
+    /// static STRICT: AdaptiveThrottle = AdaptiveThrottle::new(1.1, std::time::Duration::from_secs(2));
+    /// assert_eq!(STRICT.k(), 1.1);
+    /// ```
     pub const fn k(&self) -> f64 {
         self.k
     }
 
     /// The window requests and accepts are counted over.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::time::Duration;
+    /// use backstop::limit::AdaptiveThrottle;
+    /// static SLOW: AdaptiveThrottle = AdaptiveThrottle::new(2.0, Duration::from_secs(60));
+    /// assert_eq!(SLOW.window(), Duration::from_secs(60));
+    /// ```
     pub const fn window(&self) -> Duration {
         self.window
     }
@@ -234,6 +249,19 @@ impl AdaptiveThrottle {
     }
 
     /// The probability that an attempt made at `now` is shed.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::time::Instant;
+    /// use backstop::limit::AdaptiveThrottle;
+    /// let throttle = AdaptiveThrottle::standard();
+    /// let now = Instant::now();
+    /// for _ in 0..10 {
+    ///     throttle.requested(now); // ten sent, none answered
+    /// }
+    /// // (10 − 2 × 0) / (10 + 1)
+    /// assert!((throttle.rejection_probability_at(now) - 10.0 / 11.0).abs() < 1e-9);
+    /// ```
     pub fn rejection_probability_at(&self, now: Instant) -> f64 {
         let (requests, accepts) = self.counts(now);
         let excess = requests as f64 - self.k * accepts as f64;
@@ -276,6 +304,17 @@ impl AdaptiveThrottle {
 
     /// One more request: an attempt sent, whose outcome is known or which
     /// was dropped in flight (the retry loops count their own).
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::time::Instant;
+    /// use backstop::limit::AdaptiveThrottle;
+    /// let throttle = AdaptiveThrottle::standard();
+    /// let now = Instant::now();
+    /// throttle.requested(now);
+    /// throttle.requested(now);
+    /// assert!(throttle.rejection_probability_at(now) > 0.0, "two sent, none accepted");
+    /// ```
     pub fn requested(&self, now: Instant) {
         self.add(now, 1, 0);
     }
@@ -299,6 +338,18 @@ impl AdaptiveThrottle {
 
     /// The dependency answered (a success, or a `Stop` verdict): one more
     /// accept.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::time::Instant;
+    /// use backstop::limit::AdaptiveThrottle;
+    /// let throttle = AdaptiveThrottle::standard();
+    /// let now = Instant::now();
+    /// throttle.requested(now);
+    /// throttle.requested(now);
+    /// throttle.accepted(now); // 2 requests ≤ K × 1 accept: nothing shed
+    /// assert_eq!(throttle.rejection_probability_at(now), 0.0);
+    /// ```
     pub fn accepted(&self, now: Instant) {
         self.add(now, 0, 1);
     }
@@ -315,6 +366,21 @@ impl AdaptiveThrottle {
     /// # Errors
     ///
     /// [`Throttled`] when the attempt is shed.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::time::Instant;
+    /// use backstop::limit::AdaptiveThrottle;
+    /// let throttle = AdaptiveThrottle::standard();
+    /// let now = Instant::now();
+    /// assert!(throttle.admit(now, 0.0).is_ok(), "nothing refused yet");
+    /// for _ in 0..99 {
+    ///     throttle.requested(now); // 99 refused
+    /// }
+    /// // Shed with probability 99/100: a draw below it is shed, one above is not.
+    /// assert!(throttle.admit(now, 0.5).is_err());
+    /// assert!(throttle.admit(now, 0.995).is_ok());
+    /// ```
     pub fn admit(&self, now: Instant, draw: f64) -> Result<(), Throttled> {
         if draw < self.rejection_probability_at(now) {
             Err(Throttled::new())

@@ -491,6 +491,16 @@ impl CircuitBreaker {
 
     /// The share of failed calls that opens the breaker, for one made by
     /// [`ratio`](Self::ratio).
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::time::Duration;
+    /// use backstop::limit::CircuitBreaker;
+    /// static COUNTING: CircuitBreaker = CircuitBreaker::new(5, Duration::from_secs(30));
+    /// assert_eq!(COUNTING.failure_ratio(), None);
+    /// let ratio = CircuitBreaker::ratio(0.5, 20, Duration::from_secs(10), Duration::from_secs(30));
+    /// assert_eq!(ratio.failure_ratio(), Some(0.5));
+    /// ```
     pub fn failure_ratio(&self) -> Option<f64> {
         self.ratio.as_ref().map(|ratio| ratio.failure_ratio)
     }
@@ -590,6 +600,15 @@ impl CircuitBreaker {
     }
 
     /// The name given by [`named`](Self::named), `""` for none.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::time::Duration;
+    /// use backstop::limit::CircuitBreaker;
+    /// static DB: CircuitBreaker = CircuitBreaker::new(5, Duration::from_secs(30)).named("db");
+    /// assert_eq!(DB.name(), "db");
+    /// assert_eq!(CircuitBreaker::new(5, Duration::from_secs(30)).name(), "");
+    /// ```
     pub const fn name(&self) -> &'static str {
         self.name
     }
@@ -711,11 +730,27 @@ impl CircuitBreaker {
     /// Consecutive retryable failures that open the breaker (`u32::MAX`
     /// for one made by [`ratio`](Self::ratio), which judges ratios
     /// instead).
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::time::Duration;
+    /// use backstop::limit::CircuitBreaker;
+    /// static DB: CircuitBreaker = CircuitBreaker::new(5, Duration::from_secs(30));
+    /// assert_eq!(DB.failure_threshold(), 5);
+    /// ```
     pub const fn failure_threshold(&self) -> u32 {
         self.failure_threshold
     }
 
     /// How long the breaker stays open before it lets a probe through.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::time::Duration;
+    /// use backstop::limit::CircuitBreaker;
+    /// static DB: CircuitBreaker = CircuitBreaker::new(5, Duration::from_secs(30));
+    /// assert_eq!(DB.cooldown(), Duration::from_secs(30));
+    /// ```
     pub const fn cooldown(&self) -> Duration {
         self.cooldown
     }
@@ -728,6 +763,18 @@ impl CircuitBreaker {
     /// [`state_at`](Self::state_at). A sync call reads the system's clock
     /// (or virtual time), not a timer set nor a paused runtime's: for sync
     /// calls made there, ask `state_at` with the clock they read.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::time::{Duration, Instant};
+    /// use backstop::limit::{BreakerState, CircuitBreaker};
+    /// use backstop::Verdict;
+    /// let db = CircuitBreaker::new(1, Duration::from_secs(30));
+    /// assert_eq!(db.state(), BreakerState::Closed);
+    /// let now = Instant::now();
+    /// db.try_acquire(now).unwrap().failed(Verdict::Retry, now);
+    /// assert_eq!(db.state(), BreakerState::Open);
+    /// ```
     pub fn state(&self) -> BreakerState {
         self.state_at(crate::time::clock::loop_now())
     }
@@ -871,6 +918,23 @@ impl CircuitBreaker {
     /// # Errors
     ///
     /// [`CircuitOpen`]: the call must not be made.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::time::{Duration, Instant};
+    /// use backstop::limit::CircuitBreaker;
+    /// use backstop::Verdict;
+    /// let db = CircuitBreaker::new(1, Duration::from_secs(30));
+    /// let now = Instant::now();
+    /// db.try_acquire(now).expect("closed").failed(Verdict::Retry, now);
+    /// assert!(db.try_acquire(now).is_err(), "open: the call is not made");
+    /// // A cooldown later, one trial goes.
+    /// let later = now + Duration::from_secs(30);
+    /// let trial = db.try_acquire(later).expect("the trial");
+    /// assert!(trial.is_probe());
+    /// trial.succeeded(later);
+    /// assert!(db.try_acquire(later).is_ok(), "closed again");
+    /// ```
     pub fn try_acquire(&self, now: Instant) -> Result<Permit<'_>, CircuitOpen> {
         let now = millis(now);
         let mut current = self.state.load(Acquire);
@@ -1110,12 +1174,36 @@ impl CircuitBreaker {
 
 impl Permit<'_> {
     /// Is this the half-open probe?
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::time::{Duration, Instant};
+    /// use backstop::limit::CircuitBreaker;
+    /// let db = CircuitBreaker::new(1, Duration::from_secs(30));
+    /// let now = Instant::now();
+    /// let permit = db.try_acquire(now).unwrap();
+    /// assert!(!permit.is_probe(), "closed: an ordinary call");
+    /// permit.succeeded(now);
+    /// ```
     pub fn is_probe(&self) -> bool {
         self.probe
     }
 
     /// Reports that the attempt succeeded: a probe's success closes the
     /// breaker, and any success ends a run of consecutive failures.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::time::{Duration, Instant};
+    /// use backstop::limit::CircuitBreaker;
+    /// use backstop::Verdict;
+    /// let db = CircuitBreaker::new(2, Duration::from_secs(30));
+    /// let now = Instant::now();
+    /// db.try_acquire(now).unwrap().failed(Verdict::Retry, now);
+    /// db.try_acquire(now).unwrap().succeeded(now); // the run of failures ends
+    /// db.try_acquire(now).unwrap().failed(Verdict::Retry, now);
+    /// assert!(db.try_acquire(now).is_ok(), "one failure in a row: still closed");
+    /// ```
     pub fn succeeded(self, now: Instant) {
         self.record(Attempted::Succeeded, now);
     }
@@ -1124,6 +1212,20 @@ impl Permit<'_> {
     /// Retryable failures (`Retry`, `RetryAfter`, `RetryIfIdempotent`) and
     /// an overloaded dependency's `StopOverloaded` count against the
     /// dependency; `Stop` does not (the dependency answered).
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::time::{Duration, Instant};
+    /// use backstop::limit::CircuitBreaker;
+    /// use backstop::Verdict;
+    /// let db = CircuitBreaker::new(1, Duration::from_secs(30));
+    /// let now = Instant::now();
+    /// // A failure no retry fixes (a 400: the caller's) does not count.
+    /// db.try_acquire(now).unwrap().failed(Verdict::Stop, now);
+    /// assert!(db.try_acquire(now).is_ok());
+    /// db.try_acquire(now).unwrap().failed(Verdict::Retry, now);
+    /// assert!(db.try_acquire(now).is_err(), "opened");
+    /// ```
     pub fn failed(self, verdict: Verdict, now: Instant) {
         self.record(Attempted::Failed(verdict), now);
     }

@@ -292,6 +292,13 @@ impl<T: PerKey> Keyed<T> {
     }
 
     /// How many keys it holds at most.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use backstop::limit::{Keyed, TokenBudget};
+    /// static PER_TENANT: Keyed<TokenBudget> = Keyed::with_capacity(TokenBudget::standard(), 1024);
+    /// assert_eq!(PER_TENANT.capacity(), 1024);
+    /// ```
     pub const fn capacity(&self) -> usize {
         self.capacity
     }
@@ -405,6 +412,15 @@ impl<T: PerKey> Keyed<T> {
     }
 
     /// No key has a limiter of its own yet.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use backstop::limit::{Keyed, TokenBudget};
+    /// let per_tenant = Keyed::new(TokenBudget::standard());
+    /// assert!(per_tenant.is_empty());
+    /// let _ = per_tenant.get("tenant-7");
+    /// assert!(!per_tenant.is_empty());
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -673,6 +689,13 @@ impl<'a> Destination<'a> {
     /// telemetry as it [displays](#impl-Display-for-Destination%3C'_%3E)
     /// (once per destination), so that a breaker an operator reaches
     /// through it tells its changes with that name.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use backstop::limit::Destination;
+    /// assert_eq!(Destination::new("https", "db-1.internal", None).to_string(), "https://db-1.internal:443");
+    /// assert_eq!(Destination::new("http", "db-1:5432", None).to_string(), "http://db-1:5432");
+    /// ```
     pub fn new(scheme: &'a str, host: &'a str, port: Option<u16>) -> Self {
         let destination = Self::unnamed(scheme, host, port);
         destination.named();

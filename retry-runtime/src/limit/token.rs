@@ -320,6 +320,13 @@ impl TokenBudget {
 
     /// How long a refusing dependency is waited for
     /// ([`ride_out`](Self::ride_out)).
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::time::Duration;
+    /// use backstop::limit::TokenBudget;
+    /// assert_eq!(TokenBudget::standard().rides_out_for(), Duration::from_secs(10));
+    /// ```
     pub fn rides_out_for(&self) -> Duration {
         Duration::from_nanos(self.ride_out_ticks.saturating_mul(TICK_NANOS))
     }
@@ -356,16 +363,36 @@ impl TokenBudget {
     }
 
     /// The most tokens it holds.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use backstop::limit::TokenBudget;
+    /// assert_eq!(TokenBudget::new(20, 0.5).max_tokens(), 20);
+    /// ```
     pub const fn max_tokens(&self) -> u32 {
         (self.max / MILLI) as u32
     }
 
     /// The tokens each answer adds.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use backstop::limit::TokenBudget;
+    /// assert_eq!(TokenBudget::new(20, 0.5).token_ratio(), 0.5);
+    /// ```
     pub fn token_ratio(&self) -> f64 {
         self.ratio as f64 / MILLI as f64
     }
 
     /// How often a token comes back in time, if ever.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::time::Duration;
+    /// use backstop::limit::TokenBudget;
+    /// assert_eq!(TokenBudget::standard().refill_every(), Some(Duration::from_secs(10)));
+    /// assert_eq!(TokenBudget::standard().refill(Duration::ZERO).refill_every(), None);
+    /// ```
     pub fn refill_every(&self) -> Option<Duration> {
         (self.refill_per_tick > 0).then(|| {
             Duration::from_nanos(
@@ -379,12 +406,34 @@ impl TokenBudget {
 
     /// The tokens now (as last changed: the refill is counted at the next
     /// change).
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::time::Instant;
+    /// use backstop::limit::TokenBudget;
+    /// let budget = TokenBudget::standard();
+    /// assert_eq!(budget.tokens(), 10.0);
+    /// budget.failed(Instant::now());
+    /// assert_eq!(budget.tokens(), 9.0);
+    /// ```
     pub fn tokens(&self) -> f64 {
         tokens_of(self.state.load(Relaxed)) as f64 / MILLI as f64
     }
 
     /// Whether a failure now would be allowed its retry (more than half
     /// left after it takes its token), without taking anything.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::time::Instant;
+    /// use backstop::limit::TokenBudget;
+    /// let budget = TokenBudget::standard();
+    /// let now = Instant::now();
+    /// assert!(budget.allows_retry(now));
+    /// while budget.failed(now) {} // failures until one is refused its retry
+    /// assert!(!budget.allows_retry(now));
+    /// assert_eq!(budget.tokens(), 5.0, "half the bucket: nothing was taken by asking");
+    /// ```
     pub fn allows_retry(&self, now: Instant) -> bool {
         self.refilled(self.state.load(Acquire), self.tick(now.into()))
             .saturating_sub(MILLI)
@@ -441,6 +490,17 @@ impl TokenBudget {
     /// An attempt failed in a way the classifier would retry: one token
     /// less. Answers whether a retry of it is allowed: more than
     /// `max_tokens / 2` tokens left.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::time::Instant;
+    /// use backstop::limit::TokenBudget;
+    /// let budget = TokenBudget::standard(); // 10 tokens
+    /// let now = Instant::now();
+    /// let allowed = (0..6).map(|_| budget.failed(now)).collect::<Vec<_>>();
+    /// // 9, 8, 7, 6 left: retried; 5 and 4 are not more than half.
+    /// assert_eq!(allowed, [true, true, true, true, false, false]);
+    /// ```
     pub fn failed(&self, now: Instant) -> bool {
         let now = self.tick(now.into());
         let mut current = self.state.load(Acquire);
@@ -491,6 +551,17 @@ impl TokenBudget {
     /// A call got an answer (a success, or an error that no retry can
     /// fix): `token_ratio` more, up to `max_tokens`. With the bucket full,
     /// a read and nothing else.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::time::Instant;
+    /// use backstop::limit::TokenBudget;
+    /// let budget = TokenBudget::standard(); // 0.1 a token per answer
+    /// let now = Instant::now();
+    /// budget.failed(now);
+    /// budget.answered(now);
+    /// assert!((budget.tokens() - 9.1).abs() < 1e-9);
+    /// ```
     #[inline]
     pub fn answered(&self, now: Instant) {
         self.answered_at(|| now.into());

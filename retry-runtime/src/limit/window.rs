@@ -196,6 +196,19 @@ pub struct BudgetStats {
 
 impl BudgetStats {
     /// Retries granted per call (0 before the first call).
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::time::{Duration, Instant};
+    /// use backstop::limit::WindowBudget;
+    /// let budget = WindowBudget::new(0.5, 0, Duration::from_secs(10));
+    /// assert_eq!(budget.stats().retry_ratio(), 0.0, "no call yet");
+    /// let now = Instant::now();
+    /// budget.record_call(now);
+    /// budget.record_call(now);
+    /// assert!(budget.try_withdraw(now));
+    /// assert_eq!(budget.stats().retry_ratio(), 0.5);
+    /// ```
     pub fn retry_ratio(&self) -> f64 {
         if self.calls == 0 {
             0.0
@@ -300,11 +313,27 @@ impl WindowBudget {
 
     /// The reserve, per second of `ttl`: `min_per_sec × ttl` retries per
     /// window are allowed regardless of traffic.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::time::Duration;
+    /// use backstop::limit::WindowBudget;
+    /// static API: WindowBudget = WindowBudget::new(0.2, 10, Duration::from_secs(10));
+    /// assert_eq!(API.min_per_sec(), 10);
+    /// ```
     pub const fn min_per_sec(&self) -> u32 {
         self.min_per_sec
     }
 
     /// How long a deposit counts.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::time::Duration;
+    /// use backstop::limit::WindowBudget;
+    /// static API: WindowBudget = WindowBudget::new(0.2, 10, Duration::from_secs(10));
+    /// assert_eq!(API.ttl(), Duration::from_secs(10));
+    /// ```
     pub const fn ttl(&self) -> Duration {
         self.ttl
     }

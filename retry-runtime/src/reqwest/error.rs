@@ -59,6 +59,13 @@ impl Error {
     /// Whether the request timed out: reqwest's own timeout, the attempt's
     /// or the call's deadline (not a call held after refusals, which gave
     /// up: [`Elapsed::is_refused`]).
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use backstop::{reqwest::Error, CircuitOpen, Elapsed};
+    /// assert!(Error::from(Elapsed::new()).is_timeout());
+    /// assert!(!Error::from(CircuitOpen::new()).is_timeout());
+    /// ```
     pub fn is_timeout(&self) -> bool {
         match self {
             Self::Request(e) => e.is_timeout(),
@@ -68,6 +75,15 @@ impl Error {
     }
 
     /// The error status, if the server answered with one.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use backstop::{reqwest::Error, Elapsed};
+    /// assert_eq!(Error::from(Elapsed::new()).status(), None);
+    /// let answer = http::Response::builder().status(503).body("").unwrap();
+    /// let error = backstop::reqwest::error_for_status(reqwest::Response::from(answer)).unwrap_err();
+    /// assert_eq!(error.status(), Some(http::StatusCode::SERVICE_UNAVAILABLE));
+    /// ```
     pub fn status(&self) -> Option<::http::StatusCode> {
         match self {
             Self::Request(e) => e.status(),

@@ -119,6 +119,15 @@ enum Delay {
 impl Hedge {
     /// Hedge an attempt that has not answered after `delay` (zero sends
     /// every copy at once: each call then costs `1 + hedges` requests).
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::time::{Duration, Instant};
+    /// use backstop::hedge::Hedge;
+    /// let fixed = Hedge::after(Duration::from_millis(50));
+    /// assert_eq!(fixed.delay(Instant::now()), Some(Duration::from_millis(50)));
+    /// assert_eq!(fixed.max_hedges(), 1);
+    /// ```
     #[must_use]
     pub const fn after(delay: Duration) -> Self {
         Self {
@@ -134,6 +143,15 @@ impl Hedge {
     /// took so far; one that fails retryably is not (a failure's latency,
     /// at once for a 503 or a refused connection, is not an answer's). No
     /// hedge while it has no estimate.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::time::{Duration, Instant};
+    /// use backstop::hedge::{Hedge, LatencyPercentile};
+    /// static P95: LatencyPercentile = LatencyPercentile::new(0.95, Duration::from_secs(10));
+    /// let adaptive = Hedge::at(&P95);
+    /// assert_eq!(adaptive.delay(Instant::now()), None, "no estimate yet: no hedge");
+    /// ```
     #[must_use]
     pub const fn at(latency: &'static LatencyPercentile) -> Self {
         Self {
@@ -162,6 +180,13 @@ impl Hedge {
     }
 
     /// The most extra attempts in flight beside the first.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::time::Duration;
+    /// use backstop::hedge::Hedge;
+    /// assert_eq!(Hedge::after(Duration::from_millis(50)).max_hedges(), 1);
+    /// ```
     pub const fn max_hedges(&self) -> u32 {
         self.hedges
     }
@@ -241,11 +266,27 @@ impl LatencyPercentile {
     }
 
     /// The quantile estimated.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::time::Duration;
+    /// use backstop::hedge::LatencyPercentile;
+    /// static P95: LatencyPercentile = LatencyPercentile::new(0.95, Duration::from_secs(10));
+    /// assert_eq!(P95.quantile(), 0.95);
+    /// ```
     pub const fn quantile(&self) -> f64 {
         self.quantile
     }
 
     /// The window the estimate is made over.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::time::Duration;
+    /// use backstop::hedge::LatencyPercentile;
+    /// static P95: LatencyPercentile = LatencyPercentile::new(0.95, Duration::from_secs(10));
+    /// assert_eq!(P95.window(), Duration::from_secs(10));
+    /// ```
     pub const fn window(&self) -> Duration {
         Duration::from_nanos(self.slot_nanos.saturating_mul(4))
     }
@@ -291,6 +332,19 @@ impl LatencyPercentile {
     }
 
     /// Latencies counted in the window ending at `now`.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::time::{Duration, Instant};
+    /// use backstop::hedge::LatencyPercentile;
+    /// let p95 = LatencyPercentile::new(0.95, Duration::from_secs(10));
+    /// let now = Instant::now();
+    /// for ms in [10, 20, 30] {
+    ///     p95.record(Duration::from_millis(ms), now);
+    /// }
+    /// assert_eq!(p95.samples(now), 3);
+    /// assert_eq!(p95.samples(now + Duration::from_secs(60)), 0, "out of the window");
+    /// ```
     pub fn samples(&self, now: Instant) -> u64 {
         let epoch = self.epoch(now);
         (0..SLOTS)

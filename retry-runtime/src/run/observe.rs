@@ -922,6 +922,19 @@ pub struct RetryEvent<'a, T, E> {
 impl<'a, T, E> RetryEvent<'a, T, E> {
     /// The attempt that failed (1-based); the next one is `attempt() + 1`.
     /// With hedges, the last attempt started: hedges are attempts too.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::io::{Error, ErrorKind};
+    /// use backstop::{testing::VirtualTime, Jitter, Policy, Retry, RetryEvent};
+    /// let _vt = VirtualTime::start();
+    /// let policy = Policy::new().attempts(2).jitter(Jitter::None).no_budget();
+    /// let seen = std::cell::RefCell::new(Vec::new());
+    /// let _ = Retry::new(&policy)
+    ///     .on_retry(|event: &RetryEvent<'_, (), Error>| seen.borrow_mut().push(event.attempt()))
+    ///     .call(|| Err::<(), _>(Error::from(ErrorKind::HostUnreachable)));
+    /// assert_eq!(*seen.borrow(), [1]);
+    /// ```
     pub fn attempt(&self) -> u32 {
         self.attempt
     }
@@ -929,16 +942,55 @@ impl<'a, T, E> RetryEvent<'a, T, E> {
     /// Hedges sent so far in this call (always 0 without
     /// [`hedge`](crate::Retry::hedge)): of [`attempt`](Self::attempt)
     /// attempts, this many were hedges.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::io::{Error, ErrorKind};
+    /// use backstop::{testing::VirtualTime, Jitter, Policy, Retry, RetryEvent};
+    /// let _vt = VirtualTime::start();
+    /// let policy = Policy::new().attempts(2).jitter(Jitter::None).no_budget();
+    /// let seen = std::cell::RefCell::new(Vec::new());
+    /// let _ = Retry::new(&policy)
+    ///     .on_retry(|event: &RetryEvent<'_, (), Error>| seen.borrow_mut().push(event.hedges()))
+    ///     .call(|| Err::<(), _>(Error::from(ErrorKind::HostUnreachable)));
+    /// assert_eq!(*seen.borrow(), [0]);
+    /// ```
     pub fn hedges(&self) -> u32 {
         self.hedges
     }
 
     /// How long the loop sleeps before the next attempt.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::io::{Error, ErrorKind};
+    /// use backstop::{testing::VirtualTime, Jitter, Policy, Retry, RetryEvent};
+    /// let _vt = VirtualTime::start();
+    /// let policy = Policy::new().attempts(2).jitter(Jitter::None).no_budget();
+    /// let seen = std::cell::RefCell::new(Vec::new());
+    /// let _ = Retry::new(&policy)
+    ///     .on_retry(|event: &RetryEvent<'_, (), Error>| seen.borrow_mut().push(event.delay()))
+    ///     .call(|| Err::<(), _>(Error::from(ErrorKind::HostUnreachable)));
+    /// assert_eq!(*seen.borrow(), [std::time::Duration::from_millis(100)]);
+    /// ```
     pub fn delay(&self) -> Duration {
         self.delay
     }
 
     /// Why it is retried: `Retry`, `RetryAfter(d)` or `RetryIfIdempotent`.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::io::{Error, ErrorKind};
+    /// use backstop::{testing::VirtualTime, Jitter, Policy, Retry, RetryEvent, Verdict};
+    /// let _vt = VirtualTime::start();
+    /// let policy = Policy::new().attempts(2).jitter(Jitter::None).no_budget();
+    /// let seen = std::cell::RefCell::new(Vec::new());
+    /// let _ = Retry::new(&policy)
+    ///     .on_retry(|event: &RetryEvent<'_, (), Error>| seen.borrow_mut().push(event.verdict()))
+    ///     .call(|| Err::<(), _>(Error::from(ErrorKind::HostUnreachable)));
+    /// assert_eq!(*seen.borrow(), [Verdict::Retry]);
+    /// ```
     pub fn verdict(&self) -> Verdict {
         self.verdict
     }
@@ -949,11 +1001,37 @@ impl<'a, T, E> RetryEvent<'a, T, E> {
     /// # Errors
     ///
     /// The attempt's error, when it failed with one.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::io::{Error, ErrorKind};
+    /// use backstop::{testing::VirtualTime, Jitter, Policy, Retry, RetryEvent};
+    /// let _vt = VirtualTime::start();
+    /// let policy = Policy::new().attempts(2).jitter(Jitter::None).no_budget();
+    /// let seen = std::cell::RefCell::new(Vec::new());
+    /// let _ = Retry::new(&policy)
+    ///     .on_retry(|event: &RetryEvent<'_, (), Error>| seen.borrow_mut().push(event.outcome().is_err()))
+    ///     .call(|| Err::<(), _>(Error::from(ErrorKind::HostUnreachable)));
+    /// assert_eq!(*seen.borrow(), [true]);
+    /// ```
     pub fn outcome(&self) -> Result<&'a T, &'a E> {
         self.outcome
     }
 
     /// The error, if the attempt failed with one.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::io::{Error, ErrorKind};
+    /// use backstop::{testing::VirtualTime, Jitter, Policy, Retry, RetryEvent};
+    /// let _vt = VirtualTime::start();
+    /// let policy = Policy::new().attempts(2).jitter(Jitter::None).no_budget();
+    /// let seen = std::cell::RefCell::new(Vec::new());
+    /// let _ = Retry::new(&policy)
+    ///     .on_retry(|event: &RetryEvent<'_, (), Error>| seen.borrow_mut().push(event.error().map(Error::kind)))
+    ///     .call(|| Err::<(), _>(Error::from(ErrorKind::HostUnreachable)));
+    /// assert_eq!(*seen.borrow(), [Some(ErrorKind::HostUnreachable)]);
+    /// ```
     pub fn error(&self) -> Option<&'a E> {
         self.outcome.err()
     }
@@ -962,6 +1040,19 @@ impl<'a, T, E> RetryEvent<'a, T, E> {
     /// start is read from the coarse clock
     /// ([`Clock::start_now`](crate::time::Clock::start_now)), so this can read a
     /// few milliseconds high.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::io::{Error, ErrorKind};
+    /// use backstop::{testing::VirtualTime, Jitter, Policy, Retry, RetryEvent};
+    /// let _vt = VirtualTime::start();
+    /// let policy = Policy::new().attempts(2).jitter(Jitter::None).no_budget();
+    /// let seen = std::cell::RefCell::new(Vec::new());
+    /// let _ = Retry::new(&policy)
+    ///     .on_retry(|event: &RetryEvent<'_, (), Error>| seen.borrow_mut().push(event.elapsed() < std::time::Duration::from_millis(1)))
+    ///     .call(|| Err::<(), _>(Error::from(ErrorKind::HostUnreachable)));
+    /// assert_eq!(*seen.borrow(), [true]);
+    /// ```
     pub fn elapsed(&self) -> Duration {
         self.elapsed
     }
@@ -1007,17 +1098,56 @@ pub struct GiveUpEvent<'a, T, E> {
 
 impl<'a, T, E> GiveUpEvent<'a, T, E> {
     /// Attempts made, the last included (hedges too).
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::io::{Error, ErrorKind};
+    /// use backstop::{testing::VirtualTime, GiveUpEvent, Jitter, Policy, Retry};
+    /// let _vt = VirtualTime::start();
+    /// let policy = Policy::new().attempts(2).jitter(Jitter::None).no_budget();
+    /// let seen = std::cell::RefCell::new(Vec::new());
+    /// let _ = Retry::new(&policy)
+    ///     .on_give_up(|event: &GiveUpEvent<'_, (), Error>| seen.borrow_mut().push(event.attempts()))
+    ///     .call(|| Err::<(), _>(Error::from(ErrorKind::HostUnreachable)));
+    /// assert_eq!(*seen.borrow(), [2]);
+    /// ```
     pub fn attempts(&self) -> u32 {
         self.attempts
     }
 
     /// Of [`attempts`](Self::attempts), how many were hedges (always 0
     /// without [`hedge`](crate::Retry::hedge)).
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::io::{Error, ErrorKind};
+    /// use backstop::{testing::VirtualTime, GiveUpEvent, Jitter, Policy, Retry};
+    /// let _vt = VirtualTime::start();
+    /// let policy = Policy::new().attempts(2).jitter(Jitter::None).no_budget();
+    /// let seen = std::cell::RefCell::new(Vec::new());
+    /// let _ = Retry::new(&policy)
+    ///     .on_give_up(|event: &GiveUpEvent<'_, (), Error>| seen.borrow_mut().push(event.hedges()))
+    ///     .call(|| Err::<(), _>(Error::from(ErrorKind::HostUnreachable)));
+    /// assert_eq!(*seen.borrow(), [0]);
+    /// ```
     pub fn hedges(&self) -> u32 {
         self.hedges
     }
 
     /// Why retrying stopped.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::io::{Error, ErrorKind};
+    /// use backstop::{testing::VirtualTime, GiveUpEvent, Jitter, Policy, Retry, GiveUp};
+    /// let _vt = VirtualTime::start();
+    /// let policy = Policy::new().attempts(2).jitter(Jitter::None).no_budget();
+    /// let seen = std::cell::RefCell::new(Vec::new());
+    /// let _ = Retry::new(&policy)
+    ///     .on_give_up(|event: &GiveUpEvent<'_, (), Error>| seen.borrow_mut().push(event.reason()))
+    ///     .call(|| Err::<(), _>(Error::from(ErrorKind::HostUnreachable)));
+    /// assert_eq!(*seen.borrow(), [GiveUp::Attempts]);
+    /// ```
     pub fn reason(&self) -> GiveUp {
         self.reason
     }
@@ -1027,11 +1157,37 @@ impl<'a, T, E> GiveUpEvent<'a, T, E> {
     /// # Errors
     ///
     /// The error the call returns, when it is one.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::io::{Error, ErrorKind};
+    /// use backstop::{testing::VirtualTime, GiveUpEvent, Jitter, Policy, Retry};
+    /// let _vt = VirtualTime::start();
+    /// let policy = Policy::new().attempts(2).jitter(Jitter::None).no_budget();
+    /// let seen = std::cell::RefCell::new(Vec::new());
+    /// let _ = Retry::new(&policy)
+    ///     .on_give_up(|event: &GiveUpEvent<'_, (), Error>| seen.borrow_mut().push(event.outcome().is_err()))
+    ///     .call(|| Err::<(), _>(Error::from(ErrorKind::HostUnreachable)));
+    /// assert_eq!(*seen.borrow(), [true]);
+    /// ```
     pub fn outcome(&self) -> Result<&'a T, &'a E> {
         self.outcome
     }
 
     /// The error the call returns, if it is one.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::io::{Error, ErrorKind};
+    /// use backstop::{testing::VirtualTime, GiveUpEvent, Jitter, Policy, Retry};
+    /// let _vt = VirtualTime::start();
+    /// let policy = Policy::new().attempts(2).jitter(Jitter::None).no_budget();
+    /// let seen = std::cell::RefCell::new(Vec::new());
+    /// let _ = Retry::new(&policy)
+    ///     .on_give_up(|event: &GiveUpEvent<'_, (), Error>| seen.borrow_mut().push(event.error().map(Error::kind)))
+    ///     .call(|| Err::<(), _>(Error::from(ErrorKind::HostUnreachable)));
+    /// assert_eq!(*seen.borrow(), [Some(ErrorKind::HostUnreachable)]);
+    /// ```
     pub fn error(&self) -> Option<&'a E> {
         self.outcome.err()
     }
@@ -1040,6 +1196,19 @@ impl<'a, T, E> GiveUpEvent<'a, T, E> {
     /// start is read from the coarse clock
     /// ([`Clock::start_now`](crate::time::Clock::start_now)), so this can read a
     /// few milliseconds high.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::io::{Error, ErrorKind};
+    /// use backstop::{testing::VirtualTime, GiveUpEvent, Jitter, Policy, Retry};
+    /// let _vt = VirtualTime::start();
+    /// let policy = Policy::new().attempts(2).jitter(Jitter::None).no_budget();
+    /// let seen = std::cell::RefCell::new(Vec::new());
+    /// let _ = Retry::new(&policy)
+    ///     .on_give_up(|event: &GiveUpEvent<'_, (), Error>| seen.borrow_mut().push(event.elapsed() >= std::time::Duration::from_millis(100)))
+    ///     .call(|| Err::<(), _>(Error::from(ErrorKind::HostUnreachable)));
+    /// assert_eq!(*seen.borrow(), [true]);
+    /// ```
     pub fn elapsed(&self) -> Duration {
         self.elapsed
     }

@@ -47,6 +47,18 @@ pub struct Context {
 
 impl Context {
     /// The 1-based number of this attempt.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use backstop::{context, testing::VirtualTime, Policy};
+    /// let _vt = VirtualTime::start();
+    /// let mut attempts = Vec::new();
+    /// let _: Result<(), std::io::Error> = backstop::call(&Policy::new().no_budget(), || {
+    ///     attempts.push(context().unwrap().attempt());
+    ///     Err(std::io::ErrorKind::HostUnreachable.into())
+    /// });
+    /// assert_eq!(attempts, [1, 2, 3]);
+    /// ```
     pub fn attempt(&self) -> u32 {
         self.attempt
     }
@@ -77,6 +89,19 @@ impl Context {
 
     /// When the call must be over: its own deadline, or the enclosing
     /// call's if that is sooner. `None` without a deadline.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::time::{Duration, Instant};
+    /// use backstop::{context, Policy};
+    /// let policy = Policy::new().deadline(Some(Duration::from_secs(5)));
+    /// let deadline = backstop::call(&policy, || Ok::<_, std::io::Error>(context().unwrap().deadline()));
+    /// let deadline = deadline.unwrap().expect("a deadline of 5 s");
+    /// assert!(deadline <= Instant::now() + Duration::from_secs(5));
+    /// let none = Policy::new().deadline(None);
+    /// let deadline = backstop::call(&none, || Ok::<_, std::io::Error>(context().unwrap().deadline()));
+    /// assert_eq!(deadline.unwrap(), None);
+    /// ```
     pub fn deadline(&self) -> Option<Instant> {
         self.deadline
     }
@@ -154,11 +179,26 @@ impl IdempotencyKey {
 
     /// A key with these bits, as they are (for tests, or a key received
     /// from elsewhere).
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use backstop::scope::IdempotencyKey;
+    /// let key = IdempotencyKey::from_u128(42);
+    /// assert_eq!(key.to_u128(), 42);
+    /// ```
     pub const fn from_u128(bits: u128) -> Self {
         Self([(bits >> 64) as u64, bits as u64])
     }
 
     /// The key's bits.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use backstop::scope::IdempotencyKey;
+    /// let key = IdempotencyKey::random();
+    /// assert_eq!(IdempotencyKey::from_u128(key.to_u128()), key);
+    /// assert_eq!(key.to_u128() >> 76 & 0xf, 4, "a version 4 UUID");
+    /// ```
     pub const fn to_u128(self) -> u128 {
         ((self.0[0] as u128) << 64) | self.0[1] as u128
     }
@@ -526,6 +566,18 @@ fn shared_flag(current: &Current) -> Arc<AtomicBool> {
 impl CallScope {
     /// Runs `f` in the call: [`context()`], the deadline and the one-layer
     /// rule as in the attempt the scope was taken from.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use backstop::{context, scope::current_call, Policy};
+    /// let out: Result<u32, std::io::Error> = backstop::call(&Policy::new(), || {
+    ///     let call = current_call();
+    ///     std::thread::spawn(move || call.in_scope(|| Ok(context().unwrap().attempt())))
+    ///         .join()
+    ///         .unwrap()
+    /// });
+    /// assert_eq!(out.unwrap(), 1);
+    /// ```
     pub fn in_scope<R>(&self, f: impl FnOnce() -> R) -> R {
         let Some(frame) = self.frame else {
             return f();
@@ -562,6 +614,19 @@ impl CallScope {
     }
 
     /// `future`, polled in the call (see [`in_scope`](Self::in_scope)).
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use backstop::{context, scope::current_call, Policy};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let out: Result<bool, std::io::Error> = backstop::call_async(&Policy::new(), || async {
+    ///     let in_attempt = current_call().instrument(async { context().is_some() });
+    ///     Ok(tokio::spawn(in_attempt).await.unwrap())
+    /// })
+    /// .await;
+    /// assert!(out.unwrap(), "the spawned task ran in the attempt");
+    /// # }
+    /// ```
     pub async fn instrument<F: Future>(self, future: F) -> F::Output {
         let mut future = std::pin::pin!(future);
         std::future::poll_fn(|task| self.in_scope(|| future.as_mut().poll(task))).await

@@ -240,6 +240,13 @@ thread_local! {
 
 impl Rng {
     /// A fresh stream, distinct from every other stream on every thread.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use backstop::backoff::Rng;
+    /// let (mut a, mut b) = (Rng::new(), Rng::new());
+    /// assert_ne!(a.next_u64(), b.next_u64(), "streams of their own");
+    /// ```
     pub fn new() -> Self {
         let counter = SEEDS.with(|s| {
             let mut cur = s.get();
@@ -268,6 +275,12 @@ impl Rng {
 
     /// A reproducible stream, for tests. Nearby seeds give unrelated
     /// streams (the seed is expanded by `SmallRng::seed_from_u64`).
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use backstop::backoff::Rng;
+    /// assert_eq!(Rng::seeded(7).next_u64(), Rng::seeded(7).next_u64());
+    /// ```
     pub fn seeded(seed: u64) -> Self {
         Self {
             inner: SmallRng::seed_from_u64(seed),
@@ -286,11 +299,25 @@ impl Rng {
     }
 
     /// The next 64 random bits.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use backstop::backoff::Rng;
+    /// let mut rng = Rng::seeded(1);
+    /// assert_ne!(rng.next_u64(), rng.next_u64());
+    /// ```
     pub fn next_u64(&mut self) -> u64 {
         self.inner.next_u64()
     }
 
     /// A uniform draw from `[0, 1)`.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use backstop::backoff::Rng;
+    /// let mut rng = Rng::seeded(1);
+    /// assert!((0..1000).map(|_| rng.next_f64()).all(|x| (0.0..1.0).contains(&x)));
+    /// ```
     pub fn next_f64(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
     }

@@ -50,6 +50,15 @@ impl Policy {
     /// `Retry-After` honoured up to 60 s, no attempt timeout, and the
     /// default protection: a token budget of the call site's own
     /// (`#[retry]`: of the function's own).
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::time::Duration;
+    /// use backstop::Policy;
+    /// static DEFAULTS: Policy = Policy::DEFAULT;
+    /// assert_eq!(DEFAULTS.get_attempts(), 3);
+    /// assert_eq!(DEFAULTS.get_deadline(), Some(Duration::from_secs(30)));
+    /// ```
     pub const DEFAULT: Self = Self {
         attempts: units::DEFAULT_ATTEMPTS,
         deadline: Some(Duration::from_secs(units::DEFAULT_DEADLINE_SECS)),

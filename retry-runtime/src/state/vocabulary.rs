@@ -112,6 +112,13 @@ pub enum Attempted {
 
 impl Attempted {
     /// The verdict on a failure; `None` for a success.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use backstop::{macro_support::Attempted, Verdict};
+    /// assert_eq!(Attempted::Failed(Verdict::Stop).verdict(), Some(Verdict::Stop));
+    /// assert_eq!(Attempted::Succeeded.verdict(), None);
+    /// ```
     pub const fn verdict(self) -> Option<Verdict> {
         match self {
             Self::Succeeded => None,
@@ -364,6 +371,14 @@ impl Elapsed {
     /// wrappers): "time limit elapsed". The runtime's own say which limit
     /// ran out, and are not equal to it. Its fields are private so that it
     /// can grow; match it as `Elapsed { .. }`.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use backstop::Elapsed;
+    /// let elapsed = Elapsed::new();
+    /// assert_eq!(elapsed.to_string(), "time limit elapsed");
+    /// assert!(matches!(elapsed, Elapsed { .. }));
+    /// ```
     pub const fn new() -> Self {
         Self {
             refused: false,
@@ -455,6 +470,13 @@ impl Elapsed {
     /// up waiting for it to answer ([`refused`](Self::refused)): the
     /// failure it held after was a refusal (for a hedged call, the last of
     /// its round), and nothing was left running.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use backstop::Elapsed;
+    /// assert!(Elapsed::refused().is_refused());
+    /// assert!(!Elapsed::new().is_refused(), "an attempt's time limit");
+    /// ```
     pub const fn is_refused(&self) -> bool {
         self.refused
     }
@@ -539,6 +561,14 @@ impl CircuitOpen {
     /// The error, as the runtime makes it (for tests and hand-written
     /// wrappers). Its field is private so that it can grow; match it as
     /// `CircuitOpen { .. }`.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use backstop::CircuitOpen;
+    /// // A hand-written wrapper's rejection, as the runtime would give it.
+    /// let error = std::io::Error::from(CircuitOpen::new());
+    /// assert!(error.get_ref().is_some_and(|e| e.is::<CircuitOpen>()));
+    /// ```
     pub const fn new() -> Self {
         Self(())
     }
@@ -588,6 +618,13 @@ impl Throttled {
     /// The error, as the runtime makes it (for tests and hand-written
     /// wrappers). Its field is private so that it can grow; match it as
     /// `Throttled { .. }`.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use backstop::Throttled;
+    /// let error = std::io::Error::from(Throttled::new());
+    /// assert!(error.get_ref().is_some_and(|e| e.is::<Throttled>()));
+    /// ```
     pub const fn new() -> Self {
         Self(())
     }

@@ -190,6 +190,14 @@ fn lock<B>(recording: &Mutex<Recording<B>>) -> std::sync::MutexGuard<'_, Recordi
 
 impl<B: Body> ReplayBody<B> {
     /// A body sent from memory.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use backstop::tower::ReplayBody;
+    /// use http_body::Body;
+    /// let body: ReplayBody<String> = ReplayBody::from_bytes(bytes::Bytes::from_static(b"{}"));
+    /// assert_eq!(body.size_hint().exact(), Some(2));
+    /// ```
     pub fn from_bytes(bytes: Bytes) -> Self {
         let mut chunks = VecDeque::new();
         if !bytes.is_empty() {
