@@ -1566,6 +1566,13 @@ fn a_held_call_is_told_holding_and_counted_held_not_retried() {
         messages[0], "holding until the dependency answers",
         "{events:?}"
     );
+    // Each hold says the refusal it holds after.
+    let refused = std::io::Error::from(ErrorKind::ConnectionRefused).to_string();
+    for (_, fields) in events.iter().filter(|(_, fields)| {
+        fields.get("message").map(String::as_str) == Some(messages[0].as_str())
+    }) {
+        assert_eq!(fields.get("error"), Some(&refused), "{fields:?}");
+    }
     assert_eq!(
         messages.last().map(String::as_str),
         Some("giving up"),

@@ -570,7 +570,8 @@ impl Observe {
     /// each would flood the logs), and `backstop_held_total`; the retry
     /// itself is counted, and told at INFO, when the call is
     /// [released](Self::released).
-    pub(crate) fn held(&mut self, attempts: u32, first_wait: Duration) {
+    #[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
+    pub(crate) fn held(&mut self, attempts: u32, first_wait: Duration, shown: Shown<'_>) {
         self.attempts = attempts;
         self.waits(first_wait);
         #[cfg(feature = "tracing")]
@@ -578,6 +579,8 @@ impl Observe {
             parent: self.span(),
             function = self.name(),
             attempt = attempts,
+            error = shown.error(),
+            status = shown.status(),
             "holding until the dependency answers"
         );
         #[cfg(feature = "metrics")]

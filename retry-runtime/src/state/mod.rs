@@ -913,7 +913,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
         self.last_verdict = attempted.verdict();
         let decision = self.decide_inner(attempted);
         if let (Hold::Held, Decision::Retry(first_wait)) = (self.hold, decision) {
-            self.obs.held(self.done, first_wait);
+            self.obs.held(self.done, first_wait, shown);
         } else {
             self.obs
                 .decided(self.done, decision, attempted.verdict(), shown);
