@@ -698,7 +698,21 @@ fn hedge_delay(cx: &mut Ctxt, value: Expr) -> Option<HedgeDelay> {
             let valid = digits.len() == 2 || (digits.len() > 2 && digits.starts_with("99"));
             let quantile = format!("0.{digits}").parse::<f64>().ok();
             return match quantile {
-                Some(q) if valid && q > 0.0 => Some(HedgeDelay::Percentile(q, ident.clone())),
+                Some(q) if valid && q > 0.0 && q < 1.0 => {
+                    Some(HedgeDelay::Percentile(q, ident.clone()))
+                }
+                Some(q) if valid && q >= 1.0 => {
+                    // Nines past an `f64`'s precision: 1.
+                    cx.error(
+                        ident.span(),
+                        format!(
+                            "`hedge = {text}`: so many nines are the 100th percentile as an \
+                             `f64` (it holds about 16 digits), after which nothing is slower: \
+                             use fewer, as `p999` for the 99.9th"
+                        ),
+                    );
+                    None
+                }
                 _ => {
                     let rule = "a percentile is `p` and two digits, from `p01` to `p99`, or \
                                 more after `99`, as `p999` for the 99.9th";
@@ -823,6 +837,15 @@ fn factor(cx: &mut Ctxt, value: Expr) -> Option<Num<f64>> {
     };
     match digits.parse::<f64>() {
         Ok(f) if f > 1.0 && f.is_finite() => Some(Num::Lit(f)),
+        // Above 1 as written, 1 as an `f64`.
+        Ok(f) if f.to_bits() == 1.0_f64.to_bits() && above_one(&digits) => {
+            cx.error_spanned(
+                lit,
+                "`factor` must be greater than 1, and this one is 1 as an `f64` (its last \
+                 digits are past an `f64`'s precision): each delay is `factor` times the last",
+            );
+            None
+        }
         _ => {
             cx.error_spanned(
                 lit,
@@ -830,6 +853,20 @@ fn factor(cx: &mut Ctxt, value: Expr) -> Option<Num<f64>> {
             );
             None
         }
+    }
+}
+
+/// Whether decimal `digits` (no sign) are above 1 as written.
+fn above_one(digits: &str) -> bool {
+    if digits.contains(['e', 'E']) {
+        // (Not read here: no claim either way.)
+        return false;
+    }
+    let (whole, frac) = digits.split_once('.').unwrap_or((digits, ""));
+    match whole.trim_start_matches('0') {
+        "" => false,
+        "1" => frac.bytes().any(|b| b != b'0'),
+        _ => true,
     }
 }
 
@@ -914,45 +951,62 @@ fn duration(cx: &mut Ctxt, name: &str, value: Expr) -> Option<Dur> {
         );
         return None;
     }
-    let unit: u128 = match unit_nanos(suffix) {
-        Some(nanos) => nanos,
-        None => {
-            // Days: in hours, which are a unit (`2d` is `48h`).
-            if matches!(suffix, "d" | "day" | "days")
-                && let Ok(days) = digits.parse::<u64>()
-                && let Some(hours) = days.checked_mul(24)
-            {
-                cx.error(
-                    span,
-                    format!(
-                        "unknown unit `{suffix}`; did you mean `{hours}h`? (units: {})",
-                        units()
-                    ),
-                );
-                return None;
-            }
-            let hint = match suffix {
-                "sec" | "secs" | "second" | "seconds" => Some("s"),
-                "min" | "mins" | "minute" | "minutes" => Some("m"),
-                "hr" | "hrs" | "hour" | "hours" => Some("h"),
-                "msec" | "msecs" | "millis" => Some("ms"),
-                "µs" | "micros" => Some("us"),
-                "nanos" => Some("ns"),
-                _ => nearest(suffix, &UNIT_NAMES),
-            };
-            let hint = hint.map_or(String::new(), |h| format!("; did you mean `{digits}{h}`?"));
+    let Some(unit) = unit_nanos(suffix) else {
+        unknown_unit(cx, span, suffix, digits);
+        return None;
+    };
+    let nanos = match decimal_times(digits, unit) {
+        Ok(nanos) => nanos,
+        Err(Undecimal::TooLarge) => {
+            cx.error(span, format!("`{text}` is too large for a `Duration`"));
+            return None;
+        }
+        Err(Undecimal::TooPrecise) => {
             cx.error(
                 span,
-                format!("unknown unit `{suffix}`{hint} (units: {})", units()),
+                format!(
+                    "`{text}` has more significant digits than a duration is read to (38): a \
+                     `Duration` counts whole nanoseconds"
+                ),
             );
             return None;
         }
     };
-    let Some(nanos) = decimal_times(digits, unit) else {
-        cx.error(span, format!("`{text}` is too large for a `Duration`"));
-        return None;
-    };
     Some(Dur::Lit(DurLit { nanos, span, text }))
+}
+
+/// The error for a duration literal's unknown unit `suffix`, with the
+/// unit meant if it can tell.
+fn unknown_unit(cx: &mut Ctxt, span: Span, suffix: &str, digits: &str) {
+    // Days: in hours, which are a unit (`2d` is `48h`, `1.5d`
+    // `36h`), or in a smaller one; none past a `Duration`.
+    if matches!(suffix, "d" | "day" | "days") {
+        let hint = match decimal_times(digits, 86_400_000_000_000) {
+            Ok(nanos) if nanos > 0 => {
+                format!("; did you mean `{}`?", in_largest_unit(nanos))
+            }
+            _ => String::new(),
+        };
+        cx.error(
+            span,
+            format!("unknown unit `{suffix}`{hint} (units: {})", units()),
+        );
+        return;
+    }
+    let hint = match suffix {
+        "sec" | "secs" | "second" | "seconds" => Some("s"),
+        "min" | "mins" | "minute" | "minutes" => Some("m"),
+        "hr" | "hrs" | "hour" | "hours" => Some("h"),
+        "msec" | "msecs" | "millis" => Some("ms"),
+        "µs" | "micros" => Some("us"),
+        "nanos" => Some("ns"),
+        _ => nearest(suffix, &UNIT_NAMES),
+    };
+    let hint = hint.map_or(String::new(), |h| format!("; did you mean `{digits}{h}`?"));
+    cx.error(
+        span,
+        format!("unknown unit `{suffix}`{hint} (units: {})", units()),
+    );
 }
 
 /// `"10s"` or `"250 ms"` written as the literal it meant (`10s`, `250ms`),
@@ -969,32 +1023,74 @@ fn unquoted_duration(text: &str) -> Option<String> {
         .then(|| format!("{digits}{suffix}"))
 }
 
-/// `digits × unit` exactly, for decimal `digits` such as `1.5` or `2e3`;
-/// `None` on overflow past `Duration::MAX`. Fractions of a nanosecond are
-/// dropped.
-fn decimal_times(digits: &str, unit: u128) -> Option<u128> {
+/// Why a decimal literal has no `Duration`.
+#[derive(Debug, PartialEq, Eq)]
+enum Undecimal {
+    /// Past `Duration::MAX`.
+    TooLarge,
+    /// More significant digits than the arithmetic holds (38).
+    TooPrecise,
+}
+
+/// `digits × unit` exactly, for decimal `digits` such as `1.5` or `2e3`,
+/// in nanoseconds; fractions of a nanosecond are dropped. Leading zeros
+/// and a fraction's trailing zeros carry no value, and any exponent is
+/// taken (`1e-2147483648s` is zero).
+fn decimal_times(digits: &str, unit: u128) -> Result<u128, Undecimal> {
     let (mantissa, exp) = match digits.split_once(['e', 'E']) {
-        Some((m, e)) => (m, e.parse::<i32>().ok()?),
+        // (An `i64`: the scale below cannot overflow from an `i32`'s.)
+        Some((m, e)) => (m, e.parse::<i64>().map_err(|_| Undecimal::TooLarge)?),
         None => (digits, 0),
     };
     let (whole, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let frac = frac.trim_end_matches('0');
     let mut value: u128 = 0;
     for c in whole.chars().chain(frac.chars()) {
+        let digit = c.to_digit(10).ok_or(Undecimal::TooLarge)?;
         value = value
-            .checked_mul(10)?
-            .checked_add(u128::from(c.to_digit(10)?))?;
+            .checked_mul(10)
+            .and_then(|v| v.checked_add(u128::from(digit)))
+            .ok_or(Undecimal::TooPrecise)?;
     }
-    let scale = exp - i32::try_from(frac.len()).ok()?;
-    let mut nanos = value.checked_mul(unit)?;
-    if scale >= 0 {
-        nanos = nanos.checked_mul(10u128.checked_pow(scale.unsigned_abs())?)?;
+    if value == 0 {
+        return Ok(0);
+    }
+    let scale = exp - i64::try_from(frac.len()).map_err(|_| Undecimal::TooPrecise)?;
+    let nanos = value.checked_mul(unit).ok_or(Undecimal::TooLarge)?;
+    let power = u32::try_from(scale.unsigned_abs()).ok();
+    let nanos = if scale >= 0 {
+        power
+            .and_then(|p| 10u128.checked_pow(p))
+            .and_then(|p| nanos.checked_mul(p))
+            .ok_or(Undecimal::TooLarge)?
     } else {
-        nanos /= 10u128
-            .checked_pow(scale.unsigned_abs())
-            .unwrap_or(u128::MAX);
-    }
+        power
+            .and_then(|p| 10u128.checked_pow(p))
+            .map_or(0, |p| nanos / p)
+    };
     let max = u128::from(u64::MAX) * 1_000_000_000 + 999_999_999;
-    (nanos <= max).then_some(nanos)
+    if nanos <= max {
+        Ok(nanos)
+    } else {
+        Err(Undecimal::TooLarge)
+    }
+}
+
+/// `nanos` written in the largest unit that says it exactly (`36h`).
+fn in_largest_unit(nanos: u128) -> String {
+    const UNITS: [(&str, u128); 6] = [
+        ("h", 3_600_000_000_000),
+        ("m", 60_000_000_000),
+        ("s", 1_000_000_000),
+        ("ms", 1_000_000),
+        ("us", 1_000),
+        ("ns", 1),
+    ];
+    let (name, per) = UNITS
+        .into_iter()
+        .find(|(_, per)| nanos.is_multiple_of(*per))
+        .unwrap_or(("ns", 1));
+    format!("{}{name}", nanos / per)
 }
 
 #[cfg(test)]
@@ -1003,15 +1099,49 @@ mod tests {
 
     #[test]
     fn decimal_durations_are_exact() {
-        assert_eq!(decimal_times("250", 1_000_000), Some(250_000_000));
-        assert_eq!(decimal_times("1.5", 1_000_000_000), Some(1_500_000_000));
-        assert_eq!(decimal_times("0.1", 1_000_000_000), Some(100_000_000));
-        assert_eq!(decimal_times("2e3", 1_000_000), Some(2_000_000_000));
-        assert_eq!(decimal_times("1.5e-3", 1_000_000_000), Some(1_500_000));
+        assert_eq!(decimal_times("250", 1_000_000), Ok(250_000_000));
+        assert_eq!(decimal_times("1.5", 1_000_000_000), Ok(1_500_000_000));
+        assert_eq!(decimal_times("0.1", 1_000_000_000), Ok(100_000_000));
+        assert_eq!(decimal_times("2e3", 1_000_000), Ok(2_000_000_000));
+        assert_eq!(decimal_times("1.5e-3", 1_000_000_000), Ok(1_500_000));
         assert_eq!(
             decimal_times("99999999999999999999999", 3_600_000_000_000),
-            None
+            Err(Undecimal::TooLarge)
         );
+    }
+
+    #[test]
+    fn extreme_decimals_are_read_without_overflow() {
+        // An `i32`'s smallest exponent, with a fraction: zero, not a panic.
+        assert_eq!(decimal_times("10.25e-2147483648", 1_000_000), Ok(0));
+        assert_eq!(decimal_times("1.5e-2147483648", 1_000_000_000), Ok(0));
+        assert_eq!(decimal_times("1e2147483647", 1), Err(Undecimal::TooLarge));
+        // A fraction's trailing zeros carry nothing: 1 s written with 43.
+        let one = format!("1.{}", "0".repeat(43));
+        assert_eq!(decimal_times(&one, 1_000_000_000), Ok(1_000_000_000));
+        // Significant digits past what the arithmetic holds.
+        let precise = format!("1.{}1", "0".repeat(43));
+        assert_eq!(
+            decimal_times(&precise, 1_000_000_000),
+            Err(Undecimal::TooPrecise)
+        );
+        assert_eq!(decimal_times("0e99999999999", 1), Ok(0));
+    }
+
+    #[test]
+    fn numbers_above_one_are_told_as_written() {
+        assert!(above_one("1.0000000000000000000001"));
+        assert!(above_one("2") && above_one("10") && above_one("01.5"));
+        assert!(!above_one("1") && !above_one("1.000") && !above_one("0.5") && !above_one("0"));
+        assert!(!above_one("10e-1"), "exponents are not read");
+    }
+
+    #[test]
+    fn a_duration_is_suggested_in_its_largest_exact_unit() {
+        assert_eq!(in_largest_unit(36 * 3_600_000_000_000), "36h");
+        assert_eq!(in_largest_unit(90 * 60_000_000_000), "90m");
+        assert_eq!(in_largest_unit(1_500_000_000), "1500ms");
+        assert_eq!(in_largest_unit(7), "7ns");
     }
 
     #[test]

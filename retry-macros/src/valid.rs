@@ -282,9 +282,7 @@ fn check_options(args: &Args, cx: &mut Ctxt) {
         })) = opt.value()
         {
             let name = opt.name();
-            // `0.1ns` rounds to zero; `0e3ms` is zero.
-            let mantissa = text.split(['e', 'E']).next().unwrap_or(text);
-            if mantissa.chars().any(|c| ('1'..='9').contains(&c)) {
+            if below_a_nanosecond(text) {
                 cx.error(
                     *span,
                     format!("`{name} = {text}` is below a nanosecond, the smallest `Duration`: `{name}` must be greater than zero"),
@@ -294,10 +292,22 @@ fn check_options(args: &Args, cx: &mut Ctxt) {
             }
         }
     }
-    if let Some(OrNone::Some(Dur::Lit(DurLit { nanos: 0, span, .. }))) = args.deadline.value() {
+    if let Some(OrNone::Some(Dur::Lit(DurLit {
+        nanos: 0,
+        span,
+        text,
+    }))) = args.deadline.value()
+    {
+        let zero = if below_a_nanosecond(text) {
+            format!("`deadline = {text}` is below a nanosecond, the smallest `Duration`, and")
+        } else {
+            "a zero `deadline`".to_owned()
+        };
         cx.error(
             *span,
-            "a zero `deadline` leaves no time to retry; for no deadline at all, write `deadline = none`",
+            format!(
+                "{zero} leaves no time to retry; for no deadline at all, write `deadline = none`"
+            ),
         );
     }
 
@@ -318,6 +328,13 @@ fn check_options(args: &Args, cx: &mut Ctxt) {
             ),
         );
     }
+}
+
+/// Whether a duration literal read as zero has a value (`0.1ns`, an
+/// exponent far below zero), rather than being zero (`0ms`, `0e3ms`).
+fn below_a_nanosecond(text: &str) -> bool {
+    let mantissa = text.split(['e', 'E']).next().unwrap_or(text);
+    mantissa.chars().any(|c| ('1'..='9').contains(&c))
 }
 
 /// `base ≤ cap`, with the defaults standing in for whichever is not given;
@@ -377,12 +394,28 @@ fn check_against_fn(args: &Args, func: &Func, cx: &mut Ctxt) {
     }
 }
 
+/// The most hedges a round may send: the runtime's `hedge::MAX_HEDGES`
+/// (`Hedge::hedges` refuses more; a test of the facade holds the two
+/// equal).
+const MAX_HEDGES: u32 = 10;
+
 /// Hedges are attempts: a round of one attempt and `hedges` hedges needs
-/// `attempts` above `hedges`, or the last would never go out.
+/// `attempts` above `hedges`, or the last would never go out. And a round
+/// sends `MAX_HEDGES` at most.
 fn check_hedges_fit(args: &Args, cx: &mut Ctxt) {
     let (Some(Num::Lit(hedges)), Some(key)) = (args.hedges.value(), args.hedges.key()) else {
         return;
     };
+    if *hedges > MAX_HEDGES {
+        cx.error(
+            key,
+            format!(
+                "`hedges = {hedges}`: a round sends {MAX_HEDGES} hedges at most (each is one \
+                 more request to a dependency that is already slow; two or three are plenty)"
+            ),
+        );
+        return;
+    }
     let attempts = match args.attempts.value() {
         Some(Num::Lit(n)) => Some((*n, "")),
         None if args.policy.value().is_none() => Some((3, " (the default)")),
@@ -398,7 +431,7 @@ fn check_hedges_fit(args: &Args, cx: &mut Ctxt) {
                  attempts, so a round of one attempt and {hedges} hedges needs \
                  `attempts = {}` at least (more, to leave a retry after a round that \
                  fails)",
-                hedges + 1
+                u64::from(*hedges) + 1
             ),
         );
     }

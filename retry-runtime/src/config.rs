@@ -103,6 +103,13 @@ fn one_term<'r>(text: &str, rest: &'r str) -> Result<(Duration, &'r str), String
                 "`{text}` is not a duration such as \"250ms\" or \"1.5s\" (units: {units})"
             ));
         }
+        // An exponent (`2e3ms`), which `#[retry]`'s literals take: not here.
+        "e" | "E" if after.starts_with(|c: char| c.is_ascii_digit() || c == '-' || c == '+') => {
+            return Err(format!(
+                "`{text}`: a duration here is written without an exponent; write the number \
+                 out, as \"2000ms\" for `2e3ms` (units: {units})"
+            ));
+        }
         // The micro sign and the Greek letter mu, as Go's durations take them.
         "\u{b5}s" | "\u{3bc}s" => 1_000,
         unit => unit_nanos(unit)
@@ -127,6 +134,11 @@ fn one_term<'r>(text: &str, rest: &'r str) -> Result<(Duration, &'r str), String
         .checked_mul(nanos_per_unit)
         .and_then(|n| n.checked_add(fraction_nanos))
         .ok_or_else(too_large)?;
+    if nanos == 0 && number.bytes().any(|b| (b'1'..=b'9').contains(&b)) {
+        return Err(format!(
+            "`{text}` is below a nanosecond, the smallest duration"
+        ));
+    }
     let secs = u64::try_from(nanos / 1_000_000_000).map_err(|_| too_large())?;
     Ok((Duration::new(secs, (nanos % 1_000_000_000) as u32), after))
 }

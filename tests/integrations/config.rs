@@ -146,10 +146,22 @@ fn long_fractions_and_defaults_are_explained() {
         parse_duration("1.00000000000000000000000000000000000000000s"),
         Ok(Duration::from_secs(1))
     );
+    // Not zero, and below a nanosecond: refused (read as zero, a `refill`
+    // of "0.1ns" would be no refill at all).
+    let error = parse_duration("0.0000000000000000000000000000000000000001s").unwrap_err();
+    assert!(error.contains("is below a nanosecond"), "{error}");
+    let error = toml::from_str::<backstop::config::TokenBudgetConfig>("refill = \"0.1ns\"")
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("`0.1ns` is below a nanosecond"), "{error}");
     assert_eq!(
-        parse_duration("0.0000000000000000000000000000000000000001s"),
-        Ok(Duration::ZERO)
+        parse_duration("0.000ns"),
+        Ok(Duration::ZERO),
+        "zero written long"
     );
+    // An exponent, which `#[retry]`'s literals take, is said to be one.
+    let error = parse_duration("2e3ms").unwrap_err();
+    assert!(error.contains("without an exponent"), "{error}");
     // Several terms, added up.
     assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
     assert_eq!(

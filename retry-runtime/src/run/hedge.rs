@@ -77,6 +77,20 @@ pub struct LatencyPercentile {
     cache: AtomicU64,
 }
 
+/// The most hedges a round sends ([`Hedge::hedges`], `#[retry(hedges = ..)]`):
+/// each is one more request to a dependency that is already slow, and a
+/// round of many polls every attempt at each wake. Two or three are
+/// plenty; Polly and gRPC's hedging policy cap a round likewise.
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use std::time::Duration;
+/// use backstop::hedge::{Hedge, MAX_HEDGES};
+/// let widest = Hedge::after(Duration::from_millis(50)).hedges(MAX_HEDGES);
+/// assert_eq!(widest.max_hedges(), 10);
+/// ```
+pub const MAX_HEDGES: u32 = 10;
+
 /// When a call sends hedges, and how many: `#[retry(hedge = 50ms)]`,
 /// `#[retry(hedge = p95, hedges = 2)]`, or [`Retry::hedge`](crate::Retry::hedge).
 ///
@@ -160,12 +174,13 @@ impl Hedge {
         }
     }
 
-    /// At most `hedges` extra attempts per round (1 by default), each
-    /// started a delay after the one before.
+    /// At most `hedges` extra attempts per round (1 by default, up to
+    /// [`MAX_HEDGES`]), each started a delay after the one before.
     ///
     /// # Panics
     ///
-    /// If `hedges` is 0 (a compile error in a `const`).
+    /// If `hedges` is 0 or above [`MAX_HEDGES`] (a compile error in a
+    /// `const`).
     ///
     /// ```
     /// # extern crate backstop_runtime as backstop;
@@ -174,7 +189,11 @@ impl Hedge {
     /// ```
     #[must_use]
     pub const fn hedges(mut self, hedges: u32) -> Self {
-        assert!(hedges >= 1, "`hedges` must be at least 1");
+        assert!(hedges >= 1, "Hedge::hedges: `hedges` must be at least 1");
+        assert!(
+            hedges <= MAX_HEDGES,
+            "Hedge::hedges: a round sends `MAX_HEDGES` (10) hedges at most"
+        );
         self.hedges = hedges;
         self
     }
@@ -246,10 +265,13 @@ impl LatencyPercentile {
     pub const fn new(quantile: f64, window: Duration) -> Self {
         assert!(
             quantile > 0.0 && quantile < 1.0,
-            "a quantile is strictly between 0 and 1"
+            "LatencyPercentile::new: `quantile` must be strictly between 0 and 1"
         );
         let nanos = window.as_nanos();
-        assert!(nanos >= 4_000, "a window of at least four microseconds");
+        assert!(
+            nanos >= 4_000,
+            "LatencyPercentile::new: `window` must be at least four microseconds"
+        );
         let slot_nanos = if nanos / 4 > u64::MAX as u128 {
             u64::MAX
         } else {

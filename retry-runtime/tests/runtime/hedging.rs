@@ -739,3 +739,19 @@ fn a_hedge_due_after_the_breaker_opened_leaves_its_trial_alone() {
         [(BreakerState::Closed, BreakerState::Open)]
     );
 }
+
+#[test]
+fn a_round_sends_at_most_max_hedges() {
+    use backstop_runtime::hedge::MAX_HEDGES;
+    let widest = Hedge::after(MS).hedges(MAX_HEDGES);
+    assert_eq!(widest.max_hedges(), 10);
+    let more = std::panic::catch_unwind(|| Hedge::after(MS).hedges(MAX_HEDGES + 1));
+    let message = more.expect_err("one more hedge than a round sends");
+    let message = message.downcast_ref::<&str>().copied().unwrap_or_default();
+    assert!(
+        message.contains("`MAX_HEDGES` (10) hedges at most"),
+        "{message}"
+    );
+    // (The largest count too: refused, not a round polling billions.)
+    assert!(std::panic::catch_unwind(|| Hedge::after(MS).hedges(u32::MAX)).is_err());
+}

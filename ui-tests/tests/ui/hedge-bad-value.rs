@@ -50,4 +50,10 @@ async fn two_zeros_first() -> Result<u32, std::io::Error> {
     Ok(1)
 }
 
+// Nines past an `f64`'s precision: the 100th percentile.
+#[retry(hedge = p99999999999999999, idempotent)]
+async fn too_many_nines() -> Result<u32, std::io::Error> {
+    Ok(1)
+}
+
 fn main() {}

@@ -38,6 +38,13 @@ async fn with_a_policy(name: &str) -> Result<usize, std::io::Error> {
     Ok(name.len())
 }
 
+// The widest round: `hedge::MAX_HEDGES`.
+#[retry(hedge = 20ms, hedges = 10, attempts = 11, idempotent)]
+async fn the_widest_round() -> Result<u32, std::io::Error> {
+    const _: () = assert!(backstop::hedge::MAX_HEDGES == 10);
+    Ok(1)
+}
+
 fn is_send<T: Send>(t: T) -> T {
     t
 }
@@ -48,4 +55,5 @@ fn main() {
     drop(is_send(client.put(String::new(), Vec::new())));
     drop(is_send(with_a_policy("x")));
     drop(is_send(named_like_a_percentile()));
+    drop(is_send(the_widest_round()));
 }

@@ -106,8 +106,15 @@ fn renamed_crate() -> Result<(), Error> {
     Ok(())
 }
 
+// A fraction's trailing zeros carry nothing: one second.
+#[retry(base = 1.0000000000000000000000000000000000000000000s)]
+fn zeros_that_carry_nothing() -> Result<(), Error> {
+    Ok(())
+}
+
 fn main() {
     let _ = literals();
+    let _ = zeros_that_carry_nothing();
     let _ = nones();
     let _ = gates();
     let _ = fixed();
