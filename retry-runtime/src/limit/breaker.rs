@@ -80,20 +80,25 @@ pub use crate::state::vocabulary::CircuitOpen;
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
-/// use std::sync::Mutex;
+/// use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 /// use std::time::{Duration, Instant};
 /// use backstop::limit::{BreakerChange, ChangeReason, CircuitBreaker};
 /// use backstop::Verdict;
 ///
-/// static REASONS: Mutex<Vec<ChangeReason>> = Mutex::new(Vec::new());
+/// static OPENED: AtomicU32 = AtomicU32::new(0);
+/// static RESET: AtomicU32 = AtomicU32::new(0);
 /// fn note(change: &BreakerChange) {
-///     REASONS.lock().unwrap().push(change.reason);
+///     match change.reason {
+///         ChangeReason::Failures => OPENED.fetch_add(1, Relaxed),
+///         ChangeReason::Reset => RESET.fetch_add(1, Relaxed),
+///         _ => 0,
+///     };
 /// }
 /// static DB: CircuitBreaker = CircuitBreaker::new(1, Duration::from_secs(30)).on_change(note);
 /// let now = Instant::now();
 /// DB.try_acquire(now).unwrap().failed(Verdict::Retry, now);
 /// DB.reset();
-/// assert_eq!(*REASONS.lock().unwrap(), [ChangeReason::Failures, ChangeReason::Reset]);
+/// assert_eq!((OPENED.load(Relaxed), RESET.load(Relaxed)), (1, 1));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -127,20 +132,20 @@ pub enum ChangeReason {
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
-/// use std::sync::Mutex;
+/// use std::sync::OnceLock;
 /// use std::time::{Duration, Instant};
 /// use backstop::limit::{BreakerChange, BreakerState, ChangeReason, CircuitBreaker};
 /// use backstop::Verdict;
 ///
-/// static SEEN: Mutex<Vec<BreakerChange>> = Mutex::new(Vec::new());
+/// static FIRST: OnceLock<BreakerChange> = OnceLock::new();
 /// fn note(change: &BreakerChange) {
-///     SEEN.lock().unwrap().push(*change);
+///     let _ = FIRST.set(*change);
 /// }
 /// static DB: CircuitBreaker =
 ///     CircuitBreaker::new(1, Duration::from_secs(30)).named("db").on_change(note);
 /// let now = Instant::now();
 /// DB.try_acquire(now).unwrap().failed(Verdict::Retry, now);
-/// let change = SEEN.lock().unwrap()[0];
+/// let change = FIRST.get().expect("told");
 /// assert_eq!((change.breaker, change.key), ("db", None));
 /// assert_eq!((change.from, change.to), (BreakerState::Closed, BreakerState::Open));
 /// assert_eq!(change.reason, ChangeReason::Failures);
