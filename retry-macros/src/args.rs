@@ -983,7 +983,7 @@ fn unknown_unit(cx: &mut Ctxt, span: Span, suffix: &str, digits: &str) {
     if matches!(suffix, "d" | "day" | "days") {
         let hint = match decimal_times(digits, 86_400_000_000_000) {
             Ok(nanos) if nanos > 0 => {
-                format!("; did you mean `{}`?", in_largest_unit(nanos))
+                format!("; did you mean `{}`?", human(nanos))
             }
             _ => String::new(),
         };
@@ -1076,23 +1076,6 @@ fn decimal_times(digits: &str, unit: u128) -> Result<u128, Undecimal> {
     }
 }
 
-/// `nanos` written in the largest unit that says it exactly (`36h`).
-fn in_largest_unit(nanos: u128) -> String {
-    const UNITS: [(&str, u128); 6] = [
-        ("h", 3_600_000_000_000),
-        ("m", 60_000_000_000),
-        ("s", 1_000_000_000),
-        ("ms", 1_000_000),
-        ("us", 1_000),
-        ("ns", 1),
-    ];
-    let (name, per) = UNITS
-        .into_iter()
-        .find(|(_, per)| nanos.is_multiple_of(*per))
-        .unwrap_or(("ns", 1));
-    format!("{}{name}", nanos / per)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1134,14 +1117,6 @@ mod tests {
         assert!(above_one("2") && above_one("10") && above_one("01.5"));
         assert!(!above_one("1") && !above_one("1.000") && !above_one("0.5") && !above_one("0"));
         assert!(!above_one("10e-1"), "exponents are not read");
-    }
-
-    #[test]
-    fn a_duration_is_suggested_in_its_largest_exact_unit() {
-        assert_eq!(in_largest_unit(36 * 3_600_000_000_000), "36h");
-        assert_eq!(in_largest_unit(90 * 60_000_000_000), "90m");
-        assert_eq!(in_largest_unit(1_500_000_000), "1500ms");
-        assert_eq!(in_largest_unit(7), "7ns");
     }
 
     #[test]
