@@ -395,8 +395,9 @@ fn check_against_fn(args: &Args, func: &Func, cx: &mut Ctxt) {
 }
 
 /// The most hedges a round may send: the runtime's `hedge::MAX_HEDGES`
-/// (`Hedge::hedges` refuses more; a test of the facade holds the two
-/// equal).
+/// (`Hedge::hedges` refuses more; the ui cases `pass/hedge`, which asserts
+/// the constant and sends as many, and `hedges-not-below-attempts`, which
+/// is refused one more, hold the two equal).
 const MAX_HEDGES: u32 = 10;
 
 /// Hedges are attempts: a round of one attempt and `hedges` hedges needs
