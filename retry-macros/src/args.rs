@@ -837,6 +837,14 @@ fn factor(cx: &mut Ctxt, value: Expr) -> Option<Num<f64>> {
     };
     match digits.parse::<f64>() {
         Ok(f) if f > 1.0 && f.is_finite() => Some(Num::Lit(f)),
+        Ok(f) if f.is_infinite() => {
+            cx.error_spanned(
+                lit,
+                "`factor` is too large for an `f64` (it reads as infinite): each delay is \
+                 `factor` times the last, and a factor of 10 reaches any `cap` fast",
+            );
+            None
+        }
         // Above 1 as written, 1 as an `f64`.
         Ok(f) if f.to_bits() == 1.0_f64.to_bits() && above_one(&digits) => {
             cx.error_spanned(
@@ -955,22 +963,9 @@ fn duration(cx: &mut Ctxt, name: &str, value: Expr) -> Option<Dur> {
         unknown_unit(cx, span, suffix, digits);
         return None;
     };
-    let nanos = match decimal_times(digits, unit) {
-        Ok(nanos) => nanos,
-        Err(Undecimal::TooLarge) => {
-            cx.error(span, format!("`{text}` is too large for a `Duration`"));
-            return None;
-        }
-        Err(Undecimal::TooPrecise) => {
-            cx.error(
-                span,
-                format!(
-                    "`{text}` has more significant digits than a duration is read to (38): a \
-                     `Duration` counts whole nanoseconds"
-                ),
-            );
-            return None;
-        }
+    let Some(nanos) = decimal_times(digits, unit) else {
+        cx.error(span, format!("`{text}` is too large for a `Duration`"));
+        return None;
     };
     Some(Dur::Lit(DurLit { nanos, span, text }))
 }
@@ -982,7 +977,7 @@ fn unknown_unit(cx: &mut Ctxt, span: Span, suffix: &str, digits: &str) {
     // `36h`), or in a smaller one; none past a `Duration`.
     if matches!(suffix, "d" | "day" | "days") {
         let hint = match decimal_times(digits, 86_400_000_000_000) {
-            Ok(nanos) if nanos > 0 => {
+            Some(nanos) if nanos > 0 => {
                 format!("; did you mean `{}`?", human(nanos))
             }
             _ => String::new(),
@@ -1023,57 +1018,58 @@ fn unquoted_duration(text: &str) -> Option<String> {
         .then(|| format!("{digits}{suffix}"))
 }
 
-/// Why a decimal literal has no `Duration`.
-#[derive(Debug, PartialEq, Eq)]
-enum Undecimal {
-    /// Past `Duration::MAX`.
-    TooLarge,
-    /// More significant digits than the arithmetic holds (38).
-    TooPrecise,
-}
-
 /// `digits × unit` exactly, for decimal `digits` such as `1.5` or `2e3`,
-/// in nanoseconds; fractions of a nanosecond are dropped. Leading zeros
-/// and a fraction's trailing zeros carry no value, and any exponent is
-/// taken (`1e-2147483648s` is zero).
-fn decimal_times(digits: &str, unit: u128) -> Result<u128, Undecimal> {
+/// in nanoseconds; `None` past `Duration::MAX`. Fractions of a
+/// nanosecond are dropped: so are a fraction's digits past what the
+/// arithmetic holds (beside the unit, about 28 significant digits), far
+/// below a nanosecond.
+/// Any exponent is read (`1e-99999999999999999999s` is zero).
+fn decimal_times(digits: &str, unit: u128) -> Option<u128> {
     let (mantissa, exp) = match digits.split_once(['e', 'E']) {
-        // (An `i64`: the scale below cannot overflow from an `i32`'s.)
-        Some((m, e)) => (m, e.parse::<i64>().map_err(|_| Undecimal::TooLarge)?),
+        Some((m, e)) => match e.parse::<i64>() {
+            Ok(exp) => (m, exp),
+            // Past an `i64`: nothing for a negative exponent, too large
+            // for a positive one.
+            Err(_) if e.starts_with('-') => return Some(0),
+            Err(_) => return None,
+        },
         None => (digits, 0),
     };
     let (whole, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
-    let frac = frac.trim_end_matches('0');
     let mut value: u128 = 0;
-    for c in whole.chars().chain(frac.chars()) {
-        let digit = c.to_digit(10).ok_or(Undecimal::TooLarge)?;
+    for c in whole.chars() {
         value = value
+            .checked_mul(10)?
+            .checked_add(u128::from(c.to_digit(10)?))?;
+    }
+    let mut scale = exp;
+    for c in frac.trim_end_matches('0').chars() {
+        let digit = u128::from(c.to_digit(10)?);
+        // (Kept while the product with `unit` still fits.)
+        let Some(next) = value
             .checked_mul(10)
-            .and_then(|v| v.checked_add(u128::from(digit)))
-            .ok_or(Undecimal::TooPrecise)?;
+            .and_then(|v| v.checked_add(digit))
+            .filter(|v| v.checked_mul(unit).is_some())
+        else {
+            break;
+        };
+        value = next;
+        scale -= 1;
     }
     if value == 0 {
-        return Ok(0);
+        return Some(0);
     }
-    let scale = exp - i64::try_from(frac.len()).map_err(|_| Undecimal::TooPrecise)?;
-    let nanos = value.checked_mul(unit).ok_or(Undecimal::TooLarge)?;
+    let nanos = value.checked_mul(unit)?;
     let power = u32::try_from(scale.unsigned_abs()).ok();
     let nanos = if scale >= 0 {
-        power
-            .and_then(|p| 10u128.checked_pow(p))
-            .and_then(|p| nanos.checked_mul(p))
-            .ok_or(Undecimal::TooLarge)?
+        nanos.checked_mul(10u128.checked_pow(power?)?)?
     } else {
         power
             .and_then(|p| 10u128.checked_pow(p))
             .map_or(0, |p| nanos / p)
     };
     let max = u128::from(u64::MAX) * 1_000_000_000 + 999_999_999;
-    if nanos <= max {
-        Ok(nanos)
-    } else {
-        Err(Undecimal::TooLarge)
-    }
+    (nanos <= max).then_some(nanos)
 }
 
 #[cfg(test)]
@@ -1082,33 +1078,37 @@ mod tests {
 
     #[test]
     fn decimal_durations_are_exact() {
-        assert_eq!(decimal_times("250", 1_000_000), Ok(250_000_000));
-        assert_eq!(decimal_times("1.5", 1_000_000_000), Ok(1_500_000_000));
-        assert_eq!(decimal_times("0.1", 1_000_000_000), Ok(100_000_000));
-        assert_eq!(decimal_times("2e3", 1_000_000), Ok(2_000_000_000));
-        assert_eq!(decimal_times("1.5e-3", 1_000_000_000), Ok(1_500_000));
+        assert_eq!(decimal_times("250", 1_000_000), Some(250_000_000));
+        assert_eq!(decimal_times("1.5", 1_000_000_000), Some(1_500_000_000));
+        assert_eq!(decimal_times("0.1", 1_000_000_000), Some(100_000_000));
+        assert_eq!(decimal_times("2e3", 1_000_000), Some(2_000_000_000));
+        assert_eq!(decimal_times("1.5e-3", 1_000_000_000), Some(1_500_000));
         assert_eq!(
             decimal_times("99999999999999999999999", 3_600_000_000_000),
-            Err(Undecimal::TooLarge)
+            None
         );
     }
 
     #[test]
     fn extreme_decimals_are_read_without_overflow() {
         // An `i32`'s smallest exponent, with a fraction: zero, not a panic.
-        assert_eq!(decimal_times("10.25e-2147483648", 1_000_000), Ok(0));
-        assert_eq!(decimal_times("1.5e-2147483648", 1_000_000_000), Ok(0));
-        assert_eq!(decimal_times("1e2147483647", 1), Err(Undecimal::TooLarge));
-        // A fraction's trailing zeros carry nothing: 1 s written with 43.
+        assert_eq!(decimal_times("10.25e-2147483648", 1_000_000), Some(0));
+        assert_eq!(decimal_times("1.5e-2147483648", 1_000_000_000), Some(0));
+        assert_eq!(decimal_times("1e-99999999999999999999", 1), Some(0));
+        assert_eq!(decimal_times("1e99999999999999999999", 1), None);
+        assert_eq!(decimal_times("1e2147483647", 1), None);
+        // A fraction's digits past what the arithmetic holds are dropped.
         let one = format!("1.{}", "0".repeat(43));
-        assert_eq!(decimal_times(&one, 1_000_000_000), Ok(1_000_000_000));
-        // Significant digits past what the arithmetic holds.
-        let precise = format!("1.{}1", "0".repeat(43));
+        assert_eq!(decimal_times(&one, 1_000_000_000), Some(1_000_000_000));
+        let a_hair_more = format!("1.{}1", "0".repeat(43));
         assert_eq!(
-            decimal_times(&precise, 1_000_000_000),
-            Err(Undecimal::TooPrecise)
+            decimal_times(&a_hair_more, 1_000_000_000),
+            Some(1_000_000_000)
         );
-        assert_eq!(decimal_times("0e99999999999", 1), Ok(0));
+        // Whole digits past it are too large.
+        let huge = format!("1{}", "0".repeat(42));
+        assert_eq!(decimal_times(&huge, 1_000_000_000), None);
+        assert_eq!(decimal_times("0e99999999999", 1), Some(0));
     }
 
     #[test]

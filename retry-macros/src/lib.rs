@@ -63,7 +63,7 @@ use proc_macro::TokenStream;
 /// | `retry_after_max` | duration: a longer `Retry-After` gives up | `60s` | `retry_after_max = 2m` |
 /// | `attempt_timeout` | duration (async fns only); needs `E: From<Elapsed>` | none | `attempt_timeout = 2s` |
 /// | `hedge` | duration, or a percentile of the function's recent latencies (`p50`…`p99`, `p999`): after it, another attempt starts beside the slow one, first answer wins (async fns, `idempotent`; hedges count as attempts) | none | `hedge = p95` |
-/// | `hedges` | integer ≥ 1, below `attempts`: extra attempts at most beside the first, each a delay after the one before | `1` | `hedges = 2` |
+/// | `hedges` | integer from 1 to 10 (`hedge::MAX_HEDGES`), below `attempts`: extra attempts at most beside the first, each a delay after the one before (an expression is checked when the function runs) | `1` | `hedges = 2` |
 /// | `on_retry` | path or closure `Fn(&RetryEvent<'_, T, E>)`, before each sleep | none | `on_retry = \|e\| log(e.attempt())` |
 /// | `on_give_up` | path or closure `Fn(&GiveUpEvent<'_, T, E>)`, with the reason | none | `on_give_up = report` |
 /// | `policy` | expression giving a `Policy` or `&Policy`; excludes the schedule options | — | `policy = CONFIG.users` |
@@ -77,7 +77,8 @@ use proc_macro::TokenStream;
 /// return type that is not a `Result`,
 /// `hedge` on a sync fn, without `idempotent`, or with an argument an
 /// attempt could change (`&mut`, `mut`): hedged attempts share the
-/// arguments; `hedges` at or above `attempts` (hedges are attempts).
+/// arguments; `hedges` at or above `attempts` (hedges are attempts), or
+/// above 10.
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;

@@ -292,6 +292,25 @@ fn check_options(args: &Args, cx: &mut Ctxt) {
             }
         }
     }
+    // Read as zero, though not written as zero: a `cap` or
+    // `retry_after_max` so small is a mistake about the unit.
+    for opt in [&args.cap, &args.retry_after_max] {
+        if let Some(Dur::Lit(DurLit {
+            nanos: 0,
+            span,
+            text,
+        })) = opt.value()
+            && below_a_nanosecond(text)
+        {
+            cx.error(
+                *span,
+                format!(
+                    "`{} = {text}` is below a nanosecond, the smallest `Duration`: it would be zero",
+                    opt.name()
+                ),
+            );
+        }
+    }
     if let Some(OrNone::Some(Dur::Lit(DurLit {
         nanos: 0,
         span,
@@ -396,8 +415,8 @@ fn check_against_fn(args: &Args, func: &Func, cx: &mut Ctxt) {
 
 /// The most hedges a round may send: the runtime's `hedge::MAX_HEDGES`
 /// (`Hedge::hedges` refuses more; the ui cases `pass/hedge`, which asserts
-/// the constant and sends as many, and `hedges-not-below-attempts`, which
-/// is refused one more, hold the two equal).
+/// the constant and sends as many, and `hedges-above-max`, which is
+/// refused one more, hold the two equal).
 const MAX_HEDGES: u32 = 10;
 
 /// Hedges are attempts: a round of one attempt and `hedges` hedges needs
@@ -438,6 +457,29 @@ fn check_hedges_fit(args: &Args, cx: &mut Ctxt) {
     }
 }
 
+/// A hedge delay of zero sends every hedge at once.
+fn check_hedge_delay(args: &Args, cx: &mut Ctxt) {
+    if let Some(HedgeDelay::After(Dur::Lit(DurLit {
+        nanos: 0,
+        span,
+        text,
+    }))) = args.hedge.value()
+    {
+        let below = if below_a_nanosecond(text) {
+            format!(" (`{text}` is below a nanosecond, the smallest `Duration`)")
+        } else {
+            String::new()
+        };
+        cx.error(
+            *span,
+            format!(
+                "`hedge` must be greater than zero{below}: a zero delay sends every hedge at \
+                 once, beside every attempt"
+            ),
+        );
+    }
+}
+
 /// `hedge` runs attempts side by side: an `async fn`, declared
 /// idempotent, whose attempts can share its arguments.
 fn check_hedge(args: &Args, func: &Func, cx: &mut Ctxt) {
@@ -451,13 +493,7 @@ fn check_hedge(args: &Args, func: &Func, cx: &mut Ctxt) {
     let Some(key) = args.hedge.key() else {
         return;
     };
-    if let Some(HedgeDelay::After(Dur::Lit(DurLit { nanos: 0, span, .. }))) = args.hedge.value() {
-        cx.error(
-            *span,
-            "`hedge` must be greater than zero: a zero delay sends every hedge at once, beside \
-             every attempt",
-        );
-    }
+    check_hedge_delay(args, cx);
     if func.sig.asyncness.is_none() {
         cx.error(
             key,

@@ -38,7 +38,8 @@ use crate::time::units::{UNIT_NAMES, human, unit_nanos};
 /// # Errors
 ///
 /// A message saying what is wrong: no unit, an unknown unit, not a number,
-/// too large.
+/// an exponent (`"2e3ms"`), too large, or not zero and below a nanosecond
+/// (`"0.1ns"`, which would read as zero).
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
@@ -107,7 +108,7 @@ fn one_term<'r>(text: &str, rest: &'r str) -> Result<(Duration, &'r str), String
         "e" | "E" if after.starts_with(|c: char| c.is_ascii_digit() || c == '-' || c == '+') => {
             return Err(format!(
                 "`{text}`: a duration here is written without an exponent; write the number \
-                 out, as \"2000ms\" for `2e3ms` (units: {units})"
+                 out (\"2000ms\", not \"2e3ms\"; units: {units})"
             ));
         }
         // The micro sign and the Greek letter mu, as Go's durations take them.
@@ -135,9 +136,12 @@ fn one_term<'r>(text: &str, rest: &'r str) -> Result<(Duration, &'r str), String
         .and_then(|n| n.checked_add(fraction_nanos))
         .ok_or_else(too_large)?;
     if nanos == 0 && number.bytes().any(|b| (b'1'..=b'9').contains(&b)) {
-        return Err(format!(
-            "`{text}` is below a nanosecond, the smallest duration"
-        ));
+        let term = rest[..rest.len() - after.len()].trim_end();
+        return Err(if term == text {
+            format!("`{text}` is below a nanosecond, the smallest duration")
+        } else {
+            format!("`{term}` in `{text}` is below a nanosecond, the smallest duration")
+        });
     }
     let secs = u64::try_from(nanos / 1_000_000_000).map_err(|_| too_large())?;
     Ok((Duration::new(secs, (nanos % 1_000_000_000) as u32), after))

@@ -159,6 +159,11 @@ fn long_fractions_and_defaults_are_explained() {
         Ok(Duration::ZERO),
         "zero written long"
     );
+    let error = parse_duration("1s 0.5ns").unwrap_err();
+    assert!(
+        error.contains("`0.5ns` in `1s 0.5ns` is below a nanosecond"),
+        "{error}"
+    );
     // An exponent, which `#[retry]`'s literals take, is said to be one.
     let error = parse_duration("2e3ms").unwrap_err();
     assert!(error.contains("without an exponent"), "{error}");

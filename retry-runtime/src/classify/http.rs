@@ -318,11 +318,15 @@ pub struct Attempts(pub u32);
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
-/// use backstop::http::IDEMPOTENCY_KEY;
+/// use backstop::http::{IDEMPOTENCY_KEY, is_idempotent};
+/// use backstop::scope::IdempotencyKey;
 ///
+/// // One key per payment, made once and sent with every attempt of it.
+/// let key = IdempotencyKey::random();
 /// let mut request = http::Request::post("/payments").body(()).unwrap();
-/// request.headers_mut().insert(IDEMPOTENCY_KEY, "5b1f9c1e-2d64".parse().unwrap());
-/// assert_eq!(request.headers()["idempotency-key"], "5b1f9c1e-2d64");
+/// assert!(!is_idempotent(&request), "a POST");
+/// request.headers_mut().insert(IDEMPOTENCY_KEY, key.to_string().parse().unwrap());
+/// assert!(is_idempotent(&request), "a POST the server deduplicates by its key");
 /// ```
 pub const IDEMPOTENCY_KEY: ::http::HeaderName = ::http::HeaderName::from_static("idempotency-key");
 

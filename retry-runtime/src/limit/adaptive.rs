@@ -375,7 +375,7 @@ impl AdaptiveThrottle {
     /// let now = Instant::now();
     /// assert!(throttle.admit(now, 0.0).is_ok(), "nothing refused yet");
     /// for _ in 0..99 {
-    ///     throttle.requested(now); // 99 refused
+    ///     throttle.requested(now); // 99 sent, none accepted
     /// }
     /// // Shed with probability 99/100: a draw below it is shed, one above is not.
     /// assert!(throttle.admit(now, 0.5).is_err());

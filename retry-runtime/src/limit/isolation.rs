@@ -126,9 +126,11 @@ pub fn isolate() -> Isolation {
 /// {
 ///     let _fresh = testing::isolate();
 ///     testing::own(&PG).failed(std::time::Instant::now()); // this test's copy
+///     assert_eq!(testing::own(&PG).tokens(), 9.0);
 /// }
-/// // Dropped: the thread draws on the statics again.
-/// assert_eq!(testing::own(&PG).tokens(), PG.tokens());
+/// // Dropped: the thread draws on the statics again, which nothing spent.
+/// assert_eq!(testing::own(&PG).tokens(), 10.0);
+/// assert_eq!(PG.tokens(), 10.0);
 /// ```
 #[must_use = "isolation lasts until the guard is dropped: bind it, `let _fresh = isolate();`"]
 pub struct Isolation {

@@ -65,6 +65,8 @@ impl Error {
     /// use backstop::{reqwest::Error, CircuitOpen, Elapsed};
     /// assert!(Error::from(Elapsed::new()).is_timeout());
     /// assert!(!Error::from(CircuitOpen::new()).is_timeout());
+    /// // A call held after refusals, given up at its deadline: not a timeout.
+    /// assert!(!Error::from(Elapsed::refused()).is_timeout());
     /// ```
     pub fn is_timeout(&self) -> bool {
         match self {

@@ -473,11 +473,35 @@ pub struct WithTimeout(Duration);
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
-/// use backstop::builder::{NoTimeout, TimeoutSlot};
+/// use std::time::Duration;
+/// use backstop::{Policy, Retry};
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+/// // `std::io::Error` holds a cut-off (`From<Elapsed>`): the loop may have
+/// // an attempt timeout.
+/// let policy = Policy::new();
+/// let limited = Retry::new(&policy).attempt_timeout(Duration::from_secs(1));
+/// let out: Result<u8, std::io::Error> = limited.call_async(|| async { Ok(1) }).await;
+/// assert_eq!(out.unwrap(), 1);
+/// # }
+/// ```
 ///
-/// // `std::io::Error` can hold a cut-off (`From<Elapsed>`), so any of the slots will do for it.
-/// fn fits<S: TimeoutSlot<std::io::Error>>(_: S) {}
-/// fits(NoTimeout);
+/// An error type that cannot hold one cannot have an attempt timeout:
+///
+/// ```compile_fail,E0277
+/// # extern crate backstop_runtime as backstop;
+/// use std::time::Duration;
+/// use backstop::{Classify, Policy, Retry, Verdict};
+///
+/// #[derive(Debug)]
+/// struct Mine;
+/// impl Classify for Mine {
+///     fn classify(&self) -> Verdict { Verdict::Retry }
+/// }
+/// # async fn f() {
+/// let policy = Policy::new();
+/// let limited = Retry::new(&policy).attempt_timeout(Duration::from_secs(1));
+/// let _: Result<u8, Mine> = limited.call_async(|| async { Ok(1) }).await;
+/// # }
 /// ```
 #[diagnostic::on_unimplemented(
     message = "an attempt timeout needs an error type that can hold it: `{E}: From<Elapsed>`",
@@ -540,7 +564,8 @@ impl<E: From<Elapsed>> TimeoutSlot<E> for WithTimeout {
 /// # extern crate backstop_runtime as backstop;
 /// use std::time::Duration;
 /// use backstop::{Policy, Retry};
-/// let limited = Retry::new(&Policy::new()).attempt_timeout(Duration::from_secs(1));
+/// let policy = Policy::new();
+/// let limited = Retry::new(&policy).attempt_timeout(Duration::from_secs(1));
 /// let out: Result<u8, std::io::Error> = limited.call(|| Ok(1));
 /// ```
 #[diagnostic::on_unimplemented(
@@ -623,11 +648,31 @@ pub struct NoThrottle;
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
-/// use backstop::builder::{NoThrottle, ThrottleSlot};
+/// use backstop::limit::AdaptiveThrottle;
+/// use backstop::{Policy, Retry};
 ///
-/// // `std::io::Error` can hold a shed attempt (`From<Throttled>`), so any of the slots will do for it.
-/// fn fits<S: ThrottleSlot<std::io::Error>>(_: S) {}
-/// fits(NoThrottle);
+/// static SEARCH: AdaptiveThrottle = AdaptiveThrottle::standard();
+/// // `std::io::Error` holds a shed attempt (`From<Throttled>`): the loop
+/// // may have an adaptive throttle.
+/// let out: Result<u8, std::io::Error> =
+///     Retry::new(&Policy::new()).throttle(&SEARCH).call(|| Ok(1));
+/// assert_eq!(out.unwrap(), 1);
+/// ```
+///
+/// An error type that cannot hold one cannot have a throttle:
+///
+/// ```compile_fail,E0277
+/// # extern crate backstop_runtime as backstop;
+/// use backstop::limit::AdaptiveThrottle;
+/// use backstop::{Classify, Policy, Retry, Verdict};
+///
+/// #[derive(Debug)]
+/// struct Mine;
+/// impl Classify for Mine {
+///     fn classify(&self) -> Verdict { Verdict::Retry }
+/// }
+/// static SEARCH: AdaptiveThrottle = AdaptiveThrottle::standard();
+/// let _: Result<u8, Mine> = Retry::new(&Policy::new()).throttle(&SEARCH).call(|| Ok(1));
 /// ```
 #[diagnostic::on_unimplemented(
     message = "an adaptive throttle needs an error type that can hold a shed attempt: `{E}: From<Throttled>`",
@@ -702,11 +747,32 @@ pub struct NoBreaker;
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
-/// use backstop::builder::{NoBreaker, BreakerSlot};
+/// use std::time::Duration;
+/// use backstop::limit::CircuitBreaker;
+/// use backstop::{Policy, Retry};
 ///
-/// // `std::io::Error` can hold a breaker's rejection (`From<CircuitOpen>`), so any of the slots will do for it.
-/// fn fits<S: BreakerSlot<std::io::Error>>(_: S) {}
-/// fits(NoBreaker);
+/// static DB: CircuitBreaker = CircuitBreaker::new(5, Duration::from_secs(30));
+/// // `std::io::Error` holds a rejection (`From<CircuitOpen>`): the loop may
+/// // have a breaker.
+/// let out: Result<u8, std::io::Error> = Retry::new(&Policy::new()).breaker(&DB).call(|| Ok(1));
+/// assert_eq!(out.unwrap(), 1);
+/// ```
+///
+/// An error type that cannot hold one cannot have a breaker:
+///
+/// ```compile_fail,E0277
+/// # extern crate backstop_runtime as backstop;
+/// use std::time::Duration;
+/// use backstop::limit::CircuitBreaker;
+/// use backstop::{Classify, Policy, Retry, Verdict};
+///
+/// #[derive(Debug)]
+/// struct Mine;
+/// impl Classify for Mine {
+///     fn classify(&self) -> Verdict { Verdict::Retry }
+/// }
+/// static DB: CircuitBreaker = CircuitBreaker::new(5, Duration::from_secs(30));
+/// let _: Result<u8, Mine> = Retry::new(&Policy::new()).breaker(&DB).call(|| Ok(1));
 /// ```
 #[diagnostic::on_unimplemented(
     message = "a circuit breaker needs an error type that can hold its rejection: `{E}: From<CircuitOpen>`",

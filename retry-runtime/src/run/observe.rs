@@ -931,7 +931,7 @@ impl<'a, T, E> RetryEvent<'a, T, E> {
     /// use std::io::{Error, ErrorKind};
     /// use backstop::{testing::VirtualTime, Jitter, Policy, Retry, RetryEvent};
     /// let _vt = VirtualTime::start();
-    /// let policy = Policy::new().attempts(2).jitter(Jitter::None).no_budget();
+    /// let policy = Policy::new().attempts(2).jitter(Jitter::None);
     /// let seen = std::cell::RefCell::new(Vec::new());
     /// let _ = Retry::new(&policy)
     ///     .on_retry(|event: &RetryEvent<'_, (), Error>| seen.borrow_mut().push(event.attempt()))
@@ -951,7 +951,7 @@ impl<'a, T, E> RetryEvent<'a, T, E> {
     /// use std::io::{Error, ErrorKind};
     /// use backstop::{testing::VirtualTime, Jitter, Policy, Retry, RetryEvent};
     /// let _vt = VirtualTime::start();
-    /// let policy = Policy::new().attempts(2).jitter(Jitter::None).no_budget();
+    /// let policy = Policy::new().attempts(2).jitter(Jitter::None);
     /// let seen = std::cell::RefCell::new(Vec::new());
     /// let _ = Retry::new(&policy)
     ///     .on_retry(|event: &RetryEvent<'_, (), Error>| seen.borrow_mut().push(event.hedges()))
@@ -969,7 +969,7 @@ impl<'a, T, E> RetryEvent<'a, T, E> {
     /// use std::io::{Error, ErrorKind};
     /// use backstop::{testing::VirtualTime, Jitter, Policy, Retry, RetryEvent};
     /// let _vt = VirtualTime::start();
-    /// let policy = Policy::new().attempts(2).jitter(Jitter::None).no_budget();
+    /// let policy = Policy::new().attempts(2).jitter(Jitter::None);
     /// let seen = std::cell::RefCell::new(Vec::new());
     /// let _ = Retry::new(&policy)
     ///     .on_retry(|event: &RetryEvent<'_, (), Error>| seen.borrow_mut().push(event.delay()))
@@ -987,7 +987,7 @@ impl<'a, T, E> RetryEvent<'a, T, E> {
     /// use std::io::{Error, ErrorKind};
     /// use backstop::{testing::VirtualTime, Jitter, Policy, Retry, RetryEvent, Verdict};
     /// let _vt = VirtualTime::start();
-    /// let policy = Policy::new().attempts(2).jitter(Jitter::None).no_budget();
+    /// let policy = Policy::new().attempts(2).jitter(Jitter::None);
     /// let seen = std::cell::RefCell::new(Vec::new());
     /// let _ = Retry::new(&policy)
     ///     .on_retry(|event: &RetryEvent<'_, (), Error>| seen.borrow_mut().push(event.verdict()))
@@ -1010,7 +1010,7 @@ impl<'a, T, E> RetryEvent<'a, T, E> {
     /// use std::io::{Error, ErrorKind};
     /// use backstop::{testing::VirtualTime, Jitter, Policy, Retry, RetryEvent};
     /// let _vt = VirtualTime::start();
-    /// let policy = Policy::new().attempts(2).jitter(Jitter::None).no_budget();
+    /// let policy = Policy::new().attempts(2).jitter(Jitter::None);
     /// let seen = std::cell::RefCell::new(Vec::new());
     /// let _ = Retry::new(&policy)
     ///     .on_retry(|event: &RetryEvent<'_, (), Error>| seen.borrow_mut().push(event.outcome().is_err()))
@@ -1028,7 +1028,7 @@ impl<'a, T, E> RetryEvent<'a, T, E> {
     /// use std::io::{Error, ErrorKind};
     /// use backstop::{testing::VirtualTime, Jitter, Policy, Retry, RetryEvent};
     /// let _vt = VirtualTime::start();
-    /// let policy = Policy::new().attempts(2).jitter(Jitter::None).no_budget();
+    /// let policy = Policy::new().attempts(2).jitter(Jitter::None);
     /// let seen = std::cell::RefCell::new(Vec::new());
     /// let _ = Retry::new(&policy)
     ///     .on_retry(|event: &RetryEvent<'_, (), Error>| seen.borrow_mut().push(event.error().map(Error::kind)))
@@ -1049,12 +1049,15 @@ impl<'a, T, E> RetryEvent<'a, T, E> {
     /// use std::io::{Error, ErrorKind};
     /// use backstop::{testing::VirtualTime, Jitter, Policy, Retry, RetryEvent};
     /// let _vt = VirtualTime::start();
-    /// let policy = Policy::new().attempts(2).jitter(Jitter::None).no_budget();
+    /// let policy = Policy::new().attempts(2).jitter(Jitter::None);
     /// let seen = std::cell::RefCell::new(Vec::new());
     /// let _ = Retry::new(&policy)
-    ///     .on_retry(|event: &RetryEvent<'_, (), Error>| seen.borrow_mut().push(event.elapsed() < std::time::Duration::from_millis(1)))
-    ///     .call(|| Err::<(), _>(Error::from(ErrorKind::HostUnreachable)));
-    /// assert_eq!(*seen.borrow(), [true]);
+    ///     .on_retry(|event: &RetryEvent<'_, (), Error>| seen.borrow_mut().push(event.elapsed()))
+    ///     .call(|| {
+    ///         _vt.advance(std::time::Duration::from_millis(30)); // the attempt takes 30 ms
+    ///         Err::<(), _>(Error::from(ErrorKind::HostUnreachable))
+    ///     });
+    /// assert_eq!(*seen.borrow(), [std::time::Duration::from_millis(30)]);
     /// ```
     pub fn elapsed(&self) -> Duration {
         self.elapsed
@@ -1107,7 +1110,7 @@ impl<'a, T, E> GiveUpEvent<'a, T, E> {
     /// use std::io::{Error, ErrorKind};
     /// use backstop::{testing::VirtualTime, GiveUpEvent, Jitter, Policy, Retry};
     /// let _vt = VirtualTime::start();
-    /// let policy = Policy::new().attempts(2).jitter(Jitter::None).no_budget();
+    /// let policy = Policy::new().attempts(2).jitter(Jitter::None);
     /// let seen = std::cell::RefCell::new(Vec::new());
     /// let _ = Retry::new(&policy)
     ///     .on_give_up(|event: &GiveUpEvent<'_, (), Error>| seen.borrow_mut().push(event.attempts()))
@@ -1126,7 +1129,7 @@ impl<'a, T, E> GiveUpEvent<'a, T, E> {
     /// use std::io::{Error, ErrorKind};
     /// use backstop::{testing::VirtualTime, GiveUpEvent, Jitter, Policy, Retry};
     /// let _vt = VirtualTime::start();
-    /// let policy = Policy::new().attempts(2).jitter(Jitter::None).no_budget();
+    /// let policy = Policy::new().attempts(2).jitter(Jitter::None);
     /// let seen = std::cell::RefCell::new(Vec::new());
     /// let _ = Retry::new(&policy)
     ///     .on_give_up(|event: &GiveUpEvent<'_, (), Error>| seen.borrow_mut().push(event.hedges()))
@@ -1144,7 +1147,7 @@ impl<'a, T, E> GiveUpEvent<'a, T, E> {
     /// use std::io::{Error, ErrorKind};
     /// use backstop::{testing::VirtualTime, GiveUpEvent, Jitter, Policy, Retry, GiveUp};
     /// let _vt = VirtualTime::start();
-    /// let policy = Policy::new().attempts(2).jitter(Jitter::None).no_budget();
+    /// let policy = Policy::new().attempts(2).jitter(Jitter::None);
     /// let seen = std::cell::RefCell::new(Vec::new());
     /// let _ = Retry::new(&policy)
     ///     .on_give_up(|event: &GiveUpEvent<'_, (), Error>| seen.borrow_mut().push(event.reason()))
@@ -1166,7 +1169,7 @@ impl<'a, T, E> GiveUpEvent<'a, T, E> {
     /// use std::io::{Error, ErrorKind};
     /// use backstop::{testing::VirtualTime, GiveUpEvent, Jitter, Policy, Retry};
     /// let _vt = VirtualTime::start();
-    /// let policy = Policy::new().attempts(2).jitter(Jitter::None).no_budget();
+    /// let policy = Policy::new().attempts(2).jitter(Jitter::None);
     /// let seen = std::cell::RefCell::new(Vec::new());
     /// let _ = Retry::new(&policy)
     ///     .on_give_up(|event: &GiveUpEvent<'_, (), Error>| seen.borrow_mut().push(event.outcome().is_err()))
@@ -1184,7 +1187,7 @@ impl<'a, T, E> GiveUpEvent<'a, T, E> {
     /// use std::io::{Error, ErrorKind};
     /// use backstop::{testing::VirtualTime, GiveUpEvent, Jitter, Policy, Retry};
     /// let _vt = VirtualTime::start();
-    /// let policy = Policy::new().attempts(2).jitter(Jitter::None).no_budget();
+    /// let policy = Policy::new().attempts(2).jitter(Jitter::None);
     /// let seen = std::cell::RefCell::new(Vec::new());
     /// let _ = Retry::new(&policy)
     ///     .on_give_up(|event: &GiveUpEvent<'_, (), Error>| seen.borrow_mut().push(event.error().map(Error::kind)))
@@ -1205,12 +1208,13 @@ impl<'a, T, E> GiveUpEvent<'a, T, E> {
     /// use std::io::{Error, ErrorKind};
     /// use backstop::{testing::VirtualTime, GiveUpEvent, Jitter, Policy, Retry};
     /// let _vt = VirtualTime::start();
-    /// let policy = Policy::new().attempts(2).jitter(Jitter::None).no_budget();
+    /// let policy = Policy::new().attempts(2).jitter(Jitter::None);
     /// let seen = std::cell::RefCell::new(Vec::new());
     /// let _ = Retry::new(&policy)
-    ///     .on_give_up(|event: &GiveUpEvent<'_, (), Error>| seen.borrow_mut().push(event.elapsed() >= std::time::Duration::from_millis(100)))
+    ///     .on_give_up(|event: &GiveUpEvent<'_, (), Error>| seen.borrow_mut().push(event.elapsed()))
     ///     .call(|| Err::<(), _>(Error::from(ErrorKind::HostUnreachable)));
-    /// assert_eq!(*seen.borrow(), [true]);
+    /// // Two attempts, 100 ms of sleep between them.
+    /// assert_eq!(*seen.borrow(), [std::time::Duration::from_millis(100)]);
     /// ```
     pub fn elapsed(&self) -> Duration {
         self.elapsed
@@ -1253,18 +1257,16 @@ pub struct Ignore;
 /// # extern crate backstop_runtime as backstop;
 /// use std::cell::Cell;
 /// use std::io::{Error, ErrorKind};
-/// use backstop::{GiveUpEvent, Jitter, Policy, Retry, RetryEvent, testing::VirtualTime};
+/// use backstop::{Policy, Retry, RetryEvent, testing::VirtualTime};
 ///
 /// let _vt = VirtualTime::start();
-/// let policy = Policy::new().attempts(2).jitter(Jitter::None).no_budget();
-/// let (retries, give_ups) = (Cell::new(0), Cell::new(0));
-/// // Each closure is the loop's `OnRetry`.
-/// let out: Result<u8, Error> = Retry::new(&policy)
-///     .on_retry(|_: &RetryEvent<'_, u8, Error>| retries.set(retries.get() + 1))
-///     .on_give_up(|_: &GiveUpEvent<'_, u8, Error>| give_ups.set(give_ups.get() + 1))
-///     .call(|| Err(ErrorKind::ConnectionRefused.into()));
+/// let told = Cell::new(0);
+/// // The closure is the loop's `OnRetry`: told before each sleep.
+/// let out: Result<u8, Error> = Retry::new(&Policy::new())
+///     .on_retry(|event: &RetryEvent<'_, u8, Error>| told.set(event.attempt()))
+///     .call(|| Err(ErrorKind::HostUnreachable.into()));
 /// assert!(out.is_err());
-/// assert_eq!((retries.get(), give_ups.get()), (1, 1));
+/// assert_eq!(told.get(), 2, "told after the first and the second of three attempts");
 /// ```
 pub trait OnRetry<T, E> {
     /// Tells it.
@@ -1288,18 +1290,16 @@ impl<T, E, F: Fn(&RetryEvent<'_, T, E>)> OnRetry<T, E> for F {
 /// # extern crate backstop_runtime as backstop;
 /// use std::cell::Cell;
 /// use std::io::{Error, ErrorKind};
-/// use backstop::{GiveUpEvent, Jitter, Policy, Retry, RetryEvent, testing::VirtualTime};
+/// use backstop::{GiveUp, GiveUpEvent, Policy, Retry, testing::VirtualTime};
 ///
 /// let _vt = VirtualTime::start();
-/// let policy = Policy::new().attempts(2).jitter(Jitter::None).no_budget();
-/// let (retries, give_ups) = (Cell::new(0), Cell::new(0));
-/// // Each closure is the loop's `OnGiveUp`.
-/// let out: Result<u8, Error> = Retry::new(&policy)
-///     .on_retry(|_: &RetryEvent<'_, u8, Error>| retries.set(retries.get() + 1))
-///     .on_give_up(|_: &GiveUpEvent<'_, u8, Error>| give_ups.set(give_ups.get() + 1))
-///     .call(|| Err(ErrorKind::ConnectionRefused.into()));
+/// let reason = Cell::new(None);
+/// // The closure is the loop's `OnGiveUp`: told once, with the reason.
+/// let out: Result<u8, Error> = Retry::new(&Policy::new())
+///     .on_give_up(|event: &GiveUpEvent<'_, u8, Error>| reason.set(Some(event.reason())))
+///     .call(|| Err(ErrorKind::HostUnreachable.into()));
 /// assert!(out.is_err());
-/// assert_eq!((retries.get(), give_ups.get()), (1, 1));
+/// assert_eq!(reason.get(), Some(GiveUp::Attempts));
 /// ```
 pub trait OnGiveUp<T, E> {
     /// Tells it.

@@ -53,7 +53,7 @@ impl Context {
     /// use backstop::{context, testing::VirtualTime, Policy};
     /// let _vt = VirtualTime::start();
     /// let mut attempts = Vec::new();
-    /// let _: Result<(), std::io::Error> = backstop::call(&Policy::new().no_budget(), || {
+    /// let _: Result<(), std::io::Error> = backstop::call(&Policy::new(), || {
     ///     attempts.push(context().unwrap().attempt());
     ///     Err(std::io::ErrorKind::HostUnreachable.into())
     /// });

@@ -15,29 +15,50 @@ use crate::time::clock::Clock;
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
-/// use std::{future::Future, pin::Pin, time::{Duration, Instant}};
+/// use std::future::{Future, poll_fn};
+/// use std::pin::Pin;
+/// use std::sync::{Arc, Mutex};
+/// use std::task::{Poll, Waker};
+/// use std::time::{Duration, Instant};
 /// use backstop::time::Timer;
 ///
-/// /// A timer for an executor of one's own (here: sleeps a thread, for the
-/// /// example's sake).
+/// /// A timer for an executor of one's own: a thread per sleep (a real one
+/// /// would keep one thread and a heap of deadlines), which wakes the task
+/// /// when the delay is over; the task is never blocked.
 /// struct Threads;
 /// impl Timer for Threads {
 ///     fn now(&self) -> Instant {
 ///         Instant::now()
 ///     }
 ///     fn sleep(&self, delay: Duration) -> Pin<Box<dyn Future<Output = ()> + Send>> {
-///         let (tx, rx) = std::sync::mpsc::channel::<()>();
+///         // Over yet, and the waker of the task waiting for it.
+///         let shared = Arc::new(Mutex::new((false, None::<Waker>)));
+///         let timer = Arc::clone(&shared);
 ///         std::thread::spawn(move || {
 ///             std::thread::sleep(delay);
-///             let _ = tx.send(());
+///             let mut state = timer.lock().unwrap();
+///             state.0 = true;
+///             if let Some(waker) = state.1.take() {
+///                 waker.wake();
+///             }
 ///         });
-///         Box::pin(async move {
-///             let _ = rx.recv();
-///         })
+///         Box::pin(poll_fn(move |cx| {
+///             let mut state = shared.lock().unwrap();
+///             if state.0 {
+///                 return Poll::Ready(());
+///             }
+///             state.1 = Some(cx.waker().clone());
+///             Poll::Pending
+///         }))
 ///     }
 /// }
 /// static THREADS: Threads = Threads;
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// assert_eq!(THREADS.sleep_slack(), Duration::from_millis(2));
+/// let started = Instant::now();
+/// THREADS.sleep(Duration::from_millis(5)).await;
+/// assert!(started.elapsed() >= Duration::from_millis(5));
+/// # }
 /// // `backstop::time::set_timer(&THREADS)` makes it every async loop's.
 /// ```
 pub trait Timer: Send + Sync + 'static {

@@ -12,9 +12,14 @@ fn smallest_exponent() -> Result<(), std::io::Error> {
     Ok(())
 }
 
-// More significant digits than a duration is read to.
-#[retry(base = 1.0000000000000000000000000000000000000000001s)]
-fn too_precise() -> Result<(), std::io::Error> {
+// Below a nanosecond in options that would take zero silently.
+#[retry(cap = 0.1ns, retry_after_max = 0.5ns)]
+fn cap_and_retry_after_max() -> Result<(), std::io::Error> {
+    Ok(())
+}
+
+#[retry(hedge = 0.1ns, idempotent)]
+async fn hedge_below_a_nanosecond() -> Result<(), std::io::Error> {
     Ok(())
 }
 

@@ -106,15 +106,22 @@ fn renamed_crate() -> Result<(), Error> {
     Ok(())
 }
 
-// A fraction's trailing zeros carry nothing: one second.
+// A fraction's trailing zeros carry nothing: one second; digits far below
+// a nanosecond are dropped.
 #[retry(base = 1.0000000000000000000000000000000000000000000s)]
 fn zeros_that_carry_nothing() -> Result<(), Error> {
+    Ok(())
+}
+
+#[retry(base = 1.0000000000000000000000000000000000000000001s)]
+fn digits_far_below_a_nanosecond() -> Result<(), Error> {
     Ok(())
 }
 
 fn main() {
     let _ = literals();
     let _ = zeros_that_carry_nothing();
+    let _ = digits_far_below_a_nanosecond();
     let _ = nones();
     let _ = gates();
     let _ = fixed();
