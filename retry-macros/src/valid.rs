@@ -275,55 +275,33 @@ fn check_options(args: &Args, cx: &mut Ctxt) {
     }
 
     for opt in [&args.base, &args.attempt_timeout] {
-        if let Some(Dur::Lit(DurLit {
-            nanos: 0,
-            span,
-            text,
-        })) = opt.value()
-        {
+        if let Some((span, text)) = zero_literal(opt.value()) {
             let name = opt.name();
-            if below_a_nanosecond(text) {
-                cx.error(
-                    *span,
-                    format!("`{name} = {text}` is below a nanosecond, the smallest `Duration`: `{name}` must be greater than zero"),
-                );
-            } else {
-                cx.error(*span, format!("`{name}` must be greater than zero"));
-            }
+            let message = match below_a_nanosecond(name, text) {
+                Some(below) => format!("{below}: `{name}` must be greater than zero"),
+                None => format!("`{name}` must be greater than zero"),
+            };
+            cx.error(span, message);
         }
     }
     // Read as zero, though not written as zero: a `cap` or
     // `retry_after_max` so small is a mistake about the unit.
     for opt in [&args.cap, &args.retry_after_max] {
-        if let Some(Dur::Lit(DurLit {
-            nanos: 0,
-            span,
-            text,
-        })) = opt.value()
-            && below_a_nanosecond(text)
+        if let Some((span, text)) = zero_literal(opt.value())
+            && let Some(below) = below_a_nanosecond(opt.name(), text)
         {
-            cx.error(
-                *span,
-                format!(
-                    "`{} = {text}` is below a nanosecond, the smallest `Duration`: it would be zero",
-                    opt.name()
-                ),
-            );
+            cx.error(span, format!("{below}: it would be zero"));
         }
     }
-    if let Some(OrNone::Some(Dur::Lit(DurLit {
-        nanos: 0,
-        span,
-        text,
-    }))) = args.deadline.value()
+    if let Some(OrNone::Some(dur)) = args.deadline.value()
+        && let Some((span, text)) = zero_literal(Some(dur))
     {
-        let zero = if below_a_nanosecond(text) {
-            format!("`deadline = {text}` is below a nanosecond, the smallest `Duration`, and")
-        } else {
-            "a zero `deadline`".to_owned()
+        let zero = match below_a_nanosecond("deadline", text) {
+            Some(below) => format!("{below}, and"),
+            None => "a zero `deadline`".to_owned(),
         };
         cx.error(
-            *span,
+            span,
             format!(
                 "{zero} leaves no time to retry; for no deadline at all, write `deadline = none`"
             ),
@@ -349,11 +327,27 @@ fn check_options(args: &Args, cx: &mut Ctxt) {
     }
 }
 
-/// Whether a duration literal read as zero has a value (`0.1ns`, an
-/// exponent far below zero), rather than being zero (`0ms`, `0e3ms`).
-fn below_a_nanosecond(text: &str) -> bool {
+/// A duration literal read as zero: its span and text.
+fn zero_literal(dur: Option<&Dur>) -> Option<(proc_macro2::Span, &str)> {
+    match dur {
+        Some(Dur::Lit(DurLit {
+            nanos: 0,
+            span,
+            text,
+        })) => Some((*span, text.as_str())),
+        _ => None,
+    }
+}
+
+/// For a duration literal read as zero that has a value (`0.1ns`, an
+/// exponent far below zero), rather than being zero (`0ms`, `0e3ms`):
+/// "`name = text` is below a nanosecond, the smallest `Duration`".
+fn below_a_nanosecond(name: &str, text: &str) -> Option<String> {
     let mantissa = text.split(['e', 'E']).next().unwrap_or(text);
-    mantissa.chars().any(|c| ('1'..='9').contains(&c))
+    mantissa
+        .chars()
+        .any(|c| ('1'..='9').contains(&c))
+        .then(|| format!("`{name} = {text}` is below a nanosecond, the smallest `Duration`"))
 }
 
 /// `base ≤ cap`, with the defaults standing in for whichever is not given;
@@ -459,19 +453,12 @@ fn check_hedges_fit(args: &Args, cx: &mut Ctxt) {
 
 /// A hedge delay of zero sends every hedge at once.
 fn check_hedge_delay(args: &Args, cx: &mut Ctxt) {
-    if let Some(HedgeDelay::After(Dur::Lit(DurLit {
-        nanos: 0,
-        span,
-        text,
-    }))) = args.hedge.value()
+    if let Some(HedgeDelay::After(dur)) = args.hedge.value()
+        && let Some((span, text)) = zero_literal(Some(dur))
     {
-        let below = if below_a_nanosecond(text) {
-            format!(" (`{text}` is below a nanosecond, the smallest `Duration`)")
-        } else {
-            String::new()
-        };
+        let below = below_a_nanosecond("hedge", text).map_or(String::new(), |b| format!(" ({b})"));
         cx.error(
-            *span,
+            span,
             format!(
                 "`hedge` must be greater than zero{below}: a zero delay sends every hedge at \
                  once, beside every attempt"

@@ -225,16 +225,22 @@ fn an_estimate_from_a_thousand_latencies_is_kept_for_a_sixteenth_of_the_window()
 
 #[test]
 fn a_percentile_out_of_range_is_refused_by_name() {
-    let at_one = std::panic::catch_unwind(|| LatencyPercentile::new(1.0, Duration::from_secs(1)));
-    let message = at_one.expect_err("the 100th percentile");
-    let message = message.downcast_ref::<&str>().copied().unwrap_or_default();
+    let refused = |quantile: f64, window: Duration| {
+        let panic = std::panic::catch_unwind(|| LatencyPercentile::new(quantile, window))
+            .expect_err("refused");
+        panic
+            .downcast_ref::<&str>()
+            .copied()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    // The 100th percentile, and a window under four microseconds.
+    let message = refused(1.0, Duration::from_secs(1));
     assert!(
         message.starts_with("LatencyPercentile::new: `quantile`"),
         "{message}"
     );
-    let short = std::panic::catch_unwind(|| LatencyPercentile::new(0.5, Duration::from_nanos(10)));
-    let message = short.expect_err("a window under four microseconds");
-    let message = message.downcast_ref::<&str>().copied().unwrap_or_default();
+    let message = refused(0.5, Duration::from_nanos(10));
     assert!(
         message.starts_with("LatencyPercentile::new: `window`"),
         "{message}"
