@@ -466,13 +466,17 @@ async fn a_healthy_dependency_slower_than_the_window_is_never_shed() {
 /// 2.5 s; one call in four refused at once), 20 calls a second. Until
 /// the first answers come only refusals are counted, and calls are shed;
 /// once answers come (three in four calls: more than K = 2 asks), the
-/// shedding dies down, and after 6 s nothing is shed. (Counted when they
+/// shedding dies down, and after 7 s nothing is shed. (Counted when they
 /// were sent, the answers never met their requests in a 2 s window, and
-/// nearly every call was shed.)
+/// nearly every call was shed.) The draws are seeded: over seeds 1 to
+/// 2,000 the last call shed was sent at 2.4–6.45 s (4.75 s the median)
+/// and 244–287 calls were answered (270), so the bounds below hold for
+/// any seed and fail only when the counting does.
 #[tokio::test(start_paused = true)]
 async fn answers_slower_than_the_window_are_counted_when_they_come() {
     static SLOW: AdaptiveThrottle = AdaptiveThrottle::standard();
     static POLICY: std::sync::LazyLock<Policy> = std::sync::LazyLock::new(|| quiet().attempts(1));
+    backstop_runtime::testing::seed_jitter(7);
     let mut calls = tokio::task::JoinSet::new();
     for i in 0..400u32 {
         calls.spawn(async move {
@@ -493,12 +497,12 @@ async fn answers_slower_than_the_window_are_counted_when_they_come() {
     let outs = calls.join_all().await;
     let late: Vec<u32> = outs
         .iter()
-        .filter(|(i, out)| *i >= 120 && shed(out))
+        .filter(|(i, out)| *i >= 140 && shed(out))
         .map(|(i, _)| *i)
         .collect();
-    assert!(late.is_empty(), "shed after 6 s: {late:?}");
+    assert!(late.is_empty(), "shed after 7 s: {late:?}");
     let answered = outs.iter().filter(|(_, out)| out.is_ok()).count();
-    assert!(answered > 250, "{answered} of 400 answered");
+    assert!(answered > 230, "{answered} of 400 answered");
 }
 
 /// Through the loop, shedding follows the share of refusals: a dependency
