@@ -1,6 +1,8 @@
 //! Stress: two threads hammer one budget, breaker and throttle, a million
 //! operations each in release builds (`cargo test --release --test
-//! stress`; a tenth of that in debug builds), then the invariants are
+//! stress`, or `RUSTFLAGS="--cfg backstop_stress"` before it to build
+//! none of the dev-dependencies it does not use, as CI does; a tenth of
+//! that in debug builds), then the invariants are
 //! checked: nothing lost, the counts add up, not one retry beyond the
 //! budget (in fresh windows and in a sliding one), never two probes at
 //! once. A thread that fails makes the others fail too, never hang.
