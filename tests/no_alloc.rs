@@ -129,6 +129,45 @@ fn the_async_success_path_does_not_allocate() {
     });
 }
 
+#[retry(attempts = 5, attempt_timeout = 1s)]
+async fn succeeds_in_time(x: u64) -> Result<u64, Error> {
+    Ok(x + 1)
+}
+
+/// A thousand calls of `succeeds_in_time`, and the allocations they made.
+async fn allocations_in_time() -> u64 {
+    let before = allocations();
+    let mut sum = 0;
+    for i in 0..1000 {
+        sum += succeeds_in_time(i).await.unwrap();
+    }
+    assert_eq!(sum, 500_500);
+    allocations() - before
+}
+
+/// An attempt's cut-off is a sleep held in place on tokio's timer: a
+/// call whose attempt answers in time allocates nothing for it.
+#[test]
+fn an_attempt_timeout_allocates_nothing_on_the_success_path() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    assert_eq!(rt.block_on(allocations_in_time()), 0);
+}
+
+/// The same on async-io's timer (smol, async-std: outside a tokio
+/// runtime), whose sleep is held in place too.
+#[cfg(feature = "async-io")]
+#[test]
+fn an_attempt_timeout_allocates_nothing_on_async_io_either() {
+    assert!(matches!(
+        backstop::time::RuntimeClock::current(),
+        backstop::time::RuntimeClock::AsyncIo
+    ));
+    assert_eq!(async_io::block_on(allocations_in_time()), 0);
+}
+
 /// One call of each closure form, sync and async: the free functions
 /// (the defaults, their call site's budget), a `Retry`'s, and a named
 /// `Retry`'s (its metric labels made on its first call).

@@ -1588,7 +1588,9 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
         }
     }
 
-    /// Runs the loop around an async operation, on tokio's timer and clock.
+    /// Runs the loop around an async operation, sleeping on the call's
+    /// timer (tokio's, async-io's or one set with
+    /// [`set_timer`](crate::time::set_timer)).
     ///
     /// ```
     /// # extern crate backstop_runtime as backstop;

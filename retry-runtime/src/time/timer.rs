@@ -1,5 +1,6 @@
 //! The timer async loops sleep on (documented in `time`).
 
+use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::OnceLock;
@@ -77,14 +78,35 @@ pub trait Timer: Send + Sync + 'static {
     }
 }
 
+/// `Timer { .. }`: so that [`set_timer`]'s result can be unwrapped.
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// # use std::{future::Future, pin::Pin, time::{Duration, Instant}};
+/// # struct Embedded;
+/// # impl backstop::time::Timer for Embedded {
+/// #     fn now(&self) -> Instant { Instant::now() }
+/// #     fn sleep(&self, _: Duration) -> Pin<Box<dyn Future<Output = ()> + Send>> { Box::pin(async {}) }
+/// # }
+/// let timer: &dyn backstop::time::Timer = &Embedded;
+/// assert_eq!(format!("{timer:?}"), "Timer { .. }");
+/// ```
+impl fmt::Debug for dyn Timer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Timer").finish_non_exhaustive()
+    }
+}
+
 static CUSTOM: OnceLock<&'static dyn Timer> = OnceLock::new();
 
 /// Makes `timer` the one every async retry loop uses from now on, whatever
-/// runtime it runs on. Once per process.
+/// runtime it runs on. Once per process. A timer with state of its own
+/// (a thread, a heap of deadlines) is a `static` made by a `const fn`, or
+/// one made at start-up and leaked: `set_timer(Box::leak(Box::new(timer)))`.
 ///
 /// # Errors
 ///
-/// The timer already set, if one was: it stays.
+/// `timer`, given back, if a timer was set before: that one stays.
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
@@ -95,8 +117,10 @@ static CUSTOM: OnceLock<&'static dyn Timer> = OnceLock::new();
 /// #     fn sleep(&self, _: Duration) -> Pin<Box<dyn Future<Output = ()> + Send>> { Box::pin(async {}) }
 /// # }
 /// static EMBEDDED: Embedded = Embedded;
-/// assert!(backstop::time::set_timer(&EMBEDDED).is_ok());
-/// assert!(backstop::time::set_timer(&EMBEDDED).is_err(), "once");
+/// static OTHER: Embedded = Embedded;
+/// backstop::time::set_timer(&EMBEDDED).expect("the first timer set");
+/// let refused = backstop::time::set_timer(&OTHER).unwrap_err();
+/// assert!(std::ptr::addr_eq(refused, &OTHER), "given back; EMBEDDED stays");
 /// ```
 pub fn set_timer(timer: &'static dyn Timer) -> Result<(), &'static dyn Timer> {
     CUSTOM.set(timer).map_err(|_| timer)?;
@@ -122,6 +146,9 @@ pub fn set_timer(timer: &'static dyn Timer) -> Result<(), &'static dyn Timer> {
 #[non_exhaustive]
 pub enum RuntimeClock {
     /// tokio's, on the runtime the call runs in (paused time included).
+    /// Outside a tokio runtime (with no async-io built to take over), it
+    /// reads the system's time and sleeps as [`Missing`](Self::Missing)
+    /// does, on the crate's own timer thread.
     #[cfg(feature = "tokio")]
     Tokio,
     /// async-io's (smol, async-std).
@@ -150,7 +177,12 @@ impl std::fmt::Debug for RuntimeClock {
 }
 
 impl RuntimeClock {
-    /// The timer for a call starting now, on this thread.
+    /// The timer for a call starting now, on this thread: the one set
+    /// with [`set_timer`] if there is one, else async-io's outside a tokio
+    /// runtime where both are built, else tokio's where it is built
+    /// (outside a runtime too: telling costs a thread-local read that a
+    /// call's success path does not make), else async-io's, else
+    /// [`Missing`](Self::Missing).
     ///
     /// ```
     /// # extern crate backstop_runtime as backstop;
@@ -185,10 +217,8 @@ impl RuntimeClock {
                 sleep: tokio::time::sleep(delay),
             },
             #[cfg(feature = "async-io")]
-            Self::AsyncIo => Sleep::Boxed {
-                sleep: Box::pin(async move {
-                    async_io::Timer::after(delay).await;
-                }),
+            Self::AsyncIo => Sleep::AsyncIo {
+                sleep: async_io::Timer::after(delay),
             },
             Self::Custom => match CUSTOM.get() {
                 Some(timer) => Sleep::Boxed {
@@ -235,12 +265,20 @@ type TokioSleep = tokio::time::Sleep;
 #[cfg(not(feature = "tokio"))]
 type TokioSleep = std::future::Pending<()>;
 
+/// async-io's timer, where it is built.
+#[cfg(feature = "async-io")]
+type AsyncIoSleep = async_io::Timer;
+#[cfg(not(feature = "async-io"))]
+type AsyncIoSleep = std::future::Pending<()>;
+
 pin_project_lite::pin_project! {
     /// A sleep on a call's timer, as a type the loops can hold: tokio's
-    /// in place; async-io's and a timer of your own boxed.
+    /// and async-io's in place (a call that succeeds at once allocates
+    /// nothing for its attempt's cut-off); a timer of your own boxed.
     #[project = SleepProj]
     pub(crate) enum Sleep {
         Tokio { #[pin] sleep: TokioSleep },
+        AsyncIo { sleep: AsyncIoSleep },
         Boxed { sleep: Pin<Box<dyn Future<Output = ()> + Send>> },
     }
 }
@@ -251,6 +289,8 @@ impl Future for Sleep {
     fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<()> {
         match self.project() {
             SleepProj::Tokio { sleep } => sleep.poll(cx),
+            // (Both `Unpin`: async-io's `Timer`, and `Pending` without it.)
+            SleepProj::AsyncIo { sleep } => Pin::new(sleep).poll(cx).map(drop),
             SleepProj::Boxed { sleep } => sleep.as_mut().poll(cx),
         }
     }

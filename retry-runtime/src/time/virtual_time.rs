@@ -144,8 +144,9 @@ fn warn_async_under_virtual_time() {
         note!(
             "backstop: an async retry loop sleeps on its runtime's timer while a `VirtualTime` \
              is installed on its thread, which drives sync loops only: the sleep is real unless \
-             the runtime's clock is paused (`#[tokio::test(start_paused = true)]`); \
-             `testing::record_sleeps` lists async loops' delays."
+             the runtime's clock is paused (`#[tokio::test(start_paused = true)]`) or a timer \
+             of virtual time is set with `time::set_timer` (on smol, async-std or an executor \
+             of your own); `testing::record_sleeps` lists async loops' delays."
         );
     }
 }
