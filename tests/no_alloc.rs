@@ -168,6 +168,38 @@ fn an_attempt_timeout_allocates_nothing_on_async_io_either() {
     assert_eq!(async_io::block_on(allocations_in_time()), 0);
 }
 
+#[retry(attempts = 3, idempotent, hedge = 1s)]
+async fn succeeds_hedged(x: u64) -> Result<u64, Error> {
+    Ok(x + 1)
+}
+
+#[retry(attempts = 3, idempotent, hedge = p95)]
+async fn succeeds_hedged_at_p95(x: u64) -> Result<u64, Error> {
+    Ok(x + 1)
+}
+
+/// A hedged call keeps its round (the first attempt, the timer of the
+/// first hedge) in its own future: one that answers before any hedge is
+/// sent allocates nothing, at a fixed delay or at a percentile learnt
+/// from the calls before it.
+#[test]
+fn a_hedged_call_answered_before_its_first_hedge_does_not_allocate() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let before = allocations();
+        let mut sum = 0;
+        for i in 0..1000 {
+            sum += succeeds_hedged(i).await.unwrap();
+            sum += succeeds_hedged_at_p95(i).await.unwrap();
+        }
+        assert_eq!(sum, 2 * 500_500);
+        assert_eq!(allocations() - before, 0);
+    });
+}
+
 /// One call of each closure form, sync and async: the free functions
 /// (the defaults, their call site's budget), a `Retry`'s, and a named
 /// `Retry`'s (its metric labels made on its first call).

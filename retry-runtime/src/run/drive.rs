@@ -159,7 +159,7 @@ enum Phase<K, H> {
     /// (boxed: a call without an attempt timeout carries no timer).
     Attempt(Option<Pin<Box<Cut>>>),
     /// A hedged round is running.
-    Round(Box<Round<H>>),
+    Round(Pin<Box<Round<H>>>),
     /// Sleeping before a retry, with what is kept of the last outcome.
     Sleep(Pin<Box<Sleep>>, K),
     /// Waiting, until the deadline at most, for the operation to be ready
@@ -386,7 +386,7 @@ where
                 Phase::Round(round) => {
                     let hedge = steps.hedging().expect("a hedged call has a hedge");
                     let mut op = this.op.as_mut();
-                    let (outcome, verdict) = ready!(round.poll(
+                    let (outcome, verdict) = ready!(round.as_mut().poll(
                         state.state(),
                         hedge,
                         &mut |limit| op.as_mut().hedge(limit),
@@ -546,7 +546,7 @@ where
         let round = Round::start(state.state(), hedge, timeout, |limit| {
             op.as_mut().hedge(limit)
         });
-        return Phase::Round(Box::new(round));
+        return Phase::Round(Box::pin(round));
     }
     let limit = timeout.map(|timeout| state.attempt_limit(timeout));
     let cut = op.start(limit);

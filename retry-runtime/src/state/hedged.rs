@@ -100,13 +100,17 @@ impl<C: Clock, P: HoldsPolicy> AttemptState<'_, C, P> {
         Fut: Future<Output = O>,
         J: Fn(Result<O, Elapsed>) -> (O, Attempted),
     {
-        let mut round = Round::start(self, hedge, timeout, |_| make());
+        // (Pinned in this future: a round that sends no hedge allocates
+        // nothing.)
+        let mut round = std::pin::pin!(Round::start(self, hedge, timeout, |_| make()));
         #[cfg(feature = "tracing")]
         let span = self.obs.span().clone();
         std::future::poll_fn(|task| {
             #[cfg(feature = "tracing")]
             let _span = span.enter();
-            round.poll(self, hedge, &mut |_| make(), &judge, task)
+            round
+                .as_mut()
+                .poll(self, hedge, &mut |_| make(), &judge, task)
         })
         .await
     }
@@ -115,15 +119,17 @@ impl<C: Clock, P: HoldsPolicy> AttemptState<'_, C, P> {
     /// own frame: the first that is over, taken out of the round.
     fn poll_attempts<Fut: Future>(
         &mut self,
-        primary: &mut Option<(Pin<Box<Fut>>, InFlight)>,
+        mut primary: Pin<&mut Option<Fut>>,
+        primary_meta: &mut Option<InFlight>,
         hedges: &mut Vec<(Pin<Box<Fut>>, InFlight)>,
         task: &mut std::task::Context<'_>,
     ) -> Option<(Fut::Output, InFlight)> {
-        if let Some((future, meta)) = primary.as_mut() {
-            let poll = meta.scope.poll(future.as_mut(), task);
+        if let (Some(future), Some(meta)) = (primary.as_mut().as_pin_mut(), primary_meta.as_mut()) {
+            let poll = meta.scope.poll(future, task);
             self.keep(&meta.scope);
             if let Poll::Ready(out) = poll {
-                return primary.take().map(|(_, meta)| (out, meta));
+                primary.set(None);
+                return primary_meta.take().map(|meta| (out, meta));
             }
         }
         for i in 0..hedges.len() {
@@ -272,36 +278,44 @@ impl<C: Clock, P: HoldsPolicy> AttemptState<'_, C, P> {
     }
 }
 
-/// One round of a hedged call in flight: its first attempt, the hedges
-/// sent beside it, and the timer of the next hedge (see
-/// [`AttemptState::run_hedged`]). Every attempt is boxed: a round that
-/// sends none allocates one.
-pub(crate) struct Round<Fut> {
-    primary: Option<(Pin<Box<Timed<Fut>>>, InFlight)>,
-    hedges: Vec<(Pin<Box<Timed<Fut>>>, InFlight)>,
-    timer: Option<Pin<Box<Sleep>>>,
-    timeout: Option<Duration>,
-    /// The hedge delay, if hedges may be sent this round.
-    delay: Option<Duration>,
-    /// The first attempt's number, and the last this round may start:
-    /// hedges are attempts.
-    first: u32,
-    last: u32,
-    /// The number the next attempt started gets.
-    next: u32,
-    /// The longest `Retry-After` of an attempt that failed beside
-    /// others: the server's word holds for the round's retry.
-    pushback: Option<Duration>,
-}
+pin_project_lite::pin_project! {
+    /// One round of a hedged call in flight: its first attempt and the
+    /// timer of the next hedge, in place (a round that sends no hedge
+    /// allocates nothing where it is pinned), the hedges sent beside them,
+    /// each boxed (see [`AttemptState::run_hedged`]).
+    pub(crate) struct Round<Fut> {
+        // The first attempt, and what is kept of it: both `Some` until it
+        // is over.
+        #[pin]
+        primary: Option<Timed<Fut>>,
+        primary_meta: Option<InFlight>,
+        hedges: Vec<(Pin<Box<Timed<Fut>>>, InFlight)>,
+        #[pin]
+        timer: Option<Sleep>,
+        timeout: Option<Duration>,
+        // The hedge delay, if hedges may be sent this round.
+        delay: Option<Duration>,
+        // The first attempt's number, and the last this round may start:
+        // hedges are attempts.
+        first: u32,
+        last: u32,
+        // The number the next attempt started gets.
+        next: u32,
+        // The longest `Retry-After` of an attempt that failed beside
+        // others: the server's word holds for the round's retry.
+        pushback: Option<Duration>,
+    }
 
-impl<Fut> Drop for Round<Fut> {
-    /// A round dropped before it was over (the call cancelled): its
-    /// attempts in flight were sent and not answered.
-    fn drop(&mut self) {
-        let in_flight = self.primary.iter_mut().map(|(_, meta)| meta);
-        for meta in in_flight.chain(self.hedges.iter_mut().map(|(_, meta)| meta)) {
-            if let Some(throttle) = meta.admitted.take() {
-                throttle.sent(crate::time::clock::loop_now(), false);
+    impl<Fut> PinnedDrop for Round<Fut> {
+        // A round dropped before it was over (the call cancelled): its
+        // attempts in flight were sent and not answered.
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            let in_flight = this.primary_meta.iter_mut();
+            for meta in in_flight.chain(this.hedges.iter_mut().map(|(_, meta)| meta)) {
+                if let Some(throttle) = meta.admitted.take() {
+                    throttle.sent(crate::time::clock::loop_now(), false);
+                }
             }
         }
     }
@@ -336,7 +350,7 @@ impl<Fut: Future> Round<Fut> {
             None => first,
         };
         let limit = timeout.map(|t| state.attempt_limit(t));
-        let primary = Box::pin(Timed::new(limit, timeout, make(limit)));
+        let primary = Timed::new(limit, timeout, make(limit));
         let meta = InFlight {
             scope: state.scope(),
             attempt: first,
@@ -349,9 +363,10 @@ impl<Fut: Future> Round<Fut> {
         };
         let timer = delay
             .filter(|_| last > first)
-            .map(|delay| Box::pin(RuntimeClock::current().sleep(delay)));
+            .map(|delay| RuntimeClock::current().sleep(delay));
         Self {
-            primary: Some((primary, meta)),
+            primary: Some(primary),
+            primary_meta: Some(meta),
             hedges: Vec::new(),
             timer,
             timeout,
@@ -369,15 +384,17 @@ impl<Fut: Future> Round<Fut> {
     /// attempt gave into its outcome and
     /// what the attempt came to.
     pub(crate) fn poll<C: Clock, P: HoldsPolicy, O>(
-        &mut self,
+        self: Pin<&mut Self>,
         state: &mut AttemptState<'_, C, P>,
         hedge: &Hedge,
         make: &mut impl FnMut(Option<Duration>) -> Fut,
         judge: &impl Fn(Result<Fut::Output, Elapsed>) -> (O, Attempted),
         task: &mut std::task::Context<'_>,
     ) -> Poll<(O, Attempted)> {
+        let mut this = self.project();
         loop {
-            let over = state.poll_attempts(&mut self.primary, &mut self.hedges, task);
+            let over =
+                state.poll_attempts(this.primary.as_mut(), this.primary_meta, this.hedges, task);
             if let Some((out, meta)) = over {
                 let now = state.clock.now();
                 let cut_off = out.is_err();
@@ -391,59 +408,62 @@ impl<Fut: Future> Round<Fut> {
                 // comes at once (a 503, a refused connection) says nothing
                 // of how long an answer takes, and learnt, it would hedge
                 // every call after an outage at once.
-                if meta.attempt == self.first && (answered || cut_off) {
+                if meta.attempt == *this.first && (answered || cut_off) {
                     hedge.record(now.saturating_duration_since(meta.started), now);
                 }
                 let last = verdict.is_final();
                 if let Attempted::Failed(Verdict::RetryAfter(asked)) = verdict {
-                    self.pushback = self.pushback.max(Some(asked));
+                    *this.pushback = (*this.pushback).max(Some(asked));
                 }
-                if last || (self.primary.is_none() && self.hedges.is_empty()) {
-                    if let (Some(asked), false) = (self.pushback, last) {
+                if last || (this.primary_meta.is_none() && this.hedges.is_empty()) {
+                    if let (Some(asked), false) = (*this.pushback, last) {
                         verdict = Attempted::Failed(Verdict::RetryAfter(asked));
                     }
                     // The round is over: the others are dropped now.
-                    self.timer = None;
-                    let losers = self.primary.take().into_iter().map(|(_, meta)| meta);
-                    let losers = losers.chain(self.hedges.drain(..).map(|(_, meta)| meta));
+                    this.timer.set(None);
+                    this.primary.set(None);
+                    let losers = this.primary_meta.take().into_iter();
+                    let losers = losers.chain(this.hedges.drain(..).map(|(_, meta)| meta));
                     state.end_round(hedge, &meta, losers, answered, now);
                     state.permit = meta.permit;
-                    state.done = self.next - 2;
+                    state.done = *this.next - 2;
                     return Poll::Ready((outcome, verdict));
                 }
                 state.failed_beside(meta, verdict, now);
                 continue;
             }
             // The timer: time for the next hedge.
-            let Some(sleep) = self.timer.as_mut() else {
+            let Some(sleep) = this.timer.as_mut().as_pin_mut() else {
                 return Poll::Pending;
             };
-            if sleep.as_mut().poll(task).is_pending() {
+            if sleep.poll(task).is_pending() {
                 return Poll::Pending;
             }
-            self.timer = None;
+            this.timer.set(None);
             // (A timer runs only with a delay.)
-            let delay = self.delay.unwrap_or_default();
-            let Some(meta) = state.admit_hedge(self.next, delay) else {
+            let delay = this.delay.unwrap_or_default();
+            let Some(meta) = state.admit_hedge(*this.next, delay) else {
                 // Refused: no more hedges this round.
                 return Poll::Pending;
             };
             // Every attempt of the call shares its key: drawn now if the
             // first attempt has not asked for it yet.
-            if let Some((_, first)) = self.primary.as_mut() {
+            if let Some(first) = this.primary_meta.as_mut() {
                 first.scope.share(state.call);
             }
-            for (_, other) in &mut self.hedges {
+            for (_, other) in this.hedges.iter_mut() {
                 other.scope.share(state.call);
             }
-            let limit = self.timeout.map(|t| state.attempt_limit(t));
-            self.hedges
-                .push((Box::pin(Timed::new(limit, self.timeout, make(limit))), meta));
-            self.next += 1;
-            if self.next <= self.last
-                && let Some(delay) = self.delay
+            let limit = this.timeout.map(|t| state.attempt_limit(t));
+            this.hedges.push((
+                Box::pin(Timed::new(limit, *this.timeout, make(limit))),
+                meta,
+            ));
+            *this.next += 1;
+            if *this.next <= *this.last
+                && let Some(delay) = *this.delay
             {
-                self.timer = Some(Box::pin(RuntimeClock::current().sleep(delay)));
+                this.timer.set(Some(RuntimeClock::current().sleep(delay)));
             }
         }
     }
