@@ -111,16 +111,17 @@ static CUSTOM: OnceLock<&'static dyn Timer> = OnceLock::new();
 /// ```
 /// # extern crate backstop_runtime as backstop;
 /// # use std::{future::Future, pin::Pin, time::{Duration, Instant}};
-/// # struct Embedded;
+/// # struct Embedded(u8);
 /// # impl backstop::time::Timer for Embedded {
 /// #     fn now(&self) -> Instant { Instant::now() }
 /// #     fn sleep(&self, _: Duration) -> Pin<Box<dyn Future<Output = ()> + Send>> { Box::pin(async {}) }
 /// # }
-/// static EMBEDDED: Embedded = Embedded;
-/// static OTHER: Embedded = Embedded;
+/// static EMBEDDED: Embedded = Embedded(1);
+/// static OTHER: Embedded = Embedded(2);
 /// backstop::time::set_timer(&EMBEDDED).expect("the first timer set");
 /// let refused = backstop::time::set_timer(&OTHER).unwrap_err();
-/// assert!(std::ptr::addr_eq(refused, &OTHER), "given back; EMBEDDED stays");
+/// assert!(std::ptr::addr_eq(refused, &OTHER), "given back");
+/// assert!(!std::ptr::addr_eq(refused, &EMBEDDED), "EMBEDDED stays");
 /// ```
 pub fn set_timer(timer: &'static dyn Timer) -> Result<(), &'static dyn Timer> {
     CUSTOM.set(timer).map_err(|_| timer)?;

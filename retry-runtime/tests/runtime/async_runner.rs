@@ -471,7 +471,7 @@ async fn a_healthy_dependency_slower_than_the_window_is_never_shed() {
 /// nearly every call was shed.) The draws are seeded: over seeds 1 to
 /// 2,000 the last call shed was sent at 2.4–6.45 s (4.75 s the median)
 /// and 244–287 calls were answered (270), so the bounds below hold for
-/// any seed and fail only when the counting does.
+/// every one of those seeds and fail only when the counting does.
 #[tokio::test(start_paused = true)]
 async fn answers_slower_than_the_window_are_counted_when_they_come() {
     static SLOW: AdaptiveThrottle = AdaptiveThrottle::standard();
