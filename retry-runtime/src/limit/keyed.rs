@@ -263,7 +263,9 @@ impl<T: PerKey> Keyed<T> {
         ///
         /// # Panics
         ///
-        /// If `capacity` is zero. In a `static` that is a compile error.
+        /// If `capacity` is zero, or more keys than a table can hold in
+        /// memory (its slots past `isize::MAX` bytes). In a `static` that
+        /// is a compile error.
         ///
         /// ```
         /// # extern crate backstop_runtime as backstop;
@@ -274,6 +276,10 @@ impl<T: PerKey> Keyed<T> {
         /// ```
         pub fn with_capacity(limiter: T, capacity: usize) -> Self {
             assert!(capacity > 0, "Keyed::with_capacity: `capacity` must be at least 1");
+            assert!(
+                capacity <= isize::MAX as usize / std::mem::size_of::<Slot<T>>(),
+                "Keyed::with_capacity: `capacity` is more keys than a table can hold in memory"
+            );
             #[cfg(not(loom))]
             let table = std::sync::OnceLock::new();
             #[cfg(loom)]

@@ -554,3 +554,12 @@ fn a_breaker_whose_trial_was_abandoned_keeps_its_place_for_a_cooldown() {
         "a cooldown after the trial, its place may go"
     );
 }
+
+/// A capacity no table can hold is refused where the table is made (in a
+/// `static`, a compile error), not at its first call, where making its
+/// slots would fail.
+#[test]
+#[should_panic(expected = "`capacity` is more keys than a table can hold in memory")]
+fn a_capacity_no_table_can_hold_is_refused_where_the_table_is_made() {
+    let _ = Keyed::with_capacity(TokenBudget::standard(), usize::MAX / 2);
+}
