@@ -457,7 +457,35 @@ fn variables(tokens: TokenStream, out: &mut Vec<String>) {
                 }
             }
             TokenTree::Group(g) => variables(g.stream(), out),
-            TokenTree::Punct(_) | TokenTree::Literal(_) => {}
+            TokenTree::Literal(literal) => format_names(&literal.to_string(), out),
+            TokenTree::Punct(_) => {}
+        }
+    }
+}
+
+/// The names a string literal's text (as written, quotes included) gives
+/// inline as a format string's arguments (`{name}`, `{name:?}`; `{{` is
+/// a brace): a body may use an argument only there. (A string that is no
+/// format string may name one too: an argument taken as used when it is
+/// not is captured by a borrow the future holds anyway.)
+fn format_names(text: &str, out: &mut Vec<String>) {
+    if !(text.starts_with('"') || text.starts_with("r\"") || text.starts_with("r#")) {
+        return;
+    }
+    let mut rest = text;
+    while let Some(open) = rest.find('{') {
+        rest = &rest[open + 1..];
+        if let Some(after) = rest.strip_prefix('{') {
+            rest = after;
+            continue;
+        }
+        let end = rest.find(['}', ':']).unwrap_or(rest.len());
+        let name = &rest[..end];
+        let mut chars = name.chars();
+        if chars.next().is_some_and(|c| c == '_' || c.is_alphabetic())
+            && chars.all(|c| c == '_' || c.is_alphanumeric())
+        {
+            out.push(name.to_owned());
         }
     }
 }
@@ -823,7 +851,7 @@ fn hooks(args: &Args, rt: &TokenStream) -> (TokenStream, TokenStream) {
         hook.map_or_else(
             || quote!(::core::option::Option::None::<fn(&#event_type)>),
             |hook| {
-                let call = located_call_with(call, &event, hook, quote!(&));
+                let call = located_call(call, &event, hook, quote!(&));
                 quote!(::core::option::Option::Some(|#event: &#event_type| { #call; }))
             },
         )
@@ -1188,11 +1216,17 @@ fn classify(args: &Args, rt: &TokenStream, n: &Names, ret: &Type, ret_span: Span
     );
     let view = outcome_view(rt, n, ret, ret_span);
     let ok = match args.when_ok.value() {
-        Some(when_ok) => located_call(quote!(#rt::ok_verdict), &value, when_ok),
+        Some(when_ok) if by_path(when_ok) => {
+            located_call(quote!(#rt::ok_verdict_by), &value, when_ok, quote!(&))
+        }
+        Some(when_ok) => located_call(quote!(#rt::ok_verdict), &value, when_ok, quote!()),
         None => quote!(#rt::Attempted::Succeeded),
     };
     let err = match args.when.value() {
-        Some(when) => located_call(quote!(#rt::err_verdict), &error, when),
+        Some(when) if by_path(when) => {
+            located_call(quote!(#rt::err_verdict_by), &error, when, quote!(&))
+        }
+        Some(when) => located_call(quote!(#rt::err_verdict), &error, when, quote!()),
         None => {
             // `<E as Classify>` with the user's own `E` when the return type
             // is written `Result<T, E>` (the one obligation is then on their
@@ -1292,15 +1326,21 @@ fn replace_types(ty: &Type, replace: impl Fn(&Type) -> Option<Type>) -> Type {
     ty
 }
 
-/// `function(arg, callable)`, with the generated tokens located on the
-/// user's `callable`: a closure of the wrong shape is reported there.
-fn located_call(function: TokenStream, arg: &Ident, callable: &syn::Expr) -> TokenStream {
-    located_call_with(function, arg, callable, TokenStream::new())
+/// Whether a classifier is named by a path (a function, or an argument
+/// or local holding one): borrowed for each attempt then, so that one
+/// passed as an argument is not moved by the first. A closure written in
+/// place is made anew for each attempt, and passed by value: its
+/// parameters' types are inferred from the call it is passed to, which a
+/// borrow would hide.
+fn by_path(callable: &syn::Expr) -> bool {
+    matches!(callable, syn::Expr::Path(_))
 }
 
-/// Like [`located_call`], passing `callable` after `prefix` (`&`: a hook is
-/// borrowed for each call, so a hook passed as an argument is not moved).
-fn located_call_with(
+/// `function(arg, prefix callable)`, with the generated tokens located on
+/// the user's `callable`: a closure of the wrong shape is reported there
+/// (`prefix` `&`: a hook, or a classifier named by a path, is borrowed for
+/// each call, so one passed as an argument is not moved).
+fn located_call(
     function: TokenStream,
     arg: &Ident,
     callable: &syn::Expr,
@@ -1464,5 +1504,19 @@ pub(crate) fn not_a_function(item: &TokenStream, errors: &syn::Error) -> TokenSt
     quote! {
         #item
         #errors
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::format_names;
+
+    #[test]
+    fn a_format_strings_inline_names_are_found() {
+        let mut names = Vec::new();
+        format_names(r#""{a} {{b}} {c:?} {0} {:x} {d.e} {{{f}}}""#, &mut names);
+        format_names(r##"r#"{g:>8}"#"##, &mut names);
+        format_names("'{'", &mut names);
+        assert_eq!(names, ["a", "c", "f", "g"]);
     }
 }

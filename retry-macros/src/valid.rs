@@ -467,6 +467,31 @@ fn check_hedge_delay(args: &Args, cx: &mut Ctxt) {
     }
 }
 
+/// A `&mut` in `ty`, at its top or inside it (`(&mut T, u8)`,
+/// `Option<&mut T>`, `[&mut T; 2]`): an argument one attempt could change
+/// under the others.
+fn mut_reference(ty: &Type) -> Option<&syn::TypeReference> {
+    match ty {
+        // (Behind a `&`, a `&mut` gives shared access only.)
+        Type::Reference(r) => r.mutability.is_some().then_some(r),
+        Type::Tuple(t) => t.elems.iter().find_map(mut_reference),
+        Type::Array(a) => mut_reference(&a.elem),
+        Type::Slice(s) => mut_reference(&s.elem),
+        Type::Paren(p) => mut_reference(&p.elem),
+        Type::Group(g) => mut_reference(&g.elem),
+        Type::Path(p) => p.path.segments.iter().find_map(|segment| {
+            let syn::PathArguments::AngleBracketed(args) = &segment.arguments else {
+                return None;
+            };
+            args.args.iter().find_map(|arg| match arg {
+                syn::GenericArgument::Type(ty) => mut_reference(ty),
+                _ => None,
+            })
+        }),
+        _ => None,
+    }
+}
+
 /// `hedge` runs attempts side by side: an `async fn`, declared
 /// idempotent, whose attempts can share its arguments.
 fn check_hedge(args: &Args, func: &Func, cx: &mut Ctxt) {
@@ -533,9 +558,7 @@ fn check_hedge(args: &Args, func: &Func, cx: &mut Ctxt) {
                 }
             }
             syn::FnArg::Typed(typed) => {
-                if let Type::Reference(r) = &*typed.ty
-                    && r.mutability.is_some()
-                {
+                if let Some(r) = mut_reference(&typed.ty) {
                     let (and, mutability) = (&r.and_token, &r.mutability);
                     (quote::quote!(#and #mutability), None)
                 } else if let Some(binding) = mut_binding(&typed.pat) {

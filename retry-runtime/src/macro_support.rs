@@ -81,6 +81,27 @@ where
     Attempted::Failed(when(error).into_verdict())
 }
 
+/// [`ok_verdict`] for a `when_ok` named by a path (a function, or an
+/// argument holding a closure): borrowed, so that the first attempt does
+/// not move it.
+pub fn ok_verdict_by<T, K, U>(value: &T, when_ok: &K) -> Attempted
+where
+    K: Fn(&T) -> U,
+    U: IntoVerdict,
+{
+    ok_verdict(value, when_ok)
+}
+
+/// [`err_verdict`] for a `when` named by a path, borrowed as in
+/// [`ok_verdict_by`].
+pub fn err_verdict_by<E, W, V>(error: &E, when: &W) -> Attempted
+where
+    W: Fn(&E) -> V,
+    V: IntoVerdict,
+{
+    err_verdict(error, when)
+}
+
 /// With `policy = expr`: the policy's budget or throttle, none after its
 /// `no_budget()`, or the function's own.
 pub fn policy_budget(

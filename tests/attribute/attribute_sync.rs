@@ -348,6 +348,37 @@ fn when_decides_which_errors_are_retried() {
     assert_eq!(calls, 1);
 }
 
+/// A classifier given to the function as an argument and named by `when`
+/// or `when_ok`: borrowed by each attempt, as a hook is, not moved by the
+/// first (it was "use of moved value").
+#[retry(attempts = 3, when = retried, when_ok = again, budget = none)]
+fn classifiers_as_arguments(
+    retried: impl Fn(&Error) -> bool,
+    again: impl Fn(&u32) -> bool,
+    calls: &mut u32,
+) -> Result<u32, Error> {
+    *calls += 1;
+    if *calls == 1 {
+        return Err(ErrorKind::ConnectionReset.into());
+    }
+    Ok(*calls)
+}
+
+#[test]
+fn a_classifier_passed_as_an_argument_is_used_by_every_attempt() {
+    let _vt = VirtualTime::start();
+    let mut calls = 0;
+    let out = classifiers_as_arguments(|_| true, |answer| *answer < 3, &mut calls);
+    assert_eq!(
+        (out.unwrap(), calls),
+        (3, 3),
+        "a reset, a 2 asked again, then a 3"
+    );
+    calls = 0;
+    let out = classifiers_as_arguments(|_| false, |_| false, &mut calls);
+    assert_eq!(calls, 1, "{out:?}");
+}
+
 #[retry(attempts = 5, when = |_| false, when_ok = |status| *status == 503, budget = none)]
 fn status(responses: &mut Vec<u16>) -> Result<u16, String> {
     Ok(responses.pop().unwrap_or(500))

@@ -196,6 +196,17 @@ async fn impl_send(
     Ok(body.as_ref().len() + usize::from(a + b))
 }
 
+/// Arguments named only inside a format string (`{count:?}`, `{name}`):
+/// the body uses them all the same.
+#[retry(budget = none)]
+async fn named_in_format_strings(
+    count: std::cell::Cell<u32>,
+    name: std::cell::RefCell<String>,
+) -> Result<String, std::io::Error> {
+    tokio::task::yield_now().await;
+    Ok(format!("{{{count:?}}}|{name:>12?}"))
+}
+
 /// Bytes that may move between threads but not be shared.
 struct Body(Vec<u8>, PhantomData<std::cell::Cell<()>>);
 
@@ -234,6 +245,15 @@ async fn futures_holding_send_but_not_sync_arguments_are_send() {
         got.push(len.await.unwrap().unwrap());
     }
     assert_eq!(got, [3, 3, 4, 3, 3, 3, 6]);
+    let (count, name) = (
+        std::cell::Cell::new(7),
+        std::cell::RefCell::new("x".to_owned()),
+    );
+    let formatted = tokio::spawn(assert_send(named_in_format_strings(count, name)));
+    assert_eq!(
+        formatted.await.unwrap().unwrap(),
+        r#"{Cell { value: 7 }}|RefCell { value: "x" }"#
+    );
 }
 
 /// Shapes that compile as they would without `#[retry]`: a value borrowed
