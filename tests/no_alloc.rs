@@ -162,6 +162,7 @@ async fn succeeds_in_time(x: u64) -> Result<u64, Error> {
     Ok(x + 1)
 }
 
+#[cfg(feature = "async-io")]
 #[retry(attempts = 5, attempt_timeout = 1s)]
 async fn answers_at_once_in_time(x: u64) -> Result<u64, Error> {
     Ok(x + 1)
