@@ -211,7 +211,11 @@ fn held_wait(
         format_ident!("__backstop_held", span = m),
         format_ident!("__backstop_reason", span = m),
     );
-    let error = error_type_tokens(ret, rt, Span::call_site());
+    // (On the return type, as the classification's: an error type rustc
+    // cannot find is one error there, not a second on the attribute.)
+    let ret_span = ret.span();
+    let error = error_type_tokens(ret, rt, ret_span);
+    let from_err = respan(quote!(<#ret as #rt::Outcome>::from_err), ret_span);
     let elapsed_into = quote! {{
         #[allow(unused_imports)]
         use #rt::{ViaFrom as _, ViaNothing as _};
@@ -226,7 +230,7 @@ fn held_wait(
                         // (Its last outcome, a refusal, was dropped before
                         // it slept: the `Elapsed` says so.)
                         ::core::option::Option::Some(#into) => {
-                            ::core::result::Result::Err(#into(#rt::held_elapsed(#reason)))
+                            #from_err(#into(#rt::held_elapsed(#reason)))
                         }
                         ::core::option::Option::None => ::core::unreachable!(
                             "a call is held only when it can give up"

@@ -38,6 +38,10 @@ pub trait Outcome {
     type Err;
     /// Borrows the outcome as a `Result`.
     fn as_result(&self) -> Result<&Self::Ok, &Self::Err>;
+    /// The outcome that is `error` (a give-up the loop makes itself: the
+    /// one obligation on the return type, where an `Err(..)` written out
+    /// would be a second error about it).
+    fn from_err(error: Self::Err) -> Self;
 }
 
 impl<T, E> Outcome for Result<T, E> {
@@ -45,6 +49,9 @@ impl<T, E> Outcome for Result<T, E> {
     type Err = E;
     fn as_result(&self) -> Result<&T, &E> {
         self.as_ref()
+    }
+    fn from_err(error: E) -> Self {
+        Err(error)
     }
 }
 
