@@ -102,7 +102,7 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
         #admit_first
     };
     let (sig, captures) = unique_captures(func, args);
-    let first_ok = first_ok(args, &rt, &n, &view);
+    let first_ok = first_ok(args, &rt, &n, &view, ret_span);
     let body = if is_async {
         let (round, bind, judge) = async_round(args, &rt, &n, &ret, &captures, &stmts, classify);
         // The outcome lives in the inner block only: it is dropped before
@@ -172,13 +172,22 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
 /// verdict is made: the success path takes one branch to its return
 /// (cachegrind: the async call 366 → 362 instructions; the sync call
 /// within the ±2 a rebuild moves it).
-fn first_ok(args: &Args, rt: &TokenStream, n: &Names, view: &TokenStream) -> TokenStream {
+fn first_ok(
+    args: &Args,
+    rt: &TokenStream,
+    n: &Names,
+    view: &TokenStream,
+    ret_span: Span,
+) -> TokenStream {
     if args.when_ok.value().is_some() || args.hedge.value().is_some() {
         return quote!();
     }
     let Names { state, outcome, .. } = n;
+    let is_ok = respan(quote!(::core::result::Result::is_ok), ret_span);
+    let mut arg = proc_macro2::Group::new(proc_macro2::Delimiter::Parenthesis, quote!(&#view));
+    arg.set_span(ret_span);
     quote! {
-        if ::core::result::Result::is_ok(&#view) && #rt::Call::first_ok(&mut #state) {
+        if #is_ok #arg && #rt::Call::first_ok(&mut #state) {
             return #outcome;
         }
     }
@@ -215,12 +224,8 @@ fn held_wait(
     // cannot find is one error there, not a second on the attribute.)
     let ret_span = ret.span();
     let error = error_type_tokens(ret, rt, ret_span);
-    let from_err = respan(quote!(<#ret as #rt::Outcome>::from_err), ret_span);
-    let elapsed_into = quote! {{
-        #[allow(unused_imports)]
-        use #rt::{ViaFrom as _, ViaNothing as _};
-        (&#rt::ElapsedInto::<#error>::new()).elapsed_into()
-    }};
+    let elapsed_into = elapsed_into(rt, &error, ret_span);
+    let held_err = from_elapsed(rt, ret, &into, &quote!(#rt::held_elapsed(#reason)));
     let wait = quote! {
         while let ::core::option::Option::Some(#held) = #rt::Call::held(&mut #state) {
             let #delay = match #held {
@@ -230,7 +235,7 @@ fn held_wait(
                         // (Its last outcome, a refusal, was dropped before
                         // it slept: the `Elapsed` says so.)
                         ::core::option::Option::Some(#into) => {
-                            #from_err(#into(#rt::held_elapsed(#reason)))
+                            #held_err
                         }
                         ::core::option::Option::None => ::core::unreachable!(
                             "a call is held only when it can give up"
@@ -651,8 +656,9 @@ fn hedged_timeout(
     let why = &n.why;
     // A timed-out attempt: the function's error, ambiguous.
     let timed_out = |error: TokenStream| {
+        let error = from_err(rt, ret, error);
         quote! {(
-            ::core::result::Result::Err(#error),
+            #error,
             #rt::Attempted::Failed(#rt::Verdict::RetryIfIdempotent),
         )}
     };
@@ -663,36 +669,30 @@ fn hedged_timeout(
                 Dur::Expr(e) => e.span(),
             };
             let t = duration(t);
-            let error = error_type_tokens(ret, rt, span);
-            let from = respan(
-                quote!(<#error as #rt::HoldsRejection<#rt::Elapsed>>::hold),
-                span,
-            );
+            let held = hold(rt, ret, &quote!(Elapsed), span, quote!(#why));
             (
                 quote_spanned!(span=> ::core::option::Option::Some(#rt::attempt_timeout(#t))),
-                timed_out(quote!(#from(#why))),
+                timed_out(held),
             )
         }
         None if args.policy.value().is_some() => {
             // A policy's own `attempt_timeout`, applied when the error type
             // can hold an `Elapsed` (see `timed_attempt`).
             let into = format_ident!("__backstop_into", span = m);
-            let error = error_type_tokens(ret, rt, Span::call_site());
+            let ret_span = ret.span();
+            let error = error_type_tokens(ret, rt, ret_span);
+            let elapsed_into = elapsed_into(rt, &error, ret_span);
             (
                 quote! {{
-                    #[allow(unused_imports)]
-                    use #rt::{ViaFrom as _, ViaNothing as _};
-                    let #into = (&#rt::ElapsedInto::<#error>::new()).elapsed_into();
+                    let #into = #elapsed_into;
                     #rt::policy_attempt_timeout(#policy, #into.is_some())
                 }},
-                timed_out(quote! {{
-                    #[allow(unused_imports)]
-                    use #rt::{ViaFrom as _, ViaNothing as _};
-                    match (&#rt::ElapsedInto::<#error>::new()).elapsed_into() {
+                timed_out(quote! {
+                    match #elapsed_into {
                         ::core::option::Option::Some(#into) => #into(#why),
                         ::core::option::Option::None => ::core::unreachable!(),
                     }
-                }}),
+                }),
             )
         }
         None => (
@@ -730,11 +730,17 @@ fn timed_attempt(
             // A `Duration` or an `Option<Duration>` (from a policy).
             let limit = duration(timeout);
             let limit = quote_spanned!(span=> #rt::attempt_timeout(#limit));
-            let error = error_type_tokens(ret, rt, span);
-            let from = respan(
-                quote!(<#error as #rt::HoldsRejection<#rt::Elapsed>>::hold),
+            let held = hold(
+                rt,
+                ret,
+                &quote!(Elapsed),
                 span,
+                quote!(#rt::cut_off(
+                    ::core::option::Option::Some(#cut_v),
+                    ::core::option::Option::Some(#limit_v),
+                )),
             );
+            let cut = from_err(rt, ret, held);
             (
                 quote! {
                     // (Kept: the error says which limit ran out.)
@@ -745,13 +751,7 @@ fn timed_attempt(
                         #attempt,
                     ).await {
                         ::core::result::Result::Ok(#outcome) => (#outcome, false),
-                        ::core::result::Result::Err(_) => (
-                            ::core::result::Result::Err(#from(#rt::cut_off(
-                                ::core::option::Option::Some(#cut_v),
-                                ::core::option::Option::Some(#limit_v),
-                            ))),
-                            true,
-                        ),
+                        ::core::result::Result::Err(_) => (#cut, true),
                     };
                 },
                 quote! {
@@ -773,14 +773,18 @@ fn timed_attempt(
             let into = format_ident!("__backstop_into", span = m);
             let cut_v = format_ident!("__backstop_cut", span = m);
             let policy = &n.policy;
-            let error = error_type_tokens(ret, rt, Span::call_site());
+            let ret_span = ret.span();
+            let error = error_type_tokens(ret, rt, ret_span);
+            let elapsed_into = elapsed_into(rt, &error, ret_span);
+            let cut = from_elapsed(
+                rt,
+                ret,
+                &into,
+                &quote!(#rt::cut_off(#cut_v, #rt::Policy::get_attempt_timeout(#policy))),
+            );
             (
                 quote! {
-                    let #into = {
-                        #[allow(unused_imports)]
-                        use #rt::{ViaFrom as _, ViaNothing as _};
-                        (&#rt::ElapsedInto::<#error>::new()).elapsed_into()
-                    };
+                    let #into = #elapsed_into;
                     let #cut_v = #rt::Call::attempt_limit_of(&#state, #policy, #into.is_some());
                     let (#outcome, #timed_out): (#ret, bool) = match #rt::maybe_timeout(
                         #cut_v,
@@ -788,13 +792,7 @@ fn timed_attempt(
                     ).await {
                         ::core::result::Result::Ok(#outcome) => (#outcome, false),
                         ::core::result::Result::Err(#rt::Elapsed { .. }) => match #into {
-                            ::core::option::Option::Some(#into) => (
-                                ::core::result::Result::Err(#into(#rt::cut_off(
-                                    #cut_v,
-                                    #rt::Policy::get_attempt_timeout(#policy),
-                                ))),
-                                true,
-                            ),
+                            ::core::option::Option::Some(#into) => (#cut, true),
                             ::core::option::Option::None => ::core::unreachable!(),
                         },
                     };
@@ -982,16 +980,9 @@ fn gate(
             // `<E as From<Rejection>>::from` with the user's own `E` where
             // the return type names it, all on the path: a missing impl is
             // one error there, naming `E`.
-            let error = error_type_tokens(ret, rt, last);
             let rejection = format_ident!("{}", gate.rejection);
-            let from = respan(
-                quote!(<#error as #rt::HoldsRejection<#rt::#rejection>>::hold),
-                last,
-            );
             let open_arg = Ident::new(&open.to_string(), Span::mixed_site().located_at(last));
-            let mut from_args =
-                proc_macro2::Group::new(proc_macro2::Delimiter::Parenthesis, quote!(#open_arg));
-            from_args.set_span(last);
+            let held = hold(rt, ret, &quote!(#rejection), last, quote!(#open_arg));
             // The rejection is the call's outcome: `on_give_up` is told.
             let outcome = &n.outcome;
             let (admit, give_up, with) = (
@@ -999,9 +990,10 @@ fn gate(
                 format_ident!("{}", gate.reason),
                 format_ident!("{}", gate.with),
             );
+            let rejected = from_err(rt, ret, held);
             let reject = quote! {
                 if let ::core::result::Result::Err(#open) = #rt::AttemptState::#admit(#rt::Call::state(&mut #state)) {
-                    let #outcome: #ret = ::core::result::Result::Err(#from #from_args);
+                    let #outcome: #ret = #rejected;
                     #rt::AttemptState::gave_up_with(
                         #rt::Call::state(&mut #state),
                         #view,
@@ -1180,6 +1172,85 @@ fn shared_static(
         static #name: #ty = #borrow;
     };
     (item, quote!(#rt::#shared::#read(#name, #key)), last)
+}
+
+/// `<Ret as Outcome>::from_err`, on the return type: an outcome the loop
+/// makes itself from an error (a cut-off, a rejection), the one obligation
+/// on the return type where an `Err(..)` written out would be a second,
+/// E0308, for a type that is no `Result`.
+fn from_err(rt: &TokenStream, ret: &Type, error: TokenStream) -> TokenStream {
+    outcome_call(rt, ret, "from_err", error)
+}
+
+/// `<Ret as Outcome>::from_elapsed(into, elapsed)`: [`from_err`] of the
+/// error `into` makes of `elapsed` (a function `elapsed_into` gave).
+fn from_elapsed(rt: &TokenStream, ret: &Type, into: &Ident, elapsed: &TokenStream) -> TokenStream {
+    outcome_call(rt, ret, "from_elapsed", quote!(#into, #elapsed))
+}
+
+/// `<Ret as Outcome>::method(args)`, all of it on the return type.
+fn outcome_call(rt: &TokenStream, ret: &Type, method: &str, args: TokenStream) -> TokenStream {
+    let span = ret.span();
+    let method = Ident::new(method, span);
+    let path = respan(quote!(<#ret as #rt::Outcome>::#method), span);
+    // (The call on the return type too: rustc reports an unmet bound of
+    // the function called at the whole call.)
+    let mut args = proc_macro2::Group::new(proc_macro2::Delimiter::Parenthesis, args);
+    args.set_span(span);
+    quote!(#path #args)
+}
+
+/// `<E as HoldsRejection<R>>::hold(args)`: the function's error made of
+/// a rejection `R` (the runtime's type of that name), on `span` (the
+/// option's token): a missing `From<R>` is one error there, naming `E`.
+/// An error type known only as `<Ret as Outcome>::Err` stays on the return
+/// type, so that a return type that is no `Result` is not reported at
+/// the option as well.
+fn hold(
+    rt: &TokenStream,
+    ret: &Type,
+    rejection: &TokenStream,
+    span: Span,
+    args: TokenStream,
+) -> TokenStream {
+    let err_span = if error_type(ret).is_some() {
+        span
+    } else {
+        ret.span()
+    };
+    let error = error_type_tokens(ret, rt, err_span);
+    let (lt, as_, trait_, method) = (
+        respan(quote!(<), span),
+        respan(quote!(as), span),
+        respan(quote!(#rt::HoldsRejection<#rt::#rejection>), span),
+        respan(quote!(>::hold), span),
+    );
+    let mut args = proc_macro2::Group::new(proc_macro2::Delimiter::Parenthesis, args);
+    args.set_span(span);
+    quote!(#lt #error #as_ #trait_ #method #args)
+}
+
+/// `ElapsedInto::<E>::new().elapsed_into()`: how `error` is made from an
+/// `Elapsed`, if it can be (`ViaFrom` for `E: From<Elapsed>`, else
+/// `ViaNothing`). The type's path is on `span` (the return type's), so
+/// that an error type rustc cannot find is one report there, not a second
+/// on the attribute.
+fn elapsed_into(rt: &TokenStream, error: &TokenStream, span: Span) -> TokenStream {
+    let make = respan(quote!(#rt::ElapsedInto::<#error>::new()), span);
+    // Its type said, so that a call of what it gives is resolved where it
+    // is written, not at the end (where rustc reports it on the attribute).
+    let ty = respan(
+        quote!(::core::option::Option<fn(#rt::Elapsed) -> #error>),
+        span,
+    );
+    let into = format_ident!("__backstop_into", span = Span::mixed_site());
+    quote! {{
+        #[allow(unused_imports)]
+        use #rt::{ViaFrom as _, ViaNothing as _};
+        #[allow(clippy::type_complexity)]
+        let #into: #ty = (&#make).elapsed_into();
+        #into
+    }}
 }
 
 /// `<Ret as Outcome>::as_result(&outcome)`: the outcome as a `Result` of

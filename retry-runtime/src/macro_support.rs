@@ -42,6 +42,20 @@ pub trait Outcome {
     /// one obligation on the return type, where an `Err(..)` written out
     /// would be a second error about it).
     fn from_err(error: Self::Err) -> Self;
+    /// The outcome that is the error `into` makes of `elapsed` (called
+    /// here, not in the function: rustc would resolve a call of a local
+    /// of an unknown type last, and report a non-`Result` type a second
+    /// time, on the attribute).
+    #[inline]
+    fn from_elapsed<F: FnOnce(crate::Elapsed) -> Self::Err>(
+        into: F,
+        elapsed: crate::Elapsed,
+    ) -> Self
+    where
+        Self: Sized,
+    {
+        Self::from_err(into(elapsed))
+    }
 }
 
 impl<T, E> Outcome for Result<T, E> {
