@@ -250,6 +250,18 @@ fn check_signature(func: &Func, cx: &mut Ctxt) {
             ),
         );
     }
+    if let ReturnType::Type(_, ty) = &sig.output
+        && let Type::Never(never) = &**ty
+    {
+        cx.error_spanned(
+            never,
+            format!(
+                "`#[retry]` needs a function returning `Result<T, E>`: `{}` never returns, \
+                 so there is no failure to retry",
+                sig.ident
+            ),
+        );
+    }
     if func.block.is_none() {
         cx.error_spanned(
             &sig.ident,
