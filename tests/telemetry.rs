@@ -439,7 +439,15 @@ fn counters_and_histograms_per_function() {
         .map(|(k, v)| (k.clone(), v.0.load(Relaxed)))
         .collect();
     let expected: BTreeMap<String, u64> = [
-        ("backstop_calls_total{function=telemetry::get_order}", 2),
+        // Counted as it ended: the first answered, the second gave up.
+        (
+            "backstop_calls_total{function=telemetry::get_order,outcome=ok}",
+            1,
+        ),
+        (
+            "backstop_calls_total{function=telemetry::get_order,outcome=error}",
+            1,
+        ),
         ("backstop_retries_total{function=telemetry::get_order}", 1),
         (
             "backstop_give_ups_total{function=telemetry::get_order,reason=budget}",
@@ -501,12 +509,11 @@ fn an_unnamed_call_reports_as_anonymous_and_a_named_one_by_its_name() {
     for function in ["anonymous", "ping"] {
         // Counted as it retried, and as it ended (with the labels kept
         // for nobody's name and for a name given at run time).
-        for metric in ["backstop_retries_total", "backstop_calls_total"] {
-            assert_eq!(
-                counters.get(&format!("{metric}{{function={function}}}")),
-                Some(&1),
-                "{counters:#?}"
-            );
+        for metric in [
+            format!("backstop_retries_total{{function={function}}}"),
+            format!("backstop_calls_total{{function={function},outcome=ok}}"),
+        ] {
+            assert_eq!(counters.get(&metric), Some(&1), "{counters:#?}");
         }
     }
 }
@@ -519,6 +526,44 @@ fn gauges(recorder: &Recorder) -> BTreeMap<String, f64> {
         .iter()
         .map(|(k, v)| (k.clone(), *v.0.lock().unwrap()))
         .collect()
+}
+
+#[retry(attempts = 2, base = 1ms, budget = none, when_ok = |status: &u16| *status == 503)]
+fn status(answer: u16) -> Result<u16, Error> {
+    Ok(answer)
+}
+
+/// A call's end is counted by how it went: an `Ok` that `when_ok`
+/// retries until the call gives up on it is an `error`, one it accepts is
+/// `ok`.
+#[test]
+fn a_call_that_gives_up_on_an_ok_value_ends_as_an_error() {
+    let _serial = serial();
+    let _vt = backstop::testing::VirtualTime::start();
+    let recorder = Recorder::default();
+    metrics::with_local_recorder(&recorder, || {
+        assert_eq!(status(503).unwrap(), 503);
+        assert_eq!(status(200).unwrap(), 200);
+        assert_eq!(status(200).unwrap(), 200);
+    });
+    let calls: BTreeMap<String, u64> = counters(&recorder)
+        .into_iter()
+        .filter(|(k, _)| k.starts_with("backstop_calls_total"))
+        .collect();
+    let expected: BTreeMap<String, u64> = [
+        (
+            "backstop_calls_total{function=telemetry::status,outcome=error}",
+            1,
+        ),
+        (
+            "backstop_calls_total{function=telemetry::status,outcome=ok}",
+            2,
+        ),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    assert_eq!(calls, expected);
 }
 
 fn counters(recorder: &Recorder) -> BTreeMap<String, u64> {
@@ -620,7 +665,7 @@ fn every_way_a_call_ends_is_counted() {
     });
     let counters = counters(&recorder);
     assert_eq!(
-        counters["backstop_calls_total{function=telemetry::rejected}"],
+        counters["backstop_calls_total{function=telemetry::rejected,outcome=error}"],
         2
     );
     // The first call failed and wanted a retry the open breaker refused: a
@@ -635,11 +680,11 @@ fn every_way_a_call_ends_is_counted() {
         1
     );
     assert_eq!(
-        counters["backstop_calls_total{function=telemetry::panics}"], 1,
+        counters["backstop_calls_total{function=telemetry::panics,outcome=dropped}"], 1,
         "{counters:?}"
     );
     assert_eq!(
-        counters["backstop_calls_total{function=telemetry::cancelled}"], 1,
+        counters["backstop_calls_total{function=telemetry::cancelled,outcome=dropped}"], 1,
         "{counters:?}"
     );
     let histograms = recorder.histograms.lock().unwrap();
@@ -732,12 +777,27 @@ fn same_named_methods_of_different_types_have_labels_of_their_own() {
         .filter(|(k, _)| k.starts_with("backstop_calls_total"))
         .collect();
     let expected: BTreeMap<String, u64> = [
-        ("backstop_calls_total{function=telemetry::Users::get}", 1),
-        ("backstop_calls_total{function=telemetry::Orders::get}", 2),
-        ("backstop_calls_total{function=telemetry::Users::load}", 1),
-        ("backstop_calls_total{function=telemetry::Orders::load}", 1),
+        (
+            "backstop_calls_total{function=telemetry::Users::get,outcome=error}",
+            1,
+        ),
+        (
+            "backstop_calls_total{function=telemetry::Orders::get,outcome=error}",
+            2,
+        ),
+        (
+            "backstop_calls_total{function=telemetry::Users::load,outcome=error}",
+            1,
+        ),
+        (
+            "backstop_calls_total{function=telemetry::Orders::load,outcome=error}",
+            1,
+        ),
         // Every instance of a generic type: one label.
-        ("backstop_calls_total{function=telemetry::Repo::get}", 2),
+        (
+            "backstop_calls_total{function=telemetry::Repo::get,outcome=error}",
+            2,
+        ),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))
@@ -797,7 +857,7 @@ fn a_first_attempt_that_no_retry_can_fix_is_not_a_give_up() {
     );
     let counters = counters(&recorder);
     assert_eq!(
-        counters["backstop_calls_total{function=telemetry::not_found}"],
+        counters["backstop_calls_total{function=telemetry::not_found,outcome=error}"],
         2
     );
     assert_eq!(
@@ -1660,14 +1720,17 @@ fn a_keyed_calls_retries_and_give_ups_are_labelled_with_its_key() {
         ),
         // Counted when a call ends, on the success path too: by function
         // only, so that a keyed call that succeeds allocates nothing.
-        (format!("backstop_calls_total{{{f}}}"), 3),
+        (format!("backstop_calls_total{{{f},outcome=error}}"), 3),
         (
             r#"backstop_retries_total{function=closure,key=("tenant", 42)}"#.to_owned(),
             1,
         ),
         // A name given at run time labels its call's end as a function's
         // name does.
-        ("backstop_calls_total{function=closure}".to_owned(), 1),
+        (
+            "backstop_calls_total{function=closure,outcome=error}".to_owned(),
+            1,
+        ),
     ] {
         assert_eq!(
             counters.get(&metric),

@@ -44,6 +44,10 @@ pub struct Function {
     name: &'static str,
     #[cfg(feature = "metrics")]
     labels: [metrics::Label; 1],
+    /// `labels` and each `outcome` of `backstop_calls_total`, by
+    /// [`Ended`].
+    #[cfg(feature = "metrics")]
+    ended: [[metrics::Label; 2]; 3],
     /// For a method: the `Function` of each type it was called on.
     by_type: OnceLock<&'static ByType>,
 }
@@ -64,6 +68,12 @@ impl Function {
             name,
             #[cfg(feature = "metrics")]
             labels: [metrics::Label::from_static_parts("function", name)],
+            #[cfg(feature = "metrics")]
+            ended: [
+                Ended::Ok.labels(name),
+                Ended::Error.labels(name),
+                Ended::Dropped.labels(name),
+            ],
             by_type: OnceLock::new(),
         }
     }
@@ -386,6 +396,42 @@ pub(crate) struct Observe {
     span: std::cell::OnceCell<tracing::Span>,
 }
 
+/// How a call ended, for `backstop_calls_total`'s `outcome`.
+#[derive(Clone, Copy)]
+enum Ended {
+    /// It returned an outcome it accepted (a success, or an `Ok` that
+    /// `when_ok` did not retry): `ok`.
+    Ok,
+    /// It returned a failure or a rejection: it gave up, its first
+    /// failure was not retried, or it was turned away: `error`.
+    Error,
+    /// It ended before it was decided: its future was dropped, or an
+    /// attempt panicked: `dropped`.
+    // (Told by the drop of a call's observer, which only `metrics` has.)
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    Dropped,
+}
+
+#[cfg(feature = "metrics")]
+impl Ended {
+    /// The label's value.
+    const fn as_str(self) -> &'static str {
+        match self {
+            Ended::Ok => "ok",
+            Ended::Error => "error",
+            Ended::Dropped => "dropped",
+        }
+    }
+
+    /// The labels of a call of `function` that ended so.
+    const fn labels(self, function: &'static str) -> [metrics::Label; 2] {
+        [
+            metrics::Label::from_static_parts("function", function),
+            metrics::Label::from_static_parts("outcome", self.as_str()),
+        ]
+    }
+}
+
 /// Whom a call reports as.
 #[derive(Clone, Copy)]
 enum Who {
@@ -512,7 +558,7 @@ impl Observe {
     #[inline]
     pub(crate) fn returned(&mut self, attempts: u32) {
         self.attempts = attempts;
-        self.end();
+        self.end(Ended::Ok);
     }
 
     /// After an attempt was decided.
@@ -560,7 +606,7 @@ impl Observe {
             // retried, so nothing was given up. Told at DEBUG, not counted.
             Decision::GiveUp(GiveUp::Stopped) if attempts <= 1 => self.not_retried(shown),
             Decision::GiveUp(reason) => self.gave_up(reason, shown),
-            Decision::Return => self.end(),
+            Decision::Return => self.end(Ended::Ok),
         }
     }
 
@@ -695,7 +741,7 @@ impl Observe {
             status = shown.status(),
             "not retried"
         );
-        self.end();
+        self.end(Ended::Error);
     }
 
     /// The call was turned away before its first attempt (the breaker, the
@@ -714,7 +760,7 @@ impl Observe {
         );
         #[cfg(feature = "metrics")]
         self.count("backstop_rejections_total", Some(reason.as_str()));
-        self.end();
+        self.end(Ended::Error);
     }
 
     /// The call gave up for `reason` (after a decision, a rejection by the
@@ -758,13 +804,13 @@ impl Observe {
             }
         }
         let _ = reason;
-        self.end();
+        self.end(Ended::Error);
     }
 
     /// The call is over: count it, its attempts and its sleeps, once. On
     /// the success path, with static labels: no allocation.
     #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
-    fn end(&mut self) {
+    fn end(&mut self, how: Ended) {
         let ended = std::mem::replace(&mut self.ended, true);
         #[cfg(feature = "metrics")]
         if !ended {
@@ -788,9 +834,20 @@ impl Observe {
                         vec![metrics::Label::new("function", name)],
                     ),
                 };
-                recorder
-                    .register_counter(&key("backstop_calls_total"), &METADATA)
-                    .increment(1);
+                let calls = match function {
+                    Some(function) => metrics::Key::from_static_parts(
+                        "backstop_calls_total",
+                        &function.ended[how as usize],
+                    ),
+                    None => metrics::Key::from_parts(
+                        "backstop_calls_total",
+                        vec![
+                            metrics::Label::new("function", name),
+                            metrics::Label::from_static_parts("outcome", how.as_str()),
+                        ],
+                    ),
+                };
+                recorder.register_counter(&calls, &METADATA).increment(1);
                 recorder
                     .register_histogram(&key("backstop_attempts"), &METADATA)
                     .record(attempts);
@@ -831,7 +888,10 @@ fn describe_to_new(recorder: &dyn metrics::Recorder) {
 fn describe(recorder: &dyn metrics::Recorder) {
     use metrics::Unit;
     let counters: [(&'static str, &'static str); 9] = [
-        ("backstop_calls_total", "Calls ended, by function"),
+        (
+            "backstop_calls_total",
+            "Calls ended, by function and outcome (ok, error, dropped)",
+        ),
         (
             "backstop_retries_total",
             "Retries decided (a held call's, when released)",
@@ -890,7 +950,7 @@ fn describe(recorder: &dyn metrics::Recorder) {
 #[cfg(feature = "metrics")]
 impl Drop for Observe {
     fn drop(&mut self) {
-        self.end();
+        self.end(Ended::Dropped);
     }
 }
 
