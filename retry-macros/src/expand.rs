@@ -52,15 +52,38 @@ impl Names {
     }
 }
 
+/// The name a relative `crate = path` is given in the body. It is always
+/// the macro's token (mixed-site), even where a path starting with it is
+/// put on the user's tokens: rustc's `unused_qualifications` passes over a
+/// path whose first segment the macro wrote, and a path the user could
+/// have written shorter (`__backstop_crate::__private::Classify`, with
+/// `Classify` imported) would otherwise be reported on the user's code.
+const CRATE_ALIAS: &str = "__backstop_crate";
+
+/// The path to the runtime's macro support (`::backstop::__private`), and
+/// the `use` that names a relative `crate = path` once, at the top of the
+/// body: written out at each use, on the user's tokens, it would meet
+/// rustc's `unused_qualifications` wherever its `crate::`, or the path to
+/// an item the user imported, is redundant.
+fn runtime_path(args: &Args) -> (TokenStream, TokenStream) {
+    match args.krate.value() {
+        None => (quote!(), quote!(::backstop::__private)),
+        Some(path) if path.leading_colon.is_some() => (quote!(), quote!(#path::__private)),
+        Some(path) => {
+            let alias = Ident::new(CRATE_ALIAS, Span::mixed_site());
+            (
+                quote!(#[allow(unused_imports)] use #path as #alias;),
+                quote!(#alias::__private),
+            )
+        }
+    }
+}
+
 pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
     let (Some(block), ReturnType::Type(_, ret)) = (&func.block, &func.sig.output) else {
         unreachable!("validation rejects bodiless functions and missing return types")
     };
-    let krate = args
-        .krate
-        .value()
-        .map_or_else(|| quote!(::backstop), ToTokens::to_token_stream);
-    let rt = quote!(#krate::__private);
+    let (krate_use, rt) = runtime_path(args);
     let ret_span = ret.span();
     let ret = erase_impl_trait(ret);
     let n = Names::new();
@@ -96,6 +119,7 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
         args.key.value().is_some(),
     );
     let prologue = quote! {
+        #krate_use
         #(#items)*
         #setup
         let mut #state = #init;
@@ -1442,6 +1466,9 @@ fn respan(tokens: TokenStream, span: Span) -> TokenStream {
                 let mut group = proc_macro2::Group::new(g.delimiter(), respan(g.stream(), span));
                 group.set_span(span);
                 tt = group.into();
+            } else if matches!(&tt, proc_macro2::TokenTree::Ident(i) if i == CRATE_ALIAS) {
+                // The macro's own (see `CRATE_ALIAS`).
+                tt.set_span(Span::mixed_site().located_at(span));
             } else {
                 tt.set_span(span);
             }

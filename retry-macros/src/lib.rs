@@ -67,7 +67,7 @@ use proc_macro::TokenStream;
 /// | `on_retry` | path or closure `Fn(&RetryEvent<'_, T, E>)`, before each sleep | none | `on_retry = \|e\| log(e.attempt())` |
 /// | `on_give_up` | path or closure `Fn(&GiveUpEvent<'_, T, E>)`, with the reason | none | `on_give_up = report` |
 /// | `policy` | expression giving a `Policy` or `&Policy`; excludes the schedule options | — | `policy = CONFIG.users` |
-/// | `crate` | path to `backstop`, if renamed | `::backstop` | `crate = ::my_backstop` |
+/// | `crate` | path to `backstop`, if renamed or re-exported (without it, E0433: cannot find `backstop`) | `::backstop` | `crate = my_sdk::backstop` |
 ///
 /// Misuse is a compile error on the offending token: an unknown or
 /// repeated option, a bad unit, `base` above `cap`, `attempts = 0`,

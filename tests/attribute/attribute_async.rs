@@ -389,6 +389,9 @@ mod facade {
 }
 
 #[retry(crate = self::facade::renamed, attempts = 2, base = 1ms, budget = none)]
+// (A relative path is named once: written out at each use, each `self::`
+// would be an unnecessary qualification.)
+#[deny(unused_qualifications)]
 async fn through_a_renamed_crate(calls: &Cell<u32>) -> Result<(), Error> {
     calls.set(calls.get() + 1);
     Err(refused())

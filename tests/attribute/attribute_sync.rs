@@ -598,6 +598,9 @@ mod facade {
 }
 
 #[retry(crate = self::facade::renamed, attempts = 2, budget = none)]
+// (A relative path is named once: written out at each use, each `self::`
+// would be an unnecessary qualification.)
+#[deny(unused_qualifications)]
 fn through_a_renamed_crate(calls: &mut u32) -> Result<(), Error> {
     *calls += 1;
     Err(refused())

@@ -591,8 +591,11 @@ impl<T: Classify + ?Sized> Classify for Box<T> {
 /// Decides the verdict for a value of type `X`: an error, or an `Ok` value
 /// under `when_ok`.
 ///
-/// The retry loops take one of these for errors and one for `Ok` values; the
-/// ready-made ones are [`ByClassify`], [`NeverRetry`] and [`When`].
+/// A [`Retry`](crate::Retry) holds one for errors and one for `Ok` values:
+/// [`ByClassify`], [`NeverRetry`], or [`When`] around the closure given to
+/// `when` or `when_ok`. A classifier of a type of your own is given as a
+/// closure that asks it (`.when(move |e: &MyError| mine.verdict(e))`):
+/// `when` takes a closure, so that its argument's type is inferred.
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;

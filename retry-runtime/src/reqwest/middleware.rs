@@ -90,6 +90,26 @@ pub struct RetryMiddleware<
     inner: RetryLayer<ReqwestRequests, W, K, B, R, G, L, A>,
 }
 
+/// A copy sharing the original's loop (its budget, breaker, throttle and
+/// hooks), as a clone of a [`RetryLayer`] does: one per client built.
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use backstop::{reqwest::RetryMiddleware, Policy};
+/// let middleware = RetryMiddleware::new(&Policy::new());
+/// let clients: Vec<_> = (0..2)
+///     .map(|_| reqwest_middleware::ClientBuilder::new(reqwest::Client::new()).with(middleware.clone()).build())
+///     .collect();
+/// assert_eq!(clients.len(), 2);
+/// ```
+impl<W, K, B, R, G, L, A> Clone for RetryMiddleware<W, K, B, R, G, L, A> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
 impl<W, K, B, R, G, L, A> fmt::Debug for RetryMiddleware<W, K, B, R, G, L, A> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RetryMiddleware")

@@ -206,7 +206,7 @@ pub use crate::state::vocabulary::Elapsed;
 /// assert_eq!(status, Ok(200));
 /// assert_eq!(BUDGET.stats().retries, 2);
 /// ```
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy)]
 #[must_use = "a Retry does nothing until `.call(..)` or `.call_async(..)`"]
 // Each field is named as the method that sets it (`on_retry`, `when`…).
 #[allow(clippy::struct_field_names)]
@@ -236,6 +236,38 @@ pub struct Retry<
     hedge: HedgeSlot,
     /// The call's key (its hash), for the limiters kept per key.
     pub(crate) key: Option<u64>,
+}
+
+/// What a `Retry` is made of, its classifiers and hooks left out (a
+/// closure has no `Debug`): a type that holds one can derive `Debug`.
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// # use backstop::{Policy, Retry};
+/// let policy = Policy::new().attempts(2);
+/// let retry = Retry::new(&policy).name("fetch").on_retry(|_: &backstop::RetryEvent<'_, (), std::io::Error>| {});
+/// let shown = format!("{retry:?}");
+/// assert!(shown.starts_with("Retry { policy: Policy { attempts: 2"), "{shown}");
+/// assert!(shown.contains("name: \"fetch\""), "{shown}");
+/// ```
+impl<W, K, B, R, G, L, A> std::fmt::Debug for Retry<'_, W, K, B, R, G, L, A>
+where
+    B: std::fmt::Debug,
+    L: std::fmt::Debug,
+    A: std::fmt::Debug,
+{
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Retry")
+            .field("policy", self.policy)
+            .field("budget", &self.budget)
+            .field("breaker", &self.breaker)
+            .field("throttle", &self.throttle)
+            .field("attempt_timeout", &self.timeout)
+            .field("hedge", &self.hedge)
+            .field("name", &self.name)
+            .field("key", &self.key)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The hedging of a [`Retry`] loop, if any (no hedging in loom models:

@@ -1311,7 +1311,10 @@ impl<T, E> fmt::Debug for GiveUpEvent<'_, T, E> {
 pub struct Ignore;
 
 /// Something told about retries: a closure `Fn(&RetryEvent<'_, T, E>)`,
-/// or [`Ignore`].
+/// or [`Ignore`]. `on_retry` takes a closure (so that its argument's type
+/// is inferred): a hook of a type of your own is given as one that tells
+/// it (`.on_retry(move |e| hooks.on_retry(e))`), `Clone` when what it
+/// captures is.
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
@@ -1344,7 +1347,9 @@ impl<T, E, F: Fn(&RetryEvent<'_, T, E>)> OnRetry<T, E> for F {
 }
 
 /// Something told when a call gives up: a closure
-/// `Fn(&GiveUpEvent<'_, T, E>)`, or [`Ignore`].
+/// `Fn(&GiveUpEvent<'_, T, E>)`, or [`Ignore`]; a hook of a type of your
+/// own is given to `on_give_up` as a closure that tells it, as for
+/// [`OnRetry`].
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
