@@ -978,7 +978,8 @@ impl<Req: Clone + Send> Replay<Req> for Cloned {
 /// What a layer tells of a call in the response it returns: the HTTP
 /// layer puts the number of attempts in its extensions
 /// ([`http::Attempts`](crate::classify::http::Attempts)); a layer of `Clone`
-/// requests, whose responses may be of any type, tells nothing.
+/// requests, whose responses may be of any type, tells nothing (every
+/// type is an `Answer<Cloned>`).
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
@@ -1012,6 +1013,9 @@ pub trait Answer<P> {
     }
 }
 
+// (Every type's, for a layer of `Clone` requests: hidden, or the docs of
+// every type of every crate built with this one would list it.)
+#[doc(hidden)]
 impl<T> Answer<Cloned> for T {
     fn took(&mut self, _: u32) {}
 }
