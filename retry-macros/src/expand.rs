@@ -68,7 +68,17 @@ const CRATE_ALIAS: &str = "__backstop_crate";
 fn runtime_path(args: &Args) -> (TokenStream, TokenStream) {
     match args.krate.value() {
         None => (quote!(), quote!(::backstop::__private)),
-        Some(path) if path.leading_colon.is_some() => (quote!(), quote!(#path::__private)),
+        // (A path from the root, or one keyword, which a `use` cannot
+        // name alone: `self`, `super`, `$crate`, written out as before.)
+        Some(path)
+            if path.leading_colon.is_some()
+                || (path.segments.len() == 1
+                    && ["self", "super", "crate", "$crate"]
+                        .iter()
+                        .any(|keyword| path.segments[0].ident == keyword)) =>
+        {
+            (quote!(), quote!(#path::__private))
+        }
         Some(path) => {
             let alias = Ident::new(CRATE_ALIAS, Span::mixed_site());
             (
@@ -1227,9 +1237,9 @@ fn outcome_call(rt: &TokenStream, ret: &Type, method: &str, args: TokenStream) -
 /// `<E as HoldsRejection<R>>::hold(args)`: the function's error made of
 /// a rejection `R` (the runtime's type of that name), on `span` (the
 /// option's token): a missing `From<R>` is one error there, naming `E`.
-/// An error type known only as `<Ret as Outcome>::Err` stays on the return
-/// type, so that a return type that is no `Result` is not reported at
-/// the option as well.
+/// The error type of a return type not named `Result` (no `Result`, or
+/// an alias of another name) stays on the return type, so that a return
+/// type that is no `Result` is not reported at the option as well.
 fn hold(
     rt: &TokenStream,
     ret: &Type,
@@ -1237,11 +1247,7 @@ fn hold(
     span: Span,
     args: TokenStream,
 ) -> TokenStream {
-    let err_span = if error_type(ret).is_some() {
-        span
-    } else {
-        ret.span()
-    };
+    let err_span = if names_result(ret) { span } else { ret.span() };
     let error = error_type_tokens(ret, rt, err_span);
     let (lt, as_, trait_, method) = (
         respan(quote!(<), span),
@@ -1261,19 +1267,10 @@ fn hold(
 /// on the attribute.
 fn elapsed_into(rt: &TokenStream, error: &TokenStream, span: Span) -> TokenStream {
     let make = respan(quote!(#rt::ElapsedInto::<#error>::new()), span);
-    // Its type said, so that a call of what it gives is resolved where it
-    // is written, not at the end (where rustc reports it on the attribute).
-    let ty = respan(
-        quote!(::core::option::Option<fn(#rt::Elapsed) -> #error>),
-        span,
-    );
-    let into = format_ident!("__backstop_into", span = Span::mixed_site());
     quote! {{
         #[allow(unused_imports)]
         use #rt::{ViaFrom as _, ViaNothing as _};
-        #[allow(clippy::type_complexity)]
-        let #into: #ty = (&#make).elapsed_into();
-        #into
+        (&#make).elapsed_into()
     }}
 }
 
@@ -1357,6 +1354,12 @@ fn classify(args: &Args, rt: &TokenStream, n: &Names, ret: &Type, ret_span: Span
             #err_pat(#error) => #err,
         }
     }
+}
+
+/// Whether the return type is named `Result` (`Result<T, E>`, or an alias
+/// such as `io::Result<T>`): its error type is then the user's to mend.
+fn names_result(ret: &Type) -> bool {
+    matches!(ret, Type::Path(path) if path.path.segments.last().is_some_and(|last| last.ident == "Result"))
 }
 
 /// `E` in a return type written `Result<T, E>` (the last segment named

@@ -251,7 +251,7 @@ fn check_signature(func: &Func, cx: &mut Ctxt) {
         );
     }
     if let ReturnType::Type(_, ty) = &sig.output
-        && let Type::Never(never) = &**ty
+        && let Type::Never(never) = unwrapped(ty)
     {
         cx.error_spanned(
             never,
@@ -268,6 +268,16 @@ fn check_signature(func: &Func, cx: &mut Ctxt) {
             "`#[retry]` needs a function body: put it on the method's implementation, \
              or give the trait method a default body",
         );
+    }
+}
+
+/// `ty` without the parentheses or the invisible group (a `macro_rules!`
+/// `$t:ty`) around it.
+fn unwrapped(ty: &Type) -> &Type {
+    match ty {
+        Type::Paren(inner) => unwrapped(&inner.elem),
+        Type::Group(inner) => unwrapped(&inner.elem),
+        ty => ty,
     }
 }
 

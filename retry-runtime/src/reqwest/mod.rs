@@ -4,7 +4,8 @@
 //! the adaptive throttle's and `attempt_timeout`'s rejections; with feature `reqwest-middleware`, `RetryMiddleware`
 //! for a `reqwest_middleware::ClientWithMiddleware`; with feature
 //! `reqwest-blocking`, the same helpers for `reqwest::blocking` in
-//! `blocking`.
+#![cfg_attr(feature = "reqwest-blocking", doc = "[`blocking`].")]
+#![cfg_attr(not(feature = "reqwest-blocking"), doc = "`blocking`.")]
 //!
 //! ```no_run
 //! # extern crate backstop_runtime as backstop;
