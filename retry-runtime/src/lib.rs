@@ -144,6 +144,45 @@ pub use tower::tonic;
 /// let payments = Payments { retry: Retry::new(&POLICY).breaker(&PAYMENTS) };
 /// assert_eq!(payments.charge().unwrap(), 7);
 /// ```
+///
+/// A client whose policy is its own (read from configuration) keeps the
+/// `Policy`, which a `Retry` borrows, and makes its `Retry` where it
+/// calls, with closures whose types it never names (cheap: a `Retry` is
+/// a few words; its default budget is the line's that makes it, shared by
+/// every client, as a kept one's is):
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use std::io;
+/// use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+/// use backstop::{Policy, Retry, RetryEvent};
+///
+/// struct Inventory {
+///     policy: Policy,
+///     retried: AtomicU32,
+/// }
+///
+/// impl Inventory {
+///     fn count(&self, mut failures: u32) -> Result<u32, io::Error> {
+///         Retry::new(&self.policy)
+///             .on_retry(|_: &RetryEvent<'_, u32, io::Error>| {
+///                 self.retried.fetch_add(1, Relaxed);
+///             })
+///             .call(|| match failures {
+///                 0 => Ok(7),
+///                 _ => {
+///                     failures -= 1;
+///                     Err(io::ErrorKind::ConnectionRefused.into())
+///                 }
+///             })
+///     }
+/// }
+///
+/// # let _vt = backstop::testing::VirtualTime::start();
+/// let inventory = Inventory { policy: Policy::new().attempts(5), retried: AtomicU32::new(0) };
+/// assert_eq!(inventory.count(2).unwrap(), 7);
+/// assert_eq!(inventory.retried.load(Relaxed), 2);
+/// ```
 pub mod builder {
     pub use crate::run::observe::{Ignore, OnGiveUp, OnRetry};
     pub use crate::run::{
