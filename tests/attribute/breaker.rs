@@ -108,7 +108,7 @@ async fn trip(calls: &AtomicU32) -> Result<(), ApiError> {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_cancelled_probe_frees_the_half_open_slot() {
+async fn a_cancelled_probe_frees_the_half_open_slot_a_cooldown_after_it_went() {
     let calls = AtomicU32::new(0);
     let _ = trip(&calls).await;
     assert_eq!(FLAKY.state(), BreakerState::Open);
@@ -117,11 +117,48 @@ async fn a_cancelled_probe_frees_the_half_open_slot() {
     let cancelled = tokio::time::timeout(Duration::from_secs(1), slow_probe(&calls)).await;
     assert!(cancelled.is_err());
     assert_eq!(calls.load(Relaxed), 2, "the probe started");
-    // Not wedged with nobody probing: a trial may go at once, and the next
-    // caller is it.
+    // As if it were still out: the next trial goes a cooldown after it was
+    // let through, not before (callers that time out would otherwise probe
+    // a hung dependency one after another, the cooldown for nothing).
+    assert_eq!(FLAKY.state(), BreakerState::Open, "its time is not over");
+    assert_eq!(trip(&calls).await, Err(ApiError::Open));
+    tokio::time::advance(Duration::from_secs(9)).await;
+    // Not wedged with nobody probing: a trial may go, and the next caller
+    // is it.
     assert_eq!(FLAKY.state(), BreakerState::HalfOpen, "a trial may go");
     let _ = trip(&calls).await;
     assert_eq!(calls.load(Relaxed), 3, "the next caller was let through");
+}
+
+static HUNG: CircuitBreaker = CircuitBreaker::new(2, Duration::from_secs(1));
+
+#[retry(attempts = 1, breaker = HUNG, budget = none, deadline = none)]
+async fn hung(calls: &AtomicU32, answers: bool) -> Result<(), ApiError> {
+    calls.fetch_add(1, Relaxed);
+    if answers {
+        return Err(ApiError::Unavailable);
+    }
+    std::future::pending().await
+}
+
+#[tokio::test(start_paused = true)]
+async fn callers_that_time_out_on_a_hung_dependency_probe_it_once_per_cooldown() {
+    let calls = AtomicU32::new(0);
+    let _ = hung(&calls, true).await;
+    let _ = hung(&calls, true).await;
+    assert_eq!(HUNG.state(), BreakerState::Open);
+    calls.store(0, Relaxed);
+    // Five seconds of callers, one every 10 ms, each under a timeout of its
+    // own (50 ms) around a dependency that never answers.
+    for _ in 0..500 {
+        let _ = tokio::time::timeout(Duration::from_millis(50), hung(&calls, false)).await;
+        tokio::time::advance(Duration::from_millis(10)).await;
+    }
+    let probes = calls.load(Relaxed);
+    assert!(
+        (4..=6).contains(&probes),
+        "one probe per cooldown, {probes} in 5 s"
+    );
 }
 
 static GUARD: CircuitBreaker = CircuitBreaker::new(5, Duration::from_secs(30));

@@ -1,7 +1,7 @@
 //! Faults and bad input: a panicking body, a dropped future, a clock that
 //! stands still, a deadline already past, the largest values every option
 //! takes. Each is handled, and loses nothing. (A probe that panics frees
-//! the half-open slot: `a_panicking_probe_frees_the_half_open_slot` in
+//! the half-open slot: `a_panicking_probe_frees_the_half_open_slot_a_cooldown_after_it_went` in
 //! tests/attribute/hooks.rs.)
 
 use std::io::{Error, ErrorKind};

@@ -233,7 +233,7 @@ fn probe(calls: &AtomicU32, panics: bool) -> Result<(), Failure> {
 }
 
 #[test]
-fn a_panicking_probe_frees_the_half_open_slot() {
+fn a_panicking_probe_frees_the_half_open_slot_a_cooldown_after_it_went() {
     let vt = VirtualTime::start();
     let calls = AtomicU32::new(0);
     let _ = probe(&calls, false); // opens it
@@ -241,6 +241,10 @@ fn a_panicking_probe_frees_the_half_open_slot() {
     let caught = std::panic::catch_unwind(|| probe(&calls, true));
     assert!(caught.is_err());
     assert_eq!(calls.load(Relaxed), 2, "the probe ran");
+    // As if it were still out: the next trial a cooldown after it went.
+    let _ = probe(&calls, false);
+    assert_eq!(calls.load(Relaxed), 2, "within its time, turned away");
+    vt.advance(std::time::Duration::from_secs(10));
     let _ = probe(&calls, false);
     assert_eq!(calls.load(Relaxed), 3, "the next caller probes: not wedged");
 }

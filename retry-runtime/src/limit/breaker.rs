@@ -113,8 +113,10 @@ pub enum ChangeReason {
     TrialSucceeded,
     /// Half-open → open: the trial failed; open for another cooldown.
     TrialFailed,
-    /// Half-open → open, its cooldown over: the trial was dropped or
-    /// panicked without reporting; the next caller is a trial.
+    /// Half-open → open: the trial was dropped (its caller's own timeout,
+    /// say) or panicked without reporting. As if it were still out, the
+    /// next trial goes a cooldown after it was let through (at once if
+    /// that time has passed).
     TrialAbandoned,
     /// → held open, by [`CircuitBreaker::hold_open`].
     HeldOpen,
@@ -179,11 +181,11 @@ pub struct BreakerChange {
 /// `failure_threshold` it opens: calls are rejected for `cooldown`. Then it
 /// is half-open: exactly one call, the probe, goes through and is never
 /// retried; its success closes the breaker, its failure opens it again. A
-/// probe that panics, or whose future is dropped, frees the half-open slot
-/// for the next caller. A probe that hangs holds the slot for a cooldown
-/// at most: a cooldown after it was let through, the next caller is a new
-/// trial (one per cooldown, as Polly's breaker does), and the first trial
-/// to report decides. (That is the default rule: [`ratio`](Self::ratio)
+/// probe that hangs, panics, or whose future is dropped (its caller's own
+/// timeout) holds the slot for a cooldown at most: a cooldown after it was
+/// let through, the next caller is a new trial (one per cooldown, as
+/// Polly's breaker does, whatever the callers' timeouts), and the first
+/// trial to report decides. (That is the default rule: [`ratio`](Self::ratio)
 /// judges a share of failures over a window instead, [`trials`](Self::trials)
 /// lets several trials through, all to succeed, and
 /// [`growing`](Self::growing) lengthens the break after each failed trial.)
@@ -272,7 +274,8 @@ struct RatioRule {
 /// Leave to make one call through a [`CircuitBreaker`]: report its outcome
 /// with [`succeeded`](Permit::succeeded) or [`failed`](Permit::failed).
 /// Dropped without a report (the call panicked, or its future was
-/// dropped), a probe frees the half-open slot.
+/// dropped), a probe frees the half-open slot a cooldown after it was let
+/// through (at once if that time has passed).
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
@@ -1260,16 +1263,18 @@ impl Drop for Permit<'_> {
     fn drop(&mut self) {
         if self.probe {
             // The probe never reported (it panicked, or its future was
-            // dropped): free the half-open slot at once, cooldown over;
-            // unless a new trial took it since.
+            // dropped: a caller's own timeout, most often around a
+            // dependency that hangs): as if it were still out, the next
+            // trial goes a cooldown after this one was let through (at
+            // once if that time has passed), as a hung probe's does;
+            // unless a new trial took the slot since. Freed at once, a
+            // hung dependency would be probed once per caller's timeout,
+            // the cooldown for nothing.
             // A new generation: what the round's other trials report
-            // counts for nothing in the next one. Open as if since a
-            // cooldown before the trial started: its cooldown is over, and
-            // it is given up (`is_stale`) a cooldown after the trial
-            // started if its key does not come again.
-            let opened = payload(self.admitted)
-                .saturating_sub(self.breaker.break_millis())
-                .max(1);
+            // counts for nothing in the next one. Open since the trial
+            // started: it is given up (`is_stale`) a cooldown after the
+            // next trial was due if its key does not come again.
+            let opened = payload(self.admitted).max(1);
             let abandoned = word(OPEN, generation(self.admitted).wrapping_add(1), opened);
             if self
                 .breaker

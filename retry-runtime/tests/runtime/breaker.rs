@@ -109,21 +109,38 @@ fn exactly_one_of_a_hundred_concurrent_callers_probes() {
 }
 
 #[test]
-fn a_probe_that_never_reports_frees_the_half_open_slot() {
+fn a_probe_that_never_reports_frees_the_half_open_slot_a_cooldown_after_it_went() {
     let breaker = CircuitBreaker::new(1, COOLDOWN);
     let t0 = Instant::now();
     fail(&breaker, t0, Verdict::Retry);
     let after = t0 + COOLDOWN;
     drop(breaker.try_acquire(after).unwrap()); // its future was dropped
-    let next = breaker.try_acquire(after).expect("the slot was freed");
+    // As if it were still out: no second trial within its time.
+    assert!(breaker.try_acquire(after).is_err());
+    let almost = after + COOLDOWN.checked_sub(Duration::from_millis(1)).unwrap();
+    assert!(breaker.try_acquire(almost).is_err());
+    assert_eq!(breaker.state_at(almost), BreakerState::Open);
+    let later = after + COOLDOWN;
+    let next = breaker.try_acquire(later).expect("the slot was freed");
     assert!(next.is_probe());
-    // A probe whose call panics is released by unwinding.
+    // A probe whose call panics is released by unwinding, likewise; one
+    // that was out longer than a cooldown frees the slot at once.
     let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let _probe = next;
         panic!("the probe's call panicked");
     }));
     assert!(caught.is_err());
-    assert!(breaker.try_acquire(after).unwrap().is_probe());
+    assert!(breaker.try_acquire(later).is_err());
+    let long = breaker.try_acquire(later + COOLDOWN).unwrap();
+    assert!(long.is_probe());
+    drop(long);
+    let at_last = later + 2 * COOLDOWN;
+    drop(breaker.try_acquire(at_last).unwrap()); // only let through now
+    assert!(breaker.try_acquire(at_last).is_err());
+    let hung = breaker.try_acquire(at_last + COOLDOWN).unwrap();
+    let dropped_late = at_last + 3 * COOLDOWN;
+    drop(hung); // out three cooldowns (no other caller came meanwhile)
+    assert!(breaker.try_acquire(dropped_late).unwrap().is_probe());
 }
 
 #[test]
@@ -411,12 +428,13 @@ fn every_change_of_state_is_told_with_its_reason_and_nothing_else() {
         .unwrap()
         .failed(Verdict::Retry, at(10));
     drop(TOLD.try_acquire(at(20)).unwrap());
-    TOLD.try_acquire(at(20)).unwrap().succeeded(at(20));
+    // (The next trial a cooldown after the one dropped.)
+    TOLD.try_acquire(at(30)).unwrap().succeeded(at(30));
     // A success and a `Stop` failure while closed: no change.
-    TOLD.try_acquire(at(21)).unwrap().succeeded(at(21));
-    TOLD.try_acquire(at(21))
+    TOLD.try_acquire(at(31)).unwrap().succeeded(at(31));
+    TOLD.try_acquire(at(31))
         .unwrap()
-        .failed(Verdict::Stop, at(21));
+        .failed(Verdict::Stop, at(31));
     // An operator holds it open, and closes it.
     TOLD.hold_open();
     TOLD.reset();
@@ -615,7 +633,7 @@ fn a_trial_of_an_earlier_round_counts_for_nothing() {
 }
 
 #[test]
-fn a_trial_dropped_frees_its_place_for_a_caller_in_the_same_millisecond() {
+fn a_trial_dropped_starts_a_new_round_a_cooldown_after_its_own() {
     let t0 = Instant::now();
     let breaker = CircuitBreaker::new(1, Duration::from_secs(1)).trials(2);
     breaker.try_acquire(t0).unwrap().failed(Verdict::Retry, t0);
@@ -625,17 +643,20 @@ fn a_trial_dropped_frees_its_place_for_a_caller_in_the_same_millisecond() {
         breaker.try_acquire(later).unwrap(),
     );
     drop(a);
-    // A new round at once: two trials again, whatever `b` reports.
+    assert!(breaker.try_acquire(later).is_err(), "the round's time runs");
+    b.succeeded(later); // the dropped round's: counts for nothing
+    assert_eq!(breaker.state_at(later), BreakerState::Open);
+    // A new round a cooldown after the dropped one went: two trials again.
+    let next = later + Duration::from_secs(1);
     let (c, d) = (
-        breaker.try_acquire(later).unwrap(),
-        breaker.try_acquire(later).unwrap(),
+        breaker.try_acquire(next).unwrap(),
+        breaker.try_acquire(next).unwrap(),
     );
-    assert!(breaker.try_acquire(later).is_err());
-    b.failed(Verdict::Retry, later); // the dropped round's: counts for nothing
-    assert_eq!(breaker.state_at(later), BreakerState::HalfOpen);
-    c.succeeded(later);
-    d.succeeded(later);
-    assert_eq!(breaker.state_at(later), BreakerState::Closed);
+    assert!(breaker.try_acquire(next).is_err());
+    assert_eq!(breaker.state_at(next), BreakerState::HalfOpen);
+    c.succeeded(next);
+    d.succeeded(next);
+    assert_eq!(breaker.state_at(next), BreakerState::Closed);
 }
 
 #[test]

@@ -530,8 +530,8 @@ fn a_breaker_given_up_by_its_key_gives_its_place_to_a_new_key() {
 }
 
 /// A key whose trial was abandoned (its caller's future dropped) keeps its
-/// place for a cooldown from the trial's start, as any open breaker does
-/// for its trial's time, not a moment less.
+/// place as a breaker opened at the trial's start does: until a cooldown
+/// past the time its next trial is due, not a moment less.
 #[test]
 fn a_breaker_whose_trial_was_abandoned_keeps_its_place_for_a_cooldown() {
     let table = Keyed::with_capacity(CircuitBreaker::new(1, Duration::from_secs(30)), 1);
@@ -546,12 +546,12 @@ fn a_breaker_whose_trial_was_abandoned_keeps_its_place_for_a_cooldown() {
         "just abandoned: no place for another key"
     );
     assert!(
-        std::ptr::eq(table.get_at(&2u32, at(59)), table.shared()),
-        "within a cooldown of the trial"
+        std::ptr::eq(table.get_at(&2u32, at(89)), table.shared()),
+        "within a cooldown of its next trial's time (60 s)"
     );
     assert!(
-        !std::ptr::eq(table.get_at(&2u32, at(61)), table.shared()),
-        "a cooldown after the trial, its place may go"
+        !std::ptr::eq(table.get_at(&2u32, at(91)), table.shared()),
+        "a cooldown past its next trial's time, its place may go"
     );
 }
 
