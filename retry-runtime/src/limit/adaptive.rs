@@ -47,7 +47,12 @@ pub use crate::state::vocabulary::Throttled;
 /// attempt is the call's error (`E: From<Throttled>`); a rejected later
 /// attempt gives up with the last outcome
 /// ([`GiveUp::Throttled`](crate::GiveUp::Throttled)). With healthy traffic
-/// the probability is exactly 0.
+/// the probability is exactly 0 — so long as callers let their attempts
+/// end: an attempt dropped in flight is a request not accepted (below), so
+/// callers that race a call against something else (a cache, in a
+/// `select!`) and drop it more often than it answers are shed as if the
+/// dependency refused them. Give such a race no adaptive throttle, or let
+/// the call run to its end (spawned) and ignore its answer.
 ///
 /// Three choices depart from the SRE book, each from measurement (the
 /// storm example, `cargo run --release --example storm`):

@@ -273,7 +273,6 @@ pin_project_lite::pin_project! {
     /// The async retry loop around `op`, under the classifiers, hooks and
     /// limits of `steps` (a `Retry`, borrowed or shared).
     pub(crate) struct Drive<'a, X, D, K, H, P = &'a Policy> {
-        steps: X,
         state: Run<'a, P>,
         #[pin]
         op: D,
@@ -288,6 +287,11 @@ pin_project_lite::pin_project! {
         // What a poll of the attempt leaves to the next.
         shared: Option<Arc<AtomicBool>>,
         span: LoopSpan,
+        // Last, so dropped last: a layer's loop may own the budget its
+        // call draws on (lent from a pool when the last `Arc` of the layer
+        // goes), and the call's state, dropped before it, may still give
+        // that budget back a held call's place.
+        steps: X,
     }
 }
 
