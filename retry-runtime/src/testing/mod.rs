@@ -28,7 +28,7 @@
 //! that runs a runtime of its own, a real database. An attempt with a timer
 //! beside it (the reqwest middleware's and `within_attempt`'s, at the call's
 //! time left; an `attempt_timeout`) is then cut off before the answer can
-//! come (the cut-off says so on standard error).
+//! come (in a debug build the cut-off says so on standard error).
 //! Serve a test's mock on the test's own runtime (`tokio::spawn` an axum or
 //! hyper server on `127.0.0.1:0`), or test against an outside server in
 //! real time, with short delays (`base = 1ms`).

@@ -478,10 +478,12 @@ pub(crate) fn sleep_async(delay: Duration) -> Pin<Box<Sleep>> {
 /// runtime (a server on another thread or in another process, a real
 /// database), which then never comes in time. A test that finds its
 /// attempts cut off so is told why, once a thread on standard error (a
-/// test's output, which the harness shows when it fails).
+/// test's output, which the harness shows when it fails), in a debug
+/// build: a release build on a paused clock is a simulation (the storm
+/// example), whose cut-offs are meant.
 #[cold]
 pub(crate) fn cut_off(why: crate::Elapsed) -> crate::Elapsed {
-    #[cfg(feature = "tokio")]
+    #[cfg(all(feature = "tokio", debug_assertions))]
     note_paused_cut_off();
     why
 }
@@ -490,7 +492,7 @@ pub(crate) fn cut_off(why: crate::Elapsed) -> crate::Elapsed {
 /// clock which ran ahead of real time: tokio's clock reads its pause's
 /// instant plus what it was moved on, never ahead of the real one unless
 /// it was moved on.
-#[cfg(feature = "tokio")]
+#[cfg(all(feature = "tokio", debug_assertions))]
 fn note_paused_cut_off() {
     thread_local! {
         static SAID: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
@@ -518,10 +520,13 @@ fn note_paused_cut_off() {
 
 #[cfg(all(test, feature = "tokio"))]
 mod tests {
+    #[cfg(debug_assertions)]
     use std::cell::Cell;
     use std::time::{Duration, Instant};
 
-    use super::{RuntimeClock, timeout};
+    use super::RuntimeClock;
+    #[cfg(debug_assertions)]
+    use super::timeout;
     use crate::time::own_thread::tests::block_on;
 
     /// Outside any tokio runtime (a program on another executor, with the
@@ -544,6 +549,7 @@ mod tests {
         assert_eq!(out.ok(), Some(7));
     }
 
+    #[cfg(debug_assertions)]
     thread_local! {
         /// The cut-offs told on this thread.
         pub(super) static TOLD: Cell<u32> = const { Cell::new(0) };
@@ -554,6 +560,7 @@ mod tests {
     /// the clock on to the attempt's limit, and the cut-off says why (once
     /// a thread). The same cut-off on a clock that runs says nothing.
     #[test]
+    #[cfg(debug_assertions)]
     fn an_attempt_cut_off_on_a_paused_clock_ahead_of_real_time_says_why() {
         // (The sender stays here, outside the runtime, and never answers.)
         let (_answer, answered) = tokio::sync::oneshot::channel::<()>();
