@@ -563,3 +563,27 @@ async fn a_caller_alone_with_tokens_spends_its_attempts_and_gives_up_with_its_la
         t0.elapsed()
     );
 }
+
+#[retry(attempts = 8, deadline = 30s)]
+async fn probing(db: Rc<Db>) -> Result<u32, DbError> {
+    db.query()
+}
+
+/// A held call's probe is an attempt: a caller alone that holds gives up
+/// once a probe has used its last attempt, with that probe's error, long
+/// before its deadline or the budget's ride-out (8 attempts: retries
+/// with backoff until the budget refuses, then a probe about every
+/// 200 ms: 3.1 s in all in one run, the backoff's jitter aside).
+#[tokio::test(start_paused = true)]
+async fn a_held_call_gives_up_when_a_probe_has_used_its_last_attempt() {
+    let t0 = Instant::now();
+    let db = Db::down_for(Duration::from_secs(60));
+    let out = probing(db.clone()).await;
+    assert_eq!(out, Err(DbError::Refused));
+    assert_eq!(db.sent.get(), 8, "every attempt sent, probes included");
+    let took = t0.elapsed();
+    assert!(
+        Duration::from_millis(400) <= took && took <= Duration::from_secs(5),
+        "gave up after {took:?}"
+    );
+}
