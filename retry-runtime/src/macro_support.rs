@@ -219,7 +219,8 @@ pub fn deadline<T: DeadlineValue>(deadline: T) -> Option<std::time::Duration> {
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot hold `{R}`, which `#[retry]` returns as the function's error",
     label = "needs `{Self}: From<{R}>`",
-    note = "`std::io::Error`, `Box<dyn Error + Send + Sync>`, `anyhow::Error`, `tonic::Status`, \
+    note = "`std::io::Error`, `Box<dyn Error + Send + Sync>`, `anyhow::Error`, and with their \
+            features `tonic::Status`, `sqlx::Error`, `redis::RedisError`, \
             `backstop::reqwest::Error` and `reqwest_middleware::Error` hold it",
     note = "for an error type of your own, add a variant for it and `impl From<{R}> for {Self}`; \
             another crate's error type cannot take that impl here: return one of the types \
