@@ -1017,8 +1017,9 @@ fn chart(runs: &[(Strategy, Series)], sc: &Scenario) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "Requests reaching the server per 100 ms (each column 0.5 s; the full \
-         height is {max:.0}, capacity is {capacity:.0}: ─ marks it; ▒ the outage).\n\
+        "Requests reaching the server per 100 ms (each column their mean over 0.5 s, \
+         below the table's peak; the full height is {max:.0}, capacity is {capacity:.0}: \
+         ─ marks it; ▒ the outage).\n\
          Under each, `ok`: the calls started in that half second that succeeded \
          (█ for 99% or more, ▁ for none)."
     );

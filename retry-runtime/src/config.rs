@@ -84,7 +84,10 @@ fn one_term<'r>(text: &str, rest: &'r str) -> Result<(Duration, &'r str), String
             .find(|c: char| !c.is_alphabetic())
             .unwrap_or(after_number.len()),
     );
-    let units = UNIT_NAMES.join(", ");
+    let units = format!(
+        "{}, or µs; terms add up, as in \"1m30s\"",
+        UNIT_NAMES.join(", ")
+    );
     let nanos_per_unit: u128 = match unit {
         // A number alone: a suggestion keeps its value.
         "" if number == text => {

@@ -545,7 +545,11 @@ impl Classify for crate::state::vocabulary::Throttled {
     }
 }
 
-/// By its chain of causes, as [`source_chain`].
+/// By its chain of causes, as [`source_chain`]: the first error of a type
+/// the crate knows (an `io::Error`, a client's error) decides. An error
+/// made of a message alone (`bail!("..")`, `anyhow!("..")`) holds none,
+/// and is not retried (`Stop`): give such a function a `when` that says
+/// which of its errors a retry can fix.
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
@@ -553,6 +557,7 @@ impl Classify for crate::state::vocabulary::Throttled {
 /// use backstop::{Classify, Verdict};
 /// let e = anyhow::Error::new(Error::from(ErrorKind::ConnectionRefused)).context("loading");
 /// assert_eq!(e.classify(), Verdict::Refused);
+/// assert_eq!(anyhow::anyhow!("the queue is full").classify(), Verdict::Stop);
 /// ```
 #[cfg(feature = "anyhow")]
 impl Classify for anyhow::Error {
