@@ -1359,19 +1359,23 @@ fn classify(args: &Args, rt: &TokenStream, n: &Names, ret: &Type, ret_span: Span
 /// Whether the return type is named `Result` (`Result<T, E>`, or an alias
 /// such as `io::Result<T>`): its error type is then the user's to mend.
 fn names_result(ret: &Type) -> bool {
-    matches!(ret, Type::Path(path) if path.path.segments.last().is_some_and(|last| last.ident == "Result"))
+    result_segment(ret).is_some()
+}
+
+/// The last segment of a return type named `Result`.
+fn result_segment(ret: &Type) -> Option<&syn::PathSegment> {
+    let Type::Path(path) = ret else { return None };
+    path.path
+        .segments
+        .last()
+        .filter(|last| last.ident == "Result")
 }
 
 /// `E` in a return type written `Result<T, E>` (the last segment named
 /// `Result`, with two type arguments): an alias may order or mean its
 /// parameters otherwise.
 fn error_type(ret: &Type) -> Option<&Type> {
-    let Type::Path(path) = ret else { return None };
-    let last = path.path.segments.last()?;
-    if last.ident != "Result" {
-        return None;
-    }
-    let syn::PathArguments::AngleBracketed(args) = &last.arguments else {
+    let syn::PathArguments::AngleBracketed(args) = &result_segment(ret)?.arguments else {
         return None;
     };
     match args.args.iter().collect::<Vec<_>>()[..] {
