@@ -2428,3 +2428,60 @@ fn a_full_breaker_table_says_so_at_most_once_a_minute_with_a_count() {
         "{events:?}"
     );
 }
+
+#[retry(hedge = 20ms, idempotent, budget = none)]
+async fn hedged_inner(took_ms: u64) -> Result<u32, std::io::Error> {
+    tokio::time::sleep(std::time::Duration::from_millis(took_ms)).await;
+    Ok(1)
+}
+
+#[retry(hedge = 10ms, idempotent, budget = none)]
+async fn hedged_outer_first() -> Result<u32, std::io::Error> {
+    hedged_inner(100).await
+}
+
+#[retry(hedge = 50ms, idempotent, budget = none)]
+async fn hedged_outer_last() -> Result<u32, std::io::Error> {
+    hedged_inner(100).await
+}
+
+/// A hedge not sent because another layer hedged says which layer did.
+#[test]
+fn a_hedge_not_sent_for_another_layers_says_which() {
+    let _serial = serial();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    // The outer call hedges first: the inner calls in both its attempts
+    // send none; the inner call hedges first: the outer one sends none.
+    for (outer_first, reason, function, times) in [
+        (true, "hedged_above", "telemetry::hedged_inner", 2),
+        (false, "hedged_below", "telemetry::hedged_outer_last", 1),
+    ] {
+        let capture = captured(|| {
+            let out = if outer_first {
+                runtime.block_on(hedged_outer_first())
+            } else {
+                runtime.block_on(hedged_outer_last())
+            };
+            assert_eq!(out.unwrap(), 1);
+        });
+        let events = capture.events.lock().unwrap();
+        let not_sent: Vec<_> = events
+            .iter()
+            .filter(|(_, fields)| {
+                fields.get("message").map(String::as_str) == Some("hedge not sent")
+            })
+            .map(|(_, fields)| {
+                (
+                    fields.get("reason").cloned(),
+                    fields.get("function").cloned(),
+                )
+            })
+            .collect();
+        let expected = (Some(reason.to_owned()), Some(function.to_owned()));
+        assert_eq!(not_sent, vec![expected; times], "{events:?}");
+    }
+}

@@ -685,6 +685,30 @@ fn keyword<T: Copy>(cx: &mut Ctxt, name: &str, value: &Expr, words: &[(&str, T)]
 /// adaptive percentile, `p` and two or more digits after the point
 /// (`p99`, `p999` for the 99.9th).
 fn hedge_delay(cx: &mut Ctxt, value: Expr) -> Option<HedgeDelay> {
+    // `p99.9`, read by Rust as a field of `p99`: a percentile with a point.
+    if let Expr::Field(field) = &value
+        && let Expr::Path(p) = &*field.base
+        && let Some(ident) = p.path.get_ident()
+        && let syn::Member::Unnamed(index) = &field.member
+        && let Some(digits) = ident.to_string().strip_prefix('p')
+        && digits.len() == 2
+        && digits.bytes().all(|b| b.is_ascii_digit())
+    {
+        let written = format!("p{digits}.{}", index.index);
+        let joined = format!("p{digits}{}", index.index);
+        let message = if digits == "99" && joined[3..].bytes().all(|b| b == b'9') {
+            format!(
+                "`hedge = {written}`: write `{joined}` (a percentile is written without its point)"
+            )
+        } else {
+            format!(
+                "`hedge = {written}`: a percentile is `p` and two digits, from `p01` to `p99`, or \
+                 more nines after `99`, written without a point, as `p999` for the 99.9th"
+            )
+        };
+        cx.error_spanned(&value, message);
+        return None;
+    }
     if let Expr::Path(p) = &value
         && let Some(ident) = p.path.get_ident()
     {

@@ -409,3 +409,130 @@ fn under_isolate_each_test_learns_latencies_afresh_on_its_own_clock() {
         "the same as a fresh process"
     );
 }
+
+// One layer hedges: a hedge copies the whole attempt, nested calls and
+// all, so hedges at two layers would send 2 × 2 requests for a slow call.
+
+/// The dependency at the bottom: counts the requests it gets, and answers
+/// after `took` ms.
+async fn dependency(sent: &AtomicU32, took: u64) -> Result<u32, Error> {
+    sent.fetch_add(1, Ordering::Relaxed);
+    sleep(MS * took as u32).await;
+    Ok(1)
+}
+
+#[retry(hedge = 20ms, idempotent, budget = none)]
+async fn inner_at_20ms(sent: &AtomicU32) -> Result<u32, Error> {
+    dependency(sent, 300).await
+}
+
+#[retry(hedge = 10ms, idempotent, budget = none)]
+async fn inner_at_10ms(sent: &AtomicU32) -> Result<u32, Error> {
+    dependency(sent, 300).await
+}
+
+#[retry(hedge = 20ms, idempotent, budget = none)]
+async fn outer_of_inner_at_20ms(sent: &AtomicU32) -> Result<u32, Error> {
+    inner_at_20ms(sent).await
+}
+
+#[retry(hedge = 20ms, idempotent, budget = none)]
+async fn outer_of_inner_at_10ms(sent: &AtomicU32) -> Result<u32, Error> {
+    inner_at_10ms(sent).await
+}
+
+/// A call that does not hedge, between two that do.
+#[retry(idempotent, budget = none)]
+async fn plain_middle(sent: &AtomicU32, inner_first: bool) -> Result<u32, Error> {
+    if inner_first {
+        inner_at_10ms(sent).await
+    } else {
+        inner_at_20ms(sent).await
+    }
+}
+
+#[retry(hedge = 15ms, idempotent, budget = none)]
+async fn outer_of_a_plain_middle(sent: &AtomicU32, inner_first: bool) -> Result<u32, Error> {
+    plain_middle(sent, inner_first).await
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_nested_in_a_hedged_attempt_sends_no_hedge_of_its_own() {
+    // The outer call hedges first (its delay runs from before the inner
+    // call's): the inner calls, in its two attempts, send one request each.
+    let sent = AtomicU32::new(0);
+    assert_eq!(outer_of_inner_at_20ms(&sent).await.unwrap(), 1);
+    assert_eq!(sent.load(Ordering::Relaxed), 2, "2 requests, not 2 × 2");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_whose_attempt_holds_a_hedged_call_sends_no_hedge_of_its_own() {
+    // The inner call hedges first: the outer one's hedge would copy both.
+    let sent = AtomicU32::new(0);
+    let start = Instant::now();
+    assert_eq!(outer_of_inner_at_10ms(&sent).await.unwrap(), 1);
+    assert_eq!(sent.load(Ordering::Relaxed), 2, "2 requests, not 2 × 2");
+    assert_eq!(start.elapsed(), MS * 300, "the first request answered");
+}
+
+#[tokio::test(start_paused = true)]
+async fn one_layer_hedges_through_a_call_between_that_does_not() {
+    for inner_first in [false, true] {
+        let sent = AtomicU32::new(0);
+        assert_eq!(
+            outer_of_a_plain_middle(&sent, inner_first).await.unwrap(),
+            1
+        );
+        assert_eq!(
+            sent.load(Ordering::Relaxed),
+            2,
+            "inner first: {inner_first}"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_closure_call_nested_in_a_hedged_attempt_sends_no_hedge_of_its_own() {
+    use backstop::{Policy, Retry, hedge::Hedge};
+    let policy = Policy::new().idempotent(true).no_budget();
+    let retry = Retry::new(&policy).hedge(Hedge::after(MS * 20));
+    for inner_first in [false, true] {
+        let sent = AtomicU32::new(0);
+        let out = retry
+            .call_async(|| async {
+                if inner_first {
+                    inner_at_10ms(&sent).await
+                } else {
+                    inner_at_20ms(&sent).await
+                }
+            })
+            .await;
+        assert_eq!(out.unwrap(), 1);
+        assert_eq!(
+            sent.load(Ordering::Relaxed),
+            2,
+            "inner first: {inner_first}"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn calls_after_a_nested_hedged_call_hedge_as_before() {
+    // What the nested calls said of each other stays with them: a call
+    // made later on the same thread, at the top or in a deadline scope,
+    // hedges.
+    let sent = AtomicU32::new(0);
+    outer_of_inner_at_10ms(&sent).await.unwrap();
+    outer_of_inner_at_20ms(&sent).await.unwrap();
+    let sent = AtomicU32::new(0);
+    inner_at_20ms(&sent).await.unwrap();
+    assert_eq!(sent.load(Ordering::Relaxed), 2, "hedged at the top");
+    let sent = AtomicU32::new(0);
+    let out = backstop::scope::deadline(Duration::from_secs(5), inner_at_20ms(&sent)).await;
+    assert_eq!(out.unwrap().unwrap(), 1);
+    assert_eq!(
+        sent.load(Ordering::Relaxed),
+        2,
+        "hedged in a deadline scope"
+    );
+}

@@ -1536,7 +1536,9 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// [`call_async_with`](Self::call_async_with) (whose value goes to one
     /// attempt at a time) run one attempt at a time. Every hedge is granted
     /// like a retry, by the budget or token budget, the breaker and the
-    /// adaptive throttle, before the deadline.
+    /// adaptive throttle, before the deadline; and one layer hedges: none
+    /// is sent while a call nested in the attempt has hedged, nor inside
+    /// an attempt that a hedged call around this one has copied.
     ///
     /// ```
     /// # extern crate backstop_runtime as backstop;

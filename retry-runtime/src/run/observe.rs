@@ -684,16 +684,16 @@ impl Observe {
         self.count("backstop_hedges_total", None);
     }
 
-    /// A hedge the timer called for was not sent, for `reason`: a DEBUG
-    /// event.
+    /// A hedge the timer called for was not sent, for `reason` (a
+    /// [`GiveUp`]'s name, or `hedged_below`, `hedged_above`): a DEBUG event.
     #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
     #[cfg_attr(not(feature = "tracing"), allow(unused_variables, clippy::unused_self))]
-    pub(crate) fn hedge_refused(&self, reason: GiveUp) {
+    pub(crate) fn hedge_refused(&self, reason: &'static str) {
         #[cfg(feature = "tracing")]
         tracing::debug!(
             parent: self.span(),
             function = self.name(),
-            reason = reason.as_str(),
+            reason,
             "hedge not sent"
         );
     }
@@ -912,7 +912,10 @@ fn describe(recorder: &dyn metrics::Recorder) {
             "backstop_budget_refusals_total",
             "Give-ups because the retry budget refused the retry",
         ),
-        ("backstop_hedges_total", "Hedged attempts sent"),
+        (
+            "backstop_hedges_total",
+            "Hedged attempts started (one that lost the race before its request went out included)",
+        ),
         (
             "backstop_hedge_wins_total",
             "Calls a hedged attempt answered first",

@@ -248,8 +248,35 @@ struct Frame {
     key: MaybeKey,
     deadline: Option<Instant>,
     now: fn() -> Instant,
+    /// What the calls nested in this attempt, and the call around it, told
+    /// it ([`Flags`]).
+    flags: Flags,
+}
+
+/// What a frame was told: by a call nested in its attempt (that it gave up
+/// after retrying, that it hedged) or by its own call (that the attempt is
+/// one of a round that hedged).
+#[derive(Clone, Copy)]
+struct Flags(u8);
+
+impl Flags {
+    const NONE: Self = Self(0);
     /// A call nested in this attempt gave up after retrying.
-    retried_below: bool,
+    const RETRIED_BELOW: u8 = 1;
+    /// A call nested in this attempt, at any depth, sent a hedge: the
+    /// attempt's own call sends none (it would copy that one's).
+    const HEDGED_BELOW: u8 = 2;
+    /// The attempt's call, or one around it, sent a hedge beside it: calls
+    /// nested in it send none (each would be copied by that one).
+    const HEDGED_ABOVE: u8 = 4;
+
+    fn has(self, bit: u8) -> bool {
+        self.0 & bit != 0
+    }
+
+    fn with(self, bit: u8) -> Self {
+        Self(self.0 | bit)
+    }
 }
 
 /// The frame of the attempt running on this thread, field by field. Every
@@ -263,7 +290,7 @@ struct Current {
     key: Cell<MaybeKey>,
     deadline: Cell<Option<Instant>>,
     now: Cell<fn() -> Instant>,
-    retried_below: Cell<bool>,
+    flags: Cell<Flags>,
     /// Whether a server is handling a request on this thread ([`serving`]),
     /// and whether a call nested in it, outside every attempt, gave up
     /// after retrying. Not an attempt's: attempts leave it as they find
@@ -284,7 +311,7 @@ impl Current {
             key: self.key.get(),
             deadline: self.deadline.get(),
             now: self.now.get(),
-            retried_below: self.retried_below.get(),
+            flags: self.flags.get(),
         }
     }
 
@@ -293,7 +320,7 @@ impl Current {
         self.key.set(frame.key);
         self.deadline.set(frame.deadline);
         self.now.set(frame.now);
-        self.retried_below.set(frame.retried_below);
+        self.flags.set(frame.flags);
     }
 
     fn frame(&self) -> Option<Frame> {
@@ -303,7 +330,7 @@ impl Current {
             key: self.key.get(),
             deadline: self.deadline.get(),
             now: self.now.get(),
-            retried_below: self.retried_below.get(),
+            flags: self.flags.get(),
         })
     }
 }
@@ -315,7 +342,7 @@ thread_local! {
             key: Cell::new(MaybeKey::NONE),
             deadline: Cell::new(None),
             now: Cell::new(Instant::now),
-            retried_below: Cell::new(false),
+            flags: Cell::new(Flags::NONE),
             serving: Cell::new(Handling::No),
             has_shared: Cell::new(false),
         }
@@ -521,7 +548,7 @@ pub fn current_call() -> CallScope {
                     // an earlier attempt on this thread left).
                     return CallScope {
                         frame: Some(Frame {
-                            retried_below: false,
+                            flags: Flags::NONE,
                             ..raw
                         }),
                         flag: Some(shared_flag(current)),
@@ -542,7 +569,9 @@ pub fn current_call() -> CallScope {
             CallScope {
                 frame: Some(Frame {
                     key,
-                    retried_below: false,
+                    // (A hedged round around the attempt covers the work
+                    // carried out of it too.)
+                    flags: Flags(raw.flags.0 & Flags::HEDGED_ABOVE),
                     ..raw
                 }),
                 flag: Some(shared_flag(current)),
@@ -603,7 +632,7 @@ impl CallScope {
                 if self.serving {
                     current.serving.get() == Handling::Retried
                 } else {
-                    current.retried_below.get()
+                    current.flags.get().has(Flags::RETRIED_BELOW)
                 }
             })
         {
@@ -755,12 +784,38 @@ pub async fn deadline<F: Future>(limit: Duration, future: F) -> Result<F::Output
         .map_err(|_| crate::Elapsed::scope(limit))
 }
 
+/// Tells the enclosing attempt, if any, that a call nested in it sent a
+/// hedge: the attempt's own call is not to send one (one layer hedges).
+#[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
+pub(crate) fn note_hedged_below() {
+    let _ = CURRENT.try_with(|current| {
+        if current.attempt.get() != 0 {
+            current
+                .flags
+                .set(current.flags.get().with(Flags::HEDGED_BELOW));
+        }
+    });
+}
+
+/// Whether the attempt this code runs in is one of a hedged round's, or
+/// nested in one: a call made here is not to hedge (one layer hedges).
+#[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
+pub(crate) fn hedged_above() -> bool {
+    CURRENT
+        .try_with(|current| {
+            current.attempt.get() != 0 && current.flags.get().has(Flags::HEDGED_ABOVE)
+        })
+        .unwrap_or(false)
+}
+
 /// Tells the enclosing attempt, if any, or else the request a server is
 /// handling, that a call nested in it gave up after retrying.
 pub(crate) fn note_retried_below() {
     let _ = CURRENT.try_with(|current| {
         if current.attempt.get() != 0 {
-            current.retried_below.set(true);
+            current
+                .flags
+                .set(current.flags.get().with(Flags::RETRIED_BELOW));
         } else if current.serving.get() != Handling::No {
             current.serving.set(Handling::Retried);
         }
@@ -841,7 +896,7 @@ pub(crate) fn serving<R>(
             key: MaybeKey::NONE,
             deadline,
             now: outer.now,
-            retried_below: false,
+            flags: Flags::NONE,
         });
         Restore {
             outer,
@@ -953,7 +1008,7 @@ impl Scope {
                 key: call.key,
                 deadline,
                 now,
-                retried_below: false,
+                flags: Flags::NONE,
             },
             shared: None,
         }
@@ -965,7 +1020,11 @@ impl Scope {
     #[inline]
     pub(crate) fn carrying(mut self, shared: Option<Arc<AtomicBool>>, retried_below: bool) -> Self {
         self.shared = shared;
-        self.frame.retried_below = retried_below;
+        self.frame.flags = if retried_below {
+            Flags(Flags::RETRIED_BELOW)
+        } else {
+            Flags::NONE
+        };
         self
     }
 
@@ -989,7 +1048,7 @@ impl Scope {
             CallContext {
                 key: self.frame.key,
             },
-            self.frame.retried_below,
+            self.frame.flags.has(Flags::RETRIED_BELOW),
         )
     }
 
@@ -1010,7 +1069,20 @@ impl Scope {
 
     /// Did a call nested in this attempt give up after retrying?
     pub(crate) fn retried_below(&self) -> bool {
-        self.frame.retried_below
+        self.frame.flags.has(Flags::RETRIED_BELOW)
+    }
+
+    /// Did a call nested in this attempt, at any depth, send a hedge?
+    #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
+    pub(crate) fn hedged_below(&self) -> bool {
+        self.frame.flags.has(Flags::HEDGED_BELOW)
+    }
+
+    /// This attempt's call sent a hedge beside it: calls nested in it send
+    /// none.
+    #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
+    pub(crate) fn hedged_above(&mut self) {
+        self.frame.flags = self.frame.flags.with(Flags::HEDGED_ABOVE);
     }
 
     /// Polls `fut` once inside this frame.
@@ -1033,8 +1105,16 @@ impl Scope {
     #[inline(always)]
     pub(crate) fn enter<R>(&mut self, f: impl FnOnce() -> R) -> R {
         let outer = CURRENT.with(|current| {
-            let frame = (current.attempt.get() != 0 || current.deadline.get().is_some())
-                .then(|| current.raw());
+            let frame =
+                (current.attempt.get() != 0 || current.deadline.get().is_some()).then(|| {
+                    let frame = current.raw();
+                    if frame.attempt != 0 {
+                        // Nested in an attempt a hedged round copies: so is
+                        // this one.
+                        self.frame.flags.0 |= frame.flags.0 & Flags::HEDGED_ABOVE;
+                    }
+                    frame
+                });
             let shared = swap_shared(current, self.shared.take());
             current.set_raw(self.frame);
             Outer { frame, shared }
@@ -1074,13 +1154,22 @@ impl Leave<'_> {
         let left = CURRENT.try_with(|current| {
             scope.frame.key = current.key.get();
             scope.shared = swap_shared(current, outer.shared.take());
-            scope.frame.retried_below = current.retried_below.get()
-                || scope
-                    .shared
-                    .as_ref()
-                    .is_some_and(|flag| flag.load(Ordering::Acquire));
+            let flags = current.flags.get();
+            scope.frame.flags = if scope
+                .shared
+                .as_ref()
+                .is_some_and(|flag| flag.load(Ordering::Acquire))
+            {
+                flags.with(Flags::RETRIED_BELOW)
+            } else {
+                flags
+            };
             match outer.frame {
-                Some(frame) => current.set_raw(frame),
+                // A hedge sent below is every enclosing attempt's to know.
+                Some(mut frame) => {
+                    frame.flags.0 |= flags.0 & Flags::HEDGED_BELOW;
+                    current.set_raw(frame);
+                }
                 // Outside every attempt and deadline scope only these two
                 // are read.
                 None => {

@@ -56,7 +56,10 @@ impl<C: Clock, P: HoldsPolicy> AttemptState<'_, C, P> {
     /// (hedges are attempts), and only if it could start before the
     /// deadline, the breaker is closed and admits it, the adaptive
     /// throttle does not shed it, and the budget grants it as it would a
-    /// retry (a token budget above half; a windowed budget's token).
+    /// retry (a token budget above half; a windowed budget's token); and
+    /// not while a call nested in an attempt in flight has hedged, nor
+    /// inside an attempt that a hedged round around this call has copied
+    /// (one layer hedges).
     ///
     /// ```
     /// # extern crate backstop_runtime as backstop;
@@ -172,11 +175,22 @@ impl<C: Clock, P: HoldsPolicy> AttemptState<'_, C, P> {
         self.retried_below |= scope.retried_below();
     }
 
-    /// May hedge number `attempt` start now? Granted like a retry; if so,
-    /// counted among the call's hedges, with the frame it runs in (the
-    /// call's key drawn for it); the adaptive throttle counts it once its
-    /// outcome is known.
-    fn admit_hedge(&mut self, attempt: u32, delay: Duration) -> Option<InFlight> {
+    /// May hedge number `attempt` start now? Not if a call nested in an
+    /// attempt in flight has hedged (`below`), or if this call runs in an
+    /// attempt that a hedged round around it copies: one layer hedges, as
+    /// hedges at two would each copy the other's (2 × 2 requests). Else
+    /// granted like a retry; if so, counted among the call's hedges, with
+    /// the frame it runs in (the call's key drawn for it); the adaptive
+    /// throttle counts it once its outcome is known.
+    fn admit_hedge(&mut self, attempt: u32, delay: Duration, below: bool) -> Option<InFlight> {
+        if below || crate::run::scope::hedged_above() {
+            self.obs.hedge_refused(if below {
+                "hedged_below"
+            } else {
+                "hedged_above"
+            });
+            return None;
+        }
         let now = self.clock.now();
         let refused = match self.grant_hedge(now) {
             Ok((permit, admitted)) => {
@@ -196,7 +210,7 @@ impl<C: Clock, P: HoldsPolicy> AttemptState<'_, C, P> {
             }
             Err(reason) => reason,
         };
-        self.obs.hedge_refused(refused);
+        self.obs.hedge_refused(refused.as_str());
         None
     }
 
@@ -340,7 +354,7 @@ impl<Fut: Future> Round<Fut> {
             state.policy.get().idempotent && !state.permit.as_ref().is_some_and(Permit::is_probe);
         let delay = hedge.delay(now);
         if delay.is_some() && !state.policy.get().idempotent {
-            state.obs.hedge_refused(GiveUp::NotIdempotent);
+            state.obs.hedge_refused(GiveUp::NotIdempotent.as_str());
         }
         let delay = delay.filter(|_| may_hedge);
         let last = match delay {
@@ -442,18 +456,25 @@ impl<Fut: Future> Round<Fut> {
             this.timer.set(None);
             // (A timer runs only with a delay.)
             let delay = this.delay.unwrap_or_default();
-            let Some(meta) = state.admit_hedge(*this.next, delay) else {
+            let in_flight = this.primary_meta.iter();
+            let below = in_flight
+                .chain(this.hedges.iter().map(|(_, meta)| meta))
+                .any(|meta| meta.scope.hedged_below());
+            let Some(mut meta) = state.admit_hedge(*this.next, delay, below) else {
                 // Refused: no more hedges this round.
                 return Poll::Pending;
             };
-            // Every attempt of the call shares its key: drawn now if the
-            // first attempt has not asked for it yet.
-            if let Some(first) = this.primary_meta.as_mut() {
-                first.scope.share(state.call);
-            }
-            for (_, other) in this.hedges.iter_mut() {
+            // Every attempt of the call shares its key (drawn now if the
+            // first attempt has not asked for it yet), and calls nested in
+            // them, copied by the hedge, send none of their own; the
+            // attempt around the call, if any, sends none either.
+            let in_flight = this.primary_meta.iter_mut();
+            for other in in_flight.chain(this.hedges.iter_mut().map(|(_, meta)| meta)) {
                 other.scope.share(state.call);
+                other.scope.hedged_above();
             }
+            meta.scope.hedged_above();
+            crate::run::scope::note_hedged_below();
             let limit = this.timeout.map(|t| state.attempt_limit(t));
             this.hedges.push((
                 Box::pin(Timed::new(limit, *this.timeout, make(limit))),

@@ -548,7 +548,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     /// idempotent, or cannot be copied): told as a hedge not sent.
     #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
     pub(crate) fn hedge_refused(&self, reason: GiveUp) {
-        self.obs.hedge_refused(reason);
+        self.obs.hedge_refused(reason.as_str());
     }
 
     /// What to tell `on_retry` after [`decide`](Self::decide) answered

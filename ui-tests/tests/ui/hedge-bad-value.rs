@@ -56,4 +56,15 @@ async fn too_many_nines() -> Result<u32, std::io::Error> {
     Ok(1)
 }
 
+// A percentile written with its point.
+#[retry(hedge = p99.9, idempotent)]
+async fn with_a_point() -> Result<u32, std::io::Error> {
+    Ok(1)
+}
+
+#[retry(hedge = p95.5, idempotent)]
+async fn with_a_point_not_nines() -> Result<u32, std::io::Error> {
+    Ok(1)
+}
+
 fn main() {}
