@@ -2445,7 +2445,8 @@ async fn hedged_outer_last() -> Result<u32, std::io::Error> {
     hedged_inner(100).await
 }
 
-/// A hedge not sent because another layer hedged says which layer did.
+/// A hedge not sent because another layer hedged says which layer did,
+/// and is counted by its reason.
 #[test]
 fn a_hedge_not_sent_for_another_layers_says_which() {
     let _serial = serial();
@@ -2457,17 +2458,27 @@ fn a_hedge_not_sent_for_another_layers_says_which() {
     // The outer call hedges first: the inner calls in both its attempts
     // send none; the inner call hedges first: the outer one sends none.
     for (outer_first, reason, function, times) in [
-        (true, "hedged_above", "telemetry::hedged_inner", 2),
+        (true, "hedged_above", "telemetry::hedged_inner", 2_u64),
         (false, "hedged_below", "telemetry::hedged_outer_last", 1),
     ] {
+        let recorder = Recorder::default();
         let capture = captured(|| {
-            let out = if outer_first {
-                runtime.block_on(hedged_outer_first())
-            } else {
-                runtime.block_on(hedged_outer_last())
-            };
-            assert_eq!(out.unwrap(), 1);
+            metrics::with_local_recorder(&recorder, || {
+                let out = if outer_first {
+                    runtime.block_on(hedged_outer_first())
+                } else {
+                    runtime.block_on(hedged_outer_last())
+                };
+                assert_eq!(out.unwrap(), 1);
+            });
         });
+        let counters = counters(&recorder);
+        let refused: Vec<_> = counters
+            .iter()
+            .filter(|(name, _)| name.starts_with("backstop_hedges_refused_total"))
+            .collect();
+        let name = format!("backstop_hedges_refused_total{{function={function},reason={reason}}}");
+        assert_eq!(refused, [(&name, &times)], "{counters:?}");
         let events = capture.events.lock().unwrap();
         let not_sent: Vec<_> = events
             .iter()
@@ -2482,6 +2493,6 @@ fn a_hedge_not_sent_for_another_layers_says_which() {
             })
             .collect();
         let expected = (Some(reason.to_owned()), Some(function.to_owned()));
-        assert_eq!(not_sent, vec![expected; times], "{events:?}");
+        assert_eq!(not_sent, vec![expected; times as usize], "{events:?}");
     }
 }

@@ -694,8 +694,13 @@ fn hedge_delay(cx: &mut Ctxt, value: Expr) -> Option<HedgeDelay> {
         && digits.len() == 2
         && digits.bytes().all(|b| b.is_ascii_digit())
     {
-        let written = format!("p{digits}.{}", index.index);
-        let joined = format!("p{digits}{}", index.index);
+        // As written (`p99.09`: the index reads 9).
+        let after = index
+            .span
+            .source_text()
+            .unwrap_or_else(|| index.index.to_string());
+        let written = format!("p{digits}.{after}");
+        let joined = format!("p{digits}{after}");
         let message = if digits == "99" && joined[3..].bytes().all(|b| b == b'9') {
             format!(
                 "`hedge = {written}`: write `{joined}` (a percentile is written without its point)"

@@ -489,6 +489,52 @@ fn check_hedge_delay(args: &Args, cx: &mut Ctxt) {
     }
 }
 
+/// A hedge delay that no hedge could beat: the deadline's (given, or the
+/// default when neither it nor `policy` is), or the attempt timeout's,
+/// which cuts the first attempt off before its hedge is due. Expressions
+/// and `deadline = none` are left to the runtime.
+fn check_hedge_in_time(args: &Args, cx: &mut Ctxt) {
+    let Some(HedgeDelay::After(Dur::Lit(hedge))) = args.hedge.value() else {
+        return;
+    };
+    let deadline = match args.deadline.value() {
+        Some(OrNone::Some(Dur::Lit(deadline))) => {
+            Some((deadline.nanos, format!("`deadline = {}`", deadline.text)))
+        }
+        None if args.policy.value().is_none() => {
+            let nanos = u128::from(crate::units::DEFAULT_DEADLINE_SECS) * 1_000_000_000;
+            Some((nanos, format!("the default `deadline` ({})", human(nanos))))
+        }
+        _ => None,
+    };
+    if let Some((nanos, deadline)) = deadline
+        && hedge.nanos >= nanos
+    {
+        cx.error(
+            hedge.span,
+            format!(
+                "`hedge = {}` is not before {deadline}: no hedge could go out before the call \
+                 ends; hedge sooner, or give the call more time",
+                hedge.text
+            ),
+        );
+        return;
+    }
+    if let Some(Dur::Lit(timeout)) = args.attempt_timeout.value()
+        && hedge.nanos >= timeout.nanos
+    {
+        cx.error(
+            hedge.span,
+            format!(
+                "`hedge = {}` is not before `attempt_timeout = {}`: each attempt is cut off \
+                 before its hedge is due, and none could go out; hedge sooner than the \
+                 attempt timeout",
+                hedge.text, timeout.text
+            ),
+        );
+    }
+}
+
 /// A `&mut` in `ty`, at its top or inside it (`(&mut T, u8)`,
 /// `Option<&mut T>`, `[&mut T; 2]`): an argument one attempt could change
 /// under the others.
@@ -528,6 +574,7 @@ fn check_hedge(args: &Args, func: &Func, cx: &mut Ctxt) {
         return;
     };
     check_hedge_delay(args, cx);
+    check_hedge_in_time(args, cx);
     if func.sig.asyncness.is_none() {
         cx.error(
             key,

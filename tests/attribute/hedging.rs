@@ -236,7 +236,9 @@ async fn an_empty_budget_sends_no_hedge() {
     assert_eq!(log.into_inner().unwrap().started, [1]);
 }
 
-#[retry(hedge = 50ms, idempotent, budget = none, deadline = 50ms)]
+// (The deadline an expression: as literals, a hedge not before the
+// deadline is a compile error.)
+#[retry(hedge = 50ms, idempotent, budget = none, deadline = Duration::from_millis(50))]
 async fn deadline_at_the_hedge(log: &Mutex<Log>, start: Instant) -> Result<u32, Error> {
     attempt(log, start, &[(200, Then::Ok), (10, Then::Ok)]).await
 }
@@ -412,82 +414,107 @@ fn under_isolate_each_test_learns_latencies_afresh_on_its_own_clock() {
 
 // One layer hedges: a hedge copies the whole attempt, nested calls and
 // all, so hedges at two layers would send 2 × 2 requests for a slow call.
+// The dependency at the bottom notes the number of the attempt of the
+// call that sends it each request: [1, 1] when an outer call hedged (each
+// copy's inner call sends its first attempt), [1, 2] when the inner one
+// did.
 
-/// The dependency at the bottom: counts the requests it gets, and answers
-/// after `took` ms.
-async fn dependency(sent: &AtomicU32, took: u64) -> Result<u32, Error> {
-    sent.fetch_add(1, Ordering::Relaxed);
+/// Seen by the dependency: the number of each request's attempt.
+type Seen = Arc<Mutex<Vec<u32>>>;
+
+/// The dependency at the bottom: notes each request's attempt, and
+/// answers after `took` ms.
+async fn dependency(seen: &Seen, took: u64) -> Result<u32, Error> {
+    let attempt = context().expect("inside an attempt").attempt();
+    seen.lock().unwrap().push(attempt);
     sleep(MS * took as u32).await;
     Ok(1)
 }
 
+fn seen(seen: &Seen) -> Vec<u32> {
+    let mut seen = seen.lock().unwrap().clone();
+    seen.sort_unstable();
+    seen
+}
+
 #[retry(hedge = 20ms, idempotent, budget = none)]
-async fn inner_at_20ms(sent: &AtomicU32) -> Result<u32, Error> {
-    dependency(sent, 300).await
+async fn inner_at_20ms(seen: &Seen) -> Result<u32, Error> {
+    dependency(seen, 300).await
 }
 
 #[retry(hedge = 10ms, idempotent, budget = none)]
-async fn inner_at_10ms(sent: &AtomicU32) -> Result<u32, Error> {
-    dependency(sent, 300).await
+async fn inner_at_10ms(seen: &Seen) -> Result<u32, Error> {
+    dependency(seen, 300).await
 }
 
-#[retry(hedge = 20ms, idempotent, budget = none)]
-async fn outer_of_inner_at_20ms(sent: &AtomicU32) -> Result<u32, Error> {
-    inner_at_20ms(sent).await
+/// Hedges before the call inside it would.
+#[retry(hedge = 10ms, idempotent, budget = none)]
+async fn outer_first(seen: &Seen) -> Result<u32, Error> {
+    inner_at_20ms(seen).await
 }
 
+/// Hedges after the call inside it would.
 #[retry(hedge = 20ms, idempotent, budget = none)]
-async fn outer_of_inner_at_10ms(sent: &AtomicU32) -> Result<u32, Error> {
-    inner_at_10ms(sent).await
+async fn inner_first(seen: &Seen) -> Result<u32, Error> {
+    inner_at_10ms(seen).await
 }
 
 /// A call that does not hedge, between two that do.
 #[retry(idempotent, budget = none)]
-async fn plain_middle(sent: &AtomicU32, inner_first: bool) -> Result<u32, Error> {
-    if inner_first {
-        inner_at_10ms(sent).await
+async fn plain_middle(seen: &Seen, inner_hedges_first: bool) -> Result<u32, Error> {
+    if inner_hedges_first {
+        inner_at_10ms(seen).await
     } else {
-        inner_at_20ms(sent).await
+        inner_at_20ms(seen).await
     }
 }
 
 #[retry(hedge = 15ms, idempotent, budget = none)]
-async fn outer_of_a_plain_middle(sent: &AtomicU32, inner_first: bool) -> Result<u32, Error> {
-    plain_middle(sent, inner_first).await
+async fn outer_of_a_plain_middle(seen: &Seen, inner_hedges_first: bool) -> Result<u32, Error> {
+    plain_middle(seen, inner_hedges_first).await
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_call_nested_in_a_hedged_attempt_sends_no_hedge_of_its_own() {
-    // The outer call hedges first (its delay runs from before the inner
-    // call's): the inner calls, in its two attempts, send one request each.
-    let sent = AtomicU32::new(0);
-    assert_eq!(outer_of_inner_at_20ms(&sent).await.unwrap(), 1);
-    assert_eq!(sent.load(Ordering::Relaxed), 2, "2 requests, not 2 × 2");
+    // The outer call hedges at 10 ms: the inner calls, in its two
+    // attempts, send their first attempt each.
+    let log = Seen::default();
+    let start = Instant::now();
+    assert_eq!(outer_first(&log).await.unwrap(), 1);
+    assert_eq!(
+        seen(&log),
+        [1, 1],
+        "2 requests, not 2 × 2: the outer call's copy"
+    );
+    assert_eq!(start.elapsed(), MS * 300, "the first request answered");
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_call_whose_attempt_holds_a_hedged_call_sends_no_hedge_of_its_own() {
-    // The inner call hedges first: the outer one's hedge would copy both.
-    let sent = AtomicU32::new(0);
+    // The inner call hedges at 10 ms: the outer one, at 20 ms, would copy
+    // both its attempts.
+    let log = Seen::default();
     let start = Instant::now();
-    assert_eq!(outer_of_inner_at_10ms(&sent).await.unwrap(), 1);
-    assert_eq!(sent.load(Ordering::Relaxed), 2, "2 requests, not 2 × 2");
+    assert_eq!(inner_first(&log).await.unwrap(), 1);
+    assert_eq!(
+        seen(&log),
+        [1, 2],
+        "2 requests, not 2 × 2: the inner call's hedge"
+    );
     assert_eq!(start.elapsed(), MS * 300, "the first request answered");
 }
 
 #[tokio::test(start_paused = true)]
 async fn one_layer_hedges_through_a_call_between_that_does_not() {
-    for inner_first in [false, true] {
-        let sent = AtomicU32::new(0);
+    for (inner_hedges_first, expected) in [(false, [1, 1]), (true, [1, 2])] {
+        let log = Seen::default();
         assert_eq!(
-            outer_of_a_plain_middle(&sent, inner_first).await.unwrap(),
+            outer_of_a_plain_middle(&log, inner_hedges_first)
+                .await
+                .unwrap(),
             1
         );
-        assert_eq!(
-            sent.load(Ordering::Relaxed),
-            2,
-            "inner first: {inner_first}"
-        );
+        assert_eq!(seen(&log), expected, "inner first: {inner_hedges_first}");
     }
 }
 
@@ -495,25 +522,101 @@ async fn one_layer_hedges_through_a_call_between_that_does_not() {
 async fn a_closure_call_nested_in_a_hedged_attempt_sends_no_hedge_of_its_own() {
     use backstop::{Policy, Retry, hedge::Hedge};
     let policy = Policy::new().idempotent(true).no_budget();
-    let retry = Retry::new(&policy).hedge(Hedge::after(MS * 20));
-    for inner_first in [false, true] {
-        let sent = AtomicU32::new(0);
+    for (outer_delay, inner_hedges_first, expected) in [(10, false, [1, 1]), (20, true, [1, 2])] {
+        let retry = Retry::new(&policy).hedge(Hedge::after(MS * outer_delay));
+        let log = Seen::default();
         let out = retry
             .call_async(|| async {
-                if inner_first {
-                    inner_at_10ms(&sent).await
+                if inner_hedges_first {
+                    inner_at_10ms(&log).await
                 } else {
-                    inner_at_20ms(&sent).await
+                    inner_at_20ms(&log).await
                 }
             })
             .await;
         assert_eq!(out.unwrap(), 1);
-        assert_eq!(
-            sent.load(Ordering::Relaxed),
-            2,
-            "inner first: {inner_first}"
-        );
+        assert_eq!(seen(&log), expected, "inner first: {inner_hedges_first}");
     }
+}
+
+#[retry(hedge = 10ms, idempotent, budget = none)]
+async fn carried_inner_at_10ms(seen: Seen) -> Result<u32, Error> {
+    dependency(&seen, 300).await
+}
+
+#[retry(hedge = 30ms, idempotent, budget = none)]
+async fn carried_inner_at_30ms(seen: Seen) -> Result<u32, Error> {
+    dependency(&seen, 300).await
+}
+
+/// Hedges at 20 ms an attempt that runs its call in a task of its own,
+/// carried along.
+#[retry(hedge = 20ms, idempotent, budget = none)]
+async fn outer_of_a_carried_call(seen: &Seen, inner_hedges_first: bool) -> Result<u32, Error> {
+    use backstop::scope::InCurrentCall;
+    let seen = Arc::clone(seen);
+    let task = if inner_hedges_first {
+        tokio::spawn(carried_inner_at_10ms(seen).in_current_call())
+    } else {
+        tokio::spawn(carried_inner_at_30ms(seen).in_current_call())
+    };
+    task.await.unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn one_layer_hedges_through_work_carried_to_a_task() {
+    for (inner_hedges_first, expected) in [(false, [1, 1]), (true, [1, 2])] {
+        let log = Seen::default();
+        assert_eq!(
+            outer_of_a_carried_call(&log, inner_hedges_first)
+                .await
+                .unwrap(),
+            1
+        );
+        // (The losing copy's task runs on: let it show what it would send.)
+        sleep(MS * 1_000).await;
+        assert_eq!(seen(&log), expected, "inner first: {inner_hedges_first}");
+    }
+}
+
+#[retry(hedge = 100ms, idempotent, budget = none)]
+async fn slow_after_a_hedged_call(seen: &Seen) -> Result<u32, Error> {
+    let first = inner_quick(seen).await?;
+    sleep(MS * 500).await;
+    Ok(first)
+}
+
+#[retry(hedge = 10ms, idempotent, budget = none)]
+async fn inner_quick(seen: &Seen) -> Result<u32, Error> {
+    dependency(seen, 30).await
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_attempt_whose_nested_call_hedged_is_not_hedged_for_the_rest_of_it() {
+    // The nested call hedged at 10 ms and answered at 30 ms; the attempt
+    // is still slow at 100 ms, but a hedge would send the nested call's
+    // request a third time.
+    let log = Seen::default();
+    let start = Instant::now();
+    assert_eq!(slow_after_a_hedged_call(&log).await.unwrap(), 1);
+    assert_eq!(seen(&log), [1, 2]);
+    assert_eq!(start.elapsed(), MS * 530);
+}
+
+#[retry(idempotent, budget = none)]
+async fn siblings(seen: &Seen) -> Result<u32, Error> {
+    inner_at_10ms(seen).await?;
+    let (a, b) = tokio::join!(inner_at_10ms(seen), inner_at_20ms(seen));
+    Ok(a? + b?)
+}
+
+#[tokio::test(start_paused = true)]
+async fn hedged_calls_side_by_side_or_one_after_another_each_hedge() {
+    // Inside an attempt that no round copies, no call's hedge copies
+    // another's.
+    let log = Seen::default();
+    assert_eq!(siblings(&log).await.unwrap(), 2);
+    assert_eq!(seen(&log), [1, 1, 1, 2, 2, 2]);
 }
 
 #[tokio::test(start_paused = true)]
@@ -521,18 +624,14 @@ async fn calls_after_a_nested_hedged_call_hedge_as_before() {
     // What the nested calls said of each other stays with them: a call
     // made later on the same thread, at the top or in a deadline scope,
     // hedges.
-    let sent = AtomicU32::new(0);
-    outer_of_inner_at_10ms(&sent).await.unwrap();
-    outer_of_inner_at_20ms(&sent).await.unwrap();
-    let sent = AtomicU32::new(0);
-    inner_at_20ms(&sent).await.unwrap();
-    assert_eq!(sent.load(Ordering::Relaxed), 2, "hedged at the top");
-    let sent = AtomicU32::new(0);
-    let out = backstop::scope::deadline(Duration::from_secs(5), inner_at_20ms(&sent)).await;
+    let log = Seen::default();
+    inner_first(&log).await.unwrap();
+    outer_first(&log).await.unwrap();
+    let log = Seen::default();
+    inner_at_20ms(&log).await.unwrap();
+    assert_eq!(seen(&log), [1, 2], "hedged at the top");
+    let log = Seen::default();
+    let out = backstop::scope::deadline(Duration::from_secs(5), inner_at_20ms(&log)).await;
     assert_eq!(out.unwrap().unwrap(), 1);
-    assert_eq!(
-        sent.load(Ordering::Relaxed),
-        2,
-        "hedged in a deadline scope"
-    );
+    assert_eq!(seen(&log), [1, 2], "hedged in a deadline scope");
 }

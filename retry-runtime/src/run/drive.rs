@@ -7,8 +7,6 @@
 //! same steps.
 
 use std::pin::Pin;
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
@@ -16,6 +14,7 @@ use crate::classify::Verdict;
 use crate::limit::BudgetRef;
 use crate::run::Steps;
 use crate::run::observe::Shown;
+use crate::run::scope::Carried;
 use crate::state::hedged::Round;
 use crate::state::policy::Policy;
 use crate::state::vocabulary::{Attempted, Elapsed};
@@ -285,7 +284,7 @@ pin_project_lite::pin_project! {
         // The attempt was cut off: ambiguous, whatever its error says.
         timed_out: bool,
         // What a poll of the attempt leaves to the next.
-        shared: Option<Arc<AtomicBool>>,
+        shared: Option<Carried>,
         span: LoopSpan,
         // Last, so dropped last: a layer's loop may own the budget its
         // call draws on (lent from a pool when the last `Arc` of the layer
@@ -769,7 +768,7 @@ fn attempted<D, S, P>(
     mut op: Pin<&mut D>,
     state: &mut Lazy<'_, P>,
     steps: &S,
-    shared: &mut Option<Arc<AtomicBool>>,
+    shared: &mut Option<Carried>,
     cut: &mut Option<Pin<Box<Cut>>>,
     timed_out: &mut bool,
     out: &mut Option<Outcome<D>>,

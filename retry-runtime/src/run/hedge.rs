@@ -2,8 +2,9 @@
 //!
 //! A hedge is another copy of a slow attempt, sent after a delay beside
 //! it; the first answer wins and the others are dropped. Sent after the
-//! 95th percentile of recent latencies, a hedge goes out for at most about
-//! one call in twenty and cuts the tail that the slowest calls make. [`Hedge`] says
+//! 95th percentile of recent latencies, a hedge goes out for no more than
+//! one call in twenty or so, and cuts the tail that the slowest calls
+//! make. [`Hedge`] says
 //! when (a fixed delay, or a percentile of the function's own latencies)
 //! and how many; [`LatencyPercentile`] is the estimate behind the adaptive
 //! delay: it follows the dependency as it changes, costs a call almost

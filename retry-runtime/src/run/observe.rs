@@ -684,11 +684,18 @@ impl Observe {
         self.count("backstop_hedges_total", None);
     }
 
-    /// A hedge the timer called for was not sent, for `reason` (a
-    /// [`GiveUp`]'s name, or `hedged_below`, `hedged_above`): a DEBUG event.
+    /// The call sends no hedge, for `reason` (its operation is not
+    /// idempotent, or cannot be copied): a DEBUG event.
     #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
     #[cfg_attr(not(feature = "tracing"), allow(unused_variables, clippy::unused_self))]
-    pub(crate) fn hedge_refused(&self, reason: &'static str) {
+    pub(crate) fn hedge_refused(&self, reason: GiveUp) {
+        self.hedge_not_told(reason.as_str());
+    }
+
+    /// A hedge not sent, for `reason`: a DEBUG event.
+    #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
+    #[cfg_attr(not(feature = "tracing"), allow(unused_variables, clippy::unused_self))]
+    fn hedge_not_told(&self, reason: &'static str) {
         #[cfg(feature = "tracing")]
         tracing::debug!(
             parent: self.span(),
@@ -696,6 +703,16 @@ impl Observe {
             reason,
             "hedge not sent"
         );
+    }
+
+    /// A hedge was due (its delay passed, no attempt answered) and not
+    /// sent, for `reason`: a DEBUG event, and
+    /// `backstop_hedges_refused_total`.
+    #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
+    pub(crate) fn hedge_not_sent(&self, reason: crate::state::vocabulary::NotSent) {
+        self.hedge_not_told(reason.as_str());
+        #[cfg(feature = "metrics")]
+        self.count("backstop_hedges_refused_total", Some(reason.as_str()));
     }
 
     /// Attempt `attempt` failed retryably while others were still in
@@ -887,7 +904,7 @@ fn describe_to_new(recorder: &dyn metrics::Recorder) {
 #[cold]
 fn describe(recorder: &dyn metrics::Recorder) {
     use metrics::Unit;
-    let counters: [(&'static str, &'static str); 9] = [
+    let counters: [(&'static str, &'static str); 10] = [
         (
             "backstop_calls_total",
             "Calls ended, by function and outcome (ok, error, dropped)",
@@ -919,6 +936,10 @@ fn describe(recorder: &dyn metrics::Recorder) {
         (
             "backstop_hedge_wins_total",
             "Calls a hedged attempt answered first",
+        ),
+        (
+            "backstop_hedges_refused_total",
+            "Hedges due (their delay passed, no attempt answered) and not sent, by reason",
         ),
         (
             "backstop_keys_unplaced_total",
@@ -1482,6 +1503,7 @@ mod tests {
                 ("backstop_calls_total", "counter"),
                 ("backstop_give_ups_total", "counter"),
                 ("backstop_hedge_wins_total", "counter"),
+                ("backstop_hedges_refused_total", "counter"),
                 ("backstop_hedges_total", "counter"),
                 ("backstop_held_total", "counter"),
                 ("backstop_keys_unplaced_total", "counter"),

@@ -18,7 +18,7 @@ use std::cell::Cell;
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::state::backoff::Rng;
@@ -262,22 +262,34 @@ struct Flags(u8);
 impl Flags {
     const NONE: Self = Self(0);
     /// A call nested in this attempt gave up after retrying.
-    const RETRIED_BELOW: u8 = 1;
+    const RETRIED_BELOW: Self = Self(1);
     /// A call nested in this attempt, at any depth, sent a hedge: the
-    /// attempt's own call sends none (it would copy that one's).
-    const HEDGED_BELOW: u8 = 2;
-    /// The attempt's call, or one around it, sent a hedge beside it: calls
-    /// nested in it send none (each would be copied by that one).
-    const HEDGED_ABOVE: u8 = 4;
+    /// attempt's own call sends none (its hedge would copy that one's).
+    const HEDGED_BELOW: Self = Self(2);
+    /// The attempt is one of a round that sent a hedge, or nested in one:
+    /// calls in it send none (the round's copy copies them).
+    const HEDGED_ABOVE: Self = Self(4);
+    /// What work carried out of an attempt tells it back.
+    const REPORTED: Self = Self(1 | 2);
 
-    fn has(self, bit: u8) -> bool {
-        self.0 & bit != 0
+    const fn has(self, flags: Self) -> bool {
+        self.0 & flags.0 != 0
     }
 
-    fn with(self, bit: u8) -> Self {
-        Self(self.0 | bit)
+    const fn with(self, flags: Self) -> Self {
+        Self(self.0 | flags.0)
+    }
+
+    const fn only(self, flags: Self) -> Self {
+        Self(self.0 & flags.0)
     }
 }
+
+/// Where work carried out of an attempt ([`current_call`]: a spawned task,
+/// a blocking closure) and the attempt tell each other what a frame's
+/// [`Flags`] would: the work, that a call in it gave up after retrying or
+/// hedged; the attempt, that its round hedged.
+pub(crate) type Carried = Arc<AtomicU8>;
 
 /// The frame of the attempt running on this thread, field by field. Every
 /// call enters and leaves it: moving whole frames in and out of one `Cell`
@@ -353,12 +365,12 @@ thread_local! {
     /// `CURRENT.has_shared`). Apart from `CURRENT`: a thread-local that
     /// needs dropping is checked for life at every access, and this one is
     /// rarely needed.
-    static SHARED: Cell<Option<Arc<AtomicBool>>> = const { Cell::new(None) };
+    static SHARED: Cell<Option<Carried>> = const { Cell::new(None) };
 }
 
 /// Makes `flag` the current frame's shared flag, returning the one it had.
 #[inline]
-fn swap_shared(current: &Current, flag: Option<Arc<AtomicBool>>) -> Option<Arc<AtomicBool>> {
+fn swap_shared(current: &Current, flag: Option<Carried>) -> Option<Carried> {
     if !current.has_shared.get() && flag.is_none() {
         return None;
     }
@@ -366,7 +378,7 @@ fn swap_shared(current: &Current, flag: Option<Arc<AtomicBool>>) -> Option<Arc<A
 }
 
 #[cold]
-fn swap_shared_slow(current: &Current, flag: Option<Arc<AtomicBool>>) -> Option<Arc<AtomicBool>> {
+fn swap_shared_slow(current: &Current, flag: Option<Carried>) -> Option<Carried> {
     current.has_shared.set(flag.is_some());
     SHARED
         .try_with(|shared| shared.replace(flag))
@@ -497,7 +509,7 @@ pub struct CallScope {
     /// Where the work tells the attempt that a call nested in it gave up
     /// after retrying (`None` outside an attempt and a server's handling of
     /// a request).
-    flag: Option<Arc<AtomicBool>>,
+    flag: Option<Carried>,
     /// Taken in a server's handling of a request, outside an attempt: the
     /// work's calls that give up after retrying tell it (through `flag`).
     serving: bool,
@@ -569,9 +581,9 @@ pub fn current_call() -> CallScope {
             CallScope {
                 frame: Some(Frame {
                     key,
-                    // (A hedged round around the attempt covers the work
-                    // carried out of it too.)
-                    flags: Flags(raw.flags.0 & Flags::HEDGED_ABOVE),
+                    // A hedged round's copy of the attempt copies the work
+                    // carried out of it too: calls there send no hedge.
+                    flags: raw.flags.only(Flags::HEDGED_ABOVE),
                     ..raw
                 }),
                 flag: Some(shared_flag(current)),
@@ -586,8 +598,8 @@ pub fn current_call() -> CallScope {
 }
 
 /// The current frame's shared flag, made now if it has none.
-fn shared_flag(current: &Current) -> Arc<AtomicBool> {
-    let flag = swap_shared(current, None).unwrap_or_else(|| Arc::new(AtomicBool::new(false)));
+fn shared_flag(current: &Current) -> Carried {
+    let flag = swap_shared(current, None).unwrap_or_else(|| Arc::new(AtomicU8::new(0)));
     swap_shared(current, Some(Arc::clone(&flag)));
     flag
 }
@@ -608,9 +620,17 @@ impl CallScope {
     /// assert_eq!(out.unwrap(), 1);
     /// ```
     pub fn in_scope<R>(&self, f: impl FnOnce() -> R) -> R {
-        let Some(frame) = self.frame else {
+        let Some(mut frame) = self.frame else {
             return f();
         };
+        if let Some(flag) = &self.flag
+            && frame.attempt != 0
+        {
+            // The attempt's round may have hedged since the work was
+            // carried out of it.
+            let told = Flags(flag.load(Ordering::Acquire));
+            frame.flags = frame.flags.with(told.only(Flags::HEDGED_ABOVE));
+        }
         let previous = CURRENT.with(|current| {
             let previous = (
                 current.raw(),
@@ -627,16 +647,19 @@ impl CallScope {
         let _shared = Shared(previous.1);
         let _serving = RestoreHandling(previous.2);
         let out = f();
-        if let Some(flag) = &self.flag
-            && CURRENT.with(|current| {
-                if self.serving {
-                    current.serving.get() == Handling::Retried
+        if let Some(flag) = &self.flag {
+            let report = CURRENT.with(|current| {
+                if !self.serving {
+                    current.flags.get().only(Flags::REPORTED)
+                } else if current.serving.get() == Handling::Retried {
+                    Flags::RETRIED_BELOW
                 } else {
-                    current.flags.get().has(Flags::RETRIED_BELOW)
+                    Flags::NONE
                 }
-            })
-        {
-            flag.store(true, Ordering::Release);
+            });
+            if report.0 != 0 {
+                flag.fetch_or(report.0, Ordering::Release);
+            }
         }
         drop(restore);
         out
@@ -842,7 +865,7 @@ pub(crate) struct Served {
     retried: bool,
     /// Where work carried out of the handler ([`current_call`]: a spawned
     /// task) says so, once there is some.
-    shared: Option<Arc<AtomicBool>>,
+    shared: Option<Carried>,
 }
 
 #[cfg(feature = "tonic")]
@@ -854,7 +877,7 @@ impl Served {
             || self
                 .shared
                 .as_ref()
-                .is_some_and(|flag| flag.load(Ordering::Acquire))
+                .is_some_and(|flag| Flags(flag.load(Ordering::Acquire)).has(Flags::RETRIED_BELOW))
     }
 }
 
@@ -875,7 +898,7 @@ pub(crate) fn serving<R>(
     struct Restore<'a> {
         outer: Frame,
         outer_handling: Handling,
-        outer_shared: Option<Arc<AtomicBool>>,
+        outer_shared: Option<Carried>,
         served: &'a mut Served,
     }
     impl Drop for Restore<'_> {
@@ -929,7 +952,7 @@ impl Drop for RestoreHandling {
 }
 
 /// Puts the previous frame's shared flag back, on return and on unwind.
-struct Shared(Option<Arc<AtomicBool>>);
+struct Shared(Option<Carried>);
 
 impl Drop for Shared {
     fn drop(&mut self) {
@@ -991,7 +1014,7 @@ impl CallContext {
 pub(crate) struct Scope {
     frame: Frame,
     /// The flag of work carried out of the attempt, once there is some.
-    shared: Option<Arc<AtomicBool>>,
+    shared: Option<Carried>,
 }
 
 impl Scope {
@@ -1018,10 +1041,10 @@ impl Scope {
     /// flag of work carried out of it, and whether a call nested in it gave
     /// up after retrying.
     #[inline]
-    pub(crate) fn carrying(mut self, shared: Option<Arc<AtomicBool>>, retried_below: bool) -> Self {
+    pub(crate) fn carrying(mut self, shared: Option<Carried>, retried_below: bool) -> Self {
         self.shared = shared;
         self.frame.flags = if retried_below {
-            Flags(Flags::RETRIED_BELOW)
+            Flags::RETRIED_BELOW
         } else {
             Flags::NONE
         };
@@ -1029,7 +1052,7 @@ impl Scope {
     }
 
     /// The flag of work carried out of the attempt, if there is some.
-    pub(crate) fn into_shared(self) -> Option<Arc<AtomicBool>> {
+    pub(crate) fn into_shared(self) -> Option<Carried> {
         self.shared
     }
 
@@ -1078,11 +1101,15 @@ impl Scope {
         self.frame.flags.has(Flags::HEDGED_BELOW)
     }
 
-    /// This attempt's call sent a hedge beside it: calls nested in it send
-    /// none.
+    /// This attempt's round sent a hedge, a copy of it: calls nested in
+    /// it, and in work carried out of it, send none of their own (the copy
+    /// copies them).
     #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
-    pub(crate) fn hedged_above(&mut self) {
+    pub(crate) fn mark_copied(&mut self) {
         self.frame.flags = self.frame.flags.with(Flags::HEDGED_ABOVE);
+        if let Some(flag) = &self.shared {
+            flag.fetch_or(Flags::HEDGED_ABOVE.0, Ordering::Release);
+        }
     }
 
     /// Polls `fut` once inside this frame.
@@ -1109,9 +1136,10 @@ impl Scope {
                 (current.attempt.get() != 0 || current.deadline.get().is_some()).then(|| {
                     let frame = current.raw();
                     if frame.attempt != 0 {
-                        // Nested in an attempt a hedged round copies: so is
-                        // this one.
-                        self.frame.flags.0 |= frame.flags.0 & Flags::HEDGED_ABOVE;
+                        // A copy of the attempt around this one copies this
+                        // one too: the calls in it send no hedge either.
+                        let above = frame.flags.only(Flags::HEDGED_ABOVE);
+                        self.frame.flags = self.frame.flags.with(above);
                     }
                     frame
                 });
@@ -1133,7 +1161,7 @@ impl Scope {
 /// The frame an attempt found on entering: `None` for the empty one.
 struct Outer {
     frame: Option<Frame>,
-    shared: Option<Arc<AtomicBool>>,
+    shared: Option<Carried>,
 }
 
 /// Leaves an attempt's frame, on return and on unwind alike: takes back
@@ -1154,20 +1182,16 @@ impl Leave<'_> {
         let left = CURRENT.try_with(|current| {
             scope.frame.key = current.key.get();
             scope.shared = swap_shared(current, outer.shared.take());
-            let flags = current.flags.get();
-            scope.frame.flags = if scope
-                .shared
-                .as_ref()
-                .is_some_and(|flag| flag.load(Ordering::Acquire))
-            {
-                flags.with(Flags::RETRIED_BELOW)
-            } else {
-                flags
-            };
+            let carried = scope.shared.as_ref().map_or(Flags::NONE, |flag| {
+                Flags(flag.load(Ordering::Acquire)).only(Flags::REPORTED)
+            });
+            let flags = current.flags.get().with(carried);
+            scope.frame.flags = flags;
             match outer.frame {
-                // A hedge sent below is every enclosing attempt's to know.
+                // A hedge sent in this attempt is sent in every attempt
+                // around it: a hedge of theirs would copy it.
                 Some(mut frame) => {
-                    frame.flags.0 |= flags.0 & Flags::HEDGED_BELOW;
+                    frame.flags = frame.flags.with(flags.only(Flags::HEDGED_BELOW));
                     current.set_raw(frame);
                 }
                 // Outside every attempt and deadline scope only these two

@@ -379,7 +379,7 @@ impl<'a, C: Clock, P: HoldsPolicy, S: Holds<'a, C, P>> Call<'a, C, P, S> {
     #[inline]
     pub(crate) fn poll_framed<R>(
         &mut self,
-        shared: &mut Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+        shared: &mut Option<crate::run::scope::Carried>,
         poll: impl FnOnce() -> R,
     ) -> R {
         super::poll_framed(self, shared, poll)

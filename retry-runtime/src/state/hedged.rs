@@ -14,7 +14,7 @@ use crate::limit::{AdaptiveThrottle, BudgetRef};
 use crate::run::hedge::Hedge;
 use crate::run::scope::Scope;
 use crate::state::backoff::Rng;
-use crate::state::vocabulary::{Attempted, Elapsed};
+use crate::state::vocabulary::{Attempted, Elapsed, NotSent};
 use crate::time::clock::Clock;
 use crate::time::timer::{RuntimeClock, Sleep, Timed};
 
@@ -184,10 +184,10 @@ impl<C: Clock, P: HoldsPolicy> AttemptState<'_, C, P> {
     /// throttle counts it once its outcome is known.
     fn admit_hedge(&mut self, attempt: u32, delay: Duration, below: bool) -> Option<InFlight> {
         if below || crate::run::scope::hedged_above() {
-            self.obs.hedge_refused(if below {
-                "hedged_below"
+            self.obs.hedge_not_sent(if below {
+                NotSent::HedgedBelow
             } else {
-                "hedged_above"
+                NotSent::HedgedAbove
             });
             return None;
         }
@@ -210,7 +210,7 @@ impl<C: Clock, P: HoldsPolicy> AttemptState<'_, C, P> {
             }
             Err(reason) => reason,
         };
-        self.obs.hedge_refused(refused.as_str());
+        self.obs.hedge_not_sent(NotSent::Refused(refused));
         None
     }
 
@@ -354,7 +354,7 @@ impl<Fut: Future> Round<Fut> {
             state.policy.get().idempotent && !state.permit.as_ref().is_some_and(Permit::is_probe);
         let delay = hedge.delay(now);
         if delay.is_some() && !state.policy.get().idempotent {
-            state.obs.hedge_refused(GiveUp::NotIdempotent.as_str());
+            state.obs.hedge_refused(GiveUp::NotIdempotent);
         }
         let delay = delay.filter(|_| may_hedge);
         let last = match delay {
@@ -471,9 +471,9 @@ impl<Fut: Future> Round<Fut> {
             let in_flight = this.primary_meta.iter_mut();
             for other in in_flight.chain(this.hedges.iter_mut().map(|(_, meta)| meta)) {
                 other.scope.share(state.call);
-                other.scope.hedged_above();
+                other.scope.mark_copied();
             }
-            meta.scope.hedged_above();
+            meta.scope.mark_copied();
             crate::run::scope::note_hedged_below();
             let limit = this.timeout.map(|t| state.attempt_limit(t));
             this.hedges.push((

@@ -14,8 +14,6 @@ pub(crate) mod policy;
 pub(crate) mod vocabulary;
 
 use std::fmt;
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use crate::classify::{Classifier, Verdict};
@@ -548,7 +546,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     /// idempotent, or cannot be copied): told as a hedge not sent.
     #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
     pub(crate) fn hedge_refused(&self, reason: GiveUp) {
-        self.obs.hedge_refused(reason.as_str());
+        self.obs.hedge_refused(reason);
     }
 
     /// What to tell `on_retry` after [`decide`](Self::decide) answered
@@ -1283,7 +1281,7 @@ fn run_pinned<'s, F: Future>(
 #[inline]
 fn poll_framed<R>(
     state: &mut impl Attempts,
-    shared: &mut Option<Arc<AtomicBool>>,
+    shared: &mut Option<crate::run::scope::Carried>,
     poll: impl FnOnce() -> R,
 ) -> R {
     let mut scope = state.scope().carrying(shared.take(), state.retried_below());

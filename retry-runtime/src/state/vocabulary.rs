@@ -282,6 +282,34 @@ impl fmt::Display for GiveUp {
     }
 }
 
+/// Why a hedge was due (its delay passed, no attempt answered) and not
+/// sent.
+#[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
+#[derive(Clone, Copy)]
+pub(crate) enum NotSent {
+    /// Refused as a retry would have been (the budget, the breaker, the
+    /// adaptive throttle, the deadline).
+    Refused(GiveUp),
+    /// A call nested in an attempt in flight has hedged: a hedge here would
+    /// copy its copies.
+    HedgedBelow,
+    /// The call runs in an attempt that a hedged round around it has
+    /// copied: that copy copies this call too.
+    HedgedAbove,
+}
+
+#[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
+impl NotSent {
+    /// Its name, for the `hedge not sent` event and the metric's `reason`.
+    pub(crate) const fn as_str(self) -> &'static str {
+        match self {
+            Self::Refused(reason) => reason.as_str(),
+            Self::HedgedBelow => "hedged_below",
+            Self::HedgedAbove => "hedged_above",
+        }
+    }
+}
+
 /// What to do after an attempt.
 ///
 /// ```
