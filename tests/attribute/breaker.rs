@@ -601,3 +601,38 @@ fn a_when_answering_false_is_an_answer_and_stop_overloaded_a_failure() {
     }
     assert_eq!(DECLINED_AS_FAILURES.state(), BreakerState::Open);
 }
+
+/// One place: a second key takes it while the first key's first attempt
+/// is still out (its breaker held nothing yet).
+static ONE_PLACE: backstop::limit::Keyed<CircuitBreaker> =
+    backstop::limit::Keyed::with_capacity(CircuitBreaker::new(2, Duration::from_secs(30)), 1);
+
+#[retry(attempts = 3, base = 10ms, jitter = none, budget = none, key = tenant, breaker = ONE_PLACE)]
+async fn for_tenant(tenant: &str, slow: bool, sent: &AtomicU32) -> Result<(), ApiError> {
+    sent.fetch_add(1, Relaxed);
+    if slow {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Err(ApiError::Unavailable)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_key_whose_place_went_to_another_while_it_ran_is_not_turned_away_by_that_keys_breaker() {
+    let (a_sent, b_sent) = (AtomicU32::new(0), AtomicU32::new(0));
+    let a = for_tenant("a", true, &a_sent);
+    let b = async {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        for_tenant("b", false, &b_sent).await
+    };
+    let (a, b) = tokio::join!(a, b);
+    // "b" took the place and failed twice: its breaker opened.
+    assert_eq!(b, Err(ApiError::Unavailable));
+    assert_eq!(b_sent.load(Relaxed), 2);
+    assert_eq!(
+        ONE_PLACE.peek(&"b").map(CircuitBreaker::state),
+        Some(BreakerState::Open)
+    );
+    // "a" never failed under that breaker: it retried, without one.
+    assert_eq!(a, Err(ApiError::Unavailable), "its own error, not `Open`");
+    assert_eq!(a_sent.load(Relaxed), 3, "every attempt sent");
+}

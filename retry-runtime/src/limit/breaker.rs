@@ -236,8 +236,14 @@ pub struct CircuitBreaker {
     /// Trials failed in a row since the breaker last closed.
     streak: AtomicU64,
     /// For a breaker kept per key: its key, as the names of keys keep it
-    /// (0: none). Telemetry only: std's atomic under loom too.
+    /// (0: none). Telemetry, and a call's check that the place is still
+    /// its key's: std's atomic under loom too.
     key: std::sync::atomic::AtomicU64,
+    /// When a failure was last counted while closed (milliseconds from
+    /// the clock's origin; 0: never): how long a key whose breaker counts
+    /// failures has not failed, for its place in a full table. A
+    /// heuristic's input: std's atomic under loom too.
+    failed_at: std::sync::atomic::AtomicU64,
     /// Trials a half-open breaker lets through, all to succeed to close it.
     trials: u32,
     /// With more than one trial: the half-open round's trials let through
@@ -354,6 +360,7 @@ impl CircuitBreaker {
                 growth: None,
                 streak: AtomicU64::new(0),
                 key: std::sync::atomic::AtomicU64::new(0),
+                failed_at: std::sync::atomic::AtomicU64::new(0),
                 trials: 1,
                 trial_counts: AtomicU64::new(0),
             }
@@ -865,6 +872,13 @@ impl CircuitBreaker {
         self.key.store(word, std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// The key whose place in a [`Keyed`](crate::limit::Keyed) table this
+    /// is now (its word, as [`keyed_as`](Self::keyed_as) was given it); 0
+    /// for a breaker of no table's, or a table's shared one.
+    pub(crate) fn keyed_word(&self) -> u64 {
+        self.key.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Closed, in a new generation: a breaker whose place in a table goes
     /// to another key, so that what the calls of the key it held report
     /// counts no more; silently if it was closed with nothing counted, and
@@ -1104,6 +1118,10 @@ impl CircuitBreaker {
             }
             None => false,
         };
+        if current & TAG == CLOSED && generation(current) == admitted {
+            self.failed_at
+                .store(millis(now), std::sync::atomic::Ordering::Relaxed);
+        }
         while current & TAG == CLOSED && generation(current) == admitted {
             let failures = payload(current).saturating_add(1).min(PAYLOAD_MAX);
             let next = if opens
@@ -1164,14 +1182,23 @@ impl CircuitBreaker {
     }
 
     /// Open (or half-open with its trial hung) for its key, and not
-    /// called for a whole cooldown past the time its trial was due: a key
-    /// gone away (a destination retired) or one nobody calls any more.
-    /// What it holds is worth less than a place for a key that calls: its
-    /// place in a full [`Keyed`](crate::limit::Keyed) table may go.
+    /// called for a whole cooldown past the time its trial was due; or
+    /// closed with failures counted in a row, none for two cooldowns: a
+    /// key gone away (a destination retired, a tenant that stopped
+    /// calling) or one whose failures are old news. What it holds is worth
+    /// less than a place for a key that calls: its place in a full
+    /// [`Keyed`](crate::limit::Keyed) table may go. (A ratio breaker's
+    /// window tells that itself: it is pristine once its window is idle.)
     pub(crate) fn is_stale(&self, now: Instant) -> bool {
         let current = self.state.load(Acquire);
-        matches!(current & TAG, OPEN | HALF_OPEN)
-            && millis(now).saturating_sub(payload(current)) >= self.break_millis().saturating_mul(2)
+        let since = match current & TAG {
+            OPEN | HALF_OPEN => payload(current),
+            CLOSED if self.ratio.is_none() && payload(current) != 0 => {
+                self.failed_at.load(std::sync::atomic::Ordering::Relaxed)
+            }
+            _ => return false,
+        };
+        millis(now).saturating_sub(since) >= self.break_millis().saturating_mul(2)
     }
 
     /// Is the breaker closed (calls go through)?

@@ -130,6 +130,17 @@ fn short_type_name<T>() -> &'static str {
     name.rsplit("::").next().unwrap_or(name)
 }
 
+/// The word a key whose hash is `hash` sits in its place under (without
+/// its [`USED`] bit), and what its limiter is [placed](PerKey::placed)
+/// as: the low bit of a place's word is its key's second chance, and
+/// [`EMPTY`] no key's.
+pub(crate) const fn place_word(hash: u64) -> u64 {
+    match hash & !USED {
+        EMPTY => 2,
+        hash => hash,
+    }
+}
+
 struct Slot<T> {
     /// The key's hash with its low bit [`USED`] ([`EMPTY`]: no key yet).
     key: AtomicU64,
@@ -174,10 +185,12 @@ struct Slot<T> {
 /// look: that key is forgotten, and nothing with it. A key whose
 /// limiter remembers failures keeps its place, and an adaptive throttle or
 /// a ratio breaker its window of calls: the table must hold every key
-/// active within it. One exception: an open breaker whose key has not
+/// active within it. Two exceptions: an open breaker whose key has not
 /// come for a whole cooldown past its trial's time (a destination gone
 /// away) gives its place up, closed again (told as
-/// [`ChangeReason::Forgotten`](crate::limit::ChangeReason::Forgotten)).
+/// [`ChangeReason::Forgotten`](crate::limit::ChangeReason::Forgotten));
+/// and so does a closed one (silently) whose key's failures in a row
+/// stopped two cooldowns ago (a tenant that failed, then stopped calling).
 /// A key that finds no place
 /// in a table of budgets draws on the table's shared budget (the one it
 /// was built from), with the other keys that found none and the calls
@@ -215,8 +228,10 @@ struct Slot<T> {
 ///
 /// A call looks its limiter up once, when it starts. If its key's place
 /// goes to another key while it runs (the key's limiter held nothing), a
-/// breaker does not count what it reports for the new key; a budget or
-/// throttle counts it, once.
+/// breaker does not count what it reports for the new key, nor turns it
+/// away for the new key's failures (its later attempts go without a
+/// breaker, as a key without a place does); a budget or throttle counts
+/// it, once.
 ///
 /// **The cost.** A key that has a place is found with a hash and a few
 /// loads, lock-free, allocating nothing (the table itself is allocated
@@ -470,10 +485,7 @@ impl<T: PerKey> Keyed<T> {
 
     /// The key's own limiter if it has a place, without giving it one.
     pub(crate) fn peek_hashed(&self, hash: u64) -> Option<&T> {
-        let hash = match hash & !USED {
-            EMPTY => 2,
-            hash => hash,
-        };
+        let hash = place_word(hash);
         let slots = self.made()?;
         let len = slots.len();
         let start = (hash.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as usize % len;
@@ -488,11 +500,7 @@ impl<T: PerKey> Keyed<T> {
     /// given a place now; none if every place is held by a key whose
     /// limiter holds something a fresh one would not.
     pub(crate) fn placed(&self, hash: u64, now: impl FnOnce() -> Instant) -> Option<&T> {
-        // The low bit of a place's word is its key's second chance.
-        let hash = match hash & !USED {
-            EMPTY => 2,
-            hash => hash,
-        };
+        let hash = place_word(hash);
         let slots = self.slots();
         let len = slots.len();
         // Fibonacci hashing spreads keys whose hashes differ in high bits.

@@ -228,7 +228,7 @@ impl<C: Clock, P: HoldsPolicy> AttemptState<'_, C, P> {
         {
             return Err(GiveUp::Deadline);
         }
-        let permit = match self.breaker {
+        let permit = match self.breaker_now() {
             Some(breaker) if !breaker.is_closed() => return Err(GiveUp::BreakerOpen),
             Some(breaker) => match breaker.try_acquire(now) {
                 Ok(permit) if !permit.is_probe() => Some(permit),

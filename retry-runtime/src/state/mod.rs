@@ -126,6 +126,10 @@ pub struct AttemptState<'a, C, P = &'a Policy> {
     /// when dropped, then borrows nothing of the call's, and temporaries
     /// such as `&Policy::new()` may still be passed to a state.
     breaker: Option<&'static CircuitBreaker>,
+    /// The word the call's key is placed under in a `Keyed` table (0: no
+    /// key): a breaker whose place has gone to another key since the call
+    /// looked it up is that key's now, not the call's.
+    keyed: u64,
     /// The adaptive throttle, if any (`'static`, shared, like breakers),
     /// and whether an attempt it counts is in flight. It counts an attempt
     /// when its outcome is known, then (a request, and an accept if it was
@@ -252,6 +256,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
             call: CallContext::default(),
             retried_below: false,
             breaker: None,
+            keyed: 0,
             throttle: None,
             last_verdict: None,
             obs,
@@ -319,7 +324,23 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     #[inline]
     pub fn key(mut self, key: Option<u64>) -> Self {
         self.obs.set_key(key);
+        self.keyed = key.map_or(0, crate::limit::keyed::place_word);
         self
+    }
+
+    /// The call's breaker, unless its place in a `Keyed` table has gone to
+    /// another key since the call looked it up (the call's key's breaker
+    /// held nothing then: its first attempt was still out). It is that
+    /// key's now, and would turn this call away for that key's failures:
+    /// the call goes on without one, as a key that finds no place does.
+    fn breaker_now(&mut self) -> Option<&'static CircuitBreaker> {
+        let breaker = self.breaker?;
+        let word = breaker.keyed_word();
+        if word != 0 && word != self.keyed {
+            self.breaker = None;
+            return None;
+        }
+        Some(breaker)
     }
 
     /// Runs `f` inside the call's `tracing` span (feature `tracing`;
@@ -415,7 +436,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     ///
     /// [`CircuitOpen`] when the breaker rejects the attempt.
     pub fn admit(&mut self) -> Result<(), CircuitOpen> {
-        if let Some(breaker) = self.breaker {
+        if let Some(breaker) = self.breaker_now() {
             // (In the call's span: see `decide_inner`.)
             let acquired = self.in_call_span(|state| breaker.try_acquire(state.clock.now()));
             match acquired {
@@ -1046,7 +1067,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
         // opened it, a failed probe reopened it, or a probe is out. The
         // call stops here, whatever the delay: even past the cooldown, its
         // next attempt would be a probe, and a probe is never retried.
-        if let Some(breaker) = self.breaker
+        if let Some(breaker) = self.breaker_now()
             && !breaker.is_closed()
         {
             return Decision::GiveUp(GiveUp::BreakerOpen);

@@ -198,6 +198,53 @@ fn keys_beyond_the_capacity_share_the_shared_limiter_and_are_never_unprotected()
 }
 
 #[test]
+fn a_closed_breaker_whose_key_has_not_failed_for_two_cooldowns_gives_its_place_up() {
+    // Threshold 5, a table of 2: both keys failed once, then went away.
+    let table = Keyed::with_capacity(CircuitBreaker::new(5, Duration::from_secs(30)), 2);
+    let now = Instant::now();
+    for k in 0..2u32 {
+        table
+            .get_at(&k, now)
+            .try_acquire(now)
+            .unwrap()
+            .failed(Verdict::Retry, now);
+    }
+    // Within two cooldowns of their failures, they keep their places.
+    let later = now + Duration::from_secs(59);
+    assert!(table.own(&99u32).is_none(), "no place yet");
+    assert!(std::ptr::eq(table.get_at(&99u32, later), table.shared()));
+    // Two cooldowns on, what they counted is old news: a newcomer takes a
+    // place, with a breaker as a fresh one's.
+    let much_later = now + Duration::from_secs(60);
+    let newcomer = table.get_at(&99u32, much_later);
+    assert!(
+        !std::ptr::eq(newcomer, table.shared()),
+        "a place of its own"
+    );
+    assert!(table.peek(&99u32).is_some());
+    for _ in 0..4 {
+        newcomer
+            .try_acquire(much_later)
+            .unwrap()
+            .failed(Verdict::Retry, much_later);
+    }
+    assert!(
+        newcomer.try_acquire(much_later).is_ok(),
+        "four failures of its own, none of the key before it: still closed"
+    );
+    // A key that keeps failing keeps its place.
+    let other = u32::from(table.peek(&0u32).is_none());
+    let kept = table.get_at(&other, much_later);
+    kept.try_acquire(much_later)
+        .unwrap()
+        .failed(Verdict::Retry, much_later);
+    assert!(
+        table.own(&100u32).is_none(),
+        "the table is full of failing keys"
+    );
+}
+
+#[test]
 fn a_failure_of_a_call_in_flight_when_its_place_went_to_another_key_does_not_count_for_it() {
     let table = Keyed::with_capacity(CircuitBreaker::new(1, Duration::from_secs(30)), 1);
     let now = Instant::now();
