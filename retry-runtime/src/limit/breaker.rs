@@ -885,21 +885,23 @@ impl CircuitBreaker {
     /// told as [`ChangeReason::Forgotten`], under the key it was, if it was
     /// open or half-open and given up ([`is_stale`](Self::is_stale)).
     pub(crate) fn renew(&self) {
-        let current = self.state.load(Acquire);
-        let next = word(CLOSED, generation(current).wrapping_add(1), 0);
-        match current & TAG {
-            CLOSED => {
-                let _ = self.state.compare_exchange(current, next, AcqRel, Acquire);
-            }
-            OPEN | HALF_OPEN
-                if self
-                    .state
-                    .compare_exchange(current, next, AcqRel, Acquire)
-                    .is_ok() =>
+        let mut current = self.state.load(Acquire);
+        // Until it holds: a failure of the key before, counted meanwhile,
+        // is not the new key's to inherit (nor an open breaker it made).
+        while matches!(current & TAG, CLOSED | OPEN | HALF_OPEN) {
+            let next = word(CLOSED, generation(current).wrapping_add(1), 0);
+            match self
+                .state
+                .compare_exchange_weak(current, next, AcqRel, Acquire)
             {
-                self.changed(current, next, ChangeReason::Forgotten);
+                Ok(_) => {
+                    if current & TAG != CLOSED {
+                        self.changed(current, next, ChangeReason::Forgotten);
+                    }
+                    return;
+                }
+                Err(actual) => current = actual,
             }
-            _ => {}
         }
     }
 
@@ -1172,8 +1174,10 @@ impl CircuitBreaker {
     /// no failed trial remembered: as a fresh breaker is.
     pub(crate) fn is_pristine(&self, now: Instant) -> bool {
         let current = self.state.load(Acquire);
+        // (A ratio breaker counts its failures in its window: the word's
+        // count, which only a change of state clears, is not its measure.)
         current & TAG == CLOSED
-            && payload(current) == 0
+            && (self.ratio.is_some() || payload(current) == 0)
             && self.streak.load(Acquire) == 0
             && self
                 .ratio

@@ -130,17 +130,6 @@ fn short_type_name<T>() -> &'static str {
     name.rsplit("::").next().unwrap_or(name)
 }
 
-/// The word a key whose hash is `hash` sits in its place under (without
-/// its [`USED`] bit), and what its limiter is [placed](PerKey::placed)
-/// as: the low bit of a place's word is its key's second chance, and
-/// [`EMPTY`] no key's.
-pub(crate) const fn place_word(hash: u64) -> u64 {
-    match hash & !USED {
-        EMPTY => 2,
-        hash => hash,
-    }
-}
-
 struct Slot<T> {
     /// The key's hash with its low bit [`USED`] ([`EMPTY`]: no key yet).
     key: AtomicU64,
@@ -485,7 +474,10 @@ impl<T: PerKey> Keyed<T> {
 
     /// The key's own limiter if it has a place, without giving it one.
     pub(crate) fn peek_hashed(&self, hash: u64) -> Option<&T> {
-        let hash = place_word(hash);
+        let hash = match hash & !USED {
+            EMPTY => 2,
+            hash => hash,
+        };
         let slots = self.made()?;
         let len = slots.len();
         let start = (hash.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as usize % len;
@@ -500,7 +492,11 @@ impl<T: PerKey> Keyed<T> {
     /// given a place now; none if every place is held by a key whose
     /// limiter holds something a fresh one would not.
     pub(crate) fn placed(&self, hash: u64, now: impl FnOnce() -> Instant) -> Option<&T> {
-        let hash = place_word(hash);
+        // The low bit of a place's word is its key's second chance.
+        let hash = match hash & !USED {
+            EMPTY => 2,
+            hash => hash,
+        };
         let slots = self.slots();
         let len = slots.len();
         // Fibonacci hashing spreads keys whose hashes differ in high bits.
@@ -573,8 +569,11 @@ impl<T: PerKey> Keyed<T> {
                     .compare_exchange(word, hash | USED, AcqRel, Acquire)
                     .is_ok()
                 {
-                    slot.limiter.reassigned();
+                    // Its key first: a call of the key it held that comes
+                    // to it now finds it another key's (and goes on without
+                    // it), as early as can be.
                     slot.limiter.placed(hash);
+                    slot.limiter.reassigned();
                     return Some(&slot.limiter);
                 }
             }

@@ -126,9 +126,10 @@ pub struct AttemptState<'a, C, P = &'a Policy> {
     /// when dropped, then borrows nothing of the call's, and temporaries
     /// such as `&Policy::new()` may still be passed to a state.
     breaker: Option<&'static CircuitBreaker>,
-    /// The word the call's key is placed under in a `Keyed` table (0: no
-    /// key): a breaker whose place has gone to another key since the call
-    /// looked it up is that key's now, not the call's.
+    /// The key the breaker's place in a `Keyed` table was for when the
+    /// call was given it (its word; 0: a breaker of no table's, or not
+    /// placed yet): a breaker whose place has gone to another key since
+    /// is that key's now, not the call's.
     keyed: u64,
     /// The adaptive throttle, if any (`'static`, shared, like breakers),
     /// and whether an attempt it counts is in flight. It counts an attempt
@@ -324,19 +325,17 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     #[inline]
     pub fn key(mut self, key: Option<u64>) -> Self {
         self.obs.set_key(key);
-        self.keyed = key.map_or(0, crate::limit::keyed::place_word);
         self
     }
 
     /// The call's breaker, unless its place in a `Keyed` table has gone to
-    /// another key since the call looked it up (the call's key's breaker
-    /// held nothing then: its first attempt was still out). It is that
-    /// key's now, and would turn this call away for that key's failures:
-    /// the call goes on without one, as a key that finds no place does.
+    /// another key since the call was given it (the call's key's breaker
+    /// held nothing a fresh one would not then). It is that key's now, and
+    /// would turn this call away for that key's failures: the call goes on
+    /// without one, as a key that finds no place does.
     fn breaker_now(&mut self) -> Option<&'static CircuitBreaker> {
         let breaker = self.breaker?;
-        let word = breaker.keyed_word();
-        if word != 0 && word != self.keyed {
+        if self.keyed != 0 && breaker.keyed_word() != self.keyed {
             self.breaker = None;
             return None;
         }
@@ -382,6 +381,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     #[inline]
     pub fn breaker(mut self, breaker: impl Into<Option<&'static CircuitBreaker>>) -> Self {
         self.breaker = breaker.into().map(crate::limit::isolation::own);
+        self.keyed = self.breaker.map_or(0, CircuitBreaker::keyed_word);
         self
     }
 

@@ -232,15 +232,86 @@ fn a_closed_breaker_whose_key_has_not_failed_for_two_cooldowns_gives_its_place_u
         newcomer.try_acquire(much_later).is_ok(),
         "four failures of its own, none of the key before it: still closed"
     );
-    // A key that keeps failing keeps its place.
+    // A key that keeps failing keeps its place, for two cooldowns from
+    // its last failure.
     let other = u32::from(table.peek(&0u32).is_none());
     let kept = table.get_at(&other, much_later);
     kept.try_acquire(much_later)
         .unwrap()
         .failed(Verdict::Retry, much_later);
+    let soon = much_later + Duration::from_secs(59);
     assert!(
-        table.own(&100u32).is_none(),
-        "the table is full of failing keys"
+        std::ptr::eq(table.get_at(&100u32, soon), table.shared()),
+        "the table is full of keys failing lately"
+    );
+    let then = much_later + Duration::from_secs(60);
+    assert!(!std::ptr::eq(table.get_at(&100u32, then), table.shared()));
+}
+
+#[test]
+fn a_ratio_breaker_keeps_its_place_while_its_window_holds_calls_and_no_longer() {
+    // Half of 10 calls in 10 s; a table of 1.
+    let table = Keyed::with_capacity(
+        CircuitBreaker::ratio(0.5, 10, Duration::from_secs(10), Duration::from_secs(5)),
+        1,
+    );
+    let now = Instant::now();
+    table
+        .get_at(&0u32, now)
+        .try_acquire(now)
+        .unwrap()
+        .failed(Verdict::Retry, now);
+    let within = now + Duration::from_secs(5);
+    assert!(
+        std::ptr::eq(table.get_at(&99u32, within), table.shared()),
+        "its window holds a call"
+    );
+    let past = now + Duration::from_secs(30);
+    let newcomer = table.get_at(&99u32, past);
+    assert!(
+        !std::ptr::eq(newcomer, table.shared()),
+        "the window is idle: its place goes"
+    );
+}
+
+#[test]
+fn a_call_whose_breakers_place_went_to_another_key_goes_on_without_it() {
+    use backstop_runtime::macro_support::{AttemptState, Attempted, Decision};
+    use backstop_runtime::{Jitter, Policy, time::SystemClock};
+    static TABLE: Keyed<CircuitBreaker> =
+        Keyed::with_capacity(CircuitBreaker::new(1, Duration::from_secs(30)), 1);
+    let policy = Policy::new().no_budget().jitter(Jitter::None);
+    let now = Instant::now();
+    // A call of key "a" is let through; its breaker holds nothing yet.
+    let mut a = AttemptState::new(&policy, SystemClock).breaker(TABLE.get_at(&"a", now));
+    assert!(a.admit().is_ok());
+    // "b" takes the place, and its failure opens its breaker.
+    let b = TABLE.get_at(&"b", now);
+    open(b, now);
+    // The call of "a" fails: it retries, and its retry is let through.
+    assert!(matches!(
+        a.decide(Attempted::Failed(Verdict::Retry)),
+        Decision::Retry(_)
+    ));
+    assert!(a.admit().is_ok(), "not turned away by b's open breaker");
+}
+
+#[test]
+fn a_tables_breaker_given_as_a_plain_one_is_kept() {
+    use backstop_runtime::macro_support::{AttemptState, Attempted, Decision};
+    use backstop_runtime::{Policy, time::SystemClock};
+    static TABLE: Keyed<CircuitBreaker> =
+        Keyed::new(CircuitBreaker::new(1, Duration::from_secs(30)));
+    let policy = Policy::new().no_budget();
+    // A host's breaker, given by hand to a call that gives no key.
+    let mut call = AttemptState::new(&policy, SystemClock).breaker(TABLE.get(&"db-1"));
+    assert!(call.admit().is_ok());
+    assert!(
+        matches!(
+            call.decide(Attempted::Failed(Verdict::Retry)),
+            Decision::GiveUp(backstop_runtime::GiveUp::BreakerOpen)
+        ),
+        "its failure opened the host's breaker, which it still answers to"
     );
 }
 
