@@ -1,6 +1,7 @@
 //! Model checking of the table of limiters kept per key with loom: callers
-//! racing to bring a new key get one limiter, and a failure racing the
-//! eviction of its key's place is never lost.
+//! racing to bring a new key get one limiter, a failure racing the
+//! eviction of its key's place is never lost, and a breaker's never
+//! opens the new key's.
 //!
 //! ```text
 //! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 \
@@ -104,5 +105,44 @@ fn a_failure_racing_the_eviction_of_its_place_is_never_lost() {
             10.0,
             "the shared budget took nothing"
         );
+    });
+}
+
+/// A key's failure racing the place going to a new key: whichever comes
+/// first, the new key's breaker starts as a fresh one (closed, nothing
+/// counted), never opened by the old key's failure.
+#[test]
+fn a_failure_of_the_key_before_never_opens_the_new_keys_breaker() {
+    use backstop_runtime::Verdict;
+    use backstop_runtime::limit::CircuitBreaker;
+    loom::model(|| {
+        let table = Arc::new(Keyed::with_capacity(
+            CircuitBreaker::new(1, std::time::Duration::from_secs(30)),
+            1,
+        ));
+        // Key 1's call is let through while its breaker holds nothing.
+        let old = table.get_at(&1u8, now());
+        let permit = old.try_acquire(now()).unwrap();
+        let other = Arc::clone(&table);
+        let newcomer = thread::spawn(move || {
+            let breaker = other.get_at(&2u8, now());
+            std::ptr::from_ref(breaker) as usize
+        });
+        // Its attempt fails (threshold 1: it would open the breaker).
+        permit.failed(Verdict::Retry, now());
+        let got = newcomer.join().unwrap();
+        if got == std::ptr::from_ref(old) as usize {
+            // Key 2 took the place: before the failure or after it (the
+            // failure opened key 1's breaker, which was then stale or not:
+            // the place went only if it was fresh, so before it).
+            assert!(
+                table.get_at(&2u8, now()).try_acquire(now()).is_ok(),
+                "key 2's breaker is closed: key 1's failure is not its"
+            );
+        } else {
+            // The failure came first: key 1 kept its place, opened.
+            assert_eq!(got, std::ptr::from_ref(table.shared()) as usize);
+            assert!(old.try_acquire(now()).is_err());
+        }
     });
 }
