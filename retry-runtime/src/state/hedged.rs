@@ -292,6 +292,55 @@ impl<C: Clock, P: HoldsPolicy> AttemptState<'_, C, P> {
     }
 }
 
+/// A call given a hedge runs under a policy not declared idempotent (a
+/// `#[retry(policy = ..)]` function's, a `Retry`'s for `call_async`): it
+/// sends none, which would otherwise go without a word where no
+/// subscriber listens at DEBUG. Said once a process, in debug builds.
+#[cfg(debug_assertions)]
+#[cold]
+fn note_hedge_not_idempotent() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static SAID: AtomicBool = AtomicBool::new(false);
+    #[cfg(test)]
+    tests::NOT_IDEMPOTENT.with(|said| said.set(said.get() + 1));
+    if !SAID.swap(true, Ordering::Relaxed) {
+        note!(
+            "backstop: a call given a hedge runs under a policy not declared idempotent, and \
+             sends no hedge (hedges are copies of an attempt, both of which may be carried \
+             out); declare the policy `.idempotent(true)` if running the operation twice is \
+             harmless. Said once; debug builds only."
+        );
+    }
+}
+
+#[cfg(all(test, debug_assertions))]
+pub(crate) mod tests {
+    use std::cell::Cell;
+
+    thread_local! {
+        /// How many calls of this thread were given a hedge under a
+        /// policy not declared idempotent.
+        pub(crate) static NOT_IDEMPOTENT: Cell<u32> = const { Cell::new(0) };
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_hedge_a_policy_not_idempotent_forbids_is_said() {
+        use std::time::Duration;
+
+        use crate::hedge::Hedge;
+        use crate::{Policy, Retry};
+        let said = || NOT_IDEMPOTENT.with(Cell::get);
+        let hedge = Hedge::after(Duration::from_millis(10));
+        let ok = || async { Ok::<_, std::io::Error>(1) };
+        let idempotent = Policy::new().idempotent(true);
+        let _ = Retry::new(&idempotent).hedge(hedge).call_async(ok).await;
+        let _ = Retry::new(&Policy::new()).call_async(ok).await;
+        assert_eq!(said(), 0, "idempotent, or no hedge");
+        let _ = Retry::new(&Policy::new()).hedge(hedge).call_async(ok).await;
+        assert_eq!(said(), 1);
+    }
+}
+
 pin_project_lite::pin_project! {
     /// One round of a hedged call in flight: its first attempt and the
     /// timer of the next hedge, in place (a round that sends no hedge
@@ -355,6 +404,8 @@ impl<Fut: Future> Round<Fut> {
         let delay = hedge.delay(now);
         if delay.is_some() && !state.policy.get().idempotent {
             state.obs.hedge_refused(GiveUp::NotIdempotent);
+            #[cfg(debug_assertions)]
+            note_hedge_not_idempotent();
         }
         let delay = delay.filter(|_| may_hedge);
         let last = match delay {
