@@ -2496,3 +2496,49 @@ fn a_hedge_not_sent_for_another_layers_says_which() {
         assert_eq!(not_sent, vec![expected; times as usize], "{events:?}");
     }
 }
+
+/// A budget with no token to grant: a thousandth of a retry per call.
+static NO_HEDGE_BUDGET: backstop::limit::WindowBudget =
+    backstop::limit::WindowBudget::new(0.001, 0, std::time::Duration::from_secs(10));
+
+#[retry(hedge = 10ms, idempotent, budget = NO_HEDGE_BUDGET)]
+async fn hedged_on_an_empty_budget() -> Result<u32, std::io::Error> {
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    Ok(1)
+}
+
+/// A hedge due that the budget refuses is counted by its reason; a call
+/// that may not hedge at all (not idempotent) counts none.
+#[test]
+fn a_hedge_due_and_refused_is_counted_and_one_never_due_is_not() {
+    use backstop::hedge::Hedge;
+    let _serial = serial();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let recorder = Recorder::default();
+    metrics::with_local_recorder(&recorder, || {
+        runtime.block_on(async {
+            assert_eq!(hedged_on_an_empty_budget().await.unwrap(), 1);
+            let policy = backstop::Policy::new();
+            let out = backstop::Retry::new(&policy)
+                .name("not_idempotent")
+                .hedge(Hedge::after(std::time::Duration::from_millis(10)))
+                .call_async(|| async {
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    Ok::<_, std::io::Error>(1)
+                })
+                .await;
+            assert_eq!(out.unwrap(), 1);
+        });
+    });
+    let counters = counters(&recorder);
+    let refused: Vec<_> = counters
+        .iter()
+        .filter(|(name, _)| name.starts_with("backstop_hedges_refused_total"))
+        .collect();
+    let name = "backstop_hedges_refused_total{function=telemetry::hedged_on_an_empty_budget,reason=budget}";
+    assert_eq!(refused, [(&name.to_owned(), &1)], "{counters:?}");
+}

@@ -694,16 +694,18 @@ fn hedge_delay(cx: &mut Ctxt, value: Expr) -> Option<HedgeDelay> {
         && digits.len() == 2
         && digits.bytes().all(|b| b.is_ascii_digit())
     {
-        // As written (`p99.09`: the index reads 9).
+        // As written (`p99.09`: the index reads 9), when the source says.
         let after = index
             .span
             .source_text()
-            .unwrap_or_else(|| index.index.to_string());
-        let written = format!("p{digits}.{after}");
-        let joined = format!("p{digits}{after}");
-        let message = if digits == "99" && joined[3..].bytes().all(|b| b == b'9') {
+            .filter(|text| !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()));
+        let written = format!("p{digits}.{}", after.as_deref().unwrap_or(".."));
+        let message = if let Some(after) = after.as_deref()
+            && digits == "99"
+            && after.bytes().all(|b| b == b'9')
+        {
             format!(
-                "`hedge = {written}`: write `{joined}` (a percentile is written without its point)"
+                "`hedge = {written}`: write `p99{after}` (a percentile is written without its point)"
             )
         } else {
             format!(

@@ -77,8 +77,9 @@ use proc_macro::TokenStream;
 /// return type that is not a `Result`,
 /// `hedge` on a sync fn, without `idempotent`, or with an argument an
 /// attempt could change (`&mut`, `mut`): hedged attempts share the
-/// arguments; `hedges` at or above `attempts` (hedges are attempts), or
-/// above 10.
+/// arguments; a literal `hedge` not before a literal `deadline` (the
+/// default 30 s included) or `attempt_timeout`; `hedges` at or above
+/// `attempts` (hedges are attempts), or above 10.
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;

@@ -490,18 +490,22 @@ fn check_hedge_delay(args: &Args, cx: &mut Ctxt) {
 }
 
 /// A hedge delay that no hedge could beat: the deadline's (given, or the
-/// default when neither it nor `policy` is), or the attempt timeout's,
-/// which cuts the first attempt off before its hedge is due. Expressions
-/// and `deadline = none` are left to the runtime.
+/// default when neither it nor `policy` is), after which no attempt
+/// starts, or the attempt timeout's, which cuts the first attempt off
+/// before its hedge is due. Expressions, `deadline = none`, a zero bound
+/// (an error of its own) and options `policy` refuses are left alone.
 fn check_hedge_in_time(args: &Args, cx: &mut Ctxt) {
     let Some(HedgeDelay::After(Dur::Lit(hedge))) = args.hedge.value() else {
         return;
     };
+    if args.policy.value().is_some() {
+        return;
+    }
     let deadline = match args.deadline.value() {
-        Some(OrNone::Some(Dur::Lit(deadline))) => {
+        Some(OrNone::Some(Dur::Lit(deadline))) if deadline.nanos != 0 => {
             Some((deadline.nanos, format!("`deadline = {}`", deadline.text)))
         }
-        None if args.policy.value().is_none() => {
+        None => {
             let nanos = u128::from(crate::units::DEFAULT_DEADLINE_SECS) * 1_000_000_000;
             Some((nanos, format!("the default `deadline` ({})", human(nanos))))
         }
@@ -513,14 +517,16 @@ fn check_hedge_in_time(args: &Args, cx: &mut Ctxt) {
         cx.error(
             hedge.span,
             format!(
-                "`hedge = {}` is not before {deadline}: no hedge could go out before the call \
-                 ends; hedge sooner, or give the call more time",
+                "`hedge = {}` is not before {deadline}: a hedge is an attempt, and no attempt \
+                 starts at or after the deadline, so none could go out; hedge sooner, or give \
+                 the call more time",
                 hedge.text
             ),
         );
         return;
     }
     if let Some(Dur::Lit(timeout)) = args.attempt_timeout.value()
+        && timeout.nanos != 0
         && hedge.nanos >= timeout.nanos
     {
         cx.error(

@@ -216,8 +216,8 @@ struct Slot<T> {
 /// values stay bounded whatever the keys.
 ///
 /// A call looks its limiter up once, when it starts. If its key's place
-/// goes to another key while it runs (the key's limiter held nothing), a
-/// breaker does not count what it reports for the new key, nor turns it
+/// goes to another key while it runs (the key's limiter held nothing a
+/// fresh one would not, or was given up), a breaker does not count what it reports for the new key, nor turns it
 /// away for the new key's failures (its later attempts go without a
 /// breaker, as a key without a place does); a budget or throttle counts
 /// it, once.

@@ -4,12 +4,11 @@
 //! it; the first answer wins and the others are dropped. Sent after the
 //! 95th percentile of recent latencies, a hedge goes out for no more than
 //! one call in twenty or so, and cuts the tail that the slowest calls
-//! make. [`Hedge`] says
-//! when (a fixed delay, or a percentile of the function's own latencies)
-//! and how many; [`LatencyPercentile`] is the estimate behind the adaptive
-//! delay: it follows the dependency as it changes, costs a call almost
-//! nothing to keep, and gives no delay (so no hedge) on too little
-//! evidence.
+//! make. [`Hedge`] says when (a fixed delay, or a percentile of the
+//! function's own latencies) and how many; [`LatencyPercentile`] is the
+//! estimate behind the adaptive delay: it follows the dependency as it
+//! changes, costs a call almost nothing to keep, and gives no delay (so
+//! no hedge) on too little evidence.
 //!
 //! Every hedge is extra load, so it is granted like a retry: only for an
 //! idempotent operation, before the deadline, by the call's budget or

@@ -1532,7 +1532,8 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     /// idempotent policy (hedges are duplicates), and for the tower layer
     /// and the reqwest middleware made from this loop (requests that may be
     /// repeated and can be copied): a policy not declared
-    /// idempotent (debug builds say so once), a sync [`call`](Self::call) and
+    /// idempotent (for `call_async`, debug builds say so once), a sync
+    /// [`call`](Self::call) and
     /// [`call_async_with`](Self::call_async_with) (whose value goes to one
     /// attempt at a time) run one attempt at a time. Every hedge is granted
     /// like a retry, by the budget or token budget, the breaker and the

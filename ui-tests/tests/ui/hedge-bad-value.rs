@@ -72,20 +72,4 @@ async fn with_a_point_not_nines() -> Result<u32, std::io::Error> {
     Ok(1)
 }
 
-// A hedge no hedge could beat.
-#[retry(hedge = 500ms, idempotent, deadline = 100ms)]
-async fn after_the_deadline() -> Result<u32, std::io::Error> {
-    Ok(1)
-}
-
-#[retry(hedge = 40s, idempotent)]
-async fn after_the_default_deadline() -> Result<u32, std::io::Error> {
-    Ok(1)
-}
-
-#[retry(hedge = 2s, idempotent, attempt_timeout = 1s)]
-async fn after_the_attempt_timeout() -> Result<u32, std::io::Error> {
-    Ok(1)
-}
-
 fn main() {}
