@@ -56,4 +56,19 @@ fn main() {
     drop(is_send(with_a_policy("x")));
     drop(is_send(named_like_a_percentile()));
     drop(is_send(the_widest_round()));
+    drop(is_send(a_second_hedge_past_the_deadline()));
+    drop(is_send(a_hedge_under_a_policy()));
+}
+
+// The first hedge is due before the deadline: a second one past it is
+// no mistake (`hedges` is a maximum; the deadline stops it at run time).
+#[retry(hedge = 60ms, hedges = 2, idempotent, deadline = 100ms)]
+async fn a_second_hedge_past_the_deadline() -> Result<u32, std::io::Error> {
+    Ok(1)
+}
+
+// Under `policy = ..`, the deadline is the policy's: nothing is compared.
+#[retry(policy = backstop::Policy::new().idempotent(true), hedge = 40s)]
+async fn a_hedge_under_a_policy() -> Result<u32, std::io::Error> {
+    Ok(1)
 }
