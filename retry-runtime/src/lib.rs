@@ -79,6 +79,17 @@ macro_rules! note {
     }};
 }
 
+/// [`note!`], said once a process from where it is written.
+#[allow(unused_macros)]
+macro_rules! note_once {
+    ($($arg:tt)*) => {{
+        static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            note!($($arg)*);
+        }
+    }};
+}
+
 #[macro_use]
 mod sync;
 

@@ -811,13 +811,16 @@ pub async fn deadline<F: Future>(limit: Duration, future: F) -> Result<F::Output
 /// hedge: the attempt's own call is not to send one (one layer hedges).
 #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
 pub(crate) fn note_hedged_below() {
-    let _ = CURRENT.try_with(|current| {
-        if current.attempt.get() != 0 {
-            current
-                .flags
-                .set(current.flags.get().with(Flags::HEDGED_BELOW));
-        }
-    });
+    let _ = CURRENT.try_with(|current| tell_attempt(current, Flags::HEDGED_BELOW));
+}
+
+/// Tells the attempt running here, if any, `flags`: whether there was one.
+fn tell_attempt(current: &Current, flags: Flags) -> bool {
+    let in_attempt = current.attempt.get() != 0;
+    if in_attempt {
+        current.flags.set(current.flags.get().with(flags));
+    }
+    in_attempt
 }
 
 /// Whether the attempt this code runs in is one of a hedged round's, or
@@ -835,11 +838,7 @@ pub(crate) fn hedged_above() -> bool {
 /// handling, that a call nested in it gave up after retrying.
 pub(crate) fn note_retried_below() {
     let _ = CURRENT.try_with(|current| {
-        if current.attempt.get() != 0 {
-            current
-                .flags
-                .set(current.flags.get().with(Flags::RETRIED_BELOW));
-        } else if current.serving.get() != Handling::No {
+        if !tell_attempt(current, Flags::RETRIED_BELOW) && current.serving.get() != Handling::No {
             current.serving.set(Handling::Retried);
         }
     });

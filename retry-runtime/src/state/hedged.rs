@@ -299,18 +299,14 @@ impl<C: Clock, P: HoldsPolicy> AttemptState<'_, C, P> {
 #[cfg(debug_assertions)]
 #[cold]
 fn note_hedge_not_idempotent() {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    static SAID: AtomicBool = AtomicBool::new(false);
     #[cfg(test)]
     tests::NOT_IDEMPOTENT.with(|said| said.set(said.get() + 1));
-    if !SAID.swap(true, Ordering::Relaxed) {
-        note!(
-            "backstop: a call given a hedge runs under a policy not declared idempotent, and \
-             sends no hedge (hedges are copies of an attempt, both of which may be carried \
-             out); declare the policy `.idempotent(true)` if running the operation twice is \
-             harmless. Said once; debug builds only."
-        );
-    }
+    note_once!(
+        "backstop: a call given a hedge runs under a policy not declared idempotent, and sends \
+         no hedge (hedges are copies of an attempt, both of which may be carried out); declare \
+         the policy `.idempotent(true)` if running the operation twice is harmless. Said once; \
+         debug builds only."
+    );
 }
 
 #[cfg(all(test, debug_assertions))]
@@ -402,13 +398,13 @@ impl<Fut: Future> Round<Fut> {
         let may_hedge =
             state.policy.get().idempotent && !state.permit.as_ref().is_some_and(Permit::is_probe);
         let delay = hedge.delay(now);
+        if delay.is_some() && !state.policy.get().idempotent {
+            state.obs.hedge_refused(GiveUp::NotIdempotent);
+        }
+        // (Whatever the delay: an adaptive one has none until it has
+        // learnt, as in a test's few calls.)
+        #[cfg(debug_assertions)]
         if !state.policy.get().idempotent {
-            if delay.is_some() {
-                state.obs.hedge_refused(GiveUp::NotIdempotent);
-            }
-            // (Whatever the delay: an adaptive one has none until it has
-            // learnt, as in a test's few calls.)
-            #[cfg(debug_assertions)]
             note_hedge_not_idempotent();
         }
         let delay = delay.filter(|_| may_hedge);

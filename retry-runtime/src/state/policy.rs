@@ -547,19 +547,15 @@ pub(crate) fn check_attempt_timeout_applied(policy: &Policy, applied: bool) {
 #[cfg(debug_assertions)]
 #[cold]
 fn warn_attempt_timeout_unapplied() {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    static WARNED: AtomicBool = AtomicBool::new(false);
     #[cfg(test)]
     tests::UNAPPLIED.with(|said| said.set(said.get() + 1));
-    if !WARNED.swap(true, Ordering::Relaxed) {
-        note!(
-            "backstop: a policy's attempt_timeout is not applied here. `call_async`, \
-             `Retry::call_async` and a tower layer apply it only when passed on with \
-             `.attempt_timeout(policy.get_attempt_timeout())`, `#[retry(policy = ..)]` only on \
-             an async fn whose error type holds `backstop::Elapsed` (`From<Elapsed>`); \
-             `call_async_with` and sync functions never do. Said once; debug builds only."
-        );
-    }
+    note_once!(
+        "backstop: a policy's attempt_timeout is not applied here. `call_async`, \
+         `Retry::call_async` and a tower layer apply it only when passed on with \
+         `.attempt_timeout(policy.get_attempt_timeout())`, `#[retry(policy = ..)]` only on an \
+         async fn whose error type holds `backstop::Elapsed` (`From<Elapsed>`); \
+         `call_async_with` and sync functions never do. Said once; debug builds only."
+    );
 }
 
 #[cfg(all(test, debug_assertions))]
