@@ -2261,6 +2261,63 @@ fn a_request_retried_through_the_middleware_shows_its_status_or_error() {
     assert_eq!(retries[1].get("status"), None);
 }
 
+/// A `#[retry]` function whose `when_ok` judges a response a failure: its
+/// events show the response's status, as the middleware's do.
+#[cfg(feature = "reqwest")]
+#[retry(attempts = 3, base = 1ms, budget = none, when_ok = backstop::reqwest::response_verdict)]
+async fn get_busy(url: &str) -> Result<reqwest::Response, reqwest::Error> {
+    reqwest::get(url).await
+}
+
+/// The same, sync, on an `http::Response` judged by its status.
+#[cfg(feature = "http")]
+#[retry(attempts = 2, base = 1ms, budget = none, when_ok = |r: &http::Response<()>| backstop::http::verdict(r.status(), r.headers()))]
+fn answer_busy(responses: &mut Vec<http::Response<()>>) -> Result<http::Response<()>, Error> {
+    Ok(responses.pop().unwrap())
+}
+
+#[cfg(feature = "reqwest")]
+#[test]
+fn a_response_a_retry_function_judged_a_failure_shows_its_status() {
+    let _serial = serial();
+    let capture = captured_on_a_runtime(async {
+        let (url, _) = support::serve(vec![(503, ""), (429, ""), (200, "")]).await;
+        assert_eq!(get_busy(&url).await.unwrap().status(), 200);
+    });
+    let fields = |capture: &Capture| {
+        let events = capture.events.lock().unwrap();
+        events
+            .iter()
+            .filter(|(_, f)| ["retrying", "giving up"].contains(&f["message"].as_str()))
+            .map(|(_, f)| {
+                (
+                    f["message"].clone(),
+                    f.get("status").cloned().unwrap_or_default(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        fields(&capture),
+        [
+            ("retrying".to_owned(), "503".to_owned()),
+            ("retrying".to_owned(), "429".to_owned())
+        ]
+    );
+    let status = |code: u16| http::Response::builder().status(code).body(()).unwrap();
+    let capture = captured(|| {
+        let mut responses = vec![status(502), status(503)];
+        assert_eq!(answer_busy(&mut responses).unwrap().status(), 502);
+    });
+    assert_eq!(
+        fields(&capture),
+        [
+            ("retrying".to_owned(), "503".to_owned()),
+            ("giving up".to_owned(), "502".to_owned())
+        ]
+    );
+}
+
 /// A `#[retry]` function returning reqwest's error, or the crate's: its
 /// events say what failed and why, without the request's URL.
 #[cfg(feature = "reqwest")]

@@ -293,15 +293,17 @@ fn held_wait(
 /// How the call's `tracing` events show its error: in its own words
 /// (`ByOwnText`: reqwest's errors), by its `Display` (`ByDisplay`) if the
 /// concrete error type has one, else not at all (`NoDisplay`), asked by
-/// autoref specialization, as for `From<Elapsed>`. The answer is a
-/// zero-sized type: nothing is asked at run time. The error
+/// autoref specialization, as for `From<Elapsed>`; and, beside it, a
+/// success a `when_ok` classifier judged a failure by its status
+/// (`ByStatus`: an HTTP response) or not at all (`NoStatus`). The answer
+/// is a pair of zero-sized types: nothing is asked at run time. The error
 /// type is the outcome's (`view`), as the loop reads it: a return type
 /// that is not a `Result` is said once, there.
 fn show_error(rt: &TokenStream, view: &TokenStream) -> TokenStream {
     quote! {{
         #[allow(unused_imports)]
-        use #rt::{ViaDisplay as _, ViaNoDisplay as _, ViaOwnText as _};
-        (&&#rt::DisplayOf::of(#view)).display_fn()
+        use #rt::{ViaDisplay as _, ViaNoDisplay as _, ViaNoStatus as _, ViaOwnText as _, ViaStatus as _};
+        ((&&#rt::DisplayOf::of(#view)).display_fn(), (&&#rt::StatusOf::of(#view)).status_fn())
     }}
 }
 

@@ -12,8 +12,9 @@ use crate::limit::breaker::CircuitBreaker;
 pub use crate::limit::isolation::own;
 pub use crate::limit::{BudgetRef, Keyed, TokenBudget, WindowBudget};
 pub use crate::run::observe::{
-    ByDisplay, ByOwnText, DisplayOf, ErrorShown, Function, NoDisplay, OwnText, ShowError, Shown,
-    ViaDisplay, ViaNoDisplay, ViaOwnText,
+    ByDisplay, ByOwnText, ByStatus, DisplayOf, ErrorShown, Function, NoDisplay, NoStatus, OwnText,
+    Show, ShowError, ShowStatus, Shown, ShowsStatus, StatusOf, ViaDisplay, ViaNoDisplay,
+    ViaNoStatus, ViaOwnText, ViaStatus,
 };
 pub use crate::run::sleep;
 pub use crate::state::vocabulary::Attempted;

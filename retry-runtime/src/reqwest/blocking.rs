@@ -48,6 +48,14 @@ pub fn response_verdict(response: &::reqwest::blocking::Response) -> Verdict {
     crate::classify::http::verdict(response.status(), response.headers())
 }
 
+// Its status, in the events of a `#[retry]` function whose `when_ok`
+// judged it a failure.
+impl crate::run::observe::ShowsStatus for ::reqwest::blocking::Response {
+    fn shown_status(&self) -> Option<u16> {
+        Some(self.status().as_u16())
+    }
+}
+
 /// The response, or [`Error::Status`] if its status is a client or server
 /// error (4xx, 5xx), keeping the server's `Retry-After` for the retry loop
 /// (reqwest's own `error_for_status` drops it), as

@@ -114,6 +114,14 @@ pub fn response_verdict(response: &::reqwest::Response) -> Verdict {
     crate::classify::http::verdict(response.status(), response.headers())
 }
 
+// Its status, in the events of a `#[retry]` function whose `when_ok`
+// judged it a failure.
+impl crate::run::observe::ShowsStatus for ::reqwest::Response {
+    fn shown_status(&self) -> Option<u16> {
+        Some(self.status().as_u16())
+    }
+}
+
 /// The request, to be sent from an attempt: see [`AttemptRequest::send`].
 ///
 /// ```no_run

@@ -332,6 +332,135 @@ impl<E> ViaNoDisplay for DisplayOf<E> {
     }
 }
 
+/// A success type whose status a call's `tracing` events show (`status`)
+/// when a `when_ok` classifier judges it a failure: an HTTP response's
+/// (reqwest's, `http`'s), or a gRPC response's `grpc-status` when it
+/// carries one in its headers.
+pub trait ShowsStatus {
+    /// The status shown, if it has one.
+    fn shown_status(&self) -> Option<u16>;
+}
+
+#[cfg(feature = "http")]
+impl ShowsStatus for http::StatusCode {
+    fn shown_status(&self) -> Option<u16> {
+        Some(self.as_u16())
+    }
+}
+
+/// Its `grpc-status`, if its headers hold one (a gRPC error answered at
+/// once, "trailers-only"), else its HTTP status.
+#[cfg(feature = "http")]
+impl<B> ShowsStatus for http::Response<B> {
+    fn shown_status(&self) -> Option<u16> {
+        match self.headers().get(&crate::classify::http::GRPC_STATUS) {
+            Some(code) => code.to_str().ok().and_then(|code| code.parse().ok()),
+            None => Some(self.status().as_u16()),
+        }
+    }
+}
+
+/// How a success judged a failure is shown, if it is: asked as
+/// `(&&StatusOf::of(outcome)).status_fn()` with [`ViaStatus`] and
+/// [`ViaNoStatus`] in scope, as [`DisplayOf`] asks of the error: [`ByStatus`]
+/// for a type that [`ShowsStatus`], [`NoStatus`] otherwise.
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use backstop::macro_support::{ShowStatus, StatusOf, ViaNoStatus as _, ViaStatus as _};
+/// fn shown<T, S: ShowStatus<T>>(_: S, ok: &T) -> Option<u16> {
+///     S::status(ok)
+/// }
+/// let busy = http::StatusCode::SERVICE_UNAVAILABLE;
+/// let show = (&&StatusOf::of(Ok::<_, &()>(&busy))).status_fn();
+/// assert_eq!(shown(show, &busy), Some(503));
+/// let show = (&&StatusOf::of(Ok::<_, &()>(&"body"))).status_fn();
+/// assert_eq!(shown(show, &"body"), None);
+/// ```
+pub struct StatusOf<T>(std::marker::PhantomData<fn() -> T>);
+
+impl<T> StatusOf<T> {
+    /// The question, for the success type of `outcome`.
+    pub const fn of<E>(outcome: Result<&T, &E>) -> Self {
+        let _ = outcome;
+        Self(std::marker::PhantomData)
+    }
+}
+
+/// How a success of type `T` is shown, if it is: see [`StatusOf`].
+pub trait ShowStatus<T>: Copy {
+    /// Whether it is shown at all.
+    const SHOWS: bool;
+    /// `ok`'s status, as shown.
+    fn status(ok: &T) -> Option<u16>;
+}
+
+/// A success shown by its status.
+#[derive(Clone, Copy, Debug)]
+pub struct ByStatus;
+
+impl<T: ShowsStatus> ShowStatus<T> for ByStatus {
+    const SHOWS: bool = true;
+    fn status(ok: &T) -> Option<u16> {
+        ok.shown_status()
+    }
+}
+
+/// A success not shown.
+#[derive(Clone, Copy, Debug)]
+pub struct NoStatus;
+
+impl<T> ShowStatus<T> for NoStatus {
+    const SHOWS: bool = false;
+    fn status(_: &T) -> Option<u16> {
+        None
+    }
+}
+
+/// See [`StatusOf`].
+pub trait ViaStatus {
+    /// [`ByStatus`].
+    fn status_fn(&self) -> ByStatus;
+}
+
+impl<T: ShowsStatus> ViaStatus for &StatusOf<T> {
+    fn status_fn(&self) -> ByStatus {
+        ByStatus
+    }
+}
+
+/// See [`StatusOf`].
+pub trait ViaNoStatus {
+    /// [`NoStatus`]: a success of type `T` shows nothing.
+    fn status_fn(&self) -> NoStatus;
+}
+
+impl<T> ViaNoStatus for StatusOf<T> {
+    fn status_fn(&self) -> NoStatus {
+        NoStatus
+    }
+}
+
+/// How an outcome is shown in a call's events: its error as `W` shows it
+/// ([`ShowError`]), a success judged a failure as `S` does
+/// ([`ShowStatus`]). The macro gives the pair.
+pub trait Show<T, E>: Copy {
+    /// Whether anything is shown at all.
+    const SHOWS: bool;
+    /// `outcome`, as shown.
+    fn shown<'a>(outcome: Result<&'a T, &'a E>) -> Shown<'a>;
+}
+
+impl<T, E, W: ShowError<E>, S: ShowStatus<T>> Show<T, E> for (W, S) {
+    const SHOWS: bool = W::SHOWS || S::SHOWS;
+    fn shown<'a>(outcome: Result<&'a T, &'a E>) -> Shown<'a> {
+        match outcome {
+            Err(error) => W::show(error).map_or(Shown::Nothing, Shown::Error),
+            Ok(ok) => S::status(ok).map_or(Shown::Nothing, Shown::Status),
+        }
+    }
+}
+
 /// What an event tells of an attempt's outcome, besides its verdict: the
 /// error's text where the loop knows it can be shown (a `#[retry]`
 /// function's, by its `Display` or in its own words; the reqwest

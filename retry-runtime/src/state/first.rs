@@ -12,7 +12,7 @@ use super::{
     AttemptState, Attempts, HoldsPolicy, anchor_and_deadline, run_pinned, run_sync, start_of,
 };
 use crate::limit::BudgetRef;
-use crate::run::observe::{Function, GiveUpEvent, Observe, RetryEvent, ShowError, Shown};
+use crate::run::observe::{Function, GiveUpEvent, Observe, RetryEvent, Show};
 use crate::run::scope::{CallContext, Scope};
 use crate::state::policy::Policy;
 use crate::state::vocabulary::{Attempted, Decision};
@@ -211,7 +211,7 @@ impl<'a, C: Clock, P: HoldsPolicy, S: Holds<'a, C, P>> Call<'a, C, P, S> {
     /// events as `W` (given as its value) shows it.
     #[allow(clippy::inline_always)]
     #[inline(always)]
-    fn decide_shown<T, E, W: ShowError<E>>(
+    fn decide_shown<T, E, W: Show<T, E>>(
         &mut self,
         attempted: Attempted,
         outcome: Result<&T, &E>,
@@ -226,23 +226,21 @@ impl<'a, C: Clock, P: HoldsPolicy, S: Holds<'a, C, P>> Call<'a, C, P, S> {
 
     /// Out of line, as [`decide_in_state`](Self::decide_in_state).
     #[inline(never)]
-    fn decide_in_state_shown<T, E, W: ShowError<E>>(
+    fn decide_in_state_shown<T, E, W: Show<T, E>>(
         &mut self,
         attempted: Attempted,
         outcome: Result<&T, &E>,
     ) -> Decision {
-        let shown = match outcome.err().and_then(W::show) {
-            Some(error) => Shown::Error(error),
-            None => Shown::Nothing,
-        };
-        self.state().decide_showing(attempted, shown)
+        self.state().decide_showing(attempted, W::shown(outcome))
     }
 
     /// Decides after an attempt and tells the hooks:
     /// [`AttemptState::decided`]. A first attempt that succeeded ends the
     /// call here; without hooks, nothing is added to the decision. `show`
     /// shows an error in the call's `tracing` events, if the error type
-    /// can be shown ([`DisplayOf`](crate::macro_support::DisplayOf)).
+    /// can be shown ([`DisplayOf`](crate::macro_support::DisplayOf)), and
+    /// the status of a success judged a failure, if it has one
+    /// ([`StatusOf`](crate::macro_support::StatusOf)).
     // Always inlined: out of line, the sync loop's failing call pays a
     // call per attempt (three failures, then Ok: 4,433 → 4,550).
     #[allow(clippy::inline_always)]
@@ -251,7 +249,7 @@ impl<'a, C: Clock, P: HoldsPolicy, S: Holds<'a, C, P>> Call<'a, C, P, S> {
         &mut self,
         outcome: Result<&T, &E>,
         attempted: Attempted,
-        show: impl ShowError<E>,
+        show: impl Show<T, E>,
         on_retry: Option<impl FnOnce(&RetryEvent<'_, T, E>)>,
         on_give_up: Option<impl FnOnce(&GiveUpEvent<'_, T, E>)>,
     ) -> Option<Duration> {
@@ -283,7 +281,7 @@ impl<'a, C: Clock, P: HoldsPolicy, S: Holds<'a, C, P>> Call<'a, C, P, S> {
         &mut self,
         outcome: Result<&T, &E>,
         attempted: Attempted,
-        show: impl ShowError<E>,
+        show: impl Show<T, E>,
         on_retry: Option<impl FnOnce(&RetryEvent<'_, T, E>)>,
         on_give_up: Option<impl FnOnce(&GiveUpEvent<'_, T, E>)>,
         may_hold: bool,

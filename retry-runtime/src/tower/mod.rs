@@ -1027,10 +1027,7 @@ impl<B> Answer<HttpBodies> for http::Response<B> {
     }
 
     fn status(&self) -> Option<u16> {
-        match self.headers().get(&crate::classify::http::GRPC_STATUS) {
-            Some(code) => code.to_str().ok().and_then(|code| code.parse().ok()),
-            None => Some(http::Response::status(self).as_u16()),
-        }
+        crate::run::observe::ShowsStatus::shown_status(self)
     }
 }
 
