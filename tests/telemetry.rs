@@ -912,9 +912,9 @@ fn a_call_turned_away_before_its_first_attempt_is_a_debug_rejection() {
 fn timed_out(attempts: &mut u32) -> Result<(), Error> {
     *attempts += 1;
     // Ambiguous: not retried, as the call is not idempotent; then (second
-    // call) retried, as `Interrupted` is, and ambiguous after.
+    // call) retried, as `NotConnected` is, and ambiguous after.
     if *attempts == 2 {
-        return Err(ErrorKind::Interrupted.into());
+        return Err(ErrorKind::NotConnected.into());
     }
     Err(ErrorKind::TimedOut.into())
 }

@@ -42,11 +42,13 @@ impl Classify for io::Error {
     /// - refused at once: a refused connection (nothing listens: the
     ///   server is restarting, or not there): [`Verdict::Refused`];
     /// - nothing was sent: a socket not connected, an address not
-    ///   available, a host or network unreachable, the network down, an
-    ///   interrupted call: [`Verdict::Retry`];
+    ///   available, a host or network unreachable, the network down:
+    ///   [`Verdict::Retry`];
     /// - it may have been sent and acted on: a connection reset or
     ///   aborted, a broken pipe, an end of stream before the answer, a
-    ///   timeout (`WouldBlock` too: a socket's read timeout on Unix):
+    ///   timeout (`WouldBlock` too: a socket's read timeout on Unix), a
+    ///   call a signal interrupted (`Interrupted`: a read after the
+    ///   request was written, as well as a connect):
     ///   [`Verdict::RetryIfIdempotent`]. A server that did the
     ///   work and then dropped the connection looks exactly like one that
     ///   never saw the request, so a write is repeated only when the call
@@ -131,7 +133,6 @@ pub(crate) fn never_sent(kind: io::ErrorKind) -> bool {
             | K::HostUnreachable
             | K::NetworkUnreachable
             | K::NetworkDown
-            | K::Interrupted
     )
 }
 
@@ -150,6 +151,9 @@ fn may_have_been_sent(kind: io::ErrorKind) -> bool {
             // A socket's read timeout (`set_read_timeout`) on Unix: the
             // request was written, the answer did not come in time.
             | K::WouldBlock
+            // A call a signal interrupted (`EINTR`): a read after the
+            // request was written as well as a connect.
+            | K::Interrupted
     )
 }
 
@@ -744,7 +748,6 @@ mod tests {
             K::HostUnreachable,
             K::NetworkUnreachable,
             K::NetworkDown,
-            K::Interrupted,
         ];
         for kind in never_sent {
             assert_eq!(io::Error::from(kind).classify(), Verdict::Retry, "{kind:?}");
@@ -756,6 +759,8 @@ mod tests {
             K::UnexpectedEof,
             K::TimedOut,
             K::WouldBlock,
+            // A read interrupted by a signal after the request was written.
+            K::Interrupted,
         ];
         for kind in may_have_been_sent {
             assert_eq!(
