@@ -1789,12 +1789,18 @@ fn the_key_label_takes_a_bounded_number_of_values() {
     const NAMES: usize = 4096;
     const CHILD: &str = "BACKSTOP_TEST_BOUNDED_KEYS";
     if std::env::var_os(CHILD).is_none() {
-        let status = std::process::Command::new(std::env::current_exe().unwrap())
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
             .args(["--exact", "the_key_label_takes_a_bounded_number_of_values"])
             .env(CHILD, "1")
-            .status()
+            .output()
             .unwrap();
-        assert!(status.success());
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(stdout.contains("1 passed"), "the test ran: {stdout}");
         return;
     }
     let _vt = backstop::testing::VirtualTime::start();

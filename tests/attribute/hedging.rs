@@ -635,3 +635,36 @@ async fn calls_after_a_nested_hedged_call_hedge_as_before() {
     assert_eq!(out.unwrap().unwrap(), 1);
     assert_eq!(seen(&log), [1, 2], "hedged in a deadline scope");
 }
+
+/// Hedges past `hedge::MAX_HEDGES`, given by an expression (a literal is
+/// a compile error): a panic when the function runs, before its request
+/// goes out.
+fn too_many_hedges() -> u32 {
+    backstop::hedge::MAX_HEDGES + 1
+}
+
+static SENT_TOO_WIDELY: AtomicU32 = AtomicU32::new(0);
+
+#[retry(hedge = 10ms, hedges = too_many_hedges(), attempts = 20, idempotent, budget = none)]
+async fn hedged_too_widely() -> Result<u32, std::io::Error> {
+    SENT_TOO_WIDELY.fetch_add(1, Ordering::Relaxed);
+    Ok(1)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hedges_expression_past_max_hedges_panics_when_the_function_runs() {
+    let panic = tokio::spawn(hedged_too_widely())
+        .await
+        .expect_err("it panicked")
+        .into_panic();
+    let message = panic
+        .downcast_ref::<&str>()
+        .map(ToString::to_string)
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap();
+    assert!(
+        message.contains("`MAX_HEDGES` (10) hedges at most"),
+        "{message}"
+    );
+    assert_eq!(SENT_TOO_WIDELY.load(Ordering::Relaxed), 0, "nothing sent");
+}

@@ -587,3 +587,65 @@ async fn a_held_call_gives_up_when_a_probe_has_used_its_last_attempt() {
         "gave up after {took:?}"
     );
 }
+
+#[retry(attempts = 20, deadline = 30s)]
+async fn probing_20(db: Rc<Db>) -> Result<u32, DbError> {
+    db.query()
+}
+
+#[retry(attempts = 60, deadline = 30s)]
+async fn probing_60(db: Rc<Db>) -> Result<u32, DbError> {
+    db.query()
+}
+
+/// How long a caller alone rides out a restart with the attempts it is
+/// given (the README's figures): each probe is an attempt, about five a
+/// second once the budget refuses. 20 attempts give up after 3.7–5.8 s
+/// (four runs: the backoff's jitter) against an outage that never ends,
+/// with the last probe's error; 60 outlast the budget's 10 s ride-out,
+/// which ends the call (10.6–11.8 s, 52–54 attempts), with its
+/// `Elapsed`. Each rides out a restart within that.
+#[tokio::test(start_paused = true)]
+async fn a_caller_alone_rides_out_some_4_s_with_20_attempts_and_the_10_s_ride_out_with_60() {
+    let gave_up_after = |took: Duration, within: std::ops::RangeInclusive<u64>| {
+        assert!(
+            Duration::from_millis(*within.start()) <= took
+                && took <= Duration::from_millis(*within.end()),
+            "gave up after {took:?}"
+        );
+    };
+    {
+        let _fresh = backstop::testing::isolate();
+        let t0 = Instant::now();
+        let db = Db::down_for(Duration::from_secs(60));
+        let out = probing_20(db.clone()).await;
+        assert_eq!((out, db.sent.get()), (Err(DbError::Refused), 20));
+        gave_up_after(t0.elapsed(), 3_000..=6_500);
+    }
+    {
+        let _fresh = backstop::testing::isolate();
+        assert_eq!(
+            probing_20(Db::down_for(Duration::from_secs(3))).await,
+            Ok(7)
+        );
+    }
+    {
+        let _fresh = backstop::testing::isolate();
+        let t0 = Instant::now();
+        let db = Db::down_for(Duration::from_secs(60));
+        let out = probing_60(db.clone()).await;
+        assert_eq!(out, Err(DbError::TimedOut), "the ride-out's `Elapsed`");
+        assert!(
+            db.sent.get() < 60,
+            "ended by the ride-out, not its attempts"
+        );
+        gave_up_after(t0.elapsed(), 10_000..=13_000);
+    }
+    {
+        let _fresh = backstop::testing::isolate();
+        assert_eq!(
+            probing_60(Db::down_for(Duration::from_secs(9))).await,
+            Ok(7)
+        );
+    }
+}

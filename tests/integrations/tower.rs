@@ -549,6 +549,56 @@ async fn a_scope_deadline_around_the_layer_keeps_the_last_response_a_tower_timeo
     assert_eq!(calls.load(Ordering::Relaxed), 3);
 }
 
+/// An attempt still out when the deadline comes is cut off, and its
+/// outcome is the call's: the layer's `Elapsed` (with an attempt timeout,
+/// cut to the time left), or the scope's (without one), not an earlier
+/// attempt's 503. The attempt cut off was sent: the server may have done
+/// the work, which an earlier "not processed" would deny.
+#[tokio::test(start_paused = true)]
+async fn an_attempt_the_deadline_cuts_off_ends_the_call_with_elapsed_not_an_earlier_response() {
+    // Each attempt answers 503 after 100 ms: attempts at 0, 150, 350 and
+    // 650 ms (50, 100, 200 ms of backoff); the deadline at 700 cuts the
+    // fourth off.
+    let slow = || {
+        let calls = Arc::new(AtomicU32::new(0));
+        let count = calls.clone();
+        let inner = service_fn(move |_: Request<ReplayBody<String>>| {
+            count.fetch_add(1, Ordering::Relaxed);
+            async {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                Ok::<_, BoxError>(status(503, None))
+            }
+        });
+        (inner, calls)
+    };
+    let policy = Policy::new()
+        .attempts(20)
+        .base(Duration::from_millis(50))
+        .jitter(backstop::Jitter::None)
+        .no_budget();
+    let (inner, calls) = slow();
+    let service = RetryLayer::http(
+        backstop::Retry::new(&policy.deadline(Some(Duration::from_millis(700))))
+            .attempt_timeout(Duration::from_secs(10)),
+    )
+    .layer(inner);
+    let start = tokio::time::Instant::now();
+    let error = service.oneshot(get()).await.unwrap_err();
+    assert!(error.is::<backstop::Elapsed>(), "{error}");
+    assert_eq!(calls.load(Ordering::Relaxed), 4);
+    // (Cut off a little before the deadline: tokio's timer rounds up.)
+    let took = start.elapsed();
+    assert!(
+        Duration::from_millis(690) <= took && took <= Duration::from_millis(700),
+        "{took:?}"
+    );
+    let (inner, calls) = slow();
+    let service = RetryLayer::http(&policy).layer(inner);
+    let out = backstop::scope::deadline(Duration::from_millis(700), service.oneshot(get())).await;
+    assert!(out.is_err(), "the scope's Elapsed");
+    assert_eq!(calls.load(Ordering::Relaxed), 4);
+}
+
 static SHARED_THROTTLE: TokenBudget = TokenBudget::standard();
 
 #[retry(budget = SHARED_THROTTLE, base = 1ms, attempts = 5)]
