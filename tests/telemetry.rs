@@ -2492,6 +2492,64 @@ fn a_full_breaker_table_says_so_at_most_once_a_minute_with_a_count() {
     );
 }
 
+/// A full table of budgets says that a key found no place too, and counts
+/// its calls: they draw on the table's shared budget.
+#[test]
+fn a_full_budget_table_says_so_and_counts_the_calls_that_found_no_place() {
+    use backstop::limit::{Keyed, TokenBudget};
+    static ONE_PLACE: Keyed<TokenBudget> = Keyed::with_capacity(TokenBudget::standard(), 1);
+    let _serial = serial();
+    let _vt = backstop::testing::VirtualTime::start();
+    let capture = Arc::new(Capture::default());
+    let twice = backstop::Policy::new()
+        .attempts(2)
+        .base(std::time::Duration::from_millis(1));
+    let call = |tenant: &str, fails: bool| {
+        let _ = backstop::Retry::new(&twice)
+            .budget(&ONE_PLACE)
+            .key(&tenant)
+            .call(|| {
+                if fails {
+                    Err(Error::from(ErrorKind::NotConnected))
+                } else {
+                    Ok(())
+                }
+            });
+    };
+    let recorder = Recorder::default();
+    tracing::subscriber::with_default(Arc::clone(&capture), || {
+        metrics::with_local_recorder(&recorder, || {
+            // Its tokens spent, the first tenant keeps the only place.
+            call("failing", true);
+            call("new-a", false);
+            call("new-b", false);
+        });
+    });
+    assert_eq!(
+        counters(&recorder).get("backstop_keys_unplaced_total{limiter=TokenBudget,name=}"),
+        Some(&2),
+        "{:?}",
+        counters(&recorder)
+    );
+    let events = capture.events.lock().unwrap();
+    let warned: Vec<(&str, &str)> = events
+        .iter()
+        .map(|(_, f)| f)
+        .filter(|f| f["message"].contains("table has no place for a key"))
+        .map(|f| (f["key"].as_str(), f["unplaced"].as_str()))
+        .collect();
+    assert_eq!(warned, [("new-a", "1")], "{events:?}");
+    let message = &events
+        .iter()
+        .find(|(_, f)| f["message"].contains("table has no place for a key"))
+        .unwrap()
+        .1["message"];
+    assert!(
+        message.contains("draw on the table's shared budget"),
+        "{message}"
+    );
+}
+
 #[retry(hedge = 20ms, idempotent, budget = none)]
 async fn hedged_inner(took_ms: u64) -> Result<u32, std::io::Error> {
     tokio::time::sleep(std::time::Duration::from_millis(took_ms)).await;

@@ -595,7 +595,8 @@ impl<T: PerKey> Keyed<T> {
                     *now.get_or_insert_with(crate::time::clock::loop_now)
                 });
                 if gate.is_none() {
-                    self.unplaced(hash, now.unwrap_or_else(crate::time::clock::loop_now));
+                    let now = now.unwrap_or_else(crate::time::clock::loop_now);
+                    self.unplaced(hash, now, Unplaced::GoesWithout);
                 }
                 gate
             }
@@ -603,18 +604,23 @@ impl<T: PerKey> Keyed<T> {
         }
     }
 
-    /// A key (its hash) found no place for its gate at `now`: said at
-    /// most once a minute a table (a WARN event with `tracing`, else on
-    /// standard error in debug builds), with how many found none since.
+    /// A key (its hash) found no place for its limiter at `now`, and its
+    /// call goes on as `instead` says: counted, and said at most once a
+    /// minute a table (a WARN event with `tracing`, else on standard error
+    /// in debug builds), with how many found none since.
     #[cold]
-    fn unplaced(&self, hash: u64, now: Instant) {
+    pub(crate) fn unplaced(&self, hash: u64, now: Instant, instead: Unplaced) {
         use std::sync::atomic::Ordering::Relaxed;
         const EVERY_SECS: u64 = 60;
+        let name = match instead {
+            Unplaced::SiteDefault => "default",
+            _ => self.shared.telemetry_name(),
+        };
         #[cfg(feature = "metrics")]
         metrics::counter!(
             "backstop_keys_unplaced_total",
             "limiter" => short_type_name::<T>(),
-            "name" => self.shared.telemetry_name()
+            "name" => name
         )
         .increment(1);
         let unplaced = self.unplaced.fetch_add(1, Relaxed) + 1;
@@ -632,7 +638,7 @@ impl<T: PerKey> Keyed<T> {
         let what = short_type_name::<T>();
         let key = crate::limit::names::of(crate::limit::names::word(hash));
         let capacity = self.capacity;
-        let name = self.shared.telemetry_name();
+        let (goes, remedy) = instead.said();
         #[cfg(feature = "tracing")]
         tracing::warn!(
             name,
@@ -641,27 +647,70 @@ impl<T: PerKey> Keyed<T> {
             unplaced,
             "a `Keyed<{what}>` table has no place for a key: the places it may take are held \
              by keys whose {what} is not as a fresh one's (failures counted, an open breaker, \
-             a throttle's window of requests); its calls go without one until a place frees \
-             ({unplaced} calls found none since the last warning); give the table more places \
-             (`Keyed::with_capacity`) than the keys it keeps at once"
+             a budget's tokens spent, a window of requests); its calls {goes} until a place \
+             frees ({unplaced} calls found none since the last warning); {remedy}"
         );
         #[cfg(all(not(feature = "tracing"), debug_assertions))]
         note!(
             "backstop: a `Keyed<{what}>` table (`{name}`) of {capacity} places has no place \
              for key `{key}`: the places it may take are held by keys whose {what} is not as a fresh \
-             one's; its calls go without one until a place frees ({unplaced} calls found none \
-             since the last warning); give the table more places (`Keyed::with_capacity`)"
+             one's; its calls {goes} until a place frees ({unplaced} calls found none \
+             since the last warning); {remedy}"
         );
         #[cfg(all(not(feature = "tracing"), not(debug_assertions)))]
-        let _ = (what, key, capacity, unplaced, name);
+        let _ = (what, key, capacity, unplaced, name, goes, remedy);
     }
 
     /// The limiter for `key` (a hash from [`key_hash`]), or the shared one
     /// for none.
     pub(crate) fn for_key(&self, key: Option<u64>) -> &T {
         match key {
-            Some(hash) => self.get_hashed(hash, crate::time::clock::loop_now),
+            Some(hash) => {
+                let mut now = None;
+                let placed = self.placed(hash, || {
+                    *now.get_or_insert_with(crate::time::clock::loop_now)
+                });
+                placed.unwrap_or_else(|| {
+                    let now = now.unwrap_or_else(crate::time::clock::loop_now);
+                    self.unplaced(hash, now, Unplaced::Shared);
+                    &self.shared
+                })
+            }
             None => &self.shared,
+        }
+    }
+}
+
+/// How a call whose key found no place in a full table goes on.
+#[derive(Clone, Copy)]
+pub(crate) enum Unplaced {
+    /// Without a gate (a breaker, an adaptive throttle): a shared one
+    /// would turn healthy keys away because others fail.
+    GoesWithout,
+    /// On the table's shared limiter (a budget).
+    Shared,
+    /// On its call site's own default budget (the process's table of
+    /// default budgets per key).
+    SiteDefault,
+}
+
+impl Unplaced {
+    /// How its calls go on, and what to do, as a warning says them.
+    fn said(self) -> (&'static str, &'static str) {
+        match self {
+            Self::GoesWithout => (
+                "go without one",
+                "give the table more places (`Keyed::with_capacity`) than the keys it keeps at once",
+            ),
+            Self::Shared => (
+                "draw on the table's shared budget",
+                "give the table more places (`Keyed::with_capacity`) than the keys it keeps at once",
+            ),
+            Self::SiteDefault => (
+                "draw on their call site's own default budget, with the calls that give no key",
+                "give the calls a `Keyed` budget of their own, with more places \
+                 (`Keyed::with_capacity`), as `budget`",
+            ),
         }
     }
 }

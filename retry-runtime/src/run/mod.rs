@@ -410,9 +410,16 @@ pub(crate) fn default_per_key(site: &'static TokenBudget, key: Option<u64>) -> B
             // A key that finds no place in the table draws on the call
             // site's own default, as a call without a key does: never on a
             // budget shared with other call sites.
-            let budget = default_per_key_table()
-                .placed(mixed, crate::time::clock::loop_now)
-                .unwrap_or(site);
+            let table = default_per_key_table();
+            let mut now = None;
+            let placed = table.placed(mixed, || {
+                *now.get_or_insert_with(crate::time::clock::loop_now)
+            });
+            let budget = placed.unwrap_or_else(|| {
+                let now = now.unwrap_or_else(crate::time::clock::loop_now);
+                table.unplaced(key, now, crate::limit::keyed::Unplaced::SiteDefault);
+                site
+            });
             BudgetRef::Token(crate::limit::isolation::own(budget))
         }
         None => BudgetRef::Token(site),

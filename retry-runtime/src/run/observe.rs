@@ -1072,7 +1072,7 @@ fn describe(recorder: &dyn metrics::Recorder) {
         ),
         (
             "backstop_keys_unplaced_total",
-            "Calls whose key found no place in a full Keyed table of breakers or adaptive throttles, and went without one",
+            "Calls whose key found no place in a full Keyed table, and went without a breaker or an adaptive throttle, or drew on a shared budget",
         ),
     ];
     for (name, help) in counters {
