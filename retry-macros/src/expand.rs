@@ -232,9 +232,13 @@ fn first_ok(
 /// the deadline comes first, the call's error is an `Elapsed`, which only
 /// an error type that can hold one allows (autoref specialization on the
 /// concrete type, as for a policy's attempt timeout): without it, the
-/// call is never held and gives up at once. Whether it may hold (a
-/// constant once inlined, asked where it is needed and never kept across
-/// an `.await`: the future does not grow by it), and the wait.
+/// call is never held and gives up at once. A call whose deadline came
+/// while it slept (its task ran late) gives up there too, with an
+/// `Elapsed` that says so, rather than start an attempt past its
+/// deadline (one whose error cannot hold an `Elapsed` starts it). Whether
+/// it may hold (a constant once inlined, asked where it is needed and
+/// never kept across an `.await`: the future does not grow by it), and
+/// the wait.
 fn held_wait(
     rt: &TokenStream,
     n: &Names,
@@ -259,20 +263,22 @@ fn held_wait(
     let ret_span = ret.span();
     let error = error_type_tokens(ret, rt, ret_span);
     let elapsed_into = elapsed_into(rt, &error, ret_span);
-    let held_err = from_elapsed(rt, ret, &into, &quote!(#rt::held_elapsed(#reason)));
+    let gone = format_ident!("__backstop_gone", span = m);
+    let held_err = from_elapsed(rt, ret, &into, &quote!(#gone));
     let wait = quote! {
-        while let ::core::option::Option::Some(#held) = #rt::Call::held(&mut #state) {
+        while let ::core::option::Option::Some(#held) = #rt::Call::after_sleep(&mut #state) {
             let #delay = match #held {
                 ::core::result::Result::Ok(#delay) => #delay,
-                ::core::result::Result::Err(#reason) => {
+                ::core::result::Result::Err(#gone) => {
+                    let #reason = #rt::gave_up_for(&#gone);
                     let #outcome: #ret = match #elapsed_into {
-                        // (Its last outcome, a refusal, was dropped before
-                        // it slept: the `Elapsed` says so.)
+                        // (Its last outcome was dropped before it slept:
+                        // the `Elapsed` says why it gave up.)
                         ::core::option::Option::Some(#into) => {
                             #held_err
                         }
                         ::core::option::Option::None => ::core::unreachable!(
-                            "a call is held only when it can give up"
+                            "a call gives up after a sleep only when it can say why"
                         ),
                     };
                     #rt::AttemptState::gave_up_with(

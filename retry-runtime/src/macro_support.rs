@@ -272,10 +272,11 @@ impl<E: From<crate::Elapsed>> ViaFrom<E> for ElapsedInto<E> {
     }
 }
 
-/// The error of an async call held after a refusal, which gave up for
-/// `reason`: see [`Elapsed::refused`](crate::Elapsed::refused).
-pub const fn held_elapsed(reason: crate::GiveUp) -> crate::Elapsed {
-    crate::Elapsed::held(reason)
+/// Why a call that gave up with `elapsed` after a sleep
+/// ([`Call::after_sleep`]) gave up: its deadline, or the budget's
+/// ride-out for a held call.
+pub fn gave_up_for(elapsed: &crate::Elapsed) -> crate::GiveUp {
+    elapsed.gave_up_for()
 }
 
 /// See [`ElapsedInto`].

@@ -541,3 +541,42 @@ async fn an_idempotent_write_reset_after_it_was_sent_is_repeated() {
         ["INSERT order 7", "INSERT order 7"]
     );
 }
+
+static LATE_SENT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+#[retry(attempts = 5, base = 100ms, jitter = none, deadline = 1s, budget = none)]
+async fn runs_late() -> Result<(), Error> {
+    LATE_SENT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    Err(ErrorKind::NotConnected.into())
+}
+
+/// A call whose task runs late (here: the clock moved past its deadline
+/// while it slept, as an executor blocked behind another task would make
+/// it) starts no attempt past its deadline: it gives up with an `Elapsed`
+/// that says so, in place of the outcome it dropped before sleeping.
+#[tokio::test(start_paused = true)]
+async fn a_call_whose_task_runs_late_starts_no_attempt_past_its_deadline() {
+    let call = tokio::spawn(runs_late());
+    // Its first attempt fails, and it sleeps 100 ms...
+    tokio::task::yield_now().await;
+    assert_eq!(LATE_SENT.load(std::sync::atomic::Ordering::Relaxed), 1);
+    // ...and wakes 2 s later.
+    tokio::time::advance(Duration::from_secs(2)).await;
+    let error = call.await.unwrap().unwrap_err();
+    assert_eq!(
+        LATE_SENT.load(std::sync::atomic::Ordering::Relaxed),
+        1,
+        "no attempt past the deadline"
+    );
+    assert_eq!(error.kind(), ErrorKind::TimedOut);
+    let elapsed = error
+        .get_ref()
+        .and_then(|e| e.downcast_ref::<backstop::Elapsed>())
+        .expect("an Elapsed");
+    assert!(
+        elapsed
+            .to_string()
+            .contains("came while it waited to retry"),
+        "{elapsed}"
+    );
+}

@@ -381,3 +381,57 @@ fn with_a_key_each_key_of_a_retry_has_a_default_token_budget_of_its_own() {
     assert_eq!(attempts(1), 1, "no retry left for shard 1");
     assert_eq!(attempts(2), 3, "shard 2 has its own budget, full");
 }
+
+/// A closure call whose task runs late starts no attempt past its
+/// deadline where it can say why (given an attempt timeout, its error
+/// holds an `Elapsed`); without one, generic over its error, it has
+/// nothing else to return and makes its attempt.
+#[tokio::test(start_paused = true)]
+async fn a_closure_call_whose_task_runs_late_starts_no_attempt_past_its_deadline() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let policy = Policy::new()
+        .base(Duration::from_millis(100))
+        .jitter(backstop::Jitter::None)
+        .attempts(5)
+        .deadline(Some(Duration::from_secs(1)))
+        .no_budget();
+    for timeout in [Some(Duration::from_secs(5)), None] {
+        let sent = Arc::new(AtomicU32::new(0));
+        let counted = Arc::clone(&sent);
+        let call = tokio::spawn(async move {
+            let attempt = || {
+                counted.fetch_add(1, Ordering::Relaxed);
+                async { Err::<(), _>(Error::from(ErrorKind::NotConnected)) }
+            };
+            match timeout {
+                Some(timeout) => {
+                    Retry::new(&policy)
+                        .attempt_timeout(timeout)
+                        .call_async(attempt)
+                        .await
+                }
+                None => Retry::new(&policy).call_async(attempt).await,
+            }
+        });
+        tokio::task::yield_now().await;
+        assert_eq!(sent.load(Ordering::Relaxed), 1);
+        tokio::time::advance(Duration::from_secs(2)).await;
+        let error = call.await.unwrap().unwrap_err();
+        if timeout.is_some() {
+            assert_eq!(
+                sent.load(Ordering::Relaxed),
+                1,
+                "no attempt past the deadline"
+            );
+            assert_eq!(error.kind(), ErrorKind::TimedOut);
+        } else {
+            assert_eq!(
+                sent.load(Ordering::Relaxed),
+                2,
+                "started late, then the deadline"
+            );
+            assert_eq!(error.kind(), ErrorKind::NotConnected);
+        }
+    }
+}

@@ -410,6 +410,25 @@ pub(crate) fn format_grpc_timeout(timeout: Duration) -> String {
     "99999999H".to_owned()
 }
 
+// A status, in the events of a `#[retry]` function whose `when_ok`
+// judged it a failure.
+impl crate::run::observe::ShowsStatus for ::http::StatusCode {
+    fn shown_status(&self) -> Option<u16> {
+        Some(self.as_u16())
+    }
+}
+
+// Its `grpc-status`, if its headers hold one (a gRPC error answered at
+// once, "trailers-only"), else its HTTP status.
+impl<B> crate::run::observe::ShowsStatus for ::http::Response<B> {
+    fn shown_status(&self) -> Option<u16> {
+        match self.headers().get(&GRPC_STATUS) {
+            Some(code) => code.to_str().ok().and_then(|code| code.parse().ok()),
+            None => Some(self.status().as_u16()),
+        }
+    }
+}
+
 #[cfg(all(test, feature = "tower"))]
 mod tests {
     use super::*;

@@ -743,6 +743,13 @@ where
         }
     }
     let Some(outcome) = kept.take() else {
+        // The deadline came while it slept (its task ran late): no attempt
+        // starts past it, where the call can say why in an `Elapsed`.
+        if state.late() {
+            let outcome = Err(D::elapsed(Elapsed::late()));
+            steps.gave_up(state, &outcome, GiveUp::Deadline);
+            return Err(outcome);
+        }
         return match steps.admit(state) {
             Some(rejected) => Err(rejected),
             None => Ok(Phase::Next),

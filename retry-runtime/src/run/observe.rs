@@ -341,25 +341,6 @@ pub trait ShowsStatus {
     fn shown_status(&self) -> Option<u16>;
 }
 
-#[cfg(feature = "http")]
-impl ShowsStatus for http::StatusCode {
-    fn shown_status(&self) -> Option<u16> {
-        Some(self.as_u16())
-    }
-}
-
-/// Its `grpc-status`, if its headers hold one (a gRPC error answered at
-/// once, "trailers-only"), else its HTTP status.
-#[cfg(feature = "http")]
-impl<B> ShowsStatus for http::Response<B> {
-    fn shown_status(&self) -> Option<u16> {
-        match self.headers().get(&crate::classify::http::GRPC_STATUS) {
-            Some(code) => code.to_str().ok().and_then(|code| code.parse().ok()),
-            None => Some(self.status().as_u16()),
-        }
-    }
-}
-
 /// How a success judged a failure is shown, if it is: asked as
 /// `(&&StatusOf::of(outcome)).status_fn()` with [`ViaStatus`] and
 /// [`ViaNoStatus`] in scope, as [`DisplayOf`] asks of the error: [`ByStatus`]

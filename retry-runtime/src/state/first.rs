@@ -292,11 +292,21 @@ impl<'a, C: Clock, P: HoldsPolicy, S: Holds<'a, C, P>> Call<'a, C, P, S> {
         self.decided(outcome, attempted, show, on_retry, on_give_up)
     }
 
-    /// After the sleep of a retry: [`AttemptState::held`].
+    /// After the sleep of a retry, by a loop that dropped the outcome
+    /// before it: still held ([`AttemptState::held`]: `Ok(wait)`), or
+    /// gone, with the `Elapsed` the call gives up with in the outcome's
+    /// place: a held call's at its deadline or the budget's ride-out, or a
+    /// call's whose deadline came while it slept ([`AttemptState::late`]).
+    /// `None`: the next attempt may start.
     #[inline]
-    pub fn held(&mut self) -> Option<Result<Duration, crate::state::GiveUp>> {
+    pub fn after_sleep(&mut self) -> Option<Result<Duration, crate::Elapsed>> {
         match &mut self.0 {
-            Phase::Going(state) => state.held(),
+            Phase::Going(state) => match state.held() {
+                Some(Ok(wait)) => Some(Ok(wait)),
+                Some(Err(reason)) => Some(Err(crate::Elapsed::held(reason))),
+                None if state.late() => Some(Err(crate::Elapsed::late())),
+                None => None,
+            },
             _ => None,
         }
     }

@@ -1122,6 +1122,25 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
         Decision::GiveUp(GiveUp::Budget)
     }
 
+    /// After the sleep of a retry, for a loop that dropped its outcome
+    /// before it: whether the deadline came while it slept (its task ran
+    /// late: an executor blocked, a machine overloaded), and the call gives
+    /// up ([`GiveUp::Deadline`]) rather than start an attempt past it.
+    /// Only a call that can give an `Elapsed` error in the outcome's place
+    /// (as [`set_may_hold`](Self::set_may_hold) says) gives up: one that
+    /// cannot, with nothing to return, makes its attempt.
+    pub fn late(&mut self) -> bool {
+        if self.hold == Hold::Never || self.deadline.is_none() {
+            return false;
+        }
+        let (_, left) = self.now_ahead_of(Duration::ZERO);
+        let late = left == Some(Duration::ZERO);
+        if late {
+            self.gave_up(GiveUp::Deadline);
+        }
+        late
+    }
+
     /// Whether the loop can hold a refused call whose retry the token
     /// budget refuses ([`Verdict::Refused`]): only one that kept the
     /// outcome, or can give an `Elapsed` error in its place, can give up

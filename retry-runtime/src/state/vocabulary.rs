@@ -392,6 +392,9 @@ enum Cut {
     Deadline,
     /// `scope::deadline`'s limit.
     Scope,
+    /// The call's deadline, come while it slept before a retry (its task
+    /// ran late): no attempt was started past it.
+    Late,
 }
 
 impl Elapsed {
@@ -484,6 +487,22 @@ impl Elapsed {
         }
     }
 
+    /// A call's whose deadline came while it slept before a retry (its
+    /// task ran late), which gave up rather than start an attempt past it.
+    pub(crate) const fn late() -> Self {
+        Self {
+            reason: Some(GiveUp::Deadline),
+            cut: Cut::Late,
+            ..Self::new()
+        }
+    }
+
+    /// Why a call that gave up with it gave up: its deadline, unless it
+    /// says otherwise (a held call's, at the budget's ride-out).
+    pub(crate) fn gave_up_for(&self) -> GiveUp {
+        self.reason.unwrap_or(GiveUp::Deadline)
+    }
+
     /// A held call's, which gave up for `reason` (its deadline, or the
     /// budget's ride-out: [`GiveUp::Budget`]), said in its message.
     pub(crate) const fn held(reason: GiveUp) -> Self {
@@ -529,6 +548,10 @@ impl fmt::Display for Elapsed {
                     "attempt cut off at its deadline (the call's, or one it runs within)",
                 ),
                 Cut::Scope => write!(f, "`scope::deadline` of {limit:?} ran out"),
+                Cut::Late => f.write_str(
+                    "gave up at the call's deadline, which came while it waited to retry \
+                     (its task ran late): no attempt started past it",
+                ),
             };
         }
         f.write_str(match self.reason {
