@@ -2550,6 +2550,96 @@ fn a_full_budget_table_says_so_and_counts_the_calls_that_found_no_place() {
     );
 }
 
+#[retry(attempts = 1, key = tenant)]
+fn keyed_by_default(tenant: &str) -> Result<(), Error> {
+    let _ = tenant;
+    Err(ErrorKind::NotConnected.into())
+}
+
+/// The process's table of default budgets per key and per destination,
+/// full: a new destination through a layer draws on the layer's own
+/// budget, a new key of a `#[retry]` function on the function's, each
+/// counted (`name="default"`) and said. (In a process of its own: the
+/// table is the process's.)
+#[cfg(feature = "tower")]
+#[test]
+fn a_full_table_of_default_budgets_says_so_and_counts_the_calls_that_found_no_place() {
+    use tower::{Layer, ServiceExt};
+    const CHILD: &str = "BACKSTOP_TEST_FULL_DEFAULT_TABLE";
+    const NAME: &str =
+        "a_full_table_of_default_budgets_says_so_and_counts_the_calls_that_found_no_place";
+    if std::env::var_os(CHILD).is_none() {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", NAME])
+            .env(CHILD, "1")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(stdout.contains("1 passed"), "the test ran: {stdout}");
+        return;
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let inner = tower::service_fn(|_: http::Request<_>| async {
+        Ok::<_, Error>(http::Response::builder().status(503).body(()).unwrap())
+    });
+    let layer = backstop::tower::RetryLayer::http(&backstop::Policy::new().attempts(1));
+    let service = layer.layer(inner);
+    let call = |host: String| {
+        let service = service.clone();
+        async move {
+            let request = http::Request::get(format!("http://{host}/"))
+                .body(String::new())
+                .unwrap();
+            let _ = service.oneshot(request).await;
+        }
+    };
+    let capture = Arc::new(Capture::default());
+    let recorder = Recorder::default();
+    let unplaced = |recorder: &Recorder| {
+        counters(recorder)
+            .get("backstop_keys_unplaced_total{limiter=TokenBudget,name=default}")
+            .copied()
+            .unwrap_or(0)
+    };
+    let before = tracing::subscriber::with_default(Arc::clone(&capture), || {
+        metrics::with_local_recorder(&recorder, || {
+            // Every place taken by a destination whose budget spent a
+            // token (many find none already: counted, and said once).
+            runtime.block_on(async {
+                for i in 0..3 * 4096 {
+                    call(format!("down-{i}.test")).await;
+                }
+            });
+            let before = unplaced(&recorder);
+            runtime.block_on(call("new.test".to_owned()));
+            let _ = keyed_by_default("new-tenant");
+            before
+        })
+    });
+    assert_eq!(unplaced(&recorder), before + 2);
+    let events = capture.events.lock().unwrap();
+    let said: Vec<&str> = events
+        .iter()
+        .map(|(_, f)| f["message"].as_str())
+        .filter(|message| message.contains("table has no place for a key"))
+        .collect();
+    assert_eq!(said.len(), 1, "once a minute a table: {said:?}");
+    assert!(
+        said[0].contains("draw on their layer's own budget"),
+        "{}",
+        said[0]
+    );
+}
+
 #[retry(hedge = 20ms, idempotent, budget = none)]
 async fn hedged_inner(took_ms: u64) -> Result<u32, std::io::Error> {
     tokio::time::sleep(std::time::Duration::from_millis(took_ms)).await;

@@ -427,7 +427,9 @@ impl<K: ?Sized> StableNone for &StableOf<'_, K> {
 pub fn own_budget(own: &'static TokenBudget, key: Option<u64>) -> BudgetRef<'static> {
     match key {
         None => BudgetRef::Token(crate::limit::isolation::own(own)),
-        Some(_) => crate::run::default_per_key(own, key),
+        Some(_) => {
+            crate::run::default_per_key(own, key, Some(crate::limit::keyed::Unplaced::SiteDefault))
+        }
     }
 }
 

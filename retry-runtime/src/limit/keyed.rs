@@ -613,7 +613,7 @@ impl<T: PerKey> Keyed<T> {
         use std::sync::atomic::Ordering::Relaxed;
         const EVERY_SECS: u64 = 60;
         let name = match instead {
-            Unplaced::SiteDefault => "default",
+            Unplaced::SiteDefault | Unplaced::LayerOwn => "default",
             _ => self.shared.telemetry_name(),
         };
         #[cfg(feature = "metrics")]
@@ -692,6 +692,10 @@ pub(crate) enum Unplaced {
     /// On its call site's own default budget (the process's table of
     /// default budgets per key).
     SiteDefault,
+    /// On its layer's own budget (the process's table of default budgets
+    /// per destination).
+    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
+    LayerOwn,
 }
 
 impl Unplaced {
@@ -709,6 +713,11 @@ impl Unplaced {
             Self::SiteDefault => (
                 "draw on their call site's own default budget, with the calls that give no key",
                 "give the calls a `Keyed` budget of their own, with more places \
+                 (`Keyed::with_capacity`), as `budget`",
+            ),
+            Self::LayerOwn => (
+                "draw on their layer's own budget, with the requests that name no destination",
+                "give the layer a `Keyed` budget of its own, with more places \
                  (`Keyed::with_capacity`), as `budget`",
             ),
         }

@@ -398,9 +398,15 @@ pub(crate) fn default_per_key_table() -> &'static Keyed<TokenBudget> {
 
 /// The default token budget of a call keyed `key` at the call site (or
 /// function, or integration) whose default is `site`: its own, in the
-/// process-wide table.
+/// process-wide table. A key that finds no place is counted and said as
+/// `unplaced` says (`None`: not here, where the budget is chosen ahead of
+/// the calls that will draw on it, or may yet be replaced).
 #[cold]
-pub(crate) fn default_per_key(site: &'static TokenBudget, key: Option<u64>) -> BudgetRef<'static> {
+pub(crate) fn default_per_key(
+    site: &'static TokenBudget,
+    key: Option<u64>,
+    unplaced: Option<crate::limit::keyed::Unplaced>,
+) -> BudgetRef<'static> {
     match key {
         Some(key) => {
             let mixed = (std::ptr::from_ref(site) as usize as u64)
@@ -416,8 +422,10 @@ pub(crate) fn default_per_key(site: &'static TokenBudget, key: Option<u64>) -> B
                 *now.get_or_insert_with(crate::time::clock::loop_now)
             });
             let budget = placed.unwrap_or_else(|| {
-                let now = now.unwrap_or_else(crate::time::clock::loop_now);
-                table.unplaced(key, now, crate::limit::keyed::Unplaced::SiteDefault);
+                if let Some(unplaced) = unplaced {
+                    let now = now.unwrap_or_else(crate::time::clock::loop_now);
+                    table.unplaced(key, now, unplaced);
+                }
                 site
             });
             BudgetRef::Token(crate::limit::isolation::own(budget))
@@ -1250,7 +1258,9 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
             // key.
             Chosen::Default => {
                 let site = crate::limit::token::at_call_site(std::panic::Location::caller());
-                Some(default_per_key(site, self.key))
+                // (Not counted if it finds no place: `budget` may replace
+                // it, and a `Retry` may make one call or many.)
+                Some(default_per_key(site, self.key, None))
             }
             Chosen::Given(budget) => crate::limit::isolation::own_budget(budget),
         };

@@ -1129,7 +1129,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     /// Only a call that can give an `Elapsed` error in the outcome's place
     /// (as [`set_may_hold`](Self::set_may_hold) says) gives up: one that
     /// cannot, with nothing to return, makes its attempt.
-    pub fn late(&mut self) -> bool {
+    pub(crate) fn late(&mut self) -> bool {
         if self.hold == Hold::Never || self.deadline.is_none() {
             return false;
         }

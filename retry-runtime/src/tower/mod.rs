@@ -60,6 +60,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::classify::{ByClassify, Classifier, Classify, NeverRetry, Verdict};
+use crate::limit::keyed::Unplaced;
 use crate::limit::{BudgetRef, OwnBudget};
 use crate::run::drive::{Drive, Keeps, Lends, LoopSpan, Operation, no_span};
 use crate::run::observe::{Ignore, Shown};
@@ -629,7 +630,11 @@ impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
             (Chosen::Given(given), _) => (given, None),
             (Chosen::PerKey(table), _) => (Some(table.for_key(None)), None),
             (Chosen::Default, Some(site)) => {
-                (Some(crate::run::default_per_key(site, retry.key)), None)
+                // (Counted per request, below, not here.)
+                (
+                    Some(crate::run::default_per_key(site, retry.key, None)),
+                    None,
+                )
             }
             (Chosen::Default, None) => {
                 let own = OwnBudget::lend();
@@ -736,15 +741,30 @@ impl<W, K, B, R, G, L, A> Shared<W, K, B, R, G, L, A> {
         // The key given to the `Retry` (every request's, with its path per
         // method): its own default at the line building the layer.
         if let Some(site) = self.key_site {
-            return Some(crate::run::default_per_key(site, destination));
+            return Some(crate::run::default_per_key(
+                site,
+                destination,
+                Some(Unplaced::SiteDefault),
+            ));
         }
         match (self.given, destination) {
             // A destination that finds no place in the table draws on the
             // layer's own, as a request without one does.
-            (Chosen::Default, Some(destination)) => crate::run::default_per_key_table()
-                .placed(destination, crate::time::clock::loop_now)
-                .map(|budget| BudgetRef::Token(crate::limit::isolation::own(budget)))
-                .or_else(|| self.own_budget()),
+            (Chosen::Default, Some(destination)) => {
+                let table = crate::run::default_per_key_table();
+                let mut now = None;
+                let placed = table.placed(destination, || {
+                    *now.get_or_insert_with(crate::time::clock::loop_now)
+                });
+                match placed {
+                    Some(budget) => Some(BudgetRef::Token(crate::limit::isolation::own(budget))),
+                    None => {
+                        let now = now.unwrap_or_else(crate::time::clock::loop_now);
+                        table.unplaced(destination, now, Unplaced::LayerOwn);
+                        self.own_budget()
+                    }
+                }
+            }
             (Chosen::Default, None) => self.own_budget(),
             (Chosen::PerKey(table), destination) => Some(table.for_key(destination)),
             _ => self.budget(),
