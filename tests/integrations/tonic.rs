@@ -832,7 +832,7 @@ async fn serve_relay(downstream: SocketAddr, relaying: Relaying) -> (SocketAddr,
                         Ok::<_, Infallible>(grpc.unary(relay, request).await)
                     }
                 });
-                ServerLayer.layer(grpc).oneshot(request)
+                ServerLayer::new().layer(grpc).oneshot(request)
             });
             tokio::spawn(async move {
                 let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
@@ -964,7 +964,7 @@ async fn what_an_earlier_call_on_the_thread_left_does_not_mark_a_request() {
         tokio::spawn(async {}.in_current_call()).await.unwrap();
         Ok::<_, Infallible>(unavailable())
     });
-    let answer = ServerLayer
+    let answer = ServerLayer::new()
         .layer(handler)
         .oneshot(http::Request::new(()))
         .await;
@@ -1000,7 +1000,7 @@ async fn a_call_the_budget_did_not_let_retry_marks_nothing_unless_it_held() {
             assert!(call().await.is_err());
             Ok::<_, Infallible>(unavailable())
         });
-        let response = ServerLayer
+        let response = ServerLayer::new()
             .layer(handler)
             .oneshot(http::Request::new(()))
             .await;
@@ -1034,7 +1034,7 @@ async fn a_server_called_inside_an_attempt_in_process_handles_its_request_as_ove
         .await;
         Ok::<_, Infallible>(unavailable())
     });
-    let server = ServerLayer.layer(handler);
+    let server = ServerLayer::new().layer(handler);
     // Its caller, in the same process (a test's): the answer says not to
     // retry, as it would over a network.
     let caller = quick().no_budget().deadline(Some(Duration::from_secs(1)));
@@ -1117,7 +1117,7 @@ impl tower::Service<http::Request<()>> for NeverReady {
 async fn the_server_layer_is_ready_when_its_service_is() {
     use backstop::tonic::ServerLayer;
     use tower::ServiceExt;
-    let mut serving = ServerLayer.layer(NeverReady);
+    let mut serving = ServerLayer::new().layer(NeverReady);
     let error = serving.ready().await.err().expect("not ready");
     assert_eq!(error.kind(), std::io::ErrorKind::BrokenPipe);
 }

@@ -364,6 +364,7 @@ impl WindowBudget {
     /// assert!(b.try_withdraw(now)); // two calls at 50% pay for one retry
     /// assert!(!b.try_withdraw(now));
     /// ```
+    #[must_use = "a withdrawal granted is a retry paid for: make it, or do not ask"]
     pub fn try_withdraw(&self, now: Instant) -> bool {
         let epoch = self.open(now);
         let head = self.head.load(Acquire);

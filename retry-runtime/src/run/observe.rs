@@ -1262,6 +1262,7 @@ impl<T, E> fmt::Debug for RetryEvent<'_, T, E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RetryEvent")
             .field("attempt", &self.attempt)
+            .field("hedges", &self.hedges)
             .field("delay", &self.delay)
             .field("verdict", &self.verdict)
             .field("ok", &self.outcome.is_ok())
@@ -1419,6 +1420,7 @@ impl<T, E> fmt::Debug for GiveUpEvent<'_, T, E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("GiveUpEvent")
             .field("attempts", &self.attempts)
+            .field("hedges", &self.hedges)
             .field("reason", &self.reason)
             .field("ok", &self.outcome.is_ok())
             .field("elapsed", &self.elapsed)

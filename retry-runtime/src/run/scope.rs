@@ -155,7 +155,7 @@ impl IdempotencyKey {
     /// A fresh random key (a UUID of version 4).
     ///
     /// Keys are unique, not secret: they come from a fast generator
-    /// (`rand`'s `SmallRng`, xoshiro256++) of the calling thread, which the operating system's
+    /// (`rand`'s `SmallRng`: xoshiro256++ on a 64-bit target) of the calling thread, which the operating system's
     /// randomness seeds once per thread, with 128 bits, so that the keys of
     /// a whole fleet sharing a server's deduplication window do not
     /// collide. A key is not a token: do not use one where guessing it

@@ -274,7 +274,10 @@ impl Rng {
     }
 
     /// A reproducible stream, for tests. Nearby seeds give unrelated
-    /// streams (the seed is expanded by `SmallRng::seed_from_u64`).
+    /// streams (the seed is expanded by `SmallRng::seed_from_u64`). The
+    /// same seed gives the same stream on one platform and one version of
+    /// `rand`: `SmallRng` is another generator on a 32-bit target, and
+    /// may change in a `rand` release.
     ///
     /// ```
     /// # extern crate backstop_runtime as backstop;

@@ -22,8 +22,7 @@ pub trait Clock {
     /// attempt after it.
     ///
     /// Zero for [`SystemClock`]: a thread's oversleep has no bound, so the
-    /// sync loop checks the deadline again after waking instead
-    /// ([`AttemptState::may_resume`](crate::state::AttemptState::may_resume)).
+    /// sync loop checks the deadline again after waking instead.
     ///
     /// ```
     /// # extern crate backstop_runtime as backstop;

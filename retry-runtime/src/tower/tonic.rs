@@ -247,7 +247,7 @@ pub fn within_attempt<T>(mut request: ::tonic::Request<T>) -> ::tonic::Request<T
     request
 }
 
-/// A tower layer for a gRPC server (`Server::builder().layer(ServerLayer)`
+/// A tower layer for a gRPC server (`Server::builder().layer(ServerLayer::new())`
 /// with tonic's), for the retries around its calls and inside them:
 ///
 /// - each request's `grpc-timeout`, the time its caller gave it, becomes
@@ -310,7 +310,7 @@ pub fn within_attempt<T>(mut request: ::tonic::Request<T>) -> ::tonic::Request<T
 ///     .await?;
 ///     Ok::<_, std::io::Error>(http::Response::new(left))
 /// });
-/// let server = ServerLayer.layer(handler);
+/// let server = ServerLayer::new().layer(handler);
 /// // Its caller waits 2 s (`grpc-timeout: 2S`): so do its retries.
 /// let request = http::Request::builder().header("grpc-timeout", "2S").body(()).unwrap();
 /// let left = server.oneshot(request).await.unwrap().into_body();
@@ -318,7 +318,21 @@ pub fn within_attempt<T>(mut request: ::tonic::Request<T>) -> ::tonic::Request<T
 /// # }
 /// ```
 #[derive(Clone, Copy, Debug, Default)]
-pub struct ServerLayer;
+#[non_exhaustive]
+pub struct ServerLayer {}
+
+impl ServerLayer {
+    /// The layer (options may come: it is made by this function, not by
+    /// its name).
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// let _layer = backstop::tonic::ServerLayer::new();
+    /// ```
+    pub const fn new() -> Self {
+        Self {}
+    }
+}
 
 impl<S> tower_layer::Layer<S> for ServerLayer {
     type Service = Serving<S>;
@@ -339,7 +353,7 @@ impl<S> tower_layer::Layer<S> for ServerLayer {
 /// let handler = tower::service_fn(|_: http::Request<()>| async {
 ///     Ok::<_, std::io::Error>(http::Response::new(()))
 /// });
-/// let _server: Serving<_> = ServerLayer.layer(handler);
+/// let _server: Serving<_> = ServerLayer::new().layer(handler);
 /// ```
 #[derive(Clone, Debug)]
 pub struct Serving<S> {
@@ -390,15 +404,24 @@ pin_project_lite::pin_project! {
     /// let handler = tower::service_fn(|_: http::Request<()>| async {
     ///     Ok::<_, std::io::Error>(http::Response::new(()))
     /// });
-    /// let mut server = ServerLayer.layer(handler);
+    /// let mut server = ServerLayer::new().layer(handler);
     /// let _future: ServingFuture<_> = server.call(http::Request::new(()));
     /// ```
+    #[must_use = "futures do nothing unless polled"]
     pub struct ServingFuture<F> {
         deadline: Option<Instant>,
         // Whether a retry call inside gave up after retrying.
         served: crate::run::scope::Served,
         #[pin]
         inner: F,
+    }
+}
+
+impl<F> std::fmt::Debug for ServingFuture<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServingFuture")
+            .field("deadline", &self.deadline)
+            .finish_non_exhaustive()
     }
 }
 
