@@ -636,8 +636,8 @@ impl Serialize for TokenBudgetConfig {
         let budget = TokenBudget::new(self.max_tokens, self.token_ratio);
         let refill = self
             .refill
-            .unwrap_or_else(|| budget.refill_every().unwrap_or(Duration::ZERO));
-        let ride_out = self.ride_out.unwrap_or_else(|| budget.rides_out_for());
+            .unwrap_or_else(|| budget.get_refill().unwrap_or(Duration::ZERO));
+        let ride_out = self.ride_out.unwrap_or_else(|| budget.get_ride_out());
         let mut out = serializer.serialize_struct("TokenBudgetConfig", 4)?;
         out.serialize_field("max_tokens", &self.max_tokens)?;
         out.serialize_field("token_ratio", &self.token_ratio)?;
@@ -768,8 +768,8 @@ impl<'de> Deserialize<'de> for WindowBudgetConfig {
 ///     serde_json::from_str(r#"{ "max_tokens": 20, "token_ratio": 0.2, "refill": "1s" }"#).unwrap();
 /// let budget = config.build();
 /// assert_eq!((budget.max_tokens(), budget.token_ratio()), (20, 0.2));
-/// assert_eq!(budget.refill_every(), Some(Duration::from_secs(1)));
-/// assert_eq!(budget.rides_out_for(), Duration::from_secs(10), "the default");
+/// assert_eq!(budget.get_refill(), Some(Duration::from_secs(1)));
+/// assert_eq!(budget.get_ride_out(), Duration::from_secs(10), "the default");
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct TokenBudgetConfig {
@@ -791,7 +791,7 @@ impl TokenBudgetConfig {
     ///     r#"{ "max_tokens": 10, "token_ratio": 0.1, "ride_out": "0s" }"#,
     /// )
     /// .unwrap();
-    /// assert_eq!(config.build().rides_out_for(), Duration::ZERO);
+    /// assert_eq!(config.build().get_ride_out(), Duration::ZERO);
     /// ```
     pub fn build(&self) -> TokenBudget {
         let budget = TokenBudget::new(self.max_tokens, self.token_ratio);

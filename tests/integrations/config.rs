@@ -459,7 +459,7 @@ fn budgets_breakers_and_throttles_write_back_what_they_read() {
         "the default, shown: {written}"
     );
     let budget: TokenBudgetConfig = toml::from_str(&written).unwrap();
-    assert_eq!(budget.build().refill_every(), None, "no refill, still");
+    assert_eq!(budget.build().get_refill(), None, "no refill, still");
     // A refill as given, not as the budget keeps it (whole milli-tokens).
     let written = again::<TokenBudgetConfig>("max_tokens = 10\ntoken_ratio = 0.1\nrefill = \"7s\"");
     assert!(written.contains("refill = \"7s\""), "{written}");
@@ -610,8 +610,8 @@ fn a_token_budget_and_an_adaptive_throttle_from_toml() {
     .unwrap();
     let budget = limits.budget.build();
     assert_eq!((budget.max_tokens(), budget.token_ratio()), (20, 0.5));
-    assert_eq!(budget.refill_every(), Some(Duration::from_secs(2)));
-    assert_eq!(budget.rides_out_for(), Duration::from_secs(30));
+    assert_eq!(budget.get_refill(), Some(Duration::from_secs(2)));
+    assert_eq!(budget.get_ride_out(), Duration::from_secs(30));
     let throttle = limits.throttle.build();
     assert!((throttle.k() - 1.5).abs() < f64::EPSILON);
     assert_eq!(throttle.window(), Duration::from_secs(60));
@@ -620,8 +620,8 @@ fn a_token_budget_and_an_adaptive_throttle_from_toml() {
     let plain: TokenBudgetConfig =
         serde_json::from_str(r#"{ "max_tokens": 10, "token_ratio": 0.1 }"#).unwrap();
     let standard = backstop::limit::TokenBudget::standard();
-    assert_eq!(plain.build().refill_every(), standard.refill_every());
-    assert_eq!(plain.build().rides_out_for(), standard.rides_out_for());
+    assert_eq!(plain.build().get_refill(), standard.get_refill());
+    assert_eq!(plain.build().get_ride_out(), standard.get_ride_out());
 
     // Bad values are errors that name the field, never a panic in `build`.
     let cases = [
@@ -736,7 +736,7 @@ fn each_limit_of_the_configuration_is_taken_and_just_past_it_refused() {
     let budget: TokenBudgetConfig =
         toml::from_str(&format!("{token}\ntoken_ratio = 0.1\nrefill = \"30s\"")).unwrap();
     assert_eq!(
-        budget.build().refill_every(),
+        budget.build().get_refill(),
         Some(Duration::from_nanos(33_333_333_333))
     );
     for slow in ["100001ms", "2m", "1h"] {

@@ -269,7 +269,7 @@ impl TokenBudget {
     /// use std::time::Duration;
     /// use backstop::limit::TokenBudget;
     /// static FAST: TokenBudget = TokenBudget::new(10, 0.1).refill(Duration::from_secs(1));
-    /// assert_eq!(FAST.refill_every(), Some(Duration::from_secs(1)));
+    /// assert_eq!(FAST.get_refill(), Some(Duration::from_secs(1)));
     /// ```
     #[must_use]
     pub fn refill(mut self, every: Duration) -> Self {
@@ -303,8 +303,8 @@ impl TokenBudget {
     /// use std::time::Duration;
     /// use backstop::limit::TokenBudget;
     /// static FAIL_FAST: TokenBudget = TokenBudget::standard().ride_out(Duration::ZERO);
-    /// assert_eq!(FAIL_FAST.rides_out_for(), Duration::ZERO);
-    /// assert_eq!(TokenBudget::standard().rides_out_for(), Duration::from_secs(10));
+    /// assert_eq!(FAIL_FAST.get_ride_out(), Duration::ZERO);
+    /// assert_eq!(TokenBudget::standard().get_ride_out(), Duration::from_secs(10));
     /// ```
     #[must_use]
     pub fn ride_out(mut self, ride_out: Duration) -> Self {
@@ -325,9 +325,9 @@ impl TokenBudget {
     /// # extern crate backstop_runtime as backstop;
     /// use std::time::Duration;
     /// use backstop::limit::TokenBudget;
-    /// assert_eq!(TokenBudget::standard().rides_out_for(), Duration::from_secs(10));
+    /// assert_eq!(TokenBudget::standard().get_ride_out(), Duration::from_secs(10));
     /// ```
-    pub fn rides_out_for(&self) -> Duration {
+    pub fn get_ride_out(&self) -> Duration {
         Duration::from_nanos(self.ride_out_ticks.saturating_mul(TICK_NANOS))
     }
 
@@ -390,10 +390,10 @@ impl TokenBudget {
     /// # extern crate backstop_runtime as backstop;
     /// use std::time::Duration;
     /// use backstop::limit::TokenBudget;
-    /// assert_eq!(TokenBudget::standard().refill_every(), Some(Duration::from_secs(10)));
-    /// assert_eq!(TokenBudget::standard().refill(Duration::ZERO).refill_every(), None);
+    /// assert_eq!(TokenBudget::standard().get_refill(), Some(Duration::from_secs(10)));
+    /// assert_eq!(TokenBudget::standard().refill(Duration::ZERO).get_refill(), None);
     /// ```
-    pub fn refill_every(&self) -> Option<Duration> {
+    pub fn get_refill(&self) -> Option<Duration> {
         (self.refill_per_tick > 0).then(|| {
             Duration::from_nanos(
                 u64::try_from(
@@ -682,7 +682,7 @@ impl fmt::Debug for TokenBudget {
         f.debug_struct("TokenBudget")
             .field("max_tokens", &self.max_tokens())
             .field("token_ratio", &self.token_ratio())
-            .field("refill_every", &self.refill_every())
+            .field("refill_every", &self.get_refill())
             .field("tokens", &self.tokens())
             .finish()
     }

@@ -87,7 +87,7 @@ pub struct LatencyPercentile {
 /// use std::time::Duration;
 /// use backstop::hedge::{Hedge, MAX_HEDGES};
 /// let widest = Hedge::after(Duration::from_millis(50)).hedges(MAX_HEDGES);
-/// assert_eq!(widest.max_hedges(), 10);
+/// assert_eq!(widest.get_hedges(), 10);
 /// ```
 pub const MAX_HEDGES: u32 = 10;
 
@@ -110,7 +110,7 @@ pub const MAX_HEDGES: u32 = 10;
 ///
 /// // A fixed delay: hedge an attempt slower than 50 ms.
 /// let fixed = Hedge::after(Duration::from_millis(50));
-/// assert_eq!(fixed.max_hedges(), 1);
+/// assert_eq!(fixed.get_hedges(), 1);
 ///
 /// // The function's own 95th percentile over the last 10 s: no hedge
 /// // until 100 latencies have been seen.
@@ -140,7 +140,7 @@ impl Hedge {
     /// use backstop::hedge::Hedge;
     /// let fixed = Hedge::after(Duration::from_millis(50));
     /// assert_eq!(fixed.delay(Instant::now()), Some(Duration::from_millis(50)));
-    /// assert_eq!(fixed.max_hedges(), 1);
+    /// assert_eq!(fixed.get_hedges(), 1);
     /// ```
     #[must_use]
     pub const fn after(delay: Duration) -> Self {
@@ -185,7 +185,7 @@ impl Hedge {
     /// ```
     /// # extern crate backstop_runtime as backstop;
     /// # use std::time::Duration; use backstop::hedge::Hedge;
-    /// assert_eq!(Hedge::after(Duration::from_millis(10)).hedges(3).max_hedges(), 3);
+    /// assert_eq!(Hedge::after(Duration::from_millis(10)).hedges(3).get_hedges(), 3);
     /// ```
     #[must_use]
     pub const fn hedges(mut self, hedges: u32) -> Self {
@@ -204,9 +204,9 @@ impl Hedge {
     /// # extern crate backstop_runtime as backstop;
     /// use std::time::Duration;
     /// use backstop::hedge::Hedge;
-    /// assert_eq!(Hedge::after(Duration::from_millis(50)).max_hedges(), 1);
+    /// assert_eq!(Hedge::after(Duration::from_millis(50)).get_hedges(), 1);
     /// ```
-    pub const fn max_hedges(&self) -> u32 {
+    pub const fn get_hedges(&self) -> u32 {
         self.hedges
     }
 

@@ -34,7 +34,7 @@ struct InFlight {
 impl<C: Clock, P: HoldsPolicy> AttemptState<'_, C, P> {
     /// Runs one round of a hedged call: an attempt made by `make`, and
     /// after `hedge`'s delay, if it has not answered, another beside it
-    /// (up to [`Hedge::max_hedges`], each a delay after the one before),
+    /// (up to [`Hedge::get_hedges`], each a delay after the one before),
     /// each granted like a retry (see below) and run with the call's
     /// [`Context`](crate::Context): its own attempt number, the call's
     /// idempotency key and deadline. Each attempt is cut off after
@@ -410,7 +410,7 @@ impl<Fut: Future> Round<Fut> {
         let delay = delay.filter(|_| may_hedge);
         let last = match delay {
             Some(_) => first
-                .saturating_add(hedge.max_hedges())
+                .saturating_add(hedge.get_hedges())
                 .min(state.policy.get().attempts.max(first)),
             None => first,
         };

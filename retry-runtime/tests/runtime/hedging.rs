@@ -744,7 +744,7 @@ fn a_hedge_due_after_the_breaker_opened_leaves_its_trial_alone() {
 fn a_round_sends_at_most_max_hedges() {
     use backstop_runtime::hedge::MAX_HEDGES;
     let widest = Hedge::after(MS).hedges(MAX_HEDGES);
-    assert_eq!(widest.max_hedges(), 10);
+    assert_eq!(widest.get_hedges(), 10);
     let more = std::panic::catch_unwind(|| Hedge::after(MS).hedges(MAX_HEDGES + 1));
     let message = more.expect_err("one more hedge than a round sends");
     let message = message.downcast_ref::<&str>().copied().unwrap_or_default();

@@ -69,7 +69,7 @@ fn a_quiet_function_gets_its_retries_back_in_time_not_after_sixty_answers() {
         grpc.failed(t0);
     }
     assert!(!grpc.allows_retry(t0 + Duration::from_secs(3600)));
-    assert_eq!(grpc.refill_every(), None);
+    assert_eq!(grpc.get_refill(), None);
 }
 
 #[test]
