@@ -665,17 +665,14 @@ impl<T: PerKey> Keyed<T> {
     /// for none.
     pub(crate) fn for_key(&self, key: Option<u64>) -> &T {
         match key {
-            Some(hash) => {
-                let mut now = None;
-                let placed = self.placed(hash, || {
-                    *now.get_or_insert_with(crate::time::clock::loop_now)
-                });
-                placed.unwrap_or_else(|| {
-                    let now = now.unwrap_or_else(crate::time::clock::loop_now);
-                    self.unplaced(hash, now, Unplaced::Shared);
+            Some(hash) => match self.placed(hash, crate::time::clock::loop_now) {
+                Some(limiter) => limiter,
+                None => {
+                    // (Cold: the clock is read again.)
+                    self.unplaced(hash, crate::time::clock::loop_now(), Unplaced::Shared);
                     &self.shared
-                })
-            }
+                }
+            },
             None => &self.shared,
         }
     }

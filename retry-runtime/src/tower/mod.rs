@@ -752,15 +752,15 @@ impl<W, K, B, R, G, L, A> Shared<W, K, B, R, G, L, A> {
             // layer's own, as a request without one does.
             (Chosen::Default, Some(destination)) => {
                 let table = crate::run::default_per_key_table();
-                let mut now = None;
-                let placed = table.placed(destination, || {
-                    *now.get_or_insert_with(crate::time::clock::loop_now)
-                });
-                match placed {
+                match table.placed(destination, crate::time::clock::loop_now) {
                     Some(budget) => Some(BudgetRef::Token(crate::limit::isolation::own(budget))),
                     None => {
-                        let now = now.unwrap_or_else(crate::time::clock::loop_now);
-                        table.unplaced(destination, now, Unplaced::LayerOwn);
+                        // (Cold: the clock is read again.)
+                        table.unplaced(
+                            destination,
+                            crate::time::clock::loop_now(),
+                            Unplaced::LayerOwn,
+                        );
                         self.own_budget()
                     }
                 }
