@@ -26,8 +26,9 @@ pub(crate) struct ReqwestRequests {
 }
 
 /// A reqwest-middleware [`Middleware`] that retries requests as a
-/// [`Retry`] configures. It keeps what a [`RetryLayer`] keeps, and runs the
-/// same loop.
+/// [`Retry`] configures. It runs the layer's loop ([`RetryLayer`]), with
+/// the request's body kept as reqwest's `try_clone` keeps it: a body of
+/// bytes is sent again whatever its size, a stream never.
 ///
 /// It is the retry loop of `#[retry]` for a
 /// `reqwest_middleware::ClientWithMiddleware`, in place of reqwest-retry's

@@ -16,8 +16,9 @@
 //! makes the deadline its own caller set (the request's `grpc-timeout`),
 //! and tells the caller not to retry a call whose own retries failed.
 //!
-//! The tower layer retries the unary calls of a tonic client made on a
-//! `Channel` (`RetryLayer::http(&policy)` above it, its requests' bodies
+//! The tower layer retries the calls of a tonic client made on a
+//! `Channel` (a streaming one only when its whole request was kept: see
+//! the guide to HTTP; `RetryLayer::http(&policy)` above it, its requests' bodies
 //! mapped back to tonic's: the `backstop` crate's docs of this module and
 //! its guide to HTTP, docs/http.md, show the stack); gRPC requests are
 //! `POST`s, so only the statuses above that a retry can fix are retried,
