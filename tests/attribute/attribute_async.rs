@@ -580,3 +580,32 @@ async fn a_call_whose_task_runs_late_starts_no_attempt_past_its_deadline() {
         "{elapsed}"
     );
 }
+
+#[retry(attempts = 5, base = 100ms, jitter = none, deadline = 1s, budget = none)]
+async fn refused_then_late() -> Result<(), Error> {
+    Err(ErrorKind::ConnectionRefused.into())
+}
+
+/// Woken past its deadline after a refusal, a call gives up with an
+/// `Elapsed` that says it was refused: it classifies, and converts to an
+/// `io::Error`, as the refusal did.
+#[tokio::test(start_paused = true)]
+async fn a_call_late_after_a_refusal_gives_up_as_refused() {
+    let call = tokio::spawn(refused_then_late());
+    tokio::task::yield_now().await;
+    tokio::time::advance(Duration::from_secs(2)).await;
+    let error = call.await.unwrap().unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::ConnectionRefused);
+    assert_eq!(error.classify(), Verdict::Refused);
+    let elapsed = error
+        .get_ref()
+        .and_then(|e| e.downcast_ref::<backstop::Elapsed>())
+        .expect("an Elapsed");
+    assert!(elapsed.is_refused());
+    assert!(
+        elapsed
+            .to_string()
+            .contains("after its dependency refused it"),
+        "{elapsed}"
+    );
+}

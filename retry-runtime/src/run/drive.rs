@@ -746,7 +746,7 @@ where
         // The deadline came while it slept (its task ran late): no attempt
         // starts past it, where the call can say why in an `Elapsed`.
         if state.late() {
-            let outcome = Err(D::elapsed(Elapsed::late()));
+            let outcome = Err(D::elapsed(Elapsed::late(state.last_refused())));
             steps.gave_up(state, &outcome, GiveUp::Deadline);
             return Err(outcome);
         }

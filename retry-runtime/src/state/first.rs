@@ -304,7 +304,7 @@ impl<'a, C: Clock, P: HoldsPolicy, S: Holds<'a, C, P>> Call<'a, C, P, S> {
             Phase::Going(state) => match state.held() {
                 Some(Ok(wait)) => Some(Ok(wait)),
                 Some(Err(reason)) => Some(Err(crate::Elapsed::held(reason))),
-                None if state.late() => Some(Err(crate::Elapsed::late())),
+                None if state.late() => Some(Err(crate::Elapsed::late(state.last_refused()))),
                 None => None,
             },
             _ => None,

@@ -1122,6 +1122,11 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
         Decision::GiveUp(GiveUp::Budget)
     }
 
+    /// Whether the last attempt was refused ([`Verdict::Refused`]).
+    pub(crate) fn last_refused(&self) -> bool {
+        self.last_verdict == Some(Verdict::Refused)
+    }
+
     /// After the sleep of a retry, for a loop that dropped its outcome
     /// before it: whether the deadline came while it slept (its task ran
     /// late: an executor blocked, a machine overloaded), and the call gives

@@ -488,9 +488,12 @@ impl Elapsed {
     }
 
     /// A call's whose deadline came while it slept before a retry (its
-    /// task ran late), which gave up rather than start an attempt past it.
-    pub(crate) const fn late() -> Self {
+    /// task ran late), which gave up rather than start an attempt past it:
+    /// `refused` if its last attempt was refused ([`is_refused`](Self::is_refused)),
+    /// so that it classifies as that failure did (nothing of it was sent).
+    pub(crate) const fn late(refused: bool) -> Self {
         Self {
+            refused,
             reason: Some(GiveUp::Deadline),
             cut: Cut::Late,
             ..Self::new()
@@ -514,9 +517,10 @@ impl Elapsed {
     }
 
     /// Whether the call was held after its dependency refused it, and gave
-    /// up waiting for it to answer ([`refused`](Self::refused)): the
-    /// failure it held after was a refusal (for a hedged call, the last of
-    /// its round), and nothing was left running.
+    /// up waiting for it to answer ([`refused`](Self::refused)), or woke
+    /// past its deadline after a refusal (its task ran late): the failure
+    /// it gave up after was a refusal (for a hedged call, the last of its
+    /// round), and nothing was left running.
     ///
     /// ```
     /// # extern crate backstop_runtime as backstop;
@@ -537,6 +541,15 @@ fn nanos(limit: Duration) -> u64 {
 impl fmt::Display for Elapsed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let limit = Duration::from_nanos(self.limit_ns);
+        if self.cut == Cut::Late {
+            return f.write_str(if self.refused {
+                "gave up at the call's deadline, which came while it waited to retry \
+                 (its task ran late) after its dependency refused it: no attempt started past it"
+            } else {
+                "gave up at the call's deadline, which came while it waited to retry \
+                 (its task ran late): no attempt started past it"
+            });
+        }
         if !self.refused {
             return match self.cut {
                 Cut::Unknown => f.write_str("time limit elapsed"),
@@ -548,10 +561,7 @@ impl fmt::Display for Elapsed {
                     "attempt cut off at its deadline (the call's, or one it runs within)",
                 ),
                 Cut::Scope => write!(f, "`scope::deadline` of {limit:?} ran out"),
-                Cut::Late => f.write_str(
-                    "gave up at the call's deadline, which came while it waited to retry \
-                     (its task ran late): no attempt started past it",
-                ),
+                Cut::Late => unreachable!("said above"),
             };
         }
         f.write_str(match self.reason {
