@@ -37,9 +37,9 @@ use crate::time::units::{UNIT_NAMES, human, unit_nanos};
 ///
 /// # Errors
 ///
-/// A message saying what is wrong: no unit, an unknown unit, not a number,
-/// an exponent (`"2e3ms"`), too large, or not zero and below a nanosecond
-/// (`"0.1ns"`, which would read as zero).
+/// [`ParseDurationError`], whose message says what is wrong: no unit, an
+/// unknown unit, not a number, an exponent (`"2e3ms"`), too large, or not
+/// zero and below a nanosecond (`"0.1ns"`, which would read as zero).
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
@@ -47,9 +47,37 @@ use crate::time::units::{UNIT_NAMES, human, unit_nanos};
 /// use backstop::config::parse_duration;
 /// assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
 /// assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
-/// assert!(parse_duration("250").unwrap_err().contains("needs a unit"));
+/// assert!(parse_duration("250").unwrap_err().to_string().contains("needs a unit"));
 /// ```
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+pub fn parse_duration(text: &str) -> Result<Duration, ParseDurationError> {
+    parse(text).map_err(|message| ParseDurationError { message })
+}
+
+/// A duration [`parse_duration`] could not read; its message says why.
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use backstop::config::parse_duration;
+/// let error = parse_duration("2e3ms").unwrap_err();
+/// // An error as any other: `?` into `anyhow::Error` or a `Box<dyn Error>`.
+/// let boxed: Box<dyn std::error::Error + Send + Sync> = Box::new(error.clone());
+/// assert_eq!(boxed.to_string(), error.to_string());
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParseDurationError {
+    message: String,
+}
+
+impl fmt::Display for ParseDurationError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ParseDurationError {}
+
+/// [`parse_duration`], its error a message.
+fn parse(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     let mut rest = text;
     let mut total = Duration::ZERO;
@@ -228,8 +256,7 @@ impl<'de, F: FieldName> Deserialize<'de> for HumanOrNone<F> {
 /// (and ends with `also`, what else it takes), and a zero it refuses.
 fn read<F: FieldName, E: de::Error>(text: &str, also: &str) -> Result<Duration, E> {
     let name = F::NAME;
-    let d =
-        parse_duration(text).map_err(|reason| E::custom(format!("`{name}`: {reason}{also}")))?;
+    let d = parse(text).map_err(|reason| E::custom(format!("`{name}`: {reason}{also}")))?;
     match F::ZERO {
         Some(why) if d.is_zero() => Err(E::custom(format!("`{name}` {why}"))),
         _ => match F::refuse(d) {
