@@ -1373,6 +1373,47 @@ async fn a_small_streamed_body_a_server_did_not_read_is_sent_again_whole() {
     );
 }
 
+/// A stream still open when the server answers (a client-streaming call
+/// answered before its last message) cannot be sent again whole: sent
+/// once, and given up as not replayable, idempotent or not.
+#[tokio::test(start_paused = true)]
+async fn a_stream_still_open_when_the_server_answers_is_sent_once_and_reported() {
+    let calls = Arc::new(AtomicU32::new(0));
+    let counted = calls.clone();
+    let inner = service_fn(move |request: Request<ReplayBody<_>>| {
+        counted.fetch_add(1, Ordering::Relaxed);
+        async move {
+            // Reads the first chunk, then answers: the second is not there.
+            let mut body = request.into_body();
+            let first = body.frame().await.expect("a first chunk")?;
+            assert!(first.is_data());
+            Ok::<_, BoxError>(status(503, None))
+        }
+    });
+    let reasons = Arc::new(Mutex::new(Vec::new()));
+    let told = reasons.clone();
+    let service = RetryLayer::http(
+        backstop::Retry::new(&Policy::new().idempotent(true)).on_give_up(
+            move |e: &GiveUpEvent<'_, Response<()>, _>| told.lock().unwrap().push(e.reason()),
+        ),
+    )
+    .layer(inner);
+    use futures_util::StreamExt as _;
+    let chunks = futures_util::stream::iter([Bytes::from_static(b"first")])
+        .chain(futures_util::stream::once(async {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            Bytes::from_static(b"second")
+        }))
+        .map(|chunk| Ok::<_, Infallible>(Frame::data(chunk)));
+    let request = Request::post("/streams/1")
+        .body(StreamBody::new(chunks))
+        .unwrap();
+    let response = service.oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(calls.load(Ordering::Relaxed), 1, "sent once");
+    assert_eq!(*reasons.lock().unwrap(), [GiveUp::NotReplayable]);
+}
+
 /// A body of two chunks, then trailers: streamed (its length not known)
 /// or, if `known`, of a size that says it fits.
 fn trailed(known: bool) -> http_body_util::combinators::UnsyncBoxBody<Bytes, Infallible> {
