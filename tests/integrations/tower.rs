@@ -1378,6 +1378,7 @@ async fn a_small_streamed_body_a_server_did_not_read_is_sent_again_whole() {
 /// once, and given up as not replayable, idempotent or not.
 #[tokio::test(start_paused = true)]
 async fn a_stream_still_open_when_the_server_answers_is_sent_once_and_reported() {
+    use futures_util::StreamExt as _;
     let calls = Arc::new(AtomicU32::new(0));
     let counted = calls.clone();
     let inner = service_fn(move |request: Request<ReplayBody<_>>| {
@@ -1398,7 +1399,6 @@ async fn a_stream_still_open_when_the_server_answers_is_sent_once_and_reported()
         ),
     )
     .layer(inner);
-    use futures_util::StreamExt as _;
     let chunks = futures_util::stream::iter([Bytes::from_static(b"first")])
         .chain(futures_util::stream::once(async {
             tokio::time::sleep(Duration::from_millis(10)).await;
