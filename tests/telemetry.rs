@@ -1113,7 +1113,6 @@ fn each_attempt_through_the_layer_has_a_span_and_the_response_counts_them() {
     }
 }
 
-#[cfg(feature = "reqwest-middleware")]
 mod support;
 
 /// Through the reqwest middleware too: a span per attempt, with the
@@ -1787,20 +1786,10 @@ fn a_keyed_calls_span_carries_its_key() {
 #[test]
 fn the_key_label_takes_a_bounded_number_of_values() {
     const NAMES: usize = 4096;
-    const CHILD: &str = "BACKSTOP_TEST_BOUNDED_KEYS";
-    if std::env::var_os(CHILD).is_none() {
-        let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "the_key_label_takes_a_bounded_number_of_values"])
-            .env(CHILD, "1")
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{stdout}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(stdout.contains("1 passed"), "the test ran: {stdout}");
+    if !support::in_a_process_of_its_own(
+        "the_key_label_takes_a_bounded_number_of_values",
+        "BACKSTOP_TEST_BOUNDED_KEYS",
+    ) {
         return;
     }
     let _vt = backstop::testing::VirtualTime::start();
@@ -2473,10 +2462,8 @@ fn a_full_breaker_table_says_so_at_most_once_a_minute_with_a_count() {
             .all(|(_, level)| *level == tracing::Level::WARN),
         "at WARN"
     );
-    let warned: Vec<(&str, &str, &str)> = events
-        .iter()
-        .map(|(_, f)| f)
-        .filter(|f| f["message"].contains("table has no place for a key"))
+    let warned: Vec<(&str, &str, &str)> = no_place_said(&events)
+        .into_iter()
         .map(|f| {
             (
                 f["name"].as_str(),
@@ -2532,22 +2519,26 @@ fn a_full_budget_table_says_so_and_counts_the_calls_that_found_no_place() {
         counters(&recorder)
     );
     let events = capture.events.lock().unwrap();
-    let warned: Vec<(&str, &str)> = events
+    let warned = no_place_said(&events);
+    let keys: Vec<(&str, &str)> = warned
         .iter()
-        .map(|(_, f)| f)
-        .filter(|f| f["message"].contains("table has no place for a key"))
         .map(|f| (f["key"].as_str(), f["unplaced"].as_str()))
         .collect();
-    assert_eq!(warned, [("new-a", "1")], "{events:?}");
-    let message = &events
-        .iter()
-        .find(|(_, f)| f["message"].contains("table has no place for a key"))
-        .unwrap()
-        .1["message"];
+    assert_eq!(keys, [("new-a", "1")], "{events:?}");
+    let message = &warned[0]["message"];
     assert!(
         message.contains("draw on the table's shared budget"),
         "{message}"
     );
+}
+
+/// The events of full `Keyed` tables that said a key found no place.
+fn no_place_said(events: &[(Option<u64>, Fields)]) -> Vec<&Fields> {
+    events
+        .iter()
+        .map(|(_, f)| f)
+        .filter(|f| f["message"].contains("table has no place for a key"))
+        .collect()
 }
 
 #[retry(attempts = 1, key = tenant)]
@@ -2565,22 +2556,10 @@ fn keyed_by_default(tenant: &str) -> Result<(), Error> {
 #[test]
 fn a_full_table_of_default_budgets_says_so_and_counts_the_calls_that_found_no_place() {
     use tower::{Layer, ServiceExt};
-    const CHILD: &str = "BACKSTOP_TEST_FULL_DEFAULT_TABLE";
-    const NAME: &str =
-        "a_full_table_of_default_budgets_says_so_and_counts_the_calls_that_found_no_place";
-    if std::env::var_os(CHILD).is_none() {
-        let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", NAME])
-            .env(CHILD, "1")
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{stdout}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(stdout.contains("1 passed"), "the test ran: {stdout}");
+    if !support::in_a_process_of_its_own(
+        "a_full_table_of_default_budgets_says_so_and_counts_the_calls_that_found_no_place",
+        "BACKSTOP_TEST_FULL_DEFAULT_TABLE",
+    ) {
         return;
     }
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -2627,10 +2606,9 @@ fn a_full_table_of_default_budgets_says_so_and_counts_the_calls_that_found_no_pl
     });
     assert_eq!(unplaced(&recorder), before + 2);
     let events = capture.events.lock().unwrap();
-    let said: Vec<&str> = events
+    let said: Vec<&str> = no_place_said(&events)
         .iter()
-        .map(|(_, f)| f["message"].as_str())
-        .filter(|message| message.contains("table has no place for a key"))
+        .map(|f| f["message"].as_str())
         .collect();
     assert_eq!(said.len(), 1, "once a minute a table: {said:?}");
     assert!(

@@ -2088,21 +2088,10 @@ async fn a_host_that_is_down_drains_its_own_token_budget_and_no_other_hosts() {
 /// take the places the other tests' destinations need.)
 #[test]
 fn a_destination_that_finds_no_place_draws_on_the_layers_own_budget() {
-    const CHILD: &str = "BACKSTOP_TEST_FULL_TABLE";
-    const NAME: &str = "tower::a_destination_that_finds_no_place_draws_on_the_layers_own_budget";
-    if std::env::var_os(CHILD).is_none() {
-        let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", NAME, "--test-threads=1"])
-            .env(CHILD, "1")
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{stdout}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(stdout.contains("1 passed"), "the test ran: {stdout}");
+    if !support::in_a_process_of_its_own(
+        "tower::a_destination_that_finds_no_place_draws_on_the_layers_own_budget",
+        "BACKSTOP_TEST_FULL_TABLE",
+    ) {
         return;
     }
     // Every place of the table taken, each key's budget with a token

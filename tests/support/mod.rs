@@ -7,6 +7,30 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
+/// Whether this is the process of its own that the test `name` runs in
+/// (the environment variable `var` set): the process-wide tables it fills
+/// are then its own. Called first in the test: in the parent it runs the
+/// test again in a child process, asserts that the child ran it and that
+/// it passed, and answers `false` (the parent returns).
+pub fn in_a_process_of_its_own(name: &str, var: &str) -> bool {
+    if std::env::var_os(var).is_some() {
+        return true;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", name, "--test-threads=1"])
+        .env(var, "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("1 passed"), "the test ran: {stdout}");
+    false
+}
+
 /// A failure a retry can fix: a refused connection (nothing was sent).
 pub fn refused() -> std::io::Error {
     std::io::ErrorKind::ConnectionRefused.into()
