@@ -719,16 +719,21 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     /// [`GiveUp::Deadline`] when the deadline has been reached,
     /// [`GiveUp::BreakerOpen`] when the breaker rejects the next attempt.
     pub fn may_resume(&mut self) -> Result<(), GiveUp> {
-        match self.now_ahead_of(Duration::ZERO) {
-            (_, Some(Duration::ZERO)) => {
-                self.gave_up(GiveUp::Deadline);
-                Err(GiveUp::Deadline)
-            }
-            _ => {
-                self.admit_throttled().map_err(|_| GiveUp::Throttled)?;
-                self.admit().map_err(|_| GiveUp::BreakerOpen)
-            }
+        if self.gives_up_past_deadline() {
+            return Err(GiveUp::Deadline);
         }
+        self.admit_throttled().map_err(|_| GiveUp::Throttled)?;
+        self.admit().map_err(|_| GiveUp::BreakerOpen)
+    }
+
+    /// Whether the deadline has come: if so, the call gives up
+    /// ([`GiveUp::Deadline`]), told as any give-up.
+    fn gives_up_past_deadline(&mut self) -> bool {
+        let past = matches!(self.now_ahead_of(Duration::ZERO), (_, Some(Duration::ZERO)));
+        if past {
+            self.gave_up(GiveUp::Deadline);
+        }
+        past
     }
 
     /// After an attempt, what every loop does: decides, and tells the
@@ -1135,15 +1140,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     /// (as [`set_may_hold`](Self::set_may_hold) says) gives up: one that
     /// cannot, with nothing to return, makes its attempt.
     pub(crate) fn late(&mut self) -> bool {
-        if self.hold == Hold::Never || self.deadline.is_none() {
-            return false;
-        }
-        let (_, left) = self.now_ahead_of(Duration::ZERO);
-        let late = left == Some(Duration::ZERO);
-        if late {
-            self.gave_up(GiveUp::Deadline);
-        }
-        late
+        self.hold != Hold::Never && self.deadline.is_some() && self.gives_up_past_deadline()
     }
 
     /// Whether the loop can hold a refused call whose retry the token
