@@ -590,13 +590,10 @@ impl<T: PerKey> Keyed<T> {
     pub(crate) fn gate_for(&self, key: Option<u64>) -> Option<&T> {
         match key {
             Some(hash) => {
-                let mut now = None;
-                let gate = self.placed(hash, || {
-                    *now.get_or_insert_with(crate::time::clock::loop_now)
-                });
+                let gate = self.placed(hash, crate::time::clock::loop_now);
                 if gate.is_none() {
-                    let now = now.unwrap_or_else(crate::time::clock::loop_now);
-                    self.unplaced(hash, now, Unplaced::GoesWithout);
+                    // (Cold: the clock is read again.)
+                    self.unplaced(hash, crate::time::clock::loop_now(), Unplaced::GoesWithout);
                 }
                 gate
             }

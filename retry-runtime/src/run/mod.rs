@@ -417,17 +417,14 @@ pub(crate) fn default_per_key(
             // site's own default, as a call without a key does: never on a
             // budget shared with other call sites.
             let table = default_per_key_table();
-            let mut now = None;
-            let placed = table.placed(mixed, || {
-                *now.get_or_insert_with(crate::time::clock::loop_now)
-            });
-            let budget = placed.unwrap_or_else(|| {
-                if let Some(unplaced) = unplaced {
-                    let now = now.unwrap_or_else(crate::time::clock::loop_now);
-                    table.unplaced(key, now, unplaced);
-                }
-                site
-            });
+            let budget = table
+                .placed(mixed, crate::time::clock::loop_now)
+                .unwrap_or_else(|| {
+                    if let Some(unplaced) = unplaced {
+                        table.unplaced(key, crate::time::clock::loop_now(), unplaced);
+                    }
+                    site
+                });
             BudgetRef::Token(crate::limit::isolation::own(budget))
         }
         None => BudgetRef::Token(site),
