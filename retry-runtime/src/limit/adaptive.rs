@@ -403,3 +403,17 @@ impl fmt::Debug for AdaptiveThrottle {
             .finish_non_exhaustive()
     }
 }
+
+/// [`standard`](AdaptiveThrottle::standard), as the budgets' defaults are
+/// theirs.
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use backstop::limit::AdaptiveThrottle;
+/// assert_eq!(AdaptiveThrottle::default().k(), AdaptiveThrottle::standard().k());
+/// ```
+impl Default for AdaptiveThrottle {
+    fn default() -> Self {
+        Self::standard()
+    }
+}
