@@ -2271,6 +2271,13 @@ fn answer_busy(responses: &mut Vec<http::Response<()>>) -> Result<http::Response
     Ok(responses.pop().unwrap())
 }
 
+/// A status alone, judged by `when_ok`.
+#[cfg(feature = "http")]
+#[retry(attempts = 2, base = 1ms, budget = none, when_ok = |s: &http::StatusCode| backstop::http::verdict(*s, &http::HeaderMap::new()))]
+fn status_busy(statuses: &mut Vec<http::StatusCode>) -> Result<http::StatusCode, Error> {
+    Ok(statuses.pop().unwrap())
+}
+
 #[cfg(feature = "reqwest")]
 #[test]
 fn a_response_a_retry_function_judged_a_failure_shows_its_status() {
@@ -2310,6 +2317,14 @@ fn a_response_a_retry_function_judged_a_failure_shows_its_status() {
             ("retrying".to_owned(), "503".to_owned()),
             ("giving up".to_owned(), "502".to_owned())
         ]
+    );
+    let capture = captured(|| {
+        let mut statuses = vec![http::StatusCode::OK, http::StatusCode::TOO_MANY_REQUESTS];
+        assert_eq!(status_busy(&mut statuses).unwrap(), http::StatusCode::OK);
+    });
+    assert_eq!(
+        fields(&capture),
+        [("retrying".to_owned(), "429".to_owned())]
     );
 }
 

@@ -682,7 +682,7 @@ impl fmt::Debug for TokenBudget {
         f.debug_struct("TokenBudget")
             .field("max_tokens", &self.max_tokens())
             .field("token_ratio", &self.token_ratio())
-            .field("refill_every", &self.get_refill())
+            .field("refill", &self.get_refill())
             .field("tokens", &self.tokens())
             .finish()
     }

@@ -563,7 +563,7 @@ fn its_debug_says_its_settings_and_tokens() {
     budget.failed(Instant::now());
     assert_eq!(
         format!("{budget:?}"),
-        "TokenBudget { max_tokens: 4, token_ratio: 0.5, refill_every: Some(10s), tokens: 3.0 }"
+        "TokenBudget { max_tokens: 4, token_ratio: 0.5, refill: Some(10s), tokens: 3.0 }"
     );
 }
 
