@@ -1187,3 +1187,111 @@ async fn a_keyed_breaker_keeps_one_breaker_per_layer_for_a_channels_requests_whi
     assert_eq!(healthy_seen.lock().unwrap().len(), 1);
     assert_eq!(PER_CHANNEL.len(), 2);
 }
+
+/// How a server-streaming call answers: an error at once (trailers-only),
+/// or a stream whose first item is an error (after its headers).
+#[derive(Clone)]
+struct Streaming {
+    calls: Arc<std::sync::atomic::AtomicU32>,
+    /// Calls answered with an error at once, before the stream.
+    at_once: u32,
+    /// Whether the stream's first item is an error.
+    fails_in_stream: bool,
+}
+
+impl tonic::server::ServerStreamingService<String> for Streaming {
+    type Response = String;
+    type ResponseStream =
+        std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<String, Status>> + Send>>;
+    type Future = std::future::Ready<Result<tonic::Response<Self::ResponseStream>, Status>>;
+    fn call(&mut self, _: tonic::Request<String>) -> Self::Future {
+        let call = self
+            .calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1;
+        if call <= self.at_once {
+            return std::future::ready(Err(Status::unavailable("draining")));
+        }
+        let items: Vec<Result<String, Status>> = if self.fails_in_stream {
+            vec![Err(Status::unavailable("draining"))]
+        } else {
+            vec![Ok("one".to_owned()), Ok("two".to_owned())]
+        };
+        let stream: Self::ResponseStream = Box::pin(futures_util::stream::iter(items));
+        std::future::ready(Ok(tonic::Response::new(stream)))
+    }
+}
+
+/// A server-streaming call through the layer on a `Channel`: `calls` counts
+/// what the server saw; the messages the caller read, or its error.
+async fn stream_through(streaming: Streaming) -> Result<Vec<String>, Status> {
+    use futures_util::StreamExt as _;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let (stream, _) = listener.accept().await.unwrap();
+            let streaming = streaming.clone();
+            let handler = hyper::service::service_fn(move |request| {
+                let streaming = streaming.clone();
+                async move {
+                    let mut grpc = tonic::server::Grpc::new(Utf8);
+                    Ok::<_, Infallible>(grpc.server_streaming(streaming, request).await)
+                }
+            });
+            tokio::spawn(async move {
+                let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(stream), handler)
+                    .await;
+            });
+        }
+    });
+    let service = tower::ServiceBuilder::new()
+        .layer(RetryLayer::http(&quick()))
+        .map_request(|request: http::Request<ReplayBody<Body>>| request.map(Body::new))
+        .map_err(backstop::tower::box_error)
+        .service(connect(addr).await);
+    let mut grpc = tonic::client::Grpc::new(service);
+    grpc.ready()
+        .await
+        .map_err(|e| Status::unknown(e.to_string()))?;
+    let path = http::uri::PathAndQuery::from_static("/test.Echo/Watch");
+    let mut stream = grpc
+        .server_streaming(tonic::Request::new("hi".to_owned()), path, Utf8)
+        .await?
+        .into_inner();
+    let mut messages = Vec::new();
+    while let Some(message) = stream.next().await {
+        messages.push(message?);
+    }
+    Ok(messages)
+}
+
+/// A server-streaming call is retried on an error status the server
+/// answers at once, in its headers (trailers-only); once its headers have
+/// come, an error in the stream is the caller's, not retried.
+#[tokio::test]
+async fn a_server_streaming_call_is_retried_only_on_a_status_answered_at_once() {
+    let calls = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let at_once = Streaming {
+        calls: calls.clone(),
+        at_once: 2,
+        fails_in_stream: false,
+    };
+    assert_eq!(stream_through(at_once).await.unwrap(), ["one", "two"]);
+    assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), 3);
+
+    let calls = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let in_stream = Streaming {
+        calls: calls.clone(),
+        at_once: 0,
+        fails_in_stream: true,
+    };
+    let status = stream_through(in_stream).await.unwrap_err();
+    assert_eq!(status.code(), Code::Unavailable);
+    assert_eq!(
+        calls.load(std::sync::atomic::Ordering::Relaxed),
+        1,
+        "not retried"
+    );
+}
