@@ -142,14 +142,29 @@ async fn serve_after(script: Vec<Status>, mut going_away: usize) -> (SocketAddr,
                     Ok::<_, Infallible>(grpc.unary(unary, request).await)
                 }
             });
-            tokio::spawn(async move {
-                let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                    .serve_connection(TokioIo::new(stream), handler)
-                    .await;
-            });
+            serve_connection(stream, handler);
         }
     });
     (addr, seen)
+}
+
+/// Serves gRPC on `stream`, an accepted connection, with `handler`, in a
+/// task of its own.
+fn serve_connection<S>(stream: tokio::net::TcpStream, handler: S)
+where
+    S: hyper::service::Service<
+            http::Request<hyper::body::Incoming>,
+            Response = http::Response<Body>,
+            Error = Infallible,
+        > + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    tokio::spawn(async move {
+        let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+            .serve_connection(TokioIo::new(stream), handler)
+            .await;
+    });
 }
 
 /// Speaks just enough HTTP/2 on `stream` to read a client's first request
@@ -834,11 +849,7 @@ async fn serve_relay(downstream: SocketAddr, relaying: Relaying) -> (SocketAddr,
                 });
                 ServerLayer::new().layer(grpc).oneshot(request)
             });
-            tokio::spawn(async move {
-                let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                    .serve_connection(TokioIo::new(stream), handler)
-                    .await;
-            });
+            serve_connection(stream, handler);
         }
     });
     (addr, calls)
@@ -1239,11 +1250,7 @@ async fn stream_through(streaming: Streaming) -> Result<Vec<String>, Status> {
                     Ok::<_, Infallible>(grpc.server_streaming(streaming, request).await)
                 }
             });
-            tokio::spawn(async move {
-                let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                    .serve_connection(TokioIo::new(stream), handler)
-                    .await;
-            });
+            serve_connection(stream, handler);
         }
     });
     let service = tower::ServiceBuilder::new()
