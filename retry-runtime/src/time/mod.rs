@@ -66,4 +66,4 @@ pub(crate) fn sleep_thread(delay: std::time::Duration) {
 #[cfg(feature = "tokio")]
 pub use clock::TokioClock;
 pub use clock::{Clock, SystemClock};
-pub use timer::{RuntimeClock, Timer, set_timer};
+pub use timer::{RuntimeClock, SetTimerError, Timer, set_timer};

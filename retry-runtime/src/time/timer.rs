@@ -78,7 +78,7 @@ pub trait Timer: Send + Sync + 'static {
     }
 }
 
-/// `Timer { .. }`: so that [`set_timer`]'s result can be unwrapped.
+/// `Timer { .. }`: so that [`SetTimerError`], which holds one, is `Debug`.
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
@@ -106,7 +106,8 @@ static CUSTOM: OnceLock<&'static dyn Timer> = OnceLock::new();
 ///
 /// # Errors
 ///
-/// `timer`, given back, if a timer was set before: that one stays.
+/// [`SetTimerError`] if a timer was set before: that one stays, and the
+/// error gives `timer` back ([`SetTimerError::timer`]).
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
@@ -118,16 +119,73 @@ static CUSTOM: OnceLock<&'static dyn Timer> = OnceLock::new();
 /// # }
 /// static EMBEDDED: Embedded = Embedded(1);
 /// static OTHER: Embedded = Embedded(2);
-/// backstop::time::set_timer(&EMBEDDED).expect("the first timer set");
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// backstop::time::set_timer(&EMBEDDED)?;
 /// let refused = backstop::time::set_timer(&OTHER).unwrap_err();
-/// assert!(std::ptr::addr_eq(refused, &OTHER), "given back");
-/// assert!(!std::ptr::addr_eq(refused, &EMBEDDED), "EMBEDDED stays");
+/// assert_eq!(refused.to_string(), "a timer was set before: the first one set stays");
+/// assert!(std::ptr::addr_eq(refused.timer(), &OTHER), "given back");
+/// assert!(!std::ptr::addr_eq(refused.timer(), &EMBEDDED), "EMBEDDED stays");
+/// # Ok(()) }
 /// ```
-pub fn set_timer(timer: &'static dyn Timer) -> Result<(), &'static dyn Timer> {
-    CUSTOM.set(timer).map_err(|_| timer)?;
+pub fn set_timer(timer: &'static dyn Timer) -> Result<(), SetTimerError> {
+    CUSTOM.set(timer).map_err(|_| SetTimerError { timer })?;
     crate::time::clock::set_timer_clock(custom_now);
     Ok(())
 }
+
+/// The error of [`set_timer`] when a timer was set before (the first one
+/// set stays), as `log::SetLoggerError` is `log`'s: an [`Error`](std::error::Error), so that `?`
+/// takes it into a boxed error or `anyhow`. It gives back the timer it
+/// refused.
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// # use std::{future::Future, pin::Pin, time::{Duration, Instant}};
+/// # struct Embedded;
+/// # impl backstop::time::Timer for Embedded {
+/// #     fn now(&self) -> Instant { Instant::now() }
+/// #     fn sleep(&self, _: Duration) -> Pin<Box<dyn Future<Output = ()> + Send>> { Box::pin(async {}) }
+/// # }
+/// static EMBEDDED: Embedded = Embedded;
+/// let _ = backstop::time::set_timer(&EMBEDDED);
+/// let again: Result<(), Box<dyn std::error::Error>> =
+///     backstop::time::set_timer(&EMBEDDED).map_err(Into::into);
+/// assert!(again.is_err(), "once per process");
+/// ```
+#[derive(Debug)]
+pub struct SetTimerError {
+    timer: &'static dyn Timer,
+}
+
+impl SetTimerError {
+    /// The timer [`set_timer`] was given and did not set.
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// # use std::{future::Future, pin::Pin, time::{Duration, Instant}};
+    /// # struct Embedded;
+    /// # impl backstop::time::Timer for Embedded {
+    /// #     fn now(&self) -> Instant { Instant::now() }
+    /// #     fn sleep(&self, _: Duration) -> Pin<Box<dyn Future<Output = ()> + Send>> { Box::pin(async {}) }
+    /// # }
+    /// static EMBEDDED: Embedded = Embedded;
+    /// static SECOND: Embedded = Embedded;
+    /// let _ = backstop::time::set_timer(&EMBEDDED);
+    /// let refused = backstop::time::set_timer(&SECOND).unwrap_err();
+    /// assert!(std::ptr::addr_eq(refused.timer(), &SECOND));
+    /// ```
+    pub fn timer(&self) -> &'static dyn Timer {
+        self.timer
+    }
+}
+
+impl fmt::Display for SetTimerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a timer was set before: the first one set stays")
+    }
+}
+
+impl std::error::Error for SetTimerError {}
 
 /// The timer a call uses, chosen when its clock is read (see the
 /// [module docs](crate::time)): a timer set with [`set_timer`] wins from then on.
