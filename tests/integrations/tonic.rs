@@ -1302,3 +1302,78 @@ async fn a_server_streaming_call_is_retried_only_on_a_status_answered_at_once() 
         "not retried"
     );
 }
+
+/// A client-streaming service that reads the whole stream, keeps what it
+/// read, and answers `UNAVAILABLE` to its first `fail` calls.
+#[derive(Clone)]
+struct Collect {
+    seen: Arc<Mutex<Vec<Vec<String>>>>,
+    fail: usize,
+}
+
+impl tonic::server::ClientStreamingService<String> for Collect {
+    type Response = String;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<tonic::Response<String>, Status>> + Send>,
+    >;
+    fn call(&mut self, request: tonic::Request<tonic::Streaming<String>>) -> Self::Future {
+        let (seen, fail) = (self.seen.clone(), self.fail);
+        Box::pin(async move {
+            let mut stream = request.into_inner();
+            let mut messages = Vec::new();
+            while let Some(message) = stream.message().await? {
+                messages.push(message);
+            }
+            let mut seen = seen.lock().unwrap();
+            seen.push(messages.clone());
+            if seen.len() <= fail {
+                return Err(Status::unavailable("draining"));
+            }
+            Ok(tonic::Response::new(messages.join(",")))
+        })
+    }
+}
+
+/// A client-streaming call whose stream had ended when the server answered
+/// (the server read it whole first) is retried on a retryable status, and
+/// every attempt sends the server the same messages.
+#[tokio::test]
+async fn a_client_streaming_call_whose_stream_ended_before_the_answer_is_retried_whole() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let collect = Collect {
+        seen: Arc::default(),
+        fail: 2,
+    };
+    let seen = collect.seen.clone();
+    tokio::spawn(async move {
+        loop {
+            let (stream, _) = listener.accept().await.unwrap();
+            let collect = collect.clone();
+            let handler = hyper::service::service_fn(move |request| {
+                let collect = collect.clone();
+                async move {
+                    let mut grpc = tonic::server::Grpc::new(Utf8);
+                    Ok::<_, Infallible>(grpc.client_streaming(collect, request).await)
+                }
+            });
+            serve_connection(stream, handler);
+        }
+    });
+    let service = tower::ServiceBuilder::new()
+        .layer(RetryLayer::http(&quick()))
+        .map_request(|request: http::Request<ReplayBody<Body>>| request.map(Body::new))
+        .map_err(backstop::tower::box_error)
+        .service(connect(addr).await);
+    let mut grpc = tonic::client::Grpc::new(service);
+    grpc.ready().await.unwrap();
+    let messages = ["one", "two", "three"].map(str::to_owned);
+    let request = tonic::Request::new(futures_util::stream::iter(messages.clone()));
+    let path = http::uri::PathAndQuery::from_static("/test.Echo/Collect");
+    let answer = grpc.client_streaming(request, path, Utf8).await.unwrap();
+    assert_eq!(answer.into_inner(), "one,two,three");
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [messages.to_vec(), messages.to_vec(), messages.to_vec()]
+    );
+}
