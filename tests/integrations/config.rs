@@ -250,6 +250,41 @@ async fn a_configured_attempt_timeout_applies_through_the_policy() {
     );
 }
 
+static SHORT: LazyLock<Policy> =
+    LazyLock::new(|| toml::from_str("deadline = \"100ms\"\nattempt_timeout = \"none\"").unwrap());
+
+// No attempt timeout in the policy: nothing to cut an attempt off, even
+// at the deadline (as a function without `attempt_timeout`).
+#[retry(policy = &*SHORT)]
+async fn outlasts_its_deadline() -> Result<u8, std::io::Error> {
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    Ok(7)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_policy_without_an_attempt_timeout_cuts_no_attempt_off_at_the_deadline() {
+    let started = tokio::time::Instant::now();
+    assert_eq!(outlasts_its_deadline().await.unwrap(), 7);
+    assert_eq!(started.elapsed(), Duration::from_secs(1));
+    // Given to a closure's `attempt_timeout`, the same `None` cuts it off
+    // at the deadline: the method asks for cut-offs, limited by the
+    // deadline alone.
+    let started = tokio::time::Instant::now();
+    let out: Result<u8, std::io::Error> = backstop::Retry::new(&SHORT)
+        .attempt_timeout(SHORT.get_attempt_timeout())
+        .call_async(|| async {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            Ok(7)
+        })
+        .await;
+    assert_eq!(out.unwrap_err().kind(), std::io::ErrorKind::TimedOut);
+    assert!(
+        started.elapsed() < Duration::from_millis(100),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
 #[test]
 fn a_policy_serializes_as_configuration_reads_it() {
     let policy = Policy::new()

@@ -1056,12 +1056,16 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
             }
             _ => delay,
         };
-        // A refusal the token budget refuses will hold, polling: its first
-        // wait need not be the whole backoff, only fit.
+        // A refusal the token budget refuses, with a deadline to wait
+        // within, holds (sends nothing) until the budget sees answers
+        // again, unless the budget has refused for its whole ride-out: its
+        // first wait need not be the whole backoff, only fit. Any other
+        // failure the budget refuses gives up (after the deadline's step).
         let will_hold = verdict == Verdict::Refused
             && !throttle_allows
             && self.hold != Hold::Never
-            && matches!(self.budget, Some(BudgetRef::Token(_)));
+            && left.is_some()
+            && matches!(self.budget, Some(BudgetRef::Token(budget)) if budget.rides_out(now));
         let delay = match latest {
             Some(Some(latest)) if delay <= latest => delay,
             Some(Some(latest)) if will_hold && !latest.is_zero() => latest,
@@ -1083,7 +1087,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
             None => true,
         };
         if !granted {
-            return self.hold_or_give_up(verdict, left.is_some(), now, delay);
+            return self.hold_or_give_up(will_hold, delay);
         }
         Decision::Retry(delay)
     }
@@ -1102,23 +1106,11 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
         }
     }
 
-    /// The budget refused the retry: a refusal, systemic, with a deadline
-    /// to wait within (`deadline`), holds (sends nothing) until the budget
-    /// sees answers again, its first wait at most `most`; any other
-    /// failure gives up.
-    fn hold_or_give_up(
-        &mut self,
-        verdict: Verdict,
-        deadline: bool,
-        now: Instant,
-        most: Duration,
-    ) -> Decision {
-        if verdict == Verdict::Refused
-            && self.hold != Hold::Never
-            && deadline
-            && let Some(BudgetRef::Token(budget)) = self.budget
-            && budget.rides_out(now)
-        {
+    /// The budget refused the retry: a call that `will_hold` (as `decide`
+    /// reckons it) holds, its first wait at most `most`; any other gives
+    /// up.
+    fn hold_or_give_up(&mut self, will_hold: bool, most: Duration) -> Decision {
+        if will_hold {
             self.hold = Hold::Held;
             // It polls from now on: its first wait is a poll's, not the
             // backoff's (which could outlast the dependency's restart).

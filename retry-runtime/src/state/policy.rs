@@ -231,8 +231,8 @@ impl Policy {
         self
     }
 
-    /// How long one async attempt may run (`None`: as long as the deadline
-    /// lets it). Where it applies, an attempt still running after it (or at
+    /// How long one async attempt may run (`None`, the default: no attempt
+    /// timeout). Where it applies, an attempt still running after it (or at
     /// the deadline, if sooner) is cut off and fails with
     /// [`Elapsed`](crate::Elapsed), an ambiguous failure.
     ///
@@ -244,12 +244,16 @@ impl Policy {
     ///   (`std::io::Error`, `Box<dyn Error + ..>`, `anyhow::Error`,
     ///   `backstop::reqwest::Error` do), and cannot otherwise: there would
     ///   be no error to return. A sync function cannot interrupt an attempt
-    ///   at all;
+    ///   at all. With `None` nothing cuts an attempt off, even at the
+    ///   deadline, as for a function without `attempt_timeout`
+    ///   (`a_policy_without_an_attempt_timeout_cuts_no_attempt_off_at_the_deadline`);
     /// - closures: [`Retry::attempt_timeout`](crate::Retry::attempt_timeout)
     ///   with `policy.get_attempt_timeout()`, whose error type is checked
     ///   at compile time; the tower layer and the reqwest middleware
     ///   likewise, with their own `.attempt_timeout(..)` (the middleware
-    ///   bounds every attempt by the deadline in any case).
+    ///   bounds every attempt by the deadline in any case). Given there,
+    ///   `None` cuts an attempt off at the deadline: the method asks for
+    ///   cut-offs, and the deadline is then their only limit.
     ///
     /// ```
     /// # extern crate backstop_runtime as backstop;

@@ -589,3 +589,62 @@ fn an_answer_from_a_caller_whose_clock_is_ahead_does_not_end_the_ride_out() {
         "held again"
     );
 }
+
+/// A refusal the token budget will not hold for (its `ride_out` of zero,
+/// or one run out) is decided as any failure: a delay past the deadline
+/// gives up for the deadline (step 5) before the budget is asked, as a
+/// `Retry` failure does, not for the budget nor for a breaker it opened.
+#[test]
+fn a_refusal_the_budget_does_not_hold_for_gives_up_at_the_deadline_before_the_budget() {
+    use backstop_runtime::limit::CircuitBreaker;
+    use backstop_runtime::macro_support::{AttemptState, Attempted, Decision};
+    use backstop_runtime::{GiveUp, Jitter, Policy, Verdict};
+    let vt = backstop_runtime::testing::VirtualTime::start();
+    // A first delay of 100 ms against a deadline of 50 ms.
+    let policy = Policy::new()
+        .base(Duration::from_millis(100))
+        .jitter(Jitter::None)
+        .deadline(Some(Duration::from_millis(50)));
+    let decide = |budget: &TokenBudget, breaker: Option<&'static CircuitBreaker>, verdict| {
+        let mut state = AttemptState::new(&policy, backstop_runtime::time::SystemClock)
+            .budget(Some(budget))
+            .breaker(breaker);
+        // A budget of 2: the failure leaves 1 token, not above half.
+        state.decide(Attempted::Failed(verdict))
+    };
+    for verdict in [Verdict::Retry, Verdict::Refused] {
+        let never = TokenBudget::new(2, 0.1).ride_out(Duration::ZERO);
+        assert_eq!(
+            decide(&never, None, verdict),
+            Decision::GiveUp(GiveUp::Deadline),
+            "{verdict:?}, no ride-out"
+        );
+        // The budget has refused for longer than its ride-out.
+        let over = TokenBudget::new(2, 0.1).ride_out(Duration::from_secs(1));
+        assert!(!over.failed(backstop_runtime::time::Clock::now(
+            &backstop_runtime::time::SystemClock
+        )));
+        vt.advance(Duration::from_secs(2));
+        assert_eq!(
+            decide(&over, None, verdict),
+            Decision::GiveUp(GiveUp::Deadline),
+            "{verdict:?}, ride-out over"
+        );
+        // This failure opens the breaker (one failure in a row).
+        let breaker: &'static CircuitBreaker =
+            Box::leak(Box::new(CircuitBreaker::new(1, Duration::from_secs(30))));
+        let never = TokenBudget::new(2, 0.1).ride_out(Duration::ZERO);
+        assert_eq!(
+            decide(&never, Some(breaker), verdict),
+            Decision::GiveUp(GiveUp::Deadline),
+            "{verdict:?}, breaker opened"
+        );
+    }
+    // Where the budget holds (a ride-out left), a refusal holds within the
+    // deadline rather than give up.
+    let holds = TokenBudget::new(2, 0.1);
+    assert!(matches!(
+        decide(&holds, None, Verdict::Refused),
+        Decision::Retry(_)
+    ));
+}
