@@ -213,7 +213,8 @@ pub trait OwnText {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum GiveUp {
-    /// The classifier said [`Verdict::Stop`]: retrying cannot help.
+    /// The classifier said [`Verdict::Stop`] (retrying cannot help) or
+    /// [`Verdict::StopOverloaded`] (the dependency asked not to be retried).
     Stopped,
     /// An ambiguous failure ([`Verdict::RetryIfIdempotent`]) of an operation
     /// not declared idempotent.
