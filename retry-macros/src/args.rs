@@ -227,11 +227,11 @@ const ALIASES: &[(&str, &str)] = &[
     ),
     (
         "total_delay",
-        "`deadline`: no attempt starts, and no sleep runs, past it (counted from the call's entry)",
+        "`deadline`, which bounds the whole call from its entry (no attempt starts, and no sleep runs, past it)",
     ),
     (
         "max_duration",
-        "`deadline`: no attempt starts, and no sleep runs, past it (counted from the call's entry)",
+        "`deadline`, which bounds the whole call from its entry (no attempt starts, and no sleep runs, past it)",
     ),
     ("notify", "`on_retry`"),
     (
@@ -404,11 +404,18 @@ impl Args {
             "policy" => self.policy.set(cx, span, value),
             "key" => self.key.set(cx, span, value),
             "crate" => {
-                if let Some(p) = path(
-                    cx,
-                    value,
-                    "`crate` takes the path of the `backstop` crate, e.g. `crate = ::my_backstop`",
-                ) {
+                let message = match &value {
+                    Expr::Lit(syn::ExprLit {
+                        lit: Lit::Str(text),
+                        ..
+                    }) => format!(
+                        "`crate` takes a path, not a string: remove the quotes (`crate = {}`)",
+                        text.value()
+                    ),
+                    _ => "`crate` takes the path of the `backstop` crate, e.g. `crate = ::my_backstop`"
+                        .to_owned(),
+                };
+                if let Some(p) = path(cx, value, &message) {
                     self.krate.set(cx, span, p);
                 }
             }
@@ -756,7 +763,12 @@ fn hedge_delay(cx: &mut Ctxt, value: Expr) -> Option<HedgeDelay> {
                              go out beside every attempt{start}"
                         )
                     } else if digits.len() == 1 {
-                        format!("`hedge = {text}`: write `p0{digits}` ({rule}){start}")
+                        // `p5`: `p50` meant, far likelier than the 5th
+                        // percentile, which would hedge nearly every call.
+                        format!(
+                            "`hedge = {text}`: did you mean `p{digits}0`? ({rule}; `p0{digits}` \
+                             would hedge nearly every call){start}"
+                        )
                     } else if digits.starts_with('1') && digits[1..].bytes().all(|b| b == b'0') {
                         // `p100` and the like: past the slowest latency.
                         format!(
@@ -913,6 +925,19 @@ fn above_one(digits: &str) -> bool {
 /// literal of the wrong kind is an error here.
 fn number_or_expr<T>(cx: &mut Ctxt, name: &str, value: Expr, kind: &str) -> Option<Num<T>> {
     match value {
+        Expr::Lit(syn::ExprLit {
+            lit: Lit::Str(ref text),
+            ..
+        }) if text.value().trim().parse::<f64>().is_ok() => {
+            cx.error_spanned(
+                &value,
+                format!(
+                    "`{name}` takes {kind}, not a string: remove the quotes (`{name} = {}`)",
+                    text.value().trim()
+                ),
+            );
+            None
+        }
         Expr::Lit(_) | Expr::Unary(_) => {
             cx.error_spanned(
                 &value,
@@ -968,7 +993,11 @@ fn duration(cx: &mut Ctxt, name: &str, value: Expr) -> Option<Dur> {
             return None;
         }
         Expr::Unary(u) if matches!(u.op, UnOp::Neg(_)) => {
-            cx.error_spanned(&value, format!("`{name}` cannot be negative"));
+            let positive = quote::ToTokens::to_token_stream(&u.expr).to_string();
+            cx.error_spanned(
+                &value,
+                format!("`{name}` cannot be negative: a duration is zero or more (`{name} = {positive}`)"),
+            );
             return None;
         }
         _ => return Some(Dur::Expr(value)),
@@ -991,7 +1020,7 @@ fn duration(cx: &mut Ctxt, name: &str, value: Expr) -> Option<Dur> {
         return None;
     }
     let Some(unit) = unit_nanos(suffix) else {
-        unknown_unit(cx, span, suffix, digits);
+        unknown_unit(cx, span, &format!("`{name} = {text}`: "), suffix, digits);
         return None;
     };
     let Some(nanos) = decimal_times(digits, unit) else {
@@ -1003,7 +1032,7 @@ fn duration(cx: &mut Ctxt, name: &str, value: Expr) -> Option<Dur> {
 
 /// The error for a duration literal's unknown unit `suffix`, with the
 /// unit meant if it can tell.
-fn unknown_unit(cx: &mut Ctxt, span: Span, suffix: &str, digits: &str) {
+fn unknown_unit(cx: &mut Ctxt, span: Span, written: &str, suffix: &str, digits: &str) {
     // Days: in hours, which are a unit (`2d` is `48h`, `1.5d`
     // `36h`), or in a smaller one; none past a `Duration`.
     if matches!(suffix, "d" | "day" | "days") {
@@ -1015,7 +1044,10 @@ fn unknown_unit(cx: &mut Ctxt, span: Span, suffix: &str, digits: &str) {
         };
         cx.error(
             span,
-            format!("unknown unit `{suffix}`{hint} (units: {})", units()),
+            format!(
+                "{written}unknown unit `{suffix}`{hint} (units: {})",
+                units()
+            ),
         );
         return;
     }
@@ -1031,7 +1063,10 @@ fn unknown_unit(cx: &mut Ctxt, span: Span, suffix: &str, digits: &str) {
     let hint = hint.map_or(String::new(), |h| format!("; did you mean `{digits}{h}`?"));
     cx.error(
         span,
-        format!("unknown unit `{suffix}`{hint} (units: {})", units()),
+        format!(
+            "{written}unknown unit `{suffix}`{hint} (units: {})",
+            units()
+        ),
     );
 }
 

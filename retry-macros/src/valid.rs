@@ -234,12 +234,11 @@ fn check_signature(func: &Func, cx: &mut Ctxt) {
     if let Some(abi) = &sig.abi {
         cx.error_spanned(
             abi,
-            "`#[retry]` cannot be applied to an `extern` function: wrap the call in a Rust function and retry that",
+            "`#[retry]` cannot be applied to an `extern` function: put `#[retry]` on a plain \
+             `fn` and call it from the `extern` one",
         );
     }
-    if let Some(v) = &sig.variadic {
-        cx.error_spanned(v, "`#[retry]` cannot be applied to a variadic function");
-    }
+    // (A variadic function is an `extern` one, said above.)
     if let ReturnType::Default = sig.output {
         cx.error_spanned(
             &sig.ident,
@@ -301,6 +300,9 @@ fn check_options(args: &Args, cx: &mut Ctxt) {
             let name = opt.name();
             let message = match below_a_nanosecond(name, text) {
                 Some(below) => format!("{below}: `{name}` must be greater than zero"),
+                None if name == "base" => "`base` must be greater than zero: it is the first \
+                                           delay, and the later ones grow from it"
+                    .to_owned(),
                 None => format!("`{name}` must be greater than zero"),
             };
             cx.error(span, message);
@@ -384,7 +386,9 @@ fn check_base_below_cap(args: &Args, cx: &mut Ctxt) {
     let cap = args.cap.value().and_then(Dur::as_lit);
     let b = base.map_or(DEFAULT_BASE_NANOS, |l| l.nanos);
     let c = cap.map_or(DEFAULT_CAP_NANOS, |l| l.nanos);
-    if b <= c {
+    // A `cap` below a nanosecond is said above, once.
+    let said = cap.is_some_and(|l| l.nanos == 0 && below_a_nanosecond("cap", &l.text).is_some());
+    if b <= c || said {
         return;
     }
     match (base, cap) {
@@ -602,16 +606,21 @@ fn check_hedge(args: &Args, func: &Func, cx: &mut Ctxt) {
     // policy's to say, at run time (a policy that is not sends no hedge).
     let idempotent = args.idempotent.value().copied();
     if args.policy.value().is_none() && idempotent != Some(true) {
-        let span = match idempotent {
-            Some(false) => args.idempotent.key().unwrap_or(key),
-            _ => key,
+        let (span, message) = match idempotent {
+            Some(false) => (
+                args.idempotent.key().unwrap_or(key),
+                "`hedge` sends copies of an attempt that may both be carried out: it needs \
+                 `idempotent = true`, and this function says `idempotent = false` (set it to \
+                 `true` if running the operation twice is harmless, or remove `hedge`)",
+            ),
+            _ => (
+                key,
+                "`hedge` sends copies of an attempt that may both be carried out: it needs \
+                 `idempotent` (add `idempotent` to the options if running the operation twice \
+                 is harmless)",
+            ),
         };
-        cx.error(
-            span,
-            "`hedge` sends copies of an attempt that may both be carried out: it needs \
-             `idempotent` (add `idempotent` to the options if running the operation twice \
-             is harmless)",
-        );
+        cx.error(span, message);
     }
     for input in &func.sig.inputs {
         // The tokens that give unique access: `&mut self`, `&mut T`, `mut x`;

@@ -585,12 +585,15 @@ impl Classify for std::convert::Infallible {
     }
 }
 
+// (A missing `Classify` is said of the type the user wrote, `&str`.)
+#[diagnostic::do_not_recommend]
 impl<T: Classify + ?Sized> Classify for &T {
     fn classify(&self) -> Verdict {
         (**self).classify()
     }
 }
 
+#[diagnostic::do_not_recommend]
 impl<T: Classify + ?Sized> Classify for Box<T> {
     fn classify(&self) -> Verdict {
         (**self).classify()

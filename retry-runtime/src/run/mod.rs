@@ -550,10 +550,11 @@ pub struct WithTimeout(Duration);
 #[diagnostic::on_unimplemented(
     message = "an attempt timeout needs an error type that can hold it: `{E}: From<Elapsed>`",
     label = "this loop has an `attempt_timeout`",
-    note = "implement `From<backstop::Elapsed>` for your error type (`std::io::Error` and \
-            `backstop::reqwest::Error` have it); below a tower layer, box another crate's \
-            error with `.map_err(backstop::tower::box_error)`; a sync loop (`call`) cannot \
-            interrupt an attempt at all"
+    note = "implement `From<backstop::Elapsed>` for your error type (`std::io::Error`, `Box<dyn Error + Send + Sync>`, `anyhow::Error`, and with their \
+            features `tonic::Status`, `sqlx::Error`, `redis::RedisError`, \
+            `backstop::reqwest::Error` and `reqwest_middleware::Error` have it); below a tower \
+            layer, box another crate's error with `.map_err(backstop::tower::box_error)`; a \
+            sync loop (`call`) cannot interrupt an attempt at all"
 )]
 pub trait TimeoutSlot<E>: sealed::Part {
     /// How long each attempt may run, if limited.
@@ -721,8 +722,9 @@ pub struct NoThrottle;
 #[diagnostic::on_unimplemented(
     message = "an adaptive throttle needs an error type that can hold a shed attempt: `{E}: From<Throttled>`",
     label = "this loop has a `throttle`",
-    note = "implement `From<backstop::Throttled>` for your error type (`std::io::Error`, \
-            `anyhow::Error` and `Box<dyn Error + Send + Sync>` have it); below a tower \
+    note = "implement `From<backstop::Throttled>` for your error type (`std::io::Error`, `Box<dyn Error + Send + Sync>`, `anyhow::Error`, and with their \
+            features `tonic::Status`, `sqlx::Error`, `redis::RedisError`, \
+            `backstop::reqwest::Error` and `reqwest_middleware::Error` have it); below a tower \
             layer, box another crate's error with `.map_err(backstop::tower::box_error)`"
 )]
 pub trait ThrottleSlot<E>: sealed::Part {
@@ -821,8 +823,9 @@ pub struct NoBreaker;
 #[diagnostic::on_unimplemented(
     message = "a circuit breaker needs an error type that can hold its rejection: `{E}: From<CircuitOpen>`",
     label = "this loop has a `breaker`",
-    note = "implement `From<backstop::CircuitOpen>` for your error type (`std::io::Error`, \
-            `anyhow::Error` and `Box<dyn Error + Send + Sync>` have it); below a tower \
+    note = "implement `From<backstop::CircuitOpen>` for your error type (`std::io::Error`, `Box<dyn Error + Send + Sync>`, `anyhow::Error`, and with their \
+            features `tonic::Status`, `sqlx::Error`, `redis::RedisError`, \
+            `backstop::reqwest::Error` and `reqwest_middleware::Error` have it); below a tower \
             layer, box another crate's error with `.map_err(backstop::tower::box_error)`"
 )]
 pub trait BreakerSlot<E>: sealed::Part {

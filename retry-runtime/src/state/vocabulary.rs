@@ -182,8 +182,8 @@ impl From<Verdict> for Attempted {
             `tokio-postgres` for `tokio_postgres::Error` and `postgres::Error`, \
             `sqlx` for `sqlx::Error`, `deadpool` and `bb8` for their pools' errors \
             (`std::io::Error` and `Box<dyn Error>` need none)",
-    note = "an error type that wraps others is classified by the first error of its \
-            source chain that backstop knows with `when = backstop::classify::by_source_chain`"
+    note = "for an error that wraps others, `when = backstop::classify::by_source_chain` \
+            classifies it by the first error in its source chain that backstop knows"
 )]
 pub trait Classify {
     /// The verdict for this error.
