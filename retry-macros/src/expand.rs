@@ -713,7 +713,11 @@ fn hedged_timeout(
             let t = duration(t);
             let held = hold(rt, ret, &quote!(Elapsed), span, quote!(#why));
             (
-                quote_spanned!(span=> ::core::option::Option::Some(#rt::attempt_timeout(#t))),
+                {
+                    // (Located on the value: a wrong type is said there.)
+                    let f = respan(quote!(#rt::attempt_timeout), span);
+                    quote_spanned!(span=> ::core::option::Option::Some(#f(#t)))
+                },
                 timed_out(held),
             )
         }
@@ -771,7 +775,8 @@ fn timed_attempt(
             };
             // A `Duration` or an `Option<Duration>` (from a policy).
             let limit = duration(timeout);
-            let limit = quote_spanned!(span=> #rt::attempt_timeout(#limit));
+            let f = respan(quote!(#rt::attempt_timeout), span);
+            let limit = quote_spanned!(span=> #f(#limit));
             let held = hold(
                 rt,
                 ret,
@@ -1519,7 +1524,8 @@ fn builder_calls(args: &Args, rt: &TokenStream) -> (Vec<TokenStream>, bool) {
                 // A `Duration` or an `Option<Duration>` (`None`: no deadline).
                 constant = false;
                 let span = e.span();
-                quote_spanned!(span=> #rt::deadline(#e))
+                let f = respan(quote!(#rt::deadline), span);
+                quote_spanned!(span=> #f(#e))
             }
         };
         calls.push(quote!(.deadline(#d)));

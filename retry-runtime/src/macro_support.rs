@@ -450,9 +450,10 @@ pub enum NoKey {}
 /// `const` is then the one error (a fresh budget per call would silently
 /// grant every retry).
 #[diagnostic::on_unimplemented(
-    message = "`budget = ..` needs a `static TokenBudget` or `WindowBudget` (or a `Keyed` one, with `key = ..`), not `{Self}`",
-    label = "not a `TokenBudget` or `WindowBudget`, nor a `Keyed` one with a `key`",
-    note = "declare it `static NAME: TokenBudget = TokenBudget::new(..);` (or a `WindowBudget`, or a `LazyLock` of one); a `Keyed` table of either keeps one per key, and needs the function's `key = ..`"
+    message = "`budget = ..` takes a `static TokenBudget` or `WindowBudget`, or a `Keyed` table of one on a function with `key = ..`; it was given `{Self}`",
+    label = "not a `TokenBudget` or `WindowBudget`, nor a `Keyed` one on a function with a `key`",
+    note = "one for every call: `static NAME: TokenBudget = TokenBudget::new(..);` (or a `WindowBudget`, or a `LazyLock` of one)",
+    note = "a `Keyed` table keeps a budget per key: it needs the function's `key = ..` (an expression of its arguments: a tenant, a shard, a host)"
 )]
 pub trait SharedBudget<K>: Sync + 'static {
     /// The budget of a call keyed `key`.
@@ -504,9 +505,10 @@ where
 /// Keyed<CircuitBreaker>` (with `key = ..`), or a `static` that
 /// dereferences to one; borrowed once, like [`SharedBudget`].
 #[diagnostic::on_unimplemented(
-    message = "`breaker = ..` needs a `static CircuitBreaker` (or a `Keyed` one, with `key = ..`), not `{Self}`",
-    label = "not a `CircuitBreaker`, nor a `Keyed` one with a `key`",
-    note = "declare it `static NAME: CircuitBreaker = CircuitBreaker::new(..);`; a `Keyed<CircuitBreaker>` keeps one per key, and needs the function's `key = ..`"
+    message = "`breaker = ..` takes a `static CircuitBreaker`, or a `Keyed` table of them on a function with `key = ..`; it was given `{Self}`",
+    label = "not a `CircuitBreaker`, nor a `Keyed` one on a function with a `key`",
+    note = "one for every call: `static NAME: CircuitBreaker = CircuitBreaker::new(..);` (or a `LazyLock` of one)",
+    note = "a `Keyed` table keeps a breaker per key: it needs the function's `key = ..` (an expression of its arguments: a tenant, a shard, a host)"
 )]
 pub trait SharedBreaker<K>: Sync + 'static {
     /// The breaker of a call keyed `key`: none for a key that finds no
@@ -541,9 +543,10 @@ where
 /// `static Keyed<AdaptiveThrottle>` (with `key = ..`), or a `static` that
 /// dereferences to one; borrowed once, like [`SharedBudget`].
 #[diagnostic::on_unimplemented(
-    message = "`throttle = ..` needs a `static AdaptiveThrottle` (or a `Keyed` one, with `key = ..`), not `{Self}`",
-    label = "not an `AdaptiveThrottle`, nor a `Keyed` one with a `key`",
-    note = "declare it `static NAME: AdaptiveThrottle = AdaptiveThrottle::standard();`; a `Keyed<AdaptiveThrottle>` keeps one per key, and needs the function's `key = ..`"
+    message = "`throttle = ..` takes a `static AdaptiveThrottle`, or a `Keyed` table of them on a function with `key = ..`; it was given `{Self}`",
+    label = "not an `AdaptiveThrottle`, nor a `Keyed` one on a function with a `key`",
+    note = "one for every call: `static NAME: AdaptiveThrottle = AdaptiveThrottle::standard();` (or a `LazyLock` of one)",
+    note = "a `Keyed` table keeps a throttle per key: it needs the function's `key = ..` (an expression of its arguments: a tenant, a shard, a host)"
 )]
 pub trait SharedThrottle<K>: Sync + 'static {
     /// The throttle of a call keyed `key`: none for a key that finds no

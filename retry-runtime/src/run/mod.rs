@@ -449,7 +449,7 @@ pub(crate) fn default_per_key(
 #[diagnostic::on_unimplemented(
     message = "`attempt_timeout` takes a `Duration` or an `Option<Duration>`, not `{Self}`",
     label = "expected `Duration` or `Option<Duration>`",
-    note = "write a literal with a unit (`2s`, `500ms`) or an expression of type `Duration`"
+    note = "write a literal with a unit (`2s`, `500ms`) or an expression of type `Duration` or `Option<Duration>`"
 )]
 pub trait AttemptTimeout: sealed::Part {
     /// The timeout, `Duration::MAX` for none.
