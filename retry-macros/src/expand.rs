@@ -106,7 +106,7 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
     } = &n;
 
     let setup = setup(args, &rt, &n);
-    let (on_retry, on_give_up) = hooks(args, &rt);
+    let (on_retry, on_give_up) = hooks(args, &rt, &ret);
     let view = outcome_view(&rt, &n, &ret, ret_span);
     let show = show_error(&rt, &view);
     let (with_gates, admit_first, admit_after_sleep) =
@@ -892,7 +892,7 @@ fn split_items(block: &syn::Block) -> (Vec<&syn::Stmt>, Vec<&syn::Stmt>) {
 /// (`None` without a hook: no event is built). The hook expression is
 /// called directly, so a closure's argument type is inferred, and the call
 /// is located on it: a hook of the wrong shape is reported there.
-fn hooks(args: &Args, rt: &TokenStream) -> (TokenStream, TokenStream) {
+fn hooks(args: &Args, rt: &TokenStream, ret: &Type) -> (TokenStream, TokenStream) {
     let event = format_ident!("__backstop_event", span = Span::mixed_site());
     // The event's type in full: a closure in `Some(..)` is general over
     // the event's lifetimes only where its parameter says so.
@@ -905,16 +905,27 @@ fn hooks(args: &Args, rt: &TokenStream) -> (TokenStream, TokenStream) {
             },
         )
     };
+    // The event's outcome types are the function's, so that a hook taking
+    // another function's event is told so at the hook: where they can be
+    // named (a `Result`, with no `impl Trait` in it, erased to `_`).
+    let (ok, err) = if names_result(ret) && !has_inferred(ret) {
+        (
+            quote!(<#ret as #rt::Outcome>::Ok),
+            quote!(<#ret as #rt::Outcome>::Err),
+        )
+    } else {
+        (quote!(_), quote!(_))
+    };
     (
         closure(
             args.on_retry.value(),
             quote!(#rt::on_retry),
-            quote!(#rt::RetryEvent<'_, _, _>),
+            quote!(#rt::RetryEvent<'_, #ok, #err>),
         ),
         closure(
             args.on_give_up.value(),
             quote!(#rt::on_give_up),
-            quote!(#rt::GiveUpEvent<'_, _, _>),
+            quote!(#rt::GiveUpEvent<'_, #ok, #err>),
         ),
     )
 }
@@ -1426,6 +1437,18 @@ fn unit_for_inferred(ty: &Type) -> Type {
         }
         _ => None,
     })
+}
+
+/// Whether `ty` holds a type left to inference (`_`).
+fn has_inferred(ty: &Type) -> bool {
+    let found = std::cell::Cell::new(false);
+    replace_types(ty, |ty| {
+        if matches!(ty, Type::Infer(_)) {
+            found.set(true);
+        }
+        None
+    });
+    found.get()
 }
 
 /// `ty` with each type `replace` gives a replacement for replaced (the

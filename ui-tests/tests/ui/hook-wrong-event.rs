@@ -7,3 +7,9 @@ fn fetch() -> Result<u32, std::io::Error> {
 }
 
 fn main() {}
+
+// The same for `on_give_up`: its `E` is `std::io::Error`.
+#[retry(on_give_up = |e: &backstop::GiveUpEvent<'_, u32, String>| eprintln!("{:?}", e.reason()))]
+fn read() -> Result<u32, std::io::Error> {
+    Ok(1)
+}
