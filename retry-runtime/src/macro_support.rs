@@ -2,8 +2,6 @@
 //! public API: reached only through `backstop::__private` (which is this
 //! module), and may change in any release.
 
-use std::borrow::Borrow;
-
 use crate::classify::IntoVerdict;
 #[cfg(not(loom))]
 pub use crate::hedge::{Hedge, LatencyPercentile};
@@ -137,9 +135,36 @@ pub fn policy_budget(
     }
 }
 
-/// `policy = expr` accepts a `Policy` or a `&Policy`.
-pub fn policy_ref<P: Borrow<Policy>>(policy: &P) -> &Policy {
-    policy.borrow()
+/// What `policy = expr` accepts: a `Policy`, or what dereferences to one
+/// (`&Policy`, `&*LAZY` of a `LazyLock<Policy>`, an `Arc<Policy>`).
+#[diagnostic::on_unimplemented(
+    message = "`policy = ..` takes a `Policy`, not `{Self}`",
+    label = "not a `Policy`",
+    note = "give a `static` or `const` `Policy`, `&*NAME` of a `LazyLock<Policy>` built from \
+            configuration, or an expression of type `Policy` or `&Policy`"
+)]
+pub trait PolicyValue {
+    /// The policy.
+    fn policy(&self) -> &Policy;
+}
+
+impl PolicyValue for Policy {
+    fn policy(&self) -> &Policy {
+        self
+    }
+}
+
+// (Not named in a wrong type's error: its `Deref` is not the mistake.)
+#[diagnostic::do_not_recommend]
+impl<T: std::ops::Deref<Target = Policy>> PolicyValue for T {
+    fn policy(&self) -> &Policy {
+        self
+    }
+}
+
+/// `policy = expr`, borrowed.
+pub fn policy_ref<P: PolicyValue>(policy: &P) -> &Policy {
+    policy.policy()
 }
 
 /// The clock (and timer) of an async `#[retry]` loop. Without a timer
