@@ -408,7 +408,7 @@ impl Args {
                     Expr::Lit(syn::ExprLit {
                         lit: Lit::Str(text),
                         ..
-                    }) => format!(
+                    }) if syn::parse_str::<Path>(&text.value()).is_ok() => format!(
                         "`crate` takes a path, not a string: remove the quotes (`crate = {}`)",
                         text.value()
                     ),
@@ -928,7 +928,7 @@ fn number_or_expr<T>(cx: &mut Ctxt, name: &str, value: Expr, kind: &str) -> Opti
         Expr::Lit(syn::ExprLit {
             lit: Lit::Str(ref text),
             ..
-        }) if text.value().trim().parse::<f64>().is_ok() => {
+        }) if is_number(text.value().trim()) => {
             cx.error_spanned(
                 &value,
                 format!(
@@ -947,6 +947,15 @@ fn number_or_expr<T>(cx: &mut Ctxt, name: &str, value: Expr, kind: &str) -> Opti
         }
         other => Some(Num::Expr(other)),
     }
+}
+
+/// Whether `text` is a number as a literal writes it (`3`, `2.5`, `1e3`),
+/// not `NaN` or `inf`.
+fn is_number(text: &str) -> bool {
+    text.bytes()
+        .all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'+' | b'-' | b'_'))
+        && text.bytes().any(|b| b.is_ascii_digit())
+        && text.replace('_', "").parse::<f64>().is_ok()
 }
 
 /// Suffixes that make a literal typed rather than give it a unit.
@@ -993,11 +1002,14 @@ fn duration(cx: &mut Ctxt, name: &str, value: Expr) -> Option<Dur> {
             return None;
         }
         Expr::Unary(u) if matches!(u.op, UnOp::Neg(_)) => {
-            let positive = quote::ToTokens::to_token_stream(&u.expr).to_string();
-            cx.error_spanned(
-                &value,
-                format!("`{name}` cannot be negative: a duration is zero or more (`{name} = {positive}`)"),
-            );
+            let message = match &*u.expr {
+                Expr::Lit(lit) => format!(
+                    "`{name}` cannot be negative: a duration is zero or more (`{name} = {}`)",
+                    quote::ToTokens::to_token_stream(lit)
+                ),
+                _ => format!("`{name}` cannot be negative: a duration is zero or more"),
+            };
+            cx.error_spanned(&value, message);
             return None;
         }
         _ => return Some(Dur::Expr(value)),
@@ -1024,7 +1036,10 @@ fn duration(cx: &mut Ctxt, name: &str, value: Expr) -> Option<Dur> {
         return None;
     };
     let Some(nanos) = decimal_times(digits, unit) else {
-        cx.error(span, format!("`{text}` is too large for a `Duration`"));
+        cx.error(
+            span,
+            format!("`{name} = {text}` is too large for a `Duration`"),
+        );
         return None;
     };
     Some(Dur::Lit(DurLit { nanos, span, text }))

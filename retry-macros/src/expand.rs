@@ -893,25 +893,29 @@ fn split_items(block: &syn::Block) -> (Vec<&syn::Stmt>, Vec<&syn::Stmt>) {
 /// called directly, so a closure's argument type is inferred, and the call
 /// is located on it: a hook of the wrong shape is reported there.
 fn hooks(args: &Args, rt: &TokenStream, ret: &Type) -> (TokenStream, TokenStream) {
-    let event = format_ident!("__backstop_event", span = Span::mixed_site());
+    let event_name = format_ident!("__backstop_event", span = Span::mixed_site());
     // The event's type in full: a closure in `Some(..)` is general over
     // the event's lifetimes only where its parameter says so.
-    let closure = |hook: Option<&syn::Expr>, call: TokenStream, event_type: TokenStream| {
-        hook.map_or_else(
-            || quote!(::core::option::Option::None::<fn(&#event_type)>),
-            |hook| {
-                let call = located_call(call, &event, hook, quote!(&));
-                quote!(::core::option::Option::Some(|#event: &#event_type| { #call; }))
-            },
-        )
-    };
+    let closure =
+        |hook: Option<&syn::Expr>, call: TokenStream, event: (TokenStream, TokenStream)| {
+            let (typed, open) = event;
+            hook.map_or_else(
+                || quote!(::core::option::Option::None::<fn(&#open)>),
+                |hook| {
+                    let call = located_call(call, &event_name, hook, quote!(&));
+                    quote!(::core::option::Option::Some(|#event_name: &#typed| { #call; }))
+                },
+            )
+        };
     // The event's outcome types are the function's, so that a hook taking
     // another function's event is told so at the hook: where they can be
     // named (a `Result`, with no `impl Trait` in it, erased to `_`).
+    // (Located on the return type: one that is not an outcome is said
+    // there, once.)
     let (ok, err) = if names_result(ret) && !has_inferred(ret) {
         (
-            quote!(<#ret as #rt::Outcome>::Ok),
-            quote!(<#ret as #rt::Outcome>::Err),
+            respan(quote!(<#ret as #rt::Outcome>::Ok), ret.span()),
+            respan(quote!(<#ret as #rt::Outcome>::Err), ret.span()),
         )
     } else {
         (quote!(_), quote!(_))
@@ -920,12 +924,18 @@ fn hooks(args: &Args, rt: &TokenStream, ret: &Type) -> (TokenStream, TokenStream
         closure(
             args.on_retry.value(),
             quote!(#rt::on_retry),
-            quote!(#rt::RetryEvent<'_, #ok, #err>),
+            (
+                quote!(#rt::RetryEvent<'_, #ok, #err>),
+                quote!(#rt::RetryEvent<'_, _, _>),
+            ),
         ),
         closure(
             args.on_give_up.value(),
             quote!(#rt::on_give_up),
-            quote!(#rt::GiveUpEvent<'_, #ok, #err>),
+            (
+                quote!(#rt::GiveUpEvent<'_, #ok, #err>),
+                quote!(#rt::GiveUpEvent<'_, _, _>),
+            ),
         ),
     )
 }

@@ -308,6 +308,15 @@ fn check_options(args: &Args, cx: &mut Ctxt) {
             cx.error(span, message);
         }
     }
+    if let Some((span, text)) = zero_literal(args.cap.value())
+        && below_a_nanosecond("cap", text).is_none()
+    {
+        cx.error(
+            span,
+            "`cap` must be greater than zero: it bounds every delay, and `base` (greater than \
+             zero) must be at or below it",
+        );
+    }
     // Read as zero, though not written as zero: a `cap` or
     // `retry_after_max` so small is a mistake about the unit.
     for opt in [&args.cap, &args.retry_after_max] {
@@ -386,9 +395,8 @@ fn check_base_below_cap(args: &Args, cx: &mut Ctxt) {
     let cap = args.cap.value().and_then(Dur::as_lit);
     let b = base.map_or(DEFAULT_BASE_NANOS, |l| l.nanos);
     let c = cap.map_or(DEFAULT_CAP_NANOS, |l| l.nanos);
-    // A `cap` below a nanosecond is said above, once.
-    let said = cap.is_some_and(|l| l.nanos == 0 && below_a_nanosecond("cap", &l.text).is_some());
-    if b <= c || said {
+    // A `cap` read as zero is said above, once.
+    if b <= c || c == 0 {
         return;
     }
     match (base, cap) {

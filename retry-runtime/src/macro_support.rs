@@ -135,8 +135,9 @@ pub fn policy_budget(
     }
 }
 
-/// What `policy = expr` accepts: a `Policy`, or what dereferences to one
-/// (`&Policy`, `&*LAZY` of a `LazyLock<Policy>`, an `Arc<Policy>`).
+/// What `policy = expr` accepts: a `Policy`, or what borrows as one
+/// (`&Policy`, `&*LAZY` of a `LazyLock<Policy>`, an `Arc<Policy>`): a
+/// trait of its own so that another type is said in the crate's words.
 #[diagnostic::on_unimplemented(
     message = "`policy = ..` takes a `Policy`, not `{Self}`",
     label = "not a `Policy`",
@@ -148,17 +149,11 @@ pub trait PolicyValue {
     fn policy(&self) -> &Policy;
 }
 
-impl PolicyValue for Policy {
-    fn policy(&self) -> &Policy {
-        self
-    }
-}
-
-// (Not named in a wrong type's error: its `Deref` is not the mistake.)
+// (Not named in a wrong type's error: `Borrow` is not the mistake.)
 #[diagnostic::do_not_recommend]
-impl<T: std::ops::Deref<Target = Policy>> PolicyValue for T {
+impl<T: std::borrow::Borrow<Policy> + ?Sized> PolicyValue for T {
     fn policy(&self) -> &Policy {
-        self
+        self.borrow()
     }
 }
 

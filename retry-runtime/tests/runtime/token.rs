@@ -596,7 +596,7 @@ fn an_answer_from_a_caller_whose_clock_is_ahead_does_not_end_the_ride_out() {
 /// `Retry` failure does, not for the budget nor for a breaker it opened.
 #[test]
 fn a_refusal_the_budget_does_not_hold_for_gives_up_at_the_deadline_before_the_budget() {
-    use backstop_runtime::limit::CircuitBreaker;
+    use backstop_runtime::limit::{BreakerState, CircuitBreaker};
     use backstop_runtime::macro_support::{AttemptState, Attempted, Decision};
     use backstop_runtime::{GiveUp, Jitter, Policy, Verdict};
     let vt = backstop_runtime::testing::VirtualTime::start();
@@ -609,6 +609,8 @@ fn a_refusal_the_budget_does_not_hold_for_gives_up_at_the_deadline_before_the_bu
         let mut state = AttemptState::new(&policy, backstop_runtime::time::SystemClock)
             .budget(Some(budget))
             .breaker(breaker);
+        // The breaker hears of the attempt through its admission.
+        state.admit().expect("a closed breaker admits");
         // A budget of 2: the failure leaves 1 token, not above half.
         state.decide(Attempted::Failed(verdict))
     };
@@ -638,6 +640,11 @@ fn a_refusal_the_budget_does_not_hold_for_gives_up_at_the_deadline_before_the_bu
             decide(&never, Some(breaker), verdict),
             Decision::GiveUp(GiveUp::Deadline),
             "{verdict:?}, breaker opened"
+        );
+        assert_ne!(
+            breaker.state(),
+            BreakerState::Closed,
+            "the failure opened it"
         );
     }
     // Where the budget holds (a ride-out left), a refusal holds within the

@@ -539,3 +539,29 @@ fn callers_hours_behind_the_first_count_in_slots_of_their_own() {
         "a call an hour earlier pays for nothing"
     );
 }
+
+/// A refusal whose retry a windowed budget refuses gives up for the
+/// budget at once: only a token budget holds a refused call.
+#[test]
+fn a_refusal_a_windowed_budget_refuses_gives_up_for_the_budget_without_holding() {
+    use backstop_runtime::{GiveUp, GiveUpEvent, Retry};
+    let vt = VirtualTime::start();
+    // No grant at all: a ratio of a tenth of no calls, and no floor.
+    let budget: &'static WindowBudget =
+        Box::leak(Box::new(WindowBudget::new(0.1, 0, Duration::from_secs(10))));
+    let policy = Policy::new()
+        .attempts(5)
+        .deadline(Some(Duration::from_secs(5)))
+        .window_budget(budget);
+    let reason = std::cell::Cell::new(None);
+    let mut attempts = 0;
+    let out: Result<(), Error> = Retry::new(&policy)
+        .on_give_up(|event: &GiveUpEvent<'_, (), Error>| reason.set(Some(event.reason())))
+        .call(|| {
+            attempts += 1;
+            Err(ErrorKind::ConnectionRefused.into())
+        });
+    assert_eq!(out.unwrap_err().kind(), ErrorKind::ConnectionRefused);
+    assert_eq!((attempts, reason.get()), (1, Some(GiveUp::Budget)));
+    assert!(vt.sleeps().is_empty(), "held: {:?}", vt.sleeps());
+}

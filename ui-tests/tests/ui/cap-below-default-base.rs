@@ -6,8 +6,3 @@ fn fetch() -> Result<(), std::io::Error> {
 }
 
 fn main() {}
-
-#[retry(cap = 0ms)]
-fn zero() -> Result<(), std::io::Error> {
-    Ok(())
-}

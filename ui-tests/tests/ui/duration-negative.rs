@@ -5,4 +5,9 @@ fn fetch() -> Result<(), std::io::Error> {
     Ok(())
 }
 
+#[retry(cap = -std::time::Duration::from_secs(5))]
+fn negated() -> Result<(), std::io::Error> {
+    Ok(())
+}
+
 fn main() {}
