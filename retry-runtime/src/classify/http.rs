@@ -333,9 +333,11 @@ pub const IDEMPOTENCY_KEY: ::http::HeaderName = ::http::HeaderName::from_static(
 /// How long the server asked to wait, from its `Retry-After` header (RFC
 /// 9110 §10.2.3): delta-seconds, or an HTTP-date in any of the three formats
 /// recipients must accept (IMF-fixdate, RFC 850, asctime), measured from
-/// `now`; a date already past means now. `None` without the header, or for
-/// a value that is neither (empty, negative, fractional, too large, not a
-/// date): a malformed header never panics and is never taken as zero.
+/// `now`; a date already past means now, and more seconds than a `u64`
+/// holds the longest wait (`u64::MAX` seconds: past any `retry_after_max`,
+/// so the call gives up). `None` without the header, or for a value that
+/// is neither (empty, negative, fractional, not a date): a malformed
+/// header never panics and is never taken as zero.
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
@@ -360,8 +362,13 @@ pub fn retry_after(headers: &::http::HeaderMap, now: SystemTime) -> Option<Durat
         return None;
     }
     if value.bytes().all(|b| b.is_ascii_digit()) {
-        // Too many digits for a u64 is garbage, not "forever".
-        return value.parse::<u64>().ok().map(Duration::from_secs);
+        // Digits only, so the one error is overflow: more seconds than a
+        // `u64` holds is as long a wait as can be (RFC 9111 §1.2.2 reads
+        // an overflowing delta-seconds as the greatest it can hold), past
+        // any `retry_after_max`, as a smaller huge value is.
+        return Some(Duration::from_secs(
+            value.parse::<u64>().unwrap_or(u64::MAX),
+        ));
     }
     let date = httpdate::parse_http_date(value).ok()?;
     Some(date.duration_since(now).unwrap_or(Duration::ZERO))
