@@ -2746,3 +2746,158 @@ fn a_hedge_due_and_refused_is_counted_and_one_never_due_is_not() {
     let name = "backstop_hedges_refused_total{function=telemetry::hedged_on_an_empty_budget,reason=budget}";
     assert_eq!(refused, [(&name.to_owned(), &1)], "{counters:?}");
 }
+
+static FORGETTING: backstop::limit::Keyed<backstop::limit::CircuitBreaker> =
+    backstop::limit::Keyed::with_capacity(
+        backstop::limit::CircuitBreaker::new(1, std::time::Duration::from_secs(10))
+            .named("forgetting"),
+        1,
+    );
+
+/// A breaker given up (open, its key gone two cooldowns) whose place goes
+/// to another key is told forgotten under the key it was, whose gauge
+/// goes back to 0: not under the key that takes its place.
+#[test]
+fn a_forgotten_breaker_is_told_under_the_key_it_was() {
+    use backstop::{Policy, Retry};
+    let _serial = serial();
+    let vt = backstop::testing::VirtualTime::start();
+    let recorder = Recorder::default();
+    let capture = Arc::new(Capture::default());
+    tracing::subscriber::with_default(Arc::clone(&capture), || {
+        metrics::with_local_recorder(&recorder, || {
+            let policy = Policy::new().attempts(1).no_budget();
+            let _ = Retry::new(&policy)
+                .breaker(&FORGETTING)
+                .key(&"db-1")
+                .call(|| Err::<(), _>(Error::from(ErrorKind::ConnectionRefused)));
+            vt.advance(std::time::Duration::from_secs(20));
+            let _ = Retry::new(&policy)
+                .breaker(&FORGETTING)
+                .key(&"db-2")
+                .call(|| Ok::<_, Error>(()));
+        });
+    });
+    let gauges = gauges(&recorder);
+    assert_eq!(
+        gauges
+            .get("backstop_breakers_open{breaker=forgetting,key=db-1}")
+            .map(|open| open.abs() < f64::EPSILON),
+        Some(true),
+        "back to 0: {gauges:?}"
+    );
+    assert_eq!(
+        gauges.get("backstop_breakers_open{breaker=forgetting,key=db-2}"),
+        None,
+        "{gauges:?}"
+    );
+    let events = capture.events.lock().unwrap();
+    let forgotten: Vec<&str> = events
+        .iter()
+        .filter(|(_, f)| f["message"].starts_with("circuit breaker forgotten"))
+        .map(|(_, f)| f["key"].as_str())
+        .collect();
+    assert_eq!(forgotten, ["db-1"], "{events:?}");
+}
+
+/// A gauge that, on the thread named `slow`, makes its first `set` wait
+/// until it is told to go on, as a thread preempted between a breaker's
+/// change and its telling would.
+#[derive(Default)]
+struct HeldGauge {
+    value: Mutex<f64>,
+    held: Mutex<Option<(std::sync::mpsc::Sender<()>, std::sync::mpsc::Receiver<()>)>>,
+}
+
+impl metrics::GaugeFn for HeldGauge {
+    fn increment(&self, _: f64) {}
+    fn decrement(&self, _: f64) {}
+    fn set(&self, value: f64) {
+        if std::thread::current().name() == Some("slow")
+            && let Some((reached, go)) = self.held.lock().unwrap().take()
+        {
+            reached.send(()).unwrap();
+            go.recv().unwrap();
+        }
+        *self.value.lock().unwrap() = value;
+    }
+}
+
+struct HeldRecorder(Arc<HeldGauge>);
+
+impl metrics::Recorder for HeldRecorder {
+    fn describe_counter(
+        &self,
+        _: metrics::KeyName,
+        _: Option<metrics::Unit>,
+        _: metrics::SharedString,
+    ) {
+    }
+    fn describe_gauge(
+        &self,
+        _: metrics::KeyName,
+        _: Option<metrics::Unit>,
+        _: metrics::SharedString,
+    ) {
+    }
+    fn describe_histogram(
+        &self,
+        _: metrics::KeyName,
+        _: Option<metrics::Unit>,
+        _: metrics::SharedString,
+    ) {
+    }
+    fn register_counter(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Counter {
+        metrics::Counter::noop()
+    }
+    fn register_gauge(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Gauge {
+        metrics::Gauge::from_arc(Arc::clone(&self.0))
+    }
+    fn register_histogram(
+        &self,
+        _: &metrics::Key,
+        _: &metrics::Metadata<'_>,
+    ) -> metrics::Histogram {
+        metrics::Histogram::noop()
+    }
+}
+
+static RACED: backstop::limit::CircuitBreaker =
+    backstop::limit::CircuitBreaker::new(1, std::time::Duration::from_secs(10)).named("raced");
+
+/// Two changes on two threads told in the other order than they were
+/// made (the first thread held between its change and its gauge) leave
+/// the gauge at the breaker's state, not at the change told last.
+#[test]
+fn a_change_told_late_leaves_the_gauge_at_the_breakers_state() {
+    use backstop::Verdict;
+    use backstop::limit::BreakerState;
+    let _serial = serial();
+    let gauge = Arc::new(HeldGauge::default());
+    let (reached_tx, reached) = std::sync::mpsc::channel();
+    let (go, go_rx) = std::sync::mpsc::channel();
+    let recorder = Arc::new(HeldRecorder(Arc::clone(&gauge)));
+    let t0 = std::time::Instant::now();
+    let t1 = t0 + std::time::Duration::from_secs(10);
+    metrics::with_local_recorder(&*recorder, || {
+        RACED.try_acquire(t0).unwrap().failed(Verdict::Retry, t0); // opens
+    });
+    let probe = RACED.try_acquire(t1).unwrap();
+    *gauge.held.lock().unwrap() = Some((reached_tx, go_rx));
+    let slow_recorder = Arc::clone(&recorder);
+    let slow = std::thread::Builder::new()
+        .name("slow".to_owned())
+        .spawn(move || metrics::with_local_recorder(&*slow_recorder, || probe.succeeded(t1)))
+        .unwrap();
+    // The probe closed the breaker and is about to say so: another call
+    // fails, and opens it again.
+    reached.recv().unwrap();
+    metrics::with_local_recorder(&*recorder, || {
+        RACED.try_acquire(t1).unwrap().failed(Verdict::Retry, t1);
+    });
+    go.send(()).unwrap();
+    slow.join().unwrap();
+    assert_eq!(RACED.state_at(t1), BreakerState::Open);
+    let value = *gauge.value.lock().unwrap();
+    assert!((value - 1.0).abs() < f64::EPSILON, "the gauge says open: {value}");
+}

@@ -177,8 +177,11 @@ pub struct BreakerChange {
 ///
 /// Closed, it lets calls through and counts consecutive retryable
 /// failures (a [`Verdict::Stop`] failure, such as a 400, is the caller's
-/// fault, not the dependency's, and does not count). At
-/// `failure_threshold` it opens: calls are rejected for `cooldown`. Then it
+/// fault, not the dependency's: it neither counts nor ends a run; a
+/// success does). At `failure_threshold` it opens: calls are rejected for
+/// `cooldown` (kept in whole milliseconds, rounded up, on a clock read in
+/// whole milliseconds: the trial may go up to a millisecond before the
+/// cooldown has passed in full). Then it
 /// is half-open: exactly one call, the probe, goes through and is never
 /// retried; its success closes the breaker, its failure opens it again. A
 /// probe that hangs, panics, or whose future is dropped (its caller's own
@@ -586,7 +589,9 @@ impl CircuitBreaker {
         /// This breaker, calling `hook` with each change of its state
         /// (opened, half-open, closed, held open, and why), on the thread
         /// of the call that changed it, after the change. Keep it short: it
-        /// runs inside that call.
+        /// runs inside that call. Changes made on two threads at about the
+        /// same instant may reach it in the other order: read
+        /// [`state`](Self::state) for where the breaker stands.
         ///
         /// ```
         /// # extern crate backstop_runtime as backstop;
@@ -651,6 +656,18 @@ impl CircuitBreaker {
     /// path of a call that changes nothing.
     #[cold]
     fn changed(&self, from: u64, to: u64, reason: ChangeReason) {
+        self.told(
+            self.key.load(std::sync::atomic::Ordering::Relaxed),
+            from,
+            to,
+            reason,
+        );
+    }
+
+    /// [`changed`](Self::changed), told under the key whose hash is
+    /// `key_word` (none: `0`).
+    #[cold]
+    fn told(&self, key_word: u64, from: u64, to: u64, reason: ChangeReason) {
         let state = |word: u64| match word & TAG {
             CLOSED => BreakerState::Closed,
             OPEN => BreakerState::Open,
@@ -660,7 +677,7 @@ impl CircuitBreaker {
         // The key's name; a key no call named is named now, by its hash:
         // a name is never changed after, so the gauge goes up and down by
         // the same labels whatever order racing changes are told in.
-        let key = match self.key.load(std::sync::atomic::Ordering::Relaxed) {
+        let key = match key_word {
             0 => None,
             word => {
                 crate::limit::names::name(word, || format!("#{word:016x}"));
@@ -730,12 +747,21 @@ impl CircuitBreaker {
             if let Some(key) = change.key {
                 labels.push(metrics::Label::new("key", key));
             }
-            let open = if change.to == BreakerState::Closed {
-                0.0
-            } else {
-                1.0
-            };
-            metrics::gauge!("backstop_breakers_open", labels).set(open);
+            // From the state word as it is, not from `to`: changes made on
+            // other threads meanwhile may be told before this one. Set,
+            // then look again: a change made after that look is set by
+            // its own thread after it, so the last set is the state's.
+            let gauge = metrics::gauge!("backstop_breakers_open", labels);
+            let open = || self.state.load(Acquire) & TAG != CLOSED;
+            let mut set = open();
+            loop {
+                gauge.set(if set { 1.0 } else { 0.0 });
+                let now = open();
+                if now == set {
+                    break;
+                }
+                set = now;
+            }
         }
         if let Some(hook) = self.on_change {
             hook(&change);
@@ -882,9 +908,10 @@ impl CircuitBreaker {
     /// Closed, in a new generation: a breaker whose place in a table goes
     /// to another key, so that what the calls of the key it held report
     /// counts no more; silently if it was closed with nothing counted, and
-    /// told as [`ChangeReason::Forgotten`], under the key it was, if it was
-    /// open or half-open and given up ([`is_stale`](Self::is_stale)).
-    pub(crate) fn renew(&self) {
+    /// told as [`ChangeReason::Forgotten`], under the key it was (`was`,
+    /// its hash; its place is labelled with the new key's by then), if it
+    /// was open or half-open and given up ([`is_stale`](Self::is_stale)).
+    pub(crate) fn renew(&self, was: u64) {
         let mut current = self.state.load(Acquire);
         // Until it holds: a failure of the key before, counted meanwhile,
         // is not the new key's to inherit (nor an open breaker it made).
@@ -896,7 +923,7 @@ impl CircuitBreaker {
             {
                 Ok(_) => {
                     if current & TAG != CLOSED {
-                        self.changed(current, next, ChangeReason::Forgotten);
+                        self.told(was, current, next, ChangeReason::Forgotten);
                     }
                     return;
                 }

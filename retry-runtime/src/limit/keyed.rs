@@ -56,12 +56,14 @@ pub trait PerKey: Fresh + Send + sealed::Sealed {
     #[doc(hidden)]
     fn is_fresh(&self, now: Instant) -> bool;
 
-    /// Its place goes to another key: what calls of the key before it
-    /// report from now on is not to count for the new one, where the
-    /// limiter can tell (a breaker's new generation ignores the permits
-    /// given before it).
+    /// Its place goes to another key from the one whose hash is `was`
+    /// (none: `0`): what calls of the key before it report from now on is
+    /// not to count for the new one, where the limiter can tell (a
+    /// breaker's new generation ignores the permits given before it).
     #[doc(hidden)]
-    fn reassigned(&self) {}
+    fn reassigned(&self, was: u64) {
+        let _ = was;
+    }
 
     /// Its place is the key's whose hash is `word` now (what telemetry
     /// labels its changes with, where it tells them).
@@ -105,8 +107,8 @@ impl PerKey for CircuitBreaker {
         self.is_pristine(now) || self.is_stale(now)
     }
 
-    fn reassigned(&self) {
-        self.renew();
+    fn reassigned(&self, was: u64) {
+        self.renew(was);
     }
 
     fn placed(&self, word: u64) {
@@ -573,7 +575,8 @@ impl<T: PerKey> Keyed<T> {
                     // to it now finds it another key's (and goes on without
                     // it), as early as can be.
                     slot.limiter.placed(hash);
-                    slot.limiter.reassigned();
+                    // (Told under the key it was.)
+                    slot.limiter.reassigned(word & !USED);
                     return Some(&slot.limiter);
                 }
             }
