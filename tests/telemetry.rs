@@ -2899,5 +2899,8 @@ fn a_change_told_late_leaves_the_gauge_at_the_breakers_state() {
     slow.join().unwrap();
     assert_eq!(RACED.state_at(t1), BreakerState::Open);
     let value = *gauge.value.lock().unwrap();
-    assert!((value - 1.0).abs() < f64::EPSILON, "the gauge says open: {value}");
+    assert!(
+        (value - 1.0).abs() < f64::EPSILON,
+        "the gauge says open: {value}"
+    );
 }

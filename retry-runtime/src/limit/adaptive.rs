@@ -34,12 +34,22 @@ const fn accepts_of(word: u64) -> u64 {
     word & COUNT_MAX
 }
 
+/// Each time the latest epoch counted in moves past a multiple of this,
+/// the slots older than the window are swept to zero: no slot's tag is
+/// then ever more than `2 * SWEEP_EPOCHS + SLOTS` epochs behind the
+/// latest, within its 16 bits, so none comes round again to read as the
+/// window's (after 65,536 slots without a write: 4 h 33 min at 2 s).
+const SWEEP_EPOCHS: u64 = 1 << 14;
+
 pub use crate::state::vocabulary::Throttled;
 
 /// Client-side throttling (Google SRE): before every attempt, the first
 /// included, reject it locally with probability
 /// `max(0, (requests − K × accepts) / (requests + 1))`, counted over a
 /// sliding window; an accept is an answer (a success, or a `Stop` verdict).
+/// The window slides by eighths: a count leaves it between seven eighths
+/// of a window and a window after it was made, and each eighth counts up
+/// to 16,777,215 requests and as many accepts (more saturate).
 ///
 /// It sheds load a dependency is already refusing, in proportion, before
 /// it is sent: at `K = 2` a client keeps sending up to twice what gets
@@ -115,6 +125,9 @@ pub struct AdaptiveThrottle {
     /// with some is not idle (kept per key, its place is not given away
     /// while they are out).
     in_flight: AtomicU64,
+    /// The latest epoch counted in (0 before any): nothing counted within
+    /// a window of it, the window is empty, whatever the slots' tags say.
+    latest: AtomicU64,
 }
 
 impl AdaptiveThrottle {
@@ -148,6 +161,7 @@ impl AdaptiveThrottle {
             slots: zeroed_atomics!(SLOTS as usize),
             anchor: Anchor::new(),
             in_flight: AtomicU64::new(0),
+            latest: AtomicU64::new(0),
         }
     }
     }
@@ -199,6 +213,11 @@ impl AdaptiveThrottle {
     /// Requests and accepts in the window ending at `now`'s slot.
     pub(crate) fn counts(&self, now: Instant) -> (u64, u64) {
         let epoch = self.epoch(now);
+        // Nothing counted for a window or more (a slot's tag may have come
+        // round again since).
+        if epoch.saturating_sub(self.latest.load(Acquire)) >= SLOTS {
+            return (0, 0);
+        }
         self.slots.iter().fold((0, 0), |(r, a), slot| {
             let word = slot.load(Acquire);
             // A slot of this window has a tag within the last SLOTS epochs.
@@ -281,6 +300,22 @@ impl AdaptiveThrottle {
     /// first if it holds an older one.
     pub(crate) fn add(&self, now: Instant, requests: u64, accepts: u64) {
         let epoch = self.epoch(now);
+        let latest = self.latest.load(Acquire);
+        if epoch > latest {
+            if epoch / SWEEP_EPOCHS == latest / SWEEP_EPOCHS {
+                self.latest.fetch_max(epoch, AcqRel);
+            } else {
+                // The slots as they were before the move: written at the
+                // latest epoch or before (every count moves `latest`
+                // first).
+                let seen: [u64; SLOTS as usize] =
+                    std::array::from_fn(|place| self.slots[place].load(Acquire));
+                let before = self.latest.fetch_max(epoch, AcqRel);
+                if epoch > before && epoch / SWEEP_EPOCHS != before / SWEEP_EPOCHS {
+                    self.sweep(before, epoch, &seen);
+                }
+            }
+        }
         let slot = &self.slots[(epoch % SLOTS) as usize];
         let tag = epoch & TAG_MASK;
         let mut current = slot.load(Acquire);
@@ -303,6 +338,31 @@ impl AdaptiveThrottle {
             match slot.compare_exchange_weak(current, next, AcqRel, Acquire) {
                 Ok(_) => return,
                 Err(actual) => current = actual,
+            }
+        }
+    }
+
+    /// The latest epoch counted in moved from `before` to `epoch`, past a
+    /// multiple of [`SWEEP_EPOCHS`]: every slot as it was `seen` before the
+    /// move that is older than the window ending at `epoch` starts over
+    /// at zero. Its epoch is found from its tag and `before` (within 16
+    /// bits of it, as the sweeps keep every slot), however its tag reads
+    /// against `epoch`'s (after 65,536 slots they are alike). A slot
+    /// written since it was seen (a racing caller's count, this window's)
+    /// is left as it is: its compare-and-swap fails, and no count of the
+    /// window is lost. (A racing count added onto a slot whose tag came
+    /// round again to its own keeps that slot's old counts with it: the
+    /// same 16 bits after at least 65,528 slots of quiet, and a count
+    /// racing the first after them.)
+    #[cold]
+    fn sweep(&self, before: u64, epoch: u64, seen: &[u64; SLOTS as usize]) {
+        for (slot, &word) in self.slots.iter().zip(seen) {
+            if word == 0 {
+                continue;
+            }
+            let written = before.wrapping_sub(before.wrapping_sub(tag_of(word)) & TAG_MASK);
+            if epoch.wrapping_sub(written) >= SLOTS {
+                let _ = slot.compare_exchange(word, 0, AcqRel, Acquire);
             }
         }
     }

@@ -192,7 +192,10 @@ impl TokenBudget {
     const_unless_loom! {
     /// A token budget of `max_tokens` tokens, crediting `token_ratio` per
     /// answer (truncated to three decimal places, as gRFC A6 keeps it:
-    /// 0.1239 is 0.123), refilling one token every 10 s.
+    /// 0.1239 is 0.123; a value within a millionth of a thousandth is
+    /// that thousandth, so that `0.3`, stored as 0.29999…, is 0.3),
+    /// refilling one token every 10 s. A budget of 1 or 2 tokens never
+    /// allows a retry (a failure leaves no more than half).
     ///
     /// # Panics
     ///
@@ -296,7 +299,9 @@ impl TokenBudget {
     /// longer than `ride_out` (since the budget began refusing retries, or
     /// since its last answer) is not restarting but down: the held calls
     /// give up, and later ones give up at once until it answers again.
-    /// Kept to 100 ms ticks.
+    /// Kept to 100 ms ticks, rounded down: under 100 ms is none (never
+    /// hold), which configuration refuses rather than keep; at most about
+    /// 6.8 years (2³¹ ticks).
     ///
     /// ```
     /// # extern crate backstop_runtime as backstop;

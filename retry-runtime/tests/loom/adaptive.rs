@@ -102,3 +102,26 @@ fn callers_whose_clocks_disagree_by_a_window_see_less_never_more() {
         );
     });
 }
+
+#[test]
+fn callers_racing_past_a_long_quiet_spell_keep_theirs_and_none_of_before() {
+    loom::model(|| {
+        let throttle = throttle();
+        for _ in 0..5 {
+            throttle.requested(ms(0));
+        }
+        // Over 16,384 slots later (past a sweep, the slots' tags nearing
+        // their turn), two callers race: the five are gone, and neither
+        // of theirs is lost.
+        let later = 20_000_000;
+        let other = Arc::clone(&throttle);
+        let handle = thread::spawn(move || other.requested(ms(later)));
+        throttle.requested(ms(later));
+        handle.join().unwrap();
+        assert!(
+            says(&throttle, ms(later), 2, 0),
+            "{}",
+            throttle.rejection_probability_at(ms(later))
+        );
+    });
+}

@@ -110,3 +110,50 @@ fn its_debug_says_its_settings() {
     let text = format!("{:?}", AdaptiveThrottle::new(1.5, Duration::from_secs(60)));
     assert_eq!(text, "AdaptiveThrottle { k: 1.5, window: 60s, .. }");
 }
+
+/// A slot is stamped with its epoch's low bits: after 65,536 slots of
+/// quiet (4 h 33 min at the standard window) a forgotten count must not
+/// come back as this window's.
+#[test]
+fn a_count_never_comes_back_after_a_long_quiet_spell() {
+    let throttle = AdaptiveThrottle::standard();
+    let t0 = Instant::now();
+    for _ in 0..100 {
+        throttle.requested(t0); // refused
+    }
+    for gap in [3, 16_384, 2 * 16_384, 3 * 16_384, 40_000, 1_000_000] {
+        let later = t0 + Duration::from_secs(gap);
+        assert_eq!(
+            throttle.rejection_probability_at(later),
+            0.0,
+            "{gap} s later"
+        );
+    }
+    // Healthy calls after it count alone.
+    let later = t0 + Duration::from_secs(16_384);
+    for _ in 0..10 {
+        throttle.requested(later);
+        throttle.accepted(later);
+    }
+    assert_eq!(throttle.rejection_probability_at(later), 0.0);
+}
+
+/// Calls that come every 1 s (every fourth slot of 250 ms) never write the
+/// slots between: a refusal counted in one of those is forgotten a window
+/// later and stays forgotten, past the 65,536 slots its stamp holds.
+#[test]
+fn a_slot_left_unwritten_for_hours_is_not_read_as_this_windows() {
+    let throttle = AdaptiveThrottle::standard();
+    let t0 = Instant::now();
+    for _ in 0..100 {
+        throttle.requested(t0 + Duration::from_millis(250)); // refused
+    }
+    for second in 0..5 * 3600 {
+        let now = t0 + Duration::from_secs(second);
+        throttle.requested(now);
+        throttle.accepted(now);
+        if second >= 3 {
+            assert_eq!(throttle.rejection_probability_at(now), 0.0, "{second} s on");
+        }
+    }
+}
