@@ -35,10 +35,12 @@ const fn accepts_of(word: u64) -> u64 {
 }
 
 /// Each time the latest epoch counted in moves past a multiple of this,
-/// the slots older than the window are swept to zero: no slot's tag is
-/// then ever more than `2 * SWEEP_EPOCHS + SLOTS` epochs behind the
-/// latest, within its 16 bits, so none comes round again to read as the
-/// window's (after 65,536 slots without a write: 4 h 33 min at 2 s).
+/// the slots older than the window are swept to zero first: no slot
+/// written on the clock of the latest is then ever more than
+/// `2 * SWEEP_EPOCHS + SLOTS` epochs behind it, within its 16 bits, so
+/// none comes round again to read as the window's (after 65,536 slots
+/// without a write: 4 h 33 min at 2 s). Callers on clocks hours apart
+/// are the exception the docs state (they see less).
 const SWEEP_EPOCHS: u64 = 1 << 14;
 
 pub use crate::state::vocabulary::Throttled;
@@ -214,8 +216,11 @@ impl AdaptiveThrottle {
     pub(crate) fn counts(&self, now: Instant) -> (u64, u64) {
         let epoch = self.epoch(now);
         // Nothing counted for a window or more (a slot's tag may have come
-        // round again since).
-        if epoch.saturating_sub(self.latest.load(Acquire)) >= SLOTS {
+        // round again since); or counted at a clock half the tags' range
+        // ahead of this caller's (a caller on a clock so far behind sees
+        // nothing, rather than what a tag come round again would show).
+        let latest = self.latest.load(Acquire);
+        if epoch.saturating_sub(latest) >= SLOTS || latest.saturating_sub(epoch) >= 1 << 15 {
             return (0, 0);
         }
         self.slots.iter().fold((0, 0), |(r, a), slot| {
@@ -302,19 +307,10 @@ impl AdaptiveThrottle {
         let epoch = self.epoch(now);
         let latest = self.latest.load(Acquire);
         if epoch > latest {
-            if epoch / SWEEP_EPOCHS == latest / SWEEP_EPOCHS {
-                self.latest.fetch_max(epoch, AcqRel);
-            } else {
-                // The slots as they were before the move: written at the
-                // latest epoch or before (every count moves `latest`
-                // first).
-                let seen: [u64; SLOTS as usize] =
-                    std::array::from_fn(|place| self.slots[place].load(Acquire));
-                let before = self.latest.fetch_max(epoch, AcqRel);
-                if epoch > before && epoch / SWEEP_EPOCHS != before / SWEEP_EPOCHS {
-                    self.sweep(before, epoch, &seen);
-                }
+            if epoch / SWEEP_EPOCHS != latest / SWEEP_EPOCHS {
+                self.sweep(epoch);
             }
+            self.latest.fetch_max(epoch, AcqRel);
         }
         let slot = &self.slots[(epoch % SLOTS) as usize];
         let tag = epoch & TAG_MASK;
@@ -336,27 +332,58 @@ impl AdaptiveThrottle {
                 pack(tag, requests, accepts)
             };
             match slot.compare_exchange_weak(current, next, AcqRel, Acquire) {
-                Ok(_) => return,
+                Ok(_) => {
+                    if tag_of(current) != tag {
+                        self.sweep_behind(epoch);
+                    }
+                    return;
+                }
                 Err(actual) => current = actual,
             }
         }
     }
 
-    /// The latest epoch counted in moved from `before` to `epoch`, past a
-    /// multiple of [`SWEEP_EPOCHS`]: every slot as it was `seen` before the
-    /// move that is older than the window ending at `epoch` starts over
-    /// at zero. Its epoch is found from its tag and `before` (within 16
-    /// bits of it, as the sweeps keep every slot), however its tag reads
-    /// against `epoch`'s (after 65,536 slots they are alike). A slot
-    /// written since it was seen (a racing caller's count, this window's)
-    /// is left as it is: its compare-and-swap fails, and no count of the
-    /// window is lost. (A racing count added onto a slot whose tag came
-    /// round again to its own keeps that slot's old counts with it: the
-    /// same 16 bits after at least 65,528 slots of quiet, and a count
-    /// racing the first after them.)
+    /// A slot moved on to `epoch`: the others older than the window, on
+    /// this caller's clock, start over at zero (those a window to three
+    /// quarters of the tags' range behind: further is a caller's whose
+    /// clock is ahead). On any one clock, slots are then swept as it moves,
+    /// whatever clock moved `latest`, and none is left to come round again
+    /// (a caller's clock far behind `latest` reads nothing meanwhile). A
+    /// slot changed since it was read is left as it is.
     #[cold]
-    fn sweep(&self, before: u64, epoch: u64, seen: &[u64; SLOTS as usize]) {
-        for (slot, &word) in self.slots.iter().zip(seen) {
+    fn sweep_behind(&self, epoch: u64) {
+        for slot in &self.slots {
+            let word = slot.load(Acquire);
+            let age = epoch.wrapping_sub(tag_of(word)) & TAG_MASK;
+            if word != 0 && (SLOTS..TAG_MASK + 1 - SWEEP_EPOCHS).contains(&age) {
+                let _ = slot.compare_exchange(word, 0, AcqRel, Acquire);
+            }
+        }
+    }
+
+    /// Before the latest epoch counted in moves on to `epoch`, past a
+    /// multiple of [`SWEEP_EPOCHS`]: every slot older than the window
+    /// ending at `epoch` starts over at zero, so that no reader or writer
+    /// that sees `latest` in `epoch`'s block finds a slot whose tag came
+    /// round again (it is published after the sweep). The slots are seen
+    /// first, then `latest` read again: every slot seen was written at it
+    /// or before (each count moves `latest` before it counts), so its
+    /// epoch is found from its tag and that `latest` (within 16 bits of
+    /// it, as the sweeps keep every slot written on one clock), however
+    /// its tag reads against `epoch`'s (after 65,536 slots they are
+    /// alike). A slot written since it was seen (a racing caller's count)
+    /// is left as it is: its compare-and-swap fails, and no count is lost.
+    /// Callers racing past the same multiple each sweep; once one has
+    /// moved `latest` on, the others find nothing to do.
+    #[cold]
+    fn sweep(&self, epoch: u64) {
+        let seen: [u64; SLOTS as usize] =
+            std::array::from_fn(|place| self.slots[place].load(Acquire));
+        let before = self.latest.load(Acquire);
+        if epoch <= before || epoch / SWEEP_EPOCHS == before / SWEEP_EPOCHS {
+            return;
+        }
+        for (slot, &word) in self.slots.iter().zip(&seen) {
             if word == 0 {
                 continue;
             }

@@ -125,3 +125,44 @@ fn callers_racing_past_a_long_quiet_spell_keep_theirs_and_none_of_before() {
         );
     });
 }
+
+#[test]
+fn a_reader_racing_the_first_count_after_the_tags_came_round_sees_no_old_count() {
+    loom::model(|| {
+        let throttle = throttle();
+        for _ in 0..5 {
+            throttle.requested(ms(0));
+        }
+        // 65,536 slots of 1 s later: the same place, the same 16-bit tag.
+        let later = 65_536_000;
+        let other = Arc::clone(&throttle);
+        let handle = thread::spawn(move || other.requested(ms(later)));
+        let seen = throttle.rejection_probability_at(ms(later));
+        handle.join().unwrap();
+        assert!(
+            (seen - expected(0, 0)).abs() < 1e-12 || (seen - expected(1, 0)).abs() < 1e-12,
+            "{seen}"
+        );
+        assert!(says(&throttle, ms(later), 1, 0));
+    });
+}
+
+#[test]
+fn counts_racing_past_the_tags_coming_round_are_all_kept_and_none_of_before() {
+    loom::model(|| {
+        let throttle = throttle();
+        for _ in 0..5 {
+            throttle.requested(ms(0));
+        }
+        let later = 65_536_000;
+        let other = Arc::clone(&throttle);
+        let handle = thread::spawn(move || other.requested(ms(later)));
+        throttle.requested(ms(later));
+        handle.join().unwrap();
+        assert!(
+            says(&throttle, ms(later), 2, 0),
+            "{}",
+            throttle.rejection_probability_at(ms(later))
+        );
+    });
+}

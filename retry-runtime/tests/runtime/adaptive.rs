@@ -157,3 +157,22 @@ fn a_slot_left_unwritten_for_hours_is_not_read_as_this_windows() {
         }
     }
 }
+
+/// A count made on a clock hours ahead (a paused runtime's, moved on)
+/// does not bring back, for callers on the real clock, a slot whose tag
+/// came round again: they see less, never a stale window.
+#[test]
+fn a_caller_hours_ahead_brings_back_no_old_count() {
+    let throttle = AdaptiveThrottle::standard();
+    let t0 = Instant::now();
+    throttle.requested(t0 + Duration::from_secs(6 * 3600));
+    for _ in 0..100 {
+        throttle.requested(t0 + Duration::from_millis(250)); // refused
+    }
+    for second in 3..5 * 3600 {
+        let now = t0 + Duration::from_secs(second);
+        throttle.requested(now);
+        throttle.accepted(now);
+        assert_eq!(throttle.rejection_probability_at(now), 0.0, "{second} s on");
+    }
+}
