@@ -334,8 +334,8 @@ pub const IDEMPOTENCY_KEY: ::http::HeaderName = ::http::HeaderName::from_static(
 /// 9110 §10.2.3): delta-seconds, or an HTTP-date in any of the three formats
 /// recipients must accept (IMF-fixdate, RFC 850, asctime), measured from
 /// `now`; a date already past means now, and more seconds than a `u64`
-/// holds the longest wait (`u64::MAX` seconds: past any `retry_after_max`,
-/// so the call gives up). `None` without the header, or for a value that
+/// holds the longest wait (`u64::MAX` seconds: past any `retry_after_max`
+/// short of `Duration::MAX`, so the call gives up). `None` without the header, or for a value that
 /// is neither (empty, negative, fractional, not a date): a malformed
 /// header never panics and is never taken as zero.
 ///

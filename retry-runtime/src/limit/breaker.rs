@@ -738,33 +738,44 @@ impl CircuitBreaker {
             }
         }
         #[cfg(feature = "metrics")]
-        {
-            // Whether the breaker is not closed, by name, and by key for a
-            // table's: set at every change, not added to, so that a breaker
-            // that changed before the recorder was installed reads right
-            // from its next change (a count kept by adding went below zero).
-            let mut labels = vec![metrics::Label::new("breaker", self.name)];
-            if let Some(key) = change.key {
-                labels.push(metrics::Label::new("key", key));
-            }
-            // From the state word as it is, not from `to`: changes made on
-            // other threads meanwhile may be told before this one. Set,
-            // then look again: a change made after that look is set by
-            // its own thread after it, so the last set is the state's.
-            let gauge = metrics::gauge!("backstop_breakers_open", labels);
-            let open = || self.state.load(Acquire) & TAG != CLOSED;
-            let mut set = open();
-            loop {
-                gauge.set(if set { 1.0 } else { 0.0 });
-                let now = open();
-                if now == set {
-                    break;
-                }
-                set = now;
-            }
-        }
+        self.set_gauge(key_word, change.key);
         if let Some(hook) = self.on_change {
             hook(&change);
+        }
+    }
+
+    /// Sets `backstop_breakers_open` for the key whose hash is `key_word`
+    /// (named `key`): whether the breaker is not closed, by name, and by
+    /// key for a table's; set at every change, not added to, so that a
+    /// breaker that changed before the recorder was installed reads right
+    /// from its next change (a count kept by adding went below zero).
+    /// From the state as it is, not from the change told: changes made on
+    /// other threads meanwhile may be told before this one. Set, then look
+    /// again (after a full fence, so that the look is not made before the
+    /// set lands): a change made after that look is set by its own thread
+    /// after it, so the last set is the state's. A key the breaker is no
+    /// longer the place of (forgotten, its place another key's) reads 0.
+    #[cfg(feature = "metrics")]
+    #[cold]
+    fn set_gauge(&self, key_word: u64, key: Option<&'static str>) {
+        let mut labels = vec![metrics::Label::new("breaker", self.name)];
+        if let Some(key) = key {
+            labels.push(metrics::Label::new("key", key));
+        }
+        let gauge = metrics::gauge!("backstop_breakers_open", labels);
+        let open = || {
+            self.key.load(std::sync::atomic::Ordering::Relaxed) == key_word
+                && self.state.load(Acquire) & TAG != CLOSED
+        };
+        let mut set = open();
+        loop {
+            gauge.set(if set { 1.0 } else { 0.0 });
+            std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+            let now = open();
+            if now == set {
+                break;
+            }
+            set = now;
         }
     }
 
@@ -924,6 +935,17 @@ impl CircuitBreaker {
                 Ok(_) => {
                     if current & TAG != CLOSED {
                         self.told(was, current, next, ChangeReason::Forgotten);
+                        // A change of the new key's told before this one
+                        // (its call came to the place first) may have set
+                        // its gauge while the old breaker was open.
+                        #[cfg(feature = "metrics")]
+                        {
+                            let key = self.key.load(std::sync::atomic::Ordering::Relaxed);
+                            if key != 0 && key != was {
+                                crate::limit::names::name(key, || format!("#{key:016x}"));
+                                self.set_gauge(key, Some(crate::limit::names::of(key)));
+                            }
+                        }
                     }
                     return;
                 }
