@@ -308,8 +308,13 @@ struct Recorder {
     gauges: Mutex<BTreeMap<String, Arc<Gauge>>>,
 }
 
+/// A gauge's value; on the thread named `slow`, its first `set` can be
+/// `held` until told to go on, as a thread preempted between a change and
+/// its telling would be.
 #[derive(Default)]
-struct Gauge(Mutex<f64>);
+struct Gauge(Mutex<f64>, Held);
+
+type Held = Mutex<Option<(std::sync::mpsc::Sender<()>, std::sync::mpsc::Receiver<()>)>>;
 
 impl metrics::GaugeFn for Gauge {
     fn increment(&self, value: f64) {
@@ -319,6 +324,12 @@ impl metrics::GaugeFn for Gauge {
         *self.0.lock().unwrap() -= value;
     }
     fn set(&self, value: f64) {
+        if std::thread::current().name() == Some("slow")
+            && let Some((reached, go)) = self.1.lock().unwrap().take()
+        {
+            reached.send(()).unwrap();
+            go.recv().unwrap();
+        }
         *self.0.lock().unwrap() = value;
     }
 }
@@ -2801,68 +2812,6 @@ fn a_forgotten_breaker_is_told_under_the_key_it_was() {
     assert_eq!(forgotten, ["db-1"], "{events:?}");
 }
 
-/// A gauge that, on the thread named `slow`, makes its first `set` wait
-/// until it is told to go on, as a thread preempted between a breaker's
-/// change and its telling would.
-#[derive(Default)]
-struct HeldGauge {
-    value: Mutex<f64>,
-    held: Mutex<Option<(std::sync::mpsc::Sender<()>, std::sync::mpsc::Receiver<()>)>>,
-}
-
-impl metrics::GaugeFn for HeldGauge {
-    fn increment(&self, _: f64) {}
-    fn decrement(&self, _: f64) {}
-    fn set(&self, value: f64) {
-        if std::thread::current().name() == Some("slow")
-            && let Some((reached, go)) = self.held.lock().unwrap().take()
-        {
-            reached.send(()).unwrap();
-            go.recv().unwrap();
-        }
-        *self.value.lock().unwrap() = value;
-    }
-}
-
-struct HeldRecorder(Arc<HeldGauge>);
-
-impl metrics::Recorder for HeldRecorder {
-    fn describe_counter(
-        &self,
-        _: metrics::KeyName,
-        _: Option<metrics::Unit>,
-        _: metrics::SharedString,
-    ) {
-    }
-    fn describe_gauge(
-        &self,
-        _: metrics::KeyName,
-        _: Option<metrics::Unit>,
-        _: metrics::SharedString,
-    ) {
-    }
-    fn describe_histogram(
-        &self,
-        _: metrics::KeyName,
-        _: Option<metrics::Unit>,
-        _: metrics::SharedString,
-    ) {
-    }
-    fn register_counter(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Counter {
-        metrics::Counter::noop()
-    }
-    fn register_gauge(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Gauge {
-        metrics::Gauge::from_arc(Arc::clone(&self.0))
-    }
-    fn register_histogram(
-        &self,
-        _: &metrics::Key,
-        _: &metrics::Metadata<'_>,
-    ) -> metrics::Histogram {
-        metrics::Histogram::noop()
-    }
-}
-
 static RACED: backstop::limit::CircuitBreaker =
     backstop::limit::CircuitBreaker::new(1, std::time::Duration::from_secs(10)).named("raced");
 
@@ -2874,17 +2823,21 @@ fn a_change_told_late_leaves_the_gauge_at_the_breakers_state() {
     use backstop::Verdict;
     use backstop::limit::BreakerState;
     let _serial = serial();
-    let gauge = Arc::new(HeldGauge::default());
+    let recorder = Arc::new(Recorder::default());
+    let gauge = Arc::new(Gauge::default());
+    recorder.gauges.lock().unwrap().insert(
+        "backstop_breakers_open{breaker=raced}".to_owned(),
+        Arc::clone(&gauge),
+    );
     let (reached_tx, reached) = std::sync::mpsc::channel();
     let (go, go_rx) = std::sync::mpsc::channel();
-    let recorder = Arc::new(HeldRecorder(Arc::clone(&gauge)));
     let t0 = std::time::Instant::now();
     let t1 = t0 + std::time::Duration::from_secs(10);
     metrics::with_local_recorder(&*recorder, || {
         RACED.try_acquire(t0).unwrap().failed(Verdict::Retry, t0); // opens
     });
     let probe = RACED.try_acquire(t1).unwrap();
-    *gauge.held.lock().unwrap() = Some((reached_tx, go_rx));
+    *gauge.1.lock().unwrap() = Some((reached_tx, go_rx));
     let slow_recorder = Arc::clone(&recorder);
     let slow = std::thread::Builder::new()
         .name("slow".to_owned())
@@ -2899,7 +2852,7 @@ fn a_change_told_late_leaves_the_gauge_at_the_breakers_state() {
     go.send(()).unwrap();
     slow.join().unwrap();
     assert_eq!(RACED.state_at(t1), BreakerState::Open);
-    let value = *gauge.value.lock().unwrap();
+    let value = *gauge.0.lock().unwrap();
     assert!(
         (value - 1.0).abs() < f64::EPSILON,
         "the gauge says open: {value}"

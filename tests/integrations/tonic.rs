@@ -167,6 +167,48 @@ where
     });
 }
 
+/// A gRPC server on 127.0.0.1 answering every request with `answer`, in
+/// a task of its own; and a client of it through the layer on a
+/// `Channel`.
+async fn served<F, Fut>(
+    answer: F,
+) -> tonic::client::Grpc<
+    impl tonic::client::GrpcService<
+        Body,
+        ResponseBody = impl hyper::body::Body<
+            Data = bytes::Bytes,
+            Error = impl Into<Box<dyn std::error::Error + Send + Sync>>,
+        > + Send
+                       + 'static,
+    >,
+>
+where
+    F: Fn(http::Request<hyper::body::Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = http::Response<Body>> + Send + 'static,
+{
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let (stream, _) = listener.accept().await.unwrap();
+            let answer = answer.clone();
+            let handler = hyper::service::service_fn(move |request| {
+                let answer = answer.clone();
+                async move { Ok::<_, Infallible>(answer(request).await) }
+            });
+            serve_connection(stream, handler);
+        }
+    });
+    let service = tower::ServiceBuilder::new()
+        .layer(RetryLayer::http(&quick()))
+        .map_request(|request: http::Request<ReplayBody<Body>>| request.map(Body::new))
+        .map_err(backstop::tower::box_error)
+        .service(connect(addr).await);
+    let mut grpc = tonic::client::Grpc::new(service);
+    grpc.ready().await.unwrap();
+    grpc
+}
+
 /// Speaks just enough HTTP/2 on `stream` to read a client's first request
 /// and close the connection with `GOAWAY` (last stream 0, `NO_ERROR`):
 /// RFC 9113 section 6.8, the streams the client opened were not processed.
@@ -1237,31 +1279,14 @@ impl tonic::server::ServerStreamingService<String> for Streaming {
 /// what the server saw; the messages the caller read, or its error.
 async fn stream_through(streaming: Streaming) -> Result<Vec<String>, Status> {
     use futures_util::StreamExt as _;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        loop {
-            let (stream, _) = listener.accept().await.unwrap();
-            let streaming = streaming.clone();
-            let handler = hyper::service::service_fn(move |request| {
-                let streaming = streaming.clone();
-                async move {
-                    let mut grpc = tonic::server::Grpc::new(Utf8);
-                    Ok::<_, Infallible>(grpc.server_streaming(streaming, request).await)
-                }
-            });
-            serve_connection(stream, handler);
+    let mut grpc = served(move |request| {
+        let streaming = streaming.clone();
+        async move {
+            let mut grpc = tonic::server::Grpc::new(Utf8);
+            grpc.server_streaming(streaming, request).await
         }
-    });
-    let service = tower::ServiceBuilder::new()
-        .layer(RetryLayer::http(&quick()))
-        .map_request(|request: http::Request<ReplayBody<Body>>| request.map(Body::new))
-        .map_err(backstop::tower::box_error)
-        .service(connect(addr).await);
-    let mut grpc = tonic::client::Grpc::new(service);
-    grpc.ready()
-        .await
-        .map_err(|e| Status::unknown(e.to_string()))?;
+    })
+    .await;
     let path = http::uri::PathAndQuery::from_static("/test.Echo/Watch");
     let mut stream = grpc
         .server_streaming(tonic::Request::new("hi".to_owned()), path, Utf8)
@@ -1339,34 +1364,19 @@ impl tonic::server::ClientStreamingService<String> for Collect {
 /// every attempt sends the server the same messages.
 #[tokio::test]
 async fn a_client_streaming_call_whose_stream_ended_before_the_answer_is_retried_whole() {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
     let collect = Collect {
         seen: Arc::default(),
         fail: 2,
     };
     let seen = collect.seen.clone();
-    tokio::spawn(async move {
-        loop {
-            let (stream, _) = listener.accept().await.unwrap();
-            let collect = collect.clone();
-            let handler = hyper::service::service_fn(move |request| {
-                let collect = collect.clone();
-                async move {
-                    let mut grpc = tonic::server::Grpc::new(Utf8);
-                    Ok::<_, Infallible>(grpc.client_streaming(collect, request).await)
-                }
-            });
-            serve_connection(stream, handler);
+    let mut grpc = served(move |request| {
+        let collect = collect.clone();
+        async move {
+            let mut grpc = tonic::server::Grpc::new(Utf8);
+            grpc.client_streaming(collect, request).await
         }
-    });
-    let service = tower::ServiceBuilder::new()
-        .layer(RetryLayer::http(&quick()))
-        .map_request(|request: http::Request<ReplayBody<Body>>| request.map(Body::new))
-        .map_err(backstop::tower::box_error)
-        .service(connect(addr).await);
-    let mut grpc = tonic::client::Grpc::new(service);
-    grpc.ready().await.unwrap();
+    })
+    .await;
     let messages = ["one", "two", "three"].map(str::to_owned);
     let request = tonic::Request::new(futures_util::stream::iter(messages.clone()));
     let path = http::uri::PathAndQuery::from_static("/test.Echo/Collect");
