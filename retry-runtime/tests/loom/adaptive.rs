@@ -60,25 +60,31 @@ fn counts_racing_in_one_slot_of_a_fresh_throttle_are_all_kept() {
     });
 }
 
-#[test]
-fn callers_racing_to_move_a_slot_on_to_a_new_window_count_theirs_alone() {
-    loom::model(|| {
+/// Five requests at `ms(0)`, then two callers racing to count one each
+/// at `ms(later)`, more than a window on: the five are gone, and neither
+/// of theirs is lost.
+fn two_callers_race_after(later: u64) {
+    loom::model(move || {
         let throttle = throttle();
         for _ in 0..5 {
             throttle.requested(ms(0));
         }
-        // A window later, two callers race to move the slot on: the five
-        // of a window ago are gone, and neither of theirs is lost.
         let other = Arc::clone(&throttle);
-        let handle = thread::spawn(move || other.requested(ms(8000)));
-        throttle.requested(ms(8000));
+        let handle = thread::spawn(move || other.requested(ms(later)));
+        throttle.requested(ms(later));
         handle.join().unwrap();
         assert!(
-            says(&throttle, ms(8000), 2, 0),
+            says(&throttle, ms(later), 2, 0),
             "{}",
-            throttle.rejection_probability_at(ms(8000))
+            throttle.rejection_probability_at(ms(later))
         );
     });
+}
+
+#[test]
+fn callers_racing_to_move_a_slot_on_to_a_new_window_count_theirs_alone() {
+    // A window later: the same slot moves on.
+    two_callers_race_after(8000);
 }
 
 #[test]
@@ -105,25 +111,8 @@ fn callers_whose_clocks_disagree_by_a_window_see_less_never_more() {
 
 #[test]
 fn callers_racing_past_a_long_quiet_spell_keep_theirs_and_none_of_before() {
-    loom::model(|| {
-        let throttle = throttle();
-        for _ in 0..5 {
-            throttle.requested(ms(0));
-        }
-        // Over 16,384 slots later (past a sweep, the slots' tags nearing
-        // their turn), two callers race: the five are gone, and neither
-        // of theirs is lost.
-        let later = 20_000_000;
-        let other = Arc::clone(&throttle);
-        let handle = thread::spawn(move || other.requested(ms(later)));
-        throttle.requested(ms(later));
-        handle.join().unwrap();
-        assert!(
-            says(&throttle, ms(later), 2, 0),
-            "{}",
-            throttle.rejection_probability_at(ms(later))
-        );
-    });
+    // Over 16,384 slots later: past a sweep of the slots.
+    two_callers_race_after(20_000_000);
 }
 
 #[test]
@@ -149,20 +138,6 @@ fn a_reader_racing_the_first_count_after_the_tags_came_round_sees_no_old_count()
 
 #[test]
 fn counts_racing_past_the_tags_coming_round_are_all_kept_and_none_of_before() {
-    loom::model(|| {
-        let throttle = throttle();
-        for _ in 0..5 {
-            throttle.requested(ms(0));
-        }
-        let later = 65_536_000;
-        let other = Arc::clone(&throttle);
-        let handle = thread::spawn(move || other.requested(ms(later)));
-        throttle.requested(ms(later));
-        handle.join().unwrap();
-        assert!(
-            says(&throttle, ms(later), 2, 0),
-            "{}",
-            throttle.rejection_probability_at(ms(later))
-        );
-    });
+    // 65,536 slots of 1 s later: the same place, the same 16-bit tag.
+    two_callers_race_after(65_536_000);
 }
