@@ -138,13 +138,11 @@ fn a_count_never_comes_back_after_a_long_quiet_spell() {
     assert_eq!(throttle.rejection_probability_at(later), 0.0);
 }
 
-/// Calls that come every 1 s (every fourth slot of 250 ms) never write the
-/// slots between: a refusal counted in one of those is forgotten a window
-/// later and stays forgotten, past the 65,536 slots its stamp holds.
-#[test]
-fn a_slot_left_unwritten_for_hours_is_not_read_as_this_windows() {
-    let throttle = AdaptiveThrottle::standard();
-    let t0 = Instant::now();
+/// 100 refusals counted 250 ms after `t0`, then a healthy call every 1 s
+/// (every fourth slot of 250 ms, so the slots between are never written)
+/// for 5 hours, past the 65,536 slots a slot's stamp holds: from a window
+/// on, the refusals stay forgotten.
+fn refusals_stay_forgotten_beside_a_call_a_second(throttle: &AdaptiveThrottle, t0: Instant) {
     for _ in 0..100 {
         throttle.requested(t0 + Duration::from_millis(250)); // refused
     }
@@ -158,6 +156,11 @@ fn a_slot_left_unwritten_for_hours_is_not_read_as_this_windows() {
     }
 }
 
+#[test]
+fn a_slot_left_unwritten_for_hours_is_not_read_as_this_windows() {
+    refusals_stay_forgotten_beside_a_call_a_second(&AdaptiveThrottle::standard(), Instant::now());
+}
+
 /// A count made on a clock hours ahead (a paused runtime's, moved on)
 /// does not bring back, for callers on the real clock, a slot whose tag
 /// came round again: they see less, never a stale window.
@@ -166,13 +169,5 @@ fn a_caller_hours_ahead_brings_back_no_old_count() {
     let throttle = AdaptiveThrottle::standard();
     let t0 = Instant::now();
     throttle.requested(t0 + Duration::from_secs(6 * 3600));
-    for _ in 0..100 {
-        throttle.requested(t0 + Duration::from_millis(250)); // refused
-    }
-    for second in 3..5 * 3600 {
-        let now = t0 + Duration::from_secs(second);
-        throttle.requested(now);
-        throttle.accepted(now);
-        assert_eq!(throttle.rejection_probability_at(now), 0.0, "{second} s on");
-    }
+    refusals_stay_forgotten_beside_a_call_a_second(&throttle, t0);
 }
