@@ -877,6 +877,61 @@ fn a_first_attempt_that_no_retry_can_fix_is_not_a_give_up() {
     );
 }
 
+/// Attempt 1 answers `NotFound` after `first_ms`; a hedge, sent at 50 ms,
+/// answers after 1 s.
+#[retry(hedge = 50ms, idempotent, budget = none, jitter = none)]
+async fn hedged_not_found(first_ms: u64) -> Result<(), Error> {
+    let attempt = backstop::context().unwrap().attempt();
+    let took = if attempt == 1 { first_ms } else { 1_000 };
+    tokio::time::sleep(std::time::Duration::from_millis(took)).await;
+    Err(ErrorKind::NotFound.into())
+}
+
+/// A first round that ends with an error no retry can fix retried nothing,
+/// whether a hedge was sent beside its attempt or not: how fast the
+/// dependency said so does not make it a give-up.
+#[test]
+fn a_first_round_that_no_retry_can_fix_is_not_a_give_up_hedged_or_not() {
+    let _serial = serial();
+    let recorder = Recorder::default();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let capture = captured(|| {
+        metrics::with_local_recorder(&recorder, || {
+            runtime.block_on(async {
+                // Fast: answered before any hedge.
+                assert!(hedged_not_found(10).await.is_err());
+                // Slow: answered after a hedge was sent beside it.
+                assert!(hedged_not_found(100).await.is_err());
+            });
+        });
+    });
+    let events = capture.events.lock().unwrap();
+    let messages: Vec<&str> = events
+        .iter()
+        .filter_map(|(_, f)| f.get("message").map(String::as_str))
+        .collect();
+    assert_eq!(
+        messages,
+        ["not retried", "hedging", "not retried"],
+        "{events:?}"
+    );
+    let counters = counters(&recorder);
+    assert_eq!(
+        counters["backstop_calls_total{function=telemetry::hedged_not_found,outcome=error}"],
+        2
+    );
+    assert!(
+        !counters
+            .keys()
+            .any(|k| k.starts_with("backstop_give_ups_total")),
+        "{counters:?}"
+    );
+}
+
 static TURNS_AWAY: backstop::limit::CircuitBreaker =
     backstop::limit::CircuitBreaker::new(1, std::time::Duration::from_secs(60));
 
@@ -1611,7 +1666,16 @@ fn a_breaker_changed_before_the_recorder_reads_right_from_its_next_change() {
 /// holds at once.
 static HELD: backstop::limit::TokenBudget = backstop::limit::TokenBudget::new(2, 1.0);
 
-#[retry(deadline = 1s, attempts = 50, jitter = none, budget = HELD)]
+/// What `on_retry` was told of `held_to_the_deadline`: the delays.
+static HELD_TOLD: Mutex<Vec<std::time::Duration>> = Mutex::new(Vec::new());
+
+#[retry(
+    deadline = 1s,
+    attempts = 50,
+    jitter = none,
+    budget = HELD,
+    on_retry = |e| HELD_TOLD.lock().unwrap().push(e.delay()),
+)]
 fn held_to_the_deadline() -> Result<(), Error> {
     Err(ErrorKind::ConnectionRefused.into())
 }
@@ -1671,6 +1735,16 @@ fn a_held_call_is_told_holding_and_counted_held_not_retried() {
         counters.get(&format!("backstop_retries_total{{{f}}}")),
         Some(&probes),
         "{counters:?}"
+    );
+    // `on_retry` is told of each hold, as it starts (its delay the first
+    // wait, about a base delay), and not again at the release.
+    let told = HELD_TOLD.lock().unwrap().clone();
+    assert_eq!(told.len() as u64, holds, "{told:?}");
+    assert!(
+        told.iter()
+            .all(|d| *d >= std::time::Duration::from_millis(50)
+                && *d <= std::time::Duration::from_millis(150)),
+        "{told:?}"
     );
     // The time held is time slept, within the second to the deadline.
     let slept = recorder.histograms.lock().unwrap()[&format!("backstop_slept_seconds{{{f}}}")]
@@ -2856,5 +2930,175 @@ fn a_change_told_late_leaves_the_gauge_at_the_breakers_state() {
     assert!(
         (value - 1.0).abs() < f64::EPSILON,
         "the gauge says open: {value}"
+    );
+}
+
+// --- every give-up reason, in tracing and metrics -----------------------------
+
+/// What `reasons`'s functions fail with.
+#[derive(Debug)]
+enum Failure {
+    Transient,
+    Ambiguous,
+    After(std::time::Duration),
+    Invalid,
+    Rejected,
+}
+
+impl backstop::Classify for Failure {
+    fn classify(&self) -> backstop::Verdict {
+        use backstop::Verdict;
+        match self {
+            Failure::Transient => Verdict::Retry,
+            Failure::Ambiguous => Verdict::RetryIfIdempotent,
+            Failure::After(after) => Verdict::RetryAfter(*after),
+            Failure::Invalid | Failure::Rejected => Verdict::Stop,
+        }
+    }
+}
+
+impl From<backstop::CircuitOpen> for Failure {
+    fn from(_: backstop::CircuitOpen) -> Self {
+        Failure::Rejected
+    }
+}
+
+impl From<backstop::Throttled> for Failure {
+    fn from(_: backstop::Throttled) -> Self {
+        Failure::Rejected
+    }
+}
+
+mod reasons {
+    use super::Failure;
+    use backstop::retry;
+    use std::time::Duration;
+
+    /// `Transient`, then `then`.
+    #[retry(attempts = 2, budget = none)]
+    pub(crate) fn stopped(calls: &mut u32) -> Result<(), Failure> {
+        *calls += 1;
+        Err(if *calls == 1 {
+            Failure::Transient
+        } else {
+            Failure::Invalid
+        })
+    }
+
+    #[retry(attempts = 2, budget = none)]
+    pub(crate) fn not_idempotent() -> Result<(), Failure> {
+        Err(Failure::Ambiguous)
+    }
+
+    #[retry(attempts = 2, budget = none)]
+    pub(crate) fn attempts() -> Result<(), Failure> {
+        Err(Failure::Transient)
+    }
+
+    #[retry(attempts = 5, deadline = 1s, budget = none)]
+    pub(crate) fn deadline() -> Result<(), Failure> {
+        Err(Failure::After(Duration::from_secs(2)))
+    }
+
+    #[retry(attempts = 5, retry_after_max = 10s, budget = none)]
+    pub(crate) fn retry_after_too_long() -> Result<(), Failure> {
+        Err(Failure::After(Duration::from_secs(30)))
+    }
+
+    static EMPTY: backstop::limit::WindowBudget =
+        backstop::limit::WindowBudget::new(0.1, 0, Duration::from_secs(10));
+
+    #[retry(attempts = 5, budget = EMPTY)]
+    pub(crate) fn budget() -> Result<(), Failure> {
+        Err(Failure::Transient)
+    }
+
+    static TRIPPED: backstop::limit::CircuitBreaker =
+        backstop::limit::CircuitBreaker::new(1, Duration::from_secs(60));
+
+    #[retry(attempts = 5, budget = none, breaker = TRIPPED)]
+    pub(crate) fn breaker_open() -> Result<(), Failure> {
+        Err(Failure::Transient)
+    }
+
+    static SHEDDING: backstop::limit::AdaptiveThrottle =
+        backstop::limit::AdaptiveThrottle::new(2.0, Duration::from_secs(60));
+
+    /// Its first attempt is let through, then sees ten thousand refusals:
+    /// its retry is shed with p = 0.9999.
+    #[retry(attempts = 5, budget = none, throttle = SHEDDING)]
+    pub(crate) fn throttled() -> Result<(), Failure> {
+        for _ in 0..10_000 {
+            SHEDDING.requested(backstop::time::Clock::now(&backstop::time::SystemClock));
+        }
+        Err(Failure::Transient)
+    }
+
+    #[retry(attempts = 3, budget = none)]
+    fn below() -> Result<(), Failure> {
+        Err(Failure::Transient)
+    }
+
+    #[retry(attempts = 3, budget = none)]
+    pub(crate) fn retried_below() -> Result<(), Failure> {
+        below()
+    }
+}
+
+#[test]
+fn every_give_up_reason_is_told_and_counted() {
+    let _serial = serial();
+    let recorder = Recorder::default();
+    let capture = captured(|| {
+        metrics::with_local_recorder(&recorder, || {
+            let _ = reasons::stopped(&mut 0);
+            let _ = reasons::not_idempotent();
+            let _ = reasons::attempts();
+            let _ = reasons::deadline();
+            let _ = reasons::retry_after_too_long();
+            let _ = reasons::budget();
+            let _ = reasons::breaker_open();
+            backstop::testing::seed_jitter(1);
+            let _ = reasons::throttled();
+            let _ = reasons::retried_below();
+        });
+    });
+    let all = [
+        "stopped",
+        "not_idempotent",
+        "attempts",
+        "deadline",
+        "retry_after_too_long",
+        "budget",
+        "breaker_open",
+        "throttled",
+        "retried_below",
+    ];
+    let events = capture.events.lock().unwrap();
+    let told: Vec<(String, &str)> = events
+        .iter()
+        .filter(|(_, f)| f.get("message").map(String::as_str) == Some("giving up"))
+        .map(|(_, f)| (f["function"].clone(), f["reason"].as_str()))
+        .filter(|(function, _)| !function.ends_with("::below"))
+        .collect();
+    let expected: Vec<(String, &str)> = all
+        .iter()
+        .map(|reason| (format!("telemetry::reasons::{reason}"), *reason))
+        .collect();
+    assert_eq!(told, expected, "{events:?}");
+    let counters = counters(&recorder);
+    for reason in all {
+        assert_eq!(
+            counters.get(&format!(
+                "backstop_give_ups_total{{function=telemetry::reasons::{reason},reason={reason}}}"
+            )),
+            Some(&1),
+            "{counters:?}"
+        );
+    }
+    assert_eq!(
+        counters.get("backstop_budget_refusals_total{function=telemetry::reasons::budget}"),
+        Some(&1),
+        "{counters:?}"
     );
 }

@@ -668,3 +668,34 @@ async fn a_hedges_expression_past_max_hedges_panics_when_the_function_runs() {
     );
     assert_eq!(SENT_TOO_WIDELY.load(Ordering::Relaxed), 0, "nothing sent");
 }
+
+#[retry(hedge = 50ms, attempts = 2, idempotent, budget = none)]
+async fn hedged_twice(log: &Mutex<Log>, start: Instant) -> Result<u32, Error> {
+    attempt(log, start, &[(100, Then::Reset)]).await
+}
+
+#[retry(attempts = 3, budget = none, on_give_up = |e| OUTER_GAVE_UP.lock().unwrap().push(e.reason()))]
+async fn around_hedged_twice(log: &Mutex<Log>, start: Instant) -> Result<u32, Error> {
+    hedged_twice(log, start).await
+}
+
+static OUTER_GAVE_UP: Mutex<Vec<backstop::GiveUp>> = Mutex::new(Vec::new());
+
+/// A nested call that sent a hedge and gave up counts as one that retried:
+/// its request went out twice, and the call around it does not repeat
+/// that (two requests, not 2 × 3).
+#[tokio::test(start_paused = true)]
+async fn a_nested_call_that_hedged_and_gave_up_is_not_retried_around() {
+    let log = Mutex::new(Log::default());
+    let out = around_hedged_twice(&log, Instant::now()).await;
+    assert_eq!(out.unwrap_err().kind(), ErrorKind::ConnectionRefused);
+    assert_eq!(
+        log.into_inner().unwrap().started,
+        [1, 2],
+        "one round of the nested call"
+    );
+    assert_eq!(
+        *OUTER_GAVE_UP.lock().unwrap(),
+        [backstop::GiveUp::RetriedBelow]
+    );
+}

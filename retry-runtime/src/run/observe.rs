@@ -671,7 +671,8 @@ impl Observe {
         self.end(Ended::Ok);
     }
 
-    /// After an attempt was decided.
+    /// After attempt `attempts` was decided (`hedges` of the attempts made
+    /// were hedges).
     #[cfg_attr(
         not(any(feature = "tracing", feature = "metrics")),
         allow(unused_variables, clippy::needless_pass_by_value)
@@ -681,6 +682,7 @@ impl Observe {
     pub(crate) fn decided(
         &mut self,
         attempts: u32,
+        hedges: u32,
         decision: Decision,
         verdict: Option<Verdict>,
         shown: Shown<'_>,
@@ -712,9 +714,12 @@ impl Observe {
                 #[cfg(feature = "metrics")]
                 self.count("backstop_retries_total", None);
             }
-            // A first attempt's error that no retry can fix: nothing was
-            // retried, so nothing was given up. Told at DEBUG, not counted.
-            Decision::GiveUp(GiveUp::Stopped) if attempts <= 1 => self.not_retried(shown),
+            // A first round's error that no retry can fix (its attempt's,
+            // or a hedge's beside it): nothing was retried, so nothing was
+            // given up. Told at DEBUG, not counted.
+            Decision::GiveUp(GiveUp::Stopped) if attempts <= hedges.saturating_add(1) => {
+                self.not_retried(shown);
+            }
             Decision::GiveUp(reason) => self.gave_up(reason, shown),
             Decision::Return => self.end(Ended::Ok),
         }
@@ -1069,7 +1074,7 @@ fn describe(recorder: &dyn metrics::Recorder) {
     recorder.describe_histogram(
         "backstop_slept_seconds".into(),
         None,
-        "Seconds a call slept between attempts, on its clock".into(),
+        "Seconds a call decided to wait between attempts, on its clock".into(),
     );
     recorder.describe_gauge(
         "backstop_breakers_open".into(),
@@ -1089,7 +1094,11 @@ impl Drop for Observe {
 }
 
 /// A retry about to happen: reported after an attempt failed (or returned
-/// an `Ok` value that `when_ok` retries), before the sleep.
+/// an `Ok` value that `when_ok` retries), before the sleep. A call held
+/// after a refusal (its token budget refused the retry: see
+/// [`TokenBudget::ride_out`](crate::limit::TokenBudget::ride_out)) is
+/// reported once as it starts to hold, its [`delay`](Self::delay) the
+/// first wait, and not again when it is released and its retry goes.
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;

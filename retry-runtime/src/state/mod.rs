@@ -940,7 +940,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
             self.obs.held(self.done, first_wait, shown);
         } else {
             self.obs
-                .decided(self.done, decision, attempted.verdict(), shown);
+                .decided(self.done, self.hedges, decision, attempted.verdict(), shown);
         }
         // Giving up after retrying (or because a nested call had): tell the
         // enclosing call, if any, not to retry on top.

@@ -214,7 +214,10 @@ pub trait OwnText {
 #[non_exhaustive]
 pub enum GiveUp {
     /// The classifier said [`Verdict::Stop`] (retrying cannot help) or
-    /// [`Verdict::StopOverloaded`] (the dependency asked not to be retried).
+    /// [`Verdict::StopOverloaded`] (the dependency asked not to be
+    /// retried); or, through the tower layer, the service failed its
+    /// readiness before a retry (a failed service is to be discarded: no
+    /// retry can go through it), and the call ends with that error.
     Stopped,
     /// An ambiguous failure ([`Verdict::RetryIfIdempotent`]) of an operation
     /// not declared idempotent.
