@@ -672,6 +672,20 @@ fn every_way_a_call_ends_is_counted() {
             .unwrap();
         rt.block_on(async {
             let _ = tokio::time::timeout(std::time::Duration::from_millis(250), cancelled()).await;
+            // Dropped in their sleep after attempt 1 (100–200 ms), the
+            // attribute's and the closure form's.
+            let ms = std::time::Duration::from_millis;
+            let _ = tokio::time::timeout(ms(150), asleep()).await;
+            let policy = backstop::Policy::new()
+                .base(ms(100))
+                .jitter(backstop::Jitter::None)
+                .no_budget();
+            let retry = backstop::Retry::new(&policy).name("telemetry::asleep_closure");
+            let closure = retry.call_async(|| async {
+                tokio::time::sleep(ms(100)).await;
+                Err::<(), Error>(ErrorKind::ConnectionRefused.into())
+            });
+            let _ = tokio::time::timeout(ms(150), closure).await;
         });
     });
     let counters = counters(&recorder);
@@ -721,6 +735,38 @@ fn every_way_a_call_ends_is_counted() {
         [2.0],
         "one attempt, and the one running when cancelled"
     );
+    // Dropped in a sleep: its one attempt made, its retry decided and
+    // counted, its whole delay counted as slept.
+    for function in ["telemetry::asleep", "telemetry::asleep_closure"] {
+        assert_eq!(
+            counters[&format!("backstop_calls_total{{function={function},outcome=dropped}}")],
+            1,
+            "{counters:?}"
+        );
+        assert_eq!(
+            counters[&format!("backstop_retries_total{{function={function}}}")],
+            1,
+            "{counters:?}"
+        );
+        let attempts = histograms[&format!("backstop_attempts{{function={function}}}")]
+            .0
+            .lock()
+            .unwrap()
+            .clone();
+        assert_eq!(attempts, [1.0], "{function}");
+        let slept = histograms[&format!("backstop_slept_seconds{{function={function}}}")]
+            .0
+            .lock()
+            .unwrap()
+            .clone();
+        assert_eq!(slept, [0.1], "{function}");
+    }
+}
+
+#[retry(attempts = 3, base = 100ms, jitter = none, budget = none)]
+async fn asleep() -> Result<(), Error> {
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    Err(ErrorKind::ConnectionRefused.into())
 }
 
 // --- names: the module path and the type ------------------------------------
