@@ -137,8 +137,8 @@ impl<B> Classify for ::http::Response<B> {
 ///   `OK` is not an error, and is not retried.
 ///
 /// A pushback of zero or more milliseconds makes a retryable code
-/// [`Verdict::RetryAfter`]; a negative or malformed one means "do not
-/// retry" (gRFC A6), [`Verdict::StopOverloaded`]: the call is returned,
+/// [`Verdict::RetryAfter`]; a negative or malformed one (not a signed
+/// 32-bit integer) means "do not retry" (gRFC A6), [`Verdict::StopOverloaded`]: the call is returned,
 /// and the token budget counts it as a failure, as A6's throttling does
 /// (the server is overloaded, not answering).
 ///
@@ -165,7 +165,9 @@ pub fn grpc_verdict(code: i32, metadata: &::http::HeaderMap) -> Verdict {
         value
             .to_str()
             .ok()
-            .and_then(|ms| ms.trim().parse::<i64>().ok())
+            // A signed 32-bit integer (gRFC A6): any other value is
+            // malformed, and means "do not retry".
+            .and_then(|ms| ms.trim().parse::<i32>().ok())
             .and_then(|ms| u64::try_from(ms).ok())
             .map(Duration::from_millis)
     });
@@ -439,6 +441,33 @@ impl<B> crate::run::observe::ShowsStatus for ::http::Response<B> {
 #[cfg(all(test, feature = "tower"))]
 mod tests {
     use super::*;
+
+    /// gRFC A6: the pushback is a signed 32-bit integer; a value that is
+    /// not one is malformed, and means "do not retry".
+    #[test]
+    fn a_pushback_beyond_32_bits_means_do_not_retry() {
+        let pushback = |ms: &str| {
+            let mut metadata = ::http::HeaderMap::new();
+            metadata.insert("grpc-retry-pushback-ms", ms.parse().unwrap());
+            metadata
+        };
+        for code in [4, 8, 14] {
+            assert_eq!(
+                grpc_verdict(code, &pushback("2147483648")),
+                Verdict::StopOverloaded,
+                "{code}"
+            );
+            assert_eq!(
+                grpc_verdict(code, &pushback("-2147483649")),
+                Verdict::StopOverloaded,
+                "{code}"
+            );
+        }
+        assert_eq!(
+            grpc_verdict(14, &pushback("2147483647")),
+            Verdict::RetryAfter(Duration::from_millis(2_147_483_647))
+        );
+    }
 
     #[test]
     fn grpc_timeouts_round_trip_rounded_down_to_their_unit() {

@@ -255,9 +255,11 @@ pub fn within_attempt<T>(mut request: ::tonic::Request<T>) -> ::tonic::Request<T
 ///   the deadline of the retry calls its handler makes, as an enclosing
 ///   retry call's deadline would be: they start no attempt and sleep no
 ///   retry past that time from the request's arrival at the layer, give
-///   up with their own error before it, and send the time left on (through
-///   [`within_attempt`] or a layer on their `Channel`), so that one
-///   deadline holds across every service of a call chain. A request
+///   up with their own error before it, and can send the time left on
+///   (through [`within_attempt`], or a layer on their `Channel` with
+///   `.grpc_deadline()` or on requests that carry a timeout of their own:
+///   a layer adds none by default), so that one deadline holds across
+///   every service of a call chain. A request
 ///   without one leaves each call its own deadline. Nothing is cut off:
 ///   tonic's server already ends a handler at its request's
 ///   `grpc-timeout`. The time is counted from when the request reaches
