@@ -565,3 +565,34 @@ async fn a_breaker_kept_per_key_opens_for_the_host_that_is_down_only() {
     assert_eq!(state(&down), Some(backstop::limit::BreakerState::Open));
     assert_eq!(state(&healthy), Some(backstop::limit::BreakerState::Closed));
 }
+
+/// Through the middleware, and an error of its own for any answer but a
+/// 200, which it would retry.
+#[retry(attempts = 3, base = 1ms, budget = none)]
+async fn around_the_middleware(
+    client: &ClientWithMiddleware,
+    url: &str,
+) -> Result<(), std::io::Error> {
+    let response = client
+        .get(url)
+        .send()
+        .await
+        .map_err(std::io::Error::other)?;
+    if response.status() == 200 {
+        Ok(())
+    } else {
+        Err(std::io::ErrorKind::ConnectionRefused.into())
+    }
+}
+
+#[tokio::test]
+async fn a_call_around_the_middleware_does_not_retry_an_answer_that_failed_after_its_retries() {
+    // The middleware retries the 503, then returns the 404 (no retry
+    // fixes it): it gave up after retrying, and the call around it does
+    // not retry on top (2 requests, not 2 × 3).
+    let (url, keys) = serve([(503, ""), (404, "")].repeat(3)).await;
+    let client = client(RetryMiddleware::new(&quick().no_budget()));
+    let error = around_the_middleware(&client, &url).await.unwrap_err();
+    assert_eq!(error.kind(), std::io::ErrorKind::ConnectionRefused);
+    assert_eq!(keys.lock().unwrap().len(), 2, "one layer retries");
+}

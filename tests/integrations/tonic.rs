@@ -831,6 +831,9 @@ enum Relaying {
     Spawned,
     /// Once, without retries, sending the time left on.
     Plain,
+    /// With retries, through the layer on a `Channel`, answering
+    /// `UNAVAILABLE` of its own if that call fails.
+    Layered,
 }
 
 /// Answers `Say` with what `downstream`'s `Say` answers, counting its
@@ -855,6 +858,12 @@ impl tonic::server::UnaryService<String> for Relay {
                 let task = tokio::spawn(say_on(downstream).in_current_call());
                 Box::pin(async move { task.await.unwrap().map(tonic::Response::new) })
             }
+            Relaying::Layered => Box::pin(async move {
+                say(downstream, &quick(), "hi")
+                    .await
+                    .map(tonic::Response::new)
+                    .map_err(|_| Status::unavailable("downstream failed"))
+            }),
             Relaying::Plain => {
                 let request = backstop::tonic::within_attempt(tonic::Request::new("hi".into()));
                 Box::pin(async move {
@@ -983,6 +992,42 @@ async fn a_servers_error_after_its_own_retries_is_not_retried_by_its_caller() {
         .unwrap_err();
     assert_eq!(error.code(), Code::InvalidArgument);
     assert!(error.metadata().get("grpc-retry-pushback-ms").is_none());
+}
+
+#[tokio::test]
+async fn a_servers_error_after_its_layers_retries_ended_on_a_final_status_is_not_retried() {
+    // The handler's call through the layer retries an UNAVAILABLE, then
+    // gets an INTERNAL no retry fixes, a response the layer returns as
+    // it is; the handler answers UNAVAILABLE of its own, which its
+    // caller's layer would retry (three times two) but for the server's
+    // word not to: the call below retried, and failed.
+    let (downstream, seen) = serve(
+        [Status::unavailable("down"), Status::internal("broken")]
+            .into_iter()
+            .cycle()
+            .take(6)
+            .collect(),
+    )
+    .await;
+    let (server, calls) = serve_relay(downstream, Relaying::Layered).await;
+    let error = say(server, &quick(), "hi").await.unwrap_err();
+    assert_eq!(error.code(), Code::Unavailable);
+    assert_eq!(
+        error
+            .metadata()
+            .get("grpc-retry-pushback-ms")
+            .map(|v| v.to_str().unwrap()),
+        Some("-1")
+    );
+    assert_eq!(calls.load(Ordering::Relaxed), 1, "not retried");
+    assert_eq!(seen.lock().unwrap().len(), 2, "retried once, below");
+
+    // A final status at once, without a retry below, is answered as it is.
+    let (downstream, _) = serve(vec![Status::internal("broken"); 3]).await;
+    let (server, calls) = serve_relay(downstream, Relaying::Layered).await;
+    let error = say(server, &quick(), "hi").await.unwrap_err();
+    assert!(error.metadata().get("grpc-retry-pushback-ms").is_none());
+    assert_eq!(calls.load(Ordering::Relaxed), 3, "retried by the caller");
 }
 
 /// An `UNAVAILABLE` answered at once (trailers-only), as a tonic handler's

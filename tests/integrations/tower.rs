@@ -393,6 +393,52 @@ async fn a_nested_retry_call_that_retried_is_not_retried_again_by_the_layer() {
     );
 }
 
+/// Through the layer (503, then 404), and an error of its own for any
+/// answer but a 200, which it would retry.
+#[retry(attempts = 3, base = 10ms, budget = none)]
+async fn around_the_layer<S>(service: &S) -> Result<(), std::io::Error>
+where
+    S: tower::Service<Request<String>, Response = Response<()>, Error = BoxError> + Clone,
+{
+    let response = service
+        .clone()
+        .oneshot(get())
+        .await
+        .map_err(std::io::Error::other)?;
+    if response.status() == StatusCode::OK {
+        Ok(())
+    } else {
+        Err(std::io::ErrorKind::ConnectionRefused.into())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_around_the_layer_does_not_retry_an_answer_that_failed_after_its_retries() {
+    // The layer retries the 503, then returns the 404 (no retry fixes it):
+    // it gave up after retrying, and the call around it does not retry on
+    // top (2 requests, not 2 × 3).
+    let script = (0..6)
+        .map(|i| status(if i % 2 == 0 { 503 } else { 404 }, None))
+        .collect();
+    let (inner, calls) = scripted(script);
+    let service = RetryLayer::http(&Policy::new()).layer(inner);
+    let error = around_the_layer(&service).await.unwrap_err();
+    assert_eq!(error.kind(), std::io::ErrorKind::ConnectionRefused);
+    assert_eq!(calls.load(Ordering::Relaxed), 2, "one layer retries");
+
+    // A 404 at once retried nothing: the call around it may.
+    let (inner, calls) = scripted((0..3).map(|_| status(404, None)).collect());
+    let service = RetryLayer::http(&Policy::new()).layer(inner);
+    let _ = around_the_layer(&service).await.unwrap_err();
+    assert_eq!(calls.load(Ordering::Relaxed), 3);
+
+    // A 200 after a retry is a success: nothing to give up.
+    let (inner, calls) = scripted(vec![status(503, None)]);
+    let service = RetryLayer::http(&Policy::new()).layer(inner);
+    around_the_layer(&service).await.unwrap();
+    assert_eq!(calls.load(Ordering::Relaxed), 2);
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_attempt_timeout_cuts_off_a_hung_attempt_of_an_idempotent_request() {
     let calls = Arc::new(AtomicU32::new(0));

@@ -472,6 +472,12 @@ impl<'a> Operation for Call<'a> {
         })
     }
 
+    fn failed_answer(outcome: &Result<reqwest::Response, Error>) -> bool {
+        outcome.as_ref().is_ok_and(|response| {
+            response.status().is_client_error() || response.status().is_server_error()
+        })
+    }
+
     fn shown(outcome: &Result<reqwest::Response, Error>) -> Shown<'_> {
         match outcome {
             Ok(response) => Shown::Status(response.status().as_u16()),

@@ -107,6 +107,14 @@ pub(crate) trait Operation {
     fn shown(_outcome: &Result<Self::Ok, Self::Err>) -> Shown<'_> {
         Shown::Nothing
     }
+
+    /// Whether `outcome`, returned as an answer (no retry fixes it), is a
+    /// failure all the same: an HTTP error status, a gRPC status other
+    /// than `OK`. A call that returns one after retrying gave up after
+    /// retrying, for the one-layer rule.
+    fn failed_answer(_outcome: &Result<Self::Ok, Self::Err>) -> bool {
+        false
+    }
 }
 
 /// What a loop keeps of an outcome through its sleep: `()`, nothing, or
@@ -498,7 +506,15 @@ where
     } else {
         Shown::Nothing
     };
-    steps.decided(state, outcome, verdict, shown)
+    let delay = steps.decided(state, outcome, verdict, shown);
+    // An answer that is a failure, returned after the request went out
+    // again (a 503, then a 404; `UNAVAILABLE`, then `INTERNAL`): the call
+    // gave up after retrying, and a call around it is not to retry on top
+    // (it is told so, as a give-up tells it).
+    if verdict == Attempted::Succeeded && state.sent_again() && D::failed_answer(outcome) {
+        crate::run::scope::note_retried_below();
+    }
+    delay
 }
 
 /// Before the first attempt: the request made copyable if the call may

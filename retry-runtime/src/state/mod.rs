@@ -683,6 +683,13 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
         self.done.saturating_add(1)
     }
 
+    /// Whether more than one attempt was decided (a retry, or a hedge sent
+    /// beside the first): the request went out more than once.
+    #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
+    pub(crate) const fn sent_again(&self) -> bool {
+        self.done > 1
+    }
+
     /// When the call began.
     pub fn start(&self) -> Instant {
         self.start
