@@ -473,9 +473,9 @@ impl<'a> Operation for Call<'a> {
     }
 
     fn failed_answer(outcome: &Result<reqwest::Response, Error>) -> bool {
-        outcome.as_ref().is_ok_and(|response| {
-            response.status().is_client_error() || response.status().is_server_error()
-        })
+        outcome
+            .as_ref()
+            .is_ok_and(|response| crate::run::observe::failed_status(response.status().as_u16()))
     }
 
     fn shown(outcome: &Result<reqwest::Response, Error>) -> Shown<'_> {

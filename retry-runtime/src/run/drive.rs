@@ -507,12 +507,10 @@ where
         Shown::Nothing
     };
     let delay = steps.decided(state, outcome, verdict, shown);
-    // An answer that is a failure, returned after the request went out
-    // again (a 503, then a 404; `UNAVAILABLE`, then `INTERNAL`): the call
-    // gave up after retrying, and a call around it is not to retry on top
-    // (it is told so, as a give-up tells it).
-    if verdict == Attempted::Succeeded && state.sent_again() && D::failed_answer(outcome) {
-        crate::run::scope::note_retried_below();
+    // An answer that is a failure (a 503, then a 404; `UNAVAILABLE`, then
+    // `INTERNAL`).
+    if verdict == Attempted::Succeeded && D::failed_answer(outcome) {
+        state.returned_failed_answer();
     }
     delay
 }

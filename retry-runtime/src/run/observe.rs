@@ -432,6 +432,13 @@ pub trait Show<T, E>: Copy {
     fn shown<'a>(outcome: Result<&'a T, &'a E>) -> Shown<'a>;
 }
 
+/// Whether a status shown (an HTTP status, or a gRPC response's
+/// `grpc-status`: codes 1 to 16, below any HTTP status) says the answer
+/// failed: an HTTP status from 400, a gRPC status other than `OK` (0).
+pub(crate) const fn failed_status(status: u16) -> bool {
+    status != 0 && (status < 100 || status >= 400)
+}
+
 impl<T, E, W: ShowError<E>, S: ShowStatus<T>> Show<T, E> for (W, S) {
     const SHOWS: bool = W::SHOWS || S::SHOWS;
     fn shown<'a>(outcome: Result<&'a T, &'a E>) -> Shown<'a> {

@@ -12,7 +12,7 @@ use super::{
     AttemptState, Attempts, HoldsPolicy, anchor_and_deadline, run_pinned, run_sync, start_of,
 };
 use crate::limit::BudgetRef;
-use crate::run::observe::{Function, GiveUpEvent, Observe, RetryEvent, Show};
+use crate::run::observe::{Function, GiveUpEvent, Observe, RetryEvent, Show, Shown};
 use crate::run::scope::{CallContext, Scope};
 use crate::state::policy::Policy;
 use crate::state::vocabulary::{Attempted, Decision};
@@ -231,7 +231,16 @@ impl<'a, C: Clock, P: HoldsPolicy, S: Holds<'a, C, P>> Call<'a, C, P, S> {
         attempted: Attempted,
         outcome: Result<&T, &E>,
     ) -> Decision {
-        self.state().decide_showing(attempted, W::shown(outcome))
+        let shown = W::shown(outcome);
+        let decision = self.state().decide_showing(attempted, shown);
+        // An `Ok` value returned that failed all the same (a response's
+        // error status that `when_ok` did not retry).
+        if let (Decision::Return, Shown::Status(status)) = (decision, shown)
+            && crate::run::observe::failed_status(status)
+        {
+            self.state().returned_failed_answer();
+        }
+        decision
     }
 
     /// Decides after an attempt and tells the hooks:

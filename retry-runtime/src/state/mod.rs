@@ -683,11 +683,15 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
         self.done.saturating_add(1)
     }
 
-    /// Whether more than one attempt was decided (a retry, or a hedge sent
-    /// beside the first): the request went out more than once.
-    #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
-    pub(crate) const fn sent_again(&self) -> bool {
-        self.done > 1
+    /// The call returns an answer that failed all the same (an HTTP error
+    /// status, a gRPC status other than `OK`: [`failed_status`](crate::run::observe::failed_status)):
+    /// after more than one attempt (a retry, or a hedge beside the first),
+    /// it gave up after retrying, and a call around it is not to retry on
+    /// top (it is told so, as a give-up tells it).
+    pub(crate) fn returned_failed_answer(&self) {
+        if self.done > 1 {
+            scope::note_retried_below();
+        }
     }
 
     /// When the call began.

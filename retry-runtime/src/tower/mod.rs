@@ -1266,12 +1266,10 @@ where
         }
     }
 
-    // An HTTP status from 400, or a `grpc-status` in the headers other
-    // than `OK` (codes 1 to 16: below any HTTP status).
     fn failed_answer(outcome: &Result<S::Response, S::Error>) -> bool {
         matches!(
             outcome.as_ref().map(Answer::status),
-            Ok(Some(status)) if status != 0 && !(100..400).contains(&status)
+            Ok(Some(status)) if crate::run::observe::failed_status(status)
         )
     }
 }
