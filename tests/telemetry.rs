@@ -3148,3 +3148,63 @@ fn every_give_up_reason_is_told_and_counted() {
         "{counters:?}"
     );
 }
+
+// --- the key label on the other counters --------------------------------------
+
+static KEYED_EMPTY: backstop::limit::WindowBudget =
+    backstop::limit::WindowBudget::new(0.1, 0, std::time::Duration::from_secs(10));
+
+#[retry(attempts = 3, budget = KEYED_EMPTY, key = shard)]
+fn refused_by_its_budget(shard: &str) -> Result<(), Error> {
+    let _ = shard;
+    Err(ErrorKind::HostUnreachable.into())
+}
+
+/// Two tokens: a refusal holds at once.
+static KEYED_HELD: backstop::limit::TokenBudget = backstop::limit::TokenBudget::new(2, 1.0);
+
+#[retry(deadline = 300ms, attempts = 50, budget = KEYED_HELD, key = shard)]
+fn held_keyed(shard: &str) -> Result<(), Error> {
+    let _ = shard;
+    Err(ErrorKind::ConnectionRefused.into())
+}
+
+/// Attempt 1 is slow; its hedge answers.
+#[retry(hedge = 50ms, idempotent, budget = none, key = shard)]
+async fn hedged_keyed(shard: &str) -> Result<u32, Error> {
+    let _ = shard;
+    let attempt = backstop::context().unwrap().attempt();
+    let took = if attempt == 1 { 1_000 } else { 10 };
+    tokio::time::sleep(std::time::Duration::from_millis(took)).await;
+    Ok(attempt)
+}
+
+#[test]
+fn a_keyed_calls_holds_budget_refusals_and_hedges_are_labelled_with_its_key() {
+    let _serial = serial();
+    let _vt = backstop::testing::VirtualTime::start();
+    let recorder = Recorder::default();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    metrics::with_local_recorder(&recorder, || {
+        let _ = refused_by_its_budget("shard-1");
+        let _ = held_keyed("shard-2");
+        assert_eq!(runtime.block_on(hedged_keyed("shard-3")).unwrap(), 2);
+    });
+    let counters = counters(&recorder);
+    for metric in [
+        "backstop_budget_refusals_total{function=telemetry::refused_by_its_budget,key=shard-1}",
+        "backstop_give_ups_total{function=telemetry::refused_by_its_budget,key=shard-1,reason=budget}",
+        "backstop_held_total{function=telemetry::held_keyed,key=shard-2}",
+        "backstop_hedges_total{function=telemetry::hedged_keyed,key=shard-3}",
+        "backstop_hedge_wins_total{function=telemetry::hedged_keyed,key=shard-3}",
+    ] {
+        assert!(
+            counters.get(metric).is_some_and(|n| *n >= 1),
+            "{metric}: {counters:#?}"
+        );
+    }
+}
