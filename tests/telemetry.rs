@@ -3208,3 +3208,80 @@ fn a_keyed_calls_holds_budget_refusals_and_hedges_are_labelled_with_its_key() {
         );
     }
 }
+
+// --- hedges refused, by every reason -----------------------------------------
+
+static HEDGE_BREAKER: backstop::limit::CircuitBreaker =
+    backstop::limit::CircuitBreaker::new(1, std::time::Duration::from_secs(60));
+
+/// Its breaker is held open while attempt 1 runs: the hedge due at 10 ms
+/// finds it open.
+#[retry(hedge = 10ms, idempotent, budget = none, breaker = HEDGE_BREAKER)]
+async fn hedge_beside_an_opened_breaker() -> Result<u32, Error> {
+    HEDGE_BREAKER.hold_open();
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    Ok(1)
+}
+
+static HEDGE_THROTTLE: backstop::limit::AdaptiveThrottle =
+    backstop::limit::AdaptiveThrottle::new(2.0, std::time::Duration::from_secs(60));
+
+/// Attempt 1 is let through, then its throttle sees ten thousand
+/// refusals: the hedge is shed with p = 0.9999.
+#[retry(hedge = 10ms, idempotent, budget = none, throttle = HEDGE_THROTTLE)]
+async fn hedge_beside_a_shedding_throttle() -> Result<u32, Error> {
+    for _ in 0..10_000 {
+        HEDGE_THROTTLE.requested(backstop::time::Clock::now(&backstop::time::SystemClock));
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    Ok(1)
+}
+
+/// The hedge is due 1 ms before the deadline, within the timer's slack.
+#[retry(hedge = 10ms, deadline = 11ms, idempotent, budget = none)]
+async fn hedge_at_the_deadline() -> Result<u32, Error> {
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    Ok(1)
+}
+
+#[test]
+fn a_hedge_refused_by_the_breaker_the_throttle_or_the_deadline_is_counted_by_its_reason() {
+    let _serial = serial();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let recorder = Recorder::default();
+    metrics::with_local_recorder(&recorder, || {
+        runtime.block_on(async {
+            backstop::testing::seed_jitter(1);
+            assert_eq!(hedge_beside_an_opened_breaker().await.unwrap(), 1);
+            assert_eq!(hedge_beside_a_shedding_throttle().await.unwrap(), 1);
+            assert_eq!(hedge_at_the_deadline().await.unwrap(), 1);
+        });
+    });
+    HEDGE_BREAKER.reset();
+    let counters = counters(&recorder);
+    let refused: Vec<(&String, &u64)> = counters
+        .iter()
+        .filter(|(name, _)| name.starts_with("backstop_hedges_refused_total"))
+        .collect();
+    let f = "backstop_hedges_refused_total{function=telemetry::";
+    let expected = [
+        format!("{f}hedge_at_the_deadline,reason=deadline}}"),
+        format!("{f}hedge_beside_a_shedding_throttle,reason=throttled}}"),
+        format!("{f}hedge_beside_an_opened_breaker,reason=breaker_open}}"),
+    ];
+    assert_eq!(
+        refused,
+        expected.iter().map(|name| (name, &1)).collect::<Vec<_>>(),
+        "{counters:?}"
+    );
+    assert!(
+        !counters
+            .keys()
+            .any(|k| k.starts_with("backstop_hedges_total")),
+        "no hedge went: {counters:?}"
+    );
+}
