@@ -3285,3 +3285,37 @@ fn a_hedge_refused_by_the_breaker_the_throttle_or_the_deadline_is_counted_by_its
         "no hedge went: {counters:?}"
     );
 }
+
+/// A call that may not hedge (its policy not idempotent) says so once, not
+/// once a round, as the layer says it once a request.
+#[test]
+fn a_call_that_may_not_hedge_says_so_once() {
+    use backstop::hedge::Hedge;
+    let _serial = serial();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let policy = backstop::Policy::new().attempts(3).no_budget();
+    let retry =
+        backstop::Retry::new(&policy).hedge(Hedge::after(std::time::Duration::from_millis(10)));
+    let capture = captured(|| {
+        let calls = std::sync::atomic::AtomicU32::new(0);
+        let out = runtime.block_on(retry.call_async(|| async {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            if calls.fetch_add(1, Relaxed) < 2 {
+                Err(Error::from(ErrorKind::ConnectionRefused))
+            } else {
+                Ok(())
+            }
+        }));
+        out.unwrap();
+    });
+    let events = capture.events.lock().unwrap();
+    let told = events
+        .iter()
+        .filter(|(_, fields)| fields.get("message").map(String::as_str) == Some("hedge not sent"))
+        .count();
+    assert_eq!(told, 1, "{events:?}");
+}

@@ -398,7 +398,8 @@ impl<Fut: Future> Round<Fut> {
         let may_hedge =
             state.policy.get().idempotent && !state.permit.as_ref().is_some_and(Permit::is_probe);
         let delay = hedge.delay(now);
-        if delay.is_some() && !state.policy.get().idempotent {
+        // Said once a call, at its first round, as the layer says it.
+        if delay.is_some() && !state.policy.get().idempotent && first == 1 {
             state.obs.hedge_refused(GiveUp::NotIdempotent);
         }
         // (Whatever the delay: an adaptive one has none until it has
