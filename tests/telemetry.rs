@@ -925,7 +925,16 @@ fn a_first_attempt_that_no_retry_can_fix_is_not_a_give_up() {
 
 /// Attempt 1 answers `NotFound` after `first_ms`; a hedge, sent at 50 ms,
 /// answers after 1 s.
-#[retry(hedge = 50ms, idempotent, budget = none, jitter = none)]
+/// What `on_give_up` was told of `hedged_not_found`: attempts, hedges.
+static NOT_FOUND_TOLD: Mutex<Vec<(u32, u32)>> = Mutex::new(Vec::new());
+
+#[retry(
+    hedge = 50ms,
+    idempotent,
+    budget = none,
+    jitter = none,
+    on_give_up = |e| NOT_FOUND_TOLD.lock().unwrap().push((e.attempts(), e.hedges())),
+)]
 async fn hedged_not_found(first_ms: u64) -> Result<(), Error> {
     let attempt = backstop::context().unwrap().attempt();
     let took = if attempt == 1 { first_ms } else { 1_000 };
@@ -965,6 +974,8 @@ fn a_first_round_that_no_retry_can_fix_is_not_a_give_up_hedged_or_not() {
         ["not retried", "hedging", "not retried"],
         "{events:?}"
     );
+    // The hooks hear of both, with `attempts() == 1 + hedges()`.
+    assert_eq!(*NOT_FOUND_TOLD.lock().unwrap(), [(1, 0), (2, 1)]);
     let counters = counters(&recorder);
     assert_eq!(
         counters["backstop_calls_total{function=telemetry::hedged_not_found,outcome=error}"],
@@ -1715,12 +1726,16 @@ static HELD: backstop::limit::TokenBudget = backstop::limit::TokenBudget::new(2,
 /// What `on_retry` was told of `held_to_the_deadline`: the delays.
 static HELD_TOLD: Mutex<Vec<std::time::Duration>> = Mutex::new(Vec::new());
 
+/// What `on_give_up` was told of `held_to_the_deadline`: the reasons.
+static HELD_GAVE_UP: Mutex<Vec<backstop::GiveUp>> = Mutex::new(Vec::new());
+
 #[retry(
     deadline = 1s,
     attempts = 50,
     jitter = none,
     budget = HELD,
     on_retry = |e| HELD_TOLD.lock().unwrap().push(e.delay()),
+    on_give_up = |e| HELD_GAVE_UP.lock().unwrap().push(e.reason()),
 )]
 fn held_to_the_deadline() -> Result<(), Error> {
     Err(ErrorKind::ConnectionRefused.into())
@@ -1782,6 +1797,15 @@ fn a_held_call_is_told_holding_and_counted_held_not_retried() {
         Some(&probes),
         "{counters:?}"
     );
+    // A release's `retrying` says nothing of the failure (its hold did).
+    for (_, fields) in events
+        .iter()
+        .filter(|(_, fields)| fields.get("message").map(String::as_str) == Some("retrying"))
+    {
+        assert_eq!(fields.get("error"), None, "{fields:?}");
+    }
+    // The give-up at the deadline is told to `on_give_up`.
+    assert_eq!(*HELD_GAVE_UP.lock().unwrap(), [backstop::GiveUp::Deadline]);
     // `on_retry` is told of each hold, as it starts (its delay the first
     // wait, about a base delay), and not again at the release.
     let told = HELD_TOLD.lock().unwrap().clone();

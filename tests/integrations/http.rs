@@ -215,13 +215,13 @@ fn a_retry_after_counts_only_on_statuses_that_were_not_processed() {
     );
 }
 
-/// Statuses answered in turn: 503, then 404.
-fn answer(calls: &std::sync::atomic::AtomicU32) -> StatusCode {
+/// Statuses answered in turn: 503, then `then`.
+fn answer(calls: &std::sync::atomic::AtomicU32, then: StatusCode) -> StatusCode {
     let n = calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     if n.is_multiple_of(2) {
         StatusCode::SERVICE_UNAVAILABLE
     } else {
-        StatusCode::NOT_FOUND
+        then
     }
 }
 
@@ -230,27 +230,37 @@ fn answer(calls: &std::sync::atomic::AtomicU32) -> StatusCode {
     budget = none,
     when_ok = |s: &StatusCode| if *s == StatusCode::SERVICE_UNAVAILABLE { Verdict::Retry } else { Verdict::Stop },
 )]
-fn status_with_retries(calls: &std::sync::atomic::AtomicU32) -> Result<StatusCode, std::io::Error> {
-    Ok(answer(calls))
+fn status_with_retries(
+    calls: &std::sync::atomic::AtomicU32,
+    then: StatusCode,
+) -> Result<StatusCode, std::io::Error> {
+    Ok(answer(calls, then))
 }
 
 /// An error of its own for any status but a 200, which it would retry.
 #[backstop::retry(attempts = 3, budget = none)]
-fn around_status_with_retries(calls: &std::sync::atomic::AtomicU32) -> Result<(), std::io::Error> {
-    match status_with_retries(calls)? {
+fn around_status_with_retries(
+    calls: &std::sync::atomic::AtomicU32,
+    then: StatusCode,
+) -> Result<(), std::io::Error> {
+    match status_with_retries(calls, then)? {
         StatusCode::OK => Ok(()),
         _ => Err(std::io::ErrorKind::ConnectionRefused.into()),
     }
 }
 
 /// A `#[retry]` function that retried a status (`when_ok`) and then
-/// returned one that failed (a 404) gave up after retrying: the call
-/// around it does not retry on top (2 answers, not 2 × 3).
+/// returned a failure of the server's (a 507) gave up after retrying: the
+/// call around it does not retry on top (2 answers, not 2 × 3). A 404 is
+/// an answer about the request, which the call around may act on.
 #[test]
-fn a_call_around_a_function_that_returned_a_failed_status_after_retrying_does_not_retry() {
+fn a_call_around_a_function_that_returned_a_server_failure_after_retrying_does_not_retry() {
     let _vt = backstop::testing::VirtualTime::start();
     let calls = std::sync::atomic::AtomicU32::new(0);
-    let error = around_status_with_retries(&calls).unwrap_err();
+    let error = around_status_with_retries(&calls, StatusCode::INSUFFICIENT_STORAGE).unwrap_err();
     assert_eq!(error.kind(), std::io::ErrorKind::ConnectionRefused);
     assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), 2);
+    let calls = std::sync::atomic::AtomicU32::new(0);
+    let _ = around_status_with_retries(&calls, StatusCode::NOT_FOUND).unwrap_err();
+    assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), 6);
 }

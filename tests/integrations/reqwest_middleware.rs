@@ -586,13 +586,18 @@ async fn around_the_middleware(
 }
 
 #[tokio::test]
-async fn a_call_around_the_middleware_does_not_retry_an_answer_that_failed_after_its_retries() {
-    // The middleware retries the 503, then returns the 404 (no retry
-    // fixes it): it gave up after retrying, and the call around it does
-    // not retry on top (2 requests, not 2 × 3).
-    let (url, keys) = serve([(503, ""), (404, "")].repeat(3)).await;
+async fn a_call_around_the_middleware_does_not_retry_a_server_failure_answered_after_its_retries() {
+    // The middleware retries the 503, then returns the 507 (a failure of
+    // the server's that no retry fixes): it gave up after retrying, and
+    // the call around it does not retry on top (2 requests, not 2 × 3).
+    let (url, keys) = serve([(503, ""), (507, "")].repeat(3)).await;
     let client = client(RetryMiddleware::new(&quick().no_budget()));
     let error = around_the_middleware(&client, &url).await.unwrap_err();
     assert_eq!(error.kind(), std::io::ErrorKind::ConnectionRefused);
     assert_eq!(keys.lock().unwrap().len(), 2, "one layer retries");
+    // A 404 after the retry is an answer about the request: the call
+    // around may act on it, and retries.
+    let (url, keys) = serve([(503, ""), (404, "")].repeat(3)).await;
+    let _ = around_the_middleware(&client, &url).await.unwrap_err();
+    assert_eq!(keys.lock().unwrap().len(), 6);
 }

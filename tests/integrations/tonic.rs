@@ -1022,6 +1022,21 @@ async fn a_servers_error_after_its_layers_retries_ended_on_a_final_status_is_not
     assert_eq!(calls.load(Ordering::Relaxed), 1, "not retried");
     assert_eq!(seen.lock().unwrap().len(), 2, "retried once, below");
 
+    // An answer about the request after the retry (`NOT_FOUND`) is one
+    // the handler may act on: nothing is marked, and its caller retries.
+    let (downstream, _) = serve(
+        [Status::unavailable("down"), Status::not_found("no")]
+            .into_iter()
+            .cycle()
+            .take(6)
+            .collect(),
+    )
+    .await;
+    let (server, calls) = serve_relay(downstream, Relaying::Layered).await;
+    let error = say(server, &quick(), "hi").await.unwrap_err();
+    assert!(error.metadata().get("grpc-retry-pushback-ms").is_none());
+    assert_eq!(calls.load(Ordering::Relaxed), 3, "retried by the caller");
+
     // A final status at once, without a retry below, is answered as it is.
     let (downstream, _) = serve(vec![Status::internal("broken"); 3]).await;
     let (server, calls) = serve_relay(downstream, Relaying::Layered).await;

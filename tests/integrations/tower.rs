@@ -393,8 +393,8 @@ async fn a_nested_retry_call_that_retried_is_not_retried_again_by_the_layer() {
     );
 }
 
-/// Through the layer (503, then 404), and an error of its own for any
-/// answer but a 200, which it would retry.
+/// Through the layer, and an error of its own for any answer but a 200,
+/// which it would retry.
 #[retry(attempts = 3, base = 10ms, budget = none)]
 async fn around_the_layer<S>(service: &S) -> Result<(), std::io::Error>
 where
@@ -413,18 +413,27 @@ where
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_call_around_the_layer_does_not_retry_an_answer_that_failed_after_its_retries() {
-    // The layer retries the 503, then returns the 404 (no retry fixes it):
-    // it gave up after retrying, and the call around it does not retry on
-    // top (2 requests, not 2 × 3).
-    let script = (0..6)
-        .map(|i| status(if i % 2 == 0 { 503 } else { 404 }, None))
-        .collect();
-    let (inner, calls) = scripted(script);
+async fn a_call_around_the_layer_does_not_retry_a_server_failure_answered_after_its_retries() {
+    // The layer retries the 503, then returns the 507 (a failure of the
+    // server's that no retry fixes): it gave up after retrying, and the
+    // call around it does not retry on top (2 requests, not 2 × 3).
+    let alternating = |then: u16| -> Vec<_> {
+        (0..6)
+            .map(|i| status(if i % 2 == 0 { 503 } else { then }, None))
+            .collect()
+    };
+    let (inner, calls) = scripted(alternating(507));
     let service = RetryLayer::http(&Policy::new()).layer(inner);
     let error = around_the_layer(&service).await.unwrap_err();
     assert_eq!(error.kind(), std::io::ErrorKind::ConnectionRefused);
     assert_eq!(calls.load(Ordering::Relaxed), 2, "one layer retries");
+
+    // A 404 after the retry is an answer about the request, which the
+    // call around may act on: it retries (3 × 2 requests).
+    let (inner, calls) = scripted(alternating(404));
+    let service = RetryLayer::http(&Policy::new()).layer(inner);
+    let _ = around_the_layer(&service).await.unwrap_err();
+    assert_eq!(calls.load(Ordering::Relaxed), 6);
 
     // A 404 at once retried nothing: the call around it may.
     let (inner, calls) = scripted((0..3).map(|_| status(404, None)).collect());

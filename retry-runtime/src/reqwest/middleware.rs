@@ -475,7 +475,7 @@ impl<'a> Operation for Call<'a> {
     fn failed_answer(outcome: &Result<reqwest::Response, Error>) -> bool {
         outcome
             .as_ref()
-            .is_ok_and(|response| crate::run::observe::failed_status(response.status().as_u16()))
+            .is_ok_and(|response| crate::run::observe::server_failed(response.status().as_u16()))
     }
 
     fn shown(outcome: &Result<reqwest::Response, Error>) -> Shown<'_> {

@@ -108,10 +108,10 @@ pub(crate) trait Operation {
         Shown::Nothing
     }
 
-    /// Whether `outcome`, returned as an answer (no retry fixes it), is a
-    /// failure all the same: an HTTP error status, a gRPC status other
-    /// than `OK`. A call that returns one after retrying gave up after
-    /// retrying, for the one-layer rule.
+    /// Whether `outcome`, returned as an answer (no retry fixes it), says
+    /// the dependency failed: a 5xx, a gRPC `INTERNAL`… (not an answer
+    /// about the request, a 404). A call that returns one after retrying
+    /// gave up after retrying, for the one-layer rule.
     fn failed_answer(_outcome: &Result<Self::Ok, Self::Err>) -> bool {
         false
     }
@@ -507,7 +507,7 @@ where
         Shown::Nothing
     };
     let delay = steps.decided(state, outcome, verdict, shown);
-    // An answer that is a failure (a 503, then a 404; `UNAVAILABLE`, then
+    // An answer that says the dependency failed (`UNAVAILABLE`, then
     // `INTERNAL`).
     if verdict == Attempted::Succeeded && D::failed_answer(outcome) {
         state.returned_failed_answer();

@@ -433,10 +433,15 @@ pub trait Show<T, E>: Copy {
 }
 
 /// Whether a status shown (an HTTP status, or a gRPC response's
-/// `grpc-status`: codes 1 to 16, below any HTTP status) says the answer
-/// failed: an HTTP status from 400, a gRPC status other than `OK` (0).
-pub(crate) const fn failed_status(status: u16) -> bool {
-    status != 0 && (status < 100 || status >= 400)
+/// `grpc-status`: codes 0 to 16, below any HTTP status) says the
+/// dependency failed, not the request: an HTTP 5xx but 501 and 505 (the
+/// request asks what the server does not do), or a gRPC `UNKNOWN` (2),
+/// `DEADLINE_EXCEEDED` (4), `RESOURCE_EXHAUSTED` (8), `INTERNAL` (13),
+/// `UNAVAILABLE` (14) or `DATA_LOSS` (15). An answer about the request (a
+/// 404, a 412, `NOT_FOUND`, `ABORTED`…) is one a caller may act on.
+pub(crate) const fn server_failed(status: u16) -> bool {
+    matches!(status, 2 | 4 | 8 | 13 | 14 | 15)
+        || (status >= 500 && status <= 599 && status != 501 && status != 505)
 }
 
 impl<T, E, W: ShowError<E>, S: ShowStatus<T>> Show<T, E> for (W, S) {

@@ -233,10 +233,10 @@ impl<'a, C: Clock, P: HoldsPolicy, S: Holds<'a, C, P>> Call<'a, C, P, S> {
     ) -> Decision {
         let shown = W::shown(outcome);
         let decision = self.state().decide_showing(attempted, shown);
-        // An `Ok` value returned that failed all the same (a response's
-        // error status that `when_ok` did not retry).
+        // An `Ok` value returned that says the dependency failed (a
+        // response's 5xx that `when_ok` did not retry).
         if let (Decision::Return, Shown::Status(status)) = (decision, shown)
-            && crate::run::observe::failed_status(status)
+            && crate::run::observe::server_failed(status)
         {
             self.state().returned_failed_answer();
         }

@@ -683,8 +683,8 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
         self.done.saturating_add(1)
     }
 
-    /// The call returns an answer that failed all the same (an HTTP error
-    /// status, a gRPC status other than `OK`: [`failed_status`](crate::run::observe::failed_status)):
+    /// The call returns an answer that says the dependency failed (a 5xx,
+    /// a gRPC `INTERNAL`…: [`server_failed`](crate::run::observe::server_failed)):
     /// after more than one attempt (a retry, or a hedge beside the first),
     /// it gave up after retrying, and a call around it is not to retry on
     /// top (it is told so, as a give-up tells it).

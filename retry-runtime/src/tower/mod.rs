@@ -1269,7 +1269,7 @@ where
     fn failed_answer(outcome: &Result<S::Response, S::Error>) -> bool {
         matches!(
             outcome.as_ref().map(Answer::status),
-            Ok(Some(status)) if crate::run::observe::failed_status(status)
+            Ok(Some(status)) if crate::run::observe::server_failed(status)
         )
     }
 }

@@ -268,7 +268,9 @@ pub fn within_attempt<T>(mut request: ::tonic::Request<T>) -> ::tonic::Request<T
 ///   concurrency limit, which it stacks outside the layers it is given),
 ///   is not counted.
 /// - an error answered after a retry call inside the handler gave up
-///   after retrying carries `grpc-retry-pushback-ms: -1`, which tells the
+///   after retrying (through a layer too: retried, then answered with a
+///   status of the dependency's failure, `INTERNAL` say) carries
+///   `grpc-retry-pushback-ms: -1`, which tells the
 ///   caller not to retry it (gRFC A6; a `backstop` client, or a gRPC
 ///   client with a retry policy, then does not): the dependency has had
 ///   its retries, and a caller retrying the whole chain would multiply
