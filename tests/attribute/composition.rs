@@ -236,6 +236,48 @@ fn nested_retries_retry_at_one_layer_only() {
     assert_eq!(DEPENDENCY_CALLS.load(Relaxed), 3, "3, not 3 × 3 × 3");
 }
 
+static THROUGH_CALLS: AtomicU32 = AtomicU32::new(0);
+
+#[retry(attempts = 3, budget = none)]
+fn innermost_through() -> Result<(), Error> {
+    THROUGH_CALLS.fetch_add(1, Relaxed);
+    Err(refused())
+}
+
+/// Handles the innermost call's give-up: as an answer (`Ok(false)`), or
+/// as an error no retry of its own can fix.
+#[retry(attempts = 3, budget = none)]
+fn middle_handling(as_error: bool) -> Result<bool, Error> {
+    match innermost_through() {
+        Ok(()) => Ok(true),
+        Err(_) if as_error => Err(std::io::ErrorKind::InvalidData.into()),
+        Err(_) => Ok(false),
+    }
+}
+
+/// Would retry any answer but `Ok(true)`.
+#[retry(attempts = 3, budget = none)]
+fn outermost_through(as_error: bool) -> Result<(), Error> {
+    match middle_handling(as_error) {
+        Ok(true) => Ok(()),
+        _ => Err(refused()),
+    }
+}
+
+/// A call between that did not retry, and returned what it made of a
+/// nested call's give-up (an answer, or an error it does not retry),
+/// passes the give-up on: the call around it does not retry on top, as it
+/// would not with a plain function between (3 calls, not 3 × 3).
+#[test]
+fn a_give_up_below_passes_through_a_call_between_that_did_not_retry() {
+    let _vt = VirtualTime::start();
+    for as_error in [false, true] {
+        THROUGH_CALLS.store(0, Relaxed);
+        assert!(outermost_through(as_error).is_err());
+        assert_eq!(THROUGH_CALLS.load(Relaxed), 3, "as_error: {as_error}");
+    }
+}
+
 #[retry(attempts = 1, budget = none)]
 fn inner_without_retries(calls: &AtomicU32) -> Result<(), Error> {
     calls.fetch_add(1, Relaxed);

@@ -546,6 +546,11 @@ impl<'a, C: Clock, P: HoldsPolicy> First<'a, C, P> {
         super::credit_answer(self.budget, || self.began());
         self.decided = true;
         self.obs.returned(1);
+        // A nested call gave up after retrying in the attempt, and the
+        // call returns what it made of it: the enclosing call is told.
+        if self.retried_below {
+            passed_up();
+        }
         Decision::Return
     }
 
@@ -591,6 +596,14 @@ impl<'a, C: Clock, P: HoldsPolicy> First<'a, C, P> {
         state.done = u32::from(decided);
         state
     }
+}
+
+/// Tells the enclosing call that a call nested in this one's attempt gave
+/// up after retrying. Out of line, as rare.
+#[cold]
+#[inline(never)]
+fn passed_up() {
+    crate::run::scope::note_retried_below();
 }
 
 impl<C, P: HoldsPolicy> First<'_, C, P> {

@@ -953,12 +953,19 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
             self.obs
                 .decided(self.done, self.hedges, decision, attempted.verdict(), shown);
         }
-        // Giving up after retrying (or because a nested call had): tell the
-        // enclosing call, if any, not to retry on top.
-        if let Decision::GiveUp(reason) = decision
-            && (self.done > 1 || reason == GiveUp::RetriedBelow)
-        {
-            scope::note_retried_below();
+        // Giving up after retrying (or because a nested call had), or
+        // ending after an attempt in which a nested call gave up after
+        // retrying (the call returned what it made of it): tell the
+        // enclosing call, if any, not to retry on top, as it would be told
+        // with no call between.
+        match decision {
+            Decision::GiveUp(reason) if self.done > 1 || reason == GiveUp::RetriedBelow => {
+                scope::note_retried_below();
+            }
+            Decision::GiveUp(_) | Decision::Return if self.retried_below => {
+                scope::note_retried_below();
+            }
+            _ => {}
         }
         decision
     }
