@@ -279,11 +279,7 @@ fn what_the_hooks_of_a_retry_log_belongs_to_the_call() {
     let refused = || Err::<(), _>(Error::from(ErrorKind::ConnectionRefused));
     let capture = captured(|| {
         let _ = retry.call(refused);
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .unwrap();
+        let runtime = paused_runtime();
         let _ = runtime.block_on(retry.call_async(|| async { refused() }));
     });
     let spans = capture.spans.lock().unwrap();
@@ -577,6 +573,15 @@ fn a_call_that_gives_up_on_an_ok_value_ends_as_an_error() {
     assert_eq!(calls, expected);
 }
 
+/// A current-thread tokio runtime on a paused clock.
+fn paused_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap()
+}
+
 fn counters(recorder: &Recorder) -> BTreeMap<String, u64> {
     recorder
         .counters
@@ -665,11 +670,7 @@ fn every_way_a_call_ends_is_counted() {
         let _ = rejected(); // opens the breaker: 1 attempt, breaker_open
         let _ = rejected(); // rejected before its first attempt
         let _ = std::panic::catch_unwind(panics);
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .unwrap();
+        let rt = paused_runtime();
         rt.block_on(async {
             let _ = tokio::time::timeout(std::time::Duration::from_millis(250), cancelled()).await;
             // Dropped in their sleep after attempt 1 (100–200 ms), the
@@ -819,11 +820,7 @@ fn same_named_methods_of_different_types_have_labels_of_their_own() {
         let _ = Orders.get();
         let _ = Store::load(&Users);
         let _ = Store::load(&Orders);
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .unwrap();
+        let rt = paused_runtime();
         rt.block_on(async {
             let _ = Repo(1_u8).get().await;
             let _ = Repo("one").get().await;
@@ -949,11 +946,7 @@ async fn hedged_not_found(first_ms: u64) -> Result<(), Error> {
 fn a_first_round_that_no_retry_can_fix_is_not_a_give_up_hedged_or_not() {
     let _serial = serial();
     let recorder = Recorder::default();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let runtime = paused_runtime();
     let capture = captured(|| {
         metrics::with_local_recorder(&recorder, || {
             runtime.block_on(async {
@@ -1167,11 +1160,7 @@ fn each_attempt_through_the_layer_has_a_span_and_the_response_counts_them() {
     let _serial = serial();
     let mut attempts = None;
     let capture = captured(|| {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .unwrap();
+        let runtime = paused_runtime();
         let statuses = Arc::new(Mutex::new(vec![200, 503, 503]));
         let inner = tower::service_fn(move |_: http::Request<_>| {
             let status = statuses.lock().unwrap().pop().unwrap();
@@ -1283,11 +1272,7 @@ fn a_request_that_cannot_be_sent_again_is_counted_as_not_replayable() {
     use tower::{Layer, ServiceExt};
     let _serial = serial();
     let recorder = Recorder::default();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let runtime = paused_runtime();
     metrics::with_local_recorder(&recorder, || {
         let inner = tower::service_fn(
             |request: http::Request<backstop::tower::ReplayBody<_>>| async move {
@@ -1353,11 +1338,7 @@ fn hedges_are_counted_told_to_the_hooks_and_logged() {
     let _serial = serial();
     let recorder = Recorder::default();
     let capture = Arc::new(Capture::default());
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let runtime = paused_runtime();
     let calls = std::sync::atomic::AtomicU32::new(0);
     tracing::subscriber::with_default(Arc::clone(&capture), || {
         metrics::with_local_recorder(&recorder, || {
@@ -1425,11 +1406,7 @@ fn many_layers_built_at_one_place_are_warned_about_once_in_debug_builds() {
     static SHARED: backstop::limit::TokenBudget = backstop::limit::TokenBudget::standard();
     let _serial = serial();
     let policy = backstop::Policy::new();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let runtime = paused_runtime();
     let inner = tower::service_fn(|x: u32| async move { Ok::<_, Error>(x) });
     let http_inner =
         tower::service_fn(|_: http::Request<_>| async { Ok::<_, Error>(http::Response::new(())) });
@@ -1510,11 +1487,7 @@ fn a_call_async_future_starts_when_first_polled_in_the_span_it_runs_in() {
     let _serial = serial();
     let capture = Arc::new(Capture::default());
     tracing::subscriber::with_default(Arc::clone(&capture), || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .unwrap();
+        let rt = paused_runtime();
         rt.block_on(async {
             let policy = backstop::Policy::new();
             // Made before the span is given to it, as `.instrument` is used.
@@ -2057,11 +2030,7 @@ fn a_layers_calls_are_labelled_with_their_destination() {
     let _serial = serial();
     let recorder = Recorder::default();
     metrics::with_local_recorder(&recorder, || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .unwrap();
+        let runtime = paused_runtime();
         let statuses = Arc::new(Mutex::new(vec![200, 503]));
         let inner = tower::service_fn(move |_: http::Request<_>| {
             let status = statuses.lock().unwrap().pop().unwrap();
@@ -2146,11 +2115,7 @@ fn a_request_the_layer_may_not_hedge_is_told() {
     use backstop::tower::RetryLayer;
     use tower::{Layer, ServiceExt};
     let _serial = serial();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let runtime = paused_runtime();
     let policy = backstop::Policy::new();
     let layer = RetryLayer::http(
         backstop::Retry::new(&policy).hedge(Hedge::after(std::time::Duration::from_millis(10))),
@@ -2300,11 +2265,7 @@ fn a_response_retried_through_the_layer_shows_its_status() {
     let _serial = serial();
     let statuses = |responses: Vec<http::Response<()>>| {
         let capture = captured(|| {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_time()
-                .start_paused(true)
-                .build()
-                .unwrap();
+            let runtime = paused_runtime();
             let responses = Arc::new(Mutex::new(responses));
             let inner = tower::service_fn(move |_: http::Request<_>| {
                 let response = responses.lock().unwrap().pop().unwrap();
@@ -2732,11 +2693,7 @@ fn a_full_table_of_default_budgets_says_so_and_counts_the_calls_that_found_no_pl
     ) {
         return;
     }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let runtime = paused_runtime();
     let inner = tower::service_fn(|_: http::Request<_>| async {
         Ok::<_, Error>(http::Response::builder().status(503).body(()).unwrap())
     });
@@ -2809,11 +2766,7 @@ async fn hedged_outer_last() -> Result<u32, std::io::Error> {
 #[test]
 fn a_hedge_not_sent_for_another_layers_says_which() {
     let _serial = serial();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let runtime = paused_runtime();
     // The outer call hedges first: the inner calls in both its attempts
     // send none; the inner call hedges first: the outer one sends none.
     for (outer_first, reason, function, times) in [
@@ -2872,11 +2825,7 @@ async fn hedged_on_an_empty_budget() -> Result<u32, std::io::Error> {
 fn a_hedge_due_and_refused_is_counted_and_one_never_due_is_not() {
     use backstop::hedge::Hedge;
     let _serial = serial();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let runtime = paused_runtime();
     let recorder = Recorder::default();
     metrics::with_local_recorder(&recorder, || {
         runtime.block_on(async {
@@ -3208,11 +3157,7 @@ fn a_keyed_calls_holds_budget_refusals_and_hedges_are_labelled_with_its_key() {
     let _serial = serial();
     let _vt = backstop::testing::VirtualTime::start();
     let recorder = Recorder::default();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let runtime = paused_runtime();
     metrics::with_local_recorder(&recorder, || {
         let _ = refused_by_its_budget("shard-1");
         let _ = held_keyed("shard-2");
@@ -3271,11 +3216,7 @@ async fn hedge_at_the_deadline() -> Result<u32, Error> {
 #[test]
 fn a_hedge_refused_by_the_breaker_the_throttle_or_the_deadline_is_counted_by_its_reason() {
     let _serial = serial();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let runtime = paused_runtime();
     let recorder = Recorder::default();
     metrics::with_local_recorder(&recorder, || {
         runtime.block_on(async {
@@ -3316,11 +3257,7 @@ fn a_hedge_refused_by_the_breaker_the_throttle_or_the_deadline_is_counted_by_its
 fn a_call_that_may_not_hedge_says_so_once() {
     use backstop::hedge::Hedge;
     let _serial = serial();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let runtime = paused_runtime();
     let policy = backstop::Policy::new().attempts(3).no_budget();
     let retry =
         backstop::Retry::new(&policy).hedge(Hedge::after(std::time::Duration::from_millis(10)));

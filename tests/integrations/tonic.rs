@@ -1001,14 +1001,18 @@ async fn a_servers_error_after_its_layers_retries_ended_on_a_final_status_is_not
     // it is; the handler answers UNAVAILABLE of its own, which its
     // caller's layer would retry (three times two) but for the server's
     // word not to: the call below retried, and failed.
-    let (downstream, seen) = serve(
-        [Status::unavailable("down"), Status::internal("broken")]
-            .into_iter()
-            .cycle()
-            .take(6)
-            .collect(),
-    )
-    .await;
+    let alternating = |then: Status| -> Vec<Status> {
+        (0..6)
+            .map(|i| {
+                if i % 2 == 0 {
+                    Status::unavailable("down")
+                } else {
+                    then.clone()
+                }
+            })
+            .collect()
+    };
+    let (downstream, seen) = serve(alternating(Status::internal("broken"))).await;
     let (server, calls) = serve_relay(downstream, Relaying::Layered).await;
     let error = say(server, &quick(), "hi").await.unwrap_err();
     assert_eq!(error.code(), Code::Unavailable);
@@ -1024,14 +1028,7 @@ async fn a_servers_error_after_its_layers_retries_ended_on_a_final_status_is_not
 
     // An answer about the request after the retry (`NOT_FOUND`) is one
     // the handler may act on: nothing is marked, and its caller retries.
-    let (downstream, _) = serve(
-        [Status::unavailable("down"), Status::not_found("no")]
-            .into_iter()
-            .cycle()
-            .take(6)
-            .collect(),
-    )
-    .await;
+    let (downstream, _) = serve(alternating(Status::not_found("no"))).await;
     let (server, calls) = serve_relay(downstream, Relaying::Layered).await;
     let error = say(server, &quick(), "hi").await.unwrap_err();
     assert!(error.metadata().get("grpc-retry-pushback-ms").is_none());
