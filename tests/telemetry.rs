@@ -2819,8 +2819,9 @@ async fn hedged_on_an_empty_budget() -> Result<u32, std::io::Error> {
     Ok(1)
 }
 
-/// A hedge due that the budget refuses is counted by its reason; a call
-/// that may not hedge at all (not idempotent) counts none.
+/// A hedge due that the budget, an open breaker, a shedding adaptive
+/// throttle or the deadline refuses is counted by its reason; a call that
+/// may not hedge at all (not idempotent) counts none.
 #[test]
 fn a_hedge_due_and_refused_is_counted_and_one_never_due_is_not() {
     use backstop::hedge::Hedge;
@@ -2830,6 +2831,10 @@ fn a_hedge_due_and_refused_is_counted_and_one_never_due_is_not() {
     metrics::with_local_recorder(&recorder, || {
         runtime.block_on(async {
             assert_eq!(hedged_on_an_empty_budget().await.unwrap(), 1);
+            backstop::testing::seed_jitter(1);
+            assert_eq!(hedge_beside_an_opened_breaker().await.unwrap(), 1);
+            assert_eq!(hedge_beside_a_shedding_throttle().await.unwrap(), 1);
+            assert_eq!(hedge_at_the_deadline().await.unwrap(), 1);
             let policy = backstop::Policy::new();
             let out = backstop::Retry::new(&policy)
                 .name("not_idempotent")
@@ -2847,8 +2852,25 @@ fn a_hedge_due_and_refused_is_counted_and_one_never_due_is_not() {
         .iter()
         .filter(|(name, _)| name.starts_with("backstop_hedges_refused_total"))
         .collect();
-    let name = "backstop_hedges_refused_total{function=telemetry::hedged_on_an_empty_budget,reason=budget}";
-    assert_eq!(refused, [(&name.to_owned(), &1)], "{counters:?}");
+    HEDGE_BREAKER.reset();
+    let f = "backstop_hedges_refused_total{function=telemetry::";
+    let expected = [
+        format!("{f}hedge_at_the_deadline,reason=deadline}}"),
+        format!("{f}hedge_beside_a_shedding_throttle,reason=throttled}}"),
+        format!("{f}hedge_beside_an_opened_breaker,reason=breaker_open}}"),
+        format!("{f}hedged_on_an_empty_budget,reason=budget}}"),
+    ];
+    assert_eq!(
+        refused,
+        expected.iter().map(|name| (name, &1)).collect::<Vec<_>>(),
+        "{counters:?}"
+    );
+    assert!(
+        !counters
+            .keys()
+            .any(|k| k.starts_with("backstop_hedges_total")),
+        "no hedge went: {counters:?}"
+    );
 }
 
 static FORGETTING: backstop::limit::Keyed<backstop::limit::CircuitBreaker> =
@@ -3211,44 +3233,6 @@ async fn hedge_beside_a_shedding_throttle() -> Result<u32, Error> {
 async fn hedge_at_the_deadline() -> Result<u32, Error> {
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     Ok(1)
-}
-
-#[test]
-fn a_hedge_refused_by_the_breaker_the_throttle_or_the_deadline_is_counted_by_its_reason() {
-    let _serial = serial();
-    let runtime = paused_runtime();
-    let recorder = Recorder::default();
-    metrics::with_local_recorder(&recorder, || {
-        runtime.block_on(async {
-            backstop::testing::seed_jitter(1);
-            assert_eq!(hedge_beside_an_opened_breaker().await.unwrap(), 1);
-            assert_eq!(hedge_beside_a_shedding_throttle().await.unwrap(), 1);
-            assert_eq!(hedge_at_the_deadline().await.unwrap(), 1);
-        });
-    });
-    HEDGE_BREAKER.reset();
-    let counters = counters(&recorder);
-    let refused: Vec<(&String, &u64)> = counters
-        .iter()
-        .filter(|(name, _)| name.starts_with("backstop_hedges_refused_total"))
-        .collect();
-    let f = "backstop_hedges_refused_total{function=telemetry::";
-    let expected = [
-        format!("{f}hedge_at_the_deadline,reason=deadline}}"),
-        format!("{f}hedge_beside_a_shedding_throttle,reason=throttled}}"),
-        format!("{f}hedge_beside_an_opened_breaker,reason=breaker_open}}"),
-    ];
-    assert_eq!(
-        refused,
-        expected.iter().map(|name| (name, &1)).collect::<Vec<_>>(),
-        "{counters:?}"
-    );
-    assert!(
-        !counters
-            .keys()
-            .any(|k| k.starts_with("backstop_hedges_total")),
-        "no hedge went: {counters:?}"
-    );
 }
 
 /// A call that may not hedge (its policy not idempotent) says so once, not
