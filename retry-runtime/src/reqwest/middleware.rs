@@ -472,12 +472,6 @@ impl<'a> Operation for Call<'a> {
         })
     }
 
-    fn failed_answer(outcome: &Result<reqwest::Response, Error>) -> bool {
-        outcome
-            .as_ref()
-            .is_ok_and(|response| crate::run::observe::server_failed(response.status().as_u16()))
-    }
-
     fn shown(outcome: &Result<reqwest::Response, Error>) -> Shown<'_> {
         match outcome {
             Ok(response) => Shown::Status(response.status().as_u16()),

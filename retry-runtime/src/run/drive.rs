@@ -107,14 +107,6 @@ pub(crate) trait Operation {
     fn shown(_outcome: &Result<Self::Ok, Self::Err>) -> Shown<'_> {
         Shown::Nothing
     }
-
-    /// Whether `outcome`, returned as an answer (no retry fixes it), says
-    /// the dependency failed: a 5xx, a gRPC `INTERNAL`… (not an answer
-    /// about the request, a 404). A call that returns one after retrying
-    /// gave up after retrying, for the one-layer rule.
-    fn failed_answer(_outcome: &Result<Self::Ok, Self::Err>) -> bool {
-        false
-    }
 }
 
 /// What a loop keeps of an outcome through its sleep: `()`, nothing, or
@@ -508,8 +500,8 @@ where
     };
     let delay = steps.decided(state, outcome, verdict, shown);
     // An answer that says the dependency failed (`UNAVAILABLE`, then
-    // `INTERNAL`).
-    if verdict == Attempted::Succeeded && D::failed_answer(outcome) {
+    // `INTERNAL`), as its status shows.
+    if verdict == Attempted::Succeeded && D::shown(outcome).server_failed() {
         state.returned_failed_answer();
     }
     delay

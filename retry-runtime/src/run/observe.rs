@@ -432,18 +432,6 @@ pub trait Show<T, E>: Copy {
     fn shown<'a>(outcome: Result<&'a T, &'a E>) -> Shown<'a>;
 }
 
-/// Whether a status shown (an HTTP status, or a gRPC response's
-/// `grpc-status`: codes 0 to 16, below any HTTP status) says the
-/// dependency failed, not the request: an HTTP 5xx but 501 and 505 (the
-/// request asks what the server does not do), or a gRPC `UNKNOWN` (2),
-/// `DEADLINE_EXCEEDED` (4), `RESOURCE_EXHAUSTED` (8), `INTERNAL` (13),
-/// `UNAVAILABLE` (14) or `DATA_LOSS` (15). An answer about the request (a
-/// 404, a 412, `NOT_FOUND`, `ABORTED`…) is one a caller may act on.
-pub(crate) const fn server_failed(status: u16) -> bool {
-    matches!(status, 2 | 4 | 8 | 13 | 14 | 15)
-        || (status >= 500 && status <= 599 && status != 501 && status != 505)
-}
-
 impl<T, E, W: ShowError<E>, S: ShowStatus<T>> Show<T, E> for (W, S) {
     const SHOWS: bool = W::SHOWS || S::SHOWS;
     fn shown<'a>(outcome: Result<&'a T, &'a E>) -> Shown<'a> {
@@ -470,6 +458,26 @@ pub enum Shown<'a> {
     /// A response's status: an HTTP status, or a gRPC response's
     /// `grpc-status` (as the tower layer's `Answer::status` reads it).
     Status(u16),
+}
+
+impl Shown<'_> {
+    /// Whether it shows a status (an HTTP status, or a gRPC response's
+    /// `grpc-status`: codes 0 to 16, below any HTTP status) that says the
+    /// dependency failed, not the request: an HTTP 5xx but 501 and 505
+    /// (the request asks what the server does not do), or a gRPC
+    /// `UNKNOWN` (2), `DEADLINE_EXCEEDED` (4), `RESOURCE_EXHAUSTED` (8),
+    /// `INTERNAL` (13), `UNAVAILABLE` (14) or `DATA_LOSS` (15). An answer
+    /// about the request (a 404, a 412, `NOT_FOUND`, `ABORTED`…) is one a
+    /// caller may act on.
+    pub(crate) const fn server_failed(self) -> bool {
+        match self {
+            Self::Status(status) => {
+                matches!(status, 2 | 4 | 8 | 13 | 14 | 15)
+                    || (status >= 500 && status <= 599 && status != 501 && status != 505)
+            }
+            _ => false,
+        }
+    }
 }
 
 #[cfg(feature = "tracing")]

@@ -12,7 +12,7 @@ use super::{
     AttemptState, Attempts, HoldsPolicy, anchor_and_deadline, run_pinned, run_sync, start_of,
 };
 use crate::limit::BudgetRef;
-use crate::run::observe::{Function, GiveUpEvent, Observe, RetryEvent, Show, Shown};
+use crate::run::observe::{Function, GiveUpEvent, Observe, RetryEvent, Show};
 use crate::run::scope::{CallContext, Scope};
 use crate::state::policy::Policy;
 use crate::state::vocabulary::{Attempted, Decision};
@@ -235,9 +235,7 @@ impl<'a, C: Clock, P: HoldsPolicy, S: Holds<'a, C, P>> Call<'a, C, P, S> {
         let decision = self.state().decide_showing(attempted, shown);
         // An `Ok` value returned that says the dependency failed (a
         // response's 5xx that `when_ok` did not retry).
-        if let (Decision::Return, Shown::Status(status)) = (decision, shown)
-            && crate::run::observe::server_failed(status)
-        {
+        if decision == Decision::Return && shown.server_failed() {
             self.state().returned_failed_answer();
         }
         decision

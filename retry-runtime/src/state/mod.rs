@@ -684,7 +684,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     }
 
     /// The call returns an answer that says the dependency failed (a 5xx,
-    /// a gRPC `INTERNAL`…: [`server_failed`](crate::run::observe::server_failed)):
+    /// a gRPC `INTERNAL`…: [`Shown::server_failed`](crate::run::observe::Shown::server_failed)):
     /// after more than one attempt (a retry, or a hedge beside the first),
     /// it gave up after retrying, and a call around it is not to retry on
     /// top (it is told so, as a give-up tells it).

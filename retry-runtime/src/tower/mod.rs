@@ -1265,13 +1265,6 @@ where
             _ => Shown::Nothing,
         }
     }
-
-    fn failed_answer(outcome: &Result<S::Response, S::Error>) -> bool {
-        matches!(
-            outcome.as_ref().map(Answer::status),
-            Ok(Some(status)) if crate::run::observe::server_failed(status)
-        )
-    }
 }
 
 pin_project_lite::pin_project! {
