@@ -501,8 +501,8 @@ where
     let delay = steps.decided(state, outcome, verdict, shown);
     // An answer that says the dependency failed (`UNAVAILABLE`, then
     // `INTERNAL`), as its status shows.
-    if verdict == Attempted::Succeeded && D::shown(outcome).server_failed() {
-        state.returned_failed_answer();
+    if verdict == Attempted::Succeeded {
+        state.returned_answer(|| D::shown(outcome).server_failed());
     }
     delay
 }

@@ -235,8 +235,8 @@ impl<'a, C: Clock, P: HoldsPolicy, S: Holds<'a, C, P>> Call<'a, C, P, S> {
         let decision = self.state().decide_showing(attempted, shown);
         // An `Ok` value returned that says the dependency failed (a
         // response's 5xx that `when_ok` did not retry).
-        if decision == Decision::Return && shown.server_failed() {
-            self.state().returned_failed_answer();
+        if decision == Decision::Return {
+            self.state().returned_answer(|| shown.server_failed());
         }
         decision
     }

@@ -683,13 +683,14 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
         self.done.saturating_add(1)
     }
 
-    /// The call returns an answer that says the dependency failed (a 5xx,
-    /// a gRPC `INTERNAL`…: [`Shown::server_failed`](crate::run::observe::Shown::server_failed)):
-    /// after more than one attempt (a retry, or a hedge beside the first),
-    /// it gave up after retrying, and a call around it is not to retry on
-    /// top (it is told so, as a give-up tells it).
-    pub(crate) fn returned_failed_answer(&self) {
-        if self.done > 1 {
+    /// The call returns an answer: one that says the dependency failed (a
+    /// 5xx, a gRPC `INTERNAL`…: [`Shown::server_failed`](crate::run::observe::Shown::server_failed)),
+    /// as `failed` tells (asked only then), after more than one attempt (a
+    /// retry, or a hedge beside the first) gave up after retrying, and a
+    /// call around it is not to retry on top (it is told so, as a give-up
+    /// tells it).
+    pub(crate) fn returned_answer(&self, failed: impl FnOnce() -> bool) {
+        if self.done > 1 && failed() {
             scope::note_retried_below();
         }
     }
