@@ -278,6 +278,42 @@ fn a_give_up_below_passes_through_a_call_between_that_did_not_retry() {
     }
 }
 
+static ASYNC_THROUGH_CALLS: AtomicU32 = AtomicU32::new(0);
+
+#[retry(attempts = 3, budget = none)]
+async fn innermost_through_async() -> Result<(), Error> {
+    tokio::task::yield_now().await;
+    ASYNC_THROUGH_CALLS.fetch_add(1, Relaxed);
+    Err(refused())
+}
+
+#[retry(attempts = 3, budget = none)]
+async fn middle_handling_async(as_error: bool) -> Result<bool, Error> {
+    match innermost_through_async().await {
+        Ok(()) => Ok(true),
+        Err(_) if as_error => Err(std::io::ErrorKind::InvalidData.into()),
+        Err(_) => Ok(false),
+    }
+}
+
+#[retry(attempts = 3, budget = none)]
+async fn outermost_through_async(as_error: bool) -> Result<(), Error> {
+    match middle_handling_async(as_error).await {
+        Ok(true) => Ok(()),
+        _ => Err(refused()),
+    }
+}
+
+/// Async, as `a_give_up_below_passes_through_a_call_between_that_did_not_retry`.
+#[tokio::test(start_paused = true)]
+async fn a_give_up_below_passes_through_an_async_call_between_that_did_not_retry() {
+    for as_error in [false, true] {
+        ASYNC_THROUGH_CALLS.store(0, Relaxed);
+        assert!(outermost_through_async(as_error).await.is_err());
+        assert_eq!(ASYNC_THROUGH_CALLS.load(Relaxed), 3, "as_error: {as_error}");
+    }
+}
+
 #[retry(attempts = 1, budget = none)]
 fn inner_without_retries(calls: &AtomicU32) -> Result<(), Error> {
     calls.fetch_add(1, Relaxed);

@@ -699,3 +699,50 @@ async fn a_nested_call_that_hedged_and_gave_up_is_not_retried_around() {
         [backstop::GiveUp::RetriedBelow]
     );
 }
+
+/// The dependency of [`carried_below`]: slow, its attempts logged with
+/// when they were sent.
+async fn carried_dependency(log: &Mutex<Vec<u64>>, start: Instant) -> Result<u32, Error> {
+    log.lock().unwrap().push(start.elapsed().as_millis() as u64);
+    sleep(MS * 300).await;
+    Ok(1)
+}
+
+#[retry(hedge = 100ms, idempotent, budget = none)]
+async fn carried_below(log: Arc<Mutex<Vec<u64>>>, start: Instant) -> Result<u32, Error> {
+    carried_dependency(&log, start).await
+}
+
+/// A call between, with no hedge of its own: its attempt carries
+/// `carried_below` into a task, and is polled again at 70 ms while it
+/// waits for it.
+#[retry(attempts = 1, idempotent, budget = none)]
+async fn between_carrying(log: &Arc<Mutex<Vec<u64>>>, start: Instant) -> Result<u32, Error> {
+    use backstop::scope::InCurrentCall;
+    let task = tokio::spawn(carried_below(Arc::clone(log), start).in_current_call());
+    let mut task = std::pin::pin!(task);
+    tokio::select! {
+        out = &mut task => return out.unwrap(),
+        () = tokio::time::sleep_until(start + MS * 70) => {}
+    }
+    task.await.unwrap()
+}
+
+#[retry(hedge = 50ms, idempotent, budget = none)]
+async fn above_between_carrying(log: &Arc<Mutex<Vec<u64>>>, start: Instant) -> Result<u32, Error> {
+    between_carrying(log, start).await
+}
+
+/// Work carried out of a call between's attempt learns of a hedge above
+/// once that attempt is polled again: the call in it sends no hedge of its
+/// own (the outer's at 50 ms is the one; 2 requests, not 3).
+#[tokio::test(start_paused = true)]
+async fn work_carried_out_of_a_call_between_learns_of_a_hedge_above_when_polled_again() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let start = Instant::now();
+    assert_eq!(above_between_carrying(&log, start).await.unwrap(), 1);
+    sleep(MS * 2_000).await;
+    let mut sent = log.lock().unwrap().clone();
+    sent.sort_unstable();
+    assert_eq!(sent, [0, 50], "the first attempt and the outer's hedge");
+}

@@ -1136,9 +1136,15 @@ impl Scope {
                     let frame = current.raw();
                     if frame.attempt != 0 {
                         // A copy of the attempt around this one copies this
-                        // one too: the calls in it send no hedge either.
+                        // one too: the calls in it send no hedge either,
+                        // nor do those in work carried out of it.
                         let above = frame.flags.only(Flags::HEDGED_ABOVE);
                         self.frame.flags = self.frame.flags.with(above);
+                        if above.0 != 0
+                            && let Some(flag) = &self.shared
+                        {
+                            flag.fetch_or(above.0, Ordering::Release);
+                        }
                     }
                     frame
                 });
