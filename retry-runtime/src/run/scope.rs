@@ -377,6 +377,30 @@ fn swap_shared(current: &Current, flag: Option<Carried>) -> Option<Carried> {
     swap_shared_slow(current, flag)
 }
 
+/// [`swap_shared`], entering an attempt whose work carried out of it
+/// (`flag`) is to learn that a round around it hedged: `current` is still
+/// the frame around it.
+#[inline]
+fn swap_shared_entering(current: &Current, flag: Option<Carried>) -> Option<Carried> {
+    if !current.has_shared.get() && flag.is_none() {
+        return None;
+    }
+    entering_shared_slow(current, flag)
+}
+
+#[cold]
+fn entering_shared_slow(current: &Current, flag: Option<Carried>) -> Option<Carried> {
+    // A copy of the attempt around this one copies the work carried out
+    // of this one too: the calls in it send no hedge.
+    if let Some(carried) = &flag
+        && current.attempt.get() != 0
+        && current.flags.get().has(Flags::HEDGED_ABOVE)
+    {
+        carried.fetch_or(Flags::HEDGED_ABOVE.0, Ordering::Release);
+    }
+    swap_shared_slow(current, flag)
+}
+
 #[cold]
 fn swap_shared_slow(current: &Current, flag: Option<Carried>) -> Option<Carried> {
     current.has_shared.set(flag.is_some());
@@ -1136,19 +1160,13 @@ impl Scope {
                     let frame = current.raw();
                     if frame.attempt != 0 {
                         // A copy of the attempt around this one copies this
-                        // one too: the calls in it send no hedge either,
-                        // nor do those in work carried out of it.
+                        // one too: the calls in it send no hedge either.
                         let above = frame.flags.only(Flags::HEDGED_ABOVE);
                         self.frame.flags = self.frame.flags.with(above);
-                        if above.0 != 0
-                            && let Some(flag) = &self.shared
-                        {
-                            flag.fetch_or(above.0, Ordering::Release);
-                        }
                     }
                     frame
                 });
-            let shared = swap_shared(current, self.shared.take());
+            let shared = swap_shared_entering(current, self.shared.take());
             current.set_raw(self.frame);
             Outer { frame, shared }
         });
