@@ -234,7 +234,10 @@ pub enum GiveUp {
     /// The circuit breaker is open: the dependency is known to be down (or
     /// the attempt was the half-open probe, which is never retried).
     BreakerOpen,
-    /// A `#[retry]` call nested in the attempt gave up after retrying:
+    /// A call nested in the attempt gave up after retrying (or, through
+    /// the tower layer, the reqwest middleware or a function returning a
+    /// response, retried and then returned an answer saying the dependency
+    /// failed), directly or below calls between that did not retry it:
     /// retrying here too would multiply the attempts (3 × 3 = 9), so one
     /// layer retries per failure domain, the innermost.
     RetriedBelow,
