@@ -935,8 +935,11 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     /// In this order: classification (`Stop`, or an ambiguous failure of
     /// a call not declared idempotent, returns), a request that cannot be
     /// sent again, a nested call that already retried, attempts, the delay (with `Retry-After`), the deadline, the
-    /// breaker, the budget. The budget comes last so that a retry refused
-    /// for another reason never spends a token.
+    /// breaker, the budget. The budget's permission comes last, so that a
+    /// retry refused for another reason never takes a windowed budget's
+    /// token; a token budget hears of every attempt before all of it (an
+    /// answer credits it, a failure a retry could fix debits it, whatever
+    /// is decided then), as gRFC A6's retry throttling counts.
     pub fn decide(&mut self, attempted: Attempted) -> Decision {
         self.decide_showing(attempted, Shown::Nothing)
     }
