@@ -491,20 +491,22 @@ where
         // Held to its deadline, it would have nothing to return.
         state.set_may_hold(false);
     }
-    // What the events show of a failure (a success shows nothing, and
-    // without `tracing` nothing is shown).
-    let shown = if cfg!(feature = "tracing") && verdict != Attempted::Succeeded {
+    // What the events show of a failure (without `tracing`, nothing), and
+    // of an answer after the request went out again, which the one-layer
+    // rule reads (a status saying the dependency failed): a first answer
+    // shows nothing, and is not looked into.
+    let shown = if verdict == Attempted::Succeeded {
+        if state.attempt() > 1 {
+            D::shown(outcome)
+        } else {
+            Shown::Nothing
+        }
+    } else if cfg!(feature = "tracing") {
         D::shown(outcome)
     } else {
         Shown::Nothing
     };
-    let delay = steps.decided(state, outcome, verdict, shown);
-    // An answer that says the dependency failed (`UNAVAILABLE`, then
-    // `INTERNAL`), as its status shows.
-    if verdict == Attempted::Succeeded {
-        state.returned_answer(|| D::shown(outcome).server_failed());
-    }
-    delay
+    steps.decided(state, outcome, verdict, shown)
 }
 
 /// Before the first attempt: the request made copyable if the call may

@@ -231,14 +231,7 @@ impl<'a, C: Clock, P: HoldsPolicy, S: Holds<'a, C, P>> Call<'a, C, P, S> {
         attempted: Attempted,
         outcome: Result<&T, &E>,
     ) -> Decision {
-        let shown = W::shown(outcome);
-        let decision = self.state().decide_showing(attempted, shown);
-        // An `Ok` value returned that says the dependency failed (a
-        // response's 5xx that `when_ok` did not retry).
-        if decision == Decision::Return {
-            self.state().returned_answer(|| shown.server_failed());
-        }
-        decision
+        self.state().decide_showing(attempted, W::shown(outcome))
     }
 
     /// Decides after an attempt and tells the hooks:

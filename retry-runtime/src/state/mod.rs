@@ -683,18 +683,6 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
         self.done.saturating_add(1)
     }
 
-    /// The call returns an answer: one that says the dependency failed (a
-    /// 5xx, a gRPC `INTERNAL`…: [`Shown::server_failed`](crate::run::observe::Shown::server_failed)),
-    /// as `failed` tells (asked only then), after more than one attempt (a
-    /// retry, or a hedge beside the first) gave up after retrying, and a
-    /// call around it is not to retry on top (it is told so, as a give-up
-    /// tells it).
-    pub(crate) fn returned_answer(&self, failed: impl FnOnce() -> bool) {
-        if self.done > 1 && failed() {
-            scope::note_retried_below();
-        }
-    }
-
     /// When the call began.
     pub fn start(&self) -> Instant {
         self.start
@@ -957,13 +945,19 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
             self.obs
                 .decided(self.done, self.hedges, decision, attempted.verdict(), shown);
         }
-        // Giving up after retrying (or because a nested call had), or
+        // Giving up after retrying (or because a nested call had); returning
+        // an answer that says the dependency failed (a 5xx, a gRPC
+        // `INTERNAL`…: [`Shown::server_failed`]) after the request went out
+        // more than once (a retry, or a hedge beside the first attempt); or
         // ending after an attempt in which a nested call gave up after
         // retrying (the call returned what it made of it): tell the
         // enclosing call, if any, not to retry on top, as it would be told
         // with no call between.
         match decision {
             Decision::GiveUp(reason) if self.done > 1 || reason == GiveUp::RetriedBelow => {
+                scope::note_retried_below();
+            }
+            Decision::Return if self.done > 1 && shown.server_failed() => {
                 scope::note_retried_below();
             }
             Decision::GiveUp(_) | Decision::Return if self.retried_below => {
