@@ -1304,6 +1304,79 @@ fn a_request_that_cannot_be_sent_again_is_counted_as_not_replayable() {
     );
 }
 
+/// Through the middleware too: a streamed body, which cannot be sent
+/// again, ends the call on its first failure as a give-up of its own
+/// reason, told and counted.
+#[cfg(feature = "reqwest-middleware")]
+#[test]
+fn a_request_the_middleware_cannot_send_again_is_told_and_counted_as_not_replayable() {
+    let _serial = serial();
+    let recorder = Recorder::default();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let capture = Arc::new(Capture::default());
+    let status = metrics::with_local_recorder(&recorder, || {
+        tracing::subscriber::with_default(Arc::clone(&capture), || {
+            runtime.block_on(async {
+                let (url, _) = support::serve(vec![(503, ""), (200, "")]).await;
+                let policy = backstop::Policy::new().base(std::time::Duration::from_millis(1));
+                let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+                    .with(backstop::reqwest::RetryMiddleware::new(
+                        backstop::Retry::new(&policy).name("uploads"),
+                    ))
+                    .build();
+                let chunks: Vec<Result<&'static [u8], std::io::Error>> = vec![Ok(b"{\"sku\": 7}")];
+                let body = reqwest::Body::wrap_stream(futures_util::stream::iter(chunks));
+                client.put(&url).body(body).send().await.unwrap().status()
+            })
+        })
+    });
+    assert_eq!(status, 503);
+    let counters = counters(&recorder);
+    // (Labelled with the request's destination, as each of the
+    // middleware's limits is kept.)
+    let key = the_only_key(&counters);
+    assert!(key.starts_with("http://127.0.0.1:"), "{key}");
+    assert_eq!(
+        counters.get(&format!(
+            "backstop_give_ups_total{{function=uploads,key={key},reason=not_replayable}}"
+        )),
+        Some(&1),
+        "{counters:?}"
+    );
+    assert_eq!(
+        counters.get("backstop_calls_total{function=uploads,outcome=error}"),
+        Some(&1),
+        "{counters:?}"
+    );
+    let events = capture.events.lock().unwrap();
+    let given_up: Vec<&Fields> = events
+        .iter()
+        .map(|(_, f)| f)
+        .filter(|f| f["message"] == "giving up")
+        .collect();
+    assert_eq!(given_up.len(), 1, "{events:?}");
+    assert_eq!(
+        given_up[0].get("reason").map(String::as_str),
+        Some("not_replayable"),
+        "{given_up:?}"
+    );
+    assert_eq!(given_up[0].get("status").map(String::as_str), Some("503"));
+}
+
+/// The one `key` label among `counters`.
+#[cfg(feature = "reqwest-middleware")]
+fn the_only_key(counters: &BTreeMap<String, u64>) -> String {
+    let keys: Vec<&str> = counters
+        .keys()
+        .filter_map(|name| name.split("key=").nth(1)?.split([',', '}']).next())
+        .collect();
+    assert_eq!(keys.len(), 1, "{counters:?}");
+    keys[0].to_owned()
+}
+
 #[retry(
     hedge = 50ms,
     idempotent,
