@@ -700,6 +700,44 @@ async fn a_nested_call_that_hedged_and_gave_up_is_not_retried_around() {
     );
 }
 
+#[retry(hedge = 50ms, attempts = 3, idempotent, budget = none)]
+async fn hedged_denied(log: &Mutex<Log>, start: Instant) -> Result<u32, Error> {
+    attempt(log, start, &[(100, Then::Denied)]).await
+}
+
+// (An enclosing call that would retry any error: only the rule keeps it
+// from retrying this one.)
+#[retry(
+    attempts = 3,
+    budget = none,
+    when = |_: &Error| backstop::Verdict::Retry,
+    on_give_up = |e| OUTER_GAVE_UP_ON_STOP.lock().unwrap().push(e.reason()),
+)]
+async fn around_hedged_denied(log: &Mutex<Log>, start: Instant) -> Result<u32, Error> {
+    hedged_denied(log, start).await
+}
+
+static OUTER_GAVE_UP_ON_STOP: Mutex<Vec<backstop::GiveUp>> = Mutex::new(Vec::new());
+
+/// A nested call whose first round (its attempt and a hedge beside it)
+/// ended in an error no retry can fix is told `not retried`, but its
+/// request went out twice: the call around it does not repeat that.
+#[tokio::test(start_paused = true)]
+async fn a_nested_hedged_round_that_stopped_is_not_retried_around() {
+    let log = Mutex::new(Log::default());
+    let out = around_hedged_denied(&log, Instant::now()).await;
+    assert_eq!(out.unwrap_err().kind(), ErrorKind::PermissionDenied);
+    assert_eq!(
+        log.into_inner().unwrap().started,
+        [1, 2],
+        "one round of the nested call"
+    );
+    assert_eq!(
+        *OUTER_GAVE_UP_ON_STOP.lock().unwrap(),
+        [backstop::GiveUp::RetriedBelow]
+    );
+}
+
 /// The dependency of [`carried_below`]: slow, its attempts logged with
 /// when they were sent.
 async fn carried_dependency(log: &Mutex<Vec<u64>>, start: Instant) -> Result<u32, Error> {

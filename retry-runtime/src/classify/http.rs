@@ -136,9 +136,11 @@ impl<B> Classify for ::http::Response<B> {
 ///   retries it at a higher level, the whole transaction, not the call);
 ///   `OK` is not an error, and is not retried.
 ///
-/// A pushback of zero or more milliseconds makes a retryable code
-/// [`Verdict::RetryAfter`]; a negative or malformed one (not a signed
-/// 32-bit integer) means "do not retry" (gRFC A6), [`Verdict::StopOverloaded`]: the call is returned,
+/// A pushback of zero or more milliseconds makes `UNAVAILABLE` and
+/// `RESOURCE_EXHAUSTED` [`Verdict::RetryAfter`] (`DEADLINE_EXCEEDED` stays
+/// ambiguous: its pushback's delay is not read); a negative or malformed
+/// one (not a signed 32-bit integer) on any of the three means "do not
+/// retry" (gRFC A6), [`Verdict::StopOverloaded`]: the call is returned,
 /// and the token budget counts it as a failure, as A6's throttling does
 /// (the server is overloaded, not answering).
 ///

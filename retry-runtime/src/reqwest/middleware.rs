@@ -69,6 +69,11 @@ pub(crate) struct ReqwestRequests {
 ///   `Client`'s, and is cut off at the time left with an
 ///   [`Error::Middleware`] holding an
 ///   [`Elapsed`] (ambiguous, retried only if idempotent);
+/// - a call whose request went out more than once and that returns an
+///   answer saying the dependency failed (a 5xx but 501 and 505) keeps a
+///   retrying call around it from retrying on top
+///   ([`GiveUp::RetriedBelow`](crate::GiveUp::RetriedBelow)), as one that
+///   gave up does;
 /// - a request whose body cannot be cloned (a stream) is sent once, and a
 ///   retryable failure of it gives up with
 ///   [`GiveUp::NotReplayable`](crate::GiveUp::NotReplayable), told to

@@ -1301,8 +1301,10 @@ impl<T, E> fmt::Debug for RetryEvent<'_, T, E> {
 }
 
 /// A call that stopped retrying and returns its last outcome, with the
-/// reason. Not reported for an outcome returned because it needed no retry
-/// (a success).
+/// reason. Not reported for an outcome the call returns as an answer: a
+/// success, or an `Ok` value no `when_ok` asked to retry, even after
+/// retries (a 507 after a retried 503, which a retrying call around it
+/// does not retry: [`GiveUp::RetriedBelow`](crate::GiveUp::RetriedBelow)).
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;

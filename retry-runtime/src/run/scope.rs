@@ -6,8 +6,10 @@
 //! Inside an attempt, [`context()`] gives the attempt's number, the call's
 //! idempotency key and its deadline. Nested calls read it too: a call made
 //! inside another's attempt never outlives the enclosing deadline, and when
-//! it gives up after retrying, the enclosing call does not retry on top of
-//! it (one layer retries per failure domain: 3 × 3 attempts would be 9).
+//! it gives up after retrying (or returns, after retrying, an answer saying
+//! the dependency failed), the enclosing call does not retry on top of it,
+//! also through calls between (one layer retries per failure domain: 3 × 3
+//! attempts would be 9).
 //!
 //! The context lives in a thread-local set around each attempt: around the
 //! closure for a sync attempt, around each poll of the attempt's future for

@@ -59,7 +59,7 @@ pub enum Verdict {
     /// Retrying cannot help (a 400, a validation error): return at once.
     Stop,
     /// The dependency is overloaded and said not to retry (gRPC's negative
-    /// `grpc-retry-pushback-ms`): return at once, as for [`Stop`](Self::Stop),
+    /// or malformed `grpc-retry-pushback-ms`): return at once, as for [`Stop`](Self::Stop),
     /// but as a failure. The token budget loses a token, the breaker counts
     /// it and the adaptive throttle does not count it as accepted (gRFC
     /// A6), where a `Stop` is an answer.
@@ -235,9 +235,9 @@ pub enum GiveUp {
     /// the attempt was the half-open probe, which is never retried).
     BreakerOpen,
     /// A call nested in the attempt gave up after retrying (or, through
-    /// the tower layer, the reqwest middleware or a function returning a
-    /// response, retried and then returned an answer saying the dependency
-    /// failed), directly or below calls between that did not retry it:
+    /// the HTTP layer, the reqwest middleware or a function returning a
+    /// response or a status, retried and then returned an answer saying the
+    /// dependency failed), directly or below calls between that did not retry it:
     /// retrying here too would multiply the attempts (3 × 3 = 9), so one
     /// layer retries per failure domain, the innermost.
     RetriedBelow,

@@ -20,7 +20,13 @@
 //!   after an ambiguous failure (a 502, a timeout) only when its method is
 //!   idempotent or it carries an `Idempotency-Key`
 //!   ([`http::is_idempotent`](crate::classify::http::is_idempotent)), or the policy
-//!   says every request is.
+//!   says every request is. A call whose request went out more than once
+//!   and that returns an answer saying the dependency failed (a 5xx but
+//!   501 and 505; a gRPC `UNKNOWN`, `DEADLINE_EXCEEDED`,
+//!   `RESOURCE_EXHAUSTED`, `INTERNAL`, `UNAVAILABLE` or `DATA_LOSS` in the
+//!   headers) keeps a retrying call around it from retrying on top
+//!   ([`GiveUp::RetriedBelow`](crate::GiveUp::RetriedBelow)), as one that
+//!   gave up does.
 //!
 //! ```
 //! # extern crate backstop_runtime as backstop;
@@ -1015,9 +1021,11 @@ pub trait Answer<P> {
     fn took(&mut self, attempts: u32);
 
     /// The status a retry was decided on, which the call's `tracing`
-    /// events show (`status`): an HTTP response's, or a gRPC response's
-    /// `grpc-status` when it carries one in its headers (an error
-    /// answered at once, "trailers-only"). None for any other answer.
+    /// events show (`status`), and which tells, after a retry, whether the
+    /// answer says the dependency failed (for the one-layer rule): an HTTP
+    /// response's, or a gRPC response's `grpc-status` when it carries one
+    /// in its headers (an error answered at once, "trailers-only"). None
+    /// for any other answer.
     ///
     /// ```
     /// # extern crate backstop_runtime as backstop;

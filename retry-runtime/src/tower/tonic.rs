@@ -5,7 +5,8 @@
 //! `UNAVAILABLE` from the server is retried, `DEADLINE_EXCEEDED` only for
 //! an idempotent call, `RESOURCE_EXHAUSTED` only when the server pushed
 //! back with a delay (`grpc-retry-pushback-ms`), the rest never; a
-//! negative pushback means do not retry. An `UNAVAILABLE` tonic made from
+//! negative or malformed pushback (not a signed 32-bit integer) means do
+//! not retry. An `UNAVAILABLE` tonic made from
 //! a transport failure follows the transport rule: retried when the
 //! connection was never made or the server refused the call's HTTP/2
 //! stream, only for an idempotent call when it broke after the request
@@ -29,7 +30,10 @@
 //! (`INTERNAL`, `NOT_FOUND`…) reaches the layer as a response, which it
 //! returns as an answer: `on_give_up` and the `not retried` event do not
 //! hear of it, as they do of the same status returned as an error by a
-//! `#[retry]` function.
+//! `#[retry]` function. After a retry, a status of the dependency's failure
+//! (`UNKNOWN`, `DEADLINE_EXCEEDED`, `RESOURCE_EXHAUSTED`, `INTERNAL`,
+//! `UNAVAILABLE`, `DATA_LOSS`) in the headers still keeps a retrying call
+//! around the layer from retrying on top, as a give-up does.
 
 use std::pin::Pin;
 use std::task::{Context as TaskContext, Poll, ready};
