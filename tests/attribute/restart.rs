@@ -315,6 +315,31 @@ fn a_held_sync_call_returns_its_last_error() {
     );
 }
 
+/// Two tokens, as `SYNC`'s.
+static SYNC_NO_ELAPSED: TokenBudget = TokenBudget::new(2, 1.0);
+
+#[retry(deadline = 3s, attempts = 100, budget = SYNC_NO_ELAPSED)]
+fn sync_cannot_hold_an_elapsed(sent: &Cell<u32>) -> Result<u32, NoElapsed> {
+    sent.set(sent.get() + 1);
+    Err(NoElapsed)
+}
+
+/// A sync function holds whatever its error type (the blocking `postgres`
+/// crate's, which cannot hold an `Elapsed`, included): it has its last
+/// error to return, where an async function that cannot hold gives up.
+#[test]
+fn a_sync_function_holds_whatever_its_error_type() {
+    let vt = backstop::testing::VirtualTime::start();
+    let sent = Cell::new(0);
+    assert_eq!(sync_cannot_hold_an_elapsed(&sent), Err(NoElapsed));
+    assert!((6..=40).contains(&sent.get()), "{} sent", sent.get());
+    let took = vt.elapsed();
+    assert!(
+        took <= Duration::from_secs(3) && took >= Duration::from_millis(2990),
+        "{took:?}"
+    );
+}
+
 /// Two tokens, as `SYNC`'s, for the test of what a held call's waits look
 /// like in the sleeps a test is shown.
 static LISTED: TokenBudget = TokenBudget::new(2, 1.0);

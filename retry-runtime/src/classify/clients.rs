@@ -267,9 +267,11 @@ impl From<Throttled> for redis::RedisError {
 /// by this impl.
 ///
 /// A `tokio_postgres::Error` cannot hold this crate's [`Elapsed`](crate::Elapsed)
-/// (tokio-postgres makes its errors itself): a function returning it takes
-/// no `attempt_timeout`, and does not hold through a restart once the
-/// budget refuses its retry, but gives up with its last error. Return
+/// (tokio-postgres makes its errors itself): an async function returning
+/// it takes no `attempt_timeout`, and does not hold through a restart once
+/// the budget refuses its retry, but gives up with its last error (a sync
+/// one, the blocking `postgres` crate's, holds: it returns its last error
+/// when it gives up holding). Return
 /// `anyhow::Error`, `Box<dyn Error + Send + Sync>` or an error type of your
 /// own that is `From<Elapsed>` for those.
 ///
