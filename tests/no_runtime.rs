@@ -31,10 +31,10 @@ fn an_async_function_outside_any_runtime_sleeps_between_its_attempts() {
     // Two sleeps, of 5 and 10 ms.
     let took = start.elapsed();
     assert!(took >= Duration::from_millis(15), "{took:?}");
-    assert!(took < Duration::from_millis(300), "{took:?}");
+    assert!(took < Duration::from_secs(2), "{took:?}");
 }
 
-#[retry(attempt_timeout = 20ms, deadline = 70ms, idempotent, base = 1ms, budget = none)]
+#[retry(attempt_timeout = 20ms, attempts = 2, deadline = 1s, idempotent, base = 1ms, budget = none)]
 async fn hangs(calls: &AtomicU32) -> Result<(), Error> {
     calls.fetch_add(1, Ordering::Relaxed);
     std::future::pending().await
@@ -47,10 +47,11 @@ fn an_attempt_outside_any_runtime_is_cut_off_at_its_limit() {
     let error = async_io::block_on(hangs(&calls)).unwrap_err();
     assert_eq!(error.kind(), ErrorKind::TimedOut);
     let took = start.elapsed();
-    // Cut off after 20 ms each, until the deadline leaves no room.
-    assert!(calls.load(Ordering::Relaxed) >= 2, "{calls:?}");
+    // Each cut off after its 20 ms (however late the timer's thread
+    // wakes, the deadline leaves room for the second).
+    assert_eq!(calls.load(Ordering::Relaxed), 2, "{calls:?}");
     assert!(took >= Duration::from_millis(40), "{took:?}");
-    assert!(took < Duration::from_millis(400), "{took:?}");
+    assert!(took < Duration::from_secs(2), "{took:?}");
 }
 
 #[test]

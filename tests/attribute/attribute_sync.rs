@@ -729,7 +729,9 @@ fn a_short_deadline_gets_its_whole_time_in_real_time() {
             took >= Duration::from_millis(4),
             "{took:?} of a 5 ms deadline"
         );
-        if attempts < 2 {
+        // (One attempt in more than the deadline: the thread slept
+        // through it, the scheduler's doing.)
+        if attempts < 2 && took < Duration::from_millis(5) {
             short.push(took);
         }
     }

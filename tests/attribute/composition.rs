@@ -165,7 +165,7 @@ fn a_panicking_attempt_leaves_no_context_behind() {
     assert!(context().is_none());
 }
 
-#[retry(attempts = 3, deadline = none, jitter = none, budget = none)]
+#[retry(attempts = 3, deadline = none, base = 1ms, jitter = none, budget = none)]
 async fn hops(reads: &std::sync::Mutex<Vec<(IdempotencyKey, u32)>>) -> Result<(), Error> {
     for _ in 0..20 {
         tokio::task::yield_now().await;
@@ -688,7 +688,7 @@ async fn a_call_carried_into_a_spawned_task_keeps_the_one_layer_rule() {
 
 static BLOCKING_DEPENDENCY: AtomicU32 = AtomicU32::new(0);
 
-#[retry(attempts = 3, jitter = none, budget = none)]
+#[retry(attempts = 3, base = 1ms, jitter = none, budget = none)]
 fn blocking_inner(left: &std::sync::Mutex<Vec<Option<Duration>>>) -> Result<(), Error> {
     left.lock()
         .unwrap()

@@ -151,7 +151,9 @@ async fn post_idempotent(url: &str) -> Result<reqwest::Response, Error> {
     .await
 }
 
-#[tokio::test]
+// (Paused: its 50 ms timeouts cannot fire before the server, on the same
+// runtime, has read the request, however busy the machine.)
+#[tokio::test(start_paused = true)]
 async fn a_post_that_times_out_is_retried_only_when_idempotent() {
     let (url, keys) = serve(vec![(0, "")]).await;
     let error = post_once(&url).await.unwrap_err();

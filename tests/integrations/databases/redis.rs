@@ -149,13 +149,27 @@ async fn the_servers_errors_are_classified_by_the_clients_own_predicates() {
             .query_async::<()>(&mut scripted)
             .await
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Asked until the script runs (before it starts, a GET of the list is
+    // answered `WRONGTYPE`; while it runs, `BUSY` once the limit has
+    // passed).
     let mut other = client.get_multiplexed_async_connection().await.unwrap();
-    let busy = redis::cmd("GET")
-        .arg("k")
-        .query_async::<Option<String>>(&mut other)
-        .await
-        .unwrap_err();
+    let asked = std::time::Instant::now();
+    let busy = loop {
+        match redis::cmd("GET")
+            .arg("k")
+            .query_async::<Option<String>>(&mut other)
+            .await
+        {
+            Err(busy) if busy.code() == Some("BUSY") => break busy,
+            before => {
+                assert!(
+                    asked.elapsed() < Duration::from_secs(5),
+                    "the script never ran: {before:?}"
+                );
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    };
     assert_eq!(busy.code(), Some("BUSY"), "{busy:?}");
     assert_eq!(busy.classify(), Verdict::Retry);
     let _: () = redis::cmd("SCRIPT")
