@@ -344,3 +344,70 @@ fn a_budget_lent_to_the_state_machine_is_used_as_it_is() {
         );
     }
 }
+
+/// A named budget with room for two retries in a row (above half its 10
+/// tokens), and not for a second call's two.
+static TABLE_BUDGET: backstop::limit::TokenBudget = backstop::limit::TokenBudget::new(10, 1.0);
+
+/// A `Retry` built once, before any case's `isolate()` (a test's client,
+/// a `LazyLock`): each case still draws on a fresh copy of its budget, the
+/// default one or a named one, as a `#[retry]` function's cases do.
+#[test]
+fn a_retry_built_before_the_guard_draws_on_each_cases_fresh_budget() {
+    let _vt = VirtualTime::start();
+    let policy = backstop::Policy::new()
+        .attempts(3)
+        .base(Duration::from_millis(10));
+    let named = backstop::Policy::new()
+        .attempts(3)
+        .base(Duration::from_millis(10))
+        .token_budget(&TABLE_BUDGET);
+    for (label, retry) in [
+        ("the default budget", backstop::Retry::new(&policy)),
+        ("a named budget", backstop::Retry::new(&named)),
+        (
+            "a budget given",
+            backstop::Retry::new(&policy).budget(&TABLE_BUDGET),
+        ),
+    ] {
+        let mut attempts = Vec::new();
+        for _ in 0..5 {
+            let _fresh = isolate();
+            let mut n = 0;
+            let _ = retry.call(|| {
+                n += 1;
+                Err::<(), _>(Error::from(ErrorKind::HostUnreachable))
+            });
+            attempts.push(n);
+        }
+        assert_eq!(attempts, [3, 3, 3, 3, 3], "{label}");
+    }
+    assert!(
+        (TABLE_BUDGET.tokens() - 10.0).abs() < 1e-9,
+        "the static untouched"
+    );
+}
+
+/// The same through `call_async`, and for a `Retry` built in one case's
+/// isolation and used in the next's.
+#[tokio::test(start_paused = true)]
+async fn a_retry_kept_from_one_case_to_the_next_draws_on_each_cases_fresh_budget() {
+    let policy = backstop::Policy::new()
+        .attempts(3)
+        .base(Duration::from_millis(10));
+    let mut kept = None;
+    let mut attempts = Vec::new();
+    for _ in 0..5 {
+        let _fresh = isolate();
+        let retry = kept.get_or_insert_with(|| backstop::Retry::new(&policy));
+        let n = std::sync::atomic::AtomicU32::new(0);
+        let _ = retry
+            .call_async(|| async {
+                n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                Err::<(), _>(Error::from(ErrorKind::HostUnreachable))
+            })
+            .await;
+        attempts.push(n.into_inner());
+    }
+    assert_eq!(attempts, [3, 3, 3, 3, 3]);
+}

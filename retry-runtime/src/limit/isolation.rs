@@ -42,8 +42,10 @@ thread_local! {
 /// statics themselves are left as they are; [`own(&PG)`](own) is the
 /// instance the calls on this thread draw on in its place. A layer's or
 /// middleware's token budget of its own is used as it is: it is the
-/// test's own already. (A `Retry` built before the guard keeps what it
-/// was built with.)
+/// test's own already. A `Retry` built before the guard, or kept from one
+/// case to the next (a test's client, a `LazyLock`), draws on the
+/// guard's fresh copies at each call, as a `#[retry]` function does (one
+/// built under a guard and called where none is draws on that guard's).
 ///
 /// It applies to calls that start on this thread: every call of a sync
 /// test, and of an async test on a current-thread runtime (the default of

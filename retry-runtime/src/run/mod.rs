@@ -1584,6 +1584,15 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
         self
     }
 
+    /// The budget this call draws on: the one it was built with, or,
+    /// under `testing::isolate()`, the fresh copy of it that the test's
+    /// thread draws on now (a `Retry` built before the guard, or kept from
+    /// one case to the next, draws on each case's own).
+    #[inline]
+    fn budget_now(&self) -> Option<BudgetRef<'a>> {
+        crate::limit::isolation::own_budget(self.budget)
+    }
+
     /// A sync call's state under `policy`, drawing on `budget`, started
     /// now.
     pub(crate) fn state_under<T, E, C: crate::time::clock::Clock, P: HoldsPolicy>(
@@ -1619,7 +1628,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     {
         // (A sync attempt cannot be cut off: said in debug builds.)
         crate::state::policy::check_attempt_timeout_applied(self.policy, false);
-        let mut state = self.state_under::<T, E, _, _>(self.policy, self.budget, SystemClock);
+        let mut state = self.state_under::<T, E, _, _>(self.policy, self.budget_now(), SystemClock);
         if let Some(rejected) = self.admit(&mut state) {
             return rejected;
         }
@@ -1677,7 +1686,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     {
         check_attempt_timeout(self.policy, self.timeout.limit());
         let op = drive::Closures::<F, Fut, L>::new(op);
-        drive::Drive::new(self, self.policy, self.budget, self.key, op, true)
+        drive::Drive::new(self, self.policy, self.budget_now(), self.key, op, true)
     }
 
     /// Runs the loop around an async operation that borrows or owns
@@ -1741,7 +1750,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
         drive::HandsBack::new(drive::Drive::new(
             self,
             self.policy,
-            self.budget,
+            self.budget_now(),
             self.key,
             op,
             false,

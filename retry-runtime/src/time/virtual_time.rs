@@ -3,7 +3,7 @@
 //! until a test installs one. [`testing`](crate::testing) is the public
 //! face ([`VirtualTime`](crate::testing::VirtualTime), `record_sleeps`).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -74,19 +74,25 @@ pub(crate) fn virtual_now() -> Option<Instant> {
 }
 
 /// Sleeps in virtual time if it is installed: records the delay and
-/// advances the clock. `false` means real time is in force.
+/// advances the clock. `false` means real time is in force: the sync
+/// loop sleeps its thread (said if that is inside a tokio runtime: see
+/// [`note_real_sync_sleep`]).
 pub(crate) fn virtual_sleep(d: Duration) -> bool {
     if !in_use() {
         return false;
     }
-    VIRTUAL.with(|v| match v.borrow_mut().as_mut() {
+    let slept = VIRTUAL.with(|v| match v.borrow_mut().as_mut() {
         Some(v) => {
             v.sleeps.push(d);
             v.advance(d);
             true
         }
         None => false,
-    })
+    });
+    if !slept {
+        note_real_sync_sleep();
+    }
+    slept
 }
 
 thread_local! {
@@ -106,6 +112,33 @@ pub(crate) fn note_sleep(delay: Duration) {
             sleeps.push(delay);
         }
     });
+}
+
+/// A sync retry loop on this thread is about to sleep it for real, in a
+/// process that uses the testing tools (`VirtualTime`, `record_sleeps`):
+/// inside a tokio runtime, a test that paused its clock expects the sleep
+/// to be virtual, and finds the test slow and a breaker's cooldown not
+/// moved by `tokio::time::advance`. Said once a thread, on standard error.
+fn note_real_sync_sleep() {
+    #[cfg(feature = "tokio")]
+    if in_use() && tokio::runtime::Handle::try_current().is_ok() {
+        warn_sync_in_runtime();
+    }
+}
+
+#[cfg(feature = "tokio")]
+#[cold]
+fn warn_sync_in_runtime() {
+    #[cfg(test)]
+    tests::SAID_SYNC.with(|said| said.set(said.get() + 1));
+    if !WARNED_SYNC.replace(true) {
+        note!(
+            "backstop: a sync retry loop sleeps its thread in real time inside a tokio runtime: \
+             the runtime's clock, paused or not, does not drive it (and the sleep blocks the \
+             runtime's thread); in a test, `testing::VirtualTime::start()` makes sync loops' \
+             sleeps virtual; in an async program, make the function `async`."
+        );
+    }
 }
 
 /// An async retry loop on this thread is about to sleep `delay` on its
@@ -128,19 +161,24 @@ fn installed() -> bool {
     VIRTUAL.try_with(|v| v.borrow().is_some()).unwrap_or(false)
 }
 
-/// Set once an async loop has slept with virtual time installed on its
-/// thread, and it has been said.
-static WARNED_ASYNC: AtomicBool = AtomicBool::new(false);
+thread_local! {
+    /// Set once an async loop has slept with virtual time installed on
+    /// this thread, and it has been said.
+    static WARNED_ASYNC: Cell<bool> = const { Cell::new(false) };
+    /// Set once a sync loop has slept this thread for real inside a tokio
+    /// runtime, and it has been said.
+    static WARNED_SYNC: Cell<bool> = const { Cell::new(false) };
+}
 
 /// A `VirtualTime` is installed where an async retry loop sleeps: a test
 /// that expects the sleep to be virtual, and finds `vt.sleeps()` empty
-/// and the test slow. Said once a process, on standard error (a test's
-/// output, which the test harness shows when it fails), whatever the
-/// features: `VirtualTime` is a testing tool, and a test seldom installs
-/// a `tracing` subscriber.
+/// and the test slow. Said once a thread (the test harness runs each test
+/// on a thread of its own, and shows a failing test's output), on
+/// standard error, whatever the features: `VirtualTime` is a testing
+/// tool, and a test seldom installs a `tracing` subscriber.
 #[cold]
 fn warn_async_under_virtual_time() {
-    if !WARNED_ASYNC.swap(true, Ordering::Relaxed) {
+    if !WARNED_ASYNC.replace(true) {
         note!(
             "backstop: an async retry loop sleeps on its runtime's timer while a `VirtualTime` \
              is installed on its thread, which drives sync loops only: the sleep is real unless \
@@ -157,15 +195,19 @@ mod tests {
     use std::sync::atomic::Ordering;
     use std::time::{Duration, Instant};
 
-    use super::{IN_USE, VIRTUAL, Virtual, WARNED_ASYNC, note_async_sleep, note_sleep};
+    use super::{
+        IN_USE, VIRTUAL, Virtual, WARNED_ASYNC, note_async_sleep, note_sleep, virtual_sleep,
+    };
 
     thread_local! {
         /// The async sleeps on this thread found under virtual time.
         pub(super) static SAID: Cell<u32> = const { Cell::new(0) };
+        /// The sync sleeps on this thread found real inside a tokio runtime.
+        pub(super) static SAID_SYNC: Cell<u32> = const { Cell::new(0) };
     }
 
     /// An async loop's sleep where virtual time is installed, which does
-    /// not drive it, is said (once a process); one without it, or a sync
+    /// not drive it, is said (once a thread); one without it, or a sync
     /// loop's, is not.
     #[test]
     fn an_async_sleep_under_virtual_time_is_said() {
@@ -185,7 +227,42 @@ mod tests {
         assert_eq!(SAID.get(), 0, "a sync loop's sleep");
         note_async_sleep(Duration::from_millis(1));
         assert_eq!(SAID.get(), 1, "an async loop's");
-        assert!(WARNED_ASYNC.load(Ordering::Relaxed));
+        assert!(WARNED_ASYNC.get());
         VIRTUAL.with(|v| *v.borrow_mut() = None);
+    }
+
+    /// A sync loop's real sleep inside a tokio runtime is said (once a
+    /// thread); outside one, or in virtual time, it is not.
+    #[cfg(feature = "tokio")]
+    #[test]
+    fn a_sync_sleep_in_real_time_inside_a_tokio_runtime_is_said() {
+        IN_USE.store(true, Ordering::Relaxed);
+        // As `testing::VirtualTime::start` installs it, or not.
+        let sleep = |vt: bool| {
+            if vt {
+                VIRTUAL.with(|v| {
+                    *v.borrow_mut() = Some(Virtual {
+                        start: Instant::now(),
+                        elapsed: Duration::ZERO,
+                        sleeps: Vec::new(),
+                    });
+                });
+            }
+            let slept = virtual_sleep(Duration::from_millis(1));
+            VIRTUAL.with(|v| *v.borrow_mut() = None);
+            assert_eq!(slept, vt);
+        };
+        sleep(false);
+        assert_eq!(SAID_SYNC.get(), 0, "outside a runtime");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        runtime.block_on(async { sleep(true) });
+        assert_eq!(SAID_SYNC.get(), 0, "in virtual time");
+        runtime.block_on(async { sleep(false) });
+        assert_eq!(SAID_SYNC.get(), 1, "real, inside the runtime");
+        assert!(super::WARNED_SYNC.get());
     }
 }
