@@ -281,7 +281,7 @@ trait FieldName {
 
 macro_rules! field_names {
     ($($field:ident = $name:literal $(, zero: $zero:literal)? $(, none: $none:literal)?
-        $(, refuses |$d:ident| $bad:expr => $why:literal)?;)*) => {$(
+        $(, refuses |$d:ident| $bad:expr => $why:expr)?;)*) => {$(
         struct $field;
         impl FieldName for $field {
             const NAME: &'static str = $name;
@@ -310,8 +310,15 @@ field_names! {
             or \"0s\" for none";
     RideOut = "ride_out", none: "for no ride-out, write \"0s\" (a refused call whose retry \
                                  the budget refuses gives up at once)",
-        refuses |ride_out| !ride_out.is_zero() && ride_out < RIDE_OUT_STEP => "`ride_out` must \
-            be at least 100ms (a budget counts it in 100 ms steps), or \"0s\" for none";
+        refuses |ride_out| (!ride_out.is_zero() && ride_out < RIDE_OUT_STEP)
+            || ride_out > MAX_RIDE_OUT
+            => if ride_out > MAX_RIDE_OUT {
+                "`ride_out` must be at most 214748364s (about 6.8 years, the longest a budget \
+                 counts in 100 ms steps)"
+            } else {
+                "`ride_out` must be at least 100ms (a budget counts it in 100 ms steps), or \
+                 \"0s\" for none"
+            };
     Window = "window",
         refuses |window| window < Duration::from_micros(8) => "`window` must be at least 8us, \
             e.g. \"2s\"";
@@ -424,6 +431,22 @@ impl<C: Check<String>> Visitor<'_> for CheckedVisitor<String, C> {
     }
 }
 
+impl<C: Check<bool>> Visitor<'_> for CheckedVisitor<bool, C> {
+    type Value = Checked<bool, C>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(C::EXPECTING)
+    }
+    fn visit_bool<E: de::Error>(self, yes: bool) -> Result<Self::Value, E> {
+        Checked::check(yes)
+    }
+}
+
+impl<'de, C: Check<bool>> Deserialize<'de> for Checked<bool, C> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_bool(CheckedVisitor::<bool, C>::new())
+    }
+}
+
 impl<'de, C: Check<String>> Deserialize<'de> for Checked<String, C> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         deserializer.deserialize_str(CheckedVisitor::<String, C>::new())
@@ -451,6 +474,15 @@ checks! {
             last";
     BudgetWord(word: String) "`budget`: \"default\" or \"none\""
         refuses !matches!(word.trim(), "default" | "none") => budget_refusal(word.trim());
+    BackoffWord(word: String) "`backoff`: \"exponential\", \"linear\" or \"fixed\""
+        refuses backoff_of(word).is_none()
+        => format!("`backoff`: `{word}` is not \"exponential\", \"linear\" or \"fixed\"");
+    JitterWord(word: String) "`jitter`: \"none\", \"full\", \"equal\" or \"decorrelated\""
+        refuses jitter_of(word).is_none()
+        => format!(
+            "`jitter`: `{word}` is not \"none\", \"full\", \"equal\" or \"decorrelated\""
+        );
+    Idempotent(_yes: bool) "`idempotent`: true or false" refuses false => "";
     MinPerSec(_n: u32) "`min_per_sec`: a whole number" refuses false => "";
     Ratio(ratio: f64) "`ratio`: a number in (0, 1]" refuses !(*ratio > 0.0 && *ratio <= 1.0)
         => "`ratio` must be in (0, 1], e.g. 0.1 for 10% of calls";
@@ -482,6 +514,28 @@ checks! {
         => "`growing` must be at least 2";
 }
 
+/// The backoff a configuration's word names, as serde's own names it
+/// (`Backoff`'s lowercase variants).
+fn backoff_of(word: &str) -> Option<Backoff> {
+    match word {
+        "exponential" => Some(Backoff::Exponential),
+        "linear" => Some(Backoff::Linear),
+        "fixed" => Some(Backoff::Fixed),
+        _ => None,
+    }
+}
+
+/// The jitter a configuration's word names, as serde's own names it.
+fn jitter_of(word: &str) -> Option<Jitter> {
+    match word {
+        "none" => Some(Jitter::None),
+        "full" => Some(Jitter::Full),
+        "equal" => Some(Jitter::Equal),
+        "decorrelated" => Some(Jitter::Decorrelated),
+        _ => None,
+    }
+}
+
 /// Why `budget = word` is refused: it is neither `"default"` nor `"none"`.
 fn budget_refusal(word: &str) -> String {
     if word == "custom" {
@@ -503,12 +557,12 @@ fn budget_refusal(word: &str) -> String {
 struct PolicyFields {
     attempts: Option<Checked<u32, Attempts>>,
     deadline: Option<HumanOrNone<Deadline>>,
-    backoff: Option<Backoff>,
+    backoff: Option<Checked<String, BackoffWord>>,
     base: Option<Human<Base>>,
     factor: Option<Checked<f64, Factor>>,
     cap: Option<Human<Cap>>,
-    jitter: Option<Jitter>,
-    idempotent: Option<bool>,
+    jitter: Option<Checked<String, JitterWord>>,
+    idempotent: Option<Checked<bool, Idempotent>>,
     retry_after_max: Option<Human<RetryAfterMax>>,
     attempt_timeout: Option<HumanOrNone<AttemptTimeout>>,
     budget: Option<Checked<String, BudgetWord>>,
@@ -531,7 +585,7 @@ impl<'de> Deserialize<'de> for Policy {
         if let Some(deadline) = &fields.deadline {
             policy = policy.deadline(deadline.0);
         }
-        if let Some(backoff) = fields.backoff {
+        if let Some(backoff) = fields.backoff.and_then(|word| backoff_of(&word.0)) {
             policy = policy.backoff(backoff);
         }
         if let Some(base) = &fields.base {
@@ -566,11 +620,11 @@ impl<'de> Deserialize<'de> for Policy {
                 format_duration(policy.cap)
             )));
         }
-        if let Some(jitter) = fields.jitter {
+        if let Some(jitter) = fields.jitter.and_then(|word| jitter_of(&word.0)) {
             policy = policy.jitter(jitter);
         }
         if let Some(idempotent) = fields.idempotent {
-            policy = policy.idempotent(idempotent);
+            policy = policy.idempotent(idempotent.0);
         }
         if let Some(max) = &fields.retry_after_max {
             policy = policy.retry_after_max(max.0);
@@ -782,9 +836,10 @@ impl<'de> Deserialize<'de> for WindowBudgetConfig {
 /// makes the budget: `max_tokens` and `token_ratio` (at least 0.001) as
 /// [`TokenBudget::new`] takes them, and, if given, `refill` (one token back
 /// every so long, at most `"100s"`, `"0s"` for none: [`TokenBudget::refill`])
-/// and `ride_out` (at least `"100ms"`, `"0s"` for none:
-/// [`TokenBudget::ride_out`]). A budget counts thousandths of a token per
-/// 100 ms: what it cannot keep is refused, not kept as none, and a refill
+/// and `ride_out` (at least `"100ms"`, at most `"214748364s"`, `"0s"` for
+/// none: [`TokenBudget::ride_out`]). A budget counts thousandths of a
+/// token per 100 ms: what it cannot keep is refused, not kept as none or
+/// as less, and a refill
 /// is kept to the nearest slower one it can (`"30s"` refills every 33.3 s).
 ///
 /// ```
@@ -838,6 +893,10 @@ const MAX_REFILL: Duration = Duration::from_secs(100);
 
 /// A token budget's ride-out is kept in steps of this.
 const RIDE_OUT_STEP: Duration = Duration::from_millis(100);
+
+/// The longest ride-out a token budget keeps: 2³¹ − 1 steps (a longer
+/// one would be kept as this, and written back as it was read).
+const MAX_RIDE_OUT: Duration = Duration::from_millis((u32::MAX as u64 / 2) * 100);
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

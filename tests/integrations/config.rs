@@ -908,12 +908,52 @@ fn a_value_out_of_its_range_is_reported_at_its_line() {
         3,
         "`ride_out` must be at least 100ms",
     );
+    refused_at::<TokenBudgetConfig>(
+        &format!("{token}ride_out = \"5000000000000h\""),
+        3,
+        "`ride_out` must be at most 214748364s",
+    );
+    let longest: TokenBudgetConfig =
+        toml::from_str(&format!("{token}ride_out = \"214748364s\"")).unwrap();
+    assert_eq!(
+        longest.build().get_ride_out(),
+        Duration::from_secs(214_748_364),
+        "the longest a budget keeps, kept"
+    );
     refused_at::<AdaptiveThrottleConfig>("window = \"2s\"\nk = 0.5\n", 2, "`k` must be at least 1");
     refused_at::<AdaptiveThrottleConfig>(
         "{\n  \"k\": 2,\n  \"window\": \"1us\"\n}",
         3,
         "`window` must be at least 8us",
     );
+}
+
+#[test]
+fn a_word_or_a_flag_of_the_wrong_kind_is_named_at_its_line() {
+    // (Where a source gives no position, as environment variables, the
+    // name is all an operator has.)
+    refused_at::<Policy>(
+        "attempts = 2\njitter = \"equl\"\n",
+        2,
+        "`jitter`: `equl` is not \"none\", \"full\", \"equal\" or \"decorrelated\"",
+    );
+    refused_at::<Policy>(
+        "{\n  \"backoff\": \"Fixed\"\n}",
+        2,
+        "`backoff`: `Fixed` is not \"exponential\", \"linear\" or \"fixed\"",
+    );
+    refused_at::<Policy>(
+        "attempts = 2\n\nidempotent = \"yes\"\n",
+        3,
+        "expected `idempotent`: true or false",
+    );
+    refused_at::<Policy>("{\n  \"jitter\": 1\n}", 2, "expected `jitter`: ");
+    // What each takes still reads.
+    let policy: Policy =
+        toml::from_str("backoff = \"linear\"\njitter = \"none\"\nidempotent = true").unwrap();
+    assert_eq!(policy.get_backoff(), backstop::Backoff::Linear);
+    assert_eq!(policy.get_jitter(), Jitter::None);
+    assert!(policy.is_idempotent());
 }
 
 #[test]

@@ -133,10 +133,9 @@ fn warn_sync_in_runtime() {
     tests::SAID_SYNC.with(|said| said.set(said.get() + 1));
     if !WARNED_SYNC.replace(true) {
         note!(
-            "backstop: a sync retry loop sleeps its thread in real time inside a tokio runtime: \
-             the runtime's clock, paused or not, does not drive it (and the sleep blocks the \
-             runtime's thread); in a test, `testing::VirtualTime::start()` makes sync loops' \
-             sleeps virtual; in an async program, make the function `async`."
+            "backstop: a sync retry loop sleeps its thread in real time inside a tokio runtime, \
+             whose clock (paused or not) does not drive it: in a test, \
+             `testing::VirtualTime::start()` on the thread makes sync loops' sleeps virtual."
         );
     }
 }
