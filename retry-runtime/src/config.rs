@@ -711,14 +711,23 @@ impl Serialize for Policy {
 /// assert_eq!(written, r#"{"failure_threshold":5,"cooldown":"30s","trials":1}"#);
 /// assert_eq!(serde_json::from_str::<BreakerConfig>(&written).unwrap(), breaker);
 /// ```
-impl Serialize for TokenBudgetConfig {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        // (The defaults, where none was given, as the budget has them.)
+impl TokenBudgetConfig {
+    /// The settings in effect: the refill (zero for none) and the ride-out
+    /// given, or the budget's defaults where none was.
+    fn in_effect(&self) -> (u32, f64, Duration, Duration) {
         let budget = TokenBudget::new(self.max_tokens, self.token_ratio);
         let refill = self
             .refill
             .unwrap_or_else(|| budget.get_refill().unwrap_or(Duration::ZERO));
         let ride_out = self.ride_out.unwrap_or_else(|| budget.get_ride_out());
+        (self.max_tokens, self.token_ratio, refill, ride_out)
+    }
+}
+
+impl Serialize for TokenBudgetConfig {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        // (The defaults, where none was given, as the budget has them.)
+        let (_, _, refill, ride_out) = self.in_effect();
         let mut out = serializer.serialize_struct("TokenBudgetConfig", 4)?;
         out.serialize_field("max_tokens", &self.max_tokens)?;
         out.serialize_field("token_ratio", &self.token_ratio)?;
@@ -853,12 +862,35 @@ impl<'de> Deserialize<'de> for WindowBudgetConfig {
 /// assert_eq!(budget.get_refill(), Some(Duration::from_secs(1)));
 /// assert_eq!(budget.get_ride_out(), Duration::from_secs(10), "the default");
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug)]
 pub struct TokenBudgetConfig {
     max_tokens: u32,
     token_ratio: f64,
     refill: Option<Duration>,
     ride_out: Option<Duration>,
+}
+
+/// Two configurations are equal when they make the same budget: a refill
+/// or a ride-out left out is the default, equal to the default written
+/// out (as a configuration written and read back names it).
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use backstop::config::TokenBudgetConfig;
+/// let read: TokenBudgetConfig =
+///     serde_json::from_str(r#"{ "max_tokens": 10, "token_ratio": 0.1 }"#).unwrap();
+/// let again: TokenBudgetConfig =
+///     serde_json::from_str(&serde_json::to_string(&read).unwrap()).unwrap();
+/// assert_eq!(again, read);
+/// let other: TokenBudgetConfig =
+///     serde_json::from_str(r#"{ "max_tokens": 10, "token_ratio": 0.1, "ride_out": "0s" }"#)
+///         .unwrap();
+/// assert_ne!(other, read);
+/// ```
+impl PartialEq for TokenBudgetConfig {
+    fn eq(&self, other: &Self) -> bool {
+        self.in_effect() == other.in_effect()
+    }
 }
 
 impl TokenBudgetConfig {

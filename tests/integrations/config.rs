@@ -482,13 +482,13 @@ fn budgets_breakers_and_throttles_write_back_what_they_read() {
         let reread: T = toml::from_str(&written).unwrap();
         assert_eq!(toml::to_string(&reread).unwrap(), written, "{text}");
         // The same settings, read back (a token budget's defaults are
-        // written out, so its read-back names them).
-        if !written.contains("max_tokens") {
-            assert_eq!(reread, read, "{text}");
-        }
+        // written out: its read-back names them, and is equal).
+        assert_eq!(reread, read, "{text}");
         written
     }
-    // A token budget's refill and ride-out as they are in effect.
+    // A token budget's refill and ride-out as they are in effect, left out
+    // or not.
+    again::<TokenBudgetConfig>("max_tokens = 10\ntoken_ratio = 0.1");
     let written = again::<TokenBudgetConfig>("max_tokens = 10\ntoken_ratio = 0.1\nrefill = \"0s\"");
     assert!(written.contains("refill = \"0s\""), "{written}");
     assert!(
