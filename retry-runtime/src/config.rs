@@ -711,19 +711,6 @@ impl Serialize for Policy {
 /// assert_eq!(written, r#"{"failure_threshold":5,"cooldown":"30s","trials":1}"#);
 /// assert_eq!(serde_json::from_str::<BreakerConfig>(&written).unwrap(), breaker);
 /// ```
-impl TokenBudgetConfig {
-    /// The settings in effect: the refill (zero for none) and the ride-out
-    /// given, or the budget's defaults where none was.
-    fn in_effect(&self) -> (u32, f64, Duration, Duration) {
-        let budget = TokenBudget::new(self.max_tokens, self.token_ratio);
-        let refill = self
-            .refill
-            .unwrap_or_else(|| budget.get_refill().unwrap_or(Duration::ZERO));
-        let ride_out = self.ride_out.unwrap_or_else(|| budget.get_ride_out());
-        (self.max_tokens, self.token_ratio, refill, ride_out)
-    }
-}
-
 impl Serialize for TokenBudgetConfig {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         // (The defaults, where none was given, as the budget has them.)
@@ -894,6 +881,17 @@ impl PartialEq for TokenBudgetConfig {
 }
 
 impl TokenBudgetConfig {
+    /// The settings in effect: the refill (zero for none) and the ride-out
+    /// given, or the budget's defaults where none was.
+    fn in_effect(&self) -> (u32, f64, Duration, Duration) {
+        let budget = TokenBudget::new(self.max_tokens, self.token_ratio);
+        let refill = self
+            .refill
+            .unwrap_or_else(|| budget.get_refill().unwrap_or(Duration::ZERO));
+        let ride_out = self.ride_out.unwrap_or_else(|| budget.get_ride_out());
+        (self.max_tokens, self.token_ratio, refill, ride_out)
+    }
+
     /// The budget, once per configuration: keep it in a `static` (a
     /// `LazyLock`) for `budget =`, as a budget counts the calls it sees.
     ///
