@@ -77,6 +77,7 @@ async fn always_down(
 /// attempts at 0, 30 and 90 ms, the third gone if a sleep woke late.
 #[test]
 fn the_deadline_holds_on_async_io() {
+    let sleeps = backstop::testing::record_sleeps();
     let started = Instant::now();
     let starts = std::sync::Mutex::new(Vec::new());
     assert!(async_io::block_on(always_down(started, &starts)).is_err());
@@ -87,6 +88,20 @@ fn the_deadline_holds_on_async_io() {
         starts.iter().all(|at| *at < Duration::from_millis(100)),
         "an attempt past the deadline: {starts:?}"
     );
+    // No sleep that ends past the deadline (decided after its attempt
+    // started, so it fits from that start); the call gave up instead.
+    let sleeps = sleeps.sleeps();
+    assert_eq!(
+        sleeps.len(),
+        starts.len() - 1,
+        "{sleeps:?} after {starts:?}"
+    );
+    for (start, sleep) in starts.iter().zip(&sleeps) {
+        assert!(
+            *start + *sleep <= Duration::from_millis(100),
+            "a sleep past the deadline: {sleeps:?} after {starts:?}"
+        );
+    }
     assert!(starts[1] >= Duration::from_millis(30), "{starts:?}");
     if let Some(third) = starts.get(2) {
         assert!(*third >= Duration::from_millis(90), "{starts:?}");

@@ -411,3 +411,29 @@ async fn a_retry_kept_from_one_case_to_the_next_draws_on_each_cases_fresh_budget
     }
     assert_eq!(attempts, [3, 3, 3, 3, 3]);
 }
+
+/// A tower layer kept from one case to the next (a test's client): its
+/// token budget of its own is fresh in each case too.
+#[cfg(feature = "tower")]
+#[tokio::test(start_paused = true)]
+async fn a_layer_kept_from_one_case_to_the_next_has_a_fresh_budget_in_each() {
+    use tower::{Layer, ServiceExt};
+    let policy = backstop::Policy::new()
+        .attempts(3)
+        .base(Duration::from_millis(10));
+    let calls = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let seen = calls.clone();
+    let service =
+        backstop::tower::RetryLayer::new(&policy).layer(tower::service_fn(move |_: u32| {
+            seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            async { Err::<(), _>(Error::from(ErrorKind::HostUnreachable)) }
+        }));
+    let mut attempts = Vec::new();
+    for _ in 0..5 {
+        let _fresh = isolate();
+        calls.store(0, std::sync::atomic::Ordering::Relaxed);
+        let _ = service.clone().oneshot(7).await;
+        attempts.push(calls.load(std::sync::atomic::Ordering::Relaxed));
+    }
+    assert_eq!(attempts, [3, 3, 3, 3, 3]);
+}

@@ -313,7 +313,7 @@ field_names! {
         refuses |ride_out| (!ride_out.is_zero() && ride_out < RIDE_OUT_STEP)
             || ride_out > MAX_RIDE_OUT
             => if ride_out > MAX_RIDE_OUT {
-                "`ride_out` must be at most 214748364s (about 6.8 years, the longest a budget \
+                "`ride_out` must be at most 214748364.7s (about 6.8 years, the longest a budget \
                  counts in 100 ms steps)"
             } else {
                 "`ride_out` must be at least 100ms (a budget counts it in 100 ms steps), or \
@@ -474,14 +474,6 @@ checks! {
             last";
     BudgetWord(word: String) "`budget`: \"default\" or \"none\""
         refuses !matches!(word.trim(), "default" | "none") => budget_refusal(word.trim());
-    BackoffWord(word: String) "`backoff`: \"exponential\", \"linear\" or \"fixed\""
-        refuses backoff_of(word).is_none()
-        => format!("`backoff`: `{word}` is not \"exponential\", \"linear\" or \"fixed\"");
-    JitterWord(word: String) "`jitter`: \"none\", \"full\", \"equal\" or \"decorrelated\""
-        refuses jitter_of(word).is_none()
-        => format!(
-            "`jitter`: `{word}` is not \"none\", \"full\", \"equal\" or \"decorrelated\""
-        );
     Idempotent(_yes: bool) "`idempotent`: true or false" refuses false => "";
     MinPerSec(_n: u32) "`min_per_sec`: a whole number" refuses false => "";
     Ratio(ratio: f64) "`ratio`: a number in (0, 1]" refuses !(*ratio > 0.0 && *ratio <= 1.0)
@@ -514,25 +506,99 @@ checks! {
         => "`growing` must be at least 2";
 }
 
-/// The backoff a configuration's word names, as serde's own names it
-/// (`Backoff`'s lowercase variants).
-fn backoff_of(word: &str) -> Option<Backoff> {
-    match word {
-        "exponential" => Some(Backoff::Exponential),
-        "linear" => Some(Backoff::Linear),
-        "fixed" => Some(Backoff::Fixed),
-        _ => None,
+/// A field whose value is one of a few words (an enum's lowercase
+/// variants, as serde's own `Deserialize` of it names them).
+trait Word: Sized {
+    /// The field, for its errors.
+    const FIELD: &'static str;
+    /// The enum, as a format that reads enums by name asks for it.
+    const ENUM: &'static str;
+    /// The words, in order.
+    const WORDS: &'static [&'static str];
+    /// What `word` names, if it is one of [`WORDS`](Self::WORDS).
+    fn of(word: &str) -> Option<Self>;
+}
+
+impl Word for Backoff {
+    const FIELD: &'static str = "backoff";
+    const ENUM: &'static str = "Backoff";
+    const WORDS: &'static [&'static str] = &["exponential", "linear", "fixed"];
+    fn of(word: &str) -> Option<Self> {
+        match word {
+            "exponential" => Some(Self::Exponential),
+            "linear" => Some(Self::Linear),
+            "fixed" => Some(Self::Fixed),
+            _ => None,
+        }
     }
 }
 
-/// The jitter a configuration's word names, as serde's own names it.
-fn jitter_of(word: &str) -> Option<Jitter> {
-    match word {
-        "none" => Some(Jitter::None),
-        "full" => Some(Jitter::Full),
-        "equal" => Some(Jitter::Equal),
-        "decorrelated" => Some(Jitter::Decorrelated),
-        _ => None,
+impl Word for Jitter {
+    const FIELD: &'static str = "jitter";
+    const ENUM: &'static str = "Jitter";
+    const WORDS: &'static [&'static str] = &["none", "full", "equal", "decorrelated"];
+    fn of(word: &str) -> Option<Self> {
+        match word {
+            "none" => Some(Self::None),
+            "full" => Some(Self::Full),
+            "equal" => Some(Self::Equal),
+            "decorrelated" => Some(Self::Decorrelated),
+            _ => None,
+        }
+    }
+}
+
+/// A word field, read as an enum is (a string; a tag or a one-key table
+/// where a format writes enums so; a variant matched as the format
+/// matches it, the `config` crate whatever its case), its errors naming
+/// the field and the words it takes.
+struct Named<T>(T);
+
+struct WordVisitor<T>(PhantomData<T>);
+
+impl<T: Word> WordVisitor<T> {
+    fn refused<E: de::Error>(word: &str) -> E {
+        E::custom(format!("`{}`: `{word}` is not {}", T::FIELD, Self::words()))
+    }
+
+    /// The words, as a sentence lists them: `"a", "b" or "c"`.
+    fn words() -> String {
+        let quoted: Vec<String> = T::WORDS.iter().map(|w| format!("\"{w}\"")).collect();
+        match quoted.split_last() {
+            Some((last, [])) => last.clone(),
+            Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+            None => String::new(),
+        }
+    }
+}
+
+impl<'de, T: Word> Visitor<'de> for WordVisitor<T> {
+    type Value = Named<T>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "`{}`: {}", T::FIELD, Self::words())
+    }
+    fn visit_str<E: de::Error>(self, word: &str) -> Result<Self::Value, E> {
+        T::of(word).map(Named).ok_or_else(|| Self::refused(word))
+    }
+    // (The word read as the variant's name, so that a refusal is reported
+    // where the word is.)
+    fn visit_enum<A: de::EnumAccess<'de>>(self, data: A) -> Result<Self::Value, A::Error> {
+        let (word, variant) = data.variant_seed(self)?;
+        de::VariantAccess::unit_variant(variant)?;
+        Ok(word)
+    }
+}
+
+impl<'de, T: Word> de::DeserializeSeed<'de> for WordVisitor<T> {
+    type Value = Named<T>;
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_identifier(self)
+    }
+}
+
+impl<'de, T: Word> Deserialize<'de> for Named<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_enum(T::ENUM, T::WORDS, WordVisitor(PhantomData))
     }
 }
 
@@ -557,11 +623,11 @@ fn budget_refusal(word: &str) -> String {
 struct PolicyFields {
     attempts: Option<Checked<u32, Attempts>>,
     deadline: Option<HumanOrNone<Deadline>>,
-    backoff: Option<Checked<String, BackoffWord>>,
+    backoff: Option<Named<Backoff>>,
     base: Option<Human<Base>>,
     factor: Option<Checked<f64, Factor>>,
     cap: Option<Human<Cap>>,
-    jitter: Option<Checked<String, JitterWord>>,
+    jitter: Option<Named<Jitter>>,
     idempotent: Option<Checked<bool, Idempotent>>,
     retry_after_max: Option<Human<RetryAfterMax>>,
     attempt_timeout: Option<HumanOrNone<AttemptTimeout>>,
@@ -585,7 +651,7 @@ impl<'de> Deserialize<'de> for Policy {
         if let Some(deadline) = &fields.deadline {
             policy = policy.deadline(deadline.0);
         }
-        if let Some(backoff) = fields.backoff.and_then(|word| backoff_of(&word.0)) {
+        if let Some(Named(backoff)) = fields.backoff {
             policy = policy.backoff(backoff);
         }
         if let Some(base) = &fields.base {
@@ -620,7 +686,7 @@ impl<'de> Deserialize<'de> for Policy {
                 format_duration(policy.cap)
             )));
         }
-        if let Some(jitter) = fields.jitter.and_then(|word| jitter_of(&word.0)) {
+        if let Some(Named(jitter)) = fields.jitter {
             policy = policy.jitter(jitter);
         }
         if let Some(idempotent) = fields.idempotent {
@@ -832,10 +898,10 @@ impl<'de> Deserialize<'de> for WindowBudgetConfig {
 /// makes the budget: `max_tokens` and `token_ratio` (at least 0.001) as
 /// [`TokenBudget::new`] takes them, and, if given, `refill` (one token back
 /// every so long, at most `"100s"`, `"0s"` for none: [`TokenBudget::refill`])
-/// and `ride_out` (at least `"100ms"`, at most `"214748364s"`, `"0s"` for
-/// none: [`TokenBudget::ride_out`]). A budget counts thousandths of a
-/// token per 100 ms: what it cannot keep is refused, not kept as none or
-/// as less, and a refill
+/// and `ride_out` (at least `"100ms"`, at most `"214748364.7s"`, `"0s"`
+/// for none: [`TokenBudget::ride_out`], kept in 100 ms steps, rounded
+/// down). A budget counts thousandths of a token per 100 ms: what it
+/// cannot keep is refused, not kept as none or as much less, and a refill
 /// is kept to the nearest slower one it can (`"30s"` refills every 33.3 s).
 ///
 /// ```
@@ -857,9 +923,9 @@ pub struct TokenBudgetConfig {
     ride_out: Option<Duration>,
 }
 
-/// Two configurations are equal when they make the same budget: a refill
-/// or a ride-out left out is the default, equal to the default written
-/// out (as a configuration written and read back names it).
+/// Two configurations are equal when their settings are, a refill or a
+/// ride-out left out being the default: equal to the default written out
+/// (as a configuration written and read back names it).
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;

@@ -41,11 +41,13 @@ thread_local! {
 /// same configuration: the test sees what a fresh process would. The
 /// statics themselves are left as they are; [`own(&PG)`](own) is the
 /// instance the calls on this thread draw on in its place. A layer's or
-/// middleware's token budget of its own is used as it is: it is the
-/// test's own already. A `Retry` built before the guard, or kept from one
-/// case to the next (a test's client, a `LazyLock`), draws on the
-/// guard's fresh copies at each call, as a `#[retry]` function does (one
-/// built under a guard and called where none is draws on that guard's).
+/// middleware's token budget of its own is replaced too, and a `Retry`, a
+/// layer or a middleware built before the guard, or kept from one case to
+/// the next (a test's client, a `LazyLock`), draws on a fresh copy at each
+/// call, as a `#[retry]` function does. (A `Retry` built under an earlier
+/// guard holds that guard's copy: under the next it draws on a fresh copy
+/// of that one, full, which `own(&PG)` does not show; and called where no
+/// guard is, on that copy itself.)
 ///
 /// It applies to calls that start on this thread: every call of a sync
 /// test, and of an async test on a current-thread runtime (the default of

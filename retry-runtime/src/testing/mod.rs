@@ -55,9 +55,9 @@ const OUT_OF_ORDER: &str =
 /// their runtime's timer, which it does not drive (use tokio's paused
 /// time): one that sleeps while it is installed on its thread says so on
 /// standard error, once a thread. A sync loop that sleeps in real time
-/// inside a tokio runtime (a test that paused tokio's clock and started
-/// no `VirtualTime`) says so too, once a thread, in a process that uses
-/// these tools.
+/// inside a current-thread tokio runtime (`#[tokio::test]`'s, whose clock
+/// a test may have paused, without a `VirtualTime`) says so too, once a
+/// thread, in a process that uses these tools.
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;

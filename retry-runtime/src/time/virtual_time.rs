@@ -116,12 +116,19 @@ pub(crate) fn note_sleep(delay: Duration) {
 
 /// A sync retry loop on this thread is about to sleep it for real, in a
 /// process that uses the testing tools (`VirtualTime`, `record_sleeps`):
-/// inside a tokio runtime, a test that paused its clock expects the sleep
-/// to be virtual, and finds the test slow and a breaker's cooldown not
-/// moved by `tokio::time::advance`. Said once a thread, on standard error.
+/// inside a current-thread tokio runtime, a test that paused its clock
+/// expects the sleep to be virtual, and finds the test slow and a
+/// breaker's cooldown not moved by `tokio::time::advance`. Said once a
+/// thread, on standard error.
 fn note_real_sync_sleep() {
     #[cfg(feature = "tokio")]
-    if in_use() && tokio::runtime::Handle::try_current().is_ok() {
+    // (A current-thread runtime, as `#[tokio::test]`'s: the only kind
+    // whose clock a test pauses.)
+    if in_use()
+        && tokio::runtime::Handle::try_current().is_ok_and(|runtime| {
+            runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread
+        })
+    {
         warn_sync_in_runtime();
     }
 }

@@ -651,7 +651,7 @@ impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
             policy,
             retry: Arc::new(Shared {
                 retry: retry.budget_chosen(budget),
-                own,
+                _own: own,
                 given,
                 key_site,
                 id: next_layer_id(),
@@ -678,7 +678,7 @@ pub(crate) struct Shared<W, K, B, R, G, L, A> {
     pub(crate) retry: Retry<'static, W, K, B, R, G, L, A>,
     /// Held for as long as anything of the layer is: calls draw on it by
     /// a `&'static` reference.
-    own: Option<OwnBudget>,
+    _own: Option<OwnBudget>,
     /// The budget as it was chosen.
     given: Chosen,
     /// With a key given to the `Retry` and the default budget: the call
@@ -702,15 +702,12 @@ struct Built {
 }
 
 impl<W, K, B, R, G, L, A> Shared<W, K, B, R, G, L, A> {
-    /// The budget a call draws on: the layer's own, fresh already; or a
-    /// `static` it names, looked up at each call, as `#[retry]` looks up
-    /// its own (under `testing::isolate()`, a fresh copy).
+    /// The budget a call draws on: the layer's own, or a `static` it
+    /// names, looked up at each call, as `#[retry]` looks up its own
+    /// (under `testing::isolate()`, a fresh copy: a layer kept from one
+    /// case of a test to the next starts each with a full budget).
     pub(crate) fn budget(&self) -> Option<BudgetRef<'static>> {
-        if self.own.is_some() {
-            self.retry.budget
-        } else {
-            crate::limit::isolation::own_budget(self.retry.budget)
-        }
+        crate::limit::isolation::own_budget(self.retry.budget)
     }
 
     /// `key` made this layer's own (by its id: no other layer's, built
