@@ -437,3 +437,32 @@ async fn a_layer_kept_from_one_case_to_the_next_has_a_fresh_budget_in_each() {
     }
     assert_eq!(attempts, [3, 3, 3, 3, 3]);
 }
+
+static KEPT_BUDGET: backstop::limit::TokenBudget = backstop::limit::TokenBudget::new(10, 1.0);
+
+/// A `Retry` built under one case's guard and kept for the next draws,
+/// there, on the copy that case's calls draw on (`own`), not on one of its
+/// own.
+#[test]
+fn a_retry_kept_from_one_case_draws_on_the_next_cases_own_copy() {
+    let _vt = VirtualTime::start();
+    let policy = backstop::Policy::new()
+        .attempts(3)
+        .base(Duration::from_millis(10));
+    let failing = || || Err::<(), _>(Error::from(ErrorKind::HostUnreachable));
+    let first = isolate();
+    let kept = backstop::Retry::new(&policy).budget(&KEPT_BUDGET);
+    let _ = kept.call(failing());
+    drop(first);
+    let _second = isolate();
+    let _ = kept.call(failing());
+    assert!(
+        (backstop::testing::own(&KEPT_BUDGET).tokens() - 7.0).abs() < 1e-9,
+        "the kept Retry's three failures, in this case's copy: {}",
+        backstop::testing::own(&KEPT_BUDGET).tokens()
+    );
+    assert!(
+        (KEPT_BUDGET.tokens() - 10.0).abs() < 1e-9,
+        "the static untouched"
+    );
+}

@@ -109,7 +109,7 @@ where
 {
     // Chosen here, not in the future: the call site is this function's
     // caller.
-    let (_, budget) = budget_of(policy);
+    let budget = crate::limit::isolation::own_budget(budget_of(policy).1);
     check_attempt_timeout(policy, None);
     let op = drive::Closures::<F, Fut, NoTimeout>::new(op);
     drive::Drive::new(&DEFAULTS, policy, budget, None, op, true)
@@ -150,7 +150,7 @@ where
     F: FnMut(S) -> Fut,
     Fut: Future<Output = (S, Result<T, E>)>,
 {
-    let (_, budget) = budget_of(policy);
+    let budget = crate::limit::isolation::own_budget(budget_of(policy).1);
     check_attempt_timeout(policy, None);
     let op = drive::WithValue::new(value, op);
     drive::HandsBack::new(drive::Drive::new(
@@ -1071,18 +1071,18 @@ impl<'a> Retry<'a> {
 }
 
 /// The budget a loop under `policy` draws on, and how it was chosen: the
-/// policy's, or none, or its caller's call site's own token budget
-/// (through `own`: under `testing::isolate()`, a fresh copy).
+/// policy's, or none, or its caller's call site's own token budget. The
+/// original: a call draws on it through `own_budget` (under
+/// `testing::isolate()`, a fresh copy), at the call.
 #[track_caller]
 #[inline]
 fn budget_of(policy: &Policy) -> (Chosen, Option<BudgetRef<'static>>) {
-    use crate::limit::isolation::own_budget;
     if !policy.has_default_budget() {
         let given = policy.get_budget();
-        return (Chosen::Given(given), own_budget(given));
+        return (Chosen::Given(given), given);
     }
     let site = crate::limit::token::at_call_site(std::panic::Location::caller());
-    (Chosen::Default, own_budget(Some(BudgetRef::Token(site))))
+    (Chosen::Default, Some(BudgetRef::Token(site)))
 }
 
 /// The steps of a loop with the defaults (`call_async`'s): its policy and
@@ -1209,7 +1209,8 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     pub fn budget(mut self, budget: impl Budget) -> Self {
         self.given = budget_sealed::Sealed::chosen(budget);
         self.budget = match self.given {
-            Chosen::Given(budget) => crate::limit::isolation::own_budget(budget),
+            // (The original: a call draws on it through `budget_now`.)
+            Chosen::Given(budget) => budget,
             Chosen::PerKey(table) => Some(table.for_key(self.key)),
             Chosen::Default => self.budget,
         };
@@ -1262,7 +1263,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
                 // it, and a `Retry` may make one call or many.)
                 Some(default_per_key(site, self.key, None))
             }
-            Chosen::Given(budget) => crate::limit::isolation::own_budget(budget),
+            Chosen::Given(budget) => budget,
         };
         self
     }
