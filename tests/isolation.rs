@@ -345,6 +345,11 @@ fn a_budget_lent_to_the_state_machine_is_used_as_it_is() {
     }
 }
 
+/// The policy of the tests below: three attempts, 10 ms apart.
+static THREE_ATTEMPTS: backstop::Policy = backstop::Policy::new()
+    .attempts(3)
+    .base(Duration::from_millis(10));
+
 /// A named budget with room for two retries in a row (above half its 10
 /// tokens), and not for a second call's two.
 static TABLE_BUDGET: backstop::limit::TokenBudget = backstop::limit::TokenBudget::new(10, 1.0);
@@ -355,13 +360,8 @@ static TABLE_BUDGET: backstop::limit::TokenBudget = backstop::limit::TokenBudget
 #[test]
 fn a_retry_built_before_the_guard_draws_on_each_cases_fresh_budget() {
     let _vt = VirtualTime::start();
-    let policy = backstop::Policy::new()
-        .attempts(3)
-        .base(Duration::from_millis(10));
-    let named = backstop::Policy::new()
-        .attempts(3)
-        .base(Duration::from_millis(10))
-        .token_budget(&TABLE_BUDGET);
+    let policy = THREE_ATTEMPTS;
+    let named = THREE_ATTEMPTS.token_budget(&TABLE_BUDGET);
     for (label, retry) in [
         ("the default budget", backstop::Retry::new(&policy)),
         ("a named budget", backstop::Retry::new(&named)),
@@ -392,9 +392,7 @@ fn a_retry_built_before_the_guard_draws_on_each_cases_fresh_budget() {
 /// isolation and used in the next's.
 #[tokio::test(start_paused = true)]
 async fn a_retry_kept_from_one_case_to_the_next_draws_on_each_cases_fresh_budget() {
-    let policy = backstop::Policy::new()
-        .attempts(3)
-        .base(Duration::from_millis(10));
+    let policy = THREE_ATTEMPTS;
     let mut kept = None;
     let mut attempts = Vec::new();
     for _ in 0..5 {
@@ -418,9 +416,7 @@ async fn a_retry_kept_from_one_case_to_the_next_draws_on_each_cases_fresh_budget
 #[tokio::test(start_paused = true)]
 async fn a_layer_kept_from_one_case_to_the_next_has_a_fresh_budget_in_each() {
     use tower::{Layer, ServiceExt};
-    let policy = backstop::Policy::new()
-        .attempts(3)
-        .base(Duration::from_millis(10));
+    let policy = THREE_ATTEMPTS;
     let calls = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
     let seen = calls.clone();
     let service =
@@ -446,9 +442,7 @@ static KEPT_BUDGET: backstop::limit::TokenBudget = backstop::limit::TokenBudget:
 #[test]
 fn a_retry_kept_from_one_case_draws_on_the_next_cases_own_copy() {
     let _vt = VirtualTime::start();
-    let policy = backstop::Policy::new()
-        .attempts(3)
-        .base(Duration::from_millis(10));
+    let policy = THREE_ATTEMPTS;
     let failing = || || Err::<(), _>(Error::from(ErrorKind::HostUnreachable));
     let first = isolate();
     let kept = backstop::Retry::new(&policy).budget(&KEPT_BUDGET);
