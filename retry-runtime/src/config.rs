@@ -301,7 +301,17 @@ field_names! {
     RetryAfterMax = "retry_after_max";
     AttemptTimeout = "attempt_timeout",
         zero: "must be greater than zero (for none, write \"none\")";
-    Ttl = "ttl", zero: "must be greater than zero";
+    // Shorter, a budget's reserve of `min_per_sec` is a fraction of a
+    // retry; longer, a healthy spell's deposits pay for a long storm.
+    Ttl = "ttl", zero: "must be greater than zero",
+        refuses |ttl| ttl < MIN_TTL || ttl > MAX_TTL
+            => if ttl < MIN_TTL {
+                "`ttl` must be at least 1s (shorter, the reserve of `min_per_sec` is a fraction \
+                 of a retry), e.g. \"10s\""
+            } else {
+                "`ttl` must be at most 60s (longer, the deposits of a healthy spell pay for a \
+                 long storm), e.g. \"10s\""
+            };
     // (A budget's counts are whole thousandths of a token, and 100 ms
     // ticks: what they cannot keep would be kept as none, or as more.)
     Refill = "refill", none: "for no refill, write \"0s\" (answers alone give tokens back)",
@@ -836,8 +846,37 @@ impl Serialize for BreakerConfig {
     }
 }
 
+/// Shows the settings by the names configuration gives them, as they are
+/// written back.
+impl fmt::Debug for BreakerConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut out = f.debug_struct("BreakerConfig");
+        match self.rule {
+            BreakerRule::Consecutive(threshold) => out.field("failure_threshold", &threshold),
+            BreakerRule::Ratio {
+                failure_ratio,
+                minimum_throughput,
+                sampling,
+            } => out
+                .field("failure_ratio", &failure_ratio)
+                .field("minimum_throughput", &minimum_throughput)
+                .field("sampling", &sampling),
+        };
+        out.field("cooldown", &self.cooldown)
+            .field("trials", &self.trials);
+        if let Some((factor, longest)) = self.growing {
+            out.field("growing", &factor).field("longest", &longest);
+        }
+        out.finish()
+    }
+}
+
 /// A [`WindowBudget`]'s settings from configuration; [`build`](Self::build)
-/// makes the budget (once, shared, in a `static LazyLock` say).
+/// makes the budget (once, shared, in a `static LazyLock` say): `ratio`, in
+/// (0, 1], `min_per_sec`, and `ttl`, from `"1s"` to `"60s"` (shorter, the
+/// reserve of `min_per_sec` is a fraction of a retry; longer, the deposits
+/// of a healthy spell pay for a long storm), as [`WindowBudget::new`]
+/// takes them.
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
@@ -986,6 +1025,9 @@ impl TokenBudgetConfig {
 
 /// The slowest refill a token budget keeps (a token every 100 s).
 const MAX_REFILL: Duration = Duration::from_secs(100);
+/// The window a budget from configuration may count over.
+const MIN_TTL: Duration = Duration::from_secs(1);
+const MAX_TTL: Duration = Duration::from_secs(60);
 
 /// A token budget's ride-out is kept in steps of this.
 const RIDE_OUT_STEP: Duration = Duration::from_millis(100);
@@ -1107,7 +1149,7 @@ impl<'de> Deserialize<'de> for AdaptiveThrottleConfig {
 /// .unwrap();
 /// assert_eq!(config.build().failure_ratio(), Some(0.1));
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, PartialEq)]
 pub struct BreakerConfig {
     rule: BreakerRule,
     cooldown: Duration,

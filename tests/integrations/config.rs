@@ -542,6 +542,26 @@ fn a_configured_breaker_without_a_cooldown_is_refused() {
 }
 
 #[test]
+fn a_breakers_configuration_shows_itself_by_the_names_it_was_read_with() {
+    let config: BreakerConfig =
+        toml::from_str("failure_threshold = 5\ncooldown = \"30s\"").unwrap();
+    assert_eq!(
+        format!("{config:?}"),
+        "BreakerConfig { failure_threshold: 5, cooldown: 30s, trials: 1 }"
+    );
+    let config: BreakerConfig = toml::from_str(
+        "failure_ratio = 0.5\nminimum_throughput = 4\nsampling = \"10s\"\ncooldown = \"5s\"\n\
+         growing = 2\nlongest = \"1m\"",
+    )
+    .unwrap();
+    assert_eq!(
+        format!("{config:?}"),
+        "BreakerConfig { failure_ratio: 0.5, minimum_throughput: 4, sampling: 10s, cooldown: 5s, \
+         trials: 1, growing: 2, longest: 60s }"
+    );
+}
+
+#[test]
 fn a_breaker_from_configuration_may_judge_ratios() {
     use backstop::Verdict;
     use backstop::limit::BreakerState;
@@ -745,6 +765,24 @@ fn each_limit_of_the_configuration_is_taken_and_just_past_it_refused() {
         &format!("ratio = 1.01\n{budget}"),
         "`ratio` must be in (0, 1]",
     );
+    // A windowed budget's ttl: a second to a minute (shorter, its reserve
+    // of `min_per_sec` is a fraction of a retry; longer, a healthy spell's
+    // deposits pay for a long storm).
+    let ratio = "ratio = 0.1\nmin_per_sec = 5";
+    taken::<WindowBudgetConfig>(&format!("{ratio}\nttl = \"1s\""));
+    taken::<WindowBudgetConfig>(&format!("{ratio}\nttl = \"60s\""));
+    for short in ["999ms", "10ms", "1ns"] {
+        refused::<WindowBudgetConfig>(
+            &format!("{ratio}\nttl = \"{short}\""),
+            "`ttl` must be at least 1s",
+        );
+    }
+    for long in ["60001ms", "10m", "10h"] {
+        refused::<WindowBudgetConfig>(
+            &format!("{ratio}\nttl = \"{long}\""),
+            "`ttl` must be at most 60s",
+        );
+    }
     // An adaptive throttle's window: at least eight slots of a microsecond.
     taken::<AdaptiveThrottleConfig>("k = 2.0\nwindow = \"8us\"");
     refused::<AdaptiveThrottleConfig>("k = 2.0\nwindow = \"7us\"", "`window` must be at least 8us");
