@@ -436,6 +436,37 @@ async fn a_layer_kept_from_one_case_to_the_next_has_a_fresh_budget_in_each() {
 
 static KEPT_BUDGET: backstop::limit::TokenBudget = backstop::limit::TokenBudget::new(10, 1.0);
 
+static KEPT_PER_TENANT: backstop::limit::Keyed<backstop::limit::TokenBudget> =
+    backstop::limit::Keyed::new(backstop::limit::TokenBudget::standard());
+
+/// A `Retry` given a key and a `Keyed` budget, built under one case's
+/// guard and kept for the next, draws there on the copy of its key's
+/// budget that case's calls draw on (`own`), not on one of its own.
+#[test]
+fn a_keyed_retry_kept_from_one_case_draws_on_the_next_cases_own_copy_of_its_keys_budget() {
+    let _vt = VirtualTime::start();
+    let policy = THREE_ATTEMPTS;
+    let failing = || || Err::<(), _>(Error::from(ErrorKind::HostUnreachable));
+    let first = isolate();
+    let kept = backstop::Retry::new(&policy)
+        .key("tenant-7")
+        .budget(&KEPT_PER_TENANT);
+    let _ = kept.call(failing());
+    drop(first);
+    let _second = isolate();
+    let _ = kept.call(failing());
+    let tenant = KEPT_PER_TENANT.get("tenant-7");
+    assert!(
+        (backstop::testing::own(tenant).tokens() - 7.0).abs() < 1e-9,
+        "the kept Retry's three failures, in this case's copy of the key's budget: {}",
+        backstop::testing::own(tenant).tokens()
+    );
+    assert!(
+        (tenant.tokens() - 10.0).abs() < 1e-9,
+        "the table's untouched"
+    );
+}
+
 /// A `Retry` built under one case's guard and kept for the next draws,
 /// there, on the copy that case's calls draw on (`own`), not on one of its
 /// own.

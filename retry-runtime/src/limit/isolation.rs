@@ -45,11 +45,7 @@ thread_local! {
 /// layer or a middleware built before the guard, or kept from one case to
 /// the next (a test's client, a `LazyLock`), draws on a fresh copy at each
 /// call, as a `#[retry]` function does: the copy `own(&PG)` is, of the
-/// guard in place. (A `Retry` given a key, with a `Keyed` budget or the
-/// default one, and built under an earlier guard, holds that guard's copy
-/// of its key's budget: under the next it draws on a fresh copy of that
-/// one, full, which `own` does not show; called where no guard is, on
-/// that copy itself.)
+/// guard in place (a key's budget too, `own(PER_TENANT.get("t7"))`).
 ///
 /// It applies to calls that start on this thread: every call of a sync
 /// test, and of an async test on a current-thread runtime (the default of

@@ -301,11 +301,18 @@ impl PerKeyBudget {
     /// The budget of a call keyed `key` (the shared one for none), as a
     /// test under `testing::isolate()` sees it.
     pub(crate) fn for_key(self, key: Option<u64>) -> BudgetRef<'static> {
-        let budget = match self {
+        let budget = self.entry(key);
+        crate::limit::isolation::own_budget(Some(budget)).unwrap_or(budget)
+    }
+
+    /// The table's own budget of `key`, which a loop built ahead of its
+    /// calls keeps: each call draws on it through `own_budget`, the copy
+    /// the guard in force then gives.
+    pub(crate) fn entry(self, key: Option<u64>) -> BudgetRef<'static> {
+        match self {
             Self::Token(table) => BudgetRef::Token(table.for_key(key)),
             Self::Window(table) => BudgetRef::Window(table.for_key(key)),
-        };
-        crate::limit::isolation::own_budget(Some(budget)).unwrap_or(budget)
+        }
     }
 }
 
@@ -409,10 +416,7 @@ pub(crate) fn default_per_key(
 ) -> BudgetRef<'static> {
     match key {
         Some(key) => {
-            let mixed = (std::ptr::from_ref(site) as usize as u64)
-                .rotate_left(17)
-                .wrapping_mul(0x9e37_79b9_7f4a_7c15)
-                ^ key;
+            let mixed = mixed_with_site(site, key);
             // A key that finds no place in the table draws on the call
             // site's own default, as a call without a key does: never on a
             // budget shared with other call sites.
@@ -429,6 +433,25 @@ pub(crate) fn default_per_key(
         }
         None => BudgetRef::Token(site),
     }
+}
+
+/// [`default_per_key`]'s budget itself, not a test's copy of it: what a
+/// loop built ahead of its calls keeps (each call draws on it through
+/// `own_budget`, the copy the guard in force then gives). Not counted if
+/// the key finds no place: the calls are not made yet.
+#[cold]
+pub(crate) fn default_per_key_entry(site: &'static TokenBudget, key: u64) -> &'static TokenBudget {
+    default_per_key_table()
+        .placed(mixed_with_site(site, key), crate::time::clock::loop_now)
+        .unwrap_or(site)
+}
+
+/// `key` mixed with its call site's default, for the process-wide table.
+fn mixed_with_site(site: &'static TokenBudget, key: u64) -> u64 {
+    (std::ptr::from_ref(site) as usize as u64)
+        .rotate_left(17)
+        .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        ^ key
 }
 
 /// What an attempt timeout may be given as: a `Duration`, or an
@@ -1209,9 +1232,9 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     pub fn budget(mut self, budget: impl Budget) -> Self {
         self.given = budget_sealed::Sealed::chosen(budget);
         self.budget = match self.given {
-            // (The original: a call draws on it through `budget_now`.)
+            // (The originals: a call draws on them through `budget_now`.)
             Chosen::Given(budget) => budget,
-            Chosen::PerKey(table) => Some(table.for_key(self.key)),
+            Chosen::PerKey(table) => Some(table.entry(self.key)),
             Chosen::Default => self.budget,
         };
         self
@@ -1253,15 +1276,16 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
         let hash = key_hash(key);
         crate::limit::names::name(hash, || format!("{key:?}"));
         self.key = Some(hash);
+        // (The originals: a call draws on them through `budget_now`.)
         self.budget = match self.given {
-            Chosen::PerKey(table) => Some(table.for_key(self.key)),
+            Chosen::PerKey(table) => Some(table.entry(self.key)),
             // The default of this call site (the line giving the key), per
             // key.
             Chosen::Default => {
                 let site = crate::limit::token::at_call_site(std::panic::Location::caller());
                 // (Not counted if it finds no place: `budget` may replace
                 // it, and a `Retry` may make one call or many.)
-                Some(default_per_key(site, self.key, None))
+                Some(BudgetRef::Token(default_per_key_entry(site, hash)))
             }
             Chosen::Given(budget) => budget,
         };

@@ -634,11 +634,16 @@ impl<P, W, K, B, R, G, L, A> RetryLayer<P, W, K, B, R, G, L, A> {
         };
         let (budget, own) = match (given, key_site) {
             (Chosen::Given(given), _) => (given, None),
-            (Chosen::PerKey(table), _) => (Some(table.for_key(None)), None),
+            // (The originals: a request draws on them through `budget`, a
+            // test's copy under `testing::isolate()`.)
+            (Chosen::PerKey(table), _) => (Some(table.entry(None)), None),
             (Chosen::Default, Some(site)) => {
                 // (Counted per request, below, not here.)
+                let key = retry.key.unwrap_or_default();
                 (
-                    Some(crate::run::default_per_key(site, retry.key, None)),
+                    Some(BudgetRef::Token(crate::run::default_per_key_entry(
+                        site, key,
+                    ))),
                     None,
                 )
             }
