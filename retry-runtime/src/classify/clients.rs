@@ -257,8 +257,13 @@ impl From<Throttled> for redis::RedisError {
 /// - a connection closed (the client's connection task ended: the server
 ///   restarted, or the connection broke mid-query):
 ///   [`Verdict::RetryIfIdempotent`], since the statement may have run;
-/// - an I/O error, while connecting or later: by the transport rule (a
-///   refused connection retried, a reset or a timeout only if idempotent);
+/// - a connection that could not be made ("error connecting to server":
+///   refused, timed out, a host that does not resolve, or, with
+///   `target_session_attrs`, a server that does not allow writes, as a
+///   standby before a failover ends): nothing of the call was sent,
+///   [`Verdict::Refused`] if refused, [`Verdict::Retry`] otherwise;
+/// - any other I/O error: by the transport rule (a reset or a timeout
+///   retried only if idempotent);
 /// - everything else (a parameter or a row that does not convert, a bad
 ///   configuration, a refused authentication): [`Verdict::Stop`].
 ///
@@ -293,10 +298,45 @@ impl Classify for tokio_postgres::Error {
             return Verdict::RetryIfIdempotent;
         }
         match std::error::Error::source(self).and_then(|e| e.downcast_ref::<std::io::Error>()) {
+            // Nothing of the call was sent.
+            Some(io) if never_connected(self) => match io.kind() {
+                std::io::ErrorKind::ConnectionRefused => Verdict::Refused,
+                _ => Verdict::Retry,
+            },
             Some(io) => database_io(io),
             None => Verdict::Stop,
         }
     }
+}
+
+/// Whether tokio-postgres failed to connect (its error kind `Connect`,
+/// which it shows only in its `Display`: "error connecting to server"),
+/// read without allocating.
+#[cfg(feature = "tokio-postgres")]
+fn never_connected(error: &tokio_postgres::Error) -> bool {
+    /// Compares what is written with `rest`, and stops once it is told.
+    struct StartsWith {
+        rest: &'static str,
+    }
+    impl std::fmt::Write for StartsWith {
+        fn write_str(&mut self, text: &str) -> std::fmt::Result {
+            let n = text.len().min(self.rest.len());
+            if text.as_bytes()[..n] != self.rest.as_bytes()[..n] {
+                return Err(std::fmt::Error);
+            }
+            self.rest = &self.rest[n..];
+            if self.rest.is_empty() {
+                // Told: no need to write the rest.
+                return Err(std::fmt::Error);
+            }
+            Ok(())
+        }
+    }
+    let mut prefix = StartsWith {
+        rest: "error connecting to server",
+    };
+    let _ = std::fmt::Write::write_fmt(&mut prefix, format_args!("{error}"));
+    prefix.rest.is_empty()
 }
 
 /// A sqlx error (sqlx 0.8, any of its databases):

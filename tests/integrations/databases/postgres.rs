@@ -172,6 +172,7 @@ fn the_servers_errors_are_classified_by_sqlstate_and_by_how_the_connection_faile
         .unwrap()
         .block_on(async {
             statement_errors(&config).await;
+            connecting_errors(&config).await;
             connection_errors(&server, &config).await;
         });
 }
@@ -252,6 +253,53 @@ async fn statement_errors(config: &str) {
 
 /// Errors of connections: shut down under a statement, refused for too
 /// many, closed by a restart.
+/// Connections that could not be made: nothing of the call was sent,
+/// retried whatever the call.
+async fn connecting_errors(config: &str) {
+    // A server that allows no writes, asked for one that does: a standby
+    // before a failover ends.
+    let writable = format!(
+        "{config} target_session_attrs=read-write \
+         options='-c default_transaction_read_only=on'"
+    );
+    let Err(standby) = tokio_postgres::connect(&writable, NoTls).await else {
+        panic!("a read-only server taken for a writable one");
+    };
+    let why = std::error::Error::source(&standby).map(ToString::to_string);
+    assert_eq!(
+        why.as_deref(),
+        Some("database does not allow writes"),
+        "{standby}"
+    );
+    assert_eq!(standby.classify(), Verdict::Retry, "{standby:?}");
+
+    // A connection that timed out: a listener whose queue is full drops
+    // the connection's first packet.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    let mut queued = Vec::new();
+    while let Ok(filler) = std::net::TcpStream::connect_timeout(&address, Duration::from_millis(50))
+    {
+        queued.push(filler);
+        assert!(queued.len() < 10_000, "the listener's queue never filled");
+    }
+    let mut never = tokio_postgres::Config::new();
+    never
+        .host("127.0.0.1")
+        .port(address.port())
+        .user("postgres")
+        .connect_timeout(Duration::from_millis(100));
+    let timed_out = tokio::time::timeout(Duration::from_secs(5), never.connect(NoTls))
+        .await
+        .expect("the connect timeout fires")
+        .err()
+        .expect("no connection to a full queue");
+    let why = std::error::Error::source(&timed_out).map(ToString::to_string);
+    assert_eq!(why.as_deref(), Some("connection timed out"), "{timed_out}");
+    assert_eq!(timed_out.classify(), Verdict::Retry, "{timed_out:?}");
+    drop((queued, listener));
+}
+
 async fn connection_errors(server: &Postgres, config: &str) {
     let client = connect(config).await;
     // A statement ended by an administrator's shutdown of its
