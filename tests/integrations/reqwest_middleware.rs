@@ -193,6 +193,36 @@ async fn the_time_left_becomes_each_attempts_timeout() {
     );
 }
 
+/// A call whose time is all gone before it starts (a handler passing on a
+/// deadline already spent) sends nothing, as `within_attempt` does: its
+/// attempt could only be cut off, and the server would do work nobody
+/// waits for.
+#[tokio::test]
+async fn a_request_with_no_time_left_is_not_sent() {
+    let (url, keys) = serve(vec![(200, ""); 20]).await;
+    let client = client(RetryMiddleware::new(&quick()));
+    // (The connection is made, as a busy client's would be.)
+    let marker = client.get(&url).header("idempotency-key", "marker");
+    assert_eq!(marker.send().await.unwrap().status(), 200);
+    for _ in 0..20 {
+        let spent = backstop::scope::deadline(Duration::ZERO, client.get(&url).send()).await;
+        let error = match spent {
+            Ok(Err(error)) => error,
+            Ok(Ok(response)) => panic!("sent and answered: {}", response.status()),
+            Err(elapsed) => panic!("cut off from outside: {elapsed}"),
+        };
+        assert_eq!(
+            error.to_string(),
+            "attempt cut off at its deadline (the call's, or one it runs within)"
+        );
+    }
+    assert_eq!(
+        *keys.lock().unwrap(),
+        vec![Some("marker".to_owned())],
+        "nothing was sent after the marker"
+    );
+}
+
 #[tokio::test]
 async fn a_streamed_body_is_sent_once_and_reported() {
     let (url, keys) = serve(vec![(503, ""), (200, "")]).await;

@@ -639,6 +639,7 @@ impl<T: PerKey> Keyed<T> {
         let key = crate::limit::names::of(crate::limit::names::word(hash));
         let capacity = self.capacity;
         let (goes, remedy) = instead.said();
+        let calls = if unplaced == 1 { "call" } else { "calls" };
         #[cfg(feature = "tracing")]
         tracing::warn!(
             name,
@@ -648,17 +649,17 @@ impl<T: PerKey> Keyed<T> {
             "a `Keyed<{what}>` table has no place for a key: the places it may take are held \
              by keys whose {what} is not as a fresh one's (failures counted, an open breaker, \
              a budget's tokens spent, a window of requests); its calls {goes} until a place \
-             frees ({unplaced} calls found none since the last warning); {remedy}"
+             frees ({unplaced} {calls} found none since the last warning); {remedy}"
         );
         #[cfg(all(not(feature = "tracing"), debug_assertions))]
         note!(
             "backstop: a `Keyed<{what}>` table (`{name}`) of {capacity} places has no place \
              for key `{key}`: the places it may take are held by keys whose {what} is not as a fresh \
-             one's; its calls {goes} until a place frees ({unplaced} calls found none \
+             one's; its calls {goes} until a place frees ({unplaced} {calls} found none \
              since the last warning); {remedy}"
         );
         #[cfg(all(not(feature = "tracing"), not(debug_assertions)))]
-        let _ = (what, key, capacity, unplaced, name, goes, remedy);
+        let _ = (what, key, capacity, unplaced, name, goes, remedy, calls);
     }
 
     /// The limiter for `key` (a hash from [`key_hash`]), or the shared one

@@ -68,7 +68,9 @@ pub(crate) struct ReqwestRequests {
 ///   reports it (`is_timeout()`); a request without one keeps the
 ///   `Client`'s, and is cut off at the time left with an
 ///   [`Error::Middleware`] holding an
-///   [`Elapsed`] (ambiguous, retried only if idempotent);
+///   [`Elapsed`] (ambiguous, retried only if idempotent); with no time
+///   left at all (a handler passing on a deadline already spent), the
+///   request is not sent, and the call returns that error at once;
 /// - a call whose request went out more than once and that returns an
 ///   answer saying the dependency failed (a 5xx but 501 and 505) keeps a
 ///   retrying call around it from retrying on top
@@ -433,6 +435,14 @@ impl<'a> Operation for Call<'a> {
     ) -> Poll<Result<reqwest::Response, Error>> {
         let this = self.get_mut();
         if this.sent.is_none() {
+            if this.limit == Some(Duration::ZERO) {
+                // No time left at all: nothing is sent, as `within_attempt`
+                // sends nothing (the attempt could only be cut off, after
+                // the server had its request).
+                return Poll::Ready(Err(Error::from(crate::time::timer::cut_off(
+                    Elapsed::at_deadline(),
+                ))));
+            }
             let request = this.request(this.limit);
             this.sent = Some(this.send(request, this.attempts));
         }

@@ -249,11 +249,14 @@ impl Policy {
     ///   (`a_policy_without_an_attempt_timeout_cuts_no_attempt_off_at_the_deadline`);
     /// - closures: [`Retry::attempt_timeout`](crate::Retry::attempt_timeout)
     ///   with `policy.get_attempt_timeout()`, whose error type is checked
-    ///   at compile time; the tower layer and the reqwest middleware
-    ///   likewise, with their own `.attempt_timeout(..)` (the middleware
-    ///   bounds every attempt by the deadline in any case). Given there,
-    ///   `None` cuts an attempt off at the deadline: the method asks for
-    ///   cut-offs, and the deadline is then their only limit.
+    ///   at compile time; the tower layer likewise, with its own
+    ///   `.attempt_timeout(..)`. Given there, `None` cuts an attempt off at
+    ///   the deadline: the method asks for cut-offs, and the deadline is
+    ///   then their only limit;
+    /// - the reqwest middleware applies the policy's, or the `Retry`'s
+    ///   `.attempt_timeout(..)` if given, and bounds every attempt by the
+    ///   deadline in any case
+    ///   (`an_attempt_timeout_applies_from_the_policy_or_the_retry`).
     ///
     /// ```
     /// # extern crate backstop_runtime as backstop;

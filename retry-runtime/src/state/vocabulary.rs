@@ -177,8 +177,10 @@ impl From<Verdict> for Attempted {
             `.when(..)` on `Retry` or a layer; or implement `backstop::Classify` for an \
             error type of your own crate (retry only what a retry can fix)",
     note = "errors of other crates are classified with backstop's features: \
-            `anyhow` for `anyhow::Error`, `reqwest` for `reqwest::Error`, `http` for \
-            `http::StatusCode`, `tonic` for `tonic::Status`, `redis` for `redis::RedisError`, \
+            `anyhow` for `anyhow::Error`, `reqwest` for `reqwest::Error`, `reqwest-middleware` \
+            for `reqwest_middleware::Error`, `hyper-util` for hyper-util's client error, \
+            `http` for `http::StatusCode`, `tonic` for `tonic::Status`, `redis` for \
+            `redis::RedisError`, \
             `tokio-postgres` for `tokio_postgres::Error` and `postgres::Error`, \
             `sqlx` for `sqlx::Error`, `deadpool` and `bb8` for their pools' errors \
             (`std::io::Error` and `Box<dyn Error>` need none)",
