@@ -496,6 +496,26 @@ async fn a_timed_out_post_is_not_repeated() {
     assert_eq!(calls.load(Ordering::Relaxed), 1);
 }
 
+/// A request with no time left at all (a deadline already spent, under
+/// an attempt timeout that would cut it off at once) is not sent: the
+/// server would do work nobody waits for.
+#[tokio::test(start_paused = true)]
+async fn a_request_with_no_time_left_is_not_sent() {
+    let (inner, calls) = scripted(vec![]);
+    let spent = Policy::new().deadline(Some(Duration::from_nanos(1)));
+    let service =
+        RetryLayer::http(backstop::Retry::new(&spent).attempt_timeout(Duration::from_secs(1)))
+            .layer(inner);
+    let get = Request::get("/orders").body(String::new()).unwrap();
+    let error = service.oneshot(get).await.unwrap_err();
+    assert!(error.is::<backstop::Elapsed>(), "{error}");
+    assert_eq!(
+        error.to_string(),
+        "attempt cut off at its deadline (the call's, or one it runs within)"
+    );
+    assert_eq!(calls.load(Ordering::Relaxed), 0, "nothing was sent");
+}
+
 /// tower's own middlewares below the layer fail with errors of their own
 /// types, known by them: a `timeout`'s `Elapsed` is ambiguous (a request
 /// the policy calls idempotent is retried, one it does not is not), and a

@@ -70,7 +70,7 @@ pub(crate) struct ReqwestRequests {
 ///   [`Error::Middleware`] holding an
 ///   [`Elapsed`] (ambiguous, retried only if idempotent); with no time
 ///   left at all (a handler passing on a deadline already spent), the
-///   request is not sent, and the call returns that error at once;
+///   request is not sent, and the call ends with that error;
 /// - a call whose request went out more than once and that returns an
 ///   answer saying the dependency failed (a 5xx but 501 and 505) keeps a
 ///   retrying call around it from retrying on top
@@ -426,7 +426,8 @@ impl<'a> Operation for Call<'a> {
         this.attempts += 1;
         this.limit = limit.filter(|limit| *limit < Duration::MAX);
         let own = this.request.as_ref().is_some_and(|r| r.timeout().is_some());
-        this.limit.filter(|_| !own)
+        // (With no time at all, nothing is sent: the loop cuts it off.)
+        this.limit.filter(|limit| !own || limit.is_zero())
     }
 
     fn poll_attempt(
@@ -438,10 +439,9 @@ impl<'a> Operation for Call<'a> {
             if this.limit == Some(Duration::ZERO) {
                 // No time left at all: nothing is sent, as `within_attempt`
                 // sends nothing (the attempt could only be cut off, after
-                // the server had its request).
-                return Poll::Ready(Err(Error::from(crate::time::timer::cut_off(
-                    Elapsed::at_deadline(),
-                ))));
+                // the server had its request); the loop's cut-off, set for
+                // no time, ends it.
+                return Poll::Pending;
             }
             let request = this.request(this.limit);
             this.sent = Some(this.send(request, this.attempts));
