@@ -634,6 +634,46 @@ async fn an_async_deadline_scope_bounds_the_calls_awaited_in_it() {
     );
 }
 
+/// A scope inside an attempt, with more time than the call has left.
+#[retry(deadline = 200ms, budget = none)]
+async fn scoped_in_an_attempt() -> Result<(), Error> {
+    backstop::scope::deadline(
+        Duration::from_secs(10),
+        tokio::time::sleep(Duration::from_secs(1)),
+    )
+    .await?;
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_async_deadline_scope_is_cut_off_at_the_deadline_it_runs_within() {
+    // Inside an attempt: at the call's deadline, as a nested call's
+    // attempt timeout is.
+    let started = tokio::time::Instant::now();
+    let error = scoped_in_an_attempt().await.unwrap_err();
+    assert_eq!(started.elapsed(), Duration::from_millis(200));
+    assert_eq!(
+        error.to_string(),
+        "`scope::deadline` of 10s cut off at the deadline it runs within (an enclosing call's \
+         or scope's)"
+    );
+    // Inside another scope: at the enclosing scope's.
+    let started = tokio::time::Instant::now();
+    let inner = backstop::scope::deadline(
+        Duration::from_millis(300),
+        backstop::scope::deadline(Duration::from_secs(10), std::future::pending::<()>()),
+    )
+    .await;
+    assert_eq!(started.elapsed(), Duration::from_millis(300));
+    let (Ok(Err(elapsed)) | Err(elapsed)) = inner else {
+        unreachable!("pending")
+    };
+    assert!(
+        elapsed.to_string().starts_with("`scope::deadline` of "),
+        "{elapsed}"
+    );
+}
+
 // --- the call carried into spawned work --------------------------------------
 
 static SPAWNED_DEPENDENCY: AtomicU32 = AtomicU32::new(0);

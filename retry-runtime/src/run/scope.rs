@@ -782,7 +782,8 @@ pub fn deadline_sync<R>(limit: Duration, f: impl FnOnce() -> R) -> R {
 /// call's, across `.await` points and worker threads, so that it gives up
 /// before the deadline with its own error rather than be cut off in the
 /// middle of a backoff. A deadline inside another, or inside an attempt,
-/// never outlives the enclosing deadline. Time is read from the call's
+/// never outlives the enclosing deadline: `future` is cut off there if it
+/// comes first, with an `Elapsed` that says so. Time is read from the call's
 /// timer ([`RuntimeClock`](crate::time::timer::RuntimeClock): tokio's clock,
 /// virtual when paused, inside a tokio runtime).
 ///
@@ -823,14 +824,26 @@ pub async fn deadline<F: Future>(limit: Duration, future: F) -> Result<F::Output
     use crate::time::clock::Clock;
     let clock = crate::time::timer::RuntimeClock::current();
     // This body runs at the first poll: the deadline starts there.
-    let deadline = clock.now().checked_add(limit);
+    let now = clock.now();
+    let deadline = now.checked_add(limit);
+    // The deadline it runs within (an attempt's, an enclosing scope's), if
+    // sooner, ends it: a deadline inside another never outlives it.
+    let within = CURRENT
+        .try_with(|current| current.deadline.get())
+        .ok()
+        .flatten()
+        .map(|enclosing| enclosing.saturating_duration_since(now))
+        .filter(|left| *left < limit);
     let mut future = std::pin::pin!(future);
     let scoped =
         std::future::poll_fn(|task| in_deadline_scope(deadline, || future.as_mut().poll(task)));
     clock
-        .timeout(limit, scoped)
+        .timeout(within.unwrap_or(limit), scoped)
         .await
-        .map_err(|_| crate::Elapsed::scope(limit))
+        .map_err(|_| match within {
+            Some(_) => crate::Elapsed::scope_within(limit),
+            None => crate::Elapsed::scope(limit),
+        })
 }
 
 /// Tells the enclosing attempt, if any, that a call nested in it sent a

@@ -401,6 +401,9 @@ enum Cut {
     Deadline,
     /// `scope::deadline`'s limit.
     Scope,
+    /// `scope::deadline`'s, cut off sooner, at the deadline it runs
+    /// within.
+    ScopeWithin,
     /// The call's deadline, come while it slept before a retry (its task
     /// ran late): no attempt was started past it.
     Late,
@@ -463,6 +466,20 @@ impl Elapsed {
     pub(crate) fn scope(limit: Duration) -> Self {
         Self {
             cut: Cut::Scope,
+            limit_ns: nanos(limit),
+            ..Self::new()
+        }
+    }
+
+    /// `scope::deadline`'s (of `limit`), cut off at the sooner deadline it
+    /// runs within: an attempt's, an enclosing scope's.
+    #[cfg_attr(
+        not(any(feature = "tokio", feature = "async-io", feature = "custom-timer")),
+        allow(dead_code)
+    )]
+    pub(crate) fn scope_within(limit: Duration) -> Self {
+        Self {
+            cut: Cut::ScopeWithin,
             limit_ns: nanos(limit),
             ..Self::new()
         }
@@ -570,6 +587,11 @@ impl fmt::Display for Elapsed {
                     "attempt cut off at its deadline (the call's, or one it runs within)",
                 ),
                 Cut::Scope => write!(f, "`scope::deadline` of {limit:?} ran out"),
+                Cut::ScopeWithin => write!(
+                    f,
+                    "`scope::deadline` of {limit:?} cut off at the deadline it runs within (an \
+                     enclosing call's or scope's)"
+                ),
                 Cut::Late => unreachable!("said above"),
             };
         }
