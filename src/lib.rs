@@ -129,7 +129,7 @@ pub mod prelude {
     #[doc(no_inline)]
     pub use crate::{
         Backoff, CircuitOpen, Classify, Context, Elapsed, GiveUp, GiveUpEvent, Jitter, Policy,
-        Retry, RetryEvent, Throttled, Verdict, call, context, retry,
+        Retry, RetryEvent, Throttled, Verdict, call, context, retry, scope::InCurrentCall,
     };
     #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
     #[doc(no_inline)]

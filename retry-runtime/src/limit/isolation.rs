@@ -49,7 +49,10 @@ thread_local! {
 ///
 /// It applies to calls that start on this thread: every call of a sync
 /// test, and of an async test on a current-thread runtime (the default of
-/// `#[tokio::test]`), spawned tasks included. A guard started inside
+/// `#[tokio::test]`), the tasks it spawns included; not those of tasks
+/// another thread runs (a multi-thread runtime's workers, which say so
+/// once on standard error, or `smol::spawn`'s global executor, which
+/// cannot be told). A guard started inside
 /// another shadows it until dropped. Each (guard, original) pair keeps its
 /// fresh copy (tens of bytes, a few hundred for an adaptive throttle)
 /// until the process exits.

@@ -711,8 +711,9 @@ impl CallScope {
     }
 }
 
-/// Carries the current call into a future, for `tokio::spawn`: see
-/// [`CallScope`].
+/// Carries the current call into a future, for `tokio::spawn`,
+/// `smol::spawn`, async-std's `task::spawn` or any executor's: see
+/// [`CallScope`]. In `backstop::prelude` too.
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;

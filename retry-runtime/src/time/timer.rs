@@ -523,8 +523,11 @@ pub(crate) fn timeout<F: Future>(
 /// that retry sleep; a retry pays one allocation instead, beside a sleep of
 /// milliseconds.
 pub(crate) fn sleep_async(delay: Duration) -> Pin<Box<Sleep>> {
-    crate::time::virtual_time::note_async_sleep(delay);
-    Box::pin(RuntimeClock::current().sleep(delay))
+    let clock = RuntimeClock::current();
+    // (A timer set with `set_timer` may be one of virtual time: nothing to
+    // warn of.)
+    crate::time::virtual_time::note_async_sleep(delay, matches!(clock, RuntimeClock::Custom));
+    Box::pin(clock.sleep(delay))
 }
 
 /// An attempt's time limit ran out on the call's timer: its error, `why`

@@ -150,12 +150,12 @@ fn warn_sync_in_runtime() {
 /// An async retry loop on this thread is about to sleep `delay` on its
 /// runtime's timer: noted as any sleep ([`note_sleep`]), and said once if
 /// virtual time is installed here, which does not drive it.
-pub(crate) fn note_async_sleep(delay: Duration) {
+pub(crate) fn note_async_sleep(delay: Duration, on_a_timer_set: bool) {
     if !in_use() {
         return;
     }
     note_sleep(delay);
-    if installed() {
+    if installed() && !on_a_timer_set {
         #[cfg(test)]
         tests::SAID.with(|said| said.set(said.get() + 1));
         warn_async_under_virtual_time();
@@ -219,7 +219,7 @@ mod tests {
     fn an_async_sleep_under_virtual_time_is_said() {
         // (Left set: once set, it stays, as for a test of virtual time.)
         IN_USE.store(true, Ordering::Relaxed);
-        note_async_sleep(Duration::from_millis(1));
+        note_async_sleep(Duration::from_millis(1), false);
         assert_eq!(SAID.get(), 0, "no virtual time here");
         VIRTUAL.with(|v| {
             // As `testing::VirtualTime::start` installs it.
@@ -231,7 +231,13 @@ mod tests {
         });
         note_sleep(Duration::from_millis(1));
         assert_eq!(SAID.get(), 0, "a sync loop's sleep");
-        note_async_sleep(Duration::from_millis(1));
+        note_async_sleep(Duration::from_millis(1), true);
+        assert_eq!(
+            SAID.get(),
+            0,
+            "on a timer set with `set_timer`: maybe virtual"
+        );
+        note_async_sleep(Duration::from_millis(1), false);
         assert_eq!(SAID.get(), 1, "an async loop's");
         assert!(WARNED_ASYNC.get());
         VIRTUAL.with(|v| *v.borrow_mut() = None);
