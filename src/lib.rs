@@ -17,6 +17,11 @@ pub use backstop_runtime::{
 #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
 #[doc(inline)]
 pub use backstop_runtime::{call_async, call_async_with};
+// (Without a timer feature, hidden ones that are an error naming the
+// features that give one.)
+#[cfg(not(any(feature = "tokio", feature = "async-io", feature = "custom-timer")))]
+#[doc(hidden)]
+pub use backstop_runtime::{call_async, call_async_with};
 
 #[doc(inline)]
 pub use backstop_runtime::{backoff, builder, classify, hedge, limit, scope, testing, time};

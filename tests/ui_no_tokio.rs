@@ -1,4 +1,4 @@
-//! Without the `tokio` feature, an async `#[retry]` fn is one clear error
+//! Without a timer feature, an async `#[retry]` fn, and `call_async`, are one clear error
 //! naming the feature. Run with
 //! `cargo test -p backstop --no-default-features --test ui_no_tokio`.
 #![cfg(not(feature = "tokio"))]

@@ -207,7 +207,8 @@ pub use classify::{Classify, Verdict};
 pub use limit::{CircuitOpen, Throttled};
 pub use run::observe::{GiveUpEvent, RetryEvent};
 pub use run::{Elapsed, Retry, call};
-#[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
+// (Without a timer feature, hidden ones that are an error naming the
+// features that give one.)
 pub use run::{call_async, call_async_with};
 pub use scope::{Context, context};
 pub use state::GiveUp;

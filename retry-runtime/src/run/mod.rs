@@ -115,6 +115,32 @@ where
     drive::Drive::new(&DEFAULTS, policy, budget, None, op, true)
 }
 
+/// Without a timer feature: one error naming the features that give one.
+#[cfg(not(any(feature = "tokio", feature = "async-io", feature = "custom-timer")))]
+#[doc(hidden)]
+pub fn call_async<T, E, F, Fut>(_: &Policy, _: F) -> std::future::Pending<Result<T, E>>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>> + crate::macro_support::NeedsATimer,
+{
+    unreachable!("nothing implements `NeedsATimer`")
+}
+
+/// Without a timer feature: one error naming the features that give one.
+#[cfg(not(any(feature = "tokio", feature = "async-io", feature = "custom-timer")))]
+#[doc(hidden)]
+pub fn call_async_with<S, T, E, F, Fut>(
+    _: &Policy,
+    _: S,
+    _: F,
+) -> std::future::Pending<(S, Result<T, E>)>
+where
+    F: FnMut(S) -> Fut,
+    Fut: Future<Output = (S, Result<T, E>)> + crate::macro_support::NeedsATimer,
+{
+    unreachable!("nothing implements `NeedsATimer`")
+}
+
 /// Retries an async operation that borrows or owns `value` (`&mut conn`),
 /// under `policy`: see [`Retry::call_async_with`].
 ///
@@ -1672,6 +1698,34 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
                 return outcome;
             }
         }
+    }
+
+    /// Without a timer feature: one error naming the features that give
+    /// one.
+    #[cfg(not(any(feature = "tokio", feature = "async-io", feature = "custom-timer")))]
+    #[doc(hidden)]
+    pub fn call_async<T, E, F, Fut>(&self, _: F) -> std::future::Pending<Result<T, E>>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, E>> + crate::macro_support::NeedsATimer,
+    {
+        unreachable!("nothing implements `NeedsATimer`")
+    }
+
+    /// Without a timer feature: one error naming the features that give
+    /// one.
+    #[cfg(not(any(feature = "tokio", feature = "async-io", feature = "custom-timer")))]
+    #[doc(hidden)]
+    pub fn call_async_with<S, T, E, F, Fut>(
+        &self,
+        _: S,
+        _: F,
+    ) -> std::future::Pending<(S, Result<T, E>)>
+    where
+        F: FnMut(S) -> Fut,
+        Fut: Future<Output = (S, Result<T, E>)> + crate::macro_support::NeedsATimer,
+    {
+        unreachable!("nothing implements `NeedsATimer`")
     }
 
     /// Runs the loop around an async operation, sleeping on the call's
