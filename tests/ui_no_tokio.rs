@@ -1,5 +1,5 @@
 //! Without a timer feature, an async `#[retry]` fn, and `call_async`, are one clear error
-//! naming the feature. Run with
+//! naming the features. Run with
 //! `cargo test -p backstop --no-default-features --test ui_no_tokio`.
 #![cfg(not(feature = "tokio"))]
 
