@@ -176,16 +176,7 @@ pub trait AsyncClock: Clock {}
 
 pub use crate::time::timer::RuntimeClock;
 
-/// What the closure forms' async calls ask of their attempts without a
-/// timer feature, where nothing implements it: `call_async` is then this
-/// one error, naming the choices, rather than "no method named".
-#[diagnostic::on_unimplemented(
-    message = "`call_async` needs a timer to sleep on between attempts",
-    label = "this call sleeps between attempts",
-    note = "enable one of backstop's features: `tokio` (the default), `async-io` (smol, async-std), \
-            or `custom-timer` with a `backstop::time::Timer` of your own (`backstop::time::set_timer`)"
-)]
-pub trait NeedsATimer {}
+pub use crate::run::NeedsATimer;
 
 #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
 impl AsyncClock for RuntimeClock {}

@@ -280,6 +280,31 @@ fn throttled_with_max(after: Duration) -> Result<(), Throttled> {
     Err(Throttled(after))
 }
 
+#[retry(attempts = 3, deadline = 1m)]
+fn throttled_within_the_budget(calls: &mut u32) -> Result<(), Throttled> {
+    *calls += 1;
+    Err(Throttled(Duration::from_secs(1)))
+}
+
+/// A retry after a `Retry-After` is a retry like any other, drawn from
+/// the budget: a server answering every call so (a burst of 429s) sees
+/// the first few retried, and the rest given back at once.
+#[test]
+fn a_retry_after_draws_on_the_budget_like_any_retry() {
+    let _fresh = backstop::testing::isolate();
+    let _vt = VirtualTime::start();
+    let attempts: Vec<u32> = (0..6)
+        .map(|_| {
+            let mut calls = 0;
+            let _ = throttled_within_the_budget(&mut calls);
+            calls
+        })
+        .collect();
+    // (Each failure takes a token, and retries go only while more than
+    // half are left: the first two calls are retried, then none are.)
+    assert_eq!(attempts, [3, 3, 1, 1, 1, 1]);
+}
+
 #[test]
 fn retry_after_is_slept_and_jittered_upward_only() {
     for _ in 0..200 {

@@ -194,40 +194,64 @@ async fn the_time_left_becomes_each_attempts_timeout() {
 }
 
 /// A call whose time is all gone before it starts (a handler passing on a
-/// deadline already spent) sends nothing, as `within_attempt` does: its
-/// attempt could only be cut off, and the server would do work nobody
-/// waits for.
+/// deadline already spent) sends nothing, hedged or not, as
+/// `within_attempt` does: its attempt could only be cut off, and the
+/// server would do work nobody waits for. It is turned away before its
+/// first attempt, as by an open breaker: no breaker, budget or hook hears
+/// of a failure.
 #[tokio::test]
 async fn a_request_with_no_time_left_is_not_sent() {
+    static BREAKER: CircuitBreaker = CircuitBreaker::new(1, Duration::from_secs(30));
+    static BUDGET: TokenBudget = TokenBudget::standard();
     let (url, keys) = serve(vec![(200, ""); 20]).await;
-    let client = client(RetryMiddleware::new(&quick()));
+    let plain = client(RetryMiddleware::new(&quick()));
     // (The connection is made, as a busy client's would be.)
-    let marker = client.get(&url).header("idempotency-key", "marker");
+    let marker = plain.get(&url).header("idempotency-key", "marker");
     assert_eq!(marker.send().await.unwrap().status(), 200);
     for _ in 0..20 {
-        // (Ended by the middleware's cut-off, or by the scope's own: they
+        // (Ended by the middleware, or by the scope's own cut-off: they
         // come at once.)
-        let spent = backstop::scope::deadline(Duration::ZERO, client.get(&url).send()).await;
+        let spent = backstop::scope::deadline(Duration::ZERO, plain.get(&url).send()).await;
         if let Ok(Ok(response)) = spent {
             panic!("sent and answered: {}", response.status());
         }
     }
-    // A deadline of the call's own, spent: the middleware's cut-off.
-    let spent = quick().deadline(Some(Duration::from_nanos(1)));
-    let error = self::client(RetryMiddleware::new(&spent))
-        .get(&url)
-        .send()
-        .await
-        .unwrap_err();
-    assert_eq!(
-        error.to_string(),
-        "attempt cut off at its deadline (the call's, or one it runs within)"
-    );
+    // A deadline of the call's own, spent.
+    let spent = quick()
+        .deadline(Some(Duration::from_nanos(1)))
+        .token_budget(&BUDGET);
+    let told = Arc::new(Mutex::new(Vec::new()));
+    for hedged in [false, true] {
+        let told = told.clone();
+        let retry = backstop::Retry::new(&spent).breaker(&BREAKER).on_give_up(
+            move |event: &GiveUpEvent<'_, reqwest::Response, _>| {
+                told.lock()
+                    .unwrap()
+                    .push((event.reason(), event.attempts()));
+            },
+        );
+        let retry = if hedged {
+            retry.hedge(backstop::hedge::Hedge::after(Duration::from_millis(50)))
+        } else {
+            retry
+        };
+        let spent = client(RetryMiddleware::new(retry));
+        for _ in 0..3 {
+            let error = spent.get(&url).send().await.unwrap_err();
+            assert_eq!(
+                error.to_string(),
+                "attempt cut off at its deadline (the call's, or one it runs within)"
+            );
+        }
+    }
     assert_eq!(
         *keys.lock().unwrap(),
         vec![Some("marker".to_owned())],
         "nothing was sent after the marker"
     );
+    assert_eq!(BREAKER.state(), backstop::limit::BreakerState::Closed);
+    assert!((BUDGET.tokens() - 10.0).abs() < 1e-9, "{}", BUDGET.tokens());
+    assert_eq!(*told.lock().unwrap(), [(GiveUp::Deadline, 0); 6]);
 }
 
 #[tokio::test]

@@ -497,23 +497,53 @@ async fn a_timed_out_post_is_not_repeated() {
 }
 
 /// A request with no time left at all (a deadline already spent, under
-/// an attempt timeout that would cut it off at once) is not sent: the
-/// server would do work nobody waits for.
+/// an attempt timeout that would cut it off at once) is not sent, hedged
+/// or not: the server would do work nobody waits for. The call is turned
+/// away before its first attempt, as by an open breaker: no breaker,
+/// budget or hook hears of a failure.
 #[tokio::test(start_paused = true)]
 async fn a_request_with_no_time_left_is_not_sent() {
-    let (inner, calls) = scripted(vec![]);
-    let spent = Policy::new().deadline(Some(Duration::from_nanos(1)));
-    let service =
-        RetryLayer::http(backstop::Retry::new(&spent).attempt_timeout(Duration::from_secs(1)))
-            .layer(inner);
-    let get = Request::get("/orders").body(String::new()).unwrap();
-    let error = service.oneshot(get).await.unwrap_err();
-    assert!(error.is::<backstop::Elapsed>(), "{error}");
-    assert_eq!(
-        error.to_string(),
-        "attempt cut off at its deadline (the call's, or one it runs within)"
-    );
-    assert_eq!(calls.load(Ordering::Relaxed), 0, "nothing was sent");
+    static BREAKER: CircuitBreaker = CircuitBreaker::new(1, Duration::from_secs(30));
+    static BUDGET: TokenBudget = TokenBudget::standard();
+    let spent = Policy::new()
+        .deadline(Some(Duration::from_nanos(1)))
+        .token_budget(&BUDGET);
+    let told = Arc::new(Mutex::new(Vec::new()));
+    for hedged in [false, true] {
+        let (inner, calls) = scripted(vec![]);
+        let told = told.clone();
+        let retry = backstop::Retry::new(&spent)
+            .attempt_timeout(Duration::from_secs(1))
+            .breaker(&BREAKER)
+            .on_give_up(move |event: &GiveUpEvent<'_, Response<()>, BoxError>| {
+                told.lock()
+                    .unwrap()
+                    .push((event.reason(), event.attempts()));
+            });
+        let retry = if hedged {
+            retry.hedge(backstop::hedge::Hedge::after(Duration::from_millis(50)))
+        } else {
+            retry
+        };
+        let service = RetryLayer::http(retry).layer(inner);
+        for _ in 0..3 {
+            let get = Request::get("/orders").body(String::new()).unwrap();
+            let error = service.clone().oneshot(get).await.unwrap_err();
+            assert!(error.is::<backstop::Elapsed>(), "{error}");
+            assert_eq!(
+                error.to_string(),
+                "attempt cut off at its deadline (the call's, or one it runs within)"
+            );
+        }
+        assert_eq!(
+            calls.load(Ordering::Relaxed),
+            0,
+            "hedged: {hedged}: nothing was sent"
+        );
+    }
+    assert_eq!(BREAKER.state(), backstop::limit::BreakerState::Closed);
+    assert!((BUDGET.tokens() - 10.0).abs() < 1e-9, "{}", BUDGET.tokens());
+    assert_eq!(*told.lock().unwrap(), [(GiveUp::Deadline, 0); 6]);
 }
 
 /// tower's own middlewares below the layer fail with errors of their own

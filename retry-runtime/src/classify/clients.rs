@@ -258,7 +258,8 @@ impl From<Throttled> for redis::RedisError {
 ///   restarted, or the connection broke mid-query):
 ///   [`Verdict::RetryIfIdempotent`], since the statement may have run;
 /// - a connection that could not be made ("error connecting to server":
-///   refused, timed out, a host that does not resolve, or, with
+///   refused, timed out, a host that does not resolve, a Unix socket that
+///   is not there, or, with
 ///   `target_session_attrs`, a server that does not allow writes, as a
 ///   standby before a failover ends): nothing of the call was sent,
 ///   [`Verdict::Refused`] if refused, [`Verdict::Retry`] otherwise;

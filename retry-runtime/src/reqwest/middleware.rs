@@ -70,7 +70,8 @@ pub(crate) struct ReqwestRequests {
 ///   [`Error::Middleware`] holding an
 ///   [`Elapsed`] (ambiguous, retried only if idempotent); with no time
 ///   left at all (a handler passing on a deadline already spent), the
-///   request is not sent, and the call ends with that error;
+///   request is not sent, hedged or not: the call is turned away with
+///   that error, as by an open breaker, and no limiter counts it;
 /// - a call whose request went out more than once and that returns an
 ///   answer saying the dependency failed (a 5xx but 501 and 505) keeps a
 ///   retrying call around it from retrying on top
@@ -414,6 +415,9 @@ impl<'a> Operation for Call<'a> {
     type Err = Error;
     type Kept = Keeps<Result<reqwest::Response, Error>>;
     type Hedge = Pin<Box<dyn Future<Output = Result<reqwest::Response, Error>> + Send + 'a>>;
+    // (With no time left at all, nothing is sent, as `within_attempt`
+    // sends nothing.)
+    const UNSENT_WITHOUT_TIME: bool = true;
 
     // The time left (and the attempt timeout, if any), less the timer's
     // slack: the call returns by its deadline. A request with a timeout of
@@ -426,8 +430,7 @@ impl<'a> Operation for Call<'a> {
         this.attempts += 1;
         this.limit = limit.filter(|limit| *limit < Duration::MAX);
         let own = this.request.as_ref().is_some_and(|r| r.timeout().is_some());
-        // (With no time at all, nothing is sent: the loop cuts it off.)
-        this.limit.filter(|limit| !own || limit.is_zero())
+        this.limit.filter(|_| !own)
     }
 
     fn poll_attempt(
@@ -436,13 +439,6 @@ impl<'a> Operation for Call<'a> {
     ) -> Poll<Result<reqwest::Response, Error>> {
         let this = self.get_mut();
         if this.sent.is_none() {
-            if this.limit == Some(Duration::ZERO) {
-                // No time left at all: nothing is sent, as `within_attempt`
-                // sends nothing (the attempt could only be cut off, after
-                // the server had its request); the loop's cut-off, set for
-                // no time, ends it.
-                return Poll::Pending;
-            }
             let request = this.request(this.limit);
             this.sent = Some(this.send(request, this.attempts));
         }

@@ -56,6 +56,13 @@ pub(crate) trait Operation {
     /// timeout is set): what a call that kept no outcome returns when it
     /// was held and its deadline came.
     const ELAPSES: bool = false;
+    /// Whether an attempt with no time at all is not started: a request,
+    /// which would reach its server only to be cut off at once. The call
+    /// is then turned away before its first attempt, with the cut-off's
+    /// error, or gives up with the outcome kept before a later one
+    /// ([`GiveUp::Deadline`]), as a breaker's rejection would: nothing was
+    /// sent, and no limiter hears of it.
+    const UNSENT_WITHOUT_TIME: bool = false;
 
     /// Starts an attempt that may run `limit` (the attempt timeout, within
     /// the deadline), if limited: how long the loop is to let it run
@@ -281,8 +288,6 @@ pin_project_lite::pin_project! {
         // operation that can).
         hedges: bool,
         phase: Slot<K, H>,
-        // The attempt was cut off: ambiguous, whatever its error says.
-        timed_out: bool,
         // What a poll of the attempt leaves to the next.
         shared: Option<Carried>,
         span: LoopSpan,
@@ -321,7 +326,6 @@ where
             timeout,
             hedges,
             phase: Slot(std::mem::ManuallyDrop::new(Phase::Start)),
-            timed_out: false,
             shared: None,
             span: no_span(),
         }
@@ -359,17 +363,19 @@ where
         loop {
             let verdict = match phase {
                 Phase::Start | Phase::Next => {
+                    let mut limit = None; // (the first attempt's, if read to admit it)
+                    let admit = (&mut *this.hedges, *this.timeout, &mut limit);
                     if let Phase::Start = phase
                         && let Some(mut rejected) =
-                            ready!(admitted(this.op.as_mut(), state, steps, this.hedges, cx))
+                            ready!(admitted(this.op.as_mut(), state, steps, admit, cx))
                     {
                         *phase = Phase::Done;
                         this.op.as_mut().finish(&mut rejected);
                         return Poll::Ready(rejected);
                     }
-                    let attempt = next(this.op.as_mut(), state, steps, *this.timeout, *this.hedges);
+                    let (timeout, hedges) = (*this.timeout, *this.hedges);
+                    let attempt = next(this.op.as_mut(), state, steps, timeout, limit, hedges);
                     phase.leave_empty(attempt);
-                    *this.timed_out = false;
                     continue;
                 }
                 Phase::Attempt(cut) => {
@@ -379,7 +385,6 @@ where
                         steps,
                         this.shared,
                         cut,
-                        this.timed_out,
                         &mut out,
                         cx,
                     ));
@@ -405,7 +410,8 @@ where
                     let Phase::Sleep(_, kept) = std::mem::replace(phase, Phase::Done) else {
                         unreachable!("matched above")
                     };
-                    match resumed::<D, _, _>(kept, state.state(), steps, *this.hedges) {
+                    let going = (*this.hedges, *this.timeout);
+                    match resumed::<D, _, _>(kept, state.state(), steps, going) {
                         Ok(next) => phase.leave_empty(next),
                         Err(mut over) => {
                             this.op.as_mut().finish(&mut over);
@@ -417,8 +423,7 @@ where
                 Phase::Ready(_, limit) => {
                     let why = ready!(readied(this.op.as_mut(), state.state(), limit, cx));
                     if let Readied::Ready = why {
-                        // (Its timer and the outcome kept are dropped: the
-                        // retry goes.)
+                        // (Its timer and the outcome kept dropped: the retry goes.)
                         *phase = Phase::Next;
                         continue;
                     }
@@ -516,7 +521,7 @@ fn admitted<D, S, P>(
     op: Pin<&mut D>,
     state: &mut Lazy<'_, P>,
     steps: &S,
-    hedges: &mut bool,
+    (hedges, timeout, limit): (&mut bool, Option<Duration>, &mut Option<Duration>),
     cx: &mut Context<'_>,
 ) -> Poll<Option<Outcome<D>>>
 where
@@ -524,6 +529,11 @@ where
     S: Steps<D::Ok, D::Err> + ?Sized,
     P: HoldsPolicy,
 {
+    if D::UNSENT_WITHOUT_TIME
+        && let Some(why) = spent(|t| *limit.insert(state.attempt_limit(t)), timeout)
+    {
+        return Poll::Ready(Some(unsent::<D, _, _>(state.state(), steps, why)));
+    }
     if *hedges {
         let idempotent = state.state().idempotent();
         *hedges = ready!(op.poll_prepare(cx, idempotent));
@@ -540,12 +550,14 @@ where
 }
 
 /// The next attempt starts, or the next hedged round: limited to the
-/// attempt timeout within the deadline, if either applies.
+/// attempt timeout within the deadline, if either applies (`read`, if the
+/// caller read it in this poll).
 fn next<D, S, P>(
     mut op: Pin<&mut D>,
     state: &mut Lazy<'_, P>,
     steps: &S,
     timeout: Option<Duration>,
+    read: Option<Duration>,
     hedges: bool,
 ) -> Phase<D::Kept, D::Hedge>
 where
@@ -559,7 +571,8 @@ where
         });
         return Phase::Round(Box::pin(round));
     }
-    let limit = timeout.map(|timeout| state.attempt_limit(timeout));
+    // (`read`: the limit already read in this poll, if it was.)
+    let limit = timeout.map(|timeout| read.unwrap_or_else(|| state.attempt_limit(timeout)));
     let cut = op.start(limit);
     state.begin_attempt();
     Phase::Attempt(cut.map(|cut| Box::pin(Cut::after(cut, timeout))))
@@ -729,7 +742,7 @@ fn resumed<D, S, P>(
     kept: D::Kept,
     state: &mut AttemptState<'_, RuntimeClock, P>,
     steps: &S,
-    hedges: bool,
+    (hedges, timeout): (bool, Option<Duration>),
 ) -> Result<Phase<D::Kept, D::Hedge>, Outcome<D>>
 where
     D: Operation,
@@ -763,6 +776,13 @@ where
             None => Ok(Phase::Next),
         };
     };
+    // No time at all for the next attempt (its task woke late): nothing
+    // is sent, and the call ends with its last outcome.
+    if D::UNSENT_WITHOUT_TIME && spent(|t| state.attempt_limit(t), timeout).is_some() {
+        state.give_up(GiveUp::Deadline);
+        steps.gave_up(state, &outcome, GiveUp::Deadline);
+        return Err(outcome);
+    }
     if let Err(reason) = state.may_resume() {
         steps.gave_up(state, &outcome, reason);
         return Err(outcome);
@@ -778,14 +798,12 @@ where
 /// One poll of the attempt running, in its frame, then of its cut-off
 /// timer: once it is over, its outcome (put in `out`) and what it came to
 /// (cut off, it is ambiguous whatever its error says).
-#[allow(clippy::too_many_arguments)] // the fields of the loop it needs
 fn attempted<D, S, P>(
     mut op: Pin<&mut D>,
     state: &mut Lazy<'_, P>,
     steps: &S,
     shared: &mut Option<Carried>,
     cut: &mut Option<Pin<Box<Cut>>>,
-    timed_out: &mut bool,
     out: &mut Option<Outcome<D>>,
     cx: &mut Context<'_>,
 ) -> Poll<Attempted>
@@ -802,12 +820,13 @@ where
         }
         Poll::Pending => false,
     });
-    if !over {
+    // The attempt was cut off: ambiguous, whatever its error says.
+    let timed_out = !over;
+    if timed_out {
         let Some(timer) = cut else {
             return Poll::Pending;
         };
         let why = ready!(timer.as_mut().poll(cx));
-        *timed_out = true;
         // Dropped in its frame, as it ran.
         let attempt = op.as_mut();
         *out = Some(Err(state.poll_framed(shared, || attempt.cut_off(why))));
@@ -817,11 +836,40 @@ where
     if !op.as_mut().replayable() {
         state.set_unreplayable();
     }
-    Poll::Ready(if *timed_out {
+    Poll::Ready(if timed_out {
         Attempted::Failed(Verdict::RetryIfIdempotent)
     } else {
         steps.judge(out.as_ref().expect("put above"))
     })
+}
+
+/// No time at all for the first attempt: nothing is sent, and the call
+/// ends as if turned away before it, with the cut-off's error (`why`).
+#[cold]
+fn unsent<D, S, P>(
+    state: &mut AttemptState<'_, RuntimeClock, P>,
+    steps: &S,
+    why: Elapsed,
+) -> Outcome<D>
+where
+    D: Operation,
+    S: Steps<D::Ok, D::Err> + ?Sized,
+    P: HoldsPolicy,
+{
+    state.give_up(GiveUp::Deadline);
+    let rejected = Err(D::elapsed(why));
+    steps.gave_up(state, &rejected, GiveUp::Deadline);
+    rejected
+}
+
+/// Why the next attempt, cut off after `timeout` within the deadline,
+/// would have no time at all, if it would.
+/// (`limit`: the state's `attempt_limit`.)
+fn spent(limit: impl FnOnce(Duration) -> Duration, timeout: Option<Duration>) -> Option<Elapsed> {
+    let timeout = timeout?;
+    limit(timeout)
+        .is_zero()
+        .then(|| Elapsed::cut_after(Duration::ZERO, Some(timeout)))
 }
 
 /// What waiting for the operation to be ready for a retry came to.

@@ -115,13 +115,30 @@ where
     drive::Drive::new(&DEFAULTS, policy, budget, None, op, true)
 }
 
+/// What the closure forms' async calls ask of their attempts without a
+/// timer feature, where nothing implements it: `call_async` is then this
+/// one error, naming the choices, rather than "no method named".
+#[diagnostic::on_unimplemented(
+    message = "`call_async` and `call_async_with` need a timer to sleep on between attempts",
+    label = "this call sleeps between attempts",
+    note = "enable one of backstop's features: `tokio` (the default), `async-io` (smol, async-std), \
+            or `custom-timer` with a `backstop::time::Timer` of your own (`backstop::time::set_timer`)"
+)]
+#[doc(hidden)]
+pub trait NeedsATimer: needs_a_timer::Sealed {}
+
+/// Nothing implements it, nor can: [`NeedsATimer`] stays unimplemented.
+mod needs_a_timer {
+    pub trait Sealed {}
+}
+
 /// Without a timer feature: one error naming the features that give one.
 #[cfg(not(any(feature = "tokio", feature = "async-io", feature = "custom-timer")))]
 #[doc(hidden)]
 pub fn call_async<T, E, F, Fut>(_: &Policy, _: F) -> std::future::Pending<Result<T, E>>
 where
     F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, E>> + crate::macro_support::NeedsATimer,
+    Fut: Future<Output = Result<T, E>> + NeedsATimer,
 {
     unreachable!("nothing implements `NeedsATimer`")
 }
@@ -136,7 +153,7 @@ pub fn call_async_with<S, T, E, F, Fut>(
 ) -> std::future::Pending<(S, Result<T, E>)>
 where
     F: FnMut(S) -> Fut,
-    Fut: Future<Output = (S, Result<T, E>)> + crate::macro_support::NeedsATimer,
+    Fut: Future<Output = (S, Result<T, E>)> + NeedsATimer,
 {
     unreachable!("nothing implements `NeedsATimer`")
 }
@@ -1707,7 +1724,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     pub fn call_async<T, E, F, Fut>(&self, _: F) -> std::future::Pending<Result<T, E>>
     where
         F: FnMut() -> Fut,
-        Fut: Future<Output = Result<T, E>> + crate::macro_support::NeedsATimer,
+        Fut: Future<Output = Result<T, E>> + NeedsATimer,
     {
         unreachable!("nothing implements `NeedsATimer`")
     }
@@ -1723,7 +1740,7 @@ impl<'a, W, K, B, R, G, L, A> Retry<'a, W, K, B, R, G, L, A> {
     ) -> std::future::Pending<(S, Result<T, E>)>
     where
         F: FnMut(S) -> Fut,
-        Fut: Future<Output = (S, Result<T, E>)> + crate::macro_support::NeedsATimer,
+        Fut: Future<Output = (S, Result<T, E>)> + NeedsATimer,
     {
         unreachable!("nothing implements `NeedsATimer`")
     }

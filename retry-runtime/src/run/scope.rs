@@ -784,7 +784,10 @@ pub fn deadline_sync<R>(limit: Duration, f: impl FnOnce() -> R) -> R {
 /// before the deadline with its own error rather than be cut off in the
 /// middle of a backoff. A deadline inside another, or inside an attempt,
 /// never outlives the enclosing deadline: `future` is cut off there if it
-/// comes first, with an `Elapsed` that says so. Time is read from the call's
+/// comes first, with an `Elapsed` that says so (read on this scope's
+/// clock, as nested calls read theirs: keep a test's scopes and calls on
+/// one clock, not a `deadline_sync` in `VirtualTime` around a scope on
+/// tokio's paused clock). Time is read from the call's
 /// timer ([`RuntimeClock`](crate::time::timer::RuntimeClock): tokio's clock,
 /// virtual when paused, inside a tokio runtime).
 ///

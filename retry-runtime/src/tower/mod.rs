@@ -1121,7 +1121,6 @@ where
             source,
             attempts: 0,
             lent: false,
-            spent: false,
             sent: None,
             span: no_span(),
             kinds: PhantomData,
@@ -1147,8 +1146,6 @@ pin_project_lite::pin_project! {
         attempts: u32,
         // The ready service went to a hedge.
         lent: bool,
-        // The attempt running has no time at all: it is not sent.
-        spent: bool,
         // The request of the attempt running, once sent.
         #[pin]
         sent: Option<S::Future>,
@@ -1168,6 +1165,9 @@ where
     type Err = S::Error;
     type Kept = Keeps<Result<S::Response, S::Error>>;
     type Hedge = LayerHedge<S, Req, P>;
+    // (A request with no time left at all would be cut off at once, after
+    // the server had it.)
+    const UNSENT_WITHOUT_TIME: bool = true;
 
     fn start(self: Pin<&mut Self>, limit: Option<Duration>) -> Option<Duration> {
         let this = self.project();
@@ -1176,7 +1176,6 @@ where
         {
             *this.span = attempt_span(*this.attempts, P::IS_HTTP);
         }
-        *this.spent = limit.is_some_and(|limit| limit.is_zero());
         limit
     }
 
@@ -1191,12 +1190,6 @@ where
             #[cfg(feature = "tracing")]
             let _span = this.span.enter();
             if this.sent.is_none() {
-                if *this.spent {
-                    // No time left at all: the request is not sent (it
-                    // could only be cut off, after the server had it); the
-                    // loop's cut-off, set for no time, ends the attempt.
-                    return Poll::Pending;
-                }
                 let request = ready!(P::poll_next(this.source, cx));
                 this.sent.set(Some(this.service.call(request)));
             }

@@ -251,8 +251,6 @@ async fn statement_errors(config: &str) {
     other.batch_execute("ROLLBACK").await.unwrap();
 }
 
-/// Errors of connections: shut down under a statement, refused for too
-/// many, closed by a restart.
 /// Connections that could not be made: nothing of the call was sent,
 /// retried whatever the call.
 async fn connecting_errors(config: &str) {
@@ -304,6 +302,8 @@ async fn connecting_errors(config: &str) {
     drop((queued, listener));
 }
 
+/// Errors of connections: shut down under a statement, refused for too
+/// many, closed by a restart.
 async fn connection_errors(server: &Postgres, config: &str) {
     let client = connect(config).await;
     // A statement ended by an administrator's shutdown of its
