@@ -654,8 +654,8 @@ async fn an_async_deadline_scope_is_cut_off_at_the_deadline_it_runs_within() {
     assert_eq!(started.elapsed(), Duration::from_millis(200));
     assert_eq!(
         error.to_string(),
-        "`scope::deadline` of 10s cut off at the deadline it runs within (an enclosing call's \
-         or scope's)"
+        "`scope::deadline` of 10s cut off at the deadline it runs within (an enclosing call's, \
+         scope's or served request's)"
     );
     // Inside another scope: at the enclosing scope's, where the code
     // around the inner one still runs (its fallback).
@@ -674,7 +674,7 @@ async fn an_async_deadline_scope_is_cut_off_at_the_deadline_it_runs_within() {
         outer.as_deref(),
         Ok(
             "fallback after: `scope::deadline` of 10s cut off at the deadline it runs within \
-            (an enclosing call's or scope's)"
+            (an enclosing call's, scope's or served request's)"
         )
     );
 }

@@ -830,7 +830,8 @@ pub async fn deadline<F: Future>(limit: Duration, future: F) -> Result<F::Output
     // This body runs at the first poll: the deadline starts there.
     let now = clock.now();
     let deadline = now.checked_add(limit);
-    // The deadline it runs within (an attempt's, an enclosing scope's), if
+    // The deadline it runs within (an attempt's, an enclosing scope's, a
+    // served request's), if
     // sooner, ends it: a deadline inside another never outlives it.
     let within = CURRENT
         .try_with(|current| current.deadline.get())

@@ -590,7 +590,7 @@ impl fmt::Display for Elapsed {
                 Cut::ScopeWithin => write!(
                     f,
                     "`scope::deadline` of {limit:?} cut off at the deadline it runs within (an \
-                     enclosing call's or scope's)"
+                     enclosing call's, scope's or served request's)"
                 ),
                 Cut::Late => unreachable!("said above"),
             };
