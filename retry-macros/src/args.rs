@@ -292,7 +292,7 @@ impl Args {
             );
             return skip_value(meta);
         }
-        let value: Expr = meta.value()?.parse()?;
+        let value = ungrouped(meta.value()?.parse()?);
         if let Some(unit) = takes_duration(&name)
             .then(|| spaced_unit(&value, meta))
             .flatten()
@@ -449,6 +449,25 @@ fn unknown_message(name: &str) -> String {
 
 /// After a number without a unit, the unit written apart (`10 ms`),
 /// consumed: one error about the space rather than two about the parts.
+/// A value passed through a `macro_rules!` fragment (`$x:expr`,
+/// `$x:literal`, `$x:path`), which rustc wraps in an invisible group, as
+/// if written out: a literal, a path, a closure or a negated literal
+/// inside (what the options read). Any other expression keeps its group,
+/// which keeps its precedence where it is put.
+fn ungrouped(value: Expr) -> Expr {
+    match value {
+        Expr::Group(group)
+            if matches!(
+                &*group.expr,
+                Expr::Lit(_) | Expr::Path(_) | Expr::Closure(_) | Expr::Group(_)
+            ) || matches!(&*group.expr, Expr::Unary(u) if matches!(*u.expr, Expr::Lit(_))) =>
+        {
+            ungrouped(*group.expr)
+        }
+        other => other,
+    }
+}
+
 fn spaced_unit(value: &Expr, meta: &ParseNestedMeta<'_>) -> Option<Ident> {
     let Expr::Lit(syn::ExprLit {
         lit: Lit::Int(_) | Lit::Float(_),

@@ -259,6 +259,74 @@ fn with_a_key_each_key_has_a_default_token_budget_of_its_own() {
     assert_eq!(attempts(2), 3, "shard 2 has its own budget, full");
 }
 
+// --- options given through macro_rules! fragments ----------------------------
+
+static FRAGMENT_BUDGET: backstop::limit::TokenBudget = backstop::limit::TokenBudget::standard();
+
+fn is_timed_out(error: &Error) -> bool {
+    error.kind() == ErrorKind::TimedOut
+}
+
+/// A client's functions made by a macro of the user's, each option's value
+/// passed as a fragment (`$x:literal`, `$x:expr`, `$x:path`), which rustc
+/// wraps in an invisible group: read as if written out.
+#[rustfmt::skip] // (rustfmt moves the attribute's second line on at each run)
+macro_rules! fragment_client {
+    ($name:ident, $attempts:literal, $idempotent:literal, $base:literal, $jitter:expr,
+     $deadline:expr, $budget:path, $when:expr) => {
+        #[retry(attempts = $attempts, idempotent = $idempotent, base = $base, jitter = $jitter,
+                deadline = $deadline, budget = $budget, when = $when)]
+        fn $name(calls: &mut u32) -> Result<(), Error> {
+            *calls += 1;
+            Err(ErrorKind::TimedOut.into())
+        }
+    };
+}
+
+fragment_client!(
+    by_closure,
+    4,
+    true,
+    50ms,
+    none,
+    none,
+    FRAGMENT_BUDGET,
+    |e: &Error| is_timed_out(e)
+);
+fragment_client!(
+    by_path,
+    2,
+    false,
+    1s,
+    none,
+    10s,
+    FRAGMENT_BUDGET,
+    is_timed_out
+);
+
+#[test]
+fn options_given_through_macro_fragments_are_read_as_written() {
+    let _fresh = backstop::testing::isolate();
+    let vt = VirtualTime::start();
+    let mut calls = 0;
+    let _ = by_closure(&mut calls);
+    assert_eq!(calls, 4);
+    assert_eq!(
+        vt.sleeps(),
+        [50, 100, 200].map(Duration::from_millis),
+        "`base = 50ms`, `jitter = none`"
+    );
+    let vt = VirtualTime::start();
+    let mut calls = 0;
+    let _ = by_path(&mut calls);
+    assert_eq!(calls, 2);
+    assert_eq!(vt.sleeps(), [Duration::from_secs(1)]);
+    assert!(
+        backstop::testing::own(&FRAGMENT_BUDGET).tokens() < 10.0,
+        "`budget = FRAGMENT_BUDGET` drawn on"
+    );
+}
+
 // --- Retry-After -----------------------------------------------------------
 
 #[derive(Debug)]
