@@ -567,8 +567,8 @@ fn async_round(
         }
         None => {
             let attempt = async_attempt(rt, n, ret, captures, stmts);
-            let (bind, verdict_expr) = timed_attempt(args, rt, n, ret, &attempt, classify);
-            (quote!(), bind, quote!(let #verdict = #verdict_expr;))
+            let (before, bind, verdict_expr) = timed_attempt(args, rt, n, ret, &attempt, classify);
+            (before, bind, quote!(let #verdict = #verdict_expr;))
         }
     }
 }
@@ -762,7 +762,7 @@ fn timed_attempt(
     ret: &Type,
     attempt: &TokenStream,
     classify: TokenStream,
-) -> (TokenStream, TokenStream) {
+) -> (TokenStream, TokenStream, TokenStream) {
     let Names { state, outcome, .. } = n;
     match args.attempt_timeout.value() {
         Some(timeout) => {
@@ -789,9 +789,10 @@ fn timed_attempt(
             );
             let cut = from_err(rt, ret, held);
             (
+                // Read once a call, before the first attempt, as every
+                // option is. (Kept: the error says which limit ran out.)
+                quote!(let #limit_v: ::core::time::Duration = #limit;),
                 quote! {
-                    // (Kept: the error says which limit ran out.)
-                    let #limit_v: ::core::time::Duration = #limit;
                     let #cut_v = #rt::Call::attempt_limit(&#state, #limit_v);
                     let (#outcome, #timed_out): (#ret, bool) = match #rt::timeout(
                         #cut_v,
@@ -830,6 +831,7 @@ fn timed_attempt(
                 &quote!(#rt::cut_off(#cut_v, #rt::Policy::get_attempt_timeout(#policy))),
             );
             (
+                quote!(),
                 quote! {
                     let #into = #elapsed_into;
                     let #cut_v = #rt::Call::attempt_limit_of(&#state, #policy, #into.is_some());
@@ -853,7 +855,11 @@ fn timed_attempt(
                 },
             )
         }
-        None => (quote!(let #outcome: #ret = #attempt.await;), classify),
+        None => (
+            quote!(),
+            quote!(let #outcome: #ret = #attempt.await;),
+            classify,
+        ),
     }
 }
 

@@ -47,6 +47,28 @@ async fn hangs(calls: &AtomicU32) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// A duration read from somewhere, counted.
+fn counted(reads: &AtomicU32, limit: Duration) -> Duration {
+    reads.fetch_add(1, Relaxed);
+    limit
+}
+
+#[retry(attempts = 3, attempt_timeout = counted(reads, Duration::from_secs(1)), base = 1ms, budget = none)]
+async fn unavailable(reads: &AtomicU32, calls: &AtomicU32) -> Result<(), ApiError> {
+    calls.fetch_add(1, Relaxed);
+    Err(ApiError::Unavailable)
+}
+
+/// An `attempt_timeout` expression is read once a call, before the first
+/// attempt, as every option's is.
+#[tokio::test(start_paused = true)]
+async fn an_attempt_timeout_expression_is_read_once_a_call() {
+    let (reads, calls) = (AtomicU32::new(0), AtomicU32::new(0));
+    let _ = unavailable(&reads, &calls).await;
+    assert_eq!(calls.load(Relaxed), 3);
+    assert_eq!(reads.load(Relaxed), 1);
+}
+
 #[retry(attempts = 3, attempt_timeout = 1s, idempotent, jitter = none, budget = none)]
 async fn hangs_idempotent(calls: &AtomicU32) -> Result<(), ApiError> {
     calls.fetch_add(1, Relaxed);
