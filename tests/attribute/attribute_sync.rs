@@ -259,6 +259,61 @@ fn with_a_key_each_key_has_a_default_token_budget_of_its_own() {
     assert_eq!(attempts(2), 3, "shard 2 has its own budget, full");
 }
 
+// --- a trait's provided method -----------------------------------------------
+
+trait Dependency {
+    fn calls(&self) -> &std::cell::Cell<u32>;
+
+    /// One function for every type that does not override it: one
+    /// default budget.
+    #[retry(base = 1ns)]
+    fn shared(&self) -> Result<(), Error> {
+        self.calls().set(self.calls().get() + 1);
+        Err(support::unreachable())
+    }
+
+    /// A budget of each type's own: the default per key, keyed by type.
+    #[retry(base = 1ns, key = std::any::type_name::<Self>())]
+    fn per_type(&self) -> Result<(), Error> {
+        self.calls().set(self.calls().get() + 1);
+        Err(support::unreachable())
+    }
+}
+
+struct Users(std::cell::Cell<u32>);
+struct Payments(std::cell::Cell<u32>);
+
+impl Dependency for Users {
+    fn calls(&self) -> &std::cell::Cell<u32> {
+        &self.0
+    }
+}
+
+impl Dependency for Payments {
+    fn calls(&self) -> &std::cell::Cell<u32> {
+        &self.0
+    }
+}
+
+#[test]
+fn a_traits_provided_method_has_one_default_budget_unless_keyed_by_type() {
+    let _fresh = backstop::testing::isolate();
+    let _vt = VirtualTime::start();
+    let first_call = |call: &dyn Fn(&Users) -> Result<(), Error>| {
+        let users = Users(std::cell::Cell::new(0));
+        let _ = call(&users);
+        users.0.get()
+    };
+    // Payments is down: its calls spend the budget their method has.
+    let payments = Payments(std::cell::Cell::new(0));
+    for _ in 0..20 {
+        let _ = payments.shared();
+        let _ = payments.per_type();
+    }
+    assert_eq!(first_call(&|u| u.shared()), 1, "one budget for every type");
+    assert_eq!(first_call(&|u| u.per_type()), 3, "Users' own");
+}
+
 // --- options given through macro_rules! fragments ----------------------------
 
 static FRAGMENT_BUDGET: backstop::limit::TokenBudget = backstop::limit::TokenBudget::standard();
