@@ -260,6 +260,20 @@ impl Args {
     /// is recorded and parsing goes on.
     pub(crate) fn parse(tokens: TokenStream, cx: &mut Ctxt) -> Self {
         let mut args = Self::new();
+        // `#[retry(3)]`, `#[retry(5s)]`: a value without its option's name.
+        if let Some(proc_macro2::TokenTree::Literal(lit)) = tokens.clone().into_iter().next() {
+            let text = lit.to_string();
+            let named = if text.bytes().all(|b| b.is_ascii_digit() || b == b'_') {
+                format!("attempts = {text}")
+            } else {
+                format!("deadline = {text}")
+            };
+            cx.error(
+                lit.span(),
+                format!("options are given by name, as in `#[retry({named})]`"),
+            );
+            return args;
+        }
         let parser = syn::meta::parser(|meta| args.parse_one(&meta, cx));
         if let Err(e) = syn::parse::Parser::parse2(parser, tokens) {
             cx.push(e);

@@ -1,0 +1,13 @@
+use backstop::retry;
+
+#[retry(3)]
+fn fetch() -> Result<(), std::io::Error> {
+    Ok(())
+}
+
+#[retry(5s, base = 10ms)]
+fn load() -> Result<(), std::io::Error> {
+    Ok(())
+}
+
+fn main() {}
