@@ -2451,6 +2451,43 @@ fn a_request_retried_through_the_middleware_shows_its_status_or_error() {
     assert_eq!(retries[1].get("status"), None);
 }
 
+/// A request held through the middleware after a refusal, giving up at its
+/// deadline: the `giving up` event shows the refusal it gave up after, as
+/// its `holding` events do.
+#[cfg(feature = "reqwest-middleware")]
+#[test]
+fn a_held_request_giving_up_at_its_deadline_shows_its_last_error() {
+    static SMALL: backstop::limit::TokenBudget = backstop::limit::TokenBudget::new(2, 1.0);
+    let _serial = serial();
+    let capture = captured_on_a_runtime(async {
+        let refused = refused_url("/");
+        let policy = backstop::Policy::new()
+            .attempts(10)
+            .deadline(Some(std::time::Duration::from_millis(200)))
+            .token_budget(&SMALL);
+        let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+            .with(backstop::reqwest::RetryMiddleware::new(&policy))
+            .build();
+        assert!(client.get(&refused).send().await.is_err());
+    });
+    let events = capture.events.lock().unwrap();
+    let held = events
+        .iter()
+        .find(|(_, f)| f["message"] == "holding until the dependency answers")
+        .expect("held after a refusal");
+    let gave_up = events
+        .iter()
+        .find(|(_, f)| f["message"] == "giving up")
+        .expect("gave up");
+    assert_eq!(
+        gave_up.1.get("reason").map(String::as_str),
+        Some("deadline")
+    );
+    let error = gave_up.1.get("error").expect("the refusal's text");
+    assert!(error.to_lowercase().contains("refused"), "{error}");
+    assert_eq!(gave_up.1.get("error"), held.1.get("error"));
+}
+
 /// A `#[retry]` function whose `when_ok` judges a response a failure: its
 /// events show the response's status, as the middleware's do.
 #[cfg(feature = "reqwest")]

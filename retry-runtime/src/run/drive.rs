@@ -125,6 +125,8 @@ pub(crate) trait Kept<O> {
     fn keep(outcome: O) -> Self;
     /// The outcome, if it was kept.
     fn take(self) -> Option<O>;
+    /// The outcome, if it was kept, where it is.
+    fn peek(&self) -> Option<&O>;
 }
 
 impl<O> Kept<O> for () {
@@ -133,6 +135,10 @@ impl<O> Kept<O> for () {
     fn keep(_: O) {}
 
     fn take(self) -> Option<O> {
+        None
+    }
+
+    fn peek(&self) -> Option<&O> {
         None
     }
 }
@@ -152,6 +158,10 @@ impl<O> Kept<O> for Keeps<O> {
 
     fn take(self) -> Option<O> {
         Some(*self.0)
+    }
+
+    fn peek(&self) -> Option<&O> {
+        Some(&self.0)
     }
 }
 
@@ -750,7 +760,7 @@ where
     P: HoldsPolicy,
 {
     // Held after a refusal: sleep on, until released or the deadline.
-    match state.held() {
+    match state.held_showing(kept.peek().map_or(Shown::Nothing, D::shown)) {
         None => {}
         Some(Ok(wait)) => return Ok(Phase::Sleep(crate::time::timer::sleep_async(wait), kept)),
         Some(Err(reason)) => {

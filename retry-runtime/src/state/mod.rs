@@ -493,13 +493,18 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     /// A call ending outside [`decide`](Self::decide) (rejected by the
     /// breaker, or waking too late): reported like a decision's give-up.
     fn gave_up(&mut self, reason: GiveUp) {
+        self.gave_up_showing(reason, Shown::Nothing);
+    }
+
+    /// [`gave_up`](Self::gave_up), the last outcome `shown`.
+    fn gave_up_showing(&mut self, reason: GiveUp, shown: Shown<'_>) {
         if self.done == 0 {
             // Turned away before its first attempt: nothing was sent, so
             // nothing was given up (an open breaker turns every call away:
             // one INFO event each would flood the logs of an outage).
             self.obs.rejected(reason);
         } else {
-            self.obs.gave_up(reason, Shown::Nothing);
+            self.obs.gave_up(reason, shown);
         }
         if self.done > 1 {
             scope::note_retried_below();
@@ -1193,6 +1198,12 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     /// assert_eq!(state.held(), None, "released: the retry goes");
     /// ```
     pub fn held(&mut self) -> Option<Result<Duration, GiveUp>> {
+        self.held_showing(Shown::Nothing)
+    }
+
+    /// [`held`](Self::held), by a loop that kept the outcome held after:
+    /// a give-up shows it, as the holds did.
+    pub(crate) fn held_showing(&mut self, shown: Shown<'_>) -> Option<Result<Duration, GiveUp>> {
         if self.hold != Hold::Held {
             return None;
         }
@@ -1216,7 +1227,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
         };
         if let Some(reason) = over {
             self.hold = Hold::No;
-            self.gave_up(reason);
+            self.gave_up_showing(reason, shown);
             // Holding was its retry, even if no probe went: a call around
             // it is not to retry what this one held for.
             scope::note_retried_below();
