@@ -263,14 +263,21 @@ impl Args {
         // `#[retry(3)]`, `#[retry(5s)]`: a value without its option's name.
         if let Some(proc_macro2::TokenTree::Literal(lit)) = tokens.clone().into_iter().next() {
             let text = lit.to_string();
-            let named = if text.bytes().all(|b| b.is_ascii_digit() || b == b'_') {
-                format!("attempts = {text}")
+            let digits = text.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+            let whole =
+                |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit() || b == b'_');
+            // A count, or a duration (a number and its unit): the option it
+            // most likely is; anything else, the form alone.
+            let named = if whole(&text) && !text.trim_start_matches(['0', '_']).is_empty() {
+                format!("`#[retry(attempts = {text})]`")
+            } else if whole(digits) && digits.len() < text.len() {
+                format!("`#[retry(deadline = {text})]`")
             } else {
-                format!("deadline = {text}")
+                "`#[retry(attempts = 5, deadline = 10s)]`".to_owned()
             };
             cx.error(
                 lit.span(),
-                format!("options are given by name, as in `#[retry({named})]`"),
+                format!("options are given by name, as in {named}"),
             );
             return args;
         }
@@ -461,8 +468,6 @@ fn unknown_message(name: &str) -> String {
     }
 }
 
-/// After a number without a unit, the unit written apart (`10 ms`),
-/// consumed: one error about the space rather than two about the parts.
 /// A value passed through a `macro_rules!` fragment (`$x:expr`,
 /// `$x:literal`, `$x:path`), which rustc wraps in an invisible group, as
 /// if written out: a literal, a path, a closure or a negated literal
@@ -482,6 +487,8 @@ fn ungrouped(value: Expr) -> Expr {
     }
 }
 
+/// After a number without a unit, the unit written apart (`10 ms`),
+/// consumed: one error about the space rather than two about the parts.
 fn spaced_unit(value: &Expr, meta: &ParseNestedMeta<'_>) -> Option<Ident> {
     let Expr::Lit(syn::ExprLit {
         lit: Lit::Int(_) | Lit::Float(_),

@@ -338,6 +338,24 @@ macro_rules! fragment_client {
     };
 }
 
+/// `idempotent` and `deadline` through fragments, read by the loop: a
+/// timeout is retried only if idempotent, and no sleep goes past the
+/// deadline.
+#[rustfmt::skip] // (as above)
+macro_rules! fragment_timing_out {
+    ($name:ident, $idempotent:literal, $deadline:expr) => {
+        #[retry(attempts = 5, idempotent = $idempotent, deadline = $deadline, jitter = none,
+                budget = none)]
+        fn $name(calls: &mut u32) -> Result<(), Error> {
+            *calls += 1;
+            Err(ErrorKind::TimedOut.into())
+        }
+    };
+}
+
+fragment_timing_out!(not_idempotent, false, none);
+fragment_timing_out!(idempotent_within, true, 250ms);
+
 fragment_client!(
     by_closure,
     4,
@@ -380,6 +398,14 @@ fn options_given_through_macro_fragments_are_read_as_written() {
         backstop::testing::own(&FRAGMENT_BUDGET).tokens() < 10.0,
         "`budget = FRAGMENT_BUDGET` drawn on"
     );
+    let mut calls = 0;
+    let _ = not_idempotent(&mut calls);
+    assert_eq!(calls, 1, "`idempotent = false`: a timeout is not retried");
+    let vt = VirtualTime::start();
+    let mut calls = 0;
+    let _ = idempotent_within(&mut calls);
+    // 100 ms, then 200 ms would pass the 250 ms deadline.
+    assert_eq!((calls, vt.sleeps()), (2, vec![Duration::from_millis(100)]));
 }
 
 // --- Retry-After -----------------------------------------------------------

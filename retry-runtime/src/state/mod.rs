@@ -1198,12 +1198,15 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     /// assert_eq!(state.held(), None, "released: the retry goes");
     /// ```
     pub fn held(&mut self) -> Option<Result<Duration, GiveUp>> {
-        self.held_showing(Shown::Nothing)
+        self.held_showing(|| Shown::Nothing)
     }
 
     /// [`held`](Self::held), by a loop that kept the outcome held after:
-    /// a give-up shows it, as the holds did.
-    pub(crate) fn held_showing(&mut self, shown: Shown<'_>) -> Option<Result<Duration, GiveUp>> {
+    /// a give-up shows it (`shown`, asked only then), as the holds did.
+    pub(crate) fn held_showing<'s>(
+        &mut self,
+        shown: impl FnOnce() -> Shown<'s>,
+    ) -> Option<Result<Duration, GiveUp>> {
         if self.hold != Hold::Held {
             return None;
         }
@@ -1227,7 +1230,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
         };
         if let Some(reason) = over {
             self.hold = Hold::No;
-            self.gave_up_showing(reason, shown);
+            self.gave_up_showing(reason, shown());
             // Holding was its retry, even if no probe went: a call around
             // it is not to retry what this one held for.
             scope::note_retried_below();

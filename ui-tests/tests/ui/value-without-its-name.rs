@@ -10,4 +10,14 @@ fn load() -> Result<(), std::io::Error> {
     Ok(())
 }
 
+#[retry(0)]
+fn none_at_all() -> Result<(), std::io::Error> {
+    Ok(())
+}
+
+#[retry("fast")]
+fn quoted() -> Result<(), std::io::Error> {
+    Ok(())
+}
+
 fn main() {}
