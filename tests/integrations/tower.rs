@@ -1408,6 +1408,97 @@ async fn a_service_not_ready_again_by_the_deadline_gives_up_with_the_last_error(
     assert_eq!(*reasons.lock().unwrap(), [GiveUp::Deadline]);
 }
 
+/// A service that fails its first call at once, then is ready again only
+/// at `ready_at`.
+struct ReadyAgainAt {
+    ready_at: tokio::time::Instant,
+    wait: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+    calls: Arc<AtomicU32>,
+}
+
+impl Clone for ReadyAgainAt {
+    fn clone(&self) -> Self {
+        Self {
+            ready_at: self.ready_at,
+            wait: None,
+            calls: self.calls.clone(),
+        }
+    }
+}
+
+impl tower::Service<u32> for ReadyAgainAt {
+    type Response = u32;
+    type Error = std::io::Error;
+    type Future = std::future::Ready<Result<u32, std::io::Error>>;
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), std::io::Error>> {
+        if self.calls.load(Ordering::Relaxed) == 0 {
+            return std::task::Poll::Ready(Ok(()));
+        }
+        let at = self.ready_at;
+        let wait = self
+            .wait
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(at)));
+        wait.as_mut().poll(cx).map(Ok)
+    }
+    fn call(&mut self, _: u32) -> Self::Future {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        std::future::ready(Err(std::io::ErrorKind::ConnectionRefused.into()))
+    }
+}
+
+/// A service ready again only when the deadline has come is not called:
+/// no attempt starts past the deadline, however its wait for readiness
+/// ended (here, at the same instant as the layer's own wait for it). The
+/// call gives up with its last error.
+#[tokio::test(start_paused = true)]
+async fn a_service_ready_again_only_at_the_deadline_is_not_called() {
+    let policy = Policy::new().deadline(Some(Duration::from_secs(1)));
+    // Ready again at each millisecond of the deadline's last ten: when it
+    // is called again, and when the call ends.
+    let mut runs = Vec::new();
+    for ms in 990..=1000 {
+        let calls = Arc::new(AtomicU32::new(0));
+        let reasons = Arc::new(Mutex::new(Vec::new()));
+        let told = reasons.clone();
+        let start = tokio::time::Instant::now();
+        let inner = ReadyAgainAt {
+            ready_at: start + Duration::from_millis(ms),
+            wait: None,
+            calls: calls.clone(),
+        };
+        let service = RetryLayer::new(backstop::Retry::new(&policy).on_give_up(
+            move |e: &GiveUpEvent<'_, u32, std::io::Error>| {
+                told.lock().unwrap().push((e.reason(), e.attempts()));
+            },
+        ))
+        .layer(inner);
+        let error = service.oneshot(7).await.unwrap_err();
+        assert_eq!(error.kind(), std::io::ErrorKind::ConnectionRefused);
+        let calls = calls.load(Ordering::Relaxed);
+        assert_eq!(*reasons.lock().unwrap(), [(GiveUp::Deadline, calls)]);
+        runs.push((Duration::from_millis(ms), calls, start.elapsed()));
+    }
+    // Where the layer stops waiting (the deadline, less its timer's
+    // granularity): a service ready then, or later, is not called again.
+    let stopped = runs
+        .iter()
+        .filter(|&&(_, calls, _)| calls == 1)
+        .map(|&(_, _, ended)| ended)
+        .min()
+        .expect("a service ready at the deadline is not called again");
+    for &(ready, calls, _) in &runs {
+        assert_eq!(
+            calls,
+            if ready < stopped { 2 } else { 1 },
+            "ready again at {ready:?}, the wait stopped at {stopped:?}: {runs:?}"
+        );
+    }
+    assert_eq!(runs[0].1, 2, "ready earlier, it is called again: {runs:?}");
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_readiness_error_ends_the_call_and_the_failed_service_is_not_polled_again() {
     let inner = StuckAfterOne {

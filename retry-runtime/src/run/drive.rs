@@ -925,13 +925,20 @@ fn readied<D: Operation, P: HoldsPolicy>(
     limit: &mut Option<Pin<Box<Sleep>>>,
     cx: &mut Context<'_>,
 ) -> Poll<Readied<D::Err>> {
-    if limit.is_none() {
+    // (Set: it waited before this poll, within a deadline.)
+    let waited = limit.is_some();
+    if !waited {
         let left = state.attempt_limit(Duration::MAX);
         if left != Duration::MAX {
             *limit = Some(Box::pin(RuntimeClock::current().sleep(left)));
         }
     }
     match op.poll_ready(cx) {
+        // Ready only when the deadline came (both woke together): no
+        // attempt starts past it.
+        Poll::Ready(Ok(())) if waited && state.attempt_limit(Duration::MAX).is_zero() => {
+            Poll::Ready(Readied::Late)
+        }
         Poll::Ready(Ok(())) => Poll::Ready(Readied::Ready),
         Poll::Ready(Err(error)) => Poll::Ready(Readied::Failed(error)),
         Poll::Pending => match limit {
