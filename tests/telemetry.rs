@@ -1825,6 +1825,8 @@ fn a_held_call_is_told_holding_and_counted_held_not_retried() {
         events.last().unwrap().1.get("reason").map(String::as_str),
         Some("deadline")
     );
+    // ...showing the refusal it gives up with, as its holds did.
+    assert_eq!(events.last().unwrap().1.get("error"), Some(&refused));
     let count = |m: &str| messages.iter().filter(|x| x.as_str() == m).count() as u64;
     let (holds, probes) = (
         count("holding until the dependency answers"),

@@ -189,7 +189,7 @@ pub(crate) fn expand(args: &Args, func: &Func) -> TokenStream {
                         #rt::sleep(#delay);
                         // Late for the deadline, or the breaker opened:
                         // return the outcome kept through the sleep.
-                        if !#rt::Call::resumed(&mut #state, #view, #on_give_up) {
+                        if !#rt::Call::resumed(&mut #state, #view, #show, #on_give_up) {
                             return #outcome;
                         }
                     }

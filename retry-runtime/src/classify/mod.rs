@@ -552,8 +552,10 @@ impl Classify for crate::state::vocabulary::Throttled {
 /// By its chain of causes, as [`source_chain`]: the first error of a type
 /// the crate knows (an `io::Error`, a client's error) decides. An error
 /// made of a message alone (`bail!("..")`, `anyhow!("..")`) holds none,
-/// and is not retried (`Stop`): give such a function a `when` that says
-/// which of its errors a retry can fix.
+/// and is not retried (`Stop`), nor is one holding only errors of your
+/// own types (their `Classify` is not asked: the walk cannot name them):
+/// give such a function a `when` that says which of its errors a retry
+/// can fix (`e.chain().find_map(|c| c.downcast_ref::<MyError>())`).
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;

@@ -2082,6 +2082,7 @@ where
     ) -> bool {
         state.resumed(
             outcome.as_ref(),
+            (crate::run::observe::NoDisplay, crate::run::observe::NoStatus),
             Some(|event: &GiveUpEvent<'_, T, E>| self.on_give_up.on_give_up(event)),
         )
     }

@@ -316,9 +316,10 @@ impl<'a, C: Clock, P: HoldsPolicy, S: Holds<'a, C, P>> Call<'a, C, P, S> {
     pub fn resumed<T, E>(
         &mut self,
         outcome: Result<&T, &E>,
+        show: impl Show<T, E>,
         on_give_up: Option<impl FnOnce(&GiveUpEvent<'_, T, E>)>,
     ) -> bool {
-        self.state().resumed(outcome, on_give_up)
+        self.state().resumed(outcome, show, on_give_up)
     }
 
     /// How long the next attempt may run: [`AttemptState::attempt_limit`].

@@ -20,7 +20,7 @@ use crate::classify::{Classifier, Verdict};
 use crate::limit::adaptive::{AdaptiveThrottle, Throttled};
 use crate::limit::breaker::{CircuitBreaker, CircuitOpen, Permit};
 use crate::limit::{BudgetRef, TokenBudget, WindowBudget};
-use crate::run::observe::{Function, GiveUpEvent, Observe, RetryEvent, Shown};
+use crate::run::observe::{Function, GiveUpEvent, Observe, RetryEvent, Show, Shown};
 use crate::run::scope::{self, CallContext, Scope};
 use crate::state::backoff::Rng;
 use crate::state::policy::Policy;
@@ -846,18 +846,19 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     /// After the sleep of a sync loop, which kept its outcome through it:
     /// may the next attempt start ([`may_resume`](Self::may_resume))? A
     /// [held](Self::held) call sleeps the thread until it is released or
-    /// its deadline comes. `false` when
-    /// it may not, once `on_give_up` has been told: the caller returns the
-    /// outcome it kept.
+    /// its deadline comes (its give-up shows the outcome as `show` does).
+    /// `false` when it may not, once `on_give_up` has been told: the
+    /// caller returns the outcome it kept.
     #[inline]
-    pub fn resumed<T, E>(
+    pub fn resumed<T, E, W: Show<T, E>>(
         &mut self,
         outcome: Result<&T, &E>,
+        _show: W,
         on_give_up: Option<impl FnOnce(&GiveUpEvent<'_, T, E>)>,
     ) -> bool {
         // A call held after a refusal waits here (the loop is sync: its
         // thread sleeps), and gives up at its deadline with the outcome kept.
-        while let Some(held) = self.held() {
+        while let Some(held) = self.held_showing(|| W::shown(outcome)) {
             match held {
                 Ok(wait) => crate::time::sleep_thread(wait),
                 Err(reason) => {
