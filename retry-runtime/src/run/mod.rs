@@ -2082,7 +2082,10 @@ where
     ) -> bool {
         state.resumed(
             outcome.as_ref(),
-            (crate::run::observe::NoDisplay, crate::run::observe::NoStatus),
+            (
+                crate::run::observe::NoDisplay,
+                crate::run::observe::NoStatus,
+            ),
             Some(|event: &GiveUpEvent<'_, T, E>| self.on_give_up.on_give_up(event)),
         )
     }
