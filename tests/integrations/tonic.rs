@@ -471,6 +471,58 @@ async fn a_grpc_timeout_shrinks_to_the_time_left_and_none_is_added_unless_asked(
     }
 }
 
+/// Under an attempt timeout, the `grpc-timeout` an attempt carries is its
+/// own limit when that is sooner than the deadline, hedged or not: the
+/// server stops working when the client stops waiting.
+#[tokio::test(start_paused = true)]
+async fn a_grpc_timeout_is_no_longer_than_the_attempts_own_limit() {
+    use tower::ServiceExt;
+    let policy = Policy::new()
+        .deadline(Some(Duration::from_secs(2)))
+        .idempotent(true);
+    for hedged in [false, true] {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let told = seen.clone();
+        // The first attempt hangs, to be cut off (or hedged).
+        let inner = tower::service_fn(move |request: http::Request<ReplayBody<String>>| {
+            let told = told.clone();
+            async move {
+                let timeout = request.headers().get("grpc-timeout").cloned();
+                let n = {
+                    let mut seen = told.lock().unwrap();
+                    seen.push(timeout);
+                    seen.len()
+                };
+                if n == 1 {
+                    std::future::pending::<()>().await;
+                }
+                Ok::<_, BoxError>(http::Response::new(String::new()))
+            }
+        });
+        let retry = backstop::Retry::new(&policy).attempt_timeout(Duration::from_millis(500));
+        let retry = if hedged {
+            retry.hedge(backstop::hedge::Hedge::after(Duration::from_millis(100)))
+        } else {
+            retry
+        };
+        let request = http::Request::post("/test.Echo/Say")
+            .header("content-type", "application/grpc")
+            .body(String::new())
+            .unwrap();
+        let service = RetryLayer::http(retry).grpc_deadline().layer(inner);
+        service.oneshot(request).await.unwrap();
+        let seen = seen.lock().unwrap();
+        assert_eq!(
+            *seen,
+            [
+                Some("500000u".parse().unwrap()),
+                Some("500000u".parse().unwrap())
+            ],
+            "hedged: {hedged}"
+        );
+    }
+}
+
 #[test]
 fn a_status_is_found_in_a_source_chain() {
     let boxed: BoxError = Box::new(Status::unavailable("draining"));

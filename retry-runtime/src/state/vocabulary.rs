@@ -184,6 +184,9 @@ impl From<Verdict> for Attempted {
             `tokio-postgres` for `tokio_postgres::Error` and `postgres::Error`, \
             `sqlx` for `sqlx::Error`, `deadpool` and `bb8` for their pools' errors \
             (`std::io::Error` and `Box<dyn Error>` need none)",
+    note = "below a tower layer, box a service's error of another crate (tonic's \
+            `transport::Error`) with `.map_err(backstop::tower::box_error)`: it is then \
+            classified by what it holds",
     note = "for an error that wraps others, `when = backstop::classify::by_source_chain` \
             classifies it by the first error in its source chain that backstop knows"
 )]

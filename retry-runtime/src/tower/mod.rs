@@ -538,9 +538,10 @@ impl<W, K, B, R, G, L, A> RetryLayer<HttpBodies, W, K, B, R, G, L, A> {
         self
     }
 
-    /// Sends the time left before the deadline as the `grpc-timeout` of
-    /// every gRPC request that has none, so that the server stops working
-    /// on an attempt nobody will wait for. For a layer that serves unary
+    /// Sends the time left before the deadline (or an attempt timeout's
+    /// limit, if sooner) as the `grpc-timeout` of every gRPC request that
+    /// has none, so that the server stops working on an attempt nobody
+    /// will wait for. For a layer that serves unary
     /// calls only: a streaming call would be cut off at the deadline.
     /// Without it, a `grpc-timeout` the request has (tonic's
     /// `Request::set_timeout`) is shortened to the time left, and none is
@@ -961,6 +962,10 @@ pub trait Replay<Req>: replay::Sealed {
     fn copy(source: &Self::Source) -> Option<Self::Copy>;
     /// The request of a copy, built inside the attempt that sends it.
     fn from_copy(copy: Self::Copy) -> Self::Request;
+    /// How long the next attempt (or copy) may run, if it is cut off:
+    /// an HTTP request's `grpc-timeout` is then no longer.
+    #[doc(hidden)]
+    fn limit(_: &mut Self::Source, _: Option<Duration>) {}
 }
 
 impl<Req: Clone + Send> Replay<Req> for Cloned {
@@ -1172,6 +1177,7 @@ where
     fn start(self: Pin<&mut Self>, limit: Option<Duration>) -> Option<Duration> {
         let this = self.project();
         *this.attempts += 1;
+        P::limit(this.source, limit);
         #[cfg(feature = "tracing")]
         {
             *this.span = attempt_span(*this.attempts, P::IS_HTTP);
@@ -1243,9 +1249,10 @@ where
     // the caller made ready (what it reserved, a concurrency limit's slot,
     // is used, not held idle while a clone waits for another); the others
     // on clones, each made ready in its attempt.
-    fn hedge(self: Pin<&mut Self>, _: Option<Duration>) -> LayerHedge<S, Req, P> {
+    fn hedge(self: Pin<&mut Self>, limit: Option<Duration>) -> LayerHedge<S, Req, P> {
         let this = self.project();
         *this.attempts += 1;
+        P::limit(this.source, limit);
         let service = if std::mem::replace(this.lent, true) {
             this.service.clone()
         } else {

@@ -6,6 +6,7 @@ use std::fmt;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context as TaskContext, Poll};
+use std::time::Duration;
 
 use bytes::{Buf, Bytes};
 use http::HeaderMap;
@@ -366,6 +367,8 @@ pub struct HttpSource<B: Body> {
     limit: usize,
     grpc_deadline: bool,
     per_method: bool,
+    /// How long the next attempt may run, if it is cut off.
+    attempt_limit: Option<Duration>,
     body: BodyState<B>,
     /// The first attempt's body, read by [`Replay::poll_prepare`] when it did
     /// not turn out whole.
@@ -414,6 +417,7 @@ where
             limit: self.limit,
             grpc_deadline: self.grpc_deadline,
             per_method: self.per_method,
+            attempt_limit: None,
             body: BodyState::Unsent(body),
             pending: None,
         }
@@ -546,19 +550,25 @@ where
             BodyState::Kept(kept) if source.pending.is_none() => Some(Copied {
                 parts: source.parts.clone(),
                 grpc_deadline: source.grpc_deadline,
+                attempt_limit: source.attempt_limit,
                 kept: kept.clone(),
             }),
             _ => None,
         }
     }
 
+    fn limit(source: &mut HttpSource<B>, limit: Option<Duration>) {
+        source.attempt_limit = limit;
+    }
+
     fn from_copy(copy: Copied) -> http::Request<ReplayBody<B>> {
         let Copied {
             mut parts,
             grpc_deadline,
+            attempt_limit,
             kept,
         } = copy;
-        grpc_timeout(&mut parts.headers, grpc_deadline);
+        grpc_timeout(&mut parts.headers, grpc_deadline, attempt_limit);
         http::Request::from_parts(
             parts,
             ReplayBody {
@@ -573,6 +583,7 @@ where
 pub struct Copied {
     parts: http::request::Parts,
     grpc_deadline: bool,
+    attempt_limit: Option<Duration>,
     kept: Kept,
 }
 
@@ -580,16 +591,21 @@ pub struct Copied {
 /// time left, and `kind` as its body.
 fn request<B: Body>(source: &HttpSource<B>, kind: Kind<B>) -> http::Request<ReplayBody<B>> {
     let mut parts = source.parts.clone();
-    grpc_timeout(&mut parts.headers, source.grpc_deadline);
+    grpc_timeout(
+        &mut parts.headers,
+        source.grpc_deadline,
+        source.attempt_limit,
+    );
     http::Request::from_parts(parts, ReplayBody { kind })
 }
 
 /// A gRPC request's `grpc-timeout` becomes the time left before the
-/// call's deadline if that is sooner: the server then stops working on an
-/// attempt whose answer nobody would wait for. A request without one gets
-/// one only if `add` (the layer serves unary calls only: a stream would be
-/// cut off at the deadline).
-fn grpc_timeout(headers: &mut http::HeaderMap, add: bool) {
+/// call's deadline, or the attempt's own `limit` (an attempt timeout's,
+/// within the deadline), if that is sooner: the server then stops working
+/// on an attempt whose answer nobody would wait for. A request without
+/// one gets one only if `add` (the layer serves unary calls only: a
+/// stream would be cut off at the deadline).
+fn grpc_timeout(headers: &mut http::HeaderMap, add: bool, limit: Option<Duration>) {
     let is_grpc = headers
         .get(http::header::CONTENT_TYPE)
         .and_then(|value| value.to_str().ok())
@@ -599,8 +615,12 @@ fn grpc_timeout(headers: &mut http::HeaderMap, add: bool) {
     if !is_grpc {
         return;
     }
-    let Some(left) = crate::run::scope::time_left() else {
-        return;
+    let left = match (crate::run::scope::time_left(), limit) {
+        (Some(left), Some(limit)) => left.min(limit),
+        (left, limit) => match left.or(limit) {
+            Some(left) => left,
+            None => return,
+        },
     };
     let own = headers
         .get(&crate::classify::http::GRPC_TIMEOUT)

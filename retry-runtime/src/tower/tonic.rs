@@ -24,8 +24,9 @@
 //! its guide to HTTP, docs/http.md, show the stack); gRPC requests are
 //! `POST`s, so only the statuses above that a retry can fix are retried,
 //! and a request's `grpc-timeout` shrinks to the time left before the
-//! deadline (`.grpc_deadline()` adds one to every request, for a layer
-//! that serves unary calls only). [`status_from_error`] above the layer
+//! deadline, or to the attempt's limit under an `attempt_timeout`
+//! (`.grpc_deadline()` adds one to every request, for a layer that
+//! serves unary calls only). [`status_from_error`] above the layer
 //! gives its own errors their codes. A status that no retry fixes
 //! (`INTERNAL`, `NOT_FOUND`…) reaches the layer as a response, which it
 //! returns as an answer: `on_give_up` and the `not retried` event do not
@@ -217,7 +218,9 @@ pub fn status_from_error(error: Box<dyn std::error::Error + Send + Sync>) -> ::t
 /// `request` with the time left before the call's deadline as its
 /// `grpc-timeout`, when called inside an attempt and the request has no
 /// shorter timeout of its own: the server stops working on an attempt
-/// whose answer would come too late. Outside an attempt, the deadline of
+/// whose answer would come too late. (Not a `#[retry]` function's
+/// `attempt_timeout`, which the attempt does not know: the tower layer's
+/// `.attempt_timeout(..)` is sent, as the layer builds each request.) Outside an attempt, the deadline of
 /// the scope it is called in, if any: a gRPC server's request behind
 /// [`ServerLayer`] (so that a handler's plain call sends its caller's
 /// time on), or [`scope::deadline`](crate::scope::deadline). Without a
