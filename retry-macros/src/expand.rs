@@ -217,7 +217,12 @@ fn first_ok(
         return quote!();
     }
     let Names { state, outcome, .. } = n;
-    let is_ok = respan(quote!(::core::result::Result::is_ok), ret_span);
+    // (At the return type, for an error there, but of the macro: a lint
+    // such as `clippy::absolute_paths` does not read it as the user's.)
+    let is_ok = respan(
+        quote!(::core::result::Result::is_ok),
+        Span::mixed_site().located_at(ret_span),
+    );
     let mut arg = proc_macro2::Group::new(proc_macro2::Delimiter::Parenthesis, quote!(&#view));
     arg.set_span(ret_span);
     quote! {
