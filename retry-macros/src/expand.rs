@@ -636,14 +636,14 @@ fn hedged_round(
     );
     let base = match hedge {
         HedgeDelay::After(d) => {
-            let delay = duration(d);
+            let delay = duration(rt, d);
             quote!(#rt::Hedge::after(#delay))
         }
         HedgeDelay::Percentile(q, ident) => {
             let q = Literal::f64_suffixed(*q);
             quote_spanned! {ident.span()=> {
                 static __BACKSTOP_LATENCY: #rt::LatencyPercentile =
-                    #rt::LatencyPercentile::new(#q, ::core::time::Duration::from_secs(10));
+                    #rt::LatencyPercentile::new(#q, #rt::Duration::from_secs(10));
                 // Through `own`: a test under `testing::isolate()` learns
                 // latencies afresh.
                 #rt::Hedge::at(#rt::own(&__BACKSTOP_LATENCY))
@@ -715,13 +715,13 @@ fn hedged_timeout(
                 Dur::Lit(lit) => lit.span,
                 Dur::Expr(e) => e.span(),
             };
-            let t = duration(t);
+            let t = duration(rt, t);
             let held = hold(rt, ret, &quote!(Elapsed), span, quote!(#why));
             (
                 {
                     // (Located on the value: a wrong type is said there.)
                     let f = respan(quote!(#rt::attempt_timeout), span);
-                    quote_spanned!(span=> ::core::option::Option::Some(#f(#t)))
+                    quote_spanned!(span=> #rt::Some(#f(#t)))
                 },
                 timed_out(held),
             )
@@ -779,7 +779,7 @@ fn timed_attempt(
                 Dur::Expr(e) => e.span(),
             };
             // A `Duration` or an `Option<Duration>` (from a policy).
-            let limit = duration(timeout);
+            let limit = duration(rt, timeout);
             let f = respan(quote!(#rt::attempt_timeout), span);
             let limit = quote_spanned!(span=> #f(#limit));
             let held = hold(
@@ -1390,8 +1390,8 @@ fn classify(args: &Args, rt: &TokenStream, n: &Names, ret: &Type, ret_span: Span
         }
     };
     let (ok_pat, err_pat) = (
-        respan(quote!(::core::result::Result::Ok), ret_span),
-        respan(quote!(::core::result::Result::Err), ret_span),
+        respan(quote!(#rt::Result::Ok), ret_span),
+        respan(quote!(#rt::Result::Err), ret_span),
     );
     quote! {
         match #view {
@@ -1561,7 +1561,7 @@ fn builder_calls(args: &Args, rt: &TokenStream) -> (Vec<TokenStream>, bool) {
         let d = match deadline {
             OrNone::None => quote!(::core::option::Option::None),
             OrNone::Some(d @ Dur::Lit(_)) => {
-                let d = duration(d);
+                let d = duration(rt, d);
                 quote!(::core::option::Option::Some(#d))
             }
             OrNone::Some(Dur::Expr(e)) => {
@@ -1590,7 +1590,7 @@ fn builder_calls(args: &Args, rt: &TokenStream) -> (Vec<TokenStream>, bool) {
         if let Some(d) = opt.value() {
             let method = format_ident!("{name}");
             constant &= d.as_lit().is_some();
-            let d = duration(d);
+            let d = duration(rt, d);
             calls.push(quote!(.#method(#d)));
         }
     }
@@ -1619,14 +1619,16 @@ fn builder_calls(args: &Args, rt: &TokenStream) -> (Vec<TokenStream>, bool) {
     (calls, constant)
 }
 
-/// A validated literal becomes `Duration::new(secs, nanos)`; an expression
-/// is passed through for the compiler to type-check.
-fn duration(d: &Dur) -> TokenStream {
+/// A validated literal becomes `Duration::new(secs, nanos)` (on the
+/// literal, through the runtime: `::core` on the user's token would be a
+/// path in the crate's root in a crate of edition 2015); an expression is
+/// passed through for the compiler to type-check.
+fn duration(rt: &TokenStream, d: &Dur) -> TokenStream {
     match d {
         Dur::Lit(DurLit { nanos, span, .. }) => {
             let secs = Literal::u64_suffixed((nanos / 1_000_000_000) as u64);
             let sub = Literal::u32_suffixed((nanos % 1_000_000_000) as u32);
-            quote_spanned!(*span=> ::core::time::Duration::new(#secs, #sub))
+            quote_spanned!(*span=> #rt::Duration::new(#secs, #sub))
         }
         Dur::Expr(e) => e.to_token_stream(),
     }
@@ -1648,7 +1650,7 @@ fn erase_impl_trait(ty: &Type) -> Type {
 /// rest of the crate still type-checks and IDEs keep working. A trait method
 /// without a body gets one that holds the errors.
 pub(crate) fn with_errors(func: &Func, errors: &syn::Error) -> TokenStream {
-    let errors = errors.to_compile_error();
+    let errors = compile_errors(errors);
     let stmts = func.block.as_ref().map_or_else(
         || quote!(loop {}),
         |block| {
@@ -1667,11 +1669,27 @@ pub(crate) fn with_errors(func: &Func, errors: &syn::Error) -> TokenStream {
 /// For an item that is not a function at all: the item, unchanged, and the
 /// error next to it.
 pub(crate) fn not_a_function(item: &TokenStream, errors: &syn::Error) -> TokenStream {
-    let errors = errors.to_compile_error();
+    let errors = compile_errors(errors);
     quote! {
         #item
         #errors
     }
+}
+
+/// `errors` as `compile_error!{..}`s, each on its tokens: syn's, with
+/// the `::core::` before each left out (on the user's tokens, in a crate
+/// of edition 2015, it would be a path in the crate's root: "cannot find
+/// `core`" in place of the error). `compile_error!` is in every prelude.
+fn compile_errors(errors: &syn::Error) -> TokenStream {
+    errors
+        .to_compile_error()
+        .into_iter()
+        .filter(|tt| match tt {
+            proc_macro2::TokenTree::Punct(p) => p.as_char() != ':',
+            proc_macro2::TokenTree::Ident(i) => i != "core",
+            _ => true,
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -23,6 +23,9 @@ pub use crate::{
     Backoff, CircuitOpen, Classify, Elapsed, GiveUp, GiveUpEvent, Jitter, Policy, RetryEvent,
     Throttled, Verdict,
 };
+/// `core`'s, for the paths the macro puts on the user's tokens (`::core`
+/// there would be a path in the crate's root in a crate of edition 2015).
+pub use core::{option::Option::Some, result::Result, time::Duration};
 
 /// The return type of a `#[retry]` function: a `Result`.
 #[diagnostic::on_unimplemented(
