@@ -1008,11 +1008,12 @@ impl<Req: Clone + Send> Replay<Req> for Cloned {
     }
 }
 
-/// What a layer tells of a call in the response it returns: the HTTP
-/// layer puts the number of attempts in its extensions
+/// What a layer tells of a call in the response `R` it returns, by the
+/// kind of requests it replays: the HTTP layer ([`HttpBodies`]) puts the
+/// number of attempts in its extensions
 /// ([`http::Attempts`](crate::classify::http::Attempts)); a layer of `Clone`
-/// requests, whose responses may be of any type, tells nothing (every
-/// type is an `Answer<Cloned>`).
+/// requests ([`Cloned`]), whose responses may be of any type, tells
+/// nothing. Sealed: implemented by the two kinds of requests.
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
@@ -1020,12 +1021,12 @@ impl<Req: Clone + Send> Replay<Req> for Cloned {
 /// use backstop::tower::{Answer, HttpBodies};
 ///
 /// let mut response = http::Response::new(());
-/// Answer::<HttpBodies>::took(&mut response, 2);
+/// HttpBodies::took(&mut response, 2);
 /// assert_eq!(response.extensions().get::<Attempts>(), Some(&Attempts(2)));
 /// ```
-pub trait Answer<P> {
-    /// Notes that the call took `attempts` attempts.
-    fn took(&mut self, attempts: u32);
+pub trait Answer<R>: replay::Sealed {
+    /// Notes in `response` that the call took `attempts` attempts.
+    fn took(response: &mut R, attempts: u32);
 
     /// The status a retry was decided on, which the call's `tracing`
     /// events show (`status`), and which tells, after a retry, whether the
@@ -1039,37 +1040,36 @@ pub trait Answer<P> {
     /// use backstop::tower::{Answer, HttpBodies};
     ///
     /// let unavailable = http::Response::builder().status(503).body(()).unwrap();
-    /// assert_eq!(Answer::<HttpBodies>::status(&unavailable), Some(503));
+    /// assert_eq!(HttpBodies::status(&unavailable), Some(503));
     /// let grpc = http::Response::builder().header("grpc-status", "14").body(()).unwrap();
-    /// assert_eq!(Answer::<HttpBodies>::status(&grpc), Some(14));
+    /// assert_eq!(HttpBodies::status(&grpc), Some(14));
     /// ```
-    fn status(&self) -> Option<u16> {
+    fn status(_response: &R) -> Option<u16> {
         None
     }
 }
 
-// (Every type's, for a layer of `Clone` requests: hidden, or the docs of
-// every type of every crate built with this one would list it.)
-#[doc(hidden)]
-impl<T> Answer<Cloned> for T {
-    fn took(&mut self, _: u32) {}
+/// Any response, told nothing.
+impl<R> Answer<R> for Cloned {
+    fn took(_: &mut R, _: u32) {}
 }
 
-impl<B> Answer<HttpBodies> for http::Response<B> {
-    fn took(&mut self, attempts: u32) {
-        self.extensions_mut()
+impl<B> Answer<http::Response<B>> for HttpBodies {
+    fn took(response: &mut http::Response<B>, attempts: u32) {
+        response
+            .extensions_mut()
             .insert(crate::classify::http::Attempts(attempts));
     }
 
-    fn status(&self) -> Option<u16> {
-        crate::run::observe::ShowsStatus::shown_status(self)
+    fn status(response: &http::Response<B>) -> Option<u16> {
+        crate::run::observe::ShowsStatus::shown_status(response)
     }
 }
 
 impl<S, Req, P, W, K, B, R, G, L, A> Service<Req> for RetryService<S, P, W, K, B, R, G, L, A>
 where
     S: Service<P::Request> + Clone,
-    S::Response: Answer<P>,
+    P: Answer<S::Response>,
     P: Replay<Req>,
     L: TimeoutSlot<S::Error>,
     Retry<'static, W, K, B, R, G, L, A>: Handles<S::Response, S::Error>,
@@ -1162,7 +1162,7 @@ pin_project_lite::pin_project! {
 impl<S, Req, P, L> Operation for LayerCall<S, Req, P, L>
 where
     S: Service<P::Request> + Clone,
-    S::Response: Answer<P>,
+    P: Answer<S::Response>,
     P: Replay<Req>,
     L: TimeoutSlot<S::Error>,
 {
@@ -1273,14 +1273,14 @@ where
 
     fn finish(self: Pin<&mut Self>, outcome: &mut Result<S::Response, S::Error>) {
         if let Ok(response) = outcome {
-            response.took(*self.project().attempts);
+            P::took(response, *self.project().attempts);
         }
     }
 
     // A response's status; an error of the service's is of a type the
     // layer cannot show (it asks nothing of it).
     fn shown(outcome: &Result<S::Response, S::Error>) -> Shown<'_> {
-        match outcome.as_ref().map(Answer::status) {
+        match outcome.as_ref().map(P::status) {
             Ok(Some(status)) => Shown::Status(status),
             _ => Shown::Nothing,
         }
@@ -1371,7 +1371,7 @@ pin_project_lite::pin_project! {
     where
         S: Service<P::Request>,
         S: Clone,
-        S::Response: Answer<P>,
+        P: Answer<S::Response>,
         P: Replay<Req>,
         L: TimeoutSlot<S::Error>,
     {
@@ -1390,7 +1390,7 @@ pin_project_lite::pin_project! {
 impl<S, Req, P, W, K, B, R, G, L, A> Future for ResponseFuture<S, Req, P, W, K, B, R, G, L, A>
 where
     S: Service<P::Request> + Clone,
-    S::Response: Answer<P>,
+    P: Answer<S::Response>,
     P: Replay<Req>,
     L: TimeoutSlot<S::Error>,
     Retry<'static, W, K, B, R, G, L, A>: Handles<S::Response, S::Error>,
@@ -1405,7 +1405,7 @@ where
 impl<S, Req, P, W, K, B, R, G, L, A> fmt::Debug for ResponseFuture<S, Req, P, W, K, B, R, G, L, A>
 where
     S: Service<P::Request> + Clone,
-    S::Response: Answer<P>,
+    P: Answer<S::Response>,
     P: Replay<Req>,
     L: TimeoutSlot<S::Error>,
 {
