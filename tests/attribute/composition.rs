@@ -416,6 +416,54 @@ async fn a_nested_async_call_that_retried_stops_a_later_attempt_polled_again() {
     assert_eq!((outer.load(Relaxed), inner.load(Relaxed)), (2, 3));
 }
 
+#[retry(attempts = 5, base = 1s, jitter = none, budget = none)]
+async fn inner_slow_retrying(calls: &AtomicU32) -> Result<(), Error> {
+    calls.fetch_add(1, Relaxed);
+    Err(refused())
+}
+
+/// Its attempt cuts the nested call off with a timeout of its own (as a
+/// service's code often does), after the nested call retried once.
+#[retry(attempts = 3, base = 1ms, budget = none)]
+async fn outer_timing_out_the_nested_call(calls: &AtomicU32) -> Result<(), Error> {
+    match tokio::time::timeout(Duration::from_millis(1500), inner_slow_retrying(calls)).await {
+        Ok(outcome) => outcome,
+        Err(_) => Err(refused()),
+    }
+}
+
+/// A nested call dropped midway after it retried (cut off by a timeout
+/// of the caller's own) counts as one that retried: its request went out
+/// twice, and the call around it does not repeat that (2 requests, not
+/// 3 × 2). Dropped before it retried, it does not: the call around it
+/// retries (the next test).
+#[tokio::test(start_paused = true)]
+async fn a_nested_call_dropped_after_it_retried_is_not_retried_around() {
+    let calls = AtomicU32::new(0);
+    assert!(outer_timing_out_the_nested_call(&calls).await.is_err());
+    assert_eq!(calls.load(Relaxed), 2, "one nested call's two attempts");
+}
+
+/// Its attempt cuts the nested call off before its retry goes.
+#[retry(attempts = 3, base = 1ms, budget = none)]
+async fn outer_timing_out_the_nested_call_early(calls: &AtomicU32) -> Result<(), Error> {
+    match tokio::time::timeout(Duration::from_millis(500), inner_slow_retrying(calls)).await {
+        Ok(outcome) => outcome,
+        Err(_) => Err(refused()),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_nested_call_dropped_before_it_retried_is_retried_around() {
+    let calls = AtomicU32::new(0);
+    assert!(
+        outer_timing_out_the_nested_call_early(&calls)
+            .await
+            .is_err()
+    );
+    assert_eq!(calls.load(Relaxed), 3, "one attempt in each of 3");
+}
+
 // --- deadline propagation ---------------------------------------------------
 
 #[retry(attempts = 100, base = 50ms, budget = none)]

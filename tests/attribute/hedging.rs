@@ -738,6 +738,39 @@ async fn a_nested_hedged_round_that_stopped_is_not_retried_around() {
     );
 }
 
+#[retry(hedge = 10ms, idempotent, budget = none)]
+async fn hedged_slow(sent: &AtomicU32) -> Result<u32, Error> {
+    sent.fetch_add(1, Ordering::Relaxed);
+    sleep(MS * 1000).await;
+    Ok(1)
+}
+
+/// Its attempt cuts the nested hedged call off with a timeout of its own,
+/// once its hedge has gone.
+#[retry(attempts = 3, base = 1ms, idempotent, budget = none)]
+async fn around_cutting_off_a_hedged_call(sent: &AtomicU32) -> Result<u32, Error> {
+    match tokio::time::timeout(MS * 50, hedged_slow(sent)).await {
+        Ok(outcome) => outcome,
+        Err(_) => Err(ErrorKind::TimedOut.into()),
+    }
+}
+
+/// A nested call dropped midway after its hedge went (a timeout of the
+/// caller's own around it) counts as one that retried: its request went
+/// out twice, and the call around it does not repeat that (2 requests,
+/// not 2 × 3).
+#[tokio::test(start_paused = true)]
+async fn a_nested_call_dropped_after_it_hedged_is_not_retried_around() {
+    let sent = AtomicU32::new(0);
+    let out = around_cutting_off_a_hedged_call(&sent).await;
+    assert_eq!(out.unwrap_err().kind(), ErrorKind::TimedOut);
+    assert_eq!(
+        sent.load(Ordering::Relaxed),
+        2,
+        "one round of the nested call"
+    );
+}
+
 /// The dependency of [`carried_below`]: slow, its attempts logged with
 /// when they were sent.
 async fn carried_dependency(log: &Mutex<Vec<u64>>, start: Instant) -> Result<u32, Error> {

@@ -682,6 +682,12 @@ impl Observe {
         self.attempts = attempt;
     }
 
+    /// The number of the last attempt started, and whether the call's end
+    /// has been reported (a call dropped midway has none).
+    pub(crate) fn started_and_ended(&self) -> (u32, bool) {
+        (self.attempts, self.ended)
+    }
+
     /// After attempt `attempts` was decided [`Decision::Return`]: the
     /// call returns its outcome (what [`decided`](Self::decided) does
     /// for it, without an outcome to show).

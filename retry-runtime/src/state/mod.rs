@@ -187,7 +187,24 @@ impl<C, P> Drop for AttemptState<'_, C, P> {
         if let Some((throttle, true)) = self.throttle {
             dropped_in_flight(throttle);
         }
+        // Dropped midway (a caller's own timeout around it, a cancelled
+        // task) after its request went out more than once: it retried, as
+        // one that gave up would have said.
+        let (started, ended) = self.obs.started_and_ended();
+        if !ended && (started > 1 || self.hedges > 0 || self.retried_below) {
+            dropped_after_retrying();
+        }
     }
+}
+
+/// A call dropped midway after it retried or hedged (or a call nested in
+/// its attempt did): the attempt it runs in, if any, learns that a call
+/// nested in it retried, so that the call around does not retry it again
+/// (the one-layer rule). Out of line, as [`dropped_in_flight`].
+#[cold]
+#[inline(never)]
+fn dropped_after_retrying() {
+    scope::note_retried_below();
 }
 
 /// An attempt the adaptive throttle admitted was dropped in flight: sent,
