@@ -440,7 +440,11 @@ impl CircuitBreaker {
         /// trial that fails, up to `longest`; a trial that succeeds (or a
         /// [`reset`](Self::reset)) brings it back to the cooldown given. A
         /// `longest` shorter than the cooldown is the cooldown: the break
-        /// never grows (a configured breaker refuses one).
+        /// never grows (a configured breaker refuses one). A trial dropped
+        /// before its outcome (a caller's own timeout around a hung call)
+        /// does not grow it: the breaker opens again for the cooldown it
+        /// had. Cut a hung trial off with an `attempt_timeout`, whose
+        /// cut-off is a failure, for the break to grow.
         ///
         /// # Panics
         ///
@@ -473,7 +477,10 @@ impl CircuitBreaker {
         /// This breaker, letting `trials` calls through when half-open (one
         /// unless told): all of them must succeed to close it, and one
         /// failure opens it again. The others are turned away while the
-        /// trials are out.
+        /// trials are out. A trial dropped before its outcome (a caller's
+        /// timeout around it, a cancelled task) counts as one that failed
+        /// for the whole round: the breaker is open again, for a cooldown
+        /// from when that trial went, whatever the others then answer.
         ///
         /// # Panics
         ///
