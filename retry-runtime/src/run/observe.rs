@@ -352,9 +352,11 @@ pub trait ShowsStatus {
 /// fn shown<T, S: ShowStatus<T>>(_: S, ok: &T) -> Option<u16> {
 ///     S::status(ok)
 /// }
+/// # #[cfg(feature = "http")] {
 /// let busy = http::StatusCode::SERVICE_UNAVAILABLE;
 /// let show = (&&StatusOf::of(Ok::<_, &()>(&busy))).status_fn();
 /// assert_eq!(shown(show, &busy), Some(503));
+/// # }
 /// let show = (&&StatusOf::of(Ok::<_, &()>(&"body"))).status_fn();
 /// assert_eq!(shown(show, &"body"), None);
 /// ```
