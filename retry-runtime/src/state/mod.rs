@@ -176,44 +176,41 @@ enum Hold {
 impl<C, P> Drop for AttemptState<'_, C, P> {
     #[inline]
     fn drop(&mut self) {
-        // Dropped with its released retry still out: its place is free.
-        if self.hold == Hold::Released
-            && let Some(BudgetRef::Token(budget)) = self.budget
-        {
-            budget.release_dropped();
-        }
-        // Dropped with an attempt in flight (a caller's own timeout, a
-        // cancelled task): sent, and not answered.
-        if let Some((throttle, true)) = self.throttle {
-            dropped_in_flight(throttle);
-        }
-        // Dropped midway (a caller's own timeout around it, a cancelled
-        // task) after its request went out more than once: it retried, as
-        // one that gave up would have said.
-        let (started, ended) = self.obs.started_and_ended();
-        if !ended && (started > 1 || self.hedges > 0 || self.retried_below) {
-            dropped_after_retrying();
+        // (What is rare, out of line, behind one branch: the drop of every
+        // call, which the success path of `#[retry]` inlines, stays small.)
+        let rare = (self.hold == Hold::Released)
+            | matches!(self.throttle, Some((_, true)))
+            | !self.obs.started_and_ended().1;
+        if rare {
+            dropped_midway(self);
         }
     }
 }
 
-/// A call dropped midway after it retried or hedged (or a call nested in
-/// its attempt did): the attempt it runs in, if any, learns that a call
-/// nested in it retried, so that the call around does not retry it again
-/// (the one-layer rule). Out of line, as [`dropped_in_flight`].
+/// A call dropped with its released retry still out, with an attempt in
+/// flight, or before it ended (its caller's own timeout around it, a
+/// cancelled task).
 #[cold]
 #[inline(never)]
-fn dropped_after_retrying() {
-    scope::note_retried_below();
-}
-
-/// An attempt the adaptive throttle admitted was dropped in flight: sent,
-/// and not answered. (Out of line, as rare: the drop of every call, which
-/// the success path of `#[retry]` inlines, stays small.)
-#[cold]
-#[inline(never)]
-fn dropped_in_flight(throttle: &AdaptiveThrottle) {
-    throttle.sent(crate::time::clock::loop_now(), false);
+fn dropped_midway<C, P>(state: &mut AttemptState<'_, C, P>) {
+    // Its released retry still out: its place is free.
+    if state.hold == Hold::Released
+        && let Some(BudgetRef::Token(budget)) = state.budget
+    {
+        budget.release_dropped();
+    }
+    // An attempt in flight: sent, and not answered.
+    if let Some((throttle, true)) = state.throttle {
+        throttle.sent(crate::time::clock::loop_now(), false);
+    }
+    // After its request went out more than once: it retried, as one that
+    // gave up would have said, and the attempt it runs in, if any, learns
+    // that a call nested in it retried, so that the call around does not
+    // retry it again (the one-layer rule).
+    let (started, ended) = state.obs.started_and_ended();
+    if !ended && (started > 1 || state.hedges > 0 || state.retried_below) {
+        scope::note_retried_below();
+    }
 }
 
 impl<'a, C: Clock> AttemptState<'a, C> {

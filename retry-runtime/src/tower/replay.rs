@@ -367,8 +367,10 @@ pub struct HttpSource<B: Body> {
     limit: usize,
     grpc_deadline: bool,
     per_method: bool,
-    /// How long the next attempt may run, if it is cut off.
-    attempt_limit: Option<Duration>,
+    /// How long the next attempt may run, if it is cut off
+    /// ([`AttemptLimit`]: in the padding after the flags above, so that
+    /// a call's future does not grow).
+    attempt_limit: AttemptLimit,
     body: BodyState<B>,
     /// The first attempt's body, read by [`Replay::poll_prepare`] when it did
     /// not turn out whole.
@@ -417,7 +419,7 @@ where
             limit: self.limit,
             grpc_deadline: self.grpc_deadline,
             per_method: self.per_method,
-            attempt_limit: None,
+            attempt_limit: AttemptLimit::NONE,
             body: BodyState::Unsent(body),
             pending: None,
         }
@@ -558,7 +560,7 @@ where
     }
 
     fn limit(source: &mut HttpSource<B>, limit: Option<Duration>) {
-        source.attempt_limit = limit;
+        source.attempt_limit = AttemptLimit::of(limit);
     }
 
     fn from_copy(copy: Copied) -> http::Request<ReplayBody<B>> {
@@ -568,7 +570,7 @@ where
             attempt_limit,
             kept,
         } = copy;
-        grpc_timeout(&mut parts.headers, grpc_deadline, attempt_limit);
+        grpc_timeout(&mut parts.headers, grpc_deadline, attempt_limit.get());
         http::Request::from_parts(
             parts,
             ReplayBody {
@@ -578,12 +580,33 @@ where
     }
 }
 
+/// How long an attempt may run, if it is cut off, in whole microseconds
+/// (a `grpc-timeout`'s finest unit): 4 bytes. A limit past `u32::MAX`
+/// microseconds (71 minutes) is read as none: the deadline's time left
+/// is sent then, if there is one.
+#[derive(Clone, Copy, Debug)]
+struct AttemptLimit(u32);
+
+impl AttemptLimit {
+    const NONE: Self = Self(u32::MAX);
+
+    fn of(limit: Option<Duration>) -> Self {
+        limit.map_or(Self::NONE, |limit| {
+            Self(u32::try_from(limit.as_micros()).unwrap_or(u32::MAX))
+        })
+    }
+
+    fn get(self) -> Option<Duration> {
+        (self.0 != u32::MAX).then(|| Duration::from_micros(u64::from(self.0)))
+    }
+}
+
 /// A copy of an HTTP request whose body is kept whole, for a hedge.
 #[derive(Debug)]
 pub struct Copied {
     parts: http::request::Parts,
     grpc_deadline: bool,
-    attempt_limit: Option<Duration>,
+    attempt_limit: AttemptLimit,
     kept: Kept,
 }
 
@@ -594,7 +617,7 @@ fn request<B: Body>(source: &HttpSource<B>, kind: Kind<B>) -> http::Request<Repl
     grpc_timeout(
         &mut parts.headers,
         source.grpc_deadline,
-        source.attempt_limit,
+        source.attempt_limit.get(),
     );
     http::Request::from_parts(parts, ReplayBody { kind })
 }
