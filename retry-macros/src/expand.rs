@@ -571,25 +571,44 @@ fn async_round(
             )
         }
         None => {
-            let attempt = async_attempt(rt, n, ret, captures, stmts);
+            // (Under an attempt timeout, its own or its policy's: the limit,
+            // an `Option<Duration>`.)
+            let cut_v = cut_ident();
+            let cut = if args.attempt_timeout.value().is_some() {
+                Some(quote!(::core::option::Option::Some(#cut_v)))
+            } else if args.policy.value().is_some() {
+                Some(quote!(#cut_v))
+            } else {
+                None
+            };
+            let attempt = async_attempt(rt, n, ret, captures, stmts, cut);
             let (before, bind, verdict_expr) = timed_attempt(args, rt, n, ret, &attempt, classify);
             (before, bind, quote!(let #verdict = #verdict_expr;))
         }
     }
 }
 
+/// The limit an attempt is cut off after, under `attempt_timeout`.
+fn cut_ident() -> Ident {
+    format_ident!("__backstop_cut", span = Span::mixed_site())
+}
+
 /// One async attempt: the body as an `async` block, run with its context
-/// set around each poll (see `backstop::context()`).
+/// set around each poll (see `backstop::context()`); with `cut` (under
+/// `attempt_timeout`), cut off after it, and then dropped in its context,
+/// as it ran (a call nested in it that retried tells this attempt, not the
+/// one around the function).
 fn async_attempt(
     rt: &TokenStream,
     n: &Names,
     ret: &Type,
     captures: &[TokenStream],
     stmts: &[&syn::Stmt],
+    cut: Option<TokenStream>,
 ) -> TokenStream {
     let Names { state, pinned, .. } = n;
-    quote! {
-        #rt::Call::run_attempt_pinned(&mut #state, ::core::pin::pin!(async {
+    let body = quote! {
+        async {
             // Pins the block's return type before the body is checked, so
             // `?` inside it knows what to convert into.
             #[allow(unreachable_code)]
@@ -601,7 +620,19 @@ fn async_attempt(
             // The body's statements, not its block: a block as the tail
             // would trip `unused_braces` on one-line bodies.
             #(#stmts)*
-        }))
+        }
+    };
+    match cut {
+        None => quote! {
+            #rt::Call::run_attempt_pinned(&mut #state, ::core::pin::pin!(#body))
+        },
+        Some(cut) => quote! {
+            #rt::Call::run_attempt_cut(
+                &mut #state,
+                #cut,
+                ::core::pin::pin!(::core::option::Option::Some(#body)),
+            )
+        },
     }
 }
 
@@ -773,7 +804,7 @@ fn timed_attempt(
         Some(timeout) => {
             let timed_out = format_ident!("__backstop_timed_out", span = Span::mixed_site());
             let limit_v = format_ident!("__backstop_limit", span = Span::mixed_site());
-            let cut_v = format_ident!("__backstop_cut", span = Span::mixed_site());
+            let cut_v = cut_ident();
             let span = match timeout {
                 Dur::Lit(lit) => lit.span,
                 Dur::Expr(e) => e.span(),
@@ -799,10 +830,7 @@ fn timed_attempt(
                 quote!(let #limit_v: ::core::time::Duration = #limit;),
                 quote! {
                     let #cut_v = #rt::Call::attempt_limit(&#state, #limit_v);
-                    let (#outcome, #timed_out): (#ret, bool) = match #rt::timeout(
-                        #cut_v,
-                        #attempt,
-                    ).await {
+                    let (#outcome, #timed_out): (#ret, bool) = match #attempt.await {
                         ::core::result::Result::Ok(#outcome) => (#outcome, false),
                         ::core::result::Result::Err(_) => (#cut, true),
                     };
@@ -824,7 +852,7 @@ fn timed_attempt(
             let m = Span::mixed_site();
             let timed_out = format_ident!("__backstop_timed_out", span = m);
             let into = format_ident!("__backstop_into", span = m);
-            let cut_v = format_ident!("__backstop_cut", span = m);
+            let cut_v = cut_ident();
             let policy = &n.policy;
             let ret_span = ret.span();
             let error = error_type_tokens(ret, rt, ret_span);
@@ -840,10 +868,7 @@ fn timed_attempt(
                 quote! {
                     let #into = #elapsed_into;
                     let #cut_v = #rt::Call::attempt_limit_of(&#state, #policy, #into.is_some());
-                    let (#outcome, #timed_out): (#ret, bool) = match #rt::maybe_timeout(
-                        #cut_v,
-                        #attempt,
-                    ).await {
+                    let (#outcome, #timed_out): (#ret, bool) = match #attempt.await {
                         ::core::result::Result::Ok(#outcome) => (#outcome, false),
                         ::core::result::Result::Err(#rt::Elapsed { .. }) => match #into {
                             ::core::option::Option::Some(#into) => (#cut, true),
@@ -1530,8 +1555,11 @@ fn respan(tokens: TokenStream, span: Span) -> TokenStream {
                 let mut group = proc_macro2::Group::new(g.delimiter(), respan(g.stream(), span));
                 group.set_span(span);
                 tt = group.into();
-            } else if matches!(&tt, proc_macro2::TokenTree::Ident(i) if i == CRATE_ALIAS) {
-                // The macro's own (see `CRATE_ALIAS`).
+            } else if matches!(&tt, proc_macro2::TokenTree::Ident(i) if i == CRATE_ALIAS || i == "dyn")
+            {
+                // The macro's own (see `CRATE_ALIAS`); `dyn`, a keyword in
+                // the macro's edition (in a crate of edition 2015, on the
+                // user's span, `dyn ::path` would be a path `dyn::path`).
                 tt.set_span(Span::mixed_site().located_at(span));
             } else {
                 tt.set_span(span);

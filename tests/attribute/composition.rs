@@ -464,6 +464,80 @@ async fn a_nested_call_dropped_before_it_retried_is_retried_around() {
     assert_eq!(calls.load(Relaxed), 3, "one attempt in each of 3");
 }
 
+#[retry(attempts = 3, base = 1s, jitter = none, budget = none)]
+async fn innermost_failing_twice(calls: &AtomicU32) -> Result<(), Error> {
+    if calls.fetch_add(1, Relaxed) < 2 {
+        return Err(refused());
+    }
+    Ok(())
+}
+
+/// Its attempts are cut off at 1.5 s: the nested call's first attempt
+/// fails at once, its second at 1 s, and its sleep runs past the cut-off.
+#[retry(attempts = 3, base = 1ms, attempt_timeout = 1500ms, idempotent, budget = none)]
+async fn middle_cutting_off(calls: &AtomicU32) -> Result<(), Error> {
+    innermost_failing_twice(calls).await
+}
+
+/// Fails by itself after the middle call, every time.
+#[retry(attempts = 3, base = 1ms, budget = none)]
+async fn outer_around_a_cut_off(calls: &AtomicU32, runs: &AtomicU32) -> Result<(), Error> {
+    runs.fetch_add(1, Relaxed);
+    middle_cutting_off(calls).await?;
+    Err(refused())
+}
+
+/// A nested call that retried and was then cut off by the attempt timeout
+/// of the call it runs in is that call's to hear of, not the outer one's:
+/// the middle call stops (its nested call retried), and gives up so, and
+/// the outer call does not retry it. (Dropped outside the middle call's
+/// attempt, it told the outer call instead: the middle call repeated it,
+/// and the outer call later refused to retry a failure of its own.)
+#[tokio::test(start_paused = true)]
+async fn a_nested_call_cut_off_by_an_attempt_timeout_tells_the_call_it_ran_in() {
+    let (calls, runs) = (AtomicU32::new(0), AtomicU32::new(0));
+    let error = outer_around_a_cut_off(&calls, &runs).await.unwrap_err();
+    let cut_off = error
+        .get_ref()
+        .and_then(|e| e.downcast_ref::<backstop::Elapsed>());
+    assert!(cut_off.is_some(), "{error}");
+    assert_eq!(
+        (calls.load(Relaxed), runs.load(Relaxed)),
+        (2, 1),
+        "the nested call's two attempts, one of each call around it"
+    );
+}
+
+/// Two tokens: the first failure leaves one, not above half, so a refusal
+/// holds at once.
+static HOLDS_AT_ONCE: backstop::limit::TokenBudget = backstop::limit::TokenBudget::new(2, 1.0);
+
+#[retry(attempts = 5, deadline = 10s, budget = HOLDS_AT_ONCE)]
+async fn inner_holding(calls: &AtomicU32) -> Result<(), Error> {
+    calls.fetch_add(1, Relaxed);
+    Err(refused())
+}
+
+/// Cuts the nested call off with a timeout of its own while it holds.
+#[retry(attempts = 3, base = 1ms, budget = none)]
+async fn outer_timing_out_a_held_call(calls: &AtomicU32, runs: &AtomicU32) -> Result<(), Error> {
+    runs.fetch_add(1, Relaxed);
+    match tokio::time::timeout(Duration::from_millis(30), inner_holding(calls)).await {
+        Ok(outcome) => outcome,
+        Err(_) => Err(refused()),
+    }
+}
+
+/// Holding after a refusal is a nested call's retry: dropped while it
+/// holds, it is not retried around (one call, one request).
+#[tokio::test(start_paused = true)]
+async fn a_nested_call_dropped_while_it_holds_is_not_retried_around() {
+    let _isolated = backstop::testing::isolate();
+    let (calls, runs) = (AtomicU32::new(0), AtomicU32::new(0));
+    assert!(outer_timing_out_a_held_call(&calls, &runs).await.is_err());
+    assert_eq!((calls.load(Relaxed), runs.load(Relaxed)), (1, 1));
+}
+
 // --- deadline propagation ---------------------------------------------------
 
 #[retry(attempts = 100, base = 50ms, budget = none)]

@@ -771,6 +771,48 @@ async fn a_nested_call_dropped_after_it_hedged_is_not_retried_around() {
     );
 }
 
+#[retry(attempts = 5, base = 10ms, jitter = none, budget = none)]
+async fn failing_every_10ms(sent: &AtomicU32) -> Result<u32, Error> {
+    sent.fetch_add(1, Ordering::Relaxed);
+    Err(ErrorKind::ConnectionRefused.into())
+}
+
+/// Its first attempt waits on a call that retries every 10 ms; its hedge,
+/// at 20 ms, answers at once.
+#[retry(hedge = 20ms, idempotent, budget = none)]
+async fn hedged_over_a_retrying_call(sent: &AtomicU32) -> Result<u32, Error> {
+    if context().is_some_and(|cx| cx.attempt() == 1) {
+        return failing_every_10ms(sent).await;
+    }
+    Ok(2)
+}
+
+/// Fails by itself after the hedged call answers, every time.
+#[retry(attempts = 3, base = 1ms, budget = none)]
+async fn around_a_hedged_call_that_answered(
+    sent: &AtomicU32,
+    runs: &AtomicU32,
+) -> Result<u32, Error> {
+    runs.fetch_add(1, Ordering::Relaxed);
+    hedged_over_a_retrying_call(sent).await?;
+    Err(ErrorKind::ConnectionRefused.into())
+}
+
+/// A hedged round's losing attempt, dropped when the hedge answered, takes
+/// what it leaves with it: a call nested in it that had retried says
+/// nothing to the call around the round, which retries a failure of its
+/// own as before (3 runs, each with the loser's 2 attempts).
+#[tokio::test(start_paused = true)]
+async fn a_losing_attempts_nested_retry_says_nothing_to_the_call_around() {
+    let (sent, runs) = (AtomicU32::new(0), AtomicU32::new(0));
+    let out = around_a_hedged_call_that_answered(&sent, &runs).await;
+    assert_eq!(out.unwrap_err().kind(), ErrorKind::ConnectionRefused);
+    assert_eq!(
+        (sent.load(Ordering::Relaxed), runs.load(Ordering::Relaxed)),
+        (6, 3)
+    );
+}
+
 /// The dependency of [`carried_below`]: slow, its attempts logged with
 /// when they were sent.
 async fn carried_dependency(log: &Mutex<Vec<u64>>, start: Instant) -> Result<u32, Error> {

@@ -190,6 +190,20 @@ impl<'a, C: Clock, P: HoldsPolicy, S: Holds<'a, C, P>> Call<'a, C, P, S> {
         run_pinned(self, attempt)
     }
 
+    /// Runs one async attempt, cut off after `cut` if given (`Err`: it ran
+    /// out), and then dropped in its own frame, as it ran (`#[retry]` with
+    /// an `attempt_timeout`, its own or its policy's; `attempt` is `Some`
+    /// until then).
+    #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
+    #[doc(hidden)]
+    pub fn run_attempt_cut<'s, F: Future>(
+        &'s mut self,
+        cut: Option<Duration>,
+        attempt: std::pin::Pin<&'s mut Option<F>>,
+    ) -> impl Future<Output = Result<F::Output, crate::Elapsed>> + 's {
+        super::run_cut(self, cut, attempt)
+    }
+
     /// Decides after an attempt: [`AttemptState::decide`]. A first
     /// attempt that succeeded ends the call here; one that failed makes
     /// the state machine, which decides it.

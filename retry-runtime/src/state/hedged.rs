@@ -129,20 +129,25 @@ impl<C: Clock, P: HoldsPolicy> AttemptState<'_, C, P> {
     ) -> Option<(Fut::Output, InFlight)> {
         if let (Some(future), Some(meta)) = (primary.as_mut().as_pin_mut(), primary_meta.as_mut()) {
             let poll = meta.scope.poll(future, task);
-            self.keep(&meta.scope);
             if let Poll::Ready(out) = poll {
-                primary.set(None);
+                // Dropped in its frame (an attempt cut off is dropped
+                // midway): what it leaves is this attempt's.
+                meta.scope.enter(|| primary.set(None));
+                self.keep(&meta.scope);
                 return primary_meta.take().map(|meta| (out, meta));
             }
+            self.keep(&meta.scope);
         }
         for i in 0..hedges.len() {
             let (future, meta) = &mut hedges[i];
             let poll = meta.scope.poll(future.as_mut(), task);
-            self.keep(&meta.scope);
             if let Poll::Ready(out) = poll {
-                let (_, meta) = hedges.swap_remove(i);
+                let (future, mut meta) = hedges.swap_remove(i);
+                meta.scope.enter(|| drop(future));
+                self.keep(&meta.scope);
                 return Some((out, meta));
             }
+            self.keep(&meta.scope);
         }
         None
     }
@@ -485,11 +490,20 @@ impl<Fut: Future> Round<Fut> {
                     if let (Some(asked), false) = (*this.pushback, last) {
                         verdict = Attempted::Failed(Verdict::RetryAfter(asked));
                     }
-                    // The round is over: the others are dropped now.
+                    // The round is over: the others are dropped now, each
+                    // in its frame, what they leave forgotten (the round
+                    // did not end on them: a call nested in a loser that
+                    // retried is not this call's, nor the one around it's).
                     this.timer.set(None);
-                    this.primary.set(None);
+                    match this.primary_meta.as_mut() {
+                        Some(loser) => loser.scope.enter(|| this.primary.set(None)),
+                        None => this.primary.set(None),
+                    }
                     let losers = this.primary_meta.take().into_iter();
-                    let losers = losers.chain(this.hedges.drain(..).map(|(_, meta)| meta));
+                    let losers = losers.chain(this.hedges.drain(..).map(|(future, mut meta)| {
+                        meta.scope.enter(|| drop(future));
+                        meta
+                    }));
                     state.end_round(hedge, &meta, losers, answered, now);
                     state.permit = meta.permit;
                     state.done = *this.next - 2;

@@ -203,12 +203,17 @@ fn dropped_midway<C, P>(state: &mut AttemptState<'_, C, P>) {
     if let Some((throttle, true)) = state.throttle {
         throttle.sent(crate::time::clock::loop_now(), false);
     }
-    // After its request went out more than once: it retried, as one that
-    // gave up would have said, and the attempt it runs in, if any, learns
-    // that a call nested in it retried, so that the call around does not
-    // retry it again (the one-layer rule).
+    // After its request went out more than once, or while it held after a
+    // refusal (holding is its retry): it retried, as one that gave up
+    // would have said, and the attempt it is dropped in, if any (the one
+    // it runs in: the loops drop an attempt cut off, and a hedged round
+    // its losers, in their own frames), learns that a call nested in it
+    // retried, so that the call around does not retry it again (the
+    // one-layer rule).
     let (started, ended) = state.obs.started_and_ended();
-    if !ended && (started > 1 || state.hedges > 0 || state.retried_below) {
+    if !ended
+        && (started > 1 || state.hedges > 0 || matches!(state.hold, Hold::Held | Hold::Released))
+    {
         scope::note_retried_below();
     }
 }
@@ -1351,6 +1356,31 @@ fn run_pinned<'s, F: Future>(
         let _span = span.enter();
         poll_framed(state, &mut shared, || attempt.as_mut().poll(task))
     })
+}
+
+/// Runs one async attempt for `state` as [`run_pinned`] does, cut off
+/// after `cut`, if given, on the call's timer (`Err`: it ran out). Cut
+/// off, the attempt is dropped in its frame, as it ran: a call nested in
+/// it that is dropped midway after retrying tells this attempt so, not the
+/// one around the call (which is polling it now).
+#[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
+async fn run_cut<F: Future>(
+    state: &mut impl Attempts,
+    cut: Option<Duration>,
+    mut attempt: std::pin::Pin<&mut Option<F>>,
+) -> Result<F::Output, crate::Elapsed> {
+    let out = {
+        let body = std::future::poll_fn(|task| match attempt.as_mut().as_pin_mut() {
+            Some(body) => body.poll(task),
+            None => std::task::Poll::Pending,
+        });
+        let body = std::pin::pin!(body);
+        crate::time::timer::maybe_timeout(cut, run_pinned(&mut *state, body)).await
+    };
+    if out.is_err() {
+        poll_framed(state, &mut None, || attempt.set(None));
+    }
+    out
 }
 
 /// One poll of an attempt for `state`, in the attempt's frame. The frame

@@ -539,9 +539,9 @@ impl<W, K, B, R, G, L, A> RetryLayer<HttpBodies, W, K, B, R, G, L, A> {
     }
 
     /// Sends the time left before the deadline (or an attempt timeout's
-    /// limit, if sooner) as the `grpc-timeout` of every gRPC request that
-    /// has none, so that the server stops working on an attempt nobody
-    /// will wait for. For a layer that serves unary
+    /// limit, if sooner; one of 71 minutes or more is not sent) as the
+    /// `grpc-timeout` of every gRPC request that has none, so that the
+    /// server stops working on an attempt nobody will wait for. For a layer that serves unary
     /// calls only: a streaming call would be cut off at the deadline.
     /// Without it, a `grpc-timeout` the request has (tonic's
     /// `Request::set_timeout`) is shortened to the time left, and none is
