@@ -327,23 +327,6 @@ pub fn cut_off(
     crate::Elapsed::cut_after(cut.unwrap_or_default(), timeout)
 }
 
-/// `attempt`, limited to `limit` if there is one: `Err` if it ran out.
-pub fn maybe_timeout<F: Future>(
-    limit: Option<std::time::Duration>,
-    attempt: F,
-) -> impl Future<Output = Result<F::Output, crate::Elapsed>> {
-    crate::time::timer::maybe_timeout(limit, attempt)
-}
-
-/// An attempt limited to `limit` (`attempt_timeout`), on the call's
-/// timer: `Err` if it ran out.
-pub fn timeout<F: Future>(
-    limit: std::time::Duration,
-    attempt: F,
-) -> impl Future<Output = Result<F::Output, crate::Elapsed>> {
-    crate::time::timer::timeout(limit, attempt)
-}
-
 /// The sleep of an async `#[retry]` loop, on the call's timer (recorded
 /// under [`record_sleeps`](crate::testing::record_sleeps)).
 pub fn sleep_async(delay: std::time::Duration) -> impl Future<Output = ()> {

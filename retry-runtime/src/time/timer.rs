@@ -290,6 +290,10 @@ impl RuntimeClock {
     }
 
     /// `future`, or `Err` once `limit` has passed.
+    #[cfg_attr(
+        not(any(feature = "tokio", feature = "async-io", feature = "custom-timer")),
+        allow(dead_code)
+    )]
     pub(crate) async fn timeout<F: Future>(
         self,
         limit: Duration,
@@ -496,6 +500,10 @@ impl Clock for RuntimeClock {
 /// `attempt`, limited to `limit` if there is one: `Err` (an `Elapsed` of
 /// no named limit: its caller names it) if it
 /// ran out.
+#[cfg_attr(
+    not(any(feature = "tokio", feature = "async-io", feature = "custom-timer")),
+    allow(dead_code)
+)]
 pub(crate) async fn maybe_timeout<F: Future>(
     limit: Option<Duration>,
     attempt: F,
@@ -508,6 +516,10 @@ pub(crate) async fn maybe_timeout<F: Future>(
 
 /// An attempt limited to `limit` (`attempt_timeout`), on the call's
 /// timer: `Err` if it ran out.
+#[cfg_attr(
+    not(any(feature = "tokio", feature = "async-io", feature = "custom-timer")),
+    allow(dead_code)
+)]
 pub(crate) fn timeout<F: Future>(
     limit: Duration,
     attempt: F,
