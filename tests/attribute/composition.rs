@@ -536,6 +536,47 @@ async fn a_nested_call_dropped_while_it_holds_is_not_retried_around() {
     assert_eq!((calls.load(Relaxed), runs.load(Relaxed)), (1, 1));
 }
 
+static MIDDLE_BREAKER: backstop::limit::CircuitBreaker =
+    backstop::limit::CircuitBreaker::new(100, Duration::from_secs(30));
+
+/// A call between, behind a breaker (so its state machine runs from its
+/// first attempt): its nested call gives up after retrying, then the
+/// attempt hangs until the caller's own timeout drops it.
+#[retry(attempts = 3, base = 1ms, budget = none, breaker = MIDDLE_BREAKER)]
+async fn between_hanging_after_a_retried_call(calls: &AtomicU32) -> Result<(), Error> {
+    let _ = inner_async_retrying(calls).await;
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    Ok(())
+}
+
+#[retry(attempts = 3, base = 1ms, budget = none)]
+async fn outer_timing_out_a_call_between(calls: &AtomicU32, runs: &AtomicU32) -> Result<(), Error> {
+    runs.fetch_add(1, Relaxed);
+    match tokio::time::timeout(
+        Duration::from_secs(1),
+        between_hanging_after_a_retried_call(calls),
+    )
+    .await
+    {
+        Ok(outcome) => outcome,
+        Err(_) => Err(refused()),
+    }
+}
+
+/// A call between dropped midway passes on what a call nested in its
+/// attempt did, as it would have when it ended: the outer call does not
+/// retry (3 requests, not 9).
+#[tokio::test(start_paused = true)]
+async fn a_call_between_dropped_midway_passes_on_a_retry_below() {
+    let (calls, runs) = (AtomicU32::new(0), AtomicU32::new(0));
+    assert!(
+        outer_timing_out_a_call_between(&calls, &runs)
+            .await
+            .is_err()
+    );
+    assert_eq!((calls.load(Relaxed), runs.load(Relaxed)), (3, 1));
+}
+
 // --- deadline propagation ---------------------------------------------------
 
 #[retry(attempts = 100, base = 50ms, budget = none)]

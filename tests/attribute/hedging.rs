@@ -798,18 +798,20 @@ async fn around_a_hedged_call_that_answered(
     Err(ErrorKind::ConnectionRefused.into())
 }
 
-/// A hedged round's losing attempt, dropped when the hedge answered, takes
-/// what it leaves with it: a call nested in it that had retried says
-/// nothing to the call around the round, which retries a failure of its
-/// own as before (3 runs, each with the loser's 2 attempts).
+/// A hedged round's losing attempt is dropped, when the hedge answers, in
+/// its own frame: a call nested in it that retried and is dropped midway
+/// retried in the call's attempt, as one that gave up before the round
+/// ended did, and the call around the round does not retry that attempt,
+/// though it failed otherwise (the rule holds for the whole attempt). The
+/// nested call's 2 requests are not sent 3 times.
 #[tokio::test(start_paused = true)]
-async fn a_losing_attempts_nested_retry_says_nothing_to_the_call_around() {
+async fn a_losing_attempts_nested_retry_counts_as_the_rounds() {
     let (sent, runs) = (AtomicU32::new(0), AtomicU32::new(0));
     let out = around_a_hedged_call_that_answered(&sent, &runs).await;
     assert_eq!(out.unwrap_err().kind(), ErrorKind::ConnectionRefused);
     assert_eq!(
         (sent.load(Ordering::Relaxed), runs.load(Ordering::Relaxed)),
-        (6, 3)
+        (2, 1)
     );
 }
 

@@ -491,20 +491,27 @@ impl<Fut: Future> Round<Fut> {
                         verdict = Attempted::Failed(Verdict::RetryAfter(asked));
                     }
                     // The round is over: the others are dropped now, each
-                    // in its frame, what they leave forgotten (the round
-                    // did not end on them: a call nested in a loser that
-                    // retried is not this call's, nor the one around it's).
+                    // in its frame, and what they leave is the round's, as
+                    // what they left at each poll was (a call nested in a
+                    // loser that retried, and is dropped midway, retried
+                    // in this call's attempt as one that gave up did).
                     this.timer.set(None);
+                    let mut below = false;
                     match this.primary_meta.as_mut() {
-                        Some(loser) => loser.scope.enter(|| this.primary.set(None)),
+                        Some(loser) => {
+                            loser.scope.enter(|| this.primary.set(None));
+                            below |= loser.scope.retried_below();
+                        }
                         None => this.primary.set(None),
                     }
                     let losers = this.primary_meta.take().into_iter();
                     let losers = losers.chain(this.hedges.drain(..).map(|(future, mut meta)| {
                         meta.scope.enter(|| drop(future));
+                        below |= meta.scope.retried_below();
                         meta
                     }));
                     state.end_round(hedge, &meta, losers, answered, now);
+                    state.retried_below |= below;
                     state.permit = meta.permit;
                     state.done = *this.next - 2;
                     return Poll::Ready((outcome, verdict));

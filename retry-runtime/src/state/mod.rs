@@ -204,16 +204,15 @@ fn dropped_midway<C, P>(state: &mut AttemptState<'_, C, P>) {
         throttle.sent(crate::time::clock::loop_now(), false);
     }
     // After its request went out more than once, or while it held after a
-    // refusal (holding is its retry): it retried, as one that gave up
-    // would have said, and the attempt it is dropped in, if any (the one
-    // it runs in: the loops drop an attempt cut off, and a hedged round
-    // its losers, in their own frames), learns that a call nested in it
-    // retried, so that the call around does not retry it again (the
-    // one-layer rule).
+    // refusal (holding is its retry), or with a call nested in its attempt
+    // that retried: it retried, as one that gave up would have said, and
+    // the attempt it is dropped in, if any (the one it runs in: the loops
+    // drop an attempt cut off, and a hedged round its losers, in their own
+    // frames), learns that a call nested in it retried, so that the call
+    // around does not retry it again (the one-layer rule).
     let (started, ended) = state.obs.started_and_ended();
-    if !ended
-        && (started > 1 || state.hedges > 0 || matches!(state.hold, Hold::Held | Hold::Released))
-    {
+    let retried = started > 1 || state.hedges > 0 || state.retried_below;
+    if !ended && (retried || matches!(state.hold, Hold::Held | Hold::Released)) {
         scope::note_retried_below();
     }
 }
