@@ -1361,25 +1361,87 @@ fn run_pinned<'s, F: Future>(
 /// after `cut`, if given, on the call's timer (`Err`: it ran out). Cut
 /// off, the attempt is dropped in its frame, as it ran: a call nested in
 /// it that is dropped midway after retrying tells this attempt so, not the
-/// one around the call (which is polling it now).
+/// one around the call (which is polling it now). One future, holding the
+/// timer in place, as the driver's attempt does: the call's future does
+/// not grow by a layer.
 #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
-async fn run_cut<F: Future>(
-    state: &mut impl Attempts,
+fn run_cut<'s, A: Attempts, F: Future>(
+    state: &'s mut A,
     cut: Option<Duration>,
-    mut attempt: std::pin::Pin<&mut Option<F>>,
-) -> Result<F::Output, crate::Elapsed> {
-    let out = {
-        let body = std::future::poll_fn(|task| match attempt.as_mut().as_pin_mut() {
-            Some(body) => body.poll(task),
-            None => std::task::Poll::Pending,
-        });
-        let body = std::pin::pin!(body);
-        crate::time::timer::maybe_timeout(cut, run_pinned(&mut *state, body)).await
-    };
-    if out.is_err() {
-        poll_framed(state, &mut None, || attempt.set(None));
+    attempt: std::pin::Pin<&'s mut Option<F>>,
+) -> RunCut<'s, A, F> {
+    state.begin();
+    RunCut {
+        #[cfg(feature = "tracing")]
+        span: state.span().clone(),
+        #[cfg(not(feature = "tracing"))]
+        span: (),
+        state,
+        attempt,
+        shared: None,
+        timer: cut.map(|cut| crate::time::timer::RuntimeClock::current().sleep(cut)),
     }
-    out
+}
+
+/// The call's span, which [`RunCut`] enters around each poll (nothing
+/// without `tracing`).
+#[cfg(all(
+    feature = "tracing",
+    any(feature = "tokio", feature = "async-io", feature = "custom-timer")
+))]
+type RunSpan = tracing::Span;
+#[cfg(all(
+    not(feature = "tracing"),
+    any(feature = "tokio", feature = "async-io", feature = "custom-timer")
+))]
+type RunSpan = ();
+
+#[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
+pin_project_lite::pin_project! {
+    /// The future of [`run_cut`].
+    struct RunCut<'s, A, F> {
+        state: &'s mut A,
+        attempt: std::pin::Pin<&'s mut Option<F>>,
+        shared: Option<crate::run::scope::Carried>,
+        #[pin]
+        timer: Option<crate::time::timer::Sleep>,
+        span: RunSpan,
+    }
+}
+
+#[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
+impl<A: Attempts, F: Future> Future for RunCut<'_, A, F> {
+    type Output = Result<F::Output, crate::Elapsed>;
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        task: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let this = self.project();
+        #[cfg(feature = "tracing")]
+        let _span = this.span.enter();
+        #[cfg(not(feature = "tracing"))]
+        let &mut () = this.span;
+        let attempt = this.attempt;
+        // The attempt first, then its timer (as a timeout polls them): an
+        // attempt that answers as its time runs out is its answer.
+        let polled = poll_framed(*this.state, this.shared, || {
+            match attempt.as_mut().as_pin_mut() {
+                Some(body) => body.poll(task),
+                None => std::task::Poll::Pending,
+            }
+        });
+        if let std::task::Poll::Ready(out) = polled {
+            return std::task::Poll::Ready(Ok(out));
+        }
+        match this.timer.as_pin_mut().map(|timer| timer.poll(task)) {
+            Some(std::task::Poll::Ready(())) => {
+                poll_framed(*this.state, this.shared, || attempt.set(None));
+                std::task::Poll::Ready(Err(crate::time::timer::cut_off(crate::Elapsed::new())))
+            }
+            _ => std::task::Poll::Pending,
+        }
+    }
 }
 
 /// One poll of an attempt for `state`, in the attempt's frame. The frame

@@ -497,29 +497,9 @@ impl Clock for RuntimeClock {
     }
 }
 
-/// `attempt`, limited to `limit` if there is one: `Err` (an `Elapsed` of
-/// no named limit: its caller names it) if it
-/// ran out.
-#[cfg_attr(
-    not(any(feature = "tokio", feature = "async-io", feature = "custom-timer")),
-    allow(dead_code)
-)]
-pub(crate) async fn maybe_timeout<F: Future>(
-    limit: Option<Duration>,
-    attempt: F,
-) -> Result<F::Output, crate::Elapsed> {
-    match limit {
-        Some(limit) => timeout(limit, attempt).await,
-        None => Ok(attempt.await),
-    }
-}
-
 /// An attempt limited to `limit` (`attempt_timeout`), on the call's
 /// timer: `Err` if it ran out.
-#[cfg_attr(
-    not(any(feature = "tokio", feature = "async-io", feature = "custom-timer")),
-    allow(dead_code)
-)]
+#[cfg(test)]
 pub(crate) fn timeout<F: Future>(
     limit: Duration,
     attempt: F,
