@@ -638,12 +638,13 @@ fn grpc_timeout(headers: &mut http::HeaderMap, add: bool, limit: Option<Duration
     if !is_grpc {
         return;
     }
-    let left = match (crate::run::scope::time_left(), limit) {
-        (Some(left), Some(limit)) => left.min(limit),
-        (left, limit) => match left.or(limit) {
-            Some(left) => left,
-            None => return,
-        },
+    // The sooner of the two, if either.
+    let Some(left) = [crate::run::scope::time_left(), limit]
+        .into_iter()
+        .flatten()
+        .min()
+    else {
+        return;
     };
     let own = headers
         .get(&crate::classify::http::GRPC_TIMEOUT)
