@@ -892,6 +892,56 @@ async fn a_call_carried_into_a_spawned_task_keeps_the_one_layer_rule() {
     assert_eq!(SPAWNED_DEPENDENCY.load(Relaxed), 9);
 }
 
+static ABORTED_DEPENDENCY: AtomicU32 = AtomicU32::new(0);
+
+#[retry(attempts = 5, base = 1s, jitter = none, budget = none)]
+async fn carried_slow_retrying() -> Result<(), Error> {
+    ABORTED_DEPENDENCY.fetch_add(1, Relaxed);
+    Err(refused())
+}
+
+/// Carries a retrying call into a task, and aborts the task `after` this
+/// long (at 1.5 s the call has retried once, at 0.5 s not yet).
+#[retry(attempts = 3, base = 1ms, budget = none)]
+async fn aborts_its_carried_task(after: Duration) -> Result<(), Error> {
+    use backstop::scope::InCurrentCall;
+    let task = tokio::spawn(carried_slow_retrying().in_current_call());
+    tokio::time::sleep(after).await;
+    task.abort();
+    assert!(task.await.unwrap_err().is_cancelled());
+    Err(refused())
+}
+
+/// A call carried into a task that is aborted after it retried counts as
+/// one that retried, as it does dropped in the attempt itself: it is
+/// dropped in the call it was carried from (2 requests, not 3 × 2).
+/// Aborted before it retried, the attempt is retried.
+#[tokio::test(start_paused = true)]
+async fn a_carried_call_aborted_after_it_retried_is_not_retried_around() {
+    ABORTED_DEPENDENCY.store(0, Relaxed);
+    assert!(
+        aborts_its_carried_task(Duration::from_millis(1500))
+            .await
+            .is_err()
+    );
+    assert_eq!(
+        ABORTED_DEPENDENCY.load(Relaxed),
+        2,
+        "one carried call's two attempts"
+    );
+    ABORTED_DEPENDENCY.store(0, Relaxed);
+    assert!(
+        aborts_its_carried_task(Duration::from_millis(500))
+            .await
+            .is_err()
+    );
+    assert_eq!(
+        ABORTED_DEPENDENCY.load(Relaxed),
+        3,
+        "one attempt in each of 3"
+    );
+}
+
 static BLOCKING_DEPENDENCY: AtomicU32 = AtomicU32::new(0);
 
 #[retry(attempts = 3, base = 1ms, jitter = none, budget = none)]

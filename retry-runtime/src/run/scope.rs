@@ -19,8 +19,10 @@
 use std::cell::Cell;
 use std::fmt;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
+use std::task::{self, Poll};
 use std::time::{Duration, Instant};
 
 use crate::state::backoff::Rng;
@@ -691,7 +693,10 @@ impl CallScope {
         out
     }
 
-    /// `future`, polled in the call (see [`in_scope`](Self::in_scope)).
+    /// `future`, polled in the call (see [`in_scope`](Self::in_scope)),
+    /// and dropped in it: a retry call inside that is dropped midway (its
+    /// task aborted, say) after it retried tells the attempt so, as it
+    /// would dropped in the attempt itself.
     ///
     /// ```
     /// # extern crate backstop_runtime as backstop;
@@ -705,9 +710,62 @@ impl CallScope {
     /// assert!(out.unwrap(), "the spawned task ran in the attempt");
     /// # }
     /// ```
-    pub async fn instrument<F: Future>(self, future: F) -> F::Output {
-        let mut future = std::pin::pin!(future);
-        std::future::poll_fn(|task| self.in_scope(|| future.as_mut().poll(task))).await
+    pub fn instrument<F: Future>(self, future: F) -> Instrumented<F> {
+        Instrumented {
+            scope: self,
+            future: Some(future),
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A future polled and dropped in a call: made by
+    /// [`CallScope::instrument`] and
+    /// [`in_current_call`](InCurrentCall::in_current_call).
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use backstop::scope::{current_call, Instrumented};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let carried: Instrumented<_> = current_call().instrument(async { 1 + 1 });
+    /// assert_eq!(carried.await, 2);
+    /// # }
+    /// ```
+    #[must_use = "futures do nothing unless polled"]
+    pub struct Instrumented<F> {
+        scope: CallScope,
+        // `None` only while it is dropped, in the call.
+        #[pin]
+        future: Option<F>,
+    }
+
+    impl<F> PinnedDrop for Instrumented<F> {
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            // Not in the call while the thread's locals are torn down.
+            if this.future.is_some() && CURRENT.try_with(|_| ()).is_ok() {
+                let mut future = this.future;
+                this.scope.in_scope(|| future.set(None));
+            }
+        }
+    }
+}
+
+impl<F: Future> Future for Instrumented<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, task: &mut task::Context<'_>) -> Poll<F::Output> {
+        let this = self.project();
+        let future = this.future.as_pin_mut().expect("polled while dropped");
+        this.scope.in_scope(|| future.poll(task))
+    }
+}
+
+impl<F> fmt::Debug for Instrumented<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Instrumented")
+            .field("scope", &self.scope)
+            .finish_non_exhaustive()
     }
 }
 
@@ -729,8 +787,8 @@ impl CallScope {
 /// # }
 /// ```
 pub trait InCurrentCall: Future + Sized {
-    /// This future, polled in the call that is current now.
-    fn in_current_call(self) -> impl Future<Output = Self::Output> {
+    /// This future, polled and dropped in the call that is current now.
+    fn in_current_call(self) -> Instrumented<Self> {
         current_call().instrument(self)
     }
 }
