@@ -549,32 +549,53 @@ async fn between_hanging_after_a_retried_call(calls: &AtomicU32) -> Result<(), E
     Ok(())
 }
 
+/// The same without a breaker: its first attempt runs lean, before its
+/// state machine is made.
 #[retry(attempts = 3, base = 1ms, budget = none)]
-async fn outer_timing_out_a_call_between(calls: &AtomicU32, runs: &AtomicU32) -> Result<(), Error> {
+async fn between_lean_hanging_after_a_retried_call(calls: &AtomicU32) -> Result<(), Error> {
+    let _ = inner_async_retrying(calls).await;
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    Ok(())
+}
+
+#[retry(attempts = 3, base = 1ms, budget = none)]
+async fn outer_timing_out_a_call_between(
+    calls: &AtomicU32,
+    runs: &AtomicU32,
+    lean: bool,
+) -> Result<(), Error> {
     runs.fetch_add(1, Relaxed);
-    match tokio::time::timeout(
-        Duration::from_secs(1),
-        between_hanging_after_a_retried_call(calls),
-    )
-    .await
-    {
+    let between = async {
+        if lean {
+            between_lean_hanging_after_a_retried_call(calls).await
+        } else {
+            between_hanging_after_a_retried_call(calls).await
+        }
+    };
+    match tokio::time::timeout(Duration::from_secs(1), between).await {
         Ok(outcome) => outcome,
         Err(_) => Err(refused()),
     }
 }
 
 /// A call between dropped midway passes on what a call nested in its
-/// attempt did, as it would have when it ended: the outer call does not
-/// retry (3 requests, not 9).
+/// attempt did, as it would have when it ended, in its first attempt run
+/// lean as well: the outer call does not retry (3 requests, not 9).
 #[tokio::test(start_paused = true)]
 async fn a_call_between_dropped_midway_passes_on_a_retry_below() {
-    let (calls, runs) = (AtomicU32::new(0), AtomicU32::new(0));
-    assert!(
-        outer_timing_out_a_call_between(&calls, &runs)
-            .await
-            .is_err()
-    );
-    assert_eq!((calls.load(Relaxed), runs.load(Relaxed)), (3, 1));
+    for lean in [false, true] {
+        let (calls, runs) = (AtomicU32::new(0), AtomicU32::new(0));
+        assert!(
+            outer_timing_out_a_call_between(&calls, &runs, lean)
+                .await
+                .is_err()
+        );
+        assert_eq!(
+            (calls.load(Relaxed), runs.load(Relaxed)),
+            (3, 1),
+            "lean: {lean}"
+        );
+    }
 }
 
 // --- deadline propagation ---------------------------------------------------

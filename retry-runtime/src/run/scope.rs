@@ -1290,9 +1290,14 @@ impl Leave<'_> {
             scope.frame.flags = flags;
             match outer.frame {
                 // A hedge sent in this attempt is sent in every attempt
-                // around it: a hedge of theirs would copy it.
+                // around it: a hedge of theirs would copy it. And a call
+                // nested in it that gave up after retrying is passed on
+                // now, as the call this attempt is one of passes it on
+                // when it ends, whatever its end (the call ends on this
+                // attempt): so a call dropped midway, even before it has
+                // a state machine of its own, has passed it on.
                 Some(mut frame) => {
-                    frame.flags = frame.flags.with(flags.only(Flags::HEDGED_BELOW));
+                    frame.flags = frame.flags.with(flags.only(Flags::REPORTED));
                     current.set_raw(frame);
                 }
                 // Outside every attempt and deadline scope only these two
