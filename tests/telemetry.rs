@@ -2490,6 +2490,52 @@ fn a_held_request_giving_up_at_its_deadline_shows_its_last_error() {
     assert_eq!(gave_up.1.get("error"), held.1.get("error"));
 }
 
+static ASYNC_HELD: backstop::limit::TokenBudget = backstop::limit::TokenBudget::new(2, 1.0);
+
+#[retry(deadline = 1s, attempts = 50, jitter = none, budget = ASYNC_HELD)]
+async fn held_async_to_the_deadline() -> Result<(), Error> {
+    Err(ErrorKind::ConnectionRefused.into())
+}
+
+/// An async function held to its deadline dropped its last outcome before
+/// it slept: it gives up with an `Elapsed` that says why, and its `giving
+/// up` event shows that error, the one the call returns.
+#[test]
+fn an_async_call_held_to_its_deadline_shows_the_error_it_returns() {
+    let _serial = serial();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let capture = Arc::new(Capture::default());
+    let returned = tracing::subscriber::with_default(Arc::clone(&capture), || {
+        runtime.block_on(held_async_to_the_deadline())
+    })
+    .unwrap_err();
+    assert!(
+        returned
+            .get_ref()
+            .and_then(|e| e.downcast_ref::<backstop::Elapsed>())
+            .is_some_and(backstop::Elapsed::is_refused),
+        "{returned}"
+    );
+    let events = capture.events.lock().unwrap();
+    assert!(
+        events
+            .iter()
+            .any(|(_, f)| f["message"] == "holding until the dependency answers"),
+        "{events:?}"
+    );
+    let gave_up = events.last().expect("gave up");
+    assert_eq!(gave_up.1["message"], "giving up", "{events:?}");
+    assert_eq!(
+        gave_up.1.get("reason").map(String::as_str),
+        Some("deadline")
+    );
+    assert_eq!(gave_up.1.get("error"), Some(&returned.to_string()));
+}
+
 /// A `#[retry]` function whose `when_ok` judges a response a failure: its
 /// events show the response's status, as the middleware's do.
 #[cfg(feature = "reqwest")]

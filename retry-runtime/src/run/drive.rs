@@ -760,7 +760,7 @@ where
     P: HoldsPolicy,
 {
     // Held after a refusal: sleep on, until released or the deadline.
-    match state.held_showing(|| kept.peek().map_or(Shown::Nothing, D::shown)) {
+    match state.held_showing(|| kept.peek().map(D::shown)) {
         None => {}
         Some(Ok(wait)) => return Ok(Phase::Sleep(crate::time::timer::sleep_async(wait), kept)),
         Some(Err(reason)) => {

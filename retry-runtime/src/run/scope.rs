@@ -274,7 +274,7 @@ impl Flags {
     /// calls in it send none (the round's copy copies them).
     const HEDGED_ABOVE: Self = Self(4);
     /// What work carried out of an attempt tells it back.
-    const REPORTED: Self = Self(1 | 2);
+    const REPORTED: Self = Self(Self::RETRIED_BELOW.0 | Self::HEDGED_BELOW.0);
 
     const fn has(self, flags: Self) -> bool {
         self.0 & flags.0 != 0

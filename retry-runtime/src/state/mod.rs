@@ -20,7 +20,7 @@ use crate::classify::{Classifier, Verdict};
 use crate::limit::adaptive::{AdaptiveThrottle, Throttled};
 use crate::limit::breaker::{CircuitBreaker, CircuitOpen, Permit};
 use crate::limit::{BudgetRef, TokenBudget, WindowBudget};
-use crate::run::observe::{Function, GiveUpEvent, Observe, RetryEvent, Show, Shown};
+use crate::run::observe::{ErrorShown, Function, GiveUpEvent, Observe, RetryEvent, Show, Shown};
 use crate::run::scope::{self, CallContext, Scope};
 use crate::state::backoff::Rng;
 use crate::state::policy::Policy;
@@ -876,7 +876,7 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     ) -> bool {
         // A call held after a refusal waits here (the loop is sync: its
         // thread sleeps), and gives up at its deadline with the outcome kept.
-        while let Some(held) = self.held_showing(|| W::shown(outcome)) {
+        while let Some(held) = self.held_showing(|| Some(W::shown(outcome))) {
             match held {
                 Ok(wait) => crate::time::sleep_thread(wait),
                 Err(reason) => {
@@ -1217,14 +1217,16 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
     /// assert_eq!(state.held(), None, "released: the retry goes");
     /// ```
     pub fn held(&mut self) -> Option<Result<Duration, GiveUp>> {
-        self.held_showing(|| Shown::Nothing)
+        self.held_showing(|| None)
     }
 
-    /// [`held`](Self::held), by a loop that kept the outcome held after:
-    /// a give-up shows it (`shown`, asked only then), as the holds did.
+    /// [`held`](Self::held), by a loop that may have kept the outcome held
+    /// after: a give-up shows it (`shown`, asked only then), as the holds
+    /// did, or, if it was not kept (`None`), the [`Elapsed`](crate::Elapsed)
+    /// the call then returns.
     pub(crate) fn held_showing<'s>(
         &mut self,
-        shown: impl FnOnce() -> Shown<'s>,
+        shown: impl FnOnce() -> Option<Shown<'s>>,
     ) -> Option<Result<Duration, GiveUp>> {
         if self.hold != Hold::Held {
             return None;
@@ -1249,7 +1251,9 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
         };
         if let Some(reason) = over {
             self.hold = Hold::No;
-            self.gave_up_showing(reason, shown());
+            let returned = crate::Elapsed::held(reason);
+            let shown = shown().unwrap_or(Shown::Error(ErrorShown::Display(&returned)));
+            self.gave_up_showing(reason, shown);
             // Holding was its retry, even if no probe went: a call around
             // it is not to retry what this one held for.
             scope::note_retried_below();
