@@ -462,16 +462,21 @@ async fn a_nested_call_dropped_before_it_retried_is_retried_around() {
     assert_eq!(calls.load(Relaxed), 3, "one attempt in each of 3");
 }
 
+/// Fails at once, then hangs for 10 s in its second attempt.
 #[retry(attempts = 3, base = 1s, jitter = none, budget = none)]
 async fn innermost_failing_twice(calls: &AtomicU32) -> Result<(), Error> {
-    if calls.fetch_add(1, Relaxed) < 2 {
-        return Err(refused());
+    match calls.fetch_add(1, Relaxed) {
+        0 => Err(refused()),
+        1 => {
+            tokio::time::sleep(Duration::from_secs(10)).await;
+            Err(refused())
+        }
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 /// Its attempts are cut off at 1.5 s: the nested call's first attempt
-/// fails at once, its second at 1 s, and its sleep runs past the cut-off.
+/// fails at once, its second starts at 1 s and runs past the cut-off.
 #[retry(attempts = 3, base = 1ms, attempt_timeout = 1500ms, idempotent, budget = none)]
 async fn middle_cutting_off(calls: &AtomicU32) -> Result<(), Error> {
     innermost_failing_twice(calls).await
@@ -599,6 +604,91 @@ async fn a_call_between_dropped_midway_passes_on_a_retry_below() {
 }
 
 // --- deadline propagation ---------------------------------------------------
+
+#[retry(attempts = 2, deadline = 10s, attempt_timeout = 500ms, idempotent, jitter = none, budget = none)]
+async fn timed_observing(seen: &std::sync::Mutex<Vec<Option<Duration>>>) -> Result<(), Error> {
+    seen.lock()
+        .unwrap()
+        .push(context().and_then(|cx| cx.remaining()));
+    Err(refused())
+}
+
+/// An attempt cut off after its `attempt_timeout` has that long, not the
+/// call's time left: what it gives its operation as a timeout
+/// (`context()`'s `remaining()`, a `within_attempt` header) is no longer
+/// than the time it is given.
+#[tokio::test(start_paused = true)]
+async fn an_attempts_context_says_the_time_its_attempt_timeout_leaves_it() {
+    let seen = std::sync::Mutex::default();
+    assert!(timed_observing(&seen).await.is_err());
+    let half = Some(Duration::from_millis(500));
+    assert_eq!(*seen.lock().unwrap(), [half, half]);
+}
+
+#[retry(hedge = 100ms, attempts = 2, deadline = 10s, attempt_timeout = 500ms, idempotent, budget = none)]
+async fn hedged_observing(seen: &std::sync::Mutex<Vec<Option<Duration>>>) -> Result<(), Error> {
+    seen.lock()
+        .unwrap()
+        .push(context().and_then(|cx| cx.remaining()));
+    std::future::pending().await
+}
+
+/// The same through `call_async` with a `Retry`'s `attempt_timeout`, and
+/// in each attempt of a hedged round (the hedge's own, from its start).
+#[tokio::test(start_paused = true)]
+async fn every_loops_attempt_context_says_the_time_its_attempt_timeout_leaves_it() {
+    let half = Some(Duration::from_millis(500));
+    let policy = backstop::Policy::new()
+        .deadline(Some(Duration::from_secs(10)))
+        .idempotent(true)
+        .attempts(2)
+        .no_budget();
+    let seen = std::sync::Mutex::new(Vec::new());
+    let out: Result<(), Error> = backstop::Retry::new(&policy)
+        .attempt_timeout(Duration::from_millis(500))
+        .call_async(|| async {
+            seen.lock()
+                .unwrap()
+                .push(context().and_then(|cx| cx.remaining()));
+            std::future::pending().await
+        })
+        .await;
+    assert!(out.is_err());
+    assert_eq!(*seen.lock().unwrap(), [half, half]);
+    let seen = std::sync::Mutex::default();
+    assert!(hedged_observing(&seen).await.is_err());
+    assert_eq!(*seen.lock().unwrap(), [half, half]);
+}
+
+#[retry(attempts = 10, base = 100ms, jitter = none, budget = none)]
+async fn refused_until_its_deadline(calls: &AtomicU32) -> Result<(), Error> {
+    calls.fetch_add(1, Relaxed);
+    Err(refused())
+}
+
+#[retry(attempts = 2, attempt_timeout = 1s, idempotent, base = 1ms, budget = none)]
+async fn timed_around_a_retrying_call(calls: &AtomicU32) -> Result<(), Error> {
+    refused_until_its_deadline(calls).await
+}
+
+/// A call nested in an attempt that is cut off after its
+/// `attempt_timeout` keeps that limit as its deadline: it sleeps no retry
+/// past it, and gives up with its own error (attempts at 0, 100, 300 and
+/// 700 ms; the next would be at 1.5 s), rather than be cut off midway; the
+/// call around it does not retry on top.
+#[tokio::test(start_paused = true)]
+async fn a_nested_call_keeps_the_attempt_timeout_of_the_attempt_it_runs_in() {
+    let calls = AtomicU32::new(0);
+    let started = tokio::time::Instant::now();
+    let error = timed_around_a_retrying_call(&calls).await.unwrap_err();
+    assert_eq!(
+        error.kind(),
+        std::io::ErrorKind::ConnectionRefused,
+        "{error}"
+    );
+    assert_eq!(calls.load(Relaxed), 4);
+    assert_eq!(started.elapsed(), Duration::from_millis(700));
+}
 
 #[retry(attempts = 100, base = 50ms, budget = none)]
 fn inner_default_deadline() -> Result<(), Error> {

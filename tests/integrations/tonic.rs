@@ -1256,6 +1256,26 @@ fn within_attempt_shortens_a_longer_grpc_timeout_and_keeps_a_shorter_one() {
     assert_eq!(timeouts.unwrap(), ["2000000u", "1S", "2S"]);
 }
 
+#[backstop::retry(deadline = 2s, attempt_timeout = 500ms, attempts = 1)]
+async fn timed_grpc_timeout() -> Result<Option<String>, std::io::Error> {
+    let request = backstop::tonic::within_attempt(tonic::Request::new(()));
+    Ok(request
+        .metadata()
+        .get("grpc-timeout")
+        .map(|value| value.to_str().unwrap().to_owned()))
+}
+
+/// In an attempt cut off after its `attempt_timeout`, the time left before
+/// the cut-off is sent: the server does not work on after the client gave
+/// the attempt up.
+#[tokio::test(start_paused = true)]
+async fn within_attempt_sends_the_time_left_before_the_attempts_cut_off() {
+    assert_eq!(
+        timed_grpc_timeout().await.unwrap().as_deref(),
+        Some("500000u")
+    );
+}
+
 /// A service that is never ready: it says so with an error.
 #[derive(Clone)]
 struct NeverReady;

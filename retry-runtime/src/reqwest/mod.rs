@@ -166,8 +166,9 @@ impl AttemptRequest {
     ///   request's own becomes the time left if that is less (reqwest's
     ///   timeouts also cover reading the body, the shortened one included:
     ///   read it inside the function; for the deadline to cover it
-    ///   otherwise, give the function an `attempt_timeout`); a key among
-    ///   the `Client`'s default headers gives way to the call's.
+    ///   otherwise, give the function an `attempt_timeout`: under one,
+    ///   the loop cuts the attempt off, and says so in its error); a key
+    ///   among the `Client`'s default headers gives way to the call's.
     ///
     /// Both hold whatever the body, a stream included. Outside an attempt,
     /// within a [`scope::deadline`](crate::scope::deadline) (or a
@@ -194,8 +195,10 @@ impl AttemptRequest {
     /// sent then).
     pub async fn send(self) -> Result<::reqwest::Response, Error> {
         let cx = crate::run::scope::context();
-        // The attempt's time left, or else an enclosing scope's.
+        // The attempt's time left, or else an enclosing scope's. (Not its
+        // cut-off: the loop cuts it off, saying which limit ran out.)
         let left = match &cx {
+            Some(cx) if cx.is_cut_off() => None,
             Some(cx) => cx.remaining(),
             None => crate::run::scope::scope_left(crate::time::timer::RuntimeClock::current()),
         };

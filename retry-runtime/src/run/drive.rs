@@ -823,7 +823,8 @@ where
     P: HoldsPolicy,
 {
     let attempt = op.as_mut();
-    let over = state.poll_framed(shared, || match attempt.poll_attempt(cx) {
+    let until = cut.as_ref().and_then(|cut| cut.until());
+    let over = state.poll_framed(shared, until, || match attempt.poll_attempt(cx) {
         Poll::Ready(outcome) => {
             *out = Some(outcome);
             true
@@ -839,7 +840,9 @@ where
         let why = ready!(timer.as_mut().poll(cx));
         // Dropped in its frame, as it ran.
         let attempt = op.as_mut();
-        *out = Some(Err(state.poll_framed(shared, || attempt.cut_off(why))));
+        *out = Some(Err(
+            state.poll_framed(shared, until, || attempt.cut_off(why))
+        ));
     }
     *cut = None;
     *shared = None;

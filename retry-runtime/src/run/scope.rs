@@ -47,6 +47,9 @@ pub struct Context {
     key: IdempotencyKey,
     deadline: Option<Instant>,
     now: fn() -> Instant,
+    /// The deadline is the attempt's cut-off, sooner than the call's.
+    #[cfg_attr(not(feature = "reqwest"), allow(dead_code))]
+    cut: bool,
 }
 
 impl Context {
@@ -92,7 +95,9 @@ impl Context {
     }
 
     /// When the call must be over: its own deadline, or the enclosing
-    /// call's if that is sooner. `None` without a deadline.
+    /// call's if that is sooner; in an attempt cut off after an
+    /// `attempt_timeout`, when it is cut off, if that is sooner still.
+    /// `None` without any.
     ///
     /// ```
     /// # extern crate backstop_runtime as backstop;
@@ -110,9 +115,10 @@ impl Context {
         self.deadline
     }
 
-    /// Time left before the deadline, on the call's clock (virtual time
-    /// included); zero once it has passed. `None` without a deadline. Give
-    /// it to the operation as its own timeout.
+    /// Time left before the [deadline](Self::deadline) (an attempt's
+    /// cut-off, if sooner), on the call's clock (virtual time included);
+    /// zero once it has passed. `None` without a deadline. Give it to the
+    /// operation as its own timeout.
     ///
     /// ```
     /// # extern crate backstop_runtime as backstop;
@@ -128,6 +134,13 @@ impl Context {
     pub fn remaining(&self) -> Option<Duration> {
         self.deadline
             .map(|deadline| deadline.saturating_duration_since((self.now)()))
+    }
+
+    /// Whether the [deadline](Self::deadline) is the attempt's cut-off
+    /// (the loop cuts the attempt off then, with its own error).
+    #[cfg(feature = "reqwest")]
+    pub(crate) fn is_cut_off(&self) -> bool {
+        self.cut
     }
 }
 
@@ -273,6 +286,9 @@ impl Flags {
     /// The attempt is one of a round that sent a hedge, or nested in one:
     /// calls in it send none (the round's copy copies them).
     const HEDGED_ABOVE: Self = Self(4);
+    /// The frame's deadline is its attempt's cut-off (an
+    /// `attempt_timeout`'s), sooner than the call's.
+    const CUT: Self = Self(8);
     /// What work carried out of an attempt tells it back.
     const REPORTED: Self = Self(Self::RETRIED_BELOW.0 | Self::HEDGED_BELOW.0);
 
@@ -441,6 +457,7 @@ pub fn context() -> Option<Context> {
                 key,
                 deadline: frame.deadline,
                 now: frame.now,
+                cut: frame.flags.has(Flags::CUT),
             })
         })
         .ok()
@@ -1149,6 +1166,21 @@ impl Scope {
         } else {
             Flags::NONE
         };
+        self
+    }
+
+    /// This scope, for an attempt cut off at `until` (if it is): its
+    /// deadline is the sooner of the call's and that, so that what runs in
+    /// the attempt (`context()`, nested calls, a header of the time left)
+    /// is given no more time than the attempt has.
+    #[inline]
+    pub(crate) fn until(mut self, until: Option<Instant>) -> Self {
+        if let Some(until) = until
+            && self.frame.deadline.is_none_or(|deadline| until < deadline)
+        {
+            self.frame.deadline = Some(until);
+            self.frame.flags = self.frame.flags.with(Flags::CUT);
+        }
         self
     }
 

@@ -423,7 +423,7 @@ impl<Fut: Future> Round<Fut> {
         let limit = timeout.map(|t| state.attempt_limit(t));
         let primary = Timed::new(limit, timeout, make(limit));
         let meta = InFlight {
-            scope: state.scope(),
+            scope: state.scope().until(primary.until()),
             attempt: first,
             started: now,
             permit: state.permit.take(),
@@ -549,10 +549,9 @@ impl<Fut: Future> Round<Fut> {
             meta.scope.mark_copied();
             crate::run::scope::note_hedged_below();
             let limit = this.timeout.map(|t| state.attempt_limit(t));
-            this.hedges.push((
-                Box::pin(Timed::new(limit, *this.timeout, make(limit))),
-                meta,
-            ));
+            let hedge = Timed::new(limit, *this.timeout, make(limit));
+            meta.scope = meta.scope.until(hedge.until());
+            this.hedges.push((Box::pin(hedge), meta));
             *this.next += 1;
             if *this.next <= *this.last
                 && let Some(delay) = *this.delay

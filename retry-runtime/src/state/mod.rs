@@ -1357,7 +1357,7 @@ fn run_pinned<'s, F: Future>(
     std::future::poll_fn(move |task| {
         #[cfg(feature = "tracing")]
         let _span = span.enter();
-        poll_framed(state, &mut shared, || attempt.as_mut().poll(task))
+        poll_framed(state, &mut shared, None, || attempt.as_mut().poll(task))
     })
 }
 
@@ -1375,6 +1375,7 @@ fn run_cut<'s, A: Attempts, F: Future>(
     attempt: std::pin::Pin<&'s mut Option<F>>,
 ) -> RunCut<'s, A, F> {
     state.begin();
+    let clock = crate::time::timer::RuntimeClock::current();
     RunCut {
         #[cfg(feature = "tracing")]
         span: state.span().clone(),
@@ -1383,7 +1384,9 @@ fn run_cut<'s, A: Attempts, F: Future>(
         state,
         attempt,
         shared: None,
-        timer: cut.map(|cut| crate::time::timer::RuntimeClock::current().sleep(cut)),
+        timer: cut.map(|cut| clock.sleep(cut)),
+        // (On the call's clock, as its deadline.)
+        until: cut.and_then(|cut| clock.now().checked_add(cut)),
     }
 }
 
@@ -1409,6 +1412,9 @@ pin_project_lite::pin_project! {
         shared: Option<crate::run::scope::Carried>,
         #[pin]
         timer: Option<crate::time::timer::Sleep>,
+        // When the timer cuts the attempt off: its frame's deadline, if
+        // sooner than the call's.
+        until: Option<Instant>,
         span: RunSpan,
     }
 }
@@ -1429,7 +1435,7 @@ impl<A: Attempts, F: Future> Future for RunCut<'_, A, F> {
         let attempt = this.attempt;
         // The attempt first, then its timer (as a timeout polls them): an
         // attempt that answers as its time runs out is its answer.
-        let polled = poll_framed(*this.state, this.shared, || {
+        let polled = poll_framed(*this.state, this.shared, *this.until, || {
             match attempt.as_mut().as_pin_mut() {
                 Some(body) => body.poll(task),
                 None => std::task::Poll::Pending,
@@ -1440,7 +1446,7 @@ impl<A: Attempts, F: Future> Future for RunCut<'_, A, F> {
         }
         match this.timer.as_pin_mut().map(|timer| timer.poll(task)) {
             Some(std::task::Poll::Ready(())) => {
-                poll_framed(*this.state, this.shared, || attempt.set(None));
+                poll_framed(*this.state, this.shared, *this.until, || attempt.set(None));
                 std::task::Poll::Ready(Err(crate::time::timer::cut_off(crate::Elapsed::new())))
             }
             _ => std::task::Poll::Pending,
@@ -1456,9 +1462,13 @@ impl<A: Attempts, F: Future> Future for RunCut<'_, A, F> {
 fn poll_framed<R>(
     state: &mut impl Attempts,
     shared: &mut Option<crate::run::scope::Carried>,
+    until: Option<Instant>,
     poll: impl FnOnce() -> R,
 ) -> R {
-    let mut scope = state.scope().carrying(shared.take(), state.retried_below());
+    let mut scope = state
+        .scope()
+        .carrying(shared.take(), state.retried_below())
+        .until(until);
     let out = scope.enter(poll);
     // After every poll: an attempt cancelled midway (timed out, or
     // dropped) keeps the key it drew for the next one, and a nested call

@@ -366,6 +366,9 @@ pin_project_lite::pin_project! {
         #[pin]
         sleep: Sleep,
         why: crate::Elapsed,
+        // When it cuts the attempt off, on the call's clock (`None` past
+        // the end of time).
+        until: Option<Instant>,
     }
 }
 
@@ -374,10 +377,18 @@ impl Cut {
     /// A cut-off after `cut`, under `timeout` (the attempt's timeout, if
     /// it has one; `cut` is shorter when the time left was).
     pub(crate) fn after(cut: Duration, timeout: Option<Duration>) -> Self {
+        let clock = RuntimeClock::current();
         Self {
-            sleep: RuntimeClock::current().sleep(cut),
+            sleep: clock.sleep(cut),
             why: crate::Elapsed::cut_after(cut, timeout),
+            until: clock.now().checked_add(cut),
         }
+    }
+
+    /// When it cuts the attempt off: the deadline of the attempt's frame,
+    /// if sooner than the call's.
+    pub(crate) fn until(&self) -> Option<Instant> {
+        self.until
     }
 }
 
@@ -411,6 +422,14 @@ impl<F: Future> Timed<F> {
             future,
             cut: limit.map(|limit| Cut::after(limit, timeout)),
         }
+    }
+}
+
+#[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
+impl<F> Timed<F> {
+    /// When it cuts its future off, if it does: [`Cut::until`].
+    pub(crate) fn until(&self) -> Option<Instant> {
+        self.cut.as_ref().and_then(Cut::until)
     }
 }
 

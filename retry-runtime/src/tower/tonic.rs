@@ -218,9 +218,9 @@ pub fn status_from_error(error: Box<dyn std::error::Error + Send + Sync>) -> ::t
 /// `request` with the time left before the call's deadline as its
 /// `grpc-timeout`, when called inside an attempt and the request has no
 /// shorter timeout of its own: the server stops working on an attempt
-/// whose answer would come too late. (Not a `#[retry]` function's
-/// `attempt_timeout`, which the attempt does not know: the tower layer's
-/// `.attempt_timeout(..)` is sent, as the layer builds each request.) Outside an attempt, the deadline of
+/// whose answer would come too late. In an attempt cut off after an
+/// `attempt_timeout`, the time left before the cut-off, if sooner.
+/// Outside an attempt, the deadline of
 /// the scope it is called in, if any: a gRPC server's request behind
 /// [`ServerLayer`] (so that a handler's plain call sends its caller's
 /// time on), or [`scope::deadline`](crate::scope::deadline). Without a
