@@ -63,6 +63,22 @@ fn an_attempt_timeout_cuts_off_a_hung_attempt_on_async_io() {
     assert!(started.elapsed() < Duration::from_secs(2));
 }
 
+#[retry(deadline = 10s, attempt_timeout = 50ms, attempts = 1)]
+async fn says_its_time_left() -> Result<Option<Duration>, Error> {
+    Ok(backstop::context().and_then(|cx| cx.remaining()))
+}
+
+/// On async-io's timer too, an attempt's context says the time its
+/// `attempt_timeout` leaves it, not the call's.
+#[test]
+fn an_attempts_context_says_its_cut_off_on_async_io() {
+    let left = async_io::block_on(says_its_time_left()).unwrap().unwrap();
+    assert!(
+        left <= Duration::from_millis(50) && left > Duration::from_millis(10),
+        "{left:?}"
+    );
+}
+
 #[retry(deadline = 100ms, attempts = 100, base = 30ms, jitter = none, budget = none)]
 async fn always_down(
     started: Instant,

@@ -68,7 +68,11 @@ pub(crate) struct ReqwestRequests {
 ///   reports it (`is_timeout()`); a request without one keeps the
 ///   `Client`'s, and is cut off at the time left with an
 ///   [`Error::Middleware`] holding an
-///   [`Elapsed`] (ambiguous, retried only if idempotent); with no time
+///   [`Elapsed`] (ambiguous, retried only if idempotent). The cut-off
+///   ends when the response's head has come: its body, read after the
+///   middleware returns it, is bounded by a timeout of the request's own
+///   (shrunk to the time left: it covers the body too) or the `Client`'s
+///   only. With no time
 ///   left at all (a handler passing on a deadline already spent), the
 ///   request is not sent, hedged or not: the call is turned away with
 ///   that error, as by an open breaker, and no limiter counts it;

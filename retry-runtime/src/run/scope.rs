@@ -1173,15 +1173,23 @@ impl Scope {
     /// deadline is the sooner of the call's and that, so that what runs in
     /// the attempt (`context()`, nested calls, a header of the time left)
     /// is given no more time than the attempt has.
-    #[inline]
+    #[allow(clippy::inline_always)]
+    #[inline(always)]
     pub(crate) fn until(mut self, until: Option<Instant>) -> Self {
-        if let Some(until) = until
-            && self.frame.deadline.is_none_or(|deadline| until < deadline)
-        {
+        if let Some(until) = until {
+            self.cut_at(until);
+        }
+        self
+    }
+
+    /// [`until`](Self::until) for an attempt that is cut off: out of line,
+    /// as most are not.
+    #[cold]
+    fn cut_at(&mut self, until: Instant) {
+        if self.frame.deadline.is_none_or(|deadline| until < deadline) {
             self.frame.deadline = Some(until);
             self.frame.flags = self.frame.flags.with(Flags::CUT);
         }
-        self
     }
 
     /// The flag of work carried out of the attempt, if there is some.

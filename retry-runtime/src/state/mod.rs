@@ -1066,9 +1066,13 @@ impl<'a, C: Clock, P: HoldsPolicy> AttemptState<'a, C, P> {
                 return Decision::GiveUp(GiveUp::RetryAfterTooLong);
             }
             // Spread the herd that got the same header, but never come back
-            // earlier than the server asked.
+            // earlier than the server asked: over a fifth of its value, or
+            // a base delay if that is wider (a `Retry-After: 0`, or a date
+            // already past on this clock, is not a herd's cue to come back
+            // all at once).
             let draw = rng.next_f64();
-            let spread = backoff::scale(asked, 1.0 + 0.2 * draw).max(asked);
+            let width = backoff::scale(asked, 0.2).max(policy.base);
+            let spread = asked.saturating_add(backoff::scale(width, draw));
             (spread, Some((asked, draw)))
         } else {
             // The backoff counts retries: the attempts before this one,
@@ -1375,7 +1379,6 @@ fn run_cut<'s, A: Attempts, F: Future>(
     attempt: std::pin::Pin<&'s mut Option<F>>,
 ) -> RunCut<'s, A, F> {
     state.begin();
-    let clock = crate::time::timer::RuntimeClock::current();
     RunCut {
         #[cfg(feature = "tracing")]
         span: state.span().clone(),
@@ -1384,9 +1387,7 @@ fn run_cut<'s, A: Attempts, F: Future>(
         state,
         attempt,
         shared: None,
-        timer: cut.map(|cut| clock.sleep(cut)),
-        // (On the call's clock, as its deadline.)
-        until: cut.and_then(|cut| clock.now().checked_add(cut)),
+        timer: cut.map(|cut| crate::time::timer::RuntimeClock::current().cut(cut)),
     }
 }
 
@@ -1412,9 +1413,6 @@ pin_project_lite::pin_project! {
         shared: Option<crate::run::scope::Carried>,
         #[pin]
         timer: Option<crate::time::timer::Sleep>,
-        // When the timer cuts the attempt off: its frame's deadline, if
-        // sooner than the call's.
-        until: Option<Instant>,
         span: RunSpan,
     }
 }
@@ -1433,9 +1431,17 @@ impl<A: Attempts, F: Future> Future for RunCut<'_, A, F> {
         #[cfg(not(feature = "tracing"))]
         let &mut () = this.span;
         let attempt = this.attempt;
+        // When the timer cuts the attempt off: its frame's deadline, if
+        // sooner than the call's.
+        let until = this
+            .timer
+            .as_ref()
+            .get_ref()
+            .as_ref()
+            .and_then(crate::time::timer::Sleep::deadline);
         // The attempt first, then its timer (as a timeout polls them): an
         // attempt that answers as its time runs out is its answer.
-        let polled = poll_framed(*this.state, this.shared, *this.until, || {
+        let polled = poll_framed(*this.state, this.shared, until, || {
             match attempt.as_mut().as_pin_mut() {
                 Some(body) => body.poll(task),
                 None => std::task::Poll::Pending,
@@ -1446,7 +1452,7 @@ impl<A: Attempts, F: Future> Future for RunCut<'_, A, F> {
         }
         match this.timer.as_pin_mut().map(|timer| timer.poll(task)) {
             Some(std::task::Poll::Ready(())) => {
-                poll_framed(*this.state, this.shared, *this.until, || attempt.set(None));
+                poll_framed(*this.state, this.shared, until, || attempt.set(None));
                 std::task::Poll::Ready(Err(crate::time::timer::cut_off(crate::Elapsed::new())))
             }
             _ => std::task::Poll::Pending,

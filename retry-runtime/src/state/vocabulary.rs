@@ -51,7 +51,8 @@ pub enum Verdict {
     /// ridden out without feeding a storm.
     Refused,
     /// The server said when to come back (`Retry-After`). The wait is
-    /// honoured, spread upward by up to 20%, never shortened.
+    /// honoured, spread upward by up to a fifth of it or a base delay,
+    /// whichever is more (a `Retry-After: 0` too), never shortened.
     RetryAfter(Duration),
     /// Ambiguous: the work may have happened (a timeout). Retried only when
     /// the operation is declared idempotent.

@@ -278,15 +278,32 @@ impl RuntimeClock {
             #[cfg(feature = "async-io")]
             Self::AsyncIo => Sleep::AsyncIo {
                 sleep: async_io::Timer::after(delay),
+                until: None,
             },
             Self::Custom => match CUSTOM.get() {
                 Some(timer) => Sleep::Boxed {
                     sleep: timer.sleep(delay),
+                    until: None,
                 },
                 None => own_thread_sleep(delay),
             },
             _ => own_thread_sleep(delay),
         }
+    }
+
+    /// An attempt's cut-off after `delay`: a [`sleep`](Self::sleep) that
+    /// knows when it ends ([`Sleep::deadline`]; tokio's knows by itself,
+    /// the others read the clock now).
+    #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
+    pub(crate) fn cut(self, delay: Duration) -> Sleep {
+        let mut sleep = self.sleep(delay);
+        match &mut sleep {
+            Sleep::Tokio { .. } => {}
+            Sleep::AsyncIo { until, .. } | Sleep::Boxed { until, .. } => {
+                *until = self.now().checked_add(delay);
+            }
+        }
+        sleep
     }
 
     /// `future`, or `Err` once `limit` has passed.
@@ -341,8 +358,24 @@ pin_project_lite::pin_project! {
     #[project = SleepProj]
     pub(crate) enum Sleep {
         Tokio { #[pin] sleep: TokioSleep },
-        AsyncIo { sleep: AsyncIoSleep },
-        Boxed { sleep: Pin<Box<dyn Future<Output = ()> + Send>> },
+        // (`until`: when it ends, if it was made to cut an attempt off.)
+        AsyncIo { sleep: AsyncIoSleep, until: Option<Instant> },
+        Boxed { sleep: Pin<Box<dyn Future<Output = ()> + Send>>, until: Option<Instant> },
+    }
+}
+
+#[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
+impl Sleep {
+    /// When it ends, on the clock of the timer it is on, if it knows
+    /// (tokio's does; the others if made by [`RuntimeClock::cut`]).
+    pub(crate) fn deadline(&self) -> Option<Instant> {
+        match self {
+            #[cfg(feature = "tokio")]
+            Self::Tokio { sleep } => Some(sleep.deadline().into_std()),
+            #[cfg(not(feature = "tokio"))]
+            Self::Tokio { .. } => None,
+            Self::AsyncIo { until, .. } | Self::Boxed { until, .. } => *until,
+        }
     }
 }
 
@@ -353,8 +386,8 @@ impl Future for Sleep {
         match self.project() {
             SleepProj::Tokio { sleep } => sleep.poll(cx),
             // (Both `Unpin`: async-io's `Timer`, and `Pending` without it.)
-            SleepProj::AsyncIo { sleep } => Pin::new(sleep).poll(cx).map(drop),
-            SleepProj::Boxed { sleep } => sleep.as_mut().poll(cx),
+            SleepProj::AsyncIo { sleep, .. } => Pin::new(sleep).poll(cx).map(drop),
+            SleepProj::Boxed { sleep, .. } => sleep.as_mut().poll(cx),
         }
     }
 }
@@ -366,9 +399,6 @@ pin_project_lite::pin_project! {
         #[pin]
         sleep: Sleep,
         why: crate::Elapsed,
-        // When it cuts the attempt off, on the call's clock (`None` past
-        // the end of time).
-        until: Option<Instant>,
     }
 }
 
@@ -377,18 +407,16 @@ impl Cut {
     /// A cut-off after `cut`, under `timeout` (the attempt's timeout, if
     /// it has one; `cut` is shorter when the time left was).
     pub(crate) fn after(cut: Duration, timeout: Option<Duration>) -> Self {
-        let clock = RuntimeClock::current();
         Self {
-            sleep: clock.sleep(cut),
+            sleep: RuntimeClock::current().cut(cut),
             why: crate::Elapsed::cut_after(cut, timeout),
-            until: clock.now().checked_add(cut),
         }
     }
 
-    /// When it cuts the attempt off: the deadline of the attempt's frame,
-    /// if sooner than the call's.
+    /// When it cuts the attempt off, on the call's clock: the deadline of
+    /// the attempt's frame, if sooner than the call's.
     pub(crate) fn until(&self) -> Option<Instant> {
-        self.until
+        self.sleep.deadline()
     }
 }
 
@@ -468,6 +496,7 @@ fn own_thread_sleep(delay: Duration) -> Sleep {
     match crate::time::own_thread::sleep(delay) {
         Some(sleep) => Sleep::Boxed {
             sleep: Box::pin(sleep),
+            until: None,
         },
         None => panic!(
             "an async retry loop has no timer to sleep on, and no thread could be started \

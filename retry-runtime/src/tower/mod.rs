@@ -103,7 +103,12 @@ pub const DEFAULT_REPLAY_LIMIT: usize = 64 * 1024;
 /// service's, the first attempt uses the service made ready, and each
 /// retry waits for that service to be ready again, until the deadline at
 /// most (then the call gives up with its last outcome); a readiness error
-/// ends the call with that error. The error type is the inner service's:
+/// ends the call with that error. The deadline decides whether an attempt
+/// starts and how long the loop sleeps; an attempt that hangs is cut off
+/// only by an attempt timeout ([`Retry::attempt_timeout`] or the
+/// policy's, never past the deadline): a hyper-util client or a tonic
+/// `Channel` has no timeout of its own, and a server that never answers
+/// would hold the call past its deadline. The error type is the inner service's:
 /// a breaker, an adaptive throttle or an attempt timeout needs it to hold
 /// their errors (`From<CircuitOpen>`, `From<Throttled>`, `From<Elapsed>`),
 /// as `Box<dyn Error + Send + Sync>` does.

@@ -359,6 +359,40 @@ fn a_retry_after_that_fits_is_never_refused_for_its_jitter() {
 }
 
 #[test]
+fn a_retry_after_of_zero_still_spreads_the_callers() {
+    // `Retry-After: 0`, or a date already past (a server's clock behind
+    // the client's): callers told the same come back spread over a base
+    // delay (100 ms), not together at once; a value of several base
+    // delays is spread by a fifth of itself, as before.
+    let policy = quiet().attempts(2);
+    let base = Duration::from_millis(100);
+    for (asked, width) in [
+        (Duration::ZERO, base),
+        (Duration::from_millis(30), base),
+        (Duration::from_secs(2), Duration::from_millis(400)),
+    ] {
+        let mut delays = Vec::new();
+        for seed in 0..500 {
+            let _vt = VirtualTime::start();
+            let mut state = AttemptState::new(&policy, SystemClock).rng(Rng::seeded(seed));
+            match state.decide(Attempted::Failed(Verdict::RetryAfter(asked))) {
+                Decision::Retry(d) => delays.push(d),
+                other => panic!("seed {seed}: {other:?}"),
+            }
+        }
+        assert!(
+            delays.iter().all(|d| *d >= asked && *d <= asked + width),
+            "{asked:?}: {delays:?}"
+        );
+        let late_half = delays.iter().filter(|d| **d > asked + width / 2).count();
+        assert!(
+            (150..=350).contains(&late_half),
+            "{asked:?}: {late_half} of 500"
+        );
+    }
+}
+
+#[test]
 fn a_retry_after_spread_that_must_shrink_still_spreads_the_callers() {
     // 9.5 s asked, 10 s left: callers told the same come back spread over
     // the half second that is left, not together at its last instant.
@@ -570,8 +604,9 @@ fn random_policies_keep_every_invariant() {
         assert!(run.starts.iter().skip(1).all(|s| *s < deadline), "{ctx}");
         for d in vt.sleeps() {
             match retry_after {
+                // (Spread over a fifth of the value, or a base delay.)
                 Some(asked) => assert!(
-                    d >= asked && d <= asked * 6 / 5 + Duration::from_nanos(1),
+                    d >= asked && d <= asked + (asked / 5).max(base) + Duration::from_nanos(1),
                     "{ctx}"
                 ),
                 None => assert!(d <= cap, "{ctx}"),
