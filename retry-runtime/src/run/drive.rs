@@ -56,6 +56,10 @@ pub(crate) trait Operation {
     /// timeout is set): what a call that kept no outcome returns when it
     /// was held and its deadline came.
     const ELAPSES: bool = false;
+    /// Whether an attempt may be cut off ([`start`](Self::start) may give
+    /// a limit): `false` spares each poll asking (`call_async` without an
+    /// attempt timeout).
+    const CUTS: bool = true;
     /// Whether an attempt with no time at all is not started: a request,
     /// which would reach its server only to be cut off at once. The call
     /// is then turned away before its first attempt, with the cut-off's
@@ -621,6 +625,7 @@ where
     type Kept = ();
     type Hedge = Fut;
     const ELAPSES: bool = L::ELAPSES;
+    const CUTS: bool = L::ELAPSES;
 
     fn start(self: Pin<&mut Self>, limit: Option<Duration>) -> Option<Duration> {
         let mut this = self.project();
@@ -823,8 +828,10 @@ where
     P: HoldsPolicy,
 {
     let attempt = op.as_mut();
-    let until = cut.as_ref().and_then(|cut| cut.until());
-    let over = state.poll_framed(shared, until, || match attempt.poll_attempt(cx) {
+    // (The timer says when it cuts the attempt off: the frame's deadline,
+    // if sooner than the call's.)
+    let timer = cut.as_deref().filter(|_| D::CUTS).map(Cut::sleep);
+    let over = state.poll_framed(shared, timer, || match attempt.poll_attempt(cx) {
         Poll::Ready(outcome) => {
             *out = Some(outcome);
             true
@@ -840,8 +847,9 @@ where
         let why = ready!(timer.as_mut().poll(cx));
         // Dropped in its frame, as it ran.
         let attempt = op.as_mut();
+        let timer = Some(timer.sleep());
         *out = Some(Err(
-            state.poll_framed(shared, until, || attempt.cut_off(why))
+            state.poll_framed(shared, timer, || attempt.cut_off(why))
         ));
     }
     *cut = None;

@@ -1173,20 +1173,31 @@ impl Scope {
     /// deadline is the sooner of the call's and that, so that what runs in
     /// the attempt (`context()`, nested calls, a header of the time left)
     /// is given no more time than the attempt has.
-    #[allow(clippy::inline_always)]
-    #[inline(always)]
+    #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
     pub(crate) fn until(mut self, until: Option<Instant>) -> Self {
-        if let Some(until) = until {
+        if until.is_some() {
             self.cut_at(until);
         }
         self
     }
 
-    /// [`until`](Self::until) for an attempt that is cut off: out of line,
-    /// as most are not.
+    /// [`until`](Self::until) for an attempt cut off by `timer`, if it is,
+    /// read at each poll: a pointer to test, the rest out of line (most
+    /// attempts have no cut-off).
+    #[allow(clippy::inline_always)]
+    #[inline(always)]
+    pub(crate) fn cut_by(mut self, timer: Option<&crate::time::timer::Sleep>) -> Self {
+        if let Some(timer) = timer {
+            self.cut_at(timer.deadline());
+        }
+        self
+    }
+
     #[cold]
-    fn cut_at(&mut self, until: Instant) {
-        if self.frame.deadline.is_none_or(|deadline| until < deadline) {
+    fn cut_at(&mut self, until: Option<Instant>) {
+        if let Some(until) = until
+            && self.frame.deadline.is_none_or(|deadline| until < deadline)
+        {
             self.frame.deadline = Some(until);
             self.frame.flags = self.frame.flags.with(Flags::CUT);
         }

@@ -403,10 +403,10 @@ impl<'a, C: Clock, P: HoldsPolicy, S: Holds<'a, C, P>> Call<'a, C, P, S> {
     pub(crate) fn poll_framed<R>(
         &mut self,
         shared: &mut Option<crate::run::scope::Carried>,
-        until: Option<std::time::Instant>,
+        timer: Option<&crate::time::timer::Sleep>,
         poll: impl FnOnce() -> R,
     ) -> R {
-        super::poll_framed(self, shared, until, poll)
+        super::poll_framed(self, shared, timer, poll)
     }
 
     /// The request cannot be sent again (settled after an attempt, for

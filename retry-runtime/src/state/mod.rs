@@ -1425,23 +1425,18 @@ impl<A: Attempts, F: Future> Future for RunCut<'_, A, F> {
         self: std::pin::Pin<&mut Self>,
         task: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Self::Output> {
-        let this = self.project();
+        let mut this = self.project();
         #[cfg(feature = "tracing")]
         let _span = this.span.enter();
         #[cfg(not(feature = "tracing"))]
         let &mut () = this.span;
         let attempt = this.attempt;
-        // When the timer cuts the attempt off: its frame's deadline, if
-        // sooner than the call's.
-        let until = this
-            .timer
-            .as_ref()
-            .get_ref()
-            .as_ref()
-            .and_then(crate::time::timer::Sleep::deadline);
         // The attempt first, then its timer (as a timeout polls them): an
-        // attempt that answers as its time runs out is its answer.
-        let polled = poll_framed(*this.state, this.shared, until, || {
+        // attempt that answers as its time runs out is its answer. (The
+        // timer says when it cuts the attempt off: the frame's deadline,
+        // if sooner than the call's.)
+        let timer = this.timer.as_ref().get_ref().as_ref();
+        let polled = poll_framed(*this.state, this.shared, timer, || {
             match attempt.as_mut().as_pin_mut() {
                 Some(body) => body.poll(task),
                 None => std::task::Poll::Pending,
@@ -1450,9 +1445,15 @@ impl<A: Attempts, F: Future> Future for RunCut<'_, A, F> {
         if let std::task::Poll::Ready(out) = polled {
             return std::task::Poll::Ready(Ok(out));
         }
-        match this.timer.as_pin_mut().map(|timer| timer.poll(task)) {
+        match this
+            .timer
+            .as_mut()
+            .as_pin_mut()
+            .map(|timer| timer.poll(task))
+        {
             Some(std::task::Poll::Ready(())) => {
-                poll_framed(*this.state, this.shared, until, || attempt.set(None));
+                let timer = this.timer.as_ref().get_ref().as_ref();
+                poll_framed(*this.state, this.shared, timer, || attempt.set(None));
                 std::task::Poll::Ready(Err(crate::time::timer::cut_off(crate::Elapsed::new())))
             }
             _ => std::task::Poll::Pending,
@@ -1468,13 +1469,13 @@ impl<A: Attempts, F: Future> Future for RunCut<'_, A, F> {
 fn poll_framed<R>(
     state: &mut impl Attempts,
     shared: &mut Option<crate::run::scope::Carried>,
-    until: Option<Instant>,
+    timer: Option<&crate::time::timer::Sleep>,
     poll: impl FnOnce() -> R,
 ) -> R {
     let mut scope = state
         .scope()
         .carrying(shared.take(), state.retried_below())
-        .until(until);
+        .cut_by(timer);
     let out = scope.enter(poll);
     // After every poll: an attempt cancelled midway (timed out, or
     // dropped) keeps the key it drew for the next one, and a nested call

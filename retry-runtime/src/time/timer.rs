@@ -364,7 +364,6 @@ pin_project_lite::pin_project! {
     }
 }
 
-#[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
 impl Sleep {
     /// When it ends, on the clock of the timer it is on, if it knows
     /// (tokio's does; the others if made by [`RuntimeClock::cut`]).
@@ -417,6 +416,11 @@ impl Cut {
     /// the attempt's frame, if sooner than the call's.
     pub(crate) fn until(&self) -> Option<Instant> {
         self.sleep.deadline()
+    }
+
+    /// Its timer.
+    pub(crate) fn sleep(&self) -> &Sleep {
+        &self.sleep
     }
 }
 
