@@ -1029,28 +1029,16 @@ async fn aborts_its_carried_task(after: Duration) -> Result<(), Error> {
 /// Aborted before it retried, the attempt is retried.
 #[tokio::test(start_paused = true)]
 async fn a_carried_call_aborted_after_it_retried_is_not_retried_around() {
-    ABORTED_DEPENDENCY.store(0, Relaxed);
-    assert!(
-        aborts_its_carried_task(Duration::from_millis(1500))
-            .await
-            .is_err()
-    );
-    assert_eq!(
-        ABORTED_DEPENDENCY.load(Relaxed),
-        2,
-        "one carried call's two attempts"
-    );
-    ABORTED_DEPENDENCY.store(0, Relaxed);
-    assert!(
-        aborts_its_carried_task(Duration::from_millis(500))
-            .await
-            .is_err()
-    );
-    assert_eq!(
-        ABORTED_DEPENDENCY.load(Relaxed),
-        3,
-        "one attempt in each of 3"
-    );
+    for (after, requests) in [(1500, 2), (500, 3)] {
+        ABORTED_DEPENDENCY.store(0, Relaxed);
+        let after = Duration::from_millis(after);
+        assert!(aborts_its_carried_task(after).await.is_err());
+        assert_eq!(
+            ABORTED_DEPENDENCY.load(Relaxed),
+            requests,
+            "aborted after {after:?}"
+        );
+    }
 }
 
 static BLOCKING_DEPENDENCY: AtomicU32 = AtomicU32::new(0);
