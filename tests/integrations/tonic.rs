@@ -523,6 +523,93 @@ async fn a_grpc_timeout_is_no_longer_than_the_attempts_own_limit() {
     }
 }
 
+/// A service whose copies (a hedge's) are ready only 200 ms after first
+/// asked; the first request hangs, the others answer; it keeps each
+/// request's `grpc-timeout`.
+struct SlowClone {
+    copy: bool,
+    wait: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+    seen: Arc<Mutex<Vec<Option<http::HeaderValue>>>>,
+}
+
+impl Clone for SlowClone {
+    fn clone(&self) -> Self {
+        Self {
+            copy: true,
+            wait: None,
+            seen: self.seen.clone(),
+        }
+    }
+}
+
+impl tower::Service<http::Request<ReplayBody<String>>> for SlowClone {
+    type Response = http::Response<String>;
+    type Error = BoxError;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<http::Response<String>, BoxError>> + Send>,
+    >;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), BoxError>> {
+        if !self.copy {
+            return std::task::Poll::Ready(Ok(()));
+        }
+        let wait = self
+            .wait
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(Duration::from_millis(200))));
+        wait.as_mut().poll(cx).map(Ok)
+    }
+
+    fn call(&mut self, request: http::Request<ReplayBody<String>>) -> Self::Future {
+        let n = {
+            let mut seen = self.seen.lock().unwrap();
+            seen.push(request.headers().get("grpc-timeout").cloned());
+            seen.len()
+        };
+        Box::pin(async move {
+            if n == 1 {
+                std::future::pending::<()>().await;
+            }
+            Ok(http::Response::new(String::new()))
+        })
+    }
+}
+
+/// A hedge whose service is ready only 200 ms after it was due says the
+/// time its attempt has left when it goes, not when it was due: the
+/// server is asked to work no longer than the client waits.
+#[tokio::test(start_paused = true)]
+async fn a_hedge_ready_late_sends_the_time_its_attempt_has_left() {
+    use tower::ServiceExt;
+    let policy = Policy::new()
+        .deadline(Some(Duration::from_secs(2)))
+        .idempotent(true);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let inner = SlowClone {
+        copy: false,
+        wait: None,
+        seen: seen.clone(),
+    };
+    let retry = backstop::Retry::new(&policy)
+        .attempt_timeout(Duration::from_millis(500))
+        .hedge(backstop::hedge::Hedge::after(Duration::from_millis(100)));
+    let request = http::Request::post("/test.Echo/Say")
+        .header("content-type", "application/grpc")
+        .body(String::new())
+        .unwrap();
+    let service = RetryLayer::http(retry).grpc_deadline().layer(inner);
+    service.oneshot(request).await.unwrap();
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [
+            Some("500000u".parse().unwrap()),
+            Some("300000u".parse().unwrap())
+        ]
+    );
+}
+
 #[test]
 fn a_status_is_found_in_a_source_chain() {
     let boxed: BoxError = Box::new(Status::unavailable("draining"));
