@@ -201,6 +201,42 @@ async fn within_attempt_keeps_a_key_and_a_shorter_timeout_already_set() {
     );
 }
 
+#[retry(attempts = 1, deadline = 5s, attempt_timeout = 300ms)]
+async fn with_a_long_timeout_of_its_own(url: &str) -> Result<reqwest::Response, Error> {
+    let request = reqwest::Client::new()
+        .get(url)
+        .timeout(Duration::from_secs(30));
+    within_attempt(request).send().await
+}
+
+/// Under an `attempt_timeout`, a timeout of the request's own shrinks to
+/// the attempt's time left, as it does to the deadline's: a body read
+/// after the function returned, from a server that stalls midway, fails
+/// then, not 30 s later.
+#[tokio::test]
+async fn a_timeout_of_the_requests_own_shrinks_to_the_attempts_time_left() {
+    let server = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/", server.local_addr().unwrap());
+    tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (mut socket, _) = server.accept().await.unwrap();
+        let mut request = [0; 1024];
+        let _ = socket.read(&mut request).await;
+        let head = b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\nabcde";
+        socket.write_all(head).await.unwrap();
+        std::future::pending::<()>().await;
+    });
+    let started = std::time::Instant::now();
+    let response = with_a_long_timeout_of_its_own(&url).await.unwrap();
+    let error = response.bytes().await.unwrap_err();
+    assert!(error.is_timeout(), "{error:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
 // ---- first-hour defects -------------------------------------------------
 
 #[retry(attempts = 3, base = 1ms, when_ok = response_verdict)]

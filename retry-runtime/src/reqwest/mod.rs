@@ -166,8 +166,10 @@ impl AttemptRequest {
     ///   request's own becomes the time left if that is less (reqwest's
     ///   timeouts also cover reading the body, the shortened one included:
     ///   read it inside the function; for the deadline to cover it
-    ///   otherwise, give the function an `attempt_timeout`: under one,
-    ///   the loop cuts the attempt off, and says so in its error); a key
+    ///   otherwise, give the function an `attempt_timeout`); under an
+    ///   `attempt_timeout`, the time left is the attempt's (its cut-off, if
+    ///   sooner than the deadline), and the loop, not the request, cuts
+    ///   the wait for the response off, saying which limit ran out; a key
     ///   among the `Client`'s default headers gives way to the call's.
     ///
     /// Both hold whatever the body, a stream included. Outside an attempt,
@@ -195,10 +197,8 @@ impl AttemptRequest {
     /// sent then).
     pub async fn send(self) -> Result<::reqwest::Response, Error> {
         let cx = crate::run::scope::context();
-        // The attempt's time left, or else an enclosing scope's. (Not its
-        // cut-off: the loop cuts it off, saying which limit ran out.)
+        // The attempt's time left, or else an enclosing scope's.
         let left = match &cx {
-            Some(cx) if cx.is_cut_off() => None,
             Some(cx) => cx.remaining(),
             None => crate::run::scope::scope_left(crate::time::timer::RuntimeClock::current()),
         };
@@ -221,6 +221,11 @@ impl AttemptRequest {
         }
         if let Some(own) = request.timeout_mut() {
             *own = (*own).min(left);
+        }
+        // An attempt cut off at its time left: the loop cuts the wait for
+        // the response off, saying which limit ran out.
+        if cx.as_ref().is_some_and(crate::Context::is_cut_off) {
+            return Ok(client.execute(request).await?);
         }
         match tokio::time::timeout(left, client.execute(request)).await {
             Ok(response) => Ok(response?),

@@ -713,7 +713,9 @@ impl CallScope {
     /// `future`, polled in the call (see [`in_scope`](Self::in_scope)),
     /// and dropped in it: a retry call inside that is dropped midway (its
     /// task aborted, say) after it retried tells the attempt so, as it
-    /// would dropped in the attempt itself.
+    /// would dropped in the attempt itself, if the drop comes before the
+    /// attempt ends (tokio drops an aborted task when it next runs it:
+    /// await its handle).
     ///
     /// ```
     /// # extern crate backstop_runtime as backstop;
