@@ -767,6 +767,14 @@ fn hedge_delay(cx: &mut Ctxt, value: Expr) -> Option<HedgeDelay> {
         && let Some(ident) = p.path.get_ident()
     {
         let text = ident.to_string();
+        if text == "p" {
+            cx.error_spanned(
+                ident,
+                "`hedge = p`: a percentile is `p` and two digits, from `p01` to `p99`, or more \
+                 after `99`, as `p999` for the 99.9th; `p95` is a good start",
+            );
+            return None;
+        }
         if let Some(digits) = text.strip_prefix('p')
             && !digits.is_empty()
             && digits.bytes().all(|b| b.is_ascii_digit())
@@ -1012,6 +1020,18 @@ fn units() -> String {
 }
 
 /// Parses `250ms`, `1.5s`, `2m`; passes any other expression through.
+/// The error for `name = none`, where only `deadline` and `budget` (and
+/// `jitter`) take `none`: what to write instead.
+fn no_none(name: &str) -> String {
+    let instead = match name {
+        "cap" => "every delay has a cap: give a long one, as `cap = 1h`".to_owned(),
+        "attempt_timeout" => "for no attempt timeout, leave `attempt_timeout` out".to_owned(),
+        "hedge" => "for no hedge, leave `hedge` out".to_owned(),
+        _ => format!("leave `{name}` out for its default, or give a duration such as `250ms`"),
+    };
+    format!("`{name}` takes no `none`: {instead}")
+}
+
 fn duration(cx: &mut Ctxt, name: &str, value: Expr) -> Option<Dur> {
     let (digits, suffix, span, text) = match &value {
         Expr::Lit(syn::ExprLit {
@@ -1050,6 +1070,14 @@ fn duration(cx: &mut Ctxt, name: &str, value: Expr) -> Option<Dur> {
                 _ => format!("`{name}` cannot be negative: a duration is zero or more"),
             };
             cx.error_spanned(&value, message);
+            return None;
+        }
+        Expr::Path(p)
+            if p.qself.is_none()
+                && (p.path.is_ident("none")
+                    || p.path.segments.last().is_some_and(|s| s.ident == "None")) =>
+        {
+            cx.error_spanned(&value, no_none(name));
             return None;
         }
         _ => return Some(Dur::Expr(value)),
