@@ -472,15 +472,16 @@ async fn a_grpc_timeout_shrinks_to_the_time_left_and_none_is_added_unless_asked(
 }
 
 /// Under an attempt timeout, the `grpc-timeout` an attempt carries is its
-/// own limit when that is sooner than the deadline, hedged or not: the
-/// server stops working when the client stops waiting.
+/// own limit when that is sooner than the deadline, hedged or not, added
+/// (`grpc_deadline`) or the request's own, shrunk: the server stops
+/// working when the client stops waiting.
 #[tokio::test(start_paused = true)]
 async fn a_grpc_timeout_is_no_longer_than_the_attempts_own_limit() {
     use tower::ServiceExt;
     let policy = Policy::new()
         .deadline(Some(Duration::from_secs(2)))
         .idempotent(true);
-    for hedged in [false, true] {
+    for (hedged, own) in [(false, false), (true, false), (false, true), (true, true)] {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let told = seen.clone();
         // The first attempt hangs, to be cut off (or hedged).
@@ -505,12 +506,20 @@ async fn a_grpc_timeout_is_no_longer_than_the_attempts_own_limit() {
         } else {
             retry
         };
-        let request = http::Request::post("/test.Echo/Say")
+        let mut request = http::Request::post("/test.Echo/Say")
             .header("content-type", "application/grpc")
             .body(String::new())
             .unwrap();
-        let service = RetryLayer::http(retry).grpc_deadline().layer(inner);
-        service.oneshot(request).await.unwrap();
+        let layer = if own {
+            // A timeout of the request's own, longer than the attempt's.
+            request
+                .headers_mut()
+                .insert("grpc-timeout", "10S".parse().unwrap());
+            RetryLayer::http(retry)
+        } else {
+            RetryLayer::http(retry).grpc_deadline()
+        };
+        layer.layer(inner).oneshot(request).await.unwrap();
         let seen = seen.lock().unwrap();
         assert_eq!(
             *seen,
@@ -518,7 +527,7 @@ async fn a_grpc_timeout_is_no_longer_than_the_attempts_own_limit() {
                 Some("500000u".parse().unwrap()),
                 Some("500000u".parse().unwrap())
             ],
-            "hedged: {hedged}"
+            "hedged: {hedged}, own: {own}"
         );
     }
 }

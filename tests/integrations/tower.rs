@@ -500,11 +500,13 @@ async fn a_timed_out_post_is_not_repeated() {
 /// an attempt timeout that would cut it off at once) is not sent, hedged
 /// or not: the server would do work nobody waits for. The call is turned
 /// away before its first attempt, as by an open breaker: no breaker,
-/// budget or hook hears of a failure.
+/// budget, adaptive throttle or hook hears of a failure.
 #[tokio::test(start_paused = true)]
 async fn a_request_with_no_time_left_is_not_sent() {
     static BREAKER: CircuitBreaker = CircuitBreaker::new(1, Duration::from_secs(30));
     static BUDGET: TokenBudget = TokenBudget::standard();
+    static THROTTLE: backstop::limit::AdaptiveThrottle =
+        backstop::limit::AdaptiveThrottle::standard();
     let spent = Policy::new()
         .deadline(Some(Duration::from_nanos(1)))
         .token_budget(&BUDGET);
@@ -515,6 +517,7 @@ async fn a_request_with_no_time_left_is_not_sent() {
         let retry = backstop::Retry::new(&spent)
             .attempt_timeout(Duration::from_secs(1))
             .breaker(&BREAKER)
+            .throttle(&THROTTLE)
             .on_give_up(move |event: &GiveUpEvent<'_, Response<()>, BoxError>| {
                 told.lock()
                     .unwrap()
@@ -543,6 +546,8 @@ async fn a_request_with_no_time_left_is_not_sent() {
     }
     assert_eq!(BREAKER.state(), backstop::limit::BreakerState::Closed);
     assert!((BUDGET.tokens() - 10.0).abs() < 1e-9, "{}", BUDGET.tokens());
+    // (Six requests counted and none accepted would shed half the calls.)
+    assert_eq!(THROTTLE.rejection_probability(), 0.0);
     assert_eq!(*told.lock().unwrap(), [(GiveUp::Deadline, 0); 6]);
 }
 

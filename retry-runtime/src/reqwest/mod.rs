@@ -164,9 +164,10 @@ impl AttemptRequest {
     ///   response. The deadline only ever shortens the timeouts already
     ///   set: the `Client`'s timeout still applies, and a timeout of the
     ///   request's own becomes the time left if that is less (reqwest's
-    ///   timeouts also cover reading the body, the shortened one included:
-    ///   read it inside the function; for the deadline to cover it
-    ///   otherwise, give the function an `attempt_timeout`); under an
+    ///   timeouts also cover reading the body: a timeout of the request's
+    ///   own, shrunk to the time left, bounds the body wherever it is
+    ///   read; without one, the body is bounded by the deadline only when
+    ///   read inside a function that has an `attempt_timeout`); under an
     ///   `attempt_timeout`, the time left is the attempt's (its cut-off, if
     ///   sooner than the deadline), and the loop, not the request, cuts
     ///   the wait for the response off, saying which limit ran out; a key

@@ -347,9 +347,11 @@ pub enum Decision {
     Retry(Duration),
 }
 
-/// The error of a time limit that ran out: an attempt's under
-/// `attempt_timeout`, the future `backstop::scope::deadline` ran, or an
-/// async call's held after a refusal ([`Verdict::Refused`]) that gave up
+/// The error of a time limit that ran out: an attempt's, cut off under
+/// `attempt_timeout` or, through the reqwest middleware or
+/// `within_attempt`, at the deadline (or turned away with no time left);
+/// the future `backstop::scope::deadline` ran; a call that woke past its
+/// deadline; or an async call's held after a refusal ([`Verdict::Refused`]) that gave up
 /// at its deadline or its budget's ride-out (its last outcome, the
 /// refusal, was dropped before it slept: through `E: From<Elapsed>` this
 /// is what it returns, and [`is_refused`](Self::is_refused) says so).

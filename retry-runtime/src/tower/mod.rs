@@ -105,10 +105,12 @@ pub const DEFAULT_REPLAY_LIMIT: usize = 64 * 1024;
 /// most (then the call gives up with its last outcome); a readiness error
 /// ends the call with that error. The deadline decides whether an attempt
 /// starts and how long the loop sleeps; an attempt that hangs is cut off
-/// only by an attempt timeout ([`Retry::attempt_timeout`] or the
-/// policy's, never past the deadline): a hyper-util client or a tonic
-/// `Channel` has no timeout of its own, and a server that never answers
-/// would hold the call past its deadline. The error type is the inner service's:
+/// only by the attempt timeout of the [`Retry`] the layer is made from
+/// ([`Retry::attempt_timeout`], never past the deadline; a policy's own is
+/// applied only when passed on so), or by a
+/// [`scope::deadline`](crate::scope::deadline) around the call: a
+/// hyper-util client or a tonic `Channel` has no timeout of its own, and
+/// a server that never answers would hold the call past its deadline. The error type is the inner service's:
 /// a breaker, an adaptive throttle or an attempt timeout needs it to hold
 /// their errors (`From<CircuitOpen>`, `From<Throttled>`, `From<Elapsed>`),
 /// as `Box<dyn Error + Send + Sync>` does.
