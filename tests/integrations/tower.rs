@@ -547,7 +547,8 @@ async fn a_request_with_no_time_left_is_not_sent() {
     assert_eq!(BREAKER.state(), backstop::limit::BreakerState::Closed);
     assert!((BUDGET.tokens() - 10.0).abs() < 1e-9, "{}", BUDGET.tokens());
     // (Six requests counted and none accepted would shed half the calls.)
-    assert_eq!(THROTTLE.rejection_probability(), 0.0);
+    let shed = THROTTLE.rejection_probability();
+    assert!(shed <= 0.0, "{shed}");
     assert_eq!(*told.lock().unwrap(), [(GiveUp::Deadline, 0); 6]);
 }
 
