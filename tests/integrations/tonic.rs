@@ -1325,6 +1325,14 @@ fn tonics_own_timeout_is_ambiguous_even_relayed_without_its_source_and_another_c
         Verdict::Stop,
         "the message under another code"
     );
+    // Relayed by a server that retried below (its `ServerLayer` marks the
+    // answer not to be retried): not retried, as a `DEADLINE_EXCEEDED` so
+    // marked is not, and as the layer reads the same answer.
+    let mut marked = Status::cancelled(tonic::TimeoutExpired(()).to_string());
+    marked
+        .metadata_mut()
+        .insert("grpc-retry-pushback-ms", "-1".parse().unwrap());
+    assert_eq!(marked.classify(), Verdict::StopOverloaded, "{marked:?}");
 }
 
 #[test]

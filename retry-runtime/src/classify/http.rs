@@ -411,7 +411,9 @@ pub(crate) fn format_grpc_timeout(timeout: Duration) -> String {
         ('M', 60_000_000_000),
         ('H', 3_600_000_000_000),
     ];
-    let nanos = timeout.as_nanos();
+    // (At least one: gRPC's `TimeoutValue` is positive, and a server may
+    // ignore a `0n`.)
+    let nanos = timeout.as_nanos().max(1);
     for (unit, per) in UNITS {
         let amount = nanos / per;
         if amount < 100_000_000 {
@@ -480,6 +482,9 @@ mod tests {
             "31536000S"
         );
         assert_eq!(format_grpc_timeout(Duration::MAX), "99999999H");
+        // No time left: a positive value (gRPC's `TimeoutValue`), the
+        // least there is, not an invalid `0n` a server may ignore.
+        assert_eq!(format_grpc_timeout(Duration::ZERO), "1n");
         // Eight digits at most: a hundred million nanoseconds is in
         // microseconds.
         assert_eq!(

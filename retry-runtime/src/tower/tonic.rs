@@ -62,7 +62,9 @@ use crate::classify::{Classify, Verdict};
 /// rejection, a timed-out attempt: see the `From` impls) is judged by
 /// what it holds; tonic's own client-side timeout (`CANCELLED`, "Timeout
 /// expired") is ambiguous, as any timeout is: retried for an idempotent
-/// call.
+/// call, unless a server relaying it says not to retry (a negative
+/// `grpc-retry-pushback-ms`, as `ServerLayer` marks an answer after a
+/// retry below).
 ///
 /// `UNAVAILABLE` is judged by who said it. A server (or a proxy in front
 /// of it) that answers `UNAVAILABLE` has not processed the call: it is
@@ -103,7 +105,14 @@ impl Classify for ::tonic::Status {
         if self.code() == ::tonic::Code::Cancelled
             && self.message() == ::tonic::TimeoutExpired(()).to_string()
         {
-            return Verdict::RetryIfIdempotent;
+            // Ambiguous, as a `DEADLINE_EXCEEDED` is, and so not retried
+            // when the server that relayed it says not to (its pushback:
+            // a call of its own retried below).
+            const DEADLINE_EXCEEDED: i32 = ::tonic::Code::DeadlineExceeded as i32;
+            return crate::classify::http::grpc_verdict(
+                DEADLINE_EXCEEDED,
+                self.metadata().as_ref(),
+            );
         }
         // An `UNAVAILABLE` the client made from a transport failure it
         // could not place (hyper's keep-alive timeout, a connection that
