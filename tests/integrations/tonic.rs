@@ -972,11 +972,23 @@ async fn say_on(addr: SocketAddr) -> Result<String, Status> {
     .await
 }
 
+/// [`say_on`], each attempt cut off after 100 ms.
+#[backstop::retry(attempts = 5, base = 1ms, attempt_timeout = 100ms, idempotent, budget = none)]
+async fn say_on_timed(addr: SocketAddr) -> Result<String, Status> {
+    say_plain(
+        addr,
+        backstop::tonic::within_attempt(tonic::Request::new("hi".to_owned())),
+    )
+    .await
+}
+
 /// How a [`Relay`] calls downstream.
 #[derive(Clone, Copy, PartialEq)]
 enum Relaying {
     /// With retries ([`say_on`]), in the handler.
     Retried,
+    /// With retries cut off after 100 ms each ([`say_on_timed`]).
+    TimedRetried,
     /// With retries, in a task the handler spawns in its call.
     Spawned,
     /// Once, without retries, sending the time left on.
@@ -1002,6 +1014,9 @@ impl tonic::server::UnaryService<String> for Relay {
         match self.2 {
             Relaying::Retried => {
                 Box::pin(async move { say_on(downstream).await.map(tonic::Response::new) })
+            }
+            Relaying::TimedRetried => {
+                Box::pin(async move { say_on_timed(downstream).await.map(tonic::Response::new) })
             }
             Relaying::Spawned => {
                 use backstop::scope::InCurrentCall;
@@ -1059,7 +1074,8 @@ async fn serve_relay(downstream: SocketAddr, relaying: Relaying) -> (SocketAddr,
 #[tokio::test]
 async fn a_servers_incoming_deadline_is_kept_by_the_retry_calls_its_handler_makes() {
     // A server whose handler calls another service with retries (30 s of
-    // their own), and its caller, which waits 2 s for it.
+    // their own), and its caller, which waits 2 s for it: 1.9 s for the
+    // calls, 100 ms kept for the answer to get back.
     let (downstream, seen) = serve(Vec::new()).await;
     let (server, _) = serve_relay(downstream, Relaying::Retried).await;
     let mut request = tonic::Request::new("hi".to_owned());
@@ -1071,7 +1087,7 @@ async fn a_servers_incoming_deadline_is_kept_by_the_retry_calls_its_handler_make
     let first = micros(&seen);
     assert_eq!(first.len(), 2);
     let (kept, own) = (first[0].unwrap(), first[1].unwrap());
-    assert!((1_900_000..=2_000_000).contains(&kept), "{kept}");
+    assert!((1_800_000..=1_900_000).contains(&kept), "{kept}");
     assert!((29_900_000..=30_000_000).contains(&own), "{own}");
 
     // A plain call in the handler sends the caller's time on through
@@ -1085,10 +1101,50 @@ async fn a_servers_incoming_deadline_is_kept_by_the_retry_calls_its_handler_make
     assert_eq!(say_plain(server, request).await.unwrap(), "echo hi");
     let sent = micros(&seen);
     assert!(
-        (1_900_000..=2_000_000).contains(&sent[0].unwrap()),
+        (1_800_000..=1_900_000).contains(&sent[0].unwrap()),
         "{sent:?}"
     );
     assert_eq!(sent[1], None);
+}
+
+/// The caller: each attempt cut off after 300 ms, the time left sent on.
+#[backstop::retry(attempts = 3, base = 1ms, deadline = 1s, attempt_timeout = 300ms, idempotent, budget = none)]
+async fn say_within_300ms(addr: SocketAddr) -> Result<String, Status> {
+    say_plain(
+        addr,
+        backstop::tonic::within_attempt(tonic::Request::new("hi".to_owned())),
+    )
+    .await
+}
+
+/// A chain whose last service hangs: the caller's attempt has 300 ms,
+/// sent as its `grpc-timeout`; the server's retries (100 ms each) end
+/// before that time is up, less the time its answer needs to get back,
+/// so that its answer, marked not to be retried, reaches the caller
+/// before the caller cuts its attempt off and retries on top (3 requests
+/// at the dependency, not 6 to 9).
+#[tokio::test]
+async fn a_server_answers_its_retried_give_up_before_its_caller_cuts_the_attempt_off() {
+    let hang = || Status::unavailable("hang");
+    let (downstream, seen) = serve((0..9).map(|_| hang()).collect()).await;
+    let (server, calls) = serve_relay(downstream, Relaying::TimedRetried).await;
+    let started = std::time::Instant::now();
+    let error = say_within_300ms(server).await.unwrap_err();
+    assert_eq!(
+        error
+            .metadata()
+            .get("grpc-retry-pushback-ms")
+            .map(|v| v.to_str().unwrap()),
+        Some("-1"),
+        "{error:?}"
+    );
+    assert_eq!(calls.load(Ordering::Relaxed), 1, "the caller did not retry");
+    assert_eq!(seen.lock().unwrap().len(), 3, "the server's three attempts");
+    assert!(
+        started.elapsed() < Duration::from_millis(300),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 #[tokio::test]

@@ -38,7 +38,7 @@
 
 use std::pin::Pin;
 use std::task::{Context as TaskContext, Poll, ready};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::classify::{Classify, Verdict};
 
@@ -264,11 +264,24 @@ pub fn within_attempt<T>(mut request: ::tonic::Request<T>) -> ::tonic::Request<T
     request
 }
 
+/// The part of a caller's `grpc-timeout` a server keeps for its answer
+/// to get back: a twentieth, at most 100 ms. The time is counted from the
+/// request's arrival, so the caller's own cut-off comes a network trip
+/// before the server's deadline: an answer sent at that deadline (a call
+/// that gave up after retrying, marked not to be retried) would come too
+/// late, and the caller would retry on top of the server's retries.
+fn answer_margin(timeout: Duration) -> Duration {
+    (timeout / 20).min(Duration::from_millis(100))
+}
+
 /// A tower layer for a gRPC server (`Server::builder().layer(ServerLayer::new())`
 /// with tonic's), for the retries around its calls and inside them:
 ///
-/// - each request's `grpc-timeout`, the time its caller gave it, becomes
-///   the deadline of the retry calls its handler makes, as an enclosing
+/// - each request's `grpc-timeout`, the time its caller gave it, less a
+///   twentieth of it (at most 100 ms) for the answer to get back before
+///   the caller gives up
+///   (`a_server_answers_its_retried_give_up_before_its_caller_cuts_the_attempt_off`),
+///   becomes the deadline of the retry calls its handler makes, as an enclosing
 ///   retry call's deadline would be: they start no attempt and sleep no
 ///   retry past that time from the request's arrival at the layer, give
 ///   up with their own error before it, and can send the time left on
@@ -332,10 +345,11 @@ pub fn within_attempt<T>(mut request: ::tonic::Request<T>) -> ::tonic::Request<T
 ///     Ok::<_, std::io::Error>(http::Response::new(left))
 /// });
 /// let server = ServerLayer::new().layer(handler);
-/// // Its caller waits 2 s (`grpc-timeout: 2S`): so do its retries.
+/// // Its caller waits 2 s (`grpc-timeout: 2S`): so do its retries, less
+/// // the 100 ms its answer is given to get back.
 /// let request = http::Request::builder().header("grpc-timeout", "2S").body(()).unwrap();
 /// let left = server.oneshot(request).await.unwrap().into_body();
-/// assert_eq!(left, Duration::from_secs(2));
+/// assert_eq!(left, Duration::from_millis(1900));
 /// # }
 /// ```
 #[derive(Clone, Copy, Debug, Default)]
@@ -403,7 +417,7 @@ where
             .and_then(|timeout| {
                 crate::time::timer::RuntimeClock::current()
                     .now()
-                    .checked_add(timeout)
+                    .checked_add(timeout.saturating_sub(answer_margin(timeout)))
             });
         ServingFuture {
             deadline,
