@@ -767,14 +767,6 @@ fn hedge_delay(cx: &mut Ctxt, value: Expr) -> Option<HedgeDelay> {
         && let Some(ident) = p.path.get_ident()
     {
         let text = ident.to_string();
-        if text == "p" {
-            cx.error_spanned(
-                ident,
-                "`hedge = p`: a percentile is `p` and two digits, from `p01` to `p99`, or more \
-                 after `99`, as `p999` for the 99.9th; `p95` is a good start",
-            );
-            return None;
-        }
         if let Some(digits) = text.strip_prefix('p')
             && !digits.is_empty()
             && digits.bytes().all(|b| b.is_ascii_digit())
@@ -1019,19 +1011,27 @@ fn units() -> String {
     format!("{} or {last}", rest.join(", "))
 }
 
-/// Parses `250ms`, `1.5s`, `2m`; passes any other expression through.
 /// The error for `name = none`, where only `deadline` and `budget` (and
 /// `jitter`) take `none`: what to write instead.
 fn no_none(name: &str) -> String {
     let instead = match name {
-        "cap" => "every delay has a cap: give a long one, as `cap = 1h`".to_owned(),
-        "attempt_timeout" => "for no attempt timeout, leave `attempt_timeout` out".to_owned(),
-        "hedge" => "for no hedge, leave `hedge` out".to_owned(),
-        _ => format!("leave `{name}` out for its default, or give a duration such as `250ms`"),
+        "cap" => "every delay has a cap; give a long one, as `cap = 1h`",
+        "retry_after_max" => "give a long one, as `retry_after_max = 10m`",
+        "attempt_timeout" => "for no attempt timeout, leave it out (or give `None`)",
+        "hedge" => "for no hedge, leave it out",
+        _ => "leave it out for its default",
     };
     format!("`{name}` takes no `none`: {instead}")
 }
 
+/// Whether `path` is `None`, `Option::None` or a full path to it.
+fn is_option_none(path: &syn::Path) -> bool {
+    let mut names = path.segments.iter().rev().map(|s| s.ident.to_string());
+    names.next().as_deref() == Some("None")
+        && names.next().as_deref().is_none_or(|name| name == "Option")
+}
+
+/// Parses `250ms`, `1.5s`, `2m`; passes any other expression through.
 fn duration(cx: &mut Ctxt, name: &str, value: Expr) -> Option<Dur> {
     let (digits, suffix, span, text) = match &value {
         Expr::Lit(syn::ExprLit {
@@ -1072,10 +1072,13 @@ fn duration(cx: &mut Ctxt, name: &str, value: Expr) -> Option<Dur> {
             cx.error_spanned(&value, message);
             return None;
         }
+        // (`None` itself, or `Option::None`, for an option that takes no
+        // `Option`; `attempt_timeout` does, and a path of the user's
+        // ending in `None` is theirs.)
         Expr::Path(p)
             if p.qself.is_none()
                 && (p.path.is_ident("none")
-                    || p.path.segments.last().is_some_and(|s| s.ident == "None")) =>
+                    || (name != "attempt_timeout" && is_option_none(&p.path))) =>
         {
             cx.error_spanned(&value, no_none(name));
             return None;

@@ -1383,7 +1383,7 @@ fn tonics_own_timeout_is_ambiguous_even_relayed_without_its_source_and_another_c
     );
     // Relayed by a server that retried below (its `ServerLayer` marks the
     // answer not to be retried): not retried, as a `DEADLINE_EXCEEDED` so
-    // marked is not, and as the layer reads the same answer.
+    // marked is not (the layer retries no `CANCELLED` answer at all).
     let mut marked = Status::cancelled(tonic::TimeoutExpired(()).to_string());
     marked
         .metadata_mut()

@@ -400,7 +400,8 @@ pub(crate) fn parse_grpc_timeout(value: &str) -> Option<Duration> {
 }
 
 /// `timeout` as a `grpc-timeout` value, in the finest unit that holds it
-/// in eight digits, rounded down: the server never waits past it.
+/// in eight digits, rounded down (a zero up, to `1n`: the value is
+/// positive): the server never waits past it.
 #[cfg(feature = "tower")]
 pub(crate) fn format_grpc_timeout(timeout: Duration) -> String {
     const UNITS: [(char, u128); 6] = [

@@ -14,8 +14,9 @@
 //! source chain is found there.
 //!
 //! On the server side, [`ServerLayer`] gives the retry calls a handler
-//! makes the deadline its own caller set (the request's `grpc-timeout`),
-//! and tells the caller not to retry a call whose own retries failed.
+//! makes the deadline its own caller set (the request's `grpc-timeout`,
+//! less a twentieth for the answer to get back), and tells the caller not
+//! to retry a call whose own retries failed.
 //!
 //! The tower layer retries the calls of a tonic client made on a
 //! `Channel` (a streaming one only when its whole request was kept: see
@@ -232,7 +233,7 @@ pub fn status_from_error(error: Box<dyn std::error::Error + Send + Sync>) -> ::t
 /// Outside an attempt, the deadline of
 /// the scope it is called in, if any: a gRPC server's request behind
 /// [`ServerLayer`] (so that a handler's plain call sends its caller's
-/// time on), or [`scope::deadline`](crate::scope::deadline). Without a
+/// time on, less the layer's margin for the answer), or [`scope::deadline`](crate::scope::deadline). Without a
 /// deadline, the request is returned as it is.
 ///
 /// ```

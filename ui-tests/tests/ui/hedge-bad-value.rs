@@ -72,10 +72,4 @@ async fn with_a_point_not_nines() -> Result<u32, std::io::Error> {
     Ok(1)
 }
 
-// `p` alone: no percentile.
-#[retry(hedge = p, idempotent)]
-async fn bare_p() -> Result<u32, std::io::Error> {
-    Ok(1)
-}
-
 fn main() {}

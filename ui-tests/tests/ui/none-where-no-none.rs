@@ -26,4 +26,22 @@ fn no_retry_after_max() -> Result<u32, std::io::Error> {
     Ok(1)
 }
 
+// `None` is an `attempt_timeout`'s "no limit" (it takes an `Option`), and
+// a path of one's own ending in `None` is a value: both compile.
+#[retry(attempt_timeout = None, idempotent)]
+async fn no_limit() -> Result<u32, std::io::Error> {
+    Ok(1)
+}
+
+struct Limits;
+impl Limits {
+    #[allow(non_upper_case_globals)]
+    const None: std::time::Duration = std::time::Duration::from_secs(1);
+}
+
+#[retry(cap = Limits::None)]
+fn a_cap_of_ones_own() -> Result<u32, std::io::Error> {
+    Ok(1)
+}
+
 fn main() {}
