@@ -1171,21 +1171,11 @@ impl Scope {
         self
     }
 
-    /// This scope, for an attempt cut off at `until` (if it is): its
-    /// deadline is the sooner of the call's and that, so that what runs in
-    /// the attempt (`context()`, nested calls, a header of the time left)
-    /// is given no more time than the attempt has.
-    #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
-    pub(crate) fn until(mut self, until: Option<Instant>) -> Self {
-        if until.is_some() {
-            self.cut_at(until);
-        }
-        self
-    }
-
-    /// [`until`](Self::until) for an attempt cut off by `timer`, if it is,
-    /// read at each poll: a pointer to test, the rest out of line (most
-    /// attempts have no cut-off).
+    /// This scope, for an attempt cut off by `timer` (if it is): its
+    /// deadline is the sooner of the call's and the timer's, so that what
+    /// runs in the attempt (`context()`, nested calls, a header of the
+    /// time left) is given no more time than the attempt has. A pointer to
+    /// test, the rest out of line (most attempts have no cut-off).
     #[allow(clippy::inline_always)]
     #[inline(always)]
     pub(crate) fn cut_by(mut self, timer: Option<&crate::time::timer::Sleep>) -> Self {

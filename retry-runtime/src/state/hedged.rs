@@ -423,7 +423,7 @@ impl<Fut: Future> Round<Fut> {
         let limit = timeout.map(|t| state.attempt_limit(t));
         let primary = Timed::new(limit, timeout, make(limit));
         let meta = InFlight {
-            scope: state.scope().until(primary.until()),
+            scope: state.scope().cut_by(primary.timer()),
             attempt: first,
             started: now,
             permit: state.permit.take(),
@@ -550,7 +550,7 @@ impl<Fut: Future> Round<Fut> {
             crate::run::scope::note_hedged_below();
             let limit = this.timeout.map(|t| state.attempt_limit(t));
             let hedge = Timed::new(limit, *this.timeout, make(limit));
-            meta.scope = meta.scope.until(hedge.until());
+            meta.scope = meta.scope.cut_by(hedge.timer());
             this.hedges.push((Box::pin(hedge), meta));
             *this.next += 1;
             if *this.next <= *this.last

@@ -412,13 +412,8 @@ impl Cut {
         }
     }
 
-    /// When it cuts the attempt off, on the call's clock: the deadline of
-    /// the attempt's frame, if sooner than the call's.
-    pub(crate) fn until(&self) -> Option<Instant> {
-        self.sleep.deadline()
-    }
-
-    /// Its timer.
+    /// Its timer, which says when it cuts the attempt off
+    /// ([`Sleep::deadline`]).
     pub(crate) fn sleep(&self) -> &Sleep {
         &self.sleep
     }
@@ -459,9 +454,9 @@ impl<F: Future> Timed<F> {
 
 #[cfg(any(feature = "tokio", feature = "async-io", feature = "custom-timer"))]
 impl<F> Timed<F> {
-    /// When it cuts its future off, if it does: [`Cut::until`].
-    pub(crate) fn until(&self) -> Option<Instant> {
-        self.cut.as_ref().and_then(Cut::until)
+    /// The timer that cuts its future off, if one does.
+    pub(crate) fn timer(&self) -> Option<&Sleep> {
+        self.cut.as_ref().map(Cut::sleep)
     }
 }
 
