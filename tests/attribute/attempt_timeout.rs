@@ -301,7 +301,7 @@ async fn a_cut_off_says_which_limit_ran_out() {
         "attempt timed out: its `attempt_timeout` of 100ms ran out"
     );
     // The call's deadline, sooner than the attempt's own limit.
-    let at_deadline = "attempt cut off at its deadline (the call's, or one it runs within)";
+    let at_deadline = "attempt cut off at its deadline (the call's, or one it runs within: an enclosing call's or attempt's, a scope's, a served request's)";
     assert_eq!(said(hangs_past_its_deadline().await), at_deadline);
     // The closure forms alike.
     let policy = backstop::Policy::new()

@@ -179,7 +179,7 @@ async fn the_time_left_becomes_each_attempts_timeout() {
     );
     assert_eq!(
         error.to_string(),
-        "attempt cut off at its deadline (the call's, or one it runs within)"
+        "attempt cut off at its deadline (the call's, or one it runs within: an enclosing call's or attempt's, a scope's, a served request's)"
     );
     assert!(
         started.elapsed() < Duration::from_secs(1),
@@ -240,7 +240,7 @@ async fn a_request_with_no_time_left_is_not_sent() {
             let error = spent.get(&url).send().await.unwrap_err();
             assert_eq!(
                 error.to_string(),
-                "attempt cut off at its deadline (the call's, or one it runs within)"
+                "attempt cut off at its deadline (the call's, or one it runs within: an enclosing call's or attempt's, a scope's, a served request's)"
             );
         }
     }
@@ -526,7 +526,7 @@ async fn a_hedged_call_that_never_answers_gives_up_at_its_deadline() {
     );
     assert_eq!(
         error.to_string(),
-        "attempt cut off at its deadline (the call's, or one it runs within)"
+        "attempt cut off at its deadline (the call's, or one it runs within: an enclosing call's or attempt's, a scope's, a served request's)"
     );
     assert!(
         started.elapsed() <= Duration::from_secs(1),

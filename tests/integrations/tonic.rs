@@ -1107,6 +1107,40 @@ async fn a_servers_incoming_deadline_is_kept_by_the_retry_calls_its_handler_make
     assert_eq!(sent[1], None);
 }
 
+/// A server whose callers are farther than a twentieth of their time
+/// keeps the margin it is given for its answer, of every `grpc-timeout`.
+#[tokio::test(start_paused = true)]
+async fn a_server_keeps_the_answer_margin_it_is_given() {
+    use backstop::tonic::ServerLayer;
+    use tower::{Layer, ServiceExt};
+    let handler = tower::service_fn(|_: http::Request<()>| async {
+        let policy = backstop::Policy::new().deadline(Some(Duration::from_secs(30)));
+        let left = backstop::call_async(&policy, || async {
+            Ok::<_, std::io::Error>(backstop::context().unwrap().remaining().unwrap())
+        })
+        .await?;
+        Ok::<_, std::io::Error>(http::Response::new(left))
+    });
+    let left = |layer: ServerLayer, timeout: &'static str| {
+        let request = http::Request::builder()
+            .header("grpc-timeout", timeout)
+            .body(())
+            .unwrap();
+        layer.layer(handler).oneshot(request)
+    };
+    let margin = ServerLayer::new().answer_margin(Duration::from_millis(300));
+    let kept = left(margin, "2S").await.unwrap().into_body();
+    assert_eq!(kept, Duration::from_millis(1700));
+    let kept = left(ServerLayer::new(), "2S").await.unwrap().into_body();
+    assert_eq!(kept, Duration::from_millis(1900), "the default's");
+    let kept = left(ServerLayer::new(), "400m").await.unwrap().into_body();
+    assert_eq!(kept, Duration::from_millis(380), "a twentieth");
+    // A margin as long as the caller's time leaves the handler's calls
+    // none: a first attempt, no retry.
+    let kept = left(margin, "200m").await.unwrap().into_body();
+    assert_eq!(kept, Duration::ZERO);
+}
+
 /// The caller: each attempt cut off after 300 ms, the time left sent on.
 #[backstop::retry(attempts = 3, base = 1ms, deadline = 1s, attempt_timeout = 300ms, idempotent, budget = none)]
 async fn say_within_300ms(addr: SocketAddr) -> Result<String, Status> {

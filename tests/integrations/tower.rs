@@ -535,7 +535,7 @@ async fn a_request_with_no_time_left_is_not_sent() {
             assert!(error.is::<backstop::Elapsed>(), "{error}");
             assert_eq!(
                 error.to_string(),
-                "attempt cut off at its deadline (the call's, or one it runs within)"
+                "attempt cut off at its deadline (the call's, or one it runs within: an enclosing call's or attempt's, a scope's, a served request's)"
             );
         }
         assert_eq!(

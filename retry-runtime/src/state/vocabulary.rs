@@ -364,8 +364,9 @@ pub enum Decision {
 ///
 /// Its message says which limit ran out, where the loop knows: "attempt
 /// timed out: its `attempt_timeout` of 2s ran out", "attempt cut off at
-/// its deadline (the call's, or one it runs within)", "`scope::deadline`
-/// of 3s ran out"; two `Elapsed` of different limits are not equal (match
+/// its deadline (the call's, or one it runs within: an enclosing call's or
+/// attempt's, a scope's, a served request's)", "`scope::deadline` of 3s
+/// ran out"; two `Elapsed` of different limits are not equal (match
 /// `Elapsed { .. }` to take any).
 ///
 /// ```
@@ -590,7 +591,8 @@ impl fmt::Display for Elapsed {
                     "attempt timed out: its `attempt_timeout` of {limit:?} ran out"
                 ),
                 Cut::Deadline => f.write_str(
-                    "attempt cut off at its deadline (the call's, or one it runs within)",
+                    "attempt cut off at its deadline (the call's, or one it runs within: an \
+                     enclosing call's or attempt's, a scope's, a served request's)",
                 ),
                 Cut::Scope => write!(f, "`scope::deadline` of {limit:?} ran out"),
                 Cut::ScopeWithin => write!(

@@ -271,16 +271,16 @@ pub fn within_attempt<T>(mut request: ::tonic::Request<T>) -> ::tonic::Request<T
 /// before the server's deadline: an answer sent at that deadline (a call
 /// that gave up after retrying, marked not to be retried) would come too
 /// late, and the caller would retry on top of the server's retries.
-fn answer_margin(timeout: Duration) -> Duration {
-    (timeout / 20).min(Duration::from_millis(100))
+fn answer_margin(timeout: Duration, margin: Option<Duration>) -> Duration {
+    margin.unwrap_or_else(|| (timeout / 20).min(Duration::from_millis(100)))
 }
 
 /// A tower layer for a gRPC server (`Server::builder().layer(ServerLayer::new())`
 /// with tonic's), for the retries around its calls and inside them:
 ///
 /// - each request's `grpc-timeout`, the time its caller gave it, less a
-///   twentieth of it (at most 100 ms) for the answer to get back before
-///   the caller gives up
+///   twentieth of it (at most 100 ms; [`answer_margin`](Self::answer_margin)
+///   sets another) for the answer to get back before the caller gives up
 ///   (`a_server_answers_its_retried_give_up_before_its_caller_cuts_the_attempt_off`),
 ///   becomes the deadline of the retry calls its handler makes, as an enclosing
 ///   retry call's deadline would be: they start no attempt and sleep no
@@ -354,19 +354,61 @@ fn answer_margin(timeout: Duration) -> Duration {
 /// # }
 /// ```
 #[derive(Clone, Copy, Debug, Default)]
-#[non_exhaustive]
-pub struct ServerLayer {}
+pub struct ServerLayer {
+    // The part of each `grpc-timeout` kept for the answer; `None`: a
+    // twentieth, at most 100 ms.
+    margin: Option<Duration>,
+}
 
 impl ServerLayer {
-    /// The layer (options may come: it is made by this function, not by
-    /// its name).
+    /// The layer, keeping a twentieth of each request's `grpc-timeout`
+    /// (at most 100 ms) for its answer to get back.
     ///
     /// ```
     /// # extern crate backstop_runtime as backstop;
     /// let _layer = backstop::tonic::ServerLayer::new();
     /// ```
     pub const fn new() -> Self {
-        Self {}
+        Self { margin: None }
+    }
+
+    /// Keeps `margin` of each request's `grpc-timeout` for the answer to
+    /// get back to the caller, in place of a twentieth (at most 100 ms):
+    /// for callers farther than that (another region, say), whose
+    /// attempts would be cut off before an answer sent at the handler's
+    /// deadline reached them, and which would then retry on top of the
+    /// handler's retries. A `margin` as long as the `grpc-timeout` leaves
+    /// its handler's retry calls no time: each makes its first attempt
+    /// and no retry (`a_server_keeps_the_answer_margin_it_is_given`).
+    ///
+    /// ```
+    /// # extern crate backstop_runtime as backstop;
+    /// use std::time::Duration;
+    /// use backstop::{context, tonic::ServerLayer, Policy};
+    /// use tower::{Layer, ServiceExt};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let handler = tower::service_fn(|_: http::Request<()>| async {
+    ///     let policy = Policy::new().deadline(Some(Duration::from_secs(30)));
+    ///     let left = backstop::call_async(&policy, || async {
+    ///         Ok::<_, std::io::Error>(context().unwrap().remaining().unwrap())
+    ///     })
+    ///     .await?;
+    ///     Ok::<_, std::io::Error>(http::Response::new(left))
+    /// });
+    /// // Callers 150 ms away: keep 300 ms of their time for the answer.
+    /// let server = ServerLayer::new()
+    ///     .answer_margin(Duration::from_millis(300))
+    ///     .layer(handler);
+    /// let request = http::Request::builder().header("grpc-timeout", "2S").body(()).unwrap();
+    /// let left = server.oneshot(request).await.unwrap().into_body();
+    /// assert_eq!(left, Duration::from_millis(1700));
+    /// # }
+    /// ```
+    #[must_use]
+    pub const fn answer_margin(mut self, margin: Duration) -> Self {
+        self.margin = Some(margin);
+        self
     }
 }
 
@@ -374,7 +416,10 @@ impl<S> tower_layer::Layer<S> for ServerLayer {
     type Service = Serving<S>;
 
     fn layer(&self, inner: S) -> Serving<S> {
-        Serving { inner }
+        Serving {
+            inner,
+            margin: self.margin,
+        }
     }
 }
 
@@ -394,6 +439,7 @@ impl<S> tower_layer::Layer<S> for ServerLayer {
 #[derive(Clone, Debug)]
 pub struct Serving<S> {
     inner: S,
+    margin: Option<Duration>,
 }
 
 impl<S, B, R> tower_service::Service<http::Request<B>> for Serving<S>
@@ -418,7 +464,7 @@ where
             .and_then(|timeout| {
                 crate::time::timer::RuntimeClock::current()
                     .now()
-                    .checked_add(timeout.saturating_sub(answer_margin(timeout)))
+                    .checked_add(timeout.saturating_sub(answer_margin(timeout, self.margin)))
             });
         ServingFuture {
             deadline,
