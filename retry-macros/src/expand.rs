@@ -267,7 +267,7 @@ fn held_wait(
     // cannot find is one error there, not a second on the attribute.)
     let ret_span = ret.span();
     let error = error_type_tokens(ret, rt, ret_span);
-    let elapsed_into = elapsed_into(rt, &error, ret_span);
+    let elapsed_into = elapsed_into(rt, ret, &error, ret_span);
     let gone = format_ident!("__backstop_gone", span = m);
     let held_err = from_elapsed(rt, ret, &into, &quote!(#gone));
     let wait = quote! {
@@ -298,7 +298,7 @@ fn held_wait(
             #rt::sleep_async(#delay).await;
         }
     };
-    (quote!(#elapsed_into.is_some()), wait)
+    (holds_elapsed(ret, &elapsed_into), wait)
 }
 
 /// How the call's `tracing` events show its error: in its own words
@@ -763,12 +763,10 @@ fn hedged_timeout(
             let into = format_ident!("__backstop_into", span = m);
             let ret_span = ret.span();
             let error = error_type_tokens(ret, rt, ret_span);
-            let elapsed_into = elapsed_into(rt, &error, ret_span);
+            let elapsed_into = elapsed_into(rt, ret, &error, ret_span);
+            let holds = holds_elapsed(ret, &elapsed_into);
             (
-                quote! {{
-                    let #into = #elapsed_into;
-                    #rt::policy_attempt_timeout(#policy, #into.is_some())
-                }},
+                quote!(#rt::policy_attempt_timeout(#policy, #holds)),
                 timed_out(quote! {
                     match #elapsed_into {
                         ::core::option::Option::Some(#into) => #into(#why),
@@ -856,7 +854,7 @@ fn timed_attempt(
             let policy = &n.policy;
             let ret_span = ret.span();
             let error = error_type_tokens(ret, rt, ret_span);
-            let elapsed_into = elapsed_into(rt, &error, ret_span);
+            let elapsed_into = elapsed_into(rt, ret, &error, ret_span);
             let cut = from_elapsed(
                 rt,
                 ret,
@@ -1334,14 +1332,36 @@ fn hold(
 /// `Elapsed`, if it can be (`ViaFrom` for `E: From<Elapsed>`, else
 /// `ViaNothing`). The type's path is on `span` (the return type's), so
 /// that an error type rustc cannot find is one report there, not a second
-/// on the attribute.
-fn elapsed_into(rt: &TokenStream, error: &TokenStream, span: Span) -> TokenStream {
+/// on the attribute. An error type written `impl Trait` (erased to `_` in
+/// `ret`) is not known where this is asked, before the first attempt: it
+/// is taken to hold none (as the opaque type does, to its callers).
+fn elapsed_into(rt: &TokenStream, ret: &Type, error: &TokenStream, span: Span) -> TokenStream {
+    if inferred_error(ret) {
+        return quote!(::core::option::Option::None::<fn(#rt::Elapsed) -> #error>);
+    }
     let make = respan(quote!(#rt::ElapsedInto::<#error>::new()), span);
     quote! {{
         #[allow(unused_imports)]
         use #rt::{ViaFrom as _, ViaNothing as _};
         (&#make).elapsed_into()
     }}
+}
+
+/// Whether the error type can hold an `Elapsed`, as `elapsed_into` (its
+/// tokens) says: `false` for an `impl Trait` error, whose `None` would
+/// have nothing here to infer its type from.
+fn holds_elapsed(ret: &Type, elapsed_into: &TokenStream) -> TokenStream {
+    if inferred_error(ret) {
+        quote!(false)
+    } else {
+        quote!(#elapsed_into.is_some())
+    }
+}
+
+/// Whether `ret`'s error type is written with an `impl Trait` (erased to
+/// `_`).
+fn inferred_error(ret: &Type) -> bool {
+    error_type(ret).is_some_and(has_inferred)
 }
 
 /// `<Ret as Outcome>::as_result(&outcome)`: the outcome as a `Result` of

@@ -1087,3 +1087,71 @@ async fn an_impl_trait_inside_a_result_alias_is_retried() {
         .to_string();
     assert_eq!((shown.as_str(), calls.get()), ("7", 2));
 }
+
+// --- `impl Trait` as the error type ----------------------------------------
+
+#[retry(base = 1ms, budget = none)]
+fn failing_opaquely(calls: &mut u32) -> Result<u32, impl std::error::Error + backstop::Classify> {
+    *calls += 1;
+    if *calls < 2 {
+        return Err(refused());
+    }
+    Ok(7)
+}
+
+#[retry(base = 1ms, budget = none)]
+async fn failing_opaquely_async(
+    calls: &std::cell::Cell<u32>,
+) -> Result<u32, impl std::error::Error + backstop::Classify> {
+    calls.set(calls.get() + 1);
+    if calls.get() < 3 {
+        return Err(refused());
+    }
+    Ok(7)
+}
+
+static OPAQUE: backstop::Policy = backstop::Policy::new()
+    .base(Duration::from_millis(1))
+    .attempts(2)
+    .no_budget();
+
+#[retry(policy = OPAQUE)]
+async fn failing_opaquely_by_policy(
+    calls: &std::cell::Cell<u32>,
+) -> Result<u32, impl std::error::Error + backstop::Classify> {
+    calls.set(calls.get() + 1);
+    Err::<u32, _>(refused())
+}
+
+#[retry(base = 1ms, budget = none, attempt_timeout = 50ms)]
+async fn hanging_opaquely() -> Result<u32, impl std::error::Error + backstop::Classify> {
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    Err::<u32, _>(refused())
+}
+
+/// An error type written `impl Trait` is classified and retried as the
+/// type it stands for, sync and async; it takes an `attempt_timeout`
+/// when the type it stands for holds an `Elapsed` (`io::Error` does).
+#[tokio::test(start_paused = true)]
+async fn an_impl_trait_error_is_retried() {
+    let vt = VirtualTime::start();
+    let mut calls = 0;
+    assert_eq!((failing_opaquely(&mut calls).unwrap(), calls), (7, 2));
+    drop(vt);
+    let calls = std::cell::Cell::new(0);
+    assert_eq!(failing_opaquely_async(&calls).await.unwrap(), 7);
+    assert_eq!(calls.get(), 3);
+    let calls = std::cell::Cell::new(0);
+    let error = failing_opaquely_by_policy(&calls).await.unwrap_err();
+    assert_eq!(
+        (error.to_string().as_str(), calls.get()),
+        ("connection refused", 2)
+    );
+    let started = tokio::time::Instant::now();
+    let error = hanging_opaquely().await.unwrap_err();
+    assert!(
+        error.to_string().contains("`attempt_timeout` of 50ms"),
+        "{error}"
+    );
+    assert_eq!(started.elapsed(), Duration::from_millis(50), "not retried");
+}

@@ -560,7 +560,8 @@ fn warn_attempt_timeout_unapplied() {
         "backstop: a policy's attempt_timeout is not applied here. `call_async`, \
          `Retry::call_async` and a tower layer apply it only when passed on with \
          `.attempt_timeout(policy.get_attempt_timeout())`, `#[retry(policy = ..)]` only on an \
-         async fn whose error type holds `backstop::Elapsed` (`From<Elapsed>`); \
+         async fn whose error type, written as a type (not `impl Trait`), holds \
+         `backstop::Elapsed` (`From<Elapsed>`); \
          `call_async_with` and sync functions never do. Said once; debug builds only."
     );
 }
