@@ -665,3 +665,64 @@ async fn a_call_around_the_middleware_does_not_retry_a_server_failure_answered_a
     let _ = around_the_middleware(&client, &url).await.unwrap_err();
     assert_eq!(keys.lock().unwrap().len(), 6);
 }
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+#[retry(attempts = 3, base = 1ms, attempt_timeout = 150ms, idempotent, budget = none)]
+async fn boxed_through_the_middleware(
+    client: &ClientWithMiddleware,
+    url: &str,
+) -> Result<u16, BoxError> {
+    Ok(client.get(url).send().await?.status().as_u16())
+}
+
+/// A middleware's error boxed (or in an `anyhow::Error`) is judged as it
+/// is unboxed: its `source()` is its inner error's, past what it holds
+/// itself (a timed-out attempt, reqwest's error), which a walk of the
+/// chain would miss. A `#[retry]` function around a middleware client
+/// returning a boxed error retries it.
+#[tokio::test(start_paused = true)]
+async fn a_middleware_error_boxed_is_judged_as_it_is_unboxed() {
+    use backstop::{CircuitOpen, Classify, Elapsed, Verdict};
+    let errors = [
+        (
+            reqwest_middleware::Error::from(Elapsed::new()),
+            Verdict::RetryIfIdempotent,
+        ),
+        (
+            reqwest_middleware::Error::from(CircuitOpen::new()),
+            Verdict::Stop,
+        ),
+    ];
+    for (error, verdict) in errors {
+        assert_eq!(error.classify(), verdict);
+        let text = error.to_string();
+        let boxed = BoxError::from(error);
+        assert_eq!(boxed.classify(), verdict, "{text}");
+        #[cfg(feature = "anyhow")]
+        {
+            let error = *boxed.downcast::<reqwest_middleware::Error>().unwrap();
+            assert_eq!(anyhow::Error::from(error).classify(), verdict, "{text}");
+        }
+    }
+    // Its own timeout, reqwest's error through the middleware.
+    let (url, _) = serve(vec![(0, "")]).await;
+    let plain = ClientBuilder::new(reqwest::Client::new()).build();
+    let request = plain.get(&url).timeout(Duration::from_millis(50));
+    let error = request.send().await.unwrap_err();
+    assert!(
+        matches!(error, reqwest_middleware::Error::Reqwest(_)),
+        "{error:?}"
+    );
+    assert_eq!(error.classify(), Verdict::RetryIfIdempotent);
+    assert_eq!(BoxError::from(error).classify(), Verdict::RetryIfIdempotent);
+    // Each attempt of a function around a middleware client with no
+    // attempt timeout of its own, cut off by the function's.
+    let (url, seen) = serve(vec![(0, ""); 3]).await;
+    let client = client(RetryMiddleware::new(&quick().attempts(1)));
+    let error = boxed_through_the_middleware(&client, &url)
+        .await
+        .unwrap_err();
+    assert_eq!(error.classify(), Verdict::RetryIfIdempotent, "{error}");
+    assert_eq!(seen.lock().unwrap().len(), 3, "retried around the client");
+}

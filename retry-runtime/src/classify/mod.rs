@@ -391,6 +391,16 @@ fn known(error: &(dyn Error + 'static)) -> Option<Verdict> {
     if let Some(error) = error.downcast_ref::<crate::reqwest::error::Error>() {
         return Some(error.classify());
     }
+    // Its `source()` is its inner error's: what it holds itself (a
+    // timed-out attempt, a breaker's rejection, reqwest's error) would be
+    // passed over.
+    #[cfg(feature = "reqwest-middleware")]
+    if let Some(error) = error.downcast_ref::<::reqwest_middleware::Error>() {
+        return match error {
+            ::reqwest_middleware::Error::Reqwest(error) => Some(error.classify()),
+            ::reqwest_middleware::Error::Middleware(error) => known_in_chain(error.as_ref()),
+        };
+    }
     #[cfg(feature = "redis")]
     if let Some(error) = error.downcast_ref::<::redis::RedisError>() {
         return Some(error.classify());
