@@ -237,6 +237,21 @@ async fn a_timeout_of_the_requests_own_shrinks_to_the_attempts_time_left() {
     );
 }
 
+/// Under an `attempt_timeout`, a server that never answers is cut off by
+/// the loop, which says which limit ran out, not by the request's own
+/// timeout shrunk to the same instant (which came first was a race).
+#[tokio::test(start_paused = true)]
+async fn a_request_under_an_attempt_timeout_is_cut_off_by_the_loop() {
+    let (url, _) = serve(vec![(0, "")]).await;
+    let error = with_a_long_timeout_of_its_own(&url).await.unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("its `attempt_timeout` of 300ms ran out"),
+        "{error:?}"
+    );
+}
+
 // ---- first-hour defects -------------------------------------------------
 
 #[retry(attempts = 3, base = 1ms, when_ok = response_verdict)]

@@ -170,7 +170,9 @@ impl AttemptRequest {
     ///   read inside a function that has an `attempt_timeout`); under an
     ///   `attempt_timeout`, the time left is the attempt's (its cut-off, if
     ///   sooner than the deadline), and the loop, not the request, cuts
-    ///   the wait for the response off, saying which limit ran out; a key
+    ///   the wait for the response off, saying which limit ran out (a
+    ///   timeout of the request's own is shrunk to 5 ms past the cut-off:
+    ///   `a_request_under_an_attempt_timeout_is_cut_off_by_the_loop`); a key
     ///   among the `Client`'s default headers gives way to the call's.
     ///
     /// Both hold whatever the body, a stream included. Outside an attempt,
@@ -220,12 +222,19 @@ impl AttemptRequest {
                 crate::Elapsed::at_deadline(),
             )));
         }
-        if let Some(own) = request.timeout_mut() {
-            *own = (*own).min(left);
-        }
         // An attempt cut off at its time left: the loop cuts the wait for
-        // the response off, saying which limit ran out.
-        if cx.as_ref().is_some_and(crate::Context::is_cut_off) {
+        // the response off, saying which limit ran out; the request's own
+        // timeout, shrunk to a moment after that, bounds only a body read
+        // later (shrunk to the same instant, which came first was a race).
+        let cut = cx.as_ref().is_some_and(crate::Context::is_cut_off);
+        if let Some(own) = request.timeout_mut() {
+            *own = (*own).min(if cut {
+                left.saturating_add(LOOP_FIRST)
+            } else {
+                left
+            });
+        }
+        if cut {
             return Ok(client.execute(request).await?);
         }
         match tokio::time::timeout(left, client.execute(request)).await {
@@ -236,6 +245,11 @@ impl AttemptRequest {
         }
     }
 }
+
+/// How long after an attempt's cut-off a request's own timeout, shrunk to
+/// it, runs out: a few of the timers' ticks (a millisecond each), so that
+/// the loop's cut-off comes first.
+const LOOP_FIRST: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// The response, or [`Error::Status`] if its status is a client or server
 /// error (4xx, 5xx), keeping the server's `Retry-After` for the retry loop

@@ -229,7 +229,12 @@ pub fn status_from_error(error: Box<dyn std::error::Error + Send + Sync>) -> ::t
 /// `grpc-timeout`, when called inside an attempt and the request has no
 /// shorter timeout of its own: the server stops working on an attempt
 /// whose answer would come too late. In an attempt cut off after an
-/// `attempt_timeout`, the time left before the cut-off, if sooner.
+/// `attempt_timeout`, the time left before the cut-off, if sooner
+/// (tonic's client ends a request at its `grpc-timeout` too, about when
+/// the loop cuts the attempt off: such an attempt fails with tonic's
+/// `CANCELLED` "Timeout expired", judged as `DEADLINE_EXCEEDED`, or with
+/// the loop's `Elapsed`, whichever is seen first; the verdict is the
+/// same).
 /// Outside an attempt, the deadline of
 /// the scope it is called in, if any: a gRPC server's request behind
 /// [`ServerLayer`] (so that a handler's plain call sends its caller's
