@@ -295,7 +295,10 @@ fn answer_margin(timeout: Duration, margin: Option<Duration>) -> Duration {
 ///   `.grpc_deadline()` or on requests that carry a timeout of their own:
 ///   a layer adds none by default), so that one deadline holds across
 ///   every service of a call chain. A request
-///   without one leaves each call its own deadline. Nothing is cut off:
+///   without one leaves each call its own deadline (a caller that cuts
+///   its attempts off after an `attempt_timeout` without sending it
+///   retries on top of the handler's retries: its layer sends it with
+///   `.grpc_deadline()`, a `#[retry]` call with [`within_attempt`]). Nothing is cut off:
 ///   tonic's server already ends a handler at its request's
 ///   `grpc-timeout`. The time is counted from when the request reaches
 ///   the layer, as tonic's own timeout is: what the request spent on the
