@@ -325,6 +325,10 @@ impl Args {
             );
             return Ok(());
         }
+        if takes_no_none(&name, &value) {
+            cx.error_spanned(&value, no_none(&name));
+            return Ok(());
+        }
         match name.as_str() {
             "attempts" => {
                 if let Some(v) = attempts(cx, value) {
@@ -827,7 +831,40 @@ fn hedge_delay(cx: &mut Ctxt, value: Expr) -> Option<HedgeDelay> {
             };
         }
     }
+    if let Some(message) = percentile_miswritten(&value) {
+        cx.error_spanned(&value, message);
+        return None;
+    }
     duration(cx, "hedge", value).map(HedgeDelay::After)
+}
+
+/// The error for a percentile written otherwise than `p95`: `95p`,
+/// `p95ms` (`P95` may be a constant of the user's).
+fn percentile_miswritten(value: &Expr) -> Option<String> {
+    let digits_only = |text: &str| !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
+    match value {
+        Expr::Lit(syn::ExprLit {
+            lit: Lit::Int(lit), ..
+        }) if lit.suffix() == "p" => {
+            let digits = lit.base10_digits();
+            Some(format!(
+                "`hedge = {digits}p`: a percentile is written `p` first, as `hedge = p{digits}`"
+            ))
+        }
+        Expr::Path(p) if p.qself.is_none() => {
+            let text = p.path.get_ident()?.to_string();
+            let rest = text.strip_prefix('p')?;
+            let split = rest.find(|c: char| !c.is_ascii_digit())?;
+            let (digits, unit) = rest.split_at(split);
+            (digits_only(digits) && UNIT_NAMES.contains(&unit)).then(|| {
+                format!(
+                    "`hedge = {text}`: a percentile takes no unit (`hedge = p{digits}`), and a \
+                     delay no `p` (`hedge = {digits}{unit}`)"
+                )
+            })
+        }
+        _ => None,
+    }
 }
 
 /// A count of at least 1 (`hedges`): a plain integer, or an expression.
@@ -1011,6 +1048,26 @@ fn units() -> String {
     format!("{} or {last}", rest.join(", "))
 }
 
+/// Whether `value` is a `none` option `name` does not take: the word
+/// `none` anywhere but `deadline`, `budget` and `jitter` (and the
+/// keywords, which list theirs); `None` (or `Option::None`) where the
+/// option takes a number, which is never an `Option` (a duration's is
+/// said where it is read: `attempt_timeout` takes one).
+fn takes_no_none(name: &str, value: &Expr) -> bool {
+    let Expr::Path(p) = value else {
+        return false;
+    };
+    if p.qself.is_some() {
+        return false;
+    }
+    let takes_none = matches!(
+        name,
+        "deadline" | "budget" | "jitter" | "backoff" | "idempotent"
+    );
+    (p.path.is_ident("none") && !takes_none)
+        || (matches!(name, "attempts" | "hedges" | "factor") && is_option_none(&p.path))
+}
+
 /// The error for `name = none`, where only `deadline` and `budget` (and
 /// `jitter`) take `none`: what to write instead.
 fn no_none(name: &str) -> String {
@@ -1019,6 +1076,17 @@ fn no_none(name: &str) -> String {
         "retry_after_max" => "give a long one, as `retry_after_max = 10m`",
         "attempt_timeout" => "for no attempt timeout, leave it out (or give `None`)",
         "hedge" => "for no hedge, leave it out",
+        "hedges" => "for no hedge, leave out `hedge` (and `hedges`)",
+        "attempts" => {
+            "for no retry, give `attempts = 1`; for no limit but the deadline, a large count"
+        }
+        "breaker" => "for no circuit breaker, leave it out",
+        "throttle" => "for no adaptive throttle, leave it out",
+        "key" => "for no key (every call shares one limiter), leave it out",
+        "when" => "leave it out to classify errors by their `Classify` impl",
+        "when_ok" => "leave it out: no success is retried then",
+        "on_retry" | "on_give_up" => "for no hook, leave it out",
+        "policy" => "leave it out, and give the options one by one",
         _ => "leave it out for its default",
     };
     format!("`{name}` takes no `none`: {instead}")
@@ -1083,6 +1151,20 @@ fn duration(cx: &mut Ctxt, name: &str, value: Expr) -> Option<Dur> {
             cx.error_spanned(&value, no_none(name));
             return None;
         }
+        // `Some(2s)`: a literal with a unit is the option's value itself
+        // (rustc would say only "invalid suffix").
+        Expr::Call(call)
+            if matches!(&*call.func, Expr::Path(f) if f.path.segments.last().is_some_and(|s| s.ident == "Some"))
+                && call.args.len() == 1
+                && unit_literal(&call.args[0]).is_some() =>
+        {
+            let literal = unit_literal(&call.args[0]).unwrap_or_default();
+            cx.error_spanned(
+                &value,
+                format!("`{name} = Some({literal})`: write `{name} = {literal}` (a duration with its unit is the value itself)"),
+            );
+            return None;
+        }
         _ => return Some(Dur::Expr(value)),
     };
     if suffix.is_empty() {
@@ -1114,6 +1196,21 @@ fn duration(cx: &mut Ctxt, name: &str, value: Expr) -> Option<Dur> {
         return None;
     };
     Some(Dur::Lit(DurLit { nanos, span, text }))
+}
+
+/// The text of a number with a unit's suffix (`2s`, `1.5ms`), if `value`
+/// is one.
+fn unit_literal(value: &Expr) -> Option<String> {
+    let (suffix, text) = match value {
+        Expr::Lit(syn::ExprLit {
+            lit: Lit::Int(l), ..
+        }) => (l.suffix(), l.to_string()),
+        Expr::Lit(syn::ExprLit {
+            lit: Lit::Float(l), ..
+        }) => (l.suffix(), l.to_string()),
+        _ => return None,
+    };
+    UNIT_NAMES.contains(&suffix).then_some(text)
 }
 
 /// The error for a duration literal's unknown unit `suffix`, with the

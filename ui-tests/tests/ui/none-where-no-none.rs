@@ -1,6 +1,7 @@
 use backstop::retry;
 
-// Only `deadline`, `budget` and `jitter` take `none`.
+// Only `deadline`, `budget` and `jitter` take `none`; a count takes no
+// `None` either.
 #[retry(cap = none)]
 fn no_cap() -> Result<u32, std::io::Error> {
     Ok(1)
@@ -23,6 +24,51 @@ fn no_base() -> Result<u32, std::io::Error> {
 
 #[retry(retry_after_max = None)]
 fn no_retry_after_max() -> Result<u32, std::io::Error> {
+    Ok(1)
+}
+
+#[retry(attempts = none)]
+fn no_attempts() -> Result<u32, std::io::Error> {
+    Ok(1)
+}
+
+#[retry(attempts = None)]
+fn no_attempts_as_an_option() -> Result<u32, std::io::Error> {
+    Ok(1)
+}
+
+#[retry(factor = none)]
+fn no_factor() -> Result<u32, std::io::Error> {
+    Ok(1)
+}
+
+#[retry(hedge = 10ms, hedges = none, idempotent)]
+async fn no_hedges() -> Result<u32, std::io::Error> {
+    Ok(1)
+}
+
+#[retry(breaker = none)]
+fn no_breaker() -> Result<u32, std::io::Error> {
+    Ok(1)
+}
+
+#[retry(throttle = none)]
+fn no_throttle() -> Result<u32, std::io::Error> {
+    Ok(1)
+}
+
+#[retry(key = none)]
+fn no_key() -> Result<u32, std::io::Error> {
+    Ok(1)
+}
+
+#[retry(when = none)]
+fn no_classifier() -> Result<u32, std::io::Error> {
+    Ok(1)
+}
+
+#[retry(policy = none)]
+fn no_policy() -> Result<u32, std::io::Error> {
     Ok(1)
 }
 
