@@ -1135,6 +1135,16 @@ async fn a_server_keeps_the_answer_margin_it_is_given() {
     assert_eq!(kept, Duration::from_millis(1900), "the default's");
     let kept = left(ServerLayer::new(), "400m").await.unwrap().into_body();
     assert_eq!(kept, Duration::from_millis(380), "a twentieth");
+    // Outside a retry call, the handler reads the same time.
+    let outside = tower::service_fn(|_: http::Request<()>| async {
+        Ok::<_, Infallible>(http::Response::new(backstop::scope::time_left()))
+    });
+    let request = http::Request::builder()
+        .header("grpc-timeout", "2S")
+        .body(())
+        .unwrap();
+    let response = margin.layer(outside).oneshot(request).await.unwrap();
+    assert_eq!(response.into_body(), Some(Duration::from_millis(1700)));
     // A margin as long as the caller's time leaves the handler's calls
     // none: a first attempt, no retry.
     let kept = left(margin, "200m").await.unwrap().into_body();

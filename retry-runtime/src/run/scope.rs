@@ -464,12 +464,27 @@ pub fn context() -> Option<Context> {
         .flatten()
 }
 
-/// The time left before the deadline of the attempt running here (its
-/// [`context()`]'s), or outside an attempt of the scope the code runs in
-/// (a [deadline scope](deadline), a server's handling of a request), read
-/// on the async loops' timer; `None` without a deadline.
-#[cfg(feature = "tower")]
-pub(crate) fn time_left() -> Option<Duration> {
+/// The time left before the deadline of the code running here: inside
+/// an attempt, its [`context()`]'s [`remaining()`](Context::remaining);
+/// outside one, the deadline of the scope it runs in (a [`deadline`] or
+/// [`deadline_sync`] scope, a request a server handles behind
+/// `tonic::ServerLayer`), read on the async loops' clock (tokio's, with
+/// its pause); `None` without a deadline. For work that is no retry call
+/// but must end in time: a database's statement timeout, a client's own
+/// timeout, a choice of a cheaper answer.
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use std::time::Duration;
+/// use backstop::scope;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+/// assert_eq!(scope::time_left(), None);
+/// let left = scope::deadline(Duration::from_secs(2), async { scope::time_left() }).await;
+/// assert_eq!(left.unwrap(), Some(Duration::from_secs(2)));
+/// # }
+/// ```
+pub fn time_left() -> Option<Duration> {
     match context() {
         Some(cx) => cx.remaining(),
         None => scope_left(crate::time::timer::RuntimeClock::current()),
@@ -480,7 +495,6 @@ pub(crate) fn time_left() -> Option<Duration> {
 /// the code runs in, read on `clock` (the async loops' timer for a
 /// [`deadline`] scope or a server's request, the system's for a
 /// [`deadline_sync`] one); `None` without a deadline.
-#[cfg(any(feature = "tower", feature = "reqwest"))]
 pub(crate) fn scope_left(clock: impl crate::time::clock::Clock) -> Option<Duration> {
     enclosing_deadline().map(|deadline| deadline.saturating_duration_since(clock.now()))
 }
