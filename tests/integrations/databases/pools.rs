@@ -186,6 +186,23 @@ async fn insert_order(pool: &deadpool_postgres::Pool, id: i64) -> Result<(), Box
 }
 
 #[backstop::retry(deadline = 2s, attempt_timeout = 500ms, idempotent)]
+async fn order_count(pool: &deadpool_postgres::Pool) -> Result<i64, BoxError> {
+    let mut client = pool.get().await?;
+    let tx = client.transaction().await?;
+    if let Some(left) = backstop::scope::time_left() {
+        let ms = left.as_millis().max(1);
+        tx.batch_execute(&format!("SET LOCAL statement_timeout = {ms}"))
+            .await?;
+    }
+    let count = tx
+        .query_one("SELECT count(*) FROM orders", &[])
+        .await?
+        .get(0);
+    tx.commit().await?;
+    Ok(count)
+}
+
+#[backstop::retry(deadline = 2s, attempt_timeout = 500ms, idempotent)]
 async fn session(
     redis: &redis::aio::ConnectionManager,
     key: &str,
@@ -230,9 +247,74 @@ async fn the_documented_functions_run_against_the_servers() {
         .map(|row| row.get(0))
         .collect();
     assert_eq!(rows, [7, 8]);
+    assert_eq!(order_count(&pool).await.unwrap(), 2);
     redis.crash();
     // Dropped or refused, retried (idempotent) until the deadline or the
     // attempts ran out: the last error, unchanged.
     let error = session(&manager, "nobody").await.unwrap_err();
     assert!(error.classify().is_retryable(), "{error:?}");
+}
+
+/// A slow query under the recipe of docs/clients.md: each attempt cut off
+/// by its timeout, the time left as its statement's timeout.
+#[backstop::retry(attempts = 2, base = 1ms, deadline = 5s, attempt_timeout = 300ms, idempotent, budget = none)]
+async fn slow_within_the_time_left(
+    pool: &deadpool_postgres::Pool,
+    bounded: bool,
+) -> Result<(), BoxError> {
+    let mut client = pool.get().await?;
+    let tx = client.transaction().await?;
+    if let Some(left) = backstop::scope::time_left().filter(|_| bounded) {
+        let ms = left.as_millis().max(1);
+        tx.batch_execute(&format!("SET LOCAL statement_timeout = {ms}"))
+            .await?;
+    }
+    tx.batch_execute("SELECT pg_sleep(3)").await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// A query cut off by its attempt timeout keeps running on the server,
+/// unless its statement's timeout is the time left (docs/clients.md):
+/// two attempts cut off leave no query running, where without it the
+/// first was still running (the second waiting behind it, on the same
+/// connection, or beside it on another).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_query_cut_off_is_stopped_on_the_server_by_the_time_left() {
+    let Some(server) = Postgres::start("statement timeout") else {
+        return;
+    };
+    let pool = deadpool_config(&server)
+        .create_pool(
+            Some(deadpool_postgres::Runtime::Tokio1),
+            tokio_postgres::NoTls,
+        )
+        .unwrap();
+    let watcher = pool.get().await.unwrap();
+    let sleeping = || async {
+        let row = watcher
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' \
+                 AND query LIKE 'SELECT pg_sleep%'",
+                &[],
+            )
+            .await
+            .unwrap();
+        row.get::<_, i64>(0)
+    };
+    for bounded in [true, false] {
+        let error = slow_within_the_time_left(&pool, bounded).await.unwrap_err();
+        // Cut off by the loop, or cancelled by the server at about the
+        // same time (`57014`): either is ambiguous.
+        assert_eq!(error.classify(), Verdict::RetryIfIdempotent, "{error}");
+        // The server's cancellation comes about when the loop's cut-off
+        // does, a network trip later at most.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let running = sleeping().await;
+        if bounded {
+            assert_eq!(running, 0, "stopped on the server");
+        } else {
+            assert!((1..=2).contains(&running), "{running} still running");
+        }
+    }
 }
