@@ -497,9 +497,10 @@ fn database_io(io: &std::io::Error) -> Verdict {
 /// A deadpool checkout (deadpool-postgres, deadpool-redis...): one that
 /// timed out, waiting for a connection, making one or checking one, sent
 /// nothing of the call ([`Verdict::Retry`]); the backend's error, or a
-/// `post_create` hook's, is classified as its own, except that what it
-/// calls ambiguous is retried (the connection was being made: nothing of
-/// the call was sent); a closed pool, or one
+/// `post_create` hook's, is classified as its own (a connection that
+/// could not be made is retried by the client's own rule; one that
+/// closed is ambiguous: `?` on a query's error wraps it here too, and the
+/// query may have run); a closed pool, or one
 /// with no runtime for its timeouts, is [`Verdict::Stop`]. Found in a
 /// source chain for tokio-postgres's and redis's pools.
 ///
@@ -521,7 +522,7 @@ impl<E: Classify> Classify for deadpool::managed::PoolError<E> {
         match self {
             PoolError::Timeout(_) => Verdict::Retry,
             PoolError::Backend(error) | PoolError::PostCreateHook(HookError::Backend(error)) => {
-                checkout(error.classify())
+                error.classify()
             }
             _ => Verdict::Stop,
         }
@@ -535,36 +536,25 @@ impl<E: Classify> Classify for deadpool::managed::PoolError<E> {
 /// through the pool hold through a restart once the budget refuses their
 /// retries (a pool busy with slow calls times out alike: its callers hold
 /// too, and go as it frees connections). The backend's error is
-/// classified as its own, what it calls ambiguous retried (nothing of the
-/// call was sent while the connection was made). Found in a source chain
-/// for tokio-postgres's and redis's pools.
+/// classified as its own: `?` on a query's error wraps it here too, and a
+/// connection that closed under a query may have run it. Found in a
+/// source chain for tokio-postgres's and redis's pools.
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
 /// use backstop::{Classify, Verdict};
 ///
 /// assert_eq!(bb8::RunError::<std::io::Error>::TimedOut.classify(), Verdict::Refused);
-/// // A reset while the pool made the connection: the call was not sent.
+/// // A reset, maybe after the statement ran: as the backend judges it.
 /// let reset = bb8::RunError::User(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
-/// assert_eq!(reset.classify(), Verdict::Retry);
+/// assert_eq!(reset.classify(), Verdict::RetryIfIdempotent);
 /// ```
 #[cfg(feature = "bb8")]
 impl<E: Classify> Classify for bb8::RunError<E> {
     fn classify(&self) -> Verdict {
         match self {
             bb8::RunError::TimedOut => Verdict::Refused,
-            bb8::RunError::User(error) => checkout(error.classify()),
+            bb8::RunError::User(error) => error.classify(),
         }
-    }
-}
-
-/// The verdict on a pool's error while it made or checked a connection:
-/// none of the call was sent yet, so what the backend calls ambiguous (a
-/// connect timeout, a reset during the handshake) is retried.
-#[cfg(any(feature = "deadpool", feature = "bb8"))]
-fn checkout(verdict: Verdict) -> Verdict {
-    match verdict {
-        Verdict::RetryIfIdempotent => Verdict::Retry,
-        verdict => verdict,
     }
 }

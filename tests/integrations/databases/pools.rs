@@ -169,9 +169,9 @@ fn every_pairing_of_pool_and_client_is_found_in_a_source_chain() {
     }
     let dropped =
         redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
-    // Dropped while the pool made the connection: nothing of the call sent.
+    // The backend's, as its own (a query's, wrapped by `?`, may have run).
     let boxed: BoxError = bb8::RunError::User(dropped).into();
-    assert_eq!(boxed.classify(), Verdict::Retry);
+    assert_eq!(boxed.classify(), Verdict::RetryIfIdempotent);
 }
 
 // The two functions of docs/clients.md, as written there.
@@ -317,4 +317,62 @@ async fn a_query_cut_off_is_stopped_on_the_server_by_the_time_left() {
             assert!((1..=2).contains(&running), "{running} still running");
         }
     }
+}
+
+/// A write returning a pool's error type, as deadpool's and bb8's code
+/// is written: `?` wraps the query's error as the backend's, as it wraps
+/// one of the checkout.
+#[backstop::retry(deadline = 2s, base = 1ms, budget = none)]
+async fn write_returning_the_pools_error(
+    client: &tokio_postgres::Client,
+    calls: &std::sync::atomic::AtomicU32,
+) -> Result<(), deadpool_postgres::PoolError> {
+    calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    client
+        .execute("INSERT INTO orders (id) VALUES (1)", &[])
+        .await?;
+    Ok(())
+}
+
+/// A query whose connection closed may have run: wrapped in a pool's
+/// error by `?` (deadpool's `Backend`, bb8's `User`), it is judged as its
+/// own, retried only if idempotent, not as a checkout's (it was written
+/// again, and applied twice, through a connection that closed after the
+/// server ran it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_querys_error_in_a_pools_error_is_judged_as_its_own() {
+    let Some(server) = Postgres::start("a query's error in a pool's") else {
+        return;
+    };
+    let url = format!("host=127.0.0.1 port={} user=postgres", server.port);
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection).abort();
+    let closed = || async {
+        let error = client.execute("SELECT 1", &[]).await.unwrap_err();
+        assert!(error.is_closed(), "{error:?}");
+        error
+    };
+    let error = closed().await;
+    assert_eq!(error.classify(), Verdict::RetryIfIdempotent);
+    let pooled = deadpool_postgres::PoolError::from(error);
+    assert_eq!(pooled.classify(), Verdict::RetryIfIdempotent);
+    let boxed: BoxError = pooled.into();
+    assert_eq!(boxed.classify(), Verdict::RetryIfIdempotent);
+    let pooled = bb8::RunError::from(closed().await);
+    assert_eq!(pooled.classify(), Verdict::RetryIfIdempotent);
+    let boxed: BoxError = pooled.into();
+    assert_eq!(boxed.classify(), Verdict::RetryIfIdempotent);
+    let calls = std::sync::atomic::AtomicU32::new(0);
+    assert!(
+        write_returning_the_pools_error(&client, &calls)
+            .await
+            .is_err()
+    );
+    assert_eq!(
+        calls.into_inner(),
+        1,
+        "a write that may have run, not sent again"
+    );
 }
