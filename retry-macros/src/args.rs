@@ -258,7 +258,9 @@ impl Args {
     /// Parses the attribute's arguments. A syntax error the parser cannot
     /// step over (a malformed expression) ends parsing; every other mistake
     /// is recorded and parsing goes on.
-    pub(crate) fn parse(tokens: TokenStream, cx: &mut Ctxt) -> Self {
+    /// The options in `tokens`, for a function whose parameters are named
+    /// `params` (a value named as one of them is the caller's).
+    pub(crate) fn parse(tokens: TokenStream, cx: &mut Ctxt, params: &[String]) -> Self {
         let mut args = Self::new();
         // `#[retry(3)]`, `#[retry(5s)]`: a value without its option's name.
         if let Some(proc_macro2::TokenTree::Literal(lit)) = tokens.clone().into_iter().next() {
@@ -281,7 +283,7 @@ impl Args {
             );
             return args;
         }
-        let parser = syn::meta::parser(|meta| args.parse_one(&meta, cx));
+        let parser = syn::meta::parser(|meta| args.parse_one(&meta, cx, params));
         if let Err(e) = syn::parse::Parser::parse2(parser, tokens) {
             cx.push(e);
         }
@@ -290,7 +292,12 @@ impl Args {
 
     // One flat arm per option: longer than clippy likes, simpler than split.
     #[allow(clippy::too_many_lines)]
-    fn parse_one(&mut self, meta: &ParseNestedMeta<'_>, cx: &mut Ctxt) -> syn::Result<()> {
+    fn parse_one(
+        &mut self,
+        meta: &ParseNestedMeta<'_>,
+        cx: &mut Ctxt,
+        params: &[String],
+    ) -> syn::Result<()> {
         let Some(key) = meta.path.get_ident() else {
             cx.error_spanned(&meta.path, unknown_message(&path_text(&meta.path)));
             return skip_value(meta);
@@ -325,7 +332,7 @@ impl Args {
             );
             return Ok(());
         }
-        if takes_no_none(&name, &value) {
+        if takes_no_none(&name, &value) && !names_a_parameter(&value, params) {
             cx.error_spanned(&value, no_none(&name));
             return Ok(());
         }
@@ -361,7 +368,7 @@ impl Args {
             "retry_after_max" => set_duration(cx, &mut self.retry_after_max, span, value),
             "attempt_timeout" => set_duration(cx, &mut self.attempt_timeout, span, value),
             "hedge" => {
-                if let Some(v) = hedge_delay(cx, value) {
+                if let Some(v) = hedge_delay(cx, value, params) {
                     self.hedge.set(cx, span, v);
                 }
             }
@@ -735,7 +742,7 @@ fn keyword<T: Copy>(cx: &mut Ctxt, name: &str, value: &Expr, words: &[(&str, T)]
 /// `hedge = 50ms` (or a `Duration` expression), or `hedge = p95`: an
 /// adaptive percentile, `p` and two or more digits after the point
 /// (`p99`, `p999` for the 99.9th).
-fn hedge_delay(cx: &mut Ctxt, value: Expr) -> Option<HedgeDelay> {
+fn hedge_delay(cx: &mut Ctxt, value: Expr, params: &[String]) -> Option<HedgeDelay> {
     // `p99.9`, read by Rust as a field of `p99`: a percentile with a point.
     if let Expr::Field(field) = &value
         && let Expr::Path(p) = &*field.base
@@ -831,15 +838,24 @@ fn hedge_delay(cx: &mut Ctxt, value: Expr) -> Option<HedgeDelay> {
             };
         }
     }
-    if let Some(message) = percentile_miswritten(&value) {
+    if let Some(message) =
+        percentile_miswritten(&value).filter(|_| !names_a_parameter(&value, params))
+    {
         cx.error_spanned(&value, message);
         return None;
     }
     duration(cx, "hedge", value).map(HedgeDelay::After)
 }
 
+/// Whether `value` is the bare name of one of the function's parameters.
+fn names_a_parameter(value: &Expr, params: &[String]) -> bool {
+    matches!(value, Expr::Path(p) if p.qself.is_none()
+        && p.path.get_ident().is_some_and(|ident| params.iter().any(|name| ident == name)))
+}
+
 /// The error for a percentile written otherwise than `p95`: `95p`,
-/// `p95ms` (`P95` may be a constant of the user's).
+/// `p95ms` (`P95` may be a constant of the user's; so may `p95ms`, which
+/// the message says how to write).
 fn percentile_miswritten(value: &Expr) -> Option<String> {
     let digits_only = |text: &str| !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
     match value {
@@ -859,7 +875,8 @@ fn percentile_miswritten(value: &Expr) -> Option<String> {
             (digits_only(digits) && UNIT_NAMES.contains(&unit)).then(|| {
                 format!(
                     "`hedge = {text}`: a percentile takes no unit (`hedge = p{digits}`), and a \
-                     delay no `p` (`hedge = {digits}{unit}`)"
+                     delay no `p` (`hedge = {digits}{unit}`); a constant of your own by that \
+                     name is `self::{text}`"
                 )
             })
         }
@@ -1089,7 +1106,17 @@ fn no_none(name: &str) -> String {
         "policy" => "leave it out, and give the options one by one",
         _ => "leave it out for its default",
     };
-    format!("`{name}` takes no `none`: {instead}")
+    // (An option that takes a path of the user's may be given one named
+    // `none`.)
+    let own = if matches!(
+        name,
+        "when" | "when_ok" | "on_retry" | "on_give_up" | "key" | "policy" | "breaker" | "throttle"
+    ) {
+        "; one of your own named `none` is `self::none`"
+    } else {
+        ""
+    };
+    format!("`{name}` takes no `none`: {instead}{own}")
 }
 
 /// Whether `path` is `None`, `Option::None` or a full path to it.

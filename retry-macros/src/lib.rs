@@ -116,7 +116,7 @@ pub fn retry(args: TokenStream, item: TokenStream) -> TokenStream {
         }
     };
     let mut cx = args::Ctxt::default();
-    let args = args::Args::parse(args.into(), &mut cx);
+    let args = args::Args::parse(args.into(), &mut cx, &func.parameter_names());
     valid::check(&args, &func, &mut cx);
     match cx.finish() {
         Ok(()) => expand::expand(&args, &func),

@@ -19,6 +19,32 @@ pub(crate) struct Func {
     pub(crate) block: Option<Block>,
 }
 
+impl Func {
+    /// The names its parameters bind (`self` not among them).
+    pub(crate) fn parameter_names(&self) -> Vec<String> {
+        fn bound(pat: &syn::Pat, names: &mut Vec<String>) {
+            match pat {
+                syn::Pat::Ident(ident) => names.push(ident.ident.to_string()),
+                syn::Pat::Tuple(tuple) => tuple.elems.iter().for_each(|p| bound(p, names)),
+                syn::Pat::TupleStruct(tuple) => tuple.elems.iter().for_each(|p| bound(p, names)),
+                syn::Pat::Struct(fields) => {
+                    fields.fields.iter().for_each(|f| bound(&f.pat, names));
+                }
+                syn::Pat::Reference(reference) => bound(&reference.pat, names),
+                syn::Pat::Type(typed) => bound(&typed.pat, names),
+                _ => {}
+            }
+        }
+        let mut names = Vec::new();
+        for input in &self.sig.inputs {
+            if let syn::FnArg::Typed(typed) = input {
+                bound(&typed.pat, &mut names);
+            }
+        }
+        names
+    }
+}
+
 impl Parse for Func {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
         let attrs = input.call(Attribute::parse_outer)?;

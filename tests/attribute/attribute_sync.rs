@@ -1113,10 +1113,23 @@ async fn failing_opaquely_async(
 static OPAQUE: backstop::Policy = backstop::Policy::new()
     .base(Duration::from_millis(1))
     .attempts(2)
+    .attempt_timeout(Some(Duration::from_millis(50)))
     .no_budget();
 
 #[retry(policy = OPAQUE)]
 async fn failing_opaquely_by_policy(
+    calls: &std::cell::Cell<u32>,
+) -> Result<u32, impl std::error::Error + backstop::Classify> {
+    calls.set(calls.get() + 1);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    Err::<u32, _>(refused())
+}
+
+static REFUSING: backstop::limit::TokenBudget = backstop::limit::TokenBudget::new(1, 0.1);
+
+// The budget's one token goes to the first failure: its retry is refused.
+#[retry(budget = REFUSING, deadline = 1s)]
+async fn refused_opaquely(
     calls: &std::cell::Cell<u32>,
 ) -> Result<u32, impl std::error::Error + backstop::Classify> {
     calls.set(calls.get() + 1);
@@ -1131,7 +1144,9 @@ async fn hanging_opaquely() -> Result<u32, impl std::error::Error + backstop::Cl
 
 /// An error type written `impl Trait` is classified and retried as the
 /// type it stands for, sync and async; it takes an `attempt_timeout`
-/// when the type it stands for holds an `Elapsed` (`io::Error` does).
+/// when the type it stands for holds an `Elapsed` (`io::Error` does), but
+/// not a policy's, and does not hold once the budget refuses a retry
+/// (asked before the body ran, it holds none).
 #[tokio::test(start_paused = true)]
 async fn an_impl_trait_error_is_retried() {
     let vt = VirtualTime::start();
@@ -1142,11 +1157,23 @@ async fn an_impl_trait_error_is_retried() {
     assert_eq!(failing_opaquely_async(&calls).await.unwrap(), 7);
     assert_eq!(calls.get(), 3);
     let calls = std::cell::Cell::new(0);
+    let started = tokio::time::Instant::now();
     let error = failing_opaquely_by_policy(&calls).await.unwrap_err();
+    assert!(
+        started.elapsed() >= Duration::from_millis(200),
+        "the policy's 50 ms not applied: {:?}",
+        started.elapsed()
+    );
     assert_eq!(
         (error.to_string().as_str(), calls.get()),
         ("connection refused", 2)
     );
+    let calls = std::cell::Cell::new(0);
+    let started = tokio::time::Instant::now();
+    let error = refused_opaquely(&calls).await.unwrap_err();
+    assert_eq!(error.to_string(), "connection refused", "its last error");
+    assert_eq!(calls.get(), 1);
+    assert!(started.elapsed() < Duration::from_secs(1), "not held");
     let started = tokio::time::Instant::now();
     let error = hanging_opaquely().await.unwrap_err();
     assert!(

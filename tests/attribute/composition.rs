@@ -796,6 +796,31 @@ fn calls_in_a_deadline_scope_end_by_it_one_after_another() {
     assert!(context().is_none());
 }
 
+/// Outside a call, `scope::time_left()` reads a scope's deadline on the
+/// clock it was set on: a sync scope's on the system clock (virtual
+/// here), an async one's on tokio's (paused).
+#[test]
+fn the_time_left_of_a_scope_is_read_on_its_own_clock() {
+    assert_eq!(backstop::scope::time_left(), None);
+    let vt = VirtualTime::start();
+    let left = backstop::scope::deadline_sync(Duration::from_secs(10), || {
+        vt.advance(Duration::from_secs(6));
+        backstop::scope::time_left()
+    });
+    assert_eq!(left, Some(Duration::from_secs(4)));
+    drop(vt);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let left = runtime.block_on(backstop::scope::deadline(Duration::from_secs(10), async {
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        backstop::scope::time_left()
+    }));
+    assert_eq!(left.unwrap(), Some(Duration::from_secs(4)));
+}
+
 #[retry(attempts = 2, deadline = 2s, jitter = none, budget = none)]
 fn scoped_inside(left: &mut Vec<Option<Duration>>) -> Result<(), Error> {
     // A longer scope inside an attempt: the attempt's deadline still holds.

@@ -1149,6 +1149,27 @@ async fn a_server_keeps_the_answer_margin_it_is_given() {
     // none: a first attempt, no retry.
     let kept = left(margin, "200m").await.unwrap().into_body();
     assert_eq!(kept, Duration::ZERO);
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&calls);
+    let failing = tower::service_fn(move |_: http::Request<()>| {
+        let calls = Arc::clone(&counted);
+        async move {
+            let policy = backstop::Policy::new().no_budget();
+            let outcome = backstop::call_async(&policy, || async {
+                calls.fetch_add(1, Ordering::Relaxed);
+                Err::<(), _>(std::io::Error::from(std::io::ErrorKind::ConnectionRefused))
+            })
+            .await;
+            Ok::<_, Infallible>(http::Response::new(outcome.is_err()))
+        }
+    });
+    let request = http::Request::builder()
+        .header("grpc-timeout", "200m")
+        .body(())
+        .unwrap();
+    let failed = margin.layer(failing).oneshot(request).await.unwrap();
+    assert!(failed.into_body());
+    assert_eq!(calls.load(Ordering::Relaxed), 1, "no retry");
 }
 
 /// The caller: each attempt cut off after 300 ms, the time left sent on.

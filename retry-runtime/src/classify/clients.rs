@@ -496,11 +496,14 @@ fn database_io(io: &std::io::Error) -> Verdict {
 
 /// A deadpool checkout (deadpool-postgres, deadpool-redis...): one that
 /// timed out, waiting for a connection, making one or checking one, sent
-/// nothing of the call ([`Verdict::Retry`]); the backend's error, or a
-/// `post_create` hook's, is classified as its own (a connection that
-/// could not be made is retried by the client's own rule; one that
-/// closed is ambiguous: `?` on a query's error wraps it here too, and the
-/// query may have run); a closed pool, or one
+/// nothing of the call ([`Verdict::Retry`]); the backend's error is
+/// classified as its own: `?` on a query's error wraps it there too, and
+/// a connection that closed under a query may have run it (one that
+/// could not be made is retried as the client judges it: tokio-postgres
+/// says so of every failed connect, redis of a refused or unreachable
+/// one, not of one that timed out or was reset while made); a
+/// `post_create` hook's error came before any of the call, and what its
+/// backend calls ambiguous is retried; a closed pool, or one
 /// with no runtime for its timeouts, is [`Verdict::Stop`]. Found in a
 /// source chain for tokio-postgres's and redis's pools.
 ///
@@ -514,6 +517,11 @@ fn database_io(io: &std::io::Error) -> Verdict {
 /// let refused = PoolError::Backend(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
 /// assert_eq!(refused.classify(), Verdict::Refused);
 /// assert_eq!(PoolError::<std::io::Error>::Closed.classify(), Verdict::Stop);
+/// // A reset: after a query was sent, maybe; in a hook on a new connection, not.
+/// let reset = || std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+/// assert_eq!(PoolError::Backend(reset()).classify(), Verdict::RetryIfIdempotent);
+/// let hook = PoolError::PostCreateHook(deadpool::managed::HookError::Backend(reset()));
+/// assert_eq!(hook.classify(), Verdict::Retry);
 /// ```
 #[cfg(feature = "deadpool")]
 impl<E: Classify> Classify for deadpool::managed::PoolError<E> {
@@ -521,9 +529,13 @@ impl<E: Classify> Classify for deadpool::managed::PoolError<E> {
         use deadpool::managed::{HookError, PoolError};
         match self {
             PoolError::Timeout(_) => Verdict::Retry,
-            PoolError::Backend(error) | PoolError::PostCreateHook(HookError::Backend(error)) => {
-                error.classify()
-            }
+            PoolError::Backend(error) => error.classify(),
+            // A hook run on a connection just made: nothing of the call
+            // was sent, so what the backend calls ambiguous is retried.
+            PoolError::PostCreateHook(HookError::Backend(error)) => match error.classify() {
+                Verdict::RetryIfIdempotent => Verdict::Retry,
+                verdict => verdict,
+            },
             _ => Verdict::Stop,
         }
     }

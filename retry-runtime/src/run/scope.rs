@@ -468,8 +468,11 @@ pub fn context() -> Option<Context> {
 /// an attempt, its [`context()`]'s [`remaining()`](Context::remaining);
 /// outside one, the deadline of the scope it runs in (a [`deadline`] or
 /// [`deadline_sync`] scope, a request a server handles behind
-/// `tonic::ServerLayer`), read on the async loops' clock (tokio's, with
-/// its pause); `None` without a deadline. For work that is no retry call
+/// `tonic::ServerLayer`), read in a tokio runtime on tokio's clock (with
+/// its pause), elsewhere on the system's (with
+/// [`VirtualTime`](crate::testing::VirtualTime)), or on a custom timer's
+/// if one is set (`the_time_left_of_a_scope_is_read_on_its_own_clock`);
+/// `None` without a deadline. For work that is no retry call
 /// but must end in time: a database's statement timeout, a client's own
 /// timeout, a choice of a cheaper answer.
 ///
@@ -485,9 +488,19 @@ pub fn context() -> Option<Context> {
 /// # }
 /// ```
 pub fn time_left() -> Option<Duration> {
+    use crate::time::timer::RuntimeClock;
     match context() {
         Some(cx) => cx.remaining(),
-        None => scope_left(crate::time::timer::RuntimeClock::current()),
+        // In an async runtime's task (a custom timer's clock, or tokio's),
+        // on its clock; elsewhere on the system's, as a sync scope's.
+        None => match RuntimeClock::current() {
+            RuntimeClock::Custom => scope_left(RuntimeClock::Custom),
+            #[cfg(feature = "tokio")]
+            RuntimeClock::Tokio if crate::time::timer::in_tokio() => {
+                scope_left(RuntimeClock::Tokio)
+            }
+            _ => scope_left(crate::time::clock::SystemClock),
+        },
     }
 }
 

@@ -484,7 +484,7 @@ fn custom_now() -> Instant {
 /// Whether a sleep on tokio's timer is in a tokio runtime (outside one,
 /// it goes on the crate's own timer thread instead).
 #[cfg(feature = "tokio")]
-fn in_tokio() -> bool {
+pub(crate) fn in_tokio() -> bool {
     tokio::runtime::Handle::try_current().is_ok()
 }
 

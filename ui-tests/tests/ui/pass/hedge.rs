@@ -58,6 +58,9 @@ fn main() {
     drop(is_send(the_widest_round()));
     drop(is_send(a_second_hedge_past_the_deadline()));
     drop(is_send(a_hedge_under_a_policy()));
+    drop(is_send(hedged_after(Duration::ZERO)));
+    drop(is_send(hedged_after_a_constant()));
+    drop(is_send(hedged_opaquely()));
 }
 
 // The first hedge is due before the deadline: a second one past it is
@@ -71,4 +74,25 @@ async fn a_second_hedge_past_the_deadline() -> Result<u32, std::io::Error> {
 #[retry(policy = backstop::Policy::new().idempotent(true), hedge = 40s)]
 async fn a_hedge_under_a_policy() -> Result<u32, std::io::Error> {
     Ok(1)
+}
+
+// A parameter named like a percentile with a unit is the caller's delay;
+// a constant so named, written as a path.
+#[retry(hedge = p99ms, idempotent)]
+async fn hedged_after(p99ms: Duration) -> Result<u32, std::io::Error> {
+    Ok(u32::from(p99ms.is_zero()))
+}
+
+#[allow(non_upper_case_globals)]
+const p95ms: Duration = Duration::from_millis(95);
+
+#[retry(hedge = self::p95ms, idempotent)]
+async fn hedged_after_a_constant() -> Result<u32, std::io::Error> {
+    Ok(1)
+}
+
+// An error type written `impl Trait`, hedged.
+#[retry(hedge = 10ms, idempotent, attempt_timeout = 1s)]
+async fn hedged_opaquely() -> Result<u32, impl std::error::Error + backstop::Classify> {
+    Err::<u32, _>(std::io::Error::from(std::io::ErrorKind::ConnectionRefused))
 }

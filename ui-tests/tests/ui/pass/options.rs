@@ -118,7 +118,25 @@ fn digits_far_below_a_nanosecond() -> Result<(), Error> {
     Ok(())
 }
 
+// A parameter named `none` is the caller's value; a function of one's
+// own named so, written as a path.
+#[retry(key = none)]
+fn keyed_by_a_parameter(none: u64) -> Result<u64, std::io::Error> {
+    Ok(none)
+}
+
+fn none(_: &std::io::Error) -> backstop::Verdict {
+    backstop::Verdict::Stop
+}
+
+#[retry(when = self::none)]
+fn classified_by_a_function_named_none() -> Result<u32, std::io::Error> {
+    Ok(1)
+}
+
 fn main() {
+    let _ = keyed_by_a_parameter(1);
+    let _ = classified_by_a_function_named_none();
     let _ = literals();
     let _ = zeros_that_carry_nothing();
     let _ = digits_far_below_a_nanosecond();
