@@ -257,9 +257,9 @@ const ALIASES: &[(&str, &str)] = &[
 impl Args {
     /// Parses the attribute's arguments. A syntax error the parser cannot
     /// step over (a malformed expression) ends parsing; every other mistake
-    /// is recorded and parsing goes on.
-    /// The options in `tokens`, for a function whose parameters are named
-    /// `params` (a value named as one of them is the caller's).
+    /// is recorded and parsing goes on. `params` are the names the
+    /// function's parameters bind: a value named as one of them is the
+    /// caller's, never a mistake.
     pub(crate) fn parse(tokens: TokenStream, cx: &mut Ctxt, params: &[String]) -> Self {
         let mut args = Self::new();
         // `#[retry(3)]`, `#[retry(5s)]`: a value without its option's name.
