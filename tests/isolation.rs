@@ -187,6 +187,57 @@ fn sync_sleeps_are_recorded_too_and_recorders_nest() {
     );
 }
 
+/// A guard reassigned (a fresh one per case, `_fresh = isolate();`) is
+/// dropped after the one that replaces it: each guard takes away only
+/// its own, and what is in force stays the latest; once every guard is
+/// gone, nothing of them is left on the thread.
+#[test]
+fn guards_reassigned_or_dropped_out_of_order_take_away_only_their_own() {
+    static PG_OWN: backstop::limit::TokenBudget = backstop::limit::TokenBudget::standard();
+    let mut vt = VirtualTime::start();
+    let mut fresh = isolate();
+    let mut sleeps = record_sleeps();
+    for case in 0..80 {
+        fresh = isolate();
+        vt = VirtualTime::start();
+        sleeps = record_sleeps();
+        let mut attempts = 0;
+        let _ = shared_flaky(&mut attempts);
+        assert_eq!(attempts, 3, "case {case}: a fresh budget");
+        assert_eq!(sleeps.sleeps().len(), 2, "case {case}: its own record");
+        assert!(vt.elapsed() > Duration::ZERO, "case {case}: virtual");
+    }
+    assert!(!std::ptr::eq(
+        backstop::testing::own(&PG_OWN),
+        &raw const PG_OWN
+    ));
+    drop((vt, fresh, sleeps));
+    assert!(
+        std::ptr::eq(backstop::testing::own(&PG_OWN), &raw const PG_OWN),
+        "no isolation left"
+    );
+    // Two clocks dropped first to last: real time again after both.
+    let (first, second) = (VirtualTime::start(), VirtualTime::start());
+    drop(first);
+    second.advance(Duration::from_secs(60));
+    drop(second);
+    let started = std::time::Instant::now();
+    let recorder = record_sleeps();
+    let _ = backstop::call(
+        &backstop::Policy::new()
+            .attempts(2)
+            .base(Duration::from_millis(20))
+            .jitter(backstop::Jitter::None)
+            .no_budget(),
+        || Err::<(), _>(Error::from(ErrorKind::ConnectionRefused)),
+    );
+    assert!(
+        started.elapsed() >= Duration::from_millis(10),
+        "slept in real time"
+    );
+    assert_eq!(recorder.sleeps().len(), 1);
+}
+
 // Named statics, as the README recommends (`budget = PG`): under
 // `isolate()` each is a fresh instance with its own configuration.
 

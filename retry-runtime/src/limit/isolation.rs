@@ -11,6 +11,7 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::limit::BudgetRef;
+use crate::time::virtual_time::{Shadowed, install, uninstall};
 
 /// Set once any test isolates: until then, the default protection of a
 /// call costs one load of this flag to look up.
@@ -23,6 +24,8 @@ type FreshDefaults = Vec<(usize, &'static (dyn Any + Sync))>;
 thread_local! {
     /// The fresh defaults of the isolation in force on this thread.
     static ISOLATED: RefCell<Option<FreshDefaults>> = const { RefCell::new(None) };
+    /// What each isolation alive on this thread shadowed.
+    static ISOLATED_BELOW: Shadowed<FreshDefaults> = const { RefCell::new(Vec::new()) };
 }
 
 /// Gives the retry loops called on this thread fresh protection until the
@@ -53,7 +56,11 @@ thread_local! {
 /// another thread runs (a multi-thread runtime's workers, which say so
 /// once on standard error, or `smol::spawn`'s global executor, which
 /// cannot be told). A guard started inside
-/// another shadows it until dropped. Each (guard, original) pair keeps its
+/// another shadows it until dropped; guards may be dropped in any order
+/// (one reassigned for each case of a table, `_fresh = isolate();`): each
+/// takes away only its own
+/// (`guards_reassigned_or_dropped_out_of_order_take_away_only_their_own`).
+/// Bind it (`let _ = isolate();` drops it at once). Each (guard, original) pair keeps its
 /// fresh copy (tens of bytes, a few hundred for an adaptive throttle)
 /// until the process exits.
 ///
@@ -113,9 +120,8 @@ thread_local! {
 pub fn isolate() -> Isolation {
     note_worker_threads("isolate()", "draw on the process's budgets and breakers");
     ISOLATING.store(true, Ordering::Relaxed);
-    let shadowed = ISOLATED.with(|i| i.borrow_mut().replace(Vec::new()));
     Isolation {
-        shadowed,
+        guard: install(&ISOLATED, &ISOLATED_BELOW, Vec::new()),
         _thread: PhantomData,
     }
 }
@@ -139,15 +145,15 @@ pub fn isolate() -> Isolation {
 /// ```
 #[must_use = "isolation lasts until the guard is dropped: bind it, `let _fresh = isolate();`"]
 pub struct Isolation {
-    shadowed: Option<FreshDefaults>,
+    /// Its number among the thread's guards.
+    guard: u64,
     /// Installed on one thread: not `Send`.
     _thread: PhantomData<Rc<()>>,
 }
 
 impl Drop for Isolation {
     fn drop(&mut self) {
-        let shadowed = self.shadowed.take();
-        let _ = ISOLATED.try_with(|i| *i.borrow_mut() = shadowed);
+        uninstall(&ISOLATED, &ISOLATED_BELOW, self.guard);
     }
 }
 

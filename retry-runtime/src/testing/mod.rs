@@ -39,10 +39,12 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 pub use crate::limit::isolation::{Fresh, Isolation, isolate, own};
-use crate::time::virtual_time::{IN_USE, RECORDING, VIRTUAL, Virtual, virtual_now};
+use crate::time::virtual_time::{
+    IN_USE, RECORDING, RECORDING_BELOW, VIRTUAL, VIRTUAL_BELOW, Virtual, install, uninstall,
+    virtual_now,
+};
 
-const OUT_OF_ORDER: &str =
-    "VirtualTime handles on one thread must be dropped in reverse order of `start`";
+const GONE: &str = "a VirtualTime's clock is installed while a VirtualTime lives on its thread";
 
 /// Virtual time for the sync retry loops of the current thread.
 ///
@@ -51,7 +53,12 @@ const OUT_OF_ORDER: &str =
 /// returns at once and advances the virtual clock, and everything that reads
 /// time through [`SystemClock`](crate::time::SystemClock) (the deadline, the
 /// budget's window) reads the virtual clock. A second `start` on the same
-/// thread shadows the first until it is dropped. Async loops sleep on
+/// thread shadows the first until it is dropped, in any order (a clock
+/// reassigned for each case takes away only its own). Bind it: `let _ =
+/// VirtualTime::start();` drops it at once. Time passes only by the
+/// loops' sleeps and [`advance`](Self::advance): an attempt that takes
+/// real time (a slow fake, a real server) takes none of the deadline's,
+/// which then no longer bounds it. Async loops sleep on
 /// their runtime's timer, which it does not drive (use tokio's paused
 /// time): one that sleeps while it is installed on its thread says so on
 /// standard error, once a thread. A sync loop that sleeps in real time
@@ -77,7 +84,8 @@ const OUT_OF_ORDER: &str =
 /// assert_eq!(vt.elapsed(), Duration::from_millis(700));
 /// ```
 pub struct VirtualTime {
-    shadowed: Option<Virtual>,
+    /// Its number among the thread's guards.
+    guard: u64,
     /// Installed on one thread: not `Send`.
     _thread: PhantomData<Rc<()>>,
 }
@@ -106,9 +114,8 @@ impl VirtualTime {
         // Before it is installed: a thread that sees it installed has seen
         // the flag (the same thread), and others never read this thread's.
         IN_USE.store(true, Ordering::Relaxed);
-        let shadowed = VIRTUAL.with(|v| v.borrow_mut().replace(fresh));
         Self {
-            shadowed,
+            guard: install(&VIRTUAL, &VIRTUAL_BELOW, fresh),
             _thread: PhantomData,
         }
     }
@@ -116,7 +123,7 @@ impl VirtualTime {
     fn with<R>(f: impl FnOnce(&mut Virtual) -> R) -> R {
         VIRTUAL.with(|v| {
             let mut v = v.borrow_mut();
-            f(v.as_mut().expect(OUT_OF_ORDER))
+            f(v.as_mut().expect(GONE))
         })
     }
 
@@ -132,12 +139,12 @@ impl VirtualTime {
     /// assert_eq!(vt.now() - start, Duration::from_millis(250));
     /// ```
     ///
-    /// # Panics
-    ///
-    /// This and the other readers panic if a `VirtualTime` started before
-    /// this one was dropped first, taking this one's clock with it.
+    /// This and the other readers read the clock in force on the thread:
+    /// while a `VirtualTime` started after this one lives, that one's.
     pub fn now(&self) -> Instant {
-        virtual_now().expect(OUT_OF_ORDER)
+        // (Installed while `self` lives: the real now only during a
+        // thread's teardown.)
+        virtual_now().unwrap_or_else(Instant::now)
     }
 
     /// Virtual time passed since `start`: slept by retry loops, or
@@ -200,16 +207,14 @@ impl VirtualTime {
 
 impl Drop for VirtualTime {
     fn drop(&mut self) {
-        let shadowed = self.shadowed.take();
-        // During thread teardown the slot may already be gone: nothing to restore.
-        let _ = VIRTUAL.try_with(|v| *v.borrow_mut() = shadowed);
+        uninstall(&VIRTUAL, &VIRTUAL_BELOW, self.guard);
     }
 }
 
 impl std::fmt::Debug for VirtualTime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // (Not `elapsed()`, which panics once a clock started before this
-        // one was dropped first: `Debug` does not panic.)
+        // (Not `elapsed()`, which expects the clock installed: `Debug`
+        // does not panic, even during a thread's teardown.)
         let elapsed = VIRTUAL.with(|v| v.try_borrow().ok()?.as_ref().map(|v| v.elapsed));
         f.debug_struct("VirtualTime")
             .field("elapsed", &elapsed)
@@ -259,7 +264,8 @@ pub fn seed_jitter(seed: u64) {
 /// assert!(sleeps.sleeps().is_empty());
 /// ```
 pub struct SleepRecorder {
-    shadowed: Option<Vec<Duration>>,
+    /// Its number among the thread's guards.
+    guard: u64,
     /// Installed on one thread: not `Send`.
     _thread: PhantomData<Rc<()>>,
 }
@@ -269,7 +275,8 @@ pub struct SleepRecorder {
 /// sleeps on the thread that polls it: in a `#[tokio::test]` (one thread
 /// unless `flavor = "multi_thread"`; always one with `start_paused`) that
 /// is every call the test makes, the tasks it spawns included. A second
-/// recorder on the thread shadows the first until it is dropped. The
+/// recorder on the thread shadows the first until it is dropped, in any
+/// order. The
 /// delays are those the loops asked for: tokio's timer ends each sleep
 /// on a whole millisecond, so a paused clock moves on by up to 1 ms more
 /// per sleep than the delays add up to.
@@ -296,9 +303,8 @@ pub struct SleepRecorder {
 pub fn record_sleeps() -> SleepRecorder {
     crate::limit::isolation::note_worker_threads("record_sleeps()", "sleep unrecorded");
     IN_USE.store(true, Ordering::Relaxed);
-    let shadowed = RECORDING.with(|r| r.borrow_mut().replace(Vec::new()));
     SleepRecorder {
-        shadowed,
+        guard: install(&RECORDING, &RECORDING_BELOW, Vec::new()),
         _thread: PhantomData,
     }
 }
@@ -320,23 +326,17 @@ impl SleepRecorder {
     /// assert_eq!(sleeps.sleeps(), [Duration::from_millis(100)]);
     /// ```
     ///
-    /// # Panics
-    ///
-    /// If a recorder started before this one was dropped first, taking
-    /// this one's record with it.
+    /// It reads the record in force on the thread: while a recorder
+    /// started after this one lives, that one's.
     pub fn sleeps(&self) -> Vec<Duration> {
-        RECORDING.with(|r| {
-            r.borrow()
-                .clone()
-                .expect("SleepRecorders on one thread must be dropped in reverse order")
-        })
+        // (Installed while `self` lives.)
+        RECORDING.with(|r| r.borrow().clone().unwrap_or_default())
     }
 }
 
 impl Drop for SleepRecorder {
     fn drop(&mut self) {
-        let shadowed = self.shadowed.take();
-        let _ = RECORDING.try_with(|r| *r.borrow_mut() = shadowed);
+        uninstall(&RECORDING, &RECORDING_BELOW, self.guard);
     }
 }
 

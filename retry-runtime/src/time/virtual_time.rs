@@ -7,6 +7,55 @@ use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+/// What a testing guard (virtual time, a sleep recorder, an isolation)
+/// found installed on its thread, kept for it under its number: `below`
+/// holds one entry a guard alive, oldest first.
+pub(crate) type Shadowed<T> = RefCell<Vec<(u64, Option<T>)>>;
+
+thread_local! {
+    /// The number of the next testing guard made on this thread.
+    static NEXT_GUARD: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Installs `value` in `slot` for a guard, keeping what it shadows in
+/// `below`: the guard's number, for [`uninstall`].
+pub(crate) fn install<T: 'static>(
+    slot: &'static std::thread::LocalKey<RefCell<Option<T>>>,
+    below: &'static std::thread::LocalKey<Shadowed<T>>,
+    value: T,
+) -> u64 {
+    let guard = NEXT_GUARD.with(|next| next.replace(next.get() + 1));
+    let shadowed = slot.with(|slot| slot.borrow_mut().replace(value));
+    below.with(|below| below.borrow_mut().push((guard, shadowed)));
+    guard
+}
+
+/// Takes guard `guard`'s value away, in whatever order guards are
+/// dropped (a guard reassigned is dropped after the one that replaces
+/// it): the last one puts back what it shadowed; one that others came
+/// after hands what it shadowed to the next, which puts it back in turn,
+/// and what is installed stays.
+pub(crate) fn uninstall<T: 'static>(
+    slot: &'static std::thread::LocalKey<RefCell<Option<T>>>,
+    below: &'static std::thread::LocalKey<Shadowed<T>>,
+    guard: u64,
+) {
+    // (During thread teardown either may be gone: nothing to put back.)
+    let _ = below.try_with(|below| {
+        let mut below = below.borrow_mut();
+        let Some(at) = below.iter().position(|(number, _)| *number == guard) else {
+            return;
+        };
+        let (_, shadowed) = below.remove(at);
+        match below.get_mut(at) {
+            Some((_, next)) => *next = shadowed,
+            None => {
+                let _ = slot.try_with(|slot| *slot.borrow_mut() = shadowed);
+            }
+        }
+    });
+}
+
 pub(crate) struct Virtual {
     pub(crate) start: Instant,
     pub(crate) elapsed: Duration,
@@ -15,6 +64,8 @@ pub(crate) struct Virtual {
 
 thread_local! {
     pub(crate) static VIRTUAL: RefCell<Option<Virtual>> = const { RefCell::new(None) };
+    /// What each `VirtualTime` alive on this thread shadowed.
+    pub(crate) static VIRTUAL_BELOW: Shadowed<Virtual> = const { RefCell::new(Vec::new()) };
 }
 
 /// Set once any thread starts virtual time (or records sleeps): until
@@ -99,6 +150,8 @@ thread_local! {
     /// The delays slept on this thread, while a
     /// [`SleepRecorder`](crate::testing::SleepRecorder) is installed.
     pub(crate) static RECORDING: RefCell<Option<Vec<Duration>>> = const { RefCell::new(None) };
+    /// What each `SleepRecorder` alive on this thread shadowed.
+    pub(crate) static RECORDING_BELOW: Shadowed<Vec<Duration>> = const { RefCell::new(Vec::new()) };
 }
 
 /// A retry loop on this thread is about to sleep `delay`: recorded if a
