@@ -500,8 +500,8 @@ fn database_io(io: &std::io::Error) -> Verdict {
 /// classified as its own: `?` on a query's error wraps it there too, and
 /// a connection that closed under a query may have run it (one that
 /// could not be made is retried as the client judges it: tokio-postgres
-/// says so of every failed connect, redis of a refused or unreachable
-/// one, not of one that timed out or was reset while made); a
+/// of every connection its I/O failed to make, redis of a refused or
+/// unreachable one, not of one that timed out or was reset while made); a
 /// `post_create` hook's error came before any of the call, and what its
 /// backend calls ambiguous is retried; a closed pool, or one
 /// with no runtime for its timeouts, is [`Verdict::Stop`]. Found in a

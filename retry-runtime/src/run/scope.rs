@@ -468,10 +468,12 @@ pub fn context() -> Option<Context> {
 /// an attempt, its [`context()`]'s [`remaining()`](Context::remaining);
 /// outside one, the deadline of the scope it runs in (a [`deadline`] or
 /// [`deadline_sync`] scope, a request a server handles behind
-/// `tonic::ServerLayer`), read in a tokio runtime on tokio's clock (with
-/// its pause), elsewhere on the system's (with
-/// [`VirtualTime`](crate::testing::VirtualTime)), or on a custom timer's
-/// if one is set (`the_time_left_of_a_scope_is_read_on_its_own_clock`);
+/// `tonic::ServerLayer`), read inside a tokio runtime on tokio's clock
+/// (paused time included), elsewhere on the system's
+/// ([`VirtualTime`](crate::testing::VirtualTime) included), and on the
+/// custom timer's once one is set: keep a test's scopes on one clock (a
+/// `deadline_sync` scope inside a tokio runtime is read on tokio's). The
+/// first two: `the_time_left_of_a_scope_is_read_on_its_own_clock`.
 /// `None` without a deadline. For work that is no retry call
 /// but must end in time: a database's statement timeout, a client's own
 /// timeout, a choice of a cheaper answer.

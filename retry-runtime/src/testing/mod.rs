@@ -58,7 +58,8 @@ const GONE: &str = "a VirtualTime's clock is installed while a VirtualTime lives
 /// VirtualTime::start();` drops it at once. Time passes only by the
 /// loops' sleeps and [`advance`](Self::advance): an attempt that takes
 /// real time (a slow fake, a real server) takes none of the deadline's,
-/// which then no longer bounds it. Async loops sleep on
+/// which counts only the sleeps and so does not limit how long such
+/// attempts take. Async loops sleep on
 /// their runtime's timer, which it does not drive (use tokio's paused
 /// time): one that sleeps while it is installed on its thread says so on
 /// standard error, once a thread. A sync loop that sleeps in real time

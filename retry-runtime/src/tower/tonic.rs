@@ -297,8 +297,9 @@ fn answer_margin(timeout: Duration, margin: Option<Duration>) -> Duration {
 ///   every service of a call chain. A request
 ///   without one leaves each call its own deadline (a caller that cuts
 ///   its attempts off after an `attempt_timeout` without sending it
-///   retries on top of the handler's retries: its layer sends it with
-///   `.grpc_deadline()`, a `#[retry]` call with [`within_attempt`]). Nothing is cut off:
+///   retries an idempotent call on top of the handler's retries: its
+///   layer sends it with `.grpc_deadline()`, a `#[retry]` call with
+///   [`within_attempt`]). Nothing is cut off:
 ///   tonic's server already ends a handler at its request's
 ///   `grpc-timeout`. The time is counted from when the request reaches
 ///   the layer, as tonic's own timeout is: what the request spent on the
@@ -384,8 +385,8 @@ impl ServerLayer {
     /// get back to the caller, in place of a twentieth (at most 100 ms):
     /// for callers farther than that (another region, say), whose
     /// attempts would be cut off before an answer sent at the handler's
-    /// deadline reached them, and which would then retry on top of the
-    /// handler's retries. A `margin` as long as the `grpc-timeout` leaves
+    /// deadline reached them, and which would then retry an idempotent
+    /// call on top of the handler's retries. A `margin` as long as the `grpc-timeout` leaves
     /// its handler's retry calls no time: each makes its first attempt
     /// and no retry (`a_server_keeps_the_answer_margin_it_is_given`).
     ///
