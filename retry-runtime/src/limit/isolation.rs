@@ -60,9 +60,9 @@ thread_local! {
 /// (one reassigned for each case of a table, `_fresh = isolate();`): each
 /// takes away only its own
 /// (`guards_reassigned_or_dropped_out_of_order_take_away_only_their_own`).
-/// Bind it (`let _ = isolate();` drops it at once). Each (guard, original) pair keeps its
-/// fresh copy (tens of bytes, a few hundred for an adaptive throttle)
-/// until the process exits.
+/// Bind it (`let _ = isolate();` drops it at once). Each (guard,
+/// original) pair keeps its fresh copy (tens of bytes, a few hundred for
+/// an adaptive throttle) until the process exits.
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
