@@ -3392,8 +3392,12 @@ async fn hedge_beside_a_shedding_throttle() -> Result<u32, Error> {
     Ok(1)
 }
 
-/// The hedge is due 1 ms before the deadline, within the timer's slack.
-#[retry(hedge = 10ms, deadline = 11ms, idempotent, budget = none)]
+/// The hedge is due 1 ms before the deadline, within the timer's slack
+/// (a literal deadline would be refused at compile time: no hedge could
+/// go out).
+const ELEVEN_MS: std::time::Duration = std::time::Duration::from_millis(11);
+
+#[retry(hedge = 10ms, deadline = ELEVEN_MS, idempotent, budget = none)]
 async fn hedge_at_the_deadline() -> Result<u32, Error> {
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     Ok(1)

@@ -77,8 +77,9 @@ use proc_macro::TokenStream;
 /// return type that is not a `Result`,
 /// `hedge` on a sync fn, without `idempotent`, or with an argument an
 /// attempt could change (`&mut`, `mut`): hedged attempts share the
-/// arguments; a literal `hedge` not before a literal `deadline` (the
-/// default 30 s included) or `attempt_timeout`; `hedges` at or above
+/// arguments; a zero `hedge` literal (`Duration::ZERO` sends every copy
+/// at once); a literal `hedge` not 2 ms before a literal `deadline` (the
+/// default 30 s included) or not before `attempt_timeout`; `hedges` at or above
 /// `attempts` (hedges are attempts), or above 10.
 ///
 /// ```

@@ -521,18 +521,21 @@ fn check_hedge_delay(args: &Args, cx: &mut Ctxt) {
             span,
             format!(
                 "`hedge` must be greater than zero{below}: a zero delay sends every hedge at \
-                 once, beside every attempt"
+                 once, beside every attempt (if that is meant, write `Duration::ZERO`)"
             ),
         );
     }
 }
 
 /// A hedge delay that no hedge could beat: the deadline's (given, or the
-/// default when neither it nor `policy` is), after which no attempt
-/// starts, or the attempt timeout's, which cuts the first attempt off
+/// default when neither it nor `policy` is), less the timer's slack,
+/// after which no attempt starts, or the attempt timeout's, which cuts the first attempt off
 /// before its hedge is due. Expressions, `deadline = none`, a zero bound
 /// (an error of its own) and options `policy` refuses are left alone.
 fn check_hedge_in_time(args: &Args, cx: &mut Ctxt) {
+    // No hedge goes out within the timer's slack of the deadline (2 ms on
+    // tokio's and by default), as no retry sleeps into it.
+    const SLACK_NANOS: u128 = 2_000_000;
     let Some(HedgeDelay::After(Dur::Lit(hedge))) = args.hedge.value() else {
         return;
     };
@@ -550,14 +553,14 @@ fn check_hedge_in_time(args: &Args, cx: &mut Ctxt) {
         _ => None,
     };
     if let Some((nanos, deadline)) = deadline
-        && hedge.nanos >= nanos
+        && hedge.nanos.saturating_add(SLACK_NANOS) >= nanos
     {
         cx.error(
             hedge.span,
             format!(
-                "`hedge = {}` is not before {deadline}: a hedge is an attempt, and no attempt \
-                 starts at or after the deadline, so none could go out; hedge sooner, or give \
-                 the call more time",
+                "`hedge = {}` is not before {deadline}, less the timer's 2 ms of slack: a \
+                 hedge is an attempt, and no attempt starts that close to the deadline, so \
+                 none could go out; hedge sooner, or give the call more time",
                 hedge.text
             ),
         );

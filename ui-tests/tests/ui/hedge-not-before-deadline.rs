@@ -6,6 +6,12 @@ async fn after_the_deadline() -> Result<u32, std::io::Error> {
     Ok(1)
 }
 
+// Within the timer's 2 ms of slack of the deadline: no attempt starts.
+#[retry(hedge = 50ms, idempotent, deadline = 51ms)]
+async fn within_the_slack() -> Result<u32, std::io::Error> {
+    Ok(1)
+}
+
 #[retry(hedge = 40s, idempotent)]
 async fn after_the_default_deadline() -> Result<u32, std::io::Error> {
     Ok(1)
@@ -25,6 +31,11 @@ async fn a_zero_deadline() -> Result<u32, std::io::Error> {
 // Before them: no error.
 #[retry(hedge = 50ms, idempotent, deadline = 100ms, attempt_timeout = 60ms)]
 async fn in_time() -> Result<u32, std::io::Error> {
+    Ok(1)
+}
+
+#[retry(hedge = 50ms, idempotent, deadline = 53ms)]
+async fn past_the_slack() -> Result<u32, std::io::Error> {
     Ok(1)
 }
 
