@@ -56,6 +56,22 @@ fn quiet() -> Policy {
     Policy::new().jitter(Jitter::None).no_budget()
 }
 
+/// What `seeds` callers told `Retry-After: asked` after a first failed
+/// attempt sleep, one seed each, each on a fresh virtual clock; a caller
+/// that would not retry fails the test.
+fn retry_after_delays(policy: &Policy, asked: Duration, seeds: u64) -> Vec<Duration> {
+    (0..seeds)
+        .map(|seed| {
+            let _vt = VirtualTime::start();
+            let mut state = AttemptState::new(policy, SystemClock).rng(Rng::seeded(seed));
+            match state.decide(Attempted::Failed(Verdict::RetryAfter(asked))) {
+                Decision::Retry(d) => d,
+                other => panic!("seed {seed}: `Retry-After` {asked:?} not retried: {other:?}"),
+            }
+        })
+        .collect()
+}
+
 #[test]
 fn success_returns_at_once() {
     let vt = VirtualTime::start();
@@ -252,16 +268,7 @@ fn no_deadline_means_only_attempts_bound_the_call() {
 fn retry_after_is_honoured_and_jittered_upward_only() {
     let asked = Duration::from_secs(2);
     let policy = quiet().attempts(2).cap(100 * MS); // cap applies to backoff, not to the server
-    let mut slept = Vec::new();
-    for seed in 0..2000 {
-        let vt = VirtualTime::start();
-        let mut state = AttemptState::new(&policy, SystemClock).rng(Rng::seeded(seed));
-        match state.decide(Attempted::Failed(Verdict::RetryAfter(asked))) {
-            Decision::Retry(d) => slept.push(d),
-            other => panic!("{other:?}"),
-        }
-        drop(vt);
-    }
+    let slept = retry_after_delays(&policy, asked, 2000);
     let (min, max) = (slept.iter().min().unwrap(), slept.iter().max().unwrap());
     assert!(*min >= asked, "never earlier than asked: {min:?}");
     assert!(*max <= asked * 6 / 5, "at most 20% later: {max:?}");
@@ -345,16 +352,14 @@ fn a_retry_after_that_fits_is_never_refused_for_its_jitter() {
     // fit, never below the server's 9 s, rather than give up.
     let asked = Duration::from_secs(9);
     let policy = quiet().attempts(2).deadline(Some(Duration::from_secs(10)));
-    for seed in 0..500 {
-        let _vt = VirtualTime::start();
-        let mut state = AttemptState::new(&policy, SystemClock).rng(Rng::seeded(seed));
-        match state.decide(Attempted::Failed(Verdict::RetryAfter(asked))) {
-            Decision::Retry(d) => assert!(
-                d >= asked && d < Duration::from_secs(10),
-                "seed {seed}: {d:?}"
-            ),
-            other => panic!("seed {seed}: a 9 s Retry-After fits in 10 s, yet {other:?}"),
-        }
+    for (seed, d) in retry_after_delays(&policy, asked, 500)
+        .into_iter()
+        .enumerate()
+    {
+        assert!(
+            d >= asked && d < Duration::from_secs(10),
+            "seed {seed}: {d:?}"
+        );
     }
 }
 
@@ -371,15 +376,7 @@ fn a_retry_after_of_zero_still_spreads_the_callers() {
         (Duration::from_millis(30), base),
         (Duration::from_secs(2), Duration::from_millis(400)),
     ] {
-        let mut delays = Vec::new();
-        for seed in 0..500 {
-            let _vt = VirtualTime::start();
-            let mut state = AttemptState::new(&policy, SystemClock).rng(Rng::seeded(seed));
-            match state.decide(Attempted::Failed(Verdict::RetryAfter(asked))) {
-                Decision::Retry(d) => delays.push(d),
-                other => panic!("seed {seed}: {other:?}"),
-            }
-        }
+        let delays = retry_after_delays(&policy, asked, 500);
         assert!(
             delays.iter().all(|d| *d >= asked && *d <= asked + width),
             "{asked:?}: {delays:?}"
@@ -398,15 +395,7 @@ fn a_retry_after_spread_that_must_shrink_still_spreads_the_callers() {
     // the half second that is left, not together at its last instant.
     let asked = Duration::from_millis(9_500);
     let policy = quiet().attempts(2).deadline(Some(Duration::from_secs(10)));
-    let mut delays = Vec::new();
-    for seed in 0..500 {
-        let _vt = VirtualTime::start();
-        let mut state = AttemptState::new(&policy, SystemClock).rng(Rng::seeded(seed));
-        match state.decide(Attempted::Failed(Verdict::RetryAfter(asked))) {
-            Decision::Retry(d) => delays.push(d),
-            other => panic!("seed {seed}: {other:?}"),
-        }
-    }
+    let delays = retry_after_delays(&policy, asked, 500);
     let latest = *delays.iter().max().unwrap();
     let at_the_latest = delays.iter().filter(|d| **d == latest).count();
     assert!(at_the_latest <= 5, "{at_the_latest} of 500 at {latest:?}");
