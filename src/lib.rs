@@ -43,7 +43,7 @@ pub use backstop_runtime::reqwest;
 pub use backstop_runtime::tower;
 
 /// tonic (feature `tonic`): the retry layer on a `Channel`, gRPC statuses
-/// classified, the call's deadline sent as `grpc-timeout`, and for a
+/// and tonic's transport errors classified, the call's deadline sent as `grpc-timeout`, and for a
 /// server (`ServerLayer`) its caller's deadline kept by the retry calls its
 /// handlers make, and their failure after retrying not retried again.
 ///
@@ -58,7 +58,7 @@ pub use backstop_runtime::tower;
 /// let service = tower::ServiceBuilder::new()
 ///     .layer(RetryLayer::http(&policy))
 ///     .map_request(|request: http::Request<ReplayBody<Body>>| request.map(Body::new))
-///     .map_err(box_error::<tonic::transport::Error>)
+///     .map_err(box_error::<tonic::transport::Error>) // room for a breaker's error
 ///     .service(channel);
 /// // `GreeterClient::new(service)`, or `tonic::client::Grpc::new(service)`.
 /// # let _ = service; }

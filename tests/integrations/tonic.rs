@@ -667,6 +667,108 @@ async fn a_connection_never_made_is_retried_and_one_reset_after_the_request_only
     assert_eq!(reset.classify(), Verdict::RetryIfIdempotent, "{reset:?}");
 }
 
+/// The error a `Channel` itself answers a request to `addr` with, as the
+/// service below the layer does (its `transport::Error` unboxed).
+async fn channel_error(addr: SocketAddr) -> tonic::transport::Error {
+    use tower::ServiceExt;
+    let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect_lazy();
+    let request = http::Request::post(format!("http://{addr}/test.Echo/Say"))
+        .header("content-type", "application/grpc")
+        .body(Body::empty())
+        .unwrap();
+    channel.oneshot(request).await.unwrap_err()
+}
+
+/// `error` unboxed, boxed under the layer, and boxed in a `#[retry]`
+/// function: one verdict.
+fn judged_alike(error: tonic::transport::Error) -> Verdict {
+    let verdict = error.classify();
+    let boxed: BoxError = Box::new(error);
+    assert_eq!(TransportErrors.verdict(&boxed), verdict, "{boxed:?}");
+    assert_eq!(boxed.classify(), verdict, "{boxed:?}");
+    verdict
+}
+
+#[tokio::test]
+async fn a_tonic_transport_error_follows_the_transport_rule_and_an_unusable_endpoint_stops() {
+    use tonic::transport::Endpoint;
+    // Nothing listens: the connection was never made.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = closed.local_addr().unwrap();
+    drop(closed);
+    let endpoint = Endpoint::from_shared(format!("http://{addr}")).unwrap();
+    let refused = endpoint.connect().await.unwrap_err();
+    assert_eq!(judged_alike(refused), Verdict::Refused);
+    assert_eq!(judged_alike(channel_error(addr).await), Verdict::Refused);
+    // A server that reads the request, then resets the connection: it may
+    // have acted on it.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        use tokio::io::AsyncReadExt;
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut request = vec![0; 4096];
+        let _ = socket.read(&mut request).await;
+        socket.set_zero_linger().unwrap();
+    });
+    let reset = channel_error(addr).await;
+    assert_eq!(judged_alike(reset), Verdict::RetryIfIdempotent);
+    // An endpoint that cannot be used as written fails the same way again.
+    let unusable = [
+        Endpoint::from_shared("not a URI").unwrap_err(),
+        Endpoint::new("not a URI".to_owned()).unwrap_err(),
+        Endpoint::from_static("http://127.0.0.1:1")
+            .user_agent("a\nb")
+            .unwrap_err(),
+    ];
+    for error in unusable {
+        let shown = format!("{error:?}");
+        assert_eq!(judged_alike(error), Verdict::Stop, "{shown}");
+    }
+}
+
+/// Connects to `endpoint`, counting its attempts in `tries`.
+#[backstop::retry(attempts = 10, base = 10ms, cap = 20ms, deadline = 5s, budget = none)]
+async fn connect_counted(
+    endpoint: &tonic::transport::Endpoint,
+    tries: &AtomicUsize,
+) -> Result<tonic::transport::Channel, tonic::transport::Error> {
+    tries.fetch_add(1, Ordering::Relaxed);
+    endpoint.connect().await
+}
+
+#[tokio::test]
+async fn a_function_that_connects_is_retried_until_the_server_is_up() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = closed.local_addr().unwrap();
+    drop(closed);
+    let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{addr}")).unwrap();
+    let tries = AtomicUsize::new(0);
+    let connecting = connect_counted(&endpoint, &tries);
+    let starting = async {
+        // The server comes up once a connection has been refused.
+        while tries.load(Ordering::Relaxed) == 0 {
+            tokio::task::yield_now().await;
+        }
+        let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+        loop {
+            let (stream, _) = listener.accept().await.unwrap();
+            let handler = hyper::service::service_fn(|_| async {
+                Ok::<_, Infallible>(http::Response::new(Body::empty()))
+            });
+            serve_connection(stream, handler);
+        }
+    };
+    let channel = tokio::select! {
+        channel = connecting => channel,
+        never = starting => never,
+    };
+    channel.expect("connected once the server was up");
+    assert!(tries.load(Ordering::Relaxed) >= 2, "{tries:?}");
+}
+
 #[test]
 fn unavailable_from_the_server_is_retried_and_from_a_transport_failure_follows_the_transport_rule()
 {
@@ -723,6 +825,14 @@ async fn the_layer_on_a_channel_makes_a_tonic_client_service() {
         .layer(RetryLayer::http(&Policy::new()))
         .map_request(|request: http::Request<ReplayBody<Body>>| request.map(Body::new))
         .map_err(backstop::tower::box_error)
+        .service(channel);
+    is_grpc_service(&service);
+    // Its error as it is, without a breaker or an attempt timeout to make
+    // room for.
+    let channel = tonic::transport::Channel::from_static("http://127.0.0.1:1").connect_lazy();
+    let service = tower::ServiceBuilder::new()
+        .layer(RetryLayer::http(&Policy::new()))
+        .map_request(|request: http::Request<ReplayBody<Body>>| request.map(Body::new))
         .service(channel);
     is_grpc_service(&service);
     let _ = RetryLayer::http(&Policy::new()).layer(tower::service_fn(

@@ -309,6 +309,23 @@ fn stream_reset(reason: ::h2::Reason) -> Verdict {
     }
 }
 
+/// [`Verdict::Stop`] for a tonic transport error that says the endpoint
+/// cannot be used as written (a URI or user agent that does not parse, TLS
+/// asked of a Unix socket), which tonic tells by its message alone: a
+/// retry fails the same way. `None` for any other error, a transport
+/// failure among them (judged by what it holds).
+#[cfg(feature = "tonic")]
+pub(crate) fn tonic_endpoint_unusable(error: &(dyn Error + 'static)) -> Option<Verdict> {
+    let transport = error.downcast_ref::<::tonic::transport::Error>()?;
+    // Every other kind's message is its own; a URI that does not parse
+    // can come as a "transport error" holding http's error.
+    let unusable = transport.to_string() != "transport error"
+        || transport.source().is_some_and(|source| {
+            source.is::<::http::uri::InvalidUri>() || source.is::<::http::uri::InvalidUriParts>()
+        });
+    unusable.then_some(Verdict::Stop)
+}
+
 /// A connection could not be made (nothing was sent): [`Verdict::Refused`]
 /// when an I/O error in its source chain says the connection was refused,
 /// [`Verdict::Retry`] otherwise (a name that did not resolve, a handshake
@@ -325,6 +342,25 @@ pub(crate) fn connect_failed(error: &(dyn Error + 'static)) -> Verdict {
         next = error.source();
     }
     Verdict::Retry
+}
+
+/// The verdict on one of tonic's errors, if `error` is one with a verdict
+/// of its own (a transport error that holds a transport failure has none:
+/// what it holds decides).
+#[cfg(feature = "tonic")]
+fn tonic_known(error: &(dyn Error + 'static)) -> Option<Verdict> {
+    if let Some(status) = error.downcast_ref::<::tonic::Status>() {
+        return Some(status.classify());
+    }
+    // A connection that was never made: nothing was sent (refused, if
+    // nothing listened).
+    if error.is::<::tonic::ConnectError>() {
+        return Some(connect_failed(error));
+    }
+    if error.is::<::tonic::TimeoutExpired>() {
+        return Some(Verdict::RetryIfIdempotent);
+    }
+    tonic_endpoint_unusable(error)
 }
 
 /// The verdict on one error of a chain, if it is of a type this crate knows.
@@ -362,14 +398,8 @@ fn known(error: &(dyn Error + 'static)) -> Option<Verdict> {
         return Some(Verdict::Stop);
     }
     #[cfg(feature = "tonic")]
-    if let Some(status) = error.downcast_ref::<::tonic::Status>() {
-        return Some(status.classify());
-    }
-    // A connection that was never made: nothing was sent (refused, if
-    // nothing listened).
-    #[cfg(feature = "tonic")]
-    if error.is::<::tonic::ConnectError>() {
-        return Some(connect_failed(error));
+    if let Some(verdict) = tonic_known(error) {
+        return Some(verdict);
     }
     #[cfg(feature = "hyper-util")]
     if let Some(verdict) = hyper_util_connect(error) {
@@ -378,10 +408,6 @@ fn known(error: &(dyn Error + 'static)) -> Option<Verdict> {
     #[cfg(any(feature = "tonic", feature = "hyper-util"))]
     if let Some(verdict) = hyper_or_h2(error) {
         return Some(verdict);
-    }
-    #[cfg(feature = "tonic")]
-    if error.is::<::tonic::TimeoutExpired>() {
-        return Some(Verdict::RetryIfIdempotent);
     }
     #[cfg(feature = "reqwest")]
     if let Some(reqwest) = error.downcast_ref::<::reqwest::Error>() {

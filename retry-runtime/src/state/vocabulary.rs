@@ -180,14 +180,14 @@ impl From<Verdict> for Attempted {
     note = "errors of other crates are classified with backstop's features: \
             `anyhow` for `anyhow::Error`, `reqwest` for `reqwest::Error`, `reqwest-middleware` \
             for `reqwest_middleware::Error`, `hyper-util` for hyper-util's client error, \
-            `http` for `http::StatusCode`, `tonic` for `tonic::Status`, `redis` for \
+            `http` for `http::StatusCode`, `tonic` for `tonic::Status` and \
+            `tonic::transport::Error`, `redis` for \
             `redis::RedisError`, \
             `tokio-postgres` for `tokio_postgres::Error` and `postgres::Error`, \
             `sqlx` for `sqlx::Error`, `deadpool` and `bb8` for their pools' errors \
             (`std::io::Error` and `Box<dyn Error>` need none)",
-    note = "below a tower layer, box a service's error of another crate (tonic's \
-            `transport::Error`) with `.map_err(backstop::tower::box_error)`: it is then \
-            classified by what it holds",
+    note = "below a tower layer, box a service's error of another crate with \
+            `.map_err(backstop::tower::box_error)`: it is then classified by what it holds",
     note = "for an error that wraps others, `when = backstop::classify::by_source_chain` \
             classifies it by the first error in its source chain that backstop knows"
 )]

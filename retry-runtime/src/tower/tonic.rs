@@ -1,5 +1,6 @@
-//! tonic (feature `tonic`): gRPC statuses classified, the call's deadline
-//! sent as `grpc-timeout`, and the tower layer on a tonic `Channel`.
+//! tonic (feature `tonic`): gRPC statuses and tonic's transport errors
+//! classified, the call's deadline sent as `grpc-timeout`, and the tower
+//! layer on a tonic `Channel`.
 //!
 //! A `tonic::Status` is judged by [`grpc_verdict`](crate::classify::http::grpc_verdict):
 //! `UNAVAILABLE` from the server is retried, `DEADLINE_EXCEEDED` only for
@@ -11,7 +12,8 @@
 //! connection was never made or the server refused the call's HTTP/2
 //! stream, only for an idempotent call when it broke after the request
 //! was written or the server went away. A `Status` boxed in an error's
-//! source chain is found there.
+//! source chain is found there. A `tonic::transport::Error` (from
+//! `Endpoint::connect`, or a `Channel`'s own) follows the transport rule.
 //!
 //! On the server side, [`ServerLayer`] gives the retry calls a handler
 //! makes the deadline its own caller set (the request's `grpc-timeout`,
@@ -125,6 +127,33 @@ impl Classify for ::tonic::Status {
             return Verdict::RetryIfIdempotent;
         }
         crate::classify::http::grpc_verdict(self.code() as i32, self.metadata().as_ref())
+    }
+}
+
+/// A tonic transport error (what `Endpoint::connect` and a `Channel`
+/// answer) by the transport rule of [`classify`](crate::classify): a
+/// connection that was never made is retried (refused: [`Verdict::Refused`]),
+/// as is an HTTP/2 stream the server refused; one reset or closed after the
+/// request was written only for an idempotent call. An endpoint that cannot
+/// be used as written (a URI or user agent that does not parse, TLS asked
+/// of a Unix socket) is [`Verdict::Stop`]: a retry fails the same way.
+///
+/// So a function that connects is retried through a server's restart, and
+/// the layer sits on a `Channel` with its error as it is (boxed, it is
+/// judged alike).
+///
+/// ```
+/// # extern crate backstop_runtime as backstop;
+/// use backstop::{Classify, Verdict};
+/// let error = tonic::transport::Endpoint::from_shared("not a URI").unwrap_err();
+/// assert_eq!(error.classify(), Verdict::Stop);
+/// ```
+impl Classify for ::tonic::transport::Error {
+    fn classify(&self) -> Verdict {
+        match crate::classify::tonic_endpoint_unusable(self) {
+            Some(verdict) => verdict,
+            None => crate::classify::transport_chain(self),
+        }
     }
 }
 
