@@ -2983,8 +2983,9 @@ async fn hedged_on_an_empty_budget() -> Result<u32, std::io::Error> {
     Ok(1)
 }
 
-/// A hedge due that the budget, an open breaker, a shedding adaptive
-/// throttle or the deadline refuses is counted by its reason; a call that
+/// A hedge due that the budget, an open breaker (or one half-open, beside
+/// its probe), a shedding adaptive throttle or the deadline refuses is
+/// counted by its reason; a call that
 /// may not hedge at all (not idempotent) counts none.
 #[test]
 fn a_hedge_due_and_refused_is_counted_and_one_never_due_is_not() {
@@ -2999,6 +3000,10 @@ fn a_hedge_due_and_refused_is_counted_and_one_never_due_is_not() {
             assert_eq!(hedge_beside_an_opened_breaker().await.unwrap(), 1);
             assert_eq!(hedge_beside_a_shedding_throttle().await.unwrap(), 1);
             assert_eq!(hedge_at_the_deadline().await.unwrap(), 1);
+            // Opened by a failure; a cooldown later, a slow probe.
+            hedge_beside_a_probe(true).await.unwrap_err();
+            tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+            assert_eq!(hedge_beside_a_probe(false).await.unwrap(), 1);
             let policy = backstop::Policy::new();
             let out = backstop::Retry::new(&policy)
                 .name("not_idempotent")
@@ -3020,6 +3025,7 @@ fn a_hedge_due_and_refused_is_counted_and_one_never_due_is_not() {
     let f = "backstop_hedges_refused_total{function=telemetry::";
     let expected = [
         format!("{f}hedge_at_the_deadline,reason=deadline}}"),
+        format!("{f}hedge_beside_a_probe,reason=breaker_open}}"),
         format!("{f}hedge_beside_a_shedding_throttle,reason=throttled}}"),
         format!("{f}hedge_beside_an_opened_breaker,reason=breaker_open}}"),
         format!("{f}hedged_on_an_empty_budget,reason=budget}}"),
@@ -3374,6 +3380,20 @@ static HEDGE_BREAKER: backstop::limit::CircuitBreaker =
 #[retry(hedge = 10ms, idempotent, budget = none, breaker = HEDGE_BREAKER)]
 async fn hedge_beside_an_opened_breaker() -> Result<u32, Error> {
     HEDGE_BREAKER.hold_open();
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    Ok(1)
+}
+
+static PROBE_BREAKER: backstop::limit::CircuitBreaker =
+    backstop::limit::CircuitBreaker::new(1, std::time::Duration::from_secs(1));
+
+/// Fails at once if told to (opening its breaker), or answers in 50 ms:
+/// a breaker's probe, when half-open, whose hedge due at 10 ms is refused.
+#[retry(hedge = 10ms, idempotent, budget = none, breaker = PROBE_BREAKER)]
+async fn hedge_beside_a_probe(fail: bool) -> Result<u32, Error> {
+    if fail {
+        return Err(Error::from(ErrorKind::ConnectionRefused));
+    }
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     Ok(1)
 }

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use backstop::limit::TokenBudget;
+use backstop::limit::{BreakerState, CircuitBreaker, TokenBudget};
 use backstop::{context, retry};
 use tokio::time::{Instant, sleep};
 
@@ -236,6 +236,37 @@ async fn an_empty_budget_sends_no_hedge() {
     assert_eq!(log.into_inner().unwrap().started, [1]);
 }
 
+static ONSET: TokenBudget = TokenBudget::standard();
+
+/// Every attempt fails after 30 ms: a dependency that has just gone down.
+#[retry(hedge = 20ms, idempotent, budget = ONSET, attempts = 2)]
+async fn at_an_outages_onset(sent: &AtomicU32) -> Result<u32, Error> {
+    sent.fetch_add(1, Ordering::Relaxed);
+    sleep(MS * 30).await;
+    Err(Error::from(ErrorKind::ConnectionReset))
+}
+
+/// `calls` calls side by side: how many attempts they sent.
+async fn side_by_side(calls: u32) -> u32 {
+    let sent = Arc::new(AtomicU32::new(0));
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..calls {
+        let sent = Arc::clone(&sent);
+        tasks.spawn(async move { at_an_outages_onset(&sent).await.unwrap_err() });
+    }
+    tasks.join_all().await;
+    sent.load(Ordering::Relaxed)
+}
+
+#[tokio::test(start_paused = true)]
+async fn at_an_outages_onset_the_calls_in_flight_hedge_then_the_budget_stops_hedges() {
+    // Each of 30 calls' hedges falls due before any failure came back: the
+    // token budget (10 tokens) grants each, by a check that takes nothing.
+    assert_eq!(side_by_side(30).await, 60);
+    // The failures took it below half: none now.
+    assert_eq!(side_by_side(30).await, 30);
+}
+
 // (The deadline an expression: as literals, a hedge not before the
 // deadline is a compile error.)
 #[retry(hedge = 50ms, idempotent, budget = none, deadline = Duration::from_millis(50))]
@@ -367,6 +398,61 @@ async fn the_adaptive_delay_hedges_the_slowest_twentieth() {
         (20..=100).contains(&hedges),
         "{hedges} hedges in {calls} calls"
     );
+}
+
+#[retry(hedge = p95, idempotent, budget = none, key = shard)]
+async fn per_shard(shard: &str, took: Duration) -> Result<u32, Error> {
+    let attempt = context().expect("inside an attempt").attempt();
+    // A first attempt told to stall stalls; its hedge answers at once.
+    sleep(if attempt == 1 { took } else { Duration::ZERO }).await;
+    Ok(attempt)
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_adaptive_delay_is_the_functions_whatever_the_key() {
+    // The slow shard answers in 50 ms; the fast one has made no call.
+    for _ in 0..200 {
+        assert_eq!(per_shard("slow", MS * 50).await.unwrap(), 1);
+    }
+    // A fast shard's stalled call is hedged after the slow one's p95:
+    // one estimate for the function, learnt from every key's calls.
+    let start = Instant::now();
+    assert_eq!(per_shard("fast", Duration::from_secs(5)).await.unwrap(), 2);
+    let hedged_after = start.elapsed();
+    assert!(
+        (MS * 50..=MS * 55).contains(&hedged_after),
+        "{hedged_after:?}"
+    );
+}
+
+static BESIDE_A_FAILING_REPLICA: CircuitBreaker = CircuitBreaker::new(3, Duration::from_secs(30));
+
+/// Attempt 1 answers in 60 ms; its hedge, sent at 20 ms, fails at once.
+#[retry(hedge = 20ms, idempotent, budget = none, breaker = BESIDE_A_FAILING_REPLICA)]
+async fn beside_a_failing_replica() -> Result<u32, Error> {
+    let attempt = context().expect("inside an attempt").attempt();
+    if attempt == 1 {
+        sleep(MS * 60).await;
+        return Ok(attempt);
+    }
+    Err(Error::from(ErrorKind::ConnectionReset))
+}
+
+#[tokio::test(start_paused = true)]
+async fn hedges_that_fail_side_by_side_can_open_a_breaker_though_every_call_succeeds() {
+    // One after another, each call's success ends the run of failures.
+    for _ in 0..3 {
+        assert_eq!(beside_a_failing_replica().await.unwrap(), 1);
+    }
+    assert_eq!(BESIDE_A_FAILING_REPLICA.state(), BreakerState::Closed);
+    // Side by side, three hedges fail in a row before any answer comes.
+    let (a, b, c) = tokio::join!(
+        beside_a_failing_replica(),
+        beside_a_failing_replica(),
+        beside_a_failing_replica()
+    );
+    assert_eq!((a.unwrap(), b.unwrap(), c.unwrap()), (1, 1, 1));
+    assert_eq!(BESIDE_A_FAILING_REPLICA.state(), BreakerState::Open);
 }
 
 #[retry(hedge = p95, idempotent, budget = none)]

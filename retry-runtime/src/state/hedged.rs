@@ -398,10 +398,11 @@ impl<Fut: Future> Round<Fut> {
         let first = state.attempt();
         state.obs.started(first);
         let now = state.clock.now();
-        // Neither an operation that may not be repeated nor a probe (never
-        // retried) is hedged.
-        let may_hedge =
-            state.policy.get().idempotent && !state.permit.as_ref().is_some_and(Permit::is_probe);
+        // An operation that may not be repeated is not hedged. A breaker's
+        // half-open probe (never retried) is not either, but its hedge
+        // falls due: the breaker, not closed, refuses it then, counted and
+        // told as any refused hedge is.
+        let may_hedge = state.policy.get().idempotent;
         let delay = hedge.delay(now);
         // Said once a call, at its first round, as the layer says it.
         if delay.is_some() && !state.policy.get().idempotent && first == 1 {
