@@ -643,17 +643,15 @@ async fn say_lazy(addr: SocketAddr) -> Status {
         .unwrap_err()
 }
 
-#[tokio::test]
-async fn a_connection_never_made_is_retried_and_one_reset_after_the_request_only_if_idempotent() {
-    // Nothing listens: the call never reached a server.
+/// An address on loopback where nothing listens.
+fn nothing_listens() -> SocketAddr {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = closed.local_addr().unwrap();
-    drop(closed);
-    let refused = say_lazy(addr).await;
-    assert_eq!(refused.code(), Code::Unavailable, "{refused:?}");
-    assert_eq!(refused.classify(), Verdict::Refused, "{refused:?}");
-    // A server that reads the request, then resets the connection: it may
-    // have acted on it.
+    closed.local_addr().unwrap()
+}
+
+/// A server on loopback that reads a request, then resets the connection:
+/// it may have acted on it.
+async fn resetting_after_reading() -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
@@ -663,6 +661,19 @@ async fn a_connection_never_made_is_retried_and_one_reset_after_the_request_only
         let _ = socket.read(&mut request).await;
         socket.set_zero_linger().unwrap();
     });
+    addr
+}
+
+#[tokio::test]
+async fn a_connection_never_made_is_retried_and_one_reset_after_the_request_only_if_idempotent() {
+    // Nothing listens: the call never reached a server.
+    let addr = nothing_listens();
+    let refused = say_lazy(addr).await;
+    assert_eq!(refused.code(), Code::Unavailable, "{refused:?}");
+    assert_eq!(refused.classify(), Verdict::Refused, "{refused:?}");
+    // A server that reads the request, then resets the connection: it may
+    // have acted on it.
+    let addr = resetting_after_reading().await;
     let reset = say_lazy(addr).await;
     assert_eq!(reset.classify(), Verdict::RetryIfIdempotent, "{reset:?}");
 }
@@ -695,24 +706,14 @@ fn judged_alike(error: tonic::transport::Error) -> Verdict {
 async fn a_tonic_transport_error_follows_the_transport_rule_and_an_unusable_endpoint_stops() {
     use tonic::transport::Endpoint;
     // Nothing listens: the connection was never made.
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = closed.local_addr().unwrap();
-    drop(closed);
+    let addr = nothing_listens();
     let endpoint = Endpoint::from_shared(format!("http://{addr}")).unwrap();
     let refused = endpoint.connect().await.unwrap_err();
     assert_eq!(judged_alike(refused), Verdict::Refused);
     assert_eq!(judged_alike(channel_error(addr).await), Verdict::Refused);
     // A server that reads the request, then resets the connection: it may
     // have acted on it.
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        use tokio::io::AsyncReadExt;
-        let (mut socket, _) = listener.accept().await.unwrap();
-        let mut request = vec![0; 4096];
-        let _ = socket.read(&mut request).await;
-        socket.set_zero_linger().unwrap();
-    });
+    let addr = resetting_after_reading().await;
     let reset = channel_error(addr).await;
     assert_eq!(judged_alike(reset), Verdict::RetryIfIdempotent);
     // An endpoint that cannot be used as written fails the same way again.
@@ -741,9 +742,7 @@ async fn connect_counted(
 
 #[tokio::test]
 async fn a_function_that_connects_is_retried_until_the_server_is_up() {
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = closed.local_addr().unwrap();
-    drop(closed);
+    let addr = nothing_listens();
     let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{addr}")).unwrap();
     let tries = AtomicUsize::new(0);
     let connecting = connect_counted(&endpoint, &tries);
