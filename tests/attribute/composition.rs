@@ -462,6 +462,42 @@ async fn a_nested_call_dropped_before_it_retried_is_retried_around() {
     assert_eq!(calls.load(Relaxed), 3, "one attempt in each of 3");
 }
 
+/// Fails until its attempt `panics_at`, which panics.
+#[retry(attempts = 3, base = 1ms, budget = none)]
+fn inner_panicking_at(calls: &AtomicU32, panics_at: u32) -> Result<(), Error> {
+    calls.fetch_add(1, Relaxed);
+    let attempt = context().expect("inside an attempt").attempt();
+    assert_ne!(attempt, panics_at, "the nested call's attempt panics");
+    Err(refused())
+}
+
+/// Catches the nested call's panic and fails as a refusal would.
+#[retry(attempts = 3, base = 1ms, budget = none)]
+fn outer_catching_the_nested_panic(
+    outer: &AtomicU32,
+    inner: &AtomicU32,
+    panics_at: u32,
+) -> Result<(), Error> {
+    outer.fetch_add(1, Relaxed);
+    let caught = std::panic::catch_unwind(|| inner_panicking_at(inner, panics_at));
+    assert!(caught.is_err(), "the nested call panicked");
+    Err(refused())
+}
+
+/// A nested call that panics after it retried counts as one that
+/// retried, as one dropped midway does: the call around it, which caught
+/// the panic, does not repeat its two requests. One that panics in its
+/// first attempt did not retry: the call around it retries.
+#[test]
+fn a_nested_call_panicking_after_it_retried_is_not_retried_around() {
+    let (outer, inner) = (AtomicU32::new(0), AtomicU32::new(0));
+    assert!(outer_catching_the_nested_panic(&outer, &inner, 2).is_err());
+    assert_eq!((outer.load(Relaxed), inner.load(Relaxed)), (1, 2));
+    let (outer, inner) = (AtomicU32::new(0), AtomicU32::new(0));
+    assert!(outer_catching_the_nested_panic(&outer, &inner, 1).is_err());
+    assert_eq!((outer.load(Relaxed), inner.load(Relaxed)), (3, 3));
+}
+
 /// Fails at once, then hangs for 10 s in its second attempt.
 #[retry(attempts = 3, base = 1s, jitter = none, budget = none)]
 async fn innermost_failing_twice(calls: &AtomicU32) -> Result<(), Error> {
