@@ -716,8 +716,21 @@ async fn a_tonic_transport_error_follows_the_transport_rule_and_an_unusable_endp
     let addr = resetting_after_reading().await;
     let reset = channel_error(addr).await;
     assert_eq!(judged_alike(reset), Verdict::RetryIfIdempotent);
-    // An endpoint that cannot be used as written fails the same way again.
+    // A connect that failed otherwise (timed out, a name not resolved):
+    // nothing was sent, whatever the call.
+    for cause in [
+        Box::new(std::io::Error::from(std::io::ErrorKind::TimedOut)) as BoxError,
+        "dns error: failed to lookup address information".into(),
+    ] {
+        let boxed: BoxError = Box::new(tonic::ConnectError(cause));
+        assert_eq!(TransportErrors.verdict(&boxed), Verdict::Retry, "{boxed:?}");
+        assert_eq!(boxed.classify(), Verdict::Retry, "{boxed:?}");
+    }
+    // An endpoint that cannot be used as written fails the same way again:
+    // without its scheme, hyper-util's connector says so at connect.
+    let unscheme = Endpoint::from_shared(nothing_listens().to_string()).unwrap();
     let unusable = [
+        unscheme.connect().await.unwrap_err(),
         Endpoint::from_shared("not a URI").unwrap_err(),
         Endpoint::new("not a URI".to_owned()).unwrap_err(),
         Endpoint::from_static("http://127.0.0.1:1")
@@ -730,9 +743,10 @@ async fn a_tonic_transport_error_follows_the_transport_rule_and_an_unusable_endp
     }
 }
 
-/// Connects to `endpoint`, counting its attempts in `tries`.
-#[backstop::retry(attempts = 10, base = 10ms, cap = 20ms, deadline = 5s, budget = none)]
-async fn connect_counted(
+/// Connects to `endpoint`, counting its attempts in `tries`: its error as
+/// tonic gives it, its budget the function's own (the default).
+#[backstop::retry(attempts = 30, base = 10ms, cap = 20ms, deadline = 10s)]
+async fn connect_as_is(
     endpoint: &tonic::transport::Endpoint,
     tries: &AtomicUsize,
 ) -> Result<tonic::transport::Channel, tonic::transport::Error> {
@@ -740,32 +754,55 @@ async fn connect_counted(
     endpoint.connect().await
 }
 
-#[tokio::test]
-async fn a_function_that_connects_is_retried_until_the_server_is_up() {
+/// The same, its error boxed (by `?`).
+#[backstop::retry(attempts = 30, base = 10ms, cap = 20ms, deadline = 10s)]
+async fn connect_boxed(
+    endpoint: &tonic::transport::Endpoint,
+    tries: &AtomicUsize,
+) -> Result<tonic::transport::Channel, BoxError> {
+    tries.fetch_add(1, Ordering::Relaxed);
+    Ok(endpoint.connect().await?)
+}
+
+/// Serves HTTP/2 at `addr` once `tries` is above `after`.
+async fn up_after(addr: SocketAddr, tries: &AtomicUsize, after: usize) -> ! {
+    while tries.load(Ordering::Relaxed) <= after {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+    loop {
+        let (stream, _) = listener.accept().await.unwrap();
+        let handler = hyper::service::service_fn(|_| async {
+            Ok::<_, Infallible>(http::Response::new(Body::empty()))
+        });
+        serve_connection(stream, handler);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_function_that_connects_rides_out_a_restart_when_its_error_can_hold() {
     let addr = nothing_listens();
     let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{addr}")).unwrap();
-    let tries = AtomicUsize::new(0);
-    let connecting = connect_counted(&endpoint, &tries);
-    let starting = async {
-        // The server comes up once a connection has been refused.
-        while tries.load(Ordering::Relaxed) == 0 {
-            tokio::task::yield_now().await;
-        }
-        let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
-        loop {
-            let (stream, _) = listener.accept().await.unwrap();
-            let handler = hyper::service::service_fn(|_| async {
-                Ok::<_, Infallible>(http::Response::new(Body::empty()))
-            });
-            serve_connection(stream, handler);
-        }
-    };
+    // Retried while the budget allows; once it refuses, a call would hold
+    // until the server answers, but tonic's error cannot hold what it
+    // would give up with: it gives up at once, its attempts not spent.
+    let as_is = AtomicUsize::new(0);
+    let error = connect_as_is(&endpoint, &as_is).await.unwrap_err();
+    assert_eq!(error.classify(), Verdict::Refused);
+    let refused_after = as_is.load(Ordering::Relaxed);
+    assert!((2..30).contains(&refused_after), "{refused_after}");
+    // Boxed, it holds, and connects once the server is up, later than the
+    // other gave up.
+    let boxed = AtomicUsize::new(0);
     let channel = tokio::select! {
-        channel = connecting => channel,
-        never = starting => never,
+        channel = connect_boxed(&endpoint, &boxed) => channel,
+        never = up_after(addr, &boxed, refused_after) => never,
     };
     channel.expect("connected once the server was up");
-    assert!(tries.load(Ordering::Relaxed) >= 2, "{tries:?}");
+    assert!(
+        boxed.load(Ordering::Relaxed) > refused_after + 1,
+        "{boxed:?}"
+    );
 }
 
 #[test]

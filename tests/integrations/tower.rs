@@ -1815,19 +1815,35 @@ async fn a_hyper_util_client_needs_no_boxing_and_keeps_the_transport_rule() {
         "nothing was sent: retried"
     );
 
-    // A connect that failed otherwise (here an `https` URI, which an
-    // HTTP-only connector does not make): nothing was sent either.
-    let https = Request::post(format!("https://{closed}/orders"))
-        .body(Full::new(Bytes::from_static(b"{}")))
-        .unwrap();
-    let error = service.oneshot(https).await.unwrap_err();
+    // A connect that failed otherwise (here a connector that timed out):
+    // nothing was sent either.
+    let timed_out = |_: http::Uri| {
+        let error = std::io::Error::from(std::io::ErrorKind::TimedOut);
+        std::future::ready(Err::<TokioIo<tokio::net::TcpStream>, _>(error))
+    };
+    let timing_out = Client::builder(TokioExecutor::new()).build(service_fn(timed_out));
+    let retries = Arc::new(AtomicU32::new(0));
+    let seen = retries.clone();
+    let service = RetryLayer::http(backstop::Retry::new(&quick()).on_retry(
+        move |_: &backstop::RetryEvent<
+            '_,
+            Response<Incoming>,
+            hyper_util::client::legacy::Error,
+        >| {
+            seen.fetch_add(1, Ordering::Relaxed);
+        },
+    ))
+    .layer(timing_out);
+    // (Another destination: a budget of its own.)
+    let elsewhere = closed_port().await;
+    let error = service.oneshot(post(elsewhere, "{}")).await.unwrap_err();
     assert!(error.is_connect(), "{error}");
     assert_eq!(
         backstop::Classify::classify(&error),
         Verdict::Retry,
         "{error}"
     );
-    assert_eq!(retries.load(Ordering::Relaxed), 2 + 2, "a POST, retried");
+    assert_eq!(retries.load(Ordering::Relaxed), 2, "a POST, retried");
     // Boxed below the layer, the same verdict; and boxed anywhere, read
     // down its chain.
     let boxed: BoxError = error.into();
@@ -1836,6 +1852,30 @@ async fn a_hyper_util_client_needs_no_boxing_and_keeps_the_transport_rule() {
         Verdict::Retry
     );
     assert_eq!(backstop::Classify::classify(&boxed), Verdict::Retry);
+
+    // A URL the connector cannot connect to as written (here an `https`
+    // URI, which an HTTP-only connector does not make): a retry fails the
+    // same way, and is not made.
+    let https = Request::post(format!("https://{closed}/orders"))
+        .body(Full::new(Bytes::from_static(b"{}")))
+        .unwrap();
+    let error = RetryLayer::http(&quick())
+        .layer(client())
+        .oneshot(https)
+        .await
+        .unwrap_err();
+    assert!(error.is_connect(), "{error}");
+    assert_eq!(
+        backstop::Classify::classify(&error),
+        Verdict::Stop,
+        "{error}"
+    );
+    let boxed: BoxError = error.into();
+    assert_eq!(
+        backstop::classify::Classifier::verdict(&backstop::tower::TransportErrors, &boxed),
+        Verdict::Stop
+    );
+    assert_eq!(backstop::Classify::classify(&boxed), Verdict::Stop);
 }
 
 #[cfg(feature = "anyhow")]

@@ -24,7 +24,10 @@ use crate::{CircuitOpen, Throttled};
 ///   [`Verdict::Refused`] if it was refused, [`Verdict::Retry`] otherwise
 ///   (a name that did not resolve, a connect that timed out, a TLS
 ///   handshake that failed — a certificate refused too, as for reqwest's
-///   connect errors: a permanent failure spends the call's attempts);
+///   connect errors: a permanent failure spends the call's attempts), but
+///   [`Verdict::Stop`] for a URL its connector cannot connect to as
+///   written (its scheme or host missing, `https` through an HTTP-only
+///   connector: every attempt would fail alike);
 /// - any other failure is read down its source chain: an I/O error that
 ///   proves nothing was sent is retried as above; a reset, a broken pipe,
 ///   hyper's "connection closed before message completed" may have come

@@ -94,6 +94,11 @@ pub(crate) fn transport_chain(error: &(dyn std::error::Error + 'static)) -> Verd
         if let Some(verdict) = hyper_util_connect(error) {
             return verdict;
         }
+        // So does tonic's.
+        #[cfg(feature = "tonic")]
+        if error.is::<::tonic::ConnectError>() {
+            return connect_failed(error);
+        }
         // Or that the server refused the request's stream unprocessed.
         #[cfg(any(feature = "tonic", feature = "hyper-util"))]
         if let Some(Verdict::Retry) = crate::classify::hyper_or_h2(error) {
@@ -319,7 +324,7 @@ pub(crate) fn tonic_endpoint_unusable(error: &(dyn Error + 'static)) -> Option<V
     let transport = error.downcast_ref::<::tonic::transport::Error>()?;
     // Every other kind's message is its own; a URI that does not parse
     // can come as a "transport error" holding http's error.
-    let unusable = transport.to_string() != "transport error"
+    let unusable = !displays_as(transport, "transport error")
         || transport.source().is_some_and(|source| {
             source.is::<::http::uri::InvalidUri>() || source.is::<::http::uri::InvalidUriParts>()
         });
@@ -328,8 +333,11 @@ pub(crate) fn tonic_endpoint_unusable(error: &(dyn Error + 'static)) -> Option<V
 
 /// A connection could not be made (nothing was sent): [`Verdict::Refused`]
 /// when an I/O error in its source chain says the connection was refused,
-/// [`Verdict::Retry`] otherwise (a name that did not resolve, a handshake
-/// that failed).
+/// [`Verdict::Stop`] when hyper-util's connector says the URL cannot be
+/// connected to as written (its scheme or host missing, a scheme not
+/// `http`: a retry fails the same way), [`Verdict::Retry`] otherwise (a
+/// name that did not resolve, a connect that timed out, a handshake that
+/// failed).
 #[cfg(any(feature = "tonic", feature = "reqwest", feature = "hyper-util"))]
 pub(crate) fn connect_failed(error: &(dyn Error + 'static)) -> Verdict {
     let mut next = error.source();
@@ -339,9 +347,41 @@ pub(crate) fn connect_failed(error: &(dyn Error + 'static)) -> Verdict {
         {
             return Verdict::Refused;
         }
+        // hyper-util's `HttpConnector` says so by its message alone (its
+        // error type is not exported).
+        if displays_as(error, "invalid URL, ") {
+            return Verdict::Stop;
+        }
         next = error.source();
     }
     Verdict::Retry
+}
+
+/// Whether `error`'s `Display` begins with `prefix`, read without
+/// allocating.
+#[cfg(any(feature = "tonic", feature = "reqwest", feature = "hyper-util"))]
+fn displays_as(error: &(dyn Error + 'static), prefix: &str) -> bool {
+    use std::fmt::Write;
+    /// Compares what is written with what is left of the prefix, and
+    /// stops the writing at the first difference or once it is all read.
+    struct Prefix<'a>(&'a str);
+    impl Write for Prefix<'_> {
+        fn write_str(&mut self, text: &str) -> std::fmt::Result {
+            let n = text.len().min(self.0.len());
+            if text.as_bytes()[..n] != self.0.as_bytes()[..n] {
+                return Err(std::fmt::Error);
+            }
+            self.0 = &self.0[n..];
+            if self.0.is_empty() {
+                // All of it matched: nothing more to read.
+                return Err(std::fmt::Error);
+            }
+            Ok(())
+        }
+    }
+    let mut rest = Prefix(prefix);
+    let _ = write!(rest, "{error}");
+    rest.0.is_empty()
 }
 
 /// The verdict on one of tonic's errors, if `error` is one with a verdict

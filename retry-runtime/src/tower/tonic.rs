@@ -138,9 +138,10 @@ impl Classify for ::tonic::Status {
 /// be used as written (a URI or user agent that does not parse, TLS asked
 /// of a Unix socket) is [`Verdict::Stop`]: a retry fails the same way.
 ///
-/// So a function that connects is retried through a server's restart, and
-/// the layer sits on a `Channel` with its error as it is (boxed, it is
-/// judged alike).
+/// So a function that connects is retried (and rides out a server's
+/// restart with an error type that can hold the call, as
+/// `Box<dyn Error + Send + Sync>` can), and the layer sits on a `Channel`
+/// with its error as it is (boxed, it is judged alike).
 ///
 /// ```
 /// # extern crate backstop_runtime as backstop;
