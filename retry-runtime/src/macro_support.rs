@@ -248,9 +248,9 @@ pub fn deadline<T: DeadlineValue>(deadline: T) -> Option<std::time::Duration> {
     note = "`std::io::Error`, `Box<dyn Error + Send + Sync>`, `anyhow::Error`, and with their \
             features `tonic::Status`, `sqlx::Error`, `redis::RedisError`, \
             `backstop::reqwest::Error` and `reqwest_middleware::Error` hold it",
-    note = "for an error type of your own, add a variant for it and `impl From<{R}> for {Self}`; \
-            another crate's error type cannot take that impl here: return one of the types \
-            above, or an error of your own that wraps both"
+    note = "if `{Self}` is an error type of your own, add a variant for it and \
+            `impl From<{R}> for {Self}`; if it is another crate's, it cannot take that impl \
+            here: return one of the types above, or an error of your own that wraps both"
 )]
 pub trait HoldsRejection<R>: Sized {
     /// The function's error for `rejection`.
