@@ -1118,6 +1118,15 @@ async fn say_on(addr: SocketAddr) -> Result<String, Status> {
     .await
 }
 
+/// [`say_on`] in a call of its own (a call between), whose first attempt
+/// then takes a second more.
+#[backstop::retry(attempts = 3, base = 1ms, deadline = 30s, budget = none)]
+async fn say_between(addr: SocketAddr) -> Result<String, Status> {
+    let answer = say_on(addr).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    answer
+}
+
 /// [`say_on`], each attempt cut off after 100 ms.
 #[backstop::retry(attempts = 5, base = 1ms, attempt_timeout = 100ms, idempotent, budget = none)]
 async fn say_on_timed(addr: SocketAddr) -> Result<String, Status> {
@@ -1142,6 +1151,9 @@ enum Relaying {
     /// With retries, through the layer on a `Channel`, answering
     /// `UNAVAILABLE` of its own if that call fails.
     Layered,
+    /// With retries, in the first attempt of a call between that the
+    /// handler cuts off after 50 ms, answering `UNAVAILABLE` of its own.
+    Between,
 }
 
 /// Answers `Say` with what `downstream`'s `Say` answers, counting its
@@ -1174,6 +1186,13 @@ impl tonic::server::UnaryService<String> for Relay {
                     .await
                     .map(tonic::Response::new)
                     .map_err(|_| Status::unavailable("downstream failed"))
+            }),
+            Relaying::Between => Box::pin(async move {
+                let cut = Duration::from_millis(50);
+                match tokio::time::timeout(cut, say_between(downstream)).await {
+                    Ok(answer) => answer.map(tonic::Response::new),
+                    Err(_) => Err(Status::unavailable("downstream too slow")),
+                }
             }),
             Relaying::Plain => {
                 let request = backstop::tonic::within_attempt(tonic::Request::new("hi".into()));
@@ -1377,6 +1396,23 @@ async fn a_servers_error_after_its_own_retries_is_not_retried_by_its_caller() {
         assert_eq!(calls.load(Ordering::Relaxed), 1, "not retried");
         assert_eq!(seen.lock().unwrap().len(), 3, "retried once, below");
     }
+
+    // The handler cuts a call between off in its first attempt, after the
+    // call in it gave up: the request is marked as when that give-up
+    // reaches the handler.
+    let (downstream, seen) = serve(vec![Status::unavailable("down"); 3]).await;
+    let (server, calls) = serve_relay(downstream, Relaying::Between).await;
+    let error = say(server, &quick(), "hi").await.unwrap_err();
+    assert_eq!(error.code(), Code::Unavailable);
+    assert_eq!(
+        error
+            .metadata()
+            .get("grpc-retry-pushback-ms")
+            .map(|v| v.to_str().unwrap()),
+        Some("-1")
+    );
+    assert_eq!(calls.load(Ordering::Relaxed), 1, "not retried");
+    assert_eq!(seen.lock().unwrap().len(), 3, "retried once, below");
 
     // A status forwarded from downstream with its pushback, which the
     // retries below honoured: marked in its place.

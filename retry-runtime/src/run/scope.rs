@@ -984,11 +984,15 @@ pub(crate) fn hedged_above() -> bool {
         .unwrap_or(false)
 }
 
-/// Tells the enclosing attempt, if any, or else the request a server is
-/// handling, that a call nested in it gave up after retrying.
+/// Tells the enclosing attempt, if any, and the request a server is
+/// handling, if any, that a call nested in it gave up after retrying.
+/// The request learns it at once, at any depth of calls: each call between
+/// would pass it on as it ends, but one dropped in its lean first attempt
+/// has no state to pass it on with.
 pub(crate) fn note_retried_below() {
     let _ = CURRENT.try_with(|current| {
-        if !tell_attempt(current, Flags::RETRIED_BELOW) && current.serving.get() != Handling::No {
+        tell_attempt(current, Flags::RETRIED_BELOW);
+        if current.serving.get() != Handling::No {
             current.serving.set(Handling::Retried);
         }
     });
