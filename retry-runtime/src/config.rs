@@ -558,13 +558,21 @@ impl Word for Jitter {
     }
 }
 
-/// A word field, read as an enum is (a string; a tag or a one-key table
-/// where a format writes enums so; a variant matched as the format
-/// matches it, the `config` crate whatever its case), its errors naming
-/// the field and the words it takes.
+/// A word field, read as a string (or a tag, or a one-key table, where a
+/// format writes enums so), its errors naming the field and the words it
+/// takes, a value of another type's too. A format that is not
+/// human-readable reads it as the enum it is written as.
 struct Named<T>(T);
 
 struct WordVisitor<T>(PhantomData<T>);
+
+impl<T> Clone for WordVisitor<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for WordVisitor<T> {}
 
 impl<T: Word> WordVisitor<T> {
     fn refused<E: de::Error>(word: &str) -> E {
@@ -597,6 +605,18 @@ impl<'de, T: Word> Visitor<'de> for WordVisitor<T> {
         de::VariantAccess::unit_variant(variant)?;
         Ok(word)
     }
+    // A one-key table, `{ "fixed": null }`, as a format writes a unit
+    // variant so.
+    fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let Some(word) = map.next_key_seed(self)? else {
+            return Err(de::Error::invalid_length(0, &self));
+        };
+        map.next_value::<()>()?;
+        if map.next_key::<de::IgnoredAny>()?.is_some() {
+            return Err(de::Error::invalid_length(2, &self));
+        }
+        Ok(word)
+    }
 }
 
 impl<'de, T: Word> de::DeserializeSeed<'de> for WordVisitor<T> {
@@ -608,7 +628,14 @@ impl<'de, T: Word> de::DeserializeSeed<'de> for WordVisitor<T> {
 
 impl<'de, T: Word> Deserialize<'de> for Named<T> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_enum(T::ENUM, T::WORDS, WordVisitor(PhantomData))
+        if deserializer.is_human_readable() {
+            // (Read as an enum, a value of another type would be refused in
+            // the format's own words, which name neither the field nor the
+            // words: "expected value", "wanted string or table".)
+            deserializer.deserialize_any(WordVisitor(PhantomData))
+        } else {
+            deserializer.deserialize_enum(T::ENUM, T::WORDS, WordVisitor(PhantomData))
+        }
     }
 }
 
@@ -627,11 +654,13 @@ fn budget_refusal(word: &str) -> String {
     }
 }
 
-/// The fields a `Policy` may be given, all optional.
+/// The fields a `Policy` may be given, all optional. (Named as the type
+/// it is read for, which errors name: "expected struct Policy".)
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, rename = "Policy")]
 struct PolicyFields {
     attempts: Option<Checked<u32, Attempts>>,
+    #[serde(default, deserialize_with = "present")]
     deadline: Option<HumanOrNone<Deadline>>,
     backoff: Option<Named<Backoff>>,
     base: Option<Human<Base>>,
@@ -640,20 +669,67 @@ struct PolicyFields {
     jitter: Option<Named<Jitter>>,
     idempotent: Option<Checked<bool, Idempotent>>,
     retry_after_max: Option<Human<RetryAfterMax>>,
+    #[serde(default, deserialize_with = "present")]
     attempt_timeout: Option<HumanOrNone<AttemptTimeout>>,
+    #[serde(default, deserialize_with = "present")]
     budget: Option<Checked<String, BudgetWord>>,
 }
 
-/// A `Policy` from configuration: every field optional (the defaults of
-/// [`Policy::new`] stand in; `null` is the same as leaving a field out),
-/// durations as strings with a unit, `deadline` and `attempt_timeout` also
-/// `"none"`, and `budget` either `"default"` (a token budget of the call
-/// site's, or the function's, own) or `"none"` (no budget at
-/// all). A budget of your own is not configuration here: build it from a
+/// A field whose default is not its none, read as `T` when present:
+/// `null` there, which would say neither, is refused as a value of the
+/// wrong type (`Option`'s own reading takes it for the field left out, as
+/// it is elsewhere).
+fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    deserializer: D,
+) -> Result<Option<T>, D::Error> {
+    T::deserialize(deserializer).map(Some)
+}
+
+/// Reads a `Policy`'s fields from a table alone where the format is
+/// human-readable (a list of values in the fields' order would read, and
+/// read differently were the fields ever reordered).
+struct PolicyTable;
+
+impl<'de> Visitor<'de> for PolicyTable {
+    type Value = PolicyFields;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a policy: a table of its settings (`attempts`, `deadline`, `base`...)")
+    }
+    fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<PolicyFields, A::Error> {
+        PolicyFields::deserialize(de::value::MapAccessDeserializer::new(map))
+    }
+}
+
+/// The settings `Policy`'s `Serialize` writes, in its order.
+const POLICY_SETTINGS: &[&str] = &[
+    "attempts",
+    "deadline",
+    "backoff",
+    "base",
+    "factor",
+    "cap",
+    "jitter",
+    "idempotent",
+    "retry_after_max",
+    "attempt_timeout",
+    "budget",
+];
+
+/// A `Policy` from configuration: a table, every field optional (the
+/// defaults of [`Policy::new`] stand in; `null` is the same as leaving a
+/// field out, but in `deadline`, `attempt_timeout` and `budget`, whose
+/// defaults are not their none, where it is refused), durations as
+/// strings with a unit, `deadline` and `attempt_timeout` also `"none"`,
+/// and `budget` either `"default"` (a token budget of the call site's, or
+/// the function's, own) or `"none"` (no budget at all). A budget of your own is not configuration here: build it from a
 /// [`TokenBudgetConfig`] or a [`WindowBudgetConfig`] and give it in code.
 impl<'de> Deserialize<'de> for Policy {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let fields = PolicyFields::deserialize(deserializer)?;
+        let fields = if deserializer.is_human_readable() {
+            deserializer.deserialize_struct("Policy", POLICY_SETTINGS, PolicyTable)?
+        } else {
+            PolicyFields::deserialize(deserializer)?
+        };
         let mut policy = Policy::new();
         if let Some(attempts) = fields.attempts {
             policy = policy.attempts(attempts.0);
@@ -743,8 +819,12 @@ impl Serialize for Policy {
         out.serialize_field("deadline", &or_none(self.deadline))?;
         out.serialize_field("backoff", &self.backoff)?;
         out.serialize_field("base", &format_duration(self.base))?;
-        // A multiplier only an exponential schedule has (and reads back).
-        if self.backoff == Backoff::Exponential {
+        // A multiplier only an exponential schedule has (and reads back);
+        // another schedule's, set in code, is written to be refused by name
+        // when read back, not lost.
+        if self.backoff == Backoff::Exponential
+            || self.factor.to_bits() != Policy::new().factor.to_bits()
+        {
             out.serialize_field("factor", &self.factor)?;
         } else {
             out.skip_field("factor")?;

@@ -139,6 +139,28 @@ fn a_retry_driven_by_configuration() {
     assert_eq!(PAYMENTS_BUDGET.stats().calls, 1);
 }
 
+/// A budget that grants no retry: a thousandth of one per call.
+static GRANTS_NONE: WindowBudget = WindowBudget::new(0.001, 0, Duration::from_secs(10));
+
+static NO_BUDGET: LazyLock<Policy> =
+    LazyLock::new(|| toml::from_str("attempts = 3\nbudget = \"none\"").unwrap());
+
+#[retry(policy = *NO_BUDGET, budget = GRANTS_NONE)]
+fn under_the_attributes_budget(calls: &mut u32) -> Result<(), std::io::Error> {
+    *calls += 1;
+    Err(std::io::ErrorKind::HostUnreachable.into())
+}
+
+#[test]
+fn the_attributes_budget_wins_over_the_policys_none() {
+    let _vt = backstop::testing::VirtualTime::start();
+    assert!(NO_BUDGET.get_budget().is_none(), "configured: no budget");
+    let mut calls = 0;
+    let _ = under_the_attributes_budget(&mut calls);
+    assert_eq!(calls, 1, "the attribute's budget refused the retry");
+    assert_eq!(GRANTS_NONE.stats().refusals, 1);
+}
+
 #[test]
 fn long_fractions_and_defaults_are_explained() {
     use backstop::config::parse_duration;
@@ -877,6 +899,10 @@ fn a_policy_made_in_code_with_a_setting_configuration_refuses_is_refused_by_name
             Policy::new().deadline(Some(Duration::ZERO)),
             "`deadline` must be greater than zero",
         ),
+        (
+            Policy::new().backoff(backstop::Backoff::Fixed).factor(3.0),
+            "`factor` only applies",
+        ),
     ];
     for (policy, reason) in made {
         let written = toml::to_string(&policy).unwrap();
@@ -994,6 +1020,67 @@ fn a_word_or_a_flag_of_the_wrong_kind_is_named_at_its_line() {
     assert_eq!(policy.get_backoff(), backstop::Backoff::Linear);
     assert_eq!(policy.get_jitter(), Jitter::None);
     assert!(policy.is_idempotent());
+}
+
+#[test]
+fn a_word_of_the_wrong_type_is_refused_by_its_field_and_words_at_its_line() {
+    let words = "`jitter`: \"none\", \"full\", \"equal\" or \"decorrelated\"";
+    refused_at::<Policy>("{\n  \"attempts\": 2,\n  \"jitter\": true\n}", 3, words);
+    refused_at::<Policy>("attempts = 2\njitter = 3\n", 2, words);
+    refused_at::<Policy>(
+        "{\n  \"backoff\": [\"fixed\"]\n}",
+        2,
+        "`backoff`: \"exponential\", \"linear\" or \"fixed\"",
+    );
+}
+
+#[test]
+fn null_is_refused_where_a_fields_default_is_not_its_none() {
+    // `null` would say neither the default nor none.
+    refused_at::<Policy>(
+        "{\n  \"deadline\": null\n}",
+        2,
+        "invalid type: null, expected `deadline`: a duration with a unit, as a string such as \
+         \"250ms\", or \"none\"",
+    );
+    refused_at::<Policy>(
+        "{\n  \"attempts\": 2,\n  \"attempt_timeout\": null\n}",
+        3,
+        "invalid type: null, expected `attempt_timeout`",
+    );
+    refused_at::<Policy>(
+        "{\n  \"budget\": null\n}",
+        2,
+        "invalid type: null, expected `budget`: \"default\" or \"none\"",
+    );
+    // Elsewhere it is the field left out.
+    let policy: Policy = serde_json::from_str(r#"{ "attempts": null, "base": null }"#).unwrap();
+    assert_eq!(policy, Policy::new());
+    // And "none", or nothing, says what it says.
+    let none: Policy = serde_json::from_str(r#"{ "deadline": "none" }"#).unwrap();
+    assert_eq!(none.get_deadline(), None);
+    let default: Policy = serde_json::from_str("{}").unwrap();
+    assert_eq!(default.get_deadline(), Policy::new().get_deadline());
+}
+
+#[test]
+fn a_policy_is_a_table_of_its_settings_not_a_list_or_null() {
+    // A list of values in the fields' order would read differently were
+    // they ever reordered; the error names the type read, not a private one.
+    for text in ["[3, \"10s\"]", "null", "3"] {
+        let error = serde_json::from_str::<Policy>(text)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("expected a policy: a table of its settings"),
+            "{text}: {error}"
+        );
+    }
+    let error = serde_json::from_str::<Policy>(r#"{ "atempts": 3 }"#)
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("unknown field `atempts`"), "{error}");
+    assert!(!error.contains("PolicyFields"), "{error}");
 }
 
 #[test]
