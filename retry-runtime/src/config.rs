@@ -245,6 +245,15 @@ impl<'de, F: FieldName> Deserialize<'de> for HumanOrNone<F> {
                 if text.trim() == "none" {
                     return Ok(HumanOrNone(None, PhantomData));
                 }
+                // Nothing, or YAML's null (`~`, `null`, an empty value),
+                // which its reader gives as text here.
+                if matches!(text.trim(), "~" | "null" | "") {
+                    return Err(E::custom(format!(
+                        "`{}`: an empty value or null says neither \"none\" nor the default: \
+                         write \"none\", or leave the field out",
+                        F::NAME
+                    )));
+                }
                 read::<F, E>(text, "; or \"none\"").map(|d| HumanOrNone(Some(d), PhantomData))
             }
         }
@@ -558,21 +567,16 @@ impl Word for Jitter {
     }
 }
 
-/// A word field, read as a string (or a tag, or a one-key table, where a
-/// format writes enums so), its errors naming the field and the words it
-/// takes, a value of another type's too. A format that is not
-/// human-readable reads it as the enum it is written as.
+/// A word field, read as an enum is (a string; a tag or a one-key table
+/// where a format writes enums so; a variant matched as the format
+/// matches it: the `config` crate before 0.15 whatever its case), its
+/// errors naming the field and the words it takes. (A value of another
+/// type is refused in the format's own words, at its position: read with
+/// `deserialize_any`, it would be refused by name, but the one-key tables
+/// of TOML and the `config` crate and that crate's case would be lost.)
 struct Named<T>(T);
 
 struct WordVisitor<T>(PhantomData<T>);
-
-impl<T> Clone for WordVisitor<T> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-
-impl<T> Copy for WordVisitor<T> {}
 
 impl<T: Word> WordVisitor<T> {
     fn refused<E: de::Error>(word: &str) -> E {
@@ -605,18 +609,6 @@ impl<'de, T: Word> Visitor<'de> for WordVisitor<T> {
         de::VariantAccess::unit_variant(variant)?;
         Ok(word)
     }
-    // A one-key table, `{ "fixed": null }`, as a format writes a unit
-    // variant so.
-    fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let Some(word) = map.next_key_seed(self)? else {
-            return Err(de::Error::invalid_length(0, &self));
-        };
-        map.next_value::<()>()?;
-        if map.next_key::<de::IgnoredAny>()?.is_some() {
-            return Err(de::Error::invalid_length(2, &self));
-        }
-        Ok(word)
-    }
 }
 
 impl<'de, T: Word> de::DeserializeSeed<'de> for WordVisitor<T> {
@@ -628,14 +620,7 @@ impl<'de, T: Word> de::DeserializeSeed<'de> for WordVisitor<T> {
 
 impl<'de, T: Word> Deserialize<'de> for Named<T> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        if deserializer.is_human_readable() {
-            // (Read as an enum, a value of another type would be refused in
-            // the format's own words, which name neither the field nor the
-            // words: "expected value", "wanted string or table".)
-            deserializer.deserialize_any(WordVisitor(PhantomData))
-        } else {
-            deserializer.deserialize_enum(T::ENUM, T::WORDS, WordVisitor(PhantomData))
-        }
+        deserializer.deserialize_enum(T::ENUM, T::WORDS, WordVisitor(PhantomData))
     }
 }
 
@@ -721,8 +706,9 @@ const POLICY_SETTINGS: &[&str] = &[
 /// defaults are not their none, where it is refused), durations as
 /// strings with a unit, `deadline` and `attempt_timeout` also `"none"`,
 /// and `budget` either `"default"` (a token budget of the call site's, or
-/// the function's, own) or `"none"` (no budget at all). A budget of your own is not configuration here: build it from a
-/// [`TokenBudgetConfig`] or a [`WindowBudgetConfig`] and give it in code.
+/// the function's, own) or `"none"` (no budget at all). A budget of your
+/// own is not configuration here: build it from a [`TokenBudgetConfig`]
+/// or a [`WindowBudgetConfig`] and give it in code.
 impl<'de> Deserialize<'de> for Policy {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let fields = if deserializer.is_human_readable() {
@@ -814,17 +800,20 @@ impl<'de> Deserialize<'de> for Policy {
 impl Serialize for Policy {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let or_none = |d: Option<Duration>| d.map_or_else(|| "none".to_owned(), format_duration);
-        let mut out = serializer.serialize_struct("Policy", 11)?;
+        // A multiplier only an exponential schedule has (and reads back);
+        // another schedule's, set in code, is written to be refused by name
+        // when read back, not lost.
+        let factor = self.backoff == Backoff::Exponential
+            || self.factor.to_bits() != Policy::new().factor.to_bits();
+        // (The fields written: a format that counts them, CBOR's, reads
+        // back as many.)
+        let len = if factor { 11 } else { 10 };
+        let mut out = serializer.serialize_struct("Policy", len)?;
         out.serialize_field("attempts", &self.attempts)?;
         out.serialize_field("deadline", &or_none(self.deadline))?;
         out.serialize_field("backoff", &self.backoff)?;
         out.serialize_field("base", &format_duration(self.base))?;
-        // A multiplier only an exponential schedule has (and reads back);
-        // another schedule's, set in code, is written to be refused by name
-        // when read back, not lost.
-        if self.backoff == Backoff::Exponential
-            || self.factor.to_bits() != Policy::new().factor.to_bits()
-        {
+        if factor {
             out.serialize_field("factor", &self.factor)?;
         } else {
             out.skip_field("factor")?;

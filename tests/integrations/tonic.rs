@@ -1118,12 +1118,16 @@ async fn say_on(addr: SocketAddr) -> Result<String, Status> {
     .await
 }
 
+/// Told when the call in [`say_between`] has ended.
+static BETWEEN_GAVE_UP: tokio::sync::Notify = tokio::sync::Notify::const_new();
+
 /// [`say_on`] in a call of its own (a call between), whose first attempt
-/// then takes a second more.
+/// then takes 5 s more: its handler cuts it off when told.
 #[backstop::retry(attempts = 3, base = 1ms, deadline = 30s, budget = none)]
 async fn say_between(addr: SocketAddr) -> Result<String, Status> {
     let answer = say_on(addr).await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    BETWEEN_GAVE_UP.notify_one();
+    tokio::time::sleep(Duration::from_secs(5)).await;
     answer
 }
 
@@ -1152,7 +1156,8 @@ enum Relaying {
     /// `UNAVAILABLE` of its own if that call fails.
     Layered,
     /// With retries, in the first attempt of a call between that the
-    /// handler cuts off after 50 ms, answering `UNAVAILABLE` of its own.
+    /// handler cuts off once that call has ended, answering `UNAVAILABLE`
+    /// of its own.
     Between,
 }
 
@@ -1188,10 +1193,12 @@ impl tonic::server::UnaryService<String> for Relay {
                     .map_err(|_| Status::unavailable("downstream failed"))
             }),
             Relaying::Between => Box::pin(async move {
-                let cut = Duration::from_millis(50);
-                match tokio::time::timeout(cut, say_between(downstream)).await {
-                    Ok(answer) => answer.map(tonic::Response::new),
-                    Err(_) => Err(Status::unavailable("downstream too slow")),
+                tokio::select! {
+                    biased;
+                    answer = say_between(downstream) => answer.map(tonic::Response::new),
+                    () = BETWEEN_GAVE_UP.notified() => {
+                        Err(Status::unavailable("downstream too slow"))
+                    }
                 }
             }),
             Relaying::Plain => {
@@ -1383,8 +1390,9 @@ async fn a_servers_error_after_its_own_retries_is_not_retried_by_its_caller() {
     // gives up, and answers UNAVAILABLE, which its caller's layer would
     // retry (three times three) but for the server's word not to.
     // The same when the handler makes the call in a task it spawns in its
-    // call (`in_current_call`).
-    for relaying in [Relaying::Retried, Relaying::Spawned] {
+    // call (`in_current_call`), and when it cuts off a call between in its
+    // first attempt, after the call in it gave up.
+    for relaying in [Relaying::Retried, Relaying::Spawned, Relaying::Between] {
         let (downstream, seen) = serve(vec![Status::unavailable("down"); 9]).await;
         let (server, calls) = serve_relay(downstream, relaying).await;
         let error = say(server, &quick(), "hi").await.unwrap_err();
@@ -1396,23 +1404,6 @@ async fn a_servers_error_after_its_own_retries_is_not_retried_by_its_caller() {
         assert_eq!(calls.load(Ordering::Relaxed), 1, "not retried");
         assert_eq!(seen.lock().unwrap().len(), 3, "retried once, below");
     }
-
-    // The handler cuts a call between off in its first attempt, after the
-    // call in it gave up: the request is marked as when that give-up
-    // reaches the handler.
-    let (downstream, seen) = serve(vec![Status::unavailable("down"); 3]).await;
-    let (server, calls) = serve_relay(downstream, Relaying::Between).await;
-    let error = say(server, &quick(), "hi").await.unwrap_err();
-    assert_eq!(error.code(), Code::Unavailable);
-    assert_eq!(
-        error
-            .metadata()
-            .get("grpc-retry-pushback-ms")
-            .map(|v| v.to_str().unwrap()),
-        Some("-1")
-    );
-    assert_eq!(calls.load(Ordering::Relaxed), 1, "not retried");
-    assert_eq!(seen.lock().unwrap().len(), 3, "retried once, below");
 
     // A status forwarded from downstream with its pushback, which the
     // retries below honoured: marked in its place.

@@ -1780,6 +1780,32 @@ async fn the_transport_rule_holds_for_hyper_errors_given_to_when() {
     );
 }
 
+/// A POST to `addr` through the layer straight over `client`: its error,
+/// and the retries the layer made.
+#[cfg(feature = "hyper-util")]
+async fn post_counting_retries<C>(
+    client: Client<C, ReplayBody<Full<Bytes>>>,
+    addr: SocketAddr,
+) -> (hyper_util::client::legacy::Error, u32)
+where
+    C: hyper_util::client::legacy::connect::Connect + Clone + Send + Sync + 'static,
+{
+    let retries = Arc::new(AtomicU32::new(0));
+    let seen = retries.clone();
+    let service = RetryLayer::http(backstop::Retry::new(&quick()).on_retry(
+        move |_: &backstop::RetryEvent<
+            '_,
+            Response<Incoming>,
+            hyper_util::client::legacy::Error,
+        >| {
+            seen.fetch_add(1, Ordering::Relaxed);
+        },
+    ))
+    .layer(client);
+    let error = service.oneshot(post(addr, "{}")).await.unwrap_err();
+    (error, retries.load(Ordering::Relaxed))
+}
+
 #[cfg(feature = "hyper-util")]
 #[tokio::test]
 async fn a_hyper_util_client_needs_no_boxing_and_keeps_the_transport_rule() {
@@ -1791,29 +1817,9 @@ async fn a_hyper_util_client_needs_no_boxing_and_keeps_the_transport_rule() {
 
     // A refused connection sent nothing: even a POST is retried.
     let closed = closed_port().await;
-    let retries = Arc::new(AtomicU32::new(0));
-    let seen = retries.clone();
-    let service = RetryLayer::http(backstop::Retry::new(&quick()).on_retry(
-        move |_: &backstop::RetryEvent<
-            '_,
-            Response<Incoming>,
-            hyper_util::client::legacy::Error,
-        >| {
-            seen.fetch_add(1, Ordering::Relaxed);
-        },
-    ))
-    .layer(client());
-    let error = service
-        .clone()
-        .oneshot(post(closed, "{}"))
-        .await
-        .unwrap_err();
+    let (error, retries) = post_counting_retries(client(), closed).await;
     assert!(error.is_connect(), "{error}");
-    assert_eq!(
-        retries.load(Ordering::Relaxed),
-        2,
-        "nothing was sent: retried"
-    );
+    assert_eq!(retries, 2, "nothing was sent: retried");
 
     // A connect that failed otherwise (here a connector that timed out):
     // nothing was sent either.
@@ -1822,28 +1828,16 @@ async fn a_hyper_util_client_needs_no_boxing_and_keeps_the_transport_rule() {
         std::future::ready(Err::<TokioIo<tokio::net::TcpStream>, _>(error))
     };
     let timing_out = Client::builder(TokioExecutor::new()).build(service_fn(timed_out));
-    let retries = Arc::new(AtomicU32::new(0));
-    let seen = retries.clone();
-    let service = RetryLayer::http(backstop::Retry::new(&quick()).on_retry(
-        move |_: &backstop::RetryEvent<
-            '_,
-            Response<Incoming>,
-            hyper_util::client::legacy::Error,
-        >| {
-            seen.fetch_add(1, Ordering::Relaxed);
-        },
-    ))
-    .layer(timing_out);
     // (Another destination: a budget of its own.)
     let elsewhere = closed_port().await;
-    let error = service.oneshot(post(elsewhere, "{}")).await.unwrap_err();
+    let (error, retries) = post_counting_retries(timing_out, elsewhere).await;
     assert!(error.is_connect(), "{error}");
     assert_eq!(
         backstop::Classify::classify(&error),
         Verdict::Retry,
         "{error}"
     );
-    assert_eq!(retries.load(Ordering::Relaxed), 2, "a POST, retried");
+    assert_eq!(retries, 2, "a POST, retried");
     // Boxed below the layer, the same verdict; and boxed anywhere, read
     // down its chain.
     let boxed: BoxError = error.into();

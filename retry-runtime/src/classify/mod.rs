@@ -321,10 +321,16 @@ fn stream_reset(reason: ::h2::Reason) -> Verdict {
 /// failure among them (judged by what it holds).
 #[cfg(feature = "tonic")]
 pub(crate) fn tonic_endpoint_unusable(error: &(dyn Error + 'static)) -> Option<Verdict> {
+    // The kinds that say so, by their messages (one tonic might change
+    // falls to the transport rule, never to `Stop`); a URI that does not
+    // parse can come as a "transport error" holding http's error.
+    const UNUSABLE: [&str; 3] = [
+        "invalid URI",
+        "user agent is not a valid header value",
+        "cannot apply TLS config for unix domain socket",
+    ];
     let transport = error.downcast_ref::<::tonic::transport::Error>()?;
-    // Every other kind's message is its own; a URI that does not parse
-    // can come as a "transport error" holding http's error.
-    let unusable = !displays_as(transport, "transport error")
+    let unusable = UNUSABLE.iter().any(|words| displays_as(transport, words))
         || transport.source().is_some_and(|source| {
             source.is::<::http::uri::InvalidUri>() || source.is::<::http::uri::InvalidUriParts>()
         });
@@ -357,31 +363,38 @@ pub(crate) fn connect_failed(error: &(dyn Error + 'static)) -> Verdict {
     Verdict::Retry
 }
 
-/// Whether `error`'s `Display` begins with `prefix`, read without
-/// allocating.
+/// Whether `error`'s `Display` begins with `prefix`, read as it is
+/// written (nothing kept of it).
 #[cfg(any(feature = "tonic", feature = "reqwest", feature = "hyper-util"))]
 fn displays_as(error: &(dyn Error + 'static), prefix: &str) -> bool {
     use std::fmt::Write;
     /// Compares what is written with what is left of the prefix, and
     /// stops the writing at the first difference or once it is all read.
-    struct Prefix<'a>(&'a str);
+    /// What is left of the prefix to match; `None` once a write differed
+    /// (a `Display` that goes on writing after an error matches nothing
+    /// more).
+    struct Prefix<'a>(Option<&'a str>);
     impl Write for Prefix<'_> {
         fn write_str(&mut self, text: &str) -> std::fmt::Result {
-            let n = text.len().min(self.0.len());
-            if text.as_bytes()[..n] != self.0.as_bytes()[..n] {
+            let Some(rest) = self.0 else {
+                return Err(std::fmt::Error);
+            };
+            let n = text.len().min(rest.len());
+            if text.as_bytes()[..n] != rest.as_bytes()[..n] {
+                self.0 = None;
                 return Err(std::fmt::Error);
             }
-            self.0 = &self.0[n..];
-            if self.0.is_empty() {
+            self.0 = Some(&rest[n..]);
+            if rest.len() == n {
                 // All of it matched: nothing more to read.
                 return Err(std::fmt::Error);
             }
             Ok(())
         }
     }
-    let mut rest = Prefix(prefix);
+    let mut rest = Prefix(Some(prefix));
     let _ = write!(rest, "{error}");
-    rest.0.is_empty()
+    rest.0 == Some("")
 }
 
 /// The verdict on one of tonic's errors, if `error` is one with a verdict

@@ -324,9 +324,8 @@ struct Current {
     now: Cell<fn() -> Instant>,
     flags: Cell<Flags>,
     /// Whether a server is handling a request on this thread ([`serving`]),
-    /// and whether a call nested in it, outside every attempt, gave up
-    /// after retrying. Not an attempt's: attempts leave it as they find
-    /// it.
+    /// and whether a call nested in it, at any depth, gave up after
+    /// retrying. Not an attempt's: attempts do not save or restore it.
     serving: Cell<Handling>,
     /// [`SHARED`] holds this frame's flag: the first `current_call` of an
     /// attempt made one. A frame without (nearly every one) never touches
@@ -964,13 +963,11 @@ pub(crate) fn note_hedged_below() {
     let _ = CURRENT.try_with(|current| tell_attempt(current, Flags::HEDGED_BELOW));
 }
 
-/// Tells the attempt running here, if any, `flags`: whether there was one.
-fn tell_attempt(current: &Current, flags: Flags) -> bool {
-    let in_attempt = current.attempt.get() != 0;
-    if in_attempt {
+/// Tells the attempt running here, if any, `flags`.
+fn tell_attempt(current: &Current, flags: Flags) {
+    if current.attempt.get() != 0 {
         current.flags.set(current.flags.get().with(flags));
     }
-    in_attempt
 }
 
 /// Whether the attempt this code runs in is one of a hedged round's, or

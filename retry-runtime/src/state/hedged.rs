@@ -291,8 +291,8 @@ impl<C: Clock, P: HoldsPolicy> AttemptState<'_, C, P> {
         if let Some(throttle) = attempt.admitted {
             throttle.sent(now, answered);
         }
-        // Its leave, if any, goes back unused (a probe's is never here: a
-        // probe is not hedged).
+        // Its leave, if any, goes back unused (a probe's only if the
+        // breaker closed while it was out, and its hedge then went).
         drop(attempt.permit);
     }
 }
