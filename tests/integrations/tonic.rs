@@ -726,6 +726,17 @@ async fn a_tonic_transport_error_follows_the_transport_rule_and_an_unusable_endp
         assert_eq!(TransportErrors.verdict(&boxed), Verdict::Retry, "{boxed:?}");
         assert_eq!(boxed.classify(), Verdict::Retry, "{boxed:?}");
     }
+    // One that failed as the endpoint cannot be used as written (tonic's
+    // TLS connector says so of a URI without its host): no retry fixes it.
+    let unusable: BoxError = Box::new(tonic::ConnectError(Box::new(
+        Endpoint::from_shared("not a URI").unwrap_err(),
+    )));
+    assert_eq!(
+        TransportErrors.verdict(&unusable),
+        Verdict::Stop,
+        "{unusable:?}"
+    );
+    assert_eq!(unusable.classify(), Verdict::Stop, "{unusable:?}");
     // An endpoint that cannot be used as written fails the same way again:
     // without its scheme, hyper-util's connector says so at connect.
     let unscheme = Endpoint::from_shared(nothing_listens().to_string()).unwrap();

@@ -354,9 +354,14 @@ pub(crate) fn connect_failed(error: &(dyn Error + 'static)) -> Verdict {
             return Verdict::Refused;
         }
         // hyper-util's `HttpConnector` says so by its message alone (its
-        // error type is not exported).
+        // error type is not exported); tonic's TLS connector by a
+        // transport error of its own (a host missing).
         if displays_as(error, "invalid URL, ") {
             return Verdict::Stop;
+        }
+        #[cfg(feature = "tonic")]
+        if let Some(verdict) = tonic_endpoint_unusable(error) {
+            return verdict;
         }
         next = error.source();
     }
