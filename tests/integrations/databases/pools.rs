@@ -18,6 +18,16 @@ fn deadpool_config(server: &Postgres) -> deadpool_postgres::Config {
     config
 }
 
+/// A pool on tokio, without TLS, as `config` says.
+fn deadpool_pool(config: &deadpool_postgres::Config) -> deadpool_postgres::Pool {
+    config
+        .create_pool(
+            Some(deadpool_postgres::Runtime::Tokio1),
+            tokio_postgres::NoTls,
+        )
+        .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deadpool_checkout_that_timed_out_is_retried_and_the_backends_error_is_its_own() {
     let Some(server) = Postgres::start("deadpool-postgres") else {
@@ -27,12 +37,7 @@ async fn a_deadpool_checkout_that_timed_out_is_retried_and_the_backends_error_is
     let mut pool = deadpool_postgres::PoolConfig::new(1);
     pool.timeouts.wait = Some(Duration::from_millis(100));
     config.pool = Some(pool);
-    let pool = config
-        .create_pool(
-            Some(deadpool_postgres::Runtime::Tokio1),
-            tokio_postgres::NoTls,
-        )
-        .unwrap();
+    let pool = deadpool_pool(&config);
     let held = pool.get().await.unwrap();
     let Err(timed_out) = pool.get().await else {
         panic!("a second connection from a pool of one");
@@ -228,12 +233,7 @@ async fn the_documented_functions_run_against_the_servers() {
     ) else {
         return;
     };
-    let pool = deadpool_config(&postgres)
-        .create_pool(
-            Some(deadpool_postgres::Runtime::Tokio1),
-            tokio_postgres::NoTls,
-        )
-        .unwrap();
+    let pool = deadpool_pool(&deadpool_config(&postgres));
     pool.get()
         .await
         .unwrap()
@@ -293,12 +293,7 @@ async fn a_query_cut_off_is_stopped_on_the_server_by_the_time_left() {
     let Some(server) = Postgres::start("statement timeout") else {
         return;
     };
-    let pool = deadpool_config(&server)
-        .create_pool(
-            Some(deadpool_postgres::Runtime::Tokio1),
-            tokio_postgres::NoTls,
-        )
-        .unwrap();
+    let pool = deadpool_pool(&deadpool_config(&server));
     let watcher = pool.get().await.unwrap();
     let sleeping = || async {
         let row = watcher
